@@ -1,0 +1,248 @@
+//! `Bio`: the unit of I/O a frontend submits, and `IoBuf`, the buffer that travels with it.
+//!
+//! A bio owns its data buffer while it is in flight and hands it back on completion, so no
+//! copy and no shared ownership is needed between the submitter, the core and the driver.
+
+use crate::status::BlkStatus;
+use crate::CtxIdx;
+use crate::Nanos;
+
+/// 512-byte sectors, the block layer's unit of position and length.
+pub const SECTOR_SHIFT: u32 = 9;
+pub const SECTOR_SIZE: u64 = 1 << SECTOR_SHIFT;
+
+/// The operation, as the kernel's `REQ_OP_*`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReqOp {
+    Read,
+    Write,
+    Flush,
+    Discard,
+    WriteZeroes,
+}
+
+impl ReqOp {
+    /// True for operations that move data from the device to memory.
+    pub fn is_read(self) -> bool {
+        self == ReqOp::Read
+    }
+    /// True for operations that change the device (the kernel's `op_is_write`).
+    pub fn is_write(self) -> bool {
+        !self.is_read()
+    }
+    /// True for operations that carry a data buffer.
+    pub fn has_data(self) -> bool {
+        matches!(self, ReqOp::Read | ReqOp::Write)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ReqOp::Read => "read",
+            ReqOp::Write => "write",
+            ReqOp::Flush => "flush",
+            ReqOp::Discard => "discard",
+            ReqOp::WriteZeroes => "write-zeroes",
+        }
+    }
+}
+
+/// Request flags carried by the bio into the request (`REQ_FUA`, `REQ_PREFLUSH`, ...).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ReqFlags(pub u8);
+
+impl ReqFlags {
+    /// Forced unit access: the data is durable when the request completes.
+    pub const FUA: ReqFlags = ReqFlags(1 << 0);
+    /// Flush the volatile cache before this request.
+    pub const PREFLUSH: ReqFlags = ReqFlags(1 << 1);
+    /// Synchronous: a task waits for it (reads are always sync).
+    pub const SYNC: ReqFlags = ReqFlags(1 << 2);
+    /// Filesystem metadata.
+    pub const META: ReqFlags = ReqFlags(1 << 3);
+    /// Never merge this bio or request.
+    pub const NOMERGE: ReqFlags = ReqFlags(1 << 4);
+    /// Completed by polling a POLL hardware queue (`REQ_POLLED`).
+    pub const POLLED: ReqFlags = ReqFlags(1 << 5);
+    /// The flags that forbid merging, as the kernel's `REQ_NOMERGE_FLAGS`.
+    pub const NOMERGE_FLAGS: ReqFlags = ReqFlags(Self::NOMERGE.0 | Self::PREFLUSH.0 | Self::FUA.0);
+
+    pub const fn empty() -> ReqFlags {
+        ReqFlags(0)
+    }
+    pub const fn contains(self, other: ReqFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub const fn intersects(self, other: ReqFlags) -> bool {
+        self.0 & other.0 != 0
+    }
+    pub const fn union(self, other: ReqFlags) -> ReqFlags {
+        ReqFlags(self.0 | other.0)
+    }
+}
+
+/// The I/O priority class (`IOPRIO_CLASS_*`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IoPrioClass {
+    /// No class set: the block layer treats it as best effort.
+    None = 0,
+    Rt = 1,
+    Be = 2,
+    Idle = 3,
+}
+
+/// An I/O priority: class and level 0..=7 (0 is the highest), packed as the kernel's
+/// `IOPRIO_PRIO_VALUE(class, level)` = `class << 13 | level`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IoPrio(pub u16);
+
+impl IoPrio {
+    pub const CLASS_SHIFT: u16 = 13;
+    /// Best effort, level 4: the kernel's default for a task without an explicit priority.
+    pub const DEFAULT: IoPrio = IoPrio::new(IoPrioClass::Be, 4);
+
+    pub const fn new(class: IoPrioClass, level: u8) -> IoPrio {
+        assert!(level < 8, "ioprio level must be 0..=7");
+        IoPrio(((class as u16) << Self::CLASS_SHIFT) | level as u16)
+    }
+    pub fn class(self) -> IoPrioClass {
+        match self.0 >> Self::CLASS_SHIFT {
+            1 => IoPrioClass::Rt,
+            2 => IoPrioClass::Be,
+            3 => IoPrioClass::Idle,
+            _ => IoPrioClass::None,
+        }
+    }
+    pub fn level(self) -> u8 {
+        (self.0 & 0x7) as u8
+    }
+}
+
+/// One 4 KiB page, aligned so that buffers built from pages satisfy O_DIRECT alignment.
+#[derive(Copy, Clone, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(4096))]
+pub struct Page(pub [u8; 4096]);
+
+/// A page-aligned data buffer. Its length need not be a multiple of the page size.
+#[derive(Clone)]
+pub struct IoBuf {
+    pages: Vec<Page>,
+    len: usize,
+}
+
+impl IoBuf {
+    /// A zero-filled buffer of `len` bytes.
+    pub fn new(len: usize) -> IoBuf {
+        let nr_pages = len.div_ceil(4096).max(1);
+        IoBuf { pages: vec![bytemuck::Zeroable::zeroed(); nr_pages], len }
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes that can be used without reallocating.
+    pub fn capacity(&self) -> usize {
+        self.pages.len() * 4096
+    }
+    /// Changes the length within the capacity, growing the allocation if needed.
+    pub fn set_len(&mut self, len: usize) {
+        let nr_pages = len.div_ceil(4096).max(1);
+        if nr_pages > self.pages.len() {
+            self.pages.resize(nr_pages, bytemuck::Zeroable::zeroed());
+        }
+        self.len = len;
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        &bytemuck::cast_slice::<Page, u8>(&self.pages)[..self.len]
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut::<Page, u8>(&mut self.pages)[..self.len]
+    }
+}
+
+impl std::fmt::Debug for IoBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IoBuf({} bytes)", self.len)
+    }
+}
+
+/// A block I/O as submitted by a frontend.
+///
+/// Required fields are positional in [`Bio::new`]; the rest have chained setters. The core
+/// fills in `ctx` and `submit_ns` when the bio is submitted and `status` when it completes.
+#[derive(Debug)]
+pub struct Bio {
+    pub op: ReqOp,
+    pub flags: ReqFlags,
+    pub ioprio: IoPrio,
+    /// First sector.
+    pub sector: u64,
+    /// Length in sectors (0 for a flush).
+    pub nr_sectors: u32,
+    /// Who issued it (a process or job id); schedulers that queue per issuer use it.
+    pub issuer: u32,
+    /// The issuer's group (a cgroup-like id, 0 = root), for group scheduling.
+    pub group: u32,
+    /// The submitter's own cookie, returned untouched on completion (`bi_private`).
+    pub private: u64,
+    /// The data, for reads and writes. A bio without a buffer moves no data (the null
+    /// driver without `memory_backed` does not need one).
+    pub buf: Option<IoBuf>,
+    /// The outcome, set on completion.
+    pub status: BlkStatus,
+    /// The software queue it was submitted from; completions are routed back to it.
+    pub ctx: CtxIdx,
+    /// When it was submitted, for the submission latency.
+    pub submit_ns: Nanos,
+}
+
+impl Bio {
+    pub fn new(op: ReqOp, sector: u64, nr_sectors: u32) -> Bio {
+        Bio {
+            op,
+            flags: if op.is_read() { ReqFlags::SYNC } else { ReqFlags::empty() },
+            ioprio: IoPrio::DEFAULT,
+            sector,
+            nr_sectors,
+            issuer: 0,
+            group: 0,
+            private: 0,
+            buf: None,
+            status: BlkStatus::Ok,
+            ctx: CtxIdx(0),
+            submit_ns: Nanos::ZERO,
+        }
+    }
+    pub fn with_flags(mut self, flags: ReqFlags) -> Bio {
+        self.flags = self.flags.union(flags);
+        self
+    }
+    pub fn with_ioprio(mut self, ioprio: IoPrio) -> Bio {
+        self.ioprio = ioprio;
+        self
+    }
+    pub fn with_issuer(mut self, issuer: u32, group: u32) -> Bio {
+        self.issuer = issuer;
+        self.group = group;
+        self
+    }
+    pub fn with_private(mut self, private: u64) -> Bio {
+        self.private = private;
+        self
+    }
+    pub fn with_buf(mut self, buf: IoBuf) -> Bio {
+        self.buf = Some(buf);
+        self
+    }
+    pub fn end_sector(&self) -> u64 {
+        self.sector + self.nr_sectors as u64
+    }
+    pub fn bytes(&self) -> u64 {
+        (self.nr_sectors as u64) << SECTOR_SHIFT
+    }
+    /// True if this bio may be merged with others (`bio_mergeable`).
+    pub fn mergeable(&self) -> bool {
+        !self.flags.intersects(ReqFlags::NOMERGE_FLAGS)
+            && matches!(self.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard)
+    }
+}

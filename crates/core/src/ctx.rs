@@ -1,0 +1,69 @@
+//! `Ctx`: the per-submitter software queue (`struct blk_mq_ctx`).
+//!
+//! Each submitting thread (a "CPU" here) owns one. Without a scheduler, requests that cannot
+//! be issued directly wait on the Ctx's list for their hardware queue; completions for bios
+//! submitted from this Ctx by another thread are parked on `remote_done` until the owner
+//! polls (the userspace stand-in for the kernel's completion IPI).
+
+use crate::bio::Bio;
+use crate::cpumap::HCTX_MAX_TYPES;
+use crate::request::RqId;
+use crate::{CtxIdx, HctxIdx};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// Per-Ctx counters (the kernel's `rq_dispatched`, `rq_merged`, `rq_completed`).
+#[derive(Default)]
+pub struct CtxStats {
+    pub inserted: AtomicU64,
+    pub merged: AtomicU64,
+    pub dispatched: AtomicU64,
+    pub completed: AtomicU64,
+}
+
+pub struct Ctx {
+    pub idx: CtxIdx,
+    /// The hardware queue for each map type.
+    pub hctxs: [HctxIdx; HCTX_MAX_TYPES],
+    /// This Ctx's position in each of its hardware queues' `ctxs` (`index_hw`).
+    pub index_hw: [u16; HCTX_MAX_TYPES],
+    /// Pending requests, one list per map type (`rq_lists`).
+    pub lists: Mutex<[VecDeque<RqId>; HCTX_MAX_TYPES]>,
+    /// Bios completed by another thread, waiting for this Ctx's owner.
+    pub remote_done: Mutex<Vec<Bio>>,
+    pub remote_pending: AtomicBool,
+    /// Tag allocation hints, driver tags and scheduler tags (the per-CPU `alloc_hint`).
+    pub tag_hint: AtomicU32,
+    pub sched_hint: AtomicU32,
+    pub stats: CtxStats,
+}
+
+impl Ctx {
+    pub(crate) fn new(idx: CtxIdx, hctxs: [HctxIdx; HCTX_MAX_TYPES]) -> Ctx {
+        Ctx {
+            idx,
+            hctxs,
+            index_hw: [0; HCTX_MAX_TYPES],
+            lists: Mutex::new(Default::default()),
+            remote_done: Mutex::new(Vec::new()),
+            remote_pending: AtomicBool::new(false),
+            // Spread the hints so submitters start in different words of a shared map.
+            tag_hint: AtomicU32::new(idx.0 as u32 * 16),
+            sched_hint: AtomicU32::new(idx.0 as u32 * 16),
+            stats: CtxStats::default(),
+        }
+    }
+
+    /// Moves bios completed elsewhere into `out`.
+    pub fn take_remote(&self, out: &mut Vec<Bio>) {
+        if self.remote_pending.swap(false, Ordering::AcqRel) {
+            out.append(&mut self.remote_done.lock());
+        }
+    }
+
+    pub(crate) fn push_remote(&self, bio: Bio) {
+        self.remote_done.lock().push(bio);
+        self.remote_pending.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,330 @@
+//! Running hardware queues (`block/blk-mq-sched.c`, `blk_mq_dispatch_rq_list` in
+//! `block/blk-mq.c`): which requests go to the driver, in what order, and what happens when
+//! the driver, its budget or the tags say "not now".
+
+use crate::driver::CompletionBatch;
+use crate::elevator::ElvFeatures;
+use crate::hctx::state;
+use crate::queue::{RequestQueue, RESOURCE_DELAY};
+use crate::request::{RqFlags, RqId};
+use crate::status::BlkStatus;
+use crate::{CtxIdx, HctxIdx, Nanos};
+use std::sync::atomic::Ordering;
+
+impl RequestQueue {
+    /// Runs one hardware queue (`blk_mq_run_hw_queue`, inline). Runs of the same queue are
+    /// serialised: a caller that finds the queue running leaves a note and the running
+    /// thread goes round once more, so no run is lost.
+    pub fn run_hw_queue(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+        let hctx = &self.hctxs[h.0 as usize];
+        loop {
+            if hctx.is_stopped() {
+                return;
+            }
+            hctx.run_again.store(true, Ordering::SeqCst);
+            let Some(guard) = hctx.run_lock.try_lock() else { return };
+            while hctx.run_again.swap(false, Ordering::SeqCst) {
+                if hctx.is_stopped() {
+                    break;
+                }
+                hctx.stats.run.fetch_add(1, Ordering::Relaxed);
+                self.sched_dispatch_requests(h, now, batch);
+            }
+            drop(guard);
+            if !hctx.run_again.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    /// Runs "all" hardware queues (`blk_mq_run_hw_queues`). With a scheduler that is not
+    /// `MQ_AWARE` and several hardware queues, only the caller's default hardware queue runs,
+    /// plus any queue with requests on its dispatch list: the scheduler's requests are
+    /// queue-wide, so running every hctx would only contend on its lock (seed 000).
+    pub fn run_hw_queues(&self, local: Option<CtxIdx>, now: Nanos, batch: &mut CompletionBatch) {
+        let sq_hctx = self.sq_hctx(local);
+        for hctx in self.hctxs.iter() {
+            let h = hctx.idx;
+            if let Some(sq) = sq_hctx {
+                if h != sq && hctx.dispatch_list_len() == 0 {
+                    continue;
+                }
+            }
+            if self.hctx_has_pending(h) {
+                self.run_hw_queue(h, now, batch);
+            }
+        }
+    }
+
+    /// `blk_mq_get_sq_hctx`: the single hardware queue to run, when the rule applies.
+    fn sq_hctx(&self, local: Option<CtxIdx>) -> Option<HctxIdx> {
+        let elv = self.elevator.as_ref()?;
+        if elv.features().contains(ElvFeatures::MQ_AWARE) || self.hctxs.len() == 1 || !self.cfg.sq_sched_dispatch {
+            return None;
+        }
+        let ctx = local.unwrap_or(CtxIdx(0));
+        Some(self.ctxs[ctx.0 as usize].hctxs[0])
+    }
+
+    /// `blk_mq_hctx_has_pending`.
+    pub fn hctx_has_pending(&self, h: HctxIdx) -> bool {
+        let hctx = &self.hctxs[h.0 as usize];
+        hctx.dispatch_list_len() > 0
+            || hctx.any_ctx_pending()
+            || self.elevator.as_ref().is_some_and(|e| e.has_work(h))
+    }
+
+    /// `blk_mq_sched_dispatch_requests`: left-overs first, then the elevator or the
+    /// software queues.
+    fn sched_dispatch_requests(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+        let hctx = &self.hctxs[h.0 as usize];
+        let mut need_dispatch = hctx.is_busy();
+        if hctx.dispatch_list_len() > 0 {
+            let leftovers: Vec<RqId> = {
+                let mut d = hctx.dispatch.lock();
+                hctx.dispatch_len.store(0, Ordering::Release);
+                d.drain(..).collect()
+            };
+            if !leftovers.is_empty() {
+                // Keep RESTART set while requests sit on the dispatch list: a freed tag must
+                // bring us back (blk_mq_sched_mark_restart_hctx).
+                hctx.set_state(state::SCHED_RESTART);
+                if self.dispatch_rq_list(h, &leftovers, now, batch) < leftovers.len() {
+                    return;
+                }
+                need_dispatch = true;
+            }
+        }
+        if self.elevator.is_some() {
+            self.do_dispatch_sched(h, now, batch);
+        } else if need_dispatch {
+            self.do_dispatch_ctx(h, now, batch);
+        } else {
+            let ids = self.flush_busy_ctxs(h);
+            if !ids.is_empty() {
+                self.dispatch_rq_list(h, &ids, now, batch);
+            }
+        }
+    }
+
+    /// `blk_mq_do_dispatch_sched`: pull requests from the elevator, one budget token each,
+    /// and issue them in batches. A scheduler may hand out requests of other hardware
+    /// queues; each is issued on its own queue.
+    fn do_dispatch_sched(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+        let elv = self.elevator.as_ref().expect("do_dispatch_sched without elevator");
+        let hctx = &self.hctxs[h.0 as usize];
+        let max_dispatch = if hctx.is_busy() { 1 } else { self.nr_requests as usize };
+        let ectx = self.elv_ctx();
+        let mut list: Vec<RqId> = Vec::new();
+        loop {
+            list.clear();
+            let mut kick = false;
+            while list.len() < max_dispatch {
+                if hctx.dispatch_list_len() > 0 {
+                    // Flushes and left-overs arrived: let them go first on the next run.
+                    hctx.arm_run(now);
+                    break;
+                }
+                if !elv.has_work(h) {
+                    break;
+                }
+                if !self.driver.get_budget(h) {
+                    kick = true;
+                    break;
+                }
+                match elv.dispatch_request(&ectx, h, now) {
+                    Some(id) => {
+                        self.rqs.lock(id).rq_flags.insert(RqFlags::BUDGET);
+                        list.push(id);
+                    }
+                    None => {
+                        self.driver.put_budget(h);
+                        // "Kick it ourselves": has_work said yes but nothing came out.
+                        kick = true;
+                        break;
+                    }
+                }
+            }
+            if kick && list.is_empty() {
+                hctx.arm_run(now.saturating_add(RESOURCE_DELAY));
+            }
+            if list.is_empty() {
+                return;
+            }
+            if !self.dispatch_by_hctx(&mut list, now, batch) {
+                return;
+            }
+        }
+    }
+
+    /// Issues a scheduler batch grouped by each request's own hardware queue. Returns false
+    /// if some request could not be issued.
+    fn dispatch_by_hctx(&self, list: &mut [RqId], now: Nanos, batch: &mut CompletionBatch) -> bool {
+        let mut keyed: Vec<(HctxIdx, RqId)> = list.iter().map(|&id| (self.rqs.lock(id).hctx, id)).collect();
+        keyed.sort_by_key(|&(h, _)| h);
+        let mut all = true;
+        let mut i = 0;
+        let mut group: Vec<RqId> = Vec::with_capacity(keyed.len());
+        while i < keyed.len() {
+            let h = keyed[i].0;
+            group.clear();
+            while i < keyed.len() && keyed[i].0 == h {
+                group.push(keyed[i].1);
+                i += 1;
+            }
+            all &= self.dispatch_rq_list(h, &group, now, batch) == group.len();
+        }
+        all
+    }
+
+    /// `blk_mq_do_dispatch_ctx`: when the driver is busy, take one request at a time,
+    /// round-robin over the software queues, so no queue monopolises the driver.
+    fn do_dispatch_ctx(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+        let hctx = &self.hctxs[h.0 as usize];
+        let ty = hctx.ty as usize;
+        let n = hctx.ctxs.len();
+        loop {
+            if hctx.dispatch_list_len() > 0 {
+                return;
+            }
+            let start = hctx.dispatch_from.load(Ordering::Relaxed) as usize % n.max(1);
+            let mut picked = None;
+            for k in 0..n {
+                let pos = (start + k) % n;
+                let c = &self.ctxs[hctx.ctxs[pos].0 as usize];
+                let mut lists = c.lists.lock();
+                if let Some(id) = lists[ty].pop_front() {
+                    if lists[ty].is_empty() {
+                        hctx.ctx_map[pos / 64].fetch_and(!(1u64 << (pos % 64)), Ordering::AcqRel);
+                    }
+                    hctx.dispatch_from.store(((pos + 1) % n) as u32, Ordering::Relaxed);
+                    picked = Some(id);
+                    break;
+                }
+            }
+            let Some(id) = picked else { return };
+            if self.dispatch_rq_list(h, &[id], now, batch) == 0 {
+                return;
+            }
+        }
+    }
+
+    /// `blk_mq_flush_busy_ctxs`: take every pending request of every software queue mapped
+    /// here, in Ctx order.
+    fn flush_busy_ctxs(&self, h: HctxIdx) -> Vec<RqId> {
+        let hctx = &self.hctxs[h.0 as usize];
+        let ty = hctx.ty as usize;
+        let mut out = Vec::new();
+        for (w, word) in hctx.ctx_map.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::AcqRel);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let ctx = hctx.ctxs[w * 64 + b];
+                out.extend(self.ctxs[ctx.0 as usize].lists.lock()[ty].drain(..));
+            }
+        }
+        out
+    }
+
+    /// `blk_mq_dispatch_rq_list`: issue `ids` on hardware queue `h`, in order, until the
+    /// driver, its budget or the driver tags refuse. Requests not issued go to the tail of
+    /// the dispatch list and a re-run is arranged. Returns how many were issued (errors
+    /// included: those are ended, not retried).
+    pub(crate) fn dispatch_rq_list(&self, h: HctxIdx, ids: &[RqId], now: Nanos, batch: &mut CompletionBatch) -> usize {
+        let hctx = &self.hctxs[h.0 as usize];
+        let mut issued = 0usize;
+        let mut queued = 0usize;
+        let mut errors = 0usize;
+        let mut needs_resource = false;
+        let mut no_tag = false;
+        let mut no_budget = false;
+        for (i, &id) in ids.iter().enumerate() {
+            let mut rq = self.rqs.lock(id);
+            if !rq.rq_flags.contains(RqFlags::BUDGET) {
+                if !self.driver.get_budget(h) {
+                    no_budget = true;
+                    break;
+                }
+                rq.rq_flags.insert(RqFlags::BUDGET);
+            }
+            if !self.get_driver_tag(h, &mut rq) && !self.retry_driver_tag(h, &mut rq) {
+                rq.rq_flags.remove(RqFlags::BUDGET);
+                self.driver.put_budget(h);
+                no_tag = true;
+                break;
+            }
+            self.start_request(&mut rq, now);
+            let last = i + 1 == ids.len();
+            match self.driver.queue_rq(h, &mut rq, last, now, batch) {
+                BlkStatus::Ok => queued += 1,
+                status @ (BlkStatus::Resource | BlkStatus::DevResource) => {
+                    rq.unstart();
+                    if rq.rq_flags.contains(RqFlags::SCHED_TAGS) {
+                        let t = rq.tag;
+                        rq.tag = crate::request::Tag::NONE;
+                        self.put_driver_tag(h, t);
+                    }
+                    rq.rq_flags.remove(RqFlags::BUDGET);
+                    self.driver.put_budget(h);
+                    needs_resource = status == BlkStatus::Resource;
+                    break;
+                }
+                status => {
+                    errors += 1;
+                    batch.complete(id, status);
+                }
+            }
+            rq.rq_flags.remove(RqFlags::BUDGET);
+            issued += 1;
+        }
+        hctx.stats.issued.fetch_add(queued as u64, Ordering::Relaxed);
+        hctx.stats.count_dispatch(queued);
+        let left = &ids[issued..];
+        if (!left.is_empty() || errors > 0) && queued > 0 {
+            self.driver.commit_rqs(h);
+        }
+        let busy = !left.is_empty();
+        if busy {
+            self.park_leftovers(h, left, now, needs_resource || no_budget);
+        }
+        hctx.update_dispatch_busy(busy);
+        issued
+    }
+
+    /// `blk_mq_mark_tag_wait` with one retry: record that this hardware queue waits for a
+    /// driver tag, so the next free runs it, then try once more to close the race with a
+    /// free that happened in between.
+    fn retry_driver_tag(&self, h: HctxIdx, rq: &mut crate::request::Request) -> bool {
+        let hctx = &self.hctxs[h.0 as usize];
+        if !self.set.is_shared() {
+            hctx.set_state(state::SCHED_RESTART);
+        } else if !hctx.set_state(state::TAG_WAITING) {
+            self.tag_waiters.fetch_add(1, Ordering::AcqRel);
+        }
+        self.get_driver_tag(h, rq)
+    }
+
+    /// Left-overs go to the tail of the dispatch list; then decide how the queue gets run
+    /// again: at once if RESTART was consumed meanwhile (a tag was freed while we were
+    /// busy) or no one will wake us for a tag, after `RESOURCE_DELAY` if the driver or the
+    /// budget ran out, else when a request completes (RESTART).
+    fn park_leftovers(&self, h: HctxIdx, left: &[RqId], now: Nanos, resource: bool) {
+        let hctx = &self.hctxs[h.0 as usize];
+        hctx.stats.busy.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut d = hctx.dispatch.lock();
+            d.extend(left.iter().copied());
+            hctx.dispatch_len.store(d.len() as u32, Ordering::Release);
+        }
+        // Without a pending RESTART (it was consumed by a completion meanwhile, or never set)
+        // nobody will run us: try again at once. With one, a free brings us back; if what ran
+        // out was the driver or its budget, also poll after a delay in case nothing frees.
+        let restart = hctx.test_state(state::SCHED_RESTART) || hctx.test_state(state::TAG_WAITING);
+        if !restart {
+            hctx.arm_run(now);
+        } else if resource {
+            hctx.arm_run(now.saturating_add(RESOURCE_DELAY));
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The driver interface, shaped like the kernel's `struct blk_mq_ops`.
+//!
+//! A driver owns its hardware queues and is called through `&self` from any thread running a
+//! hardware queue; it keeps per-hctx state behind its own per-hctx locks. It never calls back
+//! into the queue: completions it can give at once (and requests it wants requeued) go into
+//! the [`CompletionBatch`] it is handed, and the core processes them after `queue_rq` returns.
+
+use crate::request::{Request, RqId};
+use crate::status::BlkStatus;
+use crate::{HctxIdx, Nanos};
+
+/// Completions and requeues gathered from a driver, processed by the core in one batch.
+#[derive(Debug, Default)]
+pub struct CompletionBatch {
+    pub(crate) done: Vec<(RqId, BlkStatus)>,
+    pub(crate) requeue: Vec<RqId>,
+}
+
+impl CompletionBatch {
+    pub fn new() -> CompletionBatch {
+        CompletionBatch { done: Vec::with_capacity(64), requeue: Vec::new() }
+    }
+    /// The request finished with `status` (`blk_mq_complete_request`).
+    pub fn complete(&mut self, id: RqId, status: BlkStatus) {
+        self.done.push((id, status));
+    }
+    /// The driver gives the request back to be issued again (`blk_mq_requeue_request`).
+    pub fn requeue(&mut self, id: RqId) {
+        self.requeue.push(id);
+    }
+    pub fn len(&self) -> usize {
+        self.done.len() + self.requeue.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty() && self.requeue.is_empty()
+    }
+}
+
+/// What a driver's timeout handler decided (`enum blk_eh_timer_return`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum EhReturn {
+    /// The driver completed the request (into the batch) or will complete it.
+    Done,
+    /// Give the request another full timeout.
+    ResetTimer,
+}
+
+pub trait Driver: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// Device capacity in 512-byte sectors.
+    fn capacity_sectors(&self) -> u64;
+
+    /// True for a rotational device (schedulers such as BFQ tune themselves by it).
+    fn rotational(&self) -> bool {
+        false
+    }
+
+    /// Set up hardware queue `hctx` with `nr_tags` driver tags (`init_hctx`).
+    fn init_hctx(&self, _hctx: HctxIdx, _nr_tags: u32) {}
+
+    /// Issue one started request (`queue_rq`). `last` says no more requests follow in this
+    /// batch, so the doorbell can be rung. `Resource`/`DevResource` mean "not now": the
+    /// request comes back to the core untouched. Any other non-`Ok` status ends it with that
+    /// error. A driver that finishes the request at once pushes it to `done`.
+    fn queue_rq(&self, hctx: HctxIdx, rq: &mut Request, last: bool, now: Nanos, done: &mut CompletionBatch)
+        -> BlkStatus;
+
+    /// Ring the doorbell for requests queued with `last == false` (`commit_rqs`).
+    fn commit_rqs(&self, _hctx: HctxIdx) {}
+
+    /// Device-level admission (`get_budget`); `false` means "try later".
+    fn get_budget(&self, _hctx: HctxIdx) -> bool {
+        true
+    }
+    fn put_budget(&self, _hctx: HctxIdx) {}
+
+    /// A request exceeded its timeout (`timeout`). The default re-arms the timer, as the
+    /// kernel does for drivers without a handler.
+    fn timeout(&self, _hctx: HctxIdx, _rq: &mut Request, _now: Nanos, _done: &mut CompletionBatch) -> EhReturn {
+        EhReturn::ResetTimer
+    }
+
+    /// Reap finished requests of `hctx` (`poll`, and the interrupt handler's work).
+    fn poll(&self, _hctx: HctxIdx, _now: Nanos, _done: &mut CompletionBatch) -> usize {
+        0
+    }
+
+    /// When `poll` will next have something for `hctx` (timer-driven completions).
+    fn next_event(&self, _hctx: HctxIdx) -> Option<Nanos> {
+        None
+    }
+
+    /// Requests issued to `hctx` and not yet handed back.
+    fn inflight(&self, _hctx: HctxIdx) -> usize {
+        0
+    }
+}

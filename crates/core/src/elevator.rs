@@ -1,0 +1,217 @@
+//! The elevator (I/O scheduler) interface, shaped like the kernel's `struct elevator_mq_ops`
+//! (`block/elevator.h`), and the tunables table behind its sysfs attributes.
+//!
+//! An elevator is called through `&self` from any submitting or dispatching thread, and keeps
+//! its own lock(s), as kernel schedulers do (`dd->lock`, kyber's per-hctx locks). Lock order:
+//! an elevator may lock request slots (through [`ElvCtx::rqs`]) while holding its own lock; the
+//! core never calls an elevator hook while it holds a slot lock. Hooks never call back into
+//! the queue: anything the core must do afterwards (free a request merged away) is returned.
+
+use crate::bio::{Bio, ReqFlags, ReqOp};
+use crate::merge::{NoMerges, QueueLimits};
+use crate::request::{ElvRq, RequestTable, RqId};
+use crate::{HctxIdx, Nanos};
+use std::sync::atomic::{AtomicI64, Ordering};
+use thiserror::Error;
+
+/// Elevator feature flags (`ELEVATOR_F_*`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ElvFeatures(pub u32);
+
+impl ElvFeatures {
+    /// The scheduler keeps per-hardware-queue state and only returns requests of the hctx it
+    /// is asked for, so every hctx may be run (kyber). Without it, and with several hardware
+    /// queues, the core runs only the submitter's own hctx (seed 000, `QUEUE_FLAG_SQ_SCHED`).
+    pub const MQ_AWARE: ElvFeatures = ElvFeatures(1 << 0);
+    /// The scheduler wants zoned sequential-write ordering (unused for now).
+    pub const ZBD_SEQ_WRITE: ElvFeatures = ElvFeatures(1 << 1);
+
+    pub fn contains(self, f: ElvFeatures) -> bool {
+        self.0 & f.0 == f.0
+    }
+}
+
+/// What an elevator is told when it is attached (`init_sched` + `init_hctx`).
+#[derive(Clone, Debug)]
+pub struct ElevatorInit {
+    pub nr_hw_queues: u16,
+    pub nr_ctx: u16,
+    /// Scheduler tags per hardware queue (`nr_requests`).
+    pub nr_requests: u32,
+    /// Size of the request-id space, for per-request side tables.
+    pub nr_rq_ids: u32,
+    /// Driver tags per hardware queue.
+    pub queue_depth: u32,
+    /// The device is rotational (an HDD): BFQ and others adapt to it.
+    pub rotational: bool,
+    pub limits: QueueLimits,
+}
+
+/// The view of the queue an elevator hook gets.
+pub struct ElvCtx<'a> {
+    pub rqs: &'a RequestTable,
+    pub limits: &'a QueueLimits,
+    pub nomerges: NoMerges,
+}
+
+/// The result of [`Elevator::bio_merge`].
+#[derive(Debug)]
+pub enum BioMerge {
+    /// The bio is untouched and comes back for a new request.
+    NotMerged(Bio),
+    /// The bio joined a queued request; if that request then absorbed a neighbour, the
+    /// neighbour's id is returned for the core to free.
+    Merged { freed: Option<RqId> },
+}
+
+/// The scheduler operations. Only `insert_requests`, `dispatch_request` and `has_work` are
+/// mandatory, as in the kernel; the rest default to "nothing to do".
+pub trait Elevator: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn features(&self) -> ElvFeatures;
+
+    /// At allocation: the shallow depth (in scheduler tags) this kind of request may use, or
+    /// `u32::MAX` for the whole map (`limit_depth`). Called with no lock held.
+    fn limit_depth(&self, _op: ReqOp, _flags: ReqFlags) -> u32 {
+        u32::MAX
+    }
+
+    /// A request was just allocated for this scheduler (`prepare_request`).
+    fn prepare_request(&self, _rq: &ElvRq) {}
+
+    /// Try to merge `bio` into a queued request before a request is allocated (`bio_merge`).
+    fn bio_merge(&self, _q: &ElvCtx<'_>, bio: Bio) -> BioMerge {
+        BioMerge::NotMerged(bio)
+    }
+
+    /// Take ownership of `rqs`, all mapped to `hctx` (`insert_requests`). `at_head` is set for
+    /// requeued or urgent requests. Requests folded into others by an insert merge are pushed
+    /// to `freed` for the core to release.
+    fn insert_requests(
+        &self,
+        q: &ElvCtx<'_>,
+        hctx: HctxIdx,
+        rqs: &[RqId],
+        at_head: bool,
+        now: Nanos,
+        freed: &mut Vec<RqId>,
+    );
+
+    /// The next request to issue for `hctx`, or none (`dispatch_request`). Called once per
+    /// budget token. A scheduler that is not `MQ_AWARE` may return a request of another hctx.
+    fn dispatch_request(&self, q: &ElvCtx<'_>, hctx: HctxIdx, now: Nanos) -> Option<RqId>;
+
+    /// Cheap check whether `dispatch_request` could return something (`has_work`). It may be
+    /// stale: a true answer followed by no request makes the core arm a delayed re-run.
+    fn has_work(&self, hctx: HctxIdx) -> bool;
+
+    /// The device finished the request (`completed_request`); latency feedback goes here.
+    fn completed_request(&self, _rq: &ElvRq, _now: Nanos) {}
+
+    /// The request is being freed, completed or not (`finish_request`).
+    fn finish_request(&self, _rq: &ElvRq) {}
+
+    /// The request goes back to the scheduler (`requeue_request`).
+    fn requeue_request(&self, _rq: &ElvRq) {}
+
+    /// Periodic work (kyber's depth adjustment). Returns when it wants to be called next.
+    fn timer(&self, _now: Nanos) -> Option<Nanos> {
+        None
+    }
+
+    /// The sysfs-like tunables.
+    fn tunables(&self) -> &Tunables;
+
+    /// A human dump of the internal state (the debugfs attributes).
+    fn debug_state(&self) -> String;
+
+    /// Asserts the scheduler's internal invariants (called by tests and the simulator).
+    fn check_invariants(&self) {}
+
+    /// Detach: the scheduler must be empty (`exit_sched`). Panics if it still holds requests.
+    fn exit_sched(&self);
+}
+
+/// The registration descriptor of a scheduler (`struct elevator_type`).
+pub struct ElevatorType {
+    pub name: &'static str,
+    pub alias: Option<&'static str>,
+    pub features: ElvFeatures,
+    pub tunables: &'static [TunableDesc],
+    /// Builds an instance; `None` for `none`, which has no elevator object at all.
+    pub init: Option<fn(&ElevatorInit) -> Box<dyn Elevator>>,
+}
+
+/// One tunable: the kernel's sysfs name, unit and default.
+#[derive(Copy, Clone, Debug)]
+pub struct TunableDesc {
+    pub name: &'static str,
+    /// Unit of the value as written to sysfs ("ms", "ns", "requests", "bool", ...).
+    pub unit: &'static str,
+    pub default: i64,
+    pub min: i64,
+    pub max: i64,
+    pub help: &'static str,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TunableError {
+    #[error("unknown tunable '{name}' for {sched} (known: {known})")]
+    Unknown { sched: &'static str, name: String, known: String },
+    #[error("tunable '{name}': '{value}' is not an integer")]
+    NotANumber { name: &'static str, value: String },
+    #[error("tunable '{name}': {value} out of range {min}..={max} ({unit})")]
+    OutOfRange { name: &'static str, value: i64, min: i64, max: i64, unit: &'static str },
+}
+
+/// The current values of a scheduler's tunables, readable and writable while it runs.
+pub struct Tunables {
+    sched: &'static str,
+    descs: &'static [TunableDesc],
+    values: Box<[AtomicI64]>,
+}
+
+impl Tunables {
+    pub fn new(sched: &'static str, descs: &'static [TunableDesc]) -> Tunables {
+        Tunables { sched, descs, values: descs.iter().map(|d| AtomicI64::new(d.default)).collect() }
+    }
+    pub fn descs(&self) -> &'static [TunableDesc] {
+        self.descs
+    }
+    /// The value of tunable `i` (its index in the descriptor table).
+    pub fn get(&self, i: usize) -> i64 {
+        self.values[i].load(Ordering::Relaxed)
+    }
+    fn index(&self, name: &str) -> Result<usize, TunableError> {
+        self.descs.iter().position(|d| d.name == name).ok_or_else(|| TunableError::Unknown {
+            sched: self.sched,
+            name: name.to_string(),
+            known: self.descs.iter().map(|d| d.name).collect::<Vec<_>>().join(", "),
+        })
+    }
+    pub fn show(&self, name: &str) -> Result<i64, TunableError> {
+        Ok(self.get(self.index(name)?))
+    }
+    /// Parses and stores a value, refusing it with its valid range when out of bounds.
+    pub fn store(&self, name: &str, value: &str) -> Result<(), TunableError> {
+        let i = self.index(name)?;
+        let d = &self.descs[i];
+        let v: i64 = value
+            .trim()
+            .parse()
+            .map_err(|_| TunableError::NotANumber { name: d.name, value: value.to_string() })?;
+        if v < d.min || v > d.max {
+            return Err(TunableError::OutOfRange { name: d.name, value: v, min: d.min, max: d.max, unit: d.unit });
+        }
+        self.values[i].store(v, Ordering::Relaxed);
+        Ok(())
+    }
+    /// `name = value unit` lines, in table order.
+    pub fn dump(&self) -> String {
+        self.descs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("{} = {} {}\n", d.name, self.get(i), d.unit))
+            .collect()
+    }
+}

@@ -1,0 +1,148 @@
+//! `Hctx`: a hardware dispatch context (`struct blk_mq_hw_ctx`).
+
+use crate::cpumap::HctxType;
+use crate::request::RqId;
+use crate::{CtxIdx, HctxIdx, Nanos};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// `BLK_MQ_MAX_DISPATCH_ORDER`: dispatch batch sizes are counted in power-of-two buckets.
+pub const MAX_DISPATCH_ORDER: usize = 7;
+
+/// Hardware-queue state bits (`BLK_MQ_S_*`).
+pub mod state {
+    pub const STOPPED: u32 = 1 << 0;
+    pub const TAG_ACTIVE: u32 = 1 << 1;
+    pub const SCHED_RESTART: u32 = 1 << 2;
+    /// Waiting for a driver tag to free up (our stand-in for `dispatch_wait` being queued).
+    pub const TAG_WAITING: u32 = 1 << 3;
+}
+
+/// Counters for the state dump and reports (the kernel's debugfs `dispatched`, `queued`, `run`).
+#[derive(Default)]
+pub struct HctxStats {
+    /// Requests handed to this hardware queue (inserted or issued).
+    pub queued: AtomicU64,
+    /// Requests the driver accepted.
+    pub issued: AtomicU64,
+    pub completed: AtomicU64,
+    pub requeued: AtomicU64,
+    /// Queue runs.
+    pub run: AtomicU64,
+    /// Direct issues that bypassed the software queue.
+    pub direct: AtomicU64,
+    /// Dispatch batches by size: bucket 0 is empty runs, bucket i holds sizes in
+    /// `[2^(i-1), 2^i)`, the last bucket everything larger.
+    pub dispatched: [AtomicU64; MAX_DISPATCH_ORDER],
+    /// Times the driver answered `Resource`/`DevResource` or budget/tags ran out.
+    pub busy: AtomicU64,
+}
+
+impl HctxStats {
+    pub(crate) fn count_dispatch(&self, n: usize) {
+        let bucket = if n == 0 { 0 } else { (usize::BITS - n.leading_zeros()) as usize };
+        self.dispatched[bucket.min(MAX_DISPATCH_ORDER - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub struct Hctx {
+    pub idx: HctxIdx,
+    pub ty: HctxType,
+    state: AtomicU32,
+    /// Requests that must go before anything the elevator or the Ctxs hold: left-overs of
+    /// earlier runs, flushes, requeued driver-prepared requests.
+    pub(crate) dispatch: Mutex<VecDeque<RqId>>,
+    pub(crate) dispatch_len: AtomicU32,
+    /// The software queues mapped here, and a bitmap of those with pending requests.
+    pub ctxs: Vec<CtxIdx>,
+    pub(crate) ctx_map: Box<[AtomicU64]>,
+    /// Round-robin cursor over `ctxs` for one-at-a-time dispatch.
+    pub(crate) dispatch_from: AtomicU32,
+    /// Serialises runs of this queue; a run that finds it taken leaves `run_again` for the
+    /// holder, so no run request is lost.
+    pub(crate) run_lock: Mutex<()>,
+    pub(crate) run_again: AtomicBool,
+    /// A delayed run is armed for this time (`Nanos::MAX` = none).
+    pub(crate) run_at: AtomicU64,
+    /// EWMA of "the driver was busy" (`dispatch_busy`).
+    pub(crate) dispatch_busy: AtomicU32,
+    pub stats: HctxStats,
+}
+
+impl Hctx {
+    pub(crate) fn new(idx: HctxIdx, ty: HctxType, ctxs: Vec<CtxIdx>) -> Hctx {
+        let words = ctxs.len().div_ceil(64).max(1);
+        Hctx {
+            idx,
+            ty,
+            state: AtomicU32::new(0),
+            dispatch: Mutex::new(VecDeque::new()),
+            dispatch_len: AtomicU32::new(0),
+            ctxs,
+            ctx_map: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            dispatch_from: AtomicU32::new(0),
+            run_lock: Mutex::new(()),
+            run_again: AtomicBool::new(false),
+            run_at: AtomicU64::new(u64::MAX),
+            dispatch_busy: AtomicU32::new(0),
+            stats: HctxStats::default(),
+        }
+    }
+
+    pub fn test_state(&self, bit: u32) -> bool {
+        self.state.load(Ordering::Acquire) & bit != 0
+    }
+    pub(crate) fn set_state(&self, bit: u32) -> bool {
+        self.state.fetch_or(bit, Ordering::AcqRel) & bit != 0
+    }
+    pub(crate) fn clear_state(&self, bit: u32) -> bool {
+        self.state.fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.test_state(state::STOPPED)
+    }
+
+    /// `dispatch_busy` as the kernel uses it: the EWMA is non-zero.
+    pub fn is_busy(&self) -> bool {
+        self.dispatch_busy.load(Ordering::Relaxed) != 0
+    }
+
+    /// `blk_mq_update_dispatch_busy`: `ewma = (ewma * 7 + (busy ? 16 : 0)) / 8`.
+    pub(crate) fn update_dispatch_busy(&self, busy: bool) {
+        let ewma = self.dispatch_busy.load(Ordering::Relaxed);
+        if ewma == 0 && !busy {
+            return;
+        }
+        let next = (ewma * 7 + if busy { 1 << 4 } else { 0 }) / 8;
+        self.dispatch_busy.store(next, Ordering::Relaxed);
+    }
+
+    pub(crate) fn mark_ctx_pending(&self, pos: u16) {
+        let (w, b) = (pos as usize / 64, pos % 64);
+        if self.ctx_map[w].load(Ordering::Relaxed) & (1 << b) == 0 {
+            self.ctx_map[w].fetch_or(1 << b, Ordering::AcqRel);
+        }
+    }
+
+    pub(crate) fn any_ctx_pending(&self) -> bool {
+        self.ctx_map.iter().any(|w| w.load(Ordering::Acquire) != 0)
+    }
+
+    pub fn dispatch_list_len(&self) -> u32 {
+        self.dispatch_len.load(Ordering::Acquire)
+    }
+
+    /// Arms a run at `at` unless an earlier one is armed (`blk_mq_delay_run_hw_queue`).
+    pub(crate) fn arm_run(&self, at: Nanos) {
+        self.run_at.fetch_min(at.0, Ordering::AcqRel);
+    }
+
+    pub fn run_armed_at(&self) -> Option<Nanos> {
+        match self.run_at.load(Ordering::Acquire) {
+            u64::MAX => None,
+            t => Some(Nanos(t)),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! mqblk-core: the Linux multi-queue block layer (blk-mq) re-created as a sans-I/O library.
+//!
+//! Frontends submit [`Bio`]s through a [`RequestQueue`] with a [`Submitter`] (one per
+//! submitting thread, owning a software queue [`Ctx`]). The queue plugs, merges, allocates
+//! [`Request`]s from lock-free tag maps ([`tag`]), hands them to an [`Elevator`] or straight to
+//! hardware contexts ([`Hctx`]), and issues them to a [`Driver`]. Completions come back as
+//! bios on the submitter's `done` list.
+//!
+//! Nothing here reads a clock, sleeps, spawns or does I/O: time is a [`Nanos`] argument, and
+//! the runtime (threads, or the simulator) decides who calls what and when.
+
+pub mod bio;
+pub mod cpumap;
+pub mod ctx;
+mod dispatch;
+pub mod driver;
+pub mod elevator;
+pub mod hctx;
+pub mod merge;
+pub mod plug;
+pub mod queue;
+pub mod request;
+pub mod status;
+pub mod tag;
+pub mod time;
+
+pub use bio::{Bio, IoBuf, IoPrio, IoPrioClass, ReqFlags, ReqOp, SECTOR_SHIFT, SECTOR_SIZE};
+pub use cpumap::{HctxType, QueueMap};
+pub use ctx::Ctx;
+pub use driver::{CompletionBatch, Driver, EhReturn};
+pub use elevator::{
+    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, TunableDesc, TunableError, Tunables,
+};
+pub use hctx::Hctx;
+pub use merge::{ElvMerge, NoMerges, QueueLimits};
+pub use plug::Plug;
+pub use queue::{QueueConfig, QueueError, RequestQueue, Submit, Submitter};
+pub use request::{ElvRq, RequestTable, Request, RqFlags, RqId, RqState, Tag};
+pub use status::BlkStatus;
+pub use tag::{MapQueues, TagSet, TagSetConfig, TagSetError, TagSetFlags, Tags};
+pub use time::{Clock, Nanos};
+
+/// Index of a software queue (a submitting CPU or thread).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CtxIdx(pub u16);
+
+/// Index of a hardware queue.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HctxIdx(pub u16);

@@ -1,0 +1,1249 @@
+//! `RequestQueue`: one block device's queue, and the submission and completion paths
+//! (`blk_mq_submit_bio`, `blk_mq_flush_plug_list`, `blk_mq_end_request`, requeue, timeouts).
+//!
+//! The queue is shared by every submitter (`&self` everywhere). Each submitter brings its own
+//! [`Submitter`]: its Ctx, its plug and scratch space, so the hot path allocates nothing. With
+//! no scheduler and one hardware queue per submitter, the path takes only locks no other
+//! submitter touches: the request slots of its own tag map and its own Ctx.
+
+use crate::bio::{Bio, ReqFlags, ReqOp, SECTOR_SIZE};
+use crate::cpumap::{HctxType, QueueMap};
+use crate::ctx::Ctx;
+use crate::driver::{CompletionBatch, Driver};
+use crate::elevator::{BioMerge, ElevatorInit, ElevatorType, Elevator, ElvCtx};
+use crate::hctx::{state, Hctx};
+use crate::merge::{self, NoMerges, QueueLimits};
+use crate::plug::Plug;
+use crate::request::{ElvRq, RequestTable, RqFlags, RqId, RqState, Tag};
+use crate::status::BlkStatus;
+use crate::tag::{TagSet, TagSetFlags, Tags};
+use crate::{CtxIdx, HctxIdx, Nanos};
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// `BLK_MQ_RESOURCE_DELAY` and `BLK_MQ_BUDGET_DELAY`: 3 ms before re-running a queue that ran
+/// out of a resource nobody will signal.
+pub const RESOURCE_DELAY: Nanos = Nanos::from_millis(3);
+/// The default request timeout (`30 * HZ`).
+pub const DEFAULT_TIMEOUT: Nanos = Nanos::from_secs(30);
+/// `BLKDEV_DEFAULT_RQ`.
+pub const DEFAULT_RQ: u32 = 128;
+/// How many requests at the tail of a software queue a bio may merge into (`blk_bio_list_merge`).
+pub const CTX_MERGE_SCAN: usize = 8;
+
+/// Queue-level settings (the `/sys/block/<dev>/queue/` knobs that matter here).
+#[derive(Clone, Debug)]
+pub struct QueueConfig {
+    /// Software queues (one per submitting thread or simulated CPU).
+    pub nr_ctx: u16,
+    pub limits: QueueLimits,
+    pub nomerges: NoMerges,
+    pub timeout: Nanos,
+    /// Scheduler tags per hardware queue; 0 picks `2 * min(queue_depth, 128)`.
+    pub nr_requests: u32,
+    /// Run only the submitter's hardware queue for a scheduler that is not `MQ_AWARE`
+    /// (seed 000). Off reproduces the behaviour before that change.
+    pub sq_sched_dispatch: bool,
+}
+
+impl Default for QueueConfig {
+    fn default() -> QueueConfig {
+        QueueConfig {
+            nr_ctx: 1,
+            limits: QueueLimits::default(),
+            nomerges: NoMerges::All,
+            timeout: DEFAULT_TIMEOUT,
+            nr_requests: 0,
+            sq_sched_dispatch: true,
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum QueueError {
+    #[error("queue: nr_ctx must be at least 1")]
+    NoCtx,
+    #[error("queue: nr_requests {0} out of range 1..=10240")]
+    NrRequests(u32),
+    #[error("queue: logical_block_size {0} must be a power of two between 512 and 65536")]
+    BlockSize(u32),
+    #[error("queue: max_sectors {0} must be at least 8 (4 KiB)")]
+    MaxSectors(u32),
+}
+
+/// The outcome of [`RequestQueue::submit_bio`].
+#[derive(Debug)]
+pub enum Submit {
+    /// A request was allocated and queued, plugged or issued.
+    Queued,
+    /// The bio joined an existing request.
+    Merged,
+    /// No tag was free: the bio comes back. Reap completions and submit it again.
+    Busy(Bio),
+    /// The bio was refused (out of range, misaligned) and is already in `Submitter::done`
+    /// with its status set.
+    Failed,
+}
+
+/// A submitting thread's private state: its software queue, plug and scratch buffers.
+pub struct Submitter {
+    pub ctx: CtxIdx,
+    pub plug: Plug,
+    /// Completed bios of this submitter, in completion order. The owner drains it.
+    pub done: Vec<Bio>,
+    pub(crate) batch: CompletionBatch,
+    pub(crate) scratch: Vec<RqId>,
+    pub(crate) runs: Vec<HctxIdx>,
+    /// The distinct hardware queues this Ctx maps to.
+    pub(crate) hctxs: Vec<HctxIdx>,
+}
+
+impl Submitter {
+    pub fn hctxs(&self) -> &[HctxIdx] {
+        &self.hctxs
+    }
+}
+
+/// The tag map requests are allocated from, and where its requests start in the table.
+struct AllocMap {
+    tags: Arc<Tags>,
+    base: u32,
+}
+
+/// Who counts as one user of a shared tag map for fair sharing.
+struct ActiveUser {
+    active: AtomicBool,
+    nr_active: AtomicU32,
+}
+
+pub struct RequestQueue {
+    pub(crate) set: Arc<TagSet>,
+    pub(crate) cfg: QueueConfig,
+    pub(crate) limits: QueueLimits,
+    pub(crate) map: QueueMap,
+    pub(crate) ctxs: Box<[CachePadded<Ctx>]>,
+    pub(crate) hctxs: Box<[CachePadded<Hctx>]>,
+    pub(crate) rqs: RequestTable,
+    alloc_maps: Vec<AllocMap>,
+    /// Per hardware queue: the index in `alloc_maps` it allocates requests from.
+    hctx_alloc: Vec<u16>,
+    /// Per distinct driver map: driver tag → request, for drivers that complete by tag and
+    /// for requests whose driver tag was taken at dispatch (`tags->rqs[]`).
+    drv_rqs: Vec<Box<[AtomicU32]>>,
+    pub(crate) driver: Arc<dyn Driver>,
+    pub(crate) elevator: Option<Box<dyn Elevator>>,
+    pub(crate) nr_requests: u32,
+    /// Fair-share accounting: per hardware queue, or one for the queue with host-wide tags.
+    users: Vec<ActiveUser>,
+    requeue_list: Mutex<Vec<RqId>>,
+    requeue_at: AtomicU64,
+    next_timeout: AtomicU64,
+    elv_timer_at: AtomicU64,
+    /// Hardware queues waiting for a driver tag.
+    pub(crate) tag_waiters: AtomicU32,
+    /// Requests allocated and not yet freed (for the teardown check and the stall check).
+    pub(crate) allocated: AtomicU32,
+    torn_down: AtomicBool,
+}
+
+impl RequestQueue {
+    /// Builds a queue on `set`, served by `driver`, with the scheduler `elv` (`None` for
+    /// `none`). Every hardware queue of the set gets a hardware context.
+    pub fn new(
+        set: Arc<TagSet>,
+        driver: Arc<dyn Driver>,
+        elv: Option<&ElevatorType>,
+        cfg: QueueConfig,
+    ) -> Result<Arc<RequestQueue>, QueueError> {
+        Self::check_config(&cfg)?;
+        let nr_hw = set.nr_hw_queues() as usize;
+        let map = QueueMap::new(cfg.nr_ctx, set.cfg.maps);
+        let (ctxs, hctxs) = Self::build_contexts(&map, &set, cfg.nr_ctx);
+        let mut limits = cfg.limits;
+        limits.capacity_sectors = driver.capacity_sectors();
+        let nr_requests = match cfg.nr_requests {
+            0 => 2 * set.cfg.queue_depth.min(DEFAULT_RQ),
+            n => n,
+        };
+        let host_shared = set.cfg.flags.contains(TagSetFlags::TAG_HCTX_SHARED);
+        let use_sched = elv.and_then(|e| e.init).is_some();
+        let (alloc_maps, hctx_alloc) = if use_sched {
+            Self::sched_maps(nr_hw, nr_requests, host_shared, set.cfg.flags.contains(TagSetFlags::TAG_RR))
+        } else {
+            Self::driver_maps(&set)
+        };
+        let nr_rq_ids = alloc_maps.last().map(|m| m.base + m.tags.nr_tags).unwrap_or(0);
+        let drv_rqs = (0..set.distinct_maps())
+            .map(|_| (0..set.cfg.queue_depth).map(|_| AtomicU32::new(u32::MAX)).collect())
+            .collect();
+        let elevator = match elv.and_then(|e| e.init) {
+            Some(init) => Some(init(&ElevatorInit {
+                nr_hw_queues: nr_hw as u16,
+                nr_ctx: cfg.nr_ctx,
+                nr_requests,
+                nr_rq_ids,
+                queue_depth: set.cfg.queue_depth,
+                rotational: driver.rotational(),
+                limits,
+            })),
+            None => None,
+        };
+        for h in 0..nr_hw {
+            driver.init_hctx(HctxIdx(h as u16), set.cfg.queue_depth);
+        }
+        let nr_users = if host_shared { 1 } else { nr_hw };
+        set.add_queue();
+        Ok(Arc::new(RequestQueue {
+            rqs: RequestTable::new(nr_rq_ids),
+            set,
+            limits,
+            map,
+            ctxs,
+            hctxs,
+            alloc_maps,
+            hctx_alloc,
+            drv_rqs,
+            driver,
+            elevator,
+            nr_requests,
+            users: (0..nr_users)
+                .map(|_| ActiveUser { active: AtomicBool::new(false), nr_active: AtomicU32::new(0) })
+                .collect(),
+            requeue_list: Mutex::new(Vec::new()),
+            requeue_at: AtomicU64::new(u64::MAX),
+            next_timeout: AtomicU64::new(u64::MAX),
+            elv_timer_at: AtomicU64::new(0),
+            tag_waiters: AtomicU32::new(0),
+            allocated: AtomicU32::new(0),
+            torn_down: AtomicBool::new(false),
+            cfg,
+        }))
+    }
+
+    fn check_config(cfg: &QueueConfig) -> Result<(), QueueError> {
+        if cfg.nr_ctx == 0 {
+            return Err(QueueError::NoCtx);
+        }
+        if cfg.nr_requests > crate::tag::MAX_DEPTH {
+            return Err(QueueError::NrRequests(cfg.nr_requests));
+        }
+        let lbs = cfg.limits.logical_block_size;
+        if !lbs.is_power_of_two() || !(512..=65536).contains(&lbs) {
+            return Err(QueueError::BlockSize(lbs));
+        }
+        if cfg.limits.max_sectors < 8 {
+            return Err(QueueError::MaxSectors(cfg.limits.max_sectors));
+        }
+        Ok(())
+    }
+
+    /// `blk_mq_map_swqueue`: link every Ctx to its hardware queue of each type.
+    fn build_contexts(
+        map: &QueueMap,
+        set: &TagSet,
+        nr_ctx: u16,
+    ) -> (Box<[CachePadded<Ctx>]>, Box<[CachePadded<Hctx>]>) {
+        let m = set.cfg.maps;
+        let nr_hw = set.nr_hw_queues();
+        let ty_of = |h: u16| {
+            if h < m.default {
+                HctxType::Default
+            } else if h < m.default + m.read {
+                HctxType::Read
+            } else {
+                HctxType::Poll
+            }
+        };
+        let types = [HctxType::Default, HctxType::Read, HctxType::Poll];
+        let mut hctx_ctxs: Vec<Vec<CtxIdx>> = vec![Vec::new(); nr_hw as usize];
+        let mut ctxs = Vec::with_capacity(nr_ctx as usize);
+        for c in 0..nr_ctx {
+            let ctx_idx = CtxIdx(c);
+            let hs = types.map(|t| map.hctx(t, ctx_idx));
+            let mut ctx = Ctx::new(ctx_idx, hs);
+            for (t, h) in hs.iter().enumerate() {
+                let list = &mut hctx_ctxs[h.0 as usize];
+                let pos = match list.iter().position(|&x| x == ctx_idx) {
+                    Some(p) => p,
+                    None => {
+                        list.push(ctx_idx);
+                        list.len() - 1
+                    }
+                };
+                ctx.index_hw[t] = pos as u16;
+            }
+            ctxs.push(CachePadded::new(ctx));
+        }
+        let hctxs = (0..nr_hw)
+            .map(|h| CachePadded::new(Hctx::new(HctxIdx(h), ty_of(h), std::mem::take(&mut hctx_ctxs[h as usize]))))
+            .collect();
+        (ctxs.into(), hctxs)
+    }
+
+    fn driver_maps(set: &TagSet) -> (Vec<AllocMap>, Vec<u16>) {
+        let mut base = 0;
+        let maps = (0..set.distinct_maps())
+            .map(|m| {
+                let am = AllocMap { tags: set.tags[m].clone(), base };
+                base += set.tags[m].nr_tags;
+                am
+            })
+            .collect();
+        let idx = (0..set.nr_hw_queues() as usize).map(|h| set.map_index(h) as u16).collect();
+        (maps, idx)
+    }
+
+    fn sched_maps(nr_hw: usize, nr_requests: u32, shared: bool, rr: bool) -> (Vec<AllocMap>, Vec<u16>) {
+        let n = if shared { 1 } else { nr_hw };
+        let maps = (0..n)
+            .map(|m| AllocMap { tags: Arc::new(Tags::new(nr_requests, 0, rr)), base: m as u32 * nr_requests })
+            .collect();
+        let idx = (0..nr_hw).map(|h| if shared { 0 } else { h as u16 }).collect();
+        (maps, idx)
+    }
+
+    // ----- accessors -------------------------------------------------------------------------
+
+    pub fn nr_hw_queues(&self) -> usize {
+        self.hctxs.len()
+    }
+    pub fn nr_ctx(&self) -> usize {
+        self.ctxs.len()
+    }
+    pub fn hctx(&self, h: HctxIdx) -> &Hctx {
+        &self.hctxs[h.0 as usize]
+    }
+    pub fn ctx(&self, c: CtxIdx) -> &Ctx {
+        &self.ctxs[c.0 as usize]
+    }
+    pub fn limits(&self) -> &QueueLimits {
+        &self.limits
+    }
+    pub fn config(&self) -> &QueueConfig {
+        &self.cfg
+    }
+    pub fn tag_set(&self) -> &Arc<TagSet> {
+        &self.set
+    }
+    pub fn elevator(&self) -> Option<&dyn Elevator> {
+        self.elevator.as_deref()
+    }
+    pub fn driver(&self) -> &Arc<dyn Driver> {
+        &self.driver
+    }
+    pub fn requests(&self) -> &RequestTable {
+        &self.rqs
+    }
+    pub fn nr_requests(&self) -> u32 {
+        self.nr_requests
+    }
+    /// Requests allocated and not yet freed.
+    pub fn nr_allocated(&self) -> u32 {
+        self.allocated.load(Ordering::Acquire)
+    }
+    /// The request holding driver tag `tag` of hardware queue `hctx` (`blk_mq_tag_to_rq`).
+    pub fn tag_to_rq(&self, hctx: HctxIdx, tag: Tag) -> Option<RqId> {
+        let m = self.set.map_index(hctx.0 as usize);
+        match self.drv_rqs[m].get(tag.0 as usize)?.load(Ordering::Acquire) {
+            u32::MAX => None,
+            id => Some(RqId(id)),
+        }
+    }
+    pub(crate) fn elv_ctx(&self) -> ElvCtx<'_> {
+        ElvCtx { rqs: &self.rqs, limits: &self.limits, nomerges: self.cfg.nomerges }
+    }
+
+    /// A submitter handle for software queue `ctx`.
+    pub fn submitter(&self, ctx: CtxIdx) -> Submitter {
+        assert!((ctx.0 as usize) < self.ctxs.len(), "no software queue {ctx:?}");
+        let c = &self.ctxs[ctx.0 as usize];
+        let mut hctxs: Vec<HctxIdx> = Vec::new();
+        for h in c.hctxs {
+            if !hctxs.contains(&h) {
+                hctxs.push(h);
+            }
+        }
+        Submitter {
+            ctx,
+            plug: Plug::new(),
+            done: Vec::with_capacity(256),
+            batch: CompletionBatch::new(),
+            scratch: Vec::with_capacity(64),
+            runs: Vec::new(),
+            hctxs,
+        }
+    }
+
+    // ----- submission ------------------------------------------------------------------------
+
+    /// Checks a bio against the device: range, alignment, size (`bio_check_eod` and friends).
+    fn check_bio(&self, bio: &Bio) -> Result<(), BlkStatus> {
+        let lbs_sectors = (self.limits.logical_block_size as u64 / SECTOR_SIZE).max(1);
+        if bio.op == ReqOp::Flush {
+            return if bio.nr_sectors == 0 { Ok(()) } else { Err(BlkStatus::Invalid) };
+        }
+        if bio.nr_sectors == 0
+            || bio.sector % lbs_sectors != 0
+            || bio.nr_sectors as u64 % lbs_sectors != 0
+            || bio.end_sector() > self.limits.capacity_sectors
+        {
+            return Err(BlkStatus::Invalid);
+        }
+        // Splitting is not implemented: a bio larger than one request is refused.
+        if bio.nr_sectors > self.limits.max_sectors {
+            return Err(BlkStatus::Invalid);
+        }
+        if let Some(buf) = &bio.buf {
+            if bio.op.has_data() && (buf.len() as u64) < bio.bytes() {
+                return Err(BlkStatus::Invalid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits a bio (`blk_mq_submit_bio`): merge if possible, else allocate a request and
+    /// plug it, insert it, or issue it directly. Completions that happen at once land in
+    /// `sub.done`.
+    pub fn submit_bio(&self, sub: &mut Submitter, mut bio: Bio, now: Nanos) -> Submit {
+        debug_assert!(!self.torn_down.load(Ordering::Relaxed), "submit after teardown");
+        bio.ctx = sub.ctx;
+        bio.submit_ns = now;
+        if let Err(status) = self.check_bio(&bio) {
+            bio.status = status;
+            sub.done.push(bio);
+            return Submit::Failed;
+        }
+        if self.cfg.nomerges != NoMerges::None && bio.mergeable() {
+            match self.attempt_bio_merge(sub, bio) {
+                Ok(()) => {
+                    self.ctxs[sub.ctx.0 as usize].stats.merged.fetch_add(1, Ordering::Relaxed);
+                    return Submit::Merged;
+                }
+                Err(b) => bio = b,
+            }
+        }
+        let id = match self.alloc_request(sub.ctx, bio, now) {
+            Ok(id) => id,
+            Err(bio) => return Submit::Busy(bio),
+        };
+        self.queue_new_request(sub, id, now);
+        Submit::Queued
+    }
+
+    /// Where a freshly allocated request goes: the plug, the elevator, the software queue or
+    /// straight to the driver.
+    fn queue_new_request(&self, sub: &mut Submitter, id: RqId, now: Nanos) {
+        let (h, bytes, mergeable, flags, op, snap) = {
+            let rq = self.rqs.lock(id);
+            (rq.hctx, rq.bytes(), rq.mergeable(), rq.rq_flags, rq.op, rq.elv())
+        };
+        let use_sched = flags.contains(RqFlags::USE_SCHED);
+        if use_sched {
+            self.elevator.as_ref().expect("USE_SCHED without elevator").prepare_request(&snap);
+        }
+        if sub.plug.is_started() {
+            sub.plug.has_elevator |= use_sched;
+            if sub.plug.add(id, h, bytes, mergeable) {
+                self.flush_plug(sub, now);
+            }
+            return;
+        }
+        if op == ReqOp::Flush || snap.cmd_flags.contains(ReqFlags::PREFLUSH) && !use_sched {
+            self.bypass_insert(h, id, true);
+            self.run_hw_queue(h, now, &mut sub.batch);
+        } else if use_sched {
+            sub.scratch.clear();
+            sub.scratch.push(id);
+            let ids = std::mem::take(&mut sub.scratch);
+            self.insert_sched(h, &ids, false, now);
+            sub.scratch = ids;
+            self.run_hw_queue(h, now, &mut sub.batch);
+        } else {
+            sub.scratch.clear();
+            sub.scratch.push(id);
+            let ids = std::mem::take(&mut sub.scratch);
+            self.issue_list(sub, &ids, now);
+            sub.scratch = ids;
+        }
+        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+    }
+
+    /// `blk_mq_attempt_bio_merge`: the plug's last request, then the elevator or the software
+    /// queue's tail.
+    fn attempt_bio_merge(&self, sub: &mut Submitter, mut bio: Bio) -> Result<(), Bio> {
+        if let Some(last) = sub.plug.last() {
+            let mut rq = self.rqs.lock(last);
+            match merge::bio_attempt_merge(&mut rq, bio, &self.limits) {
+                Ok(_) => return Ok(()),
+                Err(b) => bio = b,
+            }
+        }
+        if let Some(elv) = &self.elevator {
+            return match elv.bio_merge(&self.elv_ctx(), bio) {
+                BioMerge::Merged { freed } => {
+                    if let Some(next) = freed {
+                        self.free_merged(next);
+                    }
+                    Ok(())
+                }
+                BioMerge::NotMerged(b) => Err(b),
+            };
+        }
+        self.ctx_list_merge(sub.ctx, bio)
+    }
+
+    /// `blk_bio_list_merge` over the last few requests of the software queue.
+    fn ctx_list_merge(&self, ctx: CtxIdx, mut bio: Bio) -> Result<(), Bio> {
+        let ty = HctxType::of(bio.op, bio.flags) as usize;
+        let c = &self.ctxs[ctx.0 as usize];
+        let lists = c.lists.lock();
+        for &id in lists[ty].iter().rev().take(CTX_MERGE_SCAN) {
+            let mut rq = self.rqs.lock(id);
+            match merge::bio_attempt_merge(&mut rq, bio, &self.limits) {
+                Ok(_) => return Ok(()),
+                Err(b) => bio = b,
+            }
+        }
+        Err(bio)
+    }
+
+    /// Allocates and initialises a request for `bio` (`__blk_mq_alloc_requests` +
+    /// `blk_mq_bio_to_request`). On failure the bio comes back.
+    fn alloc_request(&self, ctx: CtxIdx, bio: Bio, now: Nanos) -> Result<RqId, Bio> {
+        let c = &self.ctxs[ctx.0 as usize];
+        let ty = HctxType::of(bio.op, bio.flags);
+        let h = c.hctxs[ty as usize];
+        let am = &self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize];
+        let sched = self.elevator.as_ref();
+        // Flushes take scheduler tags but bypass the scheduler, as in the kernel.
+        let use_sched = sched.is_some() && bio.op != ReqOp::Flush && !bio.flags.contains(ReqFlags::PREFLUSH);
+        let tag = match sched {
+            Some(e) => {
+                let shallow = if use_sched { e.limit_depth(bio.op, bio.flags) } else { u32::MAX };
+                am.tags.get(&c.sched_hint, false, shallow)
+            }
+            None => {
+                if !self.may_queue(h) {
+                    return Err(bio);
+                }
+                let t = am.tags.get(&c.tag_hint, false, u32::MAX);
+                if t.is_some() {
+                    self.driver_tag_busy(h);
+                }
+                t
+            }
+        };
+        let Some(tag) = tag else { return Err(bio) };
+        let id = RqId(am.base + tag);
+        self.allocated.fetch_add(1, Ordering::Relaxed);
+        let mut rq = self.rqs.lock(id);
+        assert!(!rq.allocated, "{id:?}: tag {tag} handed out while still held");
+        assert_eq!(rq.state, RqState::Idle);
+        assert!(rq.bios.is_empty(), "{id:?}: stale bios in a free request");
+        rq.allocated = true;
+        rq.rq_flags = RqFlags::default();
+        if sched.is_some() {
+            rq.internal_tag = Tag(tag as u16);
+            rq.tag = Tag::NONE;
+            rq.rq_flags.insert(RqFlags::SCHED_TAGS);
+            if use_sched {
+                rq.rq_flags.insert(RqFlags::USE_SCHED);
+            }
+        } else {
+            rq.tag = Tag(tag as u16);
+            rq.internal_tag = Tag::NONE;
+            self.drv_rqs[self.set.map_index(h.0 as usize)][tag as usize].store(id.0, Ordering::Release);
+        }
+        rq.op = bio.op;
+        rq.cmd_flags = bio.flags;
+        rq.ioprio = bio.ioprio;
+        rq.issuer = bio.issuer;
+        rq.group = bio.group;
+        rq.sector = bio.sector;
+        rq.nr_sectors = bio.nr_sectors;
+        rq.nr_segments = u16::from(bio.op.has_data());
+        rq.ctx = ctx;
+        rq.hctx = h;
+        rq.alloc_ns = now;
+        rq.insert_ns = now;
+        rq.io_start_ns = Nanos::ZERO;
+        rq.complete_ns = Nanos::ZERO;
+        rq.deadline_ns = Nanos::MAX;
+        rq.status = BlkStatus::Ok;
+        rq.bios.push(bio);
+        Ok(id)
+    }
+
+    /// `blk_finish_plug` / `blk_mq_flush_plug_list`.
+    pub fn finish_plug(&self, sub: &mut Submitter, now: Nanos) {
+        self.flush_plug(sub, now);
+        sub.plug.stop();
+    }
+
+    /// Issues everything in the plug (it stays started).
+    pub fn flush_plug(&self, sub: &mut Submitter, now: Nanos) {
+        if sub.plug.is_empty() {
+            return;
+        }
+        let mut ids = std::mem::take(&mut sub.scratch);
+        ids.clear();
+        let has_elevator = sub.plug.has_elevator;
+        sub.plug.take(&mut ids);
+        sub.plug.has_elevator = false;
+        if has_elevator || self.elevator.is_some() {
+            self.insert_plugged_sched(sub, &ids, now);
+        } else {
+            self.issue_list(sub, &ids, now);
+        }
+        sub.scratch = ids;
+        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+    }
+
+    /// Plugged requests with a scheduler: group runs of the same hardware queue, insert each
+    /// run into the elevator (flushes to the head of the dispatch list), then run the queues.
+    fn insert_plugged_sched(&self, sub: &mut Submitter, ids: &[RqId], now: Nanos) {
+        let mut group: Vec<RqId> = Vec::with_capacity(ids.len());
+        let mut cur: Option<HctxIdx> = None;
+        sub.runs.clear();
+        for &id in ids {
+            let (h, use_sched) = {
+                let rq = self.rqs.lock(id);
+                (rq.hctx, rq.rq_flags.contains(RqFlags::USE_SCHED))
+            };
+            if !use_sched {
+                self.bypass_insert(h, id, true);
+                if !sub.runs.contains(&h) {
+                    sub.runs.push(h);
+                }
+                continue;
+            }
+            if cur != Some(h) {
+                if let Some(c) = cur {
+                    self.insert_sched(c, &group, false, now);
+                    group.clear();
+                }
+                cur = Some(h);
+                if !sub.runs.contains(&h) {
+                    sub.runs.push(h);
+                }
+            }
+            group.push(id);
+        }
+        if let Some(c) = cur {
+            self.insert_sched(c, &group, false, now);
+        }
+        let runs = std::mem::take(&mut sub.runs);
+        for &h in &runs {
+            self.run_hw_queue(h, now, &mut sub.batch);
+        }
+        sub.runs = runs;
+    }
+
+    /// Hands requests to the elevator and frees any it merged away.
+    pub(crate) fn insert_sched(&self, h: HctxIdx, ids: &[RqId], at_head: bool, now: Nanos) {
+        let elv = self.elevator.as_ref().expect("insert_sched without elevator");
+        let mut freed = Vec::new();
+        for &id in ids {
+            self.rqs.lock(id).insert_ns = now;
+        }
+        self.hctxs[h.0 as usize].stats.queued.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        elv.insert_requests(&self.elv_ctx(), h, ids, at_head, now, &mut freed);
+        for id in freed {
+            self.free_merged(id);
+        }
+    }
+
+    /// Issues requests without a scheduler (`blk_mq_issue_direct` /
+    /// `blk_mq_try_issue_directly`): each goes straight to the driver unless its hardware
+    /// queue is stopped, busy or has left-overs, in which case it waits on the software
+    /// queue. `last` is set on the final request for each hardware queue, and `commit_rqs`
+    /// rings the doorbell when a run is cut short.
+    pub(crate) fn issue_list(&self, sub: &mut Submitter, ids: &[RqId], now: Nanos) {
+        let mut i = 0;
+        while i < ids.len() {
+            let h = self.rqs.lock(ids[i]).hctx;
+            let mut j = i + 1;
+            while j < ids.len() && self.rqs.lock(ids[j]).hctx == h {
+                j += 1;
+            }
+            self.issue_run(sub, h, &ids[i..j], now);
+            i = j;
+        }
+    }
+
+    fn issue_run(&self, sub: &mut Submitter, h: HctxIdx, ids: &[RqId], now: Nanos) {
+        let hctx = &self.hctxs[h.0 as usize];
+        hctx.stats.queued.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        if hctx.is_stopped() || hctx.is_busy() || hctx.dispatch_list_len() > 0 {
+            self.insert_ctx(sub.ctx, h, ids, false);
+            self.run_hw_queue(h, now, &mut sub.batch);
+            return;
+        }
+        let issued = self.dispatch_rq_list(h, ids, now, &mut sub.batch);
+        hctx.stats.direct.fetch_add(issued as u64, Ordering::Relaxed);
+    }
+
+    /// Puts requests on their software queue and marks it pending (`blk_mq_insert_requests`).
+    /// A request that starts where the queue's tail ends is folded into the tail.
+    pub(crate) fn insert_ctx(&self, ctx: CtxIdx, h: HctxIdx, ids: &[RqId], at_head: bool) {
+        let hctx = &self.hctxs[h.0 as usize];
+        let ty = hctx.ty as usize;
+        let c = &self.ctxs[ctx.0 as usize];
+        let mut freed: Vec<RqId> = Vec::new();
+        {
+            let mut lists = c.lists.lock();
+            for &id in ids {
+                if at_head {
+                    lists[ty].push_front(id);
+                    continue;
+                }
+                if self.cfg.nomerges == NoMerges::All {
+                    if let Some(&tail) = lists[ty].back() {
+                        let mut t = self.rqs.lock(tail);
+                        let mut r = self.rqs.lock(id);
+                        if merge::req_merge_ok(&t, &r, &self.limits) {
+                            merge::merge_requests(&mut t, &mut r);
+                            freed.push(id);
+                            continue;
+                        }
+                    }
+                }
+                lists[ty].push_back(id);
+            }
+            c.stats.inserted.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        }
+        hctx.mark_ctx_pending(c.index_hw[ty]);
+        for id in freed {
+            self.free_merged(id);
+        }
+    }
+
+    /// Puts a request on the hardware queue's dispatch list, ahead of the elevator and the
+    /// software queues (`blk_mq_request_bypass_insert`).
+    pub(crate) fn bypass_insert(&self, h: HctxIdx, id: RqId, at_head: bool) {
+        let hctx = &self.hctxs[h.0 as usize];
+        let mut d = hctx.dispatch.lock();
+        if at_head {
+            d.push_front(id);
+        } else {
+            d.push_back(id);
+        }
+        hctx.dispatch_len.store(d.len() as u32, Ordering::Release);
+    }
+
+    /// Frees a request whose bios were merged into another (it never reached the driver).
+    fn free_merged(&self, id: RqId) {
+        let snap = {
+            let rq = self.rqs.lock(id);
+            assert!(rq.bios.is_empty(), "{id:?}: freed after merge with bios left");
+            assert_eq!(rq.state, RqState::Idle);
+            rq.elv()
+        };
+        self.ctxs[snap.ctx.0 as usize].stats.merged.fetch_add(1, Ordering::Relaxed);
+        self.free_request(id, &snap);
+    }
+
+    /// Releases a request's tags and marks it free (`__blk_mq_free_request`). Calls the
+    /// elevator's `finish_request` first for scheduler requests.
+    fn free_request(&self, id: RqId, snap: &ElvRq) {
+        let (tag, internal_tag, use_sched) = {
+            let mut rq = self.rqs.lock(id);
+            assert!(rq.allocated, "{id:?}: freed twice");
+            let t = (rq.tag, rq.internal_tag, rq.rq_flags.contains(RqFlags::USE_SCHED));
+            rq.allocated = false;
+            rq.state = RqState::Idle;
+            rq.tag = Tag::NONE;
+            rq.internal_tag = Tag::NONE;
+            rq.rq_flags = RqFlags::default();
+            t
+        };
+        if use_sched {
+            if let Some(e) = &self.elevator {
+                e.finish_request(snap);
+            }
+        }
+        let h = snap.hctx;
+        if !tag.is_none() {
+            self.put_driver_tag(h, tag);
+        }
+        if !internal_tag.is_none() {
+            self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize].tags.put(internal_tag.0 as u32);
+        }
+        let prev = self.allocated.fetch_sub(1, Ordering::AcqRel);
+        assert!(prev > 0, "request accounting underflow");
+    }
+
+    // ----- driver tags and fair sharing --------------------------------------------------------
+
+    fn user(&self, h: HctxIdx) -> &ActiveUser {
+        if self.users.len() == 1 {
+            &self.users[0]
+        } else {
+            &self.users[h.0 as usize]
+        }
+    }
+
+    /// `hctx_may_queue`: with a shared tag set, each active user gets a fair share.
+    fn may_queue(&self, h: HctxIdx) -> bool {
+        if !self.set.is_shared() {
+            return true;
+        }
+        let tags = &self.set.tags[h.0 as usize];
+        self.user(h).nr_active.load(Ordering::Relaxed) < tags.fair_share()
+    }
+
+    /// `blk_mq_tag_busy` plus the active count of a newly taken driver tag.
+    fn driver_tag_busy(&self, h: HctxIdx) {
+        if !self.set.is_shared() {
+            return;
+        }
+        let u = self.user(h);
+        if !u.active.load(Ordering::Relaxed) && !u.active.swap(true, Ordering::AcqRel) {
+            self.set.tags[h.0 as usize].active_queues.fetch_add(1, Ordering::AcqRel);
+        }
+        u.nr_active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes a driver tag at dispatch for a request allocated from scheduler tags.
+    pub(crate) fn get_driver_tag(&self, h: HctxIdx, rq: &mut crate::request::Request) -> bool {
+        if !rq.tag.is_none() {
+            return true;
+        }
+        if !self.may_queue(h) {
+            return false;
+        }
+        let hint = &self.ctxs[rq.ctx.0 as usize].tag_hint;
+        let Some(t) = self.set.tags[h.0 as usize].get(hint, false, u32::MAX) else { return false };
+        self.driver_tag_busy(h);
+        rq.tag = Tag(t as u16);
+        self.drv_rqs[self.set.map_index(h.0 as usize)][t as usize].store(rq.id.0, Ordering::Release);
+        true
+    }
+
+    pub(crate) fn put_driver_tag(&self, h: HctxIdx, tag: Tag) {
+        let m = self.set.map_index(h.0 as usize);
+        self.drv_rqs[m][tag.0 as usize].store(u32::MAX, Ordering::Release);
+        self.set.tags[h.0 as usize].put(tag.0 as u32);
+        if self.set.is_shared() {
+            self.user(h).nr_active.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Ends shared-tag activity of users with nothing in flight (`__blk_mq_tag_idle`).
+    fn tag_idle(&self) {
+        for (i, u) in self.users.iter().enumerate() {
+            if u.nr_active.load(Ordering::Acquire) == 0 && u.active.swap(false, Ordering::AcqRel) {
+                self.set.tags[i].active_queues.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    // ----- completion --------------------------------------------------------------------------
+
+    /// Processes a batch of completions and requeues (`blk_mq_end_request_batch`), routing
+    /// each bio back to the software queue it came from: into `done` for `local`, onto the
+    /// owner's remote list otherwise. Queues whose RESTART bit was set, or that wait for a
+    /// driver tag, are run again, and their inline completions processed in turn.
+    pub fn end_batch(
+        &self,
+        local: Option<CtxIdx>,
+        batch: &mut CompletionBatch,
+        done: &mut Vec<Bio>,
+        runs: &mut Vec<HctxIdx>,
+        now: Nanos,
+    ) {
+        loop {
+            if !batch.requeue.is_empty() {
+                let ids = std::mem::take(&mut batch.requeue);
+                for &id in &ids {
+                    self.requeue_request(id, now);
+                }
+                batch.requeue = ids;
+                batch.requeue.clear();
+            }
+            if batch.done.is_empty() {
+                break;
+            }
+            runs.clear();
+            let mut entries = std::mem::take(&mut batch.done);
+            for (id, status) in entries.drain(..) {
+                self.end_request(id, status, local, done, runs, now);
+            }
+            batch.done = entries;
+            self.collect_tag_waiters(runs);
+            let to_run = std::mem::take(runs);
+            for &h in &to_run {
+                self.run_hw_queue(h, now, batch);
+            }
+            *runs = to_run;
+        }
+    }
+
+    /// Queues waiting for a driver tag are run once any was freed.
+    fn collect_tag_waiters(&self, runs: &mut Vec<HctxIdx>) {
+        if self.tag_waiters.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for hctx in self.hctxs.iter() {
+            if hctx.clear_state(state::TAG_WAITING) {
+                self.tag_waiters.fetch_sub(1, Ordering::AcqRel);
+                if !runs.contains(&hctx.idx) {
+                    runs.push(hctx.idx);
+                }
+            }
+        }
+    }
+
+    /// Ends one request (`blk_mq_end_request` + `blk_mq_free_request`).
+    fn end_request(
+        &self,
+        id: RqId,
+        status: BlkStatus,
+        local: Option<CtxIdx>,
+        done: &mut Vec<Bio>,
+        runs: &mut Vec<HctxIdx>,
+        now: Nanos,
+    ) {
+        let snap = {
+            let mut rq = self.rqs.lock(id);
+            assert_eq!(rq.state, RqState::InFlight, "{id:?}: completed while {:?} (twice, or never issued)", rq.state);
+            rq.state = RqState::Complete;
+            rq.complete_ns = now;
+            rq.status = status;
+            for mut bio in rq.bios.drain(..) {
+                bio.status = status;
+                if Some(bio.ctx) == local {
+                    done.push(bio);
+                } else {
+                    self.ctxs[bio.ctx.0 as usize].push_remote(bio);
+                }
+            }
+            rq.state = RqState::Idle;
+            rq.deadline_ns = Nanos::MAX;
+            (rq.elv(), rq.rq_flags.contains(RqFlags::USE_SCHED))
+        };
+        let (snap, use_sched) = snap;
+        if use_sched {
+            if let Some(e) = &self.elevator {
+                e.completed_request(&snap, now);
+            }
+        }
+        let hctx = &self.hctxs[snap.hctx.0 as usize];
+        hctx.stats.completed.fetch_add(1, Ordering::Relaxed);
+        self.ctxs[snap.ctx.0 as usize].stats.completed.fetch_add(1, Ordering::Relaxed);
+        self.free_request(id, &snap);
+        // blk_mq_sched_restart: a freed tag may unblock requests parked on the dispatch list.
+        if hctx.test_state(state::SCHED_RESTART) && hctx.clear_state(state::SCHED_RESTART) && !runs.contains(&snap.hctx)
+        {
+            runs.push(snap.hctx);
+        }
+    }
+
+    /// Gives a started request back to be issued again (`blk_mq_requeue_request`). It keeps
+    /// its scheduler tag but not its driver tag; it is re-inserted at the head by the requeue
+    /// work, which runs on the next `timer` call (at once: the requeue deadline is `now`).
+    pub fn requeue_request(&self, id: RqId, now: Nanos) {
+        let (h, snap, use_sched, drv_tag) = {
+            let mut rq = self.rqs.lock(id);
+            rq.unstart();
+            let use_sched = rq.rq_flags.contains(RqFlags::USE_SCHED);
+            let drv_tag = if rq.rq_flags.contains(RqFlags::SCHED_TAGS) && !rq.tag.is_none() {
+                let t = rq.tag;
+                rq.tag = Tag::NONE;
+                Some(t)
+            } else {
+                None
+            };
+            (rq.hctx, rq.elv(), use_sched, drv_tag)
+        };
+        if let Some(t) = drv_tag {
+            self.put_driver_tag(h, t);
+        }
+        if use_sched {
+            if let Some(e) = &self.elevator {
+                e.requeue_request(&snap);
+            }
+        }
+        self.hctxs[h.0 as usize].stats.requeued.fetch_add(1, Ordering::Relaxed);
+        self.requeue_list.lock().push(id);
+        self.requeue_at.fetch_min(now.0, Ordering::AcqRel);
+    }
+
+    /// `blk_mq_requeue_work`: re-insert requeued requests at the head, then run the queues.
+    fn requeue_work(&self, local: Option<CtxIdx>, now: Nanos, batch: &mut CompletionBatch) {
+        self.requeue_at.store(u64::MAX, Ordering::Release);
+        let ids = std::mem::take(&mut *self.requeue_list.lock());
+        for &id in ids.iter().rev() {
+            let (h, ctx, flags, op) = {
+                let rq = self.rqs.lock(id);
+                (rq.hctx, rq.ctx, rq.rq_flags, rq.op)
+            };
+            if flags.contains(RqFlags::DONTPREP) {
+                self.bypass_insert(h, id, false);
+            } else if op == ReqOp::Flush || !flags.contains(RqFlags::USE_SCHED) && flags.contains(RqFlags::SCHED_TAGS) {
+                self.bypass_insert(h, id, true);
+            } else if flags.contains(RqFlags::USE_SCHED) {
+                self.insert_sched(h, &[id], true, now);
+            } else {
+                self.insert_ctx(ctx, h, &[id], true);
+            }
+        }
+        if !ids.is_empty() {
+            self.run_hw_queues(local, now, batch);
+        }
+    }
+
+    // ----- timers ------------------------------------------------------------------------------
+
+    /// Services everything time-driven that is due: delayed queue runs, the requeue work,
+    /// request timeouts and the elevator's timer. Completions land as in [`Self::end_batch`].
+    pub fn timer(&self, sub: &mut Submitter, now: Nanos) {
+        self.timer_inner(Some(sub.ctx), &mut sub.batch, now);
+        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+    }
+
+    /// [`Self::timer`] for a thread that owns no software queue (a runtime worker): every
+    /// completion is routed to its submitter's remote list.
+    pub fn timer_detached(&self, batch: &mut CompletionBatch, now: Nanos) {
+        self.timer_inner(None, batch, now);
+        let mut done = Vec::new();
+        let mut runs = Vec::new();
+        self.end_batch(None, batch, &mut done, &mut runs, now);
+        debug_assert!(done.is_empty());
+    }
+
+    fn timer_inner(&self, local: Option<CtxIdx>, batch: &mut CompletionBatch, now: Nanos) {
+        if self.requeue_at.load(Ordering::Acquire) <= now.0 {
+            self.requeue_work(local, now, batch);
+        }
+        for hctx in self.hctxs.iter() {
+            let at = hctx.run_at.load(Ordering::Acquire);
+            if at <= now.0
+                && hctx.run_at.compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            {
+                self.run_hw_queue(hctx.idx, now, batch);
+            }
+        }
+        if self.next_timeout.load(Ordering::Acquire) <= now.0 {
+            self.check_timeouts(now, batch);
+        }
+        if let Some(e) = &self.elevator {
+            if self.elv_timer_at.load(Ordering::Acquire) <= now.0 {
+                let next = e.timer(now).unwrap_or(Nanos::MAX);
+                self.elv_timer_at.store(next.0, Ordering::Release);
+            }
+        }
+    }
+
+    /// The earliest time `timer` has work to do, if any.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        let mut t = self.requeue_at.load(Ordering::Acquire);
+        t = t.min(self.next_timeout.load(Ordering::Acquire));
+        if self.elevator.is_some() {
+            t = t.min(self.elv_timer_at.load(Ordering::Acquire));
+        }
+        for hctx in self.hctxs.iter() {
+            t = t.min(hctx.run_at.load(Ordering::Acquire));
+        }
+        (t != u64::MAX).then_some(Nanos(t))
+    }
+
+    /// Starts a request for the driver: IDLE → IN_FLIGHT and its timeout armed.
+    pub(crate) fn start_request(&self, rq: &mut crate::request::Request, now: Nanos) {
+        rq.start(now, self.cfg.timeout);
+        self.next_timeout.fetch_min(rq.deadline_ns.0, Ordering::AcqRel);
+    }
+
+    /// `blk_mq_timeout_work`: hand requests past their deadline to the driver's timeout
+    /// handler, then re-arm the rolling timer at the earliest remaining deadline.
+    fn check_timeouts(&self, now: Nanos, batch: &mut CompletionBatch) {
+        let mut next = now.saturating_add(self.cfg.timeout).0;
+        let mut in_flight = false;
+        for slot in self.rqs.iter() {
+            let mut rq = slot.lock();
+            if rq.state != RqState::InFlight || rq.rq_flags.contains(RqFlags::TIMED_OUT) {
+                continue;
+            }
+            in_flight = true;
+            if rq.deadline_ns > now {
+                next = next.min(rq.deadline_ns.0);
+                continue;
+            }
+            rq.rq_flags.insert(RqFlags::TIMED_OUT);
+            let h = rq.hctx;
+            match self.driver.timeout(h, &mut rq, now, batch) {
+                crate::driver::EhReturn::Done => {}
+                crate::driver::EhReturn::ResetTimer => {
+                    rq.rq_flags.remove(RqFlags::TIMED_OUT);
+                    rq.deadline_ns = now.saturating_add(self.cfg.timeout);
+                    next = next.min(rq.deadline_ns.0);
+                }
+            }
+        }
+        if !in_flight {
+            self.tag_idle();
+        }
+        self.next_timeout.store(if in_flight { next } else { u64::MAX }, Ordering::Release);
+    }
+
+    // ----- polling -----------------------------------------------------------------------------
+
+    /// Reaps the driver's completions for this submitter's hardware queues, collects bios
+    /// other threads completed for it, and services due timers. Returns the number of bios
+    /// now waiting in `sub.done`.
+    pub fn poll(&self, sub: &mut Submitter, now: Nanos) -> usize {
+        for i in 0..sub.hctxs.len() {
+            self.driver.poll(sub.hctxs[i], now, &mut sub.batch);
+        }
+        if !sub.batch.is_empty() {
+            self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+        }
+        self.ctxs[sub.ctx.0 as usize].take_remote(&mut sub.done);
+        if self.next_deadline().is_some_and(|t| t <= now) {
+            self.timer(sub, now);
+        }
+        sub.done.len()
+    }
+
+    /// Reaps completions of one hardware queue from a thread with no software queue (a
+    /// completion worker, the userspace interrupt handler). Bios go to their submitters.
+    pub fn poll_hctx(&self, h: HctxIdx, batch: &mut CompletionBatch, now: Nanos) -> usize {
+        let n = self.driver.poll(h, now, batch);
+        if !batch.is_empty() {
+            let mut done = Vec::new();
+            let mut runs = Vec::new();
+            self.end_batch(None, batch, &mut done, &mut runs, now);
+            debug_assert!(done.is_empty());
+        }
+        n
+    }
+
+    // ----- teardown and checks -----------------------------------------------------------------
+
+    /// Asserts the queue is empty and whole, then detaches the elevator (`exit_sched`): no
+    /// request allocated, every tag free, every list empty. Call once all I/O has completed.
+    pub fn teardown(&self) {
+        self.check_invariants();
+        assert_eq!(self.nr_allocated(), 0, "teardown with requests still allocated");
+        for am in &self.alloc_maps {
+            assert_eq!(am.tags.busy(), 0, "teardown with tags still held");
+        }
+        for hctx in self.hctxs.iter() {
+            assert_eq!(hctx.dispatch_list_len(), 0, "teardown with a non-empty dispatch list");
+            assert!(!hctx.any_ctx_pending(), "teardown with pending software queues");
+        }
+        assert!(self.requeue_list.lock().is_empty(), "teardown with requests on the requeue list");
+        if let Some(e) = &self.elevator {
+            e.exit_sched();
+        }
+        if !self.torn_down.swap(true, Ordering::AcqRel) {
+            self.set.del_queue();
+        }
+    }
+
+    /// Cross-checks the request table against the tag maps and lists: every allocated
+    /// request holds exactly the tag that names it, free requests hold none, and the count of
+    /// allocated requests matches. O(requests): for tests and the simulator.
+    pub fn check_invariants(&self) {
+        let mut allocated = 0u32;
+        for (m, am) in self.alloc_maps.iter().enumerate() {
+            for t in 0..am.tags.nr_tags {
+                let rq = self.rqs.lock(RqId(am.base + t));
+                let held = am.tags.busy() > 0 && self.tag_held(am, t);
+                if rq.allocated {
+                    allocated += 1;
+                    assert!(held, "map {m}: {:?} allocated but its tag {t} is free", rq.id);
+                } else {
+                    assert_eq!(rq.state, RqState::Idle, "{:?}: free but {:?}", rq.id, rq.state);
+                    assert!(rq.bios.is_empty(), "{:?}: free with bios", rq.id);
+                }
+            }
+        }
+        assert_eq!(allocated, self.nr_allocated(), "allocated-request count drifted");
+        if let Some(e) = &self.elevator {
+            e.check_invariants();
+        }
+    }
+
+    fn tag_held(&self, am: &AllocMap, t: u32) -> bool {
+        if t < am.tags.nr_reserved {
+            am.tags.reserved.sb.test(t)
+        } else {
+            am.tags.bitmap.sb.test(t - am.tags.nr_reserved)
+        }
+    }
+
+    /// A human dump of the queue state: per hardware queue counters and lists, then the
+    /// elevator's own dump.
+    pub fn debug_state(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "queue: {} hctx, {} ctx, nr_requests {}, allocated {}, scheduler {}",
+            self.hctxs.len(),
+            self.ctxs.len(),
+            self.nr_requests,
+            self.nr_allocated(),
+            self.elevator.as_ref().map(|e| e.name()).unwrap_or("none")
+        );
+        for hctx in self.hctxs.iter() {
+            let st = &hctx.stats;
+            let _ = writeln!(
+                s,
+                "hctx{} ({}): queued {} issued {} direct {} completed {} requeued {} runs {} busy {} dispatch_list {} restart {} stopped {}",
+                hctx.idx.0,
+                hctx.ty.name(),
+                st.queued.load(Ordering::Relaxed),
+                st.issued.load(Ordering::Relaxed),
+                st.direct.load(Ordering::Relaxed),
+                st.completed.load(Ordering::Relaxed),
+                st.requeued.load(Ordering::Relaxed),
+                st.run.load(Ordering::Relaxed),
+                st.busy.load(Ordering::Relaxed),
+                hctx.dispatch_list_len(),
+                hctx.test_state(state::SCHED_RESTART) as u8,
+                hctx.is_stopped() as u8,
+            );
+        }
+        if let Some(e) = &self.elevator {
+            s.push_str(&e.debug_state());
+        }
+        s
+    }
+
+    /// Stops a hardware queue (`blk_mq_stop_hw_queue`): it is not run until started again.
+    pub fn stop_hw_queue(&self, h: HctxIdx) {
+        let hctx = &self.hctxs[h.0 as usize];
+        hctx.set_state(state::STOPPED);
+        hctx.run_at.store(u64::MAX, Ordering::Release);
+    }
+
+    /// Starts a stopped hardware queue and runs it (`blk_mq_start_stopped_hw_queue`).
+    pub fn start_hw_queue(&self, sub: &mut Submitter, h: HctxIdx, now: Nanos) {
+        self.hctxs[h.0 as usize].clear_state(state::STOPPED);
+        self.run_hw_queue(h, now, &mut sub.batch);
+        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+    }
+
+    /// Per-type hardware queue of a software queue.
+    pub fn map_queue(&self, ctx: CtxIdx, ty: HctxType) -> HctxIdx {
+        self.ctxs[ctx.0 as usize].hctxs[ty as usize]
+    }
+
+    /// The software-queue → hardware-queue maps.
+    pub fn queue_map(&self) -> &QueueMap {
+        &self.map
+    }
+}
+
+impl Drop for RequestQueue {
+    fn drop(&mut self) {
+        if !self.torn_down.swap(true, Ordering::AcqRel) {
+            self.set.del_queue();
+        }
+    }
+}

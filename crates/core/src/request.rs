@@ -1,0 +1,239 @@
+//! `Request`: what the block layer schedules and a driver executes: one or more merged bios.
+//!
+//! Requests are preallocated, one per tag of the tag map they are allocated from (the kernel's
+//! `static_rqs`), and named by a dense [`RqId`]. A request is owned by exactly one party at a
+//! time (a plug, a software queue, the elevator, a dispatch list, the driver), and its state
+//! machine is asserted on every transition:
+//!
+//! ```text
+//! IDLE --start--> IN_FLIGHT --complete--> COMPLETE --free--> IDLE
+//! IN_FLIGHT --requeue--> IDLE
+//! ```
+
+use crate::bio::{Bio, IoPrio, ReqFlags, ReqOp, SECTOR_SHIFT};
+use crate::status::BlkStatus;
+use crate::{CtxIdx, HctxIdx, Nanos};
+use crossbeam_utils::CachePadded;
+use parking_lot::{Mutex, MutexGuard};
+
+/// A tag: an index into one tag map.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag(pub u16);
+
+impl Tag {
+    /// No tag held (`BLK_MQ_NO_TAG`).
+    pub const NONE: Tag = Tag(u16::MAX);
+    pub fn is_none(self) -> bool {
+        self == Tag::NONE
+    }
+}
+
+/// A request's identity: its index in the queue's request table. Dense, so elevators can keep
+/// per-request side tables in a `Vec` indexed by it instead of embedding nodes in the request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RqId(pub u32);
+
+impl RqId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// `enum mq_rq_state`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum RqState {
+    Idle,
+    InFlight,
+    Complete,
+}
+
+/// The core's private request flags (`RQF_*`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct RqFlags(pub u16);
+
+impl RqFlags {
+    /// Allocated from scheduler tags (`RQF_SCHED_TAGS`).
+    pub const SCHED_TAGS: RqFlags = RqFlags(1 << 0);
+    /// Goes through the elevator (`RQF_USE_SCHED`).
+    pub const USE_SCHED: RqFlags = RqFlags(1 << 1);
+    /// The driver already prepared it; a requeue bypasses the elevator (`RQF_DONTPREP`).
+    pub const DONTPREP: RqFlags = RqFlags(1 << 2);
+    /// The timeout handler has seen it (`RQF_TIMED_OUT`).
+    pub const TIMED_OUT: RqFlags = RqFlags(1 << 3);
+    /// Allocated from the reserved pool.
+    pub const RESERVED: RqFlags = RqFlags(1 << 4);
+    /// Holds a driver budget token.
+    pub const BUDGET: RqFlags = RqFlags(1 << 5);
+
+    pub fn contains(self, f: RqFlags) -> bool {
+        self.0 & f.0 == f.0
+    }
+    pub fn insert(&mut self, f: RqFlags) {
+        self.0 |= f.0;
+    }
+    pub fn remove(&mut self, f: RqFlags) {
+        self.0 &= !f.0;
+    }
+}
+
+/// A block request (`struct request`).
+#[derive(Debug)]
+pub struct Request {
+    pub id: RqId,
+    /// Driver tag, or `Tag::NONE` until dispatch when a scheduler is attached.
+    pub tag: Tag,
+    /// Scheduler tag (`internal_tag`), or `Tag::NONE` without a scheduler.
+    pub internal_tag: Tag,
+    pub state: RqState,
+    /// True from allocation until free. A tag handed out twice trips the assertion on this.
+    pub allocated: bool,
+    pub op: ReqOp,
+    pub cmd_flags: ReqFlags,
+    pub rq_flags: RqFlags,
+    pub ioprio: IoPrio,
+    pub issuer: u32,
+    pub group: u32,
+    pub sector: u64,
+    pub nr_sectors: u32,
+    pub nr_segments: u16,
+    pub ctx: CtxIdx,
+    pub hctx: HctxIdx,
+    /// The merged bios in sector order.
+    pub bios: Vec<Bio>,
+    pub alloc_ns: Nanos,
+    pub insert_ns: Nanos,
+    pub io_start_ns: Nanos,
+    pub complete_ns: Nanos,
+    /// Timeout deadline while in flight.
+    pub deadline_ns: Nanos,
+    pub status: BlkStatus,
+}
+
+impl Request {
+    fn new(id: RqId) -> Request {
+        Request {
+            id,
+            tag: Tag::NONE,
+            internal_tag: Tag::NONE,
+            state: RqState::Idle,
+            allocated: false,
+            op: ReqOp::Read,
+            cmd_flags: ReqFlags::empty(),
+            rq_flags: RqFlags::default(),
+            ioprio: IoPrio::DEFAULT,
+            issuer: 0,
+            group: 0,
+            sector: 0,
+            nr_sectors: 0,
+            nr_segments: 0,
+            ctx: CtxIdx(0),
+            hctx: HctxIdx(0),
+            bios: Vec::with_capacity(2),
+            alloc_ns: Nanos::ZERO,
+            insert_ns: Nanos::ZERO,
+            io_start_ns: Nanos::ZERO,
+            complete_ns: Nanos::ZERO,
+            deadline_ns: Nanos::MAX,
+            status: BlkStatus::Ok,
+        }
+    }
+
+    pub fn end_sector(&self) -> u64 {
+        self.sector + self.nr_sectors as u64
+    }
+    pub fn bytes(&self) -> u64 {
+        (self.nr_sectors as u64) << SECTOR_SHIFT
+    }
+    /// `rq_mergeable`: flush, write-zeroes and requests with no-merge flags never merge.
+    pub fn mergeable(&self) -> bool {
+        !self.cmd_flags.intersects(ReqFlags::NOMERGE_FLAGS)
+            && matches!(self.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard)
+    }
+    /// True if the request is synchronous (reads, and writes flagged SYNC or FUA).
+    pub fn is_sync(&self) -> bool {
+        self.op.is_read() || self.cmd_flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA))
+    }
+    /// The snapshot elevator hooks receive.
+    pub fn elv(&self) -> ElvRq {
+        ElvRq {
+            id: self.id,
+            op: self.op,
+            cmd_flags: self.cmd_flags,
+            ioprio: self.ioprio,
+            issuer: self.issuer,
+            group: self.group,
+            sector: self.sector,
+            nr_sectors: self.nr_sectors,
+            ctx: self.ctx,
+            hctx: self.hctx,
+            alloc_ns: self.alloc_ns,
+            io_start_ns: self.io_start_ns,
+            complete_ns: self.complete_ns,
+        }
+    }
+
+    /// IDLE → IN_FLIGHT (`blk_mq_start_request`).
+    pub(crate) fn start(&mut self, now: Nanos, timeout: Nanos) {
+        assert!(self.allocated, "{:?}: started while not allocated", self.id);
+        assert_eq!(self.state, RqState::Idle, "{:?}: started twice", self.id);
+        self.state = RqState::InFlight;
+        self.io_start_ns = now;
+        self.deadline_ns = now.saturating_add(timeout);
+        self.rq_flags.remove(RqFlags::TIMED_OUT);
+    }
+
+    /// IN_FLIGHT → IDLE, for a request the driver refused or asked to requeue.
+    pub(crate) fn unstart(&mut self) {
+        assert_eq!(self.state, RqState::InFlight, "{:?}: requeued while not in flight", self.id);
+        self.state = RqState::Idle;
+        self.deadline_ns = Nanos::MAX;
+        self.rq_flags.remove(RqFlags::TIMED_OUT);
+    }
+}
+
+/// What elevator hooks that run after the request lock is dropped get to see.
+#[derive(Copy, Clone, Debug)]
+pub struct ElvRq {
+    pub id: RqId,
+    pub op: ReqOp,
+    pub cmd_flags: ReqFlags,
+    pub ioprio: IoPrio,
+    pub issuer: u32,
+    pub group: u32,
+    pub sector: u64,
+    pub nr_sectors: u32,
+    pub ctx: CtxIdx,
+    pub hctx: HctxIdx,
+    pub alloc_ns: Nanos,
+    pub io_start_ns: Nanos,
+    pub complete_ns: Nanos,
+}
+
+/// The preallocated requests of a queue, indexed by [`RqId`].
+///
+/// Each slot has its own lock. Lock order: an elevator's lock, or a software queue's list
+/// lock, may be held while taking a slot lock, never the reverse; the core never calls into
+/// an elevator while holding a slot lock.
+pub struct RequestTable {
+    slots: Box<[CachePadded<Mutex<Request>>]>,
+}
+
+impl RequestTable {
+    pub(crate) fn new(nr: u32) -> RequestTable {
+        let slots = (0..nr).map(|i| CachePadded::new(Mutex::new(Request::new(RqId(i))))).collect();
+        RequestTable { slots }
+    }
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+    /// Locks one request. Panics on an id this table never issued (a programmer error).
+    pub fn lock(&self, id: RqId) -> MutexGuard<'_, Request> {
+        self.slots[id.index()].lock()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Mutex<Request>> {
+        self.slots.iter().map(|s| &**s)
+    }
+}

@@ -1,0 +1,1 @@
+//! Workload description and reporting for `mqblk bench`: fio job syntax, statistics, reports.
