@@ -237,7 +237,6 @@ impl RequestQueue {
         let mut queued = 0usize;
         let mut errors = 0usize;
         let mut needs_resource = false;
-        let mut no_tag = false;
         let mut no_budget = false;
         for (i, &id) in ids.iter().enumerate() {
             let mut rq = self.rqs.lock(id);
@@ -251,7 +250,7 @@ impl RequestQueue {
             if !self.get_driver_tag(h, &mut rq) && !self.retry_driver_tag(h, &mut rq) {
                 rq.rq_flags.remove(RqFlags::BUDGET);
                 self.driver.put_budget(h);
-                no_tag = true;
+                // RESTART or TAG_WAITING is set: a freed tag re-runs us.
                 break;
             }
             self.start_request(&mut rq, now);

@@ -1,0 +1,21 @@
+//! The I/O schedulers and their registry (`elv_register` / `elevator_find`).
+//!
+//! Each scheduler lives in one file and ends with its `ElevatorType` descriptor; `lookup`
+//! resolves `ioscheduler=NAME` by name or alias.
+
+pub mod none;
+
+use mqblk_core::ElevatorType;
+
+/// Every registered scheduler, in the order `list` prints them.
+pub static REGISTRY: &[&ElevatorType] = &[&none::NONE];
+
+/// Finds a scheduler by name or alias.
+pub fn lookup(name: &str) -> Option<&'static ElevatorType> {
+    REGISTRY.iter().copied().find(|e| e.name == name || e.alias == Some(name))
+}
+
+/// Names of all schedulers, for error messages and `--help`.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|e| e.name).collect()
+}

@@ -1,0 +1,7 @@
+//! `none`: no scheduler. There is no elevator object, as in the kernel: requests go to the
+//! per-submitter software queues or straight to the driver (see `queue.rs`, `issue_list`).
+
+use mqblk_core::{ElevatorType, ElvFeatures};
+
+pub const NONE: ElevatorType =
+    ElevatorType { name: "none", alias: None, features: ElvFeatures(0), tunables: &[], init: None };
