@@ -11,15 +11,16 @@ use crate::request::RqId;
 use crate::{CtxIdx, HctxIdx};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::hctx::Counter;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Per-Ctx counters (the kernel's `rq_dispatched`, `rq_merged`, `rq_completed`).
 #[derive(Default)]
 pub struct CtxStats {
-    pub inserted: AtomicU64,
-    pub merged: AtomicU64,
-    pub dispatched: AtomicU64,
-    pub completed: AtomicU64,
+    pub inserted: Counter,
+    pub merged: Counter,
+    pub dispatched: Counter,
+    pub completed: Counter,
 }
 
 pub struct Ctx {

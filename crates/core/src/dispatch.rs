@@ -5,7 +5,7 @@
 use crate::driver::CompletionBatch;
 use crate::elevator::ElvFeatures;
 use crate::hctx::state;
-use crate::queue::{RequestQueue, RESOURCE_DELAY};
+use crate::queue::{RqRef, RequestQueue, RESOURCE_DELAY};
 use crate::request::{RqFlags, RqId};
 use crate::status::BlkStatus;
 use crate::{CtxIdx, HctxIdx, Nanos};
@@ -27,7 +27,7 @@ impl RequestQueue {
                 if hctx.is_stopped() {
                     break;
                 }
-                hctx.stats.run.fetch_add(1, Ordering::Relaxed);
+                hctx.stats.run.add(1);
                 self.sched_dispatch_requests(h, now, batch);
             }
             drop(guard);
@@ -231,14 +231,20 @@ impl RequestQueue {
     /// driver, its budget or the driver tags refuse. Requests not issued go to the tail of
     /// the dispatch list and a re-run is arranged. Returns how many were issued (errors
     /// included: those are ended, not retried).
-    pub(crate) fn dispatch_rq_list(&self, h: HctxIdx, ids: &[RqId], now: Nanos, batch: &mut CompletionBatch) -> usize {
+    pub(crate) fn dispatch_rq_list<T: RqRef>(
+        &self,
+        h: HctxIdx,
+        ids: &[T],
+        now: Nanos,
+        batch: &mut CompletionBatch,
+    ) -> usize {
         let hctx = &self.hctxs[h.0 as usize];
         let mut issued = 0usize;
         let mut queued = 0usize;
         let mut errors = 0usize;
         let mut needs_resource = false;
         let mut no_budget = false;
-        for (i, &id) in ids.iter().enumerate() {
+        for (i, id) in ids.iter().map(|r| r.rq()).enumerate() {
             let mut rq = self.rqs.lock(id);
             if !rq.rq_flags.contains(RqFlags::BUDGET) {
                 if !self.driver.get_budget(h) {
@@ -277,7 +283,7 @@ impl RequestQueue {
             rq.rq_flags.remove(RqFlags::BUDGET);
             issued += 1;
         }
-        hctx.stats.issued.fetch_add(queued as u64, Ordering::Relaxed);
+        hctx.stats.issued.add(queued as u64);
         hctx.stats.count_dispatch(queued);
         let left = &ids[issued..];
         if (!left.is_empty() || errors > 0) && queued > 0 {
@@ -308,12 +314,12 @@ impl RequestQueue {
     /// again: at once if RESTART was consumed meanwhile (a tag was freed while we were
     /// busy) or no one will wake us for a tag, after `RESOURCE_DELAY` if the driver or the
     /// budget ran out, else when a request completes (RESTART).
-    fn park_leftovers(&self, h: HctxIdx, left: &[RqId], now: Nanos, resource: bool) {
+    fn park_leftovers<T: RqRef>(&self, h: HctxIdx, left: &[T], now: Nanos, resource: bool) {
         let hctx = &self.hctxs[h.0 as usize];
-        hctx.stats.busy.fetch_add(1, Ordering::Relaxed);
+        hctx.stats.busy.add(1);
         {
             let mut d = hctx.dispatch.lock();
-            d.extend(left.iter().copied());
+            d.extend(left.iter().map(|r| r.rq()));
             hctx.dispatch_len.store(d.len() as u32, Ordering::Release);
         }
         // Without a pending RESTART (it was consumed by a completion meanwhile, or never set)

@@ -19,30 +19,47 @@ pub mod state {
     pub const TAG_WAITING: u32 = 1 << 3;
 }
 
+/// A statistics counter that costs no locked instruction: with one submitter per hardware
+/// queue (the fast path) it is exact; when several threads update one counter at once an
+/// increment can be lost. The kernel keeps these per CPU for the same reason; these numbers
+/// are for reports and dumps, never for decisions.
+#[derive(Default, Debug)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Counters for the state dump and reports (the kernel's debugfs `dispatched`, `queued`, `run`).
 #[derive(Default)]
 pub struct HctxStats {
     /// Requests handed to this hardware queue (inserted or issued).
-    pub queued: AtomicU64,
+    pub queued: Counter,
     /// Requests the driver accepted.
-    pub issued: AtomicU64,
-    pub completed: AtomicU64,
-    pub requeued: AtomicU64,
+    pub issued: Counter,
+    pub completed: Counter,
+    pub requeued: Counter,
     /// Queue runs.
-    pub run: AtomicU64,
+    pub run: Counter,
     /// Direct issues that bypassed the software queue.
-    pub direct: AtomicU64,
+    pub direct: Counter,
     /// Dispatch batches by size: bucket 0 is empty runs, bucket i holds sizes in
     /// `[2^(i-1), 2^i)`, the last bucket everything larger.
-    pub dispatched: [AtomicU64; MAX_DISPATCH_ORDER],
+    pub dispatched: [Counter; MAX_DISPATCH_ORDER],
     /// Times the driver answered `Resource`/`DevResource` or budget/tags ran out.
-    pub busy: AtomicU64,
+    pub busy: Counter,
 }
 
 impl HctxStats {
     pub(crate) fn count_dispatch(&self, n: usize) {
         let bucket = if n == 0 { 0 } else { (usize::BITS - n.leading_zeros()) as usize };
-        self.dispatched[bucket.min(MAX_DISPATCH_ORDER - 1)].fetch_add(1, Ordering::Relaxed);
+        self.dispatched[bucket.min(MAX_DISPATCH_ORDER - 1)].add(1);
     }
 }
 

@@ -18,7 +18,7 @@ pub const PLUG_FLUSH_SIZE: u64 = 128 * 1024;
 #[derive(Debug, Default)]
 pub struct Plug {
     started: bool,
-    pub(crate) list: Vec<RqId>,
+    pub(crate) list: Vec<(RqId, HctxIdx)>,
     /// The hardware queue of the first request, to notice a plug spanning several.
     first_hctx: Option<HctxIdx>,
     pub(crate) multiple_queues: bool,
@@ -46,7 +46,7 @@ impl Plug {
         self.list.is_empty()
     }
     pub(crate) fn last(&self) -> Option<RqId> {
-        self.list.last().copied()
+        self.list.last().map(|&(id, _)| id)
     }
 
     /// Adds a request and reports whether the plug should now be flushed.
@@ -56,13 +56,13 @@ impl Plug {
             Some(h) if h != hctx => self.multiple_queues = true,
             Some(_) => {}
         }
-        self.list.push(id);
+        self.list.push((id, hctx));
         let limit = if self.multiple_queues { 2 * MAX_REQUEST_COUNT } else { MAX_REQUEST_COUNT };
         self.list.len() >= limit || (mergeable && bytes >= PLUG_FLUSH_SIZE)
     }
 
     /// Empties the plug into `out`, in submission order.
-    pub(crate) fn take(&mut self, out: &mut Vec<RqId>) {
+    pub(crate) fn take(&mut self, out: &mut Vec<(RqId, HctxIdx)>) {
         out.append(&mut self.list);
         self.first_hctx = None;
         self.multiple_queues = false;

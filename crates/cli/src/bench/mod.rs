@@ -1,0 +1,5 @@
+//! `mqblk bench`: fio-compatible jobs through the stack.
+
+pub mod pattern;
+pub mod runner;
+pub mod verify;

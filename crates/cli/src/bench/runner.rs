@@ -1,0 +1,364 @@
+//! Runs jobs through the stack: one thread per job clone, each owning a software queue,
+//! generating fio-style I/O and measuring it the way fio does.
+
+use super::pattern::{Generator, Pattern};
+use super::verify;
+use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
+use mqblk_runtime::{pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+/// One job clone as the runner sees it (converted from a parsed job).
+#[derive(Clone, Debug)]
+pub struct RunJob {
+    pub name: String,
+    pub pattern: Pattern,
+    pub rwmixread: u32,
+    pub bs: u32,
+    pub offset: u64,
+    /// Bytes of the region (and of one pass).
+    pub size: u64,
+    pub iodepth: u32,
+    pub batch_submit: u32,
+    pub batch_complete_min: u32,
+    pub runtime: Option<Nanos>,
+    pub time_based: bool,
+    pub ramp: Nanos,
+    pub ioprio: IoPrio,
+    pub rate_iops: u64,
+    pub seed: u64,
+    pub verify: bool,
+    /// Move data (buffers on every bio): needed by memory-backed devices and verify.
+    pub with_data: bool,
+    pub cpu: Option<usize>,
+    pub ctx: CtxIdx,
+    pub issuer: u32,
+}
+
+/// Latency samples of one direction, in nanoseconds.
+pub trait LatSink {
+    fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, lat: u64);
+    fn error(&mut self, write: bool);
+    /// Called about every 500 ms with the I/Os and bytes completed in the window.
+    fn sample(&mut self, window_ns: u64);
+}
+
+/// What a job thread reports besides its latency samples.
+#[derive(Clone, Debug, Default)]
+pub struct JobOutcome {
+    pub runtime_ns: u64,
+    pub cpu: CpuTime,
+    pub ios: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub verify_errors: Vec<String>,
+    pub verified: u64,
+    /// Submissions counted by the depth in flight at that moment (fio's `iodepth_level`).
+    pub depth_hist: [u64; 7],
+}
+
+/// Shared between the job threads and the progress display.
+#[derive(Default)]
+pub struct Progress {
+    pub ios: AtomicU64,
+    pub bytes: AtomicU64,
+    pub stop: AtomicBool,
+}
+
+const SAMPLE_WINDOW: Nanos = Nanos::from_millis(500);
+
+/// Per-batch bookkeeping: bios carry their batch number so slat/clat split at the moment the
+/// batch finished submitting.
+struct Batches {
+    ends: Vec<u64>,
+    seq: u64,
+}
+
+impl Batches {
+    fn new(iodepth: u32) -> Batches {
+        Batches { ends: vec![0; (iodepth as usize + 1).next_power_of_two()], seq: 0 }
+    }
+    fn end_of(&self, seq: u64) -> u64 {
+        self.ends[(seq as usize) & (self.ends.len() - 1)]
+    }
+}
+
+struct JobState<'a, S: LatSink> {
+    job: &'a RunJob,
+    h: SubmitterHandle,
+    sink: S,
+    out: JobOutcome,
+    inflight: u32,
+    free_bufs: Vec<IoBuf>,
+    batches: Batches,
+    measure_from: u64,
+    progress: &'a Progress,
+    pending: Option<Bio>,
+}
+
+/// Runs one job clone to completion and returns its sink and outcome.
+pub fn run_job<S: LatSink>(
+    q: Arc<RequestQueue>,
+    clock: MonotonicClock,
+    job: &RunJob,
+    mut sink: S,
+    start: &Barrier,
+    progress: &Progress,
+) -> (S, JobOutcome) {
+    let mut out = JobOutcome::default();
+    if let Some(cpu) = job.cpu {
+        if let Err(e) = pin_current_thread(cpu) {
+            out.first_error = Some(format!("{}: cpus_allowed: {e}", job.name));
+        }
+    }
+    let free_bufs = if job.with_data { (0..job.iodepth).map(|_| IoBuf::new(job.bs as usize)).collect() } else { Vec::new() };
+    let h = SubmitterHandle::new(q, job.ctx, clock);
+    start.wait();
+    let t0 = h.now().0;
+    let cpu0 = thread_cpu_time();
+    sink.sample(0);
+    let mut st = JobState {
+        job,
+        h,
+        sink,
+        out,
+        inflight: 0,
+        free_bufs,
+        batches: Batches::new(job.iodepth),
+        measure_from: t0 + job.ramp.0,
+        progress,
+        pending: None,
+    };
+    let mut gen = Generator::new(job.pattern, job.rwmixread, job.bs, job.offset, job.size, job.seed);
+    st.main_phase(&mut gen, t0);
+    if job.verify && job.pattern.writes() && !progress.stop.load(Ordering::Relaxed) {
+        st.verify_phase(&gen);
+    }
+    st.drain();
+    let t1 = st.h.now().0;
+    st.out.cpu = thread_cpu_time().since(cpu0);
+    st.out.runtime_ns = t1.saturating_sub(st.measure_from.min(t1));
+    let JobState { sink, out, .. } = st;
+    (sink, out)
+}
+
+impl<S: LatSink> JobState<'_, S> {
+    fn deadline_passed(&self, now: u64, t0: u64) -> bool {
+        match self.job.runtime {
+            Some(rt) => now >= t0 + self.job.ramp.0 + rt.0,
+            None => false,
+        }
+    }
+
+    fn main_phase(&mut self, gen: &mut Generator, t0: u64) {
+        let job = self.job;
+        let mut last_sample = t0;
+        loop {
+            let now = self.h.now().0;
+            if self.progress.stop.load(Ordering::Relaxed) || self.deadline_passed(now, t0) {
+                break;
+            }
+            if gen.pass_done() {
+                // Without time_based a job ends after one pass over `size` (or at runtime).
+                if !job.time_based || job.verify {
+                    break;
+                }
+                gen.rewind();
+            }
+            let allowed = self.rate_allowance(now, t0);
+            let room = job.iodepth - self.inflight;
+            let want = room.min(job.batch_submit.max(1)).min(allowed);
+            if want > 0 && !gen.pass_done() {
+                self.submit_batch(gen, want);
+            }
+            let min = if self.inflight >= job.iodepth || want == 0 { job.batch_complete_min.max(1) as usize } else { 0 };
+            self.reap(min);
+            if now >= last_sample + SAMPLE_WINDOW.0 {
+                if now >= self.measure_from {
+                    self.sink.sample(now - last_sample);
+                }
+                last_sample = now;
+            }
+        }
+    }
+
+    /// `rate_iops`: how many more I/Os may start now.
+    fn rate_allowance(&self, now: u64, t0: u64) -> u32 {
+        if self.job.rate_iops == 0 {
+            return u32::MAX;
+        }
+        let budget = (now - t0) as u128 * self.job.rate_iops as u128 / 1_000_000_000 + 1;
+        budget.saturating_sub(self.out.ios as u128 + self.inflight as u128).min(u32::MAX as u128) as u32
+    }
+
+    fn make_bio(&mut self, write: bool, offset: u64, len: u32) -> Bio {
+        let op = if write { ReqOp::Write } else { ReqOp::Read };
+        let mut bio = Bio::new(op, offset >> SECTOR_SHIFT, len >> SECTOR_SHIFT)
+            .with_ioprio(self.job.ioprio)
+            .with_issuer(self.job.issuer, 0)
+            .with_private(self.batches.seq);
+        if self.job.with_data {
+            let mut buf = self.free_bufs.pop().unwrap_or_else(|| IoBuf::new(len as usize));
+            buf.set_len(len as usize);
+            if write && self.job.verify {
+                verify::fill(buf.as_mut_slice(), offset, self.job.seed);
+            }
+            bio = bio.with_buf(buf);
+        }
+        bio
+    }
+
+    fn submit_batch(&mut self, gen: &mut Generator, want: u32) {
+        let plug = want > 1;
+        if plug {
+            self.h.start_plug();
+        }
+        let mut submitted = 0;
+        for _ in 0..want {
+            let bio = match self.pending.take() {
+                Some(b) => b,
+                None => {
+                    let io = gen.next_io();
+                    self.make_bio(io.write, io.offset, io.len)
+                }
+            };
+            if !self.submit_one(bio) {
+                break;
+            }
+            submitted += 1;
+        }
+        if plug {
+            self.h.finish_plug();
+        }
+        self.finish_batch(submitted);
+    }
+
+    /// Submits one bio; false if it found no tag (it is kept for the next round).
+    fn submit_one(&mut self, bio: Bio) -> bool {
+        let now = self.h.now();
+        match self.h.submit_at(bio, now) {
+            Ok(()) => {
+                let depth = self.inflight as usize;
+                let bucket = if depth == 0 { 0 } else { (usize::BITS - depth.leading_zeros()) as usize };
+                self.out.depth_hist[bucket.min(6)] += 1;
+                self.inflight += 1;
+                true
+            }
+            Err(b) => {
+                self.pending = Some(b);
+                false
+            }
+        }
+    }
+
+    fn finish_batch(&mut self, submitted: u32) {
+        if submitted > 0 {
+            let end = self.h.now().0;
+            let len = self.batches.ends.len();
+            self.batches.ends[(self.batches.seq as usize) & (len - 1)] = end;
+            self.batches.seq += 1;
+        }
+    }
+
+    fn reap(&mut self, min: usize) {
+        if min > 0 {
+            self.h.reap(min, 1_000_000_000);
+        } else if self.h.done().is_empty() {
+            self.h.poll();
+        }
+        if self.h.done().is_empty() {
+            return;
+        }
+        let now = self.h.now().0;
+        let mut done = std::mem::take(self.h.done());
+        let (mut n, mut bytes) = (0u64, 0u64);
+        for mut bio in done.drain(..) {
+            self.inflight -= 1;
+            n += 1;
+            let write = bio.op.is_write();
+            let len = bio.bytes();
+            bytes += len;
+            if bio.status != BlkStatus::Ok {
+                self.note_error(&bio);
+            } else if now >= self.measure_from {
+                let submit = bio.submit_ns.0;
+                let end = self.batches.end_of(bio.private).max(submit);
+                self.sink.record(write, len, end - submit, now.saturating_sub(end), now.saturating_sub(submit));
+            }
+            if let Some(buf) = bio.buf.take() {
+                self.free_bufs.push(buf);
+            }
+        }
+        *self.h.done() = done;
+        self.out.ios += n;
+        self.progress.ios.fetch_add(n, Ordering::Relaxed);
+        self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn note_error(&mut self, bio: &Bio) {
+        self.out.errors += 1;
+        self.sink.error(bio.op.is_write());
+        if self.out.first_error.is_none() {
+            self.out.first_error = Some(format!(
+                "{}: {} of {} bytes at offset {} failed: {} (errno {})",
+                self.job.name,
+                bio.op.name(),
+                bio.bytes(),
+                bio.sector << SECTOR_SHIFT,
+                bio.status,
+                bio.status.to_errno()
+            ));
+        }
+    }
+
+    /// Waits for everything in flight.
+    fn drain(&mut self) {
+        while self.inflight > 0 {
+            self.reap(1);
+        }
+    }
+
+    /// fio's `do_verify`: read back every block the write pass wrote, in the same order, and
+    /// check each one.
+    fn verify_phase(&mut self, gen: &Generator) {
+        self.drain();
+        let bs = self.job.bs;
+        let mut i = 0u64;
+        let mut checking: Vec<Bio> = Vec::new();
+        while i < gen.nr_blocks() || self.inflight > 0 {
+            while i < gen.nr_blocks() && self.inflight < self.job.iodepth {
+                let off = gen.block_offset(i);
+                let bio = self.make_bio(false, off, bs);
+                let now = self.h.now();
+                match self.h.submit_at(bio, now) {
+                    Ok(()) => {
+                        self.inflight += 1;
+                        i += 1;
+                    }
+                    Err(b) => {
+                        if let Some(buf) = b.buf {
+                            self.free_bufs.push(buf);
+                        }
+                        break;
+                    }
+                }
+            }
+            self.h.reap(1, 1_000_000_000);
+            checking.append(self.h.done());
+            for mut bio in checking.drain(..) {
+                self.inflight -= 1;
+                let off = bio.sector << SECTOR_SHIFT;
+                match (&bio.status, bio.buf.as_ref()) {
+                    (BlkStatus::Ok, Some(buf)) => match verify::check(buf.as_slice(), off) {
+                        Ok(()) => self.out.verified += 1,
+                        Err(e) => self.out.verify_errors.push(format!("{}: {e}", self.job.name)),
+                    },
+                    _ => self.note_error(&bio),
+                }
+                if let Some(buf) = bio.buf.take() {
+                    self.free_bufs.push(buf);
+                }
+            }
+        }
+    }
+}

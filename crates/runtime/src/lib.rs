@@ -1,0 +1,18 @@
+//! The threaded runtime: application threads are the CPUs.
+//!
+//! Each submitting thread owns a software queue through a [`SubmitterHandle`] and runs its
+//! hardware queues inline, as the kernel runs them from the submitting CPU. Optionally each
+//! hardware queue also gets a completion worker ([`CompletionMode::Worker`]), the userspace
+//! stand-in for the interrupt handler and kblockd: it reaps the driver, routes completions
+//! back to their submitters and services delayed runs and timeouts. This is the only layer
+//! that reads the wall clock, spawns threads or sleeps; the core below it never does.
+
+mod clock;
+mod cpu;
+mod submitter;
+mod workers;
+
+pub use clock::MonotonicClock;
+pub use cpu::{pin_current_thread, process_cpu_time, thread_cpu_time, CpuTime};
+pub use submitter::SubmitterHandle;
+pub use workers::{CompletionMode, CompletionWorkers};

@@ -1,0 +1,107 @@
+//! A submitting thread's handle on a queue.
+
+use crate::clock::MonotonicClock;
+use mqblk_core::{Bio, Clock, CtxIdx, Nanos, RequestQueue, Submit, Submitter};
+use std::sync::Arc;
+
+/// Owns one software queue of `queue` for the calling thread.
+pub struct SubmitterHandle {
+    queue: Arc<RequestQueue>,
+    sub: Submitter,
+    clock: MonotonicClock,
+    /// Spins without finding a completion before the thread yields the CPU.
+    spins_before_yield: u32,
+}
+
+impl SubmitterHandle {
+    pub fn new(queue: Arc<RequestQueue>, ctx: CtxIdx, clock: MonotonicClock) -> SubmitterHandle {
+        let sub = queue.submitter(ctx);
+        SubmitterHandle { queue, sub, clock, spins_before_yield: 64 }
+    }
+
+    pub fn queue(&self) -> &Arc<RequestQueue> {
+        &self.queue
+    }
+    pub fn ctx(&self) -> CtxIdx {
+        self.sub.ctx
+    }
+    #[inline]
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+    pub fn clock(&self) -> &MonotonicClock {
+        &self.clock
+    }
+
+    /// `blk_start_plug`.
+    pub fn start_plug(&mut self) {
+        self.sub.plug.start();
+    }
+
+    /// `blk_finish_plug`: everything plugged goes to the queue now.
+    pub fn finish_plug(&mut self) {
+        let now = self.clock.now();
+        self.queue.finish_plug(&mut self.sub, now);
+    }
+
+    /// Submits a bio stamped with `now`. A bio that found no free tag comes back as `Err`:
+    /// reap completions and try again.
+    #[inline]
+    pub fn submit_at(&mut self, bio: Bio, now: Nanos) -> Result<(), Bio> {
+        match self.queue.submit_bio(&mut self.sub, bio, now) {
+            Submit::Busy(bio) => Err(bio),
+            Submit::Queued | Submit::Merged | Submit::Failed => Ok(()),
+        }
+    }
+
+    /// Submits a bio, waiting (reaping completions) while no tag is free.
+    pub fn submit(&mut self, mut bio: Bio) {
+        loop {
+            let now = self.clock.now();
+            match self.submit_at(bio, now) {
+                Ok(()) => return,
+                Err(b) => {
+                    bio = b;
+                    // Issue what is plugged, then make room: reap or let others run.
+                    self.queue.flush_plug(&mut self.sub, now);
+                    if self.queue.poll(&mut self.sub, now) == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bios completed so far (their `status` tells the outcome). Drain it after reaping.
+    pub fn done(&mut self) -> &mut Vec<Bio> {
+        &mut self.sub.done
+    }
+
+    /// Reaps without waiting; returns the number of completed bios held.
+    pub fn poll(&mut self) -> usize {
+        let now = self.clock.now();
+        self.queue.poll(&mut self.sub, now)
+    }
+
+    /// Reaps until at least `min` completed bios are held (or `max_wait_ns` passed),
+    /// spinning first and then yielding: completions come from the driver (polled here)
+    /// or from other threads' runs.
+    pub fn reap(&mut self, min: usize, max_wait_ns: u64) -> usize {
+        let start = self.clock.now();
+        let mut spins = 0u32;
+        loop {
+            let now = self.clock.now();
+            let n = self.queue.poll(&mut self.sub, now);
+            if n >= min || now.0.saturating_sub(start.0) >= max_wait_ns {
+                return n;
+            }
+            spins += 1;
+            if spins >= self.spins_before_yield {
+                spins = 0;
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
