@@ -3,12 +3,13 @@
 //! Each scheduler lives in one file and ends with its `ElevatorType` descriptor; `lookup`
 //! resolves `ioscheduler=NAME` by name or alias.
 
+pub mod mq_deadline;
 pub mod none;
 
 use mqblk_core::ElevatorType;
 
 /// Every registered scheduler, in the order `list` prints them.
-pub static REGISTRY: &[&ElevatorType] = &[&none::NONE];
+pub static REGISTRY: &[&ElevatorType] = &[&none::NONE, &mq_deadline::MQ_DEADLINE];
 
 /// Finds a scheduler by name or alias.
 pub fn lookup(name: &str) -> Option<&'static ElevatorType> {

@@ -28,6 +28,8 @@ pub struct RunJob {
     pub rate_iops: u64,
     pub seed: u64,
     pub verify: bool,
+    /// Read back and check what a write pass wrote (`do_verify`).
+    pub do_verify: bool,
     /// Move data (buffers on every bio): needed by memory-backed devices and verify.
     pub with_data: bool,
     pub cpu: Option<usize>,
@@ -131,7 +133,7 @@ pub fn run_job<S: LatSink>(
     };
     let mut gen = Generator::new(job.pattern, job.rwmixread, job.bs, job.offset, job.size, job.seed);
     st.main_phase(&mut gen, t0);
-    if job.verify && job.pattern.writes() && !progress.stop.load(Ordering::Relaxed) {
+    if job.verify && job.do_verify && job.pattern.writes() && !progress.stop.load(Ordering::Relaxed) {
         st.verify_phase(&gen);
     }
     st.drain();
@@ -280,7 +282,15 @@ impl<S: LatSink> JobState<'_, S> {
             bytes += len;
             if bio.status != BlkStatus::Ok {
                 self.note_error(&bio);
-            } else if now >= self.measure_from {
+                if let Some(buf) = bio.buf.take() {
+                    self.free_bufs.push(buf);
+                }
+                continue;
+            }
+            if self.job.verify && !write {
+                self.check_block(&bio);
+            }
+            if now >= self.measure_from {
                 let submit = bio.submit_ns.0;
                 let end = self.batches.end_of(bio.private).max(submit);
                 self.sink.record(write, len, end - submit, now.saturating_sub(end), now.saturating_sub(submit));
@@ -293,6 +303,18 @@ impl<S: LatSink> JobState<'_, S> {
         self.out.ios += n;
         self.progress.ios.fetch_add(n, Ordering::Relaxed);
         self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Checks a block read back against its verify header.
+    fn check_block(&mut self, bio: &Bio) {
+        let off = bio.sector << SECTOR_SHIFT;
+        match bio.buf.as_ref() {
+            Some(buf) => match verify::check(buf.as_slice(), off) {
+                Ok(()) => self.out.verified += 1,
+                Err(e) => self.out.verify_errors.push(format!("{}: {e}", self.job.name)),
+            },
+            None => self.out.verify_errors.push(format!("{}: verify: read at offset {off} carried no data", self.job.name)),
+        }
     }
 
     fn note_error(&mut self, bio: &Bio) {
@@ -347,13 +369,10 @@ impl<S: LatSink> JobState<'_, S> {
             checking.append(self.h.done());
             for mut bio in checking.drain(..) {
                 self.inflight -= 1;
-                let off = bio.sector << SECTOR_SHIFT;
-                match (&bio.status, bio.buf.as_ref()) {
-                    (BlkStatus::Ok, Some(buf)) => match verify::check(buf.as_slice(), off) {
-                        Ok(()) => self.out.verified += 1,
-                        Err(e) => self.out.verify_errors.push(format!("{}: {e}", self.job.name)),
-                    },
-                    _ => self.note_error(&bio),
+                if bio.status == BlkStatus::Ok {
+                    self.check_block(&bio);
+                } else {
+                    self.note_error(&bio);
                 }
                 if let Some(buf) = bio.buf.take() {
                     self.free_bufs.push(buf);

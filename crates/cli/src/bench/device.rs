@@ -1,0 +1,119 @@
+//! Builds the device a bench run goes through: tag set, driver, scheduler and queue.
+
+use mqblk_core::{NoMerges, QueueConfig, RequestQueue, TagSet, TagSetFlags};
+use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode, NullConfig, NullDevice};
+use std::sync::Arc;
+
+/// Device and queue options of a run (ours, not fio's), with their defaults.
+#[derive(Clone, Debug)]
+pub struct DeviceOpts {
+    pub driver: String,
+    pub nr_hw_queues: u16,
+    pub queue_depth: u32,
+    pub nr_requests: u32,
+    pub nr_ctx: u16,
+    pub shared_tags: bool,
+    pub blocking: bool,
+    pub irqmode: IrqMode,
+    pub completion_nsec: u64,
+    pub memory_backed: bool,
+    pub size_bytes: u64,
+    pub faults: FaultConfig,
+    pub max_sectors_kb: u32,
+    pub max_segments: u16,
+    pub nomerges: NoMerges,
+    pub sq_sched_dispatch: bool,
+    pub scheduler: String,
+    pub sched_tunables: Vec<(String, String)>,
+}
+
+impl Default for DeviceOpts {
+    fn default() -> DeviceOpts {
+        DeviceOpts {
+            driver: "null".into(),
+            nr_hw_queues: 1,
+            queue_depth: 64,
+            nr_requests: 0,
+            nr_ctx: 0,
+            shared_tags: false,
+            blocking: false,
+            irqmode: IrqMode::None,
+            completion_nsec: 10_000,
+            memory_backed: false,
+            size_bytes: 1 << 30,
+            faults: FaultConfig {
+                fail: FaultSpec::default(),
+                timeout: FaultSpec::default(),
+                requeue: FaultSpec::default(),
+                seed: 0,
+            },
+            max_sectors_kb: 1280,
+            max_segments: 128,
+            nomerges: NoMerges::All,
+            sq_sched_dispatch: true,
+            scheduler: "none".into(),
+            sched_tunables: Vec::new(),
+        }
+    }
+}
+
+/// A built device.
+pub struct Device {
+    pub queue: Arc<RequestQueue>,
+    pub null: Option<Arc<NullDevice>>,
+}
+
+/// Builds the device for `nr_submitters` job threads. Errors are one line naming the option.
+pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> {
+    if opts.driver != "null" {
+        return Err(format!("driver '{}': unknown driver (available: null)", opts.driver));
+    }
+    let elv = mqblk_sched::lookup(&opts.scheduler).ok_or_else(|| {
+        format!("ioscheduler '{}': unknown scheduler (available: {})", opts.scheduler, mqblk_sched::names().join(", "))
+    })?;
+    let cfg = NullConfig {
+        submit_queues: opts.nr_hw_queues,
+        hw_queue_depth: opts.queue_depth,
+        irqmode: opts.irqmode,
+        completion_nsec: opts.completion_nsec,
+        shared_tag_bitmap: opts.shared_tags,
+        blocking: opts.blocking,
+        memory_backed: opts.memory_backed,
+        size_bytes: opts.size_bytes,
+        faults: opts.faults.clone(),
+        ..NullConfig::default()
+    };
+    cfg.validate().map_err(|e| e.to_string())?;
+    let mut set_cfg = cfg.tag_set_config();
+    if opts.shared_tags {
+        set_cfg.flags = set_cfg.flags.union(TagSetFlags::TAG_HCTX_SHARED);
+    }
+    let set = TagSet::new(set_cfg).map_err(|e| e.to_string())?;
+    let null = NullDevice::new(cfg).map_err(|e| e.to_string())?;
+    let nr_ctx = if opts.nr_ctx == 0 { nr_submitters.max(1) as u16 } else { opts.nr_ctx };
+    let mut limits = null.config().queue_limits();
+    limits.max_sectors = opts.max_sectors_kb.saturating_mul(2);
+    limits.max_segments = opts.max_segments;
+    let qcfg = QueueConfig {
+        nr_ctx,
+        limits,
+        nomerges: opts.nomerges,
+        nr_requests: opts.nr_requests,
+        sq_sched_dispatch: opts.sq_sched_dispatch,
+        ..QueueConfig::default()
+    };
+    let queue = RequestQueue::new(set, null.clone(), Some(elv), qcfg).map_err(|e| e.to_string())?;
+    apply_tunables(&queue, &opts.sched_tunables)?;
+    Ok(Device { queue, null: Some(null) })
+}
+
+/// Writes `sched.NAME=VALUE` options into the scheduler's tunables.
+pub fn apply_tunables(queue: &RequestQueue, tunables: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in tunables {
+        let elv = queue
+            .elevator()
+            .ok_or_else(|| format!("sched.{name}: scheduler 'none' has no tunables"))?;
+        elv.tunables().store(name, value).map_err(|e| format!("sched.{name}: {e}"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,685 @@
+//! mq-deadline: the deadline I/O scheduler (`block/mq-deadline.c`,
+//! Documentation/block/deadline-iosched.rst).
+//!
+//! Requests are kept per priority class (RT, BE, IDLE) and per direction in two orders: by
+//! sector (to stream through the disk in batches of `fifo_batch`) and by arrival (each request
+//! gets a deadline, `read_expire` or `write_expire`, after which it is served first). Reads
+//! are preferred, but writes are forced after `writes_starved` read batches. Classes are
+//! strict (RT before BE before IDLE) except that requests waiting longer than
+//! `prio_aging_expire` are served regardless.
+//!
+//! The whole scheduler sits behind one lock (the kernel's `dd->lock`), and `dispatch_request`
+//! may return a request of any hardware queue, so it is not `MQ_AWARE`: the core runs only the
+//! submitter's hardware queue for it (seed 000).
+//!
+//! `nr_queued` per priority is kept as a plain counter updated at insert and finish (seed 002).
+//! The benchmark-only tunable `queued_sum` switches to the older way of summing per-Ctx
+//! counters on every dispatch decision, so the cost of that can be measured.
+
+use mqblk_core::{
+    merge, Bio, BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx, IoPrioClass,
+    Nanos, NoMerges, ReqFlags, ReqOp, RqId, TunableDesc, Tunables,
+};
+use parking_lot::{Mutex, MutexGuard};
+use std::collections::{BTreeSet, VecDeque};
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+const READ: usize = 0;
+const WRITE: usize = 1;
+const NR_PRIO: usize = 3;
+const PRIO_NAMES: [&str; NR_PRIO] = ["rt", "be", "idle"];
+
+// Indices into the tunables table.
+const T_READ_EXPIRE: usize = 0;
+const T_WRITE_EXPIRE: usize = 1;
+const T_WRITES_STARVED: usize = 2;
+const T_FRONT_MERGES: usize = 3;
+const T_FIFO_BATCH: usize = 4;
+const T_PRIO_AGING: usize = 5;
+const T_ASYNC_DEPTH: usize = 6;
+const T_QUEUED_SUM: usize = 7;
+
+static TUNABLES: [TunableDesc; 8] = [
+    TunableDesc { name: "read_expire", unit: "ms", default: 500, min: 0, max: 3_600_000, help: "deadline of a read" },
+    TunableDesc { name: "write_expire", unit: "ms", default: 5000, min: 0, max: 3_600_000, help: "deadline of a write" },
+    TunableDesc {
+        name: "writes_starved",
+        unit: "batches",
+        default: 2,
+        min: 0,
+        max: i32::MAX as i64,
+        help: "read batches before a write batch is forced",
+    },
+    TunableDesc { name: "front_merges", unit: "bool", default: 1, min: 0, max: 1, help: "look up front merges" },
+    TunableDesc {
+        name: "fifo_batch",
+        unit: "requests",
+        default: 16,
+        min: 1,
+        max: i32::MAX as i64,
+        help: "requests per sequential batch",
+    },
+    TunableDesc {
+        name: "prio_aging_expire",
+        unit: "ms",
+        default: 10_000,
+        min: 0,
+        max: 3_600_000,
+        help: "lower-priority requests older than this are served",
+    },
+    TunableDesc {
+        name: "async_depth",
+        unit: "requests",
+        default: 0,
+        min: 1,
+        max: 10240,
+        help: "scheduler tags usable by async or write requests (default nr_requests)",
+    },
+    TunableDesc {
+        name: "queued_sum",
+        unit: "bool",
+        default: 0,
+        min: 0,
+        max: 1,
+        help: "mqblk benchmark-only: count queued requests by summing per-Ctx counters (before seed 002)",
+    },
+];
+
+/// The scheduler's view of one request, indexed by `RqId` (the kernel keeps this in the
+/// request itself: `rb_node`, `queuelist`, `fifo_time`, `elv.priv`).
+#[derive(Copy, Clone, Debug, Default)]
+struct DdRq {
+    /// In the sort tree and FIFO, or on the dispatch list.
+    queued: bool,
+    on_dispatch_list: bool,
+    /// Counted in `inserted` (so `finish` counts it completed). Requeues are not recounted.
+    counted: bool,
+    prio: u8,
+    dir: u8,
+    ctx: u16,
+    sector: u64,
+    end: u64,
+    fifo_time: Nanos,
+    /// Arrival order, the FIFO key.
+    seq: u64,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Stats {
+    inserted: u64,
+    merged: u64,
+    dispatched: u64,
+    completed: u64,
+}
+
+#[derive(Default)]
+struct PerPrio {
+    dispatch: VecDeque<RqId>,
+    /// By start sector, per direction.
+    sort: [BTreeSet<(u64, RqId)>; 2],
+    /// By end sector, per direction: the back-merge lookup (the kernel's request hash).
+    by_end: [BTreeSet<(u64, RqId)>; 2],
+    /// By arrival, per direction.
+    fifo: [BTreeSet<(u64, RqId)>; 2],
+    latest_pos: [u64; 2],
+    stats: Stats,
+    /// Inserted and not yet finished, including requests in the driver (`dd_queued`).
+    nr_queued: u32,
+}
+
+impl PerPrio {
+    fn is_empty(&self) -> bool {
+        self.dispatch.is_empty() && self.fifo[READ].is_empty() && self.fifo[WRITE].is_empty()
+    }
+}
+
+struct DdState {
+    per_prio: [PerPrio; NR_PRIO],
+    rqs: Vec<DdRq>,
+    /// Per-Ctx, per-priority inserted and completed counts (the per-CPU counters of old).
+    ctx_stats: Vec<[Stats; NR_PRIO]>,
+    last_dir: usize,
+    batching: u32,
+    starved: u32,
+    seq: u64,
+}
+
+/// A snapshot of the tunables for one decision.
+struct Knobs {
+    fifo_expire: [Nanos; 2],
+    writes_starved: u32,
+    fifo_batch: u32,
+    prio_aging: Nanos,
+    queued_sum: bool,
+}
+
+pub struct MqDeadline {
+    state: Mutex<DdState>,
+    tunables: Tunables,
+    /// Requests the scheduler holds, for a lockless `has_work`.
+    nr_held: AtomicU32,
+    lock_acquired: AtomicU64,
+    lock_contended: AtomicU64,
+}
+
+fn prio_of(class: IoPrioClass) -> usize {
+    match class {
+        IoPrioClass::Rt => 0,
+        IoPrioClass::Be | IoPrioClass::None => 1,
+        IoPrioClass::Idle => 2,
+    }
+}
+
+fn dir_of(op: ReqOp) -> usize {
+    if op.is_read() {
+        READ
+    } else {
+        WRITE
+    }
+}
+
+impl MqDeadline {
+    pub fn new(init: &ElevatorInit) -> MqDeadline {
+        let tunables = Tunables::new("mq-deadline", &TUNABLES);
+        tunables
+            .store("async_depth", &init.nr_requests.max(1).to_string())
+            .expect("nr_requests is within async_depth's range");
+        MqDeadline {
+            state: Mutex::new(DdState {
+                per_prio: Default::default(),
+                rqs: vec![DdRq::default(); init.nr_rq_ids as usize],
+                ctx_stats: vec![[Stats::default(); NR_PRIO]; init.nr_ctx as usize],
+                last_dir: READ,
+                batching: 0,
+                starved: 0,
+                seq: 0,
+            }),
+            tunables,
+            nr_held: AtomicU32::new(0),
+            lock_acquired: AtomicU64::new(0),
+            lock_contended: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes `dd->lock`, counting how often another thread held it.
+    fn lock(&self) -> MutexGuard<'_, DdState> {
+        self.lock_acquired.fetch_add(1, Ordering::Relaxed);
+        if let Some(g) = self.state.try_lock() {
+            return g;
+        }
+        self.lock_contended.fetch_add(1, Ordering::Relaxed);
+        self.state.lock()
+    }
+
+    /// How often the scheduler lock was taken, and how often it was contended.
+    pub fn lock_stats(&self) -> (u64, u64) {
+        (self.lock_acquired.load(Ordering::Relaxed), self.lock_contended.load(Ordering::Relaxed))
+    }
+
+    fn knobs(&self) -> Knobs {
+        let ms = |i| Nanos::from_millis(self.tunables.get(i).max(0) as u64);
+        Knobs {
+            fifo_expire: [ms(T_READ_EXPIRE), ms(T_WRITE_EXPIRE)],
+            writes_starved: self.tunables.get(T_WRITES_STARVED) as u32,
+            fifo_batch: self.tunables.get(T_FIFO_BATCH) as u32,
+            prio_aging: ms(T_PRIO_AGING),
+            queued_sum: self.tunables.get(T_QUEUED_SUM) != 0,
+        }
+    }
+}
+
+impl DdState {
+    /// `dd_queued`: inserted and not finished, in the scheduler or in the driver.
+    fn queued(&self, prio: usize, sum: bool) -> u32 {
+        if !sum {
+            return self.per_prio[prio].nr_queued;
+        }
+        let (ins, done) = self
+            .ctx_stats
+            .iter()
+            .fold((0u64, 0u64), |(i, c), s| (i + s[prio].inserted, c + s[prio].completed));
+        (ins - done) as u32
+    }
+
+    fn add_rq(&mut self, id: RqId, r: DdRq) {
+        let pp = &mut self.per_prio[r.prio as usize];
+        let d = r.dir as usize;
+        pp.sort[d].insert((r.sector, id));
+        pp.by_end[d].insert((r.end, id));
+        pp.fifo[d].insert((r.seq, id));
+        self.rqs[id.index()] = DdRq { queued: true, ..r };
+    }
+
+    /// Takes a request out of the sort tree and FIFO (`deadline_remove_request`).
+    fn del_rq(&mut self, id: RqId) -> DdRq {
+        let r = self.rqs[id.index()];
+        assert!(r.queued && !r.on_dispatch_list, "{id:?}: removed while not sorted");
+        let pp = &mut self.per_prio[r.prio as usize];
+        let d = r.dir as usize;
+        assert!(pp.sort[d].remove(&(r.sector, id)), "{id:?}: missing from the sort tree");
+        assert!(pp.by_end[d].remove(&(r.end, id)), "{id:?}: missing from the end index");
+        assert!(pp.fifo[d].remove(&(r.seq, id)), "{id:?}: missing from the FIFO");
+        self.rqs[id.index()].queued = false;
+        r
+    }
+
+    /// Re-indexes a queued request whose extent changed by a merge.
+    fn resort(&mut self, id: RqId, sector: u64, end: u64) {
+        let mut r = self.del_rq(id);
+        r.sector = sector;
+        r.end = end;
+        self.add_rq(id, r);
+    }
+
+    /// `deadline_from_pos`: the first request at or after `pos` in sector order.
+    fn next_in_sort(&self, prio: usize, dir: usize) -> Option<RqId> {
+        let pp = &self.per_prio[prio];
+        pp.sort[dir].range((pp.latest_pos[dir], RqId(0))..).next().map(|&(_, id)| id)
+    }
+
+    fn fifo_head(&self, prio: usize, dir: usize) -> Option<RqId> {
+        self.per_prio[prio].fifo[dir].iter().next().map(|&(_, id)| id)
+    }
+
+    /// `started_after`: the request arrived after `latest_start`.
+    fn started_after(&self, id: RqId, k: &Knobs, latest_start: Nanos) -> bool {
+        let r = &self.rqs[id.index()];
+        let expire = if r.on_dispatch_list { Nanos::ZERO } else { k.fifo_expire[r.dir as usize] };
+        r.fifo_time.saturating_sub(expire) > latest_start
+    }
+
+    /// `__dd_dispatch_request` for one priority: the dispatch list, then the current batch,
+    /// then a new batch in the chosen direction, from the FIFO head if it expired.
+    fn dispatch_prio(&mut self, prio: usize, k: &Knobs, now: Nanos, latest_start: Nanos) -> Option<RqId> {
+        if let Some(&id) = self.per_prio[prio].dispatch.front() {
+            if self.started_after(id, k, latest_start) {
+                return None;
+            }
+            self.per_prio[prio].dispatch.pop_front();
+            self.rqs[id.index()].on_dispatch_list = false;
+            return Some(self.account_dispatch(prio, id));
+        }
+        let id = match self.next_in_sort(prio, self.last_dir) {
+            Some(id) if self.batching < k.fifo_batch => id,
+            _ => {
+                let dir = self.choose_dir(prio, k)?;
+                let next = self.next_in_sort(prio, dir);
+                let expired = self.fifo_head(prio, dir).is_some_and(|h| self.rqs[h.index()].fifo_time <= now);
+                let id = if expired || next.is_none() { self.fifo_head(prio, dir)? } else { next? };
+                self.last_dir = dir;
+                self.batching = 0;
+                id
+            }
+        };
+        if self.started_after(id, k, latest_start) {
+            return None;
+        }
+        self.batching += 1;
+        let r = self.del_rq(id);
+        self.per_prio[prio].latest_pos[r.dir as usize] = r.end;
+        Some(self.account_dispatch(prio, id))
+    }
+
+    /// Reads are preferred; writes go when no reads wait or after `writes_starved` read
+    /// batches while writes waited.
+    fn choose_dir(&mut self, prio: usize, k: &Knobs) -> Option<usize> {
+        let pp = &self.per_prio[prio];
+        let (reads, writes) = (!pp.fifo[READ].is_empty(), !pp.fifo[WRITE].is_empty());
+        if reads {
+            if writes && self.starved >= k.writes_starved {
+                self.starved = 0;
+                return Some(WRITE);
+            }
+            if writes {
+                self.starved += 1;
+            }
+            return Some(READ);
+        }
+        if writes {
+            self.starved = 0;
+            return Some(WRITE);
+        }
+        None
+    }
+
+    fn account_dispatch(&mut self, prio: usize, id: RqId) -> RqId {
+        self.per_prio[prio].stats.dispatched += 1;
+        let ctx = self.rqs[id.index()].ctx as usize;
+        self.ctx_stats[ctx][prio].dispatched += 1;
+        id
+    }
+
+    /// `dd_dispatch_prio_aged_requests`: with two or more classes busy, serve BE and IDLE
+    /// requests that have waited longer than `prio_aging_expire`.
+    fn dispatch_aged(&mut self, k: &Knobs, now: Nanos) -> Option<RqId> {
+        let busy = (0..NR_PRIO).filter(|&p| self.queued(p, k.queued_sum) > 0).count();
+        if busy < 2 || now < k.prio_aging {
+            return None;
+        }
+        let latest_start = now.saturating_sub(k.prio_aging);
+        (1..NR_PRIO).find_map(|p| self.dispatch_prio(p, k, now, latest_start))
+    }
+
+    /// `dd_dispatch_request`: aged requests, then classes in order, stopping at the first
+    /// class with requests queued anywhere (in the scheduler or the driver).
+    fn dispatch(&mut self, k: &Knobs, now: Nanos) -> Option<RqId> {
+        if let Some(id) = self.dispatch_aged(k, now) {
+            return Some(id);
+        }
+        for p in 0..NR_PRIO {
+            if let Some(id) = self.dispatch_prio(p, k, now, now) {
+                return Some(id);
+            }
+            if self.queued(p, k.queued_sum) > 0 {
+                break;
+            }
+        }
+        None
+    }
+}
+
+impl Elevator for MqDeadline {
+    fn name(&self) -> &'static str {
+        "mq-deadline"
+    }
+
+    fn features(&self) -> ElvFeatures {
+        ElvFeatures::default()
+    }
+
+    /// Synchronous reads are never throttled; everything else may use `async_depth` tags.
+    fn limit_depth(&self, op: ReqOp, flags: ReqFlags) -> u32 {
+        if op.is_read() && flags.contains(ReqFlags::SYNC) {
+            return u32::MAX;
+        }
+        self.tunables.get(T_ASYNC_DEPTH) as u32
+    }
+
+    fn bio_merge(&self, q: &ElvCtx<'_>, bio: Bio) -> BioMerge {
+        if q.nomerges == NoMerges::None || !bio.mergeable() {
+            return BioMerge::NotMerged(bio);
+        }
+        let front_merges = self.tunables.get(T_FRONT_MERGES) != 0;
+        let mut st = self.lock();
+        let (prio, dir) = (prio_of(bio.ioprio.class()), dir_of(bio.op));
+        // Back merge: a request ending where the bio starts (the hash lookup).
+        let back = st.per_prio[prio].by_end[dir].range((bio.sector, RqId(0))..=(bio.sector, RqId(u32::MAX))).next();
+        let mut bio = bio;
+        if let Some(&(_, id)) = back {
+            let mut rq = q.rqs.lock(id);
+            match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
+                Ok(_) => {
+                    let (sector, end) = (rq.sector, rq.end_sector());
+                    drop(rq);
+                    st.resort(id, sector, end);
+                    st.per_prio[prio].stats.merged += 1;
+                    let freed = attempt_back_merge(&mut st, q, id);
+                    return BioMerge::Merged { freed };
+                }
+                Err(b) => bio = b,
+            }
+        }
+        if !front_merges || q.nomerges != NoMerges::All {
+            return BioMerge::NotMerged(bio);
+        }
+        // Front merge: a request starting where the bio ends (`dd_request_merge`).
+        let end = bio.end_sector();
+        let front = st.per_prio[prio].sort[dir].range((end, RqId(0))..=(end, RqId(u32::MAX))).next();
+        if let Some(&(_, id)) = front {
+            let mut rq = q.rqs.lock(id);
+            match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
+                Ok(_) => {
+                    let (sector, end) = (rq.sector, rq.end_sector());
+                    drop(rq);
+                    st.resort(id, sector, end);
+                    st.per_prio[prio].stats.merged += 1;
+                    let freed = attempt_front_merge(&mut st, q, id);
+                    return BioMerge::Merged { freed };
+                }
+                Err(b) => bio = b,
+            }
+        }
+        BioMerge::NotMerged(bio)
+    }
+
+    fn insert_requests(
+        &self,
+        q: &ElvCtx<'_>,
+        _hctx: HctxIdx,
+        rqs: &[RqId],
+        at_head: bool,
+        now: Nanos,
+        freed: &mut Vec<RqId>,
+    ) {
+        let k = self.knobs();
+        let mut st = self.lock();
+        for &id in rqs {
+            let (prio, dir, ctx, sector, end) = {
+                let rq = q.rqs.lock(id);
+                (prio_of(rq.ioprio.class()), dir_of(rq.op), rq.ctx.0, rq.sector, rq.end_sector())
+            };
+            let mut r = st.rqs[id.index()];
+            assert!(!r.queued && !r.on_dispatch_list, "{id:?}: inserted twice");
+            if !r.counted {
+                r.counted = true;
+                st.per_prio[prio].stats.inserted += 1;
+                st.per_prio[prio].nr_queued += 1;
+                st.ctx_stats[ctx as usize][prio].inserted += 1;
+            }
+            r.prio = prio as u8;
+            r.dir = dir as u8;
+            r.ctx = ctx;
+            r.sector = sector;
+            r.end = end;
+            st.seq += 1;
+            r.seq = st.seq;
+            self.nr_held.fetch_add(1, Ordering::AcqRel);
+            if at_head {
+                r.fifo_time = now;
+                r.on_dispatch_list = true;
+                st.rqs[id.index()] = r;
+                st.per_prio[prio].dispatch.push_back(id);
+                continue;
+            }
+            // Insert merge: fold into a queued request that ends where this one starts.
+            if q.nomerges == NoMerges::All {
+                if let Some(target) = insert_merge_target(&st, q, prio, dir, id, sector) {
+                    st.rqs[id.index()] = r;
+                    let (s, e) = {
+                        let t = q.rqs.lock(target);
+                        (t.sector, t.end_sector())
+                    };
+                    st.resort(target, s, e);
+                    st.per_prio[prio].stats.merged += 1;
+                    self.nr_held.fetch_sub(1, Ordering::AcqRel);
+                    freed.push(id);
+                    continue;
+                }
+            }
+            r.fifo_time = now.saturating_add(k.fifo_expire[dir]);
+            st.add_rq(id, r);
+        }
+    }
+
+    fn dispatch_request(&self, _q: &ElvCtx<'_>, _hctx: HctxIdx, now: Nanos) -> Option<RqId> {
+        let k = self.knobs();
+        let mut st = self.lock();
+        let id = st.dispatch(&k, now)?;
+        self.nr_held.fetch_sub(1, Ordering::AcqRel);
+        Some(id)
+    }
+
+    fn has_work(&self, _hctx: HctxIdx) -> bool {
+        self.nr_held.load(Ordering::Acquire) > 0
+    }
+
+    fn finish_request(&self, rq: &ElvRq) {
+        let mut st = self.lock();
+        let r = &mut st.rqs[rq.id.index()];
+        if !r.counted {
+            return;
+        }
+        assert!(!r.queued && !r.on_dispatch_list, "{:?}: finished while still queued", rq.id);
+        r.counted = false;
+        let (prio, ctx) = (r.prio as usize, r.ctx as usize);
+        let pp = &mut st.per_prio[prio];
+        pp.stats.completed += 1;
+        assert!(pp.nr_queued > 0, "mq-deadline: nr_queued underflow in {}", PRIO_NAMES[prio]);
+        pp.nr_queued -= 1;
+        st.ctx_stats[ctx][prio].completed += 1;
+    }
+
+    fn tunables(&self) -> &Tunables {
+        &self.tunables
+    }
+
+    fn debug_state(&self) -> String {
+        let st = self.lock();
+        let mut s = String::new();
+        let (acq, cont) = self.lock_stats();
+        let _ = writeln!(
+            s,
+            "mq-deadline: batching {} starved {} last_dir {} async_depth {} lock taken {} contended {}",
+            st.batching,
+            st.starved,
+            if st.last_dir == READ { "read" } else { "write" },
+            self.tunables.get(T_ASYNC_DEPTH),
+            acq,
+            cont
+        );
+        let queued: Vec<String> = (0..NR_PRIO).map(|p| st.per_prio[p].nr_queued.to_string()).collect();
+        let _ = writeln!(s, "  queued (rt be idle): {}", queued.join(" "));
+        for (p, pp) in st.per_prio.iter().enumerate() {
+            let owned = pp.stats.dispatched + pp.stats.merged - pp.stats.completed.min(pp.stats.dispatched + pp.stats.merged);
+            let _ = writeln!(
+                s,
+                "  {}: inserted {} merged {} dispatched {} completed {} owned_by_driver {} dispatch_list {}",
+                PRIO_NAMES[p],
+                pp.stats.inserted,
+                pp.stats.merged,
+                pp.stats.dispatched,
+                pp.stats.completed,
+                owned,
+                pp.dispatch.len()
+            );
+            for (d, name) in [(READ, "read"), (WRITE, "write")] {
+                let head = pp.fifo[d].iter().next().map(|&(_, id)| {
+                    let r = &st.rqs[id.index()];
+                    format!("{:?} sector {} deadline {}", id, r.sector, r.fifo_time)
+                });
+                let next = st.next_in_sort(p, d).map(|id| format!("{:?} sector {}", id, st.rqs[id.index()].sector));
+                let _ = writeln!(
+                    s,
+                    "    {name}{p}_fifo_list: {} queued, head {}; {name}{p}_next_rq: {}",
+                    pp.fifo[d].len(),
+                    head.unwrap_or_else(|| "-".into()),
+                    next.unwrap_or_else(|| "-".into())
+                );
+            }
+        }
+        s
+    }
+
+    fn check_invariants(&self) {
+        let st = self.lock();
+        let mut held = 0u32;
+        for (p, pp) in st.per_prio.iter().enumerate() {
+            for d in [READ, WRITE] {
+                assert_eq!(pp.sort[d].len(), pp.fifo[d].len(), "{}: sort tree and FIFO disagree", PRIO_NAMES[p]);
+                assert_eq!(pp.sort[d].len(), pp.by_end[d].len(), "{}: end index disagrees", PRIO_NAMES[p]);
+                for &(sector, id) in &pp.sort[d] {
+                    let r = &st.rqs[id.index()];
+                    assert!(r.queued && r.sector == sector && r.prio as usize == p && r.dir as usize == d);
+                    assert!(pp.fifo[d].contains(&(r.seq, id)), "{id:?}: sorted but not in the FIFO");
+                }
+                held += pp.sort[d].len() as u32;
+            }
+            held += pp.dispatch.len() as u32;
+            assert_eq!(
+                pp.nr_queued as u64,
+                pp.stats.inserted - pp.stats.completed,
+                "{}: nr_queued drifted from inserted - completed",
+                PRIO_NAMES[p]
+            );
+            assert_eq!(st.queued(p, true), pp.nr_queued, "{}: per-Ctx counters disagree", PRIO_NAMES[p]);
+        }
+        assert_eq!(held, self.nr_held.load(Ordering::Acquire), "held-request count drifted");
+    }
+
+    fn exit_sched(&self) {
+        self.check_invariants();
+        let st = self.lock();
+        for (p, pp) in st.per_prio.iter().enumerate() {
+            assert!(pp.is_empty(), "mq-deadline: {} still holds requests at exit", PRIO_NAMES[p]);
+            assert_eq!(pp.nr_queued, 0, "mq-deadline: {} has requests unfinished at exit", PRIO_NAMES[p]);
+        }
+    }
+}
+
+/// `elv_attempt_insert_merge`: a queued request of the same class and direction that ends
+/// where `id` starts, and may absorb it. On success `id`'s bios have moved into it.
+fn insert_merge_target(st: &DdState, q: &ElvCtx<'_>, prio: usize, dir: usize, id: RqId, sector: u64) -> Option<RqId> {
+    let &(_, target) = st.per_prio[prio].by_end[dir].range((sector, RqId(0))..=(sector, RqId(u32::MAX))).next()?;
+    let mut t = q.rqs.lock(target);
+    let mut r = q.rqs.lock(id);
+    if !merge::req_merge_ok(&t, &r, q.limits) {
+        return None;
+    }
+    merge::merge_requests(&mut t, &mut r);
+    Some(target)
+}
+
+/// After a back merge, `id` may now reach its sector-order successor: fold that one in
+/// (`attempt_back_merge` → `dd_merged_requests`, which keeps the earlier deadline).
+fn attempt_back_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<RqId> {
+    let r = st.rqs[id.index()];
+    let &(_, next) = st.per_prio[r.prio as usize].sort[r.dir as usize]
+        .range((r.end, RqId(0))..=(r.end, RqId(u32::MAX)))
+        .find(|&&(_, n)| n != id)?;
+    fold(st, q, id, next)
+}
+
+/// After a front merge, `id`'s sector-order predecessor may now reach it.
+fn attempt_front_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<RqId> {
+    let r = st.rqs[id.index()];
+    let &(_, prev) = st.per_prio[r.prio as usize].by_end[r.dir as usize]
+        .range((r.sector, RqId(0))..=(r.sector, RqId(u32::MAX)))
+        .find(|&&(_, p)| p != id)?;
+    fold(st, q, prev, id)
+}
+
+/// Merges `next` into `rq` if the rules allow; returns `next` for the core to free.
+fn fold(st: &mut DdState, q: &ElvCtx<'_>, rq: RqId, next: RqId) -> Option<RqId> {
+    {
+        let mut a = q.rqs.lock(rq);
+        let mut b = q.rqs.lock(next);
+        if !merge::req_merge_ok(&a, &b, q.limits) {
+            return None;
+        }
+        merge::merge_requests(&mut a, &mut b);
+    }
+    let gone = st.del_rq(next);
+    let mut keep = st.del_rq(rq);
+    keep.end = gone.end;
+    if gone.fifo_time < keep.fifo_time {
+        // The merged request takes the earlier deadline and the FIFO place that goes with it.
+        keep.fifo_time = gone.fifo_time;
+        keep.seq = gone.seq;
+    }
+    st.add_rq(rq, keep);
+    st.per_prio[keep.prio as usize].stats.merged += 1;
+    Some(next)
+}
+
+fn init(init: &ElevatorInit) -> Box<dyn Elevator> {
+    Box::new(MqDeadline::new(init))
+}
+
+pub const MQ_DEADLINE: ElevatorType = ElevatorType {
+    name: "mq-deadline",
+    alias: Some("deadline"),
+    features: ElvFeatures(0),
+    tunables: &TUNABLES,
+    init: Some(init),
+};
