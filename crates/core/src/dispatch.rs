@@ -146,6 +146,9 @@ impl RequestQueue {
                 }
             }
             if kick && list.is_empty() {
+                // A completion may free what the scheduler waits for (a token, an in-flight
+                // higher class): RESTART re-runs us then; the delayed run covers the rest.
+                hctx.set_state(state::SCHED_RESTART);
                 hctx.arm_run(now.saturating_add(RESOURCE_DELAY));
             }
             if list.is_empty() {

@@ -80,7 +80,8 @@ pub trait Elevator: Send + Sync {
     fn prepare_request(&self, _rq: &ElvRq) {}
 
     /// Try to merge `bio` into a queued request before a request is allocated (`bio_merge`).
-    fn bio_merge(&self, _q: &ElvCtx<'_>, bio: Bio) -> BioMerge {
+    /// `hctx` is the hardware queue the bio maps to from its submitter's Ctx (`bio.ctx`).
+    fn bio_merge(&self, _q: &ElvCtx<'_>, _hctx: HctxIdx, bio: Bio) -> BioMerge {
         BioMerge::NotMerged(bio)
     }
 
@@ -114,10 +115,13 @@ pub trait Elevator: Send + Sync {
     /// The request goes back to the scheduler (`requeue_request`).
     fn requeue_request(&self, _rq: &ElvRq) {}
 
-    /// Periodic work (kyber's depth adjustment). Returns when it wants to be called next.
-    fn timer(&self, _now: Nanos) -> Option<Nanos> {
+    /// When the scheduler wants `timer` called (kyber arms it from `completed_request`).
+    fn next_timer(&self) -> Option<Nanos> {
         None
     }
+
+    /// Periodic work (kyber's depth adjustment), called once `next_timer` has passed.
+    fn timer(&self, _now: Nanos) {}
 
     /// The sysfs-like tunables.
     fn tunables(&self) -> &Tunables;

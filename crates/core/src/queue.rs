@@ -181,7 +181,6 @@ pub struct RequestQueue {
     requeue_list: Mutex<Vec<RqId>>,
     requeue_at: AtomicU64,
     next_timeout: AtomicU64,
-    elv_timer_at: AtomicU64,
     /// Hardware queues waiting for a driver tag.
     pub(crate) tag_waiters: AtomicU32,
     torn_down: AtomicBool,
@@ -253,7 +252,6 @@ impl RequestQueue {
             requeue_list: Mutex::new(Vec::new()),
             requeue_at: AtomicU64::new(u64::MAX),
             next_timeout: AtomicU64::new(u64::MAX),
-            elv_timer_at: AtomicU64::new(0),
             tag_waiters: AtomicU32::new(0),
             torn_down: AtomicBool::new(false),
             cfg,
@@ -508,7 +506,8 @@ impl RequestQueue {
             }
         }
         if let Some(elv) = &self.elevator {
-            return match elv.bio_merge(&self.elv_ctx(), bio) {
+            let h = self.ctxs[sub.ctx.0 as usize].hctxs[HctxType::of(bio.op, bio.flags) as usize];
+            return match elv.bio_merge(&self.elv_ctx(), h, bio) {
                 BioMerge::Merged { freed } => {
                     if let Some(next) = freed {
                         self.free_merged(next);
@@ -1063,9 +1062,8 @@ impl RequestQueue {
             self.check_timeouts(now, batch);
         }
         if let Some(e) = &self.elevator {
-            if self.elv_timer_at.load(Ordering::Acquire) <= now.0 {
-                let next = e.timer(now).unwrap_or(Nanos::MAX);
-                self.elv_timer_at.store(next.0, Ordering::Release);
+            if e.next_timer().is_some_and(|t| t <= now) {
+                e.timer(now);
             }
         }
     }
@@ -1074,8 +1072,8 @@ impl RequestQueue {
     pub fn next_deadline(&self) -> Option<Nanos> {
         let mut t = self.requeue_at.load(Ordering::Acquire);
         t = t.min(self.next_timeout.load(Ordering::Acquire));
-        if self.elevator.is_some() {
-            t = t.min(self.elv_timer_at.load(Ordering::Acquire));
+        if let Some(t_elv) = self.elevator.as_ref().and_then(|e| e.next_timer()) {
+            t = t.min(t_elv.0);
         }
         for hctx in self.hctxs.iter() {
             t = t.min(hctx.run_at.load(Ordering::Acquire));

@@ -1,1 +1,5 @@
 //! Block drivers.
+
+pub mod null;
+
+pub use null::{FaultConfig, FaultSpec, IrqMode, NullConfig, NullDevice, NullError};

@@ -396,7 +396,7 @@ impl Elevator for MqDeadline {
         self.tunables.get(T_ASYNC_DEPTH) as u32
     }
 
-    fn bio_merge(&self, q: &ElvCtx<'_>, bio: Bio) -> BioMerge {
+    fn bio_merge(&self, q: &ElvCtx<'_>, _hctx: HctxIdx, bio: Bio) -> BioMerge {
         if q.nomerges == NoMerges::None || !bio.mergeable() {
             return BioMerge::NotMerged(bio);
         }

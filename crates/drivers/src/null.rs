@@ -1,0 +1,869 @@
+//! `null`: a block device that does no I/O, modelled on Linux's null_blk.
+//!
+//! It accepts every request and completes it, either at once, when the hardware queue is
+//! polled, or after a fixed delay, so the block layer above it can be measured and tested
+//! without a device in the way. Optionally it keeps written data in memory (`memory_backed`),
+//! so data paths can be verified end to end, and it can inject failures, lost requests
+//! (timeouts) and requeues to drive the core's error paths.
+//!
+//! Each hardware queue keeps its own state behind its own lock on its own cache line; the
+//! default configuration (inline completion, no data, no faults) touches none of it.
+
+use crossbeam_utils::CachePadded;
+use mqblk_core::tag::MAX_DEPTH;
+use mqblk_core::{
+    BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, MapQueues, Nanos, QueueLimits, ReqOp,
+    Request, RqId, TagSetConfig, TagSetFlags, SECTOR_SHIFT,
+};
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// The kernel's default capacity, `gb=250`. Without `memory_backed` a large device costs
+/// nothing, and with it only pages that were written take memory.
+pub const DEFAULT_SIZE_BYTES: u64 = 250 << 30;
+/// The most hardware queues of either kind a device may ask for. The kernel bounds them by
+/// the CPU count; a fixed bound keeps configurations portable between machines.
+pub const MAX_HW_QUEUES: u16 = 1024;
+/// The largest logical block size: the memory store works in 4 KiB pages, and a block must
+/// not straddle two of them.
+pub const MAX_BLOCK_SIZE: u32 = 4096;
+
+/// How the device hands completions back (null_blk's `irqmode`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum IrqMode {
+    /// Complete inside `queue_rq`. This is our default, unlike the kernel's (softirq): in
+    /// userspace there is no interrupt to model unless asked for, and inline completion is
+    /// the cheapest path, which is what a null device is for.
+    #[default]
+    None,
+    /// Queue the completion on the hardware queue; whoever polls that queue completes it,
+    /// as the softirq or IPI that follows an interrupt would.
+    Softirq,
+    /// Complete `completion_nsec` after the request was issued, when the hardware queue is
+    /// polled at or after that time.
+    Timer,
+}
+
+impl IrqMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            IrqMode::None => "none",
+            IrqMode::Softirq => "softirq",
+            IrqMode::Timer => "timer",
+        }
+    }
+}
+
+/// When one kind of fault fires. The two triggers are independent: a request is hit if it
+/// is the `every_nth` request issued to its hardware queue, or if the random draw falls
+/// under `probability_pct`. Retries count as new requests, as they do in the kernel.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct FaultSpec {
+    /// Hit every Nth request of each hardware queue; 0 turns this trigger off.
+    pub every_nth: u64,
+    /// Hit each request with this chance, in percent (0..=100); 0 turns this trigger off.
+    pub probability_pct: f64,
+}
+
+impl FaultSpec {
+    pub const OFF: FaultSpec = FaultSpec {
+        every_nth: 0,
+        probability_pct: 0.0,
+    };
+
+    /// A fault on every Nth request of each hardware queue.
+    pub fn every(n: u64) -> FaultSpec {
+        FaultSpec {
+            every_nth: n,
+            probability_pct: 0.0,
+        }
+    }
+    /// A fault on each request with probability `pct` percent.
+    pub fn probability(pct: f64) -> FaultSpec {
+        FaultSpec {
+            every_nth: 0,
+            probability_pct: pct,
+        }
+    }
+    pub fn is_enabled(&self) -> bool {
+        self.every_nth != 0 || self.probability_pct != 0.0
+    }
+}
+
+/// Fault injection (null_blk's `timeout` and `requeue` strings, plus plain failures).
+///
+/// When several kinds hit one request, requeue wins over timeout, and timeout over failure:
+/// a request that is given back never reached the device, and one that is lost cannot also
+/// report an error.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct FaultConfig {
+    /// Complete the request with `BlkStatus::IoErr`.
+    pub fail: FaultSpec,
+    /// Never complete the request; the core's timeout handler ends it with
+    /// `BlkStatus::Timeout` once its deadline passes.
+    pub timeout: FaultSpec,
+    /// Give the request back, alternating between refusing it with `BlkStatus::Resource`
+    /// (the core's busy path) and accepting it and then asking for a requeue (the
+    /// driver-driven path), as null_blk does.
+    pub requeue: FaultSpec,
+    /// Seed of the per-hardware-queue random generators, so a run can be reproduced.
+    pub seed: u64,
+}
+
+impl FaultConfig {
+    pub fn is_enabled(&self) -> bool {
+        self.fail.is_enabled() || self.timeout.is_enabled() || self.requeue.is_enabled()
+    }
+}
+
+/// The device's knobs, named and defaulted as null_blk's module parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NullConfig {
+    /// Hardware queues in the DEFAULT map.
+    pub submit_queues: u16,
+    /// Hardware queues in the POLL map. Completions on them always wait for a poll,
+    /// whatever `irqmode` says, as polled I/O never raises an interrupt. The kernel's
+    /// default is 1; ours is 0 so that nothing needs polling by default.
+    pub poll_queues: u16,
+    /// Driver tags per hardware queue.
+    pub hw_queue_depth: u32,
+    pub irqmode: IrqMode,
+    /// Delay from issue to completion with `IrqMode::Timer`.
+    pub completion_nsec: u64,
+    /// Several devices share one tag set (`TAG_QUEUE_SHARED` fairness). The device itself
+    /// does nothing different: the caller builds one `TagSet` from one configuration and
+    /// hands it to the queue of every device.
+    pub shared_tags: bool,
+    /// One tag space for all hardware queues of the device (`TAG_HCTX_SHARED`).
+    pub shared_tag_bitmap: bool,
+    /// Declare that `queue_rq` may block (`BLOCKING`). Ours never does; the flag exists to
+    /// exercise runtimes that must honour it.
+    pub blocking: bool,
+    /// Keep written data in memory, so reads return it.
+    pub memory_backed: bool,
+    /// Capacity in bytes: a non-zero multiple of `bs`.
+    pub size_bytes: u64,
+    /// Logical block size in bytes.
+    pub bs: u32,
+    pub rotational: bool,
+    /// Largest request in 512-byte sectors; 0 keeps the block layer default.
+    pub max_sectors: u32,
+    pub faults: FaultConfig,
+}
+
+impl Default for NullConfig {
+    fn default() -> NullConfig {
+        NullConfig {
+            submit_queues: 1,
+            poll_queues: 0,
+            hw_queue_depth: 64,
+            irqmode: IrqMode::None,
+            completion_nsec: 10_000,
+            shared_tags: false,
+            shared_tag_bitmap: false,
+            blocking: false,
+            memory_backed: false,
+            size_bytes: DEFAULT_SIZE_BYTES,
+            bs: 512,
+            rotational: false,
+            max_sectors: 0,
+            faults: FaultConfig::default(),
+        }
+    }
+}
+
+/// A configuration the device refuses. Each message is one line naming the knob.
+#[derive(Debug, Error, PartialEq)]
+pub enum NullError {
+    #[error("null: submit_queues {0} out of range 1..={MAX_HW_QUEUES}")]
+    SubmitQueues(u16),
+    #[error("null: poll_queues {0} out of range 0..={MAX_HW_QUEUES}")]
+    PollQueues(u16),
+    #[error("null: hw_queue_depth {0} out of range 1..={MAX_DEPTH}")]
+    HwQueueDepth(u32),
+    #[error("null: bs {0} must be a power of two in 512..={MAX_BLOCK_SIZE}")]
+    BlockSize(u32),
+    #[error("null: size_bytes {size} must be a non-zero multiple of bs ({bs})")]
+    Size { size: u64, bs: u32 },
+    #[error("null: max_sectors {0} must be 0 (block layer default) or at least 8")]
+    MaxSectors(u32),
+    #[error("null: faults.{knob}.probability_pct {value} out of range 0..=100")]
+    Probability { knob: &'static str, value: f64 },
+    #[error("null: faults.requeue every_nth 1 or probability_pct 100 requeues forever; use every_nth 0 or >= 2 and probability_pct < 100")]
+    RequeueForever,
+}
+
+impl NullConfig {
+    /// Checks every knob against its range.
+    pub fn validate(&self) -> Result<(), NullError> {
+        if !(1..=MAX_HW_QUEUES).contains(&self.submit_queues) {
+            return Err(NullError::SubmitQueues(self.submit_queues));
+        }
+        if self.poll_queues > MAX_HW_QUEUES {
+            return Err(NullError::PollQueues(self.poll_queues));
+        }
+        if !(1..=MAX_DEPTH).contains(&self.hw_queue_depth) {
+            return Err(NullError::HwQueueDepth(self.hw_queue_depth));
+        }
+        if !self.bs.is_power_of_two() || !(512..=MAX_BLOCK_SIZE).contains(&self.bs) {
+            return Err(NullError::BlockSize(self.bs));
+        }
+        if self.size_bytes == 0 || self.size_bytes % self.bs as u64 != 0 {
+            return Err(NullError::Size {
+                size: self.size_bytes,
+                bs: self.bs,
+            });
+        }
+        if self.max_sectors != 0 && self.max_sectors < 8 {
+            return Err(NullError::MaxSectors(self.max_sectors));
+        }
+        let f = &self.faults;
+        for (knob, spec) in [
+            ("fail", &f.fail),
+            ("timeout", &f.timeout),
+            ("requeue", &f.requeue),
+        ] {
+            // Written so that NaN fails too.
+            if !(spec.probability_pct >= 0.0 && spec.probability_pct <= 100.0) {
+                return Err(NullError::Probability {
+                    knob,
+                    value: spec.probability_pct,
+                });
+            }
+        }
+        // A request hit on every attempt alternates between refused and requeued and never
+        // completes, so such a setting can only hang the submitter.
+        if f.requeue.every_nth == 1 || f.requeue.probability_pct >= 100.0 {
+            return Err(NullError::RequeueForever);
+        }
+        Ok(())
+    }
+
+    /// All hardware queues: DEFAULT first, then POLL, as the tag set numbers them.
+    pub fn nr_hw_queues(&self) -> u16 {
+        self.submit_queues + self.poll_queues
+    }
+
+    pub fn capacity_sectors(&self) -> u64 {
+        self.size_bytes >> SECTOR_SHIFT
+    }
+
+    /// The tag set this device wants (`blk_mq_alloc_tag_set` input).
+    pub fn tag_set_config(&self) -> TagSetConfig {
+        let mut flags = TagSetFlags::default();
+        if self.shared_tag_bitmap {
+            flags = flags.union(TagSetFlags::TAG_HCTX_SHARED);
+        }
+        if self.blocking {
+            flags = flags.union(TagSetFlags::BLOCKING);
+        }
+        TagSetConfig {
+            maps: MapQueues {
+                default: self.submit_queues,
+                read: 0,
+                poll: self.poll_queues,
+            },
+            queue_depth: self.hw_queue_depth,
+            reserved_tags: 0,
+            flags,
+        }
+    }
+
+    /// Queue limits matching the device: its block size, its request size limit, and its
+    /// capacity. Put them in `QueueConfig::limits` so the queue checks bios against them.
+    pub fn queue_limits(&self) -> QueueLimits {
+        let defaults = QueueLimits::default();
+        QueueLimits {
+            logical_block_size: self.bs,
+            max_sectors: if self.max_sectors == 0 {
+                defaults.max_sectors
+            } else {
+                self.max_sectors
+            },
+            capacity_sectors: self.capacity_sectors(),
+            ..defaults
+        }
+    }
+}
+
+// ----- fault injection -----------------------------------------------------------------------
+
+/// A small seeded generator (splitmix64): good enough to pick faults, and one per hardware
+/// queue so queues never contend on it and each queue's sequence is reproducible.
+#[derive(Debug)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn new(seed: u64, hctx: u16) -> SplitMix64 {
+        // Spread the queue index over the seed so neighbouring queues get unrelated streams.
+        SplitMix64(seed ^ (hctx as u64 + 1).wrapping_mul(0xd1b5_4a32_d192_ed03))
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// A `FaultSpec` turned into integers once, so the issue path does no float work.
+#[derive(Copy, Clone, Debug)]
+struct Trigger {
+    every_nth: u64,
+    /// The chance scaled to 2^53: a 53-bit draw below it hits. 0 never hits, 2^53 always.
+    threshold: u64,
+}
+
+impl Trigger {
+    fn new(spec: &FaultSpec) -> Trigger {
+        let threshold = (spec.probability_pct / 100.0 * (1u64 << 53) as f64) as u64;
+        Trigger {
+            every_nth: spec.every_nth,
+            threshold,
+        }
+    }
+
+    /// Whether call number `n` (from 1) of a hardware queue is hit. The generator is drawn
+    /// whenever the probability is armed, hit or not, so one knob's outcome never shifts
+    /// another knob's random sequence.
+    fn fires(&self, n: u64, rng: &mut SplitMix64) -> bool {
+        let nth = self.every_nth != 0 && n % self.every_nth == 0;
+        let chance = self.threshold != 0 && (rng.next_u64() >> 11) < self.threshold;
+        nth || chance
+    }
+}
+
+#[derive(Copy, Clone, Debug)]
+struct Faults {
+    fail: Trigger,
+    timeout: Trigger,
+    requeue: Trigger,
+}
+
+/// What fault injection decided for one request.
+enum Injected {
+    None,
+    /// Refuse it with `Resource`.
+    Busy,
+    /// Accept it and hand it back for requeue.
+    Requeue,
+    /// Accept it and never complete it.
+    Timeout,
+    /// Complete it with an I/O error.
+    Fail,
+}
+
+// ----- hardware queues -----------------------------------------------------------------------
+
+/// How a hardware queue hands completions back; fixed when the device is built.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Completion {
+    /// Into the batch, from `queue_rq`.
+    Inline,
+    /// Onto `ready`, for the next poll (softirq mode, and every POLL queue).
+    Deferred,
+    /// Onto `timed`, for the first poll at or after the due time.
+    Timer,
+}
+
+/// The mutable state of one hardware queue.
+#[derive(Debug)]
+struct HctxState {
+    /// Finished requests waiting for a poll.
+    ready: Vec<(RqId, BlkStatus)>,
+    /// Requests finishing at a time. The delay is the same for every request, so pushing at
+    /// the back keeps the queue in due order.
+    timed: VecDeque<(Nanos, RqId, BlkStatus)>,
+    /// Requests issued here, for the every-Nth triggers.
+    nr_issued: u64,
+    rng: SplitMix64,
+    /// The next requeue fault refuses the request (`Resource`) when false and requeues it
+    /// when true; it flips on every requeue fault.
+    requeue_by_driver: bool,
+    /// Requests accepted and deliberately never completed, ended by the timeout handler.
+    /// Few, so a vector beats a hash set and keeps iteration order out of the picture.
+    lost: Vec<RqId>,
+}
+
+impl HctxState {
+    fn inject(&mut self, faults: &Faults, id: RqId) -> Injected {
+        self.nr_issued += 1;
+        let n = self.nr_issued;
+        let requeue = faults.requeue.fires(n, &mut self.rng);
+        let timeout = faults.timeout.fires(n, &mut self.rng);
+        let fail = faults.fail.fires(n, &mut self.rng);
+        if requeue {
+            let by_driver = self.requeue_by_driver;
+            self.requeue_by_driver = !by_driver;
+            return if by_driver {
+                Injected::Requeue
+            } else {
+                Injected::Busy
+            };
+        }
+        if timeout {
+            self.lost.push(id);
+            return Injected::Timeout;
+        }
+        if fail {
+            return Injected::Fail;
+        }
+        Injected::None
+    }
+
+    fn inflight(&self) -> usize {
+        self.ready.len() + self.timed.len() + self.lost.len()
+    }
+}
+
+struct NullHctx {
+    mode: Completion,
+    /// Nothing to decide or record for any request: complete inline, leave `state` alone.
+    trivial: bool,
+    state: Mutex<HctxState>,
+}
+
+// ----- memory store --------------------------------------------------------------------------
+
+const PAGE_SIZE: usize = 4096;
+const PAGE_BYTES: u64 = PAGE_SIZE as u64;
+/// Stripes of the page map. Pages go to stripes by index, so sequential I/O from several
+/// queues spreads over all of them.
+const NR_SHARDS: usize = 64;
+/// Above this many whole pages, zeroing a range sweeps the stored pages instead of looking
+/// up every page of the range, which for a large discard are mostly absent.
+const ZERO_SWEEP_PAGES: u64 = 4096;
+
+type Page = Box<[u8; PAGE_SIZE]>;
+/// One stripe of the page map.
+type Shard = Mutex<HashMap<u64, Page>>;
+
+/// The data of a memory-backed device: 4 KiB pages created on first write. A page that was
+/// never written, or was discarded, reads as zeroes.
+struct Store {
+    shards: Box<[CachePadded<Shard>]>,
+}
+
+/// The pages a byte range touches: for each, its index, the offset inside it, and the
+/// offset and length of the piece inside the range.
+fn pages(start: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut done = 0u64;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let pos = start + done;
+        let off = (pos % PAGE_BYTES) as usize;
+        let n = (PAGE_BYTES - off as u64).min(len - done);
+        let piece = (pos / PAGE_BYTES, off, done as usize, n as usize);
+        done += n;
+        Some(piece)
+    })
+}
+
+impl Store {
+    fn new() -> Store {
+        Store {
+            shards: (0..NR_SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, page: u64) -> &Shard {
+        &self.shards[(page % NR_SHARDS as u64) as usize]
+    }
+
+    fn read(&self, sector: u64, out: &mut [u8]) {
+        for (page, off, at, n) in pages(sector << SECTOR_SHIFT, out.len() as u64) {
+            let dst = &mut out[at..at + n];
+            match self.shard(page).lock().get(&page) {
+                Some(p) => dst.copy_from_slice(&p[off..off + n]),
+                None => dst.fill(0),
+            }
+        }
+    }
+
+    fn write(&self, sector: u64, data: &[u8]) {
+        for (page, off, at, n) in pages(sector << SECTOR_SHIFT, data.len() as u64) {
+            let mut shard = self.shard(page).lock();
+            let p = shard
+                .entry(page)
+                .or_insert_with(|| Box::new([0; PAGE_SIZE]));
+            p[off..off + n].copy_from_slice(&data[at..at + n]);
+        }
+    }
+
+    /// Makes a sector range read as zeroes: whole pages are dropped, partial ones cleared.
+    fn zero(&self, sector: u64, nr_sectors: u64) {
+        let start = sector << SECTOR_SHIFT;
+        let end = start + (nr_sectors << SECTOR_SHIFT);
+        let first_whole = start.div_ceil(PAGE_BYTES);
+        let end_whole = end / PAGE_BYTES;
+        if end_whole <= first_whole || end_whole - first_whole <= ZERO_SWEEP_PAGES {
+            self.zero_pages(start, end);
+            return;
+        }
+        self.zero_pages(start, first_whole * PAGE_BYTES);
+        self.zero_pages(end_whole * PAGE_BYTES, end);
+        for shard in self.shards.iter() {
+            shard
+                .lock()
+                .retain(|&p, _| !(first_whole..end_whole).contains(&p));
+        }
+    }
+
+    fn zero_pages(&self, start: u64, end: u64) {
+        for (page, off, _, n) in pages(start, end - start) {
+            let mut shard = self.shard(page).lock();
+            if n == PAGE_SIZE {
+                shard.remove(&page);
+            } else if let Some(p) = shard.get_mut(&page) {
+                p[off..off + n].fill(0);
+            }
+        }
+    }
+
+    /// Carries out one request's data transfer.
+    fn handle(&self, rq: &mut Request) -> BlkStatus {
+        match rq.op {
+            // Written data is already where a flush would put it.
+            ReqOp::Flush => BlkStatus::Ok,
+            ReqOp::Discard | ReqOp::WriteZeroes => {
+                for bio in &rq.bios {
+                    self.zero(bio.sector, bio.nr_sectors as u64);
+                }
+                BlkStatus::Ok
+            }
+            ReqOp::Read | ReqOp::Write => {
+                // Check every bio first, so a bad one leaves the store untouched.
+                let bad = rq.bios.iter().any(|b| {
+                    b.buf
+                        .as_ref()
+                        .is_none_or(|buf| (buf.len() as u64) < b.bytes())
+                });
+                if bad {
+                    return BlkStatus::Invalid;
+                }
+                for bio in &mut rq.bios {
+                    let bytes = bio.bytes() as usize;
+                    let Some(buf) = bio.buf.as_mut() else {
+                        continue;
+                    };
+                    if rq.op == ReqOp::Read {
+                        self.read(bio.sector, &mut buf.as_mut_slice()[..bytes]);
+                    } else {
+                        self.write(bio.sector, &buf.as_slice()[..bytes]);
+                    }
+                }
+                BlkStatus::Ok
+            }
+        }
+    }
+}
+
+// ----- the device ----------------------------------------------------------------------------
+
+/// A null block device. Build its tag set from the same configuration
+/// ([`NullConfig::tag_set_config`]) so the hardware queues agree.
+pub struct NullDevice {
+    cfg: NullConfig,
+    capacity_sectors: u64,
+    completion_delay: Nanos,
+    /// Any fault knob armed; when false the issue path does no random draws.
+    faults_enabled: bool,
+    faults: Faults,
+    store: Option<Store>,
+    hctxs: Box<[CachePadded<NullHctx>]>,
+}
+
+impl std::fmt::Debug for NullDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NullDevice")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NullDevice {
+    pub fn new(cfg: NullConfig) -> Result<Arc<NullDevice>, NullError> {
+        cfg.validate()?;
+        let faults_enabled = cfg.faults.is_enabled();
+        let trivial = !faults_enabled && !cfg.memory_backed;
+        let hctxs = (0..cfg.nr_hw_queues())
+            .map(|h| {
+                let mode = if h >= cfg.submit_queues {
+                    Completion::Deferred
+                } else {
+                    match cfg.irqmode {
+                        IrqMode::None => Completion::Inline,
+                        IrqMode::Softirq => Completion::Deferred,
+                        IrqMode::Timer => Completion::Timer,
+                    }
+                };
+                let state = HctxState {
+                    ready: Vec::new(),
+                    timed: VecDeque::new(),
+                    nr_issued: 0,
+                    rng: SplitMix64::new(cfg.faults.seed, h),
+                    requeue_by_driver: false,
+                    lost: Vec::new(),
+                };
+                CachePadded::new(NullHctx {
+                    mode,
+                    trivial: trivial && mode == Completion::Inline,
+                    state: Mutex::new(state),
+                })
+            })
+            .collect();
+        Ok(Arc::new(NullDevice {
+            capacity_sectors: cfg.capacity_sectors(),
+            completion_delay: Nanos(cfg.completion_nsec),
+            faults_enabled,
+            faults: Faults {
+                fail: Trigger::new(&cfg.faults.fail),
+                timeout: Trigger::new(&cfg.faults.timeout),
+                requeue: Trigger::new(&cfg.faults.requeue),
+            },
+            store: cfg.memory_backed.then(Store::new),
+            hctxs,
+            cfg,
+        }))
+    }
+
+    pub fn config(&self) -> &NullConfig {
+        &self.cfg
+    }
+
+    /// Bytes of data held by a memory-backed device (whole pages), 0 otherwise.
+    pub fn stored_bytes(&self) -> u64 {
+        self.store.as_ref().map_or(0, |s| {
+            s.shards
+                .iter()
+                .map(|m| m.lock().len() as u64 * PAGE_BYTES)
+                .sum()
+        })
+    }
+
+    fn hctx(&self, hctx: HctxIdx) -> &NullHctx {
+        &self.hctxs[hctx.0 as usize]
+    }
+
+    /// Executes the command (null_blk's `null_handle_cmd`): only a memory-backed device
+    /// has anything to do.
+    fn handle_cmd(&self, rq: &mut Request) -> BlkStatus {
+        let Some(store) = &self.store else {
+            return BlkStatus::Ok;
+        };
+        if rq.end_sector() > self.capacity_sectors {
+            return BlkStatus::Invalid;
+        }
+        store.handle(rq)
+    }
+}
+
+impl Driver for NullDevice {
+    fn name(&self) -> &'static str {
+        "null"
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity_sectors
+    }
+
+    fn rotational(&self) -> bool {
+        self.cfg.rotational
+    }
+
+    fn init_hctx(&self, hctx: HctxIdx, nr_tags: u32) {
+        assert!(
+            (hctx.0 as usize) < self.hctxs.len(),
+            "null: hardware queue {} beyond the {} configured; build the tag set with NullConfig::tag_set_config",
+            hctx.0,
+            self.hctxs.len()
+        );
+        // Room for every tag up front, so completions never reallocate on the issue path.
+        let q = self.hctx(hctx);
+        let mut st = q.state.lock();
+        match q.mode {
+            Completion::Inline => {}
+            Completion::Deferred => st.ready.reserve(nr_tags as usize),
+            Completion::Timer => st.timed.reserve(nr_tags as usize),
+        }
+    }
+
+    fn queue_rq(
+        &self,
+        hctx: HctxIdx,
+        rq: &mut Request,
+        _last: bool,
+        now: Nanos,
+        done: &mut CompletionBatch,
+    ) -> BlkStatus {
+        let q = self.hctx(hctx);
+        if q.trivial {
+            done.complete(rq.id, BlkStatus::Ok);
+            return BlkStatus::Ok;
+        }
+        let mut status = BlkStatus::Ok;
+        if self.faults_enabled {
+            let injected = q.state.lock().inject(&self.faults, rq.id);
+            match injected {
+                Injected::None => {}
+                Injected::Busy => return BlkStatus::Resource,
+                Injected::Requeue => {
+                    done.requeue(rq.id);
+                    return BlkStatus::Ok;
+                }
+                Injected::Timeout => return BlkStatus::Ok,
+                Injected::Fail => status = BlkStatus::IoErr,
+            }
+        }
+        if status.is_ok() {
+            status = self.handle_cmd(rq);
+        }
+        match q.mode {
+            Completion::Inline => done.complete(rq.id, status),
+            Completion::Deferred => q.state.lock().ready.push((rq.id, status)),
+            Completion::Timer => {
+                let mut st = q.state.lock();
+                // Two submitters issuing to one queue may pass slightly different clocks;
+                // never let a request fall due before the one queued ahead of it, so the
+                // queue stays in due order and polling can stop at the first not due.
+                let mut due = now.saturating_add(self.completion_delay);
+                if let Some(&(last_due, _, _)) = st.timed.back() {
+                    due = due.max(last_due);
+                }
+                st.timed.push_back((due, rq.id, status));
+            }
+        }
+        BlkStatus::Ok
+    }
+
+    /// Only requests this device chose to lose are ended here; any other request is still
+    /// on its way and gets more time.
+    fn timeout(
+        &self,
+        hctx: HctxIdx,
+        rq: &mut Request,
+        _now: Nanos,
+        done: &mut CompletionBatch,
+    ) -> EhReturn {
+        if !self.faults_enabled {
+            return EhReturn::ResetTimer;
+        }
+        let mut st = self.hctx(hctx).state.lock();
+        match st.lost.iter().position(|&id| id == rq.id) {
+            Some(i) => {
+                st.lost.swap_remove(i);
+                done.complete(rq.id, BlkStatus::Timeout);
+                EhReturn::Done
+            }
+            None => EhReturn::ResetTimer,
+        }
+    }
+
+    fn poll(&self, hctx: HctxIdx, now: Nanos, done: &mut CompletionBatch) -> usize {
+        let q = self.hctx(hctx);
+        match q.mode {
+            Completion::Inline => 0,
+            Completion::Deferred => {
+                let mut st = q.state.lock();
+                let n = st.ready.len();
+                for (id, status) in st.ready.drain(..) {
+                    done.complete(id, status);
+                }
+                n
+            }
+            Completion::Timer => {
+                let mut st = q.state.lock();
+                let mut n = 0;
+                while let Some(&(due, id, status)) = st.timed.front() {
+                    if due > now {
+                        break;
+                    }
+                    st.timed.pop_front();
+                    done.complete(id, status);
+                    n += 1;
+                }
+                n
+            }
+        }
+    }
+
+    /// The due time of the next timer completion. Deferred completions have no time: they
+    /// are ready now, and `inflight` tells a runtime to poll for them.
+    fn next_event(&self, hctx: HctxIdx) -> Option<Nanos> {
+        let q = self.hctx(hctx);
+        match q.mode {
+            Completion::Timer => q.state.lock().timed.front().map(|&(due, _, _)| due),
+            Completion::Inline | Completion::Deferred => None,
+        }
+    }
+
+    /// Requests accepted and not yet handed back, lost ones included: they stay in flight
+    /// until the timeout handler ends them.
+    fn inflight(&self, hctx: HctxIdx) -> usize {
+        let q = self.hctx(hctx);
+        if q.trivial {
+            return 0;
+        }
+        q.state.lock().inflight()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_split_unaligned_ranges() {
+        let v: Vec<_> = pages(3584, 5120).collect();
+        assert_eq!(
+            v,
+            vec![(0, 3584, 0, 512), (1, 0, 512, 4096), (2, 0, 4608, 512)]
+        );
+        assert_eq!(pages(0, 0).count(), 0);
+    }
+
+    #[test]
+    fn trigger_every_nth_and_probability() {
+        let mut rng = SplitMix64::new(1, 0);
+        let every3 = Trigger::new(&FaultSpec::every(3));
+        let hits: Vec<u64> = (1..=9).filter(|&n| every3.fires(n, &mut rng)).collect();
+        assert_eq!(hits, vec![3, 6, 9]);
+        let always = Trigger::new(&FaultSpec::probability(100.0));
+        assert!((1..1000).all(|n| always.fires(n, &mut rng)));
+        let half = Trigger::new(&FaultSpec::probability(50.0));
+        let n = (1..=10_000).filter(|&n| half.fires(n, &mut rng)).count();
+        assert!((4_500..5_500).contains(&n), "{n} hits of 10000 at 50%");
+    }
+
+    #[test]
+    fn store_zero_sweeps_large_ranges() {
+        let s = Store::new();
+        let data = vec![0xabu8; 4096];
+        for page in [0u64, 10, 5000, 9000] {
+            s.write(page * 8, &data);
+        }
+        s.write(9001 * 8, &data[..512]);
+        // From the middle of page 0 to the middle of page 9001: page 0 and page 9001 are
+        // partial, everything between is swept.
+        s.zero(4, 9001 * 8 + 1 - 4);
+        let mut out = vec![0u8; 4096];
+        s.read(0, &mut out);
+        assert!(out[..2048].iter().all(|&b| b == 0xab) && out[2048..].iter().all(|&b| b == 0));
+        for page in [10u64, 5000, 9000] {
+            s.read(page * 8, &mut out);
+            assert!(out.iter().all(|&b| b == 0), "page {page}");
+        }
+        let mut tail = vec![0u8; 1024];
+        s.read(9001 * 8, &mut tail);
+        assert!(tail[..512].iter().all(|&b| b == 0));
+        let total: usize = s.shards.iter().map(|m| m.lock().len()).sum();
+        assert_eq!(total, 2, "only the two partial pages remain");
+    }
+}
