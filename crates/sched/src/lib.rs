@@ -3,13 +3,14 @@
 //! Each scheduler lives in one file and ends with its `ElevatorType` descriptor; `lookup`
 //! resolves `ioscheduler=NAME` by name or alias.
 
+pub mod kyber;
 pub mod mq_deadline;
 pub mod none;
 
 use mqblk_core::ElevatorType;
 
 /// Every registered scheduler, in the order `list` prints them.
-pub static REGISTRY: &[&ElevatorType] = &[&none::NONE, &mq_deadline::MQ_DEADLINE];
+pub static REGISTRY: &[&ElevatorType] = &[&none::NONE, &mq_deadline::MQ_DEADLINE, &kyber::KYBER];
 
 /// Finds a scheduler by name or alias.
 pub fn lookup(name: &str) -> Option<&'static ElevatorType> {

@@ -1,0 +1,506 @@
+//! kyber: a latency-targeting scheduler (`block/kyber-iosched.c`,
+//! Documentation/block/kyber-iosched.rst).
+//!
+//! Requests are split into four domains by operation (read, write, discard, other). Each
+//! domain has a pool of tokens, the most requests of that kind allowed in the device at once.
+//! Completions feed per-domain latency histograms; a timer compares their percentiles with the
+//! targets (`read_lat_nsec`, `write_lat_nsec`) and resizes the pools: when some domain's I/O
+//! latency shows congestion, domains meeting their target are throttled, and domains missing it
+//! are given more room. Kyber does not sort by sector.
+//!
+//! It keeps its queues per hardware queue (and per Ctx within it), so it is `MQ_AWARE`: every
+//! hardware queue may be run, and each returns only its own requests.
+
+use mqblk_core::{
+    merge, Bio, BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx, Nanos, ReqFlags,
+    ReqOp, RqId, TunableDesc, Tunables,
+};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+const NUM_DOMAINS: usize = 4;
+/// Domains whose latency is measured (all but OTHER).
+const NUM_LAT_DOMAINS: usize = 3;
+const DOMAIN_NAMES: [&str; NUM_DOMAINS] = ["read", "write", "discard", "other"];
+/// The most tokens each domain may ever have, and its starting depth (`kyber_depth`).
+const DOMAIN_DEPTH: [u32; NUM_DOMAINS] = [256, 128, 64, 16];
+/// Requests dispatched from one domain before moving to the next (`kyber_batch_size`).
+const BATCH_SIZE: [u32; NUM_DOMAINS] = [16, 8, 1, 1];
+/// The discard target is fixed, as in the kernel (5 s, not exposed).
+const DISCARD_LAT: Nanos = Nanos::from_secs(5);
+/// Latency buckets are `target / 4` wide: four "good" buckets, four "bad".
+const LATENCY_SHIFT: u32 = 2;
+const GOOD_BUCKETS: usize = 4;
+const LATENCY_BUCKETS: usize = 8;
+/// Latency types: total (from allocation) and I/O (from issue to the driver).
+const TOTAL: usize = 0;
+const IO: usize = 1;
+/// Percentiles need this many samples, or a second since the first one.
+const MIN_SAMPLES: u32 = 500;
+const SAMPLE_WINDOW: Nanos = Nanos::from_secs(1);
+/// The timer fires within this long after a completion (`HZ / 10`).
+const TIMER_DELAY: Nanos = Nanos::from_millis(100);
+/// Async requests may use this share of the scheduler tags (`KYBER_ASYNC_PERCENT`).
+const ASYNC_PERCENT: u32 = 75;
+const NO_TOKEN: u8 = u8::MAX;
+
+static TUNABLES: [TunableDesc; 2] = [
+    TunableDesc {
+        name: "read_lat_nsec",
+        unit: "ns",
+        default: 2_000_000,
+        min: 1,
+        max: i64::MAX,
+        help: "target latency of reads",
+    },
+    TunableDesc {
+        name: "write_lat_nsec",
+        unit: "ns",
+        default: 10_000_000,
+        min: 1,
+        max: i64::MAX,
+        help: "target latency of writes",
+    },
+];
+
+/// `kyber_sched_domain`.
+fn domain_of(op: ReqOp) -> usize {
+    match op {
+        ReqOp::Read => 0,
+        ReqOp::Write => 1,
+        ReqOp::Discard => 2,
+        ReqOp::Flush | ReqOp::WriteZeroes => 3,
+    }
+}
+
+/// A resizable pool of tokens (the kernel uses a resizable sbitmap; only the count matters).
+struct TokenPool {
+    depth: AtomicU32,
+    used: AtomicU32,
+}
+
+impl TokenPool {
+    fn get(&self) -> bool {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            if used >= self.depth.load(Ordering::Relaxed) {
+                return false;
+            }
+            match self.used.compare_exchange_weak(used, used + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(u) => used = u,
+            }
+        }
+    }
+    fn put(&self) {
+        let prev = self.used.fetch_sub(1, Ordering::AcqRel);
+        assert!(prev > 0, "kyber: token freed twice");
+    }
+}
+
+/// Per Ctx within a hardware queue: one list per domain (`kyber_ctx_queue`).
+type Kcq = Mutex<[VecDeque<RqId>; NUM_DOMAINS]>;
+
+/// Per hardware queue state (`kyber_hctx_data`).
+struct Khd {
+    /// Flushed requests waiting for a token, per domain.
+    rqs: [VecDeque<RqId>; NUM_DOMAINS],
+    cur_domain: usize,
+    batching: u32,
+}
+
+struct Hctx {
+    khd: Mutex<Khd>,
+    /// One software queue per Ctx, indexed by Ctx index.
+    kcqs: Box<[Kcq]>,
+    /// Requests in the kcqs per domain (the kernel's `kcq_map` bits, as counts).
+    kcq_pending: [AtomicU32; NUM_DOMAINS],
+    /// Requests held by this hctx in total, for a lockless `has_work`.
+    held: AtomicU32,
+}
+
+/// Latency histograms being filled, per domain and type.
+struct Histograms {
+    buckets: [[[AtomicU32; LATENCY_BUCKETS]; 2]; NUM_LAT_DOMAINS],
+}
+
+pub struct Kyber {
+    tunables: Tunables,
+    tokens: [TokenPool; NUM_DOMAINS],
+    /// The domain whose token each request holds, by request id.
+    token_of: Box<[AtomicU8]>,
+    hctxs: Box<[Hctx]>,
+    async_depth: u32,
+    hist: Histograms,
+    /// Timer state, only touched by `timer` (the kernel's timer function is serialised too).
+    timer_state: Mutex<TimerState>,
+    timer_at: AtomicU64,
+    /// Each domain's last p99 bucket (-1 none), kept for the next congestion event.
+    domain_p99: [AtomicI32; NUM_LAT_DOMAINS],
+    adjustments: AtomicU64,
+}
+
+#[derive(Default)]
+struct TimerState {
+    /// Aggregated buckets awaiting enough samples.
+    buckets: [[[u32; LATENCY_BUCKETS]; 2]; NUM_LAT_DOMAINS],
+    /// When each domain's sampling window closes (`latency_timeout`); `None` = not started.
+    window_end: [Option<Nanos>; NUM_LAT_DOMAINS],
+}
+
+impl Kyber {
+    pub fn new(init: &ElevatorInit) -> Kyber {
+        let hctxs = (0..init.nr_hw_queues)
+            .map(|_| Hctx {
+                khd: Mutex::new(Khd { rqs: Default::default(), cur_domain: 0, batching: 0 }),
+                kcqs: (0..init.nr_ctx).map(|_| Mutex::new(Default::default())).collect(),
+                kcq_pending: Default::default(),
+                held: AtomicU32::new(0),
+            })
+            .collect();
+        Kyber {
+            tunables: Tunables::new("kyber", &TUNABLES),
+            tokens: DOMAIN_DEPTH.map(|d| TokenPool { depth: AtomicU32::new(d), used: AtomicU32::new(0) }),
+            token_of: (0..init.nr_rq_ids).map(|_| AtomicU8::new(NO_TOKEN)).collect(),
+            hctxs,
+            async_depth: (init.nr_requests * ASYNC_PERCENT / 100).max(1),
+            hist: Histograms { buckets: Default::default() },
+            timer_state: Mutex::new(TimerState::default()),
+            timer_at: AtomicU64::new(u64::MAX),
+            domain_p99: [AtomicI32::new(-1), AtomicI32::new(-1), AtomicI32::new(-1)],
+            adjustments: AtomicU64::new(0),
+        }
+    }
+
+    /// The latency target of a measured domain.
+    fn target(&self, domain: usize) -> Nanos {
+        match domain {
+            0 => Nanos(self.tunables.get(0) as u64),
+            1 => Nanos(self.tunables.get(1) as u64),
+            _ => DISCARD_LAT,
+        }
+    }
+
+    /// Current token depth of each domain.
+    pub fn depths(&self) -> [u32; NUM_DOMAINS] {
+        std::array::from_fn(|d| self.tokens[d].depth.load(Ordering::Relaxed))
+    }
+
+    fn record(&self, domain: usize, ty: usize, target: Nanos, latency: u64) {
+        let divisor = (target.0 >> LATENCY_SHIFT).max(1);
+        let bucket = (latency.saturating_sub(1) / divisor).min(LATENCY_BUCKETS as u64 - 1) as usize;
+        self.hist.buckets[domain][ty][bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `calculate_percentile`: the bucket holding the percentile once enough samples are in,
+    /// then the domain's buckets start over.
+    fn percentile(ts: &mut TimerState, domain: usize, ty: usize, pct: u32, now: Nanos) -> Option<usize> {
+        let buckets = &mut ts.buckets[domain][ty];
+        let samples: u32 = buckets.iter().sum();
+        if samples == 0 {
+            return None;
+        }
+        let end = *ts.window_end[domain].get_or_insert(now.saturating_add(SAMPLE_WINDOW));
+        if samples < MIN_SAMPLES && now < end {
+            return None;
+        }
+        ts.window_end[domain] = None;
+        let mut want = (samples * pct).div_ceil(100);
+        let mut bucket = 0;
+        while bucket < LATENCY_BUCKETS - 1 {
+            if buckets[bucket] >= want {
+                break;
+            }
+            want -= buckets[bucket];
+            bucket += 1;
+        }
+        *buckets = [0; LATENCY_BUCKETS];
+        Some(bucket)
+    }
+
+    /// Moves every pending request of `domain` from the kcqs to the hctx's list.
+    fn flush_kcqs(hc: &Hctx, khd: &mut Khd, domain: usize) {
+        for kcq in hc.kcqs.iter() {
+            let mut lists = kcq.lock();
+            let n = lists[domain].len() as u32;
+            if n > 0 {
+                khd.rqs[domain].extend(lists[domain].drain(..));
+                hc.kcq_pending[domain].fetch_sub(n, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// `kyber_dispatch_cur_domain`: a request of the current domain, if a token can be had.
+    /// Requests stay in the kcqs until a token is available so they can still merge.
+    fn dispatch_cur_domain(&self, hc: &Hctx, khd: &mut Khd) -> Option<RqId> {
+        let d = khd.cur_domain;
+        if khd.rqs[d].is_empty() && hc.kcq_pending[d].load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        if !self.tokens[d].get() {
+            return None;
+        }
+        if khd.rqs[d].is_empty() {
+            Self::flush_kcqs(hc, khd, d);
+        }
+        let Some(id) = khd.rqs[d].pop_front() else {
+            self.tokens[d].put();
+            return None;
+        };
+        let prev = self.token_of[id.index()].swap(d as u8, Ordering::AcqRel);
+        assert_eq!(prev, NO_TOKEN, "{id:?}: dispatched while holding a token");
+        khd.batching += 1;
+        Some(id)
+    }
+
+    fn release_token(&self, id: RqId) {
+        let d = self.token_of[id.index()].swap(NO_TOKEN, Ordering::AcqRel);
+        if d != NO_TOKEN {
+            self.tokens[d as usize].put();
+        }
+    }
+}
+
+impl Elevator for Kyber {
+    fn name(&self) -> &'static str {
+        "kyber"
+    }
+
+    fn features(&self) -> ElvFeatures {
+        ElvFeatures::MQ_AWARE
+    }
+
+    /// Async requests are limited to 75% of the scheduler tags, leaving room for sync ones.
+    fn limit_depth(&self, op: ReqOp, flags: ReqFlags) -> u32 {
+        let sync = op.is_read() || flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA).union(ReqFlags::PREFLUSH));
+        if sync {
+            u32::MAX
+        } else {
+            self.async_depth
+        }
+    }
+
+    /// `blk_bio_list_merge` on the submitting Ctx's queue for the bio's domain.
+    fn bio_merge(&self, q: &ElvCtx<'_>, hctx: HctxIdx, bio: Bio) -> BioMerge {
+        if !bio.mergeable() {
+            return BioMerge::NotMerged(bio);
+        }
+        let hc = &self.hctxs[hctx.0 as usize];
+        let d = domain_of(bio.op);
+        let lists = hc.kcqs[bio.ctx.0 as usize].lock();
+        let mut bio = bio;
+        for &id in lists[d].iter().rev().take(8) {
+            let mut rq = q.rqs.lock(id);
+            match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
+                Ok(_) => return BioMerge::Merged { freed: None },
+                Err(b) => bio = b,
+            }
+        }
+        BioMerge::NotMerged(bio)
+    }
+
+    fn insert_requests(
+        &self,
+        q: &ElvCtx<'_>,
+        hctx: HctxIdx,
+        rqs: &[RqId],
+        at_head: bool,
+        _now: Nanos,
+        _freed: &mut Vec<RqId>,
+    ) {
+        let hc = &self.hctxs[hctx.0 as usize];
+        for &id in rqs {
+            let (d, ctx) = {
+                let rq = q.rqs.lock(id);
+                (domain_of(rq.op), rq.ctx.0 as usize)
+            };
+            let mut lists = hc.kcqs[ctx].lock();
+            if at_head {
+                lists[d].push_front(id);
+            } else {
+                lists[d].push_back(id);
+            }
+            hc.kcq_pending[d].fetch_add(1, Ordering::AcqRel);
+            hc.held.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// `kyber_dispatch_request`: continue the current domain's batch, else round-robin.
+    fn dispatch_request(&self, _q: &ElvCtx<'_>, hctx: HctxIdx, _now: Nanos) -> Option<RqId> {
+        let hc = &self.hctxs[hctx.0 as usize];
+        let mut khd = hc.khd.lock();
+        let mut found = None;
+        if khd.batching < BATCH_SIZE[khd.cur_domain] {
+            found = self.dispatch_cur_domain(hc, &mut khd);
+        }
+        if found.is_none() {
+            khd.batching = 0;
+            for _ in 0..NUM_DOMAINS {
+                khd.cur_domain = (khd.cur_domain + 1) % NUM_DOMAINS;
+                found = self.dispatch_cur_domain(hc, &mut khd);
+                if found.is_some() {
+                    break;
+                }
+            }
+        }
+        if found.is_some() {
+            hc.held.fetch_sub(1, Ordering::AcqRel);
+        }
+        found
+    }
+
+    fn has_work(&self, hctx: HctxIdx) -> bool {
+        self.hctxs[hctx.0 as usize].held.load(Ordering::Acquire) > 0
+    }
+
+    /// Latency feedback: total latency from allocation, I/O latency from issue.
+    fn completed_request(&self, rq: &ElvRq, now: Nanos) {
+        let d = domain_of(rq.op);
+        if d >= NUM_LAT_DOMAINS {
+            return;
+        }
+        let target = self.target(d);
+        self.record(d, TOTAL, target, now.0.saturating_sub(rq.alloc_ns.0));
+        self.record(d, IO, target, now.0.saturating_sub(rq.io_start_ns.0));
+        self.timer_at.fetch_min(now.saturating_add(TIMER_DELAY).0, Ordering::AcqRel);
+    }
+
+    fn finish_request(&self, rq: &ElvRq) {
+        self.release_token(rq.id);
+    }
+
+    fn requeue_request(&self, rq: &ElvRq) {
+        self.release_token(rq.id);
+    }
+
+    fn next_timer(&self) -> Option<Nanos> {
+        match self.timer_at.load(Ordering::Acquire) {
+            u64::MAX => None,
+            t => Some(Nanos(t)),
+        }
+    }
+
+    /// `kyber_timer_fn`: congestion is a p90 I/O latency above target in any domain; then
+    /// each domain with a p99 total latency is resized to `depth * (p99_bucket + 1) / 4` if
+    /// congested or above target.
+    fn timer(&self, now: Nanos) {
+        self.timer_at.store(u64::MAX, Ordering::Release);
+        let mut ts = self.timer_state.lock();
+        for (d, per_domain) in self.hist.buckets.iter().enumerate() {
+            for (ty, buckets) in per_domain.iter().enumerate() {
+                for (b, c) in buckets.iter().enumerate() {
+                    ts.buckets[d][ty][b] += c.swap(0, Ordering::AcqRel);
+                }
+            }
+        }
+        let mut bad = false;
+        for d in 0..NUM_LAT_DOMAINS {
+            if Self::percentile(&mut ts, d, IO, 90, now).is_some_and(|p90| p90 >= GOOD_BUCKETS) {
+                bad = true;
+            }
+        }
+        for d in 0..NUM_LAT_DOMAINS {
+            let mut p99 = Self::percentile(&mut ts, d, TOTAL, 99, now).map_or(-1, |b| b as i32);
+            // Domains fill their windows at different times: remember the last p99 for the
+            // next congestion event, and use it only once.
+            if bad {
+                if p99 < 0 {
+                    p99 = self.domain_p99[d].load(Ordering::Relaxed);
+                }
+                self.domain_p99[d].store(-1, Ordering::Relaxed);
+            } else if p99 >= 0 {
+                self.domain_p99[d].store(p99, Ordering::Relaxed);
+            }
+            if p99 < 0 || !(bad || p99 as usize >= GOOD_BUCKETS) {
+                continue;
+            }
+            let depth = self.tokens[d].depth.load(Ordering::Relaxed);
+            let new = ((depth * (p99 as u32 + 1)) >> LATENCY_SHIFT).clamp(1, DOMAIN_DEPTH[d]);
+            if new != depth {
+                self.tokens[d].depth.store(new, Ordering::Relaxed);
+                self.adjustments.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // Keep sampling while any window is open.
+        if ts.window_end.iter().any(Option::is_some) {
+            self.timer_at.fetch_min(now.saturating_add(TIMER_DELAY).0, Ordering::AcqRel);
+        }
+    }
+
+    fn tunables(&self) -> &Tunables {
+        &self.tunables
+    }
+
+    fn debug_state(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "kyber: async_depth {} adjustments {}", self.async_depth, self.adjustments.load(Ordering::Relaxed));
+        for d in 0..NUM_DOMAINS {
+            let t = &self.tokens[d];
+            let _ = writeln!(
+                s,
+                "  {}_tokens: depth {} (max {}) in use {}",
+                DOMAIN_NAMES[d],
+                t.depth.load(Ordering::Relaxed),
+                DOMAIN_DEPTH[d],
+                t.used.load(Ordering::Relaxed)
+            );
+        }
+        for d in 0..NUM_LAT_DOMAINS {
+            for (ty, name) in [(TOTAL, "total"), (IO, "io")] {
+                let b: Vec<String> =
+                    self.hist.buckets[d][ty].iter().map(|c| c.load(Ordering::Relaxed).to_string()).collect();
+                let _ = writeln!(s, "  {}_{name}_latency buckets (target/4 wide): [{}]", DOMAIN_NAMES[d], b.join(" "));
+            }
+        }
+        for (h, hc) in self.hctxs.iter().enumerate() {
+            let khd = hc.khd.lock();
+            let rqs: Vec<String> = (0..NUM_DOMAINS).map(|d| khd.rqs[d].len().to_string()).collect();
+            let pend: Vec<String> =
+                (0..NUM_DOMAINS).map(|d| hc.kcq_pending[d].load(Ordering::Relaxed).to_string()).collect();
+            let _ = writeln!(
+                s,
+                "  hctx{h}: cur_domain {} batching {} rqs [{}] kcq [{}]",
+                DOMAIN_NAMES[khd.cur_domain],
+                khd.batching,
+                rqs.join(" "),
+                pend.join(" ")
+            );
+        }
+        s
+    }
+
+    fn check_invariants(&self) {
+        for (h, hc) in self.hctxs.iter().enumerate() {
+            let khd = hc.khd.lock();
+            let mut held = 0u32;
+            for d in 0..NUM_DOMAINS {
+                let in_kcqs: usize = hc.kcqs.iter().map(|k| k.lock()[d].len()).sum();
+                assert_eq!(in_kcqs as u32, hc.kcq_pending[d].load(Ordering::Acquire), "hctx{h}: kcq count drifted");
+                held += (in_kcqs + khd.rqs[d].len()) as u32;
+            }
+            assert_eq!(held, hc.held.load(Ordering::Acquire), "hctx{h}: held count drifted");
+        }
+        let holders: u32 = self.token_of.iter().filter(|t| t.load(Ordering::Acquire) != NO_TOKEN).count() as u32;
+        let used: u32 = self.tokens.iter().map(|t| t.used.load(Ordering::Acquire)).sum();
+        assert_eq!(holders, used, "kyber: tokens in use disagree with their holders");
+    }
+
+    fn exit_sched(&self) {
+        self.check_invariants();
+        for (h, hc) in self.hctxs.iter().enumerate() {
+            assert_eq!(hc.held.load(Ordering::Acquire), 0, "kyber: hctx{h} still holds requests at exit");
+        }
+        for (d, t) in self.tokens.iter().enumerate() {
+            assert_eq!(t.used.load(Ordering::Acquire), 0, "kyber: {} tokens still held at exit", DOMAIN_NAMES[d]);
+        }
+    }
+}
+
+fn init(init: &ElevatorInit) -> Box<dyn Elevator> {
+    Box::new(Kyber::new(init))
+}
+
+pub const KYBER: ElevatorType =
+    ElevatorType { name: "kyber", alias: None, features: ElvFeatures::MQ_AWARE, tunables: &TUNABLES, init: Some(init) };
