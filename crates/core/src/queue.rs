@@ -47,6 +47,10 @@ pub struct QueueConfig {
     /// Run only the submitter's hardware queue for a scheduler that is not `MQ_AWARE`
     /// (seed 000). Off reproduces the behaviour before that change.
     pub sq_sched_dispatch: bool,
+    /// Run "all" hardware queues after every completion batch, as SCSI does from its
+    /// completion path (`scsi_run_queue`). This is what made every hctx of the 64-queue RAID
+    /// card in seed 000 dispatch from the scheduler.
+    pub run_all_on_complete: bool,
 }
 
 impl Default for QueueConfig {
@@ -58,6 +62,7 @@ impl Default for QueueConfig {
             timeout: DEFAULT_TIMEOUT,
             nr_requests: 0,
             sq_sched_dispatch: true,
+            run_all_on_complete: false,
         }
     }
 }
@@ -912,6 +917,9 @@ impl RequestQueue {
                 self.run_hw_queue(h, now, batch);
             }
             *runs = to_run;
+            if self.cfg.run_all_on_complete {
+                self.run_hw_queues(local, now, batch);
+            }
         }
     }
 
