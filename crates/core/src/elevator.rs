@@ -126,6 +126,11 @@ pub trait Elevator: Send + Sync {
     /// The sysfs-like tunables.
     fn tunables(&self) -> &Tunables;
 
+    /// Named counters for reports (for example how often the scheduler lock was contended).
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// A human dump of the internal state (the debugfs attributes).
     fn debug_state(&self) -> String;
 
@@ -136,6 +141,9 @@ pub trait Elevator: Send + Sync {
     fn exit_sched(&self);
 }
 
+/// Builds a scheduler instance for a queue (`init_sched`).
+pub type ElevatorInitFn = fn(&ElevatorInit) -> Box<dyn Elevator>;
+
 /// The registration descriptor of a scheduler (`struct elevator_type`).
 pub struct ElevatorType {
     pub name: &'static str,
@@ -143,7 +151,7 @@ pub struct ElevatorType {
     pub features: ElvFeatures,
     pub tunables: &'static [TunableDesc],
     /// Builds an instance; `None` for `none`, which has no elevator object at all.
-    pub init: Option<fn(&ElevatorInit) -> Box<dyn Elevator>>,
+    pub init: Option<ElevatorInitFn>,
 }
 
 /// One tunable: the kernel's sysfs name, unit and default.

@@ -534,6 +534,11 @@ impl Elevator for MqDeadline {
         &self.tunables
     }
 
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        let (acquired, contended) = self.lock_stats();
+        vec![("lock_acquired", acquired), ("lock_contended", contended)]
+    }
+
     fn debug_state(&self) -> String {
         let st = self.lock();
         let mut s = String::new();
