@@ -17,8 +17,8 @@
 //! counters on every dispatch decision, so the cost of that can be measured.
 
 use mqblk_core::{
-    merge, Bio, BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx, IoPrioClass,
-    Nanos, NoMerges, ReqFlags, ReqOp, RqId, TunableDesc, Tunables,
+    merge, Bio, BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq,
+    HctxIdx, IoPrioClass, Nanos, NoMerges, ReqFlags, ReqOp, RqId, TunableDesc, Tunables,
 };
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeSet, VecDeque};
@@ -71,10 +71,10 @@ static TUNABLES: [TunableDesc; 8] = [
     TunableDesc {
         name: "async_depth",
         unit: "requests",
-        default: 0,
+        default: 128,
         min: 1,
         max: 10240,
-        help: "scheduler tags usable by async or write requests (default nr_requests)",
+        help: "scheduler tags usable by async or write requests (set to nr_requests at init)",
     },
     TunableDesc {
         name: "queued_sum",
@@ -214,7 +214,10 @@ impl MqDeadline {
 
     /// How often the scheduler lock was taken, and how often it was contended.
     pub fn lock_stats(&self) -> (u64, u64) {
-        (self.lock_acquired.load(Ordering::Relaxed), self.lock_contended.load(Ordering::Relaxed))
+        (
+            self.lock_acquired.load(Ordering::Relaxed),
+            self.lock_contended.load(Ordering::Relaxed),
+        )
     }
 
     fn knobs(&self) -> Knobs {
@@ -235,10 +238,9 @@ impl DdState {
         if !sum {
             return self.per_prio[prio].nr_queued;
         }
-        let (ins, done) = self
-            .ctx_stats
-            .iter()
-            .fold((0u64, 0u64), |(i, c), s| (i + s[prio].inserted, c + s[prio].completed));
+        let (ins, done) = self.ctx_stats.iter().fold((0u64, 0u64), |(i, c), s| {
+            (i + s[prio].inserted, c + s[prio].completed)
+        });
         (ins - done) as u32
     }
 
@@ -254,12 +256,24 @@ impl DdState {
     /// Takes a request out of the sort tree and FIFO (`deadline_remove_request`).
     fn del_rq(&mut self, id: RqId) -> DdRq {
         let r = self.rqs[id.index()];
-        assert!(r.queued && !r.on_dispatch_list, "{id:?}: removed while not sorted");
+        assert!(
+            r.queued && !r.on_dispatch_list,
+            "{id:?}: removed while not sorted"
+        );
         let pp = &mut self.per_prio[r.prio as usize];
         let d = r.dir as usize;
-        assert!(pp.sort[d].remove(&(r.sector, id)), "{id:?}: missing from the sort tree");
-        assert!(pp.by_end[d].remove(&(r.end, id)), "{id:?}: missing from the end index");
-        assert!(pp.fifo[d].remove(&(r.seq, id)), "{id:?}: missing from the FIFO");
+        assert!(
+            pp.sort[d].remove(&(r.sector, id)),
+            "{id:?}: missing from the sort tree"
+        );
+        assert!(
+            pp.by_end[d].remove(&(r.end, id)),
+            "{id:?}: missing from the end index"
+        );
+        assert!(
+            pp.fifo[d].remove(&(r.seq, id)),
+            "{id:?}: missing from the FIFO"
+        );
         self.rqs[id.index()].queued = false;
         r
     }
@@ -272,32 +286,55 @@ impl DdState {
         self.add_rq(id, r);
     }
 
-    /// `deadline_from_pos`: the first request at or after `pos` in sector order.
+    /// `deadline_from_pos`: the request spanning the sweep position, else the first one at
+    /// or after it in sector order.
     fn next_in_sort(&self, prio: usize, dir: usize) -> Option<RqId> {
         let pp = &self.per_prio[prio];
-        pp.sort[dir].range((pp.latest_pos[dir], RqId(0))..).next().map(|&(_, id)| id)
+        let pos = pp.latest_pos[dir];
+        if let Some(&(_, id)) = pp.sort[dir].range(..(pos, RqId(0))).next_back() {
+            if self.rqs[id.index()].end > pos {
+                return Some(id);
+            }
+        }
+        pp.sort[dir].range((pos, RqId(0))..).next().map(|&(_, id)| id)
     }
 
     fn fifo_head(&self, prio: usize, dir: usize) -> Option<RqId> {
-        self.per_prio[prio].fifo[dir].iter().next().map(|&(_, id)| id)
+        self.per_prio[prio].fifo[dir]
+            .iter()
+            .next()
+            .map(|&(_, id)| id)
     }
 
     /// `started_after`: the request arrived after `latest_start`.
     fn started_after(&self, id: RqId, k: &Knobs, latest_start: Nanos) -> bool {
         let r = &self.rqs[id.index()];
-        let expire = if r.on_dispatch_list { Nanos::ZERO } else { k.fifo_expire[r.dir as usize] };
+        let expire = if r.on_dispatch_list {
+            Nanos::ZERO
+        } else {
+            k.fifo_expire[r.dir as usize]
+        };
         r.fifo_time.saturating_sub(expire) > latest_start
     }
 
     /// `__dd_dispatch_request` for one priority: the dispatch list, then the current batch,
     /// then a new batch in the chosen direction, from the FIFO head if it expired.
-    fn dispatch_prio(&mut self, prio: usize, k: &Knobs, now: Nanos, latest_start: Nanos) -> Option<RqId> {
+    fn dispatch_prio(
+        &mut self,
+        prio: usize,
+        k: &Knobs,
+        now: Nanos,
+        latest_start: Nanos,
+    ) -> Option<RqId> {
         if let Some(&id) = self.per_prio[prio].dispatch.front() {
             if self.started_after(id, k, latest_start) {
                 return None;
             }
             self.per_prio[prio].dispatch.pop_front();
-            self.rqs[id.index()].on_dispatch_list = false;
+            let r = &mut self.rqs[id.index()];
+            r.on_dispatch_list = false;
+            let (dir, sector) = (r.dir as usize, r.sector);
+            self.per_prio[prio].latest_pos[dir] = sector;
             return Some(self.account_dispatch(prio, id));
         }
         let id = match self.next_in_sort(prio, self.last_dir) {
@@ -305,8 +342,14 @@ impl DdState {
             _ => {
                 let dir = self.choose_dir(prio, k)?;
                 let next = self.next_in_sort(prio, dir);
-                let expired = self.fifo_head(prio, dir).is_some_and(|h| self.rqs[h.index()].fifo_time <= now);
-                let id = if expired || next.is_none() { self.fifo_head(prio, dir)? } else { next? };
+                let expired = self
+                    .fifo_head(prio, dir)
+                    .is_some_and(|h| self.rqs[h.index()].fifo_time <= now);
+                let id = if expired || next.is_none() {
+                    self.fifo_head(prio, dir)?
+                } else {
+                    next?
+                };
                 self.last_dir = dir;
                 self.batching = 0;
                 id
@@ -317,7 +360,8 @@ impl DdState {
         }
         self.batching += 1;
         let r = self.del_rq(id);
-        self.per_prio[prio].latest_pos[r.dir as usize] = r.end;
+        // The sweep continues from this request's start, as the kernel's `latest_pos`.
+        self.per_prio[prio].latest_pos[r.dir as usize] = r.sector;
         Some(self.account_dispatch(prio, id))
     }
 
@@ -353,7 +397,9 @@ impl DdState {
     /// `dd_dispatch_prio_aged_requests`: with two or more classes busy, serve BE and IDLE
     /// requests that have waited longer than `prio_aging_expire`.
     fn dispatch_aged(&mut self, k: &Knobs, now: Nanos) -> Option<RqId> {
-        let busy = (0..NR_PRIO).filter(|&p| self.queued(p, k.queued_sum) > 0).count();
+        let busy = (0..NR_PRIO)
+            .filter(|&p| self.queued(p, k.queued_sum) > 0)
+            .count();
         if busy < 2 || now < k.prio_aging {
             return None;
         }
@@ -388,9 +434,10 @@ impl Elevator for MqDeadline {
         ElvFeatures::default()
     }
 
-    /// Synchronous reads are never throttled; everything else may use `async_depth` tags.
-    fn limit_depth(&self, op: ReqOp, flags: ReqFlags) -> u32 {
-        if op.is_read() && flags.contains(ReqFlags::SYNC) {
+    /// Reads (always synchronous) are never throttled; everything else may use
+    /// `async_depth` tags.
+    fn limit_depth(&self, op: ReqOp, _flags: ReqFlags) -> u32 {
+        if op.is_read() {
             return u32::MAX;
         }
         self.tunables.get(T_ASYNC_DEPTH) as u32
@@ -404,7 +451,9 @@ impl Elevator for MqDeadline {
         let mut st = self.lock();
         let (prio, dir) = (prio_of(bio.ioprio.class()), dir_of(bio.op));
         // Back merge: a request ending where the bio starts (the hash lookup).
-        let back = st.per_prio[prio].by_end[dir].range((bio.sector, RqId(0))..=(bio.sector, RqId(u32::MAX))).next();
+        let back = st.per_prio[prio].by_end[dir]
+            .range((bio.sector, RqId(0))..=(bio.sector, RqId(u32::MAX)))
+            .next();
         let mut bio = bio;
         if let Some(&(_, id)) = back {
             let mut rq = q.rqs.lock(id);
@@ -415,6 +464,11 @@ impl Elevator for MqDeadline {
                     st.resort(id, sector, end);
                     st.per_prio[prio].stats.merged += 1;
                     let freed = attempt_back_merge(&mut st, q, id);
+                    // The folded-away request left the scheduler: it no longer counts as held
+                    // (without this `has_work` stayed true forever and the count drifted).
+                    if freed.is_some() {
+                        self.nr_held.fetch_sub(1, Ordering::AcqRel);
+                    }
                     return BioMerge::Merged { freed };
                 }
                 Err(b) => bio = b,
@@ -425,7 +479,9 @@ impl Elevator for MqDeadline {
         }
         // Front merge: a request starting where the bio ends (`dd_request_merge`).
         let end = bio.end_sector();
-        let front = st.per_prio[prio].sort[dir].range((end, RqId(0))..=(end, RqId(u32::MAX))).next();
+        let front = st.per_prio[prio].sort[dir]
+            .range((end, RqId(0))..=(end, RqId(u32::MAX)))
+            .next();
         if let Some(&(_, id)) = front {
             let mut rq = q.rqs.lock(id);
             match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
@@ -435,6 +491,10 @@ impl Elevator for MqDeadline {
                     st.resort(id, sector, end);
                     st.per_prio[prio].stats.merged += 1;
                     let freed = attempt_front_merge(&mut st, q, id);
+                    // As for the back merge: the folded-away request is no longer held.
+                    if freed.is_some() {
+                        self.nr_held.fetch_sub(1, Ordering::AcqRel);
+                    }
                     return BioMerge::Merged { freed };
                 }
                 Err(b) => bio = b,
@@ -457,7 +517,13 @@ impl Elevator for MqDeadline {
         for &id in rqs {
             let (prio, dir, ctx, sector, end) = {
                 let rq = q.rqs.lock(id);
-                (prio_of(rq.ioprio.class()), dir_of(rq.op), rq.ctx.0, rq.sector, rq.end_sector())
+                (
+                    prio_of(rq.ioprio.class()),
+                    dir_of(rq.op),
+                    rq.ctx.0,
+                    rq.sector,
+                    rq.end_sector(),
+                )
             };
             let mut r = st.rqs[id.index()];
             assert!(!r.queued && !r.on_dispatch_list, "{id:?}: inserted twice");
@@ -520,12 +586,20 @@ impl Elevator for MqDeadline {
         if !r.counted {
             return;
         }
-        assert!(!r.queued && !r.on_dispatch_list, "{:?}: finished while still queued", rq.id);
+        assert!(
+            !r.queued && !r.on_dispatch_list,
+            "{:?}: finished while still queued",
+            rq.id
+        );
         r.counted = false;
         let (prio, ctx) = (r.prio as usize, r.ctx as usize);
         let pp = &mut st.per_prio[prio];
         pp.stats.completed += 1;
-        assert!(pp.nr_queued > 0, "mq-deadline: nr_queued underflow in {}", PRIO_NAMES[prio]);
+        assert!(
+            pp.nr_queued > 0,
+            "mq-deadline: nr_queued underflow in {}",
+            PRIO_NAMES[prio]
+        );
         pp.nr_queued -= 1;
         st.ctx_stats[ctx][prio].completed += 1;
     }
@@ -553,10 +627,15 @@ impl Elevator for MqDeadline {
             acq,
             cont
         );
-        let queued: Vec<String> = (0..NR_PRIO).map(|p| st.per_prio[p].nr_queued.to_string()).collect();
+        let queued: Vec<String> = (0..NR_PRIO)
+            .map(|p| st.per_prio[p].nr_queued.to_string())
+            .collect();
         let _ = writeln!(s, "  queued (rt be idle): {}", queued.join(" "));
         for (p, pp) in st.per_prio.iter().enumerate() {
-            let owned = pp.stats.dispatched + pp.stats.merged - pp.stats.completed.min(pp.stats.dispatched + pp.stats.merged);
+            let owned = pp.stats.dispatched + pp.stats.merged
+                - pp.stats
+                    .completed
+                    .min(pp.stats.dispatched + pp.stats.merged);
             let _ = writeln!(
                 s,
                 "  {}: inserted {} merged {} dispatched {} completed {} owned_by_driver {} dispatch_list {}",
@@ -573,7 +652,9 @@ impl Elevator for MqDeadline {
                     let r = &st.rqs[id.index()];
                     format!("{:?} sector {} deadline {}", id, r.sector, r.fifo_time)
                 });
-                let next = st.next_in_sort(p, d).map(|id| format!("{:?} sector {}", id, st.rqs[id.index()].sector));
+                let next = st
+                    .next_in_sort(p, d)
+                    .map(|id| format!("{:?} sector {}", id, st.rqs[id.index()].sector));
                 let _ = writeln!(
                     s,
                     "    {name}{p}_fifo_list: {} queued, head {}; {name}{p}_next_rq: {}",
@@ -591,12 +672,30 @@ impl Elevator for MqDeadline {
         let mut held = 0u32;
         for (p, pp) in st.per_prio.iter().enumerate() {
             for d in [READ, WRITE] {
-                assert_eq!(pp.sort[d].len(), pp.fifo[d].len(), "{}: sort tree and FIFO disagree", PRIO_NAMES[p]);
-                assert_eq!(pp.sort[d].len(), pp.by_end[d].len(), "{}: end index disagrees", PRIO_NAMES[p]);
+                assert_eq!(
+                    pp.sort[d].len(),
+                    pp.fifo[d].len(),
+                    "{}: sort tree and FIFO disagree",
+                    PRIO_NAMES[p]
+                );
+                assert_eq!(
+                    pp.sort[d].len(),
+                    pp.by_end[d].len(),
+                    "{}: end index disagrees",
+                    PRIO_NAMES[p]
+                );
                 for &(sector, id) in &pp.sort[d] {
                     let r = &st.rqs[id.index()];
-                    assert!(r.queued && r.sector == sector && r.prio as usize == p && r.dir as usize == d);
-                    assert!(pp.fifo[d].contains(&(r.seq, id)), "{id:?}: sorted but not in the FIFO");
+                    assert!(
+                        r.queued
+                            && r.sector == sector
+                            && r.prio as usize == p
+                            && r.dir as usize == d
+                    );
+                    assert!(
+                        pp.fifo[d].contains(&(r.seq, id)),
+                        "{id:?}: sorted but not in the FIFO"
+                    );
                 }
                 held += pp.sort[d].len() as u32;
             }
@@ -607,25 +706,51 @@ impl Elevator for MqDeadline {
                 "{}: nr_queued drifted from inserted - completed",
                 PRIO_NAMES[p]
             );
-            assert_eq!(st.queued(p, true), pp.nr_queued, "{}: per-Ctx counters disagree", PRIO_NAMES[p]);
+            assert_eq!(
+                st.queued(p, true),
+                pp.nr_queued,
+                "{}: per-Ctx counters disagree",
+                PRIO_NAMES[p]
+            );
         }
-        assert_eq!(held, self.nr_held.load(Ordering::Acquire), "held-request count drifted");
+        assert_eq!(
+            held,
+            self.nr_held.load(Ordering::Acquire),
+            "held-request count drifted"
+        );
     }
 
     fn exit_sched(&self) {
         self.check_invariants();
         let st = self.lock();
         for (p, pp) in st.per_prio.iter().enumerate() {
-            assert!(pp.is_empty(), "mq-deadline: {} still holds requests at exit", PRIO_NAMES[p]);
-            assert_eq!(pp.nr_queued, 0, "mq-deadline: {} has requests unfinished at exit", PRIO_NAMES[p]);
+            assert!(
+                pp.is_empty(),
+                "mq-deadline: {} still holds requests at exit",
+                PRIO_NAMES[p]
+            );
+            assert_eq!(
+                pp.nr_queued, 0,
+                "mq-deadline: {} has requests unfinished at exit",
+                PRIO_NAMES[p]
+            );
         }
     }
 }
 
 /// `elv_attempt_insert_merge`: a queued request of the same class and direction that ends
 /// where `id` starts, and may absorb it. On success `id`'s bios have moved into it.
-fn insert_merge_target(st: &DdState, q: &ElvCtx<'_>, prio: usize, dir: usize, id: RqId, sector: u64) -> Option<RqId> {
-    let &(_, target) = st.per_prio[prio].by_end[dir].range((sector, RqId(0))..=(sector, RqId(u32::MAX))).next()?;
+fn insert_merge_target(
+    st: &DdState,
+    q: &ElvCtx<'_>,
+    prio: usize,
+    dir: usize,
+    id: RqId,
+    sector: u64,
+) -> Option<RqId> {
+    let &(_, target) = st.per_prio[prio].by_end[dir]
+        .range((sector, RqId(0))..=(sector, RqId(u32::MAX)))
+        .next()?;
     let mut t = q.rqs.lock(target);
     let mut r = q.rqs.lock(id);
     if !merge::req_merge_ok(&t, &r, q.limits) {

@@ -1,1 +1,56 @@
 //! Workload description and reporting for `mqblk bench`: fio job syntax, statistics, reports.
+//!
+//! The crate has three parts:
+//! - [`job`] turns fio job files and fio-style command lines into validated [`JobSpec`]s.
+//! - [`stats`] holds the per-job counters the runner fills in: fio's log-linear latency
+//!   histogram ([`LatHist`]), latency summaries ([`LatStat`]), bandwidth/IOPS samples and
+//!   the per-job aggregate ([`JobStats`]).
+//! - [`report`] renders a finished run as fio-compatible JSON or fio-like human text.
+//!
+//! Nothing here panics on user input: every parse problem comes back as a [`JobError`]
+//! whose `Display` is a single line naming the file and line (or command-line argument).
+
+pub mod job;
+pub mod report;
+pub mod stats;
+
+pub use job::{
+    option_table, options_help, parse_command_line, parse_job_file, parse_job_text, parse_size,
+    parse_time_ns, validate, CommandLine, IrqMode, JobError, JobErrorKind, JobSpec, Location,
+    OptDef, OutputFormat, RwMode, VerifyMode, DEFAULT_PERCENTILES,
+};
+pub use report::{format_bytes, format_count, format_rate, json_report, text_report, RunReport};
+pub use stats::{DirStats, JobStats, LatHist, LatStat, SampleStat};
+
+/// An I/O direction, used to index the per-direction arrays (`[read, write, trim]`).
+///
+/// The numbering matches fio's `DDIR_READ`, `DDIR_WRITE` and `DDIR_TRIM` so that arrays
+/// indexed by it line up with fio's per-direction output order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ddir {
+    /// Reads.
+    Read = 0,
+    /// Writes.
+    Write = 1,
+    /// Trims (discards).
+    Trim = 2,
+}
+
+impl Ddir {
+    /// All directions in fio's output order.
+    pub const ALL: [Ddir; 3] = [Ddir::Read, Ddir::Write, Ddir::Trim];
+
+    /// The array index of this direction.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The lower-case name fio uses as the JSON key and in the text report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ddir::Read => "read",
+            Ddir::Write => "write",
+            Ddir::Trim => "trim",
+        }
+    }
+}

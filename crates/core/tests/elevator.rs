@@ -1,0 +1,283 @@
+//! The scheduler path of the core, driven through a minimal FIFO elevator (`common::Fifo`):
+//! scheduler tags, driver tags taken at dispatch, flushes bypassing the scheduler, requeue
+//! through it, `limit_depth`, and the elevator's bio merge.
+
+mod common;
+
+use common::{bio4k, submit_ok, take_done, Mode, Reply, TestDriver, FIFO, FIFO_MQ};
+use mqblk_core::tag::MapQueues;
+use mqblk_core::{
+    Bio, CtxIdx, ElevatorType, HctxIdx, Nanos, QueueConfig, ReqOp, RequestQueue, RqFlags, Submit,
+    TagSet, TagSetConfig,
+};
+use std::sync::Arc;
+
+const T0: Nanos = Nanos::from_millis(5);
+
+fn sched_queue(
+    d: &Arc<TestDriver>,
+    elv: &ElevatorType,
+    depth: u32,
+    nr_requests: u32,
+    maps: MapQueues,
+    nr_ctx: u16,
+) -> Arc<RequestQueue> {
+    let mut cfg = TagSetConfig::new(maps.default, depth);
+    cfg.maps = maps;
+    let qc = QueueConfig {
+        nr_ctx,
+        nr_requests,
+        ..Default::default()
+    };
+    RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(elv), qc).unwrap()
+}
+
+fn one_hctx() -> MapQueues {
+    MapQueues {
+        default: 1,
+        read: 0,
+        poll: 0,
+    }
+}
+
+#[test]
+fn scheduler_tags_and_driver_tags_at_dispatch() {
+    for elv in [&FIFO, &FIFO_MQ] {
+        let d = TestDriver::new(Mode::Hold);
+        let q = sched_queue(&d, elv, 2, 8, one_hctx(), 1);
+        assert_eq!(q.nr_requests(), 8);
+        assert_eq!(q.requests().len(), 8, "one request per scheduler tag");
+        let mut sub = q.submitter(CtxIdx(0));
+        for i in 0..6 {
+            submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2 * i, i), T0);
+        }
+        assert_eq!(
+            d.nr_issues(),
+            2,
+            "only as many issued as there are driver tags"
+        );
+        assert_eq!(q.tag_set().tags[0].busy(), 2);
+        for x in d.issues() {
+            assert!(!x.tag.is_none());
+            assert_eq!(q.tag_to_rq(HctxIdx(0), x.tag), Some(x.id));
+            let rq = q.requests().lock(x.id);
+            assert!(
+                !rq.internal_tag.is_none(),
+                "a scheduler request keeps its scheduler tag"
+            );
+            assert!(
+                rq.rq_flags.contains(RqFlags::SCHED_TAGS)
+                    && rq.rq_flags.contains(RqFlags::USE_SCHED)
+            );
+        }
+        let waiting = q.requests().iter().filter(|s| {
+            let rq = s.lock();
+            rq.allocated && rq.tag.is_none()
+        });
+        assert_eq!(waiting.count(), 4, "the rest hold no driver tag");
+        // Each completion frees a driver tag and restarts the queue.
+        for k in 1..=4 {
+            d.release(1);
+            q.poll(&mut sub, T0);
+            assert_eq!(sub.done.len(), k);
+            assert_eq!(d.nr_issues(), 2 + k);
+        }
+        d.release_all();
+        q.poll(&mut sub, T0);
+        let order: Vec<u64> = d.issues().iter().map(|x| x.privates[0]).collect();
+        assert_eq!(
+            order,
+            (0..6).collect::<Vec<_>>(),
+            "{}: FIFO order",
+            elv.name
+        );
+        assert_eq!(take_done(&mut sub).len(), 6);
+        common::assert_whole(&q);
+    }
+}
+
+#[test]
+fn out_of_scheduler_tags_is_busy() {
+    let d = TestDriver::new(Mode::Hold);
+    let q = sched_queue(&d, &FIFO, 64, 4, one_hctx(), 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    for i in 0..4 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2 * i, i), T0);
+    }
+    assert!(matches!(
+        q.submit_bio(&mut sub, bio4k(ReqOp::Read, 100, 9), T0),
+        Submit::Busy(_)
+    ));
+    d.release_all();
+    q.poll(&mut sub, T0);
+    assert_eq!(take_done(&mut sub).len(), 4);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn limit_depth_caps_writes_but_not_reads() {
+    // The FIFO limits writes to 3/4 of the scheduler tags.
+    let d = TestDriver::new(Mode::Inline);
+    let q = sched_queue(&d, &FIFO, 64, 8, one_hctx(), 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    q.stop_hw_queue(HctxIdx(0));
+    let mut queued = 0;
+    for i in 0..8 {
+        match q.submit_bio(&mut sub, bio4k(ReqOp::Write, 2 * i, i), T0) {
+            Submit::Queued => queued += 1,
+            Submit::Busy(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(queued, 6);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 100, 100), T0);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 102, 101), T0);
+    assert!(matches!(
+        q.submit_bio(&mut sub, bio4k(ReqOp::Read, 104, 102), T0),
+        Submit::Busy(_)
+    ));
+    q.start_hw_queue(&mut sub, HctxIdx(0), T0);
+    assert_eq!(take_done(&mut sub).len(), 8);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn flushes_bypass_the_scheduler() {
+    let d = TestDriver::new(Mode::Inline);
+    let q = sched_queue(&d, &FIFO, 8, 8, one_hctx(), 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    q.stop_hw_queue(HctxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 0), T0);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 4, 1), T0);
+    submit_ok(
+        &q,
+        &mut sub,
+        Bio::new(ReqOp::Flush, 0, 0).with_private(2),
+        T0,
+    );
+    assert_eq!(q.hctx(HctxIdx(0)).dispatch_list_len(), 1);
+    let flush = q
+        .requests()
+        .iter()
+        .map(|s| s.lock())
+        .find(|rq| rq.allocated && rq.op == ReqOp::Flush)
+        .map(|rq| {
+            assert!(
+                rq.rq_flags.contains(RqFlags::SCHED_TAGS),
+                "a flush takes a scheduler tag"
+            );
+            assert!(
+                !rq.rq_flags.contains(RqFlags::USE_SCHED),
+                "but does not go through the scheduler"
+            );
+            rq.id
+        });
+    assert!(flush.is_some());
+    q.start_hw_queue(&mut sub, HctxIdx(0), T0);
+    let order: Vec<u64> = d.issues().iter().map(|x| x.privates[0]).collect();
+    assert_eq!(order, vec![2, 0, 1]);
+    assert_eq!(take_done(&mut sub).len(), 3);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn requeue_goes_back_through_the_scheduler_at_the_head() {
+    let d = TestDriver::new(Mode::Inline);
+    let q = sched_queue(&d, &FIFO, 1, 8, one_hctx(), 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    d.script(&[Reply::Requeue]);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 0), T0);
+    assert_eq!(
+        q.tag_set().tags[0].busy(),
+        0,
+        "a requeued request gives back its driver tag"
+    );
+    q.stop_hw_queue(HctxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2, 1), T0);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 4, 2), T0);
+    q.timer(&mut sub, T0);
+    q.start_hw_queue(&mut sub, HctxIdx(0), T0);
+    let order: Vec<u64> = d.issues().iter().map(|x| x.privates[0]).collect();
+    assert_eq!(
+        order,
+        vec![0, 0, 1, 2],
+        "the requeued request goes ahead of those queued after it"
+    );
+    assert_eq!(take_done(&mut sub).len(), 3);
+    assert_eq!(q.hctx(HctxIdx(0)).stats.requeued.get(), 1);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn the_scheduler_merges_bios() {
+    let d = TestDriver::new(Mode::Inline);
+    let q = sched_queue(&d, &FIFO, 8, 8, one_hctx(), 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    q.stop_hw_queue(HctxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 0), T0);
+    for b in 1..4 {
+        assert!(matches!(
+            q.submit_bio(&mut sub, bio4k(ReqOp::Write, b, b), T0),
+            Submit::Merged
+        ));
+    }
+    assert!(matches!(
+        q.submit_bio(&mut sub, bio4k(ReqOp::Read, 4, 4), T0),
+        Submit::Queued
+    ));
+    q.start_hw_queue(&mut sub, HctxIdx(0), T0);
+    let is = d.issues();
+    assert_eq!(is.len(), 2);
+    assert_eq!((is[0].nr_sectors, is[0].nr_bios), (32, 4));
+    assert_eq!(take_done(&mut sub).len(), 5);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn a_queue_wide_scheduler_runs_only_the_submitters_hctx() {
+    // Two hctxs, one per submitter. A request of submitter 1 is requeued; the requeue work
+    // runs "all" hardware queues. For a scheduler that is not MQ-aware only the submitter's
+    // own hctx runs (seed 000); without that rule hctx 0 runs first and, the scheduler being
+    // queue-wide, dispatches the request onto hctx 1 itself. An MQ-aware scheduler has no
+    // work for hctx 0, so it is not run either way.
+    let two = MapQueues {
+        default: 2,
+        read: 0,
+        poll: 0,
+    };
+    for (elv, sq, hctx0_runs) in [
+        (&FIFO, true, false),
+        (&FIFO, false, true),
+        (&FIFO_MQ, true, false),
+    ] {
+        let d = TestDriver::new(Mode::Inline);
+        let mut cfg = TagSetConfig::new(2, 8);
+        cfg.maps = two;
+        let qc = QueueConfig {
+            nr_ctx: 2,
+            nr_requests: 8,
+            sq_sched_dispatch: sq,
+            ..Default::default()
+        };
+        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(elv), qc).unwrap();
+        let mut sub = q.submitter(CtxIdx(1));
+        d.script(&[Reply::Requeue]);
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 7), T0);
+        let runs0 = q.hctx(HctxIdx(0)).stats.run.get();
+        q.timer(&mut sub, T0);
+        let is = d.issues();
+        assert_eq!(is.len(), 2);
+        assert!(
+            is.iter().all(|x| x.hctx == HctxIdx(1)),
+            "issued on its own hctx"
+        );
+        assert_eq!(take_done(&mut sub), vec![(7, mqblk_core::BlkStatus::Ok)]);
+        let ran = q.hctx(HctxIdx(0)).stats.run.get() > runs0;
+        assert_eq!(
+            ran, hctx0_runs,
+            "{} sq_sched_dispatch={sq}: did hctx 0 run?",
+            elv.name
+        );
+        common::assert_whole(&q);
+    }
+}

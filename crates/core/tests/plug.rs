@@ -1,0 +1,314 @@
+//! Plugging: when a plug is flushed, and how the batch reaches the driver (`last`,
+//! `commit_rqs`).
+
+mod common;
+
+use common::{bio4k, simple_queue, submit_ok, take_done, Mode, Reply, TestDriver};
+use mqblk_core::plug::{MAX_REQUEST_COUNT, PLUG_FLUSH_SIZE};
+use mqblk_core::queue::RESOURCE_DELAY;
+use mqblk_core::tag::MapQueues;
+use mqblk_core::{
+    Bio, BlkStatus, CtxIdx, HctxIdx, Nanos, QueueConfig, ReqOp, RequestQueue, TagSet, TagSetConfig,
+    SECTOR_SIZE,
+};
+
+const NOW: Nanos = Nanos(1_000);
+
+/// Non-contiguous 4 KiB blocks: every other one, so no two plugged bios merge.
+fn scattered(i: u64) -> u64 {
+    2 * i + 1
+}
+
+#[test]
+fn flushes_at_max_request_count() {
+    assert_eq!(MAX_REQUEST_COUNT, 32);
+    let d = TestDriver::new(Mode::Inline);
+    let q = simple_queue(&d, 1, 128, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    sub.plug.start();
+    for i in 0..31 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, scattered(i), i), NOW);
+        assert_eq!(d.nr_issues(), 0, "flushed after {} requests", i + 1);
+        assert_eq!(sub.plug.len(), i as usize + 1);
+    }
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, scattered(31), 31), NOW);
+    let is = d.issues();
+    assert_eq!(is.len(), 32, "the 32nd request flushes the plug");
+    assert!(
+        sub.plug.is_empty() && sub.plug.is_started(),
+        "a threshold flush keeps the plug started"
+    );
+    for (i, x) in is.iter().enumerate() {
+        assert_eq!(x.sector, scattered(i as u64) * 8, "submission order");
+        assert_eq!(
+            x.last,
+            i == 31,
+            "last only on the final request of the batch"
+        );
+    }
+    assert_eq!(
+        d.commits(),
+        0,
+        "a batch that ends with last=true needs no commit_rqs"
+    );
+    assert_eq!(take_done(&mut sub).len(), 32);
+
+    // The rest waits for finish_plug.
+    for i in 32..37 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, scattered(i), i), NOW);
+    }
+    assert_eq!(d.nr_issues(), 32);
+    q.finish_plug(&mut sub, NOW);
+    assert!(!sub.plug.is_started());
+    let is = d.issues();
+    assert_eq!(is.len(), 37);
+    let lasts: Vec<bool> = is[32..].iter().map(|x| x.last).collect();
+    assert_eq!(lasts, vec![false, false, false, false, true]);
+    assert_eq!(take_done(&mut sub).len(), 5);
+
+    // Without a plug every request goes alone, with last set.
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 999, 99), NOW);
+    let is = d.issues();
+    assert_eq!(is.len(), 38);
+    assert!(is[37].last);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn merged_bios_do_not_count_towards_the_limit() {
+    // 32 requests' worth of bios that all merge into one: no threshold flush.
+    let d = TestDriver::new(Mode::Inline);
+    let q = simple_queue(&d, 1, 128, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    sub.plug.start();
+    for i in 0..40 {
+        submit_ok(
+            &q,
+            &mut sub,
+            Bio::new(ReqOp::Write, i * 2, 2).with_private(i),
+            NOW,
+        );
+    }
+    assert_eq!(sub.plug.len(), 1);
+    assert_eq!(d.nr_issues(), 0);
+    q.finish_plug(&mut sub, NOW);
+    assert_eq!(d.issues()[0].nr_bios, 40);
+    assert_eq!(take_done(&mut sub).len(), 40);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn a_big_request_flushes_at_once() {
+    assert_eq!(PLUG_FLUSH_SIZE, 128 * 1024);
+    let big = (PLUG_FLUSH_SIZE / SECTOR_SIZE) as u32;
+    let d = TestDriver::new(Mode::Inline);
+    let q = simple_queue(&d, 1, 64, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    sub.plug.start();
+    for i in 0..3 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, scattered(i), i), NOW);
+    }
+    // Just under the size: stays plugged.
+    submit_ok(
+        &q,
+        &mut sub,
+        Bio::new(ReqOp::Read, 10_000, big - 1).with_private(3),
+        NOW,
+    );
+    assert_eq!(d.nr_issues(), 0);
+    submit_ok(
+        &q,
+        &mut sub,
+        Bio::new(ReqOp::Read, 20_000, big).with_private(4),
+        NOW,
+    );
+    let is = d.issues();
+    assert_eq!(
+        is.len(),
+        5,
+        "a request of BLK_PLUG_FLUSH_SIZE flushes the plug"
+    );
+    assert_eq!(
+        (is[4].sector, is[4].nr_sectors, is[4].last),
+        (20_000, big, true)
+    );
+    assert!(is[..4].iter().all(|x| !x.last));
+    assert_eq!(take_done(&mut sub).len(), 5);
+    q.finish_plug(&mut sub, NOW);
+    assert_eq!(d.nr_issues(), 5, "nothing left to flush");
+    common::assert_whole(&q);
+}
+
+#[test]
+fn finish_plug_flushes_everything_in_order() {
+    let d = TestDriver::new(Mode::Hold);
+    let q = simple_queue(&d, 1, 64, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    sub.plug.start();
+    for i in 0..10 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, scattered(i), i), NOW);
+    }
+    assert_eq!(d.nr_issues(), 0);
+    assert_eq!(q.nr_allocated(), 10, "plugged requests hold their tags");
+    q.flush_plug(&mut sub, NOW);
+    assert!(sub.plug.is_started(), "flush_plug keeps the plug");
+    assert_eq!(d.nr_issues(), 10);
+    assert_eq!(d.nr_held(), 10);
+    assert_eq!(
+        d.issues().iter().map(|x| x.privates[0]).collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
+    q.finish_plug(&mut sub, NOW);
+    assert_eq!(d.nr_issues(), 10, "an empty plug flushes nothing");
+    d.release_all();
+    q.poll(&mut sub, NOW);
+    assert_eq!(take_done(&mut sub).len(), 10);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn plug_across_hardware_queues_flushes_at_twice_the_count() {
+    // Reads go to hctx 1 (READ map), writes to hctx 0: a plug spanning both holds 64.
+    let mut cfg = TagSetConfig::new(1, 128);
+    cfg.maps = MapQueues {
+        default: 1,
+        read: 1,
+        poll: 0,
+    };
+    let d = TestDriver::new(Mode::Inline);
+    let q = RequestQueue::new(
+        TagSet::new(cfg).unwrap(),
+        d.clone(),
+        None,
+        QueueConfig::default(),
+    )
+    .unwrap();
+    let mut sub = q.submitter(CtxIdx(0));
+    assert_eq!(sub.hctxs(), &[HctxIdx(0), HctxIdx(1)]);
+    sub.plug.start();
+    for i in 0..63 {
+        let op = if i % 2 == 0 {
+            ReqOp::Write
+        } else {
+            ReqOp::Read
+        };
+        submit_ok(&q, &mut sub, bio4k(op, scattered(i), i), NOW);
+    }
+    assert_eq!(d.nr_issues(), 0, "a plug over two hctxs holds up to 64");
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, scattered(63), 63), NOW);
+    let is = d.issues();
+    assert_eq!(is.len(), 64);
+    // Each run of one hctx is a batch of its own: every request ends a batch here.
+    assert!(is.iter().all(|x| x.last));
+    for x in &is {
+        let want = if x.op == ReqOp::Read {
+            HctxIdx(1)
+        } else {
+            HctxIdx(0)
+        };
+        assert_eq!(x.hctx, want);
+    }
+    assert_eq!(take_done(&mut sub).len(), 64);
+    q.finish_plug(&mut sub, NOW);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn resource_mid_batch_commits_and_parks_the_rest() {
+    let d = TestDriver::new(Mode::Inline);
+    let q = simple_queue(&d, 1, 64, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    sub.plug.start();
+    for i in 0..10 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, scattered(i), i), NOW);
+    }
+    d.script(&[Reply::Ok, Reply::Ok, Reply::Ok, Reply::Resource]);
+    q.finish_plug(&mut sub, NOW);
+    let is = d.issues();
+    assert_eq!(is.len(), 4, "dispatch stops at the first Resource");
+    assert!(
+        is.iter().all(|x| !x.last),
+        "none of these was the last of the batch"
+    );
+    assert_eq!(
+        d.commits(),
+        1,
+        "the doorbell is rung for the 3 queued with last=false"
+    );
+    assert_eq!(take_done(&mut sub).len(), 3);
+    assert_eq!(
+        q.hctx(HctxIdx(0)).dispatch_list_len(),
+        7,
+        "the refused request and the rest are parked"
+    );
+
+    // The parked requests go again, in order, as one batch.
+    q.poll(&mut sub, NOW.saturating_add(RESOURCE_DELAY));
+    let is = d.issues();
+    assert_eq!(is.len(), 11);
+    let again: Vec<u64> = is[4..].iter().map(|x| x.privates[0]).collect();
+    assert_eq!(again, vec![3, 4, 5, 6, 7, 8, 9]);
+    let lasts: Vec<bool> = is[4..].iter().map(|x| x.last).collect();
+    assert_eq!(lasts, vec![false, false, false, false, false, false, true]);
+    assert_eq!(d.commits(), 1);
+    let mut done: Vec<u64> = take_done(&mut sub).iter().map(|x| x.0).collect();
+    done.sort_unstable();
+    assert_eq!(done, (3..10).collect::<Vec<_>>());
+    common::assert_whole(&q);
+}
+
+#[test]
+fn resource_on_the_first_request_needs_no_commit() {
+    let d = TestDriver::new(Mode::Inline);
+    let q = simple_queue(&d, 1, 64, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    sub.plug.start();
+    for i in 0..4 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, scattered(i), i), NOW);
+    }
+    d.script(&[Reply::Resource]);
+    q.finish_plug(&mut sub, NOW);
+    assert_eq!(d.nr_issues(), 1);
+    assert_eq!(
+        d.commits(),
+        0,
+        "nothing was queued, so there is no doorbell to ring"
+    );
+    q.poll(&mut sub, NOW.saturating_add(RESOURCE_DELAY));
+    assert_eq!(take_done(&mut sub).len(), 4);
+    common::assert_whole(&q);
+}
+
+#[test]
+fn errors_mid_batch_end_the_request_and_commit() {
+    let d = TestDriver::new(Mode::Inline);
+    let q = simple_queue(&d, 1, 64, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    sub.plug.start();
+    for i in 0..5 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, scattered(i), i), NOW);
+    }
+    d.script(&[
+        Reply::Ok,
+        Reply::Fail(BlkStatus::IoErr),
+        Reply::Ok,
+        Reply::Fail(BlkStatus::NoSpc),
+    ]);
+    q.finish_plug(&mut sub, NOW);
+    assert_eq!(d.nr_issues(), 5, "an error does not stop the batch");
+    assert_eq!(d.commits(), 1, "errors in a batch ring the doorbell");
+    let mut done = take_done(&mut sub);
+    done.sort_unstable_by_key(|x| x.0);
+    let statuses: Vec<BlkStatus> = done.iter().map(|x| x.1).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            BlkStatus::Ok,
+            BlkStatus::IoErr,
+            BlkStatus::Ok,
+            BlkStatus::NoSpc,
+            BlkStatus::Ok
+        ]
+    );
+    common::assert_whole(&q);
+}

@@ -1,0 +1,135 @@
+//! Option entries as written, and building a [`JobSpec`] from them.
+//!
+//! Both front ends (job files and the command line) turn each `key=value` into an
+//! [`Entry`] as soon as they see it, which checks the value right there so the error can
+//! name the exact line or argument. A job is then built by replaying its global entries
+//! and its own entries, in order, onto the defaults.
+
+use super::error::{JobError, JobErrorKind, Location};
+use super::options::{self, SCHED_PREFIX};
+use super::spec::{self, JobSpec};
+
+/// What an entry sets.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Target {
+    /// The option at this index of the option table.
+    Opt(usize),
+    /// A scheduler tunable (the name after `sched.`).
+    Sched(String),
+}
+
+/// One option as written, already checked.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Entry {
+    /// The canonical option name (or `sched.NAME`), used in reports.
+    pub key: String,
+    /// The value as written; `None` for a bare key.
+    pub value: Option<String>,
+    /// Where it was written.
+    pub loc: Location,
+    target: Target,
+}
+
+impl Entry {
+    /// Resolves `key`, checks `value` against the option's syntax, and records where it
+    /// came from. `extra_names` are additional names to suggest for unknown keys.
+    pub fn new(
+        key: &str,
+        value: Option<&str>,
+        loc: Location,
+        extra_names: &[&str],
+    ) -> Result<Entry, JobError> {
+        let target = resolve(key, extra_names).map_err(|k| JobError::new(loc.clone(), k))?;
+        let canonical = match &target {
+            Target::Opt(i) => options::def(*i).map_or(key, |d| d.name).to_string(),
+            Target::Sched(name) => format!("{SCHED_PREFIX}{name}"),
+        };
+        let entry = Entry {
+            key: canonical,
+            value: value.map(str::to_string),
+            loc,
+            target,
+        };
+        entry.apply(&mut JobSpec::default())?;
+        Ok(entry)
+    }
+
+    /// Whether this entry sets the option with canonical name `name`.
+    pub fn sets(&self, name: &str) -> bool {
+        self.key == name
+    }
+
+    /// The `(name, raw value)` pair used for fio's "job options"/"global options".
+    pub fn as_pair(&self) -> (String, String) {
+        (self.key.clone(), self.value.clone().unwrap_or_default())
+    }
+
+    /// Stores this entry's value into `job`.
+    pub fn apply(&self, job: &mut JobSpec) -> Result<(), JobError> {
+        let result = match &self.target {
+            Target::Opt(i) => match options::def(*i) {
+                Some(d) => options::apply(d, job, self.value.as_deref()),
+                None => Ok(()),
+            },
+            Target::Sched(name) => {
+                set_tunable(job, name, self.value.as_deref().unwrap_or("1"));
+                Ok(())
+            }
+        };
+        result.map_err(|k| JobError::new(self.loc.clone(), k))
+    }
+}
+
+/// Finds what `key` names: a table option or a `sched.NAME` tunable.
+fn resolve(key: &str, extra_names: &[&str]) -> Result<Target, JobErrorKind> {
+    if let Some(i) = options::find(key) {
+        return Ok(Target::Opt(i));
+    }
+    match key.strip_prefix(SCHED_PREFIX) {
+        Some(name) if !name.is_empty() => Ok(Target::Sched(name.to_string())),
+        _ => Err(JobErrorKind::UnknownOption {
+            name: key.to_string(),
+            suggestion: options::suggest(key, extra_names),
+        }),
+    }
+}
+
+/// Sets a scheduler tunable, replacing an earlier value of the same name so that a
+/// job's own setting overrides a global one.
+fn set_tunable(job: &mut JobSpec, name: &str, value: &str) {
+    match job.sched_tunables.iter_mut().find(|(n, _)| n == name) {
+        Some(slot) => slot.1 = value.to_string(),
+        None => job
+            .sched_tunables
+            .push((name.to_string(), value.to_string())),
+    }
+}
+
+/// Builds and validates one job: defaults, then `globals` in order, then `own`.
+///
+/// `header` is where the job starts (its `[section]` line or `--name=` argument) and is
+/// the location reported for cross-field problems.
+pub(crate) fn build_job(
+    name: &str,
+    header: &Location,
+    globals: &[&Entry],
+    own: &[Entry],
+) -> Result<JobSpec, JobError> {
+    let mut job = JobSpec {
+        name: name.to_string(),
+        ..JobSpec::default()
+    };
+    for entry in globals.iter().copied().chain(own.iter()) {
+        entry.apply(&mut job)?;
+    }
+    let all = || globals.iter().copied().chain(own.iter());
+    if !all().any(|e| e.sets("iodepth_batch_complete_max")) {
+        // fio's default for the reap limit is "the queue depth", which is only known
+        // once every option has been applied.
+        job.iodepth_batch_complete_max = job.iodepth;
+    }
+    job.global_options = globals.iter().map(|e| e.as_pair()).collect();
+    job.set_options = own.iter().map(Entry::as_pair).collect();
+    spec::check(&job).map_err(|m| JobError::new(header.clone(), JobErrorKind::Invalid(m)))?;
+    Ok(job)
+}

@@ -1,0 +1,341 @@
+//! The job-file reader: INI sections, comments, includes and variable expansion.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::build::{build_job, Entry};
+use super::error::{JobError, JobErrorKind, Location};
+use super::spec::JobSpec;
+
+/// Deepest include nesting accepted; deeper nesting is almost certainly a cycle.
+pub(crate) const MAX_INCLUDE_DEPTH: usize = 16;
+
+/// Largest job file read; it keeps `include /dev/zero` (or a mistyped huge file) from
+/// exhausting memory. Real job files are a few kilobytes.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// What a job file yields.
+pub(crate) struct Parsed {
+    /// The jobs, in file order.
+    pub jobs: Vec<JobSpec>,
+    /// Every `[global]` option of the file (including included files), in order.
+    pub globals: Vec<(String, String)>,
+}
+
+/// Parses job-file text. `overlay` holds command-line global options, which apply after
+/// the file's `[global]` options and before each job's own options.
+pub(crate) fn parse_text(name: &str, text: &str, overlay: &[Entry]) -> Result<Parsed, JobError> {
+    let base = Path::new(name)
+        .parent()
+        .map_or_else(PathBuf::new, Path::to_path_buf);
+    let mut reader = Reader {
+        overlay,
+        globals: Vec::new(),
+        section: Section::None,
+        jobs: Vec::new(),
+    };
+    reader.parse_source(name, text, &base, 0)?;
+    reader.finish_section()?;
+    Ok(Parsed {
+        jobs: reader.jobs,
+        globals: reader.globals.iter().map(Entry::as_pair).collect(),
+    })
+}
+
+/// Reads a job file with a size cap; errors are the `Io` kind with no location yet.
+pub(crate) fn read_limited(path: &Path) -> std::io::Result<String> {
+    let file = std::fs::File::open(path)?;
+    let mut text = String::new();
+    file.take(MAX_FILE_BYTES).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The section the reader is in.
+enum Section {
+    /// Before the first header.
+    None,
+    /// Inside a `[global]` section.
+    Global,
+    /// Inside a job section.
+    Job {
+        name: String,
+        header: Location,
+        /// How many global entries existed when the job started: only those apply.
+        globals_len: usize,
+        entries: Vec<Entry>,
+    },
+}
+
+/// Parser state that carries across included files.
+struct Reader<'a> {
+    overlay: &'a [Entry],
+    globals: Vec<Entry>,
+    section: Section,
+    jobs: Vec<JobSpec>,
+}
+
+impl Reader<'_> {
+    /// Parses the lines of one file (the top file or an included one).
+    fn parse_source(
+        &mut self,
+        file: &str,
+        text: &str,
+        base: &Path,
+        depth: usize,
+    ) -> Result<(), JobError> {
+        for (i, raw) in text.lines().enumerate() {
+            let loc = Location::File {
+                name: file.to_string(),
+                line: i + 1,
+            };
+            self.parse_line(raw, loc, base, depth)?;
+        }
+        Ok(())
+    }
+
+    /// Handles one line: blank/comment, section header, include, or option.
+    fn parse_line(
+        &mut self,
+        raw: &str,
+        loc: Location,
+        base: &Path,
+        depth: usize,
+    ) -> Result<(), JobError> {
+        let Some(line) = clean_line(raw) else {
+            return Ok(());
+        };
+        if line.starts_with('[') {
+            return self.start_section(&line, loc);
+        }
+        if let Some(path) = include_target(&line) {
+            return self.include(path, loc, base, depth);
+        }
+        match split_option(&line) {
+            Some((key, value)) => self.add_option(key, value, loc),
+            None => Err(JobError::new(loc, JobErrorKind::MalformedLine { line })),
+        }
+    }
+
+    /// Starts a `[name]` section, finishing the previous one.
+    fn start_section(&mut self, line: &str, loc: Location) -> Result<(), JobError> {
+        let inner = line
+            .strip_prefix('[')
+            .and_then(|rest| rest.strip_suffix(']'))
+            .ok_or_else(|| malformed(line, &loc))?;
+        let name = inner.trim();
+        if name.is_empty() {
+            let header = line.to_string();
+            return Err(JobError::new(
+                loc,
+                JobErrorKind::EmptySectionName { header },
+            ));
+        }
+        self.finish_section()?;
+        self.section = if name == "global" {
+            Section::Global
+        } else {
+            Section::Job {
+                name: name.to_string(),
+                header: loc,
+                globals_len: self.globals.len(),
+                entries: Vec::new(),
+            }
+        };
+        Ok(())
+    }
+
+    /// Records one option in the current section.
+    fn add_option(
+        &mut self,
+        key: &str,
+        value: Option<&str>,
+        loc: Location,
+    ) -> Result<(), JobError> {
+        let target = match &mut self.section {
+            Section::None => {
+                let option = key.to_string();
+                return Err(JobError::new(
+                    loc,
+                    JobErrorKind::OptionOutsideSection { option },
+                ));
+            }
+            Section::Global => &mut self.globals,
+            Section::Job { entries, .. } => entries,
+        };
+        target.push(Entry::new(key, value, loc, &[])?);
+        Ok(())
+    }
+
+    /// Builds the job of the section being closed, if it is a job section.
+    fn finish_section(&mut self) -> Result<(), JobError> {
+        let Section::Job {
+            name,
+            header,
+            globals_len,
+            entries,
+        } = std::mem::replace(&mut self.section, Section::None)
+        else {
+            return Ok(());
+        };
+        let visible = self.globals.get(..globals_len).unwrap_or(&self.globals);
+        let globals: Vec<&Entry> = visible.iter().chain(self.overlay.iter()).collect();
+        self.jobs
+            .push(build_job(&name, &header, &globals, &entries)?);
+        Ok(())
+    }
+
+    /// Splices in an included file, resolved against the including file's directory.
+    fn include(
+        &mut self,
+        path: &str,
+        loc: Location,
+        base: &Path,
+        depth: usize,
+    ) -> Result<(), JobError> {
+        if depth + 1 > MAX_INCLUDE_DEPTH {
+            let kind = JobErrorKind::IncludeDepth {
+                path: path.to_string(),
+                limit: MAX_INCLUDE_DEPTH,
+            };
+            return Err(JobError::new(loc, kind));
+        }
+        let resolved = base.join(path);
+        let shown = resolved.display().to_string();
+        let text = read_limited(&resolved).map_err(|e| {
+            let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                JobErrorKind::IncludeNotFound {
+                    path: path.to_string(),
+                    resolved: shown.clone(),
+                }
+            } else {
+                JobErrorKind::Io {
+                    path: shown.clone(),
+                    message: e.to_string(),
+                }
+            };
+            JobError::new(loc.clone(), kind)
+        })?;
+        let next_base = resolved
+            .parent()
+            .map_or_else(PathBuf::new, Path::to_path_buf);
+        self.parse_source(&shown, &text, &next_base, depth + 1)
+    }
+}
+
+fn malformed(line: &str, loc: &Location) -> JobError {
+    JobError::new(
+        loc.clone(),
+        JobErrorKind::MalformedLine {
+            line: line.to_string(),
+        },
+    )
+}
+
+/// Strips comments and expands variables; `None` for lines with nothing left.
+fn clean_line(raw: &str) -> Option<String> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() || trimmed.starts_with(';') || trimmed.starts_with('#') {
+        return None;
+    }
+    let expanded = expand_vars(strip_trailing_comment(trimmed));
+    let line = expanded.trim();
+    (!line.is_empty()).then(|| line.to_string())
+}
+
+/// Cuts a trailing `; comment` or `# comment`. Only a `;`/`#` after whitespace starts a
+/// comment, so values such as `filename=/dev/disk#1` survive.
+fn strip_trailing_comment(line: &str) -> &str {
+    let mut prev_space = false;
+    for (i, c) in line.char_indices() {
+        if prev_space && (c == ';' || c == '#') {
+            return line.get(..i).unwrap_or(line).trim_end();
+        }
+        prev_space = c.is_whitespace();
+    }
+    line
+}
+
+/// The path of an `include FILE` line.
+fn include_target(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("include")?;
+    if !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    Some(rest.trim())
+}
+
+/// Splits `key=value` (spaces around `=` allowed) or a bare `key`; `None` if the line is
+/// neither (e.g. several words without `=`).
+fn split_option(line: &str) -> Option<(&str, Option<&str>)> {
+    let (key, value) = match line.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v.trim())),
+        None => (line, None),
+    };
+    if key.is_empty() || key.contains(char::is_whitespace) {
+        return None;
+    }
+    Some((key, value))
+}
+
+/// Keywords fio replaces without braces.
+const RESERVED: [&str; 3] = ["ncpus", "pagesize", "mb_memory"];
+
+/// Expands `${VAR}` from the environment (unset means empty) and the reserved
+/// `$ncpus`, `$pagesize` and `$mb_memory`. Anything else after `$` is kept as written.
+pub(crate) fn expand_vars(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(rest.get(..pos).unwrap_or(""));
+        let after = rest.get(pos + 1..).unwrap_or("");
+        rest = expand_one(after, &mut out);
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Expands the variable starting right after a `$`, appending to `out`; returns the text
+/// after the variable.
+fn expand_one<'a>(after: &'a str, out: &mut String) -> &'a str {
+    if let Some(inner) = after.strip_prefix('{') {
+        if let Some((name, tail)) = inner.split_once('}') {
+            out.push_str(&env_value(name));
+            return tail;
+        }
+    }
+    for word in RESERVED {
+        if let Some(tail) = after.strip_prefix(word) {
+            out.push_str(&reserved_value(word));
+            return tail;
+        }
+    }
+    out.push('$');
+    after
+}
+
+/// An environment variable's value, or "" when unset, not Unicode, or an impossible name.
+fn env_value(name: &str) -> String {
+    if name.is_empty() || name.contains(['=', '\0']) {
+        return String::new();
+    }
+    std::env::var(name).unwrap_or_default()
+}
+
+/// The value of a reserved keyword.
+fn reserved_value(word: &str) -> String {
+    match word {
+        "ncpus" => std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .to_string(),
+        "pagesize" => "4096".to_string(),
+        _ => mb_memory().map_or_else(String::new, |mb| mb.to_string()),
+    }
+}
+
+/// Total memory in MiB from `/proc/meminfo`, if readable.
+fn mb_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}

@@ -1,0 +1,999 @@
+//! The static table of every supported option, and how a value is applied to a job.
+
+use super::error::JobErrorKind;
+use super::spec::{IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_BS};
+use super::value::{
+    parse_bool, parse_bs_list, parse_cpu_list, parse_percent, parse_percentile_list, parse_size,
+    parse_time_ns, BsList,
+};
+
+/// Nanoseconds per second: the implicit unit of fio's `runtime` and `ramp_time`.
+const SEC: u64 = 1_000_000_000;
+
+/// What `help` text says a size looks like; also the tail of the "is not a size" error.
+const SIZE_SYNTAX: &str = "a size (expected a number with an optional k/m/g/t/p suffix)";
+const INT_SYNTAX: &str = "an integer";
+const TIME_SYNTAX: &str = "a time (expected a number with an optional d/h/m/s/ms/us/ns suffix)";
+const BOOL_SYNTAX: &str = "a boolean (expected 0/1, true/false, yes/no or on/off)";
+const PERCENT_SYNTAX: &str = "a percentage (expected a number from 0 to 100)";
+
+/// An option's value type together with the setter that stores a parsed value.
+///
+/// Keeping the setter inside the kind means a table entry cannot pair, say, an integer
+/// range with a boolean field: the types would not line up.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// An integer (fio's suffixes allowed) within `min..=max`.
+    Int {
+        min: u64,
+        max: u64,
+        set: fn(&mut JobSpec, u64),
+    },
+    /// A byte count.
+    Size { set: fn(&mut JobSpec, u64) },
+    /// A duration; a plain number is in units of `unit_ns`.
+    Time {
+        unit_ns: u64,
+        set: fn(&mut JobSpec, u64),
+    },
+    /// A flag; a bare key means true.
+    Bool { set: fn(&mut JobSpec, bool) },
+    /// Free text.
+    Str { set: fn(&mut JobSpec, &str) },
+    /// One of a fixed list; the setter gets the index into `values`.
+    Enum {
+        values: &'static [&'static str],
+        set: fn(&mut JobSpec, usize),
+    },
+    /// A percentage in 0..=100 (fractions allowed).
+    Percent { set: fn(&mut JobSpec, f64) },
+    /// Anything with its own syntax; the setter parses and reports errors itself.
+    Custom {
+        syntax: &'static str,
+        set: fn(&mut JobSpec, &str, &str) -> Result<(), JobErrorKind>,
+    },
+}
+
+/// One entry of the option table.
+pub struct OptDef {
+    /// The canonical (fio) name.
+    pub name: &'static str,
+    /// Other accepted names.
+    pub aliases: &'static [&'static str],
+    /// The default as it would be written in a job file ("" when unset by default).
+    pub default: &'static str,
+    /// One line of help.
+    pub help: &'static str,
+    pub(crate) kind: Kind,
+}
+
+impl OptDef {
+    /// A short description of the value syntax, e.g. `int 1..=65536` or `size`.
+    pub fn kind_description(&self) -> String {
+        match self.kind {
+            Kind::Int { min, max, .. } if max == u64::MAX => format!("int >= {min}"),
+            Kind::Int { min, max, .. } => format!("int {min}..={max}"),
+            Kind::Size { .. } => "size".to_string(),
+            Kind::Time { unit_ns, .. } if unit_ns == SEC => "time (s)".to_string(),
+            Kind::Time { .. } => "time (ns)".to_string(),
+            Kind::Bool { .. } => "bool".to_string(),
+            Kind::Str { .. } => "str".to_string(),
+            Kind::Enum { values, .. } => values.join("|"),
+            Kind::Percent { .. } => "percent".to_string(),
+            Kind::Custom { syntax, .. } => syntax.to_string(),
+        }
+    }
+
+    /// Whether this is a boolean option (which may be written as a bare key).
+    pub fn is_bool(&self) -> bool {
+        matches!(self.kind, Kind::Bool { .. })
+    }
+
+    /// Whether `key` names this option (canonical name or alias, ASCII case-insensitive).
+    pub fn matches(&self, key: &str) -> bool {
+        self.name.eq_ignore_ascii_case(key)
+            || self.aliases.iter().any(|a| a.eq_ignore_ascii_case(key))
+    }
+}
+
+/// Saturating conversion for setters whose range is already bounded by the table.
+fn to_u32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+/// Saturating conversion for small-range setters.
+fn to_u8(v: u64) -> u8 {
+    u8::try_from(v).unwrap_or(u8::MAX)
+}
+
+/// Empty text means "unset" for optional string options.
+fn opt_string(v: &str) -> Option<String> {
+    (!v.is_empty()).then(|| v.to_string())
+}
+
+/// Every option `mqblk bench` understands, fio's first and then the device and tool ones.
+static OPTIONS: &[OptDef] = &[
+    OptDef {
+        name: "name",
+        aliases: &[],
+        default: "",
+        help: "Job name; a job file's section name sets it too.",
+        kind: Kind::Str {
+            set: |j, v| j.name = v.to_string(),
+        },
+    },
+    OptDef {
+        name: "description",
+        aliases: &[],
+        default: "",
+        help: "Free-form description printed with the job's results.",
+        kind: Kind::Str {
+            set: |j, v| j.description = v.to_string(),
+        },
+    },
+    OptDef {
+        name: "rw",
+        aliases: &["readwrite"],
+        default: "read",
+        help: "I/O pattern: sequential or random reads, writes, or a mix.",
+        kind: Kind::Custom {
+            syntax: "read|write|randread|randwrite|randrw|readwrite|rw",
+            set: set_rw,
+        },
+    },
+    OptDef {
+        name: "rwmixread",
+        aliases: &[],
+        default: "50",
+        help: "Percentage of a mixed workload that is reads.",
+        kind: Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.rwmixread = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "rwmixwrite",
+        aliases: &[],
+        default: "50",
+        help: "Percentage of a mixed workload that is writes (sets rwmixread to 100 minus it).",
+        kind: Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.rwmixread = to_u32(100u64.saturating_sub(v)),
+        },
+    },
+    OptDef {
+        name: "bs",
+        aliases: &["blocksize"],
+        default: "4096",
+        help: "Block size; 'r,w,t' gives one per direction, an empty slot keeps the default.",
+        kind: Kind::Custom {
+            syntax: "size[,size[,size]]",
+            set: set_bs,
+        },
+    },
+    OptDef {
+        name: "size",
+        aliases: &[],
+        default: "",
+        help: "Bytes of I/O per job; unset (or 0) means the device from offset to its end.",
+        kind: Kind::Size {
+            set: |j, v| j.size = (v != 0).then_some(v),
+        },
+    },
+    OptDef {
+        name: "offset",
+        aliases: &[],
+        default: "0",
+        help: "Byte offset where the job's I/O region starts.",
+        kind: Kind::Size {
+            set: |j, v| j.offset = v,
+        },
+    },
+    OptDef {
+        name: "iodepth",
+        aliases: &[],
+        default: "1",
+        help: "Number of I/Os kept in flight per job.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.iodepth = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "iodepth_batch_submit",
+        aliases: &["iodepth_batch"],
+        default: "1",
+        help: "Number of I/Os submitted at once.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.iodepth_batch_submit = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "iodepth_batch_complete_min",
+        aliases: &["iodepth_batch_complete"],
+        default: "1",
+        help: "Minimum completions to wait for when reaping (0 = never wait).",
+        kind: Kind::Int {
+            min: 0,
+            max: 65536,
+            set: |j, v| j.iodepth_batch_complete_min = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "iodepth_batch_complete_max",
+        aliases: &[],
+        default: "iodepth",
+        help: "Maximum completions reaped at once (defaults to iodepth).",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.iodepth_batch_complete_max = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "numjobs",
+        aliases: &[],
+        default: "1",
+        help: "Number of identical clones of this job, each a thread.",
+        kind: Kind::Int {
+            min: 1,
+            max: 4096,
+            set: |j, v| j.numjobs = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "runtime",
+        aliases: &["timeout"],
+        default: "0",
+        help: "Stop the job after this long (plain number = seconds; 0 = no limit).",
+        kind: Kind::Time {
+            unit_ns: SEC,
+            set: |j, v| j.runtime_ns = v,
+        },
+    },
+    OptDef {
+        name: "time_based",
+        aliases: &[],
+        default: "0",
+        help: "Loop over the region until runtime expires instead of stopping after size.",
+        kind: Kind::Bool {
+            set: |j, v| j.time_based = v,
+        },
+    },
+    OptDef {
+        name: "ramp_time",
+        aliases: &[],
+        default: "0",
+        help: "Run this long before statistics start (plain number = seconds).",
+        kind: Kind::Time {
+            unit_ns: SEC,
+            set: |j, v| j.ramp_time_ns = v,
+        },
+    },
+    OptDef {
+        name: "ioscheduler",
+        aliases: &[],
+        default: "",
+        help: "I/O scheduler for the device queue (none, mq-deadline, kyber, ...).",
+        kind: Kind::Str {
+            set: |j, v| j.ioscheduler = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "prioclass",
+        aliases: &[],
+        default: "",
+        help: "I/O priority class: 1 realtime, 2 best-effort, 3 idle.",
+        kind: Kind::Int {
+            min: 1,
+            max: 3,
+            set: |j, v| j.prioclass = Some(to_u8(v)),
+        },
+    },
+    OptDef {
+        name: "prio",
+        aliases: &[],
+        default: "",
+        help: "I/O priority level within the class, 0 (highest) to 7.",
+        kind: Kind::Int {
+            min: 0,
+            max: 7,
+            set: |j, v| j.prio = Some(to_u8(v)),
+        },
+    },
+    OptDef {
+        name: "rate_iops",
+        aliases: &[],
+        default: "0",
+        help: "Cap the job at this many IOPS (0 = unlimited).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.rate_iops = v,
+        },
+    },
+    OptDef {
+        name: "randrepeat",
+        aliases: &[],
+        default: "1",
+        help: "Seed the random generators predictably so runs repeat.",
+        kind: Kind::Bool {
+            set: |j, v| j.randrepeat = v,
+        },
+    },
+    OptDef {
+        name: "randseed",
+        aliases: &[],
+        default: "",
+        help: "Explicit seed for the random generators.",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.randseed = Some(v),
+        },
+    },
+    OptDef {
+        name: "norandommap",
+        aliases: &[],
+        default: "0",
+        help: "Pick random offsets without tracking coverage (blocks may repeat).",
+        kind: Kind::Bool {
+            set: |j, v| j.norandommap = v,
+        },
+    },
+    OptDef {
+        name: "verify",
+        aliases: &[],
+        default: "0",
+        help: "Verify written data with a CRC32C header per block (0/null = off).",
+        kind: Kind::Enum {
+            values: &["crc32c", "crc32c-intel", "0", "null"],
+            set: |j, i| {
+                j.verify = if i < 2 {
+                    VerifyMode::Crc32c
+                } else {
+                    VerifyMode::None
+                }
+            },
+        },
+    },
+    OptDef {
+        name: "do_verify",
+        aliases: &[],
+        default: "1",
+        help: "Run the verify phase after the write phase when verify is set.",
+        kind: Kind::Bool {
+            set: |j, v| j.do_verify = v,
+        },
+    },
+    OptDef {
+        name: "fsync",
+        aliases: &[],
+        default: "0",
+        help: "Issue a flush after every this many writes (0 = never).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fsync = v,
+        },
+    },
+    OptDef {
+        name: "end_fsync",
+        aliases: &[],
+        default: "0",
+        help: "Issue a flush when the job ends.",
+        kind: Kind::Bool {
+            set: |j, v| j.end_fsync = v,
+        },
+    },
+    OptDef {
+        name: "group_reporting",
+        aliases: &[],
+        default: "0",
+        help: "Report all jobs of a group as one.",
+        kind: Kind::Bool {
+            set: |j, v| j.group_reporting = v,
+        },
+    },
+    OptDef {
+        name: "stonewall",
+        aliases: &["wait_for_previous"],
+        default: "0",
+        help: "Wait for earlier jobs to finish before starting; starts a new group.",
+        kind: Kind::Bool {
+            set: |j, v| j.stonewall = v,
+        },
+    },
+    OptDef {
+        name: "new_group",
+        aliases: &[],
+        default: "0",
+        help: "Start a new reporting group at this job.",
+        kind: Kind::Bool {
+            set: |j, v| j.new_group = v,
+        },
+    },
+    OptDef {
+        name: "cpus_allowed",
+        aliases: &[],
+        default: "",
+        help: "CPUs the job's threads may run on, e.g. 0-3,6.",
+        kind: Kind::Custom {
+            syntax: "cpu list",
+            set: set_cpus_allowed,
+        },
+    },
+    OptDef {
+        name: "filename",
+        aliases: &[],
+        default: "",
+        help: "Target name, kept for reports (the device itself comes from driver).",
+        kind: Kind::Str {
+            set: |j, v| j.filename = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "direct",
+        aliases: &[],
+        default: "0",
+        help: "fio's O_DIRECT flag, kept for reports (mqblk has no page cache).",
+        kind: Kind::Bool {
+            set: |j, v| j.direct = v,
+        },
+    },
+    OptDef {
+        name: "buffered",
+        aliases: &[],
+        default: "1",
+        help: "The inverse of direct.",
+        kind: Kind::Bool {
+            set: |j, v| j.direct = !v,
+        },
+    },
+    OptDef {
+        name: "ioengine",
+        aliases: &[],
+        default: "",
+        help: "fio I/O engine, kept for reports (mqblk always uses its own block layer).",
+        kind: Kind::Str {
+            set: |j, v| j.ioengine = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "thread",
+        aliases: &[],
+        default: "0",
+        help: "Accepted for fio compatibility; jobs always run as threads.",
+        kind: Kind::Bool {
+            set: |j, v| j.thread = v,
+        },
+    },
+    OptDef {
+        name: "percentile_list",
+        aliases: &[],
+        default: "1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99",
+        help: "Latency percentiles to report, colon separated, at most 20.",
+        kind: Kind::Custom {
+            syntax: "p:p:...",
+            set: set_percentile_list,
+        },
+    },
+    OptDef {
+        name: "clat_percentiles",
+        aliases: &[],
+        default: "1",
+        help: "Report completion-latency percentiles.",
+        kind: Kind::Bool {
+            set: |j, v| j.clat_percentiles = v,
+        },
+    },
+    OptDef {
+        name: "lat_percentiles",
+        aliases: &[],
+        default: "0",
+        help: "Report total-latency percentiles.",
+        kind: Kind::Bool {
+            set: |j, v| j.lat_percentiles = v,
+        },
+    },
+    OptDef {
+        name: "slat_percentiles",
+        aliases: &[],
+        default: "0",
+        help: "Report submission-latency percentiles.",
+        kind: Kind::Bool {
+            set: |j, v| j.slat_percentiles = v,
+        },
+    },
+    OptDef {
+        name: "driver",
+        aliases: &[],
+        default: "null",
+        help: "Block driver that serves the job's device.",
+        kind: Kind::Str {
+            set: |j, v| j.driver = v.to_string(),
+        },
+    },
+    OptDef {
+        name: "nr_hw_queues",
+        aliases: &[],
+        default: "1",
+        help: "Number of hardware queues of the device.",
+        kind: Kind::Int {
+            min: 1,
+            max: 1024,
+            set: |j, v| j.nr_hw_queues = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "queue_depth",
+        aliases: &["hw_queue_depth"],
+        default: "64",
+        help: "Tags per hardware queue (null_blk's hw_queue_depth).",
+        kind: Kind::Int {
+            min: 1,
+            max: 10240,
+            set: |j, v| j.queue_depth = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "nr_requests",
+        aliases: &[],
+        default: "0",
+        help: "Scheduler request limit per queue (0 = kernel default).",
+        kind: Kind::Int {
+            min: 0,
+            max: 65536,
+            set: |j, v| j.nr_requests = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "nr_ctx",
+        aliases: &[],
+        default: "0",
+        help: "Number of software contexts (0 = one per job thread).",
+        kind: Kind::Int {
+            min: 0,
+            max: 4096,
+            set: |j, v| j.nr_ctx = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "shared_tags",
+        aliases: &[],
+        default: "0",
+        help: "Share one tag set among all hardware queues.",
+        kind: Kind::Bool {
+            set: |j, v| j.shared_tags = v,
+        },
+    },
+    OptDef {
+        name: "blocking",
+        aliases: &[],
+        default: "0",
+        help: "The driver may sleep while queueing (BLK_MQ_F_BLOCKING).",
+        kind: Kind::Bool {
+            set: |j, v| j.blocking = v,
+        },
+    },
+    OptDef {
+        name: "irqmode",
+        aliases: &[],
+        default: "none",
+        // null_blk defaults to softirq, but a userspace device has no interrupt cost to
+        // model, so completing inline is the honest default; softirq/timer are opt-in.
+        help: "Completion mode: none/0 inline, softirq/1 deferred, timer/2 after completion_nsec.",
+        kind: Kind::Enum {
+            values: &["none", "softirq", "timer", "0", "1", "2"],
+            set: |j, i| {
+                j.irqmode = match i % 3 {
+                    0 => IrqMode::None,
+                    1 => IrqMode::Softirq,
+                    _ => IrqMode::Timer,
+                }
+            },
+        },
+    },
+    OptDef {
+        name: "completion_nsec",
+        aliases: &[],
+        default: "10000",
+        help: "Completion delay for irqmode=timer (plain number = nanoseconds).",
+        kind: Kind::Time {
+            unit_ns: 1,
+            set: |j, v| j.completion_nsec = v,
+        },
+    },
+    OptDef {
+        name: "memory_backed",
+        aliases: &[],
+        default: "0",
+        help: "Store written data so that reads return it.",
+        kind: Kind::Bool {
+            set: |j, v| j.memory_backed = v,
+        },
+    },
+    OptDef {
+        name: "dev_size",
+        aliases: &[],
+        default: "",
+        help: "Device capacity (default: offset+size when size is set, else 1 GiB).",
+        kind: Kind::Size {
+            set: |j, v| j.dev_size = Some(v),
+        },
+    },
+    OptDef {
+        name: "fail_nth",
+        aliases: &[],
+        default: "0",
+        help: "Fail every Nth request (0 = off).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fail_nth = v,
+        },
+    },
+    OptDef {
+        name: "timeout_nth",
+        aliases: &[],
+        default: "0",
+        help: "Let every Nth request time out (0 = off).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.timeout_nth = v,
+        },
+    },
+    OptDef {
+        name: "requeue_nth",
+        aliases: &[],
+        default: "0",
+        help: "Requeue every Nth request (0 = off).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.requeue_nth = v,
+        },
+    },
+    OptDef {
+        name: "fail_prob",
+        aliases: &[],
+        default: "0",
+        help: "Percent chance that a request fails.",
+        kind: Kind::Percent {
+            set: |j, v| j.fail_prob = v,
+        },
+    },
+    OptDef {
+        name: "timeout_prob",
+        aliases: &[],
+        default: "0",
+        help: "Percent chance that a request times out.",
+        kind: Kind::Percent {
+            set: |j, v| j.timeout_prob = v,
+        },
+    },
+    OptDef {
+        name: "requeue_prob",
+        aliases: &[],
+        default: "0",
+        help: "Percent chance that a request is requeued.",
+        kind: Kind::Percent {
+            set: |j, v| j.requeue_prob = v,
+        },
+    },
+    OptDef {
+        name: "fault_seed",
+        aliases: &[],
+        default: "",
+        help: "Seed for fault injection's random generator.",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fault_seed = Some(v),
+        },
+    },
+    OptDef {
+        name: "max_sectors_kb",
+        aliases: &[],
+        default: "0",
+        help: "Largest request in KiB (0 = driver default).",
+        kind: Kind::Int {
+            min: 0,
+            max: 1 << 20,
+            set: |j, v| j.max_sectors_kb = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "max_segments",
+        aliases: &[],
+        default: "0",
+        help: "Most data segments per request (0 = driver default).",
+        kind: Kind::Int {
+            min: 0,
+            max: 65535,
+            set: |j, v| j.max_segments = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "nomerges",
+        aliases: &[],
+        default: "0",
+        help: "Merging: 0 all, 1 only simple one-hit merges, 2 none.",
+        kind: Kind::Int {
+            min: 0,
+            max: 2,
+            set: |j, v| j.nomerges = to_u8(v),
+        },
+    },
+    OptDef {
+        name: "sq_sched_dispatch",
+        aliases: &[],
+        default: "1",
+        help: "Let the scheduler dispatch directly on single-queue devices.",
+        kind: Kind::Bool {
+            set: |j, v| j.sq_sched_dispatch = v,
+        },
+    },
+    OptDef {
+        name: "hipri",
+        aliases: &[],
+        default: "0",
+        help: "Use polled queues and poll for completions.",
+        kind: Kind::Bool {
+            set: |j, v| j.hipri = v,
+        },
+    },
+];
+
+/// The full option table, in the order `options_help` lists it.
+pub fn option_table() -> &'static [OptDef] {
+    OPTIONS
+}
+
+/// The table index of the option `key` names, if any.
+pub(crate) fn find(key: &str) -> Option<usize> {
+    OPTIONS.iter().position(|d| d.matches(key))
+}
+
+/// The table entry at `index` (an index from [`find`]).
+pub(crate) fn def(index: usize) -> Option<&'static OptDef> {
+    OPTIONS.get(index)
+}
+
+/// Prefix of scheduler tunables, which are passed through unvalidated.
+pub(crate) const SCHED_PREFIX: &str = "sched.";
+
+/// A human-readable list of every option: names, syntax, default and help, two lines
+/// per option so that it stays readable in an 80-column terminal.
+pub fn options_help() -> String {
+    let mut out = String::from(
+        "Job options (fio syntax: sizes take k/m/g/t/p suffixes, times d/h/m/s/ms/us/ns):\n",
+    );
+    for d in OPTIONS {
+        let names = std::iter::once(d.name)
+            .chain(d.aliases.iter().copied())
+            .collect::<Vec<_>>()
+            .join(" | ");
+        let default = if d.default.is_empty() {
+            "unset"
+        } else {
+            d.default
+        };
+        out.push_str(&format!(
+            "  {names}  ({}, default {default})\n      {}\n",
+            d.kind_description(),
+            d.help
+        ));
+    }
+    out.push_str("  sched.NAME=VALUE  (str)\n      Scheduler tunable, checked by the scheduler.\n");
+    out
+}
+
+/// Applies `value` (None for a bare key) of option `d` to `job`.
+pub(crate) fn apply(
+    d: &OptDef,
+    job: &mut JobSpec,
+    value: Option<&str>,
+) -> Result<(), JobErrorKind> {
+    if let Kind::Bool { set } = d.kind {
+        let on = match value {
+            None => true,
+            Some(text) => parse_bool(text).ok_or_else(|| bad_value(d, text, BOOL_SYNTAX))?,
+        };
+        set(job, on);
+        return Ok(());
+    }
+    let text = value.ok_or_else(|| JobErrorKind::MissingValue {
+        option: d.name.to_string(),
+    })?;
+    apply_text(d, job, text.trim())
+}
+
+/// Applies the text value of a non-boolean option.
+fn apply_text(d: &OptDef, job: &mut JobSpec, text: &str) -> Result<(), JobErrorKind> {
+    match d.kind {
+        Kind::Int { min, max, set } => {
+            let v = parse_size(text).ok_or_else(|| bad_value(d, text, INT_SYNTAX))?;
+            check_range(d, text, v, min, max)?;
+            set(job, v);
+        }
+        Kind::Size { set } => set(
+            job,
+            parse_size(text).ok_or_else(|| bad_value(d, text, SIZE_SYNTAX))?,
+        ),
+        Kind::Time { unit_ns, set } => set(
+            job,
+            parse_time_ns(text, unit_ns).ok_or_else(|| bad_value(d, text, TIME_SYNTAX))?,
+        ),
+        Kind::Bool { set } => set(
+            job,
+            parse_bool(text).ok_or_else(|| bad_value(d, text, BOOL_SYNTAX))?,
+        ),
+        Kind::Str { set } => set(job, text),
+        Kind::Enum { values, set } => set(job, enum_index(d, values, text)?),
+        Kind::Percent { set } => set(job, percent(d, text)?),
+        Kind::Custom { set, .. } => set(job, text, d.name)?,
+    }
+    Ok(())
+}
+
+/// The index of `text` among an enum option's values (ASCII case-insensitive).
+fn enum_index(d: &OptDef, values: &[&str], text: &str) -> Result<usize, JobErrorKind> {
+    values
+        .iter()
+        .position(|v| v.eq_ignore_ascii_case(text))
+        .ok_or_else(|| JobErrorKind::NotOneOf {
+            option: d.name.to_string(),
+            value: text.to_string(),
+            allowed: values.join(", "),
+        })
+}
+
+/// Parses and range-checks a percentage.
+fn percent(d: &OptDef, text: &str) -> Result<f64, JobErrorKind> {
+    let v = parse_percent(text).ok_or_else(|| bad_value(d, text, PERCENT_SYNTAX))?;
+    if v > 100.0 {
+        return Err(out_of_range(d.name, text, "0", "100"));
+    }
+    Ok(v)
+}
+
+/// Refuses integers outside `min..=max`.
+fn check_range(d: &OptDef, text: &str, v: u64, min: u64, max: u64) -> Result<(), JobErrorKind> {
+    if v < min || v > max {
+        return Err(out_of_range(
+            d.name,
+            text,
+            &min.to_string(),
+            &max.to_string(),
+        ));
+    }
+    Ok(())
+}
+
+fn out_of_range(option: &str, text: &str, min: &str, max: &str) -> JobErrorKind {
+    JobErrorKind::OutOfRange {
+        option: option.to_string(),
+        value: text.to_string(),
+        min: min.to_string(),
+        max: max.to_string(),
+    }
+}
+
+fn bad_value(d: &OptDef, text: &str, expected: &str) -> JobErrorKind {
+    bad_named(d.name, text, expected)
+}
+
+fn bad_named(option: &str, text: &str, expected: &str) -> JobErrorKind {
+    JobErrorKind::BadValue {
+        option: option.to_string(),
+        value: text.to_string(),
+        expected: expected.to_string(),
+    }
+}
+
+/// `rw=`: one of the supported patterns; fio's `:N` offset modifier is refused.
+fn set_rw(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    if text.contains(':') {
+        return Err(JobErrorKind::Unsupported {
+            option: option.to_string(),
+            value: text.to_string(),
+            reason: "the ':N' offset modifier is not supported".to_string(),
+        });
+    }
+    job.rw = match text.to_ascii_lowercase().as_str() {
+        "read" => RwMode::Read,
+        "write" => RwMode::Write,
+        "randread" => RwMode::RandRead,
+        "randwrite" => RwMode::RandWrite,
+        "randrw" => RwMode::RandRw,
+        "readwrite" | "rw" => RwMode::ReadWrite,
+        _ => {
+            return Err(JobErrorKind::NotOneOf {
+                option: option.to_string(),
+                value: text.to_string(),
+                allowed: "read, write, randread, randwrite, randrw, readwrite, rw".to_string(),
+            })
+        }
+    };
+    Ok(())
+}
+
+/// `bs=`: one size for all directions or a `read,write,trim` list.
+fn set_bs(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    match parse_bs_list(text, DEFAULT_BS) {
+        BsList::Sizes(sizes) => {
+            job.bs = sizes;
+            Ok(())
+        }
+        BsList::BadSlot(slot) => Err(bad_named(option, &slot, SIZE_SYNTAX)),
+        BsList::Unsupported(reason) => Err(JobErrorKind::Unsupported {
+            option: option.to_string(),
+            value: text.to_string(),
+            reason: reason.to_string(),
+        }),
+    }
+}
+
+/// `cpus_allowed=`: a CPU list like `0-3,6`.
+fn set_cpus_allowed(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    job.cpus_allowed = parse_cpu_list(text)
+        .ok_or_else(|| bad_named(option, text, "a CPU list (expected e.g. 0-3,6)"))?;
+    Ok(())
+}
+
+/// `percentile_list=`: colon-separated percentiles.
+fn set_percentile_list(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    job.percentile_list = parse_percentile_list(text).ok_or_else(|| {
+        bad_named(
+            option,
+            text,
+            "a percentile list (expected up to 20 colon-separated numbers in (0, 100])",
+        )
+    })?;
+    Ok(())
+}
+
+/// Levenshtein distance, used only to suggest a close option name.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != *cb);
+            let best = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur.push(best);
+        }
+        prev = cur;
+    }
+    prev.last().copied().unwrap_or(0)
+}
+
+/// Longest unknown name worth comparing; longer input is clearly not a typo of an
+/// option, and skipping it keeps hostile input from costing quadratic time.
+const MAX_SUGGEST_LEN: usize = 64;
+
+/// The closest known name within edit distance 2 of `key`, among the table's names and
+/// aliases plus `extra` (e.g. the tool's own command-line options).
+pub(crate) fn suggest(key: &str, extra: &[&str]) -> Option<String> {
+    if key.len() > MAX_SUGGEST_LEN {
+        return None;
+    }
+    let lower = key.to_ascii_lowercase();
+    let table_names = OPTIONS
+        .iter()
+        .flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()));
+    table_names
+        .chain(extra.iter().copied())
+        .map(|name| (edit_distance(&lower, name), name))
+        .filter(|(dist, _)| *dist <= 2)
+        .min_by_key(|(dist, _)| *dist)
+        .map(|(_, name)| name.to_string())
+}

@@ -1,0 +1,395 @@
+//! The parsed form of one job: [`JobSpec`] and its small enums.
+
+use crate::Ddir;
+
+/// fio's default `percentile_list` (`options.c`).
+pub const DEFAULT_PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
+
+/// The I/O pattern (`rw=`). fio's `rw` and `readwrite` values are the same mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RwMode {
+    /// Sequential reads.
+    Read,
+    /// Sequential writes.
+    Write,
+    /// Random reads.
+    RandRead,
+    /// Random writes.
+    RandWrite,
+    /// Random mixed reads and writes (`rwmixread` decides the mix).
+    RandRw,
+    /// Sequential mixed reads and writes (`rw=rw` or `rw=readwrite`).
+    ReadWrite,
+}
+
+impl RwMode {
+    /// Whether offsets are chosen at random.
+    pub fn is_random(self) -> bool {
+        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+    }
+
+    /// Whether the job issues reads.
+    pub fn does_read(self) -> bool {
+        !matches!(self, RwMode::Write | RwMode::RandWrite)
+    }
+
+    /// Whether the job issues writes.
+    pub fn does_write(self) -> bool {
+        !matches!(self, RwMode::Read | RwMode::RandRead)
+    }
+
+    /// Whether reads and writes are mixed (so `rwmixread` matters).
+    pub fn is_mixed(self) -> bool {
+        matches!(self, RwMode::RandRw | RwMode::ReadWrite)
+    }
+
+    /// fio's spelling of the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+            RwMode::RandRead => "randread",
+            RwMode::RandWrite => "randwrite",
+            RwMode::RandRw => "randrw",
+            RwMode::ReadWrite => "readwrite",
+        }
+    }
+}
+
+/// How the emulated device completes requests (null_blk's `irqmode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IrqMode {
+    /// Complete inline in the submitting context.
+    None,
+    /// Complete from a deferred per-CPU context, like a softirq.
+    Softirq,
+    /// Complete after `completion_nsec`, from a timer.
+    Timer,
+}
+
+/// Data verification (`verify=`); only CRC32C is implemented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyMode {
+    /// No verification (`verify=0` or `verify=null`).
+    None,
+    /// A CRC32C header in each block (`verify=crc32c` or `crc32c-intel`).
+    Crc32c,
+}
+
+/// One job, with every supported option at its parsed value (see [`option_table`] for
+/// the meaning and default of each; field names follow the option names, with `_ns`
+/// added where fio's unit was implicit).
+///
+/// [`option_table`]: super::option_table
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// Job name (the section name, or `--name=`).
+    pub name: String,
+    /// Free-form description (`description=`).
+    pub description: String,
+
+    /// I/O pattern.
+    pub rw: RwMode,
+    /// Percentage of mixed I/O that is reads (`rwmixread`, or `100 - rwmixwrite`).
+    pub rwmixread: u32,
+    /// Block size per direction, indexed by [`Ddir`] (`bs=r,w,t`).
+    pub bs: [u64; 3],
+    /// Bytes of I/O per job; `None` means the whole device from `offset`.
+    pub size: Option<u64>,
+    /// Start of the I/O region in bytes.
+    pub offset: u64,
+    /// I/Os kept in flight per job.
+    pub iodepth: u32,
+    /// I/Os submitted at once.
+    pub iodepth_batch_submit: u32,
+    /// Minimum completions reaped at once (0 = never wait).
+    pub iodepth_batch_complete_min: u32,
+    /// Maximum completions reaped at once (defaults to `iodepth`).
+    pub iodepth_batch_complete_max: u32,
+    /// Number of clones of this job.
+    pub numjobs: u32,
+    /// Run-time cap in nanoseconds (0 = none).
+    pub runtime_ns: u64,
+    /// Keep looping over the region until `runtime` expires.
+    pub time_based: bool,
+    /// Warm-up time excluded from statistics, in nanoseconds.
+    pub ramp_time_ns: u64,
+    /// I/O scheduler name for the device queue.
+    pub ioscheduler: Option<String>,
+    /// I/O priority class (1 RT, 2 BE, 3 IDLE).
+    pub prioclass: Option<u8>,
+    /// I/O priority level within the class (0 highest .. 7).
+    pub prio: Option<u8>,
+    /// IOPS cap (0 = unlimited).
+    pub rate_iops: u64,
+    /// Seed the random generators predictably.
+    pub randrepeat: bool,
+    /// Explicit random seed.
+    pub randseed: Option<u64>,
+    /// Do not track coverage of random offsets.
+    pub norandommap: bool,
+    /// Data verification method.
+    pub verify: VerifyMode,
+    /// Run the verify phase after writing.
+    pub do_verify: bool,
+    /// Issue a flush every this many writes (0 = never).
+    pub fsync: u64,
+    /// Issue a flush at the end of the job.
+    pub end_fsync: bool,
+    /// Report the jobs of a group as one.
+    pub group_reporting: bool,
+    /// Wait for earlier jobs to finish before starting (starts a new group).
+    pub stonewall: bool,
+    /// Start a new reporting group.
+    pub new_group: bool,
+    /// CPUs the job's threads may run on (empty = all).
+    pub cpus_allowed: Vec<usize>,
+    /// Target file or device name (kept for reports; the device comes from `driver`).
+    pub filename: Option<String>,
+    /// `O_DIRECT` flag (kept for reports).
+    pub direct: bool,
+    /// fio I/O engine name (kept for reports; mqblk always uses its own block layer).
+    pub ioengine: Option<String>,
+    /// fio's `thread` flag (accepted; mqblk always runs jobs as threads).
+    pub thread: bool,
+    /// Percentiles reported for latency histograms, sorted ascending.
+    pub percentile_list: Vec<f64>,
+    /// Report completion-latency percentiles.
+    pub clat_percentiles: bool,
+    /// Report total-latency percentiles.
+    pub lat_percentiles: bool,
+    /// Report submission-latency percentiles.
+    pub slat_percentiles: bool,
+
+    /// Block driver name.
+    pub driver: String,
+    /// Number of hardware queues.
+    pub nr_hw_queues: u32,
+    /// Tags per hardware queue.
+    pub queue_depth: u32,
+    /// Scheduler request limit per queue (0 = kernel default).
+    pub nr_requests: u32,
+    /// Software contexts (0 = one per job).
+    pub nr_ctx: u32,
+    /// One tag set shared by all hardware queues.
+    pub shared_tags: bool,
+    /// The driver may sleep in `queue_rq` (`BLK_MQ_F_BLOCKING`).
+    pub blocking: bool,
+    /// Completion mode of the emulated device.
+    pub irqmode: IrqMode,
+    /// Completion delay for `irqmode=timer`, in nanoseconds.
+    pub completion_nsec: u64,
+    /// Keep written data in memory so reads return it.
+    pub memory_backed: bool,
+    /// Device capacity in bytes; `None` means [`JobSpec::device_size`]'s default.
+    pub dev_size: Option<u64>,
+    /// Fail every Nth request (0 = off).
+    pub fail_nth: u64,
+    /// Time out every Nth request (0 = off).
+    pub timeout_nth: u64,
+    /// Requeue every Nth request (0 = off).
+    pub requeue_nth: u64,
+    /// Percent chance that a request fails.
+    pub fail_prob: f64,
+    /// Percent chance that a request times out.
+    pub timeout_prob: f64,
+    /// Percent chance that a request is requeued.
+    pub requeue_prob: f64,
+    /// Seed for the fault-injection random generator.
+    pub fault_seed: Option<u64>,
+    /// Largest request in KiB (0 = driver default).
+    pub max_sectors_kb: u32,
+    /// Most segments per request (0 = driver default).
+    pub max_segments: u32,
+    /// Merge policy: 0 all merges, 1 only simple one-hit merges, 2 none.
+    pub nomerges: u8,
+    /// Let the scheduler dispatch directly on single-queue devices.
+    pub sq_sched_dispatch: bool,
+    /// Use polled queues.
+    pub hipri: bool,
+    /// Scheduler tunables from `sched.NAME=VALUE`, as `(NAME, VALUE)` without the
+    /// `sched.` prefix, unvalidated (the scheduler checks them). A later setting of the
+    /// same NAME replaces the earlier one.
+    pub sched_tunables: Vec<(String, String)>,
+
+    /// Options set in this job's own section (or after its `--name=`), in order, as
+    /// `(canonical name, raw value)`; fio's JSON "job options". Bare keys have value "".
+    pub set_options: Vec<(String, String)>,
+    /// Global options in effect for this job (its file's `[global]` sections above it,
+    /// then command-line globals), in the order applied; fio's JSON "global options".
+    pub global_options: Vec<(String, String)>,
+}
+
+/// fio's default block size.
+pub const DEFAULT_BS: u64 = 4096;
+
+/// Device capacity when neither `dev_size` nor `size` says otherwise: 1 GiB.
+pub const DEFAULT_DEV_SIZE: u64 = 1 << 30;
+
+impl Default for JobSpec {
+    fn default() -> Self {
+        JobSpec {
+            name: String::new(),
+            description: String::new(),
+            rw: RwMode::Read,
+            rwmixread: 50,
+            bs: [DEFAULT_BS; 3],
+            size: None,
+            offset: 0,
+            iodepth: 1,
+            iodepth_batch_submit: 1,
+            iodepth_batch_complete_min: 1,
+            iodepth_batch_complete_max: 1,
+            numjobs: 1,
+            runtime_ns: 0,
+            time_based: false,
+            ramp_time_ns: 0,
+            ioscheduler: None,
+            prioclass: None,
+            prio: None,
+            rate_iops: 0,
+            randrepeat: true,
+            randseed: None,
+            norandommap: false,
+            verify: VerifyMode::None,
+            do_verify: true,
+            fsync: 0,
+            end_fsync: false,
+            group_reporting: false,
+            stonewall: false,
+            new_group: false,
+            cpus_allowed: Vec::new(),
+            filename: None,
+            direct: false,
+            ioengine: None,
+            thread: false,
+            percentile_list: DEFAULT_PERCENTILES.to_vec(),
+            clat_percentiles: true,
+            lat_percentiles: false,
+            slat_percentiles: false,
+            driver: "null".to_string(),
+            nr_hw_queues: 1,
+            queue_depth: 64,
+            nr_requests: 0,
+            nr_ctx: 0,
+            shared_tags: false,
+            blocking: false,
+            irqmode: IrqMode::None,
+            completion_nsec: 10_000,
+            memory_backed: false,
+            dev_size: None,
+            fail_nth: 0,
+            timeout_nth: 0,
+            requeue_nth: 0,
+            fail_prob: 0.0,
+            timeout_prob: 0.0,
+            requeue_prob: 0.0,
+            fault_seed: None,
+            max_sectors_kb: 0,
+            max_segments: 0,
+            nomerges: 0,
+            sq_sched_dispatch: true,
+            hipri: false,
+            sched_tunables: Vec::new(),
+            set_options: Vec::new(),
+            global_options: Vec::new(),
+        }
+    }
+}
+
+impl JobSpec {
+    /// The block size used for `dir`.
+    pub fn bs_for(&self, dir: Ddir) -> u64 {
+        self.bs[dir.index()]
+    }
+
+    /// The largest block size of the directions this job actually issues.
+    pub fn max_bs(&self) -> u64 {
+        let read = if self.rw.does_read() { self.bs[0] } else { 0 };
+        let write = if self.rw.does_write() { self.bs[1] } else { 0 };
+        read.max(write)
+    }
+
+    /// The device capacity: `dev_size` if given, else `offset + size` if `size` is given
+    /// (so a job never runs off the end of its own device), else 1 GiB.
+    pub fn device_size(&self) -> u64 {
+        match (self.dev_size, self.size) {
+            (Some(dev), _) => dev,
+            (None, Some(size)) => self.offset.saturating_add(size),
+            (None, None) => DEFAULT_DEV_SIZE,
+        }
+    }
+
+    /// Bytes of I/O per pass: `size`, or the rest of the device after `offset`.
+    pub fn io_size(&self) -> u64 {
+        self.size
+            .unwrap_or_else(|| self.device_size().saturating_sub(self.offset))
+    }
+
+    /// The value of a scheduler tunable set with `sched.NAME=VALUE`.
+    pub fn sched_tunable(&self, name: &str) -> Option<&str> {
+        self.sched_tunables
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The cross-field checks behind [`validate`](super::validate); the message is the part
+/// after the location.
+pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
+    check_block_sizes(job)?;
+    check_batches(job)?;
+    if job.rwmixread > 100 {
+        return Err(format!("rwmixread={} is above 100", job.rwmixread));
+    }
+    Ok(())
+}
+
+/// Block sizes must be whole sectors, and a sized job must fit at least one block.
+fn check_block_sizes(job: &JobSpec) -> Result<(), String> {
+    for dir in Ddir::ALL {
+        let bs = job.bs_for(dir);
+        if bs == 0 || bs % 512 != 0 {
+            return Err(format!(
+                "{} block size {bs} is not a nonzero multiple of 512",
+                dir.name()
+            ));
+        }
+    }
+    if let Some(size) = job.size {
+        if size < job.max_bs() {
+            return Err(format!(
+                "size={size} is smaller than the block size {}",
+                job.max_bs()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Batch limits only make sense within the queue depth.
+fn check_batches(job: &JobSpec) -> Result<(), String> {
+    if job.iodepth_batch_submit > job.iodepth {
+        return Err(format!(
+            "iodepth_batch_submit={} is larger than iodepth={}",
+            job.iodepth_batch_submit, job.iodepth
+        ));
+    }
+    if job.iodepth_batch_complete_min > job.iodepth_batch_complete_max {
+        return Err(format!(
+            "iodepth_batch_complete_min={} is larger than iodepth_batch_complete_max={}",
+            job.iodepth_batch_complete_min, job.iodepth_batch_complete_max
+        ));
+    }
+    if job.iodepth_batch_complete_max > job.iodepth {
+        return Err(format!(
+            "iodepth_batch_complete_max={} is larger than iodepth={}",
+            job.iodepth_batch_complete_max, job.iodepth
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,506 @@
+//! Tests of job-file and command-line parsing.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// A fresh scratch directory for tests that need files (unique per test and process).
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mqblk-workload-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn write(path: &Path, text: &str) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("create parent");
+    }
+    std::fs::write(path, text).expect("write test file");
+}
+
+/// The one-line error for job text named `jobs.fio`.
+fn file_err(text: &str) -> String {
+    match parse_job_text("jobs.fio", text) {
+        Ok(jobs) => panic!("expected an error, got {jobs:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The one-line error for a command line.
+fn cli_err(args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    match parse_command_line(&args) {
+        Ok(cl) => panic!("expected an error, got {cl:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+const REALISTIC: &str = "\
+; A realistic job file.
+# Both comment styles work.
+[global]
+rw=randread
+bs=4k
+iodepth = 8   ; a trailing comment
+include inc/common.fio
+filename=${HOME}/dev${MQBLK_WORKLOAD_TEST_SURELY_UNSET}
+
+[job1]
+size=1m
+numjobs=2
+time_based
+runtime=10
+
+[job2]
+rw=randwrite
+bs=64k
+iodepth=$ncpus
+sched.fifo_batch=16
+";
+
+#[test]
+fn realistic_job_file() {
+    let dir = scratch_dir("realistic");
+    write(
+        &dir.join("inc/common.fio"),
+        "ioengine=io_uring\ninclude deeper.fio\n",
+    );
+    write(&dir.join("inc/deeper.fio"), "direct=1 # nested include\n");
+    let main = dir.join("jobs.fio");
+    write(&main, REALISTIC);
+
+    let jobs = parse_job_file(&main).expect("parses");
+    assert_eq!(jobs.len(), 2);
+    let home = std::env::var("HOME").unwrap_or_default();
+
+    let j1 = &jobs[0];
+    assert_eq!(j1.name, "job1");
+    assert_eq!(j1.rw, RwMode::RandRead);
+    assert_eq!(j1.bs, [4096; 3]);
+    assert_eq!(j1.iodepth, 8);
+    assert_eq!(j1.iodepth_batch_complete_max, 8);
+    assert_eq!(j1.size, Some(1 << 20));
+    assert_eq!(j1.numjobs, 2);
+    assert!(j1.time_based);
+    assert_eq!(j1.runtime_ns, 10_000_000_000);
+    assert_eq!(j1.ioengine.as_deref(), Some("io_uring"));
+    assert!(j1.direct);
+    assert_eq!(j1.filename, Some(format!("{home}/dev")));
+    assert_eq!(
+        j1.set_options,
+        pairs(&[
+            ("size", "1m"),
+            ("numjobs", "2"),
+            ("time_based", ""),
+            ("runtime", "10")
+        ])
+    );
+    let global_names: Vec<&str> = j1.global_options.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        global_names,
+        ["rw", "bs", "iodepth", "ioengine", "direct", "filename"]
+    );
+
+    let j2 = &jobs[1];
+    let ncpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    assert_eq!(j2.rw, RwMode::RandWrite);
+    assert_eq!(j2.bs, [65536; 3]);
+    assert_eq!(j2.iodepth, ncpus);
+    assert_eq!(j2.sched_tunables, pairs(&[("fifo_batch", "16")]));
+    assert_eq!(j2.sched_tunable("fifo_batch"), Some("16"));
+    assert_eq!(j2.size, None);
+    assert_eq!(j2.device_size(), 1 << 30);
+}
+
+#[test]
+fn globals_apply_only_to_jobs_below() {
+    let text = "[a]\n[global]\niodepth=4\n[b]\n[global]\nbs=8k\n[c]\niodepth=2\n";
+    let jobs = parse_job_text("x.fio", text).expect("parses");
+    let depths: Vec<u32> = jobs.iter().map(|j| j.iodepth).collect();
+    let sizes: Vec<u64> = jobs.iter().map(|j| j.bs[0]).collect();
+    assert_eq!(depths, [1, 4, 2]);
+    assert_eq!(sizes, [4096, 4096, 8192]);
+}
+
+#[test]
+fn option_values_and_aliases() {
+    let text = "[j]\nreadwrite=rw\nrwmixwrite=30\nblocksize=4k,64k\nverify=crc32c-intel\n\
+                cpus_allowed=0-3,6\npercentile_list=99:50\nirqmode=2\ncompletion_nsec=5us\n\
+                fail_prob=2.5%\niodepth_batch=1\nbuffered=0\nprioclass=2\nprio=7\noffset=0x1000\n\
+                dev_size=2g\nramp_time=500ms\n";
+    let jobs = parse_job_text("x.fio", text).expect("parses");
+    let j = &jobs[0];
+    assert_eq!(j.rw, RwMode::ReadWrite);
+    assert_eq!(j.rwmixread, 70);
+    assert_eq!(j.bs, [4096, 65536, 65536]);
+    assert_eq!(j.max_bs(), 65536);
+    assert_eq!(j.verify, VerifyMode::Crc32c);
+    assert_eq!(j.cpus_allowed, vec![0, 1, 2, 3, 6]);
+    assert_eq!(j.percentile_list, vec![50.0, 99.0]);
+    assert_eq!(j.irqmode, IrqMode::Timer);
+    assert_eq!(j.completion_nsec, 5_000);
+    assert_eq!(j.fail_prob, 2.5);
+    assert!(j.direct);
+    assert_eq!((j.prioclass, j.prio), (Some(2), Some(7)));
+    assert_eq!(j.offset, 4096);
+    assert_eq!(j.dev_size, Some(2 << 30));
+    assert_eq!(j.ramp_time_ns, 500_000_000);
+    assert_eq!(j.set_options[0], ("rw".to_string(), "rw".to_string()));
+}
+
+#[test]
+fn defaults_in_table_match_jobspec_default() {
+    let base = JobSpec::default();
+    for d in option_table() {
+        let computed = d.default == "iodepth";
+        let unset = d.default.is_empty() && d.kind_description() != "str";
+        if computed || unset {
+            continue;
+        }
+        let mut job = JobSpec::default();
+        options::apply(d, &mut job, Some(d.default)).expect("default parses");
+        assert_eq!(job, base, "default of option '{}'", d.name);
+    }
+}
+
+#[test]
+fn options_help_lists_every_option() {
+    let help = options_help();
+    for d in option_table() {
+        assert!(help.contains(d.name), "{} missing from help", d.name);
+    }
+    assert!(help.contains("sched.NAME"));
+}
+
+#[test]
+fn error_unknown_option_with_suggestion() {
+    let text = "[job]\n\n\n\n\n\n\n\n\n\n\nrwmixred=50\n";
+    assert_eq!(
+        file_err(text),
+        "jobs.fio:12: unknown option 'rwmixred' (did you mean 'rwmixread'?)"
+    );
+    assert_eq!(
+        file_err("[job]\nfoobarbaz=1\n"),
+        "jobs.fio:2: unknown option 'foobarbaz'"
+    );
+}
+
+#[test]
+fn error_malformed_line() {
+    let text = "[job]\n\n\n\n\n\nfoo bar baz\n";
+    assert_eq!(
+        file_err(text),
+        "jobs.fio:7: malformed line 'foo bar baz': expected key=value, a bare key, or [section]"
+    );
+    assert_eq!(
+        file_err("[job\n"),
+        "jobs.fio:1: malformed line '[job': expected key=value, a bare key, or [section]"
+    );
+}
+
+#[test]
+fn error_out_of_range() {
+    assert_eq!(
+        file_err("[job]\n\niodepth=0\n"),
+        "jobs.fio:3: option 'iodepth': value '0' out of range 1..=65536"
+    );
+    assert_eq!(
+        file_err("[job]\nnumjobs=0\n"),
+        "jobs.fio:2: option 'numjobs': value '0' out of range 1..=4096"
+    );
+    assert_eq!(
+        file_err("[job]\nfail_prob=150\n"),
+        "jobs.fio:2: option 'fail_prob': value '150' out of range 0..=100"
+    );
+}
+
+#[test]
+fn error_not_one_of() {
+    assert_eq!(
+        file_err("[job]\n\n\nrw=randomread\n"),
+        "jobs.fio:4: option 'rw': 'randomread' is not one of read, write, randread, randwrite, randrw, readwrite, rw"
+    );
+    assert_eq!(
+        file_err("[job]\nverify=md5\n"),
+        "jobs.fio:2: option 'verify': 'md5' is not one of crc32c, crc32c-intel, 0, null"
+    );
+}
+
+#[test]
+fn error_bad_values() {
+    let text = "[job]\n\n\n\n\n\n\n\nbs=4q\n";
+    assert_eq!(
+        file_err(text),
+        "jobs.fio:9: option 'bs': '4q' is not a size (expected a number with an optional k/m/g/t/p suffix)"
+    );
+    assert_eq!(
+        file_err("[job]\nruntime=10x\n"),
+        "jobs.fio:2: option 'runtime': '10x' is not a time (expected a number with an optional d/h/m/s/ms/us/ns suffix)"
+    );
+    assert_eq!(
+        file_err("[job]\ndirect=maybe\n"),
+        "jobs.fio:2: option 'direct': 'maybe' is not a boolean (expected 0/1, true/false, yes/no or on/off)"
+    );
+    assert_eq!(
+        file_err("[job]\niodepth=lots\n"),
+        "jobs.fio:2: option 'iodepth': 'lots' is not an integer"
+    );
+    assert_eq!(
+        file_err("[job]\niodepth\n"),
+        "jobs.fio:2: option 'iodepth' needs a value"
+    );
+    assert_eq!(
+        file_err("[job]\nrw=randread:8\n"),
+        "jobs.fio:2: option 'rw': 'randread:8' is not supported: the ':N' offset modifier is not supported"
+    );
+}
+
+#[test]
+fn error_structure() {
+    assert_eq!(
+        file_err("rw=read\n[job]\n"),
+        "jobs.fio:1: option 'rw' appears before any [section]"
+    );
+    assert_eq!(file_err("[ ]\n"), "jobs.fio:1: empty section name '[ ]'");
+    assert_eq!(
+        file_err("[job]\ninclude missing.fio\n"),
+        "jobs.fio:2: include file 'missing.fio' not found (looked for 'missing.fio')"
+    );
+}
+
+#[test]
+fn error_include_cycle() {
+    let dir = scratch_dir("cycle");
+    let path = dir.join("self.fio");
+    write(&path, "[job]\ninclude self.fio\n");
+    let err = parse_job_file(&path).expect_err("cycle").to_string();
+    let expected = format!(
+        "{}:2: include of 'self.fio' nests deeper than 16 levels (an include cycle?)",
+        path.display()
+    );
+    assert_eq!(err, expected);
+}
+
+#[test]
+fn error_include_names_including_file() {
+    let dir = scratch_dir("missing-include");
+    write(&dir.join("a.fio"), "[job]\ninclude sub/b.fio\n");
+    write(&dir.join("sub/b.fio"), "; b\ninclude nope.fio\n");
+    let err = parse_job_file(&dir.join("a.fio"))
+        .expect_err("missing")
+        .to_string();
+    let b = dir.join("sub/b.fio");
+    let nope = dir.join("sub/nope.fio");
+    let expected = format!(
+        "{}:2: include file 'nope.fio' not found (looked for '{}')",
+        b.display(),
+        nope.display()
+    );
+    assert_eq!(err, expected);
+}
+
+#[test]
+fn error_cross_field() {
+    assert_eq!(
+        file_err("[job]\nbs=1000\n"),
+        "jobs.fio:1: read block size 1000 is not a nonzero multiple of 512"
+    );
+    assert_eq!(
+        file_err("[job]\nsize=1k\n"),
+        "jobs.fio:1: size=1024 is smaller than the block size 4096"
+    );
+    assert_eq!(
+        file_err("[job]\niodepth_batch_submit=4\n"),
+        "jobs.fio:1: iodepth_batch_submit=4 is larger than iodepth=1"
+    );
+    assert_eq!(
+        file_err("[job]\niodepth=4\niodepth_batch_complete_min=3\niodepth_batch_complete_max=2\n"),
+        "jobs.fio:1: iodepth_batch_complete_min=3 is larger than iodepth_batch_complete_max=2"
+    );
+    let job = JobSpec {
+        name: "x".to_string(),
+        iodepth_batch_complete_max: 2,
+        ..JobSpec::default()
+    };
+    assert_eq!(
+        validate(&job).expect_err("invalid").to_string(),
+        "job 'x': iodepth_batch_complete_max=2 is larger than iodepth=1"
+    );
+    assert!(validate(&JobSpec::default()).is_ok());
+}
+
+#[test]
+fn errors_are_one_line() {
+    let err = file_err("[job]\nrw=a\u{7}b\n");
+    assert!(!err.contains('\u{7}'));
+    let long = format!("[job]\nfilename {}\n", "x".repeat(500));
+    let err = file_err(&long);
+    assert!(err.len() < 200, "{err}");
+}
+
+#[test]
+fn command_line_jobs() {
+    let cl = parse_command_line(&args(&[
+        "--rw=randread",
+        "--iodepth=4",
+        "--name=a",
+        "--bs=8k",
+        "--name=b",
+        "--rw=write",
+        "--group_reporting",
+        "--output-format=json",
+        "--output=out.json",
+        "--dump-sched",
+        "--no-progress",
+        "--preset=fast",
+    ]))
+    .expect("parses");
+    assert_eq!(cl.jobs.len(), 2);
+    let (a, b) = (&cl.jobs[0], &cl.jobs[1]);
+    assert_eq!(
+        (a.name.as_str(), a.rw, a.iodepth, a.bs[0]),
+        ("a", RwMode::RandRead, 4, 8192)
+    );
+    assert_eq!(
+        (b.name.as_str(), b.rw, b.iodepth, b.bs[0]),
+        ("b", RwMode::Write, 4, 4096)
+    );
+    assert!(b.group_reporting && !a.group_reporting);
+    assert_eq!(a.set_options, pairs(&[("name", "a"), ("bs", "8k")]));
+    assert_eq!(
+        a.global_options,
+        pairs(&[("rw", "randread"), ("iodepth", "4")])
+    );
+    assert_eq!(cl.global_options, a.global_options);
+    assert_eq!(cl.output_format, OutputFormat::Json);
+    assert_eq!(cl.output_file, Some(PathBuf::from("out.json")));
+    assert!(cl.dump_sched);
+    assert_eq!(cl.progress, Some(false));
+    assert_eq!(cl.preset.as_deref(), Some("fast"));
+    assert!(!cl.help);
+}
+
+#[test]
+fn command_line_globals_override_file_globals() {
+    let dir = scratch_dir("cli-file");
+    let path = dir.join("jobs.fio");
+    write(&path, "[global]\niodepth=8\nbs=8k\n[x]\n[y]\niodepth=2\n");
+    let path_arg = path.display().to_string();
+    let cl = parse_command_line(&args(&[&path_arg, "--iodepth=16", "--progress"])).expect("parses");
+    let depths: Vec<u32> = cl.jobs.iter().map(|j| j.iodepth).collect();
+    assert_eq!(depths, [16, 2]);
+    assert!(cl.jobs.iter().all(|j| j.bs[0] == 8192));
+    assert_eq!(cl.progress, Some(true));
+    assert_eq!(
+        cl.global_options,
+        pairs(&[("iodepth", "16"), ("iodepth", "8"), ("bs", "8k")])
+    );
+}
+
+#[test]
+fn command_line_preset_text_gets_globals() {
+    let mut cl = parse_command_line(&args(&["--iodepth=32", "--preset=p"])).expect("parses");
+    assert!(cl.jobs.is_empty());
+    cl.add_job_text("preset p", "[p]\nrw=randread\n")
+        .expect("preset parses");
+    assert_eq!(cl.jobs[0].iodepth, 32);
+    assert_eq!(cl.jobs[0].rw, RwMode::RandRead);
+}
+
+#[test]
+fn command_line_errors() {
+    assert_eq!(
+        cli_err(&["--iodepth=0"]),
+        "command line: --iodepth=0: option 'iodepth': value '0' out of range 1..=65536"
+    );
+    assert_eq!(
+        cli_err(&["--iodepht=4"]),
+        "command line: --iodepht=4: unknown option 'iodepht' (did you mean 'iodepth'?)"
+    );
+    assert_eq!(
+        cli_err(&["--outptu=x"]),
+        "command line: --outptu=x: unknown option 'outptu' (did you mean 'output'?)"
+    );
+    assert_eq!(
+        cli_err(&["--output-format=xml"]),
+        "command line: --output-format=xml: option 'output-format': 'xml' is not one of normal, json, json+"
+    );
+    assert_eq!(
+        cli_err(&["--name="]),
+        "command line: --name=: empty job name"
+    );
+    assert_eq!(
+        cli_err(&["--bs"]),
+        "command line: --bs: option 'bs' needs a value"
+    );
+    assert_eq!(
+        cli_err(&["--name=x", "--bs=1000"]),
+        "command line: --name=x: read block size 1000 is not a nonzero multiple of 512"
+    );
+    let missing = cli_err(&["/nonexistent/mqblk/jobs.fio"]);
+    assert!(
+        missing.starts_with("/nonexistent/mqblk/jobs.fio: cannot read job file: "),
+        "{missing}"
+    );
+    let direct = parse_job_file(Path::new("/nonexistent/mqblk/x.fio")).expect_err("missing");
+    assert!(matches!(*direct.kind, JobErrorKind::ReadFailed { .. }));
+}
+
+#[test]
+fn command_line_tool_flags() {
+    let cl = parse_command_line(&args(&["-h"])).expect("parses");
+    assert!(cl.help);
+    let cl = parse_command_line(&args(&["--help", "--output-format=json+"])).expect("parses");
+    assert!(cl.help);
+    assert_eq!(cl.output_format, OutputFormat::JsonPlus);
+}
+
+proptest! {
+    #[test]
+    fn parse_job_text_never_panics(text in "\\PC*") {
+        let _ = parse_job_text("fuzz.fio", &text);
+    }
+
+    #[test]
+    fn parse_job_text_never_panics_on_ini_like_input(
+        text in "([\\[\\]=;#$ {}a-z0-9_.:,%\\-]{0,20}\n){0,12}"
+    ) {
+        let _ = parse_job_text("fuzz.fio", &text);
+    }
+
+    #[test]
+    fn parse_command_line_never_panics(list in prop::collection::vec("--[a-z_=0-9:,.-]{0,16}", 0..6)) {
+        let _ = parse_command_line(&list);
+    }
+
+    #[test]
+    fn size_round_trips(n in 0u64..1_000_000, idx in 0usize..12) {
+        const SUFFIXES: [(&str, u64); 12] = [
+            ("", 1), ("b", 1), ("k", 1 << 10), ("KB", 1 << 10), ("m", 1 << 20), ("g", 1 << 30),
+            ("t", 1 << 40), ("ki", 1_000), ("MiB", 1_000_000), ("gi", 1_000_000_000),
+            ("Ti", 1_000_000_000_000), ("p", 1 << 50),
+        ];
+        let (suffix, mult) = SUFFIXES[idx];
+        let text = format!("{n}{suffix}");
+        prop_assert_eq!(parse_size(&text), n.checked_mul(mult));
+    }
+
+    #[test]
+    fn plain_sizes_round_trip(n in any::<u64>()) {
+        prop_assert_eq!(parse_size(&n.to_string()), Some(n));
+        prop_assert_eq!(parse_size(&format!("0x{n:x}")), Some(n));
+    }
+}

@@ -1,0 +1,178 @@
+//! fio-compatible reports of a finished run: JSON ([`json_report`]) and text
+//! ([`text_report`]).
+
+mod emit;
+mod fmt;
+mod json;
+mod text;
+
+use crate::job::DEFAULT_PERCENTILES;
+use crate::stats::JobStats;
+use crate::Ddir;
+
+pub use fmt::{format_bytes, format_count, format_rate};
+pub use json::json_report;
+pub use text::text_report;
+
+/// A finished run, as handed to the report functions.
+///
+/// `jobs` holds one entry per job thread, in start order. With `group_reporting`, the
+/// reports merge the entries that share a `groupid` into one (named after the first), the
+/// way fio does; otherwise each entry is reported on its own. Either way the "Run status
+/// group" summary of the text report and fio's `bw_agg` are computed per `groupid`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Per-job statistics.
+    pub jobs: Vec<JobStats>,
+    /// fio's "global options": `(name, raw value)` pairs (e.g. `CommandLine::global_options`).
+    pub global_options: Vec<(String, String)>,
+    /// Merge jobs of the same group into one report entry.
+    pub group_reporting: bool,
+    /// Percentiles to report, ascending (fio's `percentile_list`).
+    pub percentile_list: Vec<f64>,
+    /// Report completion-latency percentiles (fio default on).
+    pub clat_percentiles: bool,
+    /// Report total-latency percentiles (fio default off).
+    pub lat_percentiles: bool,
+    /// Report submission-latency percentiles (fio default off).
+    pub slat_percentiles: bool,
+    /// Add histogram `bins` to latency objects that carry percentiles (`json+`).
+    pub json_plus: bool,
+    /// When the run ended, in milliseconds since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// Seconds the whole run took (fio's per-job "elapsed").
+    pub elapsed_sec: u64,
+}
+
+impl Default for RunReport {
+    fn default() -> Self {
+        RunReport {
+            jobs: Vec::new(),
+            global_options: Vec::new(),
+            group_reporting: false,
+            percentile_list: DEFAULT_PERCENTILES.to_vec(),
+            clat_percentiles: true,
+            lat_percentiles: false,
+            slat_percentiles: false,
+            json_plus: false,
+            timestamp_ms: 0,
+            elapsed_sec: 0,
+        }
+    }
+}
+
+impl RunReport {
+    /// The entries to report: the jobs as given, or merged per group with
+    /// `group_reporting` (groups in order of first appearance).
+    pub fn report_entries(&self) -> Vec<JobStats> {
+        if !self.group_reporting {
+            return self.jobs.clone();
+        }
+        let mut merged: Vec<JobStats> = Vec::new();
+        for job in &self.jobs {
+            match merged.iter_mut().find(|m| m.groupid == job.groupid) {
+                Some(m) => m.merge(job),
+                None => merged.push(job.clone()),
+            }
+        }
+        merged
+    }
+
+    /// The percentile list actually used: the configured one, capped at fio's 20 entries,
+    /// or fio's default if empty.
+    pub(crate) fn percentiles(&self) -> &[f64] {
+        if self.percentile_list.is_empty() {
+            &DEFAULT_PERCENTILES
+        } else {
+            let n = self.percentile_list.len().min(20);
+            self.percentile_list
+                .get(..n)
+                .unwrap_or(&DEFAULT_PERCENTILES)
+        }
+    }
+}
+
+/// fio's per-group summary (`group_run_stats`) of one direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct GroupDir {
+    /// Shortest and longest runtime among the group's entries, ms.
+    pub min_run: u64,
+    pub max_run: u64,
+    /// Lowest and highest per-entry bandwidth, bytes/s.
+    pub min_bw: u64,
+    pub max_bw: u64,
+    /// Total bytes.
+    pub io_bytes: u64,
+    /// Aggregate bandwidth: total bytes over the longest runtime, bytes/s.
+    pub agg: u64,
+}
+
+/// fio's per-group summary over all directions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupStats {
+    pub groupid: u32,
+    pub dirs: [GroupDir; 3],
+}
+
+/// Computes the group summaries from the report entries, in order of first appearance.
+pub(crate) fn group_stats(entries: &[JobStats]) -> Vec<GroupStats> {
+    let mut groups: Vec<GroupStats> = Vec::new();
+    for job in entries {
+        let pos = match groups.iter().position(|g| g.groupid == job.groupid) {
+            Some(pos) => pos,
+            None => {
+                groups.push(GroupStats {
+                    groupid: job.groupid,
+                    dirs: [GroupDir::default(); 3],
+                });
+                groups.len() - 1
+            }
+        };
+        if let Some(group) = groups.get_mut(pos) {
+            add_to_group(group, job);
+        }
+    }
+    for group in &mut groups {
+        for d in &mut group.dirs {
+            if d.max_run > 0 {
+                d.agg = u64::try_from(u128::from(d.io_bytes) * 1000 / u128::from(d.max_run))
+                    .unwrap_or(u64::MAX);
+            }
+        }
+    }
+    groups
+}
+
+/// Adds one entry's directions to its group.
+fn add_to_group(group: &mut GroupStats, job: &JobStats) {
+    for dir in Ddir::ALL {
+        let stats = job.dir(dir);
+        let run = stats.runtime_ms();
+        if run == 0 {
+            continue;
+        }
+        let Some(g) = group.dirs.get_mut(dir.index()) else {
+            continue;
+        };
+        let bw = stats.bw_bytes();
+        let first = g.max_run == 0;
+        g.min_run = if first { run } else { g.min_run.min(run) };
+        g.max_run = g.max_run.max(run);
+        g.min_bw = if first { bw } else { g.min_bw.min(bw) };
+        g.max_bw = g.max_bw.max(bw);
+        g.io_bytes = g.io_bytes.saturating_add(stats.io_bytes);
+    }
+}
+
+/// fio's `bw_agg` / `per=`: this entry's mean sampled bandwidth (KiB/s) as a percentage
+/// of its group's aggregate, capped at 100 (100 when the aggregate is tiny).
+pub(crate) fn percent_of_group(mean_kib: f64, group_agg_bytes: u64) -> f64 {
+    if group_agg_bytes <= 1024 {
+        return 100.0;
+    }
+    // fio passes the mean through an `int` parameter here, dropping its fraction.
+    (mean_kib.trunc() * 100.0 / (group_agg_bytes as f64 / 1024.0)).min(100.0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,645 @@
+//! Latency and throughput statistics, kept the way fio keeps them so reports match.
+//!
+//! - [`LatHist`]: fio's log-linear latency histogram (1856 bins over nanoseconds).
+//! - [`LatStat`]: min/max/mean/stddev of a latency, optionally with a histogram.
+//! - [`SampleStat`]: bandwidth or IOPS samples taken periodically by the runner.
+//! - [`DirStats`] / [`JobStats`]: per-direction and per-job aggregates, mergeable for
+//!   `group_reporting`.
+
+use crate::Ddir;
+
+/// Bits of a value kept exactly within each histogram group (fio's `FIO_IO_U_PLAT_BITS`).
+pub const PLAT_BITS: u32 = 6;
+/// Bins per group (fio's `FIO_IO_U_PLAT_VAL`).
+pub const PLAT_VAL: u64 = 1 << PLAT_BITS;
+/// Number of groups (fio's `FIO_IO_U_PLAT_GROUP_NR`).
+pub const PLAT_GROUP_NR: usize = 29;
+/// Total bins (fio's `FIO_IO_U_PLAT_NR`): 1856.
+pub const PLAT_NR: usize = PLAT_GROUP_NR * PLAT_VAL as usize;
+
+/// The histogram bin of a latency in nanoseconds.
+///
+/// Values below 128 have a bin each. Above that, the most significant bit picks a group
+/// and the next 6 bits pick one of its 64 bins, so a bin is never wider than 1/64 of the
+/// values in it. Values beyond the last group (about 17 s) share the last bin.
+#[inline]
+pub fn plat_val_to_idx(ns: u64) -> usize {
+    let msb = 63 - (ns | 1).leading_zeros();
+    if msb <= PLAT_BITS {
+        return ns as usize;
+    }
+    let error_bits = msb - PLAT_BITS;
+    let base = ((error_bits + 1) as usize) << PLAT_BITS;
+    let offset = ((ns >> error_bits) & (PLAT_VAL - 1)) as usize;
+    (base + offset).min(PLAT_NR - 1)
+}
+
+/// The value a bin stands for: the value itself below 128, else the middle of the bin's
+/// range (fio's `plat_idx_to_val`, which reports and labels bins this way).
+pub fn plat_idx_to_val(idx: usize) -> u64 {
+    let idx = idx.min(PLAT_NR - 1);
+    if idx < (PLAT_VAL as usize) << 1 {
+        return idx as u64;
+    }
+    let error_bits = (idx >> PLAT_BITS) as u32 - 1;
+    let base = 1u64 << (error_bits + PLAT_BITS);
+    let k = idx as u64 % PLAT_VAL;
+    base + (k << error_bits) + (1u64 << (error_bits - 1))
+}
+
+/// fio's log-linear latency histogram over nanoseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatHist {
+    bins: Box<[u64]>,
+    samples: u64,
+}
+
+impl Default for LatHist {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatHist {
+    /// An empty histogram; the only allocation it ever makes.
+    pub fn new() -> Self {
+        LatHist {
+            bins: vec![0; PLAT_NR].into_boxed_slice(),
+            samples: 0,
+        }
+    }
+
+    /// Counts one latency: an index computation and an increment.
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.record_n(ns, 1);
+    }
+
+    /// Counts `count` samples of the same latency.
+    #[inline]
+    pub fn record_n(&mut self, ns: u64, count: u64) {
+        if let Some(bin) = self.bins.get_mut(plat_val_to_idx(ns)) {
+            *bin = bin.saturating_add(count);
+            self.samples = self.samples.saturating_add(count);
+        }
+    }
+
+    /// Number of samples counted.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    /// The raw bin counts, indexed like [`plat_val_to_idx`].
+    pub fn bins(&self) -> &[u64] {
+        &self.bins
+    }
+
+    /// The `p`-th percentile (0 < p ≤ 100) as fio computes it: the representative value
+    /// of the first bin at which the running count reaches `p`% of all samples.
+    /// `None` when the histogram is empty.
+    pub fn percentile(&self, p: f64) -> Option<u64> {
+        if self.samples == 0 {
+            return None;
+        }
+        let target = p / 100.0 * self.samples as f64;
+        let mut running = 0u64;
+        for (idx, &count) in self.bins.iter().enumerate() {
+            running = running.saturating_add(count);
+            if running > 0 && running as f64 >= target {
+                return Some(plat_idx_to_val(idx));
+            }
+        }
+        self.last_nonempty().map(plat_idx_to_val)
+    }
+
+    /// Percentiles for each entry of `list`, in the same order.
+    pub fn percentiles(&self, list: &[f64]) -> Vec<Option<u64>> {
+        list.iter().map(|&p| self.percentile(p)).collect()
+    }
+
+    /// Adds another histogram's counts to this one.
+    pub fn merge(&mut self, other: &LatHist) {
+        for (mine, theirs) in self.bins.iter_mut().zip(other.bins.iter()) {
+            *mine = mine.saturating_add(*theirs);
+        }
+        self.samples = self.samples.saturating_add(other.samples);
+    }
+
+    /// Non-empty bins as `(representative value, count)`, for json+ output.
+    pub fn nonzero_bins(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.bins
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (plat_idx_to_val(i), c))
+    }
+
+    fn last_nonempty(&self) -> Option<usize> {
+        self.bins.iter().rposition(|&c| c > 0)
+    }
+}
+
+/// Summary of a latency: count, min, max, exact sum and sum of squares (so mean and
+/// stddev need no floating-point accumulation), plus an optional histogram.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LatStat {
+    /// Smallest sample (0 while empty).
+    pub min: u64,
+    /// Largest sample.
+    pub max: u64,
+    /// Number of samples.
+    pub n: u64,
+    /// Sum of samples (saturating).
+    pub sum: u128,
+    /// Sum of squared samples (saturating).
+    pub sum_sq: u128,
+    /// Histogram for percentiles, if kept.
+    pub hist: Option<LatHist>,
+}
+
+impl LatStat {
+    /// An empty summary without a histogram.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty summary with a histogram.
+    pub fn with_hist() -> Self {
+        LatStat {
+            hist: Some(LatHist::new()),
+            ..Self::default()
+        }
+    }
+
+    /// Adds one sample.
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        self.min = if self.n == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.n += 1;
+        self.sum = self.sum.saturating_add(u128::from(v));
+        self.sum_sq = self.sum_sq.saturating_add(u128::from(v) * u128::from(v));
+        if let Some(hist) = &mut self.hist {
+            hist.record(v);
+        }
+    }
+
+    /// The mean (0 when empty).
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        self.sum as f64 / self.n as f64
+    }
+
+    /// The sample standard deviation (denominator n-1, like fio; 0 below two samples).
+    pub fn stddev(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        let n = u128::from(self.n);
+        // Exact integer arithmetic when it fits: a constant series gives exactly 0.
+        let numerator = match self.sum.checked_mul(self.sum) {
+            Some(square) => self.sum_sq.saturating_sub(square / n) as f64,
+            None => {
+                let mean = self.mean();
+                (self.sum_sq as f64 - self.n as f64 * mean * mean).max(0.0)
+            }
+        };
+        (numerator / (self.n - 1) as f64).sqrt()
+    }
+
+    /// The `p`-th percentile from the histogram, if there is one and it has samples.
+    pub fn percentile(&self, p: f64) -> Option<u64> {
+        self.hist.as_ref()?.percentile(p)
+    }
+
+    /// Folds another summary into this one (histograms too, when both have one).
+    pub fn merge(&mut self, other: &LatStat) {
+        if other.n == 0 {
+            return;
+        }
+        self.min = if self.n == 0 {
+            other.min
+        } else {
+            self.min.min(other.min)
+        };
+        self.max = self.max.max(other.max);
+        self.n = self.n.saturating_add(other.n);
+        self.sum = self.sum.saturating_add(other.sum);
+        self.sum_sq = self.sum_sq.saturating_add(other.sum_sq);
+        match (&mut self.hist, &other.hist) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (None, Some(theirs)) => self.hist = Some(theirs.clone()),
+            _ => {}
+        }
+    }
+}
+
+/// Periodic samples of a rate (bandwidth in KiB/s or IOPS), as fio's `bw_stat` and
+/// `iops_stat`: min, max, and a running mean and variance (Welford).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SampleStat {
+    /// Smallest sample (0 while empty).
+    pub min: u64,
+    /// Largest sample.
+    pub max: u64,
+    /// Number of samples.
+    pub n: u64,
+    /// Running mean.
+    pub mean: f64,
+    /// Running sum of squared deviations from the mean.
+    pub m2: f64,
+}
+
+impl SampleStat {
+    /// Adds one sample.
+    pub fn record(&mut self, v: u64) {
+        self.min = if self.n == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.n += 1;
+        let x = v as f64;
+        let delta = x - self.mean;
+        self.mean += delta / self.n as f64;
+        self.m2 += delta * (x - self.mean);
+    }
+
+    /// Sample standard deviation (n-1 denominator; 0 below two samples).
+    pub fn stddev(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        (self.m2.max(0.0) / (self.n - 1) as f64).sqrt()
+    }
+
+    /// Merges for `group_reporting` the way fio does for rates: the jobs ran side by
+    /// side, so their rates add up — min, max, mean and variance terms are summed rather
+    /// than pooled.
+    pub fn merge_sum(&mut self, other: &SampleStat) {
+        if other.n == 0 {
+            return;
+        }
+        if self.n == 0 {
+            *self = other.clone();
+            return;
+        }
+        self.min = self.min.saturating_add(other.min);
+        self.max = self.max.saturating_add(other.max);
+        self.n = self.n.saturating_add(other.n);
+        self.mean += other.mean;
+        self.m2 += other.m2;
+    }
+}
+
+/// Statistics of one I/O direction of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirStats {
+    /// Bytes transferred.
+    pub io_bytes: u64,
+    /// Completed I/Os.
+    pub total_ios: u64,
+    /// I/Os that transferred less than asked.
+    pub short_ios: u64,
+    /// I/Os dropped (never completed).
+    pub drop_ios: u64,
+    /// Submission latency: from issue to the block layer accepting it.
+    pub slat: LatStat,
+    /// Completion latency: from submission to completion.
+    pub clat: LatStat,
+    /// Total latency: slat + clat.
+    pub lat: LatStat,
+    /// Time this direction was active, in nanoseconds.
+    pub runtime_ns: u64,
+    /// Bandwidth samples in KiB/s.
+    pub bw: SampleStat,
+    /// IOPS samples.
+    pub iops: SampleStat,
+}
+
+impl Default for DirStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DirStats {
+    /// Empty statistics; all three latencies keep histograms so that any of fio's
+    /// `clat/lat/slat_percentiles` can be reported.
+    pub fn new() -> Self {
+        DirStats {
+            io_bytes: 0,
+            total_ios: 0,
+            short_ios: 0,
+            drop_ios: 0,
+            slat: LatStat::with_hist(),
+            clat: LatStat::with_hist(),
+            lat: LatStat::with_hist(),
+            runtime_ns: 0,
+            bw: SampleStat::default(),
+            iops: SampleStat::default(),
+        }
+    }
+
+    /// Records one completed I/O of `bytes` with its submission and completion latency.
+    #[inline]
+    pub fn record_io(&mut self, bytes: u64, slat_ns: u64, clat_ns: u64) {
+        self.io_bytes = self.io_bytes.saturating_add(bytes);
+        self.total_ios += 1;
+        self.slat.record(slat_ns);
+        self.clat.record(clat_ns);
+        self.lat.record(slat_ns.saturating_add(clat_ns));
+    }
+
+    /// Records one bandwidth and one IOPS sample for a window (the runner calls this
+    /// periodically, e.g. every 500 ms, with what completed in the window).
+    pub fn push_sample(&mut self, bytes_in_window: u64, ios_in_window: u64, window_ns: u64) {
+        if window_ns == 0 {
+            return;
+        }
+        let per_sec = |x: u64| u128::from(x) * 1_000_000_000 / u128::from(window_ns);
+        let kib = per_sec(bytes_in_window) / 1024;
+        self.bw.record(u64::try_from(kib).unwrap_or(u64::MAX));
+        self.iops
+            .record(u64::try_from(per_sec(ios_in_window)).unwrap_or(u64::MAX));
+    }
+
+    /// Runtime in whole milliseconds as fio reports it; a direction that did I/O in less
+    /// than a millisecond counts as 1 ms so that its rates are not silently dropped.
+    pub fn runtime_ms(&self) -> u64 {
+        let ms = self.runtime_ns / 1_000_000;
+        if ms == 0 && self.total_ios > 0 {
+            1
+        } else {
+            ms
+        }
+    }
+
+    /// Bandwidth in bytes/s: `1000 * io_bytes / runtime_ms` (0 without runtime).
+    pub fn bw_bytes(&self) -> u64 {
+        let ms = self.runtime_ms();
+        if ms == 0 {
+            return 0;
+        }
+        u64::try_from(u128::from(self.io_bytes) * 1000 / u128::from(ms)).unwrap_or(u64::MAX)
+    }
+
+    /// IOPS: `1000 * total_ios / runtime_ms` (0 without runtime).
+    pub fn iops_value(&self) -> f64 {
+        let ms = self.runtime_ms();
+        if ms == 0 {
+            return 0.0;
+        }
+        1000.0 * self.total_ios as f64 / ms as f64
+    }
+
+    /// Folds in another job's statistics for `group_reporting`.
+    pub fn merge(&mut self, other: &DirStats) {
+        self.io_bytes = self.io_bytes.saturating_add(other.io_bytes);
+        self.total_ios = self.total_ios.saturating_add(other.total_ios);
+        self.short_ios = self.short_ios.saturating_add(other.short_ios);
+        self.drop_ios = self.drop_ios.saturating_add(other.drop_ios);
+        self.slat.merge(&other.slat);
+        self.clat.merge(&other.clat);
+        self.lat.merge(&other.lat);
+        // Jobs of a group run concurrently, so the group ran as long as its longest job.
+        self.runtime_ns = self.runtime_ns.max(other.runtime_ns);
+        self.bw.merge_sum(&other.bw);
+        self.iops.merge_sum(&other.iops);
+    }
+}
+
+/// Counts of latencies per fio latency bucket, across all directions:
+/// `ns`/`us` buckets end at 2, 4, 10, 20, 50, 100, 250, 500, 750, 1000 of their unit,
+/// `ms` buckets add 2000 and `>=2000`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LatencyBuckets {
+    /// Latencies below 1 µs.
+    pub ns: [u64; 10],
+    /// Latencies from 1 µs to below 1 ms.
+    pub us: [u64; 10],
+    /// Latencies from 1 ms up.
+    pub ms: [u64; 12],
+}
+
+/// Upper bounds (exclusive) of fio's latency buckets within one unit.
+const BUCKET_LIMITS: [u64; 11] = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000];
+
+/// The bucket of a value already scaled to its unit.
+fn bucket_of(v: u64, last: usize) -> usize {
+    BUCKET_LIMITS
+        .iter()
+        .position(|&limit| v < limit)
+        .unwrap_or(last)
+        .min(last)
+}
+
+impl LatencyBuckets {
+    /// Adds `count` latencies of `ns` nanoseconds, bucketed like fio's
+    /// `io_u_mark_latency`.
+    pub fn add(&mut self, ns: u64, count: u64) {
+        let slot = if ns < 1_000 {
+            self.ns.get_mut(bucket_of(ns, 9))
+        } else if ns < 1_000_000 {
+            self.us.get_mut(bucket_of(ns / 1_000, 9))
+        } else {
+            self.ms.get_mut(bucket_of(ns / 1_000_000, 11))
+        };
+        if let Some(slot) = slot {
+            *slot = slot.saturating_add(count);
+        }
+    }
+}
+
+/// The fio depth-bucket index of an in-flight depth: 1, 2, 4, 8, 16, 32, >=64.
+fn depth_bucket(depth: u64) -> usize {
+    match depth {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+/// The fio batch-bucket index of a submit/complete batch size: 0, 4, 8, 16, 32, 64, >64.
+fn batch_bucket(n: u64) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
+}
+
+/// Everything reported for one job (or one group, after [`JobStats::merge`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobStats {
+    /// Job name.
+    pub name: String,
+    /// Reporting group.
+    pub groupid: u32,
+    /// Number of job threads folded into these statistics (fio's `jobs=`).
+    pub members: u32,
+    /// First error (an errno value; 0 = none).
+    pub error: i32,
+    /// Text of the first error, shown next to it.
+    pub error_text: String,
+    /// Process id shown in the text header.
+    pub pid: u32,
+    /// The job's description, if any.
+    pub description: String,
+    /// Job start, milliseconds since the Unix epoch.
+    pub job_start_ms: u64,
+    /// Per-direction statistics, indexed by [`Ddir`].
+    pub dirs: [DirStats; 3],
+    /// Flush latencies (`fsync`, `end_fsync`); its `n` is the number of flushes.
+    pub sync: LatStat,
+    /// Wall time the job ran, in nanoseconds.
+    pub job_runtime_ns: u64,
+    /// User CPU time, in nanoseconds.
+    pub usr_cpu_ns: u64,
+    /// System CPU time, in nanoseconds.
+    pub sys_cpu_ns: u64,
+    /// Context switches.
+    pub ctx_switches: u64,
+    /// Major page faults.
+    pub majf: u64,
+    /// Minor page faults.
+    pub minf: u64,
+    /// I/Os submitted while the in-flight depth was 1, 2, 4, 8, 16, 32, >=64.
+    pub iodepth_level: [u64; 7],
+    /// Submit calls by batch size 0, 4, 8, 16, 32, 64, >64.
+    pub iodepth_submit: [u64; 7],
+    /// Reap calls by batch size 0, 4, 8, 16, 32, 64, >64.
+    pub iodepth_complete: [u64; 7],
+    /// Options set in the job's own section, for the JSON "job options".
+    pub job_options: Vec<(String, String)>,
+    /// Extra per-job JSON keys (e.g. per-hctx dispatch counts), appended to the job.
+    pub extra: serde_json::Map<String, serde_json::Value>,
+    /// Extra human-readable lines, printed after the `cpu` line of the text report.
+    pub extra_lines: Vec<String>,
+}
+
+impl JobStats {
+    /// Empty statistics for a job called `name` (one member, group 0).
+    pub fn new(name: &str) -> Self {
+        JobStats {
+            name: name.to_string(),
+            groupid: 0,
+            members: 1,
+            error: 0,
+            error_text: String::new(),
+            pid: 0,
+            description: String::new(),
+            job_start_ms: 0,
+            dirs: [DirStats::new(), DirStats::new(), DirStats::new()],
+            sync: LatStat::with_hist(),
+            job_runtime_ns: 0,
+            usr_cpu_ns: 0,
+            sys_cpu_ns: 0,
+            ctx_switches: 0,
+            majf: 0,
+            minf: 0,
+            iodepth_level: [0; 7],
+            iodepth_submit: [0; 7],
+            iodepth_complete: [0; 7],
+            job_options: Vec::new(),
+            extra: serde_json::Map::new(),
+            extra_lines: Vec::new(),
+        }
+    }
+
+    /// The statistics of one direction.
+    pub fn dir(&self, dir: Ddir) -> &DirStats {
+        &self.dirs[dir.index()]
+    }
+
+    /// The statistics of one direction, for updating.
+    pub fn dir_mut(&mut self, dir: Ddir) -> &mut DirStats {
+        &mut self.dirs[dir.index()]
+    }
+
+    /// Notes that `nr` I/Os were submitted while `depth` were in flight.
+    pub fn mark_depth(&mut self, depth: u64, nr: u64) {
+        if let Some(slot) = self.iodepth_level.get_mut(depth_bucket(depth)) {
+            *slot = slot.saturating_add(nr);
+        }
+    }
+
+    /// Notes one submit call that submitted `nr` I/Os.
+    pub fn mark_submit(&mut self, nr: u64) {
+        if let Some(slot) = self.iodepth_submit.get_mut(batch_bucket(nr)) {
+            *slot = slot.saturating_add(1);
+        }
+    }
+
+    /// Notes one reap call that collected `nr` completions.
+    pub fn mark_complete(&mut self, nr: u64) {
+        if let Some(slot) = self.iodepth_complete.get_mut(batch_bucket(nr)) {
+            *slot = slot.saturating_add(1);
+        }
+    }
+
+    /// Completed I/Os over all directions (fio's denominator for distributions).
+    pub fn total_rw_ios(&self) -> u64 {
+        self.dirs
+            .iter()
+            .map(|d| d.total_ios)
+            .fold(0, u64::saturating_add)
+    }
+
+    /// fio's latency buckets, derived from the completion-latency histograms of all
+    /// directions. Each bin counts at its representative value, so a bucket boundary
+    /// can be off by at most one bin width (≤ 1/64 of the value).
+    pub fn latency_buckets(&self) -> LatencyBuckets {
+        let mut buckets = LatencyBuckets::default();
+        for hist in self.dirs.iter().filter_map(|d| d.clat.hist.as_ref()) {
+            for (value, count) in hist.nonzero_bins() {
+                buckets.add(value, count);
+            }
+        }
+        buckets
+    }
+
+    /// Folds another job into this one for `group_reporting`. Identity fields (name,
+    /// pid, options, extras) stay those of the first job, as in fio.
+    pub fn merge(&mut self, other: &JobStats) {
+        if self.error == 0 && other.error != 0 {
+            self.error = other.error;
+            self.error_text = other.error_text.clone();
+        }
+        self.members = self.members.saturating_add(other.members);
+        for (mine, theirs) in self.dirs.iter_mut().zip(other.dirs.iter()) {
+            mine.merge(theirs);
+        }
+        self.sync.merge(&other.sync);
+        self.merge_counters(other);
+    }
+
+    /// The additive counters of [`merge`](Self::merge).
+    fn merge_counters(&mut self, other: &JobStats) {
+        self.job_runtime_ns = self.job_runtime_ns.saturating_add(other.job_runtime_ns);
+        self.usr_cpu_ns = self.usr_cpu_ns.saturating_add(other.usr_cpu_ns);
+        self.sys_cpu_ns = self.sys_cpu_ns.saturating_add(other.sys_cpu_ns);
+        self.ctx_switches = self.ctx_switches.saturating_add(other.ctx_switches);
+        self.majf = self.majf.saturating_add(other.majf);
+        self.minf = self.minf.saturating_add(other.minf);
+        add_arrays(&mut self.iodepth_level, &other.iodepth_level);
+        add_arrays(&mut self.iodepth_submit, &other.iodepth_submit);
+        add_arrays(&mut self.iodepth_complete, &other.iodepth_complete);
+    }
+}
+
+fn add_arrays(dst: &mut [u64; 7], src: &[u64; 7]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = d.saturating_add(*s);
+    }
+}
+
+#[cfg(test)]
+mod tests;
