@@ -132,7 +132,10 @@ impl IoBuf {
     /// A zero-filled buffer of `len` bytes.
     pub fn new(len: usize) -> IoBuf {
         let nr_pages = len.div_ceil(4096).max(1);
-        IoBuf { pages: vec![bytemuck::Zeroable::zeroed(); nr_pages], len }
+        IoBuf {
+            pages: vec![bytemuck::Zeroable::zeroed(); nr_pages],
+            len,
+        }
     }
     pub fn len(&self) -> usize {
         self.len
@@ -200,7 +203,11 @@ impl Bio {
     pub fn new(op: ReqOp, sector: u64, nr_sectors: u32) -> Bio {
         Bio {
             op,
-            flags: if op.is_read() { ReqFlags::SYNC } else { ReqFlags::empty() },
+            flags: if op.is_read() {
+                ReqFlags::SYNC
+            } else {
+                ReqFlags::empty()
+            },
             ioprio: IoPrio::DEFAULT,
             sector,
             nr_sectors,

@@ -62,9 +62,19 @@ impl QueueMap {
                 .collect()
         };
         let default = spread(maps.default, 0);
-        let read = if maps.read > 0 { spread(maps.read, maps.default) } else { default.clone() };
-        let poll = if maps.poll > 0 { spread(maps.poll, maps.default + maps.read) } else { default.clone() };
-        QueueMap { map: [default, read, poll] }
+        let read = if maps.read > 0 {
+            spread(maps.read, maps.default)
+        } else {
+            default.clone()
+        };
+        let poll = if maps.poll > 0 {
+            spread(maps.poll, maps.default + maps.read)
+        } else {
+            default.clone()
+        };
+        QueueMap {
+            map: [default, read, poll],
+        }
     }
 
     pub fn hctx(&self, ty: HctxType, ctx: CtxIdx) -> HctxIdx {

@@ -7,11 +7,11 @@
 
 use crate::bio::Bio;
 use crate::cpumap::HCTX_MAX_TYPES;
+use crate::hctx::Counter;
 use crate::request::RqId;
 use crate::{CtxIdx, HctxIdx};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use crate::hctx::Counter;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Per-Ctx counters (the kernel's `rq_dispatched`, `rq_merged`, `rq_completed`).

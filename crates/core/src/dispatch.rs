@@ -5,7 +5,7 @@
 use crate::driver::CompletionBatch;
 use crate::elevator::ElvFeatures;
 use crate::hctx::state;
-use crate::queue::{RqRef, RequestQueue, RESOURCE_DELAY};
+use crate::queue::{RequestQueue, RqRef, RESOURCE_DELAY};
 use crate::request::{RqFlags, RqId};
 use crate::status::BlkStatus;
 use crate::{CtxIdx, HctxIdx, Nanos};
@@ -22,7 +22,9 @@ impl RequestQueue {
                 return;
             }
             hctx.run_again.store(true, Ordering::SeqCst);
-            let Some(guard) = hctx.run_lock.try_lock() else { return };
+            let Some(guard) = hctx.run_lock.try_lock() else {
+                return;
+            };
             while hctx.run_again.swap(false, Ordering::SeqCst) {
                 if hctx.is_stopped() {
                     break;
@@ -59,7 +61,10 @@ impl RequestQueue {
     /// `blk_mq_get_sq_hctx`: the single hardware queue to run, when the rule applies.
     fn sq_hctx(&self, local: Option<CtxIdx>) -> Option<HctxIdx> {
         let elv = self.elevator.as_ref()?;
-        if elv.features().contains(ElvFeatures::MQ_AWARE) || self.hctxs.len() == 1 || !self.cfg.sq_sched_dispatch {
+        if elv.features().contains(ElvFeatures::MQ_AWARE)
+            || self.hctxs.len() == 1
+            || !self.cfg.sq_sched_dispatch
+        {
             return None;
         }
         let ctx = local.unwrap_or(CtxIdx(0));
@@ -111,9 +116,16 @@ impl RequestQueue {
     /// and issue them in batches. A scheduler may hand out requests of other hardware
     /// queues; each is issued on its own queue.
     fn do_dispatch_sched(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
-        let elv = self.elevator.as_ref().expect("do_dispatch_sched without elevator");
+        let elv = self
+            .elevator
+            .as_ref()
+            .expect("do_dispatch_sched without elevator");
         let hctx = &self.hctxs[h.0 as usize];
-        let max_dispatch = if hctx.is_busy() { 1 } else { self.nr_requests as usize };
+        let max_dispatch = if hctx.is_busy() {
+            1
+        } else {
+            self.nr_requests as usize
+        };
         let ectx = self.elv_ctx();
         let mut list: Vec<RqId> = Vec::new();
         loop {
@@ -163,7 +175,10 @@ impl RequestQueue {
     /// Issues a scheduler batch grouped by each request's own hardware queue. Returns false
     /// if some request could not be issued.
     fn dispatch_by_hctx(&self, list: &mut [RqId], now: Nanos, batch: &mut CompletionBatch) -> bool {
-        let mut keyed: Vec<(HctxIdx, RqId)> = list.iter().map(|&id| (self.rqs.lock(id).hctx, id)).collect();
+        let mut keyed: Vec<(HctxIdx, RqId)> = list
+            .iter()
+            .map(|&id| (self.rqs.lock(id).hctx, id))
+            .collect();
         keyed.sort_by_key(|&(h, _)| h);
         let mut all = true;
         let mut i = 0;
@@ -200,7 +215,8 @@ impl RequestQueue {
                     if lists[ty].is_empty() {
                         hctx.ctx_map[pos / 64].fetch_and(!(1u64 << (pos % 64)), Ordering::AcqRel);
                     }
-                    hctx.dispatch_from.store(((pos + 1) % n) as u32, Ordering::Relaxed);
+                    hctx.dispatch_from
+                        .store(((pos + 1) % n) as u32, Ordering::Relaxed);
                     picked = Some(id);
                     break;
                 }

@@ -18,7 +18,10 @@ pub struct CompletionBatch {
 
 impl CompletionBatch {
     pub fn new() -> CompletionBatch {
-        CompletionBatch { done: Vec::with_capacity(64), requeue: Vec::new() }
+        CompletionBatch {
+            done: Vec::with_capacity(64),
+            requeue: Vec::new(),
+        }
     }
     /// The request finished with `status` (`blk_mq_complete_request`).
     pub fn complete(&mut self, id: RqId, status: BlkStatus) {
@@ -63,8 +66,14 @@ pub trait Driver: Send + Sync {
     /// batch, so the doorbell can be rung. `Resource`/`DevResource` mean "not now": the
     /// request comes back to the core untouched. Any other non-`Ok` status ends it with that
     /// error. A driver that finishes the request at once pushes it to `done`.
-    fn queue_rq(&self, hctx: HctxIdx, rq: &mut Request, last: bool, now: Nanos, done: &mut CompletionBatch)
-        -> BlkStatus;
+    fn queue_rq(
+        &self,
+        hctx: HctxIdx,
+        rq: &mut Request,
+        last: bool,
+        now: Nanos,
+        done: &mut CompletionBatch,
+    ) -> BlkStatus;
 
     /// Ring the doorbell for requests queued with `last == false` (`commit_rqs`).
     fn commit_rqs(&self, _hctx: HctxIdx) {}
@@ -77,7 +86,13 @@ pub trait Driver: Send + Sync {
 
     /// A request exceeded its timeout (`timeout`). The default re-arms the timer, as the
     /// kernel does for drivers without a handler.
-    fn timeout(&self, _hctx: HctxIdx, _rq: &mut Request, _now: Nanos, _done: &mut CompletionBatch) -> EhReturn {
+    fn timeout(
+        &self,
+        _hctx: HctxIdx,
+        _rq: &mut Request,
+        _now: Nanos,
+        _done: &mut CompletionBatch,
+    ) -> EhReturn {
         EhReturn::ResetTimer
     }
 

@@ -169,11 +169,21 @@ pub struct TunableDesc {
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum TunableError {
     #[error("unknown tunable '{name}' for {sched} (known: {known})")]
-    Unknown { sched: &'static str, name: String, known: String },
+    Unknown {
+        sched: &'static str,
+        name: String,
+        known: String,
+    },
     #[error("tunable '{name}': '{value}' is not an integer")]
     NotANumber { name: &'static str, value: String },
     #[error("tunable '{name}': {value} out of range {min}..={max} ({unit})")]
-    OutOfRange { name: &'static str, value: i64, min: i64, max: i64, unit: &'static str },
+    OutOfRange {
+        name: &'static str,
+        value: i64,
+        min: i64,
+        max: i64,
+        unit: &'static str,
+    },
 }
 
 /// The current values of a scheduler's tunables, readable and writable while it runs.
@@ -185,7 +195,11 @@ pub struct Tunables {
 
 impl Tunables {
     pub fn new(sched: &'static str, descs: &'static [TunableDesc]) -> Tunables {
-        Tunables { sched, descs, values: descs.iter().map(|d| AtomicI64::new(d.default)).collect() }
+        Tunables {
+            sched,
+            descs,
+            values: descs.iter().map(|d| AtomicI64::new(d.default)).collect(),
+        }
     }
     pub fn descs(&self) -> &'static [TunableDesc] {
         self.descs
@@ -195,11 +209,19 @@ impl Tunables {
         self.values[i].load(Ordering::Relaxed)
     }
     fn index(&self, name: &str) -> Result<usize, TunableError> {
-        self.descs.iter().position(|d| d.name == name).ok_or_else(|| TunableError::Unknown {
-            sched: self.sched,
-            name: name.to_string(),
-            known: self.descs.iter().map(|d| d.name).collect::<Vec<_>>().join(", "),
-        })
+        self.descs
+            .iter()
+            .position(|d| d.name == name)
+            .ok_or_else(|| TunableError::Unknown {
+                sched: self.sched,
+                name: name.to_string(),
+                known: self
+                    .descs
+                    .iter()
+                    .map(|d| d.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
     pub fn show(&self, name: &str) -> Result<i64, TunableError> {
         Ok(self.get(self.index(name)?))
@@ -208,12 +230,18 @@ impl Tunables {
     pub fn store(&self, name: &str, value: &str) -> Result<(), TunableError> {
         let i = self.index(name)?;
         let d = &self.descs[i];
-        let v: i64 = value
-            .trim()
-            .parse()
-            .map_err(|_| TunableError::NotANumber { name: d.name, value: value.to_string() })?;
+        let v: i64 = value.trim().parse().map_err(|_| TunableError::NotANumber {
+            name: d.name,
+            value: value.to_string(),
+        })?;
         if v < d.min || v > d.max {
-            return Err(TunableError::OutOfRange { name: d.name, value: v, min: d.min, max: d.max, unit: d.unit });
+            return Err(TunableError::OutOfRange {
+                name: d.name,
+                value: v,
+                min: d.min,
+                max: d.max,
+                unit: d.unit,
+            });
         }
         self.values[i].store(v, Ordering::Relaxed);
         Ok(())

@@ -29,7 +29,10 @@ pub struct Counter(AtomicU64);
 impl Counter {
     #[inline]
     pub fn add(&self, n: u64) {
-        self.0.store(self.0.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
     }
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
@@ -58,7 +61,11 @@ pub struct HctxStats {
 
 impl HctxStats {
     pub(crate) fn count_dispatch(&self, n: usize) {
-        let bucket = if n == 0 { 0 } else { (usize::BITS - n.leading_zeros()) as usize };
+        let bucket = if n == 0 {
+            0
+        } else {
+            (usize::BITS - n.leading_zeros()) as usize
+        };
         self.dispatched[bucket.min(MAX_DISPATCH_ORDER - 1)].add(1);
     }
 }

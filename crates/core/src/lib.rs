@@ -29,13 +29,14 @@ pub use cpumap::{HctxType, QueueMap};
 pub use ctx::Ctx;
 pub use driver::{CompletionBatch, Driver, EhReturn};
 pub use elevator::{
-    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, TunableDesc, TunableError, Tunables,
+    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, TunableDesc, TunableError,
+    Tunables,
 };
 pub use hctx::Hctx;
 pub use merge::{ElvMerge, NoMerges, QueueLimits};
 pub use plug::Plug;
 pub use queue::{QueueConfig, QueueError, RequestQueue, Submit, Submitter};
-pub use request::{ElvRq, RequestTable, Request, RqFlags, RqId, RqState, Tag};
+pub use request::{ElvRq, Request, RequestTable, RqFlags, RqId, RqState, Tag};
 pub use status::BlkStatus;
 pub use tag::{MapQueues, TagSet, TagSetConfig, TagSetError, TagSetFlags, Tags};
 pub use time::{Clock, Nanos};

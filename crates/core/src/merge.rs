@@ -5,7 +5,7 @@
 //! candidate (the plug's last request, the software queue's tail, an elevator's index).
 
 use crate::bio::Bio;
-use crate::request::{RqState, Request};
+use crate::request::{Request, RqState};
 
 /// Queue limits that bound merging (`struct queue_limits`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -23,7 +23,12 @@ pub struct QueueLimits {
 impl Default for QueueLimits {
     fn default() -> QueueLimits {
         // BLK_DEF_MAX_SECTORS_CAP (2560 sectors = 1280 KiB) and BLK_MAX_SEGMENTS (128).
-        QueueLimits { max_sectors: 2560, max_segments: 128, logical_block_size: 512, capacity_sectors: 1 << 21 }
+        QueueLimits {
+            max_sectors: 2560,
+            max_segments: 128,
+            logical_block_size: 512,
+            capacity_sectors: 1 << 21,
+        }
     }
 }
 
@@ -79,7 +84,11 @@ fn bio_segments(bio: &Bio) -> u16 {
 
 /// Tries to merge `bio` into `rq`. On success the bio is consumed and the merge direction
 /// returned; otherwise the bio comes back.
-pub fn bio_attempt_merge(rq: &mut Request, bio: Bio, limits: &QueueLimits) -> Result<ElvMerge, Bio> {
+pub fn bio_attempt_merge(
+    rq: &mut Request,
+    bio: Bio,
+    limits: &QueueLimits,
+) -> Result<ElvMerge, Bio> {
     if !rq_merge_ok(rq, &bio) {
         return Err(bio);
     }

@@ -27,7 +27,10 @@ pub struct Plug {
 
 impl Plug {
     pub fn new() -> Plug {
-        Plug { list: Vec::with_capacity(2 * MAX_REQUEST_COUNT), ..Default::default() }
+        Plug {
+            list: Vec::with_capacity(2 * MAX_REQUEST_COUNT),
+            ..Default::default()
+        }
     }
     /// `blk_start_plug`.
     pub fn start(&mut self) {
@@ -57,7 +60,11 @@ impl Plug {
             Some(_) => {}
         }
         self.list.push((id, hctx));
-        let limit = if self.multiple_queues { 2 * MAX_REQUEST_COUNT } else { MAX_REQUEST_COUNT };
+        let limit = if self.multiple_queues {
+            2 * MAX_REQUEST_COUNT
+        } else {
+            MAX_REQUEST_COUNT
+        };
         self.list.len() >= limit || (mergeable && bytes >= PLUG_FLUSH_SIZE)
     }
 

@@ -10,7 +10,7 @@ use crate::bio::{Bio, ReqFlags, ReqOp, SECTOR_SIZE};
 use crate::cpumap::{HctxType, QueueMap};
 use crate::ctx::Ctx;
 use crate::driver::{CompletionBatch, Driver};
-use crate::elevator::{BioMerge, ElevatorInit, ElevatorType, Elevator, ElvCtx};
+use crate::elevator::{BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx};
 use crate::hctx::{state, Hctx};
 use crate::merge::{self, NoMerges, QueueLimits};
 use crate::plug::Plug;
@@ -158,6 +158,9 @@ struct AllocMap {
     base: u32,
 }
 
+/// The software and hardware contexts of a queue, as `build_contexts` makes them.
+type Contexts = (Box<[CachePadded<Ctx>]>, Box<[CachePadded<Hctx>]>);
+
 /// Who counts as one user of a shared tag map for fair sharing.
 struct ActiveUser {
     active: AtomicBool,
@@ -213,16 +216,28 @@ impl RequestQueue {
         let host_shared = set.cfg.flags.contains(TagSetFlags::TAG_HCTX_SHARED);
         let use_sched = elv.and_then(|e| e.init).is_some();
         let (alloc_maps, hctx_alloc) = if use_sched {
-            Self::sched_maps(nr_hw, nr_requests, host_shared, set.cfg.flags.contains(TagSetFlags::TAG_RR))
+            Self::sched_maps(
+                nr_hw,
+                nr_requests,
+                host_shared,
+                set.cfg.flags.contains(TagSetFlags::TAG_RR),
+            )
         } else {
             Self::driver_maps(&set)
         };
-        let nr_rq_ids = alloc_maps.last().map(|m| m.base + m.tags.nr_tags).unwrap_or(0);
+        let nr_rq_ids = alloc_maps
+            .last()
+            .map(|m| m.base + m.tags.nr_tags)
+            .unwrap_or(0);
         let drv_rqs = (0..set.distinct_maps())
-            .map(|_| (0..set.cfg.queue_depth).map(|_| AtomicU32::new(u32::MAX)).collect())
+            .map(|_| {
+                (0..set.cfg.queue_depth)
+                    .map(|_| AtomicU32::new(u32::MAX))
+                    .collect()
+            })
             .collect();
-        let elevator = match elv.and_then(|e| e.init) {
-            Some(init) => Some(init(&ElevatorInit {
+        let elevator = elv.and_then(|e| e.init).map(|init| {
+            init(&ElevatorInit {
                 nr_hw_queues: nr_hw as u16,
                 nr_ctx: cfg.nr_ctx,
                 nr_requests,
@@ -230,9 +245,8 @@ impl RequestQueue {
                 queue_depth: set.cfg.queue_depth,
                 rotational: driver.rotational(),
                 limits,
-            })),
-            None => None,
-        };
+            })
+        });
         for h in 0..nr_hw {
             driver.init_hctx(HctxIdx(h as u16), set.cfg.queue_depth);
         }
@@ -252,7 +266,10 @@ impl RequestQueue {
             elevator,
             nr_requests,
             users: (0..nr_users)
-                .map(|_| ActiveUser { active: AtomicBool::new(false), nr_active: AtomicU32::new(0) })
+                .map(|_| ActiveUser {
+                    active: AtomicBool::new(false),
+                    nr_active: AtomicU32::new(0),
+                })
                 .collect(),
             requeue_list: Mutex::new(Vec::new()),
             requeue_at: AtomicU64::new(u64::MAX),
@@ -281,11 +298,7 @@ impl RequestQueue {
     }
 
     /// `blk_mq_map_swqueue`: link every Ctx to its hardware queue of each type.
-    fn build_contexts(
-        map: &QueueMap,
-        set: &TagSet,
-        nr_ctx: u16,
-    ) -> (Box<[CachePadded<Ctx>]>, Box<[CachePadded<Hctx>]>) {
+    fn build_contexts(map: &QueueMap, set: &TagSet, nr_ctx: u16) -> Contexts {
         let m = set.cfg.maps;
         let nr_hw = set.nr_hw_queues();
         let ty_of = |h: u16| {
@@ -318,7 +331,13 @@ impl RequestQueue {
             ctxs.push(CachePadded::new(ctx));
         }
         let hctxs = (0..nr_hw)
-            .map(|h| CachePadded::new(Hctx::new(HctxIdx(h), ty_of(h), std::mem::take(&mut hctx_ctxs[h as usize]))))
+            .map(|h| {
+                CachePadded::new(Hctx::new(
+                    HctxIdx(h),
+                    ty_of(h),
+                    std::mem::take(&mut hctx_ctxs[h as usize]),
+                ))
+            })
             .collect();
         (ctxs.into(), hctxs)
     }
@@ -327,21 +346,36 @@ impl RequestQueue {
         let mut base = 0;
         let maps = (0..set.distinct_maps())
             .map(|m| {
-                let am = AllocMap { tags: set.tags[m].clone(), base };
+                let am = AllocMap {
+                    tags: set.tags[m].clone(),
+                    base,
+                };
                 base += set.tags[m].nr_tags;
                 am
             })
             .collect();
-        let idx = (0..set.nr_hw_queues() as usize).map(|h| set.map_index(h) as u16).collect();
+        let idx = (0..set.nr_hw_queues() as usize)
+            .map(|h| set.map_index(h) as u16)
+            .collect();
         (maps, idx)
     }
 
-    fn sched_maps(nr_hw: usize, nr_requests: u32, shared: bool, rr: bool) -> (Vec<AllocMap>, Vec<u16>) {
+    fn sched_maps(
+        nr_hw: usize,
+        nr_requests: u32,
+        shared: bool,
+        rr: bool,
+    ) -> (Vec<AllocMap>, Vec<u16>) {
         let n = if shared { 1 } else { nr_hw };
         let maps = (0..n)
-            .map(|m| AllocMap { tags: Arc::new(Tags::new(nr_requests, 0, rr)), base: m as u32 * nr_requests })
+            .map(|m| AllocMap {
+                tags: Arc::new(Tags::new(nr_requests, 0, rr)),
+                base: m as u32 * nr_requests,
+            })
             .collect();
-        let idx = (0..nr_hw).map(|h| if shared { 0 } else { h as u16 }).collect();
+        let idx = (0..nr_hw)
+            .map(|h| if shared { 0 } else { h as u16 })
+            .collect();
         (maps, idx)
     }
 
@@ -394,12 +428,19 @@ impl RequestQueue {
         }
     }
     pub(crate) fn elv_ctx(&self) -> ElvCtx<'_> {
-        ElvCtx { rqs: &self.rqs, limits: &self.limits, nomerges: self.cfg.nomerges }
+        ElvCtx {
+            rqs: &self.rqs,
+            limits: &self.limits,
+            nomerges: self.cfg.nomerges,
+        }
     }
 
     /// A submitter handle for software queue `ctx`.
     pub fn submitter(&self, ctx: CtxIdx) -> Submitter {
-        assert!((ctx.0 as usize) < self.ctxs.len(), "no software queue {ctx:?}");
+        assert!(
+            (ctx.0 as usize) < self.ctxs.len(),
+            "no software queue {ctx:?}"
+        );
         let c = &self.ctxs[ctx.0 as usize];
         let mut hctxs: Vec<HctxIdx> = Vec::new();
         for h in c.hctxs {
@@ -424,7 +465,11 @@ impl RequestQueue {
     fn check_bio(&self, bio: &Bio) -> Result<(), BlkStatus> {
         let lbs_mask = (self.limits.logical_block_size as u64 / SECTOR_SIZE).max(1) - 1;
         if bio.op == ReqOp::Flush {
-            return if bio.nr_sectors == 0 { Ok(()) } else { Err(BlkStatus::Invalid) };
+            return if bio.nr_sectors == 0 {
+                Ok(())
+            } else {
+                Err(BlkStatus::Invalid)
+            };
         }
         if bio.nr_sectors == 0
             || bio.sector & lbs_mask != 0
@@ -449,7 +494,10 @@ impl RequestQueue {
     /// plug it, insert it, or issue it directly. Completions that happen at once land in
     /// `sub.done`.
     pub fn submit_bio(&self, sub: &mut Submitter, mut bio: Bio, now: Nanos) -> Submit {
-        debug_assert!(!self.torn_down.load(Ordering::Relaxed), "submit after teardown");
+        debug_assert!(
+            !self.torn_down.load(Ordering::Relaxed),
+            "submit after teardown"
+        );
         bio.ctx = sub.ctx;
         bio.submit_ns = now;
         if let Err(status) = self.check_bio(&bio) {
@@ -479,7 +527,10 @@ impl RequestQueue {
     fn queue_new_request(&self, sub: &mut Submitter, rq: NewRq, now: Nanos) {
         let (id, h) = (rq.id, rq.hctx);
         if let Some(snap) = &rq.sched {
-            self.elevator.as_ref().expect("USE_SCHED without elevator").prepare_request(snap);
+            self.elevator
+                .as_ref()
+                .expect("USE_SCHED without elevator")
+                .prepare_request(snap);
         }
         if sub.plug.is_started() {
             sub.plug.has_elevator |= rq.sched.is_some();
@@ -497,7 +548,13 @@ impl RequestQueue {
         } else {
             self.issue_run(sub, h, &[id], now);
         }
-        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+        self.end_batch(
+            Some(sub.ctx),
+            &mut sub.batch,
+            &mut sub.done,
+            &mut sub.runs,
+            now,
+        );
     }
 
     /// `blk_mq_attempt_bio_merge`: the plug's last request, then the elevator or the software
@@ -549,10 +606,15 @@ impl RequestQueue {
         let am = &self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize];
         let sched = self.elevator.as_ref();
         // Flushes take scheduler tags but bypass the scheduler, as in the kernel.
-        let use_sched = sched.is_some() && bio.op != ReqOp::Flush && !bio.flags.contains(ReqFlags::PREFLUSH);
+        let use_sched =
+            sched.is_some() && bio.op != ReqOp::Flush && !bio.flags.contains(ReqFlags::PREFLUSH);
         let tag = match sched {
             Some(e) => {
-                let shallow = if use_sched { e.limit_depth(bio.op, bio.flags) } else { u32::MAX };
+                let shallow = if use_sched {
+                    e.limit_depth(bio.op, bio.flags)
+                } else {
+                    u32::MAX
+                };
                 am.tags.get(&c.sched_hint, false, shallow)
             }
             None => {
@@ -569,7 +631,10 @@ impl RequestQueue {
         let Some(tag) = tag else { return Err(bio) };
         let id = RqId(am.base + tag);
         let mut rq = self.rqs.lock(id);
-        assert!(!rq.allocated, "{id:?}: tag {tag} handed out while still held");
+        assert!(
+            !rq.allocated,
+            "{id:?}: tag {tag} handed out while still held"
+        );
         assert_eq!(rq.state, RqState::Idle);
         assert!(rq.bios.is_empty(), "{id:?}: stale bios in a free request");
         rq.allocated = true;
@@ -584,7 +649,8 @@ impl RequestQueue {
         } else {
             rq.tag = Tag(tag as u16);
             rq.internal_tag = Tag::NONE;
-            self.drv_rqs[self.set.map_index(h.0 as usize)][tag as usize].store(id.0, Ordering::Release);
+            self.drv_rqs[self.set.map_index(h.0 as usize)][tag as usize]
+                .store(id.0, Ordering::Release);
         }
         rq.op = bio.op;
         rq.cmd_flags = bio.flags;
@@ -608,7 +674,8 @@ impl RequestQueue {
             hctx: h,
             bytes: rq.bytes(),
             mergeable: rq.mergeable(),
-            bypass: !use_sched && (rq.op == ReqOp::Flush || rq.cmd_flags.contains(ReqFlags::PREFLUSH)),
+            bypass: !use_sched
+                && (rq.op == ReqOp::Flush || rq.cmd_flags.contains(ReqFlags::PREFLUSH)),
             sched: use_sched.then(|| rq.elv()),
         })
     }
@@ -635,7 +702,13 @@ impl RequestQueue {
             self.issue_list(sub, &ids, now);
         }
         sub.scratch = ids;
-        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+        self.end_batch(
+            Some(sub.ctx),
+            &mut sub.batch,
+            &mut sub.done,
+            &mut sub.runs,
+            now,
+        );
     }
 
     /// Plugged requests with a scheduler: group runs of the same hardware queue, insert each
@@ -677,7 +750,10 @@ impl RequestQueue {
 
     /// Hands requests to the elevator and frees any it merged away.
     pub(crate) fn insert_sched(&self, h: HctxIdx, ids: &[RqId], at_head: bool, now: Nanos) {
-        let elv = self.elevator.as_ref().expect("insert_sched without elevator");
+        let elv = self
+            .elevator
+            .as_ref()
+            .expect("insert_sched without elevator");
         let mut freed = Vec::new();
         for &id in ids {
             self.rqs.lock(id).insert_ns = now;
@@ -768,7 +844,10 @@ impl RequestQueue {
     fn free_merged(&self, id: RqId) {
         let released = {
             let mut rq = self.rqs.lock(id);
-            assert!(rq.bios.is_empty(), "{id:?}: freed after merge with bios left");
+            assert!(
+                rq.bios.is_empty(),
+                "{id:?}: freed after merge with bios left"
+            );
             assert_eq!(rq.state, RqState::Idle);
             Self::release_slot(&mut rq)
         };
@@ -809,7 +888,9 @@ impl RequestQueue {
             self.put_driver_tag(h, r.tag);
         }
         if !r.internal_tag.is_none() {
-            self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize].tags.put(r.internal_tag.0 as u32);
+            self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize]
+                .tags
+                .put(r.internal_tag.0 as u32);
         }
         debug_assert!(r.id.0 < self.rqs.len() as u32);
     }
@@ -840,7 +921,9 @@ impl RequestQueue {
         }
         let u = self.user(h);
         if !u.active.load(Ordering::Relaxed) && !u.active.swap(true, Ordering::AcqRel) {
-            self.set.tags[h.0 as usize].active_queues.fetch_add(1, Ordering::AcqRel);
+            self.set.tags[h.0 as usize]
+                .active_queues
+                .fetch_add(1, Ordering::AcqRel);
         }
         u.nr_active.fetch_add(1, Ordering::Relaxed);
     }
@@ -854,10 +937,13 @@ impl RequestQueue {
             return false;
         }
         let hint = &self.ctxs[rq.ctx.0 as usize].tag_hint;
-        let Some(t) = self.set.tags[h.0 as usize].get(hint, false, u32::MAX) else { return false };
+        let Some(t) = self.set.tags[h.0 as usize].get(hint, false, u32::MAX) else {
+            return false;
+        };
         self.driver_tag_busy(h);
         rq.tag = Tag(t as u16);
-        self.drv_rqs[self.set.map_index(h.0 as usize)][t as usize].store(rq.id.0, Ordering::Release);
+        self.drv_rqs[self.set.map_index(h.0 as usize)][t as usize]
+            .store(rq.id.0, Ordering::Release);
         true
     }
 
@@ -874,7 +960,9 @@ impl RequestQueue {
     fn tag_idle(&self) {
         for (i, u) in self.users.iter().enumerate() {
             if u.nr_active.load(Ordering::Acquire) == 0 && u.active.swap(false, Ordering::AcqRel) {
-                self.set.tags[i].active_queues.fetch_sub(1, Ordering::AcqRel);
+                self.set.tags[i]
+                    .active_queues
+                    .fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -951,7 +1039,12 @@ impl RequestQueue {
     ) {
         let released = {
             let mut rq = self.rqs.lock(id);
-            assert_eq!(rq.state, RqState::InFlight, "{id:?}: completed while {:?} (twice, or never issued)", rq.state);
+            assert_eq!(
+                rq.state,
+                RqState::InFlight,
+                "{id:?}: completed while {:?} (twice, or never issued)",
+                rq.state
+            );
             rq.state = RqState::Complete;
             rq.complete_ns = now;
             rq.status = status;
@@ -973,10 +1066,16 @@ impl RequestQueue {
         let h = released.snap.hctx;
         let hctx = &self.hctxs[h.0 as usize];
         hctx.stats.completed.add(1);
-        self.ctxs[released.snap.ctx.0 as usize].stats.completed.add(1);
+        self.ctxs[released.snap.ctx.0 as usize]
+            .stats
+            .completed
+            .add(1);
         self.finish_and_put_tags(&released);
         // blk_mq_sched_restart: a freed tag may unblock requests parked on the dispatch list.
-        if hctx.test_state(state::SCHED_RESTART) && hctx.clear_state(state::SCHED_RESTART) && !runs.contains(&h) {
+        if hctx.test_state(state::SCHED_RESTART)
+            && hctx.clear_state(state::SCHED_RESTART)
+            && !runs.contains(&h)
+        {
             runs.push(h);
         }
     }
@@ -1022,7 +1121,9 @@ impl RequestQueue {
             };
             if flags.contains(RqFlags::DONTPREP) {
                 self.bypass_insert(h, id, false);
-            } else if op == ReqOp::Flush || !flags.contains(RqFlags::USE_SCHED) && flags.contains(RqFlags::SCHED_TAGS) {
+            } else if op == ReqOp::Flush
+                || !flags.contains(RqFlags::USE_SCHED) && flags.contains(RqFlags::SCHED_TAGS)
+            {
                 self.bypass_insert(h, id, true);
             } else if flags.contains(RqFlags::USE_SCHED) {
                 self.insert_sched(h, &[id], true, now);
@@ -1041,7 +1142,13 @@ impl RequestQueue {
     /// request timeouts and the elevator's timer. Completions land as in [`Self::end_batch`].
     pub fn timer(&self, sub: &mut Submitter, now: Nanos) {
         self.timer_inner(Some(sub.ctx), &mut sub.batch, now);
-        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+        self.end_batch(
+            Some(sub.ctx),
+            &mut sub.batch,
+            &mut sub.done,
+            &mut sub.runs,
+            now,
+        );
     }
 
     /// [`Self::timer`] for a thread that owns no software queue (a runtime worker): every
@@ -1061,7 +1168,10 @@ impl RequestQueue {
         for hctx in self.hctxs.iter() {
             let at = hctx.run_at.load(Ordering::Acquire);
             if at <= now.0
-                && hctx.run_at.compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                && hctx
+                    .run_at
+                    .compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
             {
                 self.run_hw_queue(hctx.idx, now, batch);
             }
@@ -1094,13 +1204,19 @@ impl RequestQueue {
         rq.start(now, self.cfg.timeout);
         // Deadlines only grow, so this is nearly always a plain read of a line nobody writes.
         if rq.deadline_ns.0 < self.next_timeout.load(Ordering::Relaxed) {
-            self.next_timeout.fetch_min(rq.deadline_ns.0, Ordering::AcqRel);
+            self.next_timeout
+                .fetch_min(rq.deadline_ns.0, Ordering::AcqRel);
         }
     }
 
     /// `blk_mq_timeout_work`: hand requests past their deadline to the driver's timeout
     /// handler, then re-arm the rolling timer at the earliest remaining deadline.
     fn check_timeouts(&self, now: Nanos, batch: &mut CompletionBatch) {
+        // Disarm before scanning, and only ever lower the timer afterwards: a request started
+        // by another thread behind the scan (in a slot already visited) sees an unarmed timer
+        // and arms it itself in `start_request`. Storing the result instead overwrote that,
+        // leaving the request with no timeout at all (found by tests/faults.rs).
+        self.next_timeout.store(u64::MAX, Ordering::Release);
         let mut next = now.saturating_add(self.cfg.timeout).0;
         let mut in_flight = false;
         for slot in self.rqs.iter() {
@@ -1127,7 +1243,9 @@ impl RequestQueue {
         if !in_flight {
             self.tag_idle();
         }
-        self.next_timeout.store(if in_flight { next } else { u64::MAX }, Ordering::Release);
+        if in_flight {
+            self.next_timeout.fetch_min(next, Ordering::AcqRel);
+        }
     }
 
     // ----- polling -----------------------------------------------------------------------------
@@ -1140,7 +1258,13 @@ impl RequestQueue {
             self.driver.poll(sub.hctxs[i], now, &mut sub.batch);
         }
         if !sub.batch.is_empty() {
-            self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+            self.end_batch(
+                Some(sub.ctx),
+                &mut sub.batch,
+                &mut sub.done,
+                &mut sub.runs,
+                now,
+            );
         }
         self.ctxs[sub.ctx.0 as usize].take_remote(&mut sub.done);
         if self.next_deadline().is_some_and(|t| t <= now) {
@@ -1168,15 +1292,29 @@ impl RequestQueue {
     /// request allocated, every tag free, every list empty. Call once all I/O has completed.
     pub fn teardown(&self) {
         self.check_invariants();
-        assert_eq!(self.nr_allocated(), 0, "teardown with requests still allocated");
+        assert_eq!(
+            self.nr_allocated(),
+            0,
+            "teardown with requests still allocated"
+        );
         for am in &self.alloc_maps {
             assert_eq!(am.tags.busy(), 0, "teardown with tags still held");
         }
         for hctx in self.hctxs.iter() {
-            assert_eq!(hctx.dispatch_list_len(), 0, "teardown with a non-empty dispatch list");
-            assert!(!hctx.any_ctx_pending(), "teardown with pending software queues");
+            assert_eq!(
+                hctx.dispatch_list_len(),
+                0,
+                "teardown with a non-empty dispatch list"
+            );
+            assert!(
+                !hctx.any_ctx_pending(),
+                "teardown with pending software queues"
+            );
         }
-        assert!(self.requeue_list.lock().is_empty(), "teardown with requests on the requeue list");
+        assert!(
+            self.requeue_list.lock().is_empty(),
+            "teardown with requests on the requeue list"
+        );
         if let Some(e) = &self.elevator {
             e.exit_sched();
         }
@@ -1196,9 +1334,19 @@ impl RequestQueue {
                 let held = am.tags.busy() > 0 && self.tag_held(am, t);
                 if rq.allocated {
                     allocated += 1;
-                    assert!(held, "map {m}: {:?} allocated but its tag {t} is free", rq.id);
+                    assert!(
+                        held,
+                        "map {m}: {:?} allocated but its tag {t} is free",
+                        rq.id
+                    );
                 } else {
-                    assert_eq!(rq.state, RqState::Idle, "{:?}: free but {:?}", rq.id, rq.state);
+                    assert_eq!(
+                        rq.state,
+                        RqState::Idle,
+                        "{:?}: free but {:?}",
+                        rq.id,
+                        rq.state
+                    );
                     assert!(rq.bios.is_empty(), "{:?}: free with bios", rq.id);
                 }
             }
@@ -1267,7 +1415,13 @@ impl RequestQueue {
     pub fn start_hw_queue(&self, sub: &mut Submitter, h: HctxIdx, now: Nanos) {
         self.hctxs[h.0 as usize].clear_state(state::STOPPED);
         self.run_hw_queue(h, now, &mut sub.batch);
-        self.end_batch(Some(sub.ctx), &mut sub.batch, &mut sub.done, &mut sub.runs, now);
+        self.end_batch(
+            Some(sub.ctx),
+            &mut sub.batch,
+            &mut sub.done,
+            &mut sub.runs,
+            now,
+        );
     }
 
     /// Per-type hardware queue of a software queue.

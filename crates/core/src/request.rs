@@ -151,7 +151,10 @@ impl Request {
     }
     /// True if the request is synchronous (reads, and writes flagged SYNC or FUA).
     pub fn is_sync(&self) -> bool {
-        self.op.is_read() || self.cmd_flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA))
+        self.op.is_read()
+            || self
+                .cmd_flags
+                .intersects(ReqFlags::SYNC.union(ReqFlags::FUA))
     }
     /// The snapshot elevator hooks receive.
     pub fn elv(&self) -> ElvRq {
@@ -184,7 +187,12 @@ impl Request {
 
     /// IN_FLIGHT → IDLE, for a request the driver refused or asked to requeue.
     pub(crate) fn unstart(&mut self) {
-        assert_eq!(self.state, RqState::InFlight, "{:?}: requeued while not in flight", self.id);
+        assert_eq!(
+            self.state,
+            RqState::InFlight,
+            "{:?}: requeued while not in flight",
+            self.id
+        );
         self.state = RqState::Idle;
         self.deadline_ns = Nanos::MAX;
         self.rq_flags.remove(RqFlags::TIMED_OUT);
@@ -220,7 +228,9 @@ pub struct RequestTable {
 
 impl RequestTable {
     pub(crate) fn new(nr: u32) -> RequestTable {
-        let slots = (0..nr).map(|i| CachePadded::new(Mutex::new(Request::new(RqId(i))))).collect();
+        let slots = (0..nr)
+            .map(|i| CachePadded::new(Mutex::new(Request::new(RqId(i)))))
+            .collect();
         RequestTable { slots }
     }
     pub fn len(&self) -> usize {

@@ -53,10 +53,19 @@ impl Sbitmap {
             .map(|w| {
                 let start = w * per_word;
                 let d = depth.saturating_sub(start).min(per_word);
-                CachePadded::new(SbWord { depth: d, word: AtomicU64::new(0), cleared: AtomicU64::new(0) })
+                CachePadded::new(SbWord {
+                    depth: d,
+                    word: AtomicU64::new(0),
+                    cleared: AtomicU64::new(0),
+                })
             })
             .collect();
-        Sbitmap { depth, shift, round_robin, words }
+        Sbitmap {
+            depth,
+            shift,
+            round_robin,
+            words,
+        }
     }
 
     pub fn depth(&self) -> u32 {
@@ -93,7 +102,11 @@ impl Sbitmap {
             return None;
         }
         let sw = &self.words[w];
-        let mask = if limit >= 64 { u64::MAX } else { (1u64 << limit) - 1 };
+        let mask = if limit >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << limit) - 1
+        };
         loop {
             let cur = sw.word.load(Ordering::Relaxed);
             let free = !cur & mask;
@@ -104,8 +117,16 @@ impl Sbitmap {
                 return None;
             }
             // Round-robin maps search from the hint; others from bit 0 of the hinted word.
-            let above = if start > 0 && start < 64 { free & !((1u64 << start) - 1) } else { free };
-            let bit = if above != 0 { above.trailing_zeros() } else { free.trailing_zeros() };
+            let above = if start > 0 && start < 64 {
+                free & !((1u64 << start) - 1)
+            } else {
+                free
+            };
+            let bit = if above != 0 {
+                above.trailing_zeros()
+            } else {
+                free.trailing_zeros()
+            };
             let prev = sw.word.fetch_or(1u64 << bit, Ordering::Acquire);
             if prev & (1u64 << bit) == 0 {
                 return Some(bit);
@@ -124,7 +145,11 @@ impl Sbitmap {
         let first = (h >> self.shift) as usize;
         for i in 0..nr_words {
             let w = (first + i) % nr_words;
-            let start = if self.round_robin && i == 0 { h & ((1 << self.shift) - 1) } else { 0 };
+            let start = if self.round_robin && i == 0 {
+                h & ((1 << self.shift) - 1)
+            } else {
+                0
+            };
             if let Some(bit) = self.get_from_word(w, self.word_limit(w, shallow), start) {
                 let nr = ((w as u32) << self.shift) + bit;
                 let next = if self.round_robin { nr + 1 } else { nr };
@@ -137,10 +162,17 @@ impl Sbitmap {
 
     /// Frees a bit. The bit is parked in the word's `cleared` mask until an allocator needs it.
     pub fn clear(&self, nr: u32) {
-        assert!(nr < self.depth, "sbitmap: clearing bit {nr} beyond depth {}", self.depth);
+        assert!(
+            nr < self.depth,
+            "sbitmap: clearing bit {nr} beyond depth {}",
+            self.depth
+        );
         let sw = &self.words[(nr >> self.shift) as usize];
         let bit = 1u64 << (nr & ((1 << self.shift) - 1));
-        debug_assert!(sw.word.load(Ordering::Relaxed) & bit != 0, "sbitmap: bit {nr} freed twice");
+        debug_assert!(
+            sw.word.load(Ordering::Relaxed) & bit != 0,
+            "sbitmap: bit {nr} freed twice"
+        );
         let prev = sw.cleared.fetch_or(bit, Ordering::Release);
         assert!(prev & bit == 0, "sbitmap: bit {nr} freed twice");
     }
@@ -156,7 +188,9 @@ impl Sbitmap {
     pub fn weight(&self) -> u32 {
         self.words
             .iter()
-            .map(|w| (w.word.load(Ordering::Acquire) & !w.cleared.load(Ordering::Acquire)).count_ones())
+            .map(|w| {
+                (w.word.load(Ordering::Acquire) & !w.cleared.load(Ordering::Acquire)).count_ones()
+            })
             .sum()
     }
 }
@@ -199,7 +233,10 @@ impl SbitmapQueue {
 
     pub fn finish_wait(&self) {
         let prev = self.ws_active.fetch_sub(1, Ordering::AcqRel);
-        assert!(prev > 0, "sbitmap_queue: finish_wait without prepare_to_wait");
+        assert!(
+            prev > 0,
+            "sbitmap_queue: finish_wait without prepare_to_wait"
+        );
     }
 
     /// True once a wake-up happened after `token` was taken.
@@ -221,12 +258,20 @@ impl SbitmapQueue {
         if self.ws_active.load(Ordering::Acquire) == 0 {
             return;
         }
-        let done = self.completion_cnt.fetch_add(n, Ordering::AcqRel).wrapping_add(n);
+        let done = self
+            .completion_cnt
+            .fetch_add(n, Ordering::AcqRel)
+            .wrapping_add(n);
         let woken = self.wakeup_cnt.load(Ordering::Acquire);
         if done.wrapping_sub(woken) >= self.wake_batch
             && self
                 .wakeup_cnt
-                .compare_exchange(woken, woken.wrapping_add(self.wake_batch), Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange(
+                    woken,
+                    woken.wrapping_add(self.wake_batch),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
         {
             self.wake_seq.fetch_add(1, Ordering::AcqRel);
@@ -252,7 +297,10 @@ pub struct Tags {
 
 impl Tags {
     pub fn new(nr_tags: u32, nr_reserved: u32, round_robin: bool) -> Tags {
-        assert!(nr_tags > nr_reserved, "tag map needs at least one normal tag");
+        assert!(
+            nr_tags > nr_reserved,
+            "tag map needs at least one normal tag"
+        );
         Tags {
             nr_tags,
             nr_reserved,
@@ -270,7 +318,10 @@ impl Tags {
             }
             return self.reserved.sb.get(hint, u32::MAX);
         }
-        self.bitmap.sb.get(hint, shallow).map(|t| t + self.nr_reserved)
+        self.bitmap
+            .sb
+            .get(hint, shallow)
+            .map(|t| t + self.nr_reserved)
     }
 
     pub fn put(&self, tag: u32) {
@@ -283,7 +334,11 @@ impl Tags {
 
     /// Tags currently held.
     pub fn busy(&self) -> u32 {
-        let r = if self.nr_reserved > 0 { self.reserved.sb.weight() } else { 0 };
+        let r = if self.nr_reserved > 0 {
+            self.reserved.sb.weight()
+        } else {
+            0
+        };
         r + self.bitmap.sb.weight()
     }
 
@@ -342,7 +397,11 @@ pub struct TagSetConfig {
 impl TagSetConfig {
     pub fn new(nr_hw_queues: u16, queue_depth: u32) -> TagSetConfig {
         TagSetConfig {
-            maps: MapQueues { default: nr_hw_queues, read: 0, poll: 0 },
+            maps: MapQueues {
+                default: nr_hw_queues,
+                read: 0,
+                poll: 0,
+            },
             queue_depth,
             reserved_tags: 0,
             flags: TagSetFlags::default(),
@@ -379,7 +438,10 @@ impl TagSet {
             return Err(TagSetError::NoQueues(cfg.maps.default));
         }
         if cfg.queue_depth <= cfg.reserved_tags {
-            return Err(TagSetError::DepthTooSmall { depth: cfg.queue_depth, reserved: cfg.reserved_tags });
+            return Err(TagSetError::DepthTooSmall {
+                depth: cfg.queue_depth,
+                reserved: cfg.reserved_tags,
+            });
         }
         if cfg.queue_depth > MAX_DEPTH {
             return Err(TagSetError::DepthTooLarge(cfg.queue_depth));
@@ -390,9 +452,15 @@ impl TagSet {
             let shared = Arc::new(Tags::new(cfg.queue_depth, cfg.reserved_tags, rr));
             vec![shared; n]
         } else {
-            (0..n).map(|_| Arc::new(Tags::new(cfg.queue_depth, cfg.reserved_tags, rr))).collect()
+            (0..n)
+                .map(|_| Arc::new(Tags::new(cfg.queue_depth, cfg.reserved_tags, rr)))
+                .collect()
         };
-        Ok(Arc::new(TagSet { cfg, tags, nr_queues: AtomicU32::new(0) }))
+        Ok(Arc::new(TagSet {
+            cfg,
+            tags,
+            nr_queues: AtomicU32::new(0),
+        }))
     }
 
     pub fn nr_hw_queues(&self) -> u16 {
@@ -401,7 +469,8 @@ impl TagSet {
 
     /// True when fair sharing applies: several queues, or host-wide tags.
     pub fn is_shared(&self) -> bool {
-        self.nr_queues.load(Ordering::Relaxed) > 1 || self.cfg.flags.contains(TagSetFlags::TAG_HCTX_SHARED)
+        self.nr_queues.load(Ordering::Relaxed) > 1
+            || self.cfg.flags.contains(TagSetFlags::TAG_HCTX_SHARED)
     }
 
     /// True once more than one queue uses the set (`BLK_MQ_F_TAG_QUEUE_SHARED`).

@@ -39,11 +39,14 @@ impl CpuTime {
 fn read(who: UsageWho) -> CpuTime {
     match getrusage(who) {
         Ok(u) => {
-            let ns = |tv: nix::sys::time::TimeVal| tv.tv_sec() as u64 * 1_000_000_000 + tv.tv_usec() as u64 * 1_000;
+            let ns = |tv: nix::sys::time::TimeVal| {
+                tv.tv_sec() as u64 * 1_000_000_000 + tv.tv_usec() as u64 * 1_000
+            };
             CpuTime {
                 user_ns: ns(u.user_time()),
                 sys_ns: ns(u.system_time()),
-                ctx_switches: (u.voluntary_context_switches() + u.involuntary_context_switches()) as u64,
+                ctx_switches: (u.voluntary_context_switches() + u.involuntary_context_switches())
+                    as u64,
                 minor_faults: u.minor_page_faults() as u64,
                 major_faults: u.major_page_faults() as u64,
             }

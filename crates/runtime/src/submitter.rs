@@ -16,7 +16,12 @@ pub struct SubmitterHandle {
 impl SubmitterHandle {
     pub fn new(queue: Arc<RequestQueue>, ctx: CtxIdx, clock: MonotonicClock) -> SubmitterHandle {
         let sub = queue.submitter(ctx);
-        SubmitterHandle { queue, sub, clock, spins_before_yield: 64 }
+        SubmitterHandle {
+            queue,
+            sub,
+            clock,
+            spins_before_yield: 64,
+        }
     }
 
     pub fn queue(&self) -> &Arc<RequestQueue> {

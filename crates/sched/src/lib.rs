@@ -14,7 +14,10 @@ pub static REGISTRY: &[&ElevatorType] = &[&none::NONE, &mq_deadline::MQ_DEADLINE
 
 /// Finds a scheduler by name or alias.
 pub fn lookup(name: &str) -> Option<&'static ElevatorType> {
-    REGISTRY.iter().copied().find(|e| e.name == name || e.alias == Some(name))
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|e| e.name == name || e.alias == Some(name))
 }
 
 /// Names of all schedulers, for error messages and `--help`.

@@ -296,7 +296,10 @@ impl DdState {
                 return Some(id);
             }
         }
-        pp.sort[dir].range((pos, RqId(0))..).next().map(|&(_, id)| id)
+        pp.sort[dir]
+            .range((pos, RqId(0))..)
+            .next()
+            .map(|&(_, id)| id)
     }
 
     fn fifo_head(&self, prio: usize, dir: usize) -> Option<RqId> {

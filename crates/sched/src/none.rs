@@ -3,5 +3,10 @@
 
 use mqblk_core::{ElevatorType, ElvFeatures};
 
-pub const NONE: ElevatorType =
-    ElevatorType { name: "none", alias: None, features: ElvFeatures(0), tunables: &[], init: None };
+pub const NONE: ElevatorType = ElevatorType {
+    name: "none",
+    alias: None,
+    features: ElvFeatures(0),
+    tunables: &[],
+    init: None,
+};

@@ -66,10 +66,17 @@ pub struct Device {
 /// Builds the device for `nr_submitters` job threads. Errors are one line naming the option.
 pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> {
     if opts.driver != "null" {
-        return Err(format!("driver '{}': unknown driver (available: null)", opts.driver));
+        return Err(format!(
+            "driver '{}': unknown driver (available: null)",
+            opts.driver
+        ));
     }
     let elv = mqblk_sched::lookup(&opts.scheduler).ok_or_else(|| {
-        format!("ioscheduler '{}': unknown scheduler (available: {})", opts.scheduler, mqblk_sched::names().join(", "))
+        format!(
+            "ioscheduler '{}': unknown scheduler (available: {})",
+            opts.scheduler,
+            mqblk_sched::names().join(", ")
+        )
     })?;
     let cfg = NullConfig {
         submit_queues: opts.nr_hw_queues,
@@ -90,7 +97,11 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
     }
     let set = TagSet::new(set_cfg).map_err(|e| e.to_string())?;
     let null = NullDevice::new(cfg).map_err(|e| e.to_string())?;
-    let nr_ctx = if opts.nr_ctx == 0 { nr_submitters.max(1) as u16 } else { opts.nr_ctx };
+    let nr_ctx = if opts.nr_ctx == 0 {
+        nr_submitters.max(1) as u16
+    } else {
+        opts.nr_ctx
+    };
     let mut limits = null.config().queue_limits();
     limits.max_sectors = opts.max_sectors_kb.saturating_mul(2);
     limits.max_segments = opts.max_segments;
@@ -104,7 +115,10 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
     };
     let queue = RequestQueue::new(set, null.clone(), Some(elv), qcfg).map_err(|e| e.to_string())?;
     apply_tunables(&queue, &opts.sched_tunables)?;
-    Ok(Device { queue, null: Some(null) })
+    Ok(Device {
+        queue,
+        null: Some(null),
+    })
 }
 
 /// Writes `sched.NAME=VALUE` options into the scheduler's tunables.
@@ -113,7 +127,9 @@ pub fn apply_tunables(queue: &RequestQueue, tunables: &[(String, String)]) -> Re
         let elv = queue
             .elevator()
             .ok_or_else(|| format!("sched.{name}: scheduler 'none' has no tunables"))?;
-        elv.tunables().store(name, value).map_err(|e| format!("sched.{name}: {e}"))?;
+        elv.tunables()
+            .store(name, value)
+            .map_err(|e| format!("sched.{name}: {e}"))?;
     }
     Ok(())
 }

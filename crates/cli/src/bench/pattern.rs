@@ -25,7 +25,10 @@ impl Pattern {
         })
     }
     pub fn is_random(self) -> bool {
-        matches!(self, Pattern::RandRead | Pattern::RandWrite | Pattern::RandRw)
+        matches!(
+            self,
+            Pattern::RandRead | Pattern::RandWrite | Pattern::RandRw
+        )
     }
     pub fn mixed(self) -> bool {
         matches!(self, Pattern::RandRw | Pattern::ReadWrite)
@@ -80,7 +83,11 @@ impl Permutation {
         while gcd(mul, n) != 1 {
             mul += 1;
         }
-        Permutation { n, mul: mul % n.max(2), add: rng.below(n) }
+        Permutation {
+            n,
+            mul: mul % n.max(2),
+            add: rng.below(n),
+        }
     }
     #[inline]
     fn at(&self, i: u64) -> u64 {
@@ -122,7 +129,14 @@ pub struct Generator {
 }
 
 impl Generator {
-    pub fn new(pattern: Pattern, rwmixread: u32, bs: u32, offset: u64, size: u64, seed: u64) -> Generator {
+    pub fn new(
+        pattern: Pattern,
+        rwmixread: u32,
+        bs: u32,
+        offset: u64,
+        size: u64,
+        seed: u64,
+    ) -> Generator {
         let nr_blocks = (size / bs as u64).max(1);
         let mut rng = Rng::new(seed);
         let perm = Permutation::new(nr_blocks, &mut rng);
@@ -176,19 +190,31 @@ impl Generator {
                 self.perm.at(self.pos)
             }
         } else {
-            let cursor = if write && self.pattern.mixed() { &mut self.write_cursor } else { &mut self.read_cursor };
+            let cursor = if write && self.pattern.mixed() {
+                &mut self.write_cursor
+            } else {
+                &mut self.read_cursor
+            };
             let b = *cursor % self.nr_blocks;
             *cursor += 1;
             b
         };
         self.pos += 1;
-        Io { write, offset: self.base + block * self.bs as u64, len: self.bs }
+        Io {
+            write,
+            offset: self.base + block * self.bs as u64,
+            len: self.bs,
+        }
     }
 
     /// The block at permutation position `i` of the first pass (used by verify to walk the
     /// written blocks again in the same order).
     pub fn block_offset(&self, i: u64) -> u64 {
-        let b = if self.pattern.is_random() { self.perm.at(i) } else { i % self.nr_blocks };
+        let b = if self.pattern.is_random() {
+            self.perm.at(i)
+        } else {
+            i % self.nr_blocks
+        };
         self.base + b * self.bs as u64
     }
 }
@@ -214,9 +240,24 @@ mod tests {
 
     #[test]
     fn same_seed_same_offsets_and_different_seed_differs() {
-        let a: Vec<_> = (0..100).scan(Generator::new(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7), |g, _| Some(g.next_io())).collect();
-        let b: Vec<_> = (0..100).scan(Generator::new(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7), |g, _| Some(g.next_io())).collect();
-        let c: Vec<_> = (0..100).scan(Generator::new(Pattern::RandRead, 100, 4096, 0, 1 << 30, 8), |g, _| Some(g.next_io())).collect();
+        let a: Vec<_> = (0..100)
+            .scan(
+                Generator::new(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7),
+                |g, _| Some(g.next_io()),
+            )
+            .collect();
+        let b: Vec<_> = (0..100)
+            .scan(
+                Generator::new(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7),
+                |g, _| Some(g.next_io()),
+            )
+            .collect();
+        let c: Vec<_> = (0..100)
+            .scan(
+                Generator::new(Pattern::RandRead, 100, 4096, 0, 1 << 30, 8),
+                |g, _| Some(g.next_io()),
+            )
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
@@ -225,13 +266,19 @@ mod tests {
     fn rwmixread_splits_directions() {
         let mut g = Generator::new(Pattern::RandRw, 70, 4096, 0, 1 << 30, 1);
         let reads = (0..100_000).filter(|_| !g.next_io().write).count();
-        assert!((68_000..72_000).contains(&reads), "70% reads expected, got {reads}");
+        assert!(
+            (68_000..72_000).contains(&reads),
+            "70% reads expected, got {reads}"
+        );
     }
 
     #[test]
     fn sequential_read_wraps_at_size_and_respects_offset() {
         let mut g = Generator::new(Pattern::Read, 100, 4096, 1 << 20, 3 * 4096, 1);
         let offs: Vec<u64> = (0..4).map(|_| g.next_io().offset).collect();
-        assert_eq!(offs, vec![1 << 20, (1 << 20) + 4096, (1 << 20) + 8192, 1 << 20]);
+        assert_eq!(
+            offs,
+            vec![1 << 20, (1 << 20) + 4096, (1 << 20) + 8192, 1 << 20]
+        );
     }
 }

@@ -4,7 +4,9 @@
 use super::pattern::{Generator, Pattern};
 use super::verify;
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
-use mqblk_runtime::{pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle};
+use mqblk_runtime::{
+    pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle,
+};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -78,7 +80,10 @@ struct Batches {
 
 impl Batches {
     fn new(iodepth: u32) -> Batches {
-        Batches { ends: vec![0; (iodepth as usize + 1).next_power_of_two()], seq: 0 }
+        Batches {
+            ends: vec![0; (iodepth as usize + 1).next_power_of_two()],
+            seq: 0,
+        }
     }
     fn end_of(&self, seq: u64) -> u64 {
         self.ends[(seq as usize) & (self.ends.len() - 1)]
@@ -113,7 +118,13 @@ pub fn run_job<S: LatSink>(
             out.first_error = Some(format!("{}: cpus_allowed: {e}", job.name));
         }
     }
-    let free_bufs = if job.with_data { (0..job.iodepth).map(|_| IoBuf::new(job.bs as usize)).collect() } else { Vec::new() };
+    let free_bufs = if job.with_data {
+        (0..job.iodepth)
+            .map(|_| IoBuf::new(job.bs as usize))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let h = SubmitterHandle::new(q, job.ctx, clock);
     start.wait();
     let t0 = h.now().0;
@@ -131,9 +142,17 @@ pub fn run_job<S: LatSink>(
         progress,
         pending: None,
     };
-    let mut gen = Generator::new(job.pattern, job.rwmixread, job.bs, job.offset, job.size, job.seed);
+    let mut gen = Generator::new(
+        job.pattern,
+        job.rwmixread,
+        job.bs,
+        job.offset,
+        job.size,
+        job.seed,
+    );
     st.main_phase(&mut gen, t0);
-    if job.verify && job.do_verify && job.pattern.writes() && !progress.stop.load(Ordering::Relaxed) {
+    if job.verify && job.do_verify && job.pattern.writes() && !progress.stop.load(Ordering::Relaxed)
+    {
         st.verify_phase(&gen);
     }
     st.drain();
@@ -173,7 +192,11 @@ impl<S: LatSink> JobState<'_, S> {
             if want > 0 && !gen.pass_done() {
                 self.submit_batch(gen, want);
             }
-            let min = if self.inflight >= job.iodepth || want == 0 { job.batch_complete_min.max(1) as usize } else { 0 };
+            let min = if self.inflight >= job.iodepth || want == 0 {
+                job.batch_complete_min.max(1) as usize
+            } else {
+                0
+            };
             self.reap(min);
             if now >= last_sample + SAMPLE_WINDOW.0 {
                 if now >= self.measure_from {
@@ -190,7 +213,9 @@ impl<S: LatSink> JobState<'_, S> {
             return u32::MAX;
         }
         let budget = (now - t0) as u128 * self.job.rate_iops as u128 / 1_000_000_000 + 1;
-        budget.saturating_sub(self.out.ios as u128 + self.inflight as u128).min(u32::MAX as u128) as u32
+        budget
+            .saturating_sub(self.out.ios as u128 + self.inflight as u128)
+            .min(u32::MAX as u128) as u32
     }
 
     fn make_bio(&mut self, write: bool, offset: u64, len: u32) -> Bio {
@@ -200,7 +225,10 @@ impl<S: LatSink> JobState<'_, S> {
             .with_issuer(self.job.issuer, 0)
             .with_private(self.batches.seq);
         if self.job.with_data {
-            let mut buf = self.free_bufs.pop().unwrap_or_else(|| IoBuf::new(len as usize));
+            let mut buf = self
+                .free_bufs
+                .pop()
+                .unwrap_or_else(|| IoBuf::new(len as usize));
             buf.set_len(len as usize);
             if write && self.job.verify {
                 verify::fill(buf.as_mut_slice(), offset, self.job.seed);
@@ -241,7 +269,11 @@ impl<S: LatSink> JobState<'_, S> {
         match self.h.submit_at(bio, now) {
             Ok(()) => {
                 let depth = self.inflight as usize;
-                let bucket = if depth == 0 { 0 } else { (usize::BITS - depth.leading_zeros()) as usize };
+                let bucket = if depth == 0 {
+                    0
+                } else {
+                    (usize::BITS - depth.leading_zeros()) as usize
+                };
                 self.out.depth_hist[bucket.min(6)] += 1;
                 self.inflight += 1;
                 true
@@ -293,7 +325,13 @@ impl<S: LatSink> JobState<'_, S> {
             if now >= self.measure_from {
                 let submit = bio.submit_ns.0;
                 let end = self.batches.end_of(bio.private).max(submit);
-                self.sink.record(write, len, end - submit, now.saturating_sub(end), now.saturating_sub(submit));
+                self.sink.record(
+                    write,
+                    len,
+                    end - submit,
+                    now.saturating_sub(end),
+                    now.saturating_sub(submit),
+                );
             }
             if let Some(buf) = bio.buf.take() {
                 self.free_bufs.push(buf);
@@ -311,9 +349,15 @@ impl<S: LatSink> JobState<'_, S> {
         match bio.buf.as_ref() {
             Some(buf) => match verify::check(buf.as_slice(), off) {
                 Ok(()) => self.out.verified += 1,
-                Err(e) => self.out.verify_errors.push(format!("{}: {e}", self.job.name)),
+                Err(e) => self
+                    .out
+                    .verify_errors
+                    .push(format!("{}: {e}", self.job.name)),
             },
-            None => self.out.verify_errors.push(format!("{}: verify: read at offset {off} carried no data", self.job.name)),
+            None => self.out.verify_errors.push(format!(
+                "{}: verify: read at offset {off} carried no data",
+                self.job.name
+            )),
         }
     }
 

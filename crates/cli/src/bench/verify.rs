@@ -9,7 +9,10 @@ const HEADER_LEN: usize = 4 + 8 + 4 + 8 + 4;
 /// Fills `buf` (one block at `offset`) with a pattern derived from `seed` and the offset, and
 /// the header.
 pub fn fill(buf: &mut [u8], offset: u64, seed: u64) {
-    assert!(buf.len() >= HEADER_LEN + 4, "verify needs blocks of at least 32 bytes");
+    assert!(
+        buf.len() >= HEADER_LEN + 4,
+        "verify needs blocks of at least 32 bytes"
+    );
     let mut x = seed ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for chunk in buf[HEADER_LEN..].chunks_mut(8) {
         x ^= x << 13;
@@ -35,23 +38,38 @@ fn block_crc(buf: &[u8]) -> u32 {
 /// Checks a block read back from `offset`. Returns a one-line description of the mismatch.
 pub fn check(buf: &[u8], offset: u64) -> Result<(), String> {
     if buf.len() < HEADER_LEN + 4 {
-        return Err(format!("verify: block at offset {offset} is too short ({} bytes)", buf.len()));
+        return Err(format!(
+            "verify: block at offset {offset} is too short ({} bytes)",
+            buf.len()
+        ));
     }
     let u32_at = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4-byte slice"));
     let u64_at = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().expect("8-byte slice"));
     if u32_at(0) != MAGIC {
-        return Err(format!("verify: bad magic {:#x} at offset {offset} (block never written or overwritten)", u32_at(0)));
+        return Err(format!(
+            "verify: bad magic {:#x} at offset {offset} (block never written or overwritten)",
+            u32_at(0)
+        ));
     }
     if u64_at(4) != offset {
-        return Err(format!("verify: block at offset {offset} holds data written for offset {}", u64_at(4)));
+        return Err(format!(
+            "verify: block at offset {offset} holds data written for offset {}",
+            u64_at(4)
+        ));
     }
     if u32_at(12) as usize != buf.len() {
-        return Err(format!("verify: block at offset {offset} has length {} in its header, read {}", u32_at(12), buf.len()));
+        return Err(format!(
+            "verify: block at offset {offset} has length {} in its header, read {}",
+            u32_at(12),
+            buf.len()
+        ));
     }
     let want = u32_at(24);
     let got = block_crc(buf);
     if want != got {
-        return Err(format!("verify: crc32c mismatch at offset {offset}: header {want:#010x}, data {got:#010x}"));
+        return Err(format!(
+            "verify: crc32c mismatch at offset {offset}: header {want:#010x}, data {got:#010x}"
+        ));
     }
     Ok(())
 }
@@ -70,7 +88,9 @@ mod tests {
             c[i] ^= 0x40;
             assert!(check(&c, 8192).is_err(), "flip at byte {i} not caught");
         }
-        assert!(check(&b, 4096).unwrap_err().contains("written for offset 8192"));
+        assert!(check(&b, 4096)
+            .unwrap_err()
+            .contains("written for offset 8192"));
         assert!(check(&[0u8; 4096], 0).unwrap_err().contains("bad magic"));
     }
 }
