@@ -340,6 +340,25 @@ impl DirStats {
         }
     }
 
+    /// Empty statistics keeping histograms only for the latencies whose percentiles will be
+    /// reported (fio's `slat/clat/lat_percentiles`); a histogram update is a measurable part
+    /// of the per-I/O cost when the device is a null one.
+    pub fn with_percentiles(slat: bool, clat: bool, lat: bool) -> Self {
+        let pick = |on: bool| {
+            if on {
+                LatStat::with_hist()
+            } else {
+                LatStat::new()
+            }
+        };
+        DirStats {
+            slat: pick(slat),
+            clat: pick(clat),
+            lat: pick(lat),
+            ..Self::new()
+        }
+    }
+
     /// Records one completed I/O of `bytes` with its submission and completion latency.
     #[inline]
     pub fn record_io(&mut self, bytes: u64, slat_ns: u64, clat_ns: u64) {

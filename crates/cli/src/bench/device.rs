@@ -23,6 +23,8 @@ pub struct DeviceOpts {
     pub max_segments: u16,
     pub nomerges: NoMerges,
     pub sq_sched_dispatch: bool,
+    /// Run all hardware queues after each completion batch (SCSI's behaviour; seed 000).
+    pub run_all_on_complete: bool,
     pub scheduler: String,
     pub sched_tunables: Vec<(String, String)>,
 }
@@ -51,6 +53,7 @@ impl Default for DeviceOpts {
             max_segments: 128,
             nomerges: NoMerges::All,
             sq_sched_dispatch: true,
+            run_all_on_complete: false,
             scheduler: "none".into(),
             sched_tunables: Vec::new(),
         }
@@ -103,14 +106,20 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
         opts.nr_ctx
     };
     let mut limits = null.config().queue_limits();
-    limits.max_sectors = opts.max_sectors_kb.saturating_mul(2);
-    limits.max_segments = opts.max_segments;
+    // Zero means "the block layer's default", as for null_blk's max_sectors.
+    if opts.max_sectors_kb > 0 {
+        limits.max_sectors = opts.max_sectors_kb.saturating_mul(2);
+    }
+    if opts.max_segments > 0 {
+        limits.max_segments = opts.max_segments;
+    }
     let qcfg = QueueConfig {
         nr_ctx,
         limits,
         nomerges: opts.nomerges,
         nr_requests: opts.nr_requests,
         sq_sched_dispatch: opts.sq_sched_dispatch,
+        run_all_on_complete: opts.run_all_on_complete,
         ..QueueConfig::default()
     };
     let queue = RequestQueue::new(set, null.clone(), Some(elv), qcfg).map_err(|e| e.to_string())?;

@@ -1,6 +1,567 @@
 //! `mqblk bench`: fio-compatible jobs through the stack.
+//!
+//! The command line and job files are parsed by `mqblk-workload` into `JobSpec`s; this module
+//! turns them into one device (driver, tag set, scheduler, queue) and one `RunJob` per job
+//! clone, runs every clone on its own thread with its own software queue, and hands the
+//! measurements back to `mqblk-workload` for fio-style text or JSON.
 
 pub mod device;
 pub mod pattern;
+mod presets;
 pub mod runner;
 pub mod verify;
+
+use device::{Device, DeviceOpts};
+use mqblk_core::{IoPrio, IoPrioClass, Nanos, NoMerges, RequestQueue};
+use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
+use mqblk_runtime::{process_cpu_time, CpuTime, MonotonicClock};
+use mqblk_workload::{
+    json_report, parse_command_line, text_report, CommandLine, Ddir, JobSpec, JobStats,
+    OutputFormat, RunReport, RwMode, VerifyMode,
+};
+use pattern::Pattern;
+use runner::{JobOutcome, LatSink, Progress, RunJob};
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The job `mqblk bench` runs when none is given: 4 KiB random reads at QD32 on a null
+/// device for 3 seconds.
+pub const DEFAULT_JOB: &str = "\
+[global]
+driver=null
+ioscheduler=none
+runtime=3
+time_based
+
+[randread-4k-qd32]
+rw=randread
+bs=4k
+iodepth=32
+";
+
+/// Runs `mqblk bench ARGS`; returns the process exit code.
+pub fn main(args: &[String]) -> i32 {
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mqblk bench: {e}");
+            2
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<i32, String> {
+    let mut cl = parse_command_line(args).map_err(|e| e.to_string())?;
+    if cl.help {
+        print!("{}", usage());
+        return Ok(0);
+    }
+    if let Some(name) = cl.preset.clone() {
+        return presets::run(&name, &cl);
+    }
+    if cl.jobs.is_empty() {
+        cl.add_job_text("default job", DEFAULT_JOB)
+            .map_err(|e| e.to_string())?;
+    }
+    let plan = Plan::from_specs(&cl.jobs)?;
+    let show_progress = cl
+        .progress
+        .unwrap_or_else(|| std::io::stdout().is_terminal());
+    let exec = execute(&plan, show_progress)?;
+    let report = build_report(&cl, &plan, &exec);
+    let mut out = match cl.output_format {
+        OutputFormat::Normal => text_report(&report),
+        OutputFormat::Json | OutputFormat::JsonPlus => json_report(&report),
+    };
+    if cl.dump_sched && cl.output_format == OutputFormat::Normal {
+        out.push_str("\nscheduler and hardware queue state:\n");
+        out.push_str(&exec.queue.debug_state());
+    }
+    write_output(&cl, &out)?;
+    if cl.dump_sched && cl.output_format != OutputFormat::Normal {
+        eprint!("{}", exec.queue.debug_state());
+    }
+    exec.queue.teardown();
+    Ok(report_failures(&exec))
+}
+
+fn write_output(cl: &CommandLine, out: &str) -> Result<(), String> {
+    match &cl.output_file {
+        Some(path) => {
+            std::fs::write(path, out).map_err(|e| format!("--output={}: {e}", path.display()))
+        }
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(out.as_bytes())
+                .map_err(|e| format!("writing the report: {e}"))
+        }
+    }
+}
+
+/// Prints I/O and verify errors (one line each, the first few) and picks the exit code.
+fn report_failures(exec: &Execution) -> i32 {
+    let mut failed = false;
+    for (_, out) in &exec.results {
+        if let Some(e) = &out.first_error {
+            eprintln!("error: {e} ({} I/O errors in this job)", out.errors);
+            failed = true;
+        }
+        for e in out.verify_errors.iter().take(10) {
+            eprintln!("{e}");
+            failed = true;
+        }
+        if out.verify_errors.len() > 10 {
+            eprintln!(
+                "... and {} more verify errors",
+                out.verify_errors.len() - 10
+            );
+        }
+    }
+    i32::from(failed)
+}
+
+fn usage() -> String {
+    format!(
+        "usage: mqblk bench [JOBFILE...] [--OPTION=VALUE...] [--name=JOB --OPTION=VALUE...]\n\
+         \n\
+         Runs fio-compatible jobs through mqblk. Options before the first --name are global.\n\
+         Without jobs it runs the built-in default (4k random reads, QD32, 3 s, null device).\n\
+         \n\
+         tool options: --output-format=normal|json|json+  --output=FILE  --dump-sched\n\
+         \x20             --progress / --no-progress  --preset=NAME ({})  --help\n\
+         schedulers:   {}\n\
+         \n\
+         job options:\n{}",
+        presets::NAMES.join(", "),
+        mqblk_sched::names().join(", "),
+        mqblk_workload::options_help()
+    )
+}
+
+/// What a run consists of: one device and the job clones on it.
+pub struct Plan {
+    pub device: DeviceOpts,
+    pub jobs: Vec<RunJob>,
+    /// For each clone, the index of the `JobSpec` it came from.
+    pub spec_of: Vec<usize>,
+    pub specs: Vec<JobSpec>,
+}
+
+impl Plan {
+    pub fn from_specs(specs: &[JobSpec]) -> Result<Plan, String> {
+        if specs.is_empty() {
+            return Err("no jobs given".into());
+        }
+        let device = device_opts(&specs[0]);
+        for s in &specs[1..] {
+            if format!("{:?}", device_opts(s)) != format!("{device:?}") {
+                return Err(format!(
+                    "job '{}': device options differ from job '{}' (all jobs of a run share one device)",
+                    s.name, specs[0].name
+                ));
+            }
+        }
+        let total: usize = specs.iter().map(|s| s.numjobs as usize).sum();
+        let nr_ctx = if device.nr_ctx == 0 {
+            total.max(1)
+        } else {
+            device.nr_ctx as usize
+        };
+        let mut jobs = Vec::with_capacity(total);
+        let mut spec_of = Vec::with_capacity(total);
+        for (i, s) in specs.iter().enumerate() {
+            for clone in 0..s.numjobs as usize {
+                let k = jobs.len();
+                jobs.push(run_job(s, clone, k, k * nr_ctx / total.max(1), &device)?);
+                spec_of.push(i);
+            }
+        }
+        Ok(Plan {
+            device,
+            jobs,
+            spec_of,
+            specs: specs.to_vec(),
+        })
+    }
+}
+
+fn device_opts(s: &JobSpec) -> DeviceOpts {
+    let spec = |every_nth, probability_pct| FaultSpec {
+        every_nth,
+        probability_pct,
+    };
+    DeviceOpts {
+        driver: s.driver.clone(),
+        nr_hw_queues: s.nr_hw_queues as u16,
+        queue_depth: s.queue_depth,
+        nr_requests: s.nr_requests,
+        nr_ctx: s.nr_ctx as u16,
+        shared_tags: s.shared_tags,
+        blocking: s.blocking,
+        irqmode: match s.irqmode {
+            mqblk_workload::IrqMode::None => IrqMode::None,
+            mqblk_workload::IrqMode::Softirq => IrqMode::Softirq,
+            mqblk_workload::IrqMode::Timer => IrqMode::Timer,
+        },
+        completion_nsec: s.completion_nsec,
+        memory_backed: s.memory_backed,
+        size_bytes: s.device_size(),
+        faults: FaultConfig {
+            fail: spec(s.fail_nth, s.fail_prob),
+            timeout: spec(s.timeout_nth, s.timeout_prob),
+            requeue: spec(s.requeue_nth, s.requeue_prob),
+            seed: s.fault_seed.unwrap_or(0),
+        },
+        max_sectors_kb: s.max_sectors_kb,
+        max_segments: s.max_segments.min(u16::MAX as u32) as u16,
+        nomerges: match s.nomerges {
+            0 => NoMerges::All,
+            1 => NoMerges::Simple,
+            _ => NoMerges::None,
+        },
+        sq_sched_dispatch: s.sq_sched_dispatch,
+        run_all_on_complete: false,
+        scheduler: s.ioscheduler.clone().unwrap_or_else(|| "none".into()),
+        sched_tunables: s.sched_tunables.clone(),
+    }
+}
+
+fn run_job(
+    s: &JobSpec,
+    clone: usize,
+    index: usize,
+    ctx: usize,
+    dev: &DeviceOpts,
+) -> Result<RunJob, String> {
+    let pattern = match s.rw {
+        RwMode::Read => Pattern::Read,
+        RwMode::Write => Pattern::Write,
+        RwMode::RandRead => Pattern::RandRead,
+        RwMode::RandWrite => Pattern::RandWrite,
+        RwMode::RandRw => Pattern::RandRw,
+        RwMode::ReadWrite => Pattern::ReadWrite,
+    };
+    let bs = [s.bs_for(Ddir::Read) as u32, s.bs_for(Ddir::Write) as u32];
+    let size = s.io_size();
+    if s.offset.saturating_add(size) > dev.size_bytes {
+        return Err(format!(
+            "job '{}': offset {} + size {} runs past the device ({} bytes; set dev_size)",
+            s.name, s.offset, size, dev.size_bytes
+        ));
+    }
+    if size < bs[0].max(bs[1]) as u64 {
+        return Err(format!(
+            "job '{}': size {size} is smaller than one block",
+            s.name
+        ));
+    }
+    let verify = s.verify == VerifyMode::Crc32c;
+    if verify && bs.iter().any(|&b| b < 512) {
+        return Err(format!(
+            "job '{}': verify=crc32c needs bs of at least 512",
+            s.name
+        ));
+    }
+    let class = match s.prioclass {
+        Some(1) => IoPrioClass::Rt,
+        Some(3) => IoPrioClass::Idle,
+        _ => IoPrioClass::Be,
+    };
+    let ioprio = if s.prioclass.is_none() && s.prio.is_none() {
+        IoPrio::DEFAULT
+    } else {
+        IoPrio::new(class, s.prio.unwrap_or(4))
+    };
+    let base_seed = match (s.randseed, s.randrepeat) {
+        (Some(seed), _) => seed,
+        (None, true) => 0x6d71_626b,
+        (None, false) => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    };
+    Ok(RunJob {
+        name: s.name.clone(),
+        pattern,
+        rwmixread: s.rwmixread,
+        bs,
+        offset: s.offset,
+        size,
+        iodepth: s.iodepth,
+        batch_submit: s.iodepth_batch_submit,
+        batch_complete_min: s.iodepth_batch_complete_min,
+        runtime: (s.runtime_ns > 0).then_some(Nanos(s.runtime_ns)),
+        time_based: s.time_based,
+        ramp: Nanos(s.ramp_time_ns),
+        ioprio,
+        rate_iops: s.rate_iops,
+        seed: base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        verify,
+        do_verify: s.do_verify,
+        with_data: verify || dev.memory_backed,
+        cpu: (!s.cpus_allowed.is_empty()).then(|| s.cpus_allowed[clone % s.cpus_allowed.len()]),
+        ctx: mqblk_core::CtxIdx(ctx as u16),
+        issuer: index as u32 + 1,
+    })
+}
+
+/// One job clone's measurements, in fio's shape.
+pub struct Sink {
+    pub stats: JobStats,
+    window: [(u64, u64); 2],
+}
+
+impl Sink {
+    fn new(name: &str, spec: &JobSpec) -> Sink {
+        let mut stats = JobStats::new(name);
+        for d in stats.dirs.iter_mut() {
+            *d = mqblk_workload::DirStats::with_percentiles(
+                spec.slat_percentiles,
+                spec.clat_percentiles,
+                spec.lat_percentiles,
+            );
+        }
+        Sink {
+            stats,
+            window: [(0, 0); 2],
+        }
+    }
+}
+
+impl LatSink for Sink {
+    #[inline]
+    fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, _lat: u64) {
+        let d = usize::from(write);
+        self.stats.dirs[d].record_io(bytes, slat, clat);
+        self.window[d].0 += bytes;
+        self.window[d].1 += 1;
+    }
+    fn error(&mut self, _write: bool) {
+        self.stats.error += 1;
+    }
+    fn submitted(&mut self, n: u64, depth: u64) {
+        self.stats.mark_submit(n);
+        self.stats.mark_depth(depth, n);
+    }
+    fn completed(&mut self, n: u64) {
+        self.stats.mark_complete(n);
+    }
+    fn sample(&mut self, window_ns: u64) {
+        for d in 0..2 {
+            let (bytes, ios) = std::mem::take(&mut self.window[d]);
+            if window_ns > 0 && self.stats.dirs[d].total_ios > 0 {
+                self.stats.dirs[d].push_sample(bytes, ios, window_ns);
+            }
+        }
+    }
+}
+
+/// The result of running a plan.
+pub struct Execution {
+    pub queue: Arc<RequestQueue>,
+    pub device: Device,
+    pub results: Vec<(Sink, JobOutcome)>,
+    pub wall: Duration,
+    pub cpu: CpuTime,
+    pub started_ms: u64,
+}
+
+impl Execution {
+    pub fn total_ios(&self) -> u64 {
+        self.results.iter().map(|(_, o)| o.ios).sum()
+    }
+}
+
+/// Builds the device and runs every job clone on its own thread.
+pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
+    let device = device::build(&plan.device, plan.jobs.len())?;
+    let queue = device.queue.clone();
+    let clock = MonotonicClock::new();
+    let progress = Progress::default();
+    let start = Barrier::new(plan.jobs.len() + 1);
+    let started_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let (results, wall, cpu) = std::thread::scope(|scope| {
+        let handles: Vec<_> = plan
+            .jobs
+            .iter()
+            .map(|job| {
+                let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
+                let sink = Sink::new(
+                    &job.name,
+                    &plan.specs[plan.spec_of[job.issuer as usize - 1]],
+                );
+                std::thread::Builder::new()
+                    .name(format!("mqblk-job-{}", job.issuer))
+                    .spawn_scoped(scope, move || runner::run_job(q, c, job, sink, b, p))
+                    .expect("spawning a job thread")
+            })
+            .collect();
+        let cpu0 = process_cpu_time();
+        start.wait();
+        let t0 = Instant::now();
+        let progress_ref = &progress;
+        let ticker =
+            show_progress.then(|| scope.spawn(move || progress_line(progress_ref, plan, t0)));
+        let results: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("a job thread panicked"))
+            .collect();
+        let wall = t0.elapsed();
+        let cpu = process_cpu_time().since(cpu0);
+        progress.stop.store(true, Ordering::Release);
+        if let Some(t) = ticker {
+            let _ = t.join();
+        }
+        (results, wall, cpu)
+    });
+    Ok(Execution {
+        queue,
+        device,
+        results,
+        wall,
+        cpu,
+        started_ms,
+    })
+}
+
+/// The live one-line display: IOPS and bandwidth over the last second, and time left.
+fn progress_line(progress: &Progress, plan: &Plan, t0: Instant) {
+    let total = plan
+        .jobs
+        .iter()
+        .filter_map(|j| j.runtime.map(|r| r.0 + j.ramp.0))
+        .max();
+    let (mut last_ios, mut last_bytes, mut last_t) = (0u64, 0u64, t0);
+    let mut shown = false;
+    while !progress.stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last_t.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        let (ios, bytes) = (
+            progress.ios.load(Ordering::Relaxed),
+            progress.bytes.load(Ordering::Relaxed),
+        );
+        let dt = last_t.elapsed().as_secs_f64();
+        let eta = total.map(|t| (t as f64 / 1e9 - t0.elapsed().as_secs_f64()).max(0.0));
+        eprint!(
+            "\r[{} jobs] {} IOPS, {}  elapsed {:.0}s{}   ",
+            plan.jobs.len(),
+            mqblk_workload::format_count(((ios - last_ios) as f64 / dt) as u64),
+            mqblk_workload::format_rate(((bytes - last_bytes) as f64 / dt) as u64),
+            t0.elapsed().as_secs_f64(),
+            eta.map(|e| format!(", eta {e:.0}s")).unwrap_or_default()
+        );
+        shown = true;
+        (last_ios, last_bytes, last_t) = (ios, bytes, Instant::now());
+    }
+    if shown {
+        eprint!("\r{:78}\r", "");
+    }
+}
+
+/// Turns an execution into fio's report shape.
+fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
+    let mut jobs = Vec::with_capacity(exec.results.len());
+    let mut group = 0u32;
+    for (i, (sink, out)) in exec.results.iter().enumerate() {
+        let spec = &plan.specs[plan.spec_of[i]];
+        if i > 0 && plan.spec_of[i] != plan.spec_of[i - 1] && (spec.stonewall || spec.new_group) {
+            group += 1;
+        }
+        let mut st = sink.stats.clone();
+        st.groupid = group;
+        st.description = spec.description.clone();
+        st.job_options = spec.set_options.clone();
+        st.job_start_ms = exec.started_ms;
+        st.job_runtime_ns = out.runtime_ns;
+        st.usr_cpu_ns = out.cpu.user_ns;
+        st.sys_cpu_ns = out.cpu.sys_ns;
+        st.ctx_switches = out.cpu.ctx_switches;
+        st.majf = out.cpu.major_faults;
+        st.minf = out.cpu.minor_faults;
+        st.pid = std::process::id();
+        for d in 0..2 {
+            if st.dirs[d].total_ios > 0 {
+                st.dirs[d].runtime_ns = out.runtime_ns;
+            }
+        }
+        if let Some(e) = &out.first_error {
+            st.error_text = e.clone();
+        } else if let Some(e) = out.verify_errors.first() {
+            st.error_text = e.clone();
+        }
+        if !out.verify_errors.is_empty() {
+            st.error = st.error.max(1);
+        }
+        if plan.jobs[i].verify {
+            st.extra_lines.push(format!(
+                "verify : {} blocks checked, {} mismatches",
+                out.verified,
+                out.verify_errors.len()
+            ));
+            st.extra
+                .insert("verified_blocks".into(), out.verified.into());
+            st.extra.insert(
+                "verify_errors".into(),
+                (out.verify_errors.len() as u64).into(),
+            );
+        }
+        jobs.push(st);
+    }
+    if let Some(first) = jobs.first_mut() {
+        add_queue_stats(first, &exec.queue);
+    }
+    RunReport {
+        jobs,
+        global_options: cl.global_options.clone(),
+        group_reporting: plan.specs.iter().any(|s| s.group_reporting),
+        percentile_list: plan.specs[0].percentile_list.clone(),
+        clat_percentiles: plan.specs[0].clat_percentiles,
+        lat_percentiles: plan.specs[0].lat_percentiles,
+        slat_percentiles: plan.specs[0].slat_percentiles,
+        json_plus: cl.output_format == OutputFormat::JsonPlus,
+        timestamp_ms: exec.started_ms + exec.wall.as_millis() as u64,
+        elapsed_sec: exec.wall.as_secs().max(1),
+    }
+}
+
+/// Per-hardware-queue counts and scheduler counters, as extra text lines and JSON keys.
+fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
+    let sched = q.elevator().map(|e| e.name()).unwrap_or("none");
+    let mut hctxs = Vec::new();
+    for h in 0..q.nr_hw_queues() {
+        let hctx = q.hctx(mqblk_core::HctxIdx(h as u16));
+        let s = &hctx.stats;
+        st.extra_lines.push(format!(
+            "hctx{h}  : queued={}, dispatched={}, direct={}, completed={}, requeued={}, runs={}, busy={}",
+            s.queued.get(),
+            s.issued.get(),
+            s.direct.get(),
+            s.completed.get(),
+            s.requeued.get(),
+            s.run.get(),
+            s.busy.get()
+        ));
+        hctxs.push(serde_json::json!({
+            "hctx": h, "queued": s.queued.get(), "dispatched": s.issued.get(), "direct": s.direct.get(),
+            "completed": s.completed.get(), "requeued": s.requeued.get(), "runs": s.run.get(), "busy": s.busy.get(),
+        }));
+    }
+    let mut sched_stats = serde_json::Map::new();
+    if let Some(e) = q.elevator() {
+        for (k, v) in e.stats() {
+            st.extra_lines.push(format!("sched  : {sched} {k}={v}"));
+            sched_stats.insert(k.into(), v.into());
+        }
+    }
+    st.extra.insert("ioscheduler".into(), sched.into());
+    st.extra.insert("hctx".into(), hctxs.into());
+    st.extra.insert("sched_stats".into(), sched_stats.into());
+}

@@ -16,7 +16,8 @@ pub struct RunJob {
     pub name: String,
     pub pattern: Pattern,
     pub rwmixread: u32,
-    pub bs: u32,
+    /// Block size of reads and of writes; offsets are on a grid of the larger.
+    pub bs: [u32; 2],
     pub offset: u64,
     /// Bytes of the region (and of one pass).
     pub size: u64,
@@ -45,6 +46,10 @@ pub trait LatSink {
     fn error(&mut self, write: bool);
     /// Called about every 500 ms with the I/Os and bytes completed in the window.
     fn sample(&mut self, window_ns: u64);
+    /// A submission of `n` I/Os at queue depth `depth` (fio's `iodepth_submit`/`_level`).
+    fn submitted(&mut self, n: u64, depth: u64);
+    /// A reap that returned `n` completions (fio's `iodepth_complete`).
+    fn completed(&mut self, n: u64);
 }
 
 /// What a job thread reports besides its latency samples.
@@ -57,8 +62,6 @@ pub struct JobOutcome {
     pub first_error: Option<String>,
     pub verify_errors: Vec<String>,
     pub verified: u64,
-    /// Submissions counted by the depth in flight at that moment (fio's `iodepth_level`).
-    pub depth_hist: [u64; 7],
 }
 
 /// Shared between the job threads and the progress display.
@@ -101,6 +104,12 @@ struct JobState<'a, S: LatSink> {
     measure_from: u64,
     progress: &'a Progress,
     pending: Option<Bio>,
+    /// The last clock reading, and whether nothing happened since it was taken. Reading the
+    /// clock is a visible part of the per-I/O cost on a null device, so each reading serves
+    /// every purpose it can: a batch's end time is also the completion time of what
+    /// completed inline, and the next loop's "now".
+    now: u64,
+    fresh: bool,
 }
 
 /// Runs one job clone to completion and returns its sink and outcome.
@@ -118,9 +127,10 @@ pub fn run_job<S: LatSink>(
             out.first_error = Some(format!("{}: cpus_allowed: {e}", job.name));
         }
     }
+    let max_bs = job.bs[0].max(job.bs[1]);
     let free_bufs = if job.with_data {
         (0..job.iodepth)
-            .map(|_| IoBuf::new(job.bs as usize))
+            .map(|_| IoBuf::new(max_bs as usize))
             .collect()
     } else {
         Vec::new()
@@ -141,11 +151,13 @@ pub fn run_job<S: LatSink>(
         measure_from: t0 + job.ramp.0,
         progress,
         pending: None,
+        now: t0,
+        fresh: true,
     };
     let mut gen = Generator::new(
         job.pattern,
         job.rwmixread,
-        job.bs,
+        max_bs,
         job.offset,
         job.size,
         job.seed,
@@ -175,7 +187,11 @@ impl<S: LatSink> JobState<'_, S> {
         let job = self.job;
         let mut last_sample = t0;
         loop {
-            let now = self.h.now().0;
+            let now = if std::mem::take(&mut self.fresh) {
+                self.now
+            } else {
+                self.h.now().0
+            };
             if self.progress.stop.load(Ordering::Relaxed) || self.deadline_passed(now, t0) {
                 break;
             }
@@ -249,7 +265,8 @@ impl<S: LatSink> JobState<'_, S> {
                 Some(b) => b,
                 None => {
                     let io = gen.next_io();
-                    self.make_bio(io.write, io.offset, io.len)
+                    let len = self.job.bs[usize::from(io.write)];
+                    self.make_bio(io.write, io.offset, len)
                 }
             };
             if !self.submit_one(bio) {
@@ -268,13 +285,6 @@ impl<S: LatSink> JobState<'_, S> {
         let now = self.h.now();
         match self.h.submit_at(bio, now) {
             Ok(()) => {
-                let depth = self.inflight as usize;
-                let bucket = if depth == 0 {
-                    0
-                } else {
-                    (usize::BITS - depth.leading_zeros()) as usize
-                };
-                self.out.depth_hist[bucket.min(6)] += 1;
                 self.inflight += 1;
                 true
             }
@@ -288,6 +298,8 @@ impl<S: LatSink> JobState<'_, S> {
     fn finish_batch(&mut self, submitted: u32) {
         if submitted > 0 {
             let end = self.h.now().0;
+            (self.now, self.fresh) = (end, true);
+            self.sink.submitted(submitted as u64, self.inflight as u64);
             let len = self.batches.ends.len();
             self.batches.ends[(self.batches.seq as usize) & (len - 1)] = end;
             self.batches.seq += 1;
@@ -295,15 +307,21 @@ impl<S: LatSink> JobState<'_, S> {
     }
 
     fn reap(&mut self, min: usize) {
-        if min > 0 {
-            self.h.reap(min, 1_000_000_000);
-        } else if self.h.done().is_empty() {
-            self.h.poll();
+        // Completions that happened inline during the batch just submitted are timed at the
+        // batch's end; anything reaped later gets a fresh reading.
+        let inline = self.fresh && self.h.done().len() >= min.max(1);
+        if !inline {
+            if min > 0 {
+                self.h.reap(min, 1_000_000_000);
+            } else if self.h.done().is_empty() {
+                self.h.poll();
+            }
+            if self.h.done().is_empty() {
+                return;
+            }
+            (self.now, self.fresh) = (self.h.now().0, true);
         }
-        if self.h.done().is_empty() {
-            return;
-        }
-        let now = self.h.now().0;
+        let now = self.now;
         let mut done = std::mem::take(self.h.done());
         let (mut n, mut bytes) = (0u64, 0u64);
         for mut bio in done.drain(..) {
@@ -338,6 +356,7 @@ impl<S: LatSink> JobState<'_, S> {
             }
         }
         *self.h.done() = done;
+        self.sink.completed(n);
         self.out.ios += n;
         self.progress.ios.fetch_add(n, Ordering::Relaxed);
         self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -388,7 +407,7 @@ impl<S: LatSink> JobState<'_, S> {
     /// check each one.
     fn verify_phase(&mut self, gen: &Generator) {
         self.drain();
-        let bs = self.job.bs;
+        let bs = self.job.bs[1];
         let mut i = 0u64;
         let mut checking: Vec<Bio> = Vec::new();
         while i < gen.nr_blocks() || self.inflight > 0 {
