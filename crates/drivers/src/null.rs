@@ -648,6 +648,24 @@ impl NullDevice {
         })
     }
 
+    /// Flips the bits of one stored byte, behind the block layer's back: the data-corruption
+    /// fault that `verify=` exists to catch. Returns false if that byte is not stored (never
+    /// written, or the device is not memory-backed).
+    pub fn corrupt(&self, byte_offset: u64) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        let page = byte_offset / PAGE_BYTES;
+        let mut shard = store.shard(page).lock();
+        match shard.get_mut(&page) {
+            Some(p) => {
+                p[(byte_offset % PAGE_BYTES) as usize] ^= 0xff;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn hctx(&self, hctx: HctxIdx) -> &NullHctx {
         &self.hctxs[hctx.0 as usize]
     }

@@ -378,7 +378,22 @@ impl Execution {
 /// Builds the device and runs every job clone on its own thread.
 pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
     let device = device::build(&plan.device, plan.jobs.len())?;
+    execute_on(device, plan, show_progress)
+}
+
+/// Runs a plan on an existing device (whose software queues must cover the plan's Ctxs).
+pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Execution, String> {
     let queue = device.queue.clone();
+    if let Some(j) = plan
+        .jobs
+        .iter()
+        .find(|j| j.ctx.0 as usize >= queue.nr_ctx())
+    {
+        return Err(format!(
+            "job '{}': no software queue {} on this device",
+            j.name, j.ctx.0
+        ));
+    }
     let clock = MonotonicClock::new();
     let progress = Progress::default();
     let start = Barrier::new(plan.jobs.len() + 1);
@@ -564,4 +579,91 @@ fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
     st.extra.insert("ioscheduler".into(), sched.into());
     st.extra.insert("hctx".into(), hctxs.into());
     st.extra.insert("sched_stats".into(), sched_stats.into());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(text: &str) -> Plan {
+        Plan::from_specs(&mqblk_workload::parse_job_text("test", text).unwrap()).unwrap()
+    }
+
+    const WRITE: &str =
+        "[w]\nmemory_backed\nrw=randwrite\nbs=4k\nsize=1m\niodepth=8\nverify=crc32c\ndo_verify=0\n";
+    const READ: &str =
+        "[r]\nmemory_backed\nrw=randread\nbs=4k\nsize=1m\niodepth=8\nverify=crc32c\n";
+
+    #[test]
+    fn verify_passes_on_untouched_data() {
+        let p =
+            plan("[v]\nmemory_backed\nrw=randwrite\nbs=4k\nsize=1m\niodepth=16\nverify=crc32c\n");
+        let exec = execute(&p, false).unwrap();
+        let out = &exec.results[0].1;
+        assert_eq!(
+            out.verified, 256,
+            "every written block is read back and checked"
+        );
+        assert!(out.verify_errors.is_empty(), "{:?}", out.verify_errors);
+        exec.queue.teardown();
+    }
+
+    #[test]
+    fn verify_catches_a_corrupted_block() {
+        let write = plan(WRITE);
+        let device = device::build(&write.device, 1).unwrap();
+        let null = device.null.clone().unwrap();
+        let exec = execute_on(device, &write, false).unwrap();
+        assert_eq!(exec.total_ios(), 256);
+        assert!(null.corrupt(77 * 4096 + 1000), "block 77 was written");
+        let read = plan(READ);
+        let device = Device {
+            queue: exec.queue.clone(),
+            null: Some(null),
+        };
+        let exec = execute_on(device, &read, false).unwrap();
+        let out = &exec.results[0].1;
+        assert_eq!(out.verified, 255);
+        assert_eq!(out.verify_errors.len(), 1, "{:?}", out.verify_errors);
+        assert!(
+            out.verify_errors[0].contains(&format!("offset {}", 77 * 4096)),
+            "{}",
+            out.verify_errors[0]
+        );
+        assert_eq!(
+            report_failures(&exec),
+            1,
+            "a verify failure makes the run fail"
+        );
+        exec.queue.teardown();
+    }
+
+    #[test]
+    fn jobs_with_different_devices_are_refused() {
+        let specs =
+            mqblk_workload::parse_job_text("t", "[a]\nnr_hw_queues=2\n[b]\nnr_hw_queues=1\n")
+                .unwrap();
+        let e = Plan::from_specs(&specs).err().unwrap();
+        assert!(e.contains("job 'b': device options differ"), "{e}");
+    }
+
+    #[test]
+    fn a_job_past_the_device_end_is_refused() {
+        let specs = mqblk_workload::parse_job_text("t", "[a]\ndev_size=1m\nsize=2m\n").unwrap();
+        let e = Plan::from_specs(&specs).err().unwrap();
+        assert!(e.contains("runs past the device"), "{e}");
+    }
+
+    #[test]
+    fn mixed_reads_and_writes_are_counted_per_direction_and_every_io_completes() {
+        let p = plan("[m]\nmemory_backed\nrw=randrw\nrwmixread=70\nbs=4k\nsize=4m\niodepth=16\nnumjobs=2\nnr_hw_queues=2\n");
+        let exec = execute(&p, false).unwrap();
+        for (sink, out) in &exec.results {
+            let (r, w) = (sink.stats.dirs[0].total_ios, sink.stats.dirs[1].total_ios);
+            assert_eq!(r + w, 1024, "one pass over 4 MiB in 4 KiB blocks");
+            assert_eq!(out.ios, 1024);
+            assert!((600..830).contains(&r), "about 70% reads, got {r}");
+        }
+        exec.queue.teardown();
+    }
 }

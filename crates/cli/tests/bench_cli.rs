@@ -1,0 +1,210 @@
+//! `mqblk bench` as a user runs it: the real binary, its output and its errors.
+
+use std::process::{Command, Output};
+
+fn mqblk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(args)
+        .output()
+        .expect("running mqblk")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+fn job_file(name: &str, body: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mqblk-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+#[test]
+fn randread_4k_qd32_prints_fio_like_text() {
+    let o = mqblk(&[
+        "bench",
+        "--runtime=300ms",
+        "--name=rr",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=32",
+        "--time_based",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}{}", out, text(&o.stderr));
+    for needle in [
+        "rr: (groupid=0, jobs=1): err= 0",
+        "read: IOPS=",
+        "clat percentiles (nsec)",
+        "99.00th=[",
+        "cpu          :",
+        "hctx0  :",
+        "Run status group 0",
+    ] {
+        assert!(out.contains(needle), "missing '{needle}' in:\n{out}");
+    }
+}
+
+#[test]
+fn json_output_has_fio_keys() {
+    let o = mqblk(&[
+        "bench",
+        "--output-format=json",
+        "--runtime=300ms",
+        "--name=rr",
+        "--rw=randread",
+        "--iodepth=32",
+        "--time_based",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("output parses as JSON");
+    let job = &v["jobs"][0];
+    assert_eq!(job["jobname"], "rr");
+    let read = &job["read"];
+    assert!(read["iops"].as_f64().unwrap() > 1000.0, "{read}");
+    assert!(read["bw"].as_u64().unwrap() > 0);
+    assert!(read["clat_ns"]["percentile"]["99.000000"].is_u64());
+    assert!(read["lat_ns"]["mean"].is_f64());
+    assert!(read["total_ios"].as_u64().unwrap() > 0);
+    assert_eq!(job["write"]["total_ios"], 0);
+    assert_eq!(job["ioscheduler"], "none");
+    let raw = text(&o.stdout);
+    assert!(
+        raw.contains("\"99.000000\""),
+        "percentile keys use fio's %f form"
+    );
+}
+
+#[test]
+fn a_job_file_with_supported_options_runs_unchanged() {
+    let f = job_file(
+        "ok.fio",
+        "; a comment\n[global]\nioscheduler=mq-deadline\nsched.fifo_batch=8\nruntime=200ms\ntime_based\nnr_hw_queues=2\n\
+         group_reporting\n\n[readers]\nrw=randread\nbs=4k\niodepth=16\nnumjobs=2\nprioclass=2\nprio=4\n\n\
+         [writer]\nrw=write\nbs=64k\niodepth=4\nrate_iops=500\n",
+    );
+    let o = mqblk(&["bench", f.to_str().unwrap(), "--dump-sched"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}{}", out, text(&o.stderr));
+    assert!(
+        out.contains("mq-deadline: batching"),
+        "dump-sched shows the scheduler state:\n{out}"
+    );
+    assert!(out.contains("WRITE: bw="), "{out}");
+}
+
+#[test]
+fn bad_input_gets_one_line_naming_where_and_what() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "[global]\nrw=randread\n[a]\nrwmixred=3\n",
+            "bad1.fio:4: unknown option 'rwmixred' (did you mean 'rwmixread'?)",
+        ),
+        (
+            "[a]\nthis is not an option line\n",
+            "bad2.fio:2: malformed line",
+        ),
+        ("[a]\niodepth=0\n", "bad3.fio:2: option 'iodepth'"),
+        (
+            "[a]\nioscheduler=mq-deadline\nsched.read_expire=-5\n",
+            "read_expire",
+        ),
+    ];
+    for (i, (body, want)) in cases.iter().enumerate() {
+        let f = job_file(&format!("bad{}.fio", i + 1), body);
+        let o = mqblk(&["bench", f.to_str().unwrap()]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "case {i}: {err}");
+        assert!(err.contains(want), "case {i}: expected '{want}' in: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "case {i}: one line, got: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let o = mqblk(&[
+        "bench",
+        "--ioscheduler=mq-deadline",
+        "--sched.fifo_batch=0",
+        "--name=x",
+    ]);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("fifo_batch") && err.contains("out of range 1..="),
+        "{err}"
+    );
+}
+
+#[test]
+fn garbage_never_panics() {
+    let inputs = [
+        "[",
+        "]",
+        "[a]\n=",
+        "[a]\nbs=",
+        "[a]\nbs=4q",
+        "include /nonexistent\n[a]",
+        "[a]\nsize=99999999999999999999999",
+        "\u{0}\u{ff}[a]\nrw=\n",
+    ];
+    for (i, body) in inputs.iter().enumerate() {
+        let f = job_file(&format!("garbage{i}.fio"), body);
+        let o = mqblk(&["bench", f.to_str().unwrap(), "--runtime=50ms"]);
+        let err = text(&o.stderr);
+        assert!(!err.contains("panicked"), "input {i} {body:?}: {err}");
+    }
+    for args in [
+        &["bench", "--bs"][..],
+        &["bench", "--rw=sideways"],
+        &["bench", "--preset=nope"],
+        &["frobnicate"],
+    ] {
+        let o = mqblk(args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(!text(&o.stderr).contains("panicked"), "{args:?}");
+    }
+}
+
+#[test]
+fn verify_on_memory_backed_null_reports_no_mismatch() {
+    let o = mqblk(&[
+        "bench",
+        "--memory_backed",
+        "--name=v",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=8m",
+        "--verify=crc32c",
+        "--iodepth=16",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("verify : 2048 blocks checked, 0 mismatches"),
+        "{out}"
+    );
+}
+
+#[test]
+fn fault_injection_run_completes_and_reports_errors() {
+    let o = mqblk(&[
+        "bench",
+        "--fail_nth=50",
+        "--requeue_nth=7",
+        "--name=f",
+        "--rw=randread",
+        "--size=4m",
+        "--iodepth=8",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "I/O errors make the run fail: {err}"
+    );
+    assert!(err.contains("I/O error"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
