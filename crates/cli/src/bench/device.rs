@@ -60,7 +60,8 @@ impl Default for DeviceOpts {
     }
 }
 
-/// A built device.
+/// A built device. `null` gives tests and tools the driver's own handles (data-corruption
+/// faults, stored bytes).
 pub struct Device {
     pub queue: Arc<RequestQueue>,
     pub null: Option<Arc<NullDevice>>,
@@ -90,7 +91,7 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
         blocking: opts.blocking,
         memory_backed: opts.memory_backed,
         size_bytes: opts.size_bytes,
-        faults: opts.faults.clone(),
+        faults: opts.faults,
         ..NullConfig::default()
     };
     cfg.validate().map_err(|e| e.to_string())?;

@@ -78,6 +78,9 @@ fn run(args: &[String]) -> Result<i32, String> {
     if cl.dump_sched && cl.output_format == OutputFormat::Normal {
         out.push_str("\nscheduler and hardware queue state:\n");
         out.push_str(&exec.queue.debug_state());
+        if let Some(null) = &exec.device.null {
+            out.push_str(&format!("null: {} bytes stored\n", null.stored_bytes()));
+        }
     }
     write_output(&cl, &out)?;
     if cl.dump_sched && cl.output_format != OutputFormat::Normal {

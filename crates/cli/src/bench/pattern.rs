@@ -13,17 +13,6 @@ pub enum Pattern {
 }
 
 impl Pattern {
-    pub fn parse(s: &str) -> Option<Pattern> {
-        Some(match s {
-            "read" => Pattern::Read,
-            "write" => Pattern::Write,
-            "randread" => Pattern::RandRead,
-            "randwrite" => Pattern::RandWrite,
-            "randrw" => Pattern::RandRw,
-            "readwrite" | "rw" => Pattern::ReadWrite,
-            _ => return None,
-        })
-    }
     pub fn is_random(self) -> bool {
         matches!(
             self,
