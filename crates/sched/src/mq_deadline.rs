@@ -103,6 +103,38 @@ struct DdRq {
     fifo_time: Nanos,
     /// Arrival order, the FIFO key.
     seq: u64,
+    /// FIFO neighbours and back-merge hash chain, as `id + 1` (0 = none): the index links
+    /// that replace the kernel's `queuelist` and `hash` list heads, so queueing a request
+    /// allocates nothing.
+    fifo_prev: u32,
+    fifo_next: u32,
+    hash_prev: u32,
+    hash_next: u32,
+}
+
+/// Index links are `id + 1`, so that 0 (the `Default`) means "none".
+fn link(id: RqId) -> u32 {
+    id.0 + 1
+}
+
+fn unlink(l: u32) -> Option<RqId> {
+    l.checked_sub(1).map(RqId)
+}
+
+/// A FIFO of requests linked through `DdRq::fifo_prev/next`, oldest first.
+#[derive(Default, Clone, Copy)]
+struct Fifo {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+/// Buckets of the back-merge hash (keyed by end sector, like the kernel's `ELV_HASH`, but
+/// larger: deep queues keep chains short).
+const HASH_BUCKETS: usize = 1024;
+
+fn hash_bucket(end: u64) -> usize {
+    (end.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - HASH_BUCKETS.trailing_zeros())) as usize
 }
 
 #[derive(Default, Clone, Copy)]
@@ -116,12 +148,10 @@ struct Stats {
 #[derive(Default)]
 struct PerPrio {
     dispatch: VecDeque<RqId>,
-    /// By start sector, per direction.
+    /// By start sector, per direction (the kernel's rb-tree).
     sort: [BTreeSet<(u64, RqId)>; 2],
-    /// By end sector, per direction: the back-merge lookup (the kernel's request hash).
-    by_end: [BTreeSet<(u64, RqId)>; 2],
     /// By arrival, per direction.
-    fifo: [BTreeSet<(u64, RqId)>; 2],
+    fifo: [Fifo; 2],
     latest_pos: [u64; 2],
     stats: Stats,
     /// Inserted and not yet finished, including requests in the driver (`dd_queued`).
@@ -130,7 +160,7 @@ struct PerPrio {
 
 impl PerPrio {
     fn is_empty(&self) -> bool {
-        self.dispatch.is_empty() && self.fifo[READ].is_empty() && self.fifo[WRITE].is_empty()
+        self.dispatch.is_empty() && self.fifo[READ].len == 0 && self.fifo[WRITE].len == 0
     }
 }
 
@@ -139,6 +169,8 @@ struct DdState {
     rqs: Vec<DdRq>,
     /// Per-Ctx, per-priority inserted and completed counts (the per-CPU counters of old).
     ctx_stats: Vec<[Stats; NR_PRIO]>,
+    /// Back-merge hash heads over all classes and directions (`id + 1`, 0 = empty).
+    hash: Box<[u32]>,
     last_dir: usize,
     batching: u32,
     starved: u32,
@@ -190,6 +222,7 @@ impl MqDeadline {
                 per_prio: Default::default(),
                 rqs: vec![DdRq::default(); init.nr_rq_ids as usize],
                 ctx_stats: vec![[Stats::default(); NR_PRIO]; init.nr_ctx as usize],
+                hash: vec![0; HASH_BUCKETS].into(),
                 last_dir: READ,
                 batching: 0,
                 starved: 0,
@@ -245,45 +278,119 @@ impl DdState {
     }
 
     fn add_rq(&mut self, id: RqId, r: DdRq) {
-        let pp = &mut self.per_prio[r.prio as usize];
-        let d = r.dir as usize;
-        pp.sort[d].insert((r.sector, id));
-        pp.by_end[d].insert((r.end, id));
-        pp.fifo[d].insert((r.seq, id));
         self.rqs[id.index()] = DdRq { queued: true, ..r };
+        self.index_add(id);
+        self.fifo_insert(id);
     }
 
-    /// Takes a request out of the sort tree and FIFO (`deadline_remove_request`).
+    /// Takes a request out of the sort tree, hash and FIFO (`deadline_remove_request`).
     fn del_rq(&mut self, id: RqId) -> DdRq {
         let r = self.rqs[id.index()];
-        assert!(
-            r.queued && !r.on_dispatch_list,
-            "{id:?}: removed while not sorted"
-        );
-        let pp = &mut self.per_prio[r.prio as usize];
-        let d = r.dir as usize;
-        assert!(
-            pp.sort[d].remove(&(r.sector, id)),
-            "{id:?}: missing from the sort tree"
-        );
-        assert!(
-            pp.by_end[d].remove(&(r.end, id)),
-            "{id:?}: missing from the end index"
-        );
-        assert!(
-            pp.fifo[d].remove(&(r.seq, id)),
-            "{id:?}: missing from the FIFO"
-        );
+        assert!(r.queued && !r.on_dispatch_list, "{id:?}: removed while not sorted");
+        self.index_del(id);
+        self.fifo_remove(id);
         self.rqs[id.index()].queued = false;
         r
     }
 
-    /// Re-indexes a queued request whose extent changed by a merge.
+    /// Re-indexes a queued request whose extent changed by a merge; its FIFO place stays.
     fn resort(&mut self, id: RqId, sector: u64, end: u64) {
-        let mut r = self.del_rq(id);
+        self.index_del(id);
+        let r = &mut self.rqs[id.index()];
         r.sector = sector;
         r.end = end;
-        self.add_rq(id, r);
+        self.index_add(id);
+    }
+
+    /// Adds a request to its class's sort tree and to the back-merge hash.
+    fn index_add(&mut self, id: RqId) {
+        let r = self.rqs[id.index()];
+        self.per_prio[r.prio as usize].sort[r.dir as usize].insert((r.sector, id));
+        let b = hash_bucket(r.end);
+        let head = self.hash[b];
+        if let Some(h) = unlink(head) {
+            self.rqs[h.index()].hash_prev = link(id);
+        }
+        let e = &mut self.rqs[id.index()];
+        (e.hash_prev, e.hash_next) = (0, head);
+        self.hash[b] = link(id);
+    }
+
+    fn index_del(&mut self, id: RqId) {
+        let r = self.rqs[id.index()];
+        let removed = self.per_prio[r.prio as usize].sort[r.dir as usize].remove(&(r.sector, id));
+        assert!(removed, "{id:?}: missing from the sort tree");
+        match unlink(r.hash_prev) {
+            Some(p) => self.rqs[p.index()].hash_next = r.hash_next,
+            None => {
+                let b = hash_bucket(r.end);
+                assert_eq!(self.hash[b], link(id), "{id:?}: missing from the merge hash");
+                self.hash[b] = r.hash_next;
+            }
+        }
+        if let Some(n) = unlink(r.hash_next) {
+            self.rqs[n.index()].hash_prev = r.hash_prev;
+        }
+    }
+
+    /// A queued request of this class and direction ending at `end` (the hash back-merge
+    /// lookup), other than `except`.
+    fn hash_find(&self, end: u64, prio: usize, dir: usize, except: Option<RqId>) -> Option<RqId> {
+        let mut cur = self.hash[hash_bucket(end)];
+        while let Some(id) = unlink(cur) {
+            let r = &self.rqs[id.index()];
+            if r.end == end && r.prio as usize == prio && r.dir as usize == dir && Some(id) != except {
+                return Some(id);
+            }
+            cur = r.hash_next;
+        }
+        None
+    }
+
+    /// Links a request into its FIFO by arrival order: at the tail for a new request,
+    /// further in only when a merge gave it an older place.
+    fn fifo_insert(&mut self, id: RqId) {
+        let r = self.rqs[id.index()];
+        let f = self.per_prio[r.prio as usize].fifo[r.dir as usize];
+        let mut after = f.tail;
+        while let Some(a) = unlink(after) {
+            if self.rqs[a.index()].seq < r.seq {
+                break;
+            }
+            after = self.rqs[a.index()].fifo_prev;
+        }
+        let before = match unlink(after) {
+            Some(a) => self.rqs[a.index()].fifo_next,
+            None => f.head,
+        };
+        let e = &mut self.rqs[id.index()];
+        (e.fifo_prev, e.fifo_next) = (after, before);
+        let f = &mut self.per_prio[r.prio as usize].fifo[r.dir as usize];
+        match unlink(after) {
+            Some(a) => self.rqs[a.index()].fifo_next = link(id),
+            None => f.head = link(id),
+        }
+        match unlink(before) {
+            Some(b) => self.rqs[b.index()].fifo_prev = link(id),
+            None => f.tail = link(id),
+        }
+        f.len += 1;
+    }
+
+    fn fifo_remove(&mut self, id: RqId) {
+        let r = self.rqs[id.index()];
+        let f = &mut self.per_prio[r.prio as usize].fifo[r.dir as usize];
+        match unlink(r.fifo_prev) {
+            Some(p) => self.rqs[p.index()].fifo_next = r.fifo_next,
+            None => f.head = r.fifo_next,
+        }
+        match unlink(r.fifo_next) {
+            Some(n) => self.rqs[n.index()].fifo_prev = r.fifo_prev,
+            None => f.tail = r.fifo_prev,
+        }
+        f.len -= 1;
+        let e = &mut self.rqs[id.index()];
+        (e.fifo_prev, e.fifo_next) = (0, 0);
     }
 
     /// `deadline_from_pos`: the request spanning the sweep position, else the first one at
@@ -303,10 +410,7 @@ impl DdState {
     }
 
     fn fifo_head(&self, prio: usize, dir: usize) -> Option<RqId> {
-        self.per_prio[prio].fifo[dir]
-            .iter()
-            .next()
-            .map(|&(_, id)| id)
+        unlink(self.per_prio[prio].fifo[dir].head)
     }
 
     /// `started_after`: the request arrived after `latest_start`.
@@ -372,7 +476,7 @@ impl DdState {
     /// batches while writes waited.
     fn choose_dir(&mut self, prio: usize, k: &Knobs) -> Option<usize> {
         let pp = &self.per_prio[prio];
-        let (reads, writes) = (!pp.fifo[READ].is_empty(), !pp.fifo[WRITE].is_empty());
+        let (reads, writes) = (pp.fifo[READ].len > 0, pp.fifo[WRITE].len > 0);
         if reads {
             if writes && self.starved >= k.writes_starved {
                 self.starved = 0;
@@ -454,11 +558,9 @@ impl Elevator for MqDeadline {
         let mut st = self.lock();
         let (prio, dir) = (prio_of(bio.ioprio.class()), dir_of(bio.op));
         // Back merge: a request ending where the bio starts (the hash lookup).
-        let back = st.per_prio[prio].by_end[dir]
-            .range((bio.sector, RqId(0))..=(bio.sector, RqId(u32::MAX)))
-            .next();
+        let back = st.hash_find(bio.sector, prio, dir, None);
         let mut bio = bio;
-        if let Some(&(_, id)) = back {
+        if let Some(id) = back {
             let mut rq = q.rqs.lock(id);
             match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
                 Ok(_) => {
@@ -651,7 +753,7 @@ impl Elevator for MqDeadline {
                 pp.dispatch.len()
             );
             for (d, name) in [(READ, "read"), (WRITE, "write")] {
-                let head = pp.fifo[d].iter().next().map(|&(_, id)| {
+                let head = unlink(pp.fifo[d].head).map(|id| {
                     let r = &st.rqs[id.index()];
                     format!("{:?} sector {} deadline {}", id, r.sector, r.fifo_time)
                 });
@@ -661,7 +763,7 @@ impl Elevator for MqDeadline {
                 let _ = writeln!(
                     s,
                     "    {name}{p}_fifo_list: {} queued, head {}; {name}{p}_next_rq: {}",
-                    pp.fifo[d].len(),
+                    pp.fifo[d].len,
                     head.unwrap_or_else(|| "-".into()),
                     next.unwrap_or_else(|| "-".into())
                 );
@@ -677,16 +779,21 @@ impl Elevator for MqDeadline {
             for d in [READ, WRITE] {
                 assert_eq!(
                     pp.sort[d].len(),
-                    pp.fifo[d].len(),
+                    pp.fifo[d].len as usize,
                     "{}: sort tree and FIFO disagree",
                     PRIO_NAMES[p]
                 );
-                assert_eq!(
-                    pp.sort[d].len(),
-                    pp.by_end[d].len(),
-                    "{}: end index disagrees",
-                    PRIO_NAMES[p]
-                );
+                // Walk the FIFO: linked both ways, in arrival order, every entry sorted.
+                let (mut cur, mut prev, mut n, mut last_seq) = (pp.fifo[d].head, 0u32, 0u32, 0u64);
+                while let Some(id) = unlink(cur) {
+                    let r = &st.rqs[id.index()];
+                    assert_eq!(r.fifo_prev, prev, "{id:?}: FIFO back link broken");
+                    assert!(r.seq > last_seq, "{id:?}: FIFO out of arrival order");
+                    assert!(pp.sort[d].contains(&(r.sector, id)), "{id:?}: in the FIFO but not sorted");
+                    (prev, cur, last_seq, n) = (cur, r.fifo_next, r.seq, n + 1);
+                }
+                assert_eq!(prev, pp.fifo[d].tail, "{}: FIFO tail is wrong", PRIO_NAMES[p]);
+                assert_eq!(n, pp.fifo[d].len, "{}: FIFO length is wrong", PRIO_NAMES[p]);
                 for &(sector, id) in &pp.sort[d] {
                     let r = &st.rqs[id.index()];
                     assert!(
@@ -695,9 +802,10 @@ impl Elevator for MqDeadline {
                             && r.prio as usize == p
                             && r.dir as usize == d
                     );
-                    assert!(
-                        pp.fifo[d].contains(&(r.seq, id)),
-                        "{id:?}: sorted but not in the FIFO"
+                    assert_eq!(
+                        st.hash_find(r.end, p, d, None).map(|h| st.rqs[h.index()].end),
+                        Some(r.end),
+                        "{id:?}: sorted but not in the merge hash"
                     );
                 }
                 held += pp.sort[d].len() as u32;
@@ -751,9 +859,7 @@ fn insert_merge_target(
     id: RqId,
     sector: u64,
 ) -> Option<RqId> {
-    let &(_, target) = st.per_prio[prio].by_end[dir]
-        .range((sector, RqId(0))..=(sector, RqId(u32::MAX)))
-        .next()?;
+    let target = st.hash_find(sector, prio, dir, Some(id))?;
     let mut t = q.rqs.lock(target);
     let mut r = q.rqs.lock(id);
     if !merge::req_merge_ok(&t, &r, q.limits) {
@@ -776,9 +882,7 @@ fn attempt_back_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<RqId
 /// After a front merge, `id`'s sector-order predecessor may now reach it.
 fn attempt_front_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<RqId> {
     let r = st.rqs[id.index()];
-    let &(_, prev) = st.per_prio[r.prio as usize].by_end[r.dir as usize]
-        .range((r.sector, RqId(0))..=(r.sector, RqId(u32::MAX)))
-        .find(|&&(_, p)| p != id)?;
+    let prev = st.hash_find(r.sector, r.prio as usize, r.dir as usize, Some(id))?;
     fold(st, q, prev, id)
 }
 
@@ -793,15 +897,17 @@ fn fold(st: &mut DdState, q: &ElvCtx<'_>, rq: RqId, next: RqId) -> Option<RqId> 
         merge::merge_requests(&mut a, &mut b);
     }
     let gone = st.del_rq(next);
-    let mut keep = st.del_rq(rq);
-    keep.end = gone.end;
-    if gone.fifo_time < keep.fifo_time {
+    st.index_del(rq);
+    st.rqs[rq.index()].end = gone.end;
+    if gone.fifo_time < st.rqs[rq.index()].fifo_time {
         // The merged request takes the earlier deadline and the FIFO place that goes with it.
-        keep.fifo_time = gone.fifo_time;
-        keep.seq = gone.seq;
+        st.fifo_remove(rq);
+        let keep = &mut st.rqs[rq.index()];
+        (keep.fifo_time, keep.seq) = (gone.fifo_time, gone.seq);
+        st.fifo_insert(rq);
     }
-    st.add_rq(rq, keep);
-    st.per_prio[keep.prio as usize].stats.merged += 1;
+    st.index_add(rq);
+    st.per_prio[gone.prio as usize].stats.merged += 1;
     Some(next)
 }
 

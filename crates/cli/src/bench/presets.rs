@@ -4,7 +4,7 @@
 use super::{execute, Execution, Plan};
 use mqblk_workload::{parse_job_text, CommandLine};
 
-pub const NAMES: &[&str] = &["null-none"];
+pub const NAMES: &[&str] = &["null-none", "sched-cost", "seed000", "seed002"];
 
 pub fn run(name: &str, cl: &CommandLine) -> Result<i32, String> {
     let runtime = cl
@@ -16,6 +16,9 @@ pub fn run(name: &str, cl: &CommandLine) -> Result<i32, String> {
         .unwrap_or_else(|| "3".into());
     match name {
         "null-none" => null_none(&runtime),
+        "sched-cost" => sched_cost(&runtime),
+        "seed000" => seed000(&runtime),
+        "seed002" => seed002(&runtime),
         _ => Err(format!(
             "--preset={name}: unknown preset (available: {})",
             NAMES.join(", ")
@@ -25,8 +28,15 @@ pub fn run(name: &str, cl: &CommandLine) -> Result<i32, String> {
 
 /// Runs one job-file text and returns the execution.
 fn run_text(label: &str, text: &str) -> Result<Execution, String> {
+    run_text_with(label, text, |_| {})
+}
+
+/// Runs one job-file text, letting the caller adjust the plan (device options that are not
+/// job options, such as SCSI-like queue runs) before it runs.
+fn run_text_with(label: &str, text: &str, adjust: impl FnOnce(&mut Plan)) -> Result<Execution, String> {
     let specs = parse_job_text(label, text).map_err(|e| e.to_string())?;
-    let plan = Plan::from_specs(&specs)?;
+    let mut plan = Plan::from_specs(&specs)?;
+    adjust(&mut plan);
     let exec = execute(&plan, false)?;
     exec.queue.teardown();
     Ok(exec)
@@ -84,6 +94,85 @@ fn null_none(runtime: &str) -> Result<i32, String> {
                 r.cpu_ns_per_io
             );
         }
+    }
+    Ok(0)
+}
+
+/// A scheduler counter from the elevator's `stats()`, or 0.
+fn sched_stat(exec: &Execution, name: &str) -> u64 {
+    exec.queue
+        .elevator()
+        .and_then(|e| e.stats().into_iter().find(|(k, _)| *k == name).map(|(_, v)| v))
+        .unwrap_or(0)
+}
+
+/// CPU nanoseconds per request of each scheduler against `none`, 4 KiB random reads at
+/// QD32 on the null device, one job.
+fn sched_cost(runtime: &str) -> Result<i32, String> {
+    println!("preset sched-cost: driver=null irqmode=none, rw=randread bs=4k iodepth=32, 1 job, runtime={runtime}s");
+    println!("{:>12} {:>12} {:>12} {:>14}", "scheduler", "IOPS", "CPU ns/req", "over none");
+    let mut base = 0.0;
+    for sched in ["none", "mq-deadline", "kyber"] {
+        let text = format!(
+            "[global]\ndriver=null\nirqmode=none\nruntime={runtime}\ntime_based\ncpus_allowed=0\n\
+             [{sched}]\nioscheduler={sched}\nrw=randread\nbs=4k\niodepth=32\n"
+        );
+        let r = row(&run_text("preset sched-cost", &text)?);
+        if sched == "none" {
+            base = r.cpu_ns_per_io;
+        }
+        println!("{:>12} {:>12.0} {:>12.1} {:>+13.1}ns", sched, r.iops, r.cpu_ns_per_io, r.cpu_ns_per_io - base);
+    }
+    Ok(0)
+}
+
+/// Seed 002 (mq-deadline: O(1) queued counter): 128 software queues, two submitters spread
+/// over them, sequential 4 KiB reads at QD128, counting queued requests by summing per-Ctx
+/// counters on every dispatch decision (before) versus the O(1) counter (after).
+fn seed002(runtime: &str) -> Result<i32, String> {
+    println!("preset seed002: mq-deadline, nr_ctx=128 (2 submitters spread over them), rw=read bs=4k iodepth=128, runtime={runtime}s");
+    println!("{:>22} {:>12} {:>12}", "dd_queued", "IOPS", "CPU ns/req");
+    let mut iops = [0.0f64; 2];
+    for (i, (label, sum)) in [("sum per-Ctx (before)", 1), ("O(1) nr_queued (after)", 0)].into_iter().enumerate() {
+        let text = format!(
+            "[global]\ndriver=null\nirqmode=none\nnr_ctx=128\nqueue_depth=128\nioscheduler=mq-deadline\n\
+             sched.queued_sum={sum}\nruntime={runtime}\ntime_based\ncpus_allowed=0-1\n\
+             [seed002]\nrw=read\nbs=4k\niodepth=128\nnumjobs=2\n"
+        );
+        let r = row(&run_text("preset seed002", &text)?);
+        iops[i] = r.iops;
+        println!("{:>22} {:>12.0} {:>12.1}", label, r.iops, r.cpu_ns_per_io);
+    }
+    println!("after / before IOPS: {:.2} (seed: 183K -> 258K, 1.41)", iops[1] / iops[0].max(1.0));
+    Ok(0)
+}
+
+/// Seed 000 (single-hctx dispatch for schedulers that are not MQ-aware): mq-deadline with 2
+/// submitters on a null device whose completions run all hardware queues, as SCSI's do.
+/// MQ runs every hardware queue; SQ has one; MQ-patched runs only the submitter's.
+fn seed000(runtime: &str) -> Result<i32, String> {
+    println!("preset seed000: mq-deadline, 2 submitters, rw=randread bs=4k iodepth=32, completions run all hctxs, runtime={runtime}s");
+    println!("{:>11} {:>6} {:>12} {:>12} {:>14} {:>14}", "mode", "hctxs", "IOPS", "CPU ns/req", "lock taken", "contended");
+    let cases: &[(&str, u32, bool)] =
+        &[("SQ", 1, true), ("MQ", 8, false), ("MQ-patched", 8, true), ("MQ", 64, false), ("MQ-patched", 64, true)];
+    for &(mode, hw, sq) in cases {
+        let text = format!(
+            "[global]\ndriver=null\nirqmode=none\nnr_hw_queues={hw}\nnr_ctx=64\nioscheduler=mq-deadline\n\
+             sq_sched_dispatch={}\nruntime={runtime}\ntime_based\ncpus_allowed=0-1\n\
+             [seed000]\nrw=randread\nbs=4k\niodepth=32\nnumjobs=2\n",
+            u8::from(sq)
+        );
+        let exec = run_text_with("preset seed000", &text, |p| p.device.run_all_on_complete = true)?;
+        let r = row(&exec);
+        println!(
+            "{:>11} {:>6} {:>12.0} {:>12.1} {:>14} {:>14}",
+            mode,
+            hw,
+            r.iops,
+            r.cpu_ns_per_io,
+            sched_stat(&exec, "lock_acquired"),
+            sched_stat(&exec, "lock_contended")
+        );
     }
     Ok(0)
 }
