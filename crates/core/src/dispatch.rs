@@ -22,7 +22,7 @@ impl RequestQueue {
                 return;
             }
             hctx.run_again.store(true, Ordering::SeqCst);
-            let Some(guard) = hctx.run_lock.try_lock() else {
+            let Some(mut guard) = hctx.run_lock.try_lock() else {
                 return;
             };
             while hctx.run_again.swap(false, Ordering::SeqCst) {
@@ -30,7 +30,7 @@ impl RequestQueue {
                     break;
                 }
                 hctx.stats.run.add(1);
-                self.sched_dispatch_requests(h, now, batch);
+                self.sched_dispatch_requests(h, now, batch, &mut guard);
             }
             drop(guard);
             if !hctx.run_again.load(Ordering::SeqCst) {
@@ -81,7 +81,13 @@ impl RequestQueue {
 
     /// `blk_mq_sched_dispatch_requests`: left-overs first, then the elevator or the
     /// software queues.
-    fn sched_dispatch_requests(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+    fn sched_dispatch_requests(
+        &self,
+        h: HctxIdx,
+        now: Nanos,
+        batch: &mut CompletionBatch,
+        scratch: &mut Vec<(RqId, HctxIdx)>,
+    ) {
         let hctx = &self.hctxs[h.0 as usize];
         let mut need_dispatch = hctx.is_busy();
         if hctx.dispatch_list_len() > 0 {
@@ -101,7 +107,7 @@ impl RequestQueue {
             }
         }
         if self.elevator.is_some() {
-            self.do_dispatch_sched(h, now, batch);
+            self.do_dispatch_sched(h, now, batch, scratch);
         } else if need_dispatch {
             self.do_dispatch_ctx(h, now, batch);
         } else {
@@ -115,7 +121,13 @@ impl RequestQueue {
     /// `blk_mq_do_dispatch_sched`: pull requests from the elevator, one budget token each,
     /// and issue them in batches. A scheduler may hand out requests of other hardware
     /// queues; each is issued on its own queue.
-    fn do_dispatch_sched(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+    fn do_dispatch_sched(
+        &self,
+        h: HctxIdx,
+        now: Nanos,
+        batch: &mut CompletionBatch,
+        list: &mut Vec<(RqId, HctxIdx)>,
+    ) {
         let elv = self
             .elevator
             .as_ref()
@@ -127,7 +139,6 @@ impl RequestQueue {
             self.nr_requests as usize
         };
         let ectx = self.elv_ctx();
-        let mut list: Vec<RqId> = Vec::new();
         loop {
             list.clear();
             let mut kick = false;
@@ -146,8 +157,9 @@ impl RequestQueue {
                 }
                 match elv.dispatch_request(&ectx, h, now) {
                     Some(id) => {
-                        self.rqs.lock(id).rq_flags.insert(RqFlags::BUDGET);
-                        list.push(id);
+                        let mut rq = self.rqs.lock(id);
+                        rq.rq_flags.insert(RqFlags::BUDGET);
+                        list.push((id, rq.hctx));
                     }
                     None => {
                         self.driver.put_budget(h);
@@ -166,7 +178,7 @@ impl RequestQueue {
             if list.is_empty() {
                 return;
             }
-            if !self.dispatch_by_hctx(&mut list, now, batch) {
+            if !self.dispatch_by_hctx(h, list, now, batch) {
                 return;
             }
         }
@@ -174,23 +186,24 @@ impl RequestQueue {
 
     /// Issues a scheduler batch grouped by each request's own hardware queue. Returns false
     /// if some request could not be issued.
-    fn dispatch_by_hctx(&self, list: &mut [RqId], now: Nanos, batch: &mut CompletionBatch) -> bool {
-        let mut keyed: Vec<(HctxIdx, RqId)> = list
-            .iter()
-            .map(|&id| (self.rqs.lock(id).hctx, id))
-            .collect();
-        keyed.sort_by_key(|&(h, _)| h);
+    fn dispatch_by_hctx(
+        &self,
+        h: HctxIdx,
+        list: &mut [(RqId, HctxIdx)],
+        now: Nanos,
+        batch: &mut CompletionBatch,
+    ) -> bool {
+        if list.iter().all(|&(_, x)| x == h) {
+            return self.dispatch_rq_list(h, list, now, batch) == list.len();
+        }
+        list.sort_by_key(|&(_, x)| x);
         let mut all = true;
         let mut i = 0;
-        let mut group: Vec<RqId> = Vec::with_capacity(keyed.len());
-        while i < keyed.len() {
-            let h = keyed[i].0;
-            group.clear();
-            while i < keyed.len() && keyed[i].0 == h {
-                group.push(keyed[i].1);
-                i += 1;
-            }
-            all &= self.dispatch_rq_list(h, &group, now, batch) == group.len();
+        while i < list.len() {
+            let x = list[i].1;
+            let n = list[i..].iter().take_while(|&&(_, y)| y == x).count();
+            all &= self.dispatch_rq_list(x, &list[i..i + n], now, batch) == n;
+            i += n;
         }
         all
     }

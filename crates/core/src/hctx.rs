@@ -85,7 +85,8 @@ pub struct Hctx {
     pub(crate) dispatch_from: AtomicU32,
     /// Serialises runs of this queue; a run that finds it taken leaves `run_again` for the
     /// holder, so no run request is lost.
-    pub(crate) run_lock: Mutex<()>,
+    /// The lock also owns the run's scratch list, so dispatching allocates nothing.
+    pub(crate) run_lock: Mutex<Vec<(RqId, HctxIdx)>>,
     pub(crate) run_again: AtomicBool,
     /// A delayed run is armed for this time (`Nanos::MAX` = none).
     pub(crate) run_at: AtomicU64,
@@ -106,7 +107,7 @@ impl Hctx {
             ctxs,
             ctx_map: (0..words).map(|_| AtomicU64::new(0)).collect(),
             dispatch_from: AtomicU32::new(0),
-            run_lock: Mutex::new(()),
+            run_lock: Mutex::new(Vec::new()),
             run_again: AtomicBool::new(false),
             run_at: AtomicU64::new(u64::MAX),
             dispatch_busy: AtomicU32::new(0),

@@ -755,9 +755,6 @@ impl RequestQueue {
             .as_ref()
             .expect("insert_sched without elevator");
         let mut freed = Vec::new();
-        for &id in ids {
-            self.rqs.lock(id).insert_ns = now;
-        }
         self.hctxs[h.0 as usize].stats.queued.add(ids.len() as u64);
         elv.insert_requests(&self.elv_ctx(), h, ids, at_head, now, &mut freed);
         for id in freed {

@@ -286,7 +286,10 @@ impl DdState {
     /// Takes a request out of the sort tree, hash and FIFO (`deadline_remove_request`).
     fn del_rq(&mut self, id: RqId) -> DdRq {
         let r = self.rqs[id.index()];
-        assert!(r.queued && !r.on_dispatch_list, "{id:?}: removed while not sorted");
+        assert!(
+            r.queued && !r.on_dispatch_list,
+            "{id:?}: removed while not sorted"
+        );
         self.index_del(id);
         self.fifo_remove(id);
         self.rqs[id.index()].queued = false;
@@ -324,7 +327,11 @@ impl DdState {
             Some(p) => self.rqs[p.index()].hash_next = r.hash_next,
             None => {
                 let b = hash_bucket(r.end);
-                assert_eq!(self.hash[b], link(id), "{id:?}: missing from the merge hash");
+                assert_eq!(
+                    self.hash[b],
+                    link(id),
+                    "{id:?}: missing from the merge hash"
+                );
                 self.hash[b] = r.hash_next;
             }
         }
@@ -339,7 +346,11 @@ impl DdState {
         let mut cur = self.hash[hash_bucket(end)];
         while let Some(id) = unlink(cur) {
             let r = &self.rqs[id.index()];
-            if r.end == end && r.prio as usize == prio && r.dir as usize == dir && Some(id) != except {
+            if r.end == end
+                && r.prio as usize == prio
+                && r.dir as usize == dir
+                && Some(id) != except
+            {
                 return Some(id);
             }
             cur = r.hash_next;
@@ -551,7 +562,11 @@ impl Elevator for MqDeadline {
     }
 
     fn bio_merge(&self, q: &ElvCtx<'_>, _hctx: HctxIdx, bio: Bio) -> BioMerge {
-        if q.nomerges == NoMerges::None || !bio.mergeable() {
+        // With nothing queued there is nothing to merge into: skip the lock.
+        if q.nomerges == NoMerges::None
+            || !bio.mergeable()
+            || self.nr_held.load(Ordering::Acquire) == 0
+        {
             return BioMerge::NotMerged(bio);
         }
         let front_merges = self.tunables.get(T_FRONT_MERGES) != 0;
@@ -789,10 +804,17 @@ impl Elevator for MqDeadline {
                     let r = &st.rqs[id.index()];
                     assert_eq!(r.fifo_prev, prev, "{id:?}: FIFO back link broken");
                     assert!(r.seq > last_seq, "{id:?}: FIFO out of arrival order");
-                    assert!(pp.sort[d].contains(&(r.sector, id)), "{id:?}: in the FIFO but not sorted");
+                    assert!(
+                        pp.sort[d].contains(&(r.sector, id)),
+                        "{id:?}: in the FIFO but not sorted"
+                    );
                     (prev, cur, last_seq, n) = (cur, r.fifo_next, r.seq, n + 1);
                 }
-                assert_eq!(prev, pp.fifo[d].tail, "{}: FIFO tail is wrong", PRIO_NAMES[p]);
+                assert_eq!(
+                    prev, pp.fifo[d].tail,
+                    "{}: FIFO tail is wrong",
+                    PRIO_NAMES[p]
+                );
                 assert_eq!(n, pp.fifo[d].len, "{}: FIFO length is wrong", PRIO_NAMES[p]);
                 for &(sector, id) in &pp.sort[d] {
                     let r = &st.rqs[id.index()];
@@ -803,7 +825,8 @@ impl Elevator for MqDeadline {
                             && r.dir as usize == d
                     );
                     assert_eq!(
-                        st.hash_find(r.end, p, d, None).map(|h| st.rqs[h.index()].end),
+                        st.hash_find(r.end, p, d, None)
+                            .map(|h| st.rqs[h.index()].end),
                         Some(r.end),
                         "{id:?}: sorted but not in the merge hash"
                     );

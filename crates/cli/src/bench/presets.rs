@@ -33,7 +33,11 @@ fn run_text(label: &str, text: &str) -> Result<Execution, String> {
 
 /// Runs one job-file text, letting the caller adjust the plan (device options that are not
 /// job options, such as SCSI-like queue runs) before it runs.
-fn run_text_with(label: &str, text: &str, adjust: impl FnOnce(&mut Plan)) -> Result<Execution, String> {
+fn run_text_with(
+    label: &str,
+    text: &str,
+    adjust: impl FnOnce(&mut Plan),
+) -> Result<Execution, String> {
     let specs = parse_job_text(label, text).map_err(|e| e.to_string())?;
     let mut plan = Plan::from_specs(&specs)?;
     adjust(&mut plan);
@@ -102,7 +106,12 @@ fn null_none(runtime: &str) -> Result<i32, String> {
 fn sched_stat(exec: &Execution, name: &str) -> u64 {
     exec.queue
         .elevator()
-        .and_then(|e| e.stats().into_iter().find(|(k, _)| *k == name).map(|(_, v)| v))
+        .and_then(|e| {
+            e.stats()
+                .into_iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v)
+        })
         .unwrap_or(0)
 }
 
@@ -110,7 +119,10 @@ fn sched_stat(exec: &Execution, name: &str) -> u64 {
 /// QD32 on the null device, one job.
 fn sched_cost(runtime: &str) -> Result<i32, String> {
     println!("preset sched-cost: driver=null irqmode=none, rw=randread bs=4k iodepth=32, 1 job, runtime={runtime}s");
-    println!("{:>12} {:>12} {:>12} {:>14}", "scheduler", "IOPS", "CPU ns/req", "over none");
+    println!(
+        "{:>12} {:>12} {:>12} {:>14}",
+        "scheduler", "IOPS", "CPU ns/req", "over none"
+    );
     let mut base = 0.0;
     for sched in ["none", "mq-deadline", "kyber"] {
         let text = format!(
@@ -121,7 +133,13 @@ fn sched_cost(runtime: &str) -> Result<i32, String> {
         if sched == "none" {
             base = r.cpu_ns_per_io;
         }
-        println!("{:>12} {:>12.0} {:>12.1} {:>+13.1}ns", sched, r.iops, r.cpu_ns_per_io, r.cpu_ns_per_io - base);
+        println!(
+            "{:>12} {:>12.0} {:>12.1} {:>+13.1}ns",
+            sched,
+            r.iops,
+            r.cpu_ns_per_io,
+            r.cpu_ns_per_io - base
+        );
     }
     Ok(0)
 }
@@ -133,7 +151,10 @@ fn seed002(runtime: &str) -> Result<i32, String> {
     println!("preset seed002: mq-deadline, nr_ctx=128 (2 submitters spread over them), rw=read bs=4k iodepth=128, runtime={runtime}s");
     println!("{:>22} {:>12} {:>12}", "dd_queued", "IOPS", "CPU ns/req");
     let mut iops = [0.0f64; 2];
-    for (i, (label, sum)) in [("sum per-Ctx (before)", 1), ("O(1) nr_queued (after)", 0)].into_iter().enumerate() {
+    for (i, (label, sum)) in [("sum per-Ctx (before)", 1), ("O(1) nr_queued (after)", 0)]
+        .into_iter()
+        .enumerate()
+    {
         let text = format!(
             "[global]\ndriver=null\nirqmode=none\nnr_ctx=128\nqueue_depth=128\nioscheduler=mq-deadline\n\
              sched.queued_sum={sum}\nruntime={runtime}\ntime_based\ncpus_allowed=0-1\n\
@@ -143,7 +164,10 @@ fn seed002(runtime: &str) -> Result<i32, String> {
         iops[i] = r.iops;
         println!("{:>22} {:>12.0} {:>12.1}", label, r.iops, r.cpu_ns_per_io);
     }
-    println!("after / before IOPS: {:.2} (seed: 183K -> 258K, 1.41)", iops[1] / iops[0].max(1.0));
+    println!(
+        "after / before IOPS: {:.2} (seed: 183K -> 258K, 1.41)",
+        iops[1] / iops[0].max(1.0)
+    );
     Ok(0)
 }
 
@@ -152,9 +176,17 @@ fn seed002(runtime: &str) -> Result<i32, String> {
 /// MQ runs every hardware queue; SQ has one; MQ-patched runs only the submitter's.
 fn seed000(runtime: &str) -> Result<i32, String> {
     println!("preset seed000: mq-deadline, 2 submitters, rw=randread bs=4k iodepth=32, completions run all hctxs, runtime={runtime}s");
-    println!("{:>11} {:>6} {:>12} {:>12} {:>14} {:>14}", "mode", "hctxs", "IOPS", "CPU ns/req", "lock taken", "contended");
-    let cases: &[(&str, u32, bool)] =
-        &[("SQ", 1, true), ("MQ", 8, false), ("MQ-patched", 8, true), ("MQ", 64, false), ("MQ-patched", 64, true)];
+    println!(
+        "{:>11} {:>6} {:>12} {:>12} {:>14} {:>14}",
+        "mode", "hctxs", "IOPS", "CPU ns/req", "lock taken", "contended"
+    );
+    let cases: &[(&str, u32, bool)] = &[
+        ("SQ", 1, true),
+        ("MQ", 8, false),
+        ("MQ-patched", 8, true),
+        ("MQ", 64, false),
+        ("MQ-patched", 64, true),
+    ];
     for &(mode, hw, sq) in cases {
         let text = format!(
             "[global]\ndriver=null\nirqmode=none\nnr_hw_queues={hw}\nnr_ctx=64\nioscheduler=mq-deadline\n\
@@ -162,7 +194,9 @@ fn seed000(runtime: &str) -> Result<i32, String> {
              [seed000]\nrw=randread\nbs=4k\niodepth=32\nnumjobs=2\n",
             u8::from(sq)
         );
-        let exec = run_text_with("preset seed000", &text, |p| p.device.run_all_on_complete = true)?;
+        let exec = run_text_with("preset seed000", &text, |p| {
+            p.device.run_all_on_complete = true
+        })?;
         let r = row(&exec);
         println!(
             "{:>11} {:>6} {:>12.0} {:>12.1} {:>14} {:>14}",
