@@ -532,7 +532,11 @@ impl DdState {
             return Some(id);
         }
         for p in 0..NR_PRIO {
-            if let Some(id) = self.dispatch_prio(p, k, now, now) {
+            // Every queued request qualifies here. Passing `now` as the kernel does would be
+            // wrong for us: `now` is the dispatching thread's reading, and another thread may
+            // have inserted a request with a later one, which would then look "not started
+            // yet" and stall until the delayed re-run.
+            if let Some(id) = self.dispatch_prio(p, k, now, Nanos::MAX) {
                 return Some(id);
             }
             if self.queued(p, k.queued_sum) > 0 {
