@@ -115,6 +115,11 @@ pub trait Elevator: Send + Sync {
     /// The request goes back to the scheduler (`requeue_request`).
     fn requeue_request(&self, _rq: &ElvRq) {}
 
+    /// Hardware queues to run because something they waited for was freed (kyber's domain
+    /// tokens: the kernel's token wait queues, whose wake-up runs the waiting hctx). Called by
+    /// the core after each completion batch; push onto `out`.
+    fn restart_hctxs(&self, _out: &mut Vec<HctxIdx>) {}
+
     /// When the scheduler wants `timer` called (kyber arms it from `completed_request`).
     fn next_timer(&self) -> Option<Nanos> {
         None

@@ -997,6 +997,11 @@ impl RequestQueue {
             }
             batch.done = entries;
             self.collect_tag_waiters(runs);
+            if let Some(e) = &self.elevator {
+                e.restart_hctxs(runs);
+                runs.sort_unstable();
+                runs.dedup();
+            }
             let to_run = std::mem::take(runs);
             for &h in &to_run {
                 self.run_hw_queue(h, now, batch);

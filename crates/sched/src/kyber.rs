@@ -18,7 +18,7 @@ use mqblk_core::{
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 const NUM_DOMAINS: usize = 4;
 /// Domains whose latency is measured (all but OTHER).
@@ -124,6 +124,8 @@ struct Hctx {
     kcq_pending: [AtomicU32; NUM_DOMAINS],
     /// Requests held by this hctx in total, for a lockless `has_work`.
     held: AtomicU32,
+    /// This hctx found a domain out of tokens and waits for one (`domain_wait`).
+    waiting: AtomicBool,
 }
 
 /// Latency histograms being filled, per domain and type.
@@ -145,6 +147,9 @@ pub struct Kyber {
     /// Each domain's last p99 bucket (-1 none), kept for the next congestion event.
     domain_p99: [AtomicI32; NUM_LAT_DOMAINS],
     adjustments: AtomicU64,
+    /// Some hctx waits for a token, and one was freed since: `restart_hctxs` has work.
+    any_waiting: AtomicBool,
+    token_freed: AtomicBool,
 }
 
 #[derive(Default)]
@@ -169,6 +174,7 @@ impl Kyber {
                     .collect(),
                 kcq_pending: Default::default(),
                 held: AtomicU32::new(0),
+                waiting: AtomicBool::new(false),
             })
             .collect();
         Kyber {
@@ -189,6 +195,8 @@ impl Kyber {
             timer_at: AtomicU64::new(u64::MAX),
             domain_p99: [AtomicI32::new(-1), AtomicI32::new(-1), AtomicI32::new(-1)],
             adjustments: AtomicU64::new(0),
+            any_waiting: AtomicBool::new(false),
+            token_freed: AtomicBool::new(false),
         }
     }
 
@@ -264,6 +272,9 @@ impl Kyber {
             return None;
         }
         if !self.tokens[d].get() {
+            // Wait for a token like the kernel's `domain_wait`: a freed token runs us.
+            hc.waiting.store(true, Ordering::Release);
+            self.any_waiting.store(true, Ordering::Release);
             return None;
         }
         if khd.rqs[d].is_empty() {
@@ -283,6 +294,9 @@ impl Kyber {
         let d = self.token_of[id.index()].swap(NO_TOKEN, Ordering::AcqRel);
         if d != NO_TOKEN {
             self.tokens[d as usize].put();
+            if self.any_waiting.load(Ordering::Acquire) {
+                self.token_freed.store(true, Ordering::Release);
+            }
         }
     }
 }
@@ -403,6 +417,18 @@ impl Elevator for Kyber {
 
     fn requeue_request(&self, rq: &ElvRq) {
         self.release_token(rq.id);
+    }
+
+    fn restart_hctxs(&self, out: &mut Vec<HctxIdx>) {
+        if !self.token_freed.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        self.any_waiting.store(false, Ordering::Release);
+        for (h, hc) in self.hctxs.iter().enumerate() {
+            if hc.waiting.swap(false, Ordering::AcqRel) {
+                out.push(HctxIdx(h as u16));
+            }
+        }
     }
 
     fn next_timer(&self) -> Option<Nanos> {
