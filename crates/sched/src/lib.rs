@@ -24,3 +24,9 @@ pub fn lookup(name: &str) -> Option<&'static ElevatorType> {
 pub fn names() -> Vec<&'static str> {
     REGISTRY.iter().map(|e| e.name).collect()
 }
+
+/// The README's code blocks, compiled and run as doctests so the documented library usage
+/// stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
