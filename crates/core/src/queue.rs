@@ -548,13 +548,7 @@ impl RequestQueue {
         } else {
             self.issue_run(sub, h, &[id], now);
         }
-        self.end_batch(
-            Some(sub.ctx),
-            &mut sub.batch,
-            &mut sub.done,
-            &mut sub.runs,
-            now,
-        );
+        self.end_sub_batch(sub, now);
     }
 
     /// `blk_mq_attempt_bio_merge`: the plug's last request, then the elevator or the software
@@ -702,13 +696,7 @@ impl RequestQueue {
             self.issue_list(sub, &ids, now);
         }
         sub.scratch = ids;
-        self.end_batch(
-            Some(sub.ctx),
-            &mut sub.batch,
-            &mut sub.done,
-            &mut sub.runs,
-            now,
-        );
+        self.end_sub_batch(sub, now);
     }
 
     /// Plugged requests with a scheduler: group runs of the same hardware queue, insert each
@@ -1013,6 +1001,17 @@ impl RequestQueue {
         }
     }
 
+    /// `end_batch` for a submitter's own batch: its bios land in its `done`.
+    fn end_sub_batch(&self, sub: &mut Submitter, now: Nanos) {
+        self.end_batch(
+            Some(sub.ctx),
+            &mut sub.batch,
+            &mut sub.done,
+            &mut sub.runs,
+            now,
+        );
+    }
+
     /// Queues waiting for a driver tag are run once any was freed.
     fn collect_tag_waiters(&self, runs: &mut Vec<HctxIdx>) {
         if self.tag_waiters.load(Ordering::Acquire) == 0 {
@@ -1144,13 +1143,7 @@ impl RequestQueue {
     /// request timeouts and the elevator's timer. Completions land as in [`Self::end_batch`].
     pub fn timer(&self, sub: &mut Submitter, now: Nanos) {
         self.timer_inner(Some(sub.ctx), &mut sub.batch, now);
-        self.end_batch(
-            Some(sub.ctx),
-            &mut sub.batch,
-            &mut sub.done,
-            &mut sub.runs,
-            now,
-        );
+        self.end_sub_batch(sub, now);
     }
 
     /// [`Self::timer`] for a thread that owns no software queue (a runtime worker): every
@@ -1260,13 +1253,7 @@ impl RequestQueue {
             self.driver.poll(sub.hctxs[i], now, &mut sub.batch);
         }
         if !sub.batch.is_empty() {
-            self.end_batch(
-                Some(sub.ctx),
-                &mut sub.batch,
-                &mut sub.done,
-                &mut sub.runs,
-                now,
-            );
+            self.end_sub_batch(sub, now);
         }
         self.ctxs[sub.ctx.0 as usize].take_remote(&mut sub.done);
         if self.next_deadline().is_some_and(|t| t <= now) {
@@ -1417,13 +1404,7 @@ impl RequestQueue {
     pub fn start_hw_queue(&self, sub: &mut Submitter, h: HctxIdx, now: Nanos) {
         self.hctxs[h.0 as usize].clear_state(state::STOPPED);
         self.run_hw_queue(h, now, &mut sub.batch);
-        self.end_batch(
-            Some(sub.ctx),
-            &mut sub.batch,
-            &mut sub.done,
-            &mut sub.runs,
-            now,
-        );
+        self.end_sub_batch(sub, now);
     }
 
     /// Per-type hardware queue of a software queue.

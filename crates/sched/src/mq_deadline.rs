@@ -253,6 +253,43 @@ impl MqDeadline {
         )
     }
 
+    /// Merges `bio` into queued request `id` (at its front or back), re-sorts it, then
+    /// tries to coalesce it with its sector neighbour. The bio comes back as `Err` when the
+    /// merge rules refuse it.
+    fn merge_into(
+        &self,
+        st: &mut DdState,
+        q: &ElvCtx<'_>,
+        id: RqId,
+        bio: Bio,
+        prio: usize,
+        front: bool,
+    ) -> Result<BioMerge, Bio> {
+        let mut rq = q.rqs.lock(id);
+        let bio = match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
+            Ok(_) => None,
+            Err(b) => Some(b),
+        };
+        let (sector, end) = (rq.sector, rq.end_sector());
+        drop(rq);
+        if let Some(b) = bio {
+            return Err(b);
+        }
+        st.resort(id, sector, end);
+        st.per_prio[prio].stats.merged += 1;
+        let freed = if front {
+            attempt_front_merge(st, q, id)
+        } else {
+            attempt_back_merge(st, q, id)
+        };
+        // The folded-away request left the scheduler: it no longer counts as held (without
+        // this `has_work` stayed true forever and the count drifted).
+        if freed.is_some() {
+            self.nr_held.fetch_sub(1, Ordering::AcqRel);
+        }
+        Ok(BioMerge::Merged { freed })
+    }
+
     fn knobs(&self) -> Knobs {
         let ms = |i| Nanos::from_millis(self.tunables.get(i).max(0) as u64);
         Knobs {
@@ -577,27 +614,13 @@ impl Elevator for MqDeadline {
         let mut st = self.lock();
         let (prio, dir) = (prio_of(bio.ioprio.class()), dir_of(bio.op));
         // Back merge: a request ending where the bio starts (the hash lookup).
-        let back = st.hash_find(bio.sector, prio, dir, None);
-        let mut bio = bio;
-        if let Some(id) = back {
-            let mut rq = q.rqs.lock(id);
-            match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
-                Ok(_) => {
-                    let (sector, end) = (rq.sector, rq.end_sector());
-                    drop(rq);
-                    st.resort(id, sector, end);
-                    st.per_prio[prio].stats.merged += 1;
-                    let freed = attempt_back_merge(&mut st, q, id);
-                    // The folded-away request left the scheduler: it no longer counts as held
-                    // (without this `has_work` stayed true forever and the count drifted).
-                    if freed.is_some() {
-                        self.nr_held.fetch_sub(1, Ordering::AcqRel);
-                    }
-                    return BioMerge::Merged { freed };
-                }
-                Err(b) => bio = b,
-            }
-        }
+        let bio = match st.hash_find(bio.sector, prio, dir, None) {
+            Some(id) => match self.merge_into(&mut st, q, id, bio, prio, false) {
+                Ok(merged) => return merged,
+                Err(bio) => bio,
+            },
+            None => bio,
+        };
         if !front_merges || q.nomerges != NoMerges::All {
             return BioMerge::NotMerged(bio);
         }
@@ -606,25 +629,12 @@ impl Elevator for MqDeadline {
         let front = st.per_prio[prio].sort[dir]
             .range((end, RqId(0))..=(end, RqId(u32::MAX)))
             .next();
-        if let Some(&(_, id)) = front {
-            let mut rq = q.rqs.lock(id);
-            match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
-                Ok(_) => {
-                    let (sector, end) = (rq.sector, rq.end_sector());
-                    drop(rq);
-                    st.resort(id, sector, end);
-                    st.per_prio[prio].stats.merged += 1;
-                    let freed = attempt_front_merge(&mut st, q, id);
-                    // As for the back merge: the folded-away request is no longer held.
-                    if freed.is_some() {
-                        self.nr_held.fetch_sub(1, Ordering::AcqRel);
-                    }
-                    return BioMerge::Merged { freed };
-                }
-                Err(b) => bio = b,
-            }
+        match front {
+            Some(&(_, id)) => self
+                .merge_into(&mut st, q, id, bio, prio, true)
+                .unwrap_or_else(BioMerge::NotMerged),
+            None => BioMerge::NotMerged(bio),
         }
-        BioMerge::NotMerged(bio)
     }
 
     fn insert_requests(
