@@ -266,13 +266,10 @@ impl MqDeadline {
         front: bool,
     ) -> Result<BioMerge, Bio> {
         let mut rq = q.rqs.lock(id);
-        let bio = match merge::bio_attempt_merge(&mut rq, bio, q.limits) {
-            Ok(_) => None,
-            Err(b) => Some(b),
-        };
+        let refused = merge::bio_attempt_merge(&mut rq, bio, q.limits).err();
         let (sector, end) = (rq.sector, rq.end_sector());
         drop(rq);
-        if let Some(b) = bio {
+        if let Some(b) = refused {
             return Err(b);
         }
         st.resort(id, sector, end);
