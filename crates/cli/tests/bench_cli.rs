@@ -208,3 +208,64 @@ fn fault_injection_run_completes_and_reports_errors() {
     assert!(err.contains("I/O error"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn uring_on_a_real_file_writes_verifies_and_reads_back() {
+    let dir = std::env::temp_dir().join(format!("mqblk-uring-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("data");
+    let f = format!("--filename={}", file.display());
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=io_uring",
+        &f,
+        "--size=8m",
+        "--name=w",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=16",
+        "--verify=crc32c",
+        "--fsync=32",
+        "--end_fsync",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("verify : 2048 blocks checked, 0 mismatches"),
+        "{out}"
+    );
+    assert!(
+        out.contains("sync (usec)") || out.contains("sync (nsec)") || out.contains("sync (msec)"),
+        "fsync latency reported:\n{out}"
+    );
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        8 << 20,
+        "the file was created at size="
+    );
+    // A second run reads the same blocks back and checks them, with O_DIRECT.
+    let o = mqblk(&[
+        "bench",
+        "--driver=uring",
+        &f,
+        "--direct=1",
+        "--name=r",
+        "--rw=read",
+        "--bs=4k",
+        "--iodepth=16",
+        "--verify=crc32c",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("verify : 2048 blocks checked, 0 mismatches"),
+        "{out}"
+    );
+    let o = mqblk(&["bench", "--driver=uring", "--name=x"]);
+    assert!(
+        text(&o.stderr).contains("needs filename="),
+        "{}",
+        text(&o.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -106,6 +106,12 @@ pub trait Driver: Send + Sync {
         None
     }
 
+    /// Blocks the calling thread until `poll` of `hctx` may find something, or for a short
+    /// while. Only runtimes call this, never the core: it is how a submitter sleeps until the
+    /// "interrupt" instead of spinning against the threads the device needs (io_uring's
+    /// kernel workers). The default returns at once.
+    fn wait(&self, _hctx: HctxIdx) {}
+
     /// Requests issued to `hctx` and not yet handed back.
     fn inflight(&self, _hctx: HctxIdx) -> usize {
         0

@@ -1,5 +1,7 @@
 //! Block drivers.
 
 pub mod null;
+pub mod uring;
 
 pub use null::{FaultConfig, FaultSpec, IrqMode, NullConfig, NullDevice, NullError};
+pub use uring::{errno_to_status, BackingKind, UringConfig, UringDevice, UringError};

@@ -20,7 +20,7 @@ impl SubmitterHandle {
             queue,
             sub,
             clock,
-            spins_before_yield: 64,
+            spins_before_yield: 16,
         }
     }
 
@@ -102,8 +102,19 @@ impl SubmitterHandle {
             }
             spins += 1;
             if spins >= self.spins_before_yield {
+                // Sleep until the device's "interrupt" where the driver can (io_uring), so
+                // the CPU goes to whoever completes our I/O; otherwise just yield.
                 spins = 0;
-                std::thread::yield_now();
+                let q = &self.queue;
+                match self
+                    .sub
+                    .hctxs()
+                    .iter()
+                    .find(|&&h| q.driver().inflight(h) > 0)
+                {
+                    Some(&h) => q.driver().wait(h),
+                    None => std::thread::yield_now(),
+                }
             } else {
                 std::hint::spin_loop();
             }

@@ -1,7 +1,10 @@
 //! Builds the device a bench run goes through: tag set, driver, scheduler and queue.
 
+use mqblk_core::{Driver, QueueLimits, TagSetConfig};
 use mqblk_core::{NoMerges, QueueConfig, RequestQueue, TagSet, TagSetFlags};
-use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode, NullConfig, NullDevice};
+use mqblk_drivers::{
+    FaultConfig, FaultSpec, IrqMode, NullConfig, NullDevice, UringConfig, UringDevice,
+};
 use std::sync::Arc;
 
 /// Device and queue options of a run (ours, not fio's), with their defaults.
@@ -27,6 +30,11 @@ pub struct DeviceOpts {
     pub run_all_on_complete: bool,
     pub scheduler: String,
     pub sched_tunables: Vec<(String, String)>,
+    /// For `driver=uring`: the file or block device, O_DIRECT, and the size to create or
+    /// extend a regular file to (`None`: use it as it is).
+    pub filename: Option<String>,
+    pub direct: bool,
+    pub create_size: Option<u64>,
 }
 
 impl Default for DeviceOpts {
@@ -56,6 +64,9 @@ impl Default for DeviceOpts {
             run_all_on_complete: false,
             scheduler: "none".into(),
             sched_tunables: Vec::new(),
+            filename: None,
+            direct: false,
+            create_size: None,
         }
     }
 }
@@ -67,21 +78,15 @@ pub struct Device {
     pub null: Option<Arc<NullDevice>>,
 }
 
-/// Builds the device for `nr_submitters` job threads. Errors are one line naming the option.
-pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> {
-    if opts.driver != "null" {
-        return Err(format!(
-            "driver '{}': unknown driver (available: null)",
-            opts.driver
-        ));
-    }
-    let elv = mqblk_sched::lookup(&opts.scheduler).ok_or_else(|| {
-        format!(
-            "ioscheduler '{}': unknown scheduler (available: {})",
-            opts.scheduler,
-            mqblk_sched::names().join(", ")
-        )
-    })?;
+/// The driver-specific half of a device: its tag set, the driver and its queue limits.
+struct Built {
+    set_cfg: TagSetConfig,
+    driver: Arc<dyn Driver>,
+    limits: QueueLimits,
+    null: Option<Arc<NullDevice>>,
+}
+
+fn build_null(opts: &DeviceOpts) -> Result<Built, String> {
     let cfg = NullConfig {
         submit_queues: opts.nr_hw_queues,
         hw_queue_depth: opts.queue_depth,
@@ -95,18 +100,71 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
         ..NullConfig::default()
     };
     cfg.validate().map_err(|e| e.to_string())?;
-    let mut set_cfg = cfg.tag_set_config();
+    let set_cfg = cfg.tag_set_config();
+    let null = NullDevice::new(cfg).map_err(|e| e.to_string())?;
+    let limits = null.config().queue_limits();
+    Ok(Built {
+        set_cfg,
+        driver: null.clone(),
+        limits,
+        null: Some(null),
+    })
+}
+
+fn build_uring(opts: &DeviceOpts) -> Result<Built, String> {
+    let path = opts
+        .filename
+        .as_ref()
+        .ok_or("driver=uring: needs filename= (a file or block device)")?;
+    let cfg = UringConfig {
+        path: path.into(),
+        nr_hw_queues: opts.nr_hw_queues,
+        queue_depth: opts.queue_depth,
+        direct: opts.direct,
+        size_bytes: opts.create_size,
+        ..UringConfig::default()
+    };
+    cfg.validate().map_err(|e| e.to_string())?;
+    let set_cfg = cfg.tag_set_config();
+    let dev = UringDevice::open(cfg).map_err(|e| format!("filename={path}: {e}"))?;
+    let limits = dev.queue_limits();
+    Ok(Built {
+        set_cfg,
+        driver: dev,
+        limits,
+        null: None,
+    })
+}
+
+/// Builds the device for `nr_submitters` job threads. Errors are one line naming the option.
+pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> {
+    let elv = mqblk_sched::lookup(&opts.scheduler).ok_or_else(|| {
+        format!(
+            "ioscheduler '{}': unknown scheduler (available: {})",
+            opts.scheduler,
+            mqblk_sched::names().join(", ")
+        )
+    })?;
+    let built = match opts.driver.as_str() {
+        "null" => build_null(opts)?,
+        "uring" => build_uring(opts)?,
+        other => {
+            return Err(format!(
+                "driver '{other}': unknown driver (available: null, uring)"
+            ))
+        }
+    };
+    let mut set_cfg = built.set_cfg;
     if opts.shared_tags {
         set_cfg.flags = set_cfg.flags.union(TagSetFlags::TAG_HCTX_SHARED);
     }
     let set = TagSet::new(set_cfg).map_err(|e| e.to_string())?;
-    let null = NullDevice::new(cfg).map_err(|e| e.to_string())?;
     let nr_ctx = if opts.nr_ctx == 0 {
         nr_submitters.max(1) as u16
     } else {
         opts.nr_ctx
     };
-    let mut limits = null.config().queue_limits();
+    let mut limits = built.limits;
     // Zero means "the block layer's default", as for null_blk's max_sectors.
     if opts.max_sectors_kb > 0 {
         limits.max_sectors = opts.max_sectors_kb.saturating_mul(2);
@@ -123,11 +181,11 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
         run_all_on_complete: opts.run_all_on_complete,
         ..QueueConfig::default()
     };
-    let queue = RequestQueue::new(set, null.clone(), Some(elv), qcfg).map_err(|e| e.to_string())?;
+    let queue = RequestQueue::new(set, built.driver, Some(elv), qcfg).map_err(|e| e.to_string())?;
     apply_tunables(&queue, &opts.sched_tunables)?;
     Ok(Device {
         queue,
-        null: Some(null),
+        null: built.null,
     })
 }
 

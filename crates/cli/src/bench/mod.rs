@@ -158,9 +158,9 @@ impl Plan {
         if specs.is_empty() {
             return Err("no jobs given".into());
         }
-        let device = device_opts(&specs[0]);
+        let device = device_opts(&specs[0])?;
         for s in &specs[1..] {
-            if format!("{:?}", device_opts(s)) != format!("{device:?}") {
+            if format!("{:?}", device_opts(s)?) != format!("{device:?}") {
                 return Err(format!(
                     "job '{}': device options differ from job '{}' (all jobs of a run share one device)",
                     s.name, specs[0].name
@@ -191,13 +191,55 @@ impl Plan {
     }
 }
 
-fn device_opts(s: &JobSpec) -> DeviceOpts {
+/// The driver a job names, by `driver=` or fio's `ioengine=`.
+fn driver_of(s: &JobSpec) -> Result<String, String> {
+    match s.ioengine.as_deref() {
+        None => Ok(s.driver.clone()),
+        Some("io_uring" | "uring") => Ok("uring".into()),
+        Some("null") => Ok("null".into()),
+        Some(other) => Err(format!(
+            "job '{}': ioengine={other} is not supported (mqblk drives io_uring as driver=uring, or the null device)",
+            s.name
+        )),
+    }
+}
+
+/// Capacity and creation size of a real file or device, as fio sizes its files: `size`
+/// (plus `offset`) creates or extends a regular file; without it the file is used as it is.
+fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), String> {
+    let path = s
+        .filename
+        .as_deref()
+        .ok_or_else(|| format!("job '{}': driver=uring needs filename=", s.name))?;
+    if let Some(size) = s.size {
+        let want = s.offset.saturating_add(size);
+        return Ok((want, Some(want)));
+    }
+    use std::io::{Seek, SeekFrom};
+    let len = std::fs::File::open(path)
+        .and_then(|mut f| f.seek(SeekFrom::End(0)))
+        .map_err(|e| format!("filename={path}: {e} (give size= to create it)"))?;
+    if len == 0 {
+        return Err(format!(
+            "filename={path}: is empty (give size= to extend it)"
+        ));
+    }
+    Ok((len, None))
+}
+
+fn device_opts(s: &JobSpec) -> Result<DeviceOpts, String> {
+    let driver = driver_of(s)?;
+    let (size_bytes, create_size) = if driver == "uring" {
+        real_file_size(s)?
+    } else {
+        (s.device_size(), None)
+    };
     let spec = |every_nth, probability_pct| FaultSpec {
         every_nth,
         probability_pct,
     };
-    DeviceOpts {
-        driver: s.driver.clone(),
+    Ok(DeviceOpts {
+        driver,
         nr_hw_queues: s.nr_hw_queues as u16,
         queue_depth: s.queue_depth,
         nr_requests: s.nr_requests,
@@ -211,7 +253,7 @@ fn device_opts(s: &JobSpec) -> DeviceOpts {
         },
         completion_nsec: s.completion_nsec,
         memory_backed: s.memory_backed,
-        size_bytes: s.device_size(),
+        size_bytes,
         faults: FaultConfig {
             fail: spec(s.fail_nth, s.fail_prob),
             timeout: spec(s.timeout_nth, s.timeout_prob),
@@ -229,7 +271,10 @@ fn device_opts(s: &JobSpec) -> DeviceOpts {
         run_all_on_complete: false,
         scheduler: s.ioscheduler.clone().unwrap_or_else(|| "none".into()),
         sched_tunables: s.sched_tunables.clone(),
-    }
+        filename: s.filename.clone(),
+        direct: s.direct,
+        create_size,
+    })
 }
 
 fn run_job(
@@ -248,7 +293,10 @@ fn run_job(
         RwMode::ReadWrite => Pattern::ReadWrite,
     };
     let bs = [s.bs_for(Ddir::Read) as u32, s.bs_for(Ddir::Write) as u32];
-    let size = s.io_size();
+    // `size`, or the rest of the device after `offset` (a real file's own length).
+    let size = s
+        .size
+        .unwrap_or_else(|| dev.size_bytes.saturating_sub(s.offset));
     if s.offset.saturating_add(size) > dev.size_bytes {
         return Err(format!(
             "job '{}': offset {} + size {} runs past the device ({} bytes; set dev_size)",
@@ -304,7 +352,9 @@ fn run_job(
         seed: base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         verify,
         do_verify: s.do_verify,
-        with_data: verify || dev.memory_backed,
+        with_data: verify || dev.memory_backed || dev.driver == "uring",
+        fsync_every: s.fsync,
+        end_fsync: s.end_fsync,
         cpu: (!s.cpus_allowed.is_empty()).then(|| s.cpus_allowed[clone % s.cpus_allowed.len()]),
         ctx: mqblk_core::CtxIdx(ctx as u16),
         issuer: index as u32 + 1,
@@ -344,6 +394,9 @@ impl LatSink for Sink {
     }
     fn error(&mut self, _write: bool) {
         self.stats.error += 1;
+    }
+    fn sync(&mut self, lat: u64) {
+        self.stats.sync.record(lat);
     }
     fn submitted(&mut self, n: u64, depth: u64) {
         self.stats.mark_submit(n);

@@ -33,6 +33,10 @@ pub struct RunJob {
     pub verify: bool,
     /// Read back and check what a write pass wrote (`do_verify`).
     pub do_verify: bool,
+    /// A flush after every this many writes (fio's `fsync=N`; 0 = never).
+    pub fsync_every: u64,
+    /// A flush when the job ends (`end_fsync`).
+    pub end_fsync: bool,
     /// Move data (buffers on every bio): needed by memory-backed devices and verify.
     pub with_data: bool,
     pub cpu: Option<usize>,
@@ -44,6 +48,8 @@ pub struct RunJob {
 pub trait LatSink {
     fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, lat: u64);
     fn error(&mut self, write: bool);
+    /// A flush completed after `lat` nanoseconds (fio's `sync` latency).
+    fn sync(&mut self, lat: u64);
     /// Called about every 500 ms with the I/Os and bytes completed in the window.
     fn sample(&mut self, window_ns: u64);
     /// A submission of `n` I/Os at queue depth `depth` (fio's `iodepth_submit`/`_level`).
@@ -104,6 +110,8 @@ struct JobState<'a, S: LatSink> {
     measure_from: u64,
     progress: &'a Progress,
     pending: Option<Bio>,
+    /// Writes submitted since the last flush (`fsync=N`).
+    writes_since_sync: u64,
     /// The last clock reading, and whether nothing happened since it was taken. Reading the
     /// clock is a visible part of the per-I/O cost on a null device, so each reading serves
     /// every purpose it can: a batch's end time is also the completion time of what
@@ -151,6 +159,7 @@ pub fn run_job<S: LatSink>(
         measure_from: t0 + job.ramp.0,
         progress,
         pending: None,
+        writes_since_sync: 0,
         now: t0,
         fresh: true,
     };
@@ -166,6 +175,9 @@ pub fn run_job<S: LatSink>(
     if job.verify && job.do_verify && job.pattern.writes() && !progress.stop.load(Ordering::Relaxed)
     {
         st.verify_phase(&gen);
+    }
+    if job.end_fsync {
+        st.submit_flush();
     }
     st.drain();
     let t1 = st.h.now().0;
@@ -269,10 +281,18 @@ impl<S: LatSink> JobState<'_, S> {
                     self.make_bio(io.write, io.offset, len)
                 }
             };
+            let write = bio.op == ReqOp::Write;
             if !self.submit_one(bio) {
                 break;
             }
             submitted += 1;
+            if write {
+                self.writes_since_sync += 1;
+                if self.job.fsync_every > 0 && self.writes_since_sync >= self.job.fsync_every {
+                    self.writes_since_sync = 0;
+                    self.submit_flush();
+                }
+            }
         }
         if plug {
             self.h.finish_plug();
@@ -295,6 +315,26 @@ impl<S: LatSink> JobState<'_, S> {
         }
     }
 
+    /// Submits a flush, waiting for a tag if need be (`fsync=N`, `end_fsync`).
+    fn submit_flush(&mut self) {
+        let mut bio = Bio::new(ReqOp::Flush, 0, 0)
+            .with_issuer(self.job.issuer, 0)
+            .with_private(self.batches.seq);
+        loop {
+            let now = self.h.now();
+            match self.h.submit_at(bio, now) {
+                Ok(()) => {
+                    self.inflight += 1;
+                    return;
+                }
+                Err(b) => {
+                    bio = b;
+                    self.reap(1);
+                }
+            }
+        }
+    }
+
     fn finish_batch(&mut self, submitted: u32) {
         if submitted > 0 {
             let end = self.h.now().0;
@@ -311,10 +351,10 @@ impl<S: LatSink> JobState<'_, S> {
         // batch's end; anything reaped later gets a fresh reading.
         let inline = self.fresh && self.h.done().len() >= min.max(1);
         if !inline {
+            // Like fio, reap only once the queue is full (or nothing more can be submitted);
+            // until then, completions that already arrived are taken as they are.
             if min > 0 {
                 self.h.reap(min, 1_000_000_000);
-            } else if self.h.done().is_empty() {
-                self.h.poll();
             }
             if self.h.done().is_empty() {
                 return;
@@ -330,6 +370,15 @@ impl<S: LatSink> JobState<'_, S> {
             let write = bio.op.is_write();
             let len = bio.bytes();
             bytes += len;
+            if bio.op == ReqOp::Flush {
+                n -= 1;
+                if bio.status == BlkStatus::Ok {
+                    self.sink.sync(now.saturating_sub(bio.submit_ns.0));
+                } else {
+                    self.note_error(&bio);
+                }
+                continue;
+            }
             if bio.status != BlkStatus::Ok {
                 self.note_error(&bio);
                 if let Some(buf) = bio.buf.take() {

@@ -1,0 +1,329 @@
+//! The one place that hands memory and file descriptors to the kernel: an io_uring per
+//! hardware queue, and the synchronous block-device ioctls and `statx`.
+//!
+//! Every `unsafe` block below relies on these clauses, each upheld where stated:
+//!
+//! 1. **`user_data` names one submission until its completion.** It is
+//!    `tag << 32 | segment` (see `tracker.rs`). The core gives a driver tag to one request at
+//!    a time, and the tracker keeps the tag's slot busy until every submission of the request
+//!    has come back, so no two submissions in the kernel share a `user_data`.
+//! 2. **The file descriptor stays open while the kernel may use it.** Each [`Ring`] holds
+//!    an `Arc<File>`, and dropping a ring waits for its submissions (see `Drop for Ring`).
+//! 3. **Data buffers stay valid, and untouched by us, until their completion.** Addresses
+//!    come from the `IoBuf`s of the bios of the request being issued. An `IoBuf`'s pages are
+//!    one heap allocation that does not move when the `Bio`, or the request's `bios` vector,
+//!    moves; it is freed only when the `IoBuf` is dropped. The core owns the `Request` and
+//!    its bios; between `queue_rq` returning `Ok` and the driver pushing that request's
+//!    completion into a `CompletionBatch`, the core neither reads nor writes, moves out,
+//!    resizes or drops the request's bios: merges only join requests that are not started
+//!    (`rq_merge_ok` wants `RqState::Idle`), the bios are handed back only by
+//!    `end_request` on completion, and the timeout handler (ours keeps the default,
+//!    `ResetTimer`) leaves them alone. The tracker pushes the completion only once the last
+//!    CQE of the request was reaped. What remains the caller's duty: not to drop a
+//!    `RequestQueue` while requests are in flight (it frees its request table before its
+//!    driver). `Drop for Ring` still waits for the kernel, to keep that window short.
+
+use super::tracker::{Op, OpKind, Tracker};
+use io_uring::{opcode, register::Probe, squeue, types, IoUring};
+use mqblk_core::CompletionBatch;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+/// How long an SQPOLL kernel thread spins without work before it sleeps (and the next
+/// submission needs a wakeup syscall), in milliseconds. One second, as fio's default.
+pub(crate) const SQPOLL_IDLE_MS: u32 = 1000;
+
+/// `BLKGETSIZE64`: `_IOR(0x12, 114, size_t)`; the kernel writes a `u64` whatever the size
+/// in the number says.
+const BLKGETSIZE64: libc::Ioctl = libc::_IOR::<libc::size_t>(0x12, 114);
+/// `BLKDISCARD`: `_IO(0x12, 119)`, argument `u64 range[2] = { start, len }` in bytes.
+const BLKDISCARD: libc::Ioctl = libc::_IO(0x12, 119);
+/// `BLKZEROOUT`: `_IO(0x12, 127)`, argument as `BLKDISCARD`.
+const BLKZEROOUT: libc::Ioctl = libc::_IO(0x12, 127);
+
+/// The opcodes the driver may submit, with the names a missing one is reported by.
+pub(crate) const OP_READ: (u8, &str) = (opcode::Read::CODE, "IORING_OP_READ");
+pub(crate) const OP_WRITE: (u8, &str) = (opcode::Write::CODE, "IORING_OP_WRITE");
+pub(crate) const OP_FSYNC: (u8, &str) = (opcode::Fsync::CODE, "IORING_OP_FSYNC");
+pub(crate) const OP_FALLOCATE: (u8, &str) = (opcode::Fallocate::CODE, "IORING_OP_FALLOCATE");
+
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct RingConfig {
+    /// SQ entries; the CQ gets twice as many.
+    pub entries: u32,
+    pub sqpoll: bool,
+    pub iopoll: bool,
+}
+
+/// One hardware queue's io_uring and the tracker of what it has in flight.
+pub(crate) struct Ring {
+    uring: IoUring,
+    /// The file every submission targets; kept open by this reference (clause 2).
+    file: Arc<File>,
+    pub(crate) tracker: Tracker,
+    sq_entries: usize,
+    cq_entries: usize,
+}
+
+impl Ring {
+    pub(crate) fn new(file: Arc<File>, cfg: RingConfig, nr_tags: u32) -> io::Result<Ring> {
+        let mut b = IoUring::builder();
+        // Tests and tools fork (losetup, mount); the child must not share our rings.
+        b.dontfork();
+        b.setup_cqsize(2 * cfg.entries);
+        if cfg.sqpoll {
+            b.setup_sqpoll(SQPOLL_IDLE_MS);
+        }
+        if cfg.iopoll {
+            b.setup_iopoll();
+        }
+        let uring = b.build(cfg.entries)?;
+        let sq_entries = uring.params().sq_entries() as usize;
+        let cq_entries = uring.params().cq_entries() as usize;
+        Ok(Ring {
+            uring,
+            file,
+            tracker: Tracker::new(nr_tags),
+            sq_entries,
+            cq_entries,
+        })
+    }
+
+    /// The first of `ops` the kernel does not support, if any (`IORING_REGISTER_PROBE`).
+    pub(crate) fn unsupported(
+        &self,
+        ops: &[(u8, &'static str)],
+    ) -> io::Result<Option<&'static str>> {
+        let mut probe = Probe::new();
+        self.uring.submitter().register_probe(&mut probe)?;
+        Ok(ops
+            .iter()
+            .find(|&&(code, _)| !probe.is_supported(code))
+            .map(|&(_, name)| name))
+    }
+
+    /// Whether a request needing `n` submissions at once could ever be issued here.
+    pub(crate) fn fits(&self, n: usize) -> bool {
+        n <= self.sq_entries && n <= self.cq_entries
+    }
+
+    /// Whether `n` more submissions can be pushed now: nothing older is waiting, the SQ has
+    /// room, and the CQ can hold every completion outstanding (so it never overflows).
+    pub(crate) fn has_room(&mut self, n: usize) -> bool {
+        if self.tracker.nr_ready() > 0 || self.tracker.nr_sqes() + n > self.cq_entries {
+            return false;
+        }
+        let sq = self.uring.submission();
+        sq.capacity() - sq.len() >= n
+    }
+
+    /// Pushes the tracker's described submissions into the SQ, oldest first, as far as it
+    /// has room. Returns how many were pushed.
+    pub(crate) fn push_ready(&mut self) -> usize {
+        let fd = types::Fd(self.file.as_raw_fd());
+        let mut sq = self.uring.submission();
+        let mut n = 0;
+        while let Some(op) = self.tracker.front_ready() {
+            let entry = entry(fd, &op);
+            // SAFETY: the entry's `user_data` names one submission until it completes
+            // (clause 1); `fd` is kept open by `self.file` for as long as this ring lives and
+            // the ring outlives every submission (clause 2); `op.addr..op.addr + op.len` lies
+            // inside the `IoBuf` of a bio of the request the tracker holds under this tag,
+            // which stays allocated and untouched until the tracker reports that request
+            // complete, after this submission's CQE (clause 3). Ops without data carry no
+            // address.
+            if unsafe { sq.push(&entry) }.is_err() {
+                break;
+            }
+            self.tracker.pop_ready();
+            n += 1;
+        }
+        n
+    }
+
+    /// Hands the pushed submissions to the kernel: one `io_uring_enter`, or none with
+    /// SQPOLL while its thread is awake. A failure (`EAGAIN`, `EBUSY`, `EINTR`) leaves
+    /// them in the SQ, and the next poll tries again.
+    pub(crate) fn submit(&mut self) {
+        if self.uring.submission().is_empty() {
+            return;
+        }
+        // Deliberately ignored, see above: nothing is lost, and the caller cannot act on it.
+        let _ = self.uring.submit();
+    }
+
+    /// Blocks until at least one completion is posted, if submissions are in the kernel
+    /// and none is posted yet. Errors (`EINTR` and the like) just return: the caller polls.
+    pub(crate) fn wait(&mut self) {
+        let in_kernel = self.tracker.nr_sqes() - self.tracker.nr_ready();
+        if in_kernel > 0 && self.uring.completion().is_empty() {
+            let _ = self.uring.submit_and_wait(1);
+        }
+    }
+
+    /// Moves every posted completion into the tracker, and finished requests into `done`.
+    /// Returns the CQEs seen and the requests finished.
+    fn reap(&mut self, done: &mut CompletionBatch) -> (usize, usize) {
+        let (mut cqes, mut rqs) = (0, 0);
+        for cqe in self.uring.completion() {
+            cqes += 1;
+            if let Some((id, status)) = self.tracker.complete(cqe.user_data(), cqe.result()) {
+                done.complete(id, status);
+                rqs += 1;
+            }
+        }
+        (cqes, rqs)
+    }
+
+    /// Reaps finished requests into `done` and returns how many. Reads the CQ without a
+    /// syscall when it holds entries; enters the kernel only when it is empty while
+    /// submissions are outstanding (that submits anything still queued, runs this task's
+    /// pending completion work, and with IOPOLL polls the device), or to submit what the
+    /// completions asked for (the rest of a short transfer, a retry, a request's next phase).
+    pub(crate) fn poll(&mut self, done: &mut CompletionBatch) -> usize {
+        if self.tracker.nr_sqes() == 0 {
+            return 0;
+        }
+        let (cqes, mut rqs) = self.reap(done);
+        if cqes == 0 {
+            self.push_ready();
+            // `submit` with nothing to submit still enters: what we want here. Errors as in
+            // `Self::submit`.
+            let _ = self.uring.submit();
+            rqs += self.reap(done).1;
+        }
+        if self.tracker.nr_ready() > 0 {
+            self.push_ready();
+        }
+        self.submit();
+        rqs
+    }
+}
+
+impl Drop for Ring {
+    /// Waits until the kernel is done with every submission that reached the SQ: it may
+    /// still write into request buffers (clause 3). Submissions only described stay unsent.
+    fn drop(&mut self) {
+        let mut in_kernel = self.tracker.nr_sqes() - self.tracker.nr_ready();
+        while in_kernel > 0 {
+            match self.uring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                    ) => {}
+                // The ring itself is broken; nothing more can come back.
+                Err(_) => break,
+            }
+            in_kernel = in_kernel.saturating_sub(self.uring.completion().count());
+        }
+    }
+}
+
+/// The submission entry for one op.
+fn entry(fd: types::Fd, op: &Op) -> squeue::Entry {
+    let rw_len =
+        || u32::try_from(op.len).expect("uring: reads and writes over 4 GiB are refused at issue");
+    let keep = libc::FALLOC_FL_KEEP_SIZE;
+    let e = match op.kind {
+        OpKind::Read => {
+            opcode::Read::new(fd, std::ptr::with_exposed_provenance_mut(op.addr), rw_len())
+                .offset(op.offset)
+                .rw_flags(op.rw_flags)
+                .build()
+        }
+        OpKind::Write => {
+            opcode::Write::new(fd, std::ptr::with_exposed_provenance(op.addr), rw_len())
+                .offset(op.offset)
+                .rw_flags(op.rw_flags)
+                .build()
+        }
+        OpKind::Fsync => opcode::Fsync::new(fd)
+            .flags(types::FsyncFlags::DATASYNC)
+            .build(),
+        OpKind::PunchHole => opcode::Fallocate::new(fd, op.len)
+            .offset(op.offset)
+            .mode(libc::FALLOC_FL_PUNCH_HOLE | keep)
+            .build(),
+        OpKind::ZeroRange => opcode::Fallocate::new(fd, op.len)
+            .offset(op.offset)
+            .mode(libc::FALLOC_FL_ZERO_RANGE | keep)
+            .build(),
+    };
+    e.user_data(op.user_data)
+}
+
+// ----- synchronous calls ---------------------------------------------------------------------
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The size of a block device in bytes (`BLKGETSIZE64`).
+pub(crate) fn blk_size_bytes(file: &File) -> io::Result<u64> {
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through its argument, which points at a live local;
+    // the fd is open for the duration of the call (borrowed from `file`).
+    check(unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) })?;
+    Ok(size)
+}
+
+/// The logical block size of a block device in bytes (`BLKSSZGET`).
+pub(crate) fn blk_logical_block_size(file: &File) -> io::Result<u32> {
+    let mut size: libc::c_int = 0;
+    // SAFETY: BLKSSZGET writes one int through its argument, which points at a live local;
+    // the fd is open for the duration of the call.
+    check(unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            libc::BLKSSZGET,
+            &mut size as *mut libc::c_int,
+        )
+    })?;
+    u32::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Discards `len` bytes at `offset` of a block device (`BLKDISCARD`).
+pub(crate) fn blk_discard(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let range: [u64; 2] = [offset, len];
+    // SAFETY: BLKDISCARD reads two u64 from its argument, a live local array; the fd is open
+    // for the duration of the call.
+    check(unsafe { libc::ioctl(file.as_raw_fd(), BLKDISCARD, range.as_ptr()) })
+}
+
+/// Zeroes `len` bytes at `offset` of a block device (`BLKZEROOUT`).
+pub(crate) fn blk_zeroout(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let range: [u64; 2] = [offset, len];
+    // SAFETY: BLKZEROOUT reads two u64 from its argument, a live local array; the fd is open
+    // for the duration of the call.
+    check(unsafe { libc::ioctl(file.as_raw_fd(), BLKZEROOUT, range.as_ptr()) })
+}
+
+/// The file offset alignment O_DIRECT needs on this file (`statx` `STATX_DIOALIGN`), or
+/// `None` if the file system does not say.
+pub(crate) fn dio_offset_align(file: &File) -> io::Result<Option<u32>> {
+    // SAFETY: `statx` is a plain C struct of integers, for which all zero bytes is a value.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: the path is a NUL-terminated empty string, which with AT_EMPTY_PATH names the
+    // open fd itself; `stx` is a live, writable statx the call fills in.
+    check(unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    })?;
+    if stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return Ok(None);
+    }
+    Ok(Some(stx.stx_dio_offset_align))
+}

@@ -1,0 +1,710 @@
+//! `uring`: a block device backed by a regular file or a real block device, doing its I/O
+//! with io_uring, one ring per hardware queue (as ublk and fio's `io_uring` engine do).
+//!
+//! A request becomes one submission per bio: a read or write at the bio's byte offset
+//! (`RWF_DSYNC` for FUA), an `fallocate` for discard (`PUNCH_HOLE | KEEP_SIZE`) and
+//! write-zeroes (`ZERO_RANGE | KEEP_SIZE`) on regular files, and one `fsync(DATASYNC)` for a
+//! flush. `REQ_PREFLUSH` becomes an fsync that finishes before the data is submitted. On a
+//! block device discard and write-zeroes are the `BLKDISCARD` and `BLKZEROOUT` ioctls, run
+//! synchronously inside `queue_rq` (io_uring has no portable discard before 6.12's
+//! `IORING_OP_URING_CMD` block commands, and these are rare and cheap to wait for).
+//!
+//! `queue_rq` with `last == false` only fills the SQ; `last` or `commit_rqs` rings the
+//! doorbell, one `io_uring_enter` per batch. `poll` reaps the CQ, entering the kernel only
+//! when it is empty while something is in flight. A request completes once all its
+//! submissions have; the first error is its status, mapped from the errno by
+//! [`errno_to_status`]. Errors are values: nothing here panics on an errno.
+//!
+//! All `unsafe` code lives in `engine.rs`, behind the safe tag-keyed tracker (`tracker.rs`).
+//! Each hardware queue keeps its ring and tracker behind its own lock on its own cache line.
+//!
+//! Two io_uring rules reach the caller. A submission belongs to the thread that entered it:
+//! if that thread exits while the kernel still holds the submission, the kernel may cancel
+//! it (the request then ends with `IoErr`), so threads that issue I/O should outlive it.
+//! And a request cannot be aborted: the timeout handler re-arms it (the default), since
+//! its buffers must stay put until the kernel gives them back.
+
+#[allow(unsafe_code)]
+mod engine;
+mod tracker;
+
+use crossbeam_utils::CachePadded;
+use engine::{Ring, RingConfig};
+use mqblk_core::tag::MAX_DEPTH;
+use mqblk_core::{
+    Bio, BlkStatus, CompletionBatch, Driver, HctxIdx, MapQueues, Nanos, QueueLimits, ReqFlags,
+    ReqOp, Request, TagSetConfig, TagSetFlags, SECTOR_SHIFT,
+};
+use parking_lot::Mutex;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use thiserror::Error;
+use tracker::{FlushPlan, OpKind, SegSpec, Tracker};
+
+/// The most hardware queues (rings) a device may ask for; as for `null`, a fixed bound keeps
+/// configurations portable between machines.
+pub const MAX_HW_QUEUES: u16 = 1024;
+/// Bios per request (`max_segments` in [`UringDevice::queue_limits`]): each is one
+/// submission, and a request's submissions must fit in its ring at once.
+pub const MAX_SEGMENTS: u16 = 128;
+/// The largest logical block size a queue accepts.
+pub const MAX_BLOCK_SIZE: u32 = 65536;
+/// The kernel's limit on SQ entries (`IORING_MAX_ENTRIES`).
+const MAX_RING_ENTRIES: u32 = 32768;
+
+/// What the device's path turned out to be.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BackingKind {
+    RegularFile,
+    BlockDevice,
+}
+
+/// The device's knobs, named after fio's `io_uring` engine options where it has one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UringConfig {
+    /// A regular file or a block device.
+    pub path: PathBuf,
+    /// Hardware queues, one io_uring each.
+    pub nr_hw_queues: u16,
+    /// Driver tags per hardware queue.
+    pub queue_depth: u32,
+    /// Open with `O_DIRECT` (fio `direct=1`): bypass the page cache.
+    pub direct: bool,
+    /// Open read-only. Writes, discards and write-zeroes then fail with `Protection` (the
+    /// kernel's `EBADF`); flushes still succeed.
+    pub read_only: bool,
+    /// A kernel thread polls the SQ (`IORING_SETUP_SQPOLL`, fio `sqthread_poll`).
+    pub sqpoll: bool,
+    /// Completions are polled from the device (`IORING_SETUP_IOPOLL`, fio `hipri`). Needs
+    /// `direct` and a block device whose driver supports polling; flushes then run
+    /// synchronously, as an IOPOLL ring takes only reads and writes.
+    pub iopoll: bool,
+    /// Regular file: create it if missing and extend it to this size if shorter, as fio
+    /// does; only the first `size_bytes` are used. Block device: use the first `size_bytes`
+    /// (it must not exceed the device). `None`: the whole file or device.
+    pub size_bytes: Option<u64>,
+    /// Registered buffers (`IORING_OP_READ_FIXED`). Not supported yet: setting it is an
+    /// error rather than silently ignored.
+    pub fixed_buffers: bool,
+}
+
+impl Default for UringConfig {
+    fn default() -> UringConfig {
+        UringConfig {
+            path: PathBuf::new(),
+            nr_hw_queues: 1,
+            queue_depth: 64,
+            direct: true,
+            read_only: false,
+            sqpoll: false,
+            iopoll: false,
+            size_bytes: None,
+            fixed_buffers: false,
+        }
+    }
+}
+
+/// A configuration refused, or a device that could not be set up. One line each, naming the
+/// knob or the step that failed.
+#[derive(Debug, Error)]
+pub enum UringError {
+    #[error("uring: path must name a regular file or a block device")]
+    NoPath,
+    #[error("uring: nr_hw_queues {0} out of range 1..={MAX_HW_QUEUES}")]
+    NrHwQueues(u16),
+    #[error("uring: queue_depth {0} out of range 1..={MAX_DEPTH}")]
+    QueueDepth(u32),
+    #[error("uring: size_bytes {0} must be a non-zero multiple of 512")]
+    SizeBytes(u64),
+    #[error("uring: iopoll needs direct (O_DIRECT)")]
+    IopollNeedsDirect,
+    #[error("uring: iopoll works only on block devices, and {0} is a regular file")]
+    IopollNeedsBlockDevice(PathBuf),
+    #[error("uring: fixed_buffers: not supported yet")]
+    FixedBuffers,
+    #[error("uring: open {path}: {source}")]
+    Open { path: PathBuf, source: io::Error },
+    #[error("uring: {0} is neither a regular file nor a block device")]
+    NotFileOrBlock(PathBuf),
+    #[error("uring: size_bytes {size} exceeds the {actual} bytes of read-only {path}")]
+    ReadOnlyTooShort {
+        path: PathBuf,
+        size: u64,
+        actual: u64,
+    },
+    #[error("uring: extend {path} to size_bytes {size}: {source}")]
+    Extend {
+        path: PathBuf,
+        size: u64,
+        source: io::Error,
+    },
+    #[error("uring: size_bytes {size} exceeds the {actual} bytes of block device {path}")]
+    DeviceTooSmall {
+        path: PathBuf,
+        size: u64,
+        actual: u64,
+    },
+    #[error("uring: {0} holds less than one logical block; set size_bytes to create or extend it")]
+    Empty(PathBuf),
+    #[error("uring: {what} of {path}: {source}")]
+    Query {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("uring: {path} has logical block size {size}, outside the powers of two 512..={MAX_BLOCK_SIZE}")]
+    BlockSize { path: PathBuf, size: u32 },
+    #[error("uring: io_uring setup for hardware queue {hctx}: {source}")]
+    Setup { hctx: u16, source: io::Error },
+    #[error("uring: probing io_uring opcodes: {0}")]
+    Probe(#[source] io::Error),
+    #[error("uring: the kernel does not support io_uring opcode {0}")]
+    MissingOpcode(&'static str),
+}
+
+impl UringConfig {
+    /// Checks the knobs that need no file system access.
+    pub fn validate(&self) -> Result<(), UringError> {
+        if self.path.as_os_str().is_empty() {
+            return Err(UringError::NoPath);
+        }
+        if !(1..=MAX_HW_QUEUES).contains(&self.nr_hw_queues) {
+            return Err(UringError::NrHwQueues(self.nr_hw_queues));
+        }
+        if !(1..=MAX_DEPTH).contains(&self.queue_depth) {
+            return Err(UringError::QueueDepth(self.queue_depth));
+        }
+        if let Some(size) = self.size_bytes {
+            if size == 0 || size % 512 != 0 {
+                return Err(UringError::SizeBytes(size));
+            }
+        }
+        if self.iopoll && !self.direct {
+            return Err(UringError::IopollNeedsDirect);
+        }
+        if self.fixed_buffers {
+            return Err(UringError::FixedBuffers);
+        }
+        Ok(())
+    }
+
+    /// The tag set this device wants. `BLOCKING`: `queue_rq` enters the kernel, and runs
+    /// block-device discards and IOPOLL flushes synchronously.
+    pub fn tag_set_config(&self) -> TagSetConfig {
+        TagSetConfig {
+            maps: MapQueues {
+                default: self.nr_hw_queues,
+                read: 0,
+                poll: 0,
+            },
+            queue_depth: self.queue_depth,
+            reserved_tags: 0,
+            flags: TagSetFlags::BLOCKING,
+        }
+    }
+}
+
+/// Maps an errno from a completion or a synchronous call to the request's status. The one
+/// place errnos become statuses; unknown ones are I/O errors, and none panics.
+pub fn errno_to_status(errno: i32) -> BlkStatus {
+    match errno {
+        libc::EIO => BlkStatus::IoErr,
+        libc::ENOSPC | libc::EDQUOT => BlkStatus::NoSpc,
+        // EBADF: a write to a file or device opened read-only.
+        libc::EROFS | libc::EPERM | libc::EACCES | libc::EBADF => BlkStatus::Protection,
+        // EFBIG: beyond the largest file the file system allows.
+        libc::EINVAL | libc::EFBIG => BlkStatus::Invalid,
+        // ENOTTY: an ioctl the device does not know. ENOTSUP is EOPNOTSUPP on Linux.
+        libc::EOPNOTSUPP | libc::ENOTTY | libc::ENOSYS => BlkStatus::NotSupp,
+        libc::ENODEV | libc::ENXIO | libc::ENOMEDIUM => BlkStatus::Offline,
+        libc::ETIMEDOUT => BlkStatus::Timeout,
+        // EAGAIN and EBUSY after the one retry, ECANCELED, EFAULT and anything unknown.
+        _ => BlkStatus::IoErr,
+    }
+}
+
+fn io_status(e: &io::Error) -> BlkStatus {
+    e.raw_os_error().map_or(BlkStatus::IoErr, errno_to_status)
+}
+
+/// One hardware queue: its ring (with its tracker) and scratch space for building a
+/// request's submissions, so the issue path does not allocate.
+struct UringHctx {
+    ring: Ring,
+    specs: Vec<SegSpec>,
+}
+
+/// A block device doing its I/O through io_uring. Build its tag set from the same
+/// configuration ([`UringConfig::tag_set_config`]) and its queue limits from the opened
+/// device ([`UringDevice::queue_limits`]).
+pub struct UringDevice {
+    cfg: UringConfig,
+    kind: BackingKind,
+    file: Arc<File>,
+    capacity_sectors: u64,
+    logical_block_size: u32,
+    rotational: bool,
+    hctxs: Box<[CachePadded<Mutex<UringHctx>>]>,
+}
+
+impl std::fmt::Debug for UringDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UringDevice")
+            .field("cfg", &self.cfg)
+            .field("kind", &self.kind)
+            .field("capacity_sectors", &self.capacity_sectors)
+            .field("logical_block_size", &self.logical_block_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UringDevice {
+    /// Opens the file or block device, sizes it, sets up one ring per hardware queue and
+    /// checks that the kernel supports every opcode the device will submit.
+    pub fn open(cfg: UringConfig) -> Result<Arc<UringDevice>, UringError> {
+        cfg.validate()?;
+        let path = cfg.path.clone();
+        // Refuse IOPOLL on a regular file before `open` could create one.
+        if cfg.iopoll {
+            let block = std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_block_device());
+            if !block && cfg.size_bytes.is_some() {
+                return Err(UringError::IopollNeedsBlockDevice(path));
+            }
+        }
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(!cfg.read_only);
+        if cfg.size_bytes.is_some() && !cfg.read_only {
+            opts.create(true);
+        }
+        if cfg.direct {
+            opts.custom_flags(libc::O_DIRECT);
+        }
+        let file = opts.open(&path).map_err(|source| UringError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let query = |what: &'static str| {
+            let path = path.clone();
+            move |source| UringError::Query { what, path, source }
+        };
+        let meta = file.metadata().map_err(query("fstat"))?;
+        let kind = if meta.file_type().is_block_device() {
+            BackingKind::BlockDevice
+        } else if meta.is_file() {
+            BackingKind::RegularFile
+        } else {
+            return Err(UringError::NotFileOrBlock(path));
+        };
+        if cfg.iopoll && kind != BackingKind::BlockDevice {
+            return Err(UringError::IopollNeedsBlockDevice(path));
+        }
+        let (size, lbs) = match kind {
+            BackingKind::RegularFile => {
+                let size = Self::size_file(&cfg, &file, meta.len())?;
+                // O_DIRECT needs offsets aligned as the file system says; buffered I/O is
+                // fine with the block layer's 512.
+                let lbs = if cfg.direct {
+                    engine::dio_offset_align(&file)
+                        .map_err(query("statx(STATX_DIOALIGN)"))?
+                        .unwrap_or(512)
+                        .max(512)
+                } else {
+                    512
+                };
+                (size, lbs)
+            }
+            BackingKind::BlockDevice => {
+                let actual = engine::blk_size_bytes(&file).map_err(query("BLKGETSIZE64"))?;
+                let size = match cfg.size_bytes {
+                    Some(size) if size > actual => {
+                        return Err(UringError::DeviceTooSmall { path, size, actual })
+                    }
+                    Some(size) => size,
+                    None => actual,
+                };
+                let lbs = engine::blk_logical_block_size(&file).map_err(query("BLKSSZGET"))?;
+                (size, lbs)
+            }
+        };
+        if !lbs.is_power_of_two() || !(512..=MAX_BLOCK_SIZE).contains(&lbs) {
+            return Err(UringError::BlockSize { path, size: lbs });
+        }
+        let capacity_sectors = (size / lbs as u64 * lbs as u64) >> SECTOR_SHIFT;
+        if capacity_sectors == 0 {
+            return Err(UringError::Empty(path));
+        }
+        let rotational = kind == BackingKind::BlockDevice && Self::sysfs_rotational(meta.rdev());
+        let file = Arc::new(file);
+        let ring_cfg = RingConfig {
+            entries: (cfg.queue_depth + MAX_SEGMENTS as u32 + 2)
+                .next_power_of_two()
+                .min(MAX_RING_ENTRIES),
+            sqpoll: cfg.sqpoll,
+            iopoll: cfg.iopoll,
+        };
+        let mut hctxs = Vec::with_capacity(cfg.nr_hw_queues as usize);
+        for h in 0..cfg.nr_hw_queues {
+            let ring = Ring::new(file.clone(), ring_cfg, cfg.queue_depth)
+                .map_err(|source| UringError::Setup { hctx: h, source })?;
+            hctxs.push(CachePadded::new(Mutex::new(UringHctx {
+                ring,
+                specs: Vec::with_capacity(MAX_SEGMENTS as usize),
+            })));
+        }
+        let mut needed = vec![engine::OP_READ, engine::OP_WRITE];
+        if !cfg.iopoll {
+            needed.push(engine::OP_FSYNC);
+        }
+        if kind == BackingKind::RegularFile {
+            needed.push(engine::OP_FALLOCATE);
+        }
+        let missing = hctxs[0]
+            .lock()
+            .ring
+            .unsupported(&needed)
+            .map_err(UringError::Probe)?;
+        if let Some(name) = missing {
+            return Err(UringError::MissingOpcode(name));
+        }
+        Ok(Arc::new(UringDevice {
+            cfg,
+            kind,
+            file,
+            capacity_sectors,
+            logical_block_size: lbs,
+            rotational,
+            hctxs: hctxs.into(),
+        }))
+    }
+
+    /// The bytes of a regular file the device uses, creating or extending it as asked.
+    fn size_file(cfg: &UringConfig, file: &File, len: u64) -> Result<u64, UringError> {
+        let path = &cfg.path;
+        match cfg.size_bytes {
+            Some(size) if size > len && cfg.read_only => Err(UringError::ReadOnlyTooShort {
+                path: path.clone(),
+                size,
+                actual: len,
+            }),
+            Some(size) if size > len => {
+                file.set_len(size).map_err(|source| UringError::Extend {
+                    path: path.clone(),
+                    size,
+                    source,
+                })?;
+                Ok(size)
+            }
+            Some(size) => Ok(size),
+            None => Ok(len),
+        }
+    }
+
+    /// `queue/rotational` of a block device (its partition's disk if need be); false when
+    /// sysfs does not say.
+    fn sysfs_rotational(rdev: u64) -> bool {
+        let dir = PathBuf::from(format!(
+            "/sys/dev/block/{}:{}",
+            libc::major(rdev),
+            libc::minor(rdev)
+        ));
+        [
+            dir.join("queue/rotational"),
+            dir.join("../queue/rotational"),
+        ]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .is_some_and(|s| s.trim() == "1")
+    }
+
+    pub fn config(&self) -> &UringConfig {
+        &self.cfg
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.cfg.path
+    }
+
+    pub fn kind(&self) -> BackingKind {
+        self.kind
+    }
+
+    /// Logical block size in bytes: 512 for a buffered file, the file system's O_DIRECT
+    /// alignment for a direct one, `BLKSSZGET` for a block device.
+    pub fn logical_block_size(&self) -> u32 {
+        self.logical_block_size
+    }
+
+    /// Queue limits matching the opened device: its block size (bios must be aligned to
+    /// it, which O_DIRECT needs), its capacity, and one bio per submission.
+    pub fn queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            logical_block_size: self.logical_block_size,
+            max_segments: MAX_SEGMENTS,
+            capacity_sectors: self.capacity_sectors,
+            ..QueueLimits::default()
+        }
+    }
+
+    fn hctx(&self, hctx: HctxIdx) -> &Mutex<UringHctx> {
+        &self.hctxs[hctx.0 as usize]
+    }
+
+    /// Runs the request at once if this device does it synchronously: discard and
+    /// write-zeroes on a block device (ioctls), and flushes on an IOPOLL ring, which takes
+    /// no fsync. Returns its status, or `None` if it goes to the ring.
+    fn issue_sync(&self, rq: &Request) -> Option<BlkStatus> {
+        let status = match rq.op {
+            ReqOp::Discard | ReqOp::WriteZeroes if self.kind == BackingKind::BlockDevice => {
+                self.zero_block_device(rq)
+            }
+            ReqOp::Flush if self.cfg.iopoll => self.sync_data(),
+            _ => return None,
+        };
+        Some(status)
+    }
+
+    fn sync_data(&self) -> BlkStatus {
+        match self.file.sync_data() {
+            Ok(()) => BlkStatus::Ok,
+            Err(e) => io_status(&e),
+        }
+    }
+
+    /// Discard or write-zeroes on a block device, flushes around it as its flags ask.
+    fn zero_block_device(&self, rq: &Request) -> BlkStatus {
+        if rq.cmd_flags.contains(ReqFlags::PREFLUSH) {
+            let s = self.sync_data();
+            if !s.is_ok() {
+                return s;
+            }
+        }
+        for bio in &rq.bios {
+            let (offset, len) = (bio.sector << SECTOR_SHIFT, bio.bytes());
+            let r = if rq.op == ReqOp::Discard {
+                engine::blk_discard(&self.file, offset, len)
+            } else {
+                engine::blk_zeroout(&self.file, offset, len)
+            };
+            if let Err(e) = r {
+                return io_status(&e);
+            }
+        }
+        if rq.cmd_flags.contains(ReqFlags::FUA) {
+            return self.sync_data();
+        }
+        BlkStatus::Ok
+    }
+
+    /// The flushes the tracker submits around the data.
+    fn flush_plan(&self, rq: &Request) -> FlushPlan {
+        FlushPlan {
+            // On an IOPOLL ring the preflush ran synchronously already.
+            preflush: rq.cmd_flags.contains(ReqFlags::PREFLUSH)
+                && rq.op != ReqOp::Flush
+                && !self.cfg.iopoll,
+            // Writes carry FUA as RWF_DSYNC; the fallocate-based operations need an fsync.
+            postflush: rq.cmd_flags.contains(ReqFlags::FUA)
+                && matches!(rq.op, ReqOp::Discard | ReqOp::WriteZeroes),
+        }
+    }
+
+    /// The submission of one bio, or `Invalid` for a bio this device cannot carry out.
+    fn bio_spec(op: ReqOp, fua: bool, bio: &mut Bio) -> Result<SegSpec, BlkStatus> {
+        let offset = bio.sector << SECTOR_SHIFT;
+        let len = bio.bytes();
+        let (kind, addr, rw_flags) = match op {
+            ReqOp::Read | ReqOp::Write => {
+                if len == 0 || u32::try_from(len).is_err() {
+                    return Err(BlkStatus::Invalid);
+                }
+                let Some(buf) = bio.buf.as_mut() else {
+                    return Err(BlkStatus::Invalid);
+                };
+                if (buf.len() as u64) < len {
+                    return Err(BlkStatus::Invalid);
+                }
+                let addr = buf.as_mut_slice().as_mut_ptr().expose_provenance();
+                if op == ReqOp::Read {
+                    (OpKind::Read, addr, 0)
+                } else {
+                    (OpKind::Write, addr, if fua { libc::RWF_DSYNC } else { 0 })
+                }
+            }
+            ReqOp::Discard => (OpKind::PunchHole, 0, 0),
+            ReqOp::WriteZeroes => (OpKind::ZeroRange, 0, 0),
+            ReqOp::Flush => (OpKind::Fsync, 0, 0),
+        };
+        Ok(SegSpec {
+            kind,
+            offset,
+            addr,
+            len: if kind == OpKind::Fsync { 0 } else { len },
+            rw_flags,
+        })
+    }
+
+    /// Issues a request to the ring of `q`: everything but the synchronous cases.
+    fn issue_ring(&self, q: &mut UringHctx, rq: &mut Request) -> BlkStatus {
+        let plan = self.flush_plan(rq);
+        q.specs.clear();
+        if rq.op == ReqOp::Flush {
+            q.specs.push(SegSpec {
+                kind: OpKind::Fsync,
+                offset: 0,
+                addr: 0,
+                len: 0,
+                rw_flags: 0,
+            });
+        } else {
+            let fua = rq.cmd_flags.contains(ReqFlags::FUA);
+            for bio in rq.bios.iter_mut() {
+                match Self::bio_spec(rq.op, fua, bio) {
+                    Ok(spec) => q.specs.push(spec),
+                    Err(status) => return status,
+                }
+            }
+        }
+        let n = Tracker::first_phase_sqes(q.specs.len(), plan);
+        if !q.ring.fits(n) {
+            // More bios than the ring holds: the queue limits were not ours.
+            return BlkStatus::Invalid;
+        }
+        if !q.ring.has_room(n) {
+            // Hand what is queued to the kernel to make room, then look again.
+            q.ring.push_ready();
+            q.ring.submit();
+            if !q.ring.has_room(n) {
+                return BlkStatus::Resource;
+            }
+        }
+        if self.cfg.iopoll && rq.cmd_flags.contains(ReqFlags::PREFLUSH) && rq.op != ReqOp::Flush {
+            let s = self.sync_data();
+            if !s.is_ok() {
+                return s;
+            }
+        }
+        q.ring.tracker.start(rq.tag, rq.id, plan, &q.specs);
+        let pushed = q.ring.push_ready();
+        assert_eq!(
+            pushed, n,
+            "uring: room was checked before the request started"
+        );
+        BlkStatus::Ok
+    }
+}
+
+impl Driver for UringDevice {
+    fn name(&self) -> &'static str {
+        "uring"
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity_sectors
+    }
+
+    fn rotational(&self) -> bool {
+        self.rotational
+    }
+
+    fn init_hctx(&self, hctx: HctxIdx, nr_tags: u32) {
+        assert!(
+            (hctx.0 as usize) < self.hctxs.len(),
+            "uring: hardware queue {} beyond the {} configured; build the tag set with UringConfig::tag_set_config",
+            hctx.0,
+            self.hctxs.len()
+        );
+        assert!(
+            nr_tags <= self.cfg.queue_depth,
+            "uring: {nr_tags} tags on hardware queue {} but queue_depth is {}; build the tag set with UringConfig::tag_set_config",
+            hctx.0,
+            self.cfg.queue_depth
+        );
+    }
+
+    fn queue_rq(
+        &self,
+        hctx: HctxIdx,
+        rq: &mut Request,
+        last: bool,
+        _now: Nanos,
+        done: &mut CompletionBatch,
+    ) -> BlkStatus {
+        if let Some(status) = self.issue_sync(rq) {
+            done.complete(rq.id, status);
+            if last {
+                self.commit_rqs(hctx);
+            }
+            return BlkStatus::Ok;
+        }
+        let mut q = self.hctx(hctx).lock();
+        let status = self.issue_ring(&mut q, rq);
+        if last {
+            // Also when this request was refused: earlier ones of the batch are queued.
+            q.ring.submit();
+        }
+        status
+    }
+
+    fn commit_rqs(&self, hctx: HctxIdx) {
+        let mut q = self.hctx(hctx).lock();
+        q.ring.push_ready();
+        q.ring.submit();
+    }
+
+    fn poll(&self, hctx: HctxIdx, _now: Nanos, done: &mut CompletionBatch) -> usize {
+        self.hctx(hctx).lock().ring.poll(done)
+    }
+
+    /// Sleeps in `io_uring_enter` until a completion is posted (the submitter's wait for
+    /// the interrupt), when something is in flight and nothing is posted yet.
+    fn wait(&self, hctx: HctxIdx) {
+        self.hctx(hctx).lock().ring.wait();
+    }
+
+    /// Requests issued to the ring and not yet reaped. Synchronous ones never count.
+    fn inflight(&self, hctx: HctxIdx) -> usize {
+        self.hctx(hctx).lock().ring.tracker.nr_requests()
+    }
+
+    // `timeout` keeps the default, `ResetTimer`: a submission in the kernel cannot be taken
+    // back, and its buffers must stay put until its CQE arrives, so a request can only end
+    // through `poll`.
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errnos_map_to_statuses() {
+        let cases = [
+            (libc::EIO, BlkStatus::IoErr),
+            (libc::ENOSPC, BlkStatus::NoSpc),
+            (libc::EDQUOT, BlkStatus::NoSpc),
+            (libc::EROFS, BlkStatus::Protection),
+            (libc::EPERM, BlkStatus::Protection),
+            (libc::EACCES, BlkStatus::Protection),
+            (libc::EBADF, BlkStatus::Protection),
+            (libc::EINVAL, BlkStatus::Invalid),
+            (libc::EOPNOTSUPP, BlkStatus::NotSupp),
+            (libc::ENOTSUP, BlkStatus::NotSupp),
+            (libc::ENOTTY, BlkStatus::NotSupp),
+            (libc::ENODEV, BlkStatus::Offline),
+            (libc::ENXIO, BlkStatus::Offline),
+            (libc::ETIMEDOUT, BlkStatus::Timeout),
+            (libc::EAGAIN, BlkStatus::IoErr),
+            (libc::EBUSY, BlkStatus::IoErr),
+            (libc::ECANCELED, BlkStatus::IoErr),
+            (libc::EFAULT, BlkStatus::IoErr),
+            (0, BlkStatus::IoErr),
+            (-1, BlkStatus::IoErr),
+            (i32::MAX, BlkStatus::IoErr),
+        ];
+        for (errno, status) in cases {
+            assert_eq!(errno_to_status(errno), status, "errno {errno}");
+        }
+    }
+}

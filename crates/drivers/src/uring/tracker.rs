@@ -1,0 +1,506 @@
+//! The per-hardware-queue record of submissions in flight, keyed by the request's driver tag.
+//!
+//! Safe code only: the tracker decides *what* to submit and what a completion means; the
+//! engine (`engine.rs`) is the only place that hands those decisions to the kernel.
+//!
+//! A request becomes one or more segments, one submission each: a read, write, discard or
+//! write-zeroes per bio, or one fsync for a flush. Segments run in up to three phases, each
+//! starting only once the one before finished without error:
+//!
+//! ```text
+//! PreFlush (REQ_PREFLUSH: fsync) --> Data (one SQE per bio) --> PostFlush (FUA without RWF_DSYNC)
+//! ```
+//!
+//! The request completes once every submission of its last phase has come back, so no CQE
+//! for a tag can arrive after its request was handed back and the tag reused. A submission
+//! that comes back short, or with one `EAGAIN`, is described again for the rest of its
+//! range; the first error of any segment is the request's status.
+
+use super::errno_to_status;
+use mqblk_core::{BlkStatus, RqId, Tag};
+use std::collections::VecDeque;
+
+/// What one submission does. `Fsync` is always a data sync (`IORING_FSYNC_DATASYNC`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Read,
+    Write,
+    Fsync,
+    /// `fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)`: discard on a regular file.
+    PunchHole,
+    /// `fallocate(FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)`: write-zeroes on a regular
+    /// file. A file system without it (tmpfs) gets a hole punched instead, as the loop
+    /// driver does for write-zeroes without `REQ_NOUNMAP`.
+    ZeroRange,
+}
+
+/// One submission, described as plain data: the engine turns it into an SQE.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Op {
+    pub user_data: u64,
+    pub kind: OpKind,
+    /// Byte offset in the file or device.
+    pub offset: u64,
+    /// Address of the data (its provenance exposed), 0 for operations without data.
+    pub addr: usize,
+    /// Bytes to move, or the range length for `fallocate`; 0 for `Fsync`.
+    pub len: u64,
+    /// `preadv2`/`pwritev2` flags (`RWF_DSYNC` for FUA writes).
+    pub rw_flags: i32,
+}
+
+/// One data-phase segment of a request, as the device builds it from a bio.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SegSpec {
+    pub kind: OpKind,
+    pub offset: u64,
+    pub addr: usize,
+    pub len: u64,
+    pub rw_flags: i32,
+}
+
+/// The flushes the tracker must submit around a request's data.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FlushPlan {
+    /// An fsync that must finish before the data is submitted (`REQ_PREFLUSH`).
+    pub preflush: bool,
+    /// An fsync after the data (`REQ_FUA` on an operation without `RWF_DSYNC`).
+    pub postflush: bool,
+}
+
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    PreFlush,
+    #[default]
+    Data,
+    PostFlush,
+}
+
+#[derive(Clone, Debug)]
+struct Seg {
+    kind: OpKind,
+    phase: Phase,
+    offset: u64,
+    addr: usize,
+    len: u64,
+    /// Bytes already moved by earlier, short, completions.
+    done: u64,
+    rw_flags: i32,
+    /// An `EAGAIN` or `EINTR` was already retried once.
+    retried: bool,
+}
+
+/// What one completion means for its segment.
+enum SegOutcome {
+    /// Submit the rest of the segment again.
+    Resubmit,
+    Finished(BlkStatus),
+}
+
+impl Seg {
+    fn op(&self, user_data: u64) -> Op {
+        Op {
+            user_data,
+            kind: self.kind,
+            offset: self.offset + self.done,
+            addr: if self.addr == 0 {
+                0
+            } else {
+                self.addr + self.done as usize
+            },
+            len: self.len - self.done,
+            rw_flags: self.rw_flags,
+        }
+    }
+
+    /// Applies a CQE result: bytes moved (reads and writes), 0 (the others), or `-errno`.
+    fn advance(&mut self, res: i32) -> SegOutcome {
+        if res < 0 {
+            let errno = -res;
+            if (errno == libc::EAGAIN || errno == libc::EINTR) && !self.retried {
+                self.retried = true;
+                return SegOutcome::Resubmit;
+            }
+            if errno == libc::EOPNOTSUPP && self.kind == OpKind::ZeroRange {
+                self.kind = OpKind::PunchHole;
+                return SegOutcome::Resubmit;
+            }
+            return SegOutcome::Finished(errno_to_status(errno));
+        }
+        if !matches!(self.kind, OpKind::Read | OpKind::Write) {
+            return SegOutcome::Finished(BlkStatus::Ok);
+        }
+        let moved = res as u64;
+        if moved == 0 {
+            // No progress: a read at the end of the file or device, or a write that cannot
+            // go on. The core refuses ranges beyond the capacity it was given, so the file
+            // or device shrank under us.
+            return SegOutcome::Finished(BlkStatus::IoErr);
+        }
+        self.done = (self.done + moved).min(self.len);
+        if self.done < self.len {
+            SegOutcome::Resubmit
+        } else {
+            SegOutcome::Finished(BlkStatus::Ok)
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// The request holding this tag, while it is in flight.
+    rq: Option<RqId>,
+    /// Kept between requests so the issue path reuses the allocation.
+    segs: Vec<Seg>,
+    phase: Phase,
+    /// Segments of the current phase that have not finished.
+    outstanding: u32,
+    status: BlkStatus,
+}
+
+/// `user_data` is `tag << 32 | segment index`: unique while the request is in flight.
+fn user_data(tag: usize, seg: usize) -> u64 {
+    ((tag as u64) << 32) | seg as u64
+}
+
+fn decode(user_data: u64) -> (usize, usize) {
+    (
+        (user_data >> 32) as usize,
+        (user_data & 0xffff_ffff) as usize,
+    )
+}
+
+/// The submissions of one hardware queue, by driver tag.
+#[derive(Debug)]
+pub(crate) struct Tracker {
+    slots: Box<[Slot]>,
+    nr_rqs: usize,
+    /// Submissions described and not yet reaped: waiting in `ready`, in the SQ, or in the
+    /// kernel. Bounds what the CQ must be able to hold.
+    nr_sqes: usize,
+    /// Submissions described but not yet pushed to the SQ, oldest first.
+    ready: VecDeque<Op>,
+}
+
+impl Tracker {
+    pub(crate) fn new(nr_tags: u32) -> Tracker {
+        Tracker {
+            slots: (0..nr_tags).map(|_| Slot::default()).collect(),
+            nr_rqs: 0,
+            nr_sqes: 0,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Requests in flight.
+    pub(crate) fn nr_requests(&self) -> usize {
+        self.nr_rqs
+    }
+
+    /// Submissions whose completion has not been reaped, those not yet pushed included.
+    pub(crate) fn nr_sqes(&self) -> usize {
+        self.nr_sqes
+    }
+
+    /// Submissions described but not yet pushed to the SQ.
+    pub(crate) fn nr_ready(&self) -> usize {
+        self.ready.len()
+    }
+
+    pub(crate) fn front_ready(&self) -> Option<Op> {
+        self.ready.front().copied()
+    }
+
+    pub(crate) fn pop_ready(&mut self) {
+        self.ready.pop_front();
+    }
+
+    /// Submissions the first phase of a request needs: what must fit in the SQ now.
+    pub(crate) fn first_phase_sqes(nr_data: usize, plan: FlushPlan) -> usize {
+        if plan.preflush {
+            1
+        } else if nr_data > 0 {
+            nr_data
+        } else {
+            usize::from(plan.postflush)
+        }
+    }
+
+    /// Starts tracking the request holding `tag`, and describes its first phase's
+    /// submissions (read them with [`Self::front_ready`]). Panics if the tag is already in
+    /// flight or out of range: the core hands a driver tag to one request at a time.
+    pub(crate) fn start(&mut self, tag: Tag, id: RqId, plan: FlushPlan, data: &[SegSpec]) {
+        let t = tag.0 as usize;
+        assert!(
+            !tag.is_none() && t < self.slots.len(),
+            "uring: {id:?} issued with driver tag {tag:?} outside 0..{}",
+            self.slots.len()
+        );
+        let slot = &mut self.slots[t];
+        assert!(
+            slot.rq.is_none(),
+            "uring: {id:?} issued with driver tag {} still held by {:?}",
+            t,
+            slot.rq
+        );
+        let fsync = |phase| Seg {
+            kind: OpKind::Fsync,
+            phase,
+            offset: 0,
+            addr: 0,
+            len: 0,
+            done: 0,
+            rw_flags: 0,
+            retried: false,
+        };
+        slot.segs.clear();
+        if plan.preflush {
+            slot.segs.push(fsync(Phase::PreFlush));
+        }
+        slot.segs.extend(data.iter().map(|s| Seg {
+            kind: s.kind,
+            phase: Phase::Data,
+            offset: s.offset,
+            addr: s.addr,
+            len: s.len,
+            done: 0,
+            rw_flags: s.rw_flags,
+            retried: false,
+        }));
+        if plan.postflush {
+            slot.segs.push(fsync(Phase::PostFlush));
+        }
+        assert!(!slot.segs.is_empty(), "uring: {id:?} has nothing to submit");
+        slot.rq = Some(id);
+        slot.status = BlkStatus::Ok;
+        slot.phase = slot.segs[0].phase;
+        self.nr_rqs += 1;
+        self.emit_phase(t);
+    }
+
+    /// Describes every submission of the slot's current phase.
+    fn emit_phase(&mut self, t: usize) {
+        let slot = &mut self.slots[t];
+        let mut n = 0;
+        for (i, seg) in slot.segs.iter().enumerate() {
+            if seg.phase == slot.phase {
+                self.ready.push_back(seg.op(user_data(t, i)));
+                n += 1;
+            }
+        }
+        slot.outstanding = n;
+        self.nr_sqes += n as usize;
+    }
+
+    /// Applies one CQE. Returns the request and its status once its last submission has
+    /// come back; further submissions it needs (the rest of a short transfer, a retry, the
+    /// next phase) are queued for the engine. Panics on a `user_data` that names nothing in
+    /// flight: the kernel returns exactly what it was given, so that is our bug.
+    pub(crate) fn complete(&mut self, user_data_in: u64, res: i32) -> Option<(RqId, BlkStatus)> {
+        let (t, i) = decode(user_data_in);
+        let slot = self
+            .slots
+            .get_mut(t)
+            .unwrap_or_else(|| panic!("uring: completion for tag {t} beyond the tag space"));
+        let Some(id) = slot.rq else {
+            panic!("uring: completion for tag {t}, which has nothing in flight");
+        };
+        let phase = slot.phase;
+        let seg = slot.segs.get_mut(i).unwrap_or_else(|| {
+            panic!("uring: completion for segment {i} of {id:?}, which has fewer")
+        });
+        assert_eq!(
+            seg.phase, phase,
+            "uring: completion for a segment of {id:?} outside its current phase"
+        );
+        assert!(self.nr_sqes > 0, "uring: more completions than submissions");
+        self.nr_sqes -= 1;
+        match seg.advance(res) {
+            SegOutcome::Resubmit => {
+                let op = seg.op(user_data_in);
+                self.ready.push_back(op);
+                self.nr_sqes += 1;
+                return None;
+            }
+            SegOutcome::Finished(status) => {
+                // The first error wins; later ones are consequences or noise.
+                if slot.status.is_ok() {
+                    slot.status = status;
+                }
+                slot.outstanding -= 1;
+            }
+        }
+        if slot.outstanding > 0 {
+            return None;
+        }
+        if slot.status.is_ok() {
+            let next = slot
+                .segs
+                .iter()
+                .map(|s| s.phase)
+                .filter(|&p| p > phase)
+                .min();
+            if let Some(next) = next {
+                slot.phase = next;
+                self.emit_phase(t);
+                return None;
+            }
+        }
+        let status = slot.status;
+        slot.rq = None;
+        slot.segs.clear();
+        self.nr_rqs -= 1;
+        Some((id, status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rw(kind: OpKind, offset: u64, addr: usize, len: u64) -> SegSpec {
+        SegSpec {
+            kind,
+            offset,
+            addr,
+            len,
+            rw_flags: 0,
+        }
+    }
+
+    fn drain(t: &mut Tracker) -> Vec<Op> {
+        let mut v = Vec::new();
+        while let Some(op) = t.front_ready() {
+            t.pop_ready();
+            v.push(op);
+        }
+        v
+    }
+
+    #[test]
+    fn request_completes_after_its_last_segment() {
+        let mut t = Tracker::new(4);
+        let segs = [
+            rw(OpKind::Write, 0, 0x1000, 4096),
+            rw(OpKind::Write, 4096, 0x9000, 4096),
+        ];
+        t.start(Tag(2), RqId(7), FlushPlan::default(), &segs);
+        let ops = drain(&mut t);
+        assert_eq!(ops.len(), 2);
+        assert_eq!((t.nr_requests(), t.nr_sqes()), (1, 2));
+        assert_eq!(t.complete(ops[1].user_data, 4096), None);
+        assert_eq!(
+            t.complete(ops[0].user_data, 4096),
+            Some((RqId(7), BlkStatus::Ok))
+        );
+        assert_eq!((t.nr_requests(), t.nr_sqes()), (0, 0));
+        // The tag is free again.
+        t.start(Tag(2), RqId(8), FlushPlan::default(), &segs[..1]);
+        assert_eq!(t.nr_requests(), 1);
+    }
+
+    #[test]
+    fn short_transfer_resubmits_the_rest() {
+        let mut t = Tracker::new(1);
+        t.start(
+            Tag(0),
+            RqId(0),
+            FlushPlan::default(),
+            &[rw(OpKind::Read, 512, 0x1000, 8192)],
+        );
+        let op = drain(&mut t)[0];
+        assert_eq!(t.complete(op.user_data, 3000), None);
+        let rest = drain(&mut t);
+        assert_eq!(rest.len(), 1);
+        assert_eq!(
+            (rest[0].offset, rest[0].addr, rest[0].len),
+            (3512, 0x1000 + 3000, 8192 - 3000)
+        );
+        assert_eq!(
+            t.complete(rest[0].user_data, 0),
+            Some((RqId(0), BlkStatus::IoErr))
+        );
+    }
+
+    #[test]
+    fn first_error_wins_and_eagain_is_retried_once() {
+        let mut t = Tracker::new(1);
+        let segs = [
+            rw(OpKind::Write, 0, 0x1000, 512),
+            rw(OpKind::Write, 512, 0x2000, 512),
+        ];
+        t.start(Tag(0), RqId(3), FlushPlan::default(), &segs);
+        let ops = drain(&mut t);
+        assert_eq!(t.complete(ops[0].user_data, -libc::EAGAIN), None);
+        let retry = drain(&mut t);
+        assert_eq!(retry, vec![ops[0]]);
+        assert_eq!(t.complete(retry[0].user_data, -libc::ENOSPC), None);
+        assert_eq!(
+            t.complete(ops[1].user_data, -libc::EIO),
+            Some((RqId(3), BlkStatus::NoSpc))
+        );
+        // A second EAGAIN on the same segment is an error.
+        t.start(Tag(0), RqId(4), FlushPlan::default(), &segs[..1]);
+        let op = drain(&mut t)[0];
+        assert_eq!(t.complete(op.user_data, -libc::EAGAIN), None);
+        let op = drain(&mut t)[0];
+        assert_eq!(
+            t.complete(op.user_data, -libc::EAGAIN),
+            Some((RqId(4), BlkStatus::IoErr))
+        );
+    }
+
+    #[test]
+    fn phases_run_in_order_and_an_error_stops_them() {
+        let mut t = Tracker::new(1);
+        let plan = FlushPlan {
+            preflush: true,
+            postflush: true,
+        };
+        let segs = [rw(OpKind::ZeroRange, 0, 0, 1 << 20)];
+        t.start(Tag(0), RqId(1), plan, &segs);
+        let pre = drain(&mut t);
+        assert_eq!(pre.len(), 1);
+        assert_eq!(pre[0].kind, OpKind::Fsync);
+        assert_eq!(t.complete(pre[0].user_data, 0), None);
+        let data = drain(&mut t);
+        assert_eq!(data[0].kind, OpKind::ZeroRange);
+        // No ZERO_RANGE here: fall back to punching a hole.
+        assert_eq!(t.complete(data[0].user_data, -libc::EOPNOTSUPP), None);
+        let data = drain(&mut t);
+        assert_eq!(data[0].kind, OpKind::PunchHole);
+        assert_eq!(t.complete(data[0].user_data, 0), None);
+        let post = drain(&mut t);
+        assert_eq!(post[0].kind, OpKind::Fsync);
+        assert_eq!(
+            t.complete(post[0].user_data, 0),
+            Some((RqId(1), BlkStatus::Ok))
+        );
+
+        t.start(Tag(0), RqId(2), plan, &segs);
+        let pre = drain(&mut t);
+        assert_eq!(
+            t.complete(pre[0].user_data, -libc::EIO),
+            Some((RqId(2), BlkStatus::IoErr))
+        );
+        assert_eq!(t.nr_ready(), 0, "no data after a failed preflush");
+        assert_eq!(t.nr_sqes(), 0);
+    }
+
+    #[test]
+    fn first_phase_sizes() {
+        let pre = FlushPlan {
+            preflush: true,
+            postflush: false,
+        };
+        assert_eq!(Tracker::first_phase_sqes(5, pre), 1);
+        assert_eq!(Tracker::first_phase_sqes(5, FlushPlan::default()), 5);
+    }
+
+    #[test]
+    #[should_panic(expected = "nothing in flight")]
+    fn stray_completion_is_a_bug() {
+        let mut t = Tracker::new(2);
+        t.complete(user_data(1, 0), 0);
+    }
+}
