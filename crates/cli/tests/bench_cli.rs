@@ -269,3 +269,35 @@ fn uring_on_a_real_file_writes_verifies_and_reads_back() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn every_scheduler_runs_on_the_uring_driver() {
+    let dir = std::env::temp_dir().join(format!("mqblk-uring-sched-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = format!("--filename={}", dir.join("data").display());
+    for sched in ["none", "mq-deadline", "kyber"] {
+        let s = format!("--ioscheduler={sched}");
+        let o = mqblk(&[
+            "bench",
+            "--driver=uring",
+            &f,
+            "--size=4m",
+            &s,
+            "--nr_hw_queues=2",
+            "--numjobs=2",
+            "--name=m",
+            "--rw=randrw",
+            "--bs=4k",
+            "--iodepth=8",
+            "--verify=crc32c",
+            "--do_verify=0",
+        ]);
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{sched}: {out}{}", text(&o.stderr));
+        assert!(
+            out.contains("READ: bw=") && out.contains("WRITE: bw="),
+            "{sched}: {out}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -386,7 +386,9 @@ impl<S: LatSink> JobState<'_, S> {
                 }
                 continue;
             }
-            if self.job.verify && !write {
+            // A read-only job checks what it reads; a job that writes checks its own blocks in
+            // the verify pass instead (its reads may hit blocks it never wrote), as fio does.
+            if self.job.verify && !write && !self.job.pattern.writes() {
                 self.check_block(&bio);
             }
             if now >= self.measure_from {
