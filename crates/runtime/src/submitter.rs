@@ -20,7 +20,7 @@ impl SubmitterHandle {
             queue,
             sub,
             clock,
-            spins_before_yield: 16,
+            spins_before_yield: 1,
         }
     }
 
