@@ -35,6 +35,9 @@ pub struct DeviceOpts {
     pub filename: Option<String>,
     pub direct: bool,
     pub create_size: Option<u64>,
+    /// Reap completions from a worker thread per hardware queue (the runtime's
+    /// `CompletionMode::Worker`) instead of only in the submitters.
+    pub hctx_workers: bool,
 }
 
 impl Default for DeviceOpts {
@@ -67,6 +70,7 @@ impl Default for DeviceOpts {
             filename: None,
             direct: false,
             create_size: None,
+            hctx_workers: false,
         }
     }
 }

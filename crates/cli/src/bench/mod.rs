@@ -274,6 +274,7 @@ fn device_opts(s: &JobSpec) -> Result<DeviceOpts, String> {
         filename: s.filename.clone(),
         direct: s.direct,
         create_size,
+        hctx_workers: s.hctx_workers,
     })
 }
 
@@ -353,6 +354,7 @@ fn run_job(
         verify,
         do_verify: s.do_verify,
         with_data: verify || dev.memory_backed || dev.driver == "uring",
+        batch_complete_max: s.iodepth_batch_complete_max,
         fsync_every: s.fsync,
         end_fsync: s.end_fsync,
         cpu: (!s.cpus_allowed.is_empty()).then(|| s.cpus_allowed[clone % s.cpus_allowed.len()]),
@@ -440,6 +442,12 @@ pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
 /// Runs a plan on an existing device (whose software queues must cover the plan's Ctxs).
 pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Execution, String> {
     let queue = device.queue.clone();
+    let clock = MonotonicClock::new();
+    // Dropped (stopped and joined) when this function returns, after every job finished.
+    let _workers = plan
+        .device
+        .hctx_workers
+        .then(|| mqblk_runtime::CompletionWorkers::start(&queue, &clock));
     if let Some(j) = plan
         .jobs
         .iter()
@@ -450,7 +458,6 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             j.name, j.ctx.0
         ));
     }
-    let clock = MonotonicClock::new();
     let progress = Progress::default();
     let start = Barrier::new(plan.jobs.len() + 1);
     let started_ms = SystemTime::now()

@@ -24,6 +24,8 @@ pub struct RunJob {
     pub iodepth: u32,
     pub batch_submit: u32,
     pub batch_complete_min: u32,
+    /// The most completions handled per reap (`iodepth_batch_complete_max`).
+    pub batch_complete_max: u32,
     pub runtime: Option<Nanos>,
     pub time_based: bool,
     pub ramp: Nanos,
@@ -363,6 +365,13 @@ impl<S: LatSink> JobState<'_, S> {
         }
         let now = self.now;
         let mut done = std::mem::take(self.h.done());
+        // Handle at most `iodepth_batch_complete_max`; the rest wait for the next reap.
+        let max = (self.job.batch_complete_max as usize).max(1);
+        let rest = if done.len() > max {
+            done.split_off(max)
+        } else {
+            Vec::new()
+        };
         let (mut n, mut bytes) = (0u64, 0u64);
         for mut bio in done.drain(..) {
             self.inflight -= 1;
@@ -407,6 +416,7 @@ impl<S: LatSink> JobState<'_, S> {
             }
         }
         *self.h.done() = done;
+        self.h.done().extend(rest);
         self.sink.completed(n);
         self.out.ios += n;
         self.progress.ios.fetch_add(n, Ordering::Relaxed);

@@ -735,9 +735,18 @@ static OPTIONS: &[OptDef] = &[
         name: "sq_sched_dispatch",
         aliases: &[],
         default: "1",
-        help: "Let the scheduler dispatch directly on single-queue devices.",
+        help: "For a scheduler that is not MQ-aware, run only the submitter's hardware queue (seed 000); 0 runs them all.",
         kind: Kind::Bool {
             set: |j, v| j.sq_sched_dispatch = v,
+        },
+    },
+    OptDef {
+        name: "hctx_workers",
+        aliases: &[],
+        default: "0",
+        help: "One completion worker thread per hardware queue reaps the driver and routes completions to submitters.",
+        kind: Kind::Bool {
+            set: |j, v| j.hctx_workers = v,
         },
     },
     OptDef {

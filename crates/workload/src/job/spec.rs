@@ -206,8 +206,10 @@ pub struct JobSpec {
     pub max_segments: u32,
     /// Merge policy: 0 all merges, 1 only simple one-hit merges, 2 none.
     pub nomerges: u8,
-    /// Let the scheduler dispatch directly on single-queue devices.
+    /// For a scheduler that is not MQ-aware, run only the submitter's hardware queue.
     pub sq_sched_dispatch: bool,
+    /// Reap completions from one worker thread per hardware queue.
+    pub hctx_workers: bool,
     /// Use polled queues.
     pub hipri: bool,
     /// Scheduler tunables from `sched.NAME=VALUE`, as `(NAME, VALUE)` without the
@@ -292,6 +294,7 @@ impl Default for JobSpec {
             max_segments: 0,
             nomerges: 0,
             sq_sched_dispatch: true,
+            hctx_workers: false,
             hipri: false,
             sched_tunables: Vec::new(),
             set_options: Vec::new(),
