@@ -330,3 +330,21 @@ fn completions_reaped_by_hctx_workers_reach_their_submitters() {
         "{out}"
     );
 }
+
+#[test]
+fn rate_iops_caps_the_rate_even_when_the_device_is_idle() {
+    let o = mqblk(&[
+        "bench",
+        "--output-format=json",
+        "--rate_iops=2000",
+        "--runtime=500ms",
+        "--time_based",
+        "--name=r",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ios = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
+    // 2000/s for 0.5 s: never more than the budget (+1 for the first I/O), and not starved.
+    assert!(ios <= 1001, "rate limit exceeded: {ios} I/Os");
+    assert!(ios >= 500, "rate limiter starved the job: {ios} I/Os");
+}

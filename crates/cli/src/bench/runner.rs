@@ -222,6 +222,11 @@ impl<S: LatSink> JobState<'_, S> {
             if want > 0 && !gen.pass_done() {
                 self.submit_batch(gen, want);
             }
+            if want == 0 && self.inflight == 0 && allowed == 0 {
+                // Rate-limited with nothing in flight: sleep until the next I/O is due.
+                self.sleep_until_next_slot(now, t0);
+                continue;
+            }
             let min = if self.inflight >= job.iodepth || want == 0 {
                 job.batch_complete_min.max(1) as usize
             } else {
@@ -235,6 +240,15 @@ impl<S: LatSink> JobState<'_, S> {
                 last_sample = now;
             }
         }
+    }
+
+    /// Sleeps until `rate_iops` allows the next I/O (at most 1 ms, so the loop still sees the
+    /// runtime end and stop requests promptly).
+    fn sleep_until_next_slot(&mut self, now: u64, t0: u64) {
+        let next =
+            t0 + (self.out.ios + self.inflight as u64) * 1_000_000_000 / self.job.rate_iops.max(1);
+        let wait = next.saturating_sub(now).clamp(1_000, 1_000_000);
+        std::thread::sleep(std::time::Duration::from_nanos(wait));
     }
 
     /// `rate_iops`: how many more I/Os may start now.
