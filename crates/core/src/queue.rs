@@ -94,6 +94,10 @@ pub enum Submit {
 }
 
 /// A submitting thread's private state: its software queue, plug and scratch buffers.
+///
+/// Completions are routed to the software queue a bio was submitted from, so a Ctx must have
+/// exactly one `Submitter` at a time (the kernel's per-CPU ctx is shared by the tasks on that
+/// CPU; it routes per bio through `bi_end_io`, which this design replaces).
 pub struct Submitter {
     pub ctx: CtxIdx,
     pub plug: Plug,

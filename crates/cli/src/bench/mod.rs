@@ -173,6 +173,11 @@ impl Plan {
         } else {
             device.nr_ctx as usize
         };
+        // Completions are routed to the software queue a bio came from, so each job clone
+        // needs a software queue of its own.
+        if nr_ctx < total {
+            return Err(format!("nr_ctx={nr_ctx}: fewer software queues than job clones ({total}); each clone needs its own"));
+        }
         let mut jobs = Vec::with_capacity(total);
         let mut spec_of = Vec::with_capacity(total);
         for (i, s) in specs.iter().enumerate() {
