@@ -348,3 +348,31 @@ fn rate_iops_caps_the_rate_even_when_the_device_is_idle() {
     assert!(ios <= 1001, "rate limit exceeded: {ios} I/Os");
     assert!(ios >= 500, "rate limiter starved the job: {ios} I/Os");
 }
+
+#[test]
+fn progress_line_shows_live_iops_when_asked() {
+    let o = mqblk(&[
+        "bench",
+        "--progress",
+        "--runtime=1500ms",
+        "--time_based",
+        "--name=p",
+    ]);
+    assert!(o.status.success());
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("[1 jobs]") && err.contains("IOPS") && err.contains("eta"),
+        "{err:?}"
+    );
+    let o = mqblk(&[
+        "bench",
+        "--no-progress",
+        "--runtime=1200ms",
+        "--time_based",
+        "--name=p",
+    ]);
+    assert!(
+        !text(&o.stderr).contains("IOPS"),
+        "no progress line unless asked or on a terminal"
+    );
+}
