@@ -473,12 +473,10 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         let handles: Vec<_> = plan
             .jobs
             .iter()
-            .map(|job| {
+            .zip(&plan.spec_of)
+            .map(|(job, &spec)| {
                 let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
-                let sink = Sink::new(
-                    &job.name,
-                    &plan.specs[plan.spec_of[job.issuer as usize - 1]],
-                );
+                let sink = Sink::new(&job.name, &plan.specs[spec]);
                 std::thread::Builder::new()
                     .name(format!("mqblk-job-{}", job.issuer))
                     .spawn_scoped(scope, move || runner::run_job(q, c, job, sink, b, p))
