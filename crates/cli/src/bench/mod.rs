@@ -17,9 +17,8 @@ use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
 use mqblk_runtime::{process_cpu_time, CpuTime, MonotonicClock};
 use mqblk_workload::{
     json_report, parse_command_line, text_report, CommandLine, Ddir, JobSpec, JobStats,
-    OutputFormat, RunReport, RwMode, VerifyMode,
+    OutputFormat, RunReport, VerifyMode,
 };
-use pattern::Pattern;
 use runner::{JobOutcome, LatSink, Progress, RunJob};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
@@ -290,14 +289,7 @@ fn run_job(
     ctx: usize,
     dev: &DeviceOpts,
 ) -> Result<RunJob, String> {
-    let pattern = match s.rw {
-        RwMode::Read => Pattern::Read,
-        RwMode::Write => Pattern::Write,
-        RwMode::RandRead => Pattern::RandRead,
-        RwMode::RandWrite => Pattern::RandWrite,
-        RwMode::RandRw => Pattern::RandRw,
-        RwMode::ReadWrite => Pattern::ReadWrite,
-    };
+    let pattern = s.rw;
     let bs = [s.bs_for(Ddir::Read) as u32, s.bs_for(Ddir::Write) as u32];
     // `size`, or the rest of the device after `offset` (a real file's own length).
     let size = s

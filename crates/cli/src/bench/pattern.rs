@@ -1,31 +1,8 @@
 //! Where the next I/O goes and what it is: fio's `rw`, `rwmixread`, `bs`, `offset`, `size`
 //! and `randrepeat`/`randseed`, as a deterministic generator.
 
-/// The access pattern (`rw=`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Pattern {
-    Read,
-    Write,
-    RandRead,
-    RandWrite,
-    RandRw,
-    ReadWrite,
-}
-
-impl Pattern {
-    pub fn is_random(self) -> bool {
-        matches!(
-            self,
-            Pattern::RandRead | Pattern::RandWrite | Pattern::RandRw
-        )
-    }
-    pub fn mixed(self) -> bool {
-        matches!(self, Pattern::RandRw | Pattern::ReadWrite)
-    }
-    pub fn writes(self) -> bool {
-        !matches!(self, Pattern::Read | Pattern::RandRead)
-    }
-}
+/// The access pattern is fio's `rw=`, as parsed.
+pub use mqblk_workload::RwMode as Pattern;
 
 /// A small, fast, seedable generator (xorshift64*); the same seed gives the same offsets,
 /// as fio's `randrepeat=1` does.
@@ -173,13 +150,13 @@ impl Generator {
         let block = if self.pattern.is_random() {
             // Random passes without a mix use the permutation (each block once per pass);
             // mixed random I/O draws independently, as fio does with norandommap.
-            if self.pattern.mixed() {
+            if self.pattern.is_mixed() {
                 self.rng.below(self.nr_blocks)
             } else {
                 self.perm.at(self.pos)
             }
         } else {
-            let cursor = if write && self.pattern.mixed() {
+            let cursor = if write && self.pattern.is_mixed() {
                 &mut self.write_cursor
             } else {
                 &mut self.read_cursor

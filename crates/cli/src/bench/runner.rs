@@ -174,7 +174,10 @@ pub fn run_job<S: LatSink>(
         job.seed,
     );
     st.main_phase(&mut gen, t0);
-    if job.verify && job.do_verify && job.pattern.writes() && !progress.stop.load(Ordering::Relaxed)
+    if job.verify
+        && job.do_verify
+        && job.pattern.does_write()
+        && !progress.stop.load(Ordering::Relaxed)
     {
         st.verify_phase(&gen);
     }
@@ -411,7 +414,7 @@ impl<S: LatSink> JobState<'_, S> {
             }
             // A read-only job checks what it reads; a job that writes checks its own blocks in
             // the verify pass instead (its reads may hit blocks it never wrote), as fio does.
-            if self.job.verify && !write && !self.job.pattern.writes() {
+            if self.job.verify && !write && !self.job.pattern.does_write() {
                 self.check_block(&bio);
             }
             if now >= self.measure_from {
