@@ -1,0 +1,1 @@
+//! NBD: the wire protocol and the server behind `mqblk serve`.

@@ -1,0 +1,1 @@
+//! blktrace: the binary trace format, read and written, and capture from tracefs.
