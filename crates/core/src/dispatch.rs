@@ -8,6 +8,7 @@ use crate::hctx::state;
 use crate::queue::{RequestQueue, RqRef, RESOURCE_DELAY};
 use crate::request::{RqFlags, RqId};
 use crate::status::BlkStatus;
+use crate::trace::{TraceAction, TraceEvent};
 use crate::{CtxIdx, HctxIdx, Nanos};
 use std::sync::atomic::Ordering;
 
@@ -30,6 +31,9 @@ impl RequestQueue {
                     break;
                 }
                 hctx.stats.run.add(1);
+                if let Some(t) = self.cfg.tracer.get() {
+                    t.event(&crate::trace::TraceEvent::run(h, now));
+                }
                 self.sched_dispatch_requests(h, now, batch, &mut guard);
             }
             drop(guard);
@@ -292,10 +296,18 @@ impl RequestQueue {
                 break;
             }
             self.start_request(&mut rq, now);
+            let tracer = self.cfg.tracer.get();
+            if let Some(t) = tracer {
+                t.event(&TraceEvent::of_rq(TraceAction::Issue, &rq, now));
+            }
             let last = i + 1 == ids.len();
             match self.driver.queue_rq(h, &mut rq, last, now, batch) {
                 BlkStatus::Ok => queued += 1,
                 status @ (BlkStatus::Resource | BlkStatus::DevResource) => {
+                    // The kernel traces the way back as a requeue (`__blk_mq_requeue_request`).
+                    if let Some(t) = tracer {
+                        t.event(&TraceEvent::of_rq(TraceAction::Requeue, &rq, now));
+                    }
                     rq.unstart();
                     if rq.rq_flags.contains(RqFlags::SCHED_TAGS) {
                         let t = rq.tag;

@@ -23,6 +23,7 @@ pub mod request;
 pub mod status;
 pub mod tag;
 pub mod time;
+pub mod trace;
 
 pub use bio::{Bio, IoBuf, IoPrio, IoPrioClass, ReqFlags, ReqOp, SECTOR_SHIFT, SECTOR_SIZE};
 pub use cpumap::{HctxType, QueueMap};
@@ -40,6 +41,7 @@ pub use request::{ElvRq, Request, RequestTable, RqFlags, RqId, RqState, Tag};
 pub use status::BlkStatus;
 pub use tag::{MapQueues, TagSet, TagSetConfig, TagSetError, TagSetFlags, Tags};
 pub use time::{Clock, Nanos};
+pub use trace::{TraceAction, TraceEvent, TraceHook, Tracer};
 
 /// Index of a software queue (a submitting CPU or thread).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -17,6 +17,7 @@ use crate::plug::Plug;
 use crate::request::{ElvRq, RequestTable, RqFlags, RqId, RqState, Tag};
 use crate::status::BlkStatus;
 use crate::tag::{TagSet, TagSetFlags, Tags};
+use crate::trace::{TraceAction, TraceEvent, TraceHook};
 use crate::{CtxIdx, HctxIdx, Nanos};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -51,6 +52,8 @@ pub struct QueueConfig {
     /// completion path (`scsi_run_queue`). This is what made every hctx of the 64-queue RAID
     /// card in seed 000 dispatch from the scheduler.
     pub run_all_on_complete: bool,
+    /// Receives every request event (blktrace-style tracing, the simulator's cost model).
+    pub tracer: TraceHook,
 }
 
 impl Default for QueueConfig {
@@ -63,6 +66,7 @@ impl Default for QueueConfig {
             nr_requests: 0,
             sq_sched_dispatch: true,
             run_all_on_complete: false,
+            tracer: TraceHook::default(),
         }
     }
 }
@@ -509,9 +513,20 @@ impl RequestQueue {
             sub.done.push(bio);
             return Submit::Failed;
         }
+        let tracer = self.cfg.tracer.get();
+        if let Some(t) = tracer {
+            t.event(&TraceEvent::of_bio(TraceAction::Queue, &bio, sub.ctx, now));
+        }
         if self.cfg.nomerges != NoMerges::None && bio.mergeable() {
+            let ev = tracer.map(|_| TraceEvent::of_bio(TraceAction::BackMerge, &bio, sub.ctx, now));
             match self.attempt_bio_merge(sub, bio) {
-                Ok(()) => {
+                Ok(front) => {
+                    if let (Some(t), Some(mut ev)) = (tracer, ev) {
+                        if front {
+                            ev.action = TraceAction::FrontMerge;
+                        }
+                        t.event(&ev);
+                    }
                     self.ctxs[sub.ctx.0 as usize].stats.merged.add(1);
                     return Submit::Merged;
                 }
@@ -544,7 +559,7 @@ impl RequestQueue {
             return;
         }
         if rq.bypass {
-            self.bypass_insert(h, id, true);
+            self.bypass_insert(h, id, true, now);
             self.run_hw_queue(h, now, &mut sub.batch);
         } else if rq.sched.is_some() {
             self.insert_sched(h, &[id], false, now);
@@ -557,11 +572,12 @@ impl RequestQueue {
 
     /// `blk_mq_attempt_bio_merge`: the plug's last request, then the elevator or the software
     /// queue's tail.
-    fn attempt_bio_merge(&self, sub: &mut Submitter, mut bio: Bio) -> Result<(), Bio> {
+    /// `Ok(true)` for a front merge.
+    fn attempt_bio_merge(&self, sub: &mut Submitter, mut bio: Bio) -> Result<bool, Bio> {
         if let Some(last) = sub.plug.last() {
             let mut rq = self.rqs.lock(last);
             match merge::bio_attempt_merge(&mut rq, bio, &self.limits) {
-                Ok(_) => return Ok(()),
+                Ok(kind) => return Ok(kind == crate::merge::ElvMerge::Front),
                 Err(b) => bio = b,
             }
         }
@@ -572,7 +588,7 @@ impl RequestQueue {
                     if let Some(next) = freed {
                         self.free_merged(next);
                     }
-                    Ok(())
+                    Ok(false)
                 }
                 BioMerge::NotMerged(b) => Err(b),
             };
@@ -581,14 +597,14 @@ impl RequestQueue {
     }
 
     /// `blk_bio_list_merge` over the last few requests of the software queue.
-    fn ctx_list_merge(&self, ctx: CtxIdx, mut bio: Bio) -> Result<(), Bio> {
+    fn ctx_list_merge(&self, ctx: CtxIdx, mut bio: Bio) -> Result<bool, Bio> {
         let ty = HctxType::of(bio.op, bio.flags) as usize;
         let c = &self.ctxs[ctx.0 as usize];
         let lists = c.lists.lock();
         for &id in lists[ty].iter().rev().take(CTX_MERGE_SCAN) {
             let mut rq = self.rqs.lock(id);
             match merge::bio_attempt_merge(&mut rq, bio, &self.limits) {
-                Ok(_) => return Ok(()),
+                Ok(kind) => return Ok(kind == crate::merge::ElvMerge::Front),
                 Err(b) => bio = b,
             }
         }
@@ -667,6 +683,9 @@ impl RequestQueue {
         rq.deadline_ns = Nanos::MAX;
         rq.status = BlkStatus::Ok;
         rq.bios.push(bio);
+        if let Some(t) = self.cfg.tracer.get() {
+            t.event(&TraceEvent::of_rq(TraceAction::GetRq, &rq, now));
+        }
         Ok(NewRq {
             id,
             hctx: h,
@@ -712,7 +731,7 @@ impl RequestQueue {
         for &(id, h) in ids {
             let use_sched = self.rqs.lock(id).rq_flags.contains(RqFlags::USE_SCHED);
             if !use_sched {
-                self.bypass_insert(h, id, true);
+                self.bypass_insert(h, id, true, now);
                 if !sub.runs.contains(&h) {
                     sub.runs.push(h);
                 }
@@ -748,6 +767,7 @@ impl RequestQueue {
             .expect("insert_sched without elevator");
         let mut freed = Vec::new();
         self.hctxs[h.0 as usize].stats.queued.add(ids.len() as u64);
+        self.trace_ids(TraceAction::Insert, ids.iter().copied(), now);
         elv.insert_requests(&self.elv_ctx(), h, ids, at_head, now, &mut freed);
         for id in freed {
             self.free_merged(id);
@@ -773,7 +793,7 @@ impl RequestQueue {
         let hctx = &self.hctxs[h.0 as usize];
         hctx.stats.queued.add(ids.len() as u64);
         if hctx.is_stopped() || hctx.is_busy() || hctx.dispatch_list_len() > 0 {
-            self.insert_ctx(sub.ctx, h, ids, false);
+            self.insert_ctx(sub.ctx, h, ids, false, now);
             self.run_hw_queue(h, now, &mut sub.batch);
             return;
         }
@@ -783,7 +803,15 @@ impl RequestQueue {
 
     /// Puts requests on their software queue and marks it pending (`blk_mq_insert_requests`).
     /// A request that starts where the queue's tail ends is folded into the tail.
-    pub(crate) fn insert_ctx<T: RqRef>(&self, ctx: CtxIdx, h: HctxIdx, ids: &[T], at_head: bool) {
+    pub(crate) fn insert_ctx<T: RqRef>(
+        &self,
+        ctx: CtxIdx,
+        h: HctxIdx,
+        ids: &[T],
+        at_head: bool,
+        now: Nanos,
+    ) {
+        self.trace_ids(TraceAction::Insert, ids.iter().map(|r| r.rq()), now);
         let hctx = &self.hctxs[h.0 as usize];
         let ty = hctx.ty as usize;
         let c = &self.ctxs[ctx.0 as usize];
@@ -818,7 +846,8 @@ impl RequestQueue {
 
     /// Puts a request on the hardware queue's dispatch list, ahead of the elevator and the
     /// software queues (`blk_mq_request_bypass_insert`).
-    pub(crate) fn bypass_insert(&self, h: HctxIdx, id: RqId, at_head: bool) {
+    pub(crate) fn bypass_insert(&self, h: HctxIdx, id: RqId, at_head: bool, now: Nanos) {
+        self.trace_ids(TraceAction::Insert, [id].into_iter(), now);
         let hctx = &self.hctxs[h.0 as usize];
         let mut d = hctx.dispatch.lock();
         if at_head {
@@ -827,6 +856,21 @@ impl RequestQueue {
             d.push_back(id);
         }
         hctx.dispatch_len.store(d.len() as u32, Ordering::Release);
+    }
+
+    /// Reports `action` for each request of `ids` to the tracer, if there is one.
+    #[inline]
+    pub(crate) fn trace_ids(
+        &self,
+        action: TraceAction,
+        ids: impl Iterator<Item = RqId>,
+        now: Nanos,
+    ) {
+        if let Some(t) = self.cfg.tracer.get() {
+            for id in ids {
+                t.event(&TraceEvent::of_rq(action, &self.rqs.lock(id), now));
+            }
+        }
     }
 
     /// Frees a request whose bios were merged into another (it never reached the driver).
@@ -1053,6 +1097,9 @@ impl RequestQueue {
             rq.state = RqState::Complete;
             rq.complete_ns = now;
             rq.status = status;
+            if let Some(t) = self.cfg.tracer.get() {
+                t.event(&TraceEvent::of_rq(TraceAction::Complete, &rq, now));
+            }
             for mut bio in rq.bios.drain(..) {
                 bio.status = status;
                 if Some(bio.ctx) == local {
@@ -1091,6 +1138,9 @@ impl RequestQueue {
     pub fn requeue_request(&self, id: RqId, now: Nanos) {
         let (h, snap, use_sched, drv_tag) = {
             let mut rq = self.rqs.lock(id);
+            if let Some(t) = self.cfg.tracer.get() {
+                t.event(&TraceEvent::of_rq(TraceAction::Requeue, &rq, now));
+            }
             rq.unstart();
             let use_sched = rq.rq_flags.contains(RqFlags::USE_SCHED);
             let drv_tag = if rq.rq_flags.contains(RqFlags::SCHED_TAGS) && !rq.tag.is_none() {
@@ -1125,15 +1175,15 @@ impl RequestQueue {
                 (rq.hctx, rq.ctx, rq.rq_flags, rq.op)
             };
             if flags.contains(RqFlags::DONTPREP) {
-                self.bypass_insert(h, id, false);
+                self.bypass_insert(h, id, false, now);
             } else if op == ReqOp::Flush
                 || !flags.contains(RqFlags::USE_SCHED) && flags.contains(RqFlags::SCHED_TAGS)
             {
-                self.bypass_insert(h, id, true);
+                self.bypass_insert(h, id, true, now);
             } else if flags.contains(RqFlags::USE_SCHED) {
                 self.insert_sched(h, &[id], true, now);
             } else {
-                self.insert_ctx(ctx, h, &[id], true);
+                self.insert_ctx(ctx, h, &[id], true, now);
             }
         }
         if !ids.is_empty() {
