@@ -1,1 +1,12 @@
-//! The deterministic simulator.
+//! mqblk-sim: the deterministic simulator.
+//!
+//! The same core and schedulers that serve real I/O run here in virtual time, against device
+//! models, with virtual CPUs whose every core and elevator operation is charged from a cost
+//! table and whose locks are modelled, so contention shows in virtual time. One `u64` seed
+//! fixes every random choice: the same seed and configuration print the same bytes.
+
+pub mod device;
+pub mod rng;
+
+pub use device::{Cmd, DevCompletion, DeviceModel, DeviceSpec, DriverCost};
+pub use rng::SimRng;

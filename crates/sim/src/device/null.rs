@@ -1,0 +1,111 @@
+//! `null`: every command takes a fixed time, any number at once (null_blk in timer mode).
+//!
+//! Parameters: `submit_queues` (hardware queues, default 1), `hw_queue_depth` (default 64),
+//! `completion_nsec` (default 10000, null_blk's default timer), `size` (bytes, default 1 GiB;
+//! null_blk's `gb=250` would only slow nothing down and hide range bugs).
+
+use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
+use crate::rng::SimRng;
+use mqblk_core::{BlkStatus, Nanos};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+pub struct NullModel {
+    nr_hw: u16,
+    depth: u32,
+    latency: u64,
+    capacity: u64,
+    /// (finish time, arrival order, hw, id): arrival order breaks ties deterministically.
+    pending: BinaryHeap<Reverse<(u64, u64, u16, u64)>>,
+    seq: u64,
+    completed: u64,
+}
+
+impl NullModel {
+    pub fn new(nr_hw: u16, depth: u32, latency: Nanos, capacity_bytes: u64) -> NullModel {
+        NullModel {
+            nr_hw: nr_hw.max(1),
+            depth: depth.max(1),
+            latency: latency.0,
+            capacity: capacity_bytes / 512,
+            pending: BinaryHeap::new(),
+            seq: 0,
+            completed: 0,
+        }
+    }
+
+    pub fn from_params(p: &mut Params<'_>, _rng: SimRng) -> Result<NullModel, String> {
+        let nr_hw = p.u64("submit_queues", 1)?;
+        if !(1..=1024).contains(&nr_hw) {
+            return Err(format!(
+                "device null: submit_queues={nr_hw}: must be 1..=1024"
+            ));
+        }
+        let depth = p.u64("hw_queue_depth", 64)?;
+        if !(1..=4096).contains(&depth) {
+            return Err(format!(
+                "device null: hw_queue_depth={depth}: must be 1..=4096"
+            ));
+        }
+        let lat = p.u64("completion_nsec", 10_000)?;
+        let size = p.u64("size", 1 << 30)?;
+        if size < 1 << 20 {
+            return Err(format!("device null: size={size}: must be at least 1 MiB"));
+        }
+        Ok(NullModel::new(nr_hw as u16, depth as u32, Nanos(lat), size))
+    }
+}
+
+impl DeviceModel for NullModel {
+    fn name(&self) -> &'static str {
+        "null"
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity
+    }
+    fn rotational(&self) -> bool {
+        false
+    }
+    fn nr_hw_queues(&self) -> u16 {
+        self.nr_hw
+    }
+    fn queue_depth(&self) -> u32 {
+        self.depth
+    }
+    fn driver_cost(&self) -> DriverCost {
+        DriverCost {
+            queue_rq_ns: 30,
+            doorbell_ns: 0,
+            irq_ns: 100,
+            hw_lock: false,
+        }
+    }
+    fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
+        self.seq += 1;
+        self.pending
+            .push(Reverse((now.0 + self.latency, self.seq, hw, cmd.id)));
+    }
+    fn next_event(&self) -> Option<Nanos> {
+        self.pending.peek().map(|Reverse((t, ..))| Nanos(*t))
+    }
+    fn advance(&mut self, now: Nanos, out: &mut Vec<DevCompletion>) {
+        while let Some(&Reverse((t, _, hw, id))) = self.pending.peek() {
+            if t > now.0 {
+                break;
+            }
+            self.pending.pop();
+            self.completed += 1;
+            out.push(DevCompletion {
+                hw,
+                id,
+                status: BlkStatus::Ok,
+            });
+        }
+    }
+    fn outstanding(&self) -> u32 {
+        self.pending.len() as u32
+    }
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        vec![("completed", self.completed)]
+    }
+}
