@@ -11,6 +11,7 @@
 //! whose `Display` is a single line naming the file and line (or command-line argument).
 
 pub mod job;
+pub mod pattern;
 pub mod report;
 pub mod stats;
 

@@ -6,7 +6,6 @@
 //! measurements back to `mqblk-workload` for fio-style text or JSON.
 
 pub mod device;
-pub mod pattern;
 mod presets;
 pub mod runner;
 pub mod verify;

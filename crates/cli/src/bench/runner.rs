@@ -1,7 +1,7 @@
 //! Runs jobs through the stack: one thread per job clone, each owning a software queue,
 //! generating fio-style I/O and measuring it the way fio does.
 
-use super::pattern::{Generator, Pattern};
+use mqblk_workload::pattern::{Generator, Pattern};
 use super::verify;
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
 use mqblk_runtime::{

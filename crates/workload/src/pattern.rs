@@ -1,8 +1,9 @@
 //! Where the next I/O goes and what it is: fio's `rw`, `rwmixread`, `bs`, `offset`, `size`
-//! and `randrepeat`/`randseed`, as a deterministic generator.
+//! and `randrepeat`/`randseed`, as a deterministic generator shared by `mqblk bench` and the
+//! simulator.
 
 /// The access pattern is fio's `rw=`, as parsed.
-pub use mqblk_workload::RwMode as Pattern;
+pub use crate::RwMode as Pattern;
 
 /// A small, fast, seedable generator (xorshift64*); the same seed gives the same offsets,
 /// as fio's `randrepeat=1` does.
