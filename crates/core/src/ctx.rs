@@ -63,6 +63,11 @@ impl Ctx {
         }
     }
 
+    /// True when bios completed elsewhere wait to be taken.
+    pub fn has_remote(&self) -> bool {
+        self.remote_pending.load(Ordering::Acquire)
+    }
+
     pub(crate) fn push_remote(&self, bio: Bio) {
         self.remote_done.lock().push(bio);
         self.remote_pending.store(true, Ordering::Release);

@@ -5,8 +5,13 @@
 //! table and whose locks are modelled, so contention shows in virtual time. One `u64` seed
 //! fixes every random choice: the same seed and configuration print the same bytes.
 
+pub mod cost;
 pub mod device;
+pub mod driver;
+pub mod engine;
 pub mod rng;
+pub mod workload;
 
 pub use device::{Cmd, DevCompletion, DeviceModel, DeviceSpec, DriverCost};
+pub use engine::{JobResult, Sim, SimConfig, SimError, SimResult};
 pub use rng::SimRng;

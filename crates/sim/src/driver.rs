@@ -1,0 +1,427 @@
+//! `SimDriver`: the core's [`Driver`] over a [`DeviceModel`], with fault injection.
+//!
+//! `queue_rq` does not hand commands to the model at once: the engine first works out, from
+//! the operation's CPU cost, *when* in virtual time the doorbell rang, and delivers each
+//! command then ([`SimDriver::take_staged`]). Completions go the other way: the engine lets
+//! the model advance, [`SimDriver::deliver`] files what finished as a raised interrupt, and
+//! the core's `poll` on the interrupt CPU collects it.
+//!
+//! Faults mirror what real devices do to a block layer: refuse for a while (`BLK_STS_RESOURCE`
+//! / `DEV_RESOURCE`), fail a command, lose one (only the request timeout ends it), or hand one
+//! back for requeue. Planted bugs ([`Plant`]) exist to prove the checker catches them.
+
+use crate::device::{Cmd, DevCompletion, DeviceModel, DriverCost};
+use crate::rng::SimRng;
+use mqblk_core::{
+    BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, ReqFlags, Request, RqId,
+    TraceEvent, Tracer,
+};
+use parking_lot::Mutex;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// What the engine learns from one operation, in order: the core's events and the driver's
+/// own work (each command posted, each doorbell).
+#[derive(Copy, Clone, Debug)]
+pub enum Step {
+    Core(TraceEvent),
+    /// `queue_rq` accepted a command; `staged` indexes [`SimDriver::take_staged`]'s list.
+    QueueRq {
+        hw: u16,
+        staged: u32,
+    },
+    Doorbell {
+        hw: u16,
+    },
+}
+
+/// The operation log: the tracer the queue reports to, shared with the driver.
+#[derive(Default)]
+pub struct OpLog {
+    steps: Mutex<Vec<Step>>,
+    /// Where events also go (the `--trace` blktrace writer).
+    forward: Option<Arc<dyn Tracer>>,
+}
+
+impl OpLog {
+    pub fn new(forward: Option<Arc<dyn Tracer>>) -> OpLog {
+        OpLog {
+            steps: Mutex::new(Vec::with_capacity(64)),
+            forward,
+        }
+    }
+    fn push(&self, s: Step) {
+        self.steps.lock().push(s);
+    }
+    /// Moves the steps logged so far into `out` (cleared first).
+    pub fn drain_into(&self, out: &mut Vec<Step>) {
+        out.clear();
+        std::mem::swap(&mut *self.steps.lock(), out);
+    }
+}
+
+impl Tracer for OpLog {
+    fn event(&self, ev: &TraceEvent) {
+        self.push(Step::Core(*ev));
+        if let Some(f) = &self.forward {
+            f.event(ev);
+        }
+    }
+}
+
+/// Fault probabilities per command (0.0 = never).
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// `queue_rq` answers "busy" (`BLK_STS_RESOURCE`, or `DEV_RESOURCE` with commands in
+    /// flight).
+    pub busy: f64,
+    /// `queue_rq` fails the command at once with an I/O error.
+    pub fail: f64,
+    /// The device completes the command with an I/O error.
+    pub dev_error: f64,
+    /// The command is lost; only the request timeout ends it (with `BLK_STS_TIMEOUT`).
+    pub lost: f64,
+    /// The device hands the command back to be requeued.
+    pub requeue: f64,
+}
+
+impl Faults {
+    pub fn any(&self) -> bool {
+        self.busy + self.fail + self.dev_error + self.lost + self.requeue > 0.0
+    }
+}
+
+/// Deliberate bugs, for tests that prove the checker finds them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Plant {
+    /// The `n`th completion is never reported (a lost interrupt the driver does not know).
+    DropCompletion(u64),
+    /// The `n`th completion is reported twice.
+    DoubleCompletion(u64),
+}
+
+#[derive(Copy, Clone, Debug)]
+pub struct Staged {
+    pub hw: u16,
+    pub cmd: Cmd,
+}
+
+#[derive(Default, Clone, Debug)]
+pub struct DriverStats {
+    pub queued: u64,
+    pub completed: u64,
+    pub busy: u64,
+    pub failed: u64,
+    pub dev_errors: u64,
+    pub lost: u64,
+    pub requeued: u64,
+    pub timeouts: u64,
+    pub budget_denied: u64,
+}
+
+struct State {
+    model: Box<dyn DeviceModel>,
+    staged: Vec<Staged>,
+    /// Per hctx: finished commands whose interrupt was raised, not yet polled.
+    raised: Vec<Vec<(RqId, BlkStatus, bool)>>,
+    inflight: Vec<u32>,
+    /// Budget held: commands between `get_budget` and their completion (SCSI's `can_queue`).
+    budget: u32,
+    lost: BTreeSet<u32>,
+    requeue: BTreeSet<u32>,
+    rng: SimRng,
+    nth_completion: u64,
+    stats: DriverStats,
+}
+
+pub struct SimDriver {
+    st: Mutex<State>,
+    log: Arc<OpLog>,
+    cost: DriverCost,
+    name: &'static str,
+    capacity: u64,
+    rotational: bool,
+    nr_hw: u16,
+    depth: u32,
+    max_outstanding: u32,
+    faults: Faults,
+    plant: Option<Plant>,
+}
+
+impl SimDriver {
+    pub fn new(
+        model: Box<dyn DeviceModel>,
+        log: Arc<OpLog>,
+        faults: Faults,
+        plant: Option<Plant>,
+        rng: SimRng,
+    ) -> SimDriver {
+        let nr_hw = model.nr_hw_queues();
+        SimDriver {
+            cost: model.driver_cost(),
+            name: model.name(),
+            capacity: model.capacity_sectors(),
+            rotational: model.rotational(),
+            depth: model.queue_depth(),
+            max_outstanding: model.max_outstanding().max(1),
+            nr_hw,
+            faults,
+            plant,
+            log,
+            st: Mutex::new(State {
+                model,
+                staged: Vec::new(),
+                raised: vec![Vec::new(); nr_hw as usize],
+                inflight: vec![0; nr_hw as usize],
+                budget: 0,
+                lost: BTreeSet::new(),
+                requeue: BTreeSet::new(),
+                rng,
+                nth_completion: 0,
+                stats: DriverStats::default(),
+            }),
+        }
+    }
+
+    pub fn cost(&self) -> DriverCost {
+        self.cost
+    }
+    pub fn nr_hw_queues(&self) -> u16 {
+        self.nr_hw
+    }
+    pub fn queue_depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// Commands posted since the last call, indexed as the [`Step::QueueRq`] steps say.
+    pub fn take_staged(&self, out: &mut Vec<Staged>) {
+        out.clear();
+        std::mem::swap(&mut self.st.lock().staged, out);
+    }
+
+    /// A command reaches the device (its doorbell rang at `now`).
+    pub fn submit_to_model(&self, hw: u16, cmd: Cmd, now: Nanos) {
+        self.st.lock().model.submit(hw, cmd, now);
+    }
+
+    pub fn model_next_event(&self) -> Option<Nanos> {
+        self.st.lock().model.next_event()
+    }
+
+    /// Lets the model run to `now` and raises an interrupt for each finished command.
+    /// Returns the hardware queues that got one, each once, in order.
+    pub fn advance(&self, now: Nanos, scratch: &mut Vec<DevCompletion>, hws: &mut Vec<u16>) {
+        let mut st = self.st.lock();
+        scratch.clear();
+        hws.clear();
+        st.model.advance(now, scratch);
+        for c in scratch.iter() {
+            let id = RqId(c.id as u32);
+            let requeue = st.requeue.remove(&id.0);
+            let mut status = c.status;
+            if status.is_ok()
+                && !requeue
+                && self.faults.dev_error > 0.0
+                && st.rng.chance(self.faults.dev_error)
+            {
+                status = BlkStatus::IoErr;
+                st.stats.dev_errors += 1;
+            }
+            st.nth_completion += 1;
+            let n = st.nth_completion;
+            let times = match self.plant {
+                Some(Plant::DropCompletion(k)) if k == n => 0,
+                Some(Plant::DoubleCompletion(k)) if k == n => 2,
+                _ => 1,
+            };
+            for _ in 0..times {
+                st.raised[c.hw as usize].push((id, status, requeue));
+            }
+            if !hws.contains(&c.hw) {
+                hws.push(c.hw);
+            }
+        }
+    }
+
+    /// A human dump of the driver for failure reports.
+    pub fn debug_state(&self) -> String {
+        let st = self.st.lock();
+        format!(
+            "driver {}: inflight {:?} budget {}/{} lost {:?} requeue {:?} model outstanding {} next {:?} raised {:?}\n  stats {:?}\n  model {:?}",
+            self.name,
+            st.inflight,
+            st.budget,
+            self.max_outstanding,
+            st.lost,
+            st.requeue,
+            st.model.outstanding(),
+            st.model.next_event(),
+            st.raised.iter().map(Vec::len).collect::<Vec<_>>(),
+            st.stats,
+            st.model.stats()
+        )
+    }
+
+    pub fn stats(&self) -> DriverStats {
+        self.st.lock().stats.clone()
+    }
+
+    pub fn model_stats(&self) -> Vec<(&'static str, u64)> {
+        self.st.lock().model.stats()
+    }
+
+    /// Commands the device or the lost set still holds, over all hardware queues.
+    pub fn total_inflight(&self) -> u32 {
+        self.st.lock().inflight.iter().sum()
+    }
+
+    fn finish_one(st: &mut State, h: usize) {
+        assert!(
+            st.inflight[h] > 0 && st.budget > 0,
+            "hctx {h}: a completion with nothing in flight (inflight {}, budget {})",
+            st.inflight[h],
+            st.budget
+        );
+        st.inflight[h] -= 1;
+        st.budget -= 1;
+    }
+}
+
+impl Driver for SimDriver {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity
+    }
+    fn rotational(&self) -> bool {
+        self.rotational
+    }
+
+    fn get_budget(&self, _hctx: HctxIdx) -> bool {
+        let mut st = self.st.lock();
+        if st.budget >= self.max_outstanding {
+            st.stats.budget_denied += 1;
+            return false;
+        }
+        st.budget += 1;
+        true
+    }
+
+    fn put_budget(&self, _hctx: HctxIdx) {
+        let mut st = self.st.lock();
+        assert!(st.budget > 0, "put_budget with no budget held");
+        st.budget -= 1;
+    }
+
+    fn queue_rq(
+        &self,
+        hctx: HctxIdx,
+        rq: &mut Request,
+        last: bool,
+        _now: Nanos,
+        _done: &mut CompletionBatch,
+    ) -> BlkStatus {
+        let h = hctx.0 as usize;
+        let mut st = self.st.lock();
+        if self.faults.any() {
+            if st.rng.chance(self.faults.busy) {
+                st.stats.busy += 1;
+                // DEV_RESOURCE promises a re-run from a completion, so only with one to come.
+                return if st.inflight[h] > 0 {
+                    BlkStatus::DevResource
+                } else {
+                    BlkStatus::Resource
+                };
+            }
+            if st.rng.chance(self.faults.fail) {
+                st.stats.failed += 1;
+                // The core ends a failed request itself; its budget is ours to drop.
+                st.budget -= 1;
+                return BlkStatus::IoErr;
+            }
+        }
+        st.inflight[h] += 1;
+        st.stats.queued += 1;
+        if self.faults.any() {
+            if st.rng.chance(self.faults.lost) {
+                st.stats.lost += 1;
+                st.lost.insert(rq.id.0);
+                drop(st);
+                if last {
+                    self.log.push(Step::Doorbell { hw: hctx.0 });
+                }
+                return BlkStatus::Ok;
+            }
+            if st.rng.chance(self.faults.requeue) {
+                st.requeue.insert(rq.id.0);
+            }
+        }
+        let cmd = Cmd {
+            id: rq.id.0 as u64,
+            op: rq.op,
+            sector: rq.sector,
+            nr_sectors: rq.nr_sectors,
+            fua: rq.cmd_flags.contains(ReqFlags::FUA),
+        };
+        let staged = st.staged.len() as u32;
+        st.staged.push(Staged { hw: hctx.0, cmd });
+        drop(st);
+        self.log.push(Step::QueueRq { hw: hctx.0, staged });
+        if last {
+            self.log.push(Step::Doorbell { hw: hctx.0 });
+        }
+        BlkStatus::Ok
+    }
+
+    fn commit_rqs(&self, hctx: HctxIdx) {
+        self.log.push(Step::Doorbell { hw: hctx.0 });
+    }
+
+    fn timeout(
+        &self,
+        hctx: HctxIdx,
+        rq: &mut Request,
+        _now: Nanos,
+        done: &mut CompletionBatch,
+    ) -> EhReturn {
+        let mut st = self.st.lock();
+        if st.lost.remove(&rq.id.0) {
+            st.stats.timeouts += 1;
+            Self::finish_one(&mut st, hctx.0 as usize);
+            done.complete(rq.id, BlkStatus::Timeout);
+            EhReturn::Done
+        } else {
+            // Still in the device: it will complete; a slow device is not an error.
+            EhReturn::ResetTimer
+        }
+    }
+
+    fn poll(&self, hctx: HctxIdx, _now: Nanos, done: &mut CompletionBatch) -> usize {
+        let h = hctx.0 as usize;
+        let mut st = self.st.lock();
+        if st.raised[h].is_empty() {
+            return 0;
+        }
+        let raised = std::mem::take(&mut st.raised[h]);
+        let n = raised.len();
+        for &(id, status, requeue) in &raised {
+            Self::finish_one(&mut st, h);
+            if requeue {
+                st.stats.requeued += 1;
+                done.requeue(id);
+            } else {
+                st.stats.completed += 1;
+                done.complete(id, status);
+            }
+        }
+        let mut raised = raised;
+        raised.clear();
+        st.raised[h] = raised;
+        n
+    }
+
+    fn inflight(&self, hctx: HctxIdx) -> usize {
+        self.st.lock().inflight[hctx.0 as usize] as usize
+    }
+}

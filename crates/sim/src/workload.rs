@@ -1,0 +1,299 @@
+//! What the simulated CPUs run: job definitions and the I/O sources behind them.
+//!
+//! A [`SimJob`] is one submitting task pinned to a virtual CPU with an I/O depth and a
+//! [`Source`] that says what to do next: an I/O, a pause ("think"), wait for everything in
+//! flight (a synchronous point such as `fsync`), or stop. Sources exist for fio jobs (the same
+//! generator `mqblk bench` uses) and for the seeds' workloads: a dbench-like client mix, a
+//! `dd`-like sequential reader and a `find`-like walk of small random reads.
+
+use crate::rng::SimRng;
+use mqblk_core::{IoPrio, Nanos, ReqFlags, ReqOp};
+use mqblk_workload::pattern::{Generator, Pattern};
+
+/// One I/O to submit.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct IoReq {
+    pub op: ReqOp,
+    pub sector: u64,
+    pub nr_sectors: u32,
+    pub flags: ReqFlags,
+}
+
+/// What a job does next.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    Io(IoReq),
+    /// Pause this long before asking again (think time).
+    Think(Nanos),
+    /// Wait until every I/O of the job has completed, then ask again.
+    Drain,
+    /// The job is finished.
+    Done,
+}
+
+pub trait Source: Send {
+    fn next(&mut self, rng: &mut SimRng) -> Next;
+}
+
+/// When a job stops, whichever limit comes first.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Limit {
+    pub ios: Option<u64>,
+    pub bytes: Option<u64>,
+    /// Virtual run time from the job's start.
+    pub time: Option<Nanos>,
+}
+
+pub struct SimJob {
+    pub name: String,
+    pub cpu: u16,
+    pub iodepth: u32,
+    /// Bios submitted under one plug (fio's `iodepth_batch_submit`).
+    pub batch: u32,
+    pub issuer: u32,
+    pub group: u32,
+    pub ioprio: IoPrio,
+    pub start_at: Nanos,
+    pub limit: Limit,
+    pub source: Box<dyn Source>,
+    /// A label the report groups jobs by (`dbench`, `journal`, a fio job name).
+    pub kind: String,
+}
+
+/// fio-style: `rw`, `bs`, range, and `fsync=N` (a flush after every N writes).
+pub struct FioSource {
+    gen: Generator,
+    fsync: u64,
+    writes_since_sync: u64,
+    pending_flush: bool,
+    sector_base: u64,
+}
+
+impl FioSource {
+    pub fn new(
+        rw: Pattern,
+        rwmixread: u32,
+        bs: u32,
+        offset: u64,
+        size: u64,
+        seed: u64,
+        fsync: u64,
+    ) -> FioSource {
+        FioSource {
+            gen: Generator::new(rw, rwmixread, bs, offset, size, seed),
+            fsync,
+            writes_since_sync: 0,
+            pending_flush: false,
+            sector_base: 0,
+        }
+    }
+}
+
+impl Source for FioSource {
+    fn next(&mut self, _rng: &mut SimRng) -> Next {
+        if self.pending_flush {
+            self.pending_flush = false;
+            return Next::Io(IoReq {
+                op: ReqOp::Flush,
+                sector: 0,
+                nr_sectors: 0,
+                flags: ReqFlags::SYNC,
+            });
+        }
+        if self.gen.pass_done() {
+            self.gen.rewind();
+        }
+        let io = self.gen.next_io();
+        if io.write && self.fsync > 0 {
+            self.writes_since_sync += 1;
+            if self.writes_since_sync >= self.fsync {
+                self.writes_since_sync = 0;
+                self.pending_flush = true;
+            }
+        }
+        Next::Io(IoReq {
+            op: if io.write { ReqOp::Write } else { ReqOp::Read },
+            sector: self.sector_base + io.offset / 512,
+            nr_sectors: io.len / 512,
+            flags: if io.write {
+                ReqFlags::empty()
+            } else {
+                ReqFlags::SYNC
+            },
+        })
+    }
+}
+
+/// A dbench-like client (dbench's NetBench-derived mix as a file system turns it into block
+/// I/O): small sequential reads from the client's files, small writes to them, metadata
+/// writes to the inode and directory area, and a journal commit (a write to the shared log
+/// followed by a flush) for each `fsync`. Every operation is synchronous (depth 1), as
+/// dbench's clients are.
+pub struct DbenchClient {
+    /// The client's private file area, in sectors.
+    area: (u64, u64),
+    /// The shared metadata area (inodes, directories), in sectors.
+    meta: (u64, u64),
+    /// The shared journal, written sequentially; the position is shared through `journal_at`
+    /// by the scenario, approximated per client by striding.
+    journal: (u64, u64),
+    journal_pos: u64,
+    /// The file being read or written and the position in it.
+    file: u64,
+    pos: u64,
+    /// Steps left of a journal commit (write, then flush).
+    commit: u8,
+}
+
+/// Sizes of a dbench-like client's file set.
+const DB_FILE_SECTORS: u64 = 2048; // 1 MiB files
+const DB_IO_SECTORS: [u32; 4] = [8, 8, 16, 32];
+
+impl DbenchClient {
+    /// Client `i` of a file system laid out as: metadata at the start, the journal next, then
+    /// one area per client.
+    pub fn new(i: u64, capacity: u64) -> DbenchClient {
+        let meta = (2048, 1 << 20); // 512 MiB of metadata from 1 MiB on
+        let journal = (meta.0 + meta.1, 1 << 18); // a 128 MiB log
+        let first = journal.0 + journal.1;
+        let per_client = 1u64 << 21; // 1 GiB per client
+        let span = (capacity.saturating_sub(first)).max(per_client);
+        let start = first + (i * per_client) % (span - per_client + 1);
+        DbenchClient {
+            area: (start, per_client),
+            meta,
+            journal,
+            journal_pos: (i * 64) % journal.1,
+            file: 0,
+            pos: 0,
+            commit: 0,
+        }
+    }
+}
+
+impl Source for DbenchClient {
+    fn next(&mut self, rng: &mut SimRng) -> Next {
+        match self.commit {
+            2 => {
+                self.commit = 1;
+                let len = 8 * rng.range(1, 4) as u32;
+                let s = self.journal.0 + self.journal_pos;
+                self.journal_pos = (self.journal_pos + len as u64) % (self.journal.1 - 64);
+                return Next::Io(IoReq {
+                    op: ReqOp::Write,
+                    sector: s,
+                    nr_sectors: len,
+                    flags: ReqFlags::SYNC,
+                });
+            }
+            1 => {
+                self.commit = 0;
+                return Next::Io(IoReq {
+                    op: ReqOp::Flush,
+                    sector: 0,
+                    nr_sectors: 0,
+                    flags: ReqFlags::SYNC,
+                });
+            }
+            _ => {}
+        }
+        let pick = rng.below(100);
+        if pick < 5 || self.pos >= DB_FILE_SECTORS {
+            // Open another file.
+            self.file = rng.below(self.area.1 / DB_FILE_SECTORS);
+            self.pos = 0;
+        }
+        let len = *rng.pick(&DB_IO_SECTORS);
+        let file_sector = self.area.0 + self.file * DB_FILE_SECTORS + self.pos;
+        if pick < 45 {
+            self.pos += len as u64;
+            Next::Io(IoReq {
+                op: ReqOp::Read,
+                sector: file_sector,
+                nr_sectors: len,
+                flags: ReqFlags::SYNC,
+            })
+        } else if pick < 70 {
+            self.pos += len as u64;
+            Next::Io(IoReq {
+                op: ReqOp::Write,
+                sector: file_sector,
+                nr_sectors: len,
+                flags: ReqFlags::empty(),
+            })
+        } else if pick < 92 {
+            let s = self.meta.0 + rng.below(self.meta.1 / 8) * 8;
+            Next::Io(IoReq {
+                op: if pick < 82 { ReqOp::Read } else { ReqOp::Write },
+                sector: s,
+                nr_sectors: 8,
+                flags: ReqFlags::SYNC,
+            })
+        } else {
+            self.commit = 2;
+            Next::Drain
+        }
+    }
+}
+
+/// `dd if=dev of=/dev/null bs=...`: sequential reads from `start` (in sectors).
+pub struct DdSource {
+    pub next_sector: u64,
+    pub bs_sectors: u32,
+    pub end: u64,
+}
+
+impl Source for DdSource {
+    fn next(&mut self, _rng: &mut SimRng) -> Next {
+        if self.next_sector >= self.end {
+            return Next::Done;
+        }
+        let n = (self.bs_sectors as u64).min(self.end - self.next_sector) as u32;
+        let s = self.next_sector;
+        self.next_sector += n as u64;
+        Next::Io(IoReq {
+            op: ReqOp::Read,
+            sector: s,
+            nr_sectors: n,
+            flags: ReqFlags::SYNC,
+        })
+    }
+}
+
+/// `find . > /dev/null`: walks directories, reading each directory's blocks and then the
+/// inode blocks of its entries: short runs of 4 KiB reads at random places in the metadata
+/// area, with a little locality inside a directory.
+pub struct FindSource {
+    meta: (u64, u64),
+    run_left: u32,
+    at: u64,
+}
+
+impl FindSource {
+    pub fn new(meta_start: u64, meta_sectors: u64) -> FindSource {
+        FindSource {
+            meta: (meta_start, meta_sectors.max(64)),
+            run_left: 0,
+            at: 0,
+        }
+    }
+}
+
+impl Source for FindSource {
+    fn next(&mut self, rng: &mut SimRng) -> Next {
+        if self.run_left == 0 {
+            self.at = self.meta.0 + rng.below(self.meta.1 / 8 - 8) * 8;
+            self.run_left = rng.range(1, 4) as u32;
+        }
+        self.run_left -= 1;
+        let s = self.at;
+        // Inode blocks of one directory lie near each other, not always adjacent.
+        self.at += 8 * rng.range(1, 3);
+        Next::Io(IoReq {
+            op: ReqOp::Read,
+            sector: s.min(self.meta.0 + self.meta.1 - 8),
+            nr_sectors: 8,
+            flags: ReqFlags::SYNC,
+        })
+    }
+}
