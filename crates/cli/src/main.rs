@@ -1,12 +1,14 @@
 //! `mqblk`: the command-line front end.
 
 mod bench;
+mod sim;
 
 const USAGE: &str = "\
 usage: mqblk <command> [args]
 
 commands:
   bench        run fio-compatible jobs through the block layer (mqblk bench --help)
+  sim          run the same jobs in the deterministic simulator (mqblk sim --help)
   schedulers   list the I/O schedulers and their tunables
   version      print the version
 ";
@@ -15,6 +17,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         Some("bench") => bench::main(&args[1..]),
+        Some("sim") => sim::main(&args[1..]),
         Some("schedulers") => {
             print_schedulers();
             0

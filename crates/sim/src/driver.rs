@@ -24,7 +24,7 @@ use std::sync::Arc;
 /// own work (each command posted, each doorbell).
 #[derive(Copy, Clone, Debug)]
 pub enum Step {
-    Core(TraceEvent),
+    Core(CoreStep),
     /// `queue_rq` accepted a command; `staged` indexes [`SimDriver::take_staged`]'s list.
     QueueRq {
         hw: u16,
@@ -33,6 +33,16 @@ pub enum Step {
     Doorbell {
         hw: u16,
     },
+}
+
+/// What the cost model needs of a core event (kept small: one is logged per event).
+#[derive(Copy, Clone, Debug)]
+pub struct CoreStep {
+    pub action: mqblk_core::TraceAction,
+    pub ctx: mqblk_core::CtxIdx,
+    pub hctx: Option<HctxIdx>,
+    /// The request goes through the elevator.
+    pub sched: bool,
 }
 
 /// The operation log: the tracer the queue reports to, shared with the driver.
@@ -62,7 +72,12 @@ impl OpLog {
 
 impl Tracer for OpLog {
     fn event(&self, ev: &TraceEvent) {
-        self.push(Step::Core(*ev));
+        self.push(Step::Core(CoreStep {
+            action: ev.action,
+            ctx: ev.ctx,
+            hctx: ev.hctx,
+            sched: ev.sched,
+        }));
         if let Some(f) = &self.forward {
             f.event(ev);
         }

@@ -27,7 +27,7 @@ use mqblk_core::{
 };
 use mqblk_workload::{Ddir, JobStats};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// Everything a run is made of, apart from its jobs.
@@ -233,8 +233,8 @@ struct JobRun {
     def: SimJob,
     rng: SimRng,
     started: bool,
-    /// Outstanding bios: sequence → (submit start, submit end, bytes, op).
-    outstanding: BTreeMap<u64, (u64, u64, u64, ReqOp)>,
+    /// Outstanding bios, in slots named by their cookies.
+    outstanding: Slab,
     next_seq: u64,
     issued: u64,
     issued_bytes: u64,
@@ -253,7 +253,77 @@ struct JobRun {
 
 impl JobRun {
     fn inflight(&self) -> u32 {
-        self.outstanding.len() as u32
+        self.outstanding.len
+    }
+}
+
+/// An outstanding bio: its sequence number and when and what it was submitted as.
+#[derive(Copy, Clone, Debug)]
+struct Slot {
+    seq: u64,
+    submit_start: u64,
+    submit_end: u64,
+    bytes: u64,
+    op: ReqOp,
+}
+
+/// Outstanding bios by slot, reused through a free list (deterministic, no hashing). A bio's
+/// cookie names its job, slot and sequence number, so a second completion of the same bio
+/// finds its slot empty or holding another sequence number.
+#[derive(Default)]
+struct Slab {
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    len: u32,
+}
+
+const SEQ_BITS: u32 = 32;
+const SLOT_BITS: u32 = 20;
+
+fn cookie(job: usize, slot: u32, seq: u64) -> u64 {
+    ((job as u64) << (SEQ_BITS + SLOT_BITS))
+        | ((slot as u64) << SEQ_BITS)
+        | (seq & ((1 << SEQ_BITS) - 1))
+}
+
+fn uncookie(c: u64) -> (usize, u32, u64) {
+    (
+        (c >> (SEQ_BITS + SLOT_BITS)) as usize,
+        ((c >> SEQ_BITS) & ((1 << SLOT_BITS) - 1)) as u32,
+        c & ((1 << SEQ_BITS) - 1),
+    )
+}
+
+impl Slab {
+    fn insert(&mut self, s: Slot) -> u32 {
+        self.len += 1;
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(s);
+                i
+            }
+            None => {
+                self.slots.push(Some(s));
+                self.slots.len() as u32 - 1
+            }
+        }
+    }
+    /// Takes the slot if it holds `seq` (low bits as in the cookie).
+    fn take(&mut self, i: u32, seq: u64) -> Option<Slot> {
+        let e = self.slots.get_mut(i as usize)?;
+        if e.is_some_and(|s| s.seq & ((1 << SEQ_BITS) - 1) == seq) {
+            self.len -= 1;
+            self.free.push(i);
+            e.take()
+        } else {
+            None
+        }
+    }
+    fn get_mut(&mut self, i: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(i as usize)?.as_mut()
+    }
+    fn first(&self) -> Option<&Slot> {
+        self.slots.iter().flatten().next()
     }
 }
 
@@ -281,11 +351,13 @@ pub struct Sim {
     events: u64,
     completed: u64,
     last_progress: u64,
+    total_outstanding: u64,
+    unfinished: usize,
     steps: Vec<Step>,
     staged: Vec<Staged>,
-    /// Commands posted and not yet at the device, by staged id.
-    in_transit: BTreeMap<u32, Staged>,
-    transit_seq: u32,
+    /// Commands posted and not yet at the device, by key (a slot reused through `transit_free`).
+    in_transit: Vec<Option<Staged>>,
+    transit_free: Vec<u32>,
     pending_arrivals: Vec<u32>,
     dev_scratch: Vec<DevCompletion>,
     hw_scratch: Vec<u16>,
@@ -404,7 +476,7 @@ impl Sim {
                 stats: JobStats::new(&def.name),
                 def,
                 started: false,
-                outstanding: BTreeMap::new(),
+                outstanding: Slab::default(),
                 next_seq: 0,
                 issued: 0,
                 issued_bytes: 0,
@@ -421,6 +493,7 @@ impl Sim {
             });
         }
         let nr_locks = 1 + nr_hw as usize + nr_ctx + nr_hw as usize;
+        let unfinished = runs.len();
         Ok(Sim {
             dcost: driver.cost(),
             elv,
@@ -443,10 +516,12 @@ impl Sim {
             events: 0,
             completed: 0,
             last_progress: 0,
+            total_outstanding: 0,
+            unfinished,
             steps: Vec::with_capacity(64),
             staged: Vec::new(),
-            in_transit: BTreeMap::new(),
-            transit_seq: 0,
+            in_transit: Vec::new(),
+            transit_free: Vec::new(),
             pending_arrivals: Vec::new(),
             dev_scratch: Vec::new(),
             hw_scratch: Vec::new(),
@@ -533,10 +608,10 @@ impl Sim {
                     if self.dev_armed.is_some_and(|a| a <= t) {
                         self.dev_tick(t);
                     }
-                    let s = self
-                        .in_transit
-                        .remove(&staged)
+                    let s = self.in_transit[staged as usize]
+                        .take()
                         .expect("a command arrived twice");
+                    self.transit_free.push(staged);
                     debug_assert_eq!((s.hw, s.cmd.id), (hw, id));
                     self.driver.submit_to_model(hw, s.cmd, Nanos(t));
                     self.arm_dev();
@@ -567,11 +642,10 @@ impl Sim {
             if self.cfg.check_every > 0 && self.events % self.cfg.check_every == 0 {
                 self.check()?;
             }
-            if self.jobs.iter().all(|j| j.finished) {
+            if self.unfinished == 0 {
                 break;
             }
-            let outstanding = self.jobs.iter().any(|j| j.inflight() > 0);
-            if outstanding && t.saturating_sub(self.last_progress) > stall_after {
+            if self.total_outstanding > 0 && t.saturating_sub(self.last_progress) > stall_after {
                 return Err(self.stall(format!(
                     "no bio completed for {} ms of virtual time while some are in flight",
                     (t - self.last_progress) / 1_000_000
@@ -687,9 +761,17 @@ impl Sim {
                 Step::QueueRq { hw, staged } => {
                     let lock = self.hw_lock(hw);
                     cur = self.charge(c, cur, self.dcost.queue_rq_ns, lock);
-                    self.transit_seq = self.transit_seq.wrapping_add(1);
-                    let key = self.transit_seq;
-                    self.in_transit.insert(key, self.staged[staged as usize]);
+                    let cmd = Some(self.staged[staged as usize]);
+                    let key = match self.transit_free.pop() {
+                        Some(k) => {
+                            self.in_transit[k as usize] = cmd;
+                            k
+                        }
+                        None => {
+                            self.in_transit.push(cmd);
+                            self.in_transit.len() as u32 - 1
+                        }
+                    };
                     self.pending_arrivals.push(key);
                 }
                 Step::Doorbell { hw } => {
@@ -704,7 +786,7 @@ impl Sim {
         if !self.pending_arrivals.is_empty() {
             let keys = std::mem::take(&mut self.pending_arrivals);
             for &k in &keys {
-                let s = self.in_transit[&k];
+                let s = self.in_transit[k as usize].expect("posted command in transit");
                 self.push(
                     cur,
                     Ev::Arrive {
@@ -740,7 +822,7 @@ impl Sim {
         let mut i = 0;
         while i < self.pending_arrivals.len() {
             let k = self.pending_arrivals[i];
-            let s = self.in_transit[&k];
+            let s = self.in_transit[k as usize].expect("posted command in transit");
             if s.hw == hw {
                 self.push(
                     t,
@@ -794,15 +876,21 @@ impl Sim {
         let mut done = done;
         for bio in done.drain(..) {
             cur += self.cfg.cost.app_reap_ns;
-            let j = (bio.private >> 40) as usize;
-            let seq = bio.private & ((1 << 40) - 1);
+            let (j, slot, seq) = uncookie(bio.private);
             let Some(job) = self.jobs.get_mut(j) else {
                 return Err(self.invariant(format!(
                     "a completed bio carries an unknown job cookie {:#x}",
                     bio.private
                 )));
             };
-            let Some((s0, s1, bytes, op)) = job.outstanding.remove(&seq) else {
+            let Some(Slot {
+                submit_start: s0,
+                submit_end: s1,
+                bytes,
+                op,
+                ..
+            }) = job.outstanding.take(slot, seq)
+            else {
                 return Err(self.invariant(format!(
                     "job {j} bio {seq} (sector {}) completed twice, or was never submitted",
                     bio.sector
@@ -830,6 +918,7 @@ impl Sim {
                     .record_io(bytes, s1 - s0, cur.saturating_sub(s1));
             }
             job.end = cur;
+            self.total_outstanding -= 1;
         }
         self.cpus[ci].sub.done = done;
         Ok(cur)
@@ -911,23 +1000,28 @@ impl Sim {
                             continue;
                         }
                         Next::Io(io) => {
-                            let seq = job.next_seq;
-                            job.next_seq += 1;
                             job.issued += 1;
                             job.issued_bytes += io.nr_sectors as u64 * 512;
                             Bio::new(io.op, io.sector, io.nr_sectors)
                                 .with_flags(io.flags)
                                 .with_ioprio(job.def.ioprio)
                                 .with_issuer(job.def.issuer, job.def.group)
-                                .with_private(((j as u64) << 40) | seq)
                         }
                     }
                 }
             };
-            let seq = bio.private & ((1 << 40) - 1);
-            let entry = (cur, cur, bio.bytes(), bio.op);
-            let dup = self.jobs[j].outstanding.insert(seq, entry);
-            debug_assert!(dup.is_none(), "bio sequence numbers are unique per job");
+            let job = &mut self.jobs[j];
+            let seq = job.next_seq;
+            job.next_seq += 1;
+            let slot = job.outstanding.insert(Slot {
+                seq,
+                submit_start: cur,
+                submit_end: cur,
+                bytes: bio.bytes(),
+                op: bio.op,
+            });
+            let bio = bio.with_private(cookie(j, slot, seq));
+            self.total_outstanding += 1;
             cur += self.cfg.cost.app_submit_ns;
             let start = cur;
             let mut outcome = None;
@@ -936,14 +1030,15 @@ impl Sim {
             });
             match outcome.expect("submit ran") {
                 Submit::Queued | Submit::Merged | Submit::Failed => {
-                    if let Some(e) = self.jobs[j].outstanding.get_mut(&seq) {
-                        e.0 = start;
-                        e.1 = cur;
+                    if let Some(e) = self.jobs[j].outstanding.get_mut(slot) {
+                        e.submit_start = start;
+                        e.submit_end = cur;
                     }
                 }
                 Submit::Busy(bio) => {
                     // No tag: sleep until one frees (sbitmap's wait queue).
-                    self.jobs[j].outstanding.remove(&seq);
+                    self.jobs[j].outstanding.take(slot, seq);
+                    self.total_outstanding -= 1;
                     self.jobs[j].pending = Some(bio);
                     self.cpus[ci].tag_wait = true;
                     break;
@@ -965,6 +1060,7 @@ impl Sim {
         let job = &mut self.jobs[j];
         if job.done_issuing && job.inflight() == 0 && job.pending.is_none() && !job.finished {
             job.finished = true;
+            self.unfinished -= 1;
             job.end = job.end.max(cur);
         }
         Ok(cur)
@@ -1009,7 +1105,7 @@ impl Sim {
                 j.draining,
                 j.done_issuing,
                 j.finished,
-                j.outstanding.iter().next()
+                j.outstanding.first()
             );
         }
         s += &self.queue.debug_state();

@@ -9,6 +9,8 @@ pub mod cost;
 pub mod device;
 pub mod driver;
 pub mod engine;
+pub mod fuzz;
+pub mod jobs;
 pub mod rng;
 pub mod workload;
 

@@ -134,3 +134,37 @@ fn lost_commands_end_with_timeouts_and_nothing_leaks() {
         r.driver.timeouts
     );
 }
+
+#[test]
+fn fuzz_seeds_pass() {
+    // A slice of the fuzzer in the test suite; `mqblk sim --fuzz --runs N` runs more.
+    let mut failures = Vec::new();
+    for seed in 0..300u64 {
+        let o = mqblk_sim::fuzz::run_one(seed, None);
+        if let Err(e) = &o.result {
+            failures.push(format!("seed {seed}: {e}\n  {}\n{}", o.summary, o.dump));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn fuzz_catches_a_planted_bug_with_its_seed() {
+    let mut caught = 0;
+    for seed in 0..20u64 {
+        let o = mqblk_sim::fuzz::run_one(seed, Some(Plant::DoubleCompletion(10)));
+        if o.result.is_err() {
+            caught += 1;
+        }
+    }
+    // Runs that complete fewer than 10 commands cannot hit the planted bug.
+    assert!(
+        caught >= 15,
+        "the planted bug was caught in only {caught} of 20 runs"
+    );
+}

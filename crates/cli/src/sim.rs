@@ -1,0 +1,361 @@
+//! `mqblk sim`: fio-compatible jobs under the deterministic simulator, and its fuzz mode.
+
+use mqblk_sim::cost::{fmt_ns, CostTable};
+use mqblk_sim::fuzz;
+use mqblk_sim::{DeviceSpec, Sim, SimConfig, SimResult};
+use mqblk_workload::{json_report, parse_command_line, text_report, OutputFormat, RunReport};
+use std::io::Write;
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: mqblk sim [sim options] [fio options | JOBFILE...]
+       mqblk sim --fuzz [--seed N] [--runs N] [-v]
+
+Runs fio-style jobs (the same options and job files as `mqblk bench`) through the real core
+and schedulers in virtual time, against a device model, on virtual CPUs whose every step is
+charged from a cost table. The same seed and options print the same output.
+
+sim options:
+  --device=SPEC      device model and parameters, e.g. null,completion_nsec=20000
+                     (default: null with the job's hardware queues and depth)
+  --cpus=N           virtual CPUs, one software queue each (default: enough for the jobs)
+  --seed=N           the run's seed (default 1)
+  --cost=NAME=NS     override one entry of the CPU cost table (repeatable; --cost=help lists)
+  --check-every=N    check the queue's invariants every N events (default 1000; 1 = always)
+  --fuzz             random configurations from consecutive seeds, invariants checked after
+                     every event; prints `reproduce with:` for each failure
+  --runs=N           fuzz runs (default 1000)
+  -v                 with --fuzz: print the state dump of failures
+";
+
+/// Runs `mqblk sim ARGS`; returns the exit code.
+pub fn main(args: &[String]) -> i32 {
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mqblk sim: {e}");
+            2
+        }
+    }
+}
+
+struct SimArgs {
+    device: Option<String>,
+    cpus: Option<u16>,
+    seed: u64,
+    costs: Vec<String>,
+    check_every: u64,
+    fuzz: bool,
+    runs: u64,
+    verbose: bool,
+    rest: Vec<String>,
+}
+
+fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{flag}={v}: not a valid number"))
+}
+
+fn split_args(args: &[String]) -> Result<SimArgs, String> {
+    let mut a = SimArgs {
+        device: None,
+        cpus: None,
+        seed: 1,
+        costs: Vec::new(),
+        check_every: 1000,
+        fuzz: false,
+        runs: 1000,
+        verbose: false,
+        rest: Vec::new(),
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (arg.as_str(), None),
+        };
+        let takes_value = matches!(
+            flag,
+            "--device" | "--cpus" | "--seed" | "--cost" | "--check-every" | "--runs"
+        );
+        let value = if takes_value {
+            match inline {
+                Some(v) => v,
+                None => {
+                    i += 1;
+                    args.get(i)
+                        .cloned()
+                        .ok_or_else(|| format!("{flag} needs a value"))?
+                }
+            }
+        } else {
+            String::new()
+        };
+        match flag {
+            "--device" => a.device = Some(value),
+            "--cpus" => {
+                let n: u16 = parse_num(flag, &value)?;
+                if n == 0 || n > 1024 {
+                    return Err(format!("--cpus={n}: must be 1..=1024"));
+                }
+                a.cpus = Some(n);
+            }
+            "--seed" => a.seed = parse_num(flag, &value)?,
+            "--cost" => a.costs.push(value),
+            "--check-every" => a.check_every = parse_num(flag, &value)?,
+            "--runs" => a.runs = parse_num(flag, &value)?,
+            "--fuzz" => a.fuzz = true,
+            "-v" | "--verbose" => a.verbose = true,
+            _ => a.rest.push(arg.clone()),
+        }
+        i += 1;
+    }
+    Ok(a)
+}
+
+/// The job `mqblk sim` runs when none is given.
+pub const DEFAULT_JOB: &str = "\
+[global]
+ioscheduler=mq-deadline
+runtime=1
+time_based
+
+[randread-4k-qd32]
+rw=randread
+bs=4k
+iodepth=32
+";
+
+fn run(args: &[String]) -> Result<i32, String> {
+    let a = split_args(args)?;
+    if a.rest.iter().any(|x| x == "--help" || x == "-h") {
+        print!("{USAGE}");
+        return Ok(0);
+    }
+    let mut cost = CostTable::default();
+    for c in &a.costs {
+        if c == "help" {
+            println!("{}", cost.dump().replace(' ', "\n"));
+            return Ok(0);
+        }
+        cost.set(c)?;
+    }
+    if a.fuzz {
+        if !a.rest.is_empty() {
+            return Err(format!(
+                "--fuzz picks its own configuration; '{}' does not apply",
+                a.rest[0]
+            ));
+        }
+        return Ok(run_fuzz(a.seed, a.runs, a.verbose));
+    }
+    let mut cl = parse_command_line(&a.rest).map_err(|e| e.to_string())?;
+    if cl.jobs.is_empty() {
+        cl.add_job_text("default job", DEFAULT_JOB)
+            .map_err(|e| e.to_string())?;
+    }
+    let first = &cl.jobs[0];
+    let device = match &a.device {
+        Some(d) => DeviceSpec::parse(d)?,
+        None => DeviceSpec::parse(&format!(
+            "null,submit_queues={},hw_queue_depth={},completion_nsec={},size={}",
+            first.nr_hw_queues.max(1),
+            first.queue_depth.max(1),
+            first.completion_nsec,
+            first.dev_size.unwrap_or(1 << 30)
+        ))?,
+    };
+    let nr_clones: u32 = cl.jobs.iter().map(|s| s.numjobs.max(1)).sum();
+    let max_pinned = cl
+        .jobs
+        .iter()
+        .flat_map(|s| s.cpus_allowed.iter().copied())
+        .max()
+        .map_or(0, |c| c + 1);
+    let nr_cpus = a
+        .cpus
+        .unwrap_or_else(|| (nr_clones as usize).max(max_pinned).clamp(1, 1024) as u16);
+    let cfg = SimConfig {
+        seed: a.seed,
+        nr_cpus,
+        device,
+        scheduler: first.ioscheduler.clone().unwrap_or_else(|| "none".into()),
+        sched_tunables: first.sched_tunables.clone(),
+        nr_requests: first.nr_requests,
+        nomerges: match first.nomerges {
+            0 => mqblk_core::NoMerges::None,
+            1 => mqblk_core::NoMerges::Simple,
+            _ => mqblk_core::NoMerges::All,
+        },
+        max_sectors_kb: if first.max_sectors_kb == 0 {
+            1280
+        } else {
+            first.max_sectors_kb
+        },
+        sq_sched_dispatch: first.sq_sched_dispatch,
+        cost,
+        check_every: a.check_every,
+        ..SimConfig::default()
+    };
+    // The model decides the capacity; build it once to learn it.
+    let capacity =
+        mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
+    let jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed)?;
+    let summary = format!(
+        "sim: seed {} device {} scheduler {} cpus {}",
+        a.seed, cfg.device.model, cfg.scheduler, cfg.nr_cpus
+    );
+    let host = Instant::now();
+    let res = Sim::new(cfg, jobs)
+        .and_then(Sim::run)
+        .map_err(|e| format!("{e}\n{}", e.dump()))?;
+    let host_s = host.elapsed().as_secs_f64();
+    let report = RunReport {
+        jobs: res.jobs.iter().map(|j| j.stats.clone()).collect(),
+        global_options: cl.global_options.clone(),
+        group_reporting: cl.jobs.iter().any(|s| s.group_reporting),
+        percentile_list: cl.jobs[0].percentile_list.clone(),
+        clat_percentiles: cl.jobs[0].clat_percentiles,
+        lat_percentiles: cl.jobs[0].lat_percentiles,
+        slat_percentiles: cl.jobs[0].slat_percentiles,
+        json_plus: cl.output_format == OutputFormat::JsonPlus,
+        // Virtual time: a report of the same seed is the same bytes.
+        timestamp_ms: res.end.0 / 1_000_000,
+        elapsed_sec: res.end.0.div_ceil(1_000_000_000),
+    };
+    let out = match cl.output_format {
+        OutputFormat::Normal => {
+            let mut s = text_report(&report);
+            s.push('\n');
+            s.push_str(&summary);
+            s.push('\n');
+            s.push_str(&sim_text(&res));
+            s
+        }
+        OutputFormat::Json | OutputFormat::JsonPlus => {
+            let mut v: serde_json::Value = serde_json::from_str(&json_report(&report))
+                .map_err(|e| format!("internal: report JSON: {e}"))?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("mqblk_sim".into(), sim_json(&res));
+            }
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n"
+        }
+    };
+    match &cl.output_file {
+        Some(p) => std::fs::write(p, &out).map_err(|e| format!("--output={}: {e}", p.display()))?,
+        None => std::io::stdout()
+            .lock()
+            .write_all(out.as_bytes())
+            .map_err(|e| format!("writing the report: {e}"))?,
+    }
+    // Host figures vary from run to run, so they go to stderr, leaving stdout reproducible.
+    eprintln!(
+        "sim speed: {} requests in {:.3} host s = {:.2} M simulated requests per host second ({} events)",
+        res.completed,
+        host_s,
+        res.completed as f64 / host_s.max(1e-9) / 1e6,
+        res.events
+    );
+    Ok(if res.jobs.iter().any(|j| j.errors > 0) {
+        1
+    } else {
+        0
+    })
+}
+
+/// The simulator's own section of the text report.
+pub fn sim_text(r: &SimResult) -> String {
+    let mut s = format!(
+        "virtual time {}, {} requests, {:.0} IOPS, {:.1} MB/s, {} events\n",
+        fmt_ns(r.end),
+        r.completed,
+        r.total_iops(),
+        r.total_bw_mbs(),
+        r.events
+    );
+    let busy: Vec<String> = r
+        .cpu_busy
+        .iter()
+        .map(|&b| format!("{:.0}%", 100.0 * b as f64 / r.end.0.max(1) as f64))
+        .collect();
+    s += &format!("cpu busy: {}\n", busy.join(" "));
+    if !r.locks.is_empty() {
+        s += "locks: name acquisitions contended wait held\n";
+        for l in &r.locks {
+            s += &format!(
+                "  {:<10} {:>9} {:>9} {:>10} {:>10}\n",
+                l.name,
+                l.acquisitions,
+                l.contended,
+                fmt_ns(mqblk_core::Nanos(l.wait_ns)),
+                fmt_ns(mqblk_core::Nanos(l.held_ns))
+            );
+        }
+    }
+    s += &format!("driver: {:?}\n", r.driver);
+    if !r.model_stats.is_empty() {
+        let m: Vec<String> = r
+            .model_stats
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        s += &format!("device: {}\n", m.join(" "));
+    }
+    if !r.elv_stats.is_empty() {
+        let m: Vec<String> = r
+            .elv_stats
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        s += &format!("elevator: {}\n", m.join(" "));
+    }
+    s
+}
+
+fn sim_json(r: &SimResult) -> serde_json::Value {
+    serde_json::json!({
+        "virtual_time_ns": r.end.0,
+        "requests": r.completed,
+        "events": r.events,
+        "iops": r.total_iops(),
+        "cpu_busy_ns": r.cpu_busy,
+        "locks": r.locks.iter().map(|l| serde_json::json!({
+            "name": l.name, "acquisitions": l.acquisitions, "contended": l.contended,
+            "wait_ns": l.wait_ns, "held_ns": l.held_ns})).collect::<Vec<_>>(),
+        "device": r.model_stats.iter().map(|(k, v)| ((*k).to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+        "elevator": r.elv_stats.iter().map(|(k, v)| ((*k).to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+fn run_fuzz(first: u64, runs: u64, verbose: bool) -> i32 {
+    let host = Instant::now();
+    let mut failed = 0u64;
+    let mut requests = 0u64;
+    for seed in first..first.saturating_add(runs) {
+        let o = fuzz::run_one(seed, None);
+        match &o.result {
+            Ok(r) => requests += r.completed,
+            Err(e) => {
+                failed += 1;
+                println!("seed {seed}: FAILED: {e}");
+                println!("  config: {}", o.summary);
+                if verbose && !o.dump.is_empty() {
+                    println!("{}", o.dump);
+                }
+                println!("reproduce with: mqblk sim --seed {seed} --fuzz --runs 1 -v");
+            }
+        }
+        let done = seed - first + 1;
+        if done % 500 == 0 || done == runs {
+            eprint!("\rfuzz: {done}/{runs} runs, {failed} failed");
+        }
+    }
+    let secs = host.elapsed().as_secs_f64();
+    eprintln!();
+    println!(
+        "fuzz: {runs} runs from seed {first}, {failed} failed, {requests} requests in {secs:.2} host s ({:.2} M requests/s)",
+        requests as f64 / secs.max(1e-9) / 1e6
+    );
+    i32::from(failed > 0)
+}

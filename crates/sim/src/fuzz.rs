@@ -1,0 +1,209 @@
+//! `mqblk sim --seed N --fuzz`: one seed picks a whole random configuration (CPUs, device,
+//! queues and depths, scheduler and tunables, merging, faults, jobs), runs it with the
+//! invariants checked after every event, and reports a failure with the line that reproduces
+//! it. TigerBeetle's VOPR is the model: many short runs, each a pure function of its seed.
+
+use crate::device::{self, DeviceSpec};
+use crate::driver::{Faults, Plant};
+use crate::engine::{panic_text, Sim, SimConfig, SimError, SimResult};
+use crate::rng::SimRng;
+use crate::workload::{DbenchClient, FioSource, Limit, SimJob};
+use mqblk_core::{IoPrio, IoPrioClass, Nanos, NoMerges};
+use mqblk_workload::RwMode;
+
+/// A configuration drawn from a seed, and its jobs.
+pub struct FuzzCase {
+    pub cfg: SimConfig,
+    pub jobs: Vec<SimJob>,
+    /// One line describing the configuration.
+    pub summary: String,
+}
+
+fn pick_device(rng: &mut SimRng) -> DeviceSpec {
+    // Models other than `null` are added as they exist; each gets its small-queue variants.
+    let models: Vec<&str> = device::MODELS.to_vec();
+    let model = *rng.pick(&models);
+    let mut params = Vec::new();
+    if model == "null" {
+        params.push(("submit_queues".into(), rng.range(1, 4).to_string()));
+        params.push((
+            "hw_queue_depth".into(),
+            rng.pick(&[1u64, 2, 4, 16, 64]).to_string(),
+        ));
+        params.push((
+            "completion_nsec".into(),
+            rng.pick(&[0u64, 1_000, 10_000, 100_000]).to_string(),
+        ));
+        params.push(("size".into(), "256m".into()));
+    }
+    DeviceSpec {
+        model: model.to_string(),
+        params,
+    }
+}
+
+/// Builds the case for `seed`.
+pub fn case(seed: u64, plant: Option<Plant>) -> Result<FuzzCase, SimError> {
+    let mut rng = SimRng::new(seed ^ 0xf022);
+    let nr_cpus = rng.range(1, 6) as u16;
+    let device = pick_device(&mut rng);
+    let scheds = mqblk_sched::names();
+    let scheduler = rng.pick(&scheds).to_string();
+    let mut sched_tunables = Vec::new();
+    if let Some(e) = mqblk_sched::lookup(&scheduler) {
+        for t in e.tunables {
+            if rng.below(3) != 0 {
+                continue;
+            }
+            let hi = t.max.min(t.default.saturating_mul(4).max(t.min + 1));
+            let v = match rng.below(4) {
+                0 => t.min,
+                1 => t.default,
+                _ => t.min + rng.below((hi - t.min).max(0) as u64 + 1) as i64,
+            };
+            sched_tunables.push((t.name.to_string(), v.to_string()));
+        }
+    }
+    let faults = if rng.below(3) == 0 {
+        Faults::default()
+    } else {
+        let mut p = || {
+            if rng.below(2) == 0 {
+                0.0
+            } else {
+                rng.unit() * 0.05
+            }
+        };
+        Faults {
+            busy: p(),
+            fail: p(),
+            dev_error: p(),
+            lost: p(),
+            requeue: p(),
+        }
+    };
+    let nomerges = *rng.pick(&[NoMerges::None, NoMerges::Simple, NoMerges::All]);
+    let cfg = SimConfig {
+        seed,
+        nr_cpus,
+        device: device.clone(),
+        scheduler: scheduler.clone(),
+        sched_tunables: sched_tunables.clone(),
+        nr_requests: *rng.pick(&[0u32, 0, 1, 4, 32]),
+        nomerges,
+        max_sectors_kb: *rng.pick(&[4u32, 64, 1280]),
+        sq_sched_dispatch: rng.below(2) == 0,
+        run_all_on_complete: rng.below(3) == 0,
+        timeout: Nanos::from_millis(rng.range(20, 200)),
+        faults,
+        plant,
+        check_every: 1,
+        max_time: Nanos::from_secs(600),
+        ..SimConfig::default()
+    };
+    let nr_jobs = rng.range(1, 4);
+    let mut jobs = Vec::new();
+    for j in 0..nr_jobs {
+        let cpu = rng.below(nr_cpus as u64) as u16;
+        let ios = rng.range(50, 400);
+        let (source, kind, iodepth): (Box<dyn crate::workload::Source>, &str, u32) =
+            if rng.below(5) == 0 {
+                (Box::new(DbenchClient::new(j, 1 << 19)), "dbench", 1)
+            } else {
+                let rw = *rng.pick(&[
+                    RwMode::Read,
+                    RwMode::Write,
+                    RwMode::RandRead,
+                    RwMode::RandWrite,
+                    RwMode::RandRw,
+                    RwMode::ReadWrite,
+                ]);
+                let bs = *rng.pick(&[512u32, 4096, 8192, 65536, 262144]);
+                let fsync = *rng.pick(&[0u64, 0, 1, 8]);
+                (
+                    Box::new(FioSource::new(rw, 50, bs, 0, 64 << 20, seed ^ j, fsync)),
+                    "fio",
+                    *rng.pick(&[1u32, 2, 8, 32, 128]),
+                )
+            };
+        let class = *rng.pick(&[
+            IoPrioClass::Rt,
+            IoPrioClass::Be,
+            IoPrioClass::Be,
+            IoPrioClass::Idle,
+        ]);
+        jobs.push(SimJob {
+            name: format!("job{j}"),
+            cpu,
+            iodepth,
+            batch: *rng.pick(&[1u32, 1, 4, 16]),
+            issuer: j as u32 + 1,
+            group: rng.below(3) as u32,
+            ioprio: IoPrio::new(class, rng.below(8) as u8),
+            start_at: Nanos(rng.below(1_000_000)),
+            limit: Limit {
+                ios: Some(ios),
+                ..Limit::default()
+            },
+            source,
+            kind: kind.into(),
+        });
+    }
+    let dev = std::iter::once(device.model.clone())
+        .chain(device.params.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect::<Vec<_>>()
+        .join(",");
+    let tun = sched_tunables
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let summary = format!(
+        "cpus={nr_cpus} device={dev} sched={scheduler}[{tun}] nr_requests={} nomerges={nomerges:?} sq_dispatch={} run_all={} faults={:?} jobs={}",
+        cfg.nr_requests,
+        cfg.sq_sched_dispatch,
+        cfg.run_all_on_complete,
+        cfg.faults,
+        jobs.len()
+    );
+    Ok(FuzzCase { cfg, jobs, summary })
+}
+
+/// The outcome of one fuzz run.
+pub struct FuzzOutcome {
+    pub seed: u64,
+    pub summary: String,
+    pub result: Result<SimResult, String>,
+    /// The state dump at the failure.
+    pub dump: String,
+}
+
+/// Runs the case for `seed`; a panic in the core counts as a failure, not a crash.
+pub fn run_one(seed: u64, plant: Option<Plant>) -> FuzzOutcome {
+    let c = match case(seed, plant) {
+        Ok(c) => c,
+        Err(e) => {
+            return FuzzOutcome {
+                seed,
+                summary: String::new(),
+                result: Err(e.to_string()),
+                dump: String::new(),
+            }
+        }
+    };
+    let summary = c.summary.clone();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        Sim::new(c.cfg, c.jobs).and_then(Sim::run)
+    }));
+    let (result, dump) = match r {
+        Ok(Ok(res)) => (Ok(res), String::new()),
+        Ok(Err(e)) => (Err(e.to_string()), e.dump().to_string()),
+        Err(p) => (Err(format!("panic: {}", panic_text(&p))), String::new()),
+    };
+    FuzzOutcome {
+        seed,
+        summary,
+        result,
+        dump,
+    }
+}
