@@ -1,12 +1,12 @@
 //! Runs jobs through the stack: one thread per job clone, each owning a software queue,
 //! generating fio-style I/O and measuring it the way fio does.
 
-use mqblk_workload::pattern::{Generator, Pattern};
 use super::verify;
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
 use mqblk_runtime::{
     pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle,
 };
+use mqblk_workload::pattern::{Generator, Pattern};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
