@@ -9,6 +9,7 @@ usage: mqblk <command> [args]
 commands:
   bench        run fio-compatible jobs through the block layer (mqblk bench --help)
   sim          run the same jobs in the deterministic simulator (mqblk sim --help)
+  scenario     reproduce a seed's experiment in the simulator (mqblk scenario list)
   schedulers   list the I/O schedulers and their tunables
   version      print the version
 ";
@@ -18,6 +19,7 @@ fn main() {
     let code = match args.first().map(String::as_str) {
         Some("bench") => bench::main(&args[1..]),
         Some("sim") => sim::main(&args[1..]),
+        Some("scenario") => sim::scenario_main(&args[1..]),
         Some("schedulers") => {
             print_schedulers();
             0

@@ -11,7 +11,9 @@ pub mod driver;
 pub mod engine;
 pub mod fuzz;
 pub mod jobs;
+pub mod plot;
 pub mod rng;
+pub mod scenario;
 pub mod workload;
 
 pub use device::{Cmd, DevCompletion, DeviceModel, DeviceSpec, DriverCost};

@@ -1,0 +1,173 @@
+//! The seeds' experiments, reproduced in the simulator: `mqblk scenario NAME`.
+//!
+//! Each scenario builds its configurations, runs them (all from one seed), and returns a
+//! table shaped like the seed's, the seed's own figures beside ours, a JSON form and an SVG
+//! chart. `quick` shortens the runs (fewer points, less virtual time) for the test suite;
+//! the direction of each result holds in both.
+
+mod mmc;
+mod nr_queued;
+mod single_hctx;
+mod virtio;
+
+use crate::device::DeviceSpec;
+use crate::engine::{Sim, SimConfig, SimResult};
+use crate::workload::{FioSource, Limit, SimJob, Source};
+use mqblk_core::{IoPrio, Nanos};
+use mqblk_workload::RwMode;
+
+/// How to run a scenario.
+#[derive(Clone, Debug)]
+pub struct ScenarioOpts {
+    pub seed: u64,
+    /// Fewer points and shorter runs (the test suite's setting).
+    pub quick: bool,
+    /// Restrict to these schedulers (empty: the scenario's own list).
+    pub schedulers: Vec<String>,
+}
+
+impl Default for ScenarioOpts {
+    fn default() -> ScenarioOpts {
+        ScenarioOpts {
+            seed: 1,
+            quick: false,
+            schedulers: Vec::new(),
+        }
+    }
+}
+
+/// A finished scenario.
+pub struct ScenarioReport {
+    pub name: &'static str,
+    pub title: String,
+    /// Our table, shaped like the seed's.
+    pub table: String,
+    /// The seed's figures and how ours compare (direction and ratios).
+    pub comparison: String,
+    pub json: serde_json::Value,
+    pub svg: String,
+    /// True when our result points the same way as the seed's.
+    pub direction_holds: bool,
+}
+
+pub struct Scenario {
+    pub name: &'static str,
+    pub seed_file: &'static str,
+    pub about: &'static str,
+    pub run: fn(&ScenarioOpts) -> Result<ScenarioReport, String>,
+}
+
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "single-hctx-dispatch",
+        seed_file: "000_88252ad05ab668cf.txt",
+        about: "dbench-like clients on a disk behind a 64-queue RAID HBA: MQ, SQ, MQ-patched",
+        run: single_hctx::run,
+    },
+    Scenario {
+        name: "mmc-blk-mq",
+        seed_file: "001_f0bfaf8c38192eeb.txt",
+        about:
+            "dd and find on eMMC: legacy single queue with a scheduler vs blk-mq, async pre/post",
+        run: mmc::run,
+    },
+    Scenario {
+        name: "deadline-nr-queued",
+        seed_file: "002_9fea53793b7248fc.txt",
+        about: "96 of 128 CPUs reading 4k at QD128 through mq-deadline: per-CPU sums vs O(1) count",
+        run: nr_queued::run,
+    },
+    Scenario {
+        name: "virtio-multi-vq",
+        seed_file: "003_95ba165fe9675751.txt",
+        about: "4 vCPUs, randread 4k QD64, jobs 2 and 4, virtio-blk with 1 vs 2 virtqueues",
+        run: virtio::run,
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
+
+/// Runs one configuration; errors carry the state dump's first lines.
+pub(crate) fn run_sim(cfg: SimConfig, jobs: Vec<SimJob>) -> Result<SimResult, String> {
+    Sim::new(cfg, jobs).and_then(Sim::run).map_err(|e| {
+        let dump: String = e.dump().lines().take(30).collect::<Vec<_>>().join("\n");
+        format!("{e}\n{dump}")
+    })
+}
+
+pub(crate) fn device(spec: &str) -> DeviceSpec {
+    DeviceSpec::parse(spec).expect("scenario device specs are well-formed")
+}
+
+/// A job on `cpu` issuing from `source`.
+pub(crate) fn job(
+    name: String,
+    cpu: u16,
+    iodepth: u32,
+    issuer: u32,
+    limit: Limit,
+    source: Box<dyn Source>,
+    kind: &str,
+) -> SimJob {
+    SimJob {
+        name,
+        cpu,
+        iodepth,
+        batch: 1,
+        issuer,
+        group: 0,
+        ioprio: IoPrio::DEFAULT,
+        start_at: Nanos::ZERO,
+        limit,
+        source,
+        kind: kind.into(),
+    }
+}
+
+/// `n` fio-style random-read jobs of `bs` at `qd`, on CPUs `0..n` (mod `nr_cpus`), for
+/// `runtime` of virtual time.
+pub(crate) fn randread_jobs(
+    n: u32,
+    nr_cpus: u16,
+    bs: u32,
+    qd: u32,
+    span_bytes: u64,
+    runtime: Nanos,
+    seed: u64,
+) -> Vec<SimJob> {
+    (0..n)
+        .map(|i| {
+            job(
+                format!("randread.{i}"),
+                (i % nr_cpus as u32) as u16,
+                qd,
+                i + 1,
+                Limit {
+                    time: Some(runtime),
+                    ..Limit::default()
+                },
+                Box::new(FioSource::new(
+                    RwMode::RandRead,
+                    100,
+                    bs,
+                    0,
+                    span_bytes,
+                    seed.wrapping_add(i as u64),
+                    0,
+                )),
+                "fio",
+            )
+        })
+        .collect()
+}
+
+/// Total IOPS of a run, over the jobs' common runtime.
+pub(crate) fn iops(r: &SimResult) -> f64 {
+    r.jobs.iter().map(|j| j.iops()).sum()
+}
+
+pub(crate) fn kiops(v: f64) -> String {
+    format!("{:.0}K", v / 1e3)
+}
