@@ -169,6 +169,9 @@ struct DdState {
     rqs: Vec<DdRq>,
     /// Per-Ctx, per-priority inserted and completed counts (the per-CPU counters of old).
     ctx_stats: Vec<[Stats; NR_PRIO]>,
+    /// How many times `queued` summed the per-Ctx counters (with `queued_sum`), for cost
+    /// models: each pass reads one counter line per Ctx.
+    sum_passes: u64,
     /// Back-merge hash heads over all classes and directions (`id + 1`, 0 = empty).
     hash: Box<[u32]>,
     last_dir: usize,
@@ -222,6 +225,7 @@ impl MqDeadline {
                 per_prio: Default::default(),
                 rqs: vec![DdRq::default(); init.nr_rq_ids as usize],
                 ctx_stats: vec![[Stats::default(); NR_PRIO]; init.nr_ctx as usize],
+                sum_passes: 0,
                 hash: vec![0; HASH_BUCKETS].into(),
                 last_dir: READ,
                 batching: 0,
@@ -301,10 +305,16 @@ impl MqDeadline {
 
 impl DdState {
     /// `dd_queued`: inserted and not finished, in the scheduler or in the driver.
-    fn queued(&self, prio: usize, sum: bool) -> u32 {
+    fn queued(&mut self, prio: usize, sum: bool) -> u32 {
         if !sum {
             return self.per_prio[prio].nr_queued;
         }
+        self.sum_passes += 1;
+        self.summed(prio)
+    }
+
+    /// Queued requests of `prio` from the per-Ctx counters (the old `dd_queued`).
+    fn summed(&self, prio: usize) -> u32 {
         let (ins, done) = self.ctx_stats.iter().fold((0u64, 0u64), |(i, c), s| {
             (i + s[prio].inserted, c + s[prio].completed)
         });
@@ -549,9 +559,10 @@ impl DdState {
     /// `dd_dispatch_prio_aged_requests`: with two or more classes busy, serve BE and IDLE
     /// requests that have waited longer than `prio_aging_expire`.
     fn dispatch_aged(&mut self, k: &Knobs, now: Nanos) -> Option<RqId> {
-        let busy = (0..NR_PRIO)
-            .filter(|&p| self.queued(p, k.queued_sum) > 0)
-            .count();
+        let mut busy = 0;
+        for p in 0..NR_PRIO {
+            busy += usize::from(self.queued(p, k.queued_sum) > 0);
+        }
         if busy < 2 || now < k.prio_aging {
             return None;
         }
@@ -741,7 +752,12 @@ impl Elevator for MqDeadline {
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
         let (acquired, contended) = self.lock_stats();
-        vec![("lock_acquired", acquired), ("lock_contended", contended)]
+        let passes = self.lock().sum_passes;
+        vec![
+            ("lock_acquired", acquired),
+            ("lock_contended", contended),
+            ("queued_sum_passes", passes),
+        ]
     }
 
     fn debug_state(&self) -> String {
@@ -852,7 +868,7 @@ impl Elevator for MqDeadline {
                 PRIO_NAMES[p]
             );
             assert_eq!(
-                st.queued(p, true),
+                st.summed(p),
                 pp.nr_queued,
                 "{}: per-Ctx counters disagree",
                 PRIO_NAMES[p]

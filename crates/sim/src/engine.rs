@@ -335,8 +335,9 @@ pub struct Sim {
     log: Arc<OpLog>,
     dcost: DriverCost,
     elv: ElvCost,
-    /// Extra per dispatched request: mq-deadline's per-CPU sums (seed 002), when enabled.
-    dispatch_extra_ns: u64,
+    /// mq-deadline's per-CPU sums (seed 002) are on: charge each summing pass it reports.
+    track_sum_passes: bool,
+    sum_passes: u64,
     cpus: Vec<Cpu>,
     jobs: Vec<JobRun>,
     irq_cpu: Vec<u16>,
@@ -425,11 +426,7 @@ impl Sim {
             .elevator()
             .and_then(|e| e.tunables().show("queued_sum").ok())
             .unwrap_or(0);
-        let dispatch_extra_ns = if queued_sum != 0 {
-            cfg.nr_cpus as u64 * cfg.cost.percpu_line_ns
-        } else {
-            0
-        };
+        let track_sum_passes = queued_sum != 0;
         let nr_ctx = cfg.nr_cpus as usize;
         let mut irq_cpu = vec![u16::MAX; nr_hw as usize];
         for c in 0..cfg.nr_cpus {
@@ -497,7 +494,8 @@ impl Sim {
         Ok(Sim {
             dcost: driver.cost(),
             elv,
-            dispatch_extra_ns,
+            track_sum_passes,
+            sum_passes: 0,
             locks: (0..nr_locks).map(|_| LockState::new()).collect(),
             nr_hw: nr_hw as usize,
             nr_ctx,
@@ -574,7 +572,9 @@ impl Sim {
             let t = self.jobs[j].def.start_at.0;
             self.push(t, Ev::Start(j as u32));
         }
-        let stall_after = self.cfg.timeout.0.saturating_mul(3).max(1_000_000_000);
+        // A slow disk with a long queue can go seconds between completions; the kernel's own
+        // timeout (30 s by default) is the real bound.
+        let stall_after = self.cfg.timeout.0.saturating_mul(3).max(10_000_000_000);
         while let Some(Reverse((t, _, ev))) = self.heap.pop() {
             debug_assert!(t >= self.now, "time went backwards");
             self.now = t;
@@ -693,7 +693,15 @@ impl Sim {
 
     fn charge(&mut self, c: u16, t: u64, ns: u64, lock: Option<usize>) -> u64 {
         match lock {
-            Some(l) => self.locks[l].acquire(c, t, ns, &self.cfg.cost),
+            Some(l) => {
+                let hw_lock = l > self.nr_hw + self.nr_ctx;
+                let waiter = if hw_lock && self.dcost.lock_waiter_ns > 0 {
+                    self.dcost.lock_waiter_ns
+                } else {
+                    self.cfg.cost.waiter_ns
+                };
+                self.locks[l].acquire(c, t, ns, self.now, &self.cfg.cost, waiter)
+            }
             None => t + ns,
         }
     }
@@ -712,6 +720,53 @@ impl Sim {
         self.log.drain_into(&mut steps);
         self.driver.take_staged(&mut self.staged);
         let has_elv = self.queue.elevator().is_some();
+        // Per-CPU summing passes (one counter line per CPU each) are spread over the
+        // operation's scheduler steps, all under the scheduler's dispatch lock.
+        let mut sum_extra = 0u64;
+        let mut sum_steps = 0u64;
+        if self.track_sum_passes {
+            let passes = self.elv_sum_passes();
+            let delta = passes - self.sum_passes;
+            self.sum_passes = passes;
+            sum_extra = delta * self.nr_ctx as u64 * self.cfg.cost.percpu_line_ns;
+            sum_steps = steps
+                .iter()
+                .filter(|s| {
+                    matches!(s, Step::Core(e) if e.action == TraceAction::Run
+                        || (e.action == TraceAction::Issue && e.sched))
+                })
+                .count() as u64;
+            if sum_steps == 0 && sum_extra > 0 {
+                let l = self.lock_of(self.elv.dispatch_lock, CtxIdx(c), None);
+                let end = self.charge(c, start, sum_extra, l);
+                return self.op_steps(c, end, steps, has_elv, 0);
+            }
+        }
+        let per_step = sum_extra.checked_div(sum_steps).unwrap_or(0);
+        self.op_steps(c, start, steps, has_elv, per_step)
+    }
+
+    fn elv_sum_passes(&self) -> u64 {
+        self.queue
+            .elevator()
+            .and_then(|e| {
+                e.stats()
+                    .into_iter()
+                    .find(|(k, _)| *k == "queued_sum_passes")
+                    .map(|(_, v)| v)
+            })
+            .unwrap_or(0)
+    }
+
+    /// Charges an operation's steps from `start`; see [`Sim::op`].
+    fn op_steps(
+        &mut self,
+        c: u16,
+        start: u64,
+        steps: Vec<Step>,
+        has_elv: bool,
+        sum_per_step: u64,
+    ) -> u64 {
         let mut cur = start;
         let mut completions = 0u32;
         self.wake_list.clear();
@@ -733,11 +788,11 @@ impl Sim {
                             (base, self.lock_of(LockScope::Ctx, ev.ctx, ev.hctx))
                         }
                         TraceAction::Run if has_elv => (
-                            base + self.elv.probe_ns,
+                            base + self.elv.probe_ns + sum_per_step,
                             self.lock_of(self.elv.dispatch_lock, ev.ctx, ev.hctx),
                         ),
                         TraceAction::Issue if ev.sched => (
-                            base + self.elv.dispatch_ns + self.dispatch_extra_ns,
+                            base + self.elv.dispatch_ns + sum_per_step,
                             self.lock_of(self.elv.dispatch_lock, ev.ctx, ev.hctx),
                         ),
                         TraceAction::Complete => {

@@ -35,6 +35,26 @@ fn pick_device(rng: &mut SimRng) -> DeviceSpec {
             rng.pick(&[0u64, 1_000, 10_000, 100_000]).to_string(),
         ));
         params.push(("size".into(), "256m".into()));
+    } else if model == "raid" {
+        // Few queues and a small host limit: the budget path gets exercised and the
+        // per-event checks stay cheap.
+        params.push(("submit_queues".into(), rng.range(1, 8).to_string()));
+        params.push(("queue_depth".into(), rng.pick(&[1u64, 4, 32]).to_string()));
+        params.push(("can_queue".into(), rng.pick(&[1u64, 2, 16, 64]).to_string()));
+        params.push(("ncq".into(), rng.pick(&[1u64, 4, 32]).to_string()));
+    } else if model == "hdd" {
+        params.push(("ncq".into(), rng.pick(&[1u64, 32]).to_string()));
+        params.push(("write_cache".into(), rng.below(2).to_string()));
+    } else if model == "ssd" {
+        params.push(("queueing".into(), rng.below(2).to_string()));
+        params.push(("queue_depth".into(), rng.pick(&[1u64, 8, 128]).to_string()));
+        params.push(("hw_queues".into(), rng.range(1, 4).to_string()));
+        params.push(("wbuf_mb".into(), rng.pick(&[1u64, 64]).to_string()));
+    } else if model == "emmc" {
+        params.push(("async_prep".into(), rng.below(2).to_string()));
+    } else if model == "virtio" {
+        params.push(("num_queues".into(), rng.range(1, 4).to_string()));
+        params.push(("queue_size".into(), rng.pick(&[2u64, 16, 128]).to_string()));
     }
     DeviceSpec {
         model: model.to_string(),

@@ -139,7 +139,7 @@ fn lost_commands_end_with_timeouts_and_nothing_leaks() {
 fn fuzz_seeds_pass() {
     // A slice of the fuzzer in the test suite; `mqblk sim --fuzz --runs N` runs more.
     let mut failures = Vec::new();
-    for seed in 0..300u64 {
+    for seed in 0..2000u64 {
         let o = mqblk_sim::fuzz::run_one(seed, None);
         if let Err(e) = &o.result {
             failures.push(format!("seed {seed}: {e}\n  {}\n{}", o.summary, o.dump));

@@ -10,7 +10,12 @@
 //! seeds). Randomness (seek jitter, program-time variation) comes from the [`SimRng`] it was
 //! built with, so runs are reproducible.
 
+pub mod emmc;
+pub mod hdd;
 pub mod null;
+pub mod raid;
+pub mod ssd;
+pub mod virtio;
 
 pub use null::NullModel;
 
@@ -57,6 +62,10 @@ pub struct DriverCost {
     /// Interrupt entry and completion handling per interrupt, in ns.
     pub irq_ns: u64,
     pub hw_lock: bool,
+    /// Extra hand-off delay per CPU waiting on that lock (0: the cost table's `waiter_ns`).
+    /// In a VM a spinning vCPU is trapped by pause-loop exiting and rescheduled, so each
+    /// waiter costs microseconds, not a cache miss.
+    pub lock_waiter_ns: u64,
 }
 
 impl Default for DriverCost {
@@ -66,6 +75,7 @@ impl Default for DriverCost {
             doorbell_ns: 50,
             irq_ns: 500,
             hw_lock: false,
+            lock_waiter_ns: 0,
         }
     }
 }
@@ -216,13 +226,18 @@ fn parse_u64(v: &str) -> Option<u64> {
 }
 
 /// The names `build` accepts.
-pub const MODELS: &[&str] = &["null"];
+pub const MODELS: &[&str] = &["null", "hdd", "ssd", "emmc", "virtio", "raid"];
 
 /// Builds a model from its spec, with `rng` for its random choices.
 pub fn build(spec: &DeviceSpec, rng: SimRng) -> Result<Box<dyn DeviceModel>, String> {
     let mut p = Params::new(spec);
     let model: Box<dyn DeviceModel> = match spec.model.as_str() {
         "null" => Box::new(NullModel::from_params(&mut p, rng)?),
+        "hdd" => Box::new(hdd::HddModel::from_params(&mut p, rng)?),
+        "ssd" => Box::new(ssd::SsdModel::from_params(&mut p, rng)?),
+        "emmc" => Box::new(emmc::EmmcModel::from_params(&mut p, rng)?),
+        "virtio" => Box::new(virtio::VirtioModel::from_params(&mut p, rng)?),
+        "raid" => Box::new(raid::RaidModel::from_params(&mut p, rng)?),
         other => {
             return Err(format!(
                 "device: unknown model '{other}' (known: {})",

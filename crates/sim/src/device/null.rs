@@ -78,6 +78,7 @@ impl DeviceModel for NullModel {
             doorbell_ns: 0,
             irq_ns: 100,
             hw_lock: false,
+            lock_waiter_ns: 0,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

@@ -29,7 +29,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 scheduler: "none".into(),
                 ..SimConfig::default()
             };
-            let js = randread_jobs(jobs, 4, 4096, 64, 8 << 30, runtime, o.seed);
+            let mut js = randread_jobs(jobs, 4, 4096, 64, 8 << 30, runtime, o.seed);
+            // The guest's scheduler spreads the fio jobs over the vCPUs.
+            for (i, j) in js.iter_mut().enumerate() {
+                j.cpu = (i as u32 * 4 / jobs) as u16;
+            }
             let r = run_sim(cfg, js)?;
             by_q[qi] = iops(&r);
         }

@@ -1,0 +1,67 @@
+//! The seed scenarios in their quick form: each runs, prints the same bytes for the same
+//! seed, and (where the model reproduces it) points the way the seed's result does.
+
+use mqblk_sim::scenario::{find, ScenarioOpts, SCENARIOS};
+
+fn quick(name: &str, seed: u64) -> mqblk_sim::scenario::ScenarioReport {
+    let sc = find(name).expect("scenario exists");
+    (sc.run)(&ScenarioOpts {
+        seed,
+        quick: true,
+        schedulers: Vec::new(),
+    })
+    .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn every_scenario_is_reproducible() {
+    for sc in SCENARIOS {
+        let a = quick(sc.name, 5);
+        let b = quick(sc.name, 5);
+        assert_eq!(a.table, b.table, "{}: same seed, different table", sc.name);
+        assert_eq!(a.svg, b.svg, "{}: same seed, different chart", sc.name);
+        assert!(a.svg.starts_with("<svg") && a.svg.contains("polyline"));
+    }
+}
+
+#[test]
+fn seed_002_o1_counter_beats_per_cpu_sums() {
+    let r = quick("deadline-nr-queued", 1);
+    assert!(r.direction_holds, "{}\n{}", r.table, r.comparison);
+    let before = r.json["before_iops"].as_f64().unwrap();
+    let after = r.json["after_iops"].as_f64().unwrap();
+    // The seed: 1.41 and 1.50. The model should land in the same region.
+    let ratio = after / before;
+    assert!(
+        (1.2..2.0).contains(&ratio),
+        "after/before {ratio:.2}\n{}",
+        r.table
+    );
+}
+
+#[test]
+fn seed_003_two_virtqueues_win_more_at_four_jobs() {
+    let r = quick("virtio-multi-vq", 1);
+    assert!(r.direction_holds, "{}\n{}", r.table, r.comparison);
+}
+
+#[test]
+fn seed_001_async_pre_post_and_blk_mq_keep_dd_speed() {
+    let r = quick("mmc-blk-mq", 1);
+    assert!(r.direction_holds, "{}\n{}", r.table, r.comparison);
+    let rows = r.json["rows"].as_array().unwrap();
+    for row in rows {
+        let mbs = row["dd_mbs"].as_f64().unwrap();
+        // Seed 001: 19.6 to 22.7 MB/s across its configurations.
+        assert!((17.0..26.0).contains(&mbs), "{row}");
+    }
+}
+
+#[test]
+fn seed_000_runs_all_three_modes() {
+    let r = quick("single-hctx-dispatch", 1);
+    for mode in ["MQ", "SQ", "MQ-patched"] {
+        assert!(r.table.contains(mode), "{}", r.table);
+    }
+    assert!(!r.json["rows"].as_array().unwrap().is_empty());
+}
