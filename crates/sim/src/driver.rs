@@ -46,27 +46,32 @@ pub struct CoreStep {
 }
 
 /// The operation log: the tracer the queue reports to, shared with the driver.
+///
+/// The steps go to a thread-local list rather than a locked one: a simulation runs on one
+/// thread from start to end, and this sits on the hot path (several steps per request).
+/// Each `Sim` drains the list after every operation, so simulations on different threads
+/// (the test harness runs several) never see each other's steps.
 #[derive(Default)]
 pub struct OpLog {
-    steps: Mutex<Vec<Step>>,
     /// Where events also go (the `--trace` blktrace writer).
     forward: Option<Arc<dyn Tracer>>,
 }
 
+thread_local! {
+    static STEPS: std::cell::RefCell<Vec<Step>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl OpLog {
     pub fn new(forward: Option<Arc<dyn Tracer>>) -> OpLog {
-        OpLog {
-            steps: Mutex::new(Vec::with_capacity(64)),
-            forward,
-        }
+        OpLog { forward }
     }
     fn push(&self, s: Step) {
-        self.steps.lock().push(s);
+        STEPS.with(|v| v.borrow_mut().push(s));
     }
-    /// Moves the steps logged so far into `out` (cleared first).
+    /// Moves the steps logged so far on this thread into `out` (cleared first).
     pub fn drain_into(&self, out: &mut Vec<Step>) {
         out.clear();
-        std::mem::swap(&mut *self.steps.lock(), out);
+        STEPS.with(|v| std::mem::swap(&mut *v.borrow_mut(), out));
     }
 }
 
@@ -214,18 +219,27 @@ impl SimDriver {
         std::mem::swap(&mut self.st.lock().staged, out);
     }
 
-    /// A command reaches the device (its doorbell rang at `now`).
-    pub fn submit_to_model(&self, hw: u16, cmd: Cmd, now: Nanos) {
-        self.st.lock().model.submit(hw, cmd, now);
+    /// A command reaches the device (its doorbell rang at `now`). Returns the model's next
+    /// event.
+    pub fn submit_to_model(&self, hw: u16, cmd: Cmd, now: Nanos) -> Option<Nanos> {
+        let mut st = self.st.lock();
+        st.model.submit(hw, cmd, now);
+        st.model.next_event()
     }
 
     pub fn model_next_event(&self) -> Option<Nanos> {
         self.st.lock().model.next_event()
     }
 
-    /// Lets the model run to `now` and raises an interrupt for each finished command.
-    /// Returns the hardware queues that got one, each once, in order.
-    pub fn advance(&self, now: Nanos, scratch: &mut Vec<DevCompletion>, hws: &mut Vec<u16>) {
+    /// Lets the model run to `now` and raises an interrupt for each finished command; the
+    /// hardware queues that got one land in `hws`, each once, in order. Returns the model's
+    /// next event.
+    pub fn advance(
+        &self,
+        now: Nanos,
+        scratch: &mut Vec<DevCompletion>,
+        hws: &mut Vec<u16>,
+    ) -> Option<Nanos> {
         let mut st = self.st.lock();
         scratch.clear();
         hws.clear();
@@ -256,6 +270,7 @@ impl SimDriver {
                 hws.push(c.hw);
             }
         }
+        st.model.next_event()
     }
 
     /// A human dump of the driver for failure reports.

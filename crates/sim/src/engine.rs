@@ -545,8 +545,8 @@ impl Sim {
         }
     }
 
-    fn arm_dev(&mut self) {
-        if let Some(t) = self.driver.model_next_event() {
+    fn arm_dev(&mut self, next: Option<Nanos>) {
+        if let Some(t) = next {
             let t = t.0.max(self.now);
             if self.dev_armed.is_none_or(|a| a > t) {
                 self.dev_armed = Some(t);
@@ -568,6 +568,9 @@ impl Sim {
     /// Runs the simulation to the end and checks it. Core assertion failures panic; callers
     /// that want to survive them (the fuzzer) run this under `catch_unwind`.
     pub fn run(mut self) -> Result<SimResult, SimError> {
+        // A simulation that panicked on this thread may have left steps behind.
+        self.log.drain_into(&mut self.steps);
+        self.steps.clear();
         for j in 0..self.jobs.len() {
             let t = self.jobs[j].def.start_at.0;
             self.push(t, Ev::Start(j as u32));
@@ -613,8 +616,8 @@ impl Sim {
                         .expect("a command arrived twice");
                     self.transit_free.push(staged);
                     debug_assert_eq!((s.hw, s.cmd.id), (hw, id));
-                    self.driver.submit_to_model(hw, s.cmd, Nanos(t));
-                    self.arm_dev();
+                    let next = self.driver.submit_to_model(hw, s.cmd, Nanos(t));
+                    self.arm_dev(next);
                 }
                 Ev::Dev => {
                     if self.dev_armed != Some(t) {
@@ -665,7 +668,7 @@ impl Sim {
             std::mem::take(&mut self.dev_scratch),
             std::mem::take(&mut self.hw_scratch),
         );
-        self.driver.advance(Nanos(t), &mut scratch, &mut hws);
+        let next = self.driver.advance(Nanos(t), &mut scratch, &mut hws);
         for &hw in &hws {
             let c = self.irq_cpu[hw as usize];
             self.cpus[c as usize].irqs += 1;
@@ -673,7 +676,7 @@ impl Sim {
         }
         self.dev_scratch = scratch;
         self.hw_scratch = hws;
-        self.arm_dev();
+        self.arm_dev(next);
     }
 
     fn lock_of(&self, scope: LockScope, ctx: CtxIdx, hctx: Option<HctxIdx>) -> Option<usize> {
