@@ -1,0 +1,127 @@
+//! `mqblk sim` and `mqblk scenario` as a user runs them.
+
+use std::process::{Command, Output};
+
+fn mqblk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(args)
+        .output()
+        .expect("running mqblk")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+#[test]
+fn sim_prints_the_same_bytes_for_the_same_seed() {
+    let args = [
+        "sim",
+        "--device=hdd,ncq=32",
+        "--seed=7",
+        "--ioscheduler=mq-deadline",
+        "--rw=randrw",
+        "--bs=4k",
+        "--iodepth=16",
+        "--runtime=500ms",
+        "--time_based",
+        "--name=mix",
+    ];
+    let a = mqblk(&args);
+    let b = mqblk(&args);
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert_eq!(text(&a.stdout), text(&b.stdout));
+    let out = text(&a.stdout);
+    for needle in [
+        "mix: (groupid=0",
+        "read: IOPS=",
+        "write: IOPS=",
+        "virtual time",
+        "locks:",
+        "seeks=",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?}:\n{out}");
+    }
+    assert!(text(&a.stderr).contains("simulated requests per host second"));
+    let c = mqblk(&[&args[..2], &["--seed=8"], &args[3..]].concat());
+    assert_ne!(
+        text(&a.stdout),
+        text(&c.stdout),
+        "another seed, another run"
+    );
+}
+
+#[test]
+fn sim_json_has_the_simulator_section() {
+    let o = mqblk(&[
+        "sim",
+        "--device=ssd",
+        "--cpus=2",
+        "--numjobs=2",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=32",
+        "--runtime=20ms",
+        "--time_based",
+        "--name=j",
+        "--output-format=json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
+    assert!(v["mqblk_sim"]["requests"].as_u64().unwrap() > 1000);
+    assert!(v["jobs"][0]["read"]["iops"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn bad_sim_input_is_one_line() {
+    for (args, needle) in [
+        (vec!["sim", "--device=hdd,rpm=zero"], "rpm"),
+        (vec!["sim", "--device=tape"], "unknown model 'tape'"),
+        (vec!["sim", "--cpus=0"], "--cpus"),
+        (vec!["sim", "--cost=bogus_ns=1"], "unknown cost 'bogus_ns'"),
+        (
+            vec!["sim", "--cpus=2", "--cpus_allowed=5", "--name=x"],
+            "cpus_allowed",
+        ),
+        (vec!["sim", "--ioscheduler=fifo", "--name=x"], "fifo"),
+        (vec!["scenario", "nope"], "unknown scenario 'nope'"),
+    ] {
+        let o = mqblk(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line, got:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn fuzz_mode_reports_runs() {
+    let o = mqblk(&["sim", "--fuzz", "--seed=40", "--runs=30"]);
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stdout).contains("30 runs from seed 40, 0 failed"));
+}
+
+#[test]
+fn scenario_quick_writes_table_and_chart() {
+    let svg = std::env::temp_dir().join(format!("mqblk-scenario-{}.svg", std::process::id()));
+    let o = mqblk(&[
+        "scenario",
+        "virtio-multi-vq",
+        "--quick",
+        &format!("--svg={}", svg.display()),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("2q/1q") && out.contains("seed 2q"), "{out}");
+    assert!(out.contains("direction of the seed's result: holds"));
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg"));
+    let _ = std::fs::remove_file(svg);
+    let l = mqblk(&["scenario", "list"]);
+    assert!(text(&l.stdout).lines().count() >= 4);
+}
