@@ -25,6 +25,8 @@ sim options:
   --fuzz             random configurations from consecutive seeds, invariants checked after
                      every event; prints `reproduce with:` for each failure
   --runs=N           fuzz runs (default 1000)
+  --plant=BUG:N      with --fuzz: plant a bug to see the checker catch it
+                     (drop-completion:N or double-completion:N, the Nth completion)
   -v                 with --fuzz: print the state dump of failures
 ";
 
@@ -48,6 +50,7 @@ struct SimArgs {
     fuzz: bool,
     runs: u64,
     verbose: bool,
+    plant: Option<mqblk_sim::driver::Plant>,
     rest: Vec<String>,
 }
 
@@ -66,6 +69,7 @@ fn split_args(args: &[String]) -> Result<SimArgs, String> {
         fuzz: false,
         runs: 1000,
         verbose: false,
+        plant: None,
         rest: Vec::new(),
     };
     let mut i = 0;
@@ -77,7 +81,7 @@ fn split_args(args: &[String]) -> Result<SimArgs, String> {
         };
         let takes_value = matches!(
             flag,
-            "--device" | "--cpus" | "--seed" | "--cost" | "--check-every" | "--runs"
+            "--device" | "--cpus" | "--seed" | "--cost" | "--check-every" | "--runs" | "--plant"
         );
         let value = if takes_value {
             match inline {
@@ -106,6 +110,20 @@ fn split_args(args: &[String]) -> Result<SimArgs, String> {
             "--check-every" => a.check_every = parse_num(flag, &value)?,
             "--runs" => a.runs = parse_num(flag, &value)?,
             "--fuzz" => a.fuzz = true,
+            "--plant" => {
+                use mqblk_sim::driver::Plant;
+                let (bug, n) = value
+                    .split_once(':')
+                    .ok_or_else(|| format!("--plant={value}: expected BUG:N"))?;
+                let n: u64 = parse_num("--plant", n)?;
+                a.plant = Some(match bug {
+                    "drop-completion" => Plant::DropCompletion(n),
+                    "double-completion" => Plant::DoubleCompletion(n),
+                    _ => return Err(format!(
+                        "--plant={value}: unknown bug '{bug}' (drop-completion, double-completion)"
+                    )),
+                });
+            }
             "-v" | "--verbose" => a.verbose = true,
             _ => a.rest.push(arg.clone()),
         }
@@ -148,7 +166,7 @@ fn run(args: &[String]) -> Result<i32, String> {
                 a.rest[0]
             ));
         }
-        return Ok(run_fuzz(a.seed, a.runs, a.verbose));
+        return Ok(run_fuzz(a.seed, a.runs, a.verbose, a.plant));
     }
     let mut cl = parse_command_line(&a.rest).map_err(|e| e.to_string())?;
     if cl.jobs.is_empty() {
@@ -328,12 +346,15 @@ fn sim_json(r: &SimResult) -> serde_json::Value {
     })
 }
 
-fn run_fuzz(first: u64, runs: u64, verbose: bool) -> i32 {
+fn run_fuzz(first: u64, runs: u64, verbose: bool, plant: Option<mqblk_sim::driver::Plant>) -> i32 {
+    // A core assertion that fires is reported as this run's failure, with its message; the
+    // default hook would print it (and a backtrace) a second time.
+    std::panic::set_hook(Box::new(|_| {}));
     let host = Instant::now();
     let mut failed = 0u64;
     let mut requests = 0u64;
     for seed in first..first.saturating_add(runs) {
-        let o = fuzz::run_one(seed, None);
+        let o = fuzz::run_one(seed, plant);
         match &o.result {
             Ok(r) => requests += r.completed,
             Err(e) => {
@@ -343,7 +364,16 @@ fn run_fuzz(first: u64, runs: u64, verbose: bool) -> i32 {
                 if verbose && !o.dump.is_empty() {
                     println!("{}", o.dump);
                 }
-                println!("reproduce with: mqblk sim --seed {seed} --fuzz --runs 1 -v");
+                let p = match plant {
+                    Some(mqblk_sim::driver::Plant::DropCompletion(n)) => {
+                        format!(" --plant=drop-completion:{n}")
+                    }
+                    Some(mqblk_sim::driver::Plant::DoubleCompletion(n)) => {
+                        format!(" --plant=double-completion:{n}")
+                    }
+                    None => String::new(),
+                };
+                println!("reproduce with: mqblk sim --seed {seed} --fuzz --runs 1{p} -v");
             }
         }
         let done = seed - first + 1;

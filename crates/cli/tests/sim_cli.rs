@@ -125,3 +125,32 @@ fn scenario_quick_writes_table_and_chart() {
     let l = mqblk(&["scenario", "list"]);
     assert!(text(&l.stdout).lines().count() >= 4);
 }
+
+#[test]
+fn a_planted_bug_is_caught_with_a_reproduce_line() {
+    let o = mqblk(&[
+        "sim",
+        "--fuzz",
+        "--seed=3",
+        "--runs=2",
+        "--plant=double-completion:5",
+    ]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("FAILED"), "{out}");
+    assert!(
+        out.contains(
+            "reproduce with: mqblk sim --seed 3 --fuzz --runs 1 --plant=double-completion:5 -v"
+        ),
+        "{out}"
+    );
+    let again = mqblk(&[
+        "sim",
+        "--fuzz",
+        "--seed=3",
+        "--runs=1",
+        "--plant=double-completion:5",
+        "-v",
+    ]);
+    assert!(text(&again.stdout).contains("seed 3: FAILED"));
+}
