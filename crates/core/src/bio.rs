@@ -121,11 +121,26 @@ impl IoPrio {
 #[repr(C, align(4096))]
 pub struct Page(pub [u8; 4096]);
 
+/// Where a pooled buffer's pages go back to when the buffer is dropped.
+///
+/// A driver that registers memory with a device (io_uring's registered buffers) must keep
+/// that memory alive for as long as it is registered, yet the memory travels inside bios it
+/// does not own. A pool hands out [`IoBuf`]s whose pages come from it and return to it on
+/// drop instead of being freed, so registered memory is only ever freed by the pool itself.
+pub trait BufHome: Send + Sync {
+    /// Takes back the pages of a dropped buffer.
+    fn give_back(&self, pages: Vec<Page>);
+}
+
 /// A page-aligned data buffer. Its length need not be a multiple of the page size.
-#[derive(Clone)]
+///
+/// The pages are one heap allocation that does not move when the buffer moves. A buffer may
+/// come from a pool ([`IoBuf::pooled`]): its pages then go back to the pool when it is dropped,
+/// and a clone is an ordinary buffer with pages of its own.
 pub struct IoBuf {
     pages: Vec<Page>,
     len: usize,
+    home: Option<std::sync::Arc<dyn BufHome>>,
 }
 
 impl IoBuf {
@@ -135,7 +150,25 @@ impl IoBuf {
         IoBuf {
             pages: vec![bytemuck::Zeroable::zeroed(); nr_pages],
             len,
+            home: None,
         }
+    }
+    /// A buffer over pages that belong to `home`, which gets them back on drop.
+    pub fn pooled(pages: Vec<Page>, len: usize, home: std::sync::Arc<dyn BufHome>) -> IoBuf {
+        assert!(
+            len <= pages.len() * 4096,
+            "pooled buffer of {len} bytes over {} pages",
+            pages.len()
+        );
+        IoBuf {
+            pages,
+            len,
+            home: Some(home),
+        }
+    }
+    /// True when the pages came from a pool and will go back to it.
+    pub fn is_pooled(&self) -> bool {
+        self.home.is_some()
     }
     pub fn len(&self) -> usize {
         self.len
@@ -147,11 +180,21 @@ impl IoBuf {
     pub fn capacity(&self) -> usize {
         self.pages.len() * 4096
     }
-    /// Changes the length within the capacity, growing the allocation if needed.
+    /// Changes the length within the capacity, growing the allocation if needed. A pooled
+    /// buffer that has to grow first gives its pages back and becomes an ordinary buffer, so
+    /// the pool's memory is never reallocated behind its back.
     pub fn set_len(&mut self, len: usize) {
         let nr_pages = len.div_ceil(4096).max(1);
         if nr_pages > self.pages.len() {
-            self.pages.resize(nr_pages, bytemuck::Zeroable::zeroed());
+            if let Some(home) = self.home.take() {
+                let mut fresh: Vec<Page> = vec![bytemuck::Zeroable::zeroed(); nr_pages];
+                let n = self.len.min(len);
+                bytemuck::cast_slice_mut::<Page, u8>(&mut fresh)[..n]
+                    .copy_from_slice(&self.as_slice()[..n]);
+                home.give_back(std::mem::replace(&mut self.pages, fresh));
+            } else {
+                self.pages.resize(nr_pages, bytemuck::Zeroable::zeroed());
+            }
         }
         self.len = len;
     }
@@ -160,6 +203,24 @@ impl IoBuf {
     }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut::<Page, u8>(&mut self.pages)[..self.len]
+    }
+}
+
+impl Clone for IoBuf {
+    fn clone(&self) -> IoBuf {
+        IoBuf {
+            pages: self.pages.clone(),
+            len: self.len,
+            home: None,
+        }
+    }
+}
+
+impl Drop for IoBuf {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.take() {
+            home.give_back(std::mem::take(&mut self.pages));
+        }
     }
 }
 

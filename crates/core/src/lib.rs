@@ -25,7 +25,9 @@ pub mod tag;
 pub mod time;
 pub mod trace;
 
-pub use bio::{Bio, IoBuf, IoPrio, IoPrioClass, ReqFlags, ReqOp, SECTOR_SHIFT, SECTOR_SIZE};
+pub use bio::{
+    Bio, BufHome, IoBuf, IoPrio, IoPrioClass, Page, ReqFlags, ReqOp, SECTOR_SHIFT, SECTOR_SIZE,
+};
 pub use cpumap::{HctxType, QueueMap};
 pub use ctx::Ctx;
 pub use driver::{CompletionBatch, Driver, EhReturn};

@@ -4,4 +4,7 @@ pub mod null;
 pub mod uring;
 
 pub use null::{FaultConfig, FaultSpec, IrqMode, NullConfig, NullDevice, NullError};
-pub use uring::{errno_to_status, BackingKind, UringConfig, UringDevice, UringError};
+pub use uring::{
+    errno_to_status, BackingKind, FixedPool, UringConfig, UringDevice, UringError,
+    MAX_FIXED_BUFFERS,
+};

@@ -22,7 +22,14 @@
 //!    CQE of the request was reaped. What remains the caller's duty: not to drop a
 //!    `RequestQueue` while requests are in flight (it frees its request table before its
 //!    driver). `Drop for Ring` still waits for the kernel, to keep that window short.
+//! 4. **Registered buffers stay allocated while registered.** A ring registers the buffers
+//!    of its device's [`super::pool::FixedPool`] and holds the pool (`Ring::fixed`, declared
+//!    after `uring` so the ring is closed, which unregisters them, before the pool can go).
+//!    The pool's memory is freed only when the pool is dropped: lent buffers return their
+//!    pages to it (`BufHome`), never free them. A fixed submission names buffer `i` only when
+//!    its whole range lies inside buffer `i` (`PoolInner::index_of`).
 
+use super::pool::PoolInner;
 use super::tracker::{Op, OpKind, Tracker};
 use io_uring::{opcode, register::Probe, squeue, types, IoUring};
 use mqblk_core::CompletionBatch;
@@ -48,6 +55,8 @@ pub(crate) const OP_READ: (u8, &str) = (opcode::Read::CODE, "IORING_OP_READ");
 pub(crate) const OP_WRITE: (u8, &str) = (opcode::Write::CODE, "IORING_OP_WRITE");
 pub(crate) const OP_FSYNC: (u8, &str) = (opcode::Fsync::CODE, "IORING_OP_FSYNC");
 pub(crate) const OP_FALLOCATE: (u8, &str) = (opcode::Fallocate::CODE, "IORING_OP_FALLOCATE");
+pub(crate) const OP_READ_FIXED: (u8, &str) = (opcode::ReadFixed::CODE, "IORING_OP_READ_FIXED");
+pub(crate) const OP_WRITE_FIXED: (u8, &str) = (opcode::WriteFixed::CODE, "IORING_OP_WRITE_FIXED");
 
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct RingConfig {
@@ -65,6 +74,9 @@ pub(crate) struct Ring {
     pub(crate) tracker: Tracker,
     sq_entries: usize,
     cq_entries: usize,
+    /// The registered buffers, kept alive for as long as the ring (clause 4). Declared after
+    /// `uring`, so it is dropped after the ring is closed.
+    fixed: Option<Arc<PoolInner>>,
 }
 
 impl Ring {
@@ -96,7 +108,26 @@ impl Ring {
             tracker: Tracker::new(nr_tags),
             sq_entries,
             cq_entries,
+            fixed: None,
         })
+    }
+
+    /// Registers the pool's buffers with this ring (`IORING_REGISTER_BUFFERS`).
+    pub(crate) fn register_buffers(&mut self, pool: &Arc<PoolInner>) -> io::Result<()> {
+        let iovecs: Vec<libc::iovec> = pool
+            .regions()
+            .iter()
+            .map(|&(addr, len)| libc::iovec {
+                iov_base: std::ptr::with_exposed_provenance_mut(addr),
+                iov_len: len,
+            })
+            .collect();
+        // SAFETY: each iovec spans one buffer of the pool, allocated and not freed for as
+        // long as the pool lives; this ring keeps the pool alive (`self.fixed`, dropped after
+        // `self.uring`) so the memory outlives the registration (clause 4).
+        unsafe { self.uring.submitter().register_buffers(&iovecs) }?;
+        self.fixed = Some(pool.clone());
+        Ok(())
     }
 
     /// The first of `ops` the kernel does not support, if any (`IORING_REGISTER_PROBE`).
@@ -140,8 +171,9 @@ impl Ring {
             // the ring outlives every submission (clause 2); `op.addr..op.addr + op.len` lies
             // inside the `IoBuf` of a bio of the request the tracker holds under this tag,
             // which stays allocated and untouched until the tracker reports that request
-            // complete, after this submission's CQE (clause 3). Ops without data carry no
-            // address.
+            // complete, after this submission's CQE (clause 3); a fixed op's range lies inside
+            // the registered buffer it names, registered with this ring (clause 4). Ops
+            // without data carry no address.
             if unsafe { sq.push(&entry) }.is_err() {
                 break;
             }
@@ -237,18 +269,33 @@ fn entry(fd: types::Fd, op: &Op) -> squeue::Entry {
         || u32::try_from(op.len).expect("uring: reads and writes over 4 GiB are refused at issue");
     let keep = libc::FALLOC_FL_KEEP_SIZE;
     let e = match op.kind {
-        OpKind::Read => {
-            opcode::Read::new(fd, std::ptr::with_exposed_provenance_mut(op.addr), rw_len())
+        OpKind::Read => match op.buf_index {
+            Some(i) => opcode::ReadFixed::new(
+                fd,
+                std::ptr::with_exposed_provenance_mut(op.addr),
+                rw_len(),
+                i,
+            )
+            .offset(op.offset)
+            .rw_flags(op.rw_flags)
+            .build(),
+            None => opcode::Read::new(fd, std::ptr::with_exposed_provenance_mut(op.addr), rw_len())
                 .offset(op.offset)
                 .rw_flags(op.rw_flags)
-                .build()
-        }
-        OpKind::Write => {
-            opcode::Write::new(fd, std::ptr::with_exposed_provenance(op.addr), rw_len())
+                .build(),
+        },
+        OpKind::Write => match op.buf_index {
+            Some(i) => {
+                opcode::WriteFixed::new(fd, std::ptr::with_exposed_provenance(op.addr), rw_len(), i)
+                    .offset(op.offset)
+                    .rw_flags(op.rw_flags)
+                    .build()
+            }
+            None => opcode::Write::new(fd, std::ptr::with_exposed_provenance(op.addr), rw_len())
                 .offset(op.offset)
                 .rw_flags(op.rw_flags)
-                .build()
-        }
+                .build(),
+        },
         OpKind::Fsync => opcode::Fsync::new(fd)
             .flags(types::FsyncFlags::DATASYNC)
             .build(),

@@ -26,7 +26,10 @@
 
 #[allow(unsafe_code)]
 mod engine;
+mod pool;
 mod tracker;
+
+pub use pool::{FixedPool, MAX_FIXED_BUFFERS};
 
 use crossbeam_utils::CachePadded;
 use engine::{Ring, RingConfig};
@@ -40,6 +43,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
 use tracker::{FlushPlan, OpKind, SegSpec, Tracker};
@@ -86,9 +90,15 @@ pub struct UringConfig {
     /// does; only the first `size_bytes` are used. Block device: use the first `size_bytes`
     /// (it must not exceed the device). `None`: the whole file or device.
     pub size_bytes: Option<u64>,
-    /// Registered buffers (`IORING_OP_READ_FIXED`). Not supported yet: setting it is an
-    /// error rather than silently ignored.
+    /// Registered buffers (fio's `fixedbufs`): the device makes a pool of `fixed_buf_count`
+    /// buffers of `fixed_buf_size` bytes, registers it with every ring, and issues reads and
+    /// writes whose buffer comes from the pool ([`UringDevice::buf_pool`]) as
+    /// `IORING_OP_READ_FIXED`/`WRITE_FIXED`. Others go as plain reads and writes.
     pub fixed_buffers: bool,
+    /// Buffers in the pool (0: `queue_depth` per hardware queue).
+    pub fixed_buf_count: u32,
+    /// Bytes per pooled buffer.
+    pub fixed_buf_size: u32,
 }
 
 impl Default for UringConfig {
@@ -103,6 +113,8 @@ impl Default for UringConfig {
             iopoll: false,
             size_bytes: None,
             fixed_buffers: false,
+            fixed_buf_count: 0,
+            fixed_buf_size: 1 << 20,
         }
     }
 }
@@ -123,8 +135,16 @@ pub enum UringError {
     IopollNeedsDirect,
     #[error("uring: iopoll works only on block devices, and {0} is a regular file")]
     IopollNeedsBlockDevice(PathBuf),
-    #[error("uring: fixed_buffers: not supported yet")]
-    FixedBuffers,
+    #[error("uring: fixed_buf_count {0} out of range 1..={MAX_FIXED_BUFFERS}")]
+    FixedBufCount(u32),
+    #[error("uring: fixed_buf_size {0} out of range 4096..=1073741824")]
+    FixedBufSize(u32),
+    #[error("uring: registering {count} buffers of {size} bytes: {source} (raise `ulimit -l` or use fewer, smaller buffers)")]
+    Register {
+        count: u32,
+        size: u32,
+        source: io::Error,
+    },
     #[error("uring: open {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
     #[error("uring: {0} is neither a regular file nor a block device")]
@@ -186,9 +206,23 @@ impl UringConfig {
             return Err(UringError::IopollNeedsDirect);
         }
         if self.fixed_buffers {
-            return Err(UringError::FixedBuffers);
+            let count = self.fixed_buf_count();
+            if !(1..=MAX_FIXED_BUFFERS).contains(&count) {
+                return Err(UringError::FixedBufCount(count));
+            }
+            if !(4096..=1 << 30).contains(&self.fixed_buf_size) {
+                return Err(UringError::FixedBufSize(self.fixed_buf_size));
+            }
         }
         Ok(())
+    }
+
+    /// The pool size `fixed_buf_count` stands for.
+    pub fn fixed_buf_count(&self) -> u32 {
+        match self.fixed_buf_count {
+            0 => self.queue_depth.saturating_mul(self.nr_hw_queues as u32),
+            n => n,
+        }
     }
 
     /// The tag set this device wants. `BLOCKING`: `queue_rq` enters the kernel, and runs
@@ -248,6 +282,10 @@ pub struct UringDevice {
     logical_block_size: u32,
     rotational: bool,
     hctxs: Box<[CachePadded<Mutex<UringHctx>>]>,
+    pool: Option<FixedPool>,
+    /// Reads and writes issued from registered buffers, and from others.
+    fixed_ios: AtomicU64,
+    plain_ios: AtomicU64,
 }
 
 impl std::fmt::Debug for UringDevice {
@@ -354,7 +392,28 @@ impl UringDevice {
                 specs: Vec::with_capacity(MAX_SEGMENTS as usize),
             })));
         }
+        let pool = if cfg.fixed_buffers {
+            let (count, size) = (cfg.fixed_buf_count(), cfg.fixed_buf_size);
+            let pool = FixedPool::new(count, size as usize);
+            for h in hctxs.iter() {
+                h.lock()
+                    .ring
+                    .register_buffers(pool.inner())
+                    .map_err(|source| UringError::Register {
+                        count,
+                        size,
+                        source,
+                    })?;
+            }
+            Some(pool)
+        } else {
+            None
+        };
         let mut needed = vec![engine::OP_READ, engine::OP_WRITE];
+        if cfg.fixed_buffers {
+            needed.push(engine::OP_READ_FIXED);
+            needed.push(engine::OP_WRITE_FIXED);
+        }
         if !cfg.iopoll {
             needed.push(engine::OP_FSYNC);
         }
@@ -377,6 +436,9 @@ impl UringDevice {
             logical_block_size: lbs,
             rotational,
             hctxs: hctxs.into(),
+            pool,
+            fixed_ios: AtomicU64::new(0),
+            plain_ios: AtomicU64::new(0),
         }))
     }
 
@@ -421,6 +483,20 @@ impl UringDevice {
 
     pub fn config(&self) -> &UringConfig {
         &self.cfg
+    }
+
+    /// The registered buffers, with `fixed_buffers`. Reads and writes whose buffer comes
+    /// from here go to the kernel as `READ_FIXED`/`WRITE_FIXED`.
+    pub fn buf_pool(&self) -> Option<&FixedPool> {
+        self.pool.as_ref()
+    }
+
+    /// Reads and writes issued so far from registered buffers and from others.
+    pub fn fixed_stats(&self) -> (u64, u64) {
+        (
+            self.fixed_ios.load(Ordering::Relaxed),
+            self.plain_ios.load(Ordering::Relaxed),
+        )
     }
 
     pub fn path(&self) -> &Path {
@@ -512,7 +588,7 @@ impl UringDevice {
     }
 
     /// The submission of one bio, or `Invalid` for a bio this device cannot carry out.
-    fn bio_spec(op: ReqOp, fua: bool, bio: &mut Bio) -> Result<SegSpec, BlkStatus> {
+    fn bio_spec(&self, op: ReqOp, fua: bool, bio: &mut Bio) -> Result<SegSpec, BlkStatus> {
         let offset = bio.sector << SECTOR_SHIFT;
         let len = bio.bytes();
         let (kind, addr, rw_flags) = match op {
@@ -537,12 +613,25 @@ impl UringDevice {
             ReqOp::WriteZeroes => (OpKind::ZeroRange, 0, 0),
             ReqOp::Flush => (OpKind::Fsync, 0, 0),
         };
+        let mut buf_index = None;
+        if matches!(kind, OpKind::Read | OpKind::Write) {
+            buf_index = self
+                .pool
+                .as_ref()
+                .and_then(|p| p.inner().index_of(addr, len as usize));
+            if buf_index.is_some() {
+                self.fixed_ios.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.plain_ios.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         Ok(SegSpec {
             kind,
             offset,
             addr,
             len: if kind == OpKind::Fsync { 0 } else { len },
             rw_flags,
+            buf_index,
         })
     }
 
@@ -557,11 +646,12 @@ impl UringDevice {
                 addr: 0,
                 len: 0,
                 rw_flags: 0,
+                buf_index: None,
             });
         } else {
             let fua = rq.cmd_flags.contains(ReqFlags::FUA);
             for bio in rq.bios.iter_mut() {
-                match Self::bio_spec(rq.op, fua, bio) {
+                match self.bio_spec(rq.op, fua, bio) {
                     Ok(spec) => q.specs.push(spec),
                     Err(status) => return status,
                 }

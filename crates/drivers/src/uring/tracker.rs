@@ -47,6 +47,8 @@ pub(crate) struct Op {
     pub len: u64,
     /// `preadv2`/`pwritev2` flags (`RWF_DSYNC` for FUA writes).
     pub rw_flags: i32,
+    /// The registered buffer the data lies in (`READ_FIXED`/`WRITE_FIXED`), if any.
+    pub buf_index: Option<u16>,
 }
 
 /// One data-phase segment of a request, as the device builds it from a bio.
@@ -57,6 +59,7 @@ pub(crate) struct SegSpec {
     pub addr: usize,
     pub len: u64,
     pub rw_flags: i32,
+    pub buf_index: Option<u16>,
 }
 
 /// The flushes the tracker must submit around a request's data.
@@ -86,6 +89,7 @@ struct Seg {
     /// Bytes already moved by earlier, short, completions.
     done: u64,
     rw_flags: i32,
+    buf_index: Option<u16>,
     /// An `EAGAIN` or `EINTR` was already retried once.
     retried: bool,
 }
@@ -110,6 +114,7 @@ impl Seg {
             },
             len: self.len - self.done,
             rw_flags: self.rw_flags,
+            buf_index: self.buf_index,
         }
     }
 
@@ -251,6 +256,7 @@ impl Tracker {
             len: 0,
             done: 0,
             rw_flags: 0,
+            buf_index: None,
             retried: false,
         };
         slot.segs.clear();
@@ -265,6 +271,7 @@ impl Tracker {
             len: s.len,
             done: 0,
             rw_flags: s.rw_flags,
+            buf_index: s.buf_index,
             retried: false,
         }));
         if plan.postflush {
@@ -365,6 +372,7 @@ mod tests {
             addr,
             len,
             rw_flags: 0,
+            buf_index: None,
         }
     }
 
