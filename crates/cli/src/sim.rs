@@ -119,9 +119,11 @@ fn split_args(args: &[String]) -> Result<SimArgs, String> {
                 a.plant = Some(match bug {
                     "drop-completion" => Plant::DropCompletion(n),
                     "double-completion" => Plant::DoubleCompletion(n),
-                    _ => return Err(format!(
+                    _ => {
+                        return Err(format!(
                         "--plant={value}: unknown bug '{bug}' (drop-completion, double-completion)"
-                    )),
+                    ))
+                    }
                 });
             }
             "-v" | "--verbose" => a.verbose = true,

@@ -376,3 +376,48 @@ fn progress_line_shows_live_iops_when_asked() {
         "no progress line unless asked or on a terminal"
     );
 }
+
+#[test]
+fn fixedbufs_on_a_real_file_verifies_and_uses_registered_buffers() {
+    let dir = std::env::temp_dir().join(format!("mqblk-fixedbufs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dev.img");
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=io_uring",
+        &format!("--filename={}", file.display()),
+        "--size=16m",
+        "--direct=1",
+        "--fixedbufs=1",
+        "--rw=randrw",
+        "--bs=4k",
+        "--iodepth=16",
+        "--verify=crc32c",
+        "--name=fb",
+        "--output-format=json",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let job = &v["jobs"][0];
+    assert_eq!(job["error"], 0, "{job}");
+    assert!(job["verified_blocks"].as_u64().unwrap() > 1000, "{job}");
+    assert_eq!(job["verify_errors"], 0);
+    let fixed = job["uring_fixed_ios"].as_u64().unwrap();
+    assert!(
+        fixed >= 4096,
+        "every I/O of the job from registered buffers: {job}"
+    );
+    assert_eq!(job["uring_plain_ios"], 0);
+}
+
+#[test]
+fn fixedbufs_needs_the_uring_driver() {
+    let o = mqblk(&["bench", "--fixedbufs=1", "--name=x", "--runtime=10ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("fixedbufs") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+}

@@ -38,6 +38,11 @@ pub struct DeviceOpts {
     /// Reap completions from a worker thread per hardware queue (the runtime's
     /// `CompletionMode::Worker`) instead of only in the submitters.
     pub hctx_workers: bool,
+    /// For `driver=uring`: register a pool of `fixed_buf_count` buffers of `fixed_buf_size`
+    /// bytes (fio's `fixedbufs`).
+    pub fixed_buffers: bool,
+    pub fixed_buf_count: u32,
+    pub fixed_buf_size: u32,
 }
 
 impl Default for DeviceOpts {
@@ -71,6 +76,9 @@ impl Default for DeviceOpts {
             direct: false,
             create_size: None,
             hctx_workers: false,
+            fixed_buffers: false,
+            fixed_buf_count: 0,
+            fixed_buf_size: 0,
         }
     }
 }
@@ -80,6 +88,7 @@ impl Default for DeviceOpts {
 pub struct Device {
     pub queue: Arc<RequestQueue>,
     pub null: Option<Arc<NullDevice>>,
+    pub uring: Option<Arc<UringDevice>>,
 }
 
 /// The driver-specific half of a device: its tag set, the driver and its queue limits.
@@ -88,6 +97,7 @@ struct Built {
     driver: Arc<dyn Driver>,
     limits: QueueLimits,
     null: Option<Arc<NullDevice>>,
+    uring: Option<Arc<UringDevice>>,
 }
 
 fn build_null(opts: &DeviceOpts) -> Result<Built, String> {
@@ -112,6 +122,7 @@ fn build_null(opts: &DeviceOpts) -> Result<Built, String> {
         driver: null.clone(),
         limits,
         null: Some(null),
+        uring: None,
     })
 }
 
@@ -126,17 +137,22 @@ fn build_uring(opts: &DeviceOpts) -> Result<Built, String> {
         queue_depth: opts.queue_depth,
         direct: opts.direct,
         size_bytes: opts.create_size,
+        fixed_buffers: opts.fixed_buffers,
+        fixed_buf_count: opts.fixed_buf_count,
+        fixed_buf_size: opts.fixed_buf_size.max(4096),
         ..UringConfig::default()
     };
+
     cfg.validate().map_err(|e| e.to_string())?;
     let set_cfg = cfg.tag_set_config();
     let dev = UringDevice::open(cfg).map_err(|e| format!("filename={path}: {e}"))?;
     let limits = dev.queue_limits();
     Ok(Built {
         set_cfg,
-        driver: dev,
+        driver: dev.clone(),
         limits,
         null: None,
+        uring: Some(dev),
     })
 }
 
@@ -190,6 +206,7 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
     Ok(Device {
         queue,
         null: built.null,
+        uring: built.uring,
     })
 }
 

@@ -176,6 +176,9 @@ impl Plan {
         if nr_ctx < total {
             return Err(format!("nr_ctx={nr_ctx}: fewer software queues than job clones ({total}); each clone needs its own"));
         }
+        if device.fixed_buffers && device.driver != "uring" {
+            return Err("fixedbufs: needs ioengine=io_uring (driver=uring)".into());
+        }
         let mut jobs = Vec::with_capacity(total);
         let mut spec_of = Vec::with_capacity(total);
         for (i, s) in specs.iter().enumerate() {
@@ -184,6 +187,17 @@ impl Plan {
                 jobs.push(run_job(s, clone, k, k * nr_ctx / total.max(1), &device)?);
                 spec_of.push(i);
             }
+        }
+        // One registered buffer per I/O any job can have in flight, of the largest block.
+        let mut device = device;
+        if device.fixed_buffers {
+            device.fixed_buf_count = jobs.iter().map(|j: &RunJob| j.iodepth).sum();
+            device.fixed_buf_size = jobs
+                .iter()
+                .map(|j| j.bs[0].max(j.bs[1]))
+                .max()
+                .unwrap_or(4096)
+                .next_multiple_of(4096);
         }
         Ok(Plan {
             device,
@@ -278,6 +292,9 @@ fn device_opts(s: &JobSpec) -> Result<DeviceOpts, String> {
         direct: s.direct,
         create_size,
         hctx_workers: s.hctx_workers,
+        fixed_buffers: s.fixedbufs,
+        fixed_buf_count: 0,
+        fixed_buf_size: 0,
     })
 }
 
@@ -438,6 +455,7 @@ pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
 /// Runs a plan on an existing device (whose software queues must cover the plan's Ctxs).
 pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Execution, String> {
     let queue = device.queue.clone();
+    let pool = device.uring.as_ref().and_then(|u| u.buf_pool().cloned());
     let clock = MonotonicClock::new();
     // Dropped (stopped and joined) when this function returns, after every job finished.
     let _workers = plan
@@ -468,9 +486,10 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             .map(|(job, &spec)| {
                 let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
                 let sink = Sink::new(&job.name, &plan.specs[spec]);
+                let pool = pool.clone();
                 std::thread::Builder::new()
                     .name(format!("mqblk-job-{}", job.issuer))
-                    .spawn_scoped(scope, move || runner::run_job(q, c, job, sink, b, p))
+                    .spawn_scoped(scope, move || runner::run_job(q, c, job, sink, b, p, pool))
                     .expect("spawning a job thread")
             })
             .collect();
@@ -589,6 +608,20 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
     }
     if let Some(first) = jobs.first_mut() {
         add_queue_stats(first, &exec.queue);
+        if let Some(pool) = exec.device.uring.as_ref().and_then(|u| u.buf_pool()) {
+            let (fixed, plain) = exec
+                .device
+                .uring
+                .as_ref()
+                .map_or((0, 0), |u| u.fixed_stats());
+            first.extra_lines.push(format!(
+                "uring   : registered buffers {} x {} KiB; {fixed} I/Os from them, {plain} from others",
+                pool.len(),
+                pool.buf_size() / 1024
+            ));
+            first.extra.insert("uring_fixed_ios".into(), fixed.into());
+            first.extra.insert("uring_plain_ios".into(), plain.into());
+        }
     }
     RunReport {
         jobs,
@@ -677,6 +710,7 @@ mod tests {
         let device = Device {
             queue: exec.queue.clone(),
             null: Some(null),
+            uring: None,
         };
         let exec = execute_on(device, &read, false).unwrap();
         let out = &exec.results[0].1;

@@ -3,6 +3,7 @@
 
 use super::verify;
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
+use mqblk_drivers::FixedPool;
 use mqblk_runtime::{
     pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle,
 };
@@ -108,6 +109,9 @@ struct JobState<'a, S: LatSink> {
     out: JobOutcome,
     inflight: u32,
     free_bufs: Vec<IoBuf>,
+    /// With verify: which write-size blocks of the range the job wrote (one bit each), so
+    /// the verify pass reads back only those, as fio's verify log does for mixed jobs.
+    written: Vec<u64>,
     batches: Batches,
     measure_from: u64,
     progress: &'a Progress,
@@ -130,6 +134,7 @@ pub fn run_job<S: LatSink>(
     mut sink: S,
     start: &Barrier,
     progress: &Progress,
+    pool: Option<FixedPool>,
 ) -> (S, JobOutcome) {
     let mut out = JobOutcome::default();
     if let Some(cpu) = job.cpu {
@@ -138,9 +143,15 @@ pub fn run_job<S: LatSink>(
         }
     }
     let max_bs = job.bs[0].max(job.bs[1]);
+    // With registered buffers, the job's buffers come from the device's pool, so its I/O
+    // goes as READ_FIXED/WRITE_FIXED; they return to the pool when the job ends.
     let free_bufs = if job.with_data {
         (0..job.iodepth)
-            .map(|_| IoBuf::new(max_bs as usize))
+            .map(|_| {
+                pool.as_ref()
+                    .and_then(|p| p.alloc(max_bs as usize))
+                    .unwrap_or_else(|| IoBuf::new(max_bs as usize))
+            })
             .collect()
     } else {
         Vec::new()
@@ -157,6 +168,11 @@ pub fn run_job<S: LatSink>(
         out,
         inflight: 0,
         free_bufs,
+        written: if job.verify {
+            vec![0; (job.size / job.bs[1].max(1) as u64).div_ceil(64) as usize]
+        } else {
+            Vec::new()
+        },
         batches: Batches::new(job.iodepth),
         measure_from: t0 + job.ramp.0,
         progress,
@@ -279,6 +295,10 @@ impl<S: LatSink> JobState<'_, S> {
             buf.set_len(len as usize);
             if write && self.job.verify {
                 verify::fill(buf.as_mut_slice(), offset, self.job.seed);
+                let b = (offset - self.job.offset) / self.job.bs[1] as u64;
+                if let Some(w) = self.written.get_mut((b / 64) as usize) {
+                    *w |= 1 << (b % 64);
+                }
             }
             bio = bio.with_buf(buf);
         }
@@ -491,6 +511,16 @@ impl<S: LatSink> JobState<'_, S> {
         while i < gen.nr_blocks() || self.inflight > 0 {
             while i < gen.nr_blocks() && self.inflight < self.job.iodepth {
                 let off = gen.block_offset(i);
+                let b = (off - self.job.offset) / bs as u64;
+                if self
+                    .written
+                    .get((b / 64) as usize)
+                    .is_some_and(|w| w & (1 << (b % 64)) == 0)
+                {
+                    // Never written by this job (a mixed job's reads left it alone).
+                    i += 1;
+                    continue;
+                }
                 let bio = self.make_bio(false, off, bs);
                 let now = self.h.now();
                 match self.h.submit_at(bio, now) {

@@ -750,6 +750,15 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "fixedbufs",
+        aliases: &[],
+        default: "0",
+        help: "io_uring registered buffers: the driver registers a buffer pool and the job's I/O uses READ_FIXED/WRITE_FIXED (driver=uring).",
+        kind: Kind::Bool {
+            set: |j, v| j.fixedbufs = v,
+        },
+    },
+    OptDef {
         name: "hipri",
         aliases: &[],
         default: "0",

@@ -212,6 +212,8 @@ pub struct JobSpec {
     pub hctx_workers: bool,
     /// Use polled queues.
     pub hipri: bool,
+    /// io_uring registered buffers (fio's `fixedbufs`).
+    pub fixedbufs: bool,
     /// Scheduler tunables from `sched.NAME=VALUE`, as `(NAME, VALUE)` without the
     /// `sched.` prefix, unvalidated (the scheduler checks them). A later setting of the
     /// same NAME replaces the earlier one.
@@ -296,6 +298,7 @@ impl Default for JobSpec {
             sq_sched_dispatch: true,
             hctx_workers: false,
             hipri: false,
+            fixedbufs: false,
             sched_tunables: Vec::new(),
             set_options: Vec::new(),
             global_options: Vec::new(),
