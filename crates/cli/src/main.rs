@@ -1,7 +1,9 @@
 //! `mqblk`: the command-line front end.
 
 mod bench;
+mod replay;
 mod sim;
+mod trace_cmd;
 
 const USAGE: &str = "\
 usage: mqblk <command> [args]
@@ -10,6 +12,8 @@ commands:
   bench        run fio-compatible jobs through the block layer (mqblk bench --help)
   sim          run the same jobs in the deterministic simulator (mqblk sim --help)
   scenario     reproduce a seed's experiment in the simulator (mqblk scenario list)
+  replay       replay a blktrace capture through the stack (mqblk replay --help)
+  trace        capture a block device's requests as blktrace files; dump trace files
   schedulers   list the I/O schedulers and their tunables
   version      print the version
 ";
@@ -20,6 +24,8 @@ fn main() {
         Some("bench") => bench::main(&args[1..]),
         Some("sim") => sim::main(&args[1..]),
         Some("scenario") => sim::scenario_main(&args[1..]),
+        Some("replay") => replay::main(&args[1..]),
+        Some("trace") => trace_cmd::main(&args[1..]),
         Some("schedulers") => {
             print_schedulers();
             0

@@ -186,6 +186,10 @@ fn run(args: &[String]) -> Result<i32, String> {
             first.dev_size.unwrap_or(1 << 30)
         ))?,
     };
+    let writer = cl
+        .trace
+        .as_ref()
+        .map(|p| std::sync::Arc::new(mqblk_trace::TraceWriter::new(p)));
     let nr_clones: u32 = cl.jobs.iter().map(|s| s.numjobs.max(1)).sum();
     let max_pinned = cl
         .jobs
@@ -216,6 +220,9 @@ fn run(args: &[String]) -> Result<i32, String> {
         sq_sched_dispatch: first.sq_sched_dispatch,
         cost,
         check_every: a.check_every,
+        tracer: writer
+            .as_ref()
+            .map(|w| w.clone() as std::sync::Arc<dyn mqblk_core::Tracer>),
         ..SimConfig::default()
     };
     // The model decides the capacity; build it once to learn it.
@@ -231,6 +238,16 @@ fn run(args: &[String]) -> Result<i32, String> {
         .and_then(Sim::run)
         .map_err(|e| format!("{e}\n{}", e.dump()))?;
     let host_s = host.elapsed().as_secs_f64();
+    if let (Some(w), Some(p)) = (&writer, &cl.trace) {
+        let counts = w
+            .finish()
+            .map_err(|e| format!("--trace={}: {e}", p.display()))?;
+        eprintln!(
+            "trace: {} ({})",
+            p.display(),
+            mqblk_trace::writer::summary(&counts)
+        );
+    }
     let report = RunReport {
         jobs: res.jobs.iter().map(|j| j.stats.clone()).collect(),
         global_options: cl.global_options.clone(),

@@ -860,6 +860,16 @@ impl Sim {
         self.steps = steps;
         if completions > 0 {
             self.completed_progress(cur);
+            // A completed request hands each of its bios back to the software queue it came
+            // from, and merged bios may come from CPUs other than the request's: look at
+            // every CPU's remote list, not only at the completing requests' CPUs (found by
+            // replaying a captured trace, where a reader's bio merged into a writer's request).
+            for w in 0..self.nr_ctx as u16 {
+                if w != c && self.queue.ctx(CtxIdx(w)).has_remote() && !self.wake_list.contains(&w)
+                {
+                    self.wake_list.push(w);
+                }
+            }
             let woken = std::mem::take(&mut self.wake_list);
             for &w in &woken {
                 self.cpus[w as usize].woken_remote = true;
@@ -1048,6 +1058,13 @@ impl Sim {
                         }
                         Next::Think(d) => {
                             job.think_until = cur + d.0.max(1);
+                            continue;
+                        }
+                        Next::Until(t) => {
+                            let at = job.start + t.0;
+                            if at > cur {
+                                job.think_until = at;
+                            }
                             continue;
                         }
                         Next::Drain => {

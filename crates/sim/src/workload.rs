@@ -27,6 +27,8 @@ pub enum Next {
     Think(Nanos),
     /// Wait until every I/O of the job has completed, then ask again.
     Drain,
+    /// Wait until this long after the job's start (open-loop replay), then ask again.
+    Until(Nanos),
     /// The job is finished.
     Done,
 }

@@ -158,6 +158,15 @@ fn build_uring(opts: &DeviceOpts) -> Result<Built, String> {
 
 /// Builds the device for `nr_submitters` job threads. Errors are one line naming the option.
 pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> {
+    build_traced(opts, nr_submitters, None)
+}
+
+/// [`build`], with the queue's events also going to `tracer` (`--trace`).
+pub fn build_traced(
+    opts: &DeviceOpts,
+    nr_submitters: usize,
+    tracer: Option<Arc<dyn mqblk_core::Tracer>>,
+) -> Result<Device, String> {
     let elv = mqblk_sched::lookup(&opts.scheduler).ok_or_else(|| {
         format!(
             "ioscheduler '{}': unknown scheduler (available: {})",
@@ -199,6 +208,7 @@ pub fn build(opts: &DeviceOpts, nr_submitters: usize) -> Result<Device, String> 
         nr_requests: opts.nr_requests,
         sq_sched_dispatch: opts.sq_sched_dispatch,
         run_all_on_complete: opts.run_all_on_complete,
+        tracer: mqblk_core::TraceHook(tracer),
         ..QueueConfig::default()
     };
     let queue = RequestQueue::new(set, built.driver, Some(elv), qcfg).map_err(|e| e.to_string())?;

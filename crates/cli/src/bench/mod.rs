@@ -67,7 +67,31 @@ fn run(args: &[String]) -> Result<i32, String> {
     let show_progress = cl
         .progress
         .unwrap_or_else(|| std::io::stdout().is_terminal());
-    let exec = execute(&plan, show_progress)?;
+    let writer = cl
+        .trace
+        .as_ref()
+        .map(|p| Arc::new(mqblk_trace::TraceWriter::new(p)));
+    let exec = match &writer {
+        Some(w) => {
+            let device = device::build_traced(
+                &plan.device,
+                plan.jobs.len(),
+                Some(w.clone() as Arc<dyn mqblk_core::Tracer>),
+            )?;
+            execute_on(device, &plan, show_progress)?
+        }
+        None => execute(&plan, show_progress)?,
+    };
+    if let (Some(w), Some(p)) = (&writer, &cl.trace) {
+        let counts = w
+            .finish()
+            .map_err(|e| format!("--trace={}: {e}", p.display()))?;
+        eprintln!(
+            "trace: {} ({})",
+            p.display(),
+            mqblk_trace::writer::summary(&counts)
+        );
+    }
     let report = build_report(&cl, &plan, &exec);
     let mut out = match cl.output_format {
         OutputFormat::Normal => text_report(&report),

@@ -36,6 +36,8 @@ pub struct CommandLine {
     pub progress: Option<bool>,
     /// `--help` (or `-h`).
     pub help: bool,
+    /// `--trace=NAME`: write the run's request events as blktrace files `NAME.blktrace.N`.
+    pub trace: Option<PathBuf>,
     /// Global options for fio's JSON "global options": the command-line globals followed
     /// by every job file's `[global]` options, as `(name, raw value)`.
     pub global_options: Vec<(String, String)>,
@@ -72,8 +74,9 @@ impl CommandLine {
 }
 
 /// The tool's own options, offered as suggestions for misspelled arguments.
-const TOOL_OPTIONS: [&str; 7] = [
+const TOOL_OPTIONS: [&str; 8] = [
     "output-format",
+    "trace",
     "output",
     "dump-sched",
     "preset",
@@ -185,6 +188,7 @@ fn tool_option(
         "output-format" => cl.output_format = output_format(value, loc)?,
         "output" => cl.output_file = Some(PathBuf::from(required(key, value, loc)?)),
         "preset" => cl.preset = Some(required(key, value, loc)?.to_string()),
+        "trace" => cl.trace = Some(PathBuf::from(required(key, value, loc)?)),
         "dump-sched" => cl.dump_sched = flag(key, value, loc)?,
         "progress" => cl.progress = Some(flag(key, value, loc)?),
         "no-progress" => cl.progress = Some(!flag(key, value, loc)?),

@@ -1,0 +1,245 @@
+//! `mqblk replay`: a blktrace capture replayed through the stack in the simulator.
+
+use mqblk_sim::replay::{Mode, Replayable};
+use mqblk_sim::{DeviceSpec, Sim, SimConfig};
+use mqblk_trace::TraceSet;
+use mqblk_workload::{json_report, text_report, Ddir, LatStat, RunReport};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+const USAGE: &str = "\
+usage: mqblk replay TRACE [options]
+
+Replays the queue (Q) events of a blktrace capture (TRACE.blktrace.N files, or one such file)
+through the block layer in the simulator: each traced process becomes a job on the CPU it was
+traced on, keeping its process id as the issuer id (so BFQ sees the same processes).
+
+options:
+  --device=SPEC        device model (default hdd), as for mqblk sim
+  --ioscheduler=NAME   scheduler (default mq-deadline); --sched.NAME=VALUE sets a tunable
+  --mode=open|closed   open: original timing (scaled by --speed); closed (default): as fast
+                       as possible with each process's original concurrency
+  --speed=F            open loop: replay F times faster than traced (default 1)
+  --cpus=N             virtual CPUs (default: enough for the traced CPUs)
+  --seed=N             simulator seed (default 1)
+  --trace=NAME         write the replay's own events as blktrace files
+  --output-format=normal|json
+";
+
+pub fn main(args: &[String]) -> i32 {
+    match run(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mqblk replay: {e}");
+            2
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<i32, String> {
+    let mut trace = None;
+    let mut device = "hdd".to_string();
+    let mut sched = "mq-deadline".to_string();
+    let mut tunables = Vec::new();
+    let mut mode = Mode::Closed;
+    let mut speed = 1.0f64;
+    let mut cpus: Option<u16> = None;
+    let mut seed = 1u64;
+    let mut out_trace: Option<PathBuf> = None;
+    let mut json = false;
+    for a in args {
+        let (flag, value) = a.split_once('=').unwrap_or((a.as_str(), ""));
+        match flag {
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(0);
+            }
+            "--device" => device = value.to_string(),
+            "--ioscheduler" => sched = value.to_string(),
+            "--mode" => {
+                mode = match value {
+                    "open" => Mode::Open,
+                    "closed" => Mode::Closed,
+                    _ => return Err(format!("--mode={value}: expected open or closed")),
+                }
+            }
+            "--speed" => {
+                speed = value
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| format!("--speed={value}: expected a positive number"))?
+            }
+            "--cpus" => {
+                cpus = Some(
+                    value
+                        .parse()
+                        .ok()
+                        .filter(|&n: &u16| n > 0)
+                        .ok_or_else(|| format!("--cpus={value}: expected 1..=1024"))?,
+                )
+            }
+            "--seed" => {
+                seed = value
+                    .parse()
+                    .map_err(|_| format!("--seed={value}: not a number"))?
+            }
+            "--trace" => out_trace = Some(PathBuf::from(value)),
+            "--output-format" => {
+                json = match value {
+                    "json" => true,
+                    "normal" => false,
+                    _ => return Err(format!("--output-format={value}: expected normal or json")),
+                }
+            }
+            f if f.starts_with("--sched.") => {
+                tunables.push((f["--sched.".len()..].to_string(), value.to_string()))
+            }
+            f if f.starts_with('-') => return Err(format!("unknown option '{a}'")),
+            _ if trace.is_none() => trace = Some(PathBuf::from(a)),
+            _ => return Err(format!("one trace at a time ('{a}' is extra)")),
+        }
+    }
+    let trace = trace.ok_or_else(|| format!("which trace?\n{USAGE}"))?;
+    let set = TraceSet::open(&trace)?;
+    let rep = Replayable::from_trace(&set);
+    if rep.total_ios == 0 {
+        return Err(format!(
+            "{}: no queue (Q) events to replay",
+            trace.display()
+        ));
+    }
+    let max_cpu = rep.processes.iter().map(|p| p.cpu).max().unwrap_or(0);
+    let nr_cpus = cpus.unwrap_or((max_cpu + 1).min(1024) as u16);
+    let spec = DeviceSpec::parse(&device)?;
+    let capacity = mqblk_sim::device::build(&spec, mqblk_sim::SimRng::new(0))?.capacity_sectors();
+    let writer = out_trace
+        .as_ref()
+        .map(|p| Arc::new(mqblk_trace::TraceWriter::new(p)));
+    let cfg = SimConfig {
+        seed,
+        nr_cpus,
+        device: spec,
+        scheduler: sched.clone(),
+        sched_tunables: tunables,
+        check_every: 1000,
+        // The traced device took I/Os this large in one request; so must ours.
+        max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
+        tracer: writer
+            .as_ref()
+            .map(|w| w.clone() as Arc<dyn mqblk_core::Tracer>),
+        ..SimConfig::default()
+    };
+    let jobs = rep.jobs(mode, speed, nr_cpus, capacity);
+    let host = Instant::now();
+    let res = Sim::new(cfg, jobs)
+        .and_then(Sim::run)
+        .map_err(|e| format!("{e}\n{}", e.dump()))?;
+    let host_s = host.elapsed().as_secs_f64();
+    if let (Some(w), Some(p)) = (&writer, &out_trace) {
+        let counts = w
+            .finish()
+            .map_err(|e| format!("--trace={}: {e}", p.display()))?;
+        eprintln!(
+            "trace: {} ({})",
+            p.display(),
+            mqblk_trace::writer::summary(&counts)
+        );
+    }
+    // Flushes move no data and are not counted as I/Os in the report.
+    let replayed_ios: u64 = res.jobs.iter().map(|j| j.ios + j.errors).sum::<u64>() + rep.flushes;
+    let replayed_bytes: u64 = res.jobs.iter().map(|j| j.bytes).sum();
+    let mut lat = LatStat::with_hist();
+    for j in &res.jobs {
+        for d in [Ddir::Read, Ddir::Write] {
+            lat.merge(&j.stats.dir(d).lat);
+        }
+    }
+    let mut orig = rep.original_lat.clone();
+    orig.sort_unstable();
+    let pct = |v: &[u64], p: f64| -> Option<u64> {
+        (!v.is_empty()).then(|| v[((p / 100.0) * (v.len() - 1) as f64).round() as usize])
+    };
+    let points = [50.0, 90.0, 99.0, 99.9];
+    let report = RunReport {
+        jobs: res.jobs.iter().map(|j| j.stats.clone()).collect(),
+        global_options: Vec::new(),
+        group_reporting: false,
+        percentile_list: mqblk_workload::DEFAULT_PERCENTILES.to_vec(),
+        clat_percentiles: true,
+        lat_percentiles: false,
+        slat_percentiles: false,
+        json_plus: false,
+        timestamp_ms: res.end.0 / 1_000_000,
+        elapsed_sec: res.end.0.div_ceil(1_000_000_000),
+    };
+    let ms = |v: Option<u64>| v.map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6));
+    if json {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&json_report(&report)).map_err(|e| e.to_string())?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "mqblk_replay".into(),
+                serde_json::json!({
+                    "trace": trace.display().to_string(),
+                    "mode": if mode == Mode::Open { "open" } else { "closed" },
+                    "trace_ios": rep.total_ios, "trace_bytes": rep.total_bytes,
+                    "replayed_ios": replayed_ios, "replayed_bytes": replayed_bytes,
+                    "skipped": rep.skipped,
+                    "original_lat_ns": points.iter().map(|&p| pct(&orig, p)).collect::<Vec<_>>(),
+                    "replayed_lat_ns": points.iter().map(|&p| lat.percentile(p)).collect::<Vec<_>>(),
+                    "percentiles": points,
+                }),
+            );
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", text_report(&report));
+        println!(
+            "\nreplay: {} ({} processes, {} mode{}): {} I/Os / {} bytes in the trace, {} / {} replayed, {} skipped",
+            trace.display(),
+            rep.processes.len(),
+            if mode == Mode::Open { "open" } else { "closed" },
+            if mode == Mode::Open { format!(" x{speed}") } else { String::new() },
+            rep.total_ios,
+            rep.total_bytes,
+            replayed_ios,
+            replayed_bytes,
+            rep.skipped
+        );
+        println!(
+            "latency (ms)     {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "p50", "p90", "p99", "p99.9", "max"
+        );
+        println!(
+            "original Q->C    {:>9} {:>9} {:>9} {:>9} {:>9}   ({} paired)",
+            ms(pct(&orig, 50.0)),
+            ms(pct(&orig, 90.0)),
+            ms(pct(&orig, 99.0)),
+            ms(pct(&orig, 99.9)),
+            ms(orig.last().copied()),
+            orig.len()
+        );
+        println!(
+            "replayed {:<9}{:>9} {:>9} {:>9} {:>9} {:>9}",
+            sched,
+            ms(lat.percentile(50.0)),
+            ms(lat.percentile(90.0)),
+            ms(lat.percentile(99.0)),
+            ms(lat.percentile(99.9)),
+            ms((lat.n > 0).then_some(lat.max))
+        );
+        println!("\n{}", crate::sim::sim_text(&res));
+    }
+    eprintln!(
+        "replay speed: {} events in {:.3} host s = {:.0} trace events per host second",
+        rep.total_ios,
+        host_s,
+        rep.total_ios as f64 / host_s.max(1e-9)
+    );
+    Ok(if replayed_ios == rep.total_ios { 0 } else { 1 })
+}

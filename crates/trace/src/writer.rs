@@ -1,0 +1,213 @@
+//! `TraceWriter`: the core's request events written as blktrace files, one per submitter
+//! (software queue) as blktrace writes one per CPU, so `blkparse -i NAME` and `btt` read them.
+
+use crate::format::{mkdev, ta, tc, tn, Record};
+use mqblk_core::{BlkStatus, ReqFlags, ReqOp, TraceAction, TraceEvent, Tracer};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// The device number our records carry (blkparse prints it as `252,0`).
+pub const DEVICE: u32 = mkdev(252, 0);
+
+/// Per-action counts of what was written, by blkparse letter.
+pub type Counts = BTreeMap<char, u64>;
+
+struct Out {
+    file: BufWriter<File>,
+    sequence: u32,
+}
+
+struct State {
+    files: BTreeMap<u16, Out>,
+    t0: Option<u64>,
+    pids: BTreeSet<u32>,
+    counts: Counts,
+    buf: Vec<u8>,
+    error: Option<String>,
+}
+
+/// Writes `NAME.blktrace.N` files for the events it is given. Errors (a full disk) are kept
+/// and reported by [`TraceWriter::finish`]; tracing never fails the I/O it records.
+pub struct TraceWriter {
+    base: PathBuf,
+    st: Mutex<State>,
+}
+
+impl TraceWriter {
+    /// Traces go to `NAME.blktrace.N` next to `base` (`base` = `dir/NAME`).
+    pub fn new(base: &Path) -> TraceWriter {
+        TraceWriter {
+            base: base.to_path_buf(),
+            st: Mutex::new(State {
+                files: BTreeMap::new(),
+                t0: None,
+                pids: BTreeSet::new(),
+                counts: Counts::new(),
+                buf: Vec::with_capacity(256),
+                error: None,
+            }),
+        }
+    }
+
+    /// The file of submitter `n`.
+    pub fn file_of(&self, n: u16) -> PathBuf {
+        let name = self
+            .base
+            .file_name()
+            .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+        self.base.with_file_name(format!("{name}.blktrace.{n}"))
+    }
+
+    /// Flushes every file; returns the per-action counts written, or the first error.
+    pub fn finish(&self) -> Result<Counts, String> {
+        let mut st = self.st.lock();
+        for out in st.files.values_mut() {
+            if let Err(e) = out.file.flush() {
+                st.error
+                    .get_or_insert(format!("{}: {e}", self.base.display()));
+                break;
+            }
+        }
+        match st.error.clone() {
+            Some(e) => Err(e),
+            None => Ok(st.counts.clone()),
+        }
+    }
+
+    fn write(&self, st: &mut State, cpu: u16, rec: &Record) -> io::Result<()> {
+        if let std::collections::btree_map::Entry::Vacant(slot) = st.files.entry(cpu) {
+            let path = self.file_of(cpu);
+            let f = File::create(&path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            slot.insert(Out {
+                file: BufWriter::with_capacity(1 << 16, f),
+                sequence: 0,
+            });
+        }
+        let out = st.files.get_mut(&cpu).expect("just inserted");
+        out.sequence += 1;
+        let rec = Record {
+            sequence: out.sequence,
+            ..rec.clone()
+        };
+        st.buf.clear();
+        rec.encode(&mut st.buf);
+        let out = st.files.get_mut(&cpu).expect("present");
+        out.file.write_all(&st.buf)
+    }
+}
+
+/// The category bits of an operation (`__blk_add_trace`'s `ddir_act` and flag masks).
+pub fn categories(op: ReqOp, flags: ReqFlags) -> u32 {
+    let mut c = if op.is_write() { tc::WRITE } else { tc::READ };
+    match op {
+        ReqOp::Discard => c |= tc::DISCARD,
+        ReqOp::Flush => c |= tc::FLUSH,
+        _ => {}
+    }
+    if flags.contains(ReqFlags::PREFLUSH) {
+        c |= tc::FLUSH;
+    }
+    if flags.contains(ReqFlags::FUA) {
+        c |= tc::FUA;
+    }
+    if flags.contains(ReqFlags::SYNC) {
+        c |= tc::SYNC;
+    }
+    tc::act(c)
+}
+
+/// The errno a completion status stands for (`blk_status_to_errno`, made positive).
+pub fn errno_of(s: BlkStatus) -> u16 {
+    (match s {
+        BlkStatus::Ok => 0,
+        BlkStatus::NotSupp => libc_eopnotsupp(),
+        BlkStatus::Timeout => 110,
+        BlkStatus::NoSpc => 28,
+        BlkStatus::Protection => 1,
+        BlkStatus::Invalid => 22,
+        BlkStatus::Again | BlkStatus::Resource | BlkStatus::DevResource => 11,
+        BlkStatus::Offline => 19,
+        BlkStatus::IoErr => 5,
+    }) as u16
+}
+
+const fn libc_eopnotsupp() -> i32 {
+    95
+}
+
+impl Tracer for TraceWriter {
+    fn event(&self, ev: &TraceEvent) {
+        let (what, cat) = match ev.action {
+            TraceAction::Queue => (ta::QUEUE, tc::QUEUE),
+            TraceAction::BackMerge => (ta::BACKMERGE, tc::QUEUE),
+            TraceAction::FrontMerge => (ta::FRONTMERGE, tc::QUEUE),
+            TraceAction::GetRq => (ta::GETRQ, tc::QUEUE),
+            TraceAction::Insert => (ta::INSERT, tc::QUEUE),
+            TraceAction::Issue => (ta::ISSUE, tc::ISSUE),
+            TraceAction::Complete => (ta::COMPLETE, tc::COMPLETE),
+            TraceAction::Requeue => (ta::REQUEUE, tc::REQUEUE),
+            TraceAction::Run => return,
+        };
+        let mut st = self.st.lock();
+        if st.error.is_some() {
+            return;
+        }
+        let t0 = *st.t0.get_or_insert(ev.time.0);
+        let cpu = ev.ctx.0;
+        let pid = ev.issuer;
+        if st.pids.insert(pid) {
+            // Name the process so blkparse shows `[mqblk-N]`.
+            let mut comm = format!("mqblk-{pid}").into_bytes();
+            comm.push(0);
+            let note = Record {
+                sequence: 0,
+                time: ev.time.0.saturating_sub(t0),
+                sector: 0,
+                bytes: 0,
+                action: tn::PROCESS | tc::act(tc::NOTIFY),
+                pid,
+                device: DEVICE,
+                cpu: cpu as u32,
+                error: 0,
+                pdu: comm,
+            };
+            if let Err(e) = self.write(&mut st, cpu, &note) {
+                st.error = Some(e.to_string());
+                return;
+            }
+        }
+        let rec = Record {
+            sequence: 0,
+            time: ev.time.0.saturating_sub(t0),
+            sector: ev.sector,
+            bytes: ev.nr_sectors * 512,
+            action: what | tc::act(cat) | categories(ev.op, ev.flags),
+            pid,
+            device: DEVICE,
+            cpu: cpu as u32,
+            error: if ev.action == TraceAction::Complete {
+                errno_of(ev.status)
+            } else {
+                0
+            },
+            pdu: Vec::new(),
+        };
+        if let Err(e) = self.write(&mut st, cpu, &rec) {
+            st.error = Some(e.to_string());
+            return;
+        }
+        *st.counts.entry(rec.letter()).or_insert(0) += 1;
+    }
+}
+
+/// `Q=10 G=10 ...`: counts in blkparse's letters, in a fixed order.
+pub fn summary(c: &Counts) -> String {
+    c.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
