@@ -120,7 +120,13 @@ fn blkparse_and_btt_read_our_traces_and_agree_on_counts() {
         .status()
         .unwrap();
     assert!(st.success());
-    let btt = Command::new("btt").arg("-i").arg(&bin).output().unwrap();
+    // btt leaves .dat files in its working directory.
+    let btt = Command::new("btt")
+        .arg("-i")
+        .arg(&bin)
+        .current_dir(&d)
+        .output()
+        .unwrap();
     let out = text(&btt.stdout);
     let q2c = out
         .lines()
