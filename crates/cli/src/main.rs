@@ -2,6 +2,7 @@
 
 mod bench;
 mod replay;
+mod replay_real;
 mod sim;
 mod trace_cmd;
 

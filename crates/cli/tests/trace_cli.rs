@@ -299,3 +299,71 @@ fn capture_a_loop_device_under_a_real_workload() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn corpus_traces_replay_on_real_drivers() {
+    let d = tmpdir("real");
+    let file = d.join("dev.img");
+    for (name, extra) in [
+        ("git-clone", vec!["--driver=null"]),
+        (
+            "grep-tree",
+            vec!["--driver=null", "--mode=open", "--speed=50"],
+        ),
+        ("cp-grep", vec!["--driver=null", "--ioscheduler=kyber"]),
+        ("file-copy", vec!["--driver=uring", "--size=256m"]),
+    ] {
+        let trace = corpus(name).display().to_string();
+        let f = format!("--filename={}", file.display());
+        let mut a = vec!["replay", trace.as_str(), "--output-format=json"];
+        a.extend(extra.iter().copied());
+        if extra.contains(&"--driver=uring") {
+            a.push(&f);
+        }
+        let o = mqblk(&a);
+        assert!(
+            o.status.success(),
+            "{name}: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let r = &v["mqblk_replay"];
+        assert_eq!(r["trace_ios"], r["replayed_ios"], "{name}: {r}");
+        assert_eq!(r["trace_bytes"], r["replayed_bytes"], "{name}: {r}");
+        assert_eq!(r["errors"], 0, "{name}: {r}");
+    }
+    let bad = mqblk(&[
+        "replay",
+        &corpus("grep-tree").display().to_string(),
+        "--driver=uring",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("needs --filename"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bench_trace_output_is_read_by_blkparse() {
+    let d = tmpdir("bench");
+    let base = d.join("b");
+    let o = mqblk(&[
+        "bench",
+        "--numjobs=2",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=4",
+        "--size=2m",
+        "--name=b",
+        &format!("--trace={}", base.display()),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let ours = counts_from(&text(&o.stderr));
+    assert_eq!(ours[&'Q'], 1024, "two jobs of 512 reads: {ours:?}");
+    assert!(d.join("b.blktrace.0").exists() && d.join("b.blktrace.1").exists());
+    if have("blkparse") {
+        let t = blkparse_totals(&base).expect("blkparse summary");
+        assert_eq!((t[0], t[2]), (1024, 1024), "blkparse totals {t:?}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
