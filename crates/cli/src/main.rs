@@ -3,6 +3,7 @@
 mod bench;
 mod replay;
 mod replay_real;
+mod serve;
 mod sim;
 mod trace_cmd;
 
@@ -15,6 +16,7 @@ commands:
   scenario     reproduce a seed's experiment in the simulator (mqblk scenario list)
   replay       replay a blktrace capture through the stack (mqblk replay --help)
   trace        capture a block device's requests as blktrace files; dump trace files
+  serve        export a device over NBD, one software queue per connection (mqblk serve --help)
   schedulers   list the I/O schedulers and their tunables
   version      print the version
 ";
@@ -27,6 +29,7 @@ fn main() {
         Some("scenario") => sim::scenario_main(&args[1..]),
         Some("replay") => replay::main(&args[1..]),
         Some("trace") => trace_cmd::main(&args[1..]),
+        Some("serve") => serve::main(&args[1..]),
         Some("schedulers") => {
             print_schedulers();
             0

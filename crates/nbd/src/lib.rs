@@ -1,1 +1,8 @@
-//! NBD: the wire protocol and the server behind `mqblk serve`.
+//! NBD: the wire protocol ([`proto`], pure functions over bytes) and the server behind
+//! `mqblk serve` ([`server`]), which exports `RequestQueue`s with one software queue per
+//! connection.
+
+pub mod proto;
+pub mod server;
+
+pub use server::{Export, Listener, Server, Stream};

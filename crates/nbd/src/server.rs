@@ -1,0 +1,708 @@
+//! The NBD server: exports backed by a `RequestQueue`, one software queue per connection.
+//!
+//! Each connection is a submitter of its own: it takes a free software queue (Ctx) of the
+//! export's queue, which maps it to a hardware queue, so N connections spread over the
+//! hardware queues as the kernel's nbd driver spreads its sockets. Per connection a reader
+//! thread parses requests (and write payloads) and hands them over a bounded channel to the
+//! connection's I/O thread, which owns the Ctx, submits bios, reaps completions and writes the
+//! replies in completion order. A client that disappears leaves its requests to complete
+//! (their replies are dropped); the Ctx is released only when nothing of it is in flight.
+
+use crate::proto::{self, cflag, cmd, err, info, opt, rep, tflag, ProtoError, Request};
+use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, ReqFlags, ReqOp, RequestQueue};
+use mqblk_runtime::{MonotonicClock, SubmitterHandle};
+use parking_lot::Mutex;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Requests a connection may have read but not yet replied to (its memory bound).
+pub const MAX_INFLIGHT: usize = 64;
+
+/// One exported device.
+pub struct Export {
+    pub name: String,
+    pub description: String,
+    pub queue: Arc<RequestQueue>,
+    /// Bytes.
+    pub size: u64,
+    pub read_only: bool,
+    pub rotational: bool,
+    /// Minimum block size (the queue's logical block size).
+    pub min_block: u32,
+    /// Largest read or write payload.
+    pub max_payload: u32,
+    /// Free software queues, and connections per hardware queue.
+    free_ctx: Mutex<(Vec<u16>, Vec<u32>)>,
+    pub stats: ExportStats,
+}
+
+#[derive(Default)]
+pub struct ExportStats {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Export {
+    /// An export over `queue`; its software queues are the connections' (one each).
+    pub fn new(
+        name: &str,
+        description: &str,
+        queue: Arc<RequestQueue>,
+        read_only: bool,
+        rotational: bool,
+    ) -> Export {
+        let limits = *queue.limits();
+        let nr_ctx = queue.nr_ctx() as u16;
+        Export {
+            name: name.to_string(),
+            description: description.to_string(),
+            size: limits.capacity_sectors * 512,
+            min_block: limits.logical_block_size,
+            max_payload: (limits.max_sectors as u64 * 512).min(32 << 20) as u32,
+            read_only,
+            rotational,
+            free_ctx: Mutex::new(((0..nr_ctx).collect(), vec![0; queue.nr_hw_queues()])),
+            queue,
+            stats: ExportStats::default(),
+        }
+    }
+
+    /// The transmission flags this export advertises. Every connection shares one queue and
+    /// one backing device (no per-connection cache), and a flush reaches the device, so the
+    /// effects of FLUSH and FUA are visible on every connection: CAN_MULTI_CONN holds.
+    /// A software queue for a new connection, on the hardware queue with the fewest
+    /// connections (so connection i lands on hardware queue i mod N, as the kernel's nbd
+    /// driver maps socket i to hardware queue i).
+    fn take_ctx(&self) -> Option<u16> {
+        let mut g = self.free_ctx.lock();
+        let (free, per_hctx) = &mut *g;
+        let hctx_of = |c: u16| {
+            self.queue
+                .map_queue(CtxIdx(c), mqblk_core::HctxType::Default)
+                .0 as usize
+        };
+        let (i, &c) = free
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &c)| (per_hctx[hctx_of(c)], hctx_of(c), c))?;
+        free.swap_remove(i);
+        per_hctx[hctx_of(c)] += 1;
+        Some(c)
+    }
+
+    fn put_ctx(&self, c: u16) {
+        let h = self
+            .queue
+            .map_queue(CtxIdx(c), mqblk_core::HctxType::Default)
+            .0 as usize;
+        let mut g = self.free_ctx.lock();
+        g.1[h] -= 1;
+        g.0.push(c);
+    }
+
+    pub fn flags(&self) -> u16 {
+        let mut f = tflag::HAS_FLAGS
+            | tflag::SEND_FLUSH
+            | tflag::SEND_FUA
+            | tflag::CAN_MULTI_CONN
+            | tflag::SEND_CACHE;
+        if self.read_only {
+            f |= tflag::READ_ONLY;
+        } else {
+            f |= tflag::SEND_TRIM | tflag::SEND_WRITE_ZEROES;
+        }
+        if self.rotational {
+            f |= tflag::ROTATIONAL;
+        }
+        f
+    }
+}
+
+/// A byte stream to a client.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+    fn shutdown(&self) {
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(b),
+            Stream::Unix(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(b),
+            Stream::Unix(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.flush(),
+            Stream::Unix(s) => s.flush(),
+        }
+    }
+}
+
+/// Where the server listens.
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+/// The server: exports and the shutdown flag.
+pub struct Server {
+    pub exports: Vec<Arc<Export>>,
+    pub max_connections: usize,
+    pub stop: Arc<AtomicBool>,
+    active: Arc<AtomicUsize>,
+}
+
+impl Server {
+    pub fn new(exports: Vec<Arc<Export>>, max_connections: usize) -> Server {
+        Server {
+            exports,
+            max_connections,
+            stop: Arc::new(AtomicBool::new(false)),
+            active: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Connections being served now.
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// Accepts and serves clients until `stop` is set; then waits for every connection to
+    /// finish its requests and returns. Each connection runs on threads of its own.
+    pub fn run(&self, listeners: Vec<Listener>) -> io::Result<()> {
+        for l in &listeners {
+            match l {
+                Listener::Tcp(t) => t.set_nonblocking(true)?,
+                Listener::Unix(u, _) => u.set_nonblocking(true)?,
+            }
+        }
+        let mut conns: Vec<(std::thread::JoinHandle<()>, Stream)> = Vec::new();
+        while !self.stop.load(Ordering::Acquire) {
+            let mut accepted = false;
+            for l in &listeners {
+                let s = match l {
+                    Listener::Tcp(t) => t.accept().map(|(s, _)| {
+                        let _ = s.set_nodelay(true);
+                        let _ = s.set_nonblocking(false);
+                        Stream::Tcp(s)
+                    }),
+                    Listener::Unix(u, _) => u.accept().map(|(s, _)| {
+                        let _ = s.set_nonblocking(false);
+                        Stream::Unix(s)
+                    }),
+                };
+                match s {
+                    Ok(s) => {
+                        accepted = true;
+                        if self.active() >= self.max_connections {
+                            // Over the limit: refuse at once, before any handshake.
+                            s.shutdown();
+                            continue;
+                        }
+                        let keep = s.try_clone()?;
+                        self.active.fetch_add(1, Ordering::AcqRel);
+                        let exports = self.exports.clone();
+                        let active = self.active.clone();
+                        let h = std::thread::Builder::new().name("nbd-conn".into()).spawn(
+                            move || {
+                                if let Err(e) = serve_connection(s, &exports) {
+                                    eprintln!("mqblk serve: connection: {e}");
+                                }
+                                active.fetch_sub(1, Ordering::AcqRel);
+                            },
+                        )?;
+                        conns.push((h, keep));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => eprintln!("mqblk serve: accept: {e}"),
+                }
+            }
+            conns.retain(|(h, _)| !h.is_finished());
+            if !accepted {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // Shutting down: stop reading from clients; in-flight requests complete and their
+        // replies go out; then every connection ends.
+        for (_, s) in &conns {
+            if let Stream::Tcp(t) = s {
+                let _ = t.shutdown(Shutdown::Read);
+            } else if let Stream::Unix(u) = s {
+                let _ = u.shutdown(Shutdown::Read);
+            }
+        }
+        for (h, _) in conns {
+            let _ = h.join();
+        }
+        for l in listeners {
+            if let Listener::Unix(_, path) = l {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_u32(s: &mut Stream) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b)?;
+    Ok(u32::from_be_bytes(b))
+}
+
+fn protocol(e: ProtoError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+}
+
+/// The handshake; `Ok(None)` when the client aborted or left.
+fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Arc<Export>>> {
+    s.write_all(&proto::greeting())?;
+    let no_zeroes = proto::client_flags(read_u32(s)?).map_err(protocol)?;
+    loop {
+        let mut h = [0u8; 16];
+        s.read_exact(&mut h)?;
+        let (option, len) = proto::option_header(&h).map_err(protocol)?;
+        let mut data = vec![0u8; len as usize];
+        s.read_exact(&mut data)?;
+        let find = |name: &str| {
+            exports
+                .iter()
+                .find(|e| e.name == name || (name.is_empty() && exports.len() == 1))
+                .cloned()
+        };
+        match option {
+            opt::EXPORT_NAME => {
+                let name = String::from_utf8_lossy(&data).into_owned();
+                // This option cannot carry an error: an unknown export ends the connection.
+                let Some(e) = find(&name) else {
+                    return Ok(None);
+                };
+                s.write_all(&proto::export_name_reply(e.size, e.flags(), no_zeroes))?;
+                return Ok(Some(e));
+            }
+            opt::ABORT => {
+                let _ = s.write_all(&proto::option_reply(option, rep::ACK, &[]));
+                return Ok(None);
+            }
+            opt::LIST => {
+                if !data.is_empty() {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::ERR_INVALID,
+                        b"LIST takes no data",
+                    ))?;
+                    continue;
+                }
+                for e in exports {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::SERVER,
+                        &proto::rep_server(&e.name, &e.description),
+                    ))?;
+                }
+                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+            }
+            opt::INFO | opt::GO => {
+                let (name, wanted) = match proto::parse_info_request(&data) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        s.write_all(&proto::option_reply(
+                            option,
+                            rep::ERR_INVALID,
+                            e.to_string().as_bytes(),
+                        ))?;
+                        continue;
+                    }
+                };
+                let Some(e) = find(&name) else {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::ERR_UNKNOWN,
+                        format!("no export named '{name}'").as_bytes(),
+                    ))?;
+                    continue;
+                };
+                if wanted.contains(&info::NAME) {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::INFO,
+                        &proto::info_text(info::NAME, &e.name),
+                    ))?;
+                }
+                if wanted.contains(&info::DESCRIPTION) && !e.description.is_empty() {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::INFO,
+                        &proto::info_text(info::DESCRIPTION, &e.description),
+                    ))?;
+                }
+                // Sent whether asked or not: our constraints differ from the defaults.
+                s.write_all(&proto::option_reply(
+                    option,
+                    rep::INFO,
+                    &proto::info_block_size(e.min_block, e.min_block.max(4096), e.max_payload),
+                ))?;
+                s.write_all(&proto::option_reply(
+                    option,
+                    rep::INFO,
+                    &proto::info_export(e.size, e.flags()),
+                ))?;
+                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+                if option == opt::GO {
+                    return Ok(Some(e));
+                }
+            }
+            opt::STARTTLS => {
+                s.write_all(&proto::option_reply(
+                    option,
+                    rep::ERR_POLICY,
+                    b"TLS is not offered",
+                ))?;
+            }
+            _ => {
+                // STRUCTURED_REPLY, EXTENDED_HEADERS, META_CONTEXT and anything unknown: not
+                // (yet) supported; the client falls back to simple replies.
+                s.write_all(&proto::option_reply(option, rep::ERR_UNSUP, &[]))?;
+            }
+        }
+    }
+}
+
+/// What the reader hands to the I/O thread.
+enum Item {
+    Req(Request, Option<IoBuf>),
+    /// Answer with this error without touching the device.
+    Fail(u64, u32),
+    /// Answer success at once (CACHE, zero-length requests).
+    Ok(u64),
+    /// The client is gone or said goodbye.
+    End,
+}
+
+fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
+    let Some(export) = handshake(&mut s, exports)? else {
+        return Ok(());
+    };
+    let Some(ctx) = export.take_ctx() else {
+        return Err(io::Error::other(
+            "no free software queue for this connection",
+        ));
+    };
+    export.stats.connections.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = sync_channel::<Item>(MAX_INFLIGHT);
+    let mut rd = s.try_clone()?;
+    let ex = export.clone();
+    let reader = std::thread::Builder::new()
+        .name("nbd-read".into())
+        .spawn(move || {
+            let end = read_requests(&mut rd, &ex, &tx);
+            if let Err(e) = end {
+                // A client that closes without NBD_CMD_DISC (fio's engine does) is normal.
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                ) {
+                    eprintln!("mqblk serve: {}: {e}", ex.name);
+                }
+            }
+            let _ = tx.send(Item::End);
+        })?;
+    let res = io_loop(&mut s, &export, ctx, &rx);
+    s.shutdown();
+    let _ = reader.join();
+    export.put_ctx(ctx);
+    res
+}
+
+/// Reads requests until DISC, EOF or a protocol error.
+fn read_requests(
+    s: &mut Stream,
+    e: &Export,
+    tx: &std::sync::mpsc::SyncSender<Item>,
+) -> io::Result<()> {
+    loop {
+        let mut h = [0u8; 28];
+        s.read_exact(&mut h)?;
+        let r = proto::parse_request(&h).map_err(protocol)?;
+        e.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let send = |item| {
+            tx.send(item)
+                .map_err(|_| io::Error::other("I/O thread gone"))
+        };
+        if r.kind == cmd::DISC {
+            return Ok(());
+        }
+        // A write's payload must be consumed whatever we answer, to stay in step.
+        let mut data = None;
+        if r.kind == cmd::WRITE {
+            if r.length > e.max_payload {
+                io::copy(&mut s.take(r.length as u64), &mut io::sink())?;
+                send(Item::Fail(r.cookie, err::EINVAL))?;
+                continue;
+            }
+            let mut buf = IoBuf::new(r.length as usize);
+            s.read_exact(buf.as_mut_slice())?;
+            data = Some(buf);
+        }
+        match check(e, &r) {
+            Some(code) => send(Item::Fail(r.cookie, code))?,
+            None if r.kind == cmd::CACHE || (r.length == 0 && r.kind != cmd::FLUSH) => {
+                send(Item::Ok(r.cookie))?
+            }
+            None => send(Item::Req(r, data))?,
+        }
+    }
+}
+
+/// The error a request gets without reaching the device, if any.
+fn check(e: &Export, r: &Request) -> Option<u32> {
+    if r.flags & !cflag::KNOWN != 0
+        || r.flags & (cflag::DF | cflag::REQ_ONE | cflag::FAST_ZERO) != 0
+    {
+        // Flags for features we do not advertise.
+        return Some(err::EINVAL);
+    }
+    match r.kind {
+        cmd::READ | cmd::WRITE | cmd::TRIM | cmd::WRITE_ZEROES | cmd::CACHE => {}
+        cmd::FLUSH => return (r.offset != 0 || r.length != 0).then_some(err::EINVAL),
+        _ => return Some(err::EINVAL),
+    }
+    let writes = matches!(r.kind, cmd::WRITE | cmd::TRIM | cmd::WRITE_ZEROES);
+    if writes && e.read_only {
+        return Some(err::EPERM);
+    }
+    if r.offset.saturating_add(r.length as u64) > e.size {
+        return Some(if r.kind == cmd::WRITE {
+            err::ENOSPC
+        } else {
+            err::EINVAL
+        });
+    }
+    let b = e.min_block as u64;
+    if r.offset % b != 0 || r.length as u64 % b != 0 {
+        return Some(err::EINVAL);
+    }
+    if r.kind == cmd::READ && r.length > e.max_payload {
+        return Some(err::EINVAL);
+    }
+    None
+}
+
+fn nbd_error(s: BlkStatus) -> u32 {
+    match s {
+        BlkStatus::Ok => 0,
+        BlkStatus::NoSpc => err::ENOSPC,
+        BlkStatus::Protection => err::EPERM,
+        BlkStatus::Invalid => err::EINVAL,
+        BlkStatus::NotSupp => err::ENOTSUP,
+        _ => err::EIO,
+    }
+}
+
+/// A request in flight: its cookie, whether it returns data, how many bios are out, and the
+/// first error among them.
+struct Pending {
+    cookie: u64,
+    read: bool,
+    bios: u32,
+    error: u32,
+}
+
+fn io_loop(s: &mut Stream, e: &Export, ctx: u16, rx: &Receiver<Item>) -> io::Result<()> {
+    let clock = MonotonicClock::new();
+    let mut h = SubmitterHandle::new(e.queue.clone(), CtxIdx(ctx), clock);
+    let mut slots: Vec<Option<Pending>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut inflight = 0usize;
+    let mut ended = false;
+    // Once the client is gone, replies are dropped but requests still run to completion.
+    let mut dead = false;
+    let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+    let chunk = (e.queue.limits().max_sectors as u64).min(1 << 16) * 512;
+    while !(ended && inflight == 0) {
+        // Take new requests: wait for one when idle, else only what is ready.
+        let mut got = 0;
+        loop {
+            let item = if inflight == 0 && got == 0 && !ended {
+                match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(i) => i,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => Item::End,
+                }
+            } else if ended {
+                break;
+            } else {
+                match rx.try_recv() {
+                    Ok(i) => i,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => Item::End,
+                }
+            };
+            got += 1;
+            match item {
+                Item::End => ended = true,
+                Item::Ok(cookie) => {
+                    out.extend_from_slice(&proto::simple_reply(cookie, 0));
+                }
+                Item::Fail(cookie, code) => {
+                    e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    out.extend_from_slice(&proto::simple_reply(cookie, code));
+                }
+                Item::Req(r, data) => {
+                    let slot = free.pop().unwrap_or_else(|| {
+                        slots.push(None);
+                        slots.len() - 1
+                    });
+                    let bios = submit(&mut h, e, &r, data, slot as u64, chunk);
+                    slots[slot] = Some(Pending {
+                        cookie: r.cookie,
+                        read: r.kind == cmd::READ,
+                        bios,
+                        error: 0,
+                    });
+                    inflight += 1;
+                }
+            }
+            if got >= MAX_INFLIGHT {
+                break;
+            }
+        }
+        if inflight > 0 {
+            if out.is_empty() {
+                h.reap(1, 200_000);
+            } else {
+                h.poll();
+            }
+            for bio in h.done().drain(..) {
+                let slot = bio.private as usize;
+                let Some(p) = slots[slot].as_mut() else {
+                    continue;
+                };
+                p.bios -= 1;
+                if p.error == 0 {
+                    p.error = nbd_error(bio.status);
+                }
+                if p.bios > 0 {
+                    continue;
+                }
+                let p = slots[slot].take().expect("pending");
+                free.push(slot);
+                inflight -= 1;
+                out.extend_from_slice(&proto::simple_reply(p.cookie, p.error));
+                if p.error != 0 {
+                    e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                } else if p.read {
+                    let buf = bio.buf.as_ref().expect("a read carries its buffer");
+                    e.stats
+                        .bytes_read
+                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                    out.extend_from_slice(buf.as_slice());
+                } else if bio.op == ReqOp::Write {
+                    e.stats
+                        .bytes_written
+                        .fetch_add(bio.bytes(), Ordering::Relaxed);
+                }
+            }
+        }
+        if !out.is_empty() {
+            if !dead && s.write_all(&out).is_err() {
+                dead = true;
+                ended = true;
+            }
+            out.clear();
+        }
+    }
+    Ok(())
+}
+
+/// Submits the bios of one request; returns how many.
+fn submit(
+    h: &mut SubmitterHandle,
+    e: &Export,
+    r: &Request,
+    data: Option<IoBuf>,
+    slot: u64,
+    chunk: u64,
+) -> u32 {
+    let fua = r.flags & cflag::FUA != 0;
+    let sector = r.offset / 512;
+    let mk = |op: ReqOp, sector: u64, sectors: u32| {
+        let mut b = Bio::new(op, sector, sectors).with_private(slot);
+        if fua && op != ReqOp::Flush && op != ReqOp::Read {
+            b = b.with_flags(ReqFlags::FUA);
+        }
+        b
+    };
+    match r.kind {
+        cmd::READ => {
+            let bio =
+                mk(ReqOp::Read, sector, r.length / 512).with_buf(IoBuf::new(r.length as usize));
+            h.submit(bio);
+            1
+        }
+        cmd::WRITE => {
+            let mut bio = mk(ReqOp::Write, sector, r.length / 512);
+            if let Some(d) = data {
+                bio = bio.with_buf(d);
+            }
+            h.submit(bio);
+            1
+        }
+        cmd::FLUSH => {
+            h.submit(mk(ReqOp::Flush, 0, 0));
+            1
+        }
+        _ => {
+            // TRIM and WRITE_ZEROES may cover gigabytes: one bio per `chunk`.
+            let op = if r.kind == cmd::TRIM {
+                ReqOp::Discard
+            } else {
+                ReqOp::WriteZeroes
+            };
+            let mut n = 0;
+            let mut off = r.offset;
+            let end = r.offset + r.length as u64;
+            while off < end {
+                let len = chunk.min(end - off);
+                h.submit(mk(op, off / 512, (len / 512) as u32));
+                off += len;
+                n += 1;
+            }
+            let _ = e;
+            n
+        }
+    }
+}

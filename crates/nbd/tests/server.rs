@@ -1,0 +1,396 @@
+//! The server over a real socket with a small client written from the spec: handshake,
+//! every command, the multi-connection flush rule, and bad clients that must not hurt others.
+
+use mqblk_core::{QueueConfig, RequestQueue, TagSet};
+use mqblk_drivers::{NullConfig, NullDevice};
+use mqblk_nbd::proto::{self, cflag, cmd, err, info, opt, rep, tflag, Request};
+use mqblk_nbd::{Export, Listener, Server};
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+struct Rig {
+    sock: PathBuf,
+    server: Arc<Server>,
+    queue: Arc<RequestQueue>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn rig(name: &str, read_only: bool) -> Rig {
+    let cfg = NullConfig {
+        submit_queues: 2,
+        memory_backed: true,
+        size_bytes: 64 << 20,
+        ..NullConfig::default()
+    };
+    let set = TagSet::new(cfg.tag_set_config()).unwrap();
+    let dev = NullDevice::new(cfg.clone()).unwrap();
+    let mut limits = cfg.queue_limits();
+    limits.max_sectors = 65536;
+    let queue = RequestQueue::new(
+        set,
+        dev,
+        mqblk_sched::lookup("mq-deadline"),
+        QueueConfig {
+            nr_ctx: 8,
+            limits,
+            ..QueueConfig::default()
+        },
+    )
+    .unwrap();
+    let export = Arc::new(Export::new(
+        "disk",
+        "test disk",
+        queue.clone(),
+        read_only,
+        false,
+    ));
+    let server = Arc::new(Server::new(vec![export], 8));
+    let sock = std::env::temp_dir().join(format!("mqblk-nbd-{}-{name}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&sock);
+    let l = UnixListener::bind(&sock).unwrap();
+    let s = server.clone();
+    let p = sock.clone();
+    let thread = std::thread::spawn(move || s.run(vec![Listener::Unix(l, p)]).unwrap());
+    Rig {
+        sock,
+        server,
+        queue,
+        thread: Some(thread),
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.server.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Client {
+    s: UnixStream,
+    size: u64,
+    flags: u16,
+    next: u64,
+}
+
+fn read_n(s: &mut UnixStream, n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    s.read_exact(&mut b).unwrap();
+    b
+}
+
+fn option(s: &mut UnixStream, o: u32, data: &[u8]) {
+    let mut b = proto::IHAVEOPT.to_be_bytes().to_vec();
+    b.extend_from_slice(&o.to_be_bytes());
+    b.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    b.extend_from_slice(data);
+    s.write_all(&b).unwrap();
+}
+
+/// Reads one option reply: (type, payload).
+fn reply(s: &mut UnixStream) -> (u32, Vec<u8>) {
+    let h = read_n(s, 20);
+    assert_eq!(
+        u64::from_be_bytes(h[..8].try_into().unwrap()),
+        proto::OPT_REPLY_MAGIC
+    );
+    let t = u32::from_be_bytes(h[12..16].try_into().unwrap());
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    (t, read_n(s, len))
+}
+
+fn greet(sock: &PathBuf) -> UnixStream {
+    let mut s = UnixStream::connect(sock).unwrap();
+    let g = read_n(&mut s, 18);
+    assert_eq!(&g[..8], &proto::NBDMAGIC.to_be_bytes());
+    s.write_all(&(proto::FLAG_C_FIXED_NEWSTYLE | proto::FLAG_C_NO_ZEROES).to_be_bytes())
+        .unwrap();
+    s
+}
+
+fn go_payload(name: &str, infos: &[u16]) -> Vec<u8> {
+    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&(infos.len() as u16).to_be_bytes());
+    for i in infos {
+        d.extend_from_slice(&i.to_be_bytes());
+    }
+    d
+}
+
+impl Client {
+    fn connect(sock: &PathBuf) -> Client {
+        let mut s = greet(sock);
+        option(&mut s, opt::STRUCTURED_REPLY, &[]);
+        assert_eq!(
+            reply(&mut s).0,
+            rep::ERR_UNSUP,
+            "structured replies are refused cleanly"
+        );
+        option(
+            &mut s,
+            opt::GO,
+            &go_payload("disk", &[info::BLOCK_SIZE, info::NAME]),
+        );
+        let (mut size, mut flags, mut block) = (0, 0, None);
+        loop {
+            let (t, d) = reply(&mut s);
+            if t == rep::ACK {
+                break;
+            }
+            assert_eq!(t, rep::INFO);
+            match u16::from_be_bytes([d[0], d[1]]) {
+                info::EXPORT => {
+                    size = u64::from_be_bytes(d[2..10].try_into().unwrap());
+                    flags = u16::from_be_bytes([d[10], d[11]]);
+                }
+                info::BLOCK_SIZE => block = Some(d[2..].to_vec()),
+                info::NAME => assert_eq!(&d[2..], b"disk"),
+                _ => {}
+            }
+        }
+        assert!(block.is_some(), "block sizes advertised");
+        Client {
+            s,
+            size,
+            flags,
+            next: 1,
+        }
+    }
+
+    fn send(&mut self, kind: u16, flags: u16, offset: u64, length: u32, data: &[u8]) -> u64 {
+        let cookie = self.next;
+        self.next += 1;
+        let r = Request {
+            flags,
+            kind,
+            cookie,
+            offset,
+            length,
+        };
+        self.s.write_all(&proto::encode_request(&r)).unwrap();
+        self.s.write_all(data).unwrap();
+        cookie
+    }
+
+    /// Reads one simple reply: (cookie, error).
+    fn recv(&mut self) -> (u64, u32) {
+        let h = read_n(&mut self.s, 16);
+        assert_eq!(
+            u32::from_be_bytes(h[..4].try_into().unwrap()),
+            proto::SIMPLE_REPLY_MAGIC
+        );
+        (
+            u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            u32::from_be_bytes(h[4..8].try_into().unwrap()),
+        )
+    }
+
+    fn call(&mut self, kind: u16, flags: u16, offset: u64, length: u32, data: &[u8]) -> u32 {
+        let c = self.send(kind, flags, offset, length, data);
+        let (cookie, e) = self.recv();
+        assert_eq!(cookie, c);
+        e
+    }
+
+    fn read(&mut self, offset: u64, len: u32) -> Vec<u8> {
+        let c = self.send(cmd::READ, 0, offset, len, &[]);
+        let (cookie, e) = self.recv();
+        assert_eq!((cookie, e), (c, 0));
+        read_n(&mut self.s, len as usize)
+    }
+
+    fn disconnect(mut self) {
+        self.send(cmd::DISC, 0, 0, 0, &[]);
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn every_command_and_the_flags() {
+    let r = rig("cmds", false);
+    let mut c = Client::connect(&r.sock);
+    assert_eq!(c.size, 64 << 20);
+    for f in [
+        tflag::HAS_FLAGS,
+        tflag::SEND_FLUSH,
+        tflag::SEND_FUA,
+        tflag::SEND_TRIM,
+        tflag::SEND_WRITE_ZEROES,
+        tflag::CAN_MULTI_CONN,
+    ] {
+        assert!(c.flags & f != 0, "flag {f:#x}");
+    }
+    let data = pattern(7, 65536);
+    assert_eq!(c.call(cmd::WRITE, cflag::FUA, 1 << 20, 65536, &data), 0);
+    assert_eq!(c.read(1 << 20, 65536), data);
+    assert_eq!(c.call(cmd::FLUSH, 0, 0, 0, &[]), 0);
+    assert_eq!(
+        c.call(
+            cmd::WRITE_ZEROES,
+            cflag::NO_HOLE,
+            (1 << 20) + 4096,
+            8192,
+            &[]
+        ),
+        0
+    );
+    let back = c.read(1 << 20, 16384);
+    assert_eq!(&back[..4096], &data[..4096]);
+    assert!(back[4096..12288].iter().all(|&b| b == 0));
+    assert_eq!(&back[12288..], &data[12288..16384]);
+    assert_eq!(c.call(cmd::TRIM, 0, 0, 1 << 20, &[]), 0);
+    assert_eq!(c.call(cmd::CACHE, 0, 0, 4096, &[]), 0);
+    // Errors: past the end, misaligned, unknown command or flag, oversized payload.
+    assert_eq!(c.call(cmd::READ, 0, c.size, 4096, &[]), err::EINVAL);
+    assert_eq!(
+        c.call(cmd::WRITE, 0, c.size - 512, 1024, &[0; 1024]),
+        err::ENOSPC
+    );
+    assert_eq!(c.call(cmd::READ, 0, 100, 512, &[]), err::EINVAL);
+    assert_eq!(c.call(42, 0, 0, 512, &[]), err::EINVAL);
+    assert_eq!(c.call(cmd::READ, 1 << 9, 0, 512, &[]), err::EINVAL);
+    let big = vec![0u8; (32 << 20) + 512];
+    assert_eq!(
+        c.call(cmd::WRITE, 0, 0, big.len() as u32, &big),
+        err::EINVAL
+    );
+    // Still in step after all that.
+    assert_eq!(c.read(1 << 20, 4096), data[..4096].to_vec());
+    c.disconnect();
+}
+
+#[test]
+fn many_requests_in_flight_on_one_connection() {
+    let r = rig("pipeline", false);
+    let mut c = Client::connect(&r.sock);
+    let mut cookies = Vec::new();
+    for i in 0..200u64 {
+        let d = pattern(i as u8, 4096);
+        cookies.push(c.send(cmd::WRITE, 0, i * 4096, 4096, &d));
+    }
+    let mut seen: Vec<u64> = (0..200)
+        .map(|_| c.recv())
+        .map(|(k, e)| {
+            assert_eq!(e, 0);
+            k
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(seen, cookies, "every write answered once");
+    for i in 0..200u64 {
+        assert_eq!(c.read(i * 4096, 4096), pattern(i as u8, 4096));
+    }
+}
+
+#[test]
+fn list_info_unknown_and_abort() {
+    let r = rig("opts", false);
+    let mut s = greet(&r.sock);
+    option(&mut s, opt::LIST, &[]);
+    let (t, d) = reply(&mut s);
+    assert_eq!(t, rep::SERVER);
+    assert_eq!(&d[4..8], b"disk");
+    assert_eq!(reply(&mut s).0, rep::ACK);
+    option(&mut s, 999, b"whatever");
+    assert_eq!(reply(&mut s).0, rep::ERR_UNSUP);
+    option(&mut s, opt::INFO, &go_payload("nope", &[]));
+    assert_eq!(reply(&mut s).0, rep::ERR_UNKNOWN);
+    option(&mut s, opt::INFO, &[1, 2]);
+    assert_eq!(reply(&mut s).0, rep::ERR_INVALID);
+    option(&mut s, opt::ABORT, &[]);
+    assert_eq!(reply(&mut s).0, rep::ACK);
+}
+
+#[test]
+fn read_only_exports_refuse_writes() {
+    let r = rig("ro", true);
+    let mut c = Client::connect(&r.sock);
+    assert!(c.flags & tflag::READ_ONLY != 0);
+    assert_eq!(c.call(cmd::WRITE, 0, 0, 512, &[1; 512]), err::EPERM);
+    assert_eq!(c.call(cmd::TRIM, 0, 0, 512, &[]), err::EPERM);
+    assert_eq!(c.read(0, 512), vec![0; 512]);
+}
+
+#[test]
+fn multi_conn_flush_makes_writes_visible_everywhere() {
+    // nbdkit's pattern: write on one connection, flush on another, read on a third.
+    let r = rig("multi", false);
+    let mut a = Client::connect(&r.sock);
+    let mut b = Client::connect(&r.sock);
+    let mut c = Client::connect(&r.sock);
+    let d = pattern(99, 8192);
+    assert_eq!(a.call(cmd::WRITE, 0, 8192, 8192, &d), 0);
+    assert_eq!(b.call(cmd::FLUSH, 0, 0, 0, &[]), 0);
+    assert_eq!(c.read(8192, 8192), d);
+    // FUA on one, read on another.
+    let e = pattern(3, 4096);
+    assert_eq!(c.call(cmd::WRITE, cflag::FUA, 0, 4096, &e), 0);
+    assert_eq!(a.read(0, 4096), e);
+}
+
+#[test]
+fn bad_clients_only_hurt_themselves() {
+    let r = rig("bad", false);
+    let mut good = Client::connect(&r.sock);
+    // A bad option magic: that client is dropped.
+    let mut s = greet(&r.sock);
+    s.write_all(&[0xde; 16]).unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "disconnected");
+    // Bad client flags.
+    let mut s = UnixStream::connect(&r.sock).unwrap();
+    read_n(&mut s, 18);
+    s.write_all(&0xffff_0000u32.to_be_bytes()).unwrap();
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+    // A client that sends a write header and half its data, then vanishes.
+    let mut v = Client::connect(&r.sock);
+    v.send(cmd::WRITE, 0, 0, 65536, &[7; 1000]);
+    drop(v);
+    // A client that leaves with requests in flight.
+    let mut w = Client::connect(&r.sock);
+    for i in 0..50 {
+        w.send(cmd::READ, 0, i * 65536, 65536, &[]);
+    }
+    drop(w);
+    // A garbage request header.
+    let mut g = Client::connect(&r.sock);
+    g.s.write_all(&[0x55; 28]).unwrap();
+    assert_eq!(g.s.read(&mut buf).unwrap_or(0), 0);
+    // Random bytes at every stage, from a fixed seed.
+    let mut x = 0x1234_5678u64;
+    for _ in 0..50 {
+        let mut s = UnixStream::connect(&r.sock).unwrap();
+        let junk: Vec<u8> = (0..200)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let _ = s.write_all(&junk);
+    }
+    // The good client never noticed.
+    let d = pattern(1, 4096);
+    assert_eq!(good.call(cmd::WRITE, 0, 0, 4096, &d), 0);
+    assert_eq!(good.read(0, 4096), d);
+    good.disconnect();
+    // Every connection ends; nothing stays allocated.
+    let t0 = std::time::Instant::now();
+    while r.server.active() > 0 {
+        assert!(t0.elapsed().as_secs() < 20, "connections did not end");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(r.queue.nr_allocated(), 0, "no tag leaked");
+}
