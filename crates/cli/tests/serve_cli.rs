@@ -1,0 +1,349 @@
+//! `mqblk serve` against real NBD clients from Debian's packages (libnbd-bin, qemu-utils, fio).
+//! Each check skips with a printed reason when its client is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+struct Serve {
+    child: Option<Child>,
+    sock: PathBuf,
+    dir: PathBuf,
+}
+
+impl Serve {
+    fn start(name: &str, extra: &[&str]) -> Serve {
+        let dir = std::env::temp_dir().join(format!("mqblk-serve-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("nbd.sock");
+        let mut args = vec![
+            "serve".to_string(),
+            format!("--listen=unix:{}", sock.display()),
+            format!("--stats={}", dir.join("stats.json").display()),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+            .args(&args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while !sock.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Serve {
+            child: Some(child),
+            sock,
+            dir,
+        }
+    }
+
+    fn uri(&self) -> String {
+        format!("nbd+unix:///mqblk?socket={}", self.sock.display())
+    }
+
+    /// SIGTERM, wait, and return the server's stderr and the stats file.
+    fn stop(mut self) -> (String, serde_json::Value) {
+        let mut child = self.child.take().unwrap();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let t0 = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "server did not exit on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stats = std::fs::read_to_string(self.dir.join("stats.json")).unwrap();
+        (text(&out.stderr), serde_json::from_str(&stats).unwrap())
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn run(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd).args(args).output().unwrap()
+}
+
+fn random_file(path: &Path, len: usize, seed: u64) {
+    let mut x = seed | 1;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn nbdinfo_sees_size_flags_and_block_sizes() {
+    if !have("nbdinfo") {
+        return eprintln!("SKIP: nbdinfo not installed (apt-get install libnbd-bin)");
+    }
+    let s = Serve::start(
+        "info",
+        &["--size=64m", "--export=mqblk", "--description=test"],
+    );
+    let o = run("nbdinfo", &[&s.uri()]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for needle in [
+        "export-size: 67108864",
+        "can_multi_conn: true",
+        "can_flush: true",
+        "can_fua: true",
+        "can_trim: true",
+        "can_zero: true",
+        "is_read_only: false",
+        "block_size_minimum: 512",
+        "block_size_maximum: 33554432",
+    ] {
+        assert!(out.contains(needle), "missing {needle}:\n{out}");
+    }
+    let l = run("nbdinfo", &["--list", &s.uri()]);
+    assert!(
+        text(&l.stdout).contains("export=\"mqblk\""),
+        "{}",
+        text(&l.stdout)
+    );
+    let (err, stats) = s.stop();
+    assert!(err.contains("final flush ok"), "{err}");
+    assert!(stats["connections"].as_u64().unwrap() >= 1, "{stats}");
+}
+
+#[test]
+fn nbdcopy_in_and_out_with_multi_conn_keeps_every_byte() {
+    if !have("nbdcopy") {
+        return eprintln!("SKIP: nbdcopy not installed (apt-get install libnbd-bin)");
+    }
+    let s = Serve::start(
+        "copy",
+        &["--size=48m", "--hw-queues=2", "--ioscheduler=mq-deadline"],
+    );
+    let src = s.dir.join("src.bin");
+    let back = s.dir.join("back.bin");
+    random_file(&src, 48 << 20, 11);
+    let o = run(
+        "nbdcopy",
+        &["--connections=4", &src.display().to_string(), &s.uri()],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run(
+        "nbdcopy",
+        &["--connections=4", &s.uri(), &back.display().to_string()],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        std::fs::read(&src).unwrap() == std::fs::read(&back).unwrap(),
+        "the copy differs"
+    );
+    let (_, stats) = s.stop();
+    assert_eq!(stats["errors"], 0);
+    let hctx = stats["hctx"].as_array().unwrap();
+    assert!(
+        hctx.iter().all(|h| h["dispatched"].as_u64().unwrap() > 0),
+        "connections spread over both hardware queues: {stats}"
+    );
+}
+
+#[test]
+fn qemu_img_and_qemu_io_read_back_patterns() {
+    if !have("qemu-img") || !have("qemu-io") {
+        return eprintln!("SKIP: qemu-img/qemu-io not installed (apt-get install qemu-utils)");
+    }
+    let s = Serve::start("qemu", &["--size=32m"]);
+    let uri = s.uri();
+    let o = run(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0xa5 1M 256k",
+            "-c",
+            "write -z 2M 64k",
+            "-c",
+            "flush",
+            &uri,
+        ],
+    );
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let o = run(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "read -P 0xa5 1M 256k",
+            "-c",
+            "read -P 0 2M 64k",
+            &uri,
+        ],
+    );
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success() && !out.contains("Pattern verification failed"),
+        "{out}{}",
+        text(&o.stderr)
+    );
+    let img = s.dir.join("img.raw");
+    let o = run(
+        "qemu-img",
+        &[
+            "convert",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            &uri,
+            &img.display().to_string(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let data = std::fs::read(&img).unwrap();
+    assert_eq!(data.len(), 32 << 20);
+    assert!(data[1 << 20..(1 << 20) + (256 << 10)]
+        .iter()
+        .all(|&b| b == 0xa5));
+    let back = s.dir.join("back.raw");
+    random_file(&back, 32 << 20, 5);
+    let o = run(
+        "qemu-img",
+        &[
+            "convert",
+            "-n",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            &back.display().to_string(),
+            &uri,
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run(
+        "qemu-img",
+        &[
+            "compare",
+            "-f",
+            "raw",
+            "-F",
+            "raw",
+            &back.display().to_string(),
+            &uri,
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "qemu-img compare: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    s.stop();
+}
+
+#[test]
+fn fio_nbd_engine_verifies_with_one_and_four_jobs() {
+    let engine_ok = Command::new("fio")
+        .arg("--enghelp")
+        .output()
+        .is_ok_and(|o| text(&o.stdout).lines().any(|l| l.trim() == "nbd"));
+    if !engine_ok {
+        return eprintln!("SKIP: fio with the nbd engine not installed (apt-get install fio)");
+    }
+    let s = Serve::start("fio", &["--size=128m", "--hw-queues=2"]);
+    for nj in ["1", "4"] {
+        let o = run(
+            "fio",
+            &[
+                "--name=v",
+                "--ioengine=nbd",
+                &format!("--uri={}", s.uri()),
+                "--rw=randwrite",
+                "--bs=4k",
+                "--iodepth=32",
+                "--size=16m",
+                "--offset_increment=16m",
+                &format!("--numjobs={nj}"),
+                "--verify=crc32c",
+                "--group_reporting",
+                "--output-format=json",
+            ],
+        );
+        assert!(o.status.success(), "numjobs={nj}: {}", text(&o.stderr));
+        // fio may print notes before its JSON.
+        let out = text(&o.stdout);
+        let json = &out[out.find('{').unwrap_or(0)..];
+        let v: serde_json::Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let j = &v["jobs"][0];
+        assert_eq!(j["error"], 0, "numjobs={nj}: {j}");
+        assert!(j["write"]["io_bytes"].as_u64().unwrap() > 0);
+    }
+    s.stop();
+}
+
+#[test]
+fn read_only_export_and_bad_flags() {
+    let o = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(["serve", "--listen=bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("expected tcp:HOST:PORT or unix:PATH"));
+    let o = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(["serve", "--driver=uring"])
+        .output()
+        .unwrap();
+    assert!(text(&o.stderr).contains("needs --filename"));
+    if !have("qemu-io") {
+        return eprintln!("SKIP: qemu-io not installed");
+    }
+    let s = Serve::start("ro", &["--read-only", "--size=8m"]);
+    let o = run(
+        "qemu-io",
+        &["-f", "raw", "-r", "-c", "read -P 0 0 64k", &s.uri()],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = run("qemu-io", &["-f", "raw", "-c", "write -P 1 0 4k", &s.uri()]);
+    let all = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        !o.status.success()
+            || all.contains("failed")
+            || all.contains("read-only")
+            || all.contains("Read-only"),
+        "a write to a read-only export must fail: {all}"
+    );
+    s.stop();
+}
