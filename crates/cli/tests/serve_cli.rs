@@ -284,9 +284,10 @@ fn fio_nbd_engine_verifies_with_one_and_four_jobs() {
     }
     let s = Serve::start("fio", &["--size=128m", "--hw-queues=2"]);
     for nj in ["1", "4"] {
-        let o = run(
-            "fio",
-            &[
+        // fio leaves verify state files in its working directory.
+        let o = Command::new("fio")
+            .current_dir(&s.dir)
+            .args([
                 "--name=v",
                 "--ioengine=nbd",
                 &format!("--uri={}", s.uri()),
@@ -299,8 +300,9 @@ fn fio_nbd_engine_verifies_with_one_and_four_jobs() {
                 "--verify=crc32c",
                 "--group_reporting",
                 "--output-format=json",
-            ],
-        );
+            ])
+            .output()
+            .unwrap();
         assert!(o.status.success(), "numjobs={nj}: {}", text(&o.stderr));
         // fio may print notes before its JSON.
         let out = text(&o.stdout);

@@ -8,7 +8,24 @@ pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
 pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
 pub const OPT_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+pub const EXT_REQUEST_MAGIC: u32 = 0x21e4_1c71;
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+pub const EXT_REPLY_MAGIC: u32 = 0x6e8a_278c;
+
+/// The meta context BLOCK_STATUS reports, and the id we give it.
+pub const BASE_ALLOCATION: &str = "base:allocation";
+pub const BASE_ALLOCATION_ID: u32 = 1;
+
+/// Structured reply chunk types and flags.
+pub mod chunk {
+    pub const FLAG_DONE: u16 = 1 << 0;
+    pub const NONE: u16 = 0;
+    pub const OFFSET_DATA: u16 = 1;
+    pub const BLOCK_STATUS: u16 = 5;
+    pub const BLOCK_STATUS_EXT: u16 = 6;
+    pub const ERROR: u16 = 0x8001;
+}
 
 /// Handshake flags (server) and client flags.
 pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
@@ -35,6 +52,7 @@ pub mod rep {
     pub const ACK: u32 = 1;
     pub const SERVER: u32 = 2;
     pub const INFO: u32 = 3;
+    pub const META_CONTEXT: u32 = 4;
     pub const ERR_UNSUP: u32 = 0x8000_0001;
     pub const ERR_POLICY: u32 = 0x8000_0002;
     pub const ERR_INVALID: u32 = 0x8000_0003;
@@ -55,6 +73,7 @@ pub mod tflag {
     pub const HAS_FLAGS: u16 = 1 << 0;
     pub const READ_ONLY: u16 = 1 << 1;
     pub const SEND_FLUSH: u16 = 1 << 2;
+    pub const SEND_DF: u16 = 1 << 7;
     pub const SEND_FUA: u16 = 1 << 3;
     pub const ROTATIONAL: u16 = 1 << 4;
     pub const SEND_TRIM: u16 = 1 << 5;
@@ -83,7 +102,8 @@ pub mod cflag {
     pub const DF: u16 = 1 << 2;
     pub const REQ_ONE: u16 = 1 << 3;
     pub const FAST_ZERO: u16 = 1 << 4;
-    pub const KNOWN: u16 = FUA | NO_HOLE | DF | REQ_ONE | FAST_ZERO;
+    pub const PAYLOAD_LEN: u16 = 1 << 5;
+    pub const KNOWN: u16 = FUA | NO_HOLE | DF | REQ_ONE | FAST_ZERO | PAYLOAD_LEN;
 }
 
 /// Reply errors (NBD's own numbers, not the host's errno).
@@ -223,14 +243,186 @@ pub fn export_name_reply(size: u64, flags: u16, no_zeroes: bool) -> Vec<u8> {
     b
 }
 
-/// A transmission request header.
+/// A transmission request header (compact or extended; `length` widened to 64 bits).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     pub flags: u16,
     pub kind: u16,
     pub cookie: u64,
     pub offset: u64,
-    pub length: u32,
+    pub length: u64,
+}
+
+/// How replies are framed, as negotiated.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Framing {
+    Simple,
+    Structured,
+    Extended,
+}
+
+/// The queries of `NBD_OPT_LIST/SET_META_CONTEXT`: export name and context names.
+pub fn parse_meta_request(data: &[u8]) -> Result<(String, Vec<String>), ProtoError> {
+    let bad = |d: &str| ProtoError::Malformed {
+        what: "NBD_OPT_*_META_CONTEXT",
+        detail: d.to_string(),
+    };
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<&[u8], ProtoError> {
+        let s = data
+            .get(at..at.saturating_add(n))
+            .ok_or_else(|| bad("shorter than its lengths say"))?;
+        at += n;
+        Ok(s)
+    };
+    let nlen = u32::from_be_bytes(take(4)?.try_into().expect("4")) as usize;
+    let name = String::from_utf8(take(nlen)?.to_vec()).map_err(|_| bad("name not UTF-8"))?;
+    let n = u32::from_be_bytes(take(4)?.try_into().expect("4")) as usize;
+    let mut queries = Vec::new();
+    for _ in 0..n.min(1024) {
+        let qlen = u32::from_be_bytes(take(4)?.try_into().expect("4")) as usize;
+        queries.push(String::from_utf8(take(qlen)?.to_vec()).map_err(|_| bad("query not UTF-8"))?);
+    }
+    if at != data.len() {
+        return Err(bad("trailing bytes"));
+    }
+    Ok((name, queries))
+}
+
+/// `NBD_REP_META_CONTEXT` body.
+pub fn rep_meta_context(id: u32, name: &str) -> Vec<u8> {
+    let mut b = id.to_be_bytes().to_vec();
+    b.extend_from_slice(name.as_bytes());
+    b
+}
+
+/// An extended request header.
+pub fn parse_ext_request(b: &[u8; 32]) -> Result<Request, ProtoError> {
+    let magic = u32::from_be_bytes(b[..4].try_into().expect("4"));
+    if magic != EXT_REQUEST_MAGIC {
+        return Err(ProtoError::RequestMagic(magic));
+    }
+    Ok(Request {
+        flags: u16::from_be_bytes([b[4], b[5]]),
+        kind: u16::from_be_bytes([b[6], b[7]]),
+        cookie: u64::from_be_bytes(b[8..16].try_into().expect("8")),
+        offset: u64::from_be_bytes(b[16..24].try_into().expect("8")),
+        length: u64::from_be_bytes(b[24..32].try_into().expect("8")),
+    })
+}
+
+/// A structured (20-byte) or extended (32-byte) reply chunk header; `offset` is used by the
+/// extended form only.
+pub fn chunk_header(
+    framing: Framing,
+    flags: u16,
+    kind: u16,
+    cookie: u64,
+    offset: u64,
+    len: u64,
+    out: &mut Vec<u8>,
+) {
+    match framing {
+        Framing::Extended => {
+            out.extend_from_slice(&EXT_REPLY_MAGIC.to_be_bytes());
+            out.extend_from_slice(&flags.to_be_bytes());
+            out.extend_from_slice(&kind.to_be_bytes());
+            out.extend_from_slice(&cookie.to_be_bytes());
+            out.extend_from_slice(&offset.to_be_bytes());
+            out.extend_from_slice(&len.to_be_bytes());
+        }
+        _ => {
+            out.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+            out.extend_from_slice(&flags.to_be_bytes());
+            out.extend_from_slice(&kind.to_be_bytes());
+            out.extend_from_slice(&cookie.to_be_bytes());
+            out.extend_from_slice(&(len as u32).to_be_bytes());
+        }
+    }
+}
+
+/// The reply to a request without data: simple with simple framing, else one chunk (NONE on
+/// success, ERROR otherwise), flagged DONE.
+pub fn reply_no_data(framing: Framing, cookie: u64, offset: u64, error: u32, out: &mut Vec<u8>) {
+    if framing == Framing::Simple {
+        out.extend_from_slice(&simple_reply(cookie, error));
+        return;
+    }
+    if error == 0 {
+        chunk_header(
+            framing,
+            chunk::FLAG_DONE,
+            chunk::NONE,
+            cookie,
+            offset,
+            0,
+            out,
+        );
+    } else {
+        chunk_header(
+            framing,
+            chunk::FLAG_DONE,
+            chunk::ERROR,
+            cookie,
+            offset,
+            6,
+            out,
+        );
+        out.extend_from_slice(&error.to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes());
+    }
+}
+
+/// The header of a successful read's reply; the data follows it.
+pub fn read_reply_header(framing: Framing, cookie: u64, offset: u64, len: u64, out: &mut Vec<u8>) {
+    match framing {
+        Framing::Simple => out.extend_from_slice(&simple_reply(cookie, 0)),
+        _ => {
+            chunk_header(
+                framing,
+                chunk::FLAG_DONE,
+                chunk::OFFSET_DATA,
+                cookie,
+                offset,
+                len + 8,
+                out,
+            );
+            out.extend_from_slice(&offset.to_be_bytes());
+        }
+    }
+}
+
+/// A BLOCK_STATUS reply for `base:allocation`: one extent of `len` bytes, all data (the
+/// drivers cannot tell holes apart, and "data" is always a correct answer).
+pub fn block_status_reply(framing: Framing, cookie: u64, offset: u64, len: u64, out: &mut Vec<u8>) {
+    if framing == Framing::Extended {
+        chunk_header(
+            framing,
+            chunk::FLAG_DONE,
+            chunk::BLOCK_STATUS_EXT,
+            cookie,
+            offset,
+            24,
+            out,
+        );
+        out.extend_from_slice(&BASE_ALLOCATION_ID.to_be_bytes());
+        out.extend_from_slice(&1u32.to_be_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&0u64.to_be_bytes());
+    } else {
+        chunk_header(
+            framing,
+            chunk::FLAG_DONE,
+            chunk::BLOCK_STATUS,
+            cookie,
+            offset,
+            12,
+            out,
+        );
+        out.extend_from_slice(&BASE_ALLOCATION_ID.to_be_bytes());
+        out.extend_from_slice(&(len.min(u32::MAX as u64 & !511) as u32).to_be_bytes());
+        out.extend_from_slice(&0u32.to_be_bytes());
+    }
 }
 
 pub fn parse_request(b: &[u8; 28]) -> Result<Request, ProtoError> {
@@ -243,7 +435,7 @@ pub fn parse_request(b: &[u8; 28]) -> Result<Request, ProtoError> {
         kind: u16::from_be_bytes([b[6], b[7]]),
         cookie: u64::from_be_bytes(b[8..16].try_into().expect("8")),
         offset: u64::from_be_bytes(b[16..24].try_into().expect("8")),
-        length: u32::from_be_bytes(b[24..28].try_into().expect("4")),
+        length: u32::from_be_bytes(b[24..28].try_into().expect("4")) as u64,
     })
 }
 
@@ -264,6 +456,18 @@ pub fn encode_request(r: &Request) -> [u8; 28] {
     b[6..8].copy_from_slice(&r.kind.to_be_bytes());
     b[8..16].copy_from_slice(&r.cookie.to_be_bytes());
     b[16..24].copy_from_slice(&r.offset.to_be_bytes());
-    b[24..28].copy_from_slice(&r.length.to_be_bytes());
+    b[24..28].copy_from_slice(&(r.length as u32).to_be_bytes());
+    b
+}
+
+/// Encodes an extended request (for clients and tests).
+pub fn encode_ext_request(r: &Request) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[..4].copy_from_slice(&EXT_REQUEST_MAGIC.to_be_bytes());
+    b[4..6].copy_from_slice(&r.flags.to_be_bytes());
+    b[6..8].copy_from_slice(&r.kind.to_be_bytes());
+    b[8..16].copy_from_slice(&r.cookie.to_be_bytes());
+    b[16..24].copy_from_slice(&r.offset.to_be_bytes());
+    b[24..32].copy_from_slice(&r.length.to_be_bytes());
     b
 }

@@ -8,7 +8,7 @@
 //! replies in completion order. A client that disappears leaves its requests to complete
 //! (their replies are dropped); the Ctx is released only when nothing of it is in flight.
 
-use crate::proto::{self, cflag, cmd, err, info, opt, rep, tflag, ProtoError, Request};
+use crate::proto::{self, cflag, cmd, err, info, opt, rep, tflag, Framing, ProtoError, Request};
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, ReqFlags, ReqOp, RequestQueue};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use parking_lot::Mutex;
@@ -109,7 +109,7 @@ impl Export {
         g.0.push(c);
     }
 
-    pub fn flags(&self) -> u16 {
+    pub fn flags(&self, framing: Framing) -> u16 {
         let mut f = tflag::HAS_FLAGS
             | tflag::SEND_FLUSH
             | tflag::SEND_FUA
@@ -118,7 +118,13 @@ impl Export {
         if self.read_only {
             f |= tflag::READ_ONLY;
         } else {
-            f |= tflag::SEND_TRIM | tflag::SEND_WRITE_ZEROES;
+            // Zeroing is a hole punch or a zero-range call on files and a memset in memory:
+            // never slower than writing zeroes, so FAST_ZERO requests are honoured.
+            f |= tflag::SEND_TRIM | tflag::SEND_WRITE_ZEROES | tflag::SEND_FAST_ZERO;
+        }
+        if framing != Framing::Simple {
+            // A read is always answered in one chunk.
+            f |= tflag::SEND_DF;
         }
         if self.rotational {
             f |= tflag::ROTATIONAL;
@@ -287,31 +293,58 @@ fn protocol(e: ProtoError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.to_string())
 }
 
+/// What the handshake agreed on.
+#[derive(Copy, Clone, Debug)]
+struct Session {
+    framing: Framing,
+    /// `base:allocation` was selected (BLOCK_STATUS allowed).
+    meta: bool,
+}
+
 /// The handshake; `Ok(None)` when the client aborted or left.
-fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Arc<Export>>> {
+fn handshake(
+    s: &mut Stream,
+    exports: &[Arc<Export>],
+) -> io::Result<Option<(Arc<Export>, Session)>> {
     s.write_all(&proto::greeting())?;
     let no_zeroes = proto::client_flags(read_u32(s)?).map_err(protocol)?;
+    let mut structured = false;
+    let mut extended = false;
+    let mut meta = false;
     loop {
         let mut h = [0u8; 16];
         s.read_exact(&mut h)?;
         let (option, len) = proto::option_header(&h).map_err(protocol)?;
         let mut data = vec![0u8; len as usize];
         s.read_exact(&mut data)?;
+        let framing = if extended {
+            Framing::Extended
+        } else if structured {
+            Framing::Structured
+        } else {
+            Framing::Simple
+        };
         let find = |name: &str| {
             exports
                 .iter()
                 .find(|e| e.name == name || (name.is_empty() && exports.len() == 1))
                 .cloned()
         };
+        let session = Session { framing, meta };
         match option {
             opt::EXPORT_NAME => {
                 let name = String::from_utf8_lossy(&data).into_owned();
-                // This option cannot carry an error: an unknown export ends the connection.
-                let Some(e) = find(&name) else {
+                // This option cannot carry an error: an unknown export (or the option after
+                // extended headers, which forbid it) ends the connection.
+                let Some(e) = find(&name).filter(|_| !extended) else {
                     return Ok(None);
                 };
-                s.write_all(&proto::export_name_reply(e.size, e.flags(), no_zeroes))?;
-                return Ok(Some(e));
+                s.write_all(&proto::export_name_reply(
+                    e.size,
+                    e.flags(framing),
+                    no_zeroes,
+                ))?;
+                return Ok(Some((e, session)));
             }
             opt::ABORT => {
                 let _ = s.write_all(&proto::option_reply(option, rep::ACK, &[]));
@@ -331,6 +364,67 @@ fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Arc<E
                         option,
                         rep::SERVER,
                         &proto::rep_server(&e.name, &e.description),
+                    ))?;
+                }
+                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+            }
+            opt::STRUCTURED_REPLY | opt::EXTENDED_HEADERS => {
+                if !data.is_empty() {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::ERR_INVALID,
+                        b"takes no data",
+                    ))?;
+                    continue;
+                }
+                if option == opt::STRUCTURED_REPLY {
+                    structured = true;
+                } else {
+                    extended = true;
+                }
+                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+            }
+            opt::LIST_META_CONTEXT | opt::SET_META_CONTEXT => {
+                let set = option == opt::SET_META_CONTEXT;
+                if set && framing == Framing::Simple {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::ERR_INVALID,
+                        b"negotiate structured replies first",
+                    ))?;
+                    continue;
+                }
+                let (name, queries) = match proto::parse_meta_request(&data) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        s.write_all(&proto::option_reply(
+                            option,
+                            rep::ERR_INVALID,
+                            e.to_string().as_bytes(),
+                        ))?;
+                        continue;
+                    }
+                };
+                if find(&name).is_none() {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::ERR_UNKNOWN,
+                        b"no such export",
+                    ))?;
+                    continue;
+                }
+                let wanted = (!set && queries.is_empty())
+                    || queries.iter().any(|q| {
+                        q == proto::BASE_ALLOCATION || (!set && (q == "base:" || q == "base"))
+                    });
+                if set {
+                    meta = wanted;
+                }
+                if wanted {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::META_CONTEXT,
+                        &proto::rep_meta_context(proto::BASE_ALLOCATION_ID, proto::BASE_ALLOCATION),
                     ))?;
                 }
                 s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
@@ -378,11 +472,11 @@ fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Arc<E
                 s.write_all(&proto::option_reply(
                     option,
                     rep::INFO,
-                    &proto::info_export(e.size, e.flags()),
+                    &proto::info_export(e.size, e.flags(framing)),
                 ))?;
                 s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
                 if option == opt::GO {
-                    return Ok(Some(e));
+                    return Ok(Some((e, session)));
                 }
             }
             opt::STARTTLS => {
@@ -393,8 +487,6 @@ fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Arc<E
                 ))?;
             }
             _ => {
-                // STRUCTURED_REPLY, EXTENDED_HEADERS, META_CONTEXT and anything unknown: not
-                // (yet) supported; the client falls back to simple replies.
                 s.write_all(&proto::option_reply(option, rep::ERR_UNSUP, &[]))?;
             }
         }
@@ -404,16 +496,18 @@ fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Arc<E
 /// What the reader hands to the I/O thread.
 enum Item {
     Req(Request, Option<IoBuf>),
-    /// Answer with this error without touching the device.
-    Fail(u64, u32),
-    /// Answer success at once (CACHE, zero-length requests).
-    Ok(u64),
+    /// Answer with this error without touching the device: (cookie, offset, error).
+    Fail(u64, u64, u32),
+    /// Answer success at once (CACHE, zero-length requests): (cookie, offset).
+    Ok(u64, u64),
+    /// BLOCK_STATUS: (cookie, offset, length).
+    Status(u64, u64, u64),
     /// The client is gone or said goodbye.
     End,
 }
 
 fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
-    let Some(export) = handshake(&mut s, exports)? else {
+    let Some((export, session)) = handshake(&mut s, exports)? else {
         return Ok(());
     };
     let Some(ctx) = export.take_ctx() else {
@@ -428,7 +522,7 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
     let reader = std::thread::Builder::new()
         .name("nbd-read".into())
         .spawn(move || {
-            let end = read_requests(&mut rd, &ex, &tx);
+            let end = read_requests(&mut rd, &ex, session, &tx);
             if let Err(e) = end {
                 // A client that closes without NBD_CMD_DISC (fio's engine does) is normal.
                 if !matches!(
@@ -440,7 +534,7 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
             }
             let _ = tx.send(Item::End);
         })?;
-    let res = io_loop(&mut s, &export, ctx, &rx);
+    let res = io_loop(&mut s, &export, ctx, session.framing, &rx);
     s.shutdown();
     let _ = reader.join();
     export.put_ctx(ctx);
@@ -451,12 +545,20 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
 fn read_requests(
     s: &mut Stream,
     e: &Export,
+    session: Session,
     tx: &std::sync::mpsc::SyncSender<Item>,
 ) -> io::Result<()> {
+    let extended = session.framing == Framing::Extended;
     loop {
-        let mut h = [0u8; 28];
-        s.read_exact(&mut h)?;
-        let r = proto::parse_request(&h).map_err(protocol)?;
+        let r = if extended {
+            let mut h = [0u8; 32];
+            s.read_exact(&mut h)?;
+            proto::parse_ext_request(&h).map_err(protocol)?
+        } else {
+            let mut h = [0u8; 28];
+            s.read_exact(&mut h)?;
+            proto::parse_request(&h).map_err(protocol)?
+        };
         e.stats.requests.fetch_add(1, Ordering::Relaxed);
         let send = |item| {
             tx.send(item)
@@ -465,22 +567,37 @@ fn read_requests(
         if r.kind == cmd::DISC {
             return Ok(());
         }
-        // A write's payload must be consumed whatever we answer, to stay in step.
+        // A payload must be consumed whatever we answer, to stay in step: a compact WRITE
+        // carries `length` bytes, an extended request carries them iff PAYLOAD_LEN is set.
+        let has_payload = if extended {
+            r.flags & cflag::PAYLOAD_LEN != 0
+        } else {
+            r.kind == cmd::WRITE
+        };
+        if extended && r.kind == cmd::WRITE && !has_payload {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "extended WRITE without PAYLOAD_LEN",
+            ));
+        }
         let mut data = None;
-        if r.kind == cmd::WRITE {
-            if r.length > e.max_payload {
-                io::copy(&mut s.take(r.length as u64), &mut io::sink())?;
-                send(Item::Fail(r.cookie, err::EINVAL))?;
+        if has_payload {
+            if r.kind != cmd::WRITE || r.length > e.max_payload as u64 {
+                io::copy(&mut s.take(r.length), &mut io::sink())?;
+                send(Item::Fail(r.cookie, r.offset, err::EINVAL))?;
                 continue;
             }
             let mut buf = IoBuf::new(r.length as usize);
             s.read_exact(buf.as_mut_slice())?;
             data = Some(buf);
         }
-        match check(e, &r) {
-            Some(code) => send(Item::Fail(r.cookie, code))?,
+        match check(e, session, &r) {
+            Some(code) => send(Item::Fail(r.cookie, r.offset, code))?,
+            None if r.kind == cmd::BLOCK_STATUS => {
+                send(Item::Status(r.cookie, r.offset, r.length))?
+            }
             None if r.kind == cmd::CACHE || (r.length == 0 && r.kind != cmd::FLUSH) => {
-                send(Item::Ok(r.cookie))?
+                send(Item::Ok(r.cookie, r.offset))?
             }
             None => send(Item::Req(r, data))?,
         }
@@ -488,15 +605,33 @@ fn read_requests(
 }
 
 /// The error a request gets without reaching the device, if any.
-fn check(e: &Export, r: &Request) -> Option<u32> {
-    if r.flags & !cflag::KNOWN != 0
-        || r.flags & (cflag::DF | cflag::REQ_ONE | cflag::FAST_ZERO) != 0
-    {
-        // Flags for features we do not advertise.
+fn check(e: &Export, session: Session, r: &Request) -> Option<u32> {
+    if r.flags & !cflag::KNOWN != 0 {
+        return Some(err::EINVAL);
+    }
+    let allowed = match r.kind {
+        cmd::READ => {
+            cflag::FUA
+                | if session.framing != Framing::Simple {
+                    cflag::DF
+                } else {
+                    0
+                }
+        }
+        cmd::WRITE_ZEROES => cflag::FUA | cflag::NO_HOLE | cflag::FAST_ZERO,
+        cmd::BLOCK_STATUS => cflag::FUA | cflag::REQ_ONE,
+        _ => cflag::FUA,
+    } | if session.framing == Framing::Extended {
+        cflag::PAYLOAD_LEN
+    } else {
+        0
+    };
+    if r.flags & !allowed != 0 {
         return Some(err::EINVAL);
     }
     match r.kind {
         cmd::READ | cmd::WRITE | cmd::TRIM | cmd::WRITE_ZEROES | cmd::CACHE => {}
+        cmd::BLOCK_STATUS if session.meta => {}
         cmd::FLUSH => return (r.offset != 0 || r.length != 0).then_some(err::EINVAL),
         _ => return Some(err::EINVAL),
     }
@@ -504,7 +639,7 @@ fn check(e: &Export, r: &Request) -> Option<u32> {
     if writes && e.read_only {
         return Some(err::EPERM);
     }
-    if r.offset.saturating_add(r.length as u64) > e.size {
+    if r.offset.saturating_add(r.length) > e.size {
         return Some(if r.kind == cmd::WRITE {
             err::ENOSPC
         } else {
@@ -512,10 +647,10 @@ fn check(e: &Export, r: &Request) -> Option<u32> {
         });
     }
     let b = e.min_block as u64;
-    if r.offset % b != 0 || r.length as u64 % b != 0 {
+    if r.offset % b != 0 || r.length % b != 0 {
         return Some(err::EINVAL);
     }
-    if r.kind == cmd::READ && r.length > e.max_payload {
+    if r.kind == cmd::READ && r.length > e.max_payload as u64 {
         return Some(err::EINVAL);
     }
     None
@@ -536,12 +671,19 @@ fn nbd_error(s: BlkStatus) -> u32 {
 /// first error among them.
 struct Pending {
     cookie: u64,
+    offset: u64,
     read: bool,
     bios: u32,
     error: u32,
 }
 
-fn io_loop(s: &mut Stream, e: &Export, ctx: u16, rx: &Receiver<Item>) -> io::Result<()> {
+fn io_loop(
+    s: &mut Stream,
+    e: &Export,
+    ctx: u16,
+    framing: Framing,
+    rx: &Receiver<Item>,
+) -> io::Result<()> {
     let clock = MonotonicClock::new();
     let mut h = SubmitterHandle::new(e.queue.clone(), CtxIdx(ctx), clock);
     let mut slots: Vec<Option<Pending>> = Vec::new();
@@ -574,12 +716,15 @@ fn io_loop(s: &mut Stream, e: &Export, ctx: u16, rx: &Receiver<Item>) -> io::Res
             got += 1;
             match item {
                 Item::End => ended = true,
-                Item::Ok(cookie) => {
-                    out.extend_from_slice(&proto::simple_reply(cookie, 0));
+                Item::Ok(cookie, offset) => {
+                    proto::reply_no_data(framing, cookie, offset, 0, &mut out);
                 }
-                Item::Fail(cookie, code) => {
+                Item::Status(cookie, offset, len) => {
+                    proto::block_status_reply(framing, cookie, offset, len, &mut out);
+                }
+                Item::Fail(cookie, offset, code) => {
                     e.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    out.extend_from_slice(&proto::simple_reply(cookie, code));
+                    proto::reply_no_data(framing, cookie, offset, code, &mut out);
                 }
                 Item::Req(r, data) => {
                     let slot = free.pop().unwrap_or_else(|| {
@@ -589,6 +734,7 @@ fn io_loop(s: &mut Stream, e: &Export, ctx: u16, rx: &Receiver<Item>) -> io::Res
                     let bios = submit(&mut h, e, &r, data, slot as u64, chunk);
                     slots[slot] = Some(Pending {
                         cookie: r.cookie,
+                        offset: r.offset,
                         read: r.kind == cmd::READ,
                         bios,
                         error: 0,
@@ -621,19 +767,40 @@ fn io_loop(s: &mut Stream, e: &Export, ctx: u16, rx: &Receiver<Item>) -> io::Res
                 let p = slots[slot].take().expect("pending");
                 free.push(slot);
                 inflight -= 1;
-                out.extend_from_slice(&proto::simple_reply(p.cookie, p.error));
                 if p.error != 0 {
                     e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    proto::reply_no_data(framing, p.cookie, p.offset, p.error, &mut out);
                 } else if p.read {
                     let buf = bio.buf.as_ref().expect("a read carries its buffer");
                     e.stats
                         .bytes_read
                         .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                    out.extend_from_slice(buf.as_slice());
-                } else if bio.op == ReqOp::Write {
-                    e.stats
-                        .bytes_written
-                        .fetch_add(bio.bytes(), Ordering::Relaxed);
+                    proto::read_reply_header(
+                        framing,
+                        p.cookie,
+                        p.offset,
+                        buf.len() as u64,
+                        &mut out,
+                    );
+                    if buf.len() >= 64 * 1024 {
+                        // Large data goes straight from the bio's buffer to the socket.
+                        if !dead
+                            && (s.write_all(&out).is_err() || s.write_all(buf.as_slice()).is_err())
+                        {
+                            dead = true;
+                            ended = true;
+                        }
+                        out.clear();
+                    } else {
+                        out.extend_from_slice(buf.as_slice());
+                    }
+                } else {
+                    proto::reply_no_data(framing, p.cookie, p.offset, 0, &mut out);
+                    if bio.op == ReqOp::Write {
+                        e.stats
+                            .bytes_written
+                            .fetch_add(bio.bytes(), Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -668,13 +835,13 @@ fn submit(
     };
     match r.kind {
         cmd::READ => {
-            let bio =
-                mk(ReqOp::Read, sector, r.length / 512).with_buf(IoBuf::new(r.length as usize));
+            let bio = mk(ReqOp::Read, sector, (r.length / 512) as u32)
+                .with_buf(IoBuf::new(r.length as usize));
             h.submit(bio);
             1
         }
         cmd::WRITE => {
-            let mut bio = mk(ReqOp::Write, sector, r.length / 512);
+            let mut bio = mk(ReqOp::Write, sector, (r.length / 512) as u32);
             if let Some(d) = data {
                 bio = bio.with_buf(d);
             }
@@ -694,7 +861,7 @@ fn submit(
             };
             let mut n = 0;
             let mut off = r.offset;
-            let end = r.offset + r.length as u64;
+            let end = r.offset + r.length;
             while off < end {
                 let len = chunk.min(end - off);
                 h.submit(mk(op, off / 512, (len / 512) as u32));

@@ -126,12 +126,6 @@ fn go_payload(name: &str, infos: &[u16]) -> Vec<u8> {
 impl Client {
     fn connect(sock: &PathBuf) -> Client {
         let mut s = greet(sock);
-        option(&mut s, opt::STRUCTURED_REPLY, &[]);
-        assert_eq!(
-            reply(&mut s).0,
-            rep::ERR_UNSUP,
-            "structured replies are refused cleanly"
-        );
         option(
             &mut s,
             opt::GO,
@@ -171,7 +165,7 @@ impl Client {
             kind,
             cookie,
             offset,
-            length,
+            length: length as u64,
         };
         self.s.write_all(&proto::encode_request(&r)).unwrap();
         self.s.write_all(data).unwrap();
@@ -393,4 +387,206 @@ fn bad_clients_only_hurt_themselves() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert_eq!(r.queue.nr_allocated(), 0, "no tag leaked");
+}
+
+/// Reads a structured (or, with `ext`, extended) reply chunk: (flags, type, cookie, payload).
+fn chunk(s: &mut UnixStream, ext: bool) -> (u16, u16, u64, Vec<u8>) {
+    if ext {
+        let h = read_n(s, 32);
+        assert_eq!(
+            u32::from_be_bytes(h[..4].try_into().unwrap()),
+            proto::EXT_REPLY_MAGIC
+        );
+        let len = u64::from_be_bytes(h[24..32].try_into().unwrap()) as usize;
+        (
+            u16::from_be_bytes([h[4], h[5]]),
+            u16::from_be_bytes([h[6], h[7]]),
+            u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            read_n(s, len),
+        )
+    } else {
+        let h = read_n(s, 20);
+        assert_eq!(
+            u32::from_be_bytes(h[..4].try_into().unwrap()),
+            proto::STRUCTURED_REPLY_MAGIC
+        );
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        (
+            u16::from_be_bytes([h[4], h[5]]),
+            u16::from_be_bytes([h[6], h[7]]),
+            u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            read_n(s, len),
+        )
+    }
+}
+
+fn meta_payload(name: &str, queries: &[&str]) -> Vec<u8> {
+    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+    for q in queries {
+        d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+        d.extend_from_slice(q.as_bytes());
+    }
+    d
+}
+
+/// Negotiates structured replies (and extended headers with `ext`) and base:allocation.
+fn negotiated(sock: &PathBuf, ext: bool) -> (UnixStream, u16) {
+    let mut s = greet(sock);
+    if ext {
+        option(&mut s, opt::EXTENDED_HEADERS, &[]);
+        assert_eq!(reply(&mut s).0, rep::ACK);
+    }
+    option(&mut s, opt::STRUCTURED_REPLY, &[]);
+    assert_eq!(reply(&mut s).0, rep::ACK);
+    option(&mut s, opt::LIST_META_CONTEXT, &meta_payload("disk", &[]));
+    let (t, d) = reply(&mut s);
+    assert_eq!(t, rep::META_CONTEXT);
+    assert_eq!(&d[4..], proto::BASE_ALLOCATION.as_bytes());
+    assert_eq!(reply(&mut s).0, rep::ACK);
+    option(
+        &mut s,
+        opt::SET_META_CONTEXT,
+        &meta_payload("disk", &["base:allocation", "qemu:nope"]),
+    );
+    let (t, d) = reply(&mut s);
+    assert_eq!(
+        (t, u32::from_be_bytes(d[..4].try_into().unwrap())),
+        (rep::META_CONTEXT, proto::BASE_ALLOCATION_ID)
+    );
+    assert_eq!(reply(&mut s).0, rep::ACK);
+    option(&mut s, opt::GO, &go_payload("disk", &[]));
+    let mut flags = 0;
+    loop {
+        let (t, d) = reply(&mut s);
+        if t == rep::ACK {
+            break;
+        }
+        if u16::from_be_bytes([d[0], d[1]]) == info::EXPORT {
+            flags = u16::from_be_bytes([d[10], d[11]]);
+        }
+    }
+    (s, flags)
+}
+
+#[test]
+fn structured_replies_and_block_status() {
+    use mqblk_nbd::proto::chunk;
+    let r = rig("structured", false);
+    let (mut s, flags) = negotiated(&r.sock, false);
+    assert!(flags & tflag::SEND_DF != 0 && flags & tflag::SEND_FAST_ZERO != 0);
+    let d = pattern(5, 8192);
+    let w = Request {
+        flags: 0,
+        kind: cmd::WRITE,
+        cookie: 1,
+        offset: 4096,
+        length: 8192,
+    };
+    s.write_all(&proto::encode_request(&w)).unwrap();
+    s.write_all(&d).unwrap();
+    let (f, t, c, p) = chunk(&mut s, false);
+    assert_eq!((f, t, c, p.len()), (chunk::FLAG_DONE, chunk::NONE, 1, 0));
+    let rd = Request {
+        flags: cflag::DF,
+        kind: cmd::READ,
+        cookie: 2,
+        offset: 4096,
+        length: 8192,
+    };
+    s.write_all(&proto::encode_request(&rd)).unwrap();
+    let (f, t, c, p) = chunk(&mut s, false);
+    assert_eq!((f, t, c), (chunk::FLAG_DONE, chunk::OFFSET_DATA, 2));
+    assert_eq!(u64::from_be_bytes(p[..8].try_into().unwrap()), 4096);
+    assert_eq!(&p[8..], &d[..]);
+    // A read error comes as an ERROR chunk.
+    let bad = Request {
+        flags: 0,
+        kind: cmd::READ,
+        cookie: 3,
+        offset: 1 << 40,
+        length: 512,
+    };
+    s.write_all(&proto::encode_request(&bad)).unwrap();
+    let (_, t, c, p) = chunk(&mut s, false);
+    assert_eq!(
+        (t, c, u32::from_be_bytes(p[..4].try_into().unwrap())),
+        (chunk::ERROR, 3, err::EINVAL)
+    );
+    let bs = Request {
+        flags: 0,
+        kind: cmd::BLOCK_STATUS,
+        cookie: 4,
+        offset: 0,
+        length: 1 << 20,
+    };
+    s.write_all(&proto::encode_request(&bs)).unwrap();
+    let (f, t, c, p) = chunk(&mut s, false);
+    assert_eq!((f, t, c), (chunk::FLAG_DONE, chunk::BLOCK_STATUS, 4));
+    assert_eq!(
+        u32::from_be_bytes(p[..4].try_into().unwrap()),
+        proto::BASE_ALLOCATION_ID
+    );
+    assert_eq!(u32::from_be_bytes(p[4..8].try_into().unwrap()), 1 << 20);
+    let z = Request {
+        flags: cflag::FAST_ZERO,
+        kind: cmd::WRITE_ZEROES,
+        cookie: 5,
+        offset: 4096,
+        length: 4096,
+    };
+    s.write_all(&proto::encode_request(&z)).unwrap();
+    assert_eq!(chunk(&mut s, false).1, chunk::NONE);
+}
+
+#[test]
+fn extended_headers_carry_64_bit_lengths() {
+    use mqblk_nbd::proto::chunk;
+    let r = rig("extended", false);
+    let (mut s, _) = negotiated(&r.sock, true);
+    let d = pattern(9, 4096);
+    let w = Request {
+        flags: cflag::PAYLOAD_LEN,
+        kind: cmd::WRITE,
+        cookie: 7,
+        offset: 0,
+        length: 4096,
+    };
+    s.write_all(&proto::encode_ext_request(&w)).unwrap();
+    s.write_all(&d).unwrap();
+    let (f, t, c, _) = chunk(&mut s, true);
+    assert_eq!((f, t, c), (chunk::FLAG_DONE, chunk::NONE, 7));
+    let rd = Request {
+        flags: 0,
+        kind: cmd::READ,
+        cookie: 8,
+        offset: 0,
+        length: 4096,
+    };
+    s.write_all(&proto::encode_ext_request(&rd)).unwrap();
+    let (_, t, c, p) = chunk(&mut s, true);
+    assert_eq!((t, c), (chunk::OFFSET_DATA, 8));
+    assert_eq!(&p[8..], &d[..]);
+    // An effect length above 4 GiB is fine for TRIM-like requests within the export.
+    let bs = Request {
+        flags: 0,
+        kind: cmd::BLOCK_STATUS,
+        cookie: 9,
+        offset: 0,
+        length: 64 << 20,
+    };
+    s.write_all(&proto::encode_ext_request(&bs)).unwrap();
+    let (_, t, c, p) = chunk(&mut s, true);
+    assert_eq!((t, c), (chunk::BLOCK_STATUS_EXT, 9));
+    assert_eq!(u64::from_be_bytes(p[8..16].try_into().unwrap()), 64 << 20);
+    let z = Request {
+        flags: 0,
+        kind: cmd::WRITE_ZEROES,
+        cookie: 10,
+        offset: 0,
+        length: 64 << 20,
+    };
+    s.write_all(&proto::encode_ext_request(&z)).unwrap();
+    assert_eq!(chunk(&mut s, true).1, chunk::NONE);
 }
