@@ -693,6 +693,7 @@ fn io_loop(
     // Once the client is gone, replies are dropped but requests still run to completion.
     let mut dead = false;
     let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut spare: Vec<IoBuf> = Vec::new();
     let chunk = (e.queue.limits().max_sectors as u64).min(1 << 16) * 512;
     while !(ended && inflight == 0) {
         // Take new requests: wait for one when idle, else only what is ready.
@@ -731,6 +732,19 @@ fn io_loop(
                         slots.push(None);
                         slots.len() - 1
                     });
+                    // Reads reuse the buffers of earlier reads: no allocation and no zeroing
+                    // of fresh pages per request.
+                    let data = if r.kind == cmd::READ {
+                        let len = r.length as usize;
+                        let mut b = match spare.iter().position(|b: &IoBuf| b.capacity() >= len) {
+                            Some(i) => spare.swap_remove(i),
+                            None => IoBuf::new(len),
+                        };
+                        b.set_len(len);
+                        Some(b)
+                    } else {
+                        data
+                    };
                     let bios = submit(&mut h, e, &r, data, slot as u64, chunk);
                     slots[slot] = Some(Pending {
                         cookie: r.cookie,
@@ -752,7 +766,8 @@ fn io_loop(
             } else {
                 h.poll();
             }
-            for bio in h.done().drain(..) {
+            let mut done = std::mem::take(h.done());
+            for mut bio in done.drain(..) {
                 let slot = bio.private as usize;
                 let Some(p) = slots[slot].as_mut() else {
                     continue;
@@ -802,7 +817,14 @@ fn io_loop(
                             .fetch_add(bio.bytes(), Ordering::Relaxed);
                     }
                 }
+                // Its data has been copied out or written: the buffer can serve the next read.
+                if p.read && spare.len() < MAX_INFLIGHT {
+                    if let Some(b) = bio.buf.take() {
+                        spare.push(b);
+                    }
+                }
             }
+            *h.done() = done;
         }
         if !out.is_empty() {
             if !dead && s.write_all(&out).is_err() {
