@@ -1,7 +1,7 @@
-//! `mqblk serve`: exports a device over NBD, one software queue per connection.
+//! `mqblk serve`: exports devices over NBD, one software queue per connection.
 
 use crate::bench::device::{self, DeviceOpts};
-use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp};
+use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp, RequestQueue};
 use mqblk_nbd::{Export, Listener, Server};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use std::net::TcpListener;
@@ -12,12 +12,13 @@ use std::sync::Arc;
 
 const USAGE: &str = "\
 usage: mqblk serve [options]
+       mqblk serve --config=FILE [--listen=...]
 
-Exports one device over NBD (fixed newstyle; simple replies) to any NBD client: nbdinfo,
-nbdcopy, qemu-img, fio's nbd engine, the kernel's nbd driver. Each connection gets a software
-queue of its own, mapped onto the hardware queues.
+Exports devices over NBD (fixed newstyle; simple, structured and extended replies) to any NBD
+client: nbdinfo, nbdcopy, qemu-img, fio's nbd engine, the kernel's nbd driver. Each connection
+gets a software queue of its own, mapped onto the hardware queues.
 
-options:
+options (one export; a config file declares several):
   --listen=tcp:HOST:PORT | unix:PATH   where to listen (repeatable; default tcp:127.0.0.1:10809)
   --export=NAME          export name (default \"mqblk\"); --description=TEXT
   --driver=memory|null|uring           memory (default): data kept in RAM; null: reads zeroes,
@@ -26,9 +27,13 @@ options:
   --ioscheduler=NAME     none (default), mq-deadline, kyber; --sched.NAME=VALUE tunables
   --hw-queues=N          hardware queues (default 1); --queue-depth=N (default 128)
   --read-only            refuse writes (EPERM)
-  --max-connections=N    default 16; more are refused
+  --max-connections=N    per export, default 16; more are refused
   --stats=FILE           per-export and per-hardware-queue statistics as JSON on exit
-  --trace=NAME           write the requests as blktrace files NAME.blktrace.N
+  --trace=NAME           write the requests as blktrace files NAME.blktrace.N (first export)
+  --config=FILE          exports from a file: `[export NAME]` sections with the keys
+                         description, driver, filename, size, ioscheduler, sched.NAME,
+                         hw-queues, queue-depth, read-only, max-connections; and a `[server]`
+                         section with listen (repeatable) and stats
 
 SIGINT/SIGTERM stop accepting, let in-flight requests finish, flush, and exit.
 ";
@@ -48,21 +53,197 @@ fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
         .map_err(|_| format!("{flag}={v}: not a valid number"))
 }
 
+/// One export's settings.
+#[derive(Clone, Debug)]
+struct ExportCfg {
+    name: String,
+    description: String,
+    driver: String,
+    filename: Option<String>,
+    size: Option<u64>,
+    sched: String,
+    tunables: Vec<(String, String)>,
+    hw_queues: u16,
+    depth: u32,
+    read_only: bool,
+    max_conns: usize,
+}
+
+impl Default for ExportCfg {
+    fn default() -> ExportCfg {
+        ExportCfg {
+            name: "mqblk".into(),
+            description: String::new(),
+            driver: "memory".into(),
+            filename: None,
+            size: None,
+            sched: "none".into(),
+            tunables: Vec::new(),
+            hw_queues: 1,
+            depth: 128,
+            read_only: false,
+            max_conns: 16,
+        }
+    }
+}
+
+impl ExportCfg {
+    /// Applies one `key=value` (a flag without its dashes, or a config-file key).
+    fn set(&mut self, key: &str, v: &str) -> Result<bool, String> {
+        match key {
+            "export" | "name" => self.name = v.to_string(),
+            "description" => self.description = v.to_string(),
+            "driver" => match v {
+                "memory" | "null" | "uring" => self.driver = v.to_string(),
+                _ => return Err(format!("driver={v}: expected memory, null or uring")),
+            },
+            "filename" => self.filename = Some(v.to_string()),
+            "size" => {
+                self.size = Some(
+                    mqblk_workload::parse_size(v).ok_or_else(|| format!("size={v}: not a size"))?,
+                )
+            }
+            "ioscheduler" | "scheduler" => self.sched = v.to_string(),
+            "hw-queues" => self.hw_queues = num(key, v)?,
+            "queue-depth" => self.depth = num(key, v)?,
+            "read-only" => {
+                self.read_only = match v {
+                    "" | "1" | "true" | "yes" | "on" => true,
+                    "0" | "false" | "no" | "off" => false,
+                    _ => return Err(format!("read-only={v}: expected a boolean")),
+                }
+            }
+            "max-connections" => self.max_conns = num(key, v)?,
+            k if k.starts_with("sched.") => self
+                .tunables
+                .push((k["sched.".len()..].to_string(), v.to_string())),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.name.len() > 4096 {
+            return Err(format!(
+                "export '{}…': names are at most 4096 bytes",
+                &self.name[..16]
+            ));
+        }
+        if !(1..=1024).contains(&self.max_conns) {
+            return Err(format!(
+                "export '{}': max-connections={} must be 1..=1024",
+                self.name, self.max_conns
+            ));
+        }
+        if self.driver == "uring" && self.filename.is_none() {
+            return Err(format!(
+                "export '{}': --driver=uring needs --filename=PATH",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// Builds the export's device.
+    fn build(
+        &self,
+        tracer: Option<Arc<dyn mqblk_core::Tracer>>,
+    ) -> Result<Arc<RequestQueue>, String> {
+        let mut opts = DeviceOpts {
+            scheduler: self.sched.clone(),
+            sched_tunables: self.tunables.clone(),
+            nr_hw_queues: self.hw_queues,
+            queue_depth: self.depth,
+            // One software queue per connection, and one for the server's own final flush.
+            nr_ctx: self.max_conns as u16 + 1,
+            // NBD clients send up to 32 MiB in one request.
+            max_sectors_kb: 32 * 1024,
+            max_segments: 0,
+            ..DeviceOpts::default()
+        };
+        if self.driver == "uring" {
+            opts.driver = "uring".into();
+            opts.filename = self.filename.clone();
+            opts.direct = true;
+            opts.create_size = self.size;
+        } else {
+            opts.driver = "null".into();
+            opts.memory_backed = self.driver == "memory";
+            opts.size_bytes = self.size.unwrap_or(1 << 30);
+        }
+        let dev = device::build_traced(&opts, self.max_conns + 1, tracer)
+            .map_err(|e| format!("export '{}': {e}", self.name))?;
+        Ok(dev.queue)
+    }
+}
+
+/// Reads a config file: exports and `[server]` settings (listen addresses, stats file).
+fn read_config(path: &str) -> Result<(Vec<ExportCfg>, Vec<String>, Option<PathBuf>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--config={path}: {e}"))?;
+    let mut exports: Vec<ExportCfg> = Vec::new();
+    let mut listens = Vec::new();
+    let mut stats = None;
+    let mut in_server = false;
+    for (i, raw) in text.lines().enumerate() {
+        let at = format!("{path}:{}", i + 1);
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(sec) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let sec = sec.trim();
+            if sec == "server" {
+                in_server = true;
+            } else if let Some(name) = sec.strip_prefix("export") {
+                in_server = false;
+                let name = name.trim();
+                if name.is_empty() {
+                    return Err(format!("{at}: [export NAME] needs a name"));
+                }
+                if exports.iter().any(|e| e.name == name) {
+                    return Err(format!("{at}: export '{name}' declared twice"));
+                }
+                exports.push(ExportCfg {
+                    name: name.to_string(),
+                    ..ExportCfg::default()
+                });
+            } else {
+                return Err(format!(
+                    "{at}: unknown section [{sec}] (expected [server] or [export NAME])"
+                ));
+            }
+            continue;
+        }
+        let (k, v) = line
+            .split_once('=')
+            .map_or((line, ""), |(k, v)| (k.trim(), v.trim()));
+        if in_server {
+            match k {
+                "listen" => listens.push(v.to_string()),
+                "stats" => stats = Some(PathBuf::from(v)),
+                _ => return Err(format!("{at}: unknown [server] key '{k}'")),
+            }
+            continue;
+        }
+        let Some(e) = exports.last_mut() else {
+            return Err(format!("{at}: '{k}' outside any section"));
+        };
+        if !e.set(k, v).map_err(|m| format!("{at}: {m}"))? {
+            return Err(format!("{at}: unknown export key '{k}'"));
+        }
+    }
+    if exports.is_empty() {
+        return Err(format!("--config={path}: no [export NAME] section"));
+    }
+    Ok((exports, listens, stats))
+}
+
 fn run(args: &[String]) -> Result<i32, String> {
     let mut listens = Vec::new();
-    let mut name = "mqblk".to_string();
-    let mut description = String::new();
-    let mut driver = "memory".to_string();
-    let mut filename = None;
-    let mut size: Option<u64> = None;
-    let mut sched = "none".to_string();
-    let mut tunables = Vec::new();
-    let mut hw_queues = 1u16;
-    let mut depth = 128u32;
-    let mut read_only = false;
-    let mut max_conns = 16usize;
+    let mut one = ExportCfg::default();
     let mut stats_file: Option<PathBuf> = None;
     let mut trace: Option<PathBuf> = None;
+    let mut config: Option<String> = None;
     for a in args {
         let (flag, v) = a.split_once('=').unwrap_or((a.as_str(), ""));
         match flag {
@@ -71,151 +252,134 @@ fn run(args: &[String]) -> Result<i32, String> {
                 return Ok(0);
             }
             "--listen" => listens.push(v.to_string()),
-            "--export" => name = v.to_string(),
-            "--description" => description = v.to_string(),
-            "--driver" => match v {
-                "memory" | "null" | "uring" => driver = v.to_string(),
-                _ => return Err(format!("--driver={v}: expected memory, null or uring")),
-            },
-            "--filename" => filename = Some(v.to_string()),
-            "--size" => {
-                size = Some(
-                    mqblk_workload::parse_size(v)
-                        .ok_or_else(|| format!("--size={v}: not a size"))?,
-                )
-            }
-            "--ioscheduler" => sched = v.to_string(),
-            "--hw-queues" => hw_queues = num(flag, v)?,
-            "--queue-depth" => depth = num(flag, v)?,
-            "--read-only" => read_only = true,
-            "--max-connections" => max_conns = num(flag, v)?,
             "--stats" => stats_file = Some(PathBuf::from(v)),
             "--trace" => trace = Some(PathBuf::from(v)),
-            f if f.starts_with("--sched.") => {
-                tunables.push((f["--sched.".len()..].to_string(), v.to_string()))
-            }
+            "--config" => config = Some(v.to_string()),
+            f if f.starts_with("--") && one.set(&f[2..], v).map_err(|e| format!("--{e}"))? => {}
             _ => return Err(format!("unknown option '{a}' (mqblk serve --help)")),
         }
     }
-    if name.len() > 4096 {
-        return Err("--export: names are at most 4096 bytes".into());
+    let mut cfgs = vec![one];
+    if let Some(path) = &config {
+        let (exports, l, s) = read_config(path)?;
+        cfgs = exports;
+        if listens.is_empty() {
+            listens = l;
+        }
+        stats_file = stats_file.or(s);
     }
-    if !(1..=1024).contains(&max_conns) {
-        return Err(format!("--max-connections={max_conns}: must be 1..=1024"));
+    for c in &cfgs {
+        c.check()?;
     }
     if listens.is_empty() {
         listens.push("tcp:127.0.0.1:10809".into());
     }
-    let mut opts = DeviceOpts {
-        scheduler: sched,
-        sched_tunables: tunables,
-        nr_hw_queues: hw_queues,
-        queue_depth: depth,
-        // One software queue per connection, and one for the server's own final flush.
-        nr_ctx: max_conns as u16 + 1,
-        // NBD clients send up to 32 MiB in one request.
-        max_sectors_kb: 32 * 1024,
-        max_segments: 0,
-        ..DeviceOpts::default()
-    };
-    match driver.as_str() {
-        "uring" => {
-            opts.driver = "uring".into();
-            opts.filename = Some(filename.ok_or("--driver=uring needs --filename=PATH")?);
-            opts.direct = true;
-            opts.create_size = size;
-        }
-        d => {
-            opts.driver = "null".into();
-            opts.memory_backed = d == "memory";
-            opts.size_bytes = size.unwrap_or(1 << 30);
-        }
-    }
     let writer = trace
         .as_ref()
         .map(|p| Arc::new(mqblk_trace::TraceWriter::new(p)));
-    let dev = device::build_traced(
-        &opts,
-        max_conns + 1,
-        writer
-            .as_ref()
-            .map(|w| w.clone() as Arc<dyn mqblk_core::Tracer>),
-    )?;
-    let queue = dev.queue.clone();
-    let rotational = queue.driver().rotational();
-    let export = Arc::new(Export::new(
-        &name,
-        &description,
-        queue.clone(),
-        read_only,
-        rotational,
-    ));
+    let mut exports = Vec::new();
+    for (i, c) in cfgs.iter().enumerate() {
+        let tracer = (i == 0)
+            .then(|| {
+                writer
+                    .as_ref()
+                    .map(|w| w.clone() as Arc<dyn mqblk_core::Tracer>)
+            })
+            .flatten();
+        let queue = c.build(tracer)?;
+        let rotational = queue.driver().rotational();
+        exports.push(Arc::new(Export::new(
+            &c.name,
+            &c.description,
+            queue,
+            c.read_only,
+            rotational,
+        )));
+    }
     let mut listeners = Vec::new();
     for l in &listens {
         if let Some(addr) = l.strip_prefix("tcp:") {
             let t = TcpListener::bind(addr).map_err(|e| format!("--listen={l}: {e}"))?;
-            eprintln!(
-                "mqblk serve: export '{name}' ({} bytes) on nbd://{}/{name}",
-                export.size,
-                t.local_addr().map_err(|e| e.to_string())?
-            );
+            let at = t.local_addr().map_err(|e| e.to_string())?;
+            for e in &exports {
+                eprintln!(
+                    "mqblk serve: export '{}' ({} bytes) on nbd://{at}/{}",
+                    e.name, e.size, e.name
+                );
+            }
             listeners.push(Listener::Tcp(t));
         } else if let Some(path) = l.strip_prefix("unix:") {
             let _ = std::fs::remove_file(path);
             let u = UnixListener::bind(path).map_err(|e| format!("--listen={l}: {e}"))?;
-            eprintln!(
-                "mqblk serve: export '{name}' ({} bytes) on nbd+unix:///{name}?socket={path}",
-                export.size
-            );
+            for e in &exports {
+                eprintln!(
+                    "mqblk serve: export '{}' ({} bytes) on nbd+unix:///{}?socket={path}",
+                    e.name, e.size, e.name
+                );
+            }
             listeners.push(Listener::Unix(u, PathBuf::from(path)));
         } else {
             return Err(format!("--listen={l}: expected tcp:HOST:PORT or unix:PATH"));
         }
     }
-    let server = Server::new(vec![export.clone()], max_conns);
+    let max_conns: usize = cfgs.iter().map(|c| c.max_conns).sum();
+    let server = Server::new(exports.clone(), max_conns);
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, server.stop.clone())
             .map_err(|e| format!("installing the signal handler: {e}"))?;
     }
     server.run(listeners).map_err(|e| format!("serving: {e}"))?;
     // Every connection has ended; make what was written durable before exiting.
-    let mut h = SubmitterHandle::new(
-        queue.clone(),
-        CtxIdx(max_conns as u16),
-        MonotonicClock::new(),
-    );
-    h.submit(Bio::new(ReqOp::Flush, 0, 0));
-    while h.done().is_empty() {
-        h.reap(1, 1_000_000_000);
-    }
-    let flush_ok = h.done()[0].status.is_ok();
-    drop(h);
-    let s = &export.stats;
-    let hctx: Vec<serde_json::Value> = (0..queue.nr_hw_queues())
-        .map(|i| {
-            let st = &queue.hctx(HctxIdx(i as u16)).stats;
-            serde_json::json!({"hctx": i, "dispatched": st.issued.get(), "completed": st.completed.get()})
-        })
-        .collect();
-    eprintln!(
-        "mqblk serve: {} connections, {} requests, {} bytes read, {} written, {} errors; final flush {}",
-        s.connections.load(Ordering::Relaxed),
-        s.requests.load(Ordering::Relaxed),
-        s.bytes_read.load(Ordering::Relaxed),
-        s.bytes_written.load(Ordering::Relaxed),
-        s.errors.load(Ordering::Relaxed),
-        if flush_ok { "ok" } else { "FAILED" }
-    );
-    if let Some(p) = &stats_file {
-        let v = serde_json::json!({
-            "export": export.name, "size": export.size,
+    let mut all_ok = true;
+    let mut json = Vec::new();
+    for (e, c) in exports.iter().zip(&cfgs) {
+        let queue = &e.queue;
+        let mut h = SubmitterHandle::new(
+            queue.clone(),
+            CtxIdx(c.max_conns as u16),
+            MonotonicClock::new(),
+        );
+        h.submit(Bio::new(ReqOp::Flush, 0, 0));
+        while h.done().is_empty() {
+            h.reap(1, 1_000_000_000);
+        }
+        let flush_ok = h.done()[0].status.is_ok();
+        drop(h);
+        all_ok &= flush_ok;
+        let s = &e.stats;
+        eprintln!(
+            "mqblk serve: export '{}': {} connections, {} requests, {} bytes read, {} written, {} errors; final flush {}",
+            e.name,
+            s.connections.load(Ordering::Relaxed),
+            s.requests.load(Ordering::Relaxed),
+            s.bytes_read.load(Ordering::Relaxed),
+            s.bytes_written.load(Ordering::Relaxed),
+            s.errors.load(Ordering::Relaxed),
+            if flush_ok { "ok" } else { "FAILED" }
+        );
+        let hctx: Vec<serde_json::Value> = (0..queue.nr_hw_queues())
+            .map(|i| {
+                let st = &queue.hctx(HctxIdx(i as u16)).stats;
+                serde_json::json!({"hctx": i, "dispatched": st.issued.get(), "completed": st.completed.get()})
+            })
+            .collect();
+        json.push(serde_json::json!({
+            "export": e.name, "size": e.size,
             "connections": s.connections.load(Ordering::Relaxed),
             "requests": s.requests.load(Ordering::Relaxed),
             "bytes_read": s.bytes_read.load(Ordering::Relaxed),
             "bytes_written": s.bytes_written.load(Ordering::Relaxed),
             "errors": s.errors.load(Ordering::Relaxed),
             "hctx": hctx,
-        });
+        }));
+    }
+    if let Some(p) = &stats_file {
+        // One export: its object (as before); several: a list.
+        let v = if json.len() == 1 {
+            json.pop().expect("one")
+        } else {
+            serde_json::Value::Array(json)
+        };
         std::fs::write(
             p,
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n",
@@ -232,6 +396,8 @@ fn run(args: &[String]) -> Result<i32, String> {
             mqblk_trace::writer::summary(&counts)
         );
     }
-    queue.teardown();
-    Ok(if flush_ok { 0 } else { 1 })
+    for e in &exports {
+        e.queue.teardown();
+    }
+    Ok(if all_ok { 0 } else { 1 })
 }

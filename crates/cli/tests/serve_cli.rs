@@ -349,3 +349,77 @@ fn read_only_export_and_bad_flags() {
     );
     s.stop();
 }
+
+#[test]
+fn a_config_file_declares_several_exports() {
+    let dir = std::env::temp_dir().join(format!("mqblk-serve-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("nbd.sock");
+    let cfg = dir.join("serve.ini");
+    std::fs::write(
+        &cfg,
+        format!(
+            "# two exports\n[server]\nlisten = unix:{}\n\n[export fast]\nsize = 16m\nhw-queues = 2\n\n[export slow]\ndescription = the other one\nsize = 8m\nioscheduler = mq-deadline\nread-only = 1\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(["serve", &format!("--config={}", cfg.display())])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if have("nbdinfo") {
+        let l = run(
+            "nbdinfo",
+            &["--list", &format!("nbd+unix:///?socket={}", sock.display())],
+        );
+        let out = text(&l.stdout);
+        assert!(
+            out.contains("export=\"fast\"") && out.contains("export=\"slow\""),
+            "{out}"
+        );
+        let s = run(
+            "nbdinfo",
+            &[&format!("nbd+unix:///slow?socket={}", sock.display())],
+        );
+        let out = text(&s.stdout);
+        assert!(
+            out.contains("export-size: 8388608") && out.contains("is_read_only: true"),
+            "{out}"
+        );
+    } else {
+        eprintln!("SKIP listing: nbdinfo not installed");
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("export 'fast'") && err.contains("export 'slow'"),
+        "{err}"
+    );
+    // Bad config files: one line naming the file and line.
+    std::fs::write(&cfg, "[export a]\nsize = 1m\nbogus = 3\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(["serve", &format!("--config={}", cfg.display())])
+        .output()
+        .unwrap();
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        e.contains("serve.ini:3: unknown export key 'bogus'") && e.trim_end().lines().count() == 1,
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
