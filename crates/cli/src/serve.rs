@@ -177,8 +177,11 @@ impl ExportCfg {
     }
 }
 
+/// A config file's exports, listen addresses and stats file.
+type Config = (Vec<ExportCfg>, Vec<String>, Option<PathBuf>);
+
 /// Reads a config file: exports and `[server]` settings (listen addresses, stats file).
-fn read_config(path: &str) -> Result<(Vec<ExportCfg>, Vec<String>, Option<PathBuf>), String> {
+fn read_config(path: &str) -> Result<Config, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("--config={path}: {e}"))?;
     let mut exports: Vec<ExportCfg> = Vec::new();
     let mut listens = Vec::new();

@@ -364,7 +364,7 @@ fn a_config_file_declares_several_exports() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+    let child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
         .args(["serve", &format!("--config={}", cfg.display())])
         .stderr(Stdio::piped())
         .spawn()
