@@ -21,8 +21,10 @@ gets a software queue of its own, mapped onto the hardware queues.
 options (one export; a config file declares several):
   --listen=tcp:HOST:PORT | unix:PATH   where to listen (repeatable; default tcp:127.0.0.1:10809)
   --export=NAME          export name (default \"mqblk\"); --description=TEXT
-  --driver=memory|null|uring           memory (default): data kept in RAM; null: reads zeroes,
-                         writes dropped; uring: --filename=PATH (file or block device)
+  --driver=memory|null|uring|sim       memory (default): data kept in RAM; null: reads zeroes,
+                         writes dropped; uring: --filename=PATH (file or block device);
+                         sim: a simulator device model in real time, --device=hdd,ncq=32 etc.
+                         (timing only: it keeps no data)
   --size=BYTES           export size (memory/null; creates or extends a --filename file)
   --ioscheduler=NAME     none (default), mq-deadline, kyber; --sched.NAME=VALUE tunables
   --hw-queues=N          hardware queues (default 1); --queue-depth=N (default 128)
@@ -31,7 +33,7 @@ options (one export; a config file declares several):
   --stats=FILE           per-export and per-hardware-queue statistics as JSON on exit
   --trace=NAME           write the requests as blktrace files NAME.blktrace.N (first export)
   --config=FILE          exports from a file: `[export NAME]` sections with the keys
-                         description, driver, filename, size, ioscheduler, sched.NAME,
+                         description, driver, device, filename, size, ioscheduler, sched.NAME,
                          hw-queues, queue-depth, read-only, max-connections; and a `[server]`
                          section with listen (repeatable) and stats
 
@@ -61,6 +63,8 @@ struct ExportCfg {
     driver: String,
     filename: Option<String>,
     size: Option<u64>,
+    /// For `driver=sim`: the device model.
+    device: Option<String>,
     sched: String,
     tunables: Vec<(String, String)>,
     hw_queues: u16,
@@ -77,6 +81,7 @@ impl Default for ExportCfg {
             driver: "memory".into(),
             filename: None,
             size: None,
+            device: None,
             sched: "none".into(),
             tunables: Vec::new(),
             hw_queues: 1,
@@ -94,9 +99,10 @@ impl ExportCfg {
             "export" | "name" => self.name = v.to_string(),
             "description" => self.description = v.to_string(),
             "driver" => match v {
-                "memory" | "null" | "uring" => self.driver = v.to_string(),
-                _ => return Err(format!("driver={v}: expected memory, null or uring")),
+                "memory" | "null" | "uring" | "sim" => self.driver = v.to_string(),
+                _ => return Err(format!("driver={v}: expected memory, null, uring or sim")),
             },
+            "device" => self.device = Some(v.to_string()),
             "filename" => self.filename = Some(v.to_string()),
             "size" => {
                 self.size = Some(
@@ -166,6 +172,10 @@ impl ExportCfg {
             opts.filename = self.filename.clone();
             opts.direct = true;
             opts.create_size = self.size;
+        } else if self.driver == "sim" {
+            opts.driver = "sim".into();
+            opts.sim_device = Some(self.device.clone().unwrap_or_else(|| "hdd".into()));
+            opts.max_sectors_kb = 32 * 1024;
         } else {
             opts.driver = "null".into();
             opts.memory_backed = self.driver == "memory";

@@ -423,3 +423,41 @@ fn a_config_file_declares_several_exports() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_simulated_disk_serves_in_real_time() {
+    if !have("qemu-io") || !have("nbdinfo") {
+        return eprintln!("SKIP: qemu-io/nbdinfo not installed");
+    }
+    let s = Serve::start(
+        "sim",
+        &[
+            "--driver=sim",
+            "--device=hdd,ncq=8",
+            "--ioscheduler=mq-deadline",
+        ],
+    );
+    let o = run("nbdinfo", &[&s.uri()]);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("is_rotational: true") && out.contains("export-size: 1000000000000"),
+        "{out}"
+    );
+    let o = run(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "read 0 64k",
+            "-c",
+            "write 1M 64k",
+            "-c",
+            "flush",
+            &s.uri(),
+        ],
+    );
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    let (_, stats) = s.stop();
+    assert_eq!(stats["errors"], 0, "{stats}");
+}

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod fuzz;
 pub mod jobs;
 pub mod plot;
+pub mod realtime;
 pub mod replay;
 pub mod rng;
 pub mod scenario;

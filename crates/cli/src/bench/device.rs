@@ -43,6 +43,9 @@ pub struct DeviceOpts {
     pub fixed_buffers: bool,
     pub fixed_buf_count: u32,
     pub fixed_buf_size: u32,
+    /// For `driver=sim`: the simulator's device model serving real I/O in real time
+    /// (`hdd,ncq=32`, `ssd`, ...).
+    pub sim_device: Option<String>,
 }
 
 impl Default for DeviceOpts {
@@ -79,6 +82,7 @@ impl Default for DeviceOpts {
             fixed_buffers: false,
             fixed_buf_count: 0,
             fixed_buf_size: 0,
+            sim_device: None,
         }
     }
 }
@@ -122,6 +126,25 @@ fn build_null(opts: &DeviceOpts) -> Result<Built, String> {
         driver: null.clone(),
         limits,
         null: Some(null),
+        uring: None,
+    })
+}
+
+/// A simulator device model driven by the wall clock.
+fn build_sim(opts: &DeviceOpts) -> Result<Built, String> {
+    let spec = mqblk_sim::DeviceSpec::parse(opts.sim_device.as_deref().unwrap_or("hdd"))?;
+    let model = mqblk_sim::device::build(&spec, mqblk_sim::SimRng::new(1))?;
+    let drv = Arc::new(mqblk_sim::realtime::RealtimeDriver::new(model));
+    let set_cfg = TagSetConfig::new(drv.nr_hw_queues(), drv.queue_depth());
+    let limits = QueueLimits {
+        capacity_sectors: drv.capacity_sectors(),
+        ..QueueLimits::default()
+    };
+    Ok(Built {
+        set_cfg,
+        driver: drv,
+        limits,
+        null: None,
         uring: None,
     })
 }
@@ -177,9 +200,10 @@ pub fn build_traced(
     let built = match opts.driver.as_str() {
         "null" => build_null(opts)?,
         "uring" => build_uring(opts)?,
+        "sim" => build_sim(opts)?,
         other => {
             return Err(format!(
-                "driver '{other}': unknown driver (available: null, uring)"
+                "driver '{other}': unknown driver (available: null, uring, sim)"
             ))
         }
     };

@@ -319,6 +319,7 @@ fn device_opts(s: &JobSpec) -> Result<DeviceOpts, String> {
         fixed_buffers: s.fixedbufs,
         fixed_buf_count: 0,
         fixed_buf_size: 0,
+        sim_device: None,
     })
 }
 
