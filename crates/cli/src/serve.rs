@@ -376,8 +376,18 @@ fn run(args: &[String]) -> Result<i32, String> {
                 serde_json::json!({"hctx": i, "dispatched": st.issued.get(), "completed": st.completed.get()})
             })
             .collect();
+        let conns: Vec<serde_json::Value> = s
+            .per_connection
+            .lock()
+            .iter()
+            .map(|c| {
+                serde_json::json!({"ctx": c.ctx, "hctx": c.hctx, "requests": c.requests,
+                    "bytes_read": c.bytes_read, "bytes_written": c.bytes_written, "errors": c.errors})
+            })
+            .collect();
         json.push(serde_json::json!({
             "export": e.name, "size": e.size,
+            "per_connection": conns,
             "connections": s.connections.load(Ordering::Relaxed),
             "requests": s.requests.load(Ordering::Relaxed),
             "bytes_read": s.bytes_read.load(Ordering::Relaxed),

@@ -170,6 +170,13 @@ fn nbdcopy_in_and_out_with_multi_conn_keeps_every_byte() {
     );
     let (_, stats) = s.stop();
     assert_eq!(stats["errors"], 0);
+    let conns = stats["per_connection"].as_array().unwrap();
+    assert!(conns.len() >= 2, "{stats}");
+    let written: u64 = conns
+        .iter()
+        .map(|c| c["bytes_written"].as_u64().unwrap())
+        .sum();
+    assert_eq!(written, 48 << 20, "{stats}");
     let hctx = stats["hctx"].as_array().unwrap();
     assert!(
         hctx.iter().all(|h| h["dispatched"].as_u64().unwrap() > 0),

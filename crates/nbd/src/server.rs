@@ -21,8 +21,13 @@ use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Requests a connection may have read but not yet replied to (its memory bound).
+/// Requests a connection may have read but not yet replied to.
 pub const MAX_INFLIGHT: usize = 64;
+/// Payload bytes (write data read in, read data to come) a connection may hold at once: its
+/// memory bound. One request larger than this is still served, alone.
+pub const MAX_CONN_BYTES: u64 = 64 << 20;
+/// How long a client may leave a handshake step or a reply unread before it is dropped.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One exported device.
 pub struct Export {
@@ -42,8 +47,21 @@ pub struct Export {
     pub stats: ExportStats,
 }
 
+/// One finished connection's figures.
+#[derive(Clone, Debug, Default)]
+pub struct ConnStats {
+    pub ctx: u16,
+    pub hctx: u16,
+    pub requests: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub errors: u64,
+}
+
 #[derive(Default)]
 pub struct ExportStats {
+    /// Finished connections (the most recent 1024).
+    pub per_connection: Mutex<Vec<ConnStats>>,
     pub connections: AtomicU64,
     pub requests: AtomicU64,
     pub bytes_read: AtomicU64,
@@ -140,6 +158,12 @@ pub enum Stream {
 }
 
 impl Stream {
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) {
+        let _ = match self {
+            Stream::Tcp(s) => s.set_read_timeout(read).and(s.set_write_timeout(write)),
+            Stream::Unix(s) => s.set_read_timeout(read).and(s.set_write_timeout(write)),
+        };
+    }
     fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
@@ -507,9 +531,13 @@ enum Item {
 }
 
 fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
+    // A client may not stall the handshake, nor leave replies unread, for long.
+    s.set_timeouts(Some(IO_TIMEOUT), Some(IO_TIMEOUT));
     let Some((export, session)) = handshake(&mut s, exports)? else {
         return Ok(());
     };
+    // Between requests a client may stay idle as long as it likes.
+    s.set_timeouts(None, Some(IO_TIMEOUT));
     let Some(ctx) = export.take_ctx() else {
         return Err(io::Error::other(
             "no free software queue for this connection",
@@ -519,10 +547,12 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
     let (tx, rx) = sync_channel::<Item>(MAX_INFLIGHT);
     let mut rd = s.try_clone()?;
     let ex = export.clone();
+    let held = Arc::new(AtomicU64::new(0));
+    let held_r = held.clone();
     let reader = std::thread::Builder::new()
         .name("nbd-read".into())
         .spawn(move || {
-            let end = read_requests(&mut rd, &ex, session, &tx);
+            let end = read_requests(&mut rd, &ex, session, &tx, &held_r);
             if let Err(e) = end {
                 // A client that closes without NBD_CMD_DISC (fio's engine does) is normal.
                 if !matches!(
@@ -534,10 +564,23 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
             }
             let _ = tx.send(Item::End);
         })?;
-    let res = io_loop(&mut s, &export, ctx, session.framing, &rx);
+    let mut cs = ConnStats {
+        ctx,
+        hctx: export
+            .queue
+            .map_queue(CtxIdx(ctx), mqblk_core::HctxType::Default)
+            .0,
+        ..ConnStats::default()
+    };
+    let res = io_loop(&mut s, &export, ctx, session.framing, &rx, &held, &mut cs);
     s.shutdown();
     let _ = reader.join();
     export.put_ctx(ctx);
+    let mut log = export.stats.per_connection.lock();
+    if log.len() >= 1024 {
+        log.remove(0);
+    }
+    log.push(cs);
     res
 }
 
@@ -547,6 +590,7 @@ fn read_requests(
     e: &Export,
     session: Session,
     tx: &std::sync::mpsc::SyncSender<Item>,
+    held: &AtomicU64,
 ) -> io::Result<()> {
     let extended = session.framing == Framing::Extended;
     loop {
@@ -580,6 +624,18 @@ fn read_requests(
                 "extended WRITE without PAYLOAD_LEN",
             ));
         }
+        // Hold back while this connection's payload bytes are at their bound.
+        let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) && r.length <= e.max_payload as u64 {
+            r.length
+        } else {
+            0
+        };
+        while cost > 0
+            && held.load(Ordering::Acquire) > 0
+            && held.load(Ordering::Acquire) + cost > MAX_CONN_BYTES
+        {
+            std::thread::sleep(Duration::from_micros(50));
+        }
         let mut data = None;
         if has_payload {
             if r.kind != cmd::WRITE || r.length > e.max_payload as u64 {
@@ -599,7 +655,10 @@ fn read_requests(
             None if r.kind == cmd::CACHE || (r.length == 0 && r.kind != cmd::FLUSH) => {
                 send(Item::Ok(r.cookie, r.offset))?
             }
-            None => send(Item::Req(r, data))?,
+            None => {
+                held.fetch_add(cost, Ordering::AcqRel);
+                send(Item::Req(r, data))?
+            }
         }
     }
 }
@@ -672,6 +731,8 @@ fn nbd_error(s: BlkStatus) -> u32 {
 struct Pending {
     cookie: u64,
     offset: u64,
+    /// Payload bytes it holds against the connection's bound.
+    cost: u64,
     read: bool,
     bios: u32,
     error: u32,
@@ -683,6 +744,8 @@ fn io_loop(
     ctx: u16,
     framing: Framing,
     rx: &Receiver<Item>,
+    held: &AtomicU64,
+    cs: &mut ConnStats,
 ) -> io::Result<()> {
     let clock = MonotonicClock::new();
     let mut h = SubmitterHandle::new(e.queue.clone(), CtxIdx(ctx), clock);
@@ -725,6 +788,8 @@ fn io_loop(
                 }
                 Item::Fail(cookie, offset, code) => {
                     e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    cs.requests += 1;
+                    cs.errors += 1;
                     proto::reply_no_data(framing, cookie, offset, code, &mut out);
                 }
                 Item::Req(r, data) => {
@@ -746,9 +811,16 @@ fn io_loop(
                         data
                     };
                     let bios = submit(&mut h, e, &r, data, slot as u64, chunk);
+                    let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
+                        r.length
+                    } else {
+                        0
+                    };
+                    cs.requests += 1;
                     slots[slot] = Some(Pending {
                         cookie: r.cookie,
                         offset: r.offset,
+                        cost,
                         read: r.kind == cmd::READ,
                         bios,
                         error: 0,
@@ -782,6 +854,14 @@ fn io_loop(
                 let p = slots[slot].take().expect("pending");
                 free.push(slot);
                 inflight -= 1;
+                held.fetch_sub(p.cost, Ordering::AcqRel);
+                if p.error != 0 {
+                    cs.errors += 1;
+                } else if p.read {
+                    cs.bytes_read += p.cost;
+                } else if bio.op == ReqOp::Write {
+                    cs.bytes_written += p.cost;
+                }
                 if p.error != 0 {
                     e.stats.errors.fetch_add(1, Ordering::Relaxed);
                     proto::reply_no_data(framing, p.cookie, p.offset, p.error, &mut out);
