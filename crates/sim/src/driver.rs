@@ -164,6 +164,9 @@ pub struct SimDriver {
     nr_hw: u16,
     depth: u32,
     max_outstanding: u32,
+    /// The device can hold more commands than there are driver tags: its budget can never
+    /// run out, so it is not counted (one lock less per command).
+    unlimited: bool,
     faults: Faults,
     plant: Option<Plant>,
 }
@@ -184,6 +187,7 @@ impl SimDriver {
             rotational: model.rotational(),
             depth: model.queue_depth(),
             max_outstanding: model.max_outstanding().max(1),
+            unlimited: model.max_outstanding() >= nr_hw as u32 * model.queue_depth(),
             nr_hw,
             faults,
             plant,
@@ -305,15 +309,17 @@ impl SimDriver {
         self.st.lock().inflight.iter().sum()
     }
 
-    fn finish_one(st: &mut State, h: usize) {
+    fn finish_one(&self, st: &mut State, h: usize) {
         assert!(
-            st.inflight[h] > 0 && st.budget > 0,
+            st.inflight[h] > 0 && (self.unlimited || st.budget > 0),
             "hctx {h}: a completion with nothing in flight (inflight {}, budget {})",
             st.inflight[h],
             st.budget
         );
         st.inflight[h] -= 1;
-        st.budget -= 1;
+        if !self.unlimited {
+            st.budget -= 1;
+        }
     }
 }
 
@@ -329,6 +335,9 @@ impl Driver for SimDriver {
     }
 
     fn get_budget(&self, _hctx: HctxIdx) -> bool {
+        if self.unlimited {
+            return true;
+        }
         let mut st = self.st.lock();
         if st.budget >= self.max_outstanding {
             st.stats.budget_denied += 1;
@@ -339,6 +348,9 @@ impl Driver for SimDriver {
     }
 
     fn put_budget(&self, _hctx: HctxIdx) {
+        if self.unlimited {
+            return;
+        }
         let mut st = self.st.lock();
         assert!(st.budget > 0, "put_budget with no budget held");
         st.budget -= 1;
@@ -367,7 +379,9 @@ impl Driver for SimDriver {
             if st.rng.chance(self.faults.fail) {
                 st.stats.failed += 1;
                 // The core ends a failed request itself; its budget is ours to drop.
-                st.budget -= 1;
+                if !self.unlimited {
+                    st.budget -= 1;
+                }
                 return BlkStatus::IoErr;
             }
         }
@@ -418,7 +432,7 @@ impl Driver for SimDriver {
         let mut st = self.st.lock();
         if st.lost.remove(&rq.id.0) {
             st.stats.timeouts += 1;
-            Self::finish_one(&mut st, hctx.0 as usize);
+            self.finish_one(&mut st, hctx.0 as usize);
             done.complete(rq.id, BlkStatus::Timeout);
             EhReturn::Done
         } else {
@@ -436,7 +450,7 @@ impl Driver for SimDriver {
         let raised = std::mem::take(&mut st.raised[h]);
         let n = raised.len();
         for &(id, status, requeue) in &raised {
-            Self::finish_one(&mut st, h);
+            self.finish_one(&mut st, h);
             if requeue {
                 st.stats.requeued += 1;
                 done.requeue(id);

@@ -717,11 +717,13 @@ impl Sim {
         start: u64,
         f: impl FnOnce(&RequestQueue, &mut Submitter, Nanos),
     ) -> u64 {
-        let q = self.queue.clone();
-        f(&q, &mut self.cpus[c as usize].sub, Nanos(start));
+        // Disjoint fields: the queue is only read, the CPU's submitter is only written.
+        f(&self.queue, &mut self.cpus[c as usize].sub, Nanos(start));
         let mut steps = std::mem::take(&mut self.steps);
         self.log.drain_into(&mut steps);
-        self.driver.take_staged(&mut self.staged);
+        if steps.iter().any(|s| matches!(s, Step::QueueRq { .. })) {
+            self.driver.take_staged(&mut self.staged);
+        }
         let has_elv = self.queue.elevator().is_some();
         // Per-CPU summing passes (one counter line per CPU each) are spread over the
         // operation's scheduler steps, all under the scheduler's dispatch lock.
