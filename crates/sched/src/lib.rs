@@ -3,6 +3,7 @@
 //! Each scheduler lives in one file and ends with its `ElevatorType` descriptor; `lookup`
 //! resolves `ioscheduler=NAME` by name or alias.
 
+pub mod bfq;
 pub mod kyber;
 pub mod mq_deadline;
 pub mod none;
