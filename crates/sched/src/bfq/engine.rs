@@ -120,9 +120,7 @@ impl ServiceTree {
 
     /// `sectors` of service were given (to whichever entity is in service).
     pub fn served(&mut self, sectors: u64) {
-        if self.wsum > 0 {
-            self.vtime += sectors * SCALE / self.wsum;
-        }
+        self.vtime += (sectors * SCALE).checked_div(self.wsum).unwrap_or(0);
     }
 
     /// Ends `id`'s turn after it used `used` sectors. If it is still backlogged, its next
