@@ -1231,6 +1231,13 @@ impl RequestQueue {
         if let Some(e) = &self.elevator {
             if e.next_timer().is_some_and(|t| t <= now) {
                 e.timer(now);
+                // A timer may end a wait the elevator imposed (BFQ's idling): run what it
+                // names, as the kernel's timer handlers schedule a dispatch.
+                let mut runs = Vec::new();
+                e.restart_hctxs(&mut runs);
+                for h in runs {
+                    self.run_hw_queue(h, now, batch);
+                }
             }
         }
     }

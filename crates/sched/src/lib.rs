@@ -11,7 +11,12 @@ pub mod none;
 use mqblk_core::ElevatorType;
 
 /// Every registered scheduler, in the order `list` prints them.
-pub static REGISTRY: &[&ElevatorType] = &[&none::NONE, &mq_deadline::MQ_DEADLINE, &kyber::KYBER];
+pub static REGISTRY: &[&ElevatorType] = &[
+    &none::NONE,
+    &mq_deadline::MQ_DEADLINE,
+    &kyber::KYBER,
+    &bfq::BFQ,
+];
 
 /// Finds a scheduler by name or alias.
 pub fn lookup(name: &str) -> Option<&'static ElevatorType> {

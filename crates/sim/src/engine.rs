@@ -349,6 +349,7 @@ pub struct Sim {
     nr_ctx: usize,
     dev_armed: Option<u64>,
     timer_armed: Option<u64>,
+    last_timer_at: Option<u64>,
     events: u64,
     completed: u64,
     last_progress: u64,
@@ -511,6 +512,7 @@ impl Sim {
             now: 0,
             dev_armed: None,
             timer_armed: None,
+            last_timer_at: None,
             events: 0,
             completed: 0,
             last_progress: 0,
@@ -557,7 +559,12 @@ impl Sim {
 
     fn arm_timer(&mut self) {
         if let Some(t) = self.queue.next_deadline() {
-            let t = t.0.max(self.now);
+            let mut t = t.0.max(self.now);
+            // A deadline still due right after the timer ran at this very time would spin
+            // virtual time in place: step it forward by a microsecond.
+            if self.last_timer_at.is_some_and(|l| t <= l) {
+                t = self.last_timer_at.unwrap_or(0) + 1_000;
+            }
             if self.timer_armed.is_none_or(|a| a > t) {
                 self.timer_armed = Some(t);
                 self.push(t, Ev::Timer);
@@ -630,6 +637,7 @@ impl Sim {
                         continue;
                     }
                     self.timer_armed = None;
+                    self.last_timer_at = Some(t);
                     let start = t.max(self.cpus[0].busy_until);
                     let end = self.op(0, start + self.cfg.cost.timer_ns, |q, sub, now| {
                         q.timer(sub, now)

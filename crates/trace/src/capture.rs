@@ -171,10 +171,13 @@ pub fn write_files(
         .to_string_lossy()
         .into_owned();
     let mut files = Vec::new();
-    for (cpu, recs) in per_cpu {
+    // blkparse looks for NAME.blktrace.0, .1, ... and stops at the first missing one, so a
+    // CPU that saw no events still gets its (empty) file.
+    let last = per_cpu.keys().next_back().copied().unwrap_or(0);
+    for cpu in 0..=last {
         let path = base.with_file_name(format!("{name}.blktrace.{cpu}"));
         let mut b = Vec::new();
-        for r in recs {
+        for r in per_cpu.get(&cpu).map(Vec::as_slice).unwrap_or(&[]) {
             r.encode(&mut b);
         }
         fs::write(&path, b).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -64,6 +64,17 @@ impl TraceWriter {
     /// Flushes every file; returns the per-action counts written, or the first error.
     pub fn finish(&self) -> Result<Counts, String> {
         let mut st = self.st.lock();
+        // blkparse stops at the first missing NAME.blktrace.N: give every submitter below the
+        // highest one a file, empty if it saw nothing.
+        let last = st.files.keys().next_back().copied().unwrap_or(0);
+        for n in 0..last {
+            if !st.files.contains_key(&n) {
+                let path = self.file_of(n);
+                if let Err(e) = File::create(&path) {
+                    st.error.get_or_insert(format!("{}: {e}", path.display()));
+                }
+            }
+        }
         for out in st.files.values_mut() {
             if let Err(e) = out.file.flush() {
                 st.error
