@@ -124,7 +124,7 @@ fn sched_cost(runtime: &str) -> Result<i32, String> {
         "scheduler", "IOPS", "CPU ns/req", "over none"
     );
     let mut base = 0.0;
-    for sched in ["none", "mq-deadline", "kyber"] {
+    for sched in ["none", "mq-deadline", "kyber", "bfq"] {
         let text = format!(
             "[global]\ndriver=null\nirqmode=none\nruntime={runtime}\ntime_based\ncpus_allowed=0\n\
              [{sched}]\nioscheduler={sched}\nrw=randread\nbs=4k\niodepth=32\n"
