@@ -10,13 +10,15 @@ use std::time::Duration;
 
 const USAGE: &str = "\
 usage: mqblk trace capture --device=DEV [--duration=SECONDS] -o NAME
-       mqblk trace dump NAME
+       mqblk trace dump NAME|FILE...
 
 capture  records DEV's requests from the kernel's block tracepoints (tracefs; root) until
          the duration passes or Ctrl-C, and writes NAME.blktrace.CPU files that blkparse,
          btt and `mqblk replay` read. It uses a tracefs instance of its own and leaves the
-         tracing state as it found it.
-dump     prints a trace's events one per line, blkparse-style.
+         tracing state as it found it. A partition is traced on its disk, limited to its
+         sectors there, as blktrace does.
+dump     prints the events of one or more traces (merged by time) one per line, as
+         blkparse prints them, then the count of each action.
 ";
 
 pub fn main(args: &[String]) -> i32 {
@@ -95,73 +97,46 @@ fn capture_cmd(args: &[String]) -> Result<i32, String> {
         ))
     );
     let c = capture::capture(&device, duration, &out, &stop)?;
-    let mut counts = std::collections::BTreeMap::new();
-    for e in &c.events {
-        let r = mqblk_trace::Record {
-            sequence: 0,
-            time: 0,
-            sector: 0,
-            bytes: 0,
-            action: e.action,
-            pid: 0,
-            device: 0,
-            cpu: 0,
-            error: 0,
-            pdu: Vec::new(),
-        };
-        *counts.entry(r.letter()).or_insert(0u64) += 1;
-    }
+    let total: u64 = c.counts.values().sum();
     println!(
-        "captured {} events ({}) into {} file(s): {}{}",
-        c.events.len(),
-        mqblk_trace::writer::summary(&counts),
+        "captured {total} events ({}) into {} file(s): {}",
+        mqblk_trace::writer::summary(&c.counts),
         c.files.len(),
         c.files
             .iter()
             .map(|f| f.display().to_string())
             .collect::<Vec<_>>()
             .join(" "),
-        if c.unparsed > 0 {
-            format!("; {} lines not understood", c.unparsed)
-        } else {
-            String::new()
-        }
     );
+    if c.lost > 0 {
+        eprintln!(
+            "warning: the kernel dropped {} events (its trace buffer was full); the trace is incomplete",
+            c.lost
+        );
+    }
+    if c.unparsed > 0 {
+        eprintln!(
+            "warning: {} lines of trace_pipe were not block events (filter: {})",
+            c.unparsed, c.filter
+        );
+    }
     Ok(0)
 }
 
 fn dump(args: &[String]) -> Result<i32, String> {
-    let [name] = args else {
-        return Err(format!("dump: one trace name\n{USAGE}"));
-    };
-    let set = TraceSet::open(std::path::Path::new(name))?;
-    let names = set.process_names();
+    if args.is_empty() {
+        return Err(format!("dump: give a trace name or file\n{USAGE}"));
+    }
+    let set = TraceSet::open_all(args)?;
     let mut out = String::new();
-    for r in set.records.iter().filter(|r| !r.is_notify()) {
-        out.push_str(&format!(
-            "{:3},{:<3} {:2} {:8} {:5}.{:09} {:5} {} {:>3} {} + {} [{}]{}\n",
-            r.device >> 20,
-            r.device & 0xfffff,
-            r.cpu,
-            r.sequence,
-            r.time / 1_000_000_000,
-            r.time % 1_000_000_000,
-            r.pid,
-            r.letter(),
-            r.rwbs(),
-            r.sector,
-            r.bytes / 512,
-            names.get(&r.pid).map_or("", String::as_str),
-            if r.letter() == 'C' && r.error != 0 {
-                format!(" error {}", r.error)
-            } else {
-                String::new()
-            }
-        ));
+    let mut events = 0u64;
+    for line in set.blkparse_lines() {
+        out.push_str(&line);
+        out.push('\n');
+        events += 1;
     }
     out.push_str(&format!(
-        "{} events: {}\n",
-        set.records.iter().filter(|r| !r.is_notify()).count(),
+        "{events} events: {}\n",
         mqblk_trace::writer::summary(&set.counts())
     ));
     // A reader that goes away early (`| head`) is not an error.

@@ -1,7 +1,11 @@
 //! blktrace output, capture and replay from the command line, checked with blkparse and btt.
 
+use mqblk_trace::TraceSet;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 fn mqblk(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mqblk"))
@@ -31,8 +35,8 @@ fn have(tool: &str) -> bool {
     Command::new(tool).arg("-h").output().is_ok()
 }
 
-/// `blkparse`'s per-device totals: (reads+writes) queued, dispatched, completed, merged.
-fn blkparse_totals(name: &Path) -> Option<[u64; 4]> {
+/// What `blkparse -i NAME` prints, or `None` when it is not installed.
+fn blkparse(name: &Path) -> Option<String> {
     let o = Command::new("blkparse")
         .arg("-i")
         .arg(name.file_name()?)
@@ -40,7 +44,12 @@ fn blkparse_totals(name: &Path) -> Option<[u64; 4]> {
         .arg(name.parent()?)
         .output()
         .ok()?;
-    let out = text(&o.stdout);
+    Some(text(&o.stdout))
+}
+
+/// `blkparse`'s per-device totals: (reads+writes) queued, dispatched, completed, merged.
+fn blkparse_totals(name: &Path) -> Option<[u64; 4]> {
+    let out = blkparse(name)?;
     let mut t = [0u64; 4];
     // The "Total" block follows the per-CPU ones; when there is one CPU it is all there is.
     let block = out.rsplit_once("Total (").map_or(out.as_str(), |(_, b)| b);
@@ -60,19 +69,13 @@ fn blkparse_totals(name: &Path) -> Option<[u64; 4]> {
     Some(t)
 }
 
-fn counts_from(stderr: &str) -> std::collections::BTreeMap<char, u64> {
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("trace: "))
-        .expect("trace line");
-    let inner = line.rsplit_once('(').unwrap().1.trim_end_matches(')');
-    inner
-        .split_whitespace()
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap();
-            (k.chars().next().unwrap(), v.parse().unwrap())
-        })
-        .collect()
+fn counts_from(stderr: &str) -> BTreeMap<char, u64> {
+    counts_in(
+        stderr
+            .lines()
+            .find(|l| l.starts_with("trace: "))
+            .expect("trace line"),
+    )
 }
 
 #[test]
@@ -83,19 +86,22 @@ fn blkparse_and_btt_read_our_traces_and_agree_on_counts() {
         "sim",
         "--device=hdd,ncq=8",
         "--cpus=2",
-        "--numjobs=2",
         "--ioscheduler=mq-deadline",
-        "--rw=randrw",
+        // Sequential, in two regions: btt pairs events by sector, so no sector may have two
+        // I/Os (fio's readwrite reads and writes the same blocks).
+        "--rw=write",
         "--bs=4k",
         "--iodepth=8",
-        "--runtime=300ms",
-        "--time_based",
-        "--name=t",
+        "--size=1m",
+        "--name=a",
+        "--name=b",
+        "--offset=1m",
         &format!("--trace={}", base.display()),
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let ours = counts_from(&text(&o.stderr));
-    assert!(ours[&'Q'] > 50 && ours[&'Q'] == ours[&'C'], "{ours:?}");
+    // Two jobs of 256 I/Os each, whatever the device model's timing.
+    assert!(ours[&'Q'] == 512 && ours[&'Q'] == ours[&'C'], "{ours:?}");
     // Our own reader agrees with what was written.
     let dump = mqblk(&["trace", "dump", &base.display().to_string()]);
     assert!(dump.status.success());
@@ -211,92 +217,319 @@ fn damaged_traces_give_one_line_errors() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `mqblk trace dump` prints what blkparse prints, event for event, and merges traces.
 #[test]
-fn capture_a_loop_device_under_a_real_workload() {
-    let skip = |why: &str| eprintln!("SKIP capture_a_loop_device_under_a_real_workload: {why}");
-    if !Command::new("id")
+fn dump_prints_what_blkparse_prints() {
+    let names = ["git-clone", "grep-tree", "file-copy", "cp-grep"];
+    for name in names {
+        let trace = corpus(name).display().to_string();
+        let o = mqblk(&["trace", "dump", &trace]);
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        let out = text(&o.stdout);
+        let (lines, summary) = out.trim_end().rsplit_once('\n').unwrap();
+        let n = lines.lines().count();
+        assert!(n > 100, "{name}: {n} lines");
+        assert!(summary.starts_with(&format!("{n} events: ")), "{summary}");
+        if let Some(theirs) = blkparse_lines(&corpus(name)) {
+            let ours: Vec<&str> = lines.lines().collect();
+            assert_eq!(ours, theirs, "{name}: dump vs blkparse");
+        }
+    }
+    let both = mqblk(&[
+        "trace",
+        "dump",
+        &corpus("grep-tree").display().to_string(),
+        &corpus("file-copy.blktrace.1").display().to_string(),
+    ]);
+    assert!(both.status.success());
+    let summary = text(&both.stdout).lines().last().unwrap().to_string();
+    assert!(summary.starts_with("730 events: "), "{summary}");
+    let none = mqblk(&["trace", "dump"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(text(&none.stderr).starts_with("mqblk trace: dump: give a trace name or file"));
+}
+
+/// blkparse's event lines (summary cut off), or `None` when it is not installed.
+fn blkparse_lines(name: &Path) -> Option<Vec<String>> {
+    Some(
+        blkparse(name)?
+            .lines()
+            .take_while(|l| !l.starts_with("CPU") && !l.is_empty())
+            .map(|l| l.replace("[(null)]", "[]"))
+            .collect(),
+    )
+}
+
+/// Per-action counts in blkparse's event lines.
+fn letter_counts(lines: &[String]) -> BTreeMap<char, u64> {
+    let mut c = BTreeMap::new();
+    for l in lines {
+        let code = l.split_whitespace().nth(5).unwrap();
+        let k = if code == "UT" {
+            'T'
+        } else {
+            code.chars().next().unwrap()
+        };
+        *c.entry(k).or_insert(0) += 1;
+    }
+    c
+}
+
+/// `K=V K=V` inside the parentheses of `line` that hold them.
+fn counts_in(line: &str) -> BTreeMap<char, u64> {
+    let inner = line
+        .split('(')
+        .filter_map(|p| p.split_once(')'))
+        .map(|(inner, _)| inner)
+        .find(|inner| inner.contains('='))
+        .unwrap_or_else(|| panic!("no counts in {line}"));
+    inner
+        .split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.chars().next().unwrap(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Captures share tracefs (and whether it is mounted): one at a time in this binary.
+static TRACEFS: Mutex<()> = Mutex::new(());
+const TRACING: &str = "/sys/kernel/tracing";
+
+/// Why a capture test cannot run here, if it cannot.
+fn capture_unavailable() -> Option<String> {
+    let root = Command::new("id")
         .arg("-u")
         .output()
-        .is_ok_and(|o| text(&o.stdout).trim() == "0")
-    {
-        return skip("needs root");
+        .is_ok_and(|o| text(&o.stdout).trim() == "0");
+    if !root {
+        return Some("needs root".into());
     }
-    if !Path::new("/sys/kernel/tracing").exists() {
-        return skip("no /sys/kernel/tracing");
+    if !Path::new(TRACING).exists() {
+        return Some(format!("no {TRACING} (a kernel without tracing)"));
     }
-    let d = tmpdir("capture");
-    let img = d.join("fs.img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(64 << 20)
-        .unwrap();
-    let lo = Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(&img)
-        .output();
-    let Some(lo) = lo.ok().filter(|o| o.status.success()) else {
-        return skip("losetup failed (no loop devices here)");
-    };
-    let dev = text(&lo.stdout).trim().to_string();
-    let mnt = d.join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let ok = Command::new("mkfs.ext4")
-        .args(["-q", &dev])
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new("mount")
-            .arg(&dev)
-            .arg(&mnt)
+    for tool in ["losetup", "mkfs.ext4", "mount"] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    None
+}
+
+/// The global tracing state a capture must leave as it found it: whether tracefs is
+/// mounted and, if so, the global event list, clock and buffer size.
+fn tracing_state() -> Option<[String; 3]> {
+    let t = Path::new(TRACING);
+    if !t.join("instances").is_dir() {
+        return None;
+    }
+    let read = |f: &str| std::fs::read_to_string(t.join(f)).unwrap_or_default();
+    Some([
+        read("set_event"),
+        read("trace_clock"),
+        read("buffer_size_kb"),
+    ])
+}
+
+/// A loop device over a fresh file, with an ext4 file system mounted (on its first
+/// partition with `partition`); all undone on drop.
+struct LoopFs {
+    dir: PathBuf,
+    dev: String,
+    fs_dev: String,
+    mnt: PathBuf,
+}
+
+impl LoopFs {
+    fn new(name: &str, partition: bool) -> Result<LoopFs, String> {
+        let dir = tmpdir(name);
+        let img = dir.join("fs.img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(64 << 20).unwrap();
+        if partition {
+            // An MBR with one Linux partition from sector 2048 to the end.
+            let mut mbr = [0u8; 512];
+            mbr[446 + 4] = 0x83;
+            mbr[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+            mbr[446 + 12..446 + 16].copy_from_slice(&((64u32 << 11) - 2048).to_le_bytes());
+            mbr[510] = 0x55;
+            mbr[511] = 0xaa;
+            use std::os::unix::fs::FileExt;
+            f.write_all_at(&mbr, 0).unwrap();
+        }
+        let lo = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&img)
+            .output()
+            .map_err(|e| format!("losetup: {e}"))?;
+        if !lo.status.success() {
+            return Err(format!("losetup failed: {}", text(&lo.stderr).trim()));
+        }
+        let dev = text(&lo.stdout).trim().to_string();
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let mut l = LoopFs {
+            dir,
+            fs_dev: dev.clone(),
+            dev,
+            mnt,
+        };
+        if partition {
+            // partx adds the partition itself (BLKPG), also where the kernel does not scan
+            // partition tables.
+            let ok = Command::new("partx")
+                .args(["-a", &l.dev])
+                .status()
+                .is_ok_and(|s| s.success());
+            l.fs_dev = format!("{}p1", l.dev);
+            if !ok || !Path::new(&l.fs_dev).exists() {
+                return Err(format!("partx -a {} made no {}", l.dev, l.fs_dev));
+            }
+        }
+        let ok = Command::new("mkfs.ext4")
+            .args(["-q", &l.fs_dev])
             .status()
-            .is_ok_and(|s| s.success());
-    if !ok {
-        let _ = Command::new("losetup").args(["-d", &dev]).status();
-        return skip("mkfs.ext4 or mount failed");
+            .is_ok_and(|s| s.success())
+            && Command::new("mount")
+                .arg(&l.fs_dev)
+                .arg(&l.mnt)
+                .status()
+                .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!("mkfs.ext4 or mount of {} failed", l.fs_dev));
+        }
+        Ok(l)
     }
-    let base = d.join("cap");
-    let cap = Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args([
-            "trace",
-            "capture",
-            &format!("--device={dev}"),
-            "--duration=3",
-            "-o",
-        ])
-        .arg(&base)
+
+    /// A real workload: copy a source tree in, write it out, read it back from a cold
+    /// cache.
+    fn workload(&self) {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        assert!(Command::new("cp")
+            .arg("-r")
+            .arg(&src)
+            .arg(&self.mnt)
+            .status()
+            .unwrap()
+            .success());
+        let _ = Command::new("sync").status();
+        let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
+        let _ = Command::new("grep")
+            .args(["-r", "fn "])
+            .arg(&self.mnt)
+            .output();
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts `mqblk trace capture` and waits until its tracefs instance has its events on.
+fn start_capture(dev: &str, base: &Path, extra: &[&str]) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(["trace", "capture", &format!("--device={dev}")])
+        .args(extra)
+        .arg("-o")
+        .arg(base)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Start the workload only once the capture's tracefs instance exists and has had a
-    // moment to enable its events (a loaded machine can take a while to get there).
-    let t0 = std::time::Instant::now();
-    let started = || {
-        std::fs::read_dir("/sys/kernel/tracing/instances")
-            .map(|r| {
-                r.flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("mqblk-"))
-            })
-            .unwrap_or(false)
-    };
-    while !started() && t0.elapsed() < std::time::Duration::from_secs(10) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let enable = Path::new(TRACING).join(format!(
+        "instances/mqblk-{}/events/block/block_rq_complete/enable",
+        child.id()
+    ));
+    let t0 = Instant::now();
+    while std::fs::read_to_string(&enable).map_or(true, |s| s.trim() != "1")
+        && t0.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // A real workload: copy a source tree in and read it back from a cold cache.
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let _ = Command::new("cp").arg("-r").arg(&src).arg(&mnt).status();
-    let _ = Command::new("sync").status();
-    let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
-    let _ = Command::new("grep").args(["-r", "fn "]).arg(&mnt).output();
-    let out = cap.wait_with_output().unwrap();
-    let _ = Command::new("umount").arg(&mnt).status();
-    let _ = Command::new("losetup").args(["-d", &dev]).status();
-    assert!(out.status.success());
-    let leftover = std::fs::read_dir("/sys/kernel/tracing/instances")
+    child
+}
+
+fn leftover_instances() -> Vec<String> {
+    std::fs::read_dir(Path::new(TRACING).join("instances"))
         .map(|r| {
             r.flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("mqblk-"))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("mqblk-"))
+                .collect()
         })
-        .unwrap_or(false);
-    assert!(!leftover, "the capture left its tracefs instance behind");
+        .unwrap_or_default()
+}
+
+/// Checks a finished capture: its own counts, ours read back, blkparse's (counts and
+/// lines) and the tracing state. Returns the trace.
+fn check_capture(out: &Output, base: &Path, before: &Option<[String; 3]>) -> TraceSet {
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("captured "))
+        .expect("a captured line");
+    let said = counts_in(line);
+    for k in ['Q', 'D', 'C'] {
+        assert!(
+            said.get(&k).copied().unwrap_or(0) > 0,
+            "no {k} events: {line}"
+        );
+    }
+    assert!(
+        leftover_instances().is_empty(),
+        "a tracefs instance was left"
+    );
+    assert_eq!(&tracing_state(), before, "the global tracing state changed");
+    let set = TraceSet::open(base).unwrap();
+    assert_eq!(set.counts(), said, "read back vs what the capture said");
+    if let Some(theirs) = blkparse_lines(base) {
+        assert_eq!(letter_counts(&theirs), said, "blkparse's per-action counts");
+        let ours: Vec<String> = set.blkparse_lines().collect();
+        assert_eq!(ours, theirs, "dump vs blkparse");
+    }
+    set
+}
+
+/// Runs a capture of a fresh loop file system (on its partition with `partition`) while a
+/// real workload runs, stops it with `signal`, and checks it (see [`check_capture`]).
+/// `None`, with the reason printed, where captures cannot run.
+fn capture_workload(
+    test: &str,
+    partition: bool,
+    extra: &[&str],
+    signal: &str,
+) -> Option<(LoopFs, PathBuf, TraceSet)> {
+    let fs = capture_unavailable()
+        .map_or_else(|| LoopFs::new(test, partition), Err)
+        .map_err(|why| eprintln!("SKIP {test}: {why}"))
+        .ok()?;
+    let _one = TRACEFS.lock().unwrap_or_else(|e| e.into_inner());
+    let before = tracing_state();
+    let base = fs.dir.join("cap");
+    let dev = if partition { &fs.fs_dev } else { &fs.dev };
+    let cap = start_capture(dev, &base, extra);
+    fs.workload();
+    assert!(Command::new("kill")
+        .args([signal, &cap.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = cap.wait_with_output().unwrap();
+    let set = check_capture(&out, &base, &before);
+    Some((fs, base, set))
+}
+
+#[test]
+fn capture_a_loop_device_under_a_real_workload_until_ctrl_c() {
+    let Some((_fs, base, _)) = capture_workload("capture-ctrl-c", false, &[], "-INT") else {
+        return;
+    };
+    // The capture replays: every traced request, its bytes.
     let replay = mqblk(&[
         "replay",
         &base.display().to_string(),
@@ -307,11 +540,66 @@ fn capture_a_loop_device_under_a_real_workload() {
     let r = &v["mqblk_replay"];
     assert!(r["trace_ios"].as_u64().unwrap() > 10, "{r}");
     assert_eq!(r["trace_ios"], r["replayed_ios"]);
-    if have("blkparse") {
-        let t = blkparse_totals(&base).expect("blkparse read the capture");
-        assert!(t[0] > 10, "blkparse saw {t:?}");
+    assert_eq!(r["trace_bytes"], r["replayed_bytes"]);
+}
+
+#[test]
+fn capture_a_partition_on_its_disk_like_blktrace() {
+    // Stopped by SIGTERM this time (the duration is a bound that is not reached).
+    let Some((_fs, _, set)) =
+        capture_workload("capture-partition", true, &["--duration=60"], "-TERM")
+    else {
+        return;
+    };
+    // Every event is on the disk, inside the partition; remaps say where from.
+    let part_end = 64u64 << 11;
+    for r in set.records.iter().filter(|r| !r.is_notify()) {
+        assert!(
+            (2048..part_end).contains(&r.sector),
+            "sector {} outside the partition",
+            r.sector
+        );
     }
-    let _ = std::fs::remove_dir_all(&d);
+    let remaps: Vec<_> = set.of(mqblk_trace::format::ta::REMAP).collect();
+    assert!(!remaps.is_empty(), "no remap events");
+    for a in remaps {
+        let (_, to, from) = a.remap().unwrap();
+        assert_eq!((to, from + 2048), (a.device, a.sector));
+    }
+}
+
+#[test]
+fn capture_refuses_what_is_not_a_block_device() {
+    let o = mqblk(&["trace", "capture", "--device=/dev/null", "-o", "/tmp/x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr).lines().last().unwrap(),
+        "mqblk trace: /dev/null: not a block device"
+    );
+    for (args, err) in [
+        (
+            vec!["capture", "-o", "x"],
+            "capture: --device=DEV is required",
+        ),
+        (
+            vec!["capture", "--device=/dev/sda"],
+            "capture: -o NAME is required",
+        ),
+        (
+            vec!["capture", "--device=/dev/sda", "--duration=0", "-o", "x"],
+            "--duration=0: expected seconds > 0",
+        ),
+        (
+            vec!["capture", "--bogus"],
+            "capture: unknown option '--bogus'",
+        ),
+    ] {
+        let mut a = vec!["trace"];
+        a.extend(args);
+        let o = mqblk(&a);
+        assert_eq!(o.status.code(), Some(2));
+        assert_eq!(text(&o.stderr).trim_end(), format!("mqblk trace: {err}"));
+    }
 }
 
 #[test]

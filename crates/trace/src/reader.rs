@@ -1,83 +1,94 @@
 //! A trace as blktrace leaves it: `NAME.blktrace.0`, `NAME.blktrace.1`, ... (one per CPU),
 //! each time-ordered on its own, merged here into one time-ordered stream.
 
-use crate::format::{decode_all, ta, Record};
+use crate::format::{decode_all, ta, tn, Record};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The records of every per-CPU file of one trace, merged by time (ties by CPU, then by
-/// each file's own order).
+/// The records of every per-CPU file of one or more traces, merged by time (ties keep the
+/// order of the files as given, then each file's own order).
 #[derive(Debug, Default)]
 pub struct TraceSet {
     pub records: Vec<Record>,
     pub files: Vec<PathBuf>,
 }
 
+/// The files a trace name stands for: the path itself when it is a file (one per-CPU file,
+/// or a merged `blkparse -d` dump), else every `NAME.blktrace.N` beside it, by N.
+pub fn files_of(name: &Path) -> Result<Vec<PathBuf>, String> {
+    if name.is_file() {
+        return Ok(vec![name.to_path_buf()]);
+    }
+    let dir = name
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let base = name
+        .file_name()
+        .ok_or_else(|| format!("{}: not a trace name", name.display()))?
+        .to_string_lossy()
+        .into_owned();
+    let prefix = format!("{base}.blktrace.");
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut numbered = Vec::new();
+    for e in entries.flatten() {
+        let fname = e.file_name().to_string_lossy().into_owned();
+        if let Some(n) = fname
+            .strip_prefix(&prefix)
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            numbered.push((n, e.path()));
+        }
+    }
+    if numbered.is_empty() {
+        return Err(format!(
+            "{}: no trace files ({prefix}N) in {}",
+            name.display(),
+            dir.display()
+        ));
+    }
+    numbered.sort();
+    Ok(numbered.into_iter().map(|(_, p)| p).collect())
+}
+
 impl TraceSet {
-    /// Reads `NAME.blktrace.N` for every N present, given `NAME` (with its directory), or a
-    /// single file given its own path. One-line errors name the file and offset.
+    /// Reads the trace `name` (see [`files_of`]). One-line errors name the file and offset.
     pub fn open(name: &Path) -> Result<TraceSet, String> {
+        TraceSet::open_all(&[name])
+    }
+
+    /// Reads several traces as one, merged by time, as `blkparse -i A -i B` does.
+    pub fn open_all<P: AsRef<Path>>(names: &[P]) -> Result<TraceSet, String> {
         let mut files = Vec::new();
-        if name.is_file() {
-            files.push(name.to_path_buf());
-        } else {
-            let dir = name
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let base = name
-                .file_name()
-                .ok_or_else(|| format!("{}: not a trace name", name.display()))?
-                .to_string_lossy()
-                .into_owned();
-            let prefix = format!("{base}.blktrace.");
-            let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let mut numbered = Vec::new();
-            for e in entries.flatten() {
-                let fname = e.file_name().to_string_lossy().into_owned();
-                if let Some(n) = fname
-                    .strip_prefix(&prefix)
-                    .and_then(|n| n.parse::<u32>().ok())
-                {
-                    numbered.push((n, e.path()));
-                }
-            }
-            numbered.sort();
-            files.extend(numbered.into_iter().map(|(_, p)| p));
-            if files.is_empty() {
-                return Err(format!(
-                    "{}: no trace files ({prefix}N) in {}",
-                    name.display(),
-                    dir.display()
-                ));
-            }
+        for n in names {
+            files.extend(files_of(n.as_ref())?);
         }
         let mut per_file = Vec::new();
         for f in &files {
             let bytes = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
-            let recs = decode_all(&f.display().to_string(), &bytes).map_err(|e| e.to_string())?;
-            per_file.push(recs);
+            per_file.push(decode_all(&f.display().to_string(), &bytes).map_err(|e| e.to_string())?);
         }
-        let mut records: Vec<(u64, usize, usize, Record)> = per_file
-            .into_iter()
-            .enumerate()
-            .flat_map(|(fi, recs)| {
-                recs.into_iter()
-                    .enumerate()
-                    .map(move |(i, r)| (r.time, fi, i, r))
-            })
-            .collect();
-        records.sort_by_key(|(t, fi, i, _)| (*t, *fi, *i));
         Ok(TraceSet {
-            records: records.into_iter().map(|x| x.3).collect(),
+            records: merge(per_file),
             files,
         })
     }
 
     /// The queue (`Q`) events: what the applications submitted, the events a replay uses.
     pub fn queued(&self) -> impl Iterator<Item = &Record> {
+        self.of(ta::QUEUE)
+    }
+
+    /// The completion (`C`) events: with the `Q` events, the original latencies.
+    pub fn completed(&self) -> impl Iterator<Item = &Record> {
+        self.of(ta::COMPLETE)
+    }
+
+    /// The events of one `__BLK_TA_*` action, in time order.
+    pub fn of(&self, what: u32) -> impl Iterator<Item = &Record> {
         self.records
             .iter()
-            .filter(|r| !r.is_notify() && r.what() == ta::QUEUE)
+            .filter(move |r| !r.is_notify() && r.what() == what)
     }
 
     /// Per-action counts, by blkparse letter (notify records not counted).
@@ -89,15 +100,44 @@ impl TraceSet {
         c
     }
 
-    /// The process names the trace's notify records give, by pid.
-    pub fn process_names(&self) -> std::collections::BTreeMap<u32, String> {
+    /// Every event as blkparse prints it by default, in order (times from the first event,
+    /// as blkparse counts them).
+    pub fn blkparse_lines(&self) -> impl Iterator<Item = String> + '_ {
+        let names = self.process_names();
+        let genesis = self
+            .records
+            .iter()
+            .filter(|r| !r.is_notify())
+            .map(|r| r.time)
+            .min()
+            .unwrap_or(0);
         self.records
             .iter()
-            .filter(|r| r.is_notify() && r.what() == crate::format::tn::PROCESS)
-            .map(|r| {
-                let end = r.pdu.iter().position(|&b| b == 0).unwrap_or(r.pdu.len());
-                (r.pid, String::from_utf8_lossy(&r.pdu[..end]).into_owned())
-            })
+            .filter_map(move |r| r.blkparse_line(names.get(&r.pid).map(String::as_str), genesis))
+    }
+
+    /// The process names the trace's notify records give, by pid (the last one wins, as a
+    /// process that `exec`s is renamed).
+    pub fn process_names(&self) -> BTreeMap<u32, String> {
+        self.records
+            .iter()
+            .filter(|r| r.is_notify() && r.what() == tn::PROCESS)
+            .filter_map(|r| Some((r.pid, r.comm()?)))
             .collect()
     }
+}
+
+/// Merges per-file record lists, each in time order, into one by time.
+fn merge(per_file: Vec<Vec<Record>>) -> Vec<Record> {
+    let mut all: Vec<(u64, usize, usize, Record)> = per_file
+        .into_iter()
+        .enumerate()
+        .flat_map(|(fi, recs)| {
+            recs.into_iter()
+                .enumerate()
+                .map(move |(i, r)| (r.time, fi, i, r))
+        })
+        .collect();
+    all.sort_by_key(|(t, fi, i, _)| (*t, *fi, *i));
+    all.into_iter().map(|x| x.3).collect()
 }

@@ -1,9 +1,10 @@
 //! `TraceWriter`: the core's request events written as blktrace files, one per submitter
 //! (software queue) as blktrace writes one per CPU, so `blkparse -i NAME` and `btt` read them.
 
-use crate::format::{mkdev, ta, tc, tn, Record};
+use crate::format::{mkdev, ta, tc, Record};
 use mqblk_core::{BlkStatus, ReqFlags, ReqOp, TraceAction, TraceEvent, Tracer};
 use parking_lot::Mutex;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -61,13 +62,47 @@ impl TraceWriter {
         self.base.with_file_name(format!("{name}.blktrace.{n}"))
     }
 
+    /// Writes one record as it is (its time already relative to the trace's start) to file
+    /// `n`, numbering it in that file's sequence. Notify records are not counted.
+    pub fn record(&self, n: u16, rec: Record) {
+        self.put(&mut self.st.lock(), n, rec);
+    }
+
+    fn put(&self, st: &mut State, n: u16, rec: Record) {
+        if st.error.is_some() {
+            return;
+        }
+        let letter = (!rec.is_notify()).then(|| rec.letter());
+        if let Err(e) = self.write(st, n, rec) {
+            st.error = Some(e.to_string());
+            return;
+        }
+        if let Some(l) = letter {
+            *st.counts.entry(l).or_insert(0) += 1;
+        }
+    }
+
+    /// The files of the trace: `NAME.blktrace.0` up to the highest written.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let last = self
+            .st
+            .lock()
+            .files
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0);
+        (0..=last).map(|n| self.file_of(n)).collect()
+    }
+
     /// Flushes every file; returns the per-action counts written, or the first error.
     pub fn finish(&self) -> Result<Counts, String> {
         let mut st = self.st.lock();
-        // blkparse stops at the first missing NAME.blktrace.N: give every submitter below the
-        // highest one a file, empty if it saw nothing.
+        // blkparse stops at the first missing NAME.blktrace.N: give every file number below
+        // the highest one a file, empty if it saw nothing (and a trace without events its
+        // empty file 0).
         let last = st.files.keys().next_back().copied().unwrap_or(0);
-        for n in 0..last {
+        for n in 0..=last {
             if !st.files.contains_key(&n) {
                 let path = self.file_of(n);
                 if let Err(e) = File::create(&path) {
@@ -75,12 +110,15 @@ impl TraceWriter {
                 }
             }
         }
-        for out in st.files.values_mut() {
+        let mut failed = None;
+        for (&n, out) in st.files.iter_mut() {
             if let Err(e) = out.file.flush() {
-                st.error
-                    .get_or_insert(format!("{}: {e}", self.base.display()));
+                failed = Some(format!("{}: {e}", self.file_of(n).display()));
                 break;
             }
+        }
+        if let Some(e) = failed {
+            st.error.get_or_insert(e);
         }
         match st.error.clone() {
             Some(e) => Err(e),
@@ -88,25 +126,23 @@ impl TraceWriter {
         }
     }
 
-    fn write(&self, st: &mut State, cpu: u16, rec: &Record) -> io::Result<()> {
-        if let std::collections::btree_map::Entry::Vacant(slot) = st.files.entry(cpu) {
-            let path = self.file_of(cpu);
-            let f = File::create(&path)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            slot.insert(Out {
-                file: BufWriter::with_capacity(1 << 16, f),
-                sequence: 0,
-            });
-        }
-        let out = st.files.get_mut(&cpu).expect("just inserted");
-        out.sequence += 1;
-        let rec = Record {
-            sequence: out.sequence,
-            ..rec.clone()
+    fn write(&self, st: &mut State, cpu: u16, mut rec: Record) -> io::Result<()> {
+        let out = match st.files.entry(cpu) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(slot) => {
+                let path = self.file_of(cpu);
+                let f = File::create(&path)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                slot.insert(Out {
+                    file: BufWriter::with_capacity(1 << 16, f),
+                    sequence: 0,
+                })
+            }
         };
+        out.sequence += 1;
+        rec.sequence = out.sequence;
         st.buf.clear();
         rec.encode(&mut st.buf);
-        let out = st.files.get_mut(&cpu).expect("present");
         out.file.write_all(&st.buf)
     }
 }
@@ -127,6 +163,9 @@ pub fn categories(op: ReqOp, flags: ReqFlags) -> u32 {
     }
     if flags.contains(ReqFlags::SYNC) {
         c |= tc::SYNC;
+    }
+    if flags.contains(ReqFlags::META) {
+        c |= tc::META;
     }
     tc::act(c)
 }
@@ -170,48 +209,28 @@ impl Tracer for TraceWriter {
         let t0 = *st.t0.get_or_insert(ev.time.0);
         let cpu = ev.ctx.0;
         let pid = ev.issuer;
+        let time = ev.time.0.saturating_sub(t0);
         if st.pids.insert(pid) {
             // Name the process so blkparse shows `[mqblk-N]`.
-            let mut comm = format!("mqblk-{pid}").into_bytes();
-            comm.push(0);
-            let note = Record {
-                sequence: 0,
-                time: ev.time.0.saturating_sub(t0),
-                sector: 0,
-                bytes: 0,
-                action: tn::PROCESS | tc::act(tc::NOTIFY),
-                pid,
-                device: DEVICE,
-                cpu: cpu as u32,
-                error: 0,
-                pdu: comm,
-            };
-            if let Err(e) = self.write(&mut st, cpu, &note) {
-                st.error = Some(e.to_string());
-                return;
-            }
+            let note = Record::process_name(pid, &format!("mqblk-{pid}"), DEVICE, cpu.into(), time);
+            self.put(&mut st, cpu, note);
         }
         let rec = Record {
-            sequence: 0,
-            time: ev.time.0.saturating_sub(t0),
+            time,
             sector: ev.sector,
             bytes: ev.nr_sectors * 512,
             action: what | tc::act(cat) | categories(ev.op, ev.flags),
             pid,
             device: DEVICE,
-            cpu: cpu as u32,
+            cpu: cpu.into(),
             error: if ev.action == TraceAction::Complete {
                 errno_of(ev.status)
             } else {
                 0
             },
-            pdu: Vec::new(),
+            ..Record::empty()
         };
-        if let Err(e) = self.write(&mut st, cpu, &rec) {
-            st.error = Some(e.to_string());
-            return;
-        }
-        *st.counts.entry(rec.letter()).or_insert(0) += 1;
+        self.put(&mut st, cpu, rec);
     }
 }
 
