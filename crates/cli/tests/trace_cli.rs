@@ -510,6 +510,12 @@ fn capture_workload(
         .ok()?;
     let _one = TRACEFS.lock().unwrap_or_else(|e| e.into_inner());
     let before = tracing_state();
+    // The instance of a capture that was killed outright (no process has this pid): the
+    // next capture removes it.
+    let stale = Path::new(TRACING).join("instances/mqblk-999999999");
+    if before.is_some() {
+        std::fs::create_dir(&stale).unwrap();
+    }
     let base = fs.dir.join("cap");
     let dev = if partition { &fs.fs_dev } else { &fs.dev };
     let cap = start_capture(dev, &base, extra);

@@ -498,7 +498,10 @@ impl Drop for Session {
             disable_events(&self.instance);
             let _ = fs::remove_dir(&self.instance);
         }
-        if self.mounted {
+        // Unmount what we mounted, unless another capture (or anyone) has made an instance
+        // since: it is using tracefs.
+        let others = fs::read_dir(self.root.join("instances")).map_or(0, |d| d.count());
+        if self.mounted && others == 0 {
             let _ = Command::new("umount").arg(&self.root).status();
         }
     }
