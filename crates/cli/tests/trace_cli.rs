@@ -576,12 +576,20 @@ fn capture_a_partition_on_its_disk_like_blktrace() {
 
 #[test]
 fn capture_refuses_what_is_not_a_block_device() {
-    let o = mqblk(&["trace", "capture", "--device=/dev/null", "-o", "/tmp/x"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        text(&o.stderr).lines().last().unwrap(),
-        "mqblk trace: /dev/null: not a block device"
-    );
+    for (out, err) in [
+        ("/tmp/x", "/dev/null: not a block device"),
+        (
+            "/nonexistent/x",
+            "/nonexistent/x: the directory /nonexistent does not exist",
+        ),
+    ] {
+        let o = mqblk(&["trace", "capture", "--device=/dev/null", "-o", out]);
+        assert_eq!(o.status.code(), Some(2));
+        assert_eq!(
+            text(&o.stderr).lines().last().unwrap(),
+            format!("mqblk trace: {err}")
+        );
+    }
     for (args, err) in [
         (
             vec!["capture", "-o", "x"],

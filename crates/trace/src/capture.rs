@@ -552,9 +552,20 @@ pub fn capture(
     out: &Path,
     stop: &AtomicBool,
 ) -> Result<Captured, String> {
-    let target = Target::of(device)?;
     out.file_name()
         .ok_or_else(|| format!("{}: not a file name", out.display()))?;
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!(
+            "{}: the directory {} does not exist",
+            out.display(),
+            dir.display()
+        ));
+    }
+    let target = Target::of(device)?;
     let s = Session::open()?;
     let filter = target.filter();
     let mut enabled = 0;
