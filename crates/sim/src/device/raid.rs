@@ -1,20 +1,22 @@
 //! `raid`: a RAID host bus adapter with many hardware queues in front of one member disk, as
 //! in seed 000 (a 64-queue card, one rotating disk, dbench on XFS).
 //!
-//! Every hardware queue feeds the controller, which adds its own per-command overhead
-//! (`ctrl_us`, 30) on the way in and passes commands to the member disk (an [`super::hdd`]
-//! mechanism with its own NCQ window) in arrival order; completions return on the hardware
-//! queue the command came from. `can_queue` bounds the commands in the adapter at once over
-//! all queues (the SCSI host's limit; the driver refuses beyond it with its budget).
+//! Every hardware queue feeds the controller's firmware, which handles one command at a time
+//! (`ctrl_us` each, on the way in and again on the way out) and passes commands to the member
+//! disk in arrival order, holding back those beyond the disk's own queue (`ncq`); the disk is
+//! the [`super::hdd`] mechanism.
+//! Completions return on the hardware queue the command came from. `can_queue` bounds the
+//! commands in the adapter at once over all queues (the SCSI host's limit, shared by every
+//! hardware queue as with `host_tagset`): the driver refuses more with its budget.
 //!
 //! Parameters: `submit_queues` (64), `queue_depth` (per hardware queue, 32), `can_queue`
 //! (64), `ctrl_us` (30), and every `hdd` parameter for the member disk (its `ncq` defaults to
-//! 32 here, as a SAS/SATA disk behind an HBA runs with NCQ).
+//! 32 here, as a SATA disk behind an HBA runs with NCQ). Sources in `crates/sim/DEVICES.md`.
 
-use super::hdd::{Disk, HddParams};
+use super::hdd::{ranged, Disk, HddParams};
 use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use crate::rng::SimRng;
-use mqblk_core::{BlkStatus, Nanos};
+use mqblk_core::Nanos;
 use std::collections::VecDeque;
 
 pub struct RaidModel {
@@ -23,38 +25,35 @@ pub struct RaidModel {
     depth: u32,
     can_queue: u32,
     ctrl_ns: u64,
-    /// Commands crossing the controller on the way in: (time at the disk, hw, cmd).
+    /// The firmware is busy until then.
+    ctrl_free: u64,
+    /// Commands through the firmware on the way in: (time at the disk, hw, cmd).
     inbound: VecDeque<(u64, u16, Cmd)>,
-    /// Completed at the disk, crossing the controller on the way out.
-    outbound: VecDeque<(u64, u16, u64)>,
+    /// Through the firmware, waiting for room in the disk's queue.
+    backlog: VecDeque<(u16, Cmd)>,
+    /// Completed at the disk, through the firmware on the way out.
+    outbound: VecDeque<(u64, DevCompletion)>,
     outstanding: u32,
-    scratch: Vec<(u16, u64)>,
+    scratch: Vec<DevCompletion>,
     peak: u32,
 }
 
 impl RaidModel {
     pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<RaidModel, String> {
-        let nr_hw = p.u64("submit_queues", 64)?;
-        let depth = p.u64("queue_depth", 32)?;
-        let can_queue = p.u64("can_queue", 64)?;
-        let ctrl_ns = p.u64("ctrl_us", 30)? * 1000;
-        if !(1..=1024).contains(&nr_hw) || !(1..=4096).contains(&depth) || can_queue == 0 {
-            return Err(
-                "device raid: submit_queues 1..=1024, queue_depth 1..=4096, can_queue >= 1".into(),
-            );
-        }
-        // The member disk runs with NCQ unless told otherwise.
-        let mut hp = HddParams::from_params(p)?;
-        if !p_has(p, "ncq") {
-            hp.ncq = 32;
-        }
+        let nr_hw = ranged(p, "raid", "submit_queues", 64, 1, 1024)?;
+        let depth = ranged(p, "raid", "queue_depth", 32, 1, 4096)?;
+        let can_queue = ranged(p, "raid", "can_queue", 64, 1, 65_536)?;
+        let ctrl_ns = ranged(p, "raid", "ctrl_us", 30, 0, 100_000)? * 1000;
+        let hp = HddParams::from_params(p, "raid", 32)?;
         Ok(RaidModel {
-            disk: Disk::new(hp, rng),
+            disk: Disk::new(hp, "raid", rng)?,
             nr_hw: nr_hw as u16,
             depth: depth as u32,
             can_queue: can_queue as u32,
             ctrl_ns,
+            ctrl_free: 0,
             inbound: VecDeque::new(),
+            backlog: VecDeque::new(),
             outbound: VecDeque::new(),
             outstanding: 0,
             scratch: Vec::new(),
@@ -62,8 +61,14 @@ impl RaidModel {
         })
     }
 
-    /// Feeds the disk what has crossed the controller by `now`, and collects the disk's
-    /// completions into `outbound`.
+    /// Commands at the adapter at most so far (never more than `can_queue` when the driver
+    /// respects [`DeviceModel::max_outstanding`]).
+    pub fn peak_outstanding(&self) -> u32 {
+        self.peak
+    }
+
+    /// Runs the firmware and the disk up to `now`: commands reach the disk, finished ones
+    /// head back out.
     fn run_to(&mut self, now: u64) {
         loop {
             let next_in = self.inbound.front().map(|x| x.0);
@@ -81,20 +86,24 @@ impl RaidModel {
             if next_disk == Some(t) {
                 self.scratch.clear();
                 self.disk.advance(t, &mut self.scratch);
-                for &(hw, id) in &self.scratch {
-                    self.outbound.push_back((t + self.ctrl_ns, hw, id));
+                for &c in &self.scratch {
+                    let out = t.max(self.ctrl_free) + self.ctrl_ns;
+                    self.ctrl_free = out;
+                    self.outbound.push_back((out, c));
                 }
             }
             while self.inbound.front().is_some_and(|x| x.0 <= t) {
-                let (at, hw, cmd) = self.inbound.pop_front().expect("inbound command");
-                self.disk.submit(hw, cmd, at);
+                let (_, hw, cmd) = self.inbound.pop_front().expect("inbound command");
+                self.backlog.push_back((hw, cmd));
+            }
+            while self.disk.outstanding() < self.disk.ncq() {
+                let Some((hw, cmd)) = self.backlog.pop_front() else {
+                    break;
+                };
+                self.disk.submit(hw, cmd, t);
             }
         }
     }
-}
-
-fn p_has(p: &mut Params<'_>, key: &str) -> bool {
-    p.u64(key, u64::MAX).is_ok_and(|v| v != u64::MAX)
 }
 
 impl DeviceModel for RaidModel {
@@ -129,7 +138,8 @@ impl DeviceModel for RaidModel {
         self.run_to(now.0);
         self.outstanding += 1;
         self.peak = self.peak.max(self.outstanding);
-        let at = now.0 + self.ctrl_ns;
+        let at = now.0.max(self.ctrl_free) + self.ctrl_ns;
+        self.ctrl_free = at;
         self.inbound.push_back((at, hw, cmd));
     }
     fn next_event(&self) -> Option<Nanos> {
@@ -146,25 +156,17 @@ impl DeviceModel for RaidModel {
     fn advance(&mut self, now: Nanos, out: &mut Vec<DevCompletion>) {
         self.run_to(now.0);
         while self.outbound.front().is_some_and(|x| x.0 <= now.0) {
-            let (_, hw, id) = self.outbound.pop_front().expect("outbound completion");
+            let (_, c) = self.outbound.pop_front().expect("outbound completion");
             self.outstanding -= 1;
-            out.push(DevCompletion {
-                hw,
-                id,
-                status: BlkStatus::Ok,
-            });
+            out.push(c);
         }
     }
     fn outstanding(&self) -> u32 {
         self.outstanding
     }
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("completed", self.disk.completed),
-            ("seeks", self.disk.seeks),
-            ("readahead_hits", self.disk.cache_hits),
-            ("busy_ms", self.disk.busy_ns / 1_000_000),
-            ("peak_outstanding", self.peak as u64),
-        ]
+        let mut s = self.disk.stats();
+        s.push(("peak_outstanding", self.peak as u64));
+        s
     }
 }
