@@ -14,6 +14,7 @@
 //! `read_us` (60), `program_us` (700), `page_kb` (16), `channel_mbs` (800), `ctrl_ns` (3900),
 //! `wbuf_mb` (64), `queue_depth` (per hardware queue, 128), `hw_queues` (1), `queueing` (1).
 
+use super::hdd::ranged;
 use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use crate::rng::SimRng;
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
@@ -36,8 +37,10 @@ pub struct SsdModel {
     ctrl_free: u64,
     die_free: Vec<u64>,
     ch_free: Vec<u64>,
-    /// Buffered sectors not yet programmed, and when the drain can next start a page.
+    /// Buffered sectors not yet programmed.
     dirty: u64,
+    /// When the last page program scheduled so far finishes (what a flush waits for).
+    last_program: u64,
     /// Commands waiting for the controller or (with queueing off) for the previous one.
     waiting: VecDeque<(u64, u16, Cmd)>,
     /// Writes waiting for buffer room.
@@ -57,27 +60,29 @@ pub struct SsdModel {
 
 impl SsdModel {
     pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<SsdModel, String> {
-        let size = p.u64("size", 480_000_000_000)?;
-        let channels = p.u64("channels", 8)? as u32;
-        let dies = p.u64("dies", 4)? as u32;
-        let page_kb = p.u64("page_kb", 16)?;
-        let m = SsdModel {
+        let m = "ssd";
+        let size = ranged(p, m, "size", 480_000_000_000, 1 << 30, 1 << 50)?;
+        let channels = ranged(p, m, "channels", 8, 1, 64)? as u32;
+        let dies = ranged(p, m, "dies", 4, 1, 64)? as u32;
+        let page_kb = ranged(p, m, "page_kb", 16, 4, 64)?;
+        Ok(SsdModel {
             capacity: size / 512,
             channels,
             dies_per_ch: dies,
-            read_ns: p.u64("read_us", 60)? * 1000,
-            program_ns: p.u64("program_us", 700)? * 1000,
+            read_ns: ranged(p, m, "read_us", 60, 1, 100_000)? * 1000,
+            program_ns: ranged(p, m, "program_us", 700, 1, 100_000)? * 1000,
             page_sectors: page_kb * 2,
-            channel_mbs: p.u64("channel_mbs", 800)?,
-            ctrl_ns: p.u64("ctrl_ns", 3900)?,
-            wbuf_sectors: p.u64("wbuf_mb", 64)? * 2048,
-            depth: p.u64("queue_depth", 128)? as u32,
-            nr_hw: p.u64("hw_queues", 1)? as u16,
+            channel_mbs: ranged(p, m, "channel_mbs", 800, 1, 100_000)?,
+            ctrl_ns: ranged(p, m, "ctrl_ns", 3900, 0, 10_000_000)?,
+            wbuf_sectors: ranged(p, m, "wbuf_mb", 64, 0, 1 << 20)? * 2048,
+            depth: ranged(p, m, "queue_depth", 128, 1, 4096)? as u32,
+            nr_hw: ranged(p, m, "hw_queues", 1, 1, 256)? as u16,
             queueing: p.bool("queueing", true)?,
             ctrl_free: 0,
             die_free: vec![0; (channels * dies) as usize],
             ch_free: vec![0; channels as usize],
             dirty: 0,
+            last_program: 0,
             waiting: VecDeque::new(),
             blocked: VecDeque::new(),
             done: BinaryHeap::new(),
@@ -89,20 +94,7 @@ impl SsdModel {
             reads: 0,
             writes: 0,
             programs: 0,
-        };
-        if size < 1 << 30 {
-            return Err(format!("device ssd: size={size}: at least 1 GiB"));
-        }
-        if !(1..=64).contains(&channels) || !(1..=64).contains(&dies) {
-            return Err("device ssd: channels and dies must be 1..=64".into());
-        }
-        if !(4..=64).contains(&page_kb) || m.channel_mbs == 0 {
-            return Err("device ssd: page_kb 4..=64, channel_mbs > 0".into());
-        }
-        if !(1..=4096).contains(&m.depth) || !(1..=256).contains(&m.nr_hw) {
-            return Err("device ssd: queue_depth 1..=4096, hw_queues 1..=256".into());
-        }
-        Ok(m)
+        })
     }
 
     fn die_of(&self, sector: u64) -> usize {
@@ -112,7 +104,7 @@ impl SsdModel {
     }
 
     fn xfer_ns(&self, sectors: u64) -> u64 {
-        sectors * 512 * 1000 / self.channel_mbs / 1000
+        sectors * 512 * 1000 / self.channel_mbs
     }
 
     fn finish(&mut self, t: u64, hw: u16, id: u64) {
@@ -162,33 +154,25 @@ impl SsdModel {
                 // Program the buffered data page by page onto the dies, in the background.
                 let mut s = cmd.sector;
                 let last = cmd.sector + n;
+                let mut programmed = x;
                 while s < last {
                     let page_end = (s / self.page_sectors + 1) * self.page_sectors;
                     let chunk = page_end.min(last) - s;
                     let d = self.die_of(s);
                     let p = x.max(self.die_free[d]) + self.program_ns * chunk / self.page_sectors;
+                    programmed = programmed.max(p);
                     self.die_free[d] = p;
+                    self.last_program = self.last_program.max(p);
                     self.programs += 1;
                     self.drains.push(Reverse((p, chunk)));
                     s += chunk;
                 }
-                let fua_end = if cmd.fua {
-                    self.die_free[self.die_of(last - 1)]
-                } else {
-                    x
-                };
+                let fua_end = if cmd.fua { programmed } else { x };
                 self.finish(fua_end, hw, cmd.id);
             }
             ReqOp::Flush => {
                 // Done when everything buffered is on flash.
-                let t = self
-                    .drains
-                    .iter()
-                    .map(|r| r.0 .0)
-                    .max()
-                    .unwrap_or(t0)
-                    .max(t0);
-                self.finish(t, hw, cmd.id);
+                self.finish(self.last_program.max(t0), hw, cmd.id);
             }
             ReqOp::Discard => self.finish(t0, hw, cmd.id),
         }
