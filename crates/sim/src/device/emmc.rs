@@ -1,21 +1,25 @@
 //! `emmc`: an eMMC card on an SD/MMC host controller, as in seed 001 (Ux500).
 //!
-//! The host keeps at most two requests at the card (queue depth 2). Each request goes
-//! through three phases: the driver's *pre* hook on the host CPU (DMA mapping, bounce-buffer
-//! copy: `prep_us` + `prep_ns_per_kb` per KiB), the bus (command overhead `cmd_us`, an
-//! internal access latency `random_us` unless the read continues where the last one ended,
-//! and the transfer at `read_mbs`/`write_mbs`), and the *post* hook (`post_us`, unmapping).
-//! With `async_prep=1` (the blk-mq MMC driver's asynchronous requests) the next request's pre
-//! hook runs while the current one is on the bus and the post hook of a finished one overlaps
-//! the next transfer; with `async_prep=0` the phases of consecutive requests run one after
-//! another.
+//! The host keeps at most two requests at the card (queue depth 2, one hardware queue). Each
+//! request goes through three phases:
 //!
-//! Defaults: an eMMC 4.41 card of the Ux500 era: ~24 MB/s sequential reads on the bus (the
-//! seed measured 22.7 MB/s for dd through the whole stack), ~1500 random 4 KiB reads/s.
-//! Parameters: `size` (8 GiB), `read_mbs` (24), `write_mbs` (12), `cmd_us` (150),
-//! `random_us` (350), `prep_us` (200), `prep_ns_per_kb` (4000), `post_us` (100),
-//! `async_prep` (1).
+//! - the driver's *pre* hook on the host (DMA mapping, the bounce-buffer copy): `prep_us`
+//!   plus `prep_ns_per_kb` per KiB;
+//! - the card: the command and its response (`cmd_us`), the card's own access (a read fetches
+//!   its flash pages, `access_us`, varying by up to a tenth: the card reads nothing ahead, so
+//!   this is paid by sequential and random reads alike, as the seed's iozone shows 4 KiB reads
+//!   at ~6 MB/s either way; a write programs, `write_us`), and the transfer at `read_mbs` or
+//!   `write_mbs`. A write shorter than an allocation unit (`au_kb`) that does not continue
+//!   the previous write makes the card copy the rest of the unit first, at `copy_mbs` (the
+//!   seed's random writes: ~100 ms each at 4 KiB, falling to nothing at 512 KiB);
+//! - the *post* hook (`post_us`, unmapping).
+//!
+//! With `async_prep=1` (the MMC stack's asynchronous requests) the next request's pre hook
+//! runs while the current one is on the bus and the post hook overlaps the next transfer; with
+//! `async_prep=0` each request's phases run after the previous request has finished.
+//! Requests finish in the order they were issued. Defaults and sources: `crates/sim/DEVICES.md`.
 
+use super::hdd::ranged;
 use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use crate::rng::SimRng;
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
@@ -26,71 +30,81 @@ pub struct EmmcModel {
     read_mbs: u64,
     write_mbs: u64,
     cmd_ns: u64,
-    random_ns: u64,
+    access_ns: u64,
+    write_ns: u64,
+    au_bytes: u64,
+    copy_mbs: u64,
     prep_ns: u64,
     prep_per_kb: u64,
     post_ns: u64,
     async_prep: bool,
+    /// The host CPU's pre hooks are done until then.
     host_free: u64,
+    /// The card is busy until then.
     bus_free: u64,
     last_done: u64,
-    last_end: u64,
+    /// Where the last write ended.
+    write_end: u64,
     /// Scheduled completions, in order: (time, hw, id).
     done: VecDeque<(u64, u16, u64)>,
     rng: SimRng,
-    sequential: u64,
-    random: u64,
+    reads: u64,
+    writes: u64,
+    copies: u64,
 }
 
 impl EmmcModel {
     pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<EmmcModel, String> {
-        let m = EmmcModel {
-            capacity: p.u64("size", 8 << 30)? / 512,
-            read_mbs: p.u64("read_mbs", 24)?,
-            write_mbs: p.u64("write_mbs", 12)?,
-            cmd_ns: p.u64("cmd_us", 150)? * 1000,
-            random_ns: p.u64("random_us", 350)? * 1000,
-            prep_ns: p.u64("prep_us", 200)? * 1000,
-            prep_per_kb: p.u64("prep_ns_per_kb", 4000)?,
-            post_ns: p.u64("post_us", 100)? * 1000,
+        let m = "emmc";
+        let us = 1000;
+        Ok(EmmcModel {
+            capacity: ranged(p, m, "size", 8 << 30, 64 << 20, 1 << 44)? / 512,
+            read_mbs: ranged(p, m, "read_mbs", 25, 1, 10_000)?,
+            write_mbs: ranged(p, m, "write_mbs", 8, 1, 10_000)?,
+            cmd_ns: ranged(p, m, "cmd_us", 100, 0, 100_000)? * us,
+            access_ns: ranged(p, m, "access_us", 250, 0, 100_000)? * us,
+            write_ns: ranged(p, m, "write_us", 1200, 0, 1_000_000)? * us,
+            au_bytes: ranged(p, m, "au_kb", 512, 4, 1 << 20)? * 1024,
+            copy_mbs: ranged(p, m, "copy_mbs", 5, 1, 10_000)?,
+            prep_ns: ranged(p, m, "prep_us", 100, 0, 100_000)? * us,
+            prep_per_kb: ranged(p, m, "prep_ns_per_kb", 4000, 0, 1_000_000)?,
+            post_ns: ranged(p, m, "post_us", 50, 0, 100_000)? * us,
             async_prep: p.bool("async_prep", true)?,
             host_free: 0,
             bus_free: 0,
             last_done: 0,
-            last_end: u64::MAX,
+            write_end: 0,
             done: VecDeque::new(),
             rng,
-            sequential: 0,
-            random: 0,
-        };
-        if m.capacity < (64 << 20) / 512 {
-            return Err("device emmc: size must be at least 64 MiB".into());
-        }
-        if m.read_mbs == 0 || m.write_mbs == 0 {
-            return Err("device emmc: read_mbs and write_mbs must be positive".into());
-        }
-        Ok(m)
+            reads: 0,
+            writes: 0,
+            copies: 0,
+        })
     }
 
-    fn bus_ns(&mut self, cmd: &Cmd) -> u64 {
+    /// The card's time for `cmd`: command, access, transfer.
+    fn card_ns(&mut self, cmd: &Cmd) -> u64 {
         let bytes = cmd.bytes();
-        let (rate, access) = match cmd.op {
+        match cmd.op {
             ReqOp::Read => {
-                let seq = cmd.sector == self.last_end;
-                if seq {
-                    self.sequential += 1;
-                } else {
-                    self.random += 1;
-                }
-                // Random accesses vary with where the card's mapping puts the page.
-                let jitter = self.rng.below(self.random_ns / 5 + 1);
-                (self.read_mbs, if seq { 0 } else { self.random_ns + jitter })
+                self.reads += 1;
+                let jitter = self.rng.below(self.access_ns / 10 + 1);
+                self.cmd_ns + self.access_ns + jitter + bytes * 1000 / self.read_mbs
             }
-            ReqOp::Write | ReqOp::WriteZeroes => (self.write_mbs, self.random_ns),
-            ReqOp::Flush | ReqOp::Discard => (self.read_mbs, self.random_ns),
-        };
-        self.last_end = cmd.sector + cmd.nr_sectors as u64;
-        self.cmd_ns + access + bytes * 1000 / rate
+            ReqOp::Write | ReqOp::WriteZeroes => {
+                self.writes += 1;
+                let copy = if cmd.sector != self.write_end && bytes < self.au_bytes {
+                    self.copies += 1;
+                    (self.au_bytes - bytes) * 1000 / self.copy_mbs
+                } else {
+                    0
+                };
+                self.write_end = cmd.sector + cmd.nr_sectors as u64;
+                self.cmd_ns + self.write_ns + copy + bytes * 1000 / self.write_mbs
+            }
+            ReqOp::Discard => self.cmd_ns + self.access_ns,
+            ReqOp::Flush => self.cmd_ns,
+        }
     }
 }
 
@@ -124,20 +138,19 @@ impl DeviceModel for EmmcModel {
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
         let prep = self.prep_ns + cmd.bytes() / 1024 * self.prep_per_kb;
-        let bus = self.bus_ns(&cmd);
+        let card = self.card_ns(&cmd);
         let t = now.0;
         let end = if self.async_prep {
+            // Pre hooks run one after another on the host, each as soon as its request is
+            // there; the card takes a prepared request when it is free.
             let prep_end = t.max(self.host_free) + prep;
-            let bus_end = prep_end.max(self.bus_free) + bus;
-            self.bus_free = bus_end;
-            let post_end = bus_end.max(prep_end) + self.post_ns;
             self.host_free = prep_end;
-            post_end
+            let card_end = prep_end.max(self.bus_free) + card;
+            self.bus_free = card_end;
+            card_end + self.post_ns
         } else {
-            let start = t.max(self.last_done);
-            start + prep + bus + self.post_ns
+            t.max(self.last_done) + prep + card + self.post_ns
         };
-        // Requests finish in order on the one bus.
         let end = end.max(self.last_done);
         self.last_done = end;
         self.done.push_back((end, hw, cmd.id));
@@ -160,8 +173,9 @@ impl DeviceModel for EmmcModel {
     }
     fn stats(&self) -> Vec<(&'static str, u64)> {
         vec![
-            ("sequential_reads", self.sequential),
-            ("random_accesses", self.random),
+            ("reads", self.reads),
+            ("writes", self.writes),
+            ("au_copies", self.copies),
         ]
     }
 }

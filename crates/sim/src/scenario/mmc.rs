@@ -116,10 +116,12 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         rows[3].dd_mbs / rows[2].dd_mbs,
     );
     // The seed's direction: blk-mq keeps dd within a few percent once requests are
-    // prepared asynchronously, async beats sync, and find gets slower without a scheduler.
-    let holds = rows[3].dd_mbs >= 0.9 * rows[0].dd_mbs
-        && rows[3].dd_mbs > rows[2].dd_mbs
-        && rows[3].find_s >= rows[0].find_s;
+    // prepared asynchronously, and async beats sync. The seed's find also got slower without
+    // a scheduler; the card model charges every read its access time whatever the order (as
+    // the seed's iozone shows: 4 KiB reads cost the same sequential or random), so dispatch
+    // order changes nothing here and that part is not claimed.
+    let holds = rows[3].dd_mbs >= 0.9 * rows[0].dd_mbs && rows[3].dd_mbs > rows[2].dd_mbs;
+    cmp += "find: not reproduced (the card model has no cost that a scheduler's ordering saves)\n";
     let chart = Chart {
         title: "eMMC dd throughput (seed 001)".into(),
         x_label: "configuration (0-3 as in the table; seed: before, refactor, parallel, blk-mq)"
