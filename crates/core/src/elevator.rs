@@ -8,10 +8,12 @@
 //! the queue: anything the core must do afterwards (free a request merged away) is returned.
 
 use crate::bio::{Bio, ReqFlags, ReqOp};
+use crate::blkcg::Blkcg;
 use crate::merge::{NoMerges, QueueLimits};
 use crate::request::{ElvRq, RequestTable, RqId};
 use crate::{HctxIdx, Nanos};
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Elevator feature flags (`ELEVATOR_F_*`).
@@ -45,6 +47,8 @@ pub struct ElevatorInit {
     /// The device is rotational (an HDD): BFQ and others adapt to it.
     pub rotational: bool,
     pub limits: QueueLimits,
+    /// The block cgroups bios are charged to (`bio.group` is an id in it).
+    pub blkcg: Arc<Blkcg>,
 }
 
 /// The view of the queue an elevator hook gets.
@@ -191,10 +195,22 @@ pub enum TunableError {
     },
 }
 
+/// A second sysfs name for a tunable in another unit, as BFQ's `slice_idle` (ms) beside
+/// `slice_idle_us`: both read and write the same variable. The alias's value is the target's
+/// divided by `factor`.
+#[derive(Copy, Clone, Debug)]
+pub struct TunableAlias {
+    pub name: &'static str,
+    pub target: &'static str,
+    pub unit: &'static str,
+    pub factor: i64,
+}
+
 /// The current values of a scheduler's tunables, readable and writable while it runs.
 pub struct Tunables {
     sched: &'static str,
     descs: &'static [TunableDesc],
+    aliases: &'static [TunableAlias],
     values: Box<[AtomicI64]>,
 }
 
@@ -203,8 +219,25 @@ impl Tunables {
         Tunables {
             sched,
             descs,
+            aliases: &[],
             values: descs.iter().map(|d| AtomicI64::new(d.default)).collect(),
         }
+    }
+    /// With second names for some tunables (see [`TunableAlias`]).
+    pub fn with_aliases(mut self, aliases: &'static [TunableAlias]) -> Tunables {
+        for a in aliases {
+            assert!(
+                self.descs.iter().any(|d| d.name == a.target) && a.factor > 0,
+                "alias {} of unknown tunable {}",
+                a.name,
+                a.target
+            );
+        }
+        self.aliases = aliases;
+        self
+    }
+    pub fn aliases(&self) -> &'static [TunableAlias] {
+        self.aliases
     }
     pub fn descs(&self) -> &'static [TunableDesc] {
         self.descs
@@ -224,21 +257,45 @@ impl Tunables {
                     .descs
                     .iter()
                     .map(|d| d.name)
+                    .chain(self.aliases.iter().map(|a| a.name))
                     .collect::<Vec<_>>()
                     .join(", "),
             })
     }
+    fn alias(&self, name: &str) -> Option<&'static TunableAlias> {
+        self.aliases.iter().find(|a| a.name == name)
+    }
     pub fn show(&self, name: &str) -> Result<i64, TunableError> {
+        if let Some(a) = self.alias(name) {
+            return Ok(self.get(self.index(a.target)?) / a.factor);
+        }
         Ok(self.get(self.index(name)?))
     }
     /// Parses and stores a value, refusing it with its valid range when out of bounds.
     pub fn store(&self, name: &str, value: &str) -> Result<(), TunableError> {
-        let i = self.index(name)?;
+        let (i, factor, shown_as) = match self.alias(name) {
+            Some(a) => (self.index(a.target)?, a.factor, Some(a)),
+            None => (self.index(name)?, 1, None),
+        };
         let d = &self.descs[i];
         let v: i64 = value.trim().parse().map_err(|_| TunableError::NotANumber {
-            name: d.name,
+            name: shown_as.map_or(d.name, |a| a.name),
             value: value.to_string(),
         })?;
+        if let Some(a) = shown_as {
+            let (min, max) = ((d.min + factor - 1) / factor, d.max / factor);
+            if v < min || v > max {
+                return Err(TunableError::OutOfRange {
+                    name: a.name,
+                    value: v,
+                    min,
+                    max,
+                    unit: a.unit,
+                });
+            }
+            self.values[i].store(v * factor, Ordering::Relaxed);
+            return Ok(());
+        }
         if v < d.min || v > d.max {
             return Err(TunableError::OutOfRange {
                 name: d.name,
@@ -257,6 +314,10 @@ impl Tunables {
             .iter()
             .enumerate()
             .map(|(i, d)| format!("{} = {} {}\n", d.name, self.get(i), d.unit))
+            .chain(self.aliases.iter().map(|a| {
+                let v = self.show(a.name).unwrap_or(0);
+                format!("{} = {} {} (same as {})\n", a.name, v, a.unit, a.target)
+            }))
             .collect()
     }
 }

@@ -10,6 +10,7 @@
 //! the runtime (threads, or the simulator) decides who calls what and when.
 
 pub mod bio;
+pub mod blkcg;
 pub mod cpumap;
 pub mod ctx;
 mod dispatch;
@@ -28,12 +29,13 @@ pub mod trace;
 pub use bio::{
     Bio, BufHome, IoBuf, IoPrio, IoPrioClass, Page, ReqFlags, ReqOp, SECTOR_SHIFT, SECTOR_SIZE,
 };
+pub use blkcg::{Blkcg, BlkcgError, GroupInfo};
 pub use cpumap::{HctxType, QueueMap};
 pub use ctx::Ctx;
 pub use driver::{CompletionBatch, Driver, EhReturn};
 pub use elevator::{
-    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, TunableDesc, TunableError,
-    Tunables,
+    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, TunableAlias, TunableDesc,
+    TunableError, Tunables,
 };
 pub use hctx::Hctx;
 pub use merge::{ElvMerge, NoMerges, QueueLimits};

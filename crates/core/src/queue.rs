@@ -7,6 +7,7 @@
 //! submitter touches: the request slots of its own tag map and its own Ctx.
 
 use crate::bio::{Bio, ReqFlags, ReqOp, SECTOR_SIZE};
+use crate::blkcg::Blkcg;
 use crate::cpumap::{HctxType, QueueMap};
 use crate::ctx::Ctx;
 use crate::driver::{CompletionBatch, Driver};
@@ -54,6 +55,8 @@ pub struct QueueConfig {
     pub run_all_on_complete: bool,
     /// Receives every request event (blktrace-style tracing, the simulator's cost model).
     pub tracer: TraceHook,
+    /// The cgroup hierarchy bios name in `bio.group` (group schedulers read weights here).
+    pub blkcg: Arc<Blkcg>,
 }
 
 impl Default for QueueConfig {
@@ -67,6 +70,7 @@ impl Default for QueueConfig {
             sq_sched_dispatch: true,
             run_all_on_complete: false,
             tracer: TraceHook::default(),
+            blkcg: Arc::new(Blkcg::new()),
         }
     }
 }
@@ -253,6 +257,7 @@ impl RequestQueue {
                 queue_depth: set.cfg.queue_depth,
                 rotational: driver.rotational(),
                 limits,
+                blkcg: cfg.blkcg.clone(),
             })
         });
         for h in 0..nr_hw {

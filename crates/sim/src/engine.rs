@@ -22,8 +22,8 @@ use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::rng::SimRng;
 use crate::workload::{Next, SimJob};
 use mqblk_core::{
-    Bio, BlkStatus, CtxIdx, HctxIdx, HctxType, Nanos, NoMerges, QueueConfig, QueueLimits, ReqOp,
-    RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
+    Bio, BlkStatus, Blkcg, CtxIdx, HctxIdx, HctxType, Nanos, NoMerges, QueueConfig, QueueLimits,
+    ReqOp, RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
 };
 use mqblk_workload::{Ddir, JobStats};
 use std::cmp::Reverse;
@@ -58,6 +58,8 @@ pub struct SimConfig {
     pub max_time: Nanos,
     /// Also send every core event here (blktrace output).
     pub tracer: Option<Arc<dyn Tracer>>,
+    /// The cgroups the jobs' `group` ids refer to (BFQ reads their weights).
+    pub blkcg: Arc<Blkcg>,
 }
 
 impl Default for SimConfig {
@@ -84,6 +86,7 @@ impl Default for SimConfig {
             check_every: 0,
             max_time: Nanos::from_secs(3600),
             tracer: None,
+            blkcg: Arc::new(Blkcg::new()),
         }
     }
 }
@@ -409,6 +412,7 @@ impl Sim {
             sq_sched_dispatch: cfg.sq_sched_dispatch,
             run_all_on_complete: cfg.run_all_on_complete,
             tracer: TraceHook::new(log.clone()),
+            blkcg: cfg.blkcg.clone(),
         };
         let queue = RequestQueue::new(set, driver.clone(), elv_type, qcfg)
             .map_err(|e| SimError::Config(format!("sim: {e}")))?;

@@ -8,8 +8,9 @@ use crate::driver::{Faults, Plant};
 use crate::engine::{panic_text, Sim, SimConfig, SimError, SimResult};
 use crate::rng::SimRng;
 use crate::workload::{DbenchClient, FioSource, Limit, SimJob};
-use mqblk_core::{IoPrio, IoPrioClass, Nanos, NoMerges};
+use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos, NoMerges};
 use mqblk_workload::RwMode;
+use std::sync::Arc;
 
 /// A configuration drawn from a seed, and its jobs.
 pub struct FuzzCase {
@@ -103,6 +104,13 @@ pub fn case(seed: u64, plant: Option<Plant>) -> Result<FuzzCase, SimError> {
         }
     };
     let nomerges = *rng.pick(&[NoMerges::None, NoMerges::Simple, NoMerges::All]);
+    // A small cgroup hierarchy with random weights for the group schedulers.
+    let blkcg = Arc::new(Blkcg::new());
+    let mut groups = vec![0u32];
+    for path in ["a", "a/b", "c"] {
+        let w = rng.range(1, 1000) as u32;
+        groups.push(blkcg.set_weight(path, w).expect("valid weight"));
+    }
     let cfg = SimConfig {
         seed,
         nr_cpus,
@@ -119,6 +127,7 @@ pub fn case(seed: u64, plant: Option<Plant>) -> Result<FuzzCase, SimError> {
         plant,
         check_every: 1,
         max_time: Nanos::from_secs(600),
+        blkcg,
         ..SimConfig::default()
     };
     let nr_jobs = rng.range(1, 4);
@@ -158,7 +167,7 @@ pub fn case(seed: u64, plant: Option<Plant>) -> Result<FuzzCase, SimError> {
             iodepth,
             batch: *rng.pick(&[1u32, 1, 4, 16]),
             issuer: j as u32 + 1,
-            group: rng.below(3) as u32,
+            group: *rng.pick(&groups),
             ioprio: IoPrio::new(class, rng.below(8) as u8),
             start_at: Nanos(rng.below(1_000_000)),
             limit: Limit {
@@ -200,13 +209,22 @@ pub struct FuzzOutcome {
 
 /// Runs the case for `seed`; a panic in the core counts as a failure, not a crash.
 pub fn run_one(seed: u64, plant: Option<Plant>) -> FuzzOutcome {
-    let c = match case(seed, plant) {
-        Ok(c) => c,
-        Err(e) => {
+    // Building the case runs under the same guard: a panic there is this seed's failure too.
+    let c = match std::panic::catch_unwind(|| case(seed, plant)) {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
             return FuzzOutcome {
                 seed,
                 summary: String::new(),
                 result: Err(e.to_string()),
+                dump: String::new(),
+            }
+        }
+        Err(p) => {
+            return FuzzOutcome {
+                seed,
+                summary: String::new(),
+                result: Err(format!("panic building the case: {}", panic_text(&p))),
                 dump: String::new(),
             }
         }

@@ -124,21 +124,25 @@ impl ServiceTree {
     }
 
     /// Ends `id`'s turn after it used `used` sectors. If it is still backlogged, its next
-    /// turn (of `next_budget` sectors) starts where this one ended; otherwise it goes idle.
-    pub fn expire(&mut self, id: u32, used: u64, next_budget: Option<u64>) {
+    /// turn, of `budget` sectors at `weight` (weights change between turns, as the kernel
+    /// applies a new weight when it requeues an entity), starts where this one ended;
+    /// otherwise it goes idle.
+    pub fn expire(&mut self, id: u32, used: u64, next: Option<(u64, u32)>) {
         let Some(st) = self.unlink(id) else {
             panic!("entity {id} expired while not active");
         };
         let end = st.start + used * SCALE / st.weight as u64;
-        match next_budget {
-            Some(b) => {
+        match next {
+            Some((b, weight)) => {
+                assert!(weight > 0, "weights are at least 1");
+                self.wsum = self.wsum - st.weight as u64 + weight as u64;
                 let start = end;
                 self.insert(
                     id,
                     Stamp {
                         start,
-                        finish: start + b.max(1) * SCALE / st.weight as u64,
-                        weight: st.weight,
+                        finish: start + b.max(1) * SCALE / weight as u64,
+                        weight,
                         last_finish: end,
                         active: true,
                     },
@@ -156,6 +160,38 @@ impl ServiceTree {
                 );
             }
         }
+    }
+
+    /// Takes an active entity that is not in service out of the tree without charging it
+    /// (its requests moved elsewhere: a queue merged into another).
+    pub fn deactivate(&mut self, id: u32) {
+        let Some(st) = self.unlink(id) else {
+            panic!("entity {id} deactivated while not active");
+        };
+        self.wsum -= st.weight as u64;
+        self.stamps.insert(
+            id,
+            Stamp {
+                active: false,
+                ..st
+            },
+        );
+    }
+
+    /// The entity [`select`](Self::select) would pick if `skip` were not there, without
+    /// moving the virtual time (for injection: who else has work).
+    pub fn peek(&self, skip: u32) -> Option<u32> {
+        let e = self
+            .eligible
+            .iter()
+            .map(|&(_, id)| id)
+            .find(|&id| id != skip);
+        e.or_else(|| {
+            self.waiting
+                .iter()
+                .map(|&(_, id)| id)
+                .find(|&id| id != skip)
+        })
     }
 
     /// Forgets an idle entity (its queue was freed).
@@ -198,7 +234,7 @@ mod tests {
             let id = t.select().expect("someone is backlogged");
             t.served(budget);
             got[id as usize] += budget;
-            t.expire(id, budget, Some(budget));
+            t.expire(id, budget, Some((budget, weights[id as usize])));
             t.check();
         }
         got
@@ -225,7 +261,7 @@ mod tests {
         for _ in 0..100 {
             let id = t.select().unwrap();
             t.served(100);
-            t.expire(id, 100, Some(100));
+            t.expire(id, 100, Some((100, 100)));
         }
         // Entity 1 arrives: from now on the two share equally, 1 gets no catch-up burst.
         t.activate(1, 100, 100);
@@ -234,7 +270,7 @@ mod tests {
             let id = t.select().unwrap();
             t.served(100);
             got[id as usize] += 100;
-            t.expire(id, 100, Some(100));
+            t.expire(id, 100, Some((100, 100)));
         }
         assert!(got[0].abs_diff(got[1]) <= 200, "{got:?}");
     }
@@ -252,7 +288,7 @@ mod tests {
             let used = if id == 0 { 100 } else { 1000 };
             t.served(used);
             turns[id as usize] += 1;
-            t.expire(id, used, Some(1000));
+            t.expire(id, used, Some((1000, 100)));
         }
         assert!(turns[0] > 5 * turns[1], "{turns:?}");
     }
@@ -274,5 +310,30 @@ mod tests {
         t.activate(id, 50, 64);
         t.forget(other);
         t.check();
+        t.activate(other, 500, 64);
+        assert_eq!(t.peek(id), Some(other));
+        t.deactivate(other);
+        assert_eq!(t.peek(id), None);
+        assert_eq!(t.len(), 1);
+        t.check();
+    }
+
+    #[test]
+    fn a_new_weight_applies_from_the_next_turn() {
+        let mut t = ServiceTree::new();
+        t.activate(0, 100, 100);
+        t.activate(1, 100, 100);
+        let mut got = [0u64; 2];
+        for _ in 0..3000 {
+            let id = t.select().unwrap();
+            t.served(100);
+            got[id as usize] += 100;
+            // Entity 1 is raised to three times the weight after its first turn.
+            let w = if id == 1 { 300 } else { 100 };
+            t.expire(id, 100, Some((100, w)));
+            t.check();
+        }
+        let r = got[1] as f64 / got[0] as f64;
+        assert!((r - 3.0).abs() < 0.05, "{got:?}");
     }
 }

@@ -1,10 +1,21 @@
-//! BFQ, the budget fair queueing scheduler (`block/bfq-iosched.c`, `bfq-wf2q.c`), split by
-//! concern: the B-WF2Q+ engine that decides which queue is served next in proportion to its
-//! weight ([`engine`]), and the queues and policy on top of it ([`sched`]): per-issuer queues,
-//! classes, budgets and their feedback, idling, FIFO expiry and back seeks. Registered as
-//! `bfq`. Groups, low_latency weight raising and queue merging are later stages of issue 6.
+//! BFQ, the budget fair queueing scheduler (`block/bfq-iosched.c`, `bfq-wf2q.c`,
+//! `bfq-cgroup.c`), split by concern:
+//!
+//! - [`engine`]: B-WF2Q+, which of the backlogged entities is served next so that each gets
+//!   service in proportion to its weight;
+//! - [`groups`]: the H-WF2Q+ hierarchy of cgroups, each with its own service trees;
+//! - [`sched`]: the queues and the elevator operations (insert, dispatch, complete, timer);
+//! - [`policy`]: budgets, charging, idling, weight raising, injection, device estimates;
+//! - [`merge`]: cooperating queues, merged and split.
+//!
+//! Registered as `bfq`, not `MQ_AWARE`: one lock, one in-service queue for the device.
+//! Not modelled: multi-actuator drives, the waker/wakee detection of newer kernels, request
+//! merging inside the scheduler (the core's plug and software-queue merges still apply).
 
 pub mod engine;
+pub mod groups;
+mod merge;
+mod policy;
 pub mod sched;
 
 pub use sched::{ioprio_to_weight, Bfq, BFQ};

@@ -1,49 +1,49 @@
-//! BFQ's queues and policy: per-issuer queues, budgets, idling, FIFO expiry and back seeks,
-//! on top of the B-WF2Q+ engine ([`super::engine`]).
+//! BFQ's queues and its elevator operations (`block/bfq-iosched.c`): what a request does
+//! from insertion to completion. The decisions live next door: budgets, idling, weight
+//! raising, injection and device estimates in [`super::policy`], cooperating queues in
+//! [`super::merge`], the hierarchy in [`super::groups`], the fair-queueing engine in
+//! [`super::engine`].
 //!
 //! - Each issuer's synchronous requests go to a queue of its own; asynchronous ones share a
-//!   queue per I/O priority (class and level), as BFQ's `async_bfqq`.
-//! - Classes are strict: RT queues before BE before IDLE, except that IDLE is served when it
-//!   has waited 200 ms (`BFQ_CL_IDLE_TIMEOUT`), so it never starves.
+//!   queue per group and I/O priority (class and level), as BFQ's `async_bfqq`.
+//! - Classes are strict: RT before BE before IDLE, except that IDLE is served when it has
+//!   waited 200 ms (`BFQ_CL_IDLE_TIMEOUT`), so it never starves.
 //! - The queue in service keeps the device until its budget (sectors) is used, its budget
-//!   timeout (`timeout_sync`) passes, or it runs dry. A synchronous queue that runs dry is
-//!   waited for `slice_idle` (its next request usually follows), unless it has nothing in
-//!   flight and never will; the wait ends early when it gets a request.
+//!   timeout (`timeout_sync`) passes, it runs dry (after idling, when idling pays), or a
+//!   weight-raised or higher-class queue preempts it.
 //! - Within a queue: a request past its FIFO deadline first, else the next one ahead of the
 //!   head position, or one behind it within `back_seek_max` when that is, weighted by
 //!   `back_seek_penalty`, closer.
-//! - Budget feedback: a queue that used its whole budget gets twice as much next time (up to
-//!   `max_budget`); one that timed out with little done gets half.
-//!
-//! Not yet (later stages of issue 6): cgroup-like groups, low_latency weight raising, queue
-//! merging, injection while idling, automatic max_budget from the peak rate.
 
-use super::engine::ServiceTree;
+use super::groups::Groups;
 use mqblk_core::{
-    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx,
-    IoPrioClass, Nanos, ReqFlags, RqId, TunableDesc, Tunables,
+    BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx,
+    IoPrioClass, Nanos, ReqFlags, ReqOp, RqId, TunableAlias, TunableDesc, Tunables,
 };
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt::Write;
+use std::sync::Arc;
 
-const T_SLICE_IDLE: usize = 0;
-const T_TIMEOUT_SYNC: usize = 1;
-const T_MAX_BUDGET: usize = 2;
-const T_FIFO_SYNC: usize = 3;
-const T_FIFO_ASYNC: usize = 4;
-const T_BACK_SEEK_MAX: usize = 5;
-const T_BACK_SEEK_PENALTY: usize = 6;
-const T_STRICT: usize = 7;
+pub(super) const T_SLICE_IDLE_US: usize = 0;
+pub(super) const T_TIMEOUT_SYNC: usize = 1;
+pub(super) const T_MAX_BUDGET: usize = 2;
+pub(super) const T_FIFO_SYNC: usize = 3;
+pub(super) const T_FIFO_ASYNC: usize = 4;
+pub(super) const T_BACK_SEEK_MAX: usize = 5;
+pub(super) const T_BACK_SEEK_PENALTY: usize = 6;
+pub(super) const T_STRICT: usize = 7;
+pub(super) const T_LOW_LATENCY: usize = 8;
+pub(super) const T_QUEUE_MERGING: usize = 9;
 
-static TUNABLES: [TunableDesc; 8] = [
+static TUNABLES: [TunableDesc; 10] = [
     TunableDesc {
-        name: "slice_idle",
-        unit: "ms",
-        default: 8,
+        name: "slice_idle_us",
+        unit: "us",
+        default: 8000,
         min: 0,
-        max: 1000,
-        help: "how long a synchronous queue that ran dry is waited for",
+        max: 1_000_000,
+        help: "how long a synchronous queue that ran dry is waited for (slice_idle in ms)",
     },
     TunableDesc {
         name: "timeout_sync",
@@ -59,7 +59,7 @@ static TUNABLES: [TunableDesc; 8] = [
         default: 0,
         min: 0,
         max: 1 << 24,
-        help: "largest budget; 0 = automatic (16384 sectors until peak-rate estimation exists)",
+        help: "largest budget; 0 = automatic: what the estimated peak rate serves in timeout_sync",
     },
     TunableDesc {
         name: "fifo_expire_sync",
@@ -99,13 +99,37 @@ static TUNABLES: [TunableDesc; 8] = [
         default: 0,
         min: 0,
         max: 1,
-        help: "idle on every queue that runs dry, asynchronous ones too",
+        help: "idle on every queue that runs dry and never inject: guarantees before throughput",
+    },
+    TunableDesc {
+        name: "low_latency",
+        unit: "bool",
+        default: 1,
+        min: 0,
+        max: 1,
+        help: "raise the weight of interactive and soft real-time queues; 0 ends all raising",
+    },
+    // Not a kernel attribute: the kernel decides queue merging by itself (auto). The other
+    // two settings exist to measure what seed 004 changed: 2 merges on every device, as the
+    // kernel did before it, 0 never merges.
+    TunableDesc {
+        name: "queue_merging",
+        unit: "mode",
+        default: 1,
+        min: 0,
+        max: 2,
+        help: "merge cooperating queues: 0 never, 1 auto (not on non-rotational devices with queueing, seed 004), 2 always",
     },
 ];
 
-/// Default budget when `max_budget` is 0 (the kernel's `bfq_default_max_budget`).
-const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
-const MIN_BUDGET: u64 = 64;
+/// `slice_idle` is the same variable as `slice_idle_us`, in milliseconds.
+static ALIASES: [TunableAlias; 1] = [TunableAlias {
+    name: "slice_idle",
+    target: "slice_idle_us",
+    unit: "ms",
+    factor: 1000,
+}];
+
 /// The IDLE class is served at least this often (`BFQ_CL_IDLE_TIMEOUT`, HZ / 5).
 const IDLE_CLASS_TIMEOUT: Nanos = Nanos::from_millis(200);
 
@@ -122,82 +146,219 @@ fn class_index(c: IoPrioClass) -> usize {
     }
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Key {
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Key {
     Sync(u32),
-    Async(u8, u8),
+    /// Group slot, class, level.
+    Async(u32, u8, u8),
+}
+
+/// Why a queue's turn ended (`enum bfqq_expiration`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Expire {
+    /// Waited `slice_idle` for it in vain (`BFQQE_TOO_IDLE`).
+    TooIdle,
+    BudgetTimeout,
+    BudgetExhausted,
+    /// Ran dry and not worth waiting for (`BFQQE_NO_MORE_REQUESTS`).
+    NoMoreRequests,
+    Preempted,
+}
+
+/// Weight raising of one queue (`wr_coeff`, `wr_cur_max_time`, `last_wr_start_finish`).
+#[derive(Copy, Clone, Debug, Default)]
+pub(super) struct Wr {
+    pub coeff: u32,
+    pub start: Nanos,
+    pub max_time: Nanos,
+    /// Sectors served while raised (interactive raising ends past `MAX_SERVICE_FROM_WR`).
+    pub service: u64,
+    pub soft_rt: bool,
+}
+
+/// Think time: how long the issuer takes to send its next request once its last one
+/// completed (`struct bfq_ttime`), in fixed point as the kernel keeps it.
+#[derive(Copy, Clone, Debug, Default)]
+pub(super) struct TTime {
+    pub last_end: Nanos,
+    pub samples: u64,
+    pub total: u64,
+    pub mean: u64,
 }
 
 #[derive(Debug)]
-struct Bq {
-    key: Key,
-    class: usize,
-    weight: u32,
-    sync: bool,
+pub(super) struct Bq {
+    pub key: Key,
+    pub group: u32,
+    pub class: usize,
+    /// The weight from the I/O priority; the entity's weight is this times `wr.coeff`.
+    pub base_weight: u32,
+    pub sync: bool,
     /// Queued requests by (sector, id), and in arrival order with their FIFO deadlines.
-    sorted: BTreeSet<(u64, u32)>,
-    fifo: VecDeque<(u32, Nanos)>,
+    pub sorted: BTreeSet<(u64, u32)>,
+    pub fifo: VecDeque<(u32, Nanos)>,
     /// Dispatched and not yet completed.
-    dispatched: u32,
-    budget: u64,
+    pub dispatched: u32,
+    pub budget: u64,
     /// In the service tree (backlogged and not in service).
-    in_tree: bool,
+    pub in_tree: bool,
     /// Where the head ended after its last dispatch.
-    last_pos: u64,
+    pub last_pos: u64,
+    pub created: Nanos,
+    pub wr: Wr,
+    pub ttime: TTime,
+    /// One bit per recent request: was it far from the previous one (`seek_history`).
+    pub seek_history: u32,
+    /// End of the last request inserted (`last_request_pos`).
+    pub last_rq_end: u64,
+    /// When this queue last stopped being served or became idle.
+    pub last_idle: Nanos,
+    /// When it last became backlogged, and the service since (soft real-time detection).
+    pub last_backlogged: Nanos,
+    pub service_from_backlogged: u64,
+    pub soft_rt_next_start: Nanos,
+    /// Sectors it received by injection, charged at the start of its next turn.
+    pub injected: u64,
+    pub inject_limit: u32,
+    pub last_serv_time: u64,
+    pub decrease_time: Nanos,
+    /// Weight and group it is counted under in the asymmetry bookkeeping, while it has
+    /// requests queued or in flight.
+    pub counted: Option<u32>,
+    /// Issuers whose synchronous requests this queue takes (more than one once merged).
+    pub issuers: Vec<u32>,
+    /// Turned seeky while shared: its issuers get queues of their own again.
+    pub split_coop: bool,
+    /// Key in the group's position tree.
+    pub pos_key: Option<u64>,
+    /// Never busy yet: counts as interactive when it first is.
+    pub fresh: bool,
+    /// Created in a burst of many queues (a `git grep`, a boot): not raised, not idled for.
+    pub in_large_burst: bool,
+}
+
+impl Bq {
+    pub fn weight(&self) -> u32 {
+        self.base_weight * self.wr.coeff.max(1)
+    }
+    pub fn is_coop(&self) -> bool {
+        self.issuers.len() > 1
+    }
 }
 
 #[derive(Copy, Clone, Debug, Default)]
-struct RqInfo {
-    queue: u32,
-    sector: u64,
-    end: u64,
-    queued: bool,
-    owned: bool,
+pub(super) struct RqInfo {
+    pub queue: u32,
+    pub sector: u64,
+    pub end: u64,
+    pub queued: bool,
+    pub owned: bool,
+    pub injected: bool,
 }
 
 #[derive(Default)]
-struct Stats {
-    dispatched: u64,
-    expired_budget: u64,
-    expired_timeout: u64,
-    expired_empty: u64,
-    idles: u64,
-    idle_class_served: u64,
+pub(super) struct Stats {
+    pub dispatched: u64,
+    pub expired_budget: u64,
+    pub expired_timeout: u64,
+    pub expired_too_idle: u64,
+    pub expired_empty: u64,
+    pub preempted: u64,
+    pub idles: u64,
+    pub idle_class_served: u64,
+    pub injected: u64,
+    pub wr_interactive: u64,
+    pub wr_soft_rt: u64,
+    pub wr_ended: u64,
+    pub queue_merges: u64,
+    pub queue_splits: u64,
+    pub charged_time: u64,
+    pub peak_rate_updates: u64,
 }
 
-struct State {
-    queues: Vec<Option<Bq>>,
+/// Device estimates (`peak_rate`, `hw_tag`).
+pub(super) struct Device {
+    pub rotational: bool,
+    /// Requests dispatched and not completed, all queues.
+    pub rq_in_driver: u32,
+    pub max_rq_in_driver: u32,
+    pub hw_tag_samples: u32,
+    /// Queues commands internally (more than 3 in flight seen); unknown until sampled,
+    /// and assumed until then, as the kernel does.
+    pub hw_tag: Option<bool>,
+    /// Peak rate in sectors per second, 0 until measured.
+    pub peak_rate: u64,
+    pub rate_window_start: Nanos,
+    pub rate_sectors: u64,
+    pub rate_samples: u32,
+    pub rate_seq_samples: u32,
+    pub last_dispatch_end: u64,
+    pub last_dispatch: Nanos,
+    /// `max_budget` when the tunable is 0.
+    pub auto_max_budget: u64,
+}
+
+impl Device {
+    pub fn nonrot_with_queueing(&self) -> bool {
+        !self.rotational && self.hw_tag.unwrap_or(true)
+    }
+}
+
+pub(super) struct State {
+    pub queues: Vec<Option<Bq>>,
     free_slots: Vec<u32>,
-    by_key: BTreeMap<Key, u32>,
-    rqs: Vec<RqInfo>,
-    trees: [ServiceTree; 3],
-    in_service: Option<u32>,
-    service: u64,
-    slice_start: Nanos,
-    idle_until: Option<Nanos>,
-    last_idle_class: Nanos,
+    pub by_key: HashMap<Key, u32>,
+    pub rqs: Vec<RqInfo>,
+    pub groups: Groups,
+    pub in_service: Option<u32>,
+    /// Service the in-service queue received this turn.
+    pub service: u64,
+    pub slice_start: Nanos,
+    pub idle_until: Option<Nanos>,
+    pub last_idle_class: Nanos,
     /// The IDLE class has waited its 200 ms: serve it at the next selection.
-    idle_class_due: bool,
-    nr_queued: u32,
-    restart: bool,
-    stats: Stats,
+    pub idle_class_due: bool,
+    pub nr_queued: u32,
+    pub restart: bool,
+    pub dev: Device,
+    /// Pending queues per weight, busy queues per class, raised busy queues: what decides
+    /// whether the scenario is asymmetric (`weights_tree`, `busy_queues`, `wr_busy_queues`).
+    pub weights: BTreeMap<u32, u32>,
+    pub busy_classes: [u32; 3],
+    pub wr_busy: u32,
+    /// Injection measurements of the in-service queue (`last_empty_occupied_ns`,
+    /// `rqs_injected`).
+    pub occupied_at: Option<Nanos>,
+    pub injected_during: bool,
+    /// Queue merging is on for this device (tunable and `nonrot_with_queueing`).
+    pub merging_on: bool,
+    /// Queues created close together (`burst_list`, `burst_size`).
+    pub burst: Vec<u32>,
+    pub last_created: Nanos,
+    pub large_burst: bool,
+    pub stats: Stats,
 }
 
 pub struct Bfq {
-    st: Mutex<State>,
-    tunables: Tunables,
+    pub(super) st: Mutex<State>,
+    pub(super) tunables: Tunables,
     nr_hw: u16,
+    nr_requests: u32,
+    blkcg: Arc<Blkcg>,
 }
 
-struct Knobs {
-    slice_idle: Nanos,
-    timeout: Nanos,
-    max_budget: u64,
-    fifo_sync: Nanos,
-    fifo_async: Nanos,
-    back_max: u64,
-    back_penalty: u64,
-    strict: bool,
+/// The tunables, read once per operation.
+pub(super) struct Knobs {
+    pub slice_idle: Nanos,
+    pub timeout: Nanos,
+    pub user_max_budget: u64,
+    pub fifo_sync: Nanos,
+    pub fifo_async: Nanos,
+    pub back_max: u64,
+    pub back_penalty: u64,
+    pub strict: bool,
+    pub low_latency: bool,
+    pub merging: u8,
 }
 
 impl Bfq {
@@ -206,9 +367,9 @@ impl Bfq {
             st: Mutex::new(State {
                 queues: Vec::new(),
                 free_slots: Vec::new(),
-                by_key: BTreeMap::new(),
+                by_key: HashMap::new(),
                 rqs: vec![RqInfo::default(); init.nr_rq_ids as usize],
-                trees: Default::default(),
+                groups: Groups::new(),
                 in_service: None,
                 service: 0,
                 slice_start: Nanos::ZERO,
@@ -217,60 +378,116 @@ impl Bfq {
                 idle_class_due: false,
                 nr_queued: 0,
                 restart: false,
+                dev: Device {
+                    rotational: init.rotational,
+                    rq_in_driver: 0,
+                    max_rq_in_driver: 0,
+                    hw_tag_samples: 0,
+                    hw_tag: None,
+                    peak_rate: 0,
+                    rate_window_start: Nanos::ZERO,
+                    rate_sectors: 0,
+                    rate_samples: 0,
+                    rate_seq_samples: 0,
+                    last_dispatch_end: 0,
+                    last_dispatch: Nanos::ZERO,
+                    auto_max_budget: super::policy::DEFAULT_MAX_BUDGET,
+                },
+                weights: BTreeMap::new(),
+                busy_classes: [0; 3],
+                wr_busy: 0,
+                occupied_at: None,
+                injected_during: false,
+                merging_on: false,
+                burst: Vec::new(),
+                last_created: Nanos::ZERO,
+                large_burst: false,
                 stats: Stats::default(),
             }),
-            tunables: Tunables::new("bfq", &TUNABLES),
+            tunables: Tunables::new("bfq", &TUNABLES).with_aliases(&ALIASES),
             nr_hw: init.nr_hw_queues,
+            nr_requests: init.nr_requests,
+            blkcg: init.blkcg.clone(),
         }
     }
 
-    fn knobs(&self) -> Knobs {
+    pub(super) fn knobs(&self) -> Knobs {
         let t = &self.tunables;
-        let mb = t.get(T_MAX_BUDGET) as u64;
+        let strict = t.get(T_STRICT) != 0;
+        let mut slice_idle = Nanos::from_micros(t.get(T_SLICE_IDLE_US) as u64);
+        if strict {
+            // The kernel raises slice_idle to at least 8 ms with strict_guarantees.
+            slice_idle = slice_idle.max(Nanos::from_millis(8));
+        }
         Knobs {
-            slice_idle: Nanos::from_millis(t.get(T_SLICE_IDLE) as u64),
+            slice_idle,
             timeout: Nanos::from_millis(t.get(T_TIMEOUT_SYNC) as u64),
-            max_budget: if mb == 0 {
-                DEFAULT_MAX_BUDGET
-            } else {
-                mb.max(MIN_BUDGET)
-            },
+            user_max_budget: t.get(T_MAX_BUDGET) as u64,
             fifo_sync: Nanos::from_millis(t.get(T_FIFO_SYNC) as u64),
             fifo_async: Nanos::from_millis(t.get(T_FIFO_ASYNC) as u64),
             back_max: t.get(T_BACK_SEEK_MAX) as u64 * 2,
             back_penalty: t.get(T_BACK_SEEK_PENALTY) as u64,
-            strict: t.get(T_STRICT) != 0,
+            strict,
+            low_latency: t.get(T_LOW_LATENCY) != 0,
+            merging: t.get(T_QUEUE_MERGING) as u8,
         }
     }
 }
 
 impl State {
-    fn q(&mut self, id: u32) -> &mut Bq {
+    pub(super) fn q(&mut self, id: u32) -> &mut Bq {
         self.queues[id as usize].as_mut().expect("live queue")
     }
 
-    fn queue_for(&mut self, rq: &ElvRq, k: &Knobs) -> u32 {
-        let sync = rq.op.is_read() || rq.cmd_flags.contains(ReqFlags::SYNC);
+    pub(super) fn qr(&self, id: u32) -> &Bq {
+        self.queues[id as usize].as_ref().expect("live queue")
+    }
+
+    pub(super) fn new_queue(
+        &mut self,
+        key: Key,
+        group: u32,
+        rq: &ElvRq,
+        sync: bool,
+        now: Nanos,
+        k: &Knobs,
+    ) -> u32 {
         let class = class_index(rq.ioprio.class());
-        let key = if sync {
-            Key::Sync(rq.issuer)
-        } else {
-            Key::Async(class as u8, rq.ioprio.level())
-        };
-        if let Some(&id) = self.by_key.get(&key) {
-            return id;
-        }
         let q = Bq {
             key,
+            group,
             class,
-            weight: ioprio_to_weight(rq.ioprio.level()),
+            base_weight: ioprio_to_weight(rq.ioprio.level()),
             sync,
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
             dispatched: 0,
-            budget: k.max_budget,
+            budget: self.max_budget(k),
             in_tree: false,
-            last_pos: 0,
+            last_pos: rq.sector,
+            created: now,
+            wr: Wr::default(),
+            ttime: TTime::default(),
+            seek_history: 0,
+            last_rq_end: rq.sector,
+            // A new queue counts as long idle: it may be raised as interactive.
+            last_idle: Nanos::ZERO,
+            last_backlogged: now,
+            service_from_backlogged: 0,
+            soft_rt_next_start: Nanos::MAX,
+            injected: 0,
+            inject_limit: 0,
+            last_serv_time: 0,
+            decrease_time: now,
+            counted: None,
+            issuers: match key {
+                Key::Sync(i) => vec![i],
+                Key::Async(..) => Vec::new(),
+            },
+            split_coop: false,
+            pos_key: None,
+            fresh: true,
+            in_large_burst: false,
         };
         let id = match self.free_slots.pop() {
             Some(i) => {
@@ -283,46 +500,129 @@ impl State {
             }
         };
         self.by_key.insert(key, id);
+        self.note_creation(id, now);
         id
     }
 
+    /// The queue a request of `rq`'s issuer goes to (`bfq_get_bfqq_handle_split`).
+    fn queue_for(&mut self, rq: &ElvRq, blkcg: &Blkcg, now: Nanos, k: &Knobs) -> u32 {
+        let sync = rq.op.is_read() || rq.cmd_flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA));
+        let group = self.groups.slot_of(blkcg, rq.group);
+        let key = if sync {
+            Key::Sync(rq.issuer)
+        } else {
+            Key::Async(
+                group,
+                class_index(rq.ioprio.class()) as u8,
+                rq.ioprio.level(),
+            )
+        };
+        if let Some(&id) = self.by_key.get(&key) {
+            let q = self.qr(id);
+            if !(q.split_coop && q.is_coop()) {
+                return id;
+            }
+            // The shared queue turned seeky: this issuer leaves it for a queue of its own.
+            self.split_issuer(id, rq.issuer);
+        }
+        self.new_queue(key, group, rq, sync, now, k)
+    }
+
     /// Frees a queue with nothing queued, in flight or in service.
-    fn maybe_free(&mut self, id: u32) {
-        let q = self.queues[id as usize].as_ref().expect("live queue");
+    pub(super) fn maybe_free(&mut self, id: u32) {
+        let Some(q) = self.queues[id as usize].as_ref() else {
+            return; // already freed by an expiry on the same path
+        };
         if q.sorted.is_empty() && q.dispatched == 0 && !q.in_tree && self.in_service != Some(id) {
-            let (key, class) = (q.key, q.class);
-            self.trees[class].forget(id);
-            self.by_key.remove(&key);
+            debug_assert!(q.counted.is_none());
+            let (key, group, class) = (q.key, q.group, q.class);
+            let issuers = std::mem::take(&mut self.q(id).issuers);
+            self.pos_remove(id);
+            self.groups.tree(group, class).forget(id);
+            if self.by_key.get(&key) == Some(&id) {
+                self.by_key.remove(&key);
+            }
+            for i in issuers {
+                if self.by_key.get(&Key::Sync(i)) == Some(&id) {
+                    self.by_key.remove(&Key::Sync(i));
+                }
+            }
             self.queues[id as usize] = None;
             self.free_slots.push(id);
         }
     }
 
-    /// Ends the in-service queue's turn.
-    fn expire(&mut self, k: &Knobs, timed_out: bool) {
+    /// Queue `id` becomes backlogged: into its group's tree.
+    pub(super) fn activate(&mut self, id: u32) {
+        let q = self.q(id);
+        debug_assert!(!q.in_tree);
+        q.in_tree = true;
+        let (group, class, weight, budget) = (q.group, q.class, q.weight(), q.budget);
+        if q.wr.coeff > 1 {
+            self.wr_busy += 1;
+        }
+        self.busy_classes[class] += 1;
+        self.groups.activate(group, id, class, weight, budget);
+    }
+
+    /// Bookkeeping for a queue leaving the busy set (out of the tree, not in service).
+    pub(super) fn became_idle(&mut self, id: u32, now: Nanos) {
+        let q = self.q(id);
+        q.last_idle = now;
+        let (class, raised) = (q.class, q.wr.coeff > 1);
+        self.busy_classes[class] -= 1;
+        if raised {
+            self.wr_busy -= 1;
+        }
+    }
+
+    /// Ends the in-service queue's turn (`bfq_bfqq_expire`).
+    pub(super) fn expire(&mut self, k: &Knobs, why: Expire, now: Nanos) {
         let Some(id) = self.in_service.take() else {
             return;
         };
         self.idle_until = None;
-        let used = self.service;
-        let (class, backlogged, budget) = {
-            let q = self.q(id);
-            // Budget feedback: a queue that used it all gets more, one that timed out less.
-            if used >= q.budget {
-                q.budget = (q.budget * 2).min(k.max_budget);
-            } else if timed_out {
-                q.budget = (q.budget / 2).max(MIN_BUDGET);
-            }
-            (q.class, !q.sorted.is_empty(), q.budget)
-        };
-        self.trees[class].expire(id, used, backlogged.then_some(budget));
+        self.occupied_at = None;
+        match why {
+            Expire::TooIdle => self.stats.expired_too_idle += 1,
+            Expire::BudgetTimeout => self.stats.expired_timeout += 1,
+            Expire::BudgetExhausted => self.stats.expired_budget += 1,
+            Expire::NoMoreRequests => self.stats.expired_empty += 1,
+            Expire::Preempted => self.stats.preempted += 1,
+        }
+        let charged = self.charge_for_turn(id, why, now, k);
+        self.recalc_budget(id, why, k);
+        self.update_wr(id, now, k);
+        if self.qr(id).is_coop() && self.is_seeky(id) {
+            // A shared queue that went seeky: its issuers cooperate no more.
+            self.q(id).split_coop = true;
+        }
+        if why == Expire::NoMoreRequests || why == Expire::TooIdle {
+            self.note_soft_rt_next_start(id, now, k);
+        }
+        let q = self.qr(id);
+        let backlogged = !q.sorted.is_empty();
+        let (group, class, budget, weight) = (q.group, q.class, q.budget, q.weight());
+        self.groups.expire(
+            group,
+            id,
+            class,
+            charged,
+            backlogged.then_some((budget, weight)),
+        );
         self.q(id).in_tree = backlogged;
+        if !backlogged {
+            self.became_idle(id, now);
+        } else {
+            self.q(id).last_idle = now;
+        }
+        self.update_pending(id);
         self.maybe_free(id);
     }
 
     /// The next request of queue `id`: FIFO-expired first, else by position.
-    fn pick(&self, id: u32, k: &Knobs, now: Nanos) -> u32 {
-        let q = self.queues[id as usize].as_ref().expect("live queue");
+    pub(super) fn pick(&self, id: u32, k: &Knobs, now: Nanos) -> u32 {
+        let q = self.qr(id);
         if let Some(&(rq, deadline)) = q.fifo.front() {
             if deadline <= now {
                 return rq;
@@ -347,36 +647,139 @@ impl State {
         }
     }
 
-    fn take(&mut self, id: u32, rq: u32) {
+    /// Takes request `rq` out of queue `id` for dispatch; returns the sectors it moves.
+    pub(super) fn take(&mut self, id: u32, rq: u32, now: Nanos) -> u64 {
         let info = self.rqs[rq as usize];
         let q = self.q(id);
+        let head_changed = q.sorted.first().map(|x| x.1) == Some(rq);
         q.sorted.remove(&(info.sector, rq));
-        if let Some(i) = q.fifo.iter().position(|&(r, _)| r == rq) {
+        if q.fifo.front().map(|x| x.0) == Some(rq) {
+            q.fifo.pop_front();
+        } else if let Some(i) = q.fifo.iter().position(|&(r, _)| r == rq) {
             q.fifo.remove(i);
         }
         q.dispatched += 1;
         q.last_pos = info.end;
         self.rqs[rq as usize].queued = false;
         self.nr_queued -= 1;
+        if head_changed {
+            self.pos_update(id);
+        }
+        let sectors = (info.end - info.sector).max(1);
+        self.note_dispatch(rq, info.sector, sectors, now);
+        sectors
     }
 
-    /// Chooses the next queue to serve, by class then B-WF2Q+.
+    /// Chooses the next queue to serve, by class then B-WF2Q+ down the hierarchy.
     fn select(&mut self, now: Nanos) -> Option<u32> {
-        let idle_due = !self.trees[2].is_empty()
+        let idle_busy = self.busy_classes[2] > 0;
+        let idle_due = idle_busy
             && (self.idle_class_due
                 || now.saturating_sub(self.last_idle_class) >= IDLE_CLASS_TIMEOUT);
-        let order: [usize; 3] = if idle_due { [2, 0, 1] } else { [0, 1, 2] };
-        for c in order {
-            if let Some(id) = self.trees[c].select() {
-                if c == 2 {
-                    self.last_idle_class = now;
-                    self.idle_class_due = false;
-                    self.stats.idle_class_served += 1;
-                }
-                return Some(id);
+        let id = self.groups.select(idle_due)?;
+        if self.qr(id).class == 2 {
+            self.last_idle_class = now;
+            self.idle_class_due = false;
+            self.stats.idle_class_served += 1;
+        }
+        Some(id)
+    }
+
+    /// Queue `id` gets the device (`bfq_set_in_service_queue`).
+    fn set_in_service(&mut self, id: u32, now: Nanos, k: &Knobs) {
+        self.in_service = Some(id);
+        self.idle_until = None;
+        self.slice_start = now;
+        self.occupied_at = None;
+        self.injected_during = false;
+        self.update_wr(id, now, k);
+        self.reset_inject_limit(id, now, k);
+        let q = self.q(id);
+        q.in_tree = false;
+        // Service it received by injection since its last turn counts against this one.
+        self.service = std::mem::take(&mut q.injected);
+    }
+
+    /// Dispatches request `rq` of queue `id`, charging `charge` sectors of service to it.
+    fn dispatch_from(&mut self, id: u32, rq: u32, now: Nanos) -> RqId {
+        let sectors = self.take(id, rq, now);
+        let charge = self.serv_to_charge(id, sectors);
+        let q = self.q(id);
+        q.service_from_backlogged += sectors;
+        if q.wr.coeff > 1 {
+            q.wr.service += sectors;
+        }
+        let (group, class) = (q.group, q.class);
+        self.service += charge;
+        self.groups.served(group, class, charge);
+        self.stats.dispatched += 1;
+        RqId(rq)
+    }
+
+    /// Keeps the asymmetry bookkeeping of queue `id` in step with whether it has requests
+    /// queued or in flight, and with its weight.
+    pub(super) fn update_pending(&mut self, id: u32) {
+        let q = self.qr(id);
+        let pending = !q.sorted.is_empty() || q.dispatched > 0;
+        let want = pending.then(|| q.weight());
+        if want == q.counted {
+            return;
+        }
+        let (old, group) = (q.counted, q.group);
+        if let Some(w) = old {
+            let c = self.weights.get_mut(&w).expect("counted weight");
+            *c -= 1;
+            if *c == 0 {
+                self.weights.remove(&w);
             }
         }
-        None
+        if let Some(w) = want {
+            *self.weights.entry(w).or_insert(0) += 1;
+        }
+        let g = &mut self.groups.slots[group as usize];
+        match (old.is_some(), want.is_some()) {
+            (false, true) => {
+                g.pending_queues += 1;
+                if g.pending_queues == 1 {
+                    self.groups.with_pending += 1;
+                }
+            }
+            (true, false) => {
+                g.pending_queues -= 1;
+                if g.pending_queues == 0 {
+                    self.groups.with_pending -= 1;
+                }
+            }
+            _ => {}
+        }
+        self.q(id).counted = want;
+    }
+
+    /// Adds request `rq` to queue `qid` (`bfq_add_request`).
+    pub(super) fn add_request(
+        &mut self,
+        qid: u32,
+        rq: u32,
+        sector: u64,
+        deadline: Nanos,
+        at_head: bool,
+    ) {
+        let q = self.q(qid);
+        let new_head = q.sorted.first().is_none_or(|&(s, _)| sector < s);
+        q.sorted.insert((sector, rq));
+        if at_head {
+            q.fifo.push_front((rq, deadline));
+        } else if q.fifo.back().is_none_or(|&(_, d)| d <= deadline) {
+            q.fifo.push_back((rq, deadline));
+        } else {
+            // Requests moved in from a merged queue keep their own deadlines.
+            let i = q.fifo.partition_point(|&(_, d)| d <= deadline);
+            q.fifo.insert(i, (rq, deadline));
+        }
+        self.rqs[rq as usize].queue = qid;
+        if new_head {
+            self.pos_update(qid);
+        }
     }
 }
 
@@ -387,6 +790,25 @@ impl Elevator for Bfq {
 
     fn features(&self) -> ElvFeatures {
         ElvFeatures::default()
+    }
+
+    /// `bfq_limit_depth`: asynchronous I/O may take half of the scheduler tags and
+    /// synchronous writes three quarters, so reads always find some; while a queue is
+    /// weight-raised, 3/16 and 6/16.
+    fn limit_depth(&self, op: ReqOp, flags: ReqFlags) -> u32 {
+        if op.is_read() {
+            return u32::MAX;
+        }
+        let raised = self.st.lock().wr_busy > 0;
+        let n = self.nr_requests.max(4);
+        let sync = flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA));
+        let d = match (sync, raised) {
+            (false, false) => n / 2,
+            (true, false) => n * 3 / 4,
+            (false, true) => n * 3 / 16,
+            (true, true) => n * 6 / 16,
+        };
+        d.max(1)
     }
 
     fn bio_merge(&self, _q: &ElvCtx<'_>, _hctx: HctxIdx, bio: mqblk_core::Bio) -> BioMerge {
@@ -404,17 +826,16 @@ impl Elevator for Bfq {
     ) {
         let k = self.knobs();
         let mut st = self.st.lock();
+        st.groups.refresh_weights(&self.blkcg);
+        st.merging_on = st.merging_enabled(&k);
         for &id in rqs {
             let e = q.rqs.lock(id).elv();
-            let qid = st.queue_for(&e, &k);
+            let mut qid = st.queue_for(&e, &self.blkcg, now, &k);
+            let sync = st.qr(qid).sync;
             let deadline = if at_head {
                 now
             } else {
-                now.saturating_add(if st.queues[qid as usize].as_ref().expect("q").sync {
-                    k.fifo_sync
-                } else {
-                    k.fifo_async
-                })
+                now.saturating_add(if sync { k.fifo_sync } else { k.fifo_async })
             };
             let end = e.sector + e.nr_sectors as u64;
             let info = &mut st.rqs[id.index()];
@@ -425,23 +846,28 @@ impl Elevator for Bfq {
                 end,
                 queued: true,
                 owned: true,
+                injected: false,
             };
             st.nr_queued += 1;
-            let in_service = st.in_service == Some(qid);
-            let bq = st.q(qid);
-            bq.sorted.insert((e.sector, id.0));
-            if at_head {
-                bq.fifo.push_front((id.0, deadline));
-            } else {
-                bq.fifo.push_back((id.0, deadline));
+            // Interleaved I/O of cooperating issuers goes to one queue (`bfq_setup_cooperator`).
+            if sync && st.merging_on {
+                if let Some(dst) = st.setup_cooperator(qid, e.sector, now) {
+                    qid = dst;
+                }
             }
-            if in_service {
-                // The queue we were idling for has work again.
+            st.note_arrival(qid, e.sector, end, now, &k);
+            st.add_request(qid, id.0, e.sector, deadline, at_head);
+            st.update_pending(qid);
+            let bq = st.qr(qid);
+            if st.in_service == Some(qid) {
+                // The queue we were idling for has work again. Its service time, for the
+                // injection limit, counts from now if injected requests occupy the device.
                 st.idle_until = None;
+                if st.occupied_at.is_none() && st.dev.rq_in_driver > 0 {
+                    st.occupied_at = Some(now);
+                }
             } else if !bq.in_tree {
-                bq.in_tree = true;
-                let (class, weight, budget) = (bq.class, bq.weight, bq.budget);
-                st.trees[class].activate(qid, weight, budget);
+                st.idle_to_busy(qid, now, &k);
             }
         }
     }
@@ -450,62 +876,48 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let mut st = self.st.lock();
         loop {
-            if let Some(id) = st.in_service {
-                let (empty, sync, dispatched) = {
-                    let q = st.q(id);
-                    (q.sorted.is_empty(), q.sync, q.dispatched)
-                };
-                if !empty {
-                    let budget = st.queues[id as usize].as_ref().expect("q").budget;
-                    if st.service >= budget {
-                        st.stats.expired_budget += 1;
-                        st.expire(&k, false);
-                        continue;
-                    }
-                    if now.saturating_sub(st.slice_start) > k.timeout {
-                        st.stats.expired_timeout += 1;
-                        st.expire(&k, true);
-                        continue;
-                    }
-                    let rq = st.pick(id, &k, now);
-                    st.take(id, rq);
-                    let n = st.rqs[rq as usize].end - st.rqs[rq as usize].sector;
-                    st.service += n.max(1);
-                    let class = st.q(id).class;
-                    st.trees[class].served(n.max(1));
-                    st.stats.dispatched += 1;
-                    return Some(RqId(rq));
+            let Some(id) = st.in_service else {
+                let id = st.select(now)?;
+                st.set_in_service(id, now, &k);
+                continue;
+            };
+            if !st.qr(id).sorted.is_empty() {
+                if now.saturating_sub(st.slice_start) > k.timeout {
+                    st.expire(&k, Expire::BudgetTimeout, now);
+                    continue;
                 }
-                // Ran dry. A synchronous queue is waited for: first until its requests in
-                // flight complete, then `slice_idle` for the same issuer's next request
-                // (armed at that completion, or now if nothing is in flight).
-                let may_idle = (sync || k.strict) && k.slice_idle > Nanos::ZERO;
-                match st.idle_until {
-                    Some(t) if t > now => return None,
-                    Some(_) => {
-                        st.stats.expired_empty += 1;
-                        st.expire(&k, false);
-                        continue;
-                    }
-                    None if may_idle && dispatched > 0 => return None,
-                    None if may_idle => {
+                let rq = st.pick(id, &k, now);
+                let info = st.rqs[rq as usize];
+                let charge = st.serv_to_charge(id, info.end - info.sector);
+                let budget = st.qr(id).budget;
+                if st.service > 0 && st.service + charge > budget {
+                    st.expire(&k, Expire::BudgetExhausted, now);
+                    continue;
+                }
+                return Some(st.dispatch_from(id, rq, now));
+            }
+            // Ran dry. Wait for it when that pays (`bfq_better_to_idle`): first until its
+            // requests in flight complete, then `slice_idle` for the issuer's next request
+            // (armed at that completion, or now if nothing is in flight). Meanwhile other
+            // queues' requests may be injected.
+            match st.idle_until {
+                Some(t) if t <= now => {
+                    st.expire(&k, Expire::TooIdle, now);
+                    continue;
+                }
+                Some(_) => {}
+                None if !st.better_to_idle(id, &k) => {
+                    st.expire(&k, Expire::NoMoreRequests, now);
+                    continue;
+                }
+                None => {
+                    if st.qr(id).dispatched == 0 {
                         st.idle_until = Some(now.saturating_add(k.slice_idle));
                         st.stats.idles += 1;
-                        return None;
-                    }
-                    None => {
-                        st.stats.expired_empty += 1;
-                        st.expire(&k, false);
-                        continue;
                     }
                 }
             }
-            let id = st.select(now)?;
-            st.q(id).in_tree = false;
-            st.in_service = Some(id);
-            st.service = 0;
-            st.slice_start = now;
-            st.idle_until = None;
+            return st.inject(id, &k, now);
         }
     }
 
@@ -521,19 +933,22 @@ impl Elevator for Bfq {
             return;
         }
         st.rqs[rq.id.index()].owned = false;
+        st.note_completion(&info, now, &k);
         let q = st.q(info.queue);
         q.dispatched = q.dispatched.saturating_sub(1);
-        let (drained, sync) = (q.dispatched == 0 && q.sorted.is_empty(), q.sync);
+        q.ttime.last_end = now;
+        let drained = q.dispatched == 0 && q.sorted.is_empty();
+        st.update_pending(info.queue);
         // The in-service queue's last request is back and nothing else of it is queued:
-        // start waiting for its issuer's next request (`bfq_arm_slice_timer`).
-        if st.in_service == Some(info.queue)
-            && drained
-            && (sync || k.strict)
-            && k.slice_idle > Nanos::ZERO
-            && st.idle_until.is_none()
-        {
-            st.idle_until = Some(now.saturating_add(k.slice_idle));
-            st.stats.idles += 1;
+        // start waiting for its issuer's next request (`bfq_arm_slice_timer`), or let it go.
+        if st.in_service == Some(info.queue) && drained && st.idle_until.is_none() {
+            if st.better_to_idle(info.queue, &k) {
+                st.idle_until = Some(now.saturating_add(k.slice_idle));
+                st.stats.idles += 1;
+            } else {
+                st.expire(&k, Expire::NoMoreRequests, now);
+                st.restart = true;
+            }
         }
         st.maybe_free(info.queue);
     }
@@ -543,8 +958,12 @@ impl Elevator for Bfq {
         let mut st = self.st.lock();
         let info = st.rqs[rq.id.index()];
         if info.owned && !info.queued {
+            st.rqs[rq.id.index()].owned = false;
+            st.dev.rq_in_driver = st.dev.rq_in_driver.saturating_sub(1);
             let q = st.q(info.queue);
             q.dispatched = q.dispatched.saturating_sub(1);
+            st.update_pending(info.queue);
+            st.maybe_free(info.queue);
         }
     }
 
@@ -558,7 +977,7 @@ impl Elevator for Bfq {
     fn next_timer(&self) -> Option<Nanos> {
         let st = self.st.lock();
         // Once the IDLE class is due it needs no more timer: the next selection serves it.
-        let idle_class = (!st.trees[2].is_empty() && !st.idle_class_due)
+        let idle_class = (st.busy_classes[2] > 0 && !st.idle_class_due)
             .then(|| st.last_idle_class.saturating_add(IDLE_CLASS_TIMEOUT));
         match (st.idle_until, idle_class) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -570,10 +989,9 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let mut st = self.st.lock();
         if st.idle_until.is_some_and(|t| t <= now) {
-            st.stats.expired_empty += 1;
-            st.expire(&k, false);
+            st.expire(&k, Expire::TooIdle, now);
         }
-        if !st.trees[2].is_empty() && now.saturating_sub(st.last_idle_class) >= IDLE_CLASS_TIMEOUT {
+        if st.busy_classes[2] > 0 && now.saturating_sub(st.last_idle_class) >= IDLE_CLASS_TIMEOUT {
             st.idle_class_due = true;
         }
         // Idling ended, or the IDLE class is due: the hardware queues must run.
@@ -586,34 +1004,84 @@ impl Elevator for Bfq {
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
         let st = self.st.lock();
+        let s = &st.stats;
         vec![
-            ("dispatched", st.stats.dispatched),
-            ("expired_budget", st.stats.expired_budget),
-            ("expired_timeout", st.stats.expired_timeout),
-            ("expired_empty", st.stats.expired_empty),
-            ("idles", st.stats.idles),
-            ("idle_class_served", st.stats.idle_class_served),
+            ("dispatched", s.dispatched),
+            ("expired_budget", s.expired_budget),
+            ("expired_timeout", s.expired_timeout),
+            ("expired_too_idle", s.expired_too_idle),
+            ("expired_empty", s.expired_empty),
+            ("preempted", s.preempted),
+            ("idles", s.idles),
+            ("idle_class_served", s.idle_class_served),
+            ("injected", s.injected),
+            ("wr_interactive", s.wr_interactive),
+            ("wr_soft_rt", s.wr_soft_rt),
+            ("wr_ended", s.wr_ended),
+            ("queue_merges", s.queue_merges),
+            ("queue_splits", s.queue_splits),
+            ("charged_time", s.charged_time),
+            ("peak_rate_updates", s.peak_rate_updates),
+            ("peak_rate_sectors_per_s", st.dev.peak_rate),
+            ("max_budget", st.max_budget(&self.knobs())),
+            ("nonrot_with_queueing", st.dev.nonrot_with_queueing() as u64),
         ]
     }
 
     fn debug_state(&self) -> String {
+        let k = self.knobs();
         let st = self.st.lock();
         let mut s = format!(
-            "bfq: queued {} in_service {:?} service {} idle_until {:?}\n",
-            st.nr_queued, st.in_service, st.service, st.idle_until
+            "bfq: queued {} in_service {:?} service {} idle_until {:?} in_driver {} hw_tag {:?} \
+             nonrot_with_queueing {} peak_rate {} sect/s max_budget {} asymmetric {} wr_busy {}\n",
+            st.nr_queued,
+            st.in_service,
+            st.service,
+            st.idle_until,
+            st.dev.rq_in_driver,
+            st.dev.hw_tag,
+            st.dev.nonrot_with_queueing(),
+            st.dev.peak_rate,
+            st.max_budget(&k),
+            st.asymmetric(),
+            st.wr_busy,
         );
+        for (i, g) in st.groups.slots.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  group {i} cgroup {} parent {} weight {} pending_queues {} active [{} {} {}] vtime [{} {} {}]",
+                g.blkcg_id,
+                g.parent,
+                g.weight,
+                g.pending_queues,
+                g.trees[0].len(),
+                g.trees[1].len(),
+                g.trees[2].len(),
+                g.trees[0].vtime(),
+                g.trees[1].vtime(),
+                g.trees[2].vtime(),
+            );
+        }
         for (i, q) in st.queues.iter().enumerate() {
             if let Some(q) = q {
                 let _ = writeln!(
                     s,
-                    "  q{i} {:?} class {} weight {} queued {} dispatched {} budget {} in_tree {}",
+                    "  q{i} {:?} group {} class {} weight {} (wr x{}) queued {} dispatched {} \
+                     budget {} in_tree {} seeky {} ttime {} us inject_limit {} issuers {:?}{}",
                     q.key,
+                    q.group,
                     q.class,
-                    q.weight,
+                    q.weight(),
+                    q.wr.coeff.max(1),
                     q.sorted.len(),
                     q.dispatched,
                     q.budget,
-                    q.in_tree
+                    q.in_tree,
+                    q.seek_history.count_ones() > super::policy::SEEKY_BITS,
+                    q.ttime.mean / 1000,
+                    q.inject_limit,
+                    q.issuers,
+                    if q.split_coop { " split_coop" } else { "" },
                 );
             }
         }
@@ -624,6 +1092,8 @@ impl Elevator for Bfq {
         let st = self.st.lock();
         let queued: usize = st.queues.iter().flatten().map(|q| q.sorted.len()).sum();
         assert_eq!(queued as u32, st.nr_queued, "bfq: queued count out of step");
+        let mut busy = [0u32; 3];
+        let mut wr_busy = 0;
         for (i, q) in st.queues.iter().enumerate() {
             let Some(q) = q else { continue };
             assert_eq!(
@@ -632,15 +1102,54 @@ impl Elevator for Bfq {
                 "bfq: q{i} sort and FIFO out of step"
             );
             let in_service = st.in_service == Some(i as u32);
+            assert!(
+                !(q.in_tree && in_service),
+                "bfq: q{i} in the tree while in service"
+            );
             assert_eq!(
                 q.in_tree || in_service,
-                st.trees[q.class].is_active(i as u32),
+                st.groups.slots[q.group as usize].trees[q.class].is_active(i as u32),
                 "bfq: q{i} tree membership out of step"
             );
+            assert!(
+                q.in_tree || in_service || q.sorted.is_empty(),
+                "bfq: q{i} has requests but is neither in the tree nor in service"
+            );
+            if q.in_tree || in_service {
+                busy[q.class] += 1;
+                wr_busy += u32::from(q.wr.coeff > 1);
+            }
+            let pending = !q.sorted.is_empty() || q.dispatched > 0;
+            assert_eq!(
+                pending,
+                q.counted.is_some(),
+                "bfq: q{i} pending count out of step"
+            );
+            for &(_, rq) in &q.sorted {
+                let info = &st.rqs[rq as usize];
+                assert!(
+                    info.queued && info.queue == i as u32,
+                    "bfq: rq {rq} in q{i} misfiled"
+                );
+            }
         }
-        for t in &st.trees {
-            t.check();
-        }
+        assert_eq!(
+            busy, st.busy_classes,
+            "bfq: busy queues per class out of step"
+        );
+        assert_eq!(
+            wr_busy, st.wr_busy,
+            "bfq: weight-raised busy count out of step"
+        );
+        let counted: u32 = st.weights.values().sum();
+        let pending = st
+            .queues
+            .iter()
+            .flatten()
+            .filter(|q| q.counted.is_some())
+            .count() as u32;
+        assert_eq!(counted, pending, "bfq: weights tree out of step");
+        st.groups.check();
     }
 
     fn exit_sched(&self) {

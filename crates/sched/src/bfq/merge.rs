@@ -1,0 +1,153 @@
+//! Cooperating queues (early queue merge, `bfq_setup_cooperator`, `bfq_merge_bfqqs`,
+//! `bfq_split_bfqq`).
+//!
+//! Issuers whose own I/O looks random but whose I/O together is sequential (several
+//! threads reading interleaved parts of one file) are served best from one queue, ordered by
+//! position. Each group keeps a tree of the head positions of its busy synchronous queues;
+//! a new synchronous request close (within `CLOSE_THR` sectors) to the in-service queue's
+//! position, or to another queue's head, merges its queue into that one: its queued requests
+//! move over and its issuer's later requests go there too. A shared queue that turns seeky
+//! is marked at expiry, and each of its issuers gets a queue of its own again with its next
+//! request.
+//!
+//! Merging is only tried within `MERGE_TIME_LIMIT` of a queue's creation (cooperators show
+//! up together), and not at all on non-rotational devices with internal queueing, whose own
+//! scheduling already makes interleaved I/O sequential (`nonrot_with_queueing`, seed 004);
+//! the position tree is not even kept up to date there, which is the cost that seed saves.
+
+use super::sched::{Key, Knobs, State};
+use mqblk_core::Nanos;
+
+/// `BFQQ_CLOSE_THR`: how near, in sectors, a request must be to count as cooperating.
+const CLOSE_THR: u64 = 8 * 1024;
+/// `bfq_merge_time_limit` (HZ / 10).
+const MERGE_TIME_LIMIT: Nanos = Nanos::from_millis(100);
+
+impl State {
+    pub(super) fn merging_enabled(&self, k: &Knobs) -> bool {
+        match k.merging {
+            0 => false,
+            2 => true,
+            _ => !self.dev.nonrot_with_queueing(),
+        }
+    }
+
+    fn may_cooperate(&self, id: u32, now: Nanos) -> bool {
+        let q = self.qr(id);
+        let too_late =
+            q.service_from_backlogged > 0 && now.saturating_sub(q.created) > MERGE_TIME_LIMIT;
+        q.sync && q.class != 2 && !too_late && !q.split_coop
+    }
+
+    /// Keeps queue `id`'s entry in its group's position tree at its lowest queued sector.
+    pub(super) fn pos_update(&mut self, id: u32) {
+        let on = self.merging_on;
+        let q = self.qr(id);
+        let want = if on && q.sync && q.class != 2 {
+            q.sorted.first().map(|&(s, _)| s)
+        } else {
+            None
+        };
+        if want == q.pos_key {
+            return;
+        }
+        let (old, group) = (q.pos_key, q.group);
+        let tree = &mut self.groups.slots[group as usize].pos_tree;
+        if let Some(s) = old {
+            tree.remove(&(s, id));
+        }
+        if let Some(s) = want {
+            tree.insert((s, id));
+        }
+        self.q(id).pos_key = want;
+    }
+
+    pub(super) fn pos_remove(&mut self, id: u32) {
+        let q = self.qr(id);
+        if let Some(s) = q.pos_key {
+            let g = q.group;
+            self.groups.slots[g as usize].pos_tree.remove(&(s, id));
+            self.q(id).pos_key = None;
+        }
+    }
+
+    /// The queue a new request at `sector` of queue `qid` should go to, merging queues if a
+    /// cooperator is found; `None` when it stays where it is.
+    pub(super) fn setup_cooperator(&mut self, qid: u32, sector: u64, now: Nanos) -> Option<u32> {
+        if !self.may_cooperate(qid, now) {
+            return None;
+        }
+        let group = self.qr(qid).group;
+        let candidate = self
+            .in_service
+            .filter(|&s| {
+                s != qid
+                    && self.qr(s).group == group
+                    && self.qr(s).last_pos.abs_diff(sector) <= CLOSE_THR
+                    && self.may_cooperate(s, now)
+            })
+            .or_else(|| self.closest_head(group, qid, sector, now))?;
+        // The queue in service cannot be merged away: the other one joins it.
+        let (src, dst) = if self.in_service == Some(qid) {
+            (candidate, qid)
+        } else {
+            (qid, candidate)
+        };
+        self.merge_queues(src, dst);
+        Some(dst)
+    }
+
+    /// The queue of `group` other than `qid` whose head is nearest `sector`, if close.
+    fn closest_head(&self, group: u32, qid: u32, sector: u64, now: Nanos) -> Option<u32> {
+        let tree = &self.groups.slots[group as usize].pos_tree;
+        let after = tree.range((sector, 0)..).take(2);
+        let before = tree.range(..(sector, 0)).rev().take(2);
+        after
+            .chain(before)
+            .filter(|&&(s, id)| id != qid && s.abs_diff(sector) <= CLOSE_THR)
+            .min_by_key(|&&(s, _)| s.abs_diff(sector))
+            .map(|&(_, id)| id)
+            .filter(|&id| self.may_cooperate(id, now))
+    }
+
+    /// Moves `src`'s queued requests and issuers into `dst` (`bfq_merge_bfqqs`).
+    fn merge_queues(&mut self, src: u32, dst: u32) {
+        debug_assert_ne!(self.in_service, Some(src));
+        let moved: Vec<(u32, Nanos)> = self.q(src).fifo.drain(..).collect();
+        self.q(src).sorted.clear();
+        for (rq, deadline) in moved {
+            let sector = self.rqs[rq as usize].sector;
+            self.add_request(dst, rq, sector, deadline, false);
+        }
+        let issuers = std::mem::take(&mut self.q(src).issuers);
+        for &i in &issuers {
+            self.by_key.insert(Key::Sync(i), dst);
+        }
+        let d = self.q(dst);
+        d.issuers.extend(issuers);
+        d.split_coop = false;
+        if self.qr(src).in_tree {
+            let (g, c) = (self.qr(src).group, self.qr(src).class);
+            self.groups.deactivate(g, src, c);
+            self.q(src).in_tree = false;
+            self.became_idle(src, Nanos::ZERO);
+        }
+        self.pos_remove(src);
+        self.update_pending(src);
+        self.update_pending(dst);
+        self.maybe_free(src);
+        self.stats.queue_merges += 1;
+    }
+
+    /// `issuer` leaves shared queue `id` (`bfq_split_bfqq`): its next request gets a queue of
+    /// its own.
+    pub(super) fn split_issuer(&mut self, id: u32, issuer: u32) {
+        let q = self.q(id);
+        q.issuers.retain(|&i| i != issuer);
+        if q.issuers.len() <= 1 {
+            q.split_coop = false;
+        }
+        self.by_key.remove(&Key::Sync(issuer));
+        self.stats.queue_splits += 1;
+    }
+}

@@ -1,0 +1,473 @@
+//! BFQ's decisions (`block/bfq-iosched.c`): budgets and their feedback, charging by time,
+//! when idling pays, low-latency weight raising, injection while idling, and what BFQ learns
+//! of the device (peak rate, internal queueing).
+//!
+//! - **Budgets** (`__bfq_bfqq_recalc_budget`): a synchronous queue that used its whole budget
+//!   gets four times as much next time, one that timed out twice as much, one that ran dry
+//!   what it used, one that was idled for in vain less; asynchronous queues always get the
+//!   maximum. `max_budget` 0 means automatic: what the estimated peak rate serves in
+//!   `timeout_sync` (`bfq_calc_max_budget`).
+//! - **Charging by time** (`bfq_bfqq_charge_time`): a seeky queue on a disk, or one that timed
+//!   out with a third of its budget left, is charged as if it had used the device for its
+//!   whole slice at the peak rate, so slow queues get time, not bandwidth, fairness.
+//!   Asynchronous service is charged three times over (`bfq_async_charge_factor`) unless the
+//!   scenario is asymmetric.
+//! - **Idling** (`bfq_better_to_idle`): a synchronous queue that ran dry is waited for when
+//!   that boosts throughput (a disk, or a device without internal queueing, and a sequential
+//!   queue with a short think time) or when service guarantees need it (weights differ among
+//!   the queues with pending I/O, several classes or groups are busy, or it is raised).
+//!   Never on a queueing SSD with equal weights (bfq-iosched.rst §2).
+//! - **Weight raising** (`low_latency`): a queue becoming busy after 2 s idle, or new, is
+//!   interactive: weight x30 for `wr_duration` (reference duration scaled by reference rate /
+//!   peak rate, 3..25 s), cut short after `MAX_SERVICE_FROM_WR` sectors. A queue that comes
+//!   back no earlier than its service at 7000 sectors/s allows is soft real-time: x3000 for
+//!   300 ms. Queues created in a burst (more than 8 within 180 ms) are not raised. A raised
+//!   queue preempts a queue in service that is not.
+//! - **Injection** (`bfq_choose_bfqq_for_injection`, `bfq_update_inject_limit`): while the
+//!   in-service queue is idled for, other queues' requests are dispatched, at most
+//!   `inject_limit` at a time; the limit grows while the in-service queue's service time stays
+//!   under 1.5x what it was without injection, shrinks otherwise, and is measured again every
+//!   second.
+
+use super::groups::GROUP_BIT;
+use super::sched::{Bq, Expire, Knobs, RqInfo, State, Wr};
+use mqblk_core::{Nanos, RqId};
+
+/// `bfq_default_max_budget`, until the peak rate is known.
+pub const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
+const MIN_MAX_BUDGET: u64 = 256;
+/// `BFQQ_SEEK_THR`: a request farther than this from the previous one is a seek.
+const SEEK_THR: u64 = 8 * 100;
+/// `BFQQ_SECT_THR_NONROT`: on flash only small requests count as seeks.
+const SECT_THR_NONROT: u64 = 8 * 100;
+/// More than this many seeks among the last 32 requests make a queue seeky.
+pub const SEEKY_BITS: u32 = 32 / 8;
+/// `bfq_async_charge_factor`.
+const ASYNC_CHARGE: u64 = 3;
+/// `bfq_wr_coeff`, `BFQ_SOFTRT_WEIGHT_FACTOR`, `bfq_wr_rt_max_time`, `bfq_wr_min_idle_time`,
+/// `bfq_wr_max_softrt_rate`.
+const WR_COEFF: u32 = 30;
+const SOFTRT_FACTOR: u32 = 100;
+const WR_RT_MAX_TIME: Nanos = Nanos::from_millis(300);
+const WR_MIN_IDLE: Nanos = Nanos::from_secs(2);
+const WR_MAX_SOFTRT_RATE: u64 = 7000;
+/// Interactive raising ends after this much service (`max_service_from_wr`, about 110 K
+/// sectors per the kernel notes).
+const MAX_SERVICE_FROM_WR: u64 = 110_000;
+/// Reference peak rates (sectors/s) and raising durations for rotational and
+/// non-rotational devices; the raising lasts `ref_duration * ref_rate / peak_rate`.
+const REF_RATE: [u64; 2] = [14_000, 33_000];
+const REF_WR_DURATION: [Nanos; 2] = [Nanos::from_millis(7000), Nanos::from_millis(2500)];
+const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
+const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
+/// `bfq_burst_interval`, `bfq_large_burst_thresh`.
+const BURST_INTERVAL: Nanos = Nanos::from_millis(180);
+const LARGE_BURST: usize = 8;
+/// `BFQ_HW_QUEUE_THRESHOLD`, `BFQ_HW_QUEUE_SAMPLES`.
+const HW_QUEUE_THRESHOLD: u32 = 3;
+const HW_QUEUE_SAMPLES: u32 = 32;
+/// Peak-rate windows: at least this many dispatches over at least this long.
+const RATE_MIN_SAMPLES: u32 = 32;
+const RATE_MIN_INTERVAL: Nanos = Nanos::from_millis(100);
+/// A dispatch after the device sat idle this long starts a new window.
+const RATE_IDLE_RESET: Nanos = Nanos::from_millis(20);
+/// Injection is measured afresh this often.
+const INJECT_RESET: Nanos = Nanos::from_secs(1);
+
+impl State {
+    pub(super) fn max_budget(&self, k: &Knobs) -> u64 {
+        if k.user_max_budget > 0 {
+            k.user_max_budget.max(64)
+        } else {
+            self.dev.auto_max_budget
+        }
+    }
+
+    pub(super) fn is_seeky(&self, id: u32) -> bool {
+        self.qr(id).seek_history.count_ones() > SEEKY_BITS
+    }
+
+    fn has_short_ttime(q: &Bq, k: &Knobs) -> bool {
+        !q.in_large_burst && (q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0)
+    }
+
+    /// Weights differ among the queues with pending I/O, or several classes or groups are
+    /// busy (`bfq_asymmetric_scenario`).
+    pub(super) fn asymmetric(&self) -> bool {
+        self.weights.len() > 1
+            || self.busy_classes.iter().filter(|&&n| n > 0).count() > 1
+            || self.groups.with_pending > 1
+    }
+
+    /// Service to charge for `sectors` of queue `id` (`bfq_serv_to_charge`).
+    pub(super) fn serv_to_charge(&self, id: u32, sectors: u64) -> u64 {
+        let q = self.qr(id);
+        if q.sync || q.wr.coeff > 1 || self.asymmetric() {
+            sectors
+        } else {
+            sectors * ASYNC_CHARGE
+        }
+    }
+
+    /// What the ending turn of queue `id` is charged: its service, or its time.
+    pub(super) fn charge_for_turn(&mut self, id: u32, why: Expire, now: Nanos, k: &Knobs) -> u64 {
+        let used = self.service;
+        let q = self.qr(id);
+        let slow = self.dev.rotational && q.sync && self.is_seeky(id);
+        let left = q.budget.saturating_sub(used);
+        if q.wr.coeff > 1 || !(slow || (why == Expire::BudgetTimeout && left >= q.budget / 3)) {
+            return used;
+        }
+        let elapsed = now.saturating_sub(self.slice_start).min(k.timeout);
+        let by_time = self.max_budget(k) * elapsed.0 / k.timeout.0.max(1);
+        if by_time > used {
+            self.stats.charged_time += 1;
+            by_time
+        } else {
+            used
+        }
+    }
+
+    /// The budget of queue `id`'s next turn (`__bfq_bfqq_recalc_budget`).
+    pub(super) fn recalc_budget(&mut self, id: u32, why: Expire, k: &Knobs) {
+        let maxb = self.max_budget(k);
+        let minb = (maxb / 32).max(8);
+        let used = self.service;
+        let q = self.q(id);
+        let b = q.budget;
+        q.budget = if !q.sync {
+            maxb
+        } else if q.wr.coeff > 1 {
+            b
+        } else {
+            match why {
+                Expire::TooIdle if q.dispatched > 0 => b * 2,
+                Expire::TooIdle if b > 5 * minb => b - 4 * minb,
+                Expire::TooIdle => minb,
+                Expire::BudgetTimeout => b * 2,
+                Expire::BudgetExhausted => b * 4,
+                Expire::NoMoreRequests => used.max(minb),
+                Expire::Preempted => b,
+            }
+        }
+        .clamp(minb, maxb);
+    }
+
+    /// How long interactive raising lasts on this device (`bfq_wr_duration`).
+    fn wr_duration(&self) -> Nanos {
+        let i = usize::from(!self.dev.rotational);
+        let d = match self.dev.peak_rate {
+            0 => REF_WR_DURATION[i],
+            r => Nanos(REF_WR_DURATION[i].0 / r.max(1) * REF_RATE[i]),
+        };
+        d.max(WR_DURATION_MIN).min(WR_DURATION_MAX)
+    }
+
+    /// Ends the raising of busy queue `id` when its time is up (`bfq_update_wr_data`).
+    pub(super) fn update_wr(&mut self, id: u32, now: Nanos, k: &Knobs) {
+        let q = self.qr(id);
+        if q.wr.coeff <= 1 {
+            return;
+        }
+        let over = !k.low_latency
+            || q.in_large_burst
+            || now.saturating_sub(q.wr.start) > q.wr.max_time
+            || (!q.wr.soft_rt && q.wr.service > MAX_SERVICE_FROM_WR);
+        if over {
+            self.q(id).wr = Wr::default();
+            self.wr_busy -= 1;
+            self.stats.wr_ended += 1;
+            self.update_pending(id);
+        }
+    }
+
+    /// When queue `id`, just gone empty, may next count as soft real-time: no earlier than
+    /// its service since it became busy allows at 7000 sectors/s
+    /// (`bfq_bfqq_softrt_next_start`).
+    pub(super) fn note_soft_rt_next_start(&mut self, id: u32, now: Nanos, k: &Knobs) {
+        let q = self.q(id);
+        if !q.sorted.is_empty() || !k.low_latency {
+            return;
+        }
+        let by_rate = q.last_backlogged.saturating_add(Nanos(
+            q.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE,
+        ));
+        let soonest = now
+            .saturating_add(k.slice_idle)
+            .saturating_add(Nanos::from_millis(4));
+        q.soft_rt_next_start = by_rate.max(soonest);
+    }
+
+    /// Queue `qid` was just created: burst detection (`bfq_handle_burst`).
+    pub(super) fn note_creation(&mut self, qid: u32, now: Nanos) {
+        if now.saturating_sub(self.last_created) > BURST_INTERVAL {
+            self.burst.clear();
+            self.large_burst = false;
+        }
+        self.last_created = now;
+        if self.large_burst {
+            self.q(qid).in_large_burst = true;
+            return;
+        }
+        self.burst.push(qid);
+        if self.burst.len() > LARGE_BURST {
+            self.large_burst = true;
+            for id in std::mem::take(&mut self.burst) {
+                if let Some(q) = self.queues.get_mut(id as usize).and_then(|q| q.as_mut()) {
+                    q.in_large_burst = true;
+                }
+            }
+        }
+    }
+
+    /// A request arrived for queue `qid`: think time and seek history
+    /// (`bfq_update_io_thinktime`, `bfq_update_io_seektime`).
+    pub(super) fn note_arrival(&mut self, qid: u32, sector: u64, end: u64, now: Nanos, k: &Knobs) {
+        let nonrot = !self.dev.rotational;
+        let q = self.q(qid);
+        if q.dispatched == 0 && q.sorted.is_empty() && !q.fresh {
+            let elapsed = now
+                .saturating_sub(q.ttime.last_end)
+                .0
+                .min(2 * k.slice_idle.0);
+            let t = &mut q.ttime;
+            t.samples = (7 * t.samples + 256) / 8;
+            t.total = (7 * t.total + 256 * elapsed) / 8;
+            t.mean = (t.total + 128) / t.samples.max(1);
+        }
+        let far = sector.abs_diff(q.last_rq_end) > SEEK_THR;
+        let seek = far && (!nonrot || end - sector < SECT_THR_NONROT);
+        q.seek_history = (q.seek_history << 1) | u32::from(seek);
+        q.last_rq_end = end;
+    }
+
+    /// Queue `qid` has requests again (`bfq_bfqq_handle_idle_busy_switch`): raise its weight
+    /// if it is interactive or soft real-time, put it in its tree, and let it preempt the
+    /// queue in service if it deserves the device more.
+    pub(super) fn idle_to_busy(&mut self, qid: u32, now: Nanos, k: &Knobs) {
+        let q = self.q(qid);
+        let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
+        let eligible = k.low_latency && q.class != 2 && !q.in_large_burst;
+        let soft_rt = eligible && q.sync && q.dispatched == 0 && now >= q.soft_rt_next_start;
+        q.fresh = false;
+        q.last_backlogged = now;
+        q.service_from_backlogged = 0;
+        if eligible && idle_for_long && q.wr.coeff <= 1 {
+            q.wr = Wr {
+                coeff: WR_COEFF,
+                start: now,
+                max_time: Nanos::ZERO,
+                service: 0,
+                soft_rt: false,
+            };
+            let d = self.wr_duration();
+            self.q(qid).wr.max_time = d;
+            self.stats.wr_interactive += 1;
+        } else if soft_rt && (q.wr.coeff <= 1 || q.wr.soft_rt) {
+            q.wr = Wr {
+                coeff: WR_COEFF * SOFTRT_FACTOR,
+                start: now,
+                max_time: WR_RT_MAX_TIME,
+                service: 0,
+                soft_rt: true,
+            };
+            self.stats.wr_soft_rt += 1;
+        }
+        self.activate(qid);
+        self.update_pending(qid);
+        let Some(s) = self.in_service else { return };
+        let (nq, sq) = (self.qr(qid), self.qr(s));
+        let raised_over = nq.wr.coeff > 1 && sq.wr.coeff <= 1 && nq.class <= sq.class;
+        if s != qid && (raised_over || nq.class < sq.class) {
+            self.expire(k, Expire::Preempted, now);
+            self.restart = true;
+        }
+    }
+
+    /// Whether to keep the device for queue `id`, which ran dry (`bfq_better_to_idle`).
+    pub(super) fn better_to_idle(&self, id: u32, k: &Knobs) -> bool {
+        let q = self.qr(id);
+        if k.slice_idle == Nanos::ZERO || q.class == 2 || (!q.sync && !k.strict) {
+            return false;
+        }
+        if k.strict {
+            return true;
+        }
+        let hw_tag = self.dev.hw_tag.unwrap_or(true);
+        let rot_without_queueing = self.dev.rotational && !hw_tag;
+        let short = Self::has_short_ttime(q, k);
+        let seq_io_bound = !self.is_seeky(id) && short;
+        let boosts = rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound);
+        let boosts_without_issues = boosts && (self.wr_busy == 0 || q.wr.coeff > 1);
+        let busy: u32 = self.busy_classes.iter().sum();
+        let guarantees = short
+            && ((q.wr.coeff > 1
+                && (self.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
+                || self.asymmetric());
+        boosts_without_issues || guarantees
+    }
+
+    /// Measure injection afresh once a second (`bfq_reset_inject_limit`).
+    pub(super) fn reset_inject_limit(&mut self, id: u32, now: Nanos, k: &Knobs) {
+        let q = self.q(id);
+        if q.last_serv_time != 0 && now.saturating_sub(q.decrease_time) < INJECT_RESET {
+            return;
+        }
+        // A queue that sends its next request quickly needs its own service time measured
+        // first; one that thinks long may have injection from the start.
+        let short = Self::has_short_ttime(q, k);
+        q.last_serv_time = 0;
+        q.decrease_time = now;
+        q.inject_limit = u32::from(!short);
+    }
+
+    /// While the in-service queue `id` is idled for, another queue's request, if the limit
+    /// allows (`bfq_choose_bfqq_for_injection`).
+    pub(super) fn inject(&mut self, id: u32, k: &Knobs, now: Nanos) -> Option<RqId> {
+        if k.strict || self.nr_queued == 0 {
+            return None;
+        }
+        let q = self.qr(id);
+        let others = self.dev.rq_in_driver.saturating_sub(q.dispatched);
+        if others >= q.inject_limit {
+            return None;
+        }
+        // The best other entity of the in-service queue's group, down to a queue.
+        let mut g = q.group;
+        let mut skip = id;
+        let c = loop {
+            let grp = &self.groups.slots[g as usize];
+            let e = [0, 1, 2].iter().find_map(|&c| grp.trees[c].peek(skip))?;
+            if e & GROUP_BIT == 0 {
+                break e;
+            }
+            g = e & !GROUP_BIT;
+            skip = u32::MAX;
+        };
+        if self.qr(c).sorted.is_empty() {
+            return None;
+        }
+        let rq = self.pick(c, k, now);
+        self.rqs[rq as usize].injected = true;
+        let sectors = self.take(c, rq, now);
+        let cq = self.q(c);
+        cq.injected += sectors;
+        cq.service_from_backlogged += sectors;
+        let (group, class, empty) = (cq.group, cq.class, cq.sorted.is_empty());
+        self.groups.served(group, class, sectors);
+        if empty {
+            self.groups.deactivate(group, c, class);
+            self.q(c).in_tree = false;
+            self.became_idle(c, now);
+        }
+        self.update_pending(c);
+        self.injected_during = true;
+        self.stats.injected += 1;
+        self.stats.dispatched += 1;
+        Some(RqId(rq))
+    }
+
+    /// A request is going to the device: who occupies it, and the peak-rate window
+    /// (`bfq_update_peak_rate`).
+    pub(super) fn note_dispatch(&mut self, rq: u32, sector: u64, sectors: u64, now: Nanos) {
+        let owner = self.rqs[rq as usize].queue;
+        if self.dev.rq_in_driver == 0
+            && self.in_service == Some(owner)
+            && self.occupied_at.is_none()
+        {
+            self.occupied_at = Some(now);
+            self.injected_during = false;
+        }
+        self.dev.rq_in_driver += 1;
+        let d = &mut self.dev;
+        if d.rate_samples > 0
+            && d.rq_in_driver == 1
+            && now.saturating_sub(d.last_dispatch) > RATE_IDLE_RESET
+        {
+            d.rate_samples = 0;
+        }
+        if d.rate_samples == 0 {
+            d.rate_window_start = now;
+            d.rate_sectors = 0;
+            d.rate_seq_samples = 0;
+        }
+        d.rate_samples += 1;
+        d.rate_sectors += sectors;
+        if sector.abs_diff(d.last_dispatch_end) <= SEEK_THR {
+            d.rate_seq_samples += 1;
+        }
+        d.last_dispatch_end = sector + sectors;
+        d.last_dispatch = now;
+        let elapsed = now.saturating_sub(d.rate_window_start);
+        if d.rate_samples < RATE_MIN_SAMPLES || elapsed < RATE_MIN_INTERVAL {
+            return;
+        }
+        let rate = d.rate_sectors * 1_000_000_000 / elapsed.0.max(1);
+        let sequential = d.rate_seq_samples * 4 >= d.rate_samples * 3;
+        d.rate_samples = 0;
+        if !sequential && rate <= d.peak_rate {
+            return;
+        }
+        d.peak_rate = if d.peak_rate == 0 {
+            rate
+        } else {
+            (7 * d.peak_rate + rate) / 8
+        };
+        self.stats.peak_rate_updates += 1;
+    }
+
+    /// Keeps `auto_max_budget` in step with the peak rate and `timeout_sync`.
+    pub(super) fn update_max_budget(&mut self, k: &Knobs) {
+        if self.dev.peak_rate > 0 {
+            self.dev.auto_max_budget =
+                (self.dev.peak_rate * k.timeout.0 / 1_000_000_000).clamp(MIN_MAX_BUDGET, 1 << 24);
+        }
+    }
+
+    /// A request came back from the device: internal queueing detection, injection limit
+    /// (`bfq_update_hw_tag`, `bfq_update_inject_limit`).
+    pub(super) fn note_completion(&mut self, info: &RqInfo, now: Nanos, k: &Knobs) {
+        let d = &mut self.dev;
+        d.max_rq_in_driver = d.max_rq_in_driver.max(d.rq_in_driver);
+        if d.rq_in_driver + self.nr_queued >= HW_QUEUE_THRESHOLD {
+            d.hw_tag_samples += 1;
+            if d.hw_tag_samples >= HW_QUEUE_SAMPLES {
+                d.hw_tag = Some(d.max_rq_in_driver > HW_QUEUE_THRESHOLD);
+                d.hw_tag_samples = 0;
+                d.max_rq_in_driver = 0;
+            }
+        }
+        if self.in_service == Some(info.queue) && self.qr(info.queue).dispatched == 1 {
+            if let Some(at) = self.occupied_at.take() {
+                self.update_inject_limit(info.queue, now.saturating_sub(at).0, now);
+            }
+        }
+        self.dev.rq_in_driver = self.dev.rq_in_driver.saturating_sub(1);
+        self.update_max_budget(k);
+    }
+
+    fn update_inject_limit(&mut self, id: u32, tot: u64, now: Nanos) {
+        let in_driver = self.dev.rq_in_driver;
+        let max_in_driver = self.dev.max_rq_in_driver;
+        let injected = std::mem::take(&mut self.injected_during);
+        let q = self.q(id);
+        let old = q.inject_limit;
+        if q.last_serv_time > 0 && injected {
+            let threshold = q.last_serv_time * 3 / 2;
+            if tot >= threshold && old > 0 {
+                q.inject_limit -= 1;
+                q.decrease_time = now;
+            } else if tot < threshold && old <= max_in_driver {
+                q.inject_limit += 1;
+            }
+        }
+        if (q.last_serv_time == 0 && in_driver == 1) || tot < q.last_serv_time {
+            if q.last_serv_time == 0 {
+                q.inject_limit = old.max(1);
+            }
+            q.last_serv_time = tot.max(1);
+        } else if !injected && in_driver == 1 {
+            q.last_serv_time = tot.max(1);
+        }
+    }
+}
