@@ -299,3 +299,56 @@ impl Source for FindSource {
         })
     }
 }
+
+/// One of `ways` threads reading a file in interleaved stripes: thread `part` reads stripes
+/// `part`, `part + ways`, ... of `stripe_sectors` each, so each thread's I/O has gaps but all
+/// of it together is sequential (the cooperating issuers BFQ merges). After `switch_after`
+/// reads (if set) it reads at random places of the file instead: the cooperation stops.
+pub struct InterleavedSource {
+    pub start: u64,
+    pub file_sectors: u64,
+    pub stripe_sectors: u32,
+    pub ways: u64,
+    pub part: u64,
+    pub switch_after: Option<u64>,
+    next_stripe: u64,
+    done: u64,
+}
+
+impl InterleavedSource {
+    pub fn new(start: u64, file_sectors: u64, stripe_sectors: u32, ways: u64, part: u64) -> Self {
+        InterleavedSource {
+            start,
+            file_sectors,
+            stripe_sectors,
+            ways: ways.max(1),
+            part,
+            switch_after: None,
+            next_stripe: part,
+            done: 0,
+        }
+    }
+}
+
+impl Source for InterleavedSource {
+    fn next(&mut self, rng: &mut SimRng) -> Next {
+        let stripes = (self.file_sectors / self.stripe_sectors as u64).max(1);
+        let stripe = if self.switch_after.is_some_and(|n| self.done >= n) {
+            rng.below(stripes)
+        } else {
+            if self.next_stripe >= stripes {
+                self.next_stripe = self.part;
+            }
+            let s = self.next_stripe;
+            self.next_stripe += self.ways;
+            s
+        };
+        self.done += 1;
+        Next::Io(IoReq {
+            op: ReqOp::Read,
+            sector: self.start + stripe * self.stripe_sectors as u64,
+            nr_sectors: self.stripe_sectors,
+            flags: ReqFlags::SYNC,
+        })
+    }
+}

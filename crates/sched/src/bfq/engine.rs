@@ -12,7 +12,7 @@
 //! Times are fixed-point (`SCALE` units per sector at weight 1) so the engine is exact and
 //! deterministic; ids are small integers chosen by the caller.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Virtual-time units per sector of service at weight 1.
 pub const SCALE: u64 = 1 << 16;
@@ -27,12 +27,60 @@ struct Stamp {
     active: bool,
 }
 
+/// Timestamps by entity id, in two dense tables: ids below `HIGH_BIT` (queues) and ids with
+/// it set (groups), so a lookup is an index, not a tree walk.
+#[derive(Default, Debug)]
+struct Stamps {
+    low: Vec<Option<Stamp>>,
+    high: Vec<Option<Stamp>>,
+}
+
+const HIGH_BIT: u32 = 1 << 31;
+
+impl Stamps {
+    fn table(&self, id: u32) -> (&Vec<Option<Stamp>>, usize) {
+        if id & HIGH_BIT == 0 {
+            (&self.low, id as usize)
+        } else {
+            (&self.high, (id & !HIGH_BIT) as usize)
+        }
+    }
+    fn get(&self, id: u32) -> Option<&Stamp> {
+        let (t, i) = self.table(id);
+        t.get(i).and_then(|s| s.as_ref())
+    }
+    fn insert(&mut self, id: u32, st: Stamp) {
+        let (t, i) = if id & HIGH_BIT == 0 {
+            (&mut self.low, id as usize)
+        } else {
+            (&mut self.high, (id & !HIGH_BIT) as usize)
+        };
+        if t.len() <= i {
+            t.resize(i + 1, None);
+        }
+        t[i] = Some(st);
+    }
+    fn remove(&mut self, id: u32) {
+        let (t, i) = if id & HIGH_BIT == 0 {
+            (&mut self.low, id as usize)
+        } else {
+            (&mut self.high, (id & !HIGH_BIT) as usize)
+        };
+        if let Some(s) = t.get_mut(i) {
+            *s = None;
+        }
+    }
+    fn values(&self) -> impl Iterator<Item = &Stamp> {
+        self.low.iter().chain(self.high.iter()).flatten()
+    }
+}
+
 /// One service tree: the active entities of one class (or of one group) and its virtual time.
 #[derive(Default, Debug)]
 pub struct ServiceTree {
     vtime: u64,
     wsum: u64,
-    stamps: BTreeMap<u32, Stamp>,
+    stamps: Stamps,
     /// Eligible entities by (finish, id).
     eligible: BTreeSet<(u64, u32)>,
     /// Not yet eligible entities by (start, id).
@@ -58,7 +106,7 @@ impl ServiceTree {
     }
 
     pub fn is_active(&self, id: u32) -> bool {
-        self.stamps.get(&id).is_some_and(|s| s.active)
+        self.stamps.get(id).is_some_and(|s| s.active)
     }
 
     fn insert(&mut self, id: u32, st: Stamp) {
@@ -71,7 +119,7 @@ impl ServiceTree {
     }
 
     fn unlink(&mut self, id: u32) -> Option<Stamp> {
-        let st = *self.stamps.get(&id)?;
+        let st = *self.stamps.get(id)?;
         if !st.active {
             return None;
         }
@@ -84,7 +132,7 @@ impl ServiceTree {
     pub fn activate(&mut self, id: u32, weight: u32, budget: u64) {
         assert!(weight > 0, "weights are at least 1");
         assert!(!self.is_active(id), "entity {id} activated twice");
-        let prev = self.stamps.get(&id).map_or(0, |s| s.last_finish);
+        let prev = self.stamps.get(id).map_or(0, |s| s.last_finish);
         let start = self.vtime.max(prev);
         let finish = start + budget.max(1) * SCALE / weight as u64;
         self.wsum += weight as u64;
@@ -112,7 +160,7 @@ impl ServiceTree {
                 break;
             }
             self.waiting.remove(&(s, id));
-            let f = self.stamps[&id].finish;
+            let f = self.stamps.get(id).expect("waiting entity").finish;
             self.eligible.insert((f, id));
         }
         self.eligible.first().map(|&(_, id)| id)
@@ -197,7 +245,7 @@ impl ServiceTree {
     /// Forgets an idle entity (its queue was freed).
     pub fn forget(&mut self, id: u32) {
         if !self.is_active(id) {
-            self.stamps.remove(&id);
+            self.stamps.remove(id);
         }
     }
 

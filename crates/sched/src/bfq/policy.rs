@@ -250,6 +250,7 @@ impl State {
         let eligible = k.low_latency && q.class != 2 && !q.in_large_burst;
         let soft_rt = eligible && q.sync && q.dispatched == 0 && now >= q.soft_rt_next_start;
         q.fresh = false;
+        q.retire_at = None;
         q.last_backlogged = now;
         q.service_from_backlogged = 0;
         if eligible && idle_for_long && q.wr.coeff <= 1 {

@@ -21,8 +21,9 @@ use mqblk_core::{
     IoPrioClass, Nanos, ReqFlags, ReqOp, RqId, TunableAlias, TunableDesc, Tunables,
 };
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 pub(super) const T_SLICE_IDLE_US: usize = 0;
@@ -132,6 +133,8 @@ static ALIASES: [TunableAlias; 1] = [TunableAlias {
 
 /// The IDLE class is served at least this often (`BFQ_CL_IDLE_TIMEOUT`, HZ / 5).
 const IDLE_CLASS_TIMEOUT: Nanos = Nanos::from_millis(200);
+/// An idle queue whose issuer sent nothing for this long is freed.
+const RETIRE_AFTER: Nanos = Nanos::from_secs(10);
 
 /// `bfq_ioprio_to_weight`: ten per level, level 0 weighs 80 and the default level 4 weighs 40.
 pub fn ioprio_to_weight(level: u8) -> u32 {
@@ -145,6 +148,39 @@ fn class_index(c: IoPrioClass) -> usize {
         _ => 1,
     }
 }
+
+/// A multiply-rotate hasher for the small integer keys of `by_key` (the std SipHash showed
+/// up in profiles; these keys come from the submitter, not from the network).
+#[derive(Default, Clone, Copy)]
+pub(super) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn write_isize(&mut self, v: isize) {
+        self.write_u64(v as u64);
+    }
+}
+
+type KeyMap = HashMap<Key, u32, std::hash::BuildHasherDefault<KeyHasher>>;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Key {
@@ -233,6 +269,8 @@ pub(super) struct Bq {
     pub pos_key: Option<u64>,
     /// Never busy yet: counts as interactive when it first is.
     pub fresh: bool,
+    /// Idle and kept since then for its issuer (see `maybe_free`).
+    pub retire_at: Option<Nanos>,
     /// Created in a burst of many queues (a `git grep`, a boot): not raised, not idled for.
     pub in_large_burst: bool,
 }
@@ -307,7 +345,7 @@ impl Device {
 pub(super) struct State {
     pub queues: Vec<Option<Bq>>,
     free_slots: Vec<u32>,
-    pub by_key: HashMap<Key, u32>,
+    pub by_key: KeyMap,
     pub rqs: Vec<RqInfo>,
     pub groups: Groups,
     pub in_service: Option<u32>,
@@ -323,7 +361,8 @@ pub(super) struct State {
     pub dev: Device,
     /// Pending queues per weight, busy queues per class, raised busy queues: what decides
     /// whether the scenario is asymmetric (`weights_tree`, `busy_queues`, `wr_busy_queues`).
-    pub weights: BTreeMap<u32, u32>,
+    /// (weight, queues) pairs; there are few distinct weights, so a list beats a tree.
+    pub weights: Vec<(u32, u32)>,
     pub busy_classes: [u32; 3],
     pub wr_busy: u32,
     /// Injection measurements of the in-service queue (`last_empty_occupied_ns`,
@@ -336,11 +375,17 @@ pub(super) struct State {
     pub burst: Vec<u32>,
     pub last_created: Nanos,
     pub large_burst: bool,
+    /// Idle queues kept for their issuers, oldest first.
+    retiring: VecDeque<(u32, Nanos)>,
+    /// The time of the operation in progress.
+    pub now: Nanos,
     pub stats: Stats,
 }
 
 pub struct Bfq {
     pub(super) st: Mutex<State>,
+    /// `nr_queued`, readable without the lock (`has_work`).
+    queued: AtomicU32,
     pub(super) tunables: Tunables,
     nr_hw: u16,
     nr_requests: u32,
@@ -367,7 +412,7 @@ impl Bfq {
             st: Mutex::new(State {
                 queues: Vec::new(),
                 free_slots: Vec::new(),
-                by_key: HashMap::new(),
+                by_key: KeyMap::default(),
                 rqs: vec![RqInfo::default(); init.nr_rq_ids as usize],
                 groups: Groups::new(),
                 in_service: None,
@@ -393,7 +438,7 @@ impl Bfq {
                     last_dispatch: Nanos::ZERO,
                     auto_max_budget: super::policy::DEFAULT_MAX_BUDGET,
                 },
-                weights: BTreeMap::new(),
+                weights: Vec::new(),
                 busy_classes: [0; 3],
                 wr_busy: 0,
                 occupied_at: None,
@@ -402,8 +447,11 @@ impl Bfq {
                 burst: Vec::new(),
                 last_created: Nanos::ZERO,
                 large_burst: false,
+                retiring: VecDeque::new(),
+                now: Nanos::ZERO,
                 stats: Stats::default(),
             }),
+            queued: AtomicU32::new(0),
             tunables: Tunables::new("bfq", &TUNABLES).with_aliases(&ALIASES),
             nr_hw: init.nr_hw_queues,
             nr_requests: init.nr_requests,
@@ -487,6 +535,7 @@ impl State {
             split_coop: false,
             pos_key: None,
             fresh: true,
+            retire_at: None,
             in_large_burst: false,
         };
         let id = match self.free_slots.pop() {
@@ -528,28 +577,70 @@ impl State {
         self.new_queue(key, group, rq, sync, now, k)
     }
 
-    /// Frees a queue with nothing queued, in flight or in service.
+    /// A queue with nothing queued, in flight or in service is freed, or, while an issuer's
+    /// key still leads to it, kept for `RETIRE_AFTER` in case the issuer comes back, as the
+    /// kernel keeps a process's queues for as long as the process holds them (its
+    /// `bfq_io_cq`). An issuer's state (think time, seekiness, weight raising) lives there.
     pub(super) fn maybe_free(&mut self, id: u32) {
         let Some(q) = self.queues[id as usize].as_ref() else {
             return; // already freed by an expiry on the same path
         };
-        if q.sorted.is_empty() && q.dispatched == 0 && !q.in_tree && self.in_service != Some(id) {
-            debug_assert!(q.counted.is_none());
-            let (key, group, class) = (q.key, q.group, q.class);
-            let issuers = std::mem::take(&mut self.q(id).issuers);
-            self.pos_remove(id);
-            self.groups.tree(group, class).forget(id);
-            if self.by_key.get(&key) == Some(&id) {
-                self.by_key.remove(&key);
-            }
-            for i in issuers {
-                if self.by_key.get(&Key::Sync(i)) == Some(&id) {
-                    self.by_key.remove(&Key::Sync(i));
-                }
-            }
-            self.queues[id as usize] = None;
-            self.free_slots.push(id);
+        if q.retire_at.is_some()
+            || !(q.sorted.is_empty()
+                && q.dispatched == 0
+                && !q.in_tree
+                && self.in_service != Some(id))
+        {
+            return;
         }
+        let referenced = self.by_key.get(&q.key) == Some(&id)
+            || q.issuers
+                .iter()
+                .any(|&i| self.by_key.get(&Key::Sync(i)) == Some(&id));
+        if referenced {
+            if q.retire_at.is_none() {
+                let now = self.now;
+                self.q(id).retire_at = Some(now);
+                self.retiring.push_back((id, now));
+            }
+            return;
+        }
+        self.free_queue(id);
+    }
+
+    /// Frees queues kept idle for longer than `RETIRE_AFTER`.
+    fn retire_idle(&mut self) {
+        while let Some(&(id, since)) = self.retiring.front() {
+            if self.now.saturating_sub(since) < RETIRE_AFTER {
+                break;
+            }
+            self.retiring.pop_front();
+            let still = self.queues[id as usize].as_ref().is_some_and(|q| {
+                q.retire_at == Some(since) && q.sorted.is_empty() && q.dispatched == 0 && !q.in_tree
+            });
+            if still && self.in_service != Some(id) {
+                self.free_queue(id);
+            }
+        }
+    }
+
+    fn free_queue(&mut self, id: u32) {
+        let q = self.qr(id);
+        debug_assert!(q.counted.is_none());
+        let (key, group, class) = (q.key, q.group, q.class);
+        let issuers = std::mem::take(&mut self.q(id).issuers);
+        self.pos_remove(id);
+        self.groups.tree(group, class).forget(id);
+        if self.by_key.get(&key) == Some(&id) {
+            self.by_key.remove(&key);
+        }
+        for i in issuers {
+            if self.by_key.get(&Key::Sync(i)) == Some(&id) {
+                self.by_key.remove(&Key::Sync(i));
+            }
+        }
+        self.queues[id as usize] = None;
+        self.free_slots.push(id);
     }
 
     /// Queue `id` becomes backlogged: into its group's tree.
@@ -727,14 +818,21 @@ impl State {
         }
         let (old, group) = (q.counted, q.group);
         if let Some(w) = old {
-            let c = self.weights.get_mut(&w).expect("counted weight");
-            *c -= 1;
-            if *c == 0 {
-                self.weights.remove(&w);
+            let i = self
+                .weights
+                .iter()
+                .position(|&(x, _)| x == w)
+                .expect("counted weight");
+            self.weights[i].1 -= 1;
+            if self.weights[i].1 == 0 {
+                self.weights.swap_remove(i);
             }
         }
         if let Some(w) = want {
-            *self.weights.entry(w).or_insert(0) += 1;
+            match self.weights.iter_mut().find(|(x, _)| *x == w) {
+                Some(e) => e.1 += 1,
+                None => self.weights.push((w, 1)),
+            }
         }
         let g = &mut self.groups.slots[group as usize];
         match (old.is_some(), want.is_some()) {
@@ -779,6 +877,54 @@ impl State {
         self.rqs[rq as usize].queue = qid;
         if new_head {
             self.pos_update(qid);
+        }
+    }
+
+    /// The next request to issue (`__bfq_dispatch_request`).
+    fn dispatch(&mut self, k: &Knobs, now: Nanos) -> Option<RqId> {
+        loop {
+            let Some(id) = self.in_service else {
+                let id = self.select(now)?;
+                self.set_in_service(id, now, k);
+                continue;
+            };
+            if !self.qr(id).sorted.is_empty() {
+                if now.saturating_sub(self.slice_start) > k.timeout {
+                    self.expire(k, Expire::BudgetTimeout, now);
+                    continue;
+                }
+                let rq = self.pick(id, k, now);
+                let info = self.rqs[rq as usize];
+                let charge = self.serv_to_charge(id, info.end - info.sector);
+                let budget = self.qr(id).budget;
+                if self.service > 0 && self.service + charge > budget {
+                    self.expire(k, Expire::BudgetExhausted, now);
+                    continue;
+                }
+                return Some(self.dispatch_from(id, rq, now));
+            }
+            // Ran dry. Wait for it when that pays (`bfq_better_to_idle`): first until its
+            // requests in flight complete, then `slice_idle` for the issuer's next request
+            // (armed at that completion, or now if nothing is in flight). Meanwhile other
+            // queues' requests may be injected.
+            match self.idle_until {
+                Some(t) if t <= now => {
+                    self.expire(k, Expire::TooIdle, now);
+                    continue;
+                }
+                Some(_) => {}
+                None if !self.better_to_idle(id, k) => {
+                    self.expire(k, Expire::NoMoreRequests, now);
+                    continue;
+                }
+                None => {
+                    if self.qr(id).dispatched == 0 {
+                        self.idle_until = Some(now.saturating_add(k.slice_idle));
+                        self.stats.idles += 1;
+                    }
+                }
+            }
+            return self.inject(id, k, now);
         }
     }
 }
@@ -826,6 +972,8 @@ impl Elevator for Bfq {
     ) {
         let k = self.knobs();
         let mut st = self.st.lock();
+        st.now = now;
+        st.retire_idle();
         st.groups.refresh_weights(&self.blkcg);
         st.merging_on = st.merging_enabled(&k);
         for &id in rqs {
@@ -870,64 +1018,26 @@ impl Elevator for Bfq {
                 st.idle_to_busy(qid, now, &k);
             }
         }
+        self.queued.store(st.nr_queued, Ordering::Release);
     }
 
     fn dispatch_request(&self, _q: &ElvCtx<'_>, _hctx: HctxIdx, now: Nanos) -> Option<RqId> {
         let k = self.knobs();
         let mut st = self.st.lock();
-        loop {
-            let Some(id) = st.in_service else {
-                let id = st.select(now)?;
-                st.set_in_service(id, now, &k);
-                continue;
-            };
-            if !st.qr(id).sorted.is_empty() {
-                if now.saturating_sub(st.slice_start) > k.timeout {
-                    st.expire(&k, Expire::BudgetTimeout, now);
-                    continue;
-                }
-                let rq = st.pick(id, &k, now);
-                let info = st.rqs[rq as usize];
-                let charge = st.serv_to_charge(id, info.end - info.sector);
-                let budget = st.qr(id).budget;
-                if st.service > 0 && st.service + charge > budget {
-                    st.expire(&k, Expire::BudgetExhausted, now);
-                    continue;
-                }
-                return Some(st.dispatch_from(id, rq, now));
-            }
-            // Ran dry. Wait for it when that pays (`bfq_better_to_idle`): first until its
-            // requests in flight complete, then `slice_idle` for the issuer's next request
-            // (armed at that completion, or now if nothing is in flight). Meanwhile other
-            // queues' requests may be injected.
-            match st.idle_until {
-                Some(t) if t <= now => {
-                    st.expire(&k, Expire::TooIdle, now);
-                    continue;
-                }
-                Some(_) => {}
-                None if !st.better_to_idle(id, &k) => {
-                    st.expire(&k, Expire::NoMoreRequests, now);
-                    continue;
-                }
-                None => {
-                    if st.qr(id).dispatched == 0 {
-                        st.idle_until = Some(now.saturating_add(k.slice_idle));
-                        st.stats.idles += 1;
-                    }
-                }
-            }
-            return st.inject(id, &k, now);
-        }
+        st.now = now;
+        let rq = st.dispatch(&k, now);
+        self.queued.store(st.nr_queued, Ordering::Release);
+        rq
     }
 
     fn has_work(&self, _hctx: HctxIdx) -> bool {
-        self.st.lock().nr_queued > 0
+        self.queued.load(Ordering::Acquire) > 0
     }
 
     fn completed_request(&self, rq: &ElvRq, now: Nanos) {
         let k = self.knobs();
         let mut st = self.st.lock();
+        st.now = now;
         let info = st.rqs[rq.id.index()];
         if !info.owned {
             return;
@@ -988,11 +1098,19 @@ impl Elevator for Bfq {
     fn timer(&self, now: Nanos) {
         let k = self.knobs();
         let mut st = self.st.lock();
+        st.now = now;
         if st.idle_until.is_some_and(|t| t <= now) {
             st.expire(&k, Expire::TooIdle, now);
         }
         if st.busy_classes[2] > 0 && now.saturating_sub(st.last_idle_class) >= IDLE_CLASS_TIMEOUT {
             st.idle_class_due = true;
+            // The kernel serves the IDLE class at the first selection after its timeout, so
+            // it may wait out the rest of a long turn; we end that turn here, so the IDLE
+            // class is served within 200 ms plus one request, a bound users can rely on.
+            let busy = st.in_service.is_some_and(|id| st.qr(id).class != 2);
+            if busy {
+                st.expire(&k, Expire::Preempted, now);
+            }
         }
         // Idling ended, or the IDLE class is due: the hardware queues must run.
         st.restart = true;
@@ -1141,7 +1259,7 @@ impl Elevator for Bfq {
             wr_busy, st.wr_busy,
             "bfq: weight-raised busy count out of step"
         );
-        let counted: u32 = st.weights.values().sum();
+        let counted: u32 = st.weights.iter().map(|e| e.1).sum();
         let pending = st
             .queues
             .iter()
