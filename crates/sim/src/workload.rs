@@ -173,6 +173,13 @@ impl DbenchClient {
     }
 }
 
+impl DbenchClient {
+    /// Where the shared journal lies, (start, sectors).
+    pub fn journal_area(&self) -> (u64, u64) {
+        self.journal
+    }
+}
+
 impl Source for DbenchClient {
     fn next(&mut self, rng: &mut SimRng) -> Next {
         match self.commit {
@@ -348,6 +355,63 @@ impl Source for InterleavedSource {
             op: ReqOp::Read,
             sector: self.start + stripe * self.stripe_sectors as u64,
             nr_sectors: self.stripe_sectors,
+            flags: ReqFlags::SYNC,
+        })
+    }
+}
+
+/// A journaling daemon (`jbd2`): every `period` it commits, writing a burst of
+/// `burst_blocks` 4 KiB blocks sequentially into the log and then a flush, and sleeps in
+/// between. Synchronous, as the commits it serves are waited for.
+pub struct JournalSource {
+    pub log: (u64, u64),
+    pub pos: u64,
+    pub burst_blocks: u32,
+    pub period: Nanos,
+    left: u32,
+    flush: bool,
+}
+
+impl JournalSource {
+    pub fn new(log_start: u64, log_sectors: u64, burst_blocks: u32, period: Nanos) -> Self {
+        JournalSource {
+            log: (log_start, log_sectors.max(64)),
+            pos: 0,
+            burst_blocks: burst_blocks.max(1),
+            period,
+            left: burst_blocks.max(1),
+            flush: false,
+        }
+    }
+}
+
+impl Source for JournalSource {
+    fn next(&mut self, rng: &mut SimRng) -> Next {
+        if self.flush {
+            self.flush = false;
+            return Next::Io(IoReq {
+                op: ReqOp::Flush,
+                sector: 0,
+                nr_sectors: 0,
+                flags: ReqFlags::SYNC,
+            });
+        }
+        if self.left == 0 {
+            self.left = self.burst_blocks;
+            // Commit intervals vary with the clients' fsyncs: +-50% around the period.
+            let jitter = self.period.0 / 2;
+            return Next::Think(Nanos(self.period.0 - jitter + rng.below(2 * jitter + 1)));
+        }
+        self.left -= 1;
+        if self.left == 0 {
+            self.flush = true;
+        }
+        let s = self.log.0 + self.pos;
+        self.pos = (self.pos + 8) % (self.log.1 - 8);
+        Next::Io(IoReq {
+            op: ReqOp::Write,
+            sector: s,
+            nr_sectors: 8,
             flags: ReqFlags::SYNC,
         })
     }

@@ -80,11 +80,15 @@ fn stat(r: &SimResult, k: &str) -> u64 {
 }
 
 #[test]
-fn weights_split_bandwidth_proportionally() {
+fn ioprio_weights_split_a_disk_proportionally() {
     // Level 0 weighs 80 and level 4 weighs 40: two always-busy sequential readers get 2:1.
-    for device in ["ssd", "hdd"] {
-        let r = run(
-            device,
+    // On a disk BFQ idles for both. On a queueing SSD it does not idle for the queue of
+    // the lowest weight (the kernel's `bfq_asymmetric_scenario`: idling for it protects
+    // nobody else), so there the lighter reader gets less than its share; between
+    // cgroups (below) both devices keep the ratio.
+    for seed in SEEDS {
+        let r = run_with(
+            "hdd",
             &[],
             vec![
                 reader(
@@ -106,12 +110,14 @@ fn weights_split_bandwidth_proportionally() {
                     4,
                 ),
             ],
+            Arc::new(Blkcg::new()),
+            seed,
         );
         let (a, b) = (r.jobs[0].bytes as f64, r.jobs[1].bytes as f64);
         let ratio = a / b;
         assert!(
             (1.8..2.2).contains(&ratio),
-            "{device}: heavy/light = {ratio:.2} ({a} / {b})"
+            "seed {seed}: heavy/light = {ratio:.2} ({a} / {b})"
         );
     }
 }

@@ -6,7 +6,8 @@
 //! position. Each group keeps a tree of the head positions of its busy synchronous queues;
 //! a new synchronous request close (within `CLOSE_THR` sectors) to the in-service queue's
 //! position, or to another queue's head, merges its queue into that one: its queued requests
-//! move over and its issuer's later requests go there too. A shared queue that turns seeky
+//! move over and its issuer's later requests go there too; the shared queue has the higher
+//! of the two weights. A shared queue that turns seeky
 //! is marked at expiry, and each of its issuers gets a queue of its own again with its next
 //! request.
 //!
@@ -15,7 +16,7 @@
 //! scheduling already makes interleaved I/O sequential (`nonrot_with_queueing`, seed 004);
 //! the position tree is not even kept up to date there, which is the cost that seed saves.
 
-use super::sched::{Key, Knobs, State};
+use super::sched::{Key, Knobs, Saved, State, Wr};
 use mqblk_core::Nanos;
 
 /// `BFQQ_CLOSE_THR`: how near, in sectors, a request must be to count as cooperating.
@@ -120,12 +121,27 @@ impl State {
             self.add_request(dst, rq, sector, deadline, false);
         }
         let issuers = std::mem::take(&mut self.q(src).issuers);
+        let q = self.qr(src);
+        let saved = Saved {
+            wr: q.wr,
+            ttime: q.ttime,
+            io_bound: q.io_bound,
+            requests_within_timer: q.requests_within_timer,
+            in_large_burst: q.in_large_burst,
+            budget: q.budget,
+        };
         for &i in &issuers {
             self.by_key.insert(Key::Sync(i), dst);
+            self.saved.insert(i, saved);
         }
+        let src_weight = self.qr(src).base_weight;
         let d = self.q(dst);
         d.issuers.extend(issuers);
         d.split_coop = false;
+        // The shared queue serves all its members' I/O at the highest of their weights: the
+        // kernel's shared queue takes on the priority of whichever member submits, and seed
+        // 004 describes it "inheriting" a member's high weight.
+        d.base_weight = d.base_weight.max(src_weight);
         if self.qr(src).in_tree {
             let (g, c) = (self.qr(src).group, self.qr(src).class);
             self.groups.deactivate(g, src, c);
@@ -146,8 +162,31 @@ impl State {
         q.issuers.retain(|&i| i != issuer);
         if q.issuers.len() <= 1 {
             q.split_coop = false;
+            q.base_weight = q.own_weight;
         }
         self.by_key.remove(&Key::Sync(issuer));
+        self.update_pending(id);
         self.stats.queue_splits += 1;
+    }
+}
+
+impl State {
+    /// A queue just made for `issuer` on leaving a shared queue takes back what its old
+    /// queue was (`bfq_bfqq_resume_state`); it is not new, so not interactive by novelty.
+    pub(super) fn resume_state(&mut self, id: u32, issuer: u32, now: Nanos) {
+        let saved = self.saved.remove(&issuer);
+        let q = self.q(id);
+        q.fresh = false;
+        q.last_idle = now;
+        if let Some(s) = saved {
+            // Raising that ran out while shared is not resumed.
+            let wr_left = s.wr.coeff > 1 && now.saturating_sub(s.wr.start) <= s.wr.max_time;
+            q.wr = if wr_left { s.wr } else { Wr::default() };
+            q.ttime = s.ttime;
+            q.io_bound = s.io_bound;
+            q.requests_within_timer = s.requests_within_timer;
+            q.in_large_burst = s.in_large_burst;
+            q.budget = s.budget;
+        }
     }
 }

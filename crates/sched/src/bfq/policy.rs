@@ -60,6 +60,9 @@ const REF_RATE: [u64; 2] = [14_000, 33_000];
 const REF_WR_DURATION: [Nanos; 2] = [Nanos::from_millis(7000), Nanos::from_millis(2500)];
 const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
 const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
+/// `bfq_requests_within_timer`; only default-weight queues may be soft real-time.
+const REQUESTS_WITHIN_TIMER: u32 = 120;
+const DEFAULT_WEIGHT: u32 = 40;
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
 const BURST_INTERVAL: Nanos = Nanos::from_millis(180);
 const LARGE_BURST: usize = 8;
@@ -71,6 +74,10 @@ const RATE_MIN_SAMPLES: u32 = 32;
 const RATE_MIN_INTERVAL: Nanos = Nanos::from_millis(100);
 /// A dispatch after the device sat idle this long starts a new window.
 const RATE_IDLE_RESET: Nanos = Nanos::from_millis(20);
+/// A request this soon after another queue's completion may have been woken by it; this
+/// many times in a row make it the waker.
+const WAKER_WINDOW: Nanos = Nanos::from_millis(4);
+const WAKER_HITS: u32 = 3;
 /// Injection is measured afresh this often.
 const INJECT_RESET: Nanos = Nanos::from_secs(1);
 
@@ -94,7 +101,16 @@ impl State {
     /// Weights differ among the queues with pending I/O, or several classes or groups are
     /// busy (`bfq_asymmetric_scenario`).
     pub(super) fn asymmetric(&self) -> bool {
-        self.weights.len() > 1
+        self.asymmetric_for(None)
+    }
+
+    /// The same, for idling on queue `id`: weights that differ do not count when `id` has the
+    /// smallest of them (idling for it would protect nobody).
+    pub(super) fn asymmetric_for(&self, id: Option<u32>) -> bool {
+        let smallest = id
+            .and_then(|i| self.qr(i).counted)
+            .is_some_and(|w| self.weights.iter().all(|&(x, _)| x >= w));
+        (self.weights.len() > 1 && !smallest)
             || self.busy_classes.iter().filter(|&&n| n > 0).count() > 1
             || self.groups.with_pending > 1
     }
@@ -245,10 +261,29 @@ impl State {
     /// if it is interactive or soft real-time, put it in its tree, and let it preempt the
     /// queue in service if it deserves the device more.
     pub(super) fn idle_to_busy(&mut self, qid: u32, now: Nanos, k: &Knobs) {
+        self.detect_waker(qid, now);
         let q = self.q(qid);
         let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
-        let eligible = k.low_latency && q.class != 2 && !q.in_large_burst;
-        let soft_rt = eligible && q.sync && q.dispatched == 0 && now >= q.soft_rt_next_start;
+        // Only synchronous queues are raised: nobody waits on asynchronous writes.
+        let eligible = k.low_latency && q.sync && q.class != 2 && !q.in_large_burst;
+        // A queue whose requests keep arriving within three idle slices of its last
+        // completion, 120 times running, is I/O bound, not soft real-time.
+        if !q.io_bound {
+            let in_time = now <= q.ttime.last_end.saturating_add(Nanos(3 * k.slice_idle.0));
+            if in_time {
+                q.requests_within_timer += 1;
+                q.io_bound = q.requests_within_timer >= REQUESTS_WITHIN_TIMER;
+            } else {
+                q.requests_within_timer = 0;
+            }
+        }
+        let soft_rt = eligible
+            && q.sync
+            && !q.io_bound
+            && q.seek_history != u32::MAX
+            && q.base_weight == DEFAULT_WEIGHT
+            && q.dispatched == 0
+            && now >= q.soft_rt_next_start;
         q.fresh = false;
         q.retire_at = None;
         q.last_backlogged = now;
@@ -285,6 +320,33 @@ impl State {
         }
     }
 
+    /// Queue `qid` got a request again soon after another queue's request completed. Three
+    /// times in a row from the same queue make that queue its waker (`bfq_check_waker`):
+    /// an issuer that writes through one queue and waits for it before reading through its
+    /// own, as a file system's fsync does.
+    fn detect_waker(&mut self, qid: u32, now: Nanos) {
+        let Some((w, at)) = self.last_completion else {
+            return;
+        };
+        if w == qid || now.saturating_sub(at) > WAKER_WINDOW || self.queues[w as usize].is_none() {
+            return;
+        }
+        let q = self.q(qid);
+        if q.waker == Some(w) {
+            return;
+        }
+        if q.tentative_waker == Some(w) {
+            q.waker_hits += 1;
+            if q.waker_hits >= WAKER_HITS {
+                q.waker = Some(w);
+                self.stats.wakers += 1;
+            }
+        } else {
+            q.tentative_waker = Some(w);
+            q.waker_hits = 1;
+        }
+    }
+
     /// Whether to keep the device for queue `id`, which ran dry (`bfq_better_to_idle`).
     pub(super) fn better_to_idle(&self, id: u32, k: &Knobs) -> bool {
         let q = self.qr(id);
@@ -304,7 +366,7 @@ impl State {
         let guarantees = short
             && ((q.wr.coeff > 1
                 && (self.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
-                || self.asymmetric());
+                || self.asymmetric_for(Some(id)));
         boosts_without_issues || guarantees
     }
 
@@ -329,25 +391,38 @@ impl State {
             return None;
         }
         let q = self.qr(id);
-        let others = self.dev.rq_in_driver.saturating_sub(q.dispatched);
-        if others >= q.inject_limit {
-            return None;
-        }
-        // The best other entity of the in-service queue's group, down to a queue.
-        let mut g = q.group;
-        let mut skip = id;
-        let c = loop {
-            let grp = &self.groups.slots[g as usize];
-            let e = [0, 1, 2].iter().find_map(|&c| grp.trees[c].peek(skip))?;
-            if e & GROUP_BIT == 0 {
-                break e;
+        // The queue whose completions wake this one is served whatever the limit: waiting
+        // for this queue's next request while holding back what it waits on helps nobody.
+        let waker = q.waker.filter(|&w| {
+            self.queues[w as usize]
+                .as_ref()
+                .is_some_and(|x| x.in_tree && !x.sorted.is_empty())
+        });
+        let c = match waker {
+            Some(w) => w,
+            None => {
+                let others = self.dev.rq_in_driver.saturating_sub(q.dispatched);
+                if others >= q.inject_limit {
+                    return None;
+                }
+                // The best other entity of the in-service queue's group, down to a queue.
+                let mut g = q.group;
+                let mut skip = id;
+                let c = loop {
+                    let grp = &self.groups.slots[g as usize];
+                    let e = [0, 1, 2].iter().find_map(|&c| grp.trees[c].peek(skip))?;
+                    if e & GROUP_BIT == 0 {
+                        break e;
+                    }
+                    g = e & !GROUP_BIT;
+                    skip = u32::MAX;
+                };
+                if self.qr(c).sorted.is_empty() {
+                    return None;
+                }
+                c
             }
-            g = e & !GROUP_BIT;
-            skip = u32::MAX;
         };
-        if self.qr(c).sorted.is_empty() {
-            return None;
-        }
         let rq = self.pick(c, k, now);
         self.rqs[rq as usize].injected = true;
         let sectors = self.take(c, rq, now);
@@ -428,9 +503,17 @@ impl State {
     /// A request came back from the device: internal queueing detection, injection limit
     /// (`bfq_update_hw_tag`, `bfq_update_inject_limit`).
     pub(super) fn note_completion(&mut self, info: &RqInfo, now: Nanos, k: &Knobs) {
+        // A window limited by idling on a queue with few requests says nothing of the
+        // device's queueing, and is not sampled.
+        let idling_limited = self.in_service.is_some_and(|id| {
+            let q = self.qr(id);
+            Self::has_short_ttime(q, k)
+                && q.dispatched + (q.sorted.len() as u32) < HW_QUEUE_THRESHOLD
+                && self.dev.rq_in_driver < HW_QUEUE_THRESHOLD
+        });
         let d = &mut self.dev;
         d.max_rq_in_driver = d.max_rq_in_driver.max(d.rq_in_driver);
-        if d.rq_in_driver + self.nr_queued >= HW_QUEUE_THRESHOLD {
+        if d.rq_in_driver + self.nr_queued > HW_QUEUE_THRESHOLD && !idling_limited {
             d.hw_tag_samples += 1;
             if d.hw_tag_samples >= HW_QUEUE_SAMPLES {
                 d.hw_tag = Some(d.max_rq_in_driver > HW_QUEUE_THRESHOLD);
@@ -444,6 +527,7 @@ impl State {
             }
         }
         self.dev.rq_in_driver = self.dev.rq_in_driver.saturating_sub(1);
+        self.last_completion = Some((info.queue, now));
         self.update_max_budget(k);
     }
 

@@ -228,7 +228,10 @@ pub(super) struct Bq {
     pub group: u32,
     pub class: usize,
     /// The weight from the I/O priority; the entity's weight is this times `wr.coeff`.
+    /// A shared queue takes the highest of its members' (see `merge`); `own_weight` is the
+    /// creator's, restored when it is alone again.
     pub base_weight: u32,
+    pub own_weight: u32,
     pub sync: bool,
     /// Queued requests by (sector, id), and in arrival order with their FIFO deadlines.
     pub sorted: BTreeSet<(u64, u32)>,
@@ -253,14 +256,24 @@ pub(super) struct Bq {
     pub last_backlogged: Nanos,
     pub service_from_backlogged: u64,
     pub soft_rt_next_start: Nanos,
+    /// The queue whose completions this one's requests follow (`waker_bfqq`), and the
+    /// candidate being confirmed.
+    pub waker: Option<u32>,
+    pub tentative_waker: Option<u32>,
+    pub waker_hits: u32,
     /// Sectors it received by injection, charged at the start of its next turn.
     pub injected: u64,
     pub inject_limit: u32,
     pub last_serv_time: u64,
     pub decrease_time: Nanos,
-    /// Weight and group it is counted under in the asymmetry bookkeeping, while it has
-    /// requests queued or in flight.
+    /// The weight it is counted under in the asymmetry bookkeeping, while it has requests
+    /// queued or in flight and is not raised; and whether its group counts it as pending.
     pub counted: Option<u32>,
+    pub pending: bool,
+    /// Sends its requests back to back (`IO_bound`): never soft real-time. Counted by
+    /// `requests_within_timer`.
+    pub io_bound: bool,
+    pub requests_within_timer: u32,
     /// Issuers whose synchronous requests this queue takes (more than one once merged).
     pub issuers: Vec<u32>,
     /// Turned seeky while shared: its issuers get queues of their own again.
@@ -282,6 +295,17 @@ impl Bq {
     pub fn is_coop(&self) -> bool {
         self.issuers.len() > 1
     }
+}
+
+/// An issuer's queue state kept while it shares a queue (`bfq_bfqq_save_state`).
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Saved {
+    pub wr: Wr,
+    pub ttime: TTime,
+    pub io_bound: bool,
+    pub requests_within_timer: u32,
+    pub in_large_burst: bool,
+    pub budget: u64,
 }
 
 #[derive(Copy, Clone, Debug, Default)]
@@ -312,6 +336,7 @@ pub(super) struct Stats {
     pub queue_splits: u64,
     pub charged_time: u64,
     pub peak_rate_updates: u64,
+    pub wakers: u64,
 }
 
 /// Device estimates (`peak_rate`, `hw_tag`).
@@ -371,6 +396,11 @@ pub(super) struct State {
     pub injected_during: bool,
     /// Queue merging is on for this device (tunable and `nonrot_with_queueing`).
     pub merging_on: bool,
+    /// What merged-away queues were like, by issuer, for when they split again
+    /// (`bfq_io_cq`'s `saved_*` fields).
+    pub saved: HashMap<u32, Saved>,
+    /// The queue of the last completed request, and when (waker detection).
+    pub last_completion: Option<(u32, Nanos)>,
     /// Queues created close together (`burst_list`, `burst_size`).
     pub burst: Vec<u32>,
     pub last_created: Nanos,
@@ -444,6 +474,8 @@ impl Bfq {
                 occupied_at: None,
                 injected_during: false,
                 merging_on: false,
+                saved: HashMap::new(),
+                last_completion: None,
                 burst: Vec::new(),
                 last_created: Nanos::ZERO,
                 large_burst: false,
@@ -506,6 +538,7 @@ impl State {
             group,
             class,
             base_weight: ioprio_to_weight(rq.ioprio.level()),
+            own_weight: ioprio_to_weight(rq.ioprio.level()),
             sync,
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
@@ -523,11 +556,17 @@ impl State {
             last_backlogged: now,
             service_from_backlogged: 0,
             soft_rt_next_start: Nanos::MAX,
+            waker: None,
+            tentative_waker: None,
+            waker_hits: 0,
             injected: 0,
             inject_limit: 0,
             last_serv_time: 0,
             decrease_time: now,
             counted: None,
+            pending: false,
+            io_bound: false,
+            requests_within_timer: 0,
             issuers: match key {
                 Key::Sync(i) => vec![i],
                 Key::Async(..) => Vec::new(),
@@ -571,8 +610,12 @@ impl State {
             if !(q.split_coop && q.is_coop()) {
                 return id;
             }
-            // The shared queue turned seeky: this issuer leaves it for a queue of its own.
+            // The shared queue turned seeky: this issuer leaves it for a queue of its own,
+            // which resumes the state its old queue had when it was merged.
             self.split_issuer(id, rq.issuer);
+            let nq = self.new_queue(key, group, rq, sync, now, k);
+            self.resume_state(nq, rq.issuer, now);
+            return nq;
         }
         self.new_queue(key, group, rq, sync, now, k)
     }
@@ -626,7 +669,7 @@ impl State {
 
     fn free_queue(&mut self, id: u32) {
         let q = self.qr(id);
-        debug_assert!(q.counted.is_none());
+        debug_assert!(q.counted.is_none() && !q.pending);
         let (key, group, class) = (q.key, q.group, q.class);
         let issuers = std::mem::take(&mut self.q(id).issuers);
         self.pos_remove(id);
@@ -637,6 +680,7 @@ impl State {
         for i in issuers {
             if self.by_key.get(&Key::Sync(i)) == Some(&id) {
                 self.by_key.remove(&Key::Sync(i));
+                self.saved.remove(&i);
             }
         }
         self.queues[id as usize] = None;
@@ -687,6 +731,12 @@ impl State {
         if self.qr(id).is_coop() && self.is_seeky(id) {
             // A shared queue that went seeky: its issuers cooperate no more.
             self.q(id).split_coop = true;
+        }
+        if why == Expire::TooIdle && self.service <= self.qr(id).budget / 5 {
+            // Waited for in vain having done little: not I/O bound after all.
+            let q = self.q(id);
+            q.io_bound = false;
+            q.requests_within_timer = 0;
         }
         if why == Expire::NoMoreRequests || why == Expire::TooIdle {
             self.note_soft_rt_next_start(id, now, k);
@@ -808,34 +858,38 @@ impl State {
     }
 
     /// Keeps the asymmetry bookkeeping of queue `id` in step with whether it has requests
-    /// queued or in flight, and with its weight.
+    /// queued or in flight, and with its weight. As in the kernel's `queue_weights_tree`, a
+    /// weight-raised queue is not counted by weight (raising has its own idling rule), but
+    /// its group still has a pending queue.
     pub(super) fn update_pending(&mut self, id: u32) {
         let q = self.qr(id);
         let pending = !q.sorted.is_empty() || q.dispatched > 0;
-        let want = pending.then(|| q.weight());
-        if want == q.counted {
+        let want = (pending && q.wr.coeff <= 1).then(|| q.weight());
+        if want == q.counted && pending == q.pending {
             return;
         }
-        let (old, group) = (q.counted, q.group);
-        if let Some(w) = old {
-            let i = self
-                .weights
-                .iter()
-                .position(|&(x, _)| x == w)
-                .expect("counted weight");
-            self.weights[i].1 -= 1;
-            if self.weights[i].1 == 0 {
-                self.weights.swap_remove(i);
+        let (old, was_pending, group) = (q.counted, q.pending, q.group);
+        if old != want {
+            if let Some(w) = old {
+                let i = self
+                    .weights
+                    .iter()
+                    .position(|&(x, _)| x == w)
+                    .expect("counted weight");
+                self.weights[i].1 -= 1;
+                if self.weights[i].1 == 0 {
+                    self.weights.swap_remove(i);
+                }
             }
-        }
-        if let Some(w) = want {
-            match self.weights.iter_mut().find(|(x, _)| *x == w) {
-                Some(e) => e.1 += 1,
-                None => self.weights.push((w, 1)),
+            if let Some(w) = want {
+                match self.weights.iter_mut().find(|(x, _)| *x == w) {
+                    Some(e) => e.1 += 1,
+                    None => self.weights.push((w, 1)),
+                }
             }
         }
         let g = &mut self.groups.slots[group as usize];
-        match (old.is_some(), want.is_some()) {
+        match (was_pending, pending) {
             (false, true) => {
                 g.pending_queues += 1;
                 if g.pending_queues == 1 {
@@ -850,7 +904,9 @@ impl State {
             }
             _ => {}
         }
-        self.q(id).counted = want;
+        let q = self.q(id);
+        q.counted = want;
+        q.pending = pending;
     }
 
     /// Adds request `rq` to queue `qid` (`bfq_add_request`).
@@ -1140,6 +1196,7 @@ impl Elevator for Bfq {
             ("queue_splits", s.queue_splits),
             ("charged_time", s.charged_time),
             ("peak_rate_updates", s.peak_rate_updates),
+            ("wakers", s.wakers),
             ("peak_rate_sectors_per_s", st.dev.peak_rate),
             ("max_budget", st.max_budget(&self.knobs())),
             ("nonrot_with_queueing", st.dev.nonrot_with_queueing() as u64),
@@ -1238,10 +1295,11 @@ impl Elevator for Bfq {
                 wr_busy += u32::from(q.wr.coeff > 1);
             }
             let pending = !q.sorted.is_empty() || q.dispatched > 0;
+            assert_eq!(pending, q.pending, "bfq: q{i} pending count out of step");
             assert_eq!(
-                pending,
+                pending && q.wr.coeff <= 1,
                 q.counted.is_some(),
-                "bfq: q{i} pending count out of step"
+                "bfq: q{i} weight count out of step"
             );
             for &(_, rq) in &q.sorted {
                 let info = &st.rqs[rq as usize];

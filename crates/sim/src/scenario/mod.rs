@@ -5,6 +5,7 @@
 //! chart. `quick` shortens the runs (fewer points, less virtual time) for the test suite;
 //! the direction of each result holds in both.
 
+mod bfq_merge;
 mod mmc;
 mod nr_queued;
 mod single_hctx;
@@ -82,6 +83,12 @@ pub const SCENARIOS: &[Scenario] = &[
         seed_file: "003_95ba165fe9675751.txt",
         about: "4 vCPUs, randread 4k QD64, jobs 2 and 4, virtio-blk with 1 vs 2 virtqueues",
         run: virtio::run,
+    },
+    Scenario {
+        name: "bfq-no-merge",
+        seed_file: "004_cddee4bbcd46cc77.txt",
+        about: "dbench-like, 6 clients and a journal at higher weight on an SSD: BFQ with and without queue merging",
+        run: bfq_merge::run,
     },
 ];
 
