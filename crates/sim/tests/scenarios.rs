@@ -77,8 +77,17 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     };
     // Before seed 004 BFQ merged the clients' and the journal's interleaved queues on any
     // device; now it does not on an SSD that queues commands.
-    assert!(row("bfq, merging")["queue_merges"].as_u64().unwrap() > 0, "{}", r.table);
-    assert_eq!(row("bfq, no merging")["queue_merges"].as_u64(), Some(0), "{}", r.table);
+    assert!(
+        row("bfq, merging")["queue_merges"].as_u64().unwrap() > 0,
+        "{}",
+        r.table
+    );
+    assert_eq!(
+        row("bfq, no merging")["queue_merges"].as_u64(),
+        Some(0),
+        "{}",
+        r.table
+    );
     for mode in ["bfq, merging", "bfq, no merging", "mq-deadline", "none"] {
         let mbs = row(mode)["clients_mbs_mean"].as_f64().unwrap();
         assert!(mbs > 0.0, "{mode}: no throughput\n{}", r.table);

@@ -102,6 +102,15 @@ impl Groups {
         parent
     }
 
+    /// The slot of cgroup `id` if it has one already.
+    pub fn find_slot(&self, id: u32) -> Option<u32> {
+        if id == 0 {
+            Some(0)
+        } else {
+            self.by_blkcg.get(&id).copied()
+        }
+    }
+
     /// Re-reads the weights if the registry changed since the last look.
     pub fn refresh_weights(&mut self, blkcg: &Blkcg) {
         let g = blkcg.generation();

@@ -9,8 +9,8 @@
 //! - [`merge`]: cooperating queues, merged and split.
 //!
 //! Registered as `bfq`, not `MQ_AWARE`: one lock, one in-service queue for the device.
-//! Not modelled: multi-actuator drives, the waker/wakee detection of newer kernels, request
-//! merging inside the scheduler (the core's plug and software-queue merges still apply).
+//! Not modelled: multi-actuator drives, insert-time merging of requests (bio merges into
+//! queued requests are done), the "stable merge" of queues created together in newer kernels.
 
 pub mod engine;
 pub mod groups;

@@ -17,8 +17,9 @@
 
 use super::groups::Groups;
 use mqblk_core::{
-    BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx,
-    IoPrioClass, Nanos, ReqFlags, ReqOp, RqId, TunableAlias, TunableDesc, Tunables,
+    merge, Bio, BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq,
+    HctxIdx, IoPrioClass, Nanos, NoMerges, ReqFlags, ReqOp, RqId, TunableAlias, TunableDesc,
+    Tunables,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -337,6 +338,8 @@ pub(super) struct Stats {
     pub charged_time: u64,
     pub peak_rate_updates: u64,
     pub wakers: u64,
+    pub bio_merges: u64,
+    pub rq_merges: u64,
 }
 
 /// Device estimates (`peak_rate`, `hw_tag`).
@@ -909,6 +912,82 @@ impl State {
         q.pending = pending;
     }
 
+    /// The queue a bio of this issuer would be queued in, if it exists (`bic_to_bfqq`).
+    fn queue_of_bio(&self, bio: &Bio) -> Option<u32> {
+        let sync = bio.op.is_read() || bio.flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA));
+        let key = if sync {
+            Key::Sync(bio.issuer)
+        } else {
+            let slot = self.groups.find_slot(bio.group)?;
+            Key::Async(
+                slot,
+                class_index(bio.ioprio.class()) as u8,
+                bio.ioprio.level(),
+            )
+        };
+        self.by_key.get(&key).copied()
+    }
+
+    /// Merges `bio` into queued request `id` of queue `qid`, keeping the sort order.
+    fn merge_bio_into(&mut self, q: &ElvCtx<'_>, qid: u32, id: u32, bio: Bio) -> Result<(), Bio> {
+        let mut rq = q.rqs.lock(RqId(id));
+        merge::bio_attempt_merge(&mut rq, bio, q.limits)?;
+        let (sector, end) = (rq.sector, rq.end_sector());
+        drop(rq);
+        let info = &mut self.rqs[id as usize];
+        let old = info.sector;
+        (info.sector, info.end) = (sector, end);
+        if old != sector {
+            let bq = self.q(qid);
+            bq.sorted.remove(&(old, id));
+            bq.sorted.insert((sector, id));
+            self.pos_update(qid);
+        }
+        self.stats.bio_merges += 1;
+        Ok(())
+    }
+
+    /// Folds the queued request starting at `end` into `id` (which ends there), if the merge
+    /// rules allow; returns the folded request for the core to free.
+    fn fold_next(&mut self, q: &ElvCtx<'_>, qid: u32, id: u32, end: u64) -> Option<RqId> {
+        let next = self
+            .qr(qid)
+            .sorted
+            .range((end, 0)..(end + 1, 0))
+            .map(|x| x.1)
+            .find(|&n| n != id)?;
+        {
+            let mut a = q.rqs.lock(RqId(id));
+            let mut b = q.rqs.lock(RqId(next));
+            if !merge::req_merge_ok(&a, &b, q.limits) {
+                return None;
+            }
+            merge::merge_requests(&mut a, &mut b);
+            self.rqs[id as usize].end = a.end_sector();
+        }
+        // `next` leaves the queue; `id` takes the earlier of the two deadlines.
+        let bq = self.q(qid);
+        bq.sorted.remove(&(end, next));
+        let mut gone_deadline = Nanos::MAX;
+        if let Some(i) = bq.fifo.iter().position(|&(r, _)| r == next) {
+            gone_deadline = bq.fifo.remove(i).map_or(Nanos::MAX, |x| x.1);
+        }
+        if let Some(i) = bq.fifo.iter().position(|&(r, _)| r == id) {
+            if gone_deadline < bq.fifo[i].1 {
+                bq.fifo.remove(i);
+                let at = bq.fifo.partition_point(|&(_, d)| d <= gone_deadline);
+                bq.fifo.insert(at, (id, gone_deadline));
+            }
+        }
+        let info = &mut self.rqs[next as usize];
+        info.queued = false;
+        info.owned = false;
+        self.nr_queued -= 1;
+        self.pos_update(qid);
+        self.stats.rq_merges += 1;
+        Some(RqId(next))
+    }
+
     /// Adds request `rq` to queue `qid` (`bfq_add_request`).
     pub(super) fn add_request(
         &mut self,
@@ -1013,7 +1092,58 @@ impl Elevator for Bfq {
         d.max(1)
     }
 
-    fn bio_merge(&self, _q: &ElvCtx<'_>, _hctx: HctxIdx, bio: mqblk_core::Bio) -> BioMerge {
+    /// `bfq_bio_merge`: a bio joins a queued request of its issuer's queue that ends where
+    /// it starts (back) or starts where it ends (front); the grown request then absorbs its
+    /// neighbour if they now touch.
+    fn bio_merge(&self, q: &ElvCtx<'_>, _hctx: HctxIdx, bio: Bio) -> BioMerge {
+        if q.nomerges == NoMerges::None
+            || !bio.mergeable()
+            || self.queued.load(Ordering::Acquire) == 0
+        {
+            return BioMerge::NotMerged(bio);
+        }
+        let mut st = self.st.lock();
+        let Some(qid) = st.queue_of_bio(&bio) else {
+            return BioMerge::NotMerged(bio);
+        };
+        let (back, front) = {
+            let bq = st.qr(qid);
+            let back = bq.sorted.range(..(bio.sector, 0)).next_back().copied();
+            let end = bio.end_sector();
+            let front = bq.sorted.range((end, 0)..(end + 1, 0)).next().copied();
+            (back, front)
+        };
+        let mut bio = bio;
+        if let Some((_, id)) = back.filter(|&(_, id)| st.rqs[id as usize].end == bio.sector) {
+            match st.merge_bio_into(q, qid, id, bio) {
+                Ok(()) => {
+                    let end = st.rqs[id as usize].end;
+                    let freed = st.fold_next(q, qid, id, end);
+                    self.queued.store(st.nr_queued, Ordering::Release);
+                    return BioMerge::Merged { freed };
+                }
+                Err(b) => bio = b,
+            }
+        }
+        if let Some((_, id)) = front {
+            match st.merge_bio_into(q, qid, id, bio) {
+                Ok(()) => {
+                    // The predecessor may now end where this request starts.
+                    let start = st.rqs[id as usize].sector;
+                    let prev = st
+                        .qr(qid)
+                        .sorted
+                        .range(..(start, 0))
+                        .next_back()
+                        .map(|x| x.1)
+                        .filter(|&p| st.rqs[p as usize].end == start);
+                    let freed = prev.and_then(|p| st.fold_next(q, qid, p, start));
+                    self.queued.store(st.nr_queued, Ordering::Release);
+                    return BioMerge::Merged { freed };
+                }
+                Err(b) => bio = b,
+            }
+        }
         BioMerge::NotMerged(bio)
     }
 
@@ -1197,6 +1327,8 @@ impl Elevator for Bfq {
             ("charged_time", s.charged_time),
             ("peak_rate_updates", s.peak_rate_updates),
             ("wakers", s.wakers),
+            ("bio_merges", s.bio_merges),
+            ("rq_merges", s.rq_merges),
             ("peak_rate_sectors_per_s", st.dev.peak_rate),
             ("max_budget", st.max_budget(&self.knobs())),
             ("nonrot_with_queueing", st.dev.nonrot_with_queueing() as u64),

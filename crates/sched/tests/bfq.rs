@@ -1,0 +1,107 @@
+//! BFQ observed from the device (the shape of mq_deadline.rs): merges of bios into queued
+//! requests, and the tunables with the kernel's names, units and defaults. Its scheduling
+//! behaviour (weights, classes, idling, raising, queue merging) is tested in the simulator,
+//! crates/sim/tests/bfq.rs.
+
+mod common;
+
+use common::*;
+use mqblk_core::{IoPrio, IoPrioClass, Submit, TunableError};
+
+const BFQ: &str = "bfq";
+
+#[test]
+fn bfq_bio_merge_produces_one_request() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.queue(0, read(0, 8, 1)); // keeps the device busy so the rest waits in the scheduler
+
+    // Back merge: B starts where A ends.
+    r.queue(0, read(1000, 8, 10));
+    assert!(matches!(r.submit(0, read(1008, 8, 11)), Submit::Merged));
+    // Front merge: D ends where C starts.
+    r.queue(0, read(3008, 8, 20));
+    assert!(matches!(r.submit(0, read(3000, 8, 21)), Submit::Merged));
+    // A bio that fills the hole between two requests joins the first, which then absorbs
+    // the second: three bios, one request.
+    r.queue(0, read(5000, 8, 30));
+    r.queue(0, read(5016, 8, 32));
+    assert!(matches!(r.submit(0, read(5008, 8, 31)), Submit::Merged));
+    // Another issuer's queue, another direction or another class never merges.
+    r.queue(0, read(1016, 8, 40).with_issuer(7, 0));
+    r.queue(0, write(1016, 8, 41));
+    r.queue(
+        0,
+        read(1016, 8, 42).with_ioprio(IoPrio::new(IoPrioClass::Rt, 0)),
+    );
+    r.q.check_invariants();
+
+    while r.drv.nr_issues() < 7 {
+        assert_eq!(r.complete_next(1), 1, "stalled:\n{}", r.q.debug_state());
+        r.q.check_invariants();
+    }
+    let mut got: Vec<(u64, u32, Vec<u64>)> = r.drv.issues()[1..]
+        .iter()
+        .map(|i| (i.sector, i.nr_sectors, i.privates.clone()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (1000, 16, vec![10, 11]),
+            (1016, 8, vec![40]),
+            (1016, 8, vec![41]),
+            (1016, 8, vec![42]),
+            (3000, 16, vec![21, 20]),
+            (5000, 24, vec![30, 31, 32]),
+        ]
+    );
+    let stat = |k: &str| r.elv().stats().into_iter().find(|s| s.0 == k).unwrap().1;
+    assert_eq!((stat("bio_merges"), stat("rq_merges")), (3, 1));
+    r.drain(us(10));
+    r.assert_each_done_once([1, 10, 11, 20, 21, 30, 31, 32, 40, 41, 42]);
+    r.finish();
+}
+
+#[test]
+fn bfq_tunables_have_the_kernel_names_units_and_defaults() {
+    let r = Rig::simple(BFQ, 1);
+    let t = r.elv().tunables();
+    for (name, value) in [
+        ("slice_idle", 8),
+        ("slice_idle_us", 8000),
+        ("timeout_sync", 125),
+        ("max_budget", 0),
+        ("fifo_expire_sync", 125),
+        ("fifo_expire_async", 250),
+        ("back_seek_max", 16384),
+        ("back_seek_penalty", 2),
+        ("strict_guarantees", 0),
+        ("low_latency", 1),
+    ] {
+        assert_eq!(t.show(name), Ok(value), "{name}");
+    }
+    // slice_idle and slice_idle_us are one variable in two units.
+    r.set("slice_idle", "3");
+    assert_eq!(t.show("slice_idle_us"), Ok(3000));
+    r.set("slice_idle_us", "2500");
+    assert_eq!(t.show("slice_idle"), Ok(2));
+    assert!(
+        t.dump()
+            .contains("slice_idle = 2 ms (same as slice_idle_us)"),
+        "{}",
+        t.dump()
+    );
+    assert!(matches!(
+        t.store("slice_idle", "1001"),
+        Err(TunableError::OutOfRange {
+            name: "slice_idle",
+            max: 1000,
+            ..
+        })
+    ));
+    assert!(matches!(
+        t.store("back_seek_penalty", "0"),
+        Err(TunableError::OutOfRange { .. })
+    ));
+    assert!(t.store("low_latency", "yes").is_err());
+}
