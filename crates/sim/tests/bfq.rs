@@ -85,7 +85,8 @@ fn ioprio_weights_split_a_disk_proportionally() {
     // On a disk BFQ idles for both. On a queueing SSD it does not idle for the queue of
     // the lowest weight (the kernel's `bfq_asymmetric_scenario`: idling for it protects
     // nobody else), so there the lighter reader gets less than its share; between
-    // cgroups (below) both devices keep the ratio.
+    // cgroups (below) both devices keep the ratio. Budgets grow and raising ends during
+    // the first seconds, so the run is long enough for those to weigh little.
     for seed in SEEDS {
         let r = run_with(
             "hdd",
@@ -98,7 +99,7 @@ fn ioprio_weights_split_a_disk_proportionally() {
                     8,
                     IoPrio::new(IoPrioClass::Be, 0),
                     0,
-                    4,
+                    10,
                 ),
                 reader(
                     "light",
@@ -107,7 +108,7 @@ fn ioprio_weights_split_a_disk_proportionally() {
                     8,
                     IoPrio::new(IoPrioClass::Be, 4),
                     100 << 30,
-                    4,
+                    10,
                 ),
             ],
             Arc::new(Blkcg::new()),

@@ -861,12 +861,15 @@ impl State {
     }
 
     /// Keeps the asymmetry bookkeeping of queue `id` in step with whether it has requests
-    /// queued or in flight, and with its weight. As in the kernel's `queue_weights_tree`, a
+    /// queued or in flight or being served, and with its weight. As in the kernel's `queue_weights_tree`, a
     /// weight-raised queue is not counted by weight (raising has its own idling rule), but
     /// its group still has a pending queue.
     pub(super) fn update_pending(&mut self, id: u32) {
+        // The queue in service counts until its turn ends, even between its requests (it is
+        // still "busy" in the kernel's terms).
+        let in_service = self.in_service == Some(id);
         let q = self.qr(id);
-        let pending = !q.sorted.is_empty() || q.dispatched > 0;
+        let pending = !q.sorted.is_empty() || q.dispatched > 0 || in_service;
         let want = (pending && q.wr.coeff <= 1).then(|| q.weight());
         if want == q.counted && pending == q.pending {
             return;
@@ -935,8 +938,14 @@ impl State {
         let (sector, end) = (rq.sector, rq.end_sector());
         drop(rq);
         let info = &mut self.rqs[id as usize];
-        let old = info.sector;
+        let (old, old_end) = (info.sector, info.end);
         (info.sector, info.end) = (sector, end);
+        // The issuer's stream now ends further on: its next request continues it, not a
+        // seek (the seek history compares each new request with this position).
+        let bq = self.q(qid);
+        if bq.last_rq_end == old_end {
+            bq.last_rq_end = end;
+        }
         if old != sector {
             let bq = self.q(qid);
             bq.sorted.remove(&(old, id));
@@ -1426,7 +1435,7 @@ impl Elevator for Bfq {
                 busy[q.class] += 1;
                 wr_busy += u32::from(q.wr.coeff > 1);
             }
-            let pending = !q.sorted.is_empty() || q.dispatched > 0;
+            let pending = !q.sorted.is_empty() || q.dispatched > 0 || in_service;
             assert_eq!(pending, q.pending, "bfq: q{i} pending count out of step");
             assert_eq!(
                 pending && q.wr.coeff <= 1,
