@@ -65,5 +65,8 @@ fn print_schedulers() {
                 t.name, t.default, t.unit, t.min, t.max, t.help
             );
         }
+        for a in e.aliases {
+            println!("  {:<20} the same as {} in {}", a.name, a.target, a.unit);
+        }
     }
 }

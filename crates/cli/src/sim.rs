@@ -228,7 +228,7 @@ fn run(args: &[String]) -> Result<i32, String> {
     // The model decides the capacity; build it once to learn it.
     let capacity =
         mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
-    let jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed)?;
+    let jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.blkcg)?;
     let summary = format!(
         "sim: seed {} device {} scheduler {} cpus {}",
         a.seed, cfg.device.model, cfg.scheduler, cfg.nr_cpus

@@ -111,6 +111,14 @@ fn bad_input_gets_one_line_naming_where_and_what() {
             "[a]\nioscheduler=mq-deadline\nsched.read_expire=-5\n",
             "read_expire",
         ),
+        (
+            "[global]\nioscheduler=bfq\n[a]\ncgroup=db\ncgroup_weight=300\n[b]\ncgroup=/db/\ncgroup_weight=100\n",
+            "job 'b': cgroup '/db/': weight 100 conflicts with the weight 300 set before",
+        ),
+        (
+            "[a]\ncgroup=x\ncgroup_weight=1001\n",
+            "bad6.fio:3: option 'cgroup_weight'",
+        ),
     ];
     for (i, (body, want)) in cases.iter().enumerate() {
         let f = job_file(&format!("bad{}.fio", i + 1), body);

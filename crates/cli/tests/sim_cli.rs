@@ -154,3 +154,68 @@ fn a_planted_bug_is_caught_with_a_reproduce_line() {
     ]);
     assert!(text(&again.stdout).contains("seed 3: FAILED"));
 }
+
+#[test]
+fn cgroup_weights_from_a_job_file_split_bandwidth_under_bfq() {
+    let dir = std::env::temp_dir().join(format!("mqblk-cg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = dir.join("cg.fio");
+    std::fs::write(
+        &job,
+        "[global]\nioscheduler=bfq\nrw=read\nbs=64k\niodepth=8\nsize=8g\nruntime=3s\ntime_based\n\
+         [heavy]\ncgroup=heavy\ncgroup_weight=200\noffset=0\n\
+         [light]\ncgroup=light\ncgroup_weight=100\noffset=100g\n",
+    )
+    .unwrap();
+    let o = mqblk(&[
+        "sim",
+        "--device=ssd",
+        "--cpus=2",
+        job.to_str().unwrap(),
+        "--output-format=json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let bytes = |i: usize| v["jobs"][i]["read"]["io_bytes"].as_f64().unwrap();
+    let ratio = bytes(0) / bytes(1);
+    assert!((1.8..=2.2).contains(&ratio), "200:100 gave {ratio:.2}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_cgroup_options_are_one_line() {
+    let dir = std::env::temp_dir().join(format!("mqblk-cgbad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let clash = dir.join("clash.fio");
+    std::fs::write(
+        &clash,
+        "[a]\ncgroup=g\ncgroup_weight=200\n[b]\ncgroup=g\ncgroup_weight=100\n",
+    )
+    .unwrap();
+    let clash = clash.to_str().unwrap().to_string();
+    for (args, needle) in [
+        (
+            vec!["sim", "--name=x", "--cgroup_weight=300"],
+            "cgroup_weight needs cgroup",
+        ),
+        (
+            vec!["sim", "--name=x", "--cgroup=a//b"],
+            "cgroup 'a//b': an empty component",
+        ),
+        (
+            vec!["sim", "--name=x", "--cgroup=a", "--cgroup_weight=0"],
+            "out of range 1..=1000",
+        ),
+        (
+            vec!["sim", "--cpus=2", clash.as_str()],
+            "job 'b': cgroup 'g': weight 100 conflicts with the weight 200",
+        ),
+    ] {
+        let o = mqblk(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

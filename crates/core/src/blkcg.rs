@@ -32,8 +32,8 @@ pub enum BlkcgError {
     EmptyComponent { path: String },
     #[error("cgroup '{path}': deeper than {MAX_DEPTH} levels")]
     TooDeep { path: String },
-    #[error("cgroup id {0} does not exist")]
-    NoSuchId(u32),
+    #[error("cgroup '{path}': weight {weight} conflicts with the weight {was} set before")]
+    Conflict { path: String, weight: u32, was: u32 },
 }
 
 #[derive(Clone, Debug)]
@@ -42,6 +42,8 @@ struct Group {
     parent: u32,
     weight: u32,
     depth: u8,
+    /// The weight was set by someone (not the default).
+    set: bool,
 }
 
 /// The group registry.
@@ -76,6 +78,7 @@ impl Blkcg {
                 parent: 0,
                 weight: DEFAULT_WEIGHT,
                 depth: 0,
+                set: false,
             }]),
             generation: AtomicU64::new(0),
         }
@@ -117,6 +120,7 @@ impl Blkcg {
                         parent,
                         weight: DEFAULT_WEIGHT,
                         depth: depth as u8 + 1,
+                        set: false,
                     });
                     g.len() as u32 - 1
                 }
@@ -143,9 +147,32 @@ impl Blkcg {
             });
         }
         let id = self.group(path)?;
-        self.groups.write()[id as usize].weight = weight;
+        let mut g = self.groups.write();
+        g[id as usize].weight = weight;
+        g[id as usize].set = true;
         self.generation.fetch_add(1, Ordering::Release);
         Ok(id)
+    }
+
+    /// A job joins the group at `path` (fio's `cgroup`), setting its weight if it gives one
+    /// (`cgroup_weight`). A weight that differs from one set before is refused: two jobs
+    /// disagree about one group.
+    pub fn join(&self, path: &str, weight: Option<u32>) -> Result<u32, BlkcgError> {
+        let id = self.group(path)?;
+        let Some(w) = weight else { return Ok(id) };
+        let was = {
+            let g = self.groups.read();
+            let x = &g[id as usize];
+            x.set.then_some(x.weight)
+        };
+        match was {
+            Some(was) if was != w => Err(BlkcgError::Conflict {
+                path: path.into(),
+                weight: w,
+                was,
+            }),
+            _ => self.set_weight(path, w),
+        }
     }
 
     /// Changes with every creation and weight change.
@@ -233,5 +260,19 @@ mod tests {
             Err(BlkcgError::EmptyComponent { .. })
         ));
         assert_eq!(c.info(77).weight, DEFAULT_WEIGHT);
+    }
+
+    #[test]
+    fn jobs_joining_a_group_must_agree_on_its_weight() {
+        let c = Blkcg::new();
+        let a = c.join("db", None).unwrap();
+        assert_eq!(c.join("db", Some(300)).unwrap(), a);
+        assert_eq!(c.join("/db", Some(300)).unwrap(), a);
+        assert_eq!(c.join("db", None).unwrap(), a);
+        assert_eq!(
+            c.join("db", Some(200)).unwrap_err().to_string(),
+            "cgroup 'db': weight 200 conflicts with the weight 300 set before"
+        );
+        assert_eq!(c.info(a).weight, 300);
     }
 }

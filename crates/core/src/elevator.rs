@@ -159,6 +159,8 @@ pub struct ElevatorType {
     pub alias: Option<&'static str>,
     pub features: ElvFeatures,
     pub tunables: &'static [TunableDesc],
+    /// Second names of tunables in other units (BFQ's `slice_idle` beside `slice_idle_us`).
+    pub aliases: &'static [TunableAlias],
     /// Builds an instance; `None` for `none`, which has no elevator object at all.
     pub init: Option<ElevatorInitFn>,
 }

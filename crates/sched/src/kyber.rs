@@ -613,5 +613,6 @@ pub const KYBER: ElevatorType = ElevatorType {
     alias: None,
     features: ElvFeatures::MQ_AWARE,
     tunables: &TUNABLES,
+    aliases: &[],
     init: Some(init),
 };

@@ -970,5 +970,6 @@ pub const MQ_DEADLINE: ElevatorType = ElevatorType {
     alias: Some("deadline"),
     features: ElvFeatures(0),
     tunables: &TUNABLES,
+    aliases: &[],
     init: Some(init),
 };

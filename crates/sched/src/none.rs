@@ -8,5 +8,6 @@ pub const NONE: ElevatorType = ElevatorType {
     alias: None,
     features: ElvFeatures(0),
     tunables: &[],
+    aliases: &[],
     init: None,
 };

@@ -1,19 +1,22 @@
 //! fio job specifications (as `mqblk bench` parses them) turned into simulated jobs.
 
 use crate::workload::{FioSource, Limit, SimJob};
-use mqblk_core::{IoPrio, IoPrioClass, Nanos};
+use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos};
 use mqblk_workload::{Ddir, JobSpec};
 
 /// One [`SimJob`] per job clone (`numjobs`), pinned by `cpus_allowed` or spread over the CPUs
 /// in order. A job without `runtime` or `size` reads or writes the whole device once, as fio.
+/// Jobs with `cgroup` join that group of `blkcg` (with `cgroup_weight` if given).
 pub fn from_specs(
     specs: &[JobSpec],
     nr_cpus: u16,
     capacity_bytes: u64,
     seed: u64,
+    blkcg: &Blkcg,
 ) -> Result<Vec<SimJob>, String> {
     let mut out = Vec::new();
     for s in specs {
+        let group = join_cgroup(s, blkcg)?;
         let bs = if s.rw.does_read() {
             s.bs_for(Ddir::Read)
         } else {
@@ -84,7 +87,7 @@ pub fn from_specs(
                 iodepth: s.iodepth.max(1),
                 batch: s.iodepth_batch_submit.max(1),
                 issuer: idx as u32 + 1,
-                group: 0,
+                group,
                 ioprio,
                 start_at: Nanos::ZERO,
                 limit,
@@ -102,4 +105,18 @@ pub fn from_specs(
         }
     }
     Ok(out)
+}
+
+/// The cgroup id of job `s` in `blkcg` (0, the root, without `cgroup`).
+pub fn join_cgroup(s: &JobSpec, blkcg: &Blkcg) -> Result<u32, String> {
+    match (&s.cgroup, s.cgroup_weight) {
+        (None, None) => Ok(0),
+        (None, Some(_)) => Err(format!(
+            "job '{}': cgroup_weight needs cgroup (the group to weigh)",
+            s.name
+        )),
+        (Some(path), w) => blkcg
+            .join(path, w)
+            .map_err(|e| format!("job '{}': {e}", s.name)),
+    }
 }

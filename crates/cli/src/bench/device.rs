@@ -46,6 +46,8 @@ pub struct DeviceOpts {
     /// For `driver=sim`: the simulator's device model serving real I/O in real time
     /// (`hdd,ncq=32`, `ssd`, ...).
     pub sim_device: Option<String>,
+    /// The cgroups the jobs' I/O is charged to (fio's `cgroup`).
+    pub blkcg: std::sync::Arc<mqblk_core::Blkcg>,
 }
 
 impl Default for DeviceOpts {
@@ -83,6 +85,7 @@ impl Default for DeviceOpts {
             fixed_buf_count: 0,
             fixed_buf_size: 0,
             sim_device: None,
+            blkcg: Default::default(),
         }
     }
 }
@@ -233,6 +236,7 @@ pub fn build_traced(
         sq_sched_dispatch: opts.sq_sched_dispatch,
         run_all_on_complete: opts.run_all_on_complete,
         tracer: mqblk_core::TraceHook(tracer),
+        blkcg: opts.blkcg.clone(),
         ..QueueConfig::default()
     };
     let queue = RequestQueue::new(set, built.driver, Some(elv), qcfg).map_err(|e| e.to_string())?;

@@ -320,6 +320,7 @@ fn device_opts(s: &JobSpec) -> Result<DeviceOpts, String> {
         fixed_buf_count: 0,
         fixed_buf_size: 0,
         sim_device: None,
+        blkcg: Default::default(),
     })
 }
 
@@ -398,6 +399,7 @@ fn run_job(
         cpu: (!s.cpus_allowed.is_empty()).then(|| s.cpus_allowed[clone % s.cpus_allowed.len()]),
         ctx: mqblk_core::CtxIdx(ctx as u16),
         issuer: index as u32 + 1,
+        group: mqblk_sim::jobs::join_cgroup(s, &dev.blkcg)?,
     })
 }
 

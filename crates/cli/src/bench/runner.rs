@@ -45,6 +45,8 @@ pub struct RunJob {
     pub cpu: Option<usize>,
     pub ctx: CtxIdx,
     pub issuer: u32,
+    /// The cgroup id its bios carry (0: the root).
+    pub group: u32,
 }
 
 /// Latency samples of one direction, in nanoseconds.
@@ -285,7 +287,7 @@ impl<S: LatSink> JobState<'_, S> {
         let op = if write { ReqOp::Write } else { ReqOp::Read };
         let mut bio = Bio::new(op, offset >> SECTOR_SHIFT, len >> SECTOR_SHIFT)
             .with_ioprio(self.job.ioprio)
-            .with_issuer(self.job.issuer, 0)
+            .with_issuer(self.job.issuer, self.job.group)
             .with_private(self.batches.seq);
         if self.job.with_data {
             let mut buf = self
@@ -357,7 +359,7 @@ impl<S: LatSink> JobState<'_, S> {
     /// Submits a flush, waiting for a tag if need be (`fsync=N`, `end_fsync`).
     fn submit_flush(&mut self) {
         let mut bio = Bio::new(ReqOp::Flush, 0, 0)
-            .with_issuer(self.job.issuer, 0)
+            .with_issuer(self.job.issuer, self.job.group)
             .with_private(self.batches.seq);
         loop {
             let now = self.h.now();

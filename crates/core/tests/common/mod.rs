@@ -619,6 +619,7 @@ pub static FIFO: mqblk_core::ElevatorType = mqblk_core::ElevatorType {
     alias: None,
     features: mqblk_core::ElvFeatures(0),
     tunables: &[],
+    aliases: &[],
     init: Some(fifo_init),
 };
 
@@ -628,6 +629,7 @@ pub static FIFO_MQ: mqblk_core::ElevatorType = mqblk_core::ElevatorType {
     alias: None,
     features: mqblk_core::ElvFeatures::MQ_AWARE,
     tunables: &[],
+    aliases: &[],
     init: Some(fifo_mq_init),
 };
 

@@ -1484,5 +1484,6 @@ pub const BFQ: ElevatorType = ElevatorType {
     alias: None,
     features: ElvFeatures(0),
     tunables: &TUNABLES,
+    aliases: &ALIASES,
     init: Some(init),
 };

@@ -307,6 +307,26 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "cgroup",
+        aliases: &[],
+        default: "",
+        help: "Charge the job's I/O to this cgroup (a path: grp or grp/sub); BFQ shares between groups by weight.",
+        kind: Kind::Str {
+            set: |j, v| j.cgroup = (!v.trim().is_empty()).then(|| v.trim().to_string()),
+        },
+    },
+    OptDef {
+        name: "cgroup_weight",
+        aliases: &[],
+        default: "",
+        help: "Weight of the job's cgroup for BFQ (io.bfq.weight), 1 to 1000; default 100.",
+        kind: Kind::Int {
+            min: 1,
+            max: 1000,
+            set: |j, v| j.cgroup_weight = Some(v as u32),
+        },
+    },
+    OptDef {
         name: "rate_iops",
         aliases: &[],
         default: "0",

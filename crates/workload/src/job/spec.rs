@@ -123,6 +123,10 @@ pub struct JobSpec {
     pub prioclass: Option<u8>,
     /// I/O priority level within the class (0 highest .. 7).
     pub prio: Option<u8>,
+    /// The cgroup the job's I/O is charged to (a path such as `db/journal`).
+    pub cgroup: Option<String>,
+    /// That cgroup's weight for BFQ (`io.bfq.weight`, 1..1000).
+    pub cgroup_weight: Option<u32>,
     /// IOPS cap (0 = unlimited).
     pub rate_iops: u64,
     /// Seed the random generators predictably.
@@ -254,6 +258,8 @@ impl Default for JobSpec {
             ioscheduler: None,
             prioclass: None,
             prio: None,
+            cgroup: None,
+            cgroup_weight: None,
             rate_iops: 0,
             randrepeat: true,
             randseed: None,
