@@ -686,6 +686,19 @@ impl State {
                 self.saved.remove(&i);
             }
         }
+        // Ids are reused: nothing may keep pointing at this one.
+        for q in self.queues.iter_mut().flatten() {
+            if q.waker == Some(id) {
+                q.waker = None;
+            }
+            if q.tentative_waker == Some(id) {
+                q.tentative_waker = None;
+            }
+        }
+        if self.last_completion.is_some_and(|(q, _)| q == id) {
+            self.last_completion = None;
+        }
+        self.burst.retain(|&b| b != id);
         self.queues[id as usize] = None;
         self.free_slots.push(id);
     }
