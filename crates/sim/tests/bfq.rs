@@ -224,6 +224,7 @@ fn cgroup_weights_200_100_give_2_to_1() {
                 seed,
             );
             let ratio = r.jobs[0].bytes as f64 / r.jobs[1].bytes as f64;
+            eprintln!("cgroups 200:100 {device} seed {seed}: {ratio:.3}");
             assert!(
                 (1.8..=2.2).contains(&ratio),
                 "{device} seed {seed}: 200:100 gave {ratio:.2}"
@@ -250,6 +251,7 @@ fn groups_share_by_group_weight_whatever_their_number_of_issuers() {
             let a = r.jobs[0].bytes as f64;
             let b: f64 = r.jobs[1..].iter().map(|j| j.bytes as f64).sum();
             let ratio = a / b;
+            eprintln!("groups {w_one}:{w_many}, 1 vs 3 issuers, seed {seed}: {ratio:.3}");
             assert!(
                 (ratio / want - 1.0).abs() <= 0.10,
                 "seed {seed}: weights {w_one}:{w_many} gave {ratio:.2} ({a} vs {b})"
@@ -296,6 +298,11 @@ fn a_new_reader_gets_low_latency_under_a_heavy_writer_with_low_latency_on() {
         );
         assert!(stat(&on, "wr_interactive") > 0 && stat(&off, "wr_interactive") == 0);
         let (l_on, l_off) = (on.jobs[1].mean_lat_ns(), off.jobs[1].mean_lat_ns());
+        eprintln!(
+            "new reader under a writer, seed {seed}: {:.2} ms with low_latency, {:.2} ms without",
+            l_on / 1e6,
+            l_off / 1e6
+        );
         assert!(
             l_on * 2.0 < l_off,
             "seed {seed}: reader mean latency {:.1} ms with low_latency, {:.1} ms without",
@@ -340,6 +347,9 @@ fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
         let merged = interleaved("hdd", &[], 4, 256, None, seed);
         let apart = interleaved("hdd", &[("queue_merging", "0")], 4, 256, None, seed);
         let (m, a) = (merged.total_bw_mbs(), apart.total_bw_mbs());
+        eprintln!(
+            "4 interleaved readers on hdd, seed {seed}: merged {m:.1} MB/s, apart {a:.1} MB/s"
+        );
         assert!(stat(&merged, "queue_merges") >= 3);
         assert!(
             m > 2.0 * a,
@@ -366,4 +376,125 @@ fn a_merged_queue_splits_when_the_pattern_stops() {
             "seed {seed}: split while cooperating"
         );
     }
+}
+
+#[test]
+fn nested_groups_share_down_the_hierarchy() {
+    // a (100) holds a/x (300) and a/y (100); b (100) is a's sibling. a and b get half each,
+    // and a's half goes 3:1 to x and y: x 37.5%, y 12.5%, b 50%.
+    for seed in SEEDS {
+        let cg = Arc::new(Blkcg::new());
+        let x = cg.set_weight("a/x", 300).unwrap();
+        let y = cg.set_weight("a/y", 100).unwrap();
+        let b = cg.set_weight("b", 100).unwrap();
+        let jobs = vec![
+            job("x", 0, 8, x, seq(RwMode::Read, 0, seed), 4),
+            job("y", 1, 8, y, seq(RwMode::Read, 100, seed + 1), 4),
+            job("b", 2, 8, b, seq(RwMode::Read, 200, seed + 2), 4),
+        ];
+        let r = run_with("ssd", &[], jobs, cg, seed);
+        let total: f64 = r.jobs.iter().map(|j| j.bytes as f64).sum();
+        for (j, want) in r.jobs.iter().zip([0.375, 0.125, 0.5]) {
+            let share = j.bytes as f64 / total;
+            eprintln!(
+                "nested groups, seed {seed}: {} {share:.3} (want {want})",
+                j.name
+            );
+            assert!(
+                (share / want - 1.0).abs() <= 0.10,
+                "seed {seed}: {} got {share:.3}, want {want}",
+                j.name
+            );
+        }
+    }
+}
+
+/// Reads the next `bs` bytes of a file every `period`, one at a time: a media player.
+struct Periodic {
+    period: Nanos,
+    bs: u32,
+    next_io: bool,
+    at: u64,
+}
+
+impl Source for Periodic {
+    fn next(&mut self, rng: &mut mqblk_sim::SimRng) -> mqblk_sim::workload::Next {
+        use mqblk_sim::workload::{IoReq, Next};
+        self.next_io = !self.next_io;
+        if !self.next_io {
+            return Next::Think(self.period);
+        }
+        let _ = rng;
+        self.at += (self.bs / 512) as u64;
+        Next::Io(IoReq {
+            op: mqblk_core::ReqOp::Read,
+            sector: (300u64 << 21) + self.at,
+            nr_sectors: self.bs / 512,
+            flags: mqblk_core::ReqFlags::SYNC,
+        })
+    }
+}
+
+#[test]
+fn a_periodic_low_rate_reader_is_soft_real_time() {
+    // 64 KiB every 40 ms is 3200 sectors/s, under the 7000 of soft real-time, beside a
+    // sequential reader that would keep the disk for whole budgets.
+    for seed in SEEDS {
+        let jobs = || {
+            let player = Periodic {
+                period: Nanos::from_millis(40),
+                bs: 65536,
+                next_io: false,
+                at: 0,
+            };
+            vec![
+                job("reader", 0, 8, 0, seq(RwMode::Read, 0, seed), 4),
+                job("player", 1, 1, 0, Box::new(player), 4),
+            ]
+        };
+        let on = run_with("hdd", &[], jobs(), Arc::new(Blkcg::new()), seed);
+        let off = run_with(
+            "hdd",
+            &[("low_latency", "0")],
+            jobs(),
+            Arc::new(Blkcg::new()),
+            seed,
+        );
+        assert!(
+            stat(&on, "wr_soft_rt") >= 5,
+            "seed {seed}: {:?}",
+            on.elv_stats
+        );
+        assert_eq!(stat(&off, "wr_soft_rt"), 0);
+        let (l_on, l_off) = (on.jobs[1].mean_lat_ns(), off.jobs[1].mean_lat_ns());
+        eprintln!(
+            "periodic player beside a reader, seed {seed}: {:.2} ms raised, {:.2} ms not",
+            l_on / 1e6,
+            l_off / 1e6
+        );
+        assert!(
+            l_on * 2.0 < l_off,
+            "seed {seed}: player mean latency {:.1} ms raised, {:.1} ms not",
+            l_on / 1e6,
+            l_off / 1e6
+        );
+    }
+}
+
+#[test]
+fn strict_guarantees_idle_even_on_a_queueing_ssd_and_never_inject() {
+    let jobs = || {
+        vec![
+            reader("a", 0, RwMode::RandRead, 1, IoPrio::DEFAULT, 0, 1),
+            reader("b", 1, RwMode::RandRead, 1, IoPrio::DEFAULT, 10 << 30, 1),
+        ]
+    };
+    let plain = run("ssd", &[], jobs());
+    let strict = run("ssd", &[("strict_guarantees", "1")], jobs());
+    // Equal weights on a queueing SSD: no idling; strict: idling after every request.
+    // (A few at the start, while both new queues are raised as interactive.)
+    assert!(stat(&plain, "idles") < 10, "{:?}", plain.elv_stats);
+    assert!(stat(&strict, "idles") > 100, "{:?}", strict.elv_stats);
+    assert_eq!(stat(&strict, "injected"), 0);
+    assert!(strict.total_iops() < plain.total_iops());
 }

@@ -299,7 +299,9 @@ impl State {
             let d = self.wr_duration();
             self.q(qid).wr.max_time = d;
             self.stats.wr_interactive += 1;
-        } else if soft_rt && (q.wr.coeff <= 1 || q.wr.soft_rt) {
+        } else if soft_rt {
+            // Also from interactive raising: a queue that now behaves as soft real-time
+            // switches to that raising (`bfq_update_bfqq_wr_on_rq_arrival`).
             q.wr = Wr {
                 coeff: WR_COEFF * SOFTRT_FACTOR,
                 start: now,
