@@ -1378,8 +1378,8 @@ impl Elevator for Bfq {
         for (i, g) in st.groups.slots.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "  group {i} cgroup {} parent {} weight {} pending_queues {} active [{} {} {}] vtime [{} {} {}]",
-                g.blkcg_id,
+                "  group {i} cgroup '/{}' parent {} weight {} pending_queues {} active [{} {} {}] vtime [{} {} {}]",
+                self.blkcg.info(g.blkcg_id).path,
                 g.parent,
                 g.weight,
                 g.pending_queues,
