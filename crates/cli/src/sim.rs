@@ -9,7 +9,7 @@ use std::time::Instant;
 
 const USAGE: &str = "\
 usage: mqblk sim [sim options] [fio options | JOBFILE...]
-       mqblk sim --fuzz [--seed N] [--runs N] [-v]
+       mqblk sim --fuzz [--seed N] [--runs N] [--ioscheduler=NAME] [-v]
 
 Runs fio-style jobs (the same options and job files as `mqblk bench`) through the real core
 and schedulers in virtual time, against a device model, on virtual CPUs whose every step is
@@ -24,7 +24,7 @@ sim options:
   --check-every=N    check the queue's invariants every N events (default 1000; 1 = always)
   --fuzz             random configurations from consecutive seeds, invariants checked after
                      every event; prints `reproduce with:` for each failure
-  --runs=N           fuzz runs (default 1000)
+  --runs=N           fuzz runs (default 1000); --ioscheduler=NAME fuzzes only that scheduler
   --plant=BUG:N      with --fuzz: plant a bug to see the checker catch it
                      (drop-completion:N or double-completion:N, the Nth completion)
   -v                 with --fuzz: print the state dump of failures
@@ -162,13 +162,27 @@ fn run(args: &[String]) -> Result<i32, String> {
         cost.set(c)?;
     }
     if a.fuzz {
-        if !a.rest.is_empty() {
-            return Err(format!(
-                "--fuzz picks its own configuration; '{}' does not apply",
-                a.rest[0]
-            ));
+        // Only the scheduler may be fixed; everything else is drawn from the seed.
+        let mut sched = None;
+        for x in &a.rest {
+            match x.strip_prefix("--ioscheduler=") {
+                Some(name) => {
+                    let e = mqblk_sched::lookup(name).ok_or_else(|| {
+                        format!(
+                            "--ioscheduler={name}: unknown scheduler (known: {})",
+                            mqblk_sched::names().join(", ")
+                        )
+                    })?;
+                    sched = Some(e.name);
+                }
+                None => {
+                    return Err(format!(
+                        "--fuzz picks its own configuration; '{x}' does not apply (only --ioscheduler does)"
+                    ))
+                }
+            }
         }
-        return Ok(run_fuzz(a.seed, a.runs, a.verbose, a.plant));
+        return Ok(run_fuzz(a.seed, a.runs, a.verbose, a.plant, sched));
     }
     let mut cl = parse_command_line(&a.rest).map_err(|e| e.to_string())?;
     if cl.jobs.is_empty() {
@@ -365,7 +379,13 @@ fn sim_json(r: &SimResult) -> serde_json::Value {
     })
 }
 
-fn run_fuzz(first: u64, runs: u64, verbose: bool, plant: Option<mqblk_sim::driver::Plant>) -> i32 {
+fn run_fuzz(
+    first: u64,
+    runs: u64,
+    verbose: bool,
+    plant: Option<mqblk_sim::driver::Plant>,
+    sched: Option<&str>,
+) -> i32 {
     // A core assertion that fires is reported as this run's failure, with its message; the
     // default hook would print it (and a backtrace) a second time.
     std::panic::set_hook(Box::new(|_| {}));
@@ -373,7 +393,7 @@ fn run_fuzz(first: u64, runs: u64, verbose: bool, plant: Option<mqblk_sim::drive
     let mut failed = 0u64;
     let mut requests = 0u64;
     for seed in first..first.saturating_add(runs) {
-        let o = fuzz::run_one(seed, plant);
+        let o = fuzz::run_one_for(seed, plant, sched);
         match &o.result {
             Ok(r) => requests += r.completed,
             Err(e) => {
@@ -392,7 +412,10 @@ fn run_fuzz(first: u64, runs: u64, verbose: bool, plant: Option<mqblk_sim::drive
                     }
                     None => String::new(),
                 };
-                println!("reproduce with: mqblk sim --seed {seed} --fuzz --runs 1{p} -v");
+                let s = sched
+                    .map(|s| format!(" --ioscheduler={s}"))
+                    .unwrap_or_default();
+                println!("reproduce with: mqblk sim --seed {seed} --fuzz --runs 1{p}{s} -v");
             }
         }
         let done = seed - first + 1;

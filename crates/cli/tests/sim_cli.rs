@@ -153,6 +153,21 @@ fn a_planted_bug_is_caught_with_a_reproduce_line() {
         "-v",
     ]);
     assert!(text(&again.stdout).contains("seed 3: FAILED"));
+    // One scheduler only: every run says so, and so does the reproduce line.
+    let bfq = mqblk(&[
+        "sim",
+        "--fuzz",
+        "--seed=3",
+        "--runs=2",
+        "--plant=double-completion:5",
+        "--ioscheduler=bfq",
+    ]);
+    let out = text(&bfq.stdout);
+    assert_eq!(out.matches("sched=bfq[").count(), 2, "{out}");
+    assert!(
+        out.contains("--plant=double-completion:5 --ioscheduler=bfq -v"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -65,11 +65,22 @@ fn pick_device(rng: &mut SimRng) -> DeviceSpec {
 
 /// Builds the case for `seed`.
 pub fn case(seed: u64, plant: Option<Plant>) -> Result<FuzzCase, SimError> {
+    case_for(seed, plant, None)
+}
+
+/// The case for `seed` with the scheduler forced to `scheduler` (everything else drawn as
+/// for the unrestricted case, so a seed keeps its configuration).
+pub fn case_for(
+    seed: u64,
+    plant: Option<Plant>,
+    scheduler: Option<&str>,
+) -> Result<FuzzCase, SimError> {
     let mut rng = SimRng::new(seed ^ 0xf022);
     let nr_cpus = rng.range(1, 6) as u16;
     let device = pick_device(&mut rng);
     let scheds = mqblk_sched::names();
-    let scheduler = rng.pick(&scheds).to_string();
+    let drawn = rng.pick(&scheds).to_string();
+    let scheduler = scheduler.map_or(drawn, str::to_string);
     let mut sched_tunables = Vec::new();
     if let Some(e) = mqblk_sched::lookup(&scheduler) {
         for t in e.tunables {
@@ -209,8 +220,13 @@ pub struct FuzzOutcome {
 
 /// Runs the case for `seed`; a panic in the core counts as a failure, not a crash.
 pub fn run_one(seed: u64, plant: Option<Plant>) -> FuzzOutcome {
+    run_one_for(seed, plant, None)
+}
+
+/// [`run_one`] with the scheduler forced.
+pub fn run_one_for(seed: u64, plant: Option<Plant>, scheduler: Option<&str>) -> FuzzOutcome {
     // Building the case runs under the same guard: a panic there is this seed's failure too.
-    let c = match std::panic::catch_unwind(|| case(seed, plant)) {
+    let c = match std::panic::catch_unwind(|| case_for(seed, plant, scheduler)) {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             return FuzzOutcome {

@@ -154,6 +154,26 @@ fn fuzz_seeds_pass() {
 }
 
 #[test]
+fn fuzz_seeds_pass_with_bfq() {
+    // BFQ has the most state of the schedulers (groups, raising, merged queues, injection):
+    // a slice of its own, on the same configurations as the seeds above.
+    let mut failures = Vec::new();
+    for seed in 0..600u64 {
+        let o = mqblk_sim::fuzz::run_one_for(seed, None, Some("bfq"));
+        assert!(o.summary.contains("sched=bfq"), "{}", o.summary);
+        if let Err(e) = &o.result {
+            failures.push(format!("seed {seed}: {e}\n  {}\n{}", o.summary, o.dump));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
 fn fuzz_catches_a_planted_bug_with_its_seed() {
     let mut caught = 0;
     for seed in 0..20u64 {
