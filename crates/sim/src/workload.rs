@@ -145,6 +145,9 @@ pub struct DbenchClient {
     pos: u64,
     /// Steps left of a journal commit (write, then flush).
     commit: u8,
+    /// File writes are synchronous, in the client's own queue: the data an fsync writes
+    /// back itself. Without it they are asynchronous, as writeback's are.
+    sync_writes: bool,
 }
 
 /// Sizes of a dbench-like client's file set.
@@ -169,7 +172,14 @@ impl DbenchClient {
             file: 0,
             pos: 0,
             commit: 0,
+            sync_writes: false,
         }
+    }
+
+    /// File writes as the client's fsync issues them: synchronous, from the client.
+    pub fn with_sync_writes(mut self) -> DbenchClient {
+        self.sync_writes = true;
+        self
     }
 }
 
@@ -228,7 +238,11 @@ impl Source for DbenchClient {
                 op: ReqOp::Write,
                 sector: file_sector,
                 nr_sectors: len,
-                flags: ReqFlags::empty(),
+                flags: if self.sync_writes {
+                    ReqFlags::SYNC
+                } else {
+                    ReqFlags::empty()
+                },
             })
         } else if pick < 92 {
             let s = self.meta.0 + rng.below(self.meta.1 / 8) * 8;

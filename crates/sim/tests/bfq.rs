@@ -498,3 +498,71 @@ fn strict_guarantees_idle_even_on_a_queueing_ssd_and_never_inject() {
     assert_eq!(stat(&strict, "injected"), 0);
     assert!(strict.total_iops() < plain.total_iops());
 }
+
+/// Writes `n` blocks through the page cache (asynchronous), waits for them, then reads one
+/// block synchronously: an application whose reads wait on its own writeback.
+struct WriteThenRead {
+    n: u32,
+    step: u32,
+    at: u64,
+}
+
+impl Source for WriteThenRead {
+    fn next(&mut self, _rng: &mut mqblk_sim::SimRng) -> mqblk_sim::workload::Next {
+        use mqblk_sim::workload::{IoReq, Next};
+        self.step += 1;
+        let op = match self.step {
+            s if s <= self.n => mqblk_core::ReqOp::Write,
+            s if s == self.n + 1 => return Next::Drain,
+            _ => {
+                self.step = 0;
+                mqblk_core::ReqOp::Read
+            }
+        };
+        self.at += 8;
+        Next::Io(IoReq {
+            op,
+            sector: self.at,
+            nr_sectors: 8,
+            flags: if op == mqblk_core::ReqOp::Read {
+                mqblk_core::ReqFlags::SYNC
+            } else {
+                mqblk_core::ReqFlags::empty()
+            },
+        })
+    }
+}
+
+#[test]
+fn a_queue_waiting_on_its_writeback_finds_its_waker() {
+    // The issuer's sync queue runs dry while its own asynchronous writes sit in the async
+    // queue; idling for it would hold those writes back. BFQ learns that the async queue
+    // wakes it and serves that queue while idling, so the issuer goes about as fast as with
+    // idling off.
+    let jobs = || {
+        vec![
+            job(
+                "app",
+                0,
+                16,
+                0,
+                Box::new(WriteThenRead {
+                    n: 8,
+                    step: 0,
+                    at: 0,
+                }),
+                3,
+            ),
+            job("other", 1, 1, 0, seq(RwMode::Read, 100, 5), 3),
+        ]
+    };
+    let dflt = run("hdd", &[], jobs());
+    let no_idle = run("hdd", &[("slice_idle", "0")], jobs());
+    let (a, b) = (dflt.jobs[0].ios as f64, no_idle.jobs[0].ios as f64);
+    eprintln!(
+        "waker: app {a} I/Os with idling, {b} without; {:?}",
+        dflt.elv_stats
+    );
+    assert!(stat(&dflt, "wakers") >= 1, "{:?}", dflt.elv_stats);
+    assert!(a >= 0.7 * b, "app {a} I/Os with idling, {b} without");
+}

@@ -261,7 +261,7 @@ impl State {
     /// if it is interactive or soft real-time, put it in its tree, and let it preempt the
     /// queue in service if it deserves the device more.
     pub(super) fn idle_to_busy(&mut self, qid: u32, now: Nanos, k: &Knobs) {
-        self.detect_waker(qid, now);
+        self.detect_waker(qid, now, k);
         let q = self.q(qid);
         let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
         // Only synchronous queues are raised: nobody waits on asynchronous writes.
@@ -326,18 +326,25 @@ impl State {
     /// times in a row from the same queue make that queue its waker (`bfq_check_waker`):
     /// an issuer that writes through one queue and waits for it before reading through its
     /// own, as a file system's fsync does.
-    fn detect_waker(&mut self, qid: u32, now: Nanos) {
+    /// Only a queue that thinks long can be waiting for another: one with a short think
+    /// time is never checked. The three hits must come within 128 idle slices of the first.
+    fn detect_waker(&mut self, qid: u32, now: Nanos, k: &Knobs) {
         let Some((w, at)) = self.last_completion else {
             return;
         };
-        if w == qid || now.saturating_sub(at) > WAKER_WINDOW || self.queues[w as usize].is_none() {
+        if w == qid
+            || now.saturating_sub(at) > WAKER_WINDOW
+            || self.queues[w as usize].is_none()
+            || Self::has_short_ttime(self.qr(qid), k)
+        {
             return;
         }
         let q = self.q(qid);
         if q.waker == Some(w) {
             return;
         }
-        if q.tentative_waker == Some(w) {
+        let window = Nanos(128 * k.slice_idle.0);
+        if q.tentative_waker == Some(w) && now.saturating_sub(q.waker_since) <= window {
             q.waker_hits += 1;
             if q.waker_hits >= WAKER_HITS {
                 q.waker = Some(w);
@@ -346,6 +353,7 @@ impl State {
         } else {
             q.tentative_waker = Some(w);
             q.waker_hits = 1;
+            q.waker_since = now;
         }
     }
 

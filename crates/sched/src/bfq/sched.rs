@@ -262,6 +262,7 @@ pub(super) struct Bq {
     pub waker: Option<u32>,
     pub tentative_waker: Option<u32>,
     pub waker_hits: u32,
+    pub waker_since: Nanos,
     /// Sectors it received by injection, charged at the start of its next turn.
     pub injected: u64,
     pub inject_limit: u32,
@@ -562,6 +563,7 @@ impl State {
             waker: None,
             tentative_waker: None,
             waker_hits: 0,
+            waker_since: Nanos::ZERO,
             injected: 0,
             inject_limit: 0,
             last_serv_time: 0,

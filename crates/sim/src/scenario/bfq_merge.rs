@@ -82,7 +82,9 @@ fn jobs(clients: u32, limit: Limit) -> Vec<SimJob> {
     let mut jobs = Vec::new();
     let mut log = (0, 0);
     for i in 0..clients {
-        let c = DbenchClient::new(i as u64, CAPACITY_SECTORS);
+        // Each client's writes are those its fsyncs issue, in its own queue (a client does
+        // not wait on another queue, which is the waker case, not this seed's).
+        let c = DbenchClient::new(i as u64, CAPACITY_SECTORS).with_sync_writes();
         log = c.journal_area();
         jobs.push(job(
             format!("client.{i}"),
