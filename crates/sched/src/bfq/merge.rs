@@ -78,7 +78,8 @@ impl State {
         if !self.may_cooperate(qid, now) {
             return None;
         }
-        let group = self.qr(qid).group;
+        let (group, class) = (self.qr(qid).group, self.qr(qid).class);
+        // Cooperators share a group and a class (a merge must not move I/O between classes).
         let candidate = self
             .in_service
             .filter(|&s| {
@@ -87,7 +88,8 @@ impl State {
                     && self.qr(s).last_pos.abs_diff(sector) <= CLOSE_THR
                     && self.may_cooperate(s, now)
             })
-            .or_else(|| self.closest_head(group, qid, sector, now))?;
+            .or_else(|| self.closest_head(group, qid, sector, now))
+            .filter(|&c| self.qr(c).class == class)?;
         // The queue in service cannot be merged away: the other one joins it.
         let (src, dst) = if self.in_service == Some(qid) {
             (candidate, qid)
