@@ -38,36 +38,35 @@ struct Stamps {
 const HIGH_BIT: u32 = 1 << 31;
 
 impl Stamps {
-    fn table(&self, id: u32) -> (&Vec<Option<Stamp>>, usize) {
-        if id & HIGH_BIT == 0 {
-            (&self.low, id as usize)
-        } else {
-            (&self.high, (id & !HIGH_BIT) as usize)
-        }
-    }
-    fn get(&self, id: u32) -> Option<&Stamp> {
-        let (t, i) = self.table(id);
-        t.get(i).and_then(|s| s.as_ref())
-    }
-    fn insert(&mut self, id: u32, st: Stamp) {
+    fn slot(&self, id: u32) -> Option<&Option<Stamp>> {
         let (t, i) = if id & HIGH_BIT == 0 {
-            (&mut self.low, id as usize)
+            (&self.low, id)
         } else {
-            (&mut self.high, (id & !HIGH_BIT) as usize)
+            (&self.high, id & !HIGH_BIT)
         };
+        t.get(i as usize)
+    }
+    fn slot_mut(&mut self, id: u32) -> &mut Option<Stamp> {
+        let (t, i) = if id & HIGH_BIT == 0 {
+            (&mut self.low, id)
+        } else {
+            (&mut self.high, id & !HIGH_BIT)
+        };
+        let i = i as usize;
         if t.len() <= i {
             t.resize(i + 1, None);
         }
-        t[i] = Some(st);
+        &mut t[i]
+    }
+    fn get(&self, id: u32) -> Option<&Stamp> {
+        self.slot(id).and_then(|s| s.as_ref())
+    }
+    fn insert(&mut self, id: u32, st: Stamp) {
+        *self.slot_mut(id) = Some(st);
     }
     fn remove(&mut self, id: u32) {
-        let (t, i) = if id & HIGH_BIT == 0 {
-            (&mut self.low, id as usize)
-        } else {
-            (&mut self.high, (id & !HIGH_BIT) as usize)
-        };
-        if let Some(s) = t.get_mut(i) {
-            *s = None;
+        if self.slot(id).is_some() {
+            *self.slot_mut(id) = None;
         }
     }
     fn values(&self) -> impl Iterator<Item = &Stamp> {

@@ -30,8 +30,9 @@
 //!   second.
 
 use super::groups::GROUP_BIT;
+use super::sched::ioprio_to_weight;
 use super::sched::{Bq, Expire, Knobs, RqInfo, State, Wr};
-use mqblk_core::{Nanos, RqId};
+use mqblk_core::{IoPrio, Nanos, RqId};
 
 /// `bfq_default_max_budget`, until the peak rate is known.
 pub const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
@@ -60,9 +61,8 @@ const REF_RATE: [u64; 2] = [14_000, 33_000];
 const REF_WR_DURATION: [Nanos; 2] = [Nanos::from_millis(7000), Nanos::from_millis(2500)];
 const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
 const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
-/// `bfq_requests_within_timer`; only default-weight queues may be soft real-time.
+/// `bfq_requests_within_timer`.
 const REQUESTS_WITHIN_TIMER: u32 = 120;
-const DEFAULT_WEIGHT: u32 = 40;
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
 const BURST_INTERVAL: Nanos = Nanos::from_millis(180);
 const LARGE_BURST: usize = 8;
@@ -82,11 +82,15 @@ const WAKER_HITS: u32 = 3;
 const INJECT_RESET: Nanos = Nanos::from_secs(1);
 
 impl State {
+    /// `max_budget`, or when it is 0 what the peak rate serves in `timeout_sync`
+    /// (`bfq_calc_max_budget`), the default until the rate is known.
     pub(super) fn max_budget(&self, k: &Knobs) -> u64 {
         if k.user_max_budget > 0 {
             k.user_max_budget.max(64)
+        } else if self.dev.peak_rate == 0 {
+            DEFAULT_MAX_BUDGET
         } else {
-            self.dev.auto_max_budget
+            (self.dev.peak_rate * k.timeout.0 / 1_000_000_000).clamp(MIN_MAX_BUDGET, 1 << 24)
         }
     }
 
@@ -281,7 +285,8 @@ impl State {
             && q.sync
             && !q.io_bound
             && q.seek_history != u32::MAX
-            && q.base_weight == DEFAULT_WEIGHT
+            // Only queues of the default weight (the kernel checks for 40).
+            && q.base_weight == ioprio_to_weight(IoPrio::DEFAULT.level())
             && q.dispatched == 0
             && now >= q.soft_rt_next_start;
         q.fresh = false;
@@ -502,14 +507,6 @@ impl State {
         self.stats.peak_rate_updates += 1;
     }
 
-    /// Keeps `auto_max_budget` in step with the peak rate and `timeout_sync`.
-    pub(super) fn update_max_budget(&mut self, k: &Knobs) {
-        if self.dev.peak_rate > 0 {
-            self.dev.auto_max_budget =
-                (self.dev.peak_rate * k.timeout.0 / 1_000_000_000).clamp(MIN_MAX_BUDGET, 1 << 24);
-        }
-    }
-
     /// A request came back from the device: internal queueing detection, injection limit
     /// (`bfq_update_hw_tag`, `bfq_update_inject_limit`).
     pub(super) fn note_completion(&mut self, info: &RqInfo, now: Nanos, k: &Knobs) {
@@ -538,7 +535,6 @@ impl State {
         }
         self.dev.rq_in_driver = self.dev.rq_in_driver.saturating_sub(1);
         self.last_completion = Some((info.queue, now));
-        self.update_max_budget(k);
     }
 
     fn update_inject_limit(&mut self, id: u32, tot: u64, now: Nanos) {

@@ -142,6 +142,11 @@ pub fn ioprio_to_weight(level: u8) -> u32 {
     (8 - level.min(7) as u32) * 10
 }
 
+/// `op_is_sync`: reads, and writes flagged SYNC or FUA.
+fn is_sync(op: ReqOp, flags: ReqFlags) -> bool {
+    op.is_read() || flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA))
+}
+
 fn class_index(c: IoPrioClass) -> usize {
     match c {
         IoPrioClass::Rt => 0,
@@ -361,8 +366,6 @@ pub(super) struct Device {
     pub rate_seq_samples: u32,
     pub last_dispatch_end: u64,
     pub last_dispatch: Nanos,
-    /// `max_budget` when the tunable is 0.
-    pub auto_max_budget: u64,
 }
 
 impl Device {
@@ -418,8 +421,10 @@ pub(super) struct State {
 
 pub struct Bfq {
     pub(super) st: Mutex<State>,
-    /// `nr_queued`, readable without the lock (`has_work`).
+    /// `nr_queued` and `wr_busy`, readable without the lock (`has_work`, `limit_depth`),
+    /// published at the end of every operation that holds it.
     queued: AtomicU32,
+    raised: AtomicU32,
     pub(super) tunables: Tunables,
     nr_hw: u16,
     nr_requests: u32,
@@ -470,7 +475,6 @@ impl Bfq {
                     rate_seq_samples: 0,
                     last_dispatch_end: 0,
                     last_dispatch: Nanos::ZERO,
-                    auto_max_budget: super::policy::DEFAULT_MAX_BUDGET,
                 },
                 weights: Vec::new(),
                 busy_classes: [0; 3],
@@ -488,11 +492,18 @@ impl Bfq {
                 stats: Stats::default(),
             }),
             queued: AtomicU32::new(0),
+            raised: AtomicU32::new(0),
             tunables: Tunables::new("bfq", &TUNABLES).with_aliases(&ALIASES),
             nr_hw: init.nr_hw_queues,
             nr_requests: init.nr_requests,
             blkcg: init.blkcg.clone(),
         }
+    }
+
+    /// Makes the lock-free mirrors of `st` current.
+    fn publish(&self, st: &State) {
+        self.queued.store(st.nr_queued, Ordering::Release);
+        self.raised.store(st.wr_busy, Ordering::Release);
     }
 
     pub(super) fn knobs(&self) -> Knobs {
@@ -599,7 +610,7 @@ impl State {
 
     /// The queue a request of `rq`'s issuer goes to (`bfq_get_bfqq_handle_split`).
     fn queue_for(&mut self, rq: &ElvRq, blkcg: &Blkcg, now: Nanos, k: &Knobs) -> u32 {
-        let sync = rq.op.is_read() || rq.cmd_flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA));
+        let sync = is_sync(rq.op, rq.cmd_flags);
         let group = self.groups.slot_of(blkcg, rq.group);
         let key = if sync {
             Key::Sync(rq.issuer)
@@ -860,9 +871,8 @@ impl State {
     }
 
     /// Dispatches request `rq` of queue `id`, charging `charge` sectors of service to it.
-    fn dispatch_from(&mut self, id: u32, rq: u32, now: Nanos) -> RqId {
+    fn dispatch_from(&mut self, id: u32, rq: u32, charge: u64, now: Nanos) -> RqId {
         let sectors = self.take(id, rq, now);
-        let charge = self.serv_to_charge(id, sectors);
         let q = self.q(id);
         q.service_from_backlogged += sectors;
         if q.wr.coeff > 1 {
@@ -932,7 +942,7 @@ impl State {
 
     /// The queue a bio of this issuer would be queued in, if it exists (`bic_to_bfqq`).
     fn queue_of_bio(&self, bio: &Bio) -> Option<u32> {
-        let sync = bio.op.is_read() || bio.flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA));
+        let sync = is_sync(bio.op, bio.flags);
         let key = if sync {
             Key::Sync(bio.issuer)
         } else {
@@ -1054,13 +1064,13 @@ impl State {
                 }
                 let rq = self.pick(id, k, now);
                 let info = self.rqs[rq as usize];
-                let charge = self.serv_to_charge(id, info.end - info.sector);
+                let charge = self.serv_to_charge(id, (info.end - info.sector).max(1));
                 let budget = self.qr(id).budget;
                 if self.service > 0 && self.service + charge > budget {
                     self.expire(k, Expire::BudgetExhausted, now);
                     continue;
                 }
-                return Some(self.dispatch_from(id, rq, now));
+                return Some(self.dispatch_from(id, rq, charge, now));
             }
             // Ran dry. Wait for it when that pays (`bfq_better_to_idle`): first until its
             // requests in flight complete, then `slice_idle` for the issuer's next request
@@ -1104,10 +1114,9 @@ impl Elevator for Bfq {
         if op.is_read() {
             return u32::MAX;
         }
-        let raised = self.st.lock().wr_busy > 0;
+        let raised = self.raised.load(Ordering::Acquire) > 0;
         let n = self.nr_requests.max(4);
-        let sync = flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA));
-        let d = match (sync, raised) {
+        let d = match (is_sync(op, flags), raised) {
             (false, false) => n / 2,
             (true, false) => n * 3 / 4,
             (false, true) => n * 3 / 16,
@@ -1143,7 +1152,7 @@ impl Elevator for Bfq {
                 Ok(()) => {
                     let end = st.rqs[id as usize].end;
                     let freed = st.fold_next(q, qid, id, end);
-                    self.queued.store(st.nr_queued, Ordering::Release);
+                    self.publish(&st);
                     return BioMerge::Merged { freed };
                 }
                 Err(b) => bio = b,
@@ -1162,7 +1171,7 @@ impl Elevator for Bfq {
                         .map(|x| x.1)
                         .filter(|&p| st.rqs[p as usize].end == start);
                     let freed = prev.and_then(|p| st.fold_next(q, qid, p, start));
-                    self.queued.store(st.nr_queued, Ordering::Release);
+                    self.publish(&st);
                     return BioMerge::Merged { freed };
                 }
                 Err(b) => bio = b,
@@ -1228,7 +1237,7 @@ impl Elevator for Bfq {
                 st.idle_to_busy(qid, now, &k);
             }
         }
-        self.queued.store(st.nr_queued, Ordering::Release);
+        self.publish(&st);
     }
 
     fn dispatch_request(&self, _q: &ElvCtx<'_>, _hctx: HctxIdx, now: Nanos) -> Option<RqId> {
@@ -1236,7 +1245,7 @@ impl Elevator for Bfq {
         let mut st = self.st.lock();
         st.now = now;
         let rq = st.dispatch(&k, now);
-        self.queued.store(st.nr_queued, Ordering::Release);
+        self.publish(&st);
         rq
     }
 
@@ -1271,6 +1280,7 @@ impl Elevator for Bfq {
             }
         }
         st.maybe_free(info.queue);
+        self.publish(&st);
     }
 
     fn requeue_request(&self, rq: &ElvRq) {
@@ -1324,6 +1334,7 @@ impl Elevator for Bfq {
         }
         // Idling ended, or the IDLE class is due: the hardware queues must run.
         st.restart = true;
+        self.publish(&st);
     }
 
     fn tunables(&self) -> &Tunables {
