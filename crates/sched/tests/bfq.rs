@@ -35,15 +35,8 @@ fn bfq_bio_merge_produces_one_request() {
     );
     r.q.check_invariants();
 
-    while r.drv.nr_issues() < 7 {
-        assert_eq!(r.complete_next(1), 1, "stalled:\n{}", r.q.debug_state());
-        r.q.check_invariants();
-    }
-    let mut got: Vec<(u64, u32, Vec<u64>)> = r.drv.issues()[1..]
-        .iter()
-        .map(|i| (i.sector, i.nr_sectors, i.privates.clone()))
-        .collect();
-    got.sort();
+    r.complete_until_issued(7);
+    let got = r.issued_after_first();
     assert_eq!(
         got,
         [

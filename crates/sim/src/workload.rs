@@ -19,6 +19,16 @@ pub struct IoReq {
     pub flags: ReqFlags,
 }
 
+impl IoReq {
+    /// A cache flush (`fsync`'s, a journal commit's).
+    pub const FLUSH: IoReq = IoReq {
+        op: ReqOp::Flush,
+        sector: 0,
+        nr_sectors: 0,
+        flags: ReqFlags::SYNC,
+    };
+}
+
 /// What a job does next.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -95,12 +105,7 @@ impl Source for FioSource {
     fn next(&mut self, _rng: &mut SimRng) -> Next {
         if self.pending_flush {
             self.pending_flush = false;
-            return Next::Io(IoReq {
-                op: ReqOp::Flush,
-                sector: 0,
-                nr_sectors: 0,
-                flags: ReqFlags::SYNC,
-            });
+            return Next::Io(IoReq::FLUSH);
         }
         if self.gen.pass_done() {
             self.gen.rewind();
@@ -207,12 +212,7 @@ impl Source for DbenchClient {
             }
             1 => {
                 self.commit = 0;
-                return Next::Io(IoReq {
-                    op: ReqOp::Flush,
-                    sector: 0,
-                    nr_sectors: 0,
-                    flags: ReqFlags::SYNC,
-                });
+                return Next::Io(IoReq::FLUSH);
             }
             _ => {}
         }
@@ -403,12 +403,7 @@ impl Source for JournalSource {
     fn next(&mut self, rng: &mut SimRng) -> Next {
         if self.flush {
             self.flush = false;
-            return Next::Io(IoReq {
-                op: ReqOp::Flush,
-                sector: 0,
-                nr_sectors: 0,
-                flags: ReqFlags::SYNC,
-            });
+            return Next::Io(IoReq::FLUSH);
         }
         if self.left == 0 {
             self.left = self.burst_blocks;

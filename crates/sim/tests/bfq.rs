@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 
+/// A 64 KiB fio reader or writer at `offset` bytes, issuer `cpu + 1`, at priority `prio`.
 fn reader(
     name: &str,
     cpu: u16,
@@ -20,30 +21,11 @@ fn reader(
     offset: u64,
     secs: u64,
 ) -> SimJob {
-    SimJob {
-        name: name.into(),
-        cpu,
-        iodepth: qd,
-        batch: 1,
-        issuer: cpu as u32 + 1,
-        group: 0,
-        ioprio: prio,
-        start_at: Nanos::ZERO,
-        limit: Limit {
-            time: Some(Nanos::from_secs(secs)),
-            ..Limit::default()
-        },
-        source: Box::new(FioSource::new(
-            rw,
-            100,
-            65536,
-            offset,
-            8 << 30,
-            cpu as u64 + 7,
-            0,
-        )),
-        kind: "fio".into(),
-    }
+    let src = FioSource::new(rw, 100, 65536, offset, 8 << 30, cpu as u64 + 7, 0);
+    let mut j = job(name, cpu, qd, 0, Box::new(src), secs);
+    j.ioprio = prio;
+    j.kind = "fio".into();
+    j
 }
 
 fn run(device: &str, tunables: &[(&str, &str)], jobs: Vec<SimJob>) -> SimResult {

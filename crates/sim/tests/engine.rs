@@ -135,12 +135,15 @@ fn lost_commands_end_with_timeouts_and_nothing_leaks() {
     );
 }
 
-#[test]
-fn fuzz_seeds_pass() {
-    // A slice of the fuzzer in the test suite; `mqblk sim --fuzz --runs N` runs more.
+/// Runs fuzz seeds `seeds` (with the scheduler forced if given) and fails with every
+/// failure's configuration and state dump.
+fn assert_fuzz_passes(seeds: std::ops::Range<u64>, scheduler: Option<&str>) {
     let mut failures = Vec::new();
-    for seed in 0..2000u64 {
-        let o = mqblk_sim::fuzz::run_one(seed, None);
+    for seed in seeds {
+        let o = mqblk_sim::fuzz::run_one_for(seed, None, scheduler);
+        if let Some(s) = scheduler {
+            assert!(o.summary.contains(&format!("sched={s}")), "{}", o.summary);
+        }
         if let Err(e) = &o.result {
             failures.push(format!("seed {seed}: {e}\n  {}\n{}", o.summary, o.dump));
         }
@@ -154,23 +157,16 @@ fn fuzz_seeds_pass() {
 }
 
 #[test]
+fn fuzz_seeds_pass() {
+    // A slice of the fuzzer in the test suite; `mqblk sim --fuzz --runs N` runs more.
+    assert_fuzz_passes(0..2000, None);
+}
+
+#[test]
 fn fuzz_seeds_pass_with_bfq() {
     // BFQ has the most state of the schedulers (groups, raising, merged queues, injection):
     // a slice of its own, on the same configurations as the seeds above.
-    let mut failures = Vec::new();
-    for seed in 0..600u64 {
-        let o = mqblk_sim::fuzz::run_one_for(seed, None, Some("bfq"));
-        assert!(o.summary.contains("sched=bfq"), "{}", o.summary);
-        if let Err(e) = &o.result {
-            failures.push(format!("seed {seed}: {e}\n  {}\n{}", o.summary, o.dump));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert_fuzz_passes(0..600, Some("bfq"));
 }
 
 #[test]

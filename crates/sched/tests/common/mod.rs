@@ -589,6 +589,31 @@ impl Rig {
         k
     }
 
+    /// Completes one request at a time, checking the queue's invariants after each, until
+    /// the device has accepted `n` requests.
+    pub fn complete_until_issued(&mut self, n: usize) {
+        while self.drv.nr_issues() < n {
+            assert_eq!(
+                self.complete_next(1),
+                1,
+                "stalled:\n{}",
+                self.q.debug_state()
+            );
+            self.q.check_invariants();
+        }
+    }
+
+    /// Every request the device accepted after the first, as (sector, sectors, the privates
+    /// of its bios in order), sorted: what merging made of the bios.
+    pub fn issued_after_first(&self) -> Vec<(u64, u32, Vec<u64>)> {
+        let mut got: Vec<_> = self.drv.issues()[1..]
+            .iter()
+            .map(|i| (i.sector, i.nr_sectors, i.privates.clone()))
+            .collect();
+        got.sort();
+        got
+    }
+
     /// The next time something is due: a device completion or a queue timer.
     pub fn next_event(&self) -> Option<Nanos> {
         match (self.drv.next_completion(), self.q.next_deadline()) {
