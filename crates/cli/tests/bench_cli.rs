@@ -429,3 +429,36 @@ fn fixedbufs_needs_the_uring_driver() {
         "{err}"
     );
 }
+
+#[test]
+fn jobs_are_charged_to_their_cgroups_under_bfq() {
+    // Each job's bios carry its group: BFQ's state dump shows the hierarchy with the weight
+    // set by cgroup_weight, and each job's queue in its own group.
+    let o = mqblk(&[
+        "bench",
+        "--driver=null",
+        "--ioscheduler=bfq",
+        "--rw=randread",
+        "--iodepth=4",
+        "--runtime=200ms",
+        "--time_based",
+        "--dump-sched",
+        "--name=a",
+        "--cgroup=db",
+        "--cgroup_weight=300",
+        "--name=b",
+        "--cgroup=db/log",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        out.contains("group 1 cgroup '/db' parent 0 weight 300"),
+        "{out}"
+    );
+    assert!(
+        out.contains("group 2 cgroup '/db/log' parent 1 weight 100"),
+        "{out}"
+    );
+    assert!(out.contains("Sync(1) group 1 "), "{out}");
+    assert!(out.contains("Sync(2) group 2 "), "{out}");
+}

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use mqblk_core::{IoPrio, IoPrioClass, Submit, TunableError};
+use mqblk_core::{IoPrio, IoPrioClass, ReqFlags, ReqOp, Submit, TunableError};
 
 const BFQ: &str = "bfq";
 
@@ -73,6 +73,20 @@ fn bfq_tunables_have_the_kernel_names_units_and_defaults() {
     ] {
         assert_eq!(t.show(name), Ok(value), "{name}");
     }
+    let unit = |name: &str| t.descs().iter().find(|d| d.name == name).unwrap().unit;
+    for (name, u) in [
+        ("slice_idle_us", "us"),
+        ("timeout_sync", "ms"),
+        ("max_budget", "sectors"),
+        ("fifo_expire_sync", "ms"),
+        ("fifo_expire_async", "ms"),
+        ("back_seek_max", "KiB"),
+        ("strict_guarantees", "bool"),
+        ("low_latency", "bool"),
+    ] {
+        assert_eq!(unit(name), u, "{name}");
+    }
+    assert_eq!(t.aliases()[0].unit, "ms");
     // slice_idle and slice_idle_us are one variable in two units.
     r.set("slice_idle", "3");
     assert_eq!(t.show("slice_idle_us"), Ok(3000));
@@ -97,4 +111,25 @@ fn bfq_tunables_have_the_kernel_names_units_and_defaults() {
         Err(TunableError::OutOfRange { .. })
     ));
     assert!(t.store("low_latency", "yes").is_err());
+}
+
+#[test]
+fn bfq_limits_writes_to_part_of_the_scheduler_tags() {
+    // bfq_limit_depth: reads may take every tag, async writes half, sync writes three
+    // quarters; while a queue is weight-raised, 3/16 and 6/16.
+    let mut r = Rig::simple(BFQ, 1);
+    let n = r.q.nr_requests();
+    let depth = |r: &Rig, op, flags| r.elv().limit_depth(op, flags);
+    assert_eq!(depth(&r, ReqOp::Read, ReqFlags::SYNC), u32::MAX);
+    assert_eq!(depth(&r, ReqOp::Write, ReqFlags::empty()), n / 2);
+    assert_eq!(depth(&r, ReqOp::Write, ReqFlags::SYNC), n * 3 / 4);
+    // A new reader is raised as interactive while it has requests.
+    r.queue(0, read(0, 8, 1));
+    r.queue(0, read(5000, 8, 2));
+    let stat = |r: &Rig, k: &str| r.elv().stats().into_iter().find(|s| s.0 == k).unwrap().1;
+    assert!(stat(&r, "wr_interactive") >= 1);
+    assert_eq!(depth(&r, ReqOp::Write, ReqFlags::empty()), n * 3 / 16);
+    assert_eq!(depth(&r, ReqOp::Write, ReqFlags::SYNC), n * 6 / 16);
+    r.drain(us(10));
+    r.finish();
 }

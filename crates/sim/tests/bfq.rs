@@ -1,7 +1,9 @@
 //! BFQ's behaviour in the simulator, each a ratio with a stated tolerance over fixed seeds:
-//! service in proportion to queue and group weights, the IDLE class not starved, idling for
-//! synchronous readers, low latency for a new reader under a writer, and cooperating queues
-//! merged on a disk, not on a queueing SSD, and split when they stop cooperating.
+//! service in proportion to queue and group weights (nested too), the IDLE class not starved,
+//! idling for synchronous readers, low latency for a new reader under a writer and for a
+//! periodic one (soft real-time), strict guarantees, injection and its adaptive limit, the
+//! waker of a queue, the automatic max_budget, and cooperating queues merged on a disk, not
+//! on a queueing SSD, and split when they stop cooperating. `-- --nocapture` prints figures.
 
 use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos};
 use mqblk_sim::workload::{FioSource, InterleavedSource, Limit, SimJob, Source};
@@ -547,4 +549,85 @@ fn a_queue_waiting_on_its_writeback_finds_its_waker() {
     );
     assert!(stat(&dflt, "wakers") >= 1, "{:?}", dflt.elv_stats);
     assert!(a >= 0.7 * b, "app {a} I/Os with idling, {b} without");
+}
+#[test]
+fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs() {
+    // BFQ idles for the heavier sequential reader (weights differ). On an SSD that queues
+    // commands, the lighter random reader's requests are injected meanwhile: it gets its
+    // I/O done without slowing the other. On an SSD without queueing, injected requests
+    // delay the idled-for queue, so the injection limit falls and stays near zero.
+    let jobs = || {
+        vec![
+            reader(
+                "heavy",
+                0,
+                RwMode::Read,
+                1,
+                IoPrio::new(IoPrioClass::Be, 0),
+                0,
+                3,
+            ),
+            reader(
+                "light",
+                1,
+                RwMode::RandRead,
+                1,
+                IoPrio::DEFAULT,
+                400 << 30,
+                3,
+            ),
+        ]
+    };
+    let strict = [("strict_guarantees", "1")];
+    let inj = run("ssd", &[], jobs());
+    let none = run("ssd", &strict, jobs());
+    eprintln!(
+        "injection on ssd: {} injected; light {} I/Os ({} without injection), heavy {} ({})",
+        stat(&inj, "injected"),
+        inj.jobs[1].ios,
+        none.jobs[1].ios,
+        inj.jobs[0].ios,
+        none.jobs[0].ios
+    );
+    assert!(stat(&inj, "injected") > 1000, "{:?}", inj.elv_stats);
+    assert!(inj.jobs[1].ios > 2 * none.jobs[1].ios);
+    assert!(inj.jobs[0].ios >= none.jobs[0].ios);
+    let serial = run("ssd,queueing=0", &[], jobs());
+    let (injected, idles) = (stat(&serial, "injected"), stat(&serial, "idles"));
+    eprintln!("injection on ssd without queueing: {injected} injected in {idles} idles");
+    assert!(
+        idles > 1000 && injected * 100 < idles,
+        "{:?}",
+        serial.elv_stats
+    );
+}
+
+#[test]
+fn the_automatic_max_budget_is_what_the_peak_rate_serves_in_timeout_sync() {
+    let jobs = || {
+        vec![
+            reader("a", 0, RwMode::Read, 1, IoPrio::DEFAULT, 0, 2),
+            reader("b", 1, RwMode::Read, 1, IoPrio::DEFAULT, 400 << 30, 2),
+        ]
+    };
+    let hdd = run("hdd", &[], jobs());
+    let ssd = run("ssd", &[], jobs());
+    let (peak, auto) = (
+        stat(&hdd, "peak_rate_sectors_per_s"),
+        stat(&hdd, "max_budget"),
+    );
+    eprintln!(
+        "max_budget: hdd {auto} sectors at {peak} sectors/s; ssd {} at {}",
+        stat(&ssd, "max_budget"),
+        stat(&ssd, "peak_rate_sectors_per_s")
+    );
+    // 125 ms (timeout_sync) at the measured peak rate, no longer the 16384 default.
+    assert!(peak > 0 && auto == peak * 125 / 1000, "{:?}", hdd.elv_stats);
+    assert_ne!(auto, 16384);
+    assert!(stat(&ssd, "max_budget") > 4 * auto, "{:?}", ssd.elv_stats);
+    let longer = run("hdd", &[("timeout_sync", "250")], jobs());
+    let p2 = stat(&longer, "peak_rate_sectors_per_s");
+    assert_eq!(stat(&longer, "max_budget"), p2 * 250 / 1000);
+    let fixed = run("hdd", &[("max_budget", "1000")], jobs());
+    assert_eq!(stat(&fixed, "max_budget"), 1000);
 }
