@@ -198,11 +198,6 @@ impl Groups {
         }
     }
 
-    /// Whether any group has an active entity of `class` (the IDLE class timer).
-    pub fn class_busy(&self, class: usize) -> bool {
-        self.slots.iter().any(|g| !g.trees[class].is_empty())
-    }
-
     pub fn check(&self) {
         for (i, g) in self.slots.iter().enumerate() {
             for t in &g.trees {
