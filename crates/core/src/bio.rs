@@ -60,6 +60,8 @@ impl ReqFlags {
     pub const META: ReqFlags = ReqFlags(1 << 3);
     /// Never merge this bio or request.
     pub const NOMERGE: ReqFlags = ReqFlags(1 << 4);
+    /// The issuer has nothing more to send right away (`REQ_IDLE`; O_DIRECT writes).
+    pub const IDLE: ReqFlags = ReqFlags(1 << 6);
     /// Completed by polling a POLL hardware queue (`REQ_POLLED`).
     pub const POLLED: ReqFlags = ReqFlags(1 << 5);
     /// The flags that forbid merging, as the kernel's `REQ_NOMERGE_FLAGS`.

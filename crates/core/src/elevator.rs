@@ -163,6 +163,8 @@ pub struct ElevatorType {
     pub aliases: &'static [TunableAlias],
     /// Builds an instance; `None` for `none`, which has no elevator object at all.
     pub init: Option<ElevatorInitFn>,
+    /// CPU cost of its hooks and the locks they take (the simulator's cost model).
+    pub cost: ElvCost,
 }
 
 /// One tunable: the kernel's sysfs name, unit and default.
@@ -322,4 +324,47 @@ impl Tunables {
             }))
             .collect()
     }
+}
+
+/// Which lock a scheduler hook runs under, for the simulator's lock model.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LockScope {
+    /// No lock (atomics only).
+    None,
+    /// One lock for the whole queue (mq-deadline's `dd->lock`, BFQ's `bfqd->lock`).
+    Queue,
+    /// One per hardware queue (kyber's per-hctx domain lock).
+    Hctx,
+    /// One per software queue (kyber's per-ctx bio-merge lists; `none`'s ctx lists).
+    Ctx,
+}
+
+/// What a scheduler's hooks cost a CPU beyond `none`'s path, and the lock each runs under.
+/// The simulator charges these; each [`ElevatorType`] carries its own, so a scheduler is
+/// costed the same whatever name or alias selected it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ElvCost {
+    pub insert_ns: u64,
+    pub insert_lock: LockScope,
+    pub dispatch_ns: u64,
+    /// A dispatch attempt that finds nothing (every run of a hctx asks once).
+    pub probe_ns: u64,
+    pub dispatch_lock: LockScope,
+    pub complete_ns: u64,
+    pub complete_lock: LockScope,
+    pub merge_ns: u64,
+}
+
+impl ElvCost {
+    /// No scheduler: inserts go to the software queue under its lock, nothing else.
+    pub const NONE: ElvCost = ElvCost {
+        insert_ns: 0,
+        insert_lock: LockScope::Ctx,
+        dispatch_ns: 0,
+        probe_ns: 0,
+        dispatch_lock: LockScope::None,
+        complete_ns: 0,
+        complete_lock: LockScope::None,
+        merge_ns: 0,
+    };
 }

@@ -34,8 +34,8 @@ pub use cpumap::{HctxType, QueueMap};
 pub use ctx::Ctx;
 pub use driver::{CompletionBatch, Driver, EhReturn};
 pub use elevator::{
-    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, TunableAlias, TunableDesc,
-    TunableError, Tunables,
+    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures, LockScope,
+    TunableAlias, TunableDesc, TunableError, Tunables,
 };
 pub use hctx::Hctx;
 pub use merge::{ElvMerge, NoMerges, QueueLimits};

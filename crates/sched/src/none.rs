@@ -1,7 +1,7 @@
 //! `none`: no scheduler. There is no elevator object, as in the kernel: requests go to the
 //! per-submitter software queues or straight to the driver (see `queue.rs`, `issue_list`).
 
-use mqblk_core::{ElevatorType, ElvFeatures};
+use mqblk_core::{ElevatorType, ElvCost, ElvFeatures};
 
 pub const NONE: ElevatorType = ElevatorType {
     name: "none",
@@ -10,4 +10,5 @@ pub const NONE: ElevatorType = ElevatorType {
     tunables: &[],
     aliases: &[],
     init: None,
+    cost: ElvCost::NONE,
 };

@@ -16,14 +16,15 @@
 //! included; the CPU is busy until the charged end. Commands the operation posted reach the
 //! device when their doorbell step ends.
 
-use crate::cost::{core_cost, CostTable, ElvCost, LockScope, LockState};
+use crate::cost::{core_cost, CostTable, LockState};
 use crate::device::{self, DevCompletion, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::rng::SimRng;
 use crate::workload::{Next, SimJob};
 use mqblk_core::{
-    Bio, BlkStatus, Blkcg, CtxIdx, HctxIdx, HctxType, Nanos, NoMerges, QueueConfig, QueueLimits,
-    ReqOp, RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
+    Bio, BlkStatus, Blkcg, CtxIdx, ElvCost, HctxIdx, HctxType, LockScope, Nanos, NoMerges,
+    QueueConfig, QueueLimits, ReqOp, RequestQueue, Submit, Submitter, TagSet, TagSetConfig,
+    TraceAction, TraceHook, Tracer,
 };
 use mqblk_workload::{Ddir, JobStats};
 use std::cmp::Reverse;
@@ -243,6 +244,8 @@ struct JobRun {
     issued_bytes: u64,
     pending: Option<Bio>,
     think_until: u64,
+    /// Waiting at full depth for `batch_complete_min` completions.
+    refilling: bool,
     draining: bool,
     done_issuing: bool,
     finished: bool,
@@ -390,15 +393,16 @@ impl Sim {
         let nr_hw = driver.nr_hw_queues();
         let set = TagSet::new(TagSetConfig::new(nr_hw, driver.queue_depth()))
             .map_err(|e| SimError::Config(format!("sim: tag set: {e}")))?;
-        let elv_type = match cfg.scheduler.as_str() {
-            "none" => None,
-            name => Some(mqblk_sched::lookup(name).ok_or_else(|| {
-                SimError::Config(format!(
-                    "sim: unknown scheduler '{name}' (known: {})",
-                    mqblk_sched::names().join(", ")
-                ))
-            })?),
-        };
+        // Resolved once, by name or alias: the type carries its own hooks' costs and locks.
+        let elv_type = mqblk_sched::lookup(&cfg.scheduler).ok_or_else(|| {
+            SimError::Config(format!(
+                "sim: unknown scheduler '{}' (known: {})",
+                cfg.scheduler,
+                mqblk_sched::names().join(", ")
+            ))
+        })?;
+        let elv = cfg.elv_cost.unwrap_or(elv_type.cost);
+        let elv_type = elv_type.init.is_some().then_some(elv_type);
         let limits = QueueLimits {
             max_sectors: cfg.max_sectors_kb.saturating_mul(2),
             ..QueueLimits::default()
@@ -426,7 +430,6 @@ impl Sim {
                 .store(name, value)
                 .map_err(|e| SimError::Config(format!("sim: sched.{name}: {e}")))?;
         }
-        let elv = cfg.elv_cost.unwrap_or_else(|| ElvCost::of(&cfg.scheduler));
         let queued_sum = queue
             .elevator()
             .and_then(|e| e.tunables().show("queued_sum").ok())
@@ -484,6 +487,7 @@ impl Sim {
                 issued_bytes: 0,
                 pending: None,
                 think_until: 0,
+                refilling: false,
                 draining: false,
                 done_issuing: false,
                 finished: false,
@@ -985,9 +989,13 @@ impl Sim {
                     bio.bytes()
                 )));
             }
+            let measured = cur >= job.start + job.def.ramp.0;
             if bio.status != BlkStatus::Ok {
                 job.errors += 1;
-            } else if op.has_data() {
+            } else if op == ReqOp::Flush && measured {
+                // fio's `sync` latency: the flushes of `fsync=N` and `end_fsync`.
+                job.stats.sync.record(cur.saturating_sub(s0));
+            } else if op.has_data() && measured {
                 job.ios += 1;
                 job.bytes += bytes;
                 let d = if op == ReqOp::Read {
@@ -1047,7 +1055,16 @@ impl Sim {
                 break;
             }
             if job.inflight() >= job.def.iodepth {
+                // Full: like fio, wait for `iodepth_batch_complete_min` completions before
+                // issuing again.
+                job.refilling = job.def.batch_complete_min > 1;
                 break;
+            }
+            if job.refilling {
+                if job.def.iodepth - job.inflight() < job.def.batch_complete_min {
+                    break;
+                }
+                job.refilling = false;
             }
             if job.think_until > cur {
                 let at = job.think_until;
@@ -1065,7 +1082,7 @@ impl Sim {
                         job.done_issuing = true;
                         break;
                     }
-                    match job.def.source.next(&mut job.rng) {
+                    match job.def.source.next(Nanos(cur - job.start), &mut job.rng) {
                         Next::Done => {
                             job.done_issuing = true;
                             break;
@@ -1258,6 +1275,8 @@ impl Sim {
             .jobs
             .into_iter()
             .map(|mut j| {
+                // Statistics start after the ramp, as the threaded runner's do.
+                j.start = (j.start + j.def.ramp.0).min(j.end);
                 let rt = j.end.saturating_sub(j.start);
                 j.stats.job_runtime_ns = rt;
                 for d in 0..2 {

@@ -185,6 +185,8 @@ pub fn case_for(
                 ios: Some(ios),
                 ..Limit::default()
             },
+            ramp: Nanos::ZERO,
+            batch_complete_min: (*rng.pick(&[1u32, 1, 2, 4])).min(iodepth),
             source,
             kind: kind.into(),
         });

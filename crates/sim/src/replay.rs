@@ -187,6 +187,8 @@ impl Replayable {
                 ioprio: IoPrio::DEFAULT,
                 start_at: Nanos::ZERO,
                 limit: Limit::default(),
+                ramp: Nanos::ZERO,
+                batch_complete_min: 1,
                 source: Box::new(TraceSource {
                     ios: p.ios.clone().into(),
                     mode,
@@ -207,7 +209,7 @@ struct TraceSource {
 }
 
 impl Source for TraceSource {
-    fn next(&mut self, _rng: &mut SimRng) -> Next {
+    fn next(&mut self, _now: mqblk_core::Nanos, _rng: &mut SimRng) -> Next {
         let Some(&(t, mut io)) = self.ios.front() else {
             return Next::Done;
         };

@@ -8,7 +8,8 @@
 
 use crate::rng::SimRng;
 use mqblk_core::{IoPrio, Nanos, ReqFlags, ReqOp};
-use mqblk_workload::pattern::{Generator, Pattern};
+use mqblk_workload::pattern::Pattern;
+use mqblk_workload::{Job, JobDriver, JobSpec};
 
 /// One I/O to submit.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -44,7 +45,8 @@ pub enum Next {
 }
 
 pub trait Source: Send {
-    fn next(&mut self, rng: &mut SimRng) -> Next;
+    /// What the job does next, at `now` (virtual time since the job started).
+    fn next(&mut self, now: Nanos, rng: &mut SimRng) -> Next;
 }
 
 /// When a job stops, whichever limit comes first.
@@ -67,21 +69,33 @@ pub struct SimJob {
     pub ioprio: IoPrio,
     pub start_at: Nanos,
     pub limit: Limit,
+    /// Completions before this time since the start are not counted (fio's `ramp_time`).
+    pub ramp: Nanos,
+    /// Once the job's depth is full, it issues again only when this many have completed
+    /// (fio's `iodepth_batch_complete_min`; 1 = at every completion).
+    pub batch_complete_min: u32,
     pub source: Box<dyn Source>,
     /// A label the report groups jobs by (`dbench`, `journal`, a fio job name).
     pub kind: String,
 }
 
-/// fio-style: `rw`, `bs`, range, and `fsync=N` (a flush after every N writes).
+/// A fio job: what it issues and when it ends is its [`JobDriver`]'s decision, the same
+/// one `mqblk bench`'s threads follow in real time.
 pub struct FioSource {
-    gen: Generator,
-    fsync: u64,
-    writes_since_sync: u64,
-    pending_flush: bool,
-    sector_base: u64,
+    driver: JobDriver,
 }
 
 impl FioSource {
+    /// The source of a resolved fio job.
+    pub fn of(job: &Job) -> FioSource {
+        FioSource {
+            driver: JobDriver::new(job),
+        }
+    }
+
+    /// A job looping over `[offset, offset + size)` in `bs` blocks until the [`SimJob`]'s
+    /// [`Limit`] stops it, with a flush after every `fsync` writes (0: never); the
+    /// shorthand the scenarios and tests build their jobs with.
     pub fn new(
         rw: Pattern,
         rwmixread: u32,
@@ -91,43 +105,41 @@ impl FioSource {
         seed: u64,
         fsync: u64,
     ) -> FioSource {
-        FioSource {
-            gen: Generator::new(rw, rwmixread, bs, offset, size, seed),
+        let spec = JobSpec {
+            name: "fio".into(),
+            rw,
+            rwmixread,
+            bs: [bs as u64; 3],
+            size: Some(size),
+            offset,
+            time_based: true,
+            randseed: Some(seed),
             fsync,
-            writes_since_sync: 0,
-            pending_flush: false,
-            sector_base: 0,
-        }
+            ..JobSpec::default()
+        };
+        let jobs = mqblk_workload::resolve(&[spec], |_| Ok(offset + size), 0)
+            .expect("a plain fio job over its own region resolves");
+        FioSource::of(&jobs[0])
     }
 }
 
 impl Source for FioSource {
-    fn next(&mut self, _rng: &mut SimRng) -> Next {
-        if self.pending_flush {
-            self.pending_flush = false;
-            return Next::Io(IoReq::FLUSH);
-        }
-        if self.gen.pass_done() {
-            self.gen.rewind();
-        }
-        let io = self.gen.next_io();
-        if io.write && self.fsync > 0 {
-            self.writes_since_sync += 1;
-            if self.writes_since_sync >= self.fsync {
-                self.writes_since_sync = 0;
-                self.pending_flush = true;
+    #[inline]
+    fn next(&mut self, now: Nanos, _rng: &mut SimRng) -> Next {
+        match self.driver.next(now.0) {
+            mqblk_workload::Next::Io(io) => {
+                let (op, flags) = mqblk_runtime::job::op_flags(io.kind, io.sync);
+                Next::Io(IoReq {
+                    op,
+                    sector: io.offset >> 9,
+                    nr_sectors: io.len >> 9,
+                    flags,
+                })
             }
+            mqblk_workload::Next::Until(t) => Next::Until(Nanos(t)),
+            mqblk_workload::Next::Drain => Next::Drain,
+            mqblk_workload::Next::Done => Next::Done,
         }
-        Next::Io(IoReq {
-            op: if io.write { ReqOp::Write } else { ReqOp::Read },
-            sector: self.sector_base + io.offset / 512,
-            nr_sectors: io.len / 512,
-            flags: if io.write {
-                ReqFlags::empty()
-            } else {
-                ReqFlags::SYNC
-            },
-        })
     }
 }
 
@@ -196,7 +208,7 @@ impl DbenchClient {
 }
 
 impl Source for DbenchClient {
-    fn next(&mut self, rng: &mut SimRng) -> Next {
+    fn next(&mut self, _now: Nanos, rng: &mut SimRng) -> Next {
         match self.commit {
             2 => {
                 self.commit = 1;
@@ -267,7 +279,7 @@ pub struct DdSource {
 }
 
 impl Source for DdSource {
-    fn next(&mut self, _rng: &mut SimRng) -> Next {
+    fn next(&mut self, _now: Nanos, _rng: &mut SimRng) -> Next {
         if self.next_sector >= self.end {
             return Next::Done;
         }
@@ -303,7 +315,7 @@ impl FindSource {
 }
 
 impl Source for FindSource {
-    fn next(&mut self, rng: &mut SimRng) -> Next {
+    fn next(&mut self, _now: Nanos, rng: &mut SimRng) -> Next {
         if self.run_left == 0 {
             self.at = self.meta.0 + rng.below(self.meta.1 / 8 - 8) * 8;
             self.run_left = rng.range(1, 4) as u32;
@@ -352,7 +364,7 @@ impl InterleavedSource {
 }
 
 impl Source for InterleavedSource {
-    fn next(&mut self, rng: &mut SimRng) -> Next {
+    fn next(&mut self, _now: Nanos, rng: &mut SimRng) -> Next {
         let stripes = (self.file_sectors / self.stripe_sectors as u64).max(1);
         let stripe = if self.switch_after.is_some_and(|n| self.done >= n) {
             rng.below(stripes)
@@ -400,7 +412,7 @@ impl JournalSource {
 }
 
 impl Source for JournalSource {
-    fn next(&mut self, rng: &mut SimRng) -> Next {
+    fn next(&mut self, _now: Nanos, rng: &mut SimRng) -> Next {
         if self.flush {
             self.flush = false;
             return Next::Io(IoReq::FLUSH);

@@ -172,6 +172,8 @@ fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs:
             time: Some(Nanos::from_secs(secs)),
             ..Limit::default()
         },
+        ramp: Nanos::ZERO,
+        batch_complete_min: 1,
         source,
         kind: name.into(),
     }
@@ -402,7 +404,11 @@ struct Periodic {
 }
 
 impl Source for Periodic {
-    fn next(&mut self, rng: &mut mqblk_sim::SimRng) -> mqblk_sim::workload::Next {
+    fn next(
+        &mut self,
+        _now: mqblk_core::Nanos,
+        rng: &mut mqblk_sim::SimRng,
+    ) -> mqblk_sim::workload::Next {
         use mqblk_sim::workload::{IoReq, Next};
         self.next_io = !self.next_io;
         if !self.next_io {
@@ -492,7 +498,11 @@ struct WriteThenRead {
 }
 
 impl Source for WriteThenRead {
-    fn next(&mut self, _rng: &mut mqblk_sim::SimRng) -> mqblk_sim::workload::Next {
+    fn next(
+        &mut self,
+        _now: mqblk_core::Nanos,
+        _rng: &mut mqblk_sim::SimRng,
+    ) -> mqblk_sim::workload::Next {
         use mqblk_sim::workload::{IoReq, Next};
         self.step += 1;
         let op = match self.step {

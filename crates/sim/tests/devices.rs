@@ -545,6 +545,8 @@ fn raid_through_the_simulator_never_exceeds_can_queue() {
                 ios: Some(100),
                 ..Limit::default()
             },
+            ramp: mqblk_core::Nanos::ZERO,
+            batch_complete_min: 1,
             source: Box::new(FioSource::new(
                 RwMode::RandRead,
                 100,

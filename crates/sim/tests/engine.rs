@@ -21,6 +21,8 @@ fn fio_job(name: &str, cpu: u16, rw: RwMode, bs: u32, qd: u32, ios: u64, seed: u
             ios: Some(ios),
             ..Limit::default()
         },
+        ramp: mqblk_core::Nanos::ZERO,
+        batch_complete_min: 1,
         source: Box::new(FioSource::new(rw, 100, bs, 0, 256 << 20, seed, 0)),
         kind: "fio".into(),
     }

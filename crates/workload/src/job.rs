@@ -12,6 +12,7 @@ mod cli;
 mod error;
 mod ini;
 mod options;
+mod resolve;
 mod spec;
 mod value;
 
@@ -20,6 +21,7 @@ use std::path::Path;
 pub use cli::{parse_command_line, CommandLine, OutputFormat};
 pub use error::{JobError, JobErrorKind, Location};
 pub use options::{option_table, options_help, OptDef};
+pub use resolve::{resolve, Job, RANDREPEAT_SEED};
 pub use spec::{IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_PERCENTILES};
 pub use value::{parse_size, parse_time_ns};
 

@@ -5,21 +5,26 @@
 //! - [`stats`] holds the per-job counters the runner fills in: fio's log-linear latency
 //!   histogram ([`LatHist`]), latency summaries ([`LatStat`]), bandwidth/IOPS samples and
 //!   the per-job aggregate ([`JobStats`]).
+//! - [`job_driver`] decides what a resolved [`Job`] issues next, with the time passed in;
+//!   the threaded runner and the simulator both drive jobs through it.
 //! - [`report`] renders a finished run as fio-compatible JSON or fio-like human text.
 //!
 //! Nothing here panics on user input: every parse problem comes back as a [`JobError`]
 //! whose `Display` is a single line naming the file and line (or command-line argument).
 
 pub mod job;
+pub mod job_driver;
 pub mod pattern;
 pub mod report;
 pub mod stats;
+pub mod verify;
 
 pub use job::{
     option_table, options_help, parse_command_line, parse_job_file, parse_job_text, parse_size,
-    parse_time_ns, validate, CommandLine, IrqMode, JobError, JobErrorKind, JobSpec, Location,
-    OptDef, OutputFormat, RwMode, VerifyMode, DEFAULT_PERCENTILES,
+    parse_time_ns, resolve, validate, CommandLine, IrqMode, Job, JobError, JobErrorKind, JobSpec,
+    Location, OptDef, OutputFormat, RwMode, VerifyMode, DEFAULT_PERCENTILES,
 };
+pub use job_driver::{IoKind, JobDriver, JobIo, Next, Phase};
 pub use report::{format_bytes, format_count, format_rate, json_report, text_report, RunReport};
 pub use stats::{DirStats, JobStats, LatHist, LatStat, SampleStat};
 

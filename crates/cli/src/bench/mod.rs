@@ -7,18 +7,16 @@
 
 pub mod device;
 mod presets;
-pub mod runner;
-pub mod verify;
 
 use device::{Device, DeviceOpts};
-use mqblk_core::{IoPrio, IoPrioClass, Nanos, NoMerges, RequestQueue};
+use mqblk_core::{IoBuf, NoMerges, RequestQueue};
 use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
 use mqblk_runtime::{process_cpu_time, CpuTime, MonotonicClock};
+use mqblk_runtime::{JobOutcome, LatSink, Progress, RunJob};
 use mqblk_workload::{
-    json_report, parse_command_line, text_report, CommandLine, Ddir, JobSpec, JobStats,
-    OutputFormat, RunReport, VerifyMode,
+    json_report, parse_command_line, text_report, CommandLine, JobSpec, JobStats, OutputFormat,
+    RunReport,
 };
-use runner::{JobOutcome, LatSink, Progress, RunJob};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
@@ -180,16 +178,26 @@ impl Plan {
         if specs.is_empty() {
             return Err("no jobs given".into());
         }
-        let device = device_opts(&specs[0])?;
+        let mut device = device_opts(&specs[0])?;
         for s in &specs[1..] {
-            if format!("{:?}", device_opts(s)?) != format!("{device:?}") {
+            let other = device_opts(s)?;
+            // Jobs may cover different regions of the one device (fio's per-job `size` and
+            // `offset`): the device is as large as the largest of them needs.
+            let sized = DeviceOpts {
+                size_bytes: device.size_bytes,
+                create_size: device.create_size,
+                ..other.clone()
+            };
+            if format!("{sized:?}") != format!("{device:?}") {
                 return Err(format!(
                     "job '{}': device options differ from job '{}' (all jobs of a run share one device)",
                     s.name, specs[0].name
                 ));
             }
+            device.size_bytes = device.size_bytes.max(other.size_bytes);
+            device.create_size = device.create_size.max(other.create_size);
         }
-        let total: usize = specs.iter().map(|s| s.numjobs as usize).sum();
+        let total: usize = specs.iter().map(|s| s.numjobs.max(1) as usize).sum();
         let nr_ctx = if device.nr_ctx == 0 {
             total.max(1)
         } else {
@@ -203,22 +211,39 @@ impl Plan {
         if device.fixed_buffers && device.driver != "uring" {
             return Err("fixedbufs: needs ioengine=io_uring (driver=uring)".into());
         }
+        let entropy = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        let resolved = mqblk_workload::resolve(specs, |_| Ok(device.size_bytes), entropy)
+            .map_err(|e| e.to_string())?;
         let mut jobs = Vec::with_capacity(total);
         let mut spec_of = Vec::with_capacity(total);
-        for (i, s) in specs.iter().enumerate() {
-            for clone in 0..s.numjobs as usize {
-                let k = jobs.len();
-                jobs.push(run_job(s, clone, k, k * nr_ctx / total.max(1), &device)?);
-                spec_of.push(i);
+        for job in resolved {
+            let s = &specs[job.spec];
+            if job.verify && job.bs.iter().any(|&b| b < 512) {
+                return Err(format!(
+                    "job '{}': verify=crc32c needs bs of at least 512",
+                    s.name
+                ));
             }
+            spec_of.push(job.spec);
+            let k = job.index;
+            jobs.push(RunJob {
+                ioprio: mqblk_runtime::job::ioprio(&job),
+                with_data: job.verify || device.memory_backed || device.driver == "uring",
+                ctx: mqblk_core::CtxIdx((k * nr_ctx / total.max(1)) as u16),
+                issuer: k as u32 + 1,
+                group: mqblk_runtime::job::join_cgroup(&job, &device.blkcg)?,
+                job,
+            });
         }
         // One registered buffer per I/O any job can have in flight, of the largest block.
-        let mut device = device;
         if device.fixed_buffers {
-            device.fixed_buf_count = jobs.iter().map(|j: &RunJob| j.iodepth).sum();
+            device.fixed_buf_count = jobs.iter().map(|j| j.job.iodepth).sum();
             device.fixed_buf_size = jobs
                 .iter()
-                .map(|j| j.bs[0].max(j.bs[1]))
+                .map(|j| j.job.max_bs())
                 .max()
                 .unwrap_or(4096)
                 .next_multiple_of(4096);
@@ -324,85 +349,6 @@ fn device_opts(s: &JobSpec) -> Result<DeviceOpts, String> {
     })
 }
 
-fn run_job(
-    s: &JobSpec,
-    clone: usize,
-    index: usize,
-    ctx: usize,
-    dev: &DeviceOpts,
-) -> Result<RunJob, String> {
-    let pattern = s.rw;
-    let bs = [s.bs_for(Ddir::Read) as u32, s.bs_for(Ddir::Write) as u32];
-    // `size`, or the rest of the device after `offset` (a real file's own length).
-    let size = s
-        .size
-        .unwrap_or_else(|| dev.size_bytes.saturating_sub(s.offset));
-    if s.offset.saturating_add(size) > dev.size_bytes {
-        return Err(format!(
-            "job '{}': offset {} + size {} runs past the device ({} bytes; set dev_size)",
-            s.name, s.offset, size, dev.size_bytes
-        ));
-    }
-    if size < bs[0].max(bs[1]) as u64 {
-        return Err(format!(
-            "job '{}': size {size} is smaller than one block",
-            s.name
-        ));
-    }
-    let verify = s.verify == VerifyMode::Crc32c;
-    if verify && bs.iter().any(|&b| b < 512) {
-        return Err(format!(
-            "job '{}': verify=crc32c needs bs of at least 512",
-            s.name
-        ));
-    }
-    let class = match s.prioclass {
-        Some(1) => IoPrioClass::Rt,
-        Some(3) => IoPrioClass::Idle,
-        _ => IoPrioClass::Be,
-    };
-    let ioprio = if s.prioclass.is_none() && s.prio.is_none() {
-        IoPrio::DEFAULT
-    } else {
-        IoPrio::new(class, s.prio.unwrap_or(4))
-    };
-    let base_seed = match (s.randseed, s.randrepeat) {
-        (Some(seed), _) => seed,
-        (None, true) => 0x6d71_626b,
-        (None, false) => SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1),
-    };
-    Ok(RunJob {
-        name: s.name.clone(),
-        pattern,
-        rwmixread: s.rwmixread,
-        bs,
-        offset: s.offset,
-        size,
-        iodepth: s.iodepth,
-        batch_submit: s.iodepth_batch_submit,
-        batch_complete_min: s.iodepth_batch_complete_min,
-        runtime: (s.runtime_ns > 0).then_some(Nanos(s.runtime_ns)),
-        time_based: s.time_based,
-        ramp: Nanos(s.ramp_time_ns),
-        ioprio,
-        rate_iops: s.rate_iops,
-        seed: base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        verify,
-        do_verify: s.do_verify,
-        with_data: verify || dev.memory_backed || dev.driver == "uring",
-        batch_complete_max: s.iodepth_batch_complete_max,
-        fsync_every: s.fsync,
-        end_fsync: s.end_fsync,
-        cpu: (!s.cpus_allowed.is_empty()).then(|| s.cpus_allowed[clone % s.cpus_allowed.len()]),
-        ctx: mqblk_core::CtxIdx(ctx as u16),
-        issuer: index as u32 + 1,
-        group: mqblk_sim::jobs::join_cgroup(s, &dev.blkcg)?,
-    })
-}
-
 /// One job clone's measurements, in fio's shape.
 pub struct Sink {
     pub stats: JobStats,
@@ -496,7 +442,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
     {
         return Err(format!(
             "job '{}': no software queue {} on this device",
-            j.name, j.ctx.0
+            j.job.name, j.ctx.0
         ));
     }
     let progress = Progress::default();
@@ -512,11 +458,27 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             .zip(&plan.spec_of)
             .map(|(job, &spec)| {
                 let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
-                let sink = Sink::new(&job.name, &plan.specs[spec]);
-                let pool = pool.clone();
+                let sink = Sink::new(&job.job.name, &plan.specs[spec]);
+                // With registered buffers, the job's buffers come from the device's pool, so
+                // its I/O goes as READ_FIXED/WRITE_FIXED; they return to the pool when the
+                // job ends.
+                let max_bs = job.job.max_bs() as usize;
+                let bufs = if job.with_data {
+                    (0..job.job.iodepth)
+                        .map(|_| {
+                            pool.as_ref()
+                                .and_then(|p| p.alloc(max_bs))
+                                .unwrap_or_else(|| IoBuf::new(max_bs))
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 std::thread::Builder::new()
                     .name(format!("mqblk-job-{}", job.issuer))
-                    .spawn_scoped(scope, move || runner::run_job(q, c, job, sink, b, p, pool))
+                    .spawn_scoped(scope, move || {
+                        mqblk_runtime::run_job(q, c, job, sink, b, p, bufs)
+                    })
                     .expect("spawning a job thread")
             })
             .collect();
@@ -553,7 +515,7 @@ fn progress_line(progress: &Progress, plan: &Plan, t0: Instant) {
     let total = plan
         .jobs
         .iter()
-        .filter_map(|j| j.runtime.map(|r| r.0 + j.ramp.0))
+        .filter_map(|j| j.job.runtime_ns.map(|r| r + j.job.ramp_ns))
         .max();
     let (mut last_ios, mut last_bytes, mut last_t) = (0u64, 0u64, t0);
     let mut shown = false;
@@ -618,7 +580,7 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
         if !out.verify_errors.is_empty() {
             st.error = st.error.max(1);
         }
-        if plan.jobs[i].verify {
+        if plan.jobs[i].job.verify {
             st.extra_lines.push(format!(
                 "verify : {} blocks checked, {} mismatches",
                 out.verified,

@@ -621,6 +621,7 @@ pub static FIFO: mqblk_core::ElevatorType = mqblk_core::ElevatorType {
     tunables: &[],
     aliases: &[],
     init: Some(fifo_init),
+    cost: mqblk_core::ElvCost::NONE,
 };
 
 /// Per-hctx FIFOs (like kyber).
@@ -631,6 +632,7 @@ pub static FIFO_MQ: mqblk_core::ElevatorType = mqblk_core::ElevatorType {
     tunables: &[],
     aliases: &[],
     init: Some(fifo_mq_init),
+    cost: mqblk_core::ElvCost::NONE,
 };
 
 impl mqblk_core::Elevator for Fifo {

@@ -17,9 +17,9 @@
 
 use super::groups::Groups;
 use mqblk_core::{
-    merge, Bio, BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq,
-    HctxIdx, IoPrioClass, Nanos, NoMerges, ReqFlags, ReqOp, RqId, TunableAlias, TunableDesc,
-    Tunables,
+    merge, Bio, BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx,
+    ElvFeatures, ElvRq, HctxIdx, IoPrioClass, LockScope, Nanos, NoMerges, ReqFlags, ReqOp, RqId,
+    TunableAlias, TunableDesc, Tunables,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -1512,4 +1512,15 @@ pub const BFQ: ElevatorType = ElevatorType {
     tunables: &TUNABLES,
     aliases: &ALIASES,
     init: Some(init),
+    // Measured with `mqblk bench --preset=sched-cost`; every hook runs under `bfqd->lock`.
+    cost: ElvCost {
+        insert_ns: 150,
+        insert_lock: LockScope::Queue,
+        dispatch_ns: 200,
+        probe_ns: 60,
+        dispatch_lock: LockScope::Queue,
+        complete_ns: 150,
+        complete_lock: LockScope::Queue,
+        merge_ns: 60,
+    },
 };

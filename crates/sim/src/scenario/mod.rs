@@ -128,6 +128,8 @@ pub(crate) fn job(
         ioprio: IoPrio::DEFAULT,
         start_at: Nanos::ZERO,
         limit,
+        ramp: Nanos::ZERO,
+        batch_complete_min: 1,
         source,
         kind: kind.into(),
     }

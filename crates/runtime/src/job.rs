@@ -1,0 +1,480 @@
+//! Runs one fio job clone on the calling thread through its own software queue, with real
+//! time: the threaded counterpart of the simulator's job loop.
+//!
+//! What the job issues and when it ends is decided by the job's [`JobDriver`] (shared with
+//! the simulator); this module carries it out: bios with buffers and verify headers,
+//! plugging for `iodepth_batch_submit`, reaping by `iodepth_batch_complete_min/max`, the
+//! rate limit's sleeps, and measuring each I/O the way fio does.
+
+use crate::{pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle};
+use mqblk_core::{
+    Bio, BlkStatus, Blkcg, CtxIdx, IoBuf, IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp,
+    RequestQueue, SECTOR_SHIFT,
+};
+use mqblk_workload::{verify, IoKind, Job, JobDriver, JobIo, Next};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+/// One job clone as the threaded runner runs it: the resolved job and where its bios go.
+#[derive(Clone, Debug)]
+pub struct RunJob {
+    pub job: Job,
+    /// The priority its bios carry (from `prioclass`/`prio`).
+    pub ioprio: IoPrio,
+    /// Move data (buffers on every bio): needed by memory-backed devices and verify.
+    pub with_data: bool,
+    pub ctx: CtxIdx,
+    pub issuer: u32,
+    /// The cgroup id its bios carry (0: the root).
+    pub group: u32,
+}
+
+/// The operation and flags of a job's I/O as a bio carries them (shared with the
+/// simulator, so both issue the same bios).
+#[inline]
+pub fn op_flags(kind: IoKind, sync: bool) -> (ReqOp, ReqFlags) {
+    let op = match kind {
+        IoKind::Read => ReqOp::Read,
+        IoKind::Write => ReqOp::Write,
+        IoKind::Flush => ReqOp::Flush,
+    };
+    let flags = match (sync, op) {
+        (false, _) => ReqFlags::empty(),
+        (true, ReqOp::Write) => ReqFlags::SYNC.union(ReqFlags::IDLE),
+        (true, _) => ReqFlags::SYNC,
+    };
+    (op, flags)
+}
+
+/// The priority a resolved job's bios carry (`prioclass`/`prio`).
+pub fn ioprio(job: &Job) -> IoPrio {
+    match job.ioprio {
+        None => IoPrio::DEFAULT,
+        Some((class, level)) => {
+            let class = match class {
+                1 => IoPrioClass::Rt,
+                3 => IoPrioClass::Idle,
+                _ => IoPrioClass::Be,
+            };
+            IoPrio::new(class, level)
+        }
+    }
+}
+
+/// The cgroup id of `job` in `blkcg` (0, the root, without `cgroup`), created with the
+/// job's `cgroup_weight` if it does not exist yet.
+pub fn join_cgroup(job: &Job, blkcg: &Blkcg) -> Result<u32, String> {
+    match &job.cgroup {
+        None => Ok(0),
+        Some(path) => blkcg
+            .join(path, job.cgroup_weight)
+            .map_err(|e| format!("job '{}': {e}", job.name)),
+    }
+}
+
+/// Latency samples of one direction, in nanoseconds.
+pub trait LatSink {
+    fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, lat: u64);
+    fn error(&mut self, write: bool);
+    /// A flush completed after `lat` nanoseconds (fio's `sync` latency).
+    fn sync(&mut self, lat: u64);
+    /// Called about every 500 ms with the I/Os and bytes completed in the window.
+    fn sample(&mut self, window_ns: u64);
+    /// A submission of `n` I/Os at queue depth `depth` (fio's `iodepth_submit`/`_level`).
+    fn submitted(&mut self, n: u64, depth: u64);
+    /// A reap that returned `n` completions (fio's `iodepth_complete`).
+    fn completed(&mut self, n: u64);
+}
+
+/// What a job thread reports besides its latency samples.
+#[derive(Clone, Debug, Default)]
+pub struct JobOutcome {
+    pub runtime_ns: u64,
+    pub cpu: CpuTime,
+    pub ios: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub verify_errors: Vec<String>,
+    pub verified: u64,
+}
+
+/// Shared between the job threads and the progress display.
+#[derive(Default)]
+pub struct Progress {
+    pub ios: AtomicU64,
+    pub bytes: AtomicU64,
+    pub stop: AtomicBool,
+}
+
+const SAMPLE_WINDOW: Nanos = Nanos::from_millis(500);
+
+/// Per-batch bookkeeping: bios carry their batch number so slat/clat split at the moment the
+/// batch finished submitting.
+struct Batches {
+    ends: Vec<u64>,
+    seq: u64,
+}
+
+impl Batches {
+    fn new(iodepth: u32) -> Batches {
+        Batches {
+            ends: vec![0; (iodepth as usize + 1).next_power_of_two()],
+            seq: 0,
+        }
+    }
+    fn end_of(&self, seq: u64) -> u64 {
+        self.ends[(seq as usize) & (self.ends.len() - 1)]
+    }
+}
+
+/// How a submission round ended.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Round {
+    /// Submitted what the depth and batch allowed (or found no tag).
+    Go,
+    /// The rate limit: nothing before this time since the job started.
+    Until(u64),
+    /// The driver waits for everything in flight (the verify pass follows).
+    Drain,
+    /// Nothing more to issue.
+    Done,
+}
+
+struct JobState<'a, S: LatSink> {
+    rj: &'a RunJob,
+    job: &'a Job,
+    driver: JobDriver,
+    h: SubmitterHandle,
+    sink: S,
+    out: JobOutcome,
+    inflight: u32,
+    free_bufs: Vec<IoBuf>,
+    batches: Batches,
+    t0: u64,
+    progress: &'a Progress,
+    pending: Option<Bio>,
+    /// The last clock reading, and whether nothing happened since it was taken. Reading the
+    /// clock is a visible part of the per-I/O cost on a null device, so each reading serves
+    /// every purpose it can: a batch's end time is also the completion time of what
+    /// completed inline, and the next loop's "now".
+    now: u64,
+    fresh: bool,
+}
+
+/// Runs one job clone to completion and returns its sink and outcome. `bufs` are the
+/// buffers its I/O uses when it moves data (one per I/O in flight; registered ones for
+/// `fixedbufs`); more are made if they run out.
+pub fn run_job<S: LatSink>(
+    q: Arc<RequestQueue>,
+    clock: MonotonicClock,
+    rj: &RunJob,
+    mut sink: S,
+    start: &Barrier,
+    progress: &Progress,
+    bufs: Vec<IoBuf>,
+) -> (S, JobOutcome) {
+    let job = &rj.job;
+    let mut out = JobOutcome::default();
+    if let Some(cpu) = job.cpu {
+        if let Err(e) = pin_current_thread(cpu) {
+            out.first_error = Some(format!("{}: cpus_allowed: {e}", job.name));
+        }
+    }
+    let h = SubmitterHandle::new(q, rj.ctx, clock);
+    start.wait();
+    let t0 = h.now().0;
+    let cpu0 = thread_cpu_time();
+    sink.sample(0);
+    let mut st = JobState {
+        rj,
+        job,
+        driver: JobDriver::new(job),
+        h,
+        sink,
+        out,
+        inflight: 0,
+        free_bufs: bufs,
+        batches: Batches::new(job.iodepth),
+        t0,
+        progress,
+        pending: None,
+        now: t0,
+        fresh: true,
+    };
+    st.run();
+    st.drain();
+    let t1 = st.h.now().0;
+    st.out.cpu = thread_cpu_time().since(cpu0);
+    let measure_from = t0 + job.ramp_ns;
+    st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
+    let JobState { sink, out, .. } = st;
+    (sink, out)
+}
+
+impl<S: LatSink> JobState<'_, S> {
+    fn run(&mut self) {
+        let job = self.job;
+        let mut last_sample = self.t0;
+        loop {
+            let now = if std::mem::take(&mut self.fresh) {
+                self.now
+            } else {
+                self.h.now().0
+            };
+            if self.progress.stop.load(Ordering::Relaxed) {
+                self.driver.stop();
+            }
+            let room = job.iodepth - self.inflight;
+            let round = if room > 0 {
+                self.submit_batch(room.min(job.batch_submit), now - self.t0)
+            } else {
+                Round::Go
+            };
+            match round {
+                Round::Done if self.pending.is_none() => return,
+                Round::Drain => {
+                    self.drain();
+                    continue;
+                }
+                Round::Until(t) if self.inflight == 0 => {
+                    // Rate-limited with nothing in flight: sleep until the next I/O is due (at
+                    // most 1 ms, so the loop still sees the runtime end and stop requests).
+                    let wait = (self.t0 + t).saturating_sub(now).clamp(1_000, 1_000_000);
+                    std::thread::sleep(std::time::Duration::from_nanos(wait));
+                    continue;
+                }
+                _ => {}
+            }
+            let min = if self.inflight >= job.iodepth || round != Round::Go {
+                job.batch_complete_min.max(1) as usize
+            } else {
+                0
+            };
+            self.reap(min);
+            if now >= last_sample + SAMPLE_WINDOW.0 {
+                if self.driver.measures(now - self.t0) {
+                    self.sink.sample(now - last_sample);
+                }
+                last_sample = now;
+            }
+        }
+    }
+
+    fn make_bio(&mut self, io: JobIo) -> Bio {
+        let (op, flags) = op_flags(io.kind, io.sync);
+        let (offset, len) = (io.offset, io.len);
+        let mut bio = Bio::new(op, offset >> SECTOR_SHIFT, len >> SECTOR_SHIFT)
+            .with_flags(flags)
+            .with_ioprio(self.rj.ioprio)
+            .with_issuer(self.rj.issuer, self.rj.group)
+            .with_private(self.batches.seq);
+        if self.rj.with_data && op.has_data() {
+            let mut buf = self
+                .free_bufs
+                .pop()
+                .unwrap_or_else(|| IoBuf::new(len as usize));
+            buf.set_len(len as usize);
+            if op == ReqOp::Write && self.job.verify {
+                verify::fill(buf.as_mut_slice(), offset, self.job.seed);
+            }
+            bio = bio.with_buf(buf);
+        }
+        bio
+    }
+
+    /// Submits up to `want` bios under one plug; says why it stopped if not for depth.
+    fn submit_batch(&mut self, want: u32, rel: u64) -> Round {
+        let plug = want > 1;
+        if plug {
+            self.h.start_plug();
+        }
+        let mut submitted = 0;
+        let mut round = Round::Go;
+        while submitted < want {
+            let bio = match self.pending.take() {
+                Some(b) => b,
+                None => match self.driver.next(rel) {
+                    Next::Io(io) => self.make_bio(io),
+                    Next::Until(t) => {
+                        round = Round::Until(t);
+                        break;
+                    }
+                    Next::Drain => {
+                        round = Round::Drain;
+                        break;
+                    }
+                    Next::Done => {
+                        round = Round::Done;
+                        break;
+                    }
+                },
+            };
+            let now = self.h.now();
+            match self.h.submit_at(bio, now) {
+                Ok(()) => {
+                    self.inflight += 1;
+                    submitted += 1;
+                }
+                Err(b) => {
+                    // No tag: kept for the next round, after a reap.
+                    self.pending = Some(b);
+                    break;
+                }
+            }
+        }
+        if plug {
+            self.h.finish_plug();
+        }
+        self.finish_batch(submitted);
+        if self.pending.is_some() && self.inflight == 0 {
+            // No tag and nothing of ours to reap: others hold them; give them a moment.
+            std::thread::yield_now();
+        }
+        round
+    }
+
+    fn finish_batch(&mut self, submitted: u32) {
+        if submitted > 0 {
+            let end = self.h.now().0;
+            (self.now, self.fresh) = (end, true);
+            self.sink.submitted(submitted as u64, self.inflight as u64);
+            let len = self.batches.ends.len();
+            self.batches.ends[(self.batches.seq as usize) & (len - 1)] = end;
+            self.batches.seq += 1;
+        }
+    }
+
+    fn reap(&mut self, min: usize) {
+        // Completions that happened inline during the batch just submitted are timed at the
+        // batch's end; anything reaped later gets a fresh reading.
+        let inline = self.fresh && self.h.done().len() >= min.max(1);
+        if !inline {
+            // Like fio, reap only once the queue is full (or nothing more can be submitted);
+            // until then, completions that already arrived are taken as they are.
+            if min > 0 {
+                self.h.reap(min, 1_000_000_000);
+            }
+            if self.h.done().is_empty() {
+                return;
+            }
+            (self.now, self.fresh) = (self.h.now().0, true);
+        }
+        let now = self.now;
+        let measured = self.driver.measures(now - self.t0);
+        let checks = self.job.verify && self.driver.checks_reads();
+        let mut done = std::mem::take(self.h.done());
+        // Handle at most `iodepth_batch_complete_max`; the rest wait for the next reap.
+        let max = self.job.batch_complete_max as usize;
+        let rest = if done.len() > max {
+            done.split_off(max)
+        } else {
+            Vec::new()
+        };
+        let (mut n, mut bytes) = (0u64, 0u64);
+        for mut bio in done.drain(..) {
+            self.inflight -= 1;
+            let write = bio.op.is_write();
+            if bio.op == ReqOp::Flush {
+                if bio.status == BlkStatus::Ok {
+                    if measured {
+                        self.sink.sync(now.saturating_sub(bio.submit_ns.0));
+                    }
+                } else {
+                    self.note_error(&bio);
+                }
+                continue;
+            }
+            n += 1;
+            let len = bio.bytes();
+            bytes += len;
+            if bio.status != BlkStatus::Ok {
+                self.note_error(&bio);
+            } else {
+                // A read-only job checks what it reads; a job that writes checks its own
+                // blocks in the verify pass instead (its reads may hit blocks it never
+                // wrote), as fio does.
+                if checks && !write {
+                    self.check_block(&bio);
+                }
+                if measured {
+                    let submit = bio.submit_ns.0;
+                    let end = self.batches.end_of(bio.private).max(submit);
+                    self.sink.record(
+                        write,
+                        len,
+                        end - submit,
+                        now.saturating_sub(end),
+                        now.saturating_sub(submit),
+                    );
+                }
+            }
+            if let Some(buf) = bio.buf.take() {
+                self.free_bufs.push(buf);
+            }
+        }
+        *self.h.done() = done;
+        self.h.done().extend(rest);
+        self.sink.completed(n);
+        self.out.ios += n;
+        self.progress.ios.fetch_add(n, Ordering::Relaxed);
+        self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Checks a block read back against its verify header.
+    fn check_block(&mut self, bio: &Bio) {
+        let off = bio.sector << SECTOR_SHIFT;
+        match bio.buf.as_ref() {
+            Some(buf) => match verify::check(buf.as_slice(), off) {
+                Ok(()) => self.out.verified += 1,
+                Err(e) => self
+                    .out
+                    .verify_errors
+                    .push(format!("{}: {e}", self.job.name)),
+            },
+            None => self.out.verify_errors.push(format!(
+                "{}: verify: read at offset {off} carried no data",
+                self.job.name
+            )),
+        }
+    }
+
+    fn note_error(&mut self, bio: &Bio) {
+        self.out.errors += 1;
+        self.sink.error(bio.op.is_write());
+        if self.out.first_error.is_none() {
+            self.out.first_error = Some(format!(
+                "{}: {} of {} bytes at offset {} failed: {} (errno {})",
+                self.job.name,
+                bio.op.name(),
+                bio.bytes(),
+                bio.sector << SECTOR_SHIFT,
+                bio.status,
+                bio.status.to_errno()
+            ));
+        }
+    }
+
+    /// Waits for everything in flight, and submits a bio that was waiting for a tag.
+    fn drain(&mut self) {
+        loop {
+            if let Some(bio) = self.pending.take() {
+                let now = self.h.now();
+                match self.h.submit_at(bio, now) {
+                    Ok(()) => {
+                        self.inflight += 1;
+                        self.finish_batch(1);
+                    }
+                    Err(b) => self.pending = Some(b),
+                }
+            }
+            if self.inflight == 0 && self.pending.is_none() {
+                return;
+            }
+            if self.inflight == 0 {
+                std::thread::yield_now();
+            } else {
+                self.reap(1);
+            }
+        }
+    }
+}

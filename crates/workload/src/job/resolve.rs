@@ -1,0 +1,172 @@
+//! Parsed jobs → resolved job clones: the one place where fio's options turn into what a
+//! run issues (block sizes per direction, the region, limits, seeds, priority, cgroup, CPU).
+//!
+//! `mqblk bench`, `mqblk sim` and everything else that runs fio jobs go through
+//! [`resolve`], so a job means the same thing whichever of them runs it.
+
+use super::error::{JobError, JobErrorKind, Location};
+use super::spec::{JobSpec, RwMode, VerifyMode};
+use crate::Ddir;
+
+/// The seed of every job whose `randseed` is not given while `randrepeat=1` (fio's
+/// default): the same offsets on every run, whichever runner runs the job.
+pub const RANDREPEAT_SEED: u64 = 0x6d71_626b;
+
+/// One clone of a job (`numjobs` makes several), with every option the I/O loop needs
+/// resolved against the device it runs on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// The job's name; fio reports every clone of a job under it.
+    pub name: String,
+    /// The job section this clone came from (an index into the parsed jobs).
+    pub spec: usize,
+    /// Which clone of its job this is (0-based).
+    pub clone: u32,
+    /// This clone's position among all clones of the run (0-based); its issuer id is
+    /// `index + 1`.
+    pub index: usize,
+    pub rw: RwMode,
+    pub rwmixread: u32,
+    /// Block size of reads and of writes. Offsets lie on a grid of the larger of the
+    /// sizes the job issues, as fio aligns them to its minimum block alignment.
+    pub bs: [u32; 2],
+    /// Start of the region in bytes.
+    pub offset: u64,
+    /// Bytes of the region, and of one pass over it.
+    pub size: u64,
+    pub iodepth: u32,
+    pub batch_submit: u32,
+    pub batch_complete_min: u32,
+    pub batch_complete_max: u32,
+    /// Run-time cap after the ramp, in nanoseconds.
+    pub runtime_ns: Option<u64>,
+    pub time_based: bool,
+    /// Warm-up before statistics count, in nanoseconds.
+    pub ramp_ns: u64,
+    /// IOPS cap (0: none); counts every I/O issued since the job started.
+    pub rate_iops: u64,
+    /// The seed of this clone's offsets and read/write mix.
+    pub seed: u64,
+    /// CRC32C verify headers in written blocks (`verify=crc32c`).
+    pub verify: bool,
+    /// Read back what the job wrote once its writing ends (`do_verify`).
+    pub do_verify: bool,
+    /// A flush after every this many writes (`fsync=N`; 0 = never).
+    pub fsync: u64,
+    /// A flush when the job ends.
+    pub end_fsync: bool,
+    /// `O_DIRECT`: writes go to the device from the issuing task, not from writeback.
+    pub direct: bool,
+    /// `(class, level)` of `prioclass`/`prio` (1 RT, 2 BE, 3 IDLE; level 0..7), `None`
+    /// when neither is set (the issuer's default priority).
+    pub ioprio: Option<(u8, u8)>,
+    /// The cgroup the clone's I/O is charged to, and that group's weight if given.
+    pub cgroup: Option<String>,
+    pub cgroup_weight: Option<u32>,
+    /// The CPU the clone runs on (`cpus_allowed`, clones spread over the list).
+    pub cpu: Option<usize>,
+}
+
+impl Job {
+    /// The grid offsets lie on: the larger block size of the directions the job issues.
+    pub fn grid(&self) -> u32 {
+        let read = if self.rw.does_read() { self.bs[0] } else { 0 };
+        let write = if self.rw.does_write() { self.bs[1] } else { 0 };
+        read.max(write).max(512)
+    }
+
+    /// The block size of `write` (or read) I/O.
+    pub fn bs_of(&self, write: bool) -> u32 {
+        self.bs[usize::from(write)]
+    }
+
+    /// The largest block this job may issue.
+    pub fn max_bs(&self) -> u32 {
+        self.bs[0].max(self.bs[1])
+    }
+}
+
+/// Resolves every clone of `specs`.
+///
+/// `capacity(spec)` is the byte size of the device the job runs on; `entropy` seeds jobs
+/// that ask for a fresh seed (`randrepeat=0` without `randseed`): a runner on real time
+/// passes the clock, the simulator its run's seed, so its runs stay reproducible.
+pub fn resolve(
+    specs: &[JobSpec],
+    mut capacity: impl FnMut(&JobSpec) -> Result<u64, JobError>,
+    entropy: u64,
+) -> Result<Vec<Job>, JobError> {
+    let mut out = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        let cap = capacity(s)?;
+        let bad = |m: String| {
+            JobError::new(
+                Location::Job {
+                    name: s.name.clone(),
+                },
+                JobErrorKind::Invalid(m),
+            )
+        };
+        let size = s.size.unwrap_or_else(|| cap.saturating_sub(s.offset));
+        if s.offset.saturating_add(size) > cap {
+            return Err(bad(format!(
+                "offset {} + size {size} runs past the device ({cap} bytes)",
+                s.offset
+            )));
+        }
+        let bs = [s.bs_for(Ddir::Read), s.bs_for(Ddir::Write)];
+        if bs.iter().any(|&b| b > u32::MAX as u64 / 2) {
+            return Err(bad(format!("block size {} is too large", bs[0].max(bs[1]))));
+        }
+        let bs = [bs[0] as u32, bs[1] as u32];
+        if size < s.max_bs() {
+            return Err(bad(format!("size {size} is smaller than one block")));
+        }
+        if s.cgroup_weight.is_some() && s.cgroup.is_none() {
+            return Err(bad("cgroup_weight needs cgroup (the group to weigh)".into()));
+        }
+        let ioprio = match (s.prioclass, s.prio) {
+            (None, None) => None,
+            (class, level) => Some((class.unwrap_or(2), level.unwrap_or(4))),
+        };
+        let base_seed = match (s.randseed, s.randrepeat) {
+            (Some(seed), _) => seed,
+            (None, true) => RANDREPEAT_SEED,
+            (None, false) => entropy ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+        };
+        for clone in 0..s.numjobs.max(1) {
+            let index = out.len();
+            out.push(Job {
+                name: s.name.clone(),
+                spec: i,
+                clone,
+                index,
+                rw: s.rw,
+                rwmixread: s.rwmixread,
+                bs,
+                offset: s.offset,
+                size,
+                iodepth: s.iodepth.max(1),
+                batch_submit: s.iodepth_batch_submit.max(1),
+                batch_complete_min: s.iodepth_batch_complete_min,
+                batch_complete_max: s.iodepth_batch_complete_max.max(1),
+                runtime_ns: (s.runtime_ns > 0).then_some(s.runtime_ns),
+                time_based: s.time_based,
+                ramp_ns: s.ramp_time_ns,
+                rate_iops: s.rate_iops,
+                seed: base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                verify: s.verify == VerifyMode::Crc32c,
+                do_verify: s.do_verify,
+                fsync: s.fsync,
+                end_fsync: s.end_fsync,
+                direct: s.direct,
+                ioprio,
+                cgroup: s.cgroup.clone(),
+                cgroup_weight: s.cgroup_weight,
+                cpu: (!s.cpus_allowed.is_empty())
+                    .then(|| s.cpus_allowed[clone as usize % s.cpus_allowed.len()]),
+            });
+        }
+    }
+    Ok(out)
+}

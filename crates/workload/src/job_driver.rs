@@ -1,0 +1,386 @@
+//! The job driver: what a job issues next, as a plain state machine with the time passed in.
+//!
+//! fio's I/O loop decides, for every slot of its queue depth, whether the job may issue now
+//! (`rate_iops`), what (the pattern, the read/write mix, `fsync=N`'s flushes, the verify
+//! pass, `end_fsync`) and when it is finished (`runtime` after `ramp_time`, one pass over
+//! `size` unless `time_based`). [`JobDriver`] is that decision and nothing else: it never
+//! reads a clock, sleeps or submits. The threaded runner (`mqblk bench`) asks it with real
+//! time and the simulator with virtual time, so a job issues the same I/O in both; only
+//! how the I/O is carried out differs.
+
+use crate::job::{Job, RwMode};
+use crate::pattern::Generator;
+
+/// What an I/O does.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum IoKind {
+    Read,
+    Write,
+    /// A cache flush (`fsync=N`, `end_fsync`).
+    Flush,
+}
+
+/// One I/O to issue; a flush has offset and length 0.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct JobIo {
+    pub kind: IoKind,
+    /// Byte offset on the device.
+    pub offset: u64,
+    pub len: u32,
+    /// The issuing task waits for it (`REQ_SYNC`): flushes, and writes of an `O_DIRECT`
+    /// job, which the kernel marks `REQ_SYNC | REQ_IDLE` (`dio_bio_write_op`); buffered
+    /// writes reach the device from writeback, asynchronously. Reads are synchronous by
+    /// their operation and carry no flag, as the kernel's.
+    pub sync: bool,
+}
+
+impl JobIo {
+    const FLUSH: JobIo = JobIo {
+        kind: IoKind::Flush,
+        offset: 0,
+        len: 0,
+        sync: true,
+    };
+}
+
+/// The driver's answer to "what now?".
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Issue this I/O (it counts as issued when returned).
+    Io(JobIo),
+    /// Nothing may be issued before this time (nanoseconds since the job started): the
+    /// rate limit. Ask again then, or earlier after a completion.
+    Until(u64),
+    /// Wait until nothing of the job is in flight, then ask again (before the verify pass).
+    Drain,
+    /// The job issues nothing more; it ends when what is in flight completes.
+    Done,
+}
+
+/// Where the job is in its life.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The main loop over the region.
+    Main,
+    /// Reading back what the main loop wrote (`verify` with `do_verify`).
+    Verify,
+    /// The final flush (`end_fsync`), if any.
+    Finish,
+    /// Nothing more to issue.
+    Done,
+}
+
+/// One job clone's issuing decisions; see the module documentation.
+#[derive(Clone, Debug)]
+pub struct JobDriver {
+    gen: Generator,
+    rw: RwMode,
+    bs: [u32; 2],
+    grid: u64,
+    base: u64,
+    time_based: bool,
+    /// When the main phase ends (ramp + runtime), in ns since the job started.
+    end_ns: Option<u64>,
+    ramp_ns: u64,
+    rate_iops: u64,
+    fsync: u64,
+    end_fsync: bool,
+    verify_pass: bool,
+    direct: bool,
+    phase: Phase,
+    /// I/Os (not flushes) issued so far.
+    issued: u64,
+    writes_since_sync: u64,
+    flush_due: bool,
+    /// With a verify pass: one bit per grid block the main phase wrote.
+    written: Vec<u64>,
+    verify_at: u64,
+    drained: bool,
+    /// The verify pass has issued its first read (everything before it has completed).
+    verify_reading: bool,
+    stopped: bool,
+}
+
+impl JobDriver {
+    pub fn new(job: &Job) -> JobDriver {
+        let grid = job.grid();
+        let gen = Generator::new(job.rw, job.rwmixread, grid, job.offset, job.size, job.seed);
+        let verify_pass = job.verify && job.do_verify && job.rw.does_write();
+        JobDriver {
+            written: if verify_pass {
+                vec![0; gen.nr_blocks().div_ceil(64) as usize]
+            } else {
+                Vec::new()
+            },
+            gen,
+            rw: job.rw,
+            bs: job.bs,
+            grid: grid as u64,
+            base: job.offset,
+            time_based: job.time_based,
+            end_ns: job.runtime_ns.map(|r| r.saturating_add(job.ramp_ns)),
+            ramp_ns: job.ramp_ns,
+            rate_iops: job.rate_iops,
+            fsync: job.fsync,
+            end_fsync: job.end_fsync,
+            verify_pass,
+            direct: job.direct,
+            phase: Phase::Main,
+            issued: 0,
+            writes_since_sync: 0,
+            flush_due: false,
+            verify_at: 0,
+            drained: false,
+            verify_reading: false,
+            stopped: false,
+        }
+    }
+
+    /// What to do at `now` (nanoseconds since the job started).
+    #[inline]
+    pub fn next(&mut self, now: u64) -> Next {
+        loop {
+            match self.phase {
+                Phase::Main => {
+                    if std::mem::take(&mut self.flush_due) {
+                        return Next::Io(JobIo::FLUSH);
+                    }
+                    if self.stopped || self.end_ns.is_some_and(|e| now >= e) {
+                        self.end_main();
+                        continue;
+                    }
+                    if self.gen.pass_done() {
+                        // Without time_based a job ends after one pass over `size`; a verify
+                        // job checks one pass (fio's verify log covers what was written).
+                        if self.time_based && !self.verify_pass {
+                            self.gen.rewind();
+                        } else {
+                            self.end_main();
+                            continue;
+                        }
+                    }
+                    if self.rate_iops > 0 {
+                        let due = (self.issued as u128 * 1_000_000_000 / self.rate_iops as u128)
+                            .min(u64::MAX as u128) as u64;
+                        if due > now {
+                            return Next::Until(due);
+                        }
+                    }
+                    return Next::Io(self.main_io());
+                }
+                Phase::Verify => {
+                    if !std::mem::replace(&mut self.drained, true) {
+                        return Next::Drain;
+                    }
+                    while self.verify_at < self.gen.nr_blocks() {
+                        let offset = self.gen.block_offset(self.verify_at);
+                        self.verify_at += 1;
+                        let b = (offset - self.base) / self.grid;
+                        if self.written[(b / 64) as usize] & (1 << (b % 64)) != 0 {
+                            self.issued += 1;
+                            self.verify_reading = true;
+                            return Next::Io(JobIo {
+                                kind: IoKind::Read,
+                                offset,
+                                len: self.bs[1],
+                                sync: false,
+                            });
+                        }
+                    }
+                    self.phase = Phase::Finish;
+                }
+                Phase::Finish => {
+                    self.phase = Phase::Done;
+                    if self.end_fsync {
+                        return Next::Io(JobIo::FLUSH);
+                    }
+                }
+                Phase::Done => return Next::Done,
+            }
+        }
+    }
+
+    #[inline]
+    fn main_io(&mut self) -> JobIo {
+        let io = self.gen.next_io();
+        self.issued += 1;
+        if io.write {
+            if self.verify_pass {
+                let b = (io.offset - self.base) / self.grid;
+                self.written[(b / 64) as usize] |= 1 << (b % 64);
+            }
+            if self.fsync > 0 {
+                self.writes_since_sync += 1;
+                if self.writes_since_sync >= self.fsync {
+                    self.writes_since_sync = 0;
+                    self.flush_due = true;
+                }
+            }
+        }
+        JobIo {
+            kind: if io.write {
+                IoKind::Write
+            } else {
+                IoKind::Read
+            },
+            offset: io.offset,
+            len: self.bs[usize::from(io.write)],
+            sync: io.write && self.direct,
+        }
+    }
+
+    fn end_main(&mut self) {
+        self.phase = if self.verify_pass && !self.stopped {
+            Phase::Verify
+        } else {
+            Phase::Finish
+        };
+    }
+
+    /// Ends the main phase at the next call (a stop request: the progress display's
+    /// interrupt, a runner shutting down). No verify pass follows; `end_fsync` still does.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Whether a read completing now is one the job checks against its verify headers:
+    /// every read of the verify pass (which starts once the main phase's I/O has drained),
+    /// and every read of a job that only reads.
+    pub fn checks_reads(&self) -> bool {
+        self.verify_reading || !self.rw.does_write()
+    }
+
+    /// I/Os (reads and writes, not flushes) issued so far.
+    pub fn issued(&self) -> u64 {
+        self.issued
+    }
+
+    /// Whether an I/O completing at `now` counts in the statistics (past `ramp_time`).
+    #[inline]
+    pub fn measures(&self, now: u64) -> bool {
+        now >= self.ramp_ns
+    }
+
+    /// When the main phase ends (ramp + runtime), in ns since the job started.
+    pub fn end_ns(&self) -> Option<u64> {
+        self.end_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{parse_job_text, resolve};
+
+    fn driver(text: &str) -> JobDriver {
+        let specs = parse_job_text("t", text).unwrap();
+        let jobs = resolve(&specs, |_| Ok(1 << 30), 0).unwrap();
+        JobDriver::new(&jobs[0])
+    }
+
+    /// Issues until Done (draining is instant), at a fixed time.
+    fn all(d: &mut JobDriver, now: u64) -> Vec<JobIo> {
+        let mut v = Vec::new();
+        loop {
+            match d.next(now) {
+                Next::Io(io) => v.push(io),
+                Next::Drain => {}
+                Next::Done => return v,
+                Next::Until(t) => panic!("rate limited until {t}"),
+            }
+        }
+    }
+
+    #[test]
+    fn one_pass_then_done_and_split_block_sizes() {
+        let mut d = driver("[j]\nrw=randrw\nbs=4k,64k\nsize=1m\n");
+        let ios = all(&mut d, 0);
+        assert_eq!(ios.len(), 16, "1 MiB on a 64 KiB grid");
+        for io in &ios {
+            let want = if io.kind == IoKind::Write {
+                65536
+            } else {
+                4096
+            };
+            assert_eq!(io.len, want);
+            assert_eq!(io.offset % 65536, 0);
+        }
+    }
+
+    #[test]
+    fn fsync_every_n_writes_and_end_fsync() {
+        let mut d = driver("[j]\nrw=write\nsize=40k\nfsync=3\nend_fsync=1\n");
+        let kinds: Vec<IoKind> = all(&mut d, 0).iter().map(|i| i.kind).collect();
+        use IoKind::*;
+        assert_eq!(
+            kinds,
+            vec![
+                Write, Write, Write, Flush, Write, Write, Write, Flush, Write, Write, Write, Flush,
+                Write, Flush
+            ]
+        );
+    }
+
+    #[test]
+    fn rate_iops_spaces_issues() {
+        let mut d = driver("[j]\nrw=randread\nrate_iops=100\nruntime=1\ntime_based\n");
+        assert!(matches!(d.next(0), Next::Io(_)));
+        assert_eq!(d.next(0), Next::Until(10_000_000));
+        assert!(matches!(d.next(10_000_000), Next::Io(_)));
+        // Over the whole second, 100 I/Os at 1 ms steps.
+        let mut d = driver("[j]\nrw=randread\nrate_iops=100\nruntime=1\ntime_based\n");
+        let mut n = 0;
+        for ms in 0..2000u64 {
+            while let Next::Io(_) = d.next(ms * 1_000_000) {
+                n += 1;
+            }
+        }
+        assert_eq!(n, 100);
+    }
+
+    #[test]
+    fn verify_reads_back_exactly_the_written_blocks_after_a_drain() {
+        let mut d = driver("[j]\nrw=randrw\nrwmixread=50\nsize=256k\nverify=crc32c\n");
+        let mut written = Vec::new();
+        loop {
+            match d.next(0) {
+                Next::Io(io) if io.kind == IoKind::Write => written.push(io.offset),
+                Next::Io(_) => {}
+                Next::Drain => break,
+                other => panic!("{other:?} before the verify pass"),
+            }
+        }
+        assert_eq!(d.phase(), Phase::Verify);
+        assert!(
+            !d.checks_reads(),
+            "main-phase reads still completing are not checked"
+        );
+        let mut read = Vec::new();
+        while let Next::Io(io) = d.next(0) {
+            assert_eq!(io.kind, IoKind::Read);
+            read.push(io.offset);
+            assert!(d.checks_reads());
+        }
+        written.sort();
+        written.dedup();
+        read.sort();
+        assert_eq!(read, written);
+    }
+
+    #[test]
+    fn runtime_counts_after_the_ramp_and_stop_ends_main() {
+        let mut d = driver("[j]\nrw=read\nramp_time=1\nruntime=2\ntime_based\n");
+        assert!(!d.measures(999_999_999));
+        assert!(d.measures(1_000_000_000));
+        assert!(matches!(d.next(2_999_999_999), Next::Io(_)));
+        assert_eq!(d.next(3_000_000_000), Next::Done);
+        let mut d = driver("[j]\nrw=read\ntime_based\nruntime=10\nend_fsync=1\n");
+        d.stop();
+        assert_eq!(d.next(0), Next::Io(JobIo::FLUSH));
+        assert_eq!(d.next(0), Next::Done);
+    }
+}
