@@ -1,6 +1,7 @@
 //! `mqblk replay`: a blktrace capture replayed through the stack in the simulator.
 
 use mqblk_sim::replay::{Mode, Replayable};
+use mqblk_sim::QueueSettings;
 use mqblk_sim::{DeviceSpec, Sim, SimConfig};
 use mqblk_trace::TraceSet;
 use mqblk_workload::{json_report, text_report, Ddir, LatStat, RunReport};
@@ -145,14 +146,17 @@ fn run(args: &[String]) -> Result<i32, String> {
         seed,
         nr_cpus,
         device: spec,
-        scheduler: sched.clone(),
-        sched_tunables: tunables,
         check_every: 1000,
-        // The traced device took I/Os this large in one request; so must ours.
-        max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
         tracer: writer
             .as_ref()
             .map(|w| w.clone() as Arc<dyn mqblk_core::Tracer>),
+        queue: QueueSettings {
+            scheduler: sched.clone(),
+            sched_tunables: tunables,
+            // The traced device took I/Os this large in one request; so must ours.
+            max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
+            ..QueueSettings::default()
+        },
         ..SimConfig::default()
     };
     let jobs = rep.jobs(mode, speed, nr_cpus, capacity);
@@ -296,12 +300,15 @@ fn replay_threaded(
         })
         .max()
         .unwrap_or(0);
-    let mut opts = crate::bench::device::DeviceOpts {
-        driver: driver.clone(),
-        scheduler: sched.clone(),
-        sched_tunables: tunables,
+    let mut opts = mqblk_device::DeviceConfig {
+        driver: mqblk_device::DriverKind::parse(&driver)?,
+        queue: mqblk_device::QueueSettings {
+            scheduler: sched.clone(),
+            sched_tunables: tunables,
+            max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
+            ..Default::default()
+        },
         queue_depth: 128,
-        max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
         ..Default::default()
     };
     if driver == "uring" {

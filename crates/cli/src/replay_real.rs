@@ -3,8 +3,8 @@
 //! process's queue events in closed loop (its traced concurrency) or open loop (its traced
 //! times, scaled).
 
-use crate::bench::device::{self, DeviceOpts};
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, Nanos, ReqOp};
+use mqblk_device::{DeviceConfig, DriverKind};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use mqblk_sim::replay::{Mode, Replayable};
 use mqblk_workload::LatStat;
@@ -23,15 +23,15 @@ pub struct RealOutcome {
 /// Replays `rep` on a device built from `opts` (its `nr_ctx` set to one per process).
 pub fn replay(
     rep: &Replayable,
-    mut opts: DeviceOpts,
+    mut opts: DeviceConfig,
     mode: Mode,
     speed: f64,
 ) -> Result<RealOutcome, String> {
     let nr = rep.processes.len();
     opts.nr_ctx = nr as u16;
-    let dev = device::build(&opts, nr)?;
+    let dev = mqblk_device::build(&opts, nr)?;
     let capacity = dev.queue.limits().capacity_sectors;
-    let with_data = opts.driver == "uring" || opts.memory_backed;
+    let with_data = opts.driver == DriverKind::Uring || opts.memory_backed;
     let clock = MonotonicClock::new();
     let start = Barrier::new(nr);
     let t0 = Instant::now();

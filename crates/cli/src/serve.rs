@@ -1,7 +1,7 @@
 //! `mqblk serve`: exports devices over NBD, one software queue per connection.
 
-use crate::bench::device::{self, DeviceOpts};
 use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp, RequestQueue};
+use mqblk_device::{DeviceConfig, DriverKind, QueueSettings};
 use mqblk_nbd::{Export, Listener, Server};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use std::net::TcpListener;
@@ -155,33 +155,34 @@ impl ExportCfg {
         &self,
         tracer: Option<Arc<dyn mqblk_core::Tracer>>,
     ) -> Result<Arc<RequestQueue>, String> {
-        let mut opts = DeviceOpts {
-            scheduler: self.sched.clone(),
-            sched_tunables: self.tunables.clone(),
+        let mut opts = DeviceConfig {
+            queue: QueueSettings {
+                scheduler: self.sched.clone(),
+                sched_tunables: self.tunables.clone(),
+                // NBD clients send up to 32 MiB in one request.
+                max_sectors_kb: 32 * 1024,
+                ..QueueSettings::default()
+            },
             nr_hw_queues: self.hw_queues,
             queue_depth: self.depth,
             // One software queue per connection, and one for the server's own final flush.
             nr_ctx: self.max_conns as u16 + 1,
-            // NBD clients send up to 32 MiB in one request.
-            max_sectors_kb: 32 * 1024,
-            max_segments: 0,
-            ..DeviceOpts::default()
+            ..DeviceConfig::default()
         };
         if self.driver == "uring" {
-            opts.driver = "uring".into();
+            opts.driver = DriverKind::Uring;
             opts.filename = self.filename.clone();
             opts.direct = true;
             opts.create_size = self.size;
         } else if self.driver == "sim" {
-            opts.driver = "sim".into();
-            opts.sim_device = Some(self.device.clone().unwrap_or_else(|| "hdd".into()));
-            opts.max_sectors_kb = 32 * 1024;
+            opts.driver = DriverKind::Model;
+            opts.model = Some(self.device.clone().unwrap_or_else(|| "hdd".into()));
         } else {
-            opts.driver = "null".into();
+            opts.driver = DriverKind::Null;
             opts.memory_backed = self.driver == "memory";
             opts.size_bytes = self.size.unwrap_or(1 << 30);
         }
-        let dev = device::build_traced(&opts, self.max_conns + 1, tracer)
+        let dev = mqblk_device::build_traced(&opts, self.max_conns + 1, tracer)
             .map_err(|e| format!("export '{}': {e}", self.name))?;
         Ok(dev.queue)
     }

@@ -2,7 +2,7 @@
 
 use mqblk_sim::cost::{fmt_ns, CostTable};
 use mqblk_sim::fuzz;
-use mqblk_sim::{DeviceSpec, Sim, SimConfig, SimResult};
+use mqblk_sim::{Sim, SimConfig, SimResult};
 use mqblk_workload::{json_report, parse_command_line, text_report, OutputFormat, RunReport};
 use std::io::Write;
 use std::time::Instant;
@@ -16,8 +16,9 @@ and schedulers in virtual time, against a device model, on virtual CPUs whose ev
 charged from a cost table. The same seed and options print the same output.
 
 sim options:
-  --device=SPEC      device model and parameters, e.g. null,completion_nsec=20000
-                     (default: null with the job's hardware queues and depth)
+  --device=SPEC      (a job option, shared with `mqblk bench --driver=sim`) the device
+                     model and its parameters, e.g. hdd,ncq=32 or null,completion_nsec=20000
+                     (default: null with the job's hardware queues, depth and size)
   --cpus=N           virtual CPUs, one software queue each (default: enough for the jobs)
   --seed=N           the run's seed (default 1)
   --cost=NAME=NS     override one entry of the CPU cost table (repeatable; --cost=help lists)
@@ -42,7 +43,6 @@ pub fn main(args: &[String]) -> i32 {
 }
 
 struct SimArgs {
-    device: Option<String>,
     cpus: Option<u16>,
     seed: u64,
     costs: Vec<String>,
@@ -61,7 +61,6 @@ fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
 
 fn split_args(args: &[String]) -> Result<SimArgs, String> {
     let mut a = SimArgs {
-        device: None,
         cpus: None,
         seed: 1,
         costs: Vec::new(),
@@ -81,7 +80,7 @@ fn split_args(args: &[String]) -> Result<SimArgs, String> {
         };
         let takes_value = matches!(
             flag,
-            "--device" | "--cpus" | "--seed" | "--cost" | "--check-every" | "--runs" | "--plant"
+            "--cpus" | "--seed" | "--cost" | "--check-every" | "--runs" | "--plant"
         );
         let value = if takes_value {
             match inline {
@@ -97,7 +96,6 @@ fn split_args(args: &[String]) -> Result<SimArgs, String> {
             String::new()
         };
         match flag {
-            "--device" => a.device = Some(value),
             "--cpus" => {
                 let n: u16 = parse_num(flag, &value)?;
                 if n == 0 || n > 1024 {
@@ -189,17 +187,10 @@ fn run(args: &[String]) -> Result<i32, String> {
         cl.add_job_text("default job", DEFAULT_JOB)
             .map_err(|e| e.to_string())?;
     }
-    let first = &cl.jobs[0];
-    let device = match &a.device {
-        Some(d) => DeviceSpec::parse(d)?,
-        None => DeviceSpec::parse(&format!(
-            "null,submit_queues={},hw_queue_depth={},completion_nsec={},size={}",
-            first.nr_hw_queues.max(1),
-            first.queue_depth.max(1),
-            first.completion_nsec,
-            first.dev_size.unwrap_or(1 << 30)
-        ))?,
-    };
+    // The device is described as `mqblk bench` describes it (the same job options); in
+    // virtual time it is its model.
+    let dev = mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;
+    let device = dev.model_spec()?;
     let writer = cl
         .trace
         .as_ref()
@@ -218,25 +209,12 @@ fn run(args: &[String]) -> Result<i32, String> {
         seed: a.seed,
         nr_cpus,
         device,
-        scheduler: first.ioscheduler.clone().unwrap_or_else(|| "none".into()),
-        sched_tunables: first.sched_tunables.clone(),
-        nr_requests: first.nr_requests,
-        nomerges: match first.nomerges {
-            0 => mqblk_core::NoMerges::None,
-            1 => mqblk_core::NoMerges::Simple,
-            _ => mqblk_core::NoMerges::All,
-        },
-        max_sectors_kb: if first.max_sectors_kb == 0 {
-            1280
-        } else {
-            first.max_sectors_kb
-        },
-        sq_sched_dispatch: first.sq_sched_dispatch,
         cost,
         check_every: a.check_every,
         tracer: writer
             .as_ref()
             .map(|w| w.clone() as std::sync::Arc<dyn mqblk_core::Tracer>),
+        queue: dev.queue.clone(),
         ..SimConfig::default()
     };
     // The model decides the capacity; build it once to learn it.
@@ -245,7 +223,7 @@ fn run(args: &[String]) -> Result<i32, String> {
     let jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.blkcg)?;
     let summary = format!(
         "sim: seed {} device {} scheduler {} cpus {}",
-        a.seed, cfg.device.model, cfg.scheduler, cfg.nr_cpus
+        a.seed, cfg.device.model, cfg.queue.scheduler, cfg.nr_cpus
     );
     let host = Instant::now();
     let res = Sim::new(cfg, jobs)

@@ -11,7 +11,7 @@
 //! back for requeue. Planted bugs ([`Plant`]) exist to prove the checker catches them.
 
 use crate::device::{Cmd, DevCompletion, DeviceModel, DriverCost};
-use crate::rng::SimRng;
+use crate::SimRng;
 use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, ReqFlags, Request, RqId,
     TraceEvent, Tracer,

@@ -19,13 +19,14 @@
 use crate::cost::{core_cost, CostTable, LockState};
 use crate::device::{self, DevCompletion, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
-use crate::rng::SimRng;
 use crate::workload::{Next, SimJob};
+use crate::SimRng;
 use mqblk_core::{
-    Bio, BlkStatus, Blkcg, CtxIdx, ElvCost, HctxIdx, HctxType, LockScope, Nanos, NoMerges,
-    QueueConfig, QueueLimits, ReqOp, RequestQueue, Submit, Submitter, TagSet, TagSetConfig,
-    TraceAction, TraceHook, Tracer,
+    Bio, BlkStatus, Blkcg, CtxIdx, Driver, ElvCost, HctxIdx, HctxType, LockScope, Nanos,
+    QueueLimits, ReqOp, RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction,
+    TraceHook, Tracer,
 };
+use mqblk_device::{new_queue, QueueSettings};
 use mqblk_workload::{Ddir, JobStats};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -36,18 +37,11 @@ use std::sync::Arc;
 pub struct SimConfig {
     pub seed: u64,
     pub nr_cpus: u16,
+    /// The device model.
     pub device: DeviceSpec,
-    pub scheduler: String,
-    pub sched_tunables: Vec<(String, String)>,
-    /// Scheduler tags per hardware queue (0: the kernel's default).
-    pub nr_requests: u32,
-    pub nomerges: NoMerges,
-    pub max_sectors_kb: u32,
-    /// See [`QueueConfig::sq_sched_dispatch`] (seed 000's fix; on by default).
-    pub sq_sched_dispatch: bool,
-    /// See [`QueueConfig::run_all_on_complete`] (SCSI's behaviour).
-    pub run_all_on_complete: bool,
-    pub timeout: Nanos,
+    /// The request queue over it: the same settings, and the same construction, as a
+    /// real-time device's.
+    pub queue: QueueSettings,
     pub faults: Faults,
     pub plant: Option<Plant>,
     pub cost: CostTable,
@@ -72,14 +66,7 @@ impl Default for SimConfig {
                 model: "null".into(),
                 params: Vec::new(),
             },
-            scheduler: "none".into(),
-            sched_tunables: Vec::new(),
-            nr_requests: 0,
-            nomerges: NoMerges::All,
-            max_sectors_kb: 1280,
-            sq_sched_dispatch: true,
-            run_all_on_complete: false,
-            timeout: Nanos::from_secs(30),
+            queue: QueueSettings::default(),
             faults: Faults::default(),
             plant: None,
             cost: CostTable::default(),
@@ -393,43 +380,29 @@ impl Sim {
         let nr_hw = driver.nr_hw_queues();
         let set = TagSet::new(TagSetConfig::new(nr_hw, driver.queue_depth()))
             .map_err(|e| SimError::Config(format!("sim: tag set: {e}")))?;
-        // Resolved once, by name or alias: the type carries its own hooks' costs and locks.
-        let elv_type = mqblk_sched::lookup(&cfg.scheduler).ok_or_else(|| {
+        // Resolved by name or alias: the type carries its own hooks' costs and locks.
+        let elv_type = mqblk_sched::lookup(&cfg.queue.scheduler).ok_or_else(|| {
             SimError::Config(format!(
                 "sim: unknown scheduler '{}' (known: {})",
-                cfg.scheduler,
+                cfg.queue.scheduler,
                 mqblk_sched::names().join(", ")
             ))
         })?;
         let elv = cfg.elv_cost.unwrap_or(elv_type.cost);
-        let elv_type = elv_type.init.is_some().then_some(elv_type);
         let limits = QueueLimits {
-            max_sectors: cfg.max_sectors_kb.saturating_mul(2),
+            capacity_sectors: driver.capacity_sectors(),
             ..QueueLimits::default()
         };
-        let qcfg = QueueConfig {
-            nr_ctx: cfg.nr_cpus,
+        let queue = new_queue(
+            set,
+            driver.clone(),
+            &cfg.queue,
+            cfg.nr_cpus,
             limits,
-            nomerges: cfg.nomerges,
-            timeout: cfg.timeout,
-            nr_requests: cfg.nr_requests,
-            sq_sched_dispatch: cfg.sq_sched_dispatch,
-            run_all_on_complete: cfg.run_all_on_complete,
-            tracer: TraceHook::new(log.clone()),
-            blkcg: cfg.blkcg.clone(),
-        };
-        let queue = RequestQueue::new(set, driver.clone(), elv_type, qcfg)
-            .map_err(|e| SimError::Config(format!("sim: {e}")))?;
-        for (name, value) in &cfg.sched_tunables {
-            let elv = queue.elevator().ok_or_else(|| {
-                SimError::Config(format!(
-                    "sim: sched.{name}: scheduler 'none' has no tunables"
-                ))
-            })?;
-            elv.tunables()
-                .store(name, value)
-                .map_err(|e| SimError::Config(format!("sim: sched.{name}: {e}")))?;
-        }
+            TraceHook::new(log.clone()),
+            cfg.blkcg.clone(),
+        )
+        .map_err(|e| SimError::Config(format!("sim: {e}")))?;
         let queued_sum = queue
             .elevator()
             .and_then(|e| e.tunables().show("queued_sum").ok())
@@ -592,7 +565,13 @@ impl Sim {
         }
         // A slow disk with a long queue can go seconds between completions; the kernel's own
         // timeout (30 s by default) is the real bound.
-        let stall_after = self.cfg.timeout.0.saturating_mul(3).max(10_000_000_000);
+        let stall_after = self
+            .cfg
+            .queue
+            .timeout
+            .0
+            .saturating_mul(3)
+            .max(10_000_000_000);
         while let Some(Reverse((t, _, ev))) = self.heap.pop() {
             debug_assert!(t >= self.now, "time went backwards");
             self.now = t;

@@ -6,8 +6,9 @@
 use crate::device::{self, DeviceSpec};
 use crate::driver::{Faults, Plant};
 use crate::engine::{panic_text, Sim, SimConfig, SimError, SimResult};
-use crate::rng::SimRng;
 use crate::workload::{DbenchClient, FioSource, Limit, SimJob};
+use crate::QueueSettings;
+use crate::SimRng;
 use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos, NoMerges};
 use mqblk_workload::RwMode;
 use std::sync::Arc;
@@ -126,19 +127,22 @@ pub fn case_for(
         seed,
         nr_cpus,
         device: device.clone(),
-        scheduler: scheduler.clone(),
-        sched_tunables: sched_tunables.clone(),
-        nr_requests: *rng.pick(&[0u32, 0, 1, 4, 32]),
-        nomerges,
-        max_sectors_kb: *rng.pick(&[4u32, 64, 1280]),
-        sq_sched_dispatch: rng.below(2) == 0,
-        run_all_on_complete: rng.below(3) == 0,
-        timeout: Nanos::from_millis(rng.range(20, 200)),
         faults,
         plant,
         check_every: 1,
         max_time: Nanos::from_secs(600),
         blkcg,
+        queue: QueueSettings {
+            scheduler: scheduler.clone(),
+            sched_tunables: sched_tunables.clone(),
+            nr_requests: *rng.pick(&[0u32, 0, 1, 4, 32]),
+            nomerges,
+            max_sectors_kb: *rng.pick(&[4u32, 64, 1280]),
+            sq_sched_dispatch: rng.below(2) == 0,
+            run_all_on_complete: rng.below(3) == 0,
+            timeout: Nanos::from_millis(rng.range(20, 200)),
+            ..QueueSettings::default()
+        },
         ..SimConfig::default()
     };
     let nr_jobs = rng.range(1, 4);
@@ -202,9 +206,9 @@ pub fn case_for(
         .join(",");
     let summary = format!(
         "cpus={nr_cpus} device={dev} sched={scheduler}[{tun}] nr_requests={} nomerges={nomerges:?} sq_dispatch={} run_all={} faults={:?} jobs={}",
-        cfg.nr_requests,
-        cfg.sq_sched_dispatch,
-        cfg.run_all_on_complete,
+        cfg.queue.nr_requests,
+        cfg.queue.sq_sched_dispatch,
+        cfg.queue.run_all_on_complete,
         cfg.faults,
         jobs.len()
     );

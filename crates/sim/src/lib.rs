@@ -6,18 +6,18 @@
 //! fixes every random choice: the same seed and configuration print the same bytes.
 
 pub mod cost;
-pub mod device;
 pub mod driver;
 pub mod engine;
 pub mod fuzz;
 pub mod jobs;
 pub mod plot;
-pub mod realtime;
 pub mod replay;
-pub mod rng;
 pub mod scenario;
 pub mod workload;
 
 pub use device::{Cmd, DevCompletion, DeviceModel, DeviceSpec, DriverCost};
 pub use engine::{JobResult, Sim, SimConfig, SimError, SimResult};
-pub use rng::SimRng;
+pub use mqblk_device::QueueSettings;
+/// The device models (moved to `mqblk-models`, which the real-time paths use too).
+pub use mqblk_models as device;
+pub use mqblk_models::SimRng;

@@ -8,8 +8,8 @@
 //!
 //! The original latencies come from pairing each `Q` with the `C` that covers its sectors.
 
-use crate::rng::SimRng;
 use crate::workload::{IoReq, Limit, Next, SimJob, Source};
+use crate::SimRng;
 use mqblk_core::{IoPrio, Nanos, ReqFlags, ReqOp};
 use mqblk_trace::format::{ta, tc};
 use mqblk_trace::TraceSet;

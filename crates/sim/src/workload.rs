@@ -6,7 +6,7 @@
 //! generator `mqblk bench` uses) and for the seeds' workloads: a dbench-like client mix, a
 //! `dd`-like sequential reader and a `find`-like walk of small random reads.
 
-use crate::rng::SimRng;
+use crate::SimRng;
 use mqblk_core::{IoPrio, Nanos, ReqFlags, ReqOp};
 use mqblk_workload::pattern::Pattern;
 use mqblk_workload::{Job, JobDriver, JobSpec};

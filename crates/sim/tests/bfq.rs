@@ -46,12 +46,15 @@ fn run_with(
         blkcg,
         nr_cpus: jobs.len() as u16,
         device: DeviceSpec::parse(device).unwrap(),
-        scheduler: "bfq".into(),
-        sched_tunables: tunables
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
         check_every: 50,
+        queue: mqblk_sim::QueueSettings {
+            scheduler: "bfq".into(),
+            sched_tunables: tunables
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..mqblk_sim::QueueSettings::default()
+        },
         ..SimConfig::default()
     };
     Sim::new(cfg, jobs)

@@ -32,8 +32,11 @@ fn cfg(device: &str, sched: &str, cpus: u16) -> SimConfig {
     SimConfig {
         nr_cpus: cpus,
         device: DeviceSpec::parse(device).unwrap(),
-        scheduler: sched.into(),
         check_every: 1,
+        queue: mqblk_sim::QueueSettings {
+            scheduler: sched.into(),
+            ..mqblk_sim::QueueSettings::default()
+        },
         ..SimConfig::default()
     }
 }
@@ -105,7 +108,7 @@ fn planted_double_completion_is_caught() {
 fn planted_dropped_completion_is_a_stall() {
     let mut c = cfg("null", "mq-deadline", 1);
     c.plant = Some(Plant::DropCompletion(50));
-    c.timeout = Nanos::from_millis(100);
+    c.queue.timeout = Nanos::from_millis(100);
     let r =
         Sim::new(c, vec![fio_job("j", 0, RwMode::RandRead, 4096, 8, 1000, 1)]).and_then(Sim::run);
     match r {
@@ -121,7 +124,7 @@ fn planted_dropped_completion_is_a_stall() {
 fn lost_commands_end_with_timeouts_and_nothing_leaks() {
     let mut c = cfg("null", "kyber", 2);
     c.faults.lost = 0.02;
-    c.timeout = Nanos::from_millis(50);
+    c.queue.timeout = Nanos::from_millis(50);
     let r = run(
         c,
         vec![

@@ -5,12 +5,10 @@
 //! clone, runs every clone on its own thread with its own software queue, and hands the
 //! measurements back to `mqblk-workload` for fio-style text or JSON.
 
-pub mod device;
 mod presets;
 
-use device::{Device, DeviceOpts};
-use mqblk_core::{IoBuf, NoMerges, RequestQueue};
-use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
+use mqblk_core::{IoBuf, RequestQueue};
+use mqblk_device::{Device, DeviceConfig};
 use mqblk_runtime::{process_cpu_time, CpuTime, MonotonicClock};
 use mqblk_runtime::{JobOutcome, LatSink, Progress, RunJob};
 use mqblk_workload::{
@@ -71,7 +69,7 @@ fn run(args: &[String]) -> Result<i32, String> {
         .map(|p| Arc::new(mqblk_trace::TraceWriter::new(p)));
     let exec = match &writer {
         Some(w) => {
-            let device = device::build_traced(
+            let device = mqblk_device::build_traced(
                 &plan.device,
                 plan.jobs.len(),
                 Some(w.clone() as Arc<dyn mqblk_core::Tracer>),
@@ -166,7 +164,7 @@ fn usage() -> String {
 
 /// What a run consists of: one device and the job clones on it.
 pub struct Plan {
-    pub device: DeviceOpts,
+    pub device: DeviceConfig,
     pub jobs: Vec<RunJob>,
     /// For each clone, the index of the `JobSpec` it came from.
     pub spec_of: Vec<usize>,
@@ -178,25 +176,7 @@ impl Plan {
         if specs.is_empty() {
             return Err("no jobs given".into());
         }
-        let mut device = device_opts(&specs[0])?;
-        for s in &specs[1..] {
-            let other = device_opts(s)?;
-            // Jobs may cover different regions of the one device (fio's per-job `size` and
-            // `offset`): the device is as large as the largest of them needs.
-            let sized = DeviceOpts {
-                size_bytes: device.size_bytes,
-                create_size: device.create_size,
-                ..other.clone()
-            };
-            if format!("{sized:?}") != format!("{device:?}") {
-                return Err(format!(
-                    "job '{}': device options differ from job '{}' (all jobs of a run share one device)",
-                    s.name, specs[0].name
-                ));
-            }
-            device.size_bytes = device.size_bytes.max(other.size_bytes);
-            device.create_size = device.create_size.max(other.create_size);
-        }
+        let mut device = DeviceConfig::from_jobs(specs)?;
         let total: usize = specs.iter().map(|s| s.numjobs.max(1) as usize).sum();
         let nr_ctx = if device.nr_ctx == 0 {
             total.max(1)
@@ -208,7 +188,7 @@ impl Plan {
         if nr_ctx < total {
             return Err(format!("nr_ctx={nr_ctx}: fewer software queues than job clones ({total}); each clone needs its own"));
         }
-        if device.fixed_buffers && device.driver != "uring" {
+        if device.fixed_buffers && device.driver != mqblk_device::DriverKind::Uring {
             return Err("fixedbufs: needs ioengine=io_uring (driver=uring)".into());
         }
         let entropy = SystemTime::now()
@@ -231,7 +211,9 @@ impl Plan {
             let k = job.index;
             jobs.push(RunJob {
                 ioprio: mqblk_runtime::job::ioprio(&job),
-                with_data: job.verify || device.memory_backed || device.driver == "uring",
+                with_data: job.verify
+                    || device.memory_backed
+                    || device.driver == mqblk_device::DriverKind::Uring,
                 ctx: mqblk_core::CtxIdx((k * nr_ctx / total.max(1)) as u16),
                 issuer: k as u32 + 1,
                 group: mqblk_runtime::job::join_cgroup(&job, &device.blkcg)?,
@@ -255,98 +237,6 @@ impl Plan {
             specs: specs.to_vec(),
         })
     }
-}
-
-/// The driver a job names, by `driver=` or fio's `ioengine=`.
-fn driver_of(s: &JobSpec) -> Result<String, String> {
-    match s.ioengine.as_deref() {
-        None => Ok(s.driver.clone()),
-        Some("io_uring" | "uring") => Ok("uring".into()),
-        Some("null") => Ok("null".into()),
-        Some(other) => Err(format!(
-            "job '{}': ioengine={other} is not supported (mqblk drives io_uring as driver=uring, or the null device)",
-            s.name
-        )),
-    }
-}
-
-/// Capacity and creation size of a real file or device, as fio sizes its files: `size`
-/// (plus `offset`) creates or extends a regular file; without it the file is used as it is.
-fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), String> {
-    let path = s
-        .filename
-        .as_deref()
-        .ok_or_else(|| format!("job '{}': driver=uring needs filename=", s.name))?;
-    if let Some(size) = s.size {
-        let want = s.offset.saturating_add(size);
-        return Ok((want, Some(want)));
-    }
-    use std::io::{Seek, SeekFrom};
-    let len = std::fs::File::open(path)
-        .and_then(|mut f| f.seek(SeekFrom::End(0)))
-        .map_err(|e| format!("filename={path}: {e} (give size= to create it)"))?;
-    if len == 0 {
-        return Err(format!(
-            "filename={path}: is empty (give size= to extend it)"
-        ));
-    }
-    Ok((len, None))
-}
-
-fn device_opts(s: &JobSpec) -> Result<DeviceOpts, String> {
-    let driver = driver_of(s)?;
-    let (size_bytes, create_size) = if driver == "uring" {
-        real_file_size(s)?
-    } else {
-        (s.device_size(), None)
-    };
-    let spec = |every_nth, probability_pct| FaultSpec {
-        every_nth,
-        probability_pct,
-    };
-    Ok(DeviceOpts {
-        driver,
-        nr_hw_queues: s.nr_hw_queues as u16,
-        queue_depth: s.queue_depth,
-        nr_requests: s.nr_requests,
-        nr_ctx: s.nr_ctx as u16,
-        shared_tags: s.shared_tags,
-        blocking: s.blocking,
-        irqmode: match s.irqmode {
-            mqblk_workload::IrqMode::None => IrqMode::None,
-            mqblk_workload::IrqMode::Softirq => IrqMode::Softirq,
-            mqblk_workload::IrqMode::Timer => IrqMode::Timer,
-        },
-        completion_nsec: s.completion_nsec,
-        memory_backed: s.memory_backed,
-        size_bytes,
-        faults: FaultConfig {
-            fail: spec(s.fail_nth, s.fail_prob),
-            timeout: spec(s.timeout_nth, s.timeout_prob),
-            requeue: spec(s.requeue_nth, s.requeue_prob),
-            seed: s.fault_seed.unwrap_or(0),
-        },
-        max_sectors_kb: s.max_sectors_kb,
-        max_segments: s.max_segments.min(u16::MAX as u32) as u16,
-        nomerges: match s.nomerges {
-            0 => NoMerges::All,
-            1 => NoMerges::Simple,
-            _ => NoMerges::None,
-        },
-        sq_sched_dispatch: s.sq_sched_dispatch,
-        run_all_on_complete: false,
-        scheduler: s.ioscheduler.clone().unwrap_or_else(|| "none".into()),
-        sched_tunables: s.sched_tunables.clone(),
-        filename: s.filename.clone(),
-        direct: s.direct,
-        create_size,
-        hctx_workers: s.hctx_workers,
-        fixed_buffers: s.fixedbufs,
-        fixed_buf_count: 0,
-        fixed_buf_size: 0,
-        sim_device: None,
-        blkcg: Default::default(),
-    })
 }
 
 /// One job clone's measurements, in fio's shape.
@@ -421,7 +311,7 @@ impl Execution {
 
 /// Builds the device and runs every job clone on its own thread.
 pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
-    let device = device::build(&plan.device, plan.jobs.len())?;
+    let device = mqblk_device::build(&plan.device, plan.jobs.len())?;
     execute_on(device, plan, show_progress)
 }
 
@@ -690,7 +580,7 @@ mod tests {
     #[test]
     fn verify_catches_a_corrupted_block() {
         let write = plan(WRITE);
-        let device = device::build(&write.device, 1).unwrap();
+        let device = mqblk_device::build(&write.device, 1).unwrap();
         let null = device.null.clone().unwrap();
         let exec = execute_on(device, &write, false).unwrap();
         assert_eq!(exec.total_ios(), 256);
@@ -724,7 +614,27 @@ mod tests {
             mqblk_workload::parse_job_text("t", "[a]\nnr_hw_queues=2\n[b]\nnr_hw_queues=1\n")
                 .unwrap();
         let e = Plan::from_specs(&specs).err().unwrap();
-        assert!(e.contains("job 'b': device options differ"), "{e}");
+        assert!(
+            e.contains("job 'b': nr_hw_queues differs from job 'a'"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn jobs_may_cover_different_regions_of_one_device() {
+        let specs = mqblk_workload::parse_job_text(
+            "t",
+            "[a]\nsize=1m\n[b]\noffset=4m\nsize=2m\n[c]\nsize=3m\n",
+        )
+        .unwrap();
+        let p = Plan::from_specs(&specs).unwrap();
+        assert_eq!(
+            p.device.size_bytes,
+            6 << 20,
+            "as large as the largest needs"
+        );
+        let sizes: Vec<_> = p.jobs.iter().map(|j| (j.job.offset, j.job.size)).collect();
+        assert_eq!(sizes, vec![(0, 1 << 20), (4 << 20, 2 << 20), (0, 3 << 20)]);
     }
 
     #[test]

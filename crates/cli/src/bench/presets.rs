@@ -204,7 +204,7 @@ fn seed000(runtime: &str) -> Result<i32, String> {
             u8::from(sq)
         );
         let exec = run_text_with("preset seed000", &text, |p| {
-            p.device.run_all_on_complete = true
+            p.device.queue.run_all_on_complete = true
         })?;
         let r = row(&exec);
         println!(

@@ -9,6 +9,7 @@ use super::{device, job, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::{SimConfig, SimResult};
 use crate::plot::{Chart, Series};
 use crate::workload::{DbenchClient, JournalSource, Limit, SimJob};
+use crate::QueueSettings;
 use mqblk_core::{IoPrio, IoPrioClass, Nanos};
 use std::fmt::Write;
 
@@ -66,12 +67,15 @@ fn config(m: &Mode, seed: u64, clients: u32) -> SimConfig {
         seed,
         nr_cpus: clients as u16 + 1,
         device: device("ssd"),
-        scheduler: m.scheduler.into(),
-        sched_tunables: m
-            .tunables
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        queue: QueueSettings {
+            scheduler: m.scheduler.into(),
+            sched_tunables: m
+                .tunables
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..QueueSettings::default()
+        },
         ..SimConfig::default()
     }
 }

@@ -8,6 +8,7 @@ use super::{device, job, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
 use crate::workload::{DdSource, FindSource, Limit};
+use crate::QueueSettings;
 use std::fmt::Write;
 
 /// The seed's dd figures in MB/s (before, after a refactoring step, with parallel issue,
@@ -41,7 +42,10 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             seed: o.seed,
             nr_cpus: 2,
             device: device(&format!("emmc,async_prep={async_prep}")),
-            scheduler: sched.into(),
+            queue: QueueSettings {
+                scheduler: sched.into(),
+                ..QueueSettings::default()
+            },
             ..SimConfig::default()
         };
         // dd: the page cache's read-ahead keeps two 128 KiB reads in flight.

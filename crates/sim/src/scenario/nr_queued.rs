@@ -7,6 +7,7 @@
 use super::{device, iops, kiops, randread_jobs, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
+use crate::QueueSettings;
 use mqblk_core::Nanos;
 use std::fmt::Write;
 
@@ -26,8 +27,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             seed: o.seed,
             nr_cpus: 128,
             device: device("ssd"),
-            scheduler: "mq-deadline".into(),
-            sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
+            queue: QueueSettings {
+                scheduler: "mq-deadline".into(),
+                sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
+                ..QueueSettings::default()
+            },
             ..SimConfig::default()
         };
         let jobs = randread_jobs(96, 128, 4096, 128, 64 << 30, runtime, o.seed);

@@ -9,6 +9,7 @@ use super::{device, job, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
 use crate::workload::{DbenchClient, Limit};
+use crate::QueueSettings;
 use mqblk_core::Nanos;
 use std::fmt::Write;
 
@@ -85,9 +86,12 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                     seed: o.seed,
                     nr_cpus: NR_CPUS,
                     device: device(&format!("raid,submit_queues={}", m.queues)),
-                    scheduler: sched.clone(),
-                    sq_sched_dispatch: m.sq_dispatch,
-                    run_all_on_complete: true,
+                    queue: QueueSettings {
+                        scheduler: sched.clone(),
+                        sq_sched_dispatch: m.sq_dispatch,
+                        run_all_on_complete: true,
+                        ..QueueSettings::default()
+                    },
                     ..SimConfig::default()
                 };
                 let jobs = (0..n)

@@ -6,6 +6,7 @@
 use super::{device, iops, kiops, randread_jobs, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
+use crate::QueueSettings;
 use mqblk_core::Nanos;
 use std::fmt::Write;
 
@@ -26,7 +27,10 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 seed: o.seed,
                 nr_cpus: 4,
                 device: device(&format!("virtio,num_queues={queues}")),
-                scheduler: "none".into(),
+                queue: QueueSettings {
+                    scheduler: "none".into(),
+                    ..QueueSettings::default()
+                },
                 ..SimConfig::default()
             };
             let mut js = randread_jobs(jobs, 4, 4096, 64, 8 << 30, runtime, o.seed);

@@ -540,6 +540,15 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "device",
+        aliases: &[],
+        default: "",
+        help: "Device model and its parameters (hdd, ssd, emmc, virtio, raid, null; e.g. hdd,ncq=32): what driver=sim serves and what mqblk sim simulates.",
+        kind: Kind::Str {
+            set: |j, v| j.device = (!v.is_empty()).then(|| v.to_string()),
+        },
+    },
+    OptDef {
         name: "nr_hw_queues",
         aliases: &[],
         default: "1",

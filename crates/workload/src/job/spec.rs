@@ -170,6 +170,8 @@ pub struct JobSpec {
 
     /// Block driver name.
     pub driver: String,
+    /// Device model spec (`device=`), for `driver=sim` and the simulator.
+    pub device: Option<String>,
     /// Number of hardware queues.
     pub nr_hw_queues: u32,
     /// Tags per hardware queue.
@@ -281,6 +283,7 @@ impl Default for JobSpec {
             lat_percentiles: false,
             slat_percentiles: false,
             driver: "null".to_string(),
+            device: None,
             nr_hw_queues: 1,
             queue_depth: 64,
             nr_requests: 0,

@@ -16,11 +16,11 @@
 //! `backend_us` (40), `backend_depth` (64), `size` (bytes, 64 GiB), `kick_ns` (4000),
 //! `post_ns` (400), `irq_ns` (3000), `lock_waiter_ns` (800). The defaults are calibrated so
 //! that the `virtio-multi-vq` scenario points the way seed 003 does; sources in
-//! `crates/sim/DEVICES.md`.
+//! `crates/models/DEVICES.md`.
 
-use super::hdd::ranged;
-use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use crate::rng::SimRng;
+use crate::hdd::ranged;
+use crate::SimRng;
+use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

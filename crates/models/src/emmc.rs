@@ -17,11 +17,11 @@
 //! With `async_prep=1` (the MMC stack's asynchronous requests) the next request's pre hook
 //! runs while the current one is on the bus and the post hook overlaps the next transfer; with
 //! `async_prep=0` each request's phases run after the previous request has finished.
-//! Requests finish in the order they were issued. Defaults and sources: `crates/sim/DEVICES.md`.
+//! Requests finish in the order they were issued. Defaults and sources: `crates/models/DEVICES.md`.
 
-use super::hdd::ranged;
-use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use crate::rng::SimRng;
+use crate::hdd::ranged;
+use crate::SimRng;
+use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
 use std::collections::VecDeque;
 

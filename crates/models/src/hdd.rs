@@ -37,10 +37,10 @@
 //! one command at a time (`max_outstanding` is `ncq`; `queue_depth` is the driver's tags per
 //! hardware queue).
 //!
-//! Defaults and their sources are in `crates/sim/DEVICES.md`.
+//! Defaults and their sources are in `crates/models/DEVICES.md`.
 
-use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use crate::rng::SimRng;
+use crate::SimRng;
+use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
 use std::collections::VecDeque;
 

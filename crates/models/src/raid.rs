@@ -11,11 +11,11 @@
 //!
 //! Parameters: `submit_queues` (64), `queue_depth` (per hardware queue, 32), `can_queue`
 //! (64), `ctrl_us` (30), and every `hdd` parameter for the member disk (its `ncq` defaults to
-//! 32 here, as a SATA disk behind an HBA runs with NCQ). Sources in `crates/sim/DEVICES.md`.
+//! 32 here, as a SATA disk behind an HBA runs with NCQ). Sources in `crates/models/DEVICES.md`.
 
-use super::hdd::{ranged, Disk, HddParams};
-use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use crate::rng::SimRng;
+use crate::hdd::{ranged, Disk, HddParams};
+use crate::SimRng;
+use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::Nanos;
 use std::collections::VecDeque;
 

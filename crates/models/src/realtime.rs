@@ -6,8 +6,8 @@
 //! model's service times. The model keeps no data: reads return whatever the buffer held
 //! (zeroes for fresh buffers), as `null` does without `memory_backed`.
 
-use crate::device::Cmd;
-use crate::device::{DevCompletion, DeviceModel};
+use crate::Cmd;
+use crate::{DevCompletion, DeviceModel};
 use mqblk_core::{BlkStatus, CompletionBatch, Driver, HctxIdx, Nanos, ReqFlags, Request, RqId};
 use parking_lot::Mutex;
 

@@ -14,9 +14,9 @@
 //! `read_us` (60), `program_us` (700), `page_kb` (16), `channel_mbs` (800), `ctrl_ns` (3900),
 //! `wbuf_mb` (64), `queue_depth` (per hardware queue, 128), `hw_queues` (1), `queueing` (1).
 
-use super::hdd::ranged;
-use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use crate::rng::SimRng;
+use crate::hdd::ranged;
+use crate::SimRng;
+use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

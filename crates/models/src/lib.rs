@@ -1,7 +1,10 @@
-//! Device models: what a simulated device does with the commands it is given, in virtual time.
+//! Device models: what a modelled device does with the commands it is given, with the time
+//! passed in.
 //!
-//! A model is a sans-I/O state machine like everything else here: the simulated driver
-//! ([`crate::driver::SimDriver`]) hands it commands with [`DeviceModel::submit`], the engine
+//! A model is a sans-I/O state machine like everything else here. Two adapters put one
+//! behind the core's `Driver`: the simulator's `SimDriver` (virtual time, in `mqblk-sim`)
+//! and [`RealtimeDriver`] (the wall clock: `mqblk serve --driver=sim`, `mqblk bench
+//! --driver=sim`). Either hands it commands with [`DeviceModel::submit`], the engine
 //! asks when its next internal event is ([`DeviceModel::next_event`]) and lets time pass with
 //! [`DeviceModel::advance`], which reports the commands that finished. Models never see
 //! requests, tags or schedulers, only what a real device sees: an opcode, a range, a queue.
@@ -14,13 +17,15 @@ pub mod emmc;
 pub mod hdd;
 pub mod null;
 pub mod raid;
+pub mod realtime;
+pub mod rng;
 pub mod ssd;
 pub mod virtio;
 
-pub use null::NullModel;
-
-use crate::rng::SimRng;
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
+pub use null::NullModel;
+pub use realtime::RealtimeDriver;
+pub use rng::SimRng;
 
 /// One command as the device sees it. `id` is opaque to the model and comes back on
 /// completion.

@@ -4,8 +4,8 @@
 //! `completion_nsec` (default 10000, null_blk's default timer), `size` (bytes, default 1 GiB;
 //! null_blk's `gb=250` would only slow nothing down and hide range bugs).
 
-use super::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use crate::rng::SimRng;
+use crate::SimRng;
+use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

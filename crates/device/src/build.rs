@@ -1,0 +1,197 @@
+//! Builds a [`DeviceConfig`] with real threads and the wall clock: tag set, driver,
+//! scheduler and queue. [`new_queue`] is the part the simulator shares: the queue over a
+//! tag set and a driver, with the scheduler resolved by name or alias and its tunables set.
+
+use crate::config::{DeviceConfig, DriverKind, QueueSettings};
+use mqblk_core::{Blkcg, Driver, QueueLimits, TagSetConfig, TraceHook};
+use mqblk_core::{QueueConfig, RequestQueue, TagSet, TagSetFlags};
+use mqblk_drivers::{NullConfig, NullDevice, UringConfig, UringDevice};
+use std::sync::Arc;
+
+/// A built device. `null` gives tests and tools the driver's own handles (data-corruption
+/// faults, stored bytes).
+pub struct Device {
+    pub queue: Arc<RequestQueue>,
+    pub null: Option<Arc<NullDevice>>,
+    pub uring: Option<Arc<UringDevice>>,
+}
+
+/// The driver-specific half of a device: its tag set, the driver and its queue limits.
+struct Built {
+    set_cfg: TagSetConfig,
+    driver: Arc<dyn Driver>,
+    limits: QueueLimits,
+    null: Option<Arc<NullDevice>>,
+    uring: Option<Arc<UringDevice>>,
+}
+
+fn build_null(opts: &DeviceConfig) -> Result<Built, String> {
+    let cfg = NullConfig {
+        submit_queues: opts.nr_hw_queues,
+        hw_queue_depth: opts.queue_depth,
+        irqmode: opts.irqmode,
+        completion_nsec: opts.completion_nsec,
+        shared_tag_bitmap: opts.shared_tags,
+        blocking: opts.blocking,
+        memory_backed: opts.memory_backed,
+        size_bytes: opts.size_bytes,
+        faults: opts.faults,
+        ..NullConfig::default()
+    };
+    cfg.validate().map_err(|e| e.to_string())?;
+    let set_cfg = cfg.tag_set_config();
+    let null = NullDevice::new(cfg).map_err(|e| e.to_string())?;
+    let limits = null.config().queue_limits();
+    Ok(Built {
+        set_cfg,
+        driver: null.clone(),
+        limits,
+        null: Some(null),
+        uring: None,
+    })
+}
+
+/// A device model driven by the wall clock.
+fn build_model(opts: &DeviceConfig) -> Result<Built, String> {
+    let spec = opts.model_spec()?;
+    let model = mqblk_models::build(&spec, mqblk_models::SimRng::new(1))?;
+    let drv = Arc::new(mqblk_models::RealtimeDriver::new(model));
+    let set_cfg = TagSetConfig::new(drv.nr_hw_queues(), drv.queue_depth());
+    let limits = QueueLimits {
+        capacity_sectors: drv.capacity_sectors(),
+        ..QueueLimits::default()
+    };
+    Ok(Built {
+        set_cfg,
+        driver: drv,
+        limits,
+        null: None,
+        uring: None,
+    })
+}
+
+fn build_uring(opts: &DeviceConfig) -> Result<Built, String> {
+    let path = opts
+        .filename
+        .as_ref()
+        .ok_or("driver=uring: needs filename= (a file or block device)")?;
+    let cfg = UringConfig {
+        path: path.into(),
+        nr_hw_queues: opts.nr_hw_queues,
+        queue_depth: opts.queue_depth,
+        direct: opts.direct,
+        size_bytes: opts.create_size,
+        fixed_buffers: opts.fixed_buffers,
+        fixed_buf_count: opts.fixed_buf_count,
+        fixed_buf_size: opts.fixed_buf_size.max(4096),
+        ..UringConfig::default()
+    };
+
+    cfg.validate().map_err(|e| e.to_string())?;
+    let set_cfg = cfg.tag_set_config();
+    let dev = UringDevice::open(cfg).map_err(|e| format!("filename={path}: {e}"))?;
+    let limits = dev.queue_limits();
+    Ok(Built {
+        set_cfg,
+        driver: dev.clone(),
+        limits,
+        null: None,
+        uring: Some(dev),
+    })
+}
+
+/// Builds the device for `nr_submitters` job threads. Errors are one line naming the option.
+pub fn build(opts: &DeviceConfig, nr_submitters: usize) -> Result<Device, String> {
+    build_traced(opts, nr_submitters, None)
+}
+
+/// [`build`], with the queue's events also going to `tracer` (`--trace`).
+pub fn build_traced(
+    opts: &DeviceConfig,
+    nr_submitters: usize,
+    tracer: Option<Arc<dyn mqblk_core::Tracer>>,
+) -> Result<Device, String> {
+    let built = match opts.driver {
+        DriverKind::Null => build_null(opts)?,
+        DriverKind::Uring => build_uring(opts)?,
+        DriverKind::Model => build_model(opts)?,
+    };
+    let mut set_cfg = built.set_cfg;
+    if opts.shared_tags {
+        set_cfg.flags = set_cfg.flags.union(TagSetFlags::TAG_HCTX_SHARED);
+    }
+    let set = TagSet::new(set_cfg).map_err(|e| e.to_string())?;
+    let nr_ctx = if opts.nr_ctx == 0 {
+        nr_submitters.max(1) as u16
+    } else {
+        opts.nr_ctx
+    };
+    let queue = new_queue(
+        set,
+        built.driver,
+        &opts.queue,
+        nr_ctx,
+        built.limits,
+        TraceHook(tracer),
+        opts.blkcg.clone(),
+    )?;
+    Ok(Device {
+        queue,
+        null: built.null,
+        uring: built.uring,
+    })
+}
+
+/// The request queue over `set` and `driver` with `settings`: the scheduler looked up by
+/// name or alias (an unknown one is an error, never "no scheduler"), the settings' limits
+/// over the driver's `limits` (zero keeps the driver's), and the tunables stored.
+pub fn new_queue(
+    set: Arc<TagSet>,
+    driver: Arc<dyn Driver>,
+    settings: &QueueSettings,
+    nr_ctx: u16,
+    mut limits: QueueLimits,
+    tracer: TraceHook,
+    blkcg: Arc<Blkcg>,
+) -> Result<Arc<RequestQueue>, String> {
+    let elv = mqblk_sched::lookup(&settings.scheduler).ok_or_else(|| {
+        format!(
+            "ioscheduler '{}': unknown scheduler (available: {})",
+            settings.scheduler,
+            mqblk_sched::names().join(", ")
+        )
+    })?;
+    if settings.max_sectors_kb > 0 {
+        limits.max_sectors = settings.max_sectors_kb.saturating_mul(2);
+    }
+    if settings.max_segments > 0 {
+        limits.max_segments = settings.max_segments;
+    }
+    let qcfg = QueueConfig {
+        nr_ctx,
+        limits,
+        nomerges: settings.nomerges,
+        timeout: settings.timeout,
+        nr_requests: settings.nr_requests,
+        sq_sched_dispatch: settings.sq_sched_dispatch,
+        run_all_on_complete: settings.run_all_on_complete,
+        tracer,
+        blkcg,
+    };
+    let queue = RequestQueue::new(set, driver, Some(elv), qcfg).map_err(|e| e.to_string())?;
+    apply_tunables(&queue, &settings.sched_tunables)?;
+    Ok(queue)
+}
+
+/// Writes `sched.NAME=VALUE` options into the scheduler's tunables.
+pub fn apply_tunables(queue: &RequestQueue, tunables: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in tunables {
+        let elv = queue
+            .elevator()
+            .ok_or_else(|| format!("sched.{name}: scheduler 'none' has no tunables"))?;
+        elv.tunables()
+            .store(name, value)
+            .map_err(|e| format!("sched.{name}: {e}"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,321 @@
+//! [`DeviceConfig`] and [`QueueSettings`]: a device and its request queue, described once.
+
+use mqblk_core::{Nanos, NoMerges};
+use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
+use mqblk_models::DeviceSpec;
+use mqblk_workload::JobSpec;
+use std::sync::Arc;
+
+/// What carries the I/O.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DriverKind {
+    /// The userspace `null_blk` (optionally memory-backed).
+    Null,
+    /// io_uring over a regular file or a block device.
+    Uring,
+    /// A device model (`hdd`, `ssd`, ...) serving I/O in real time; in the simulator every
+    /// device is a model.
+    Model,
+}
+
+impl DriverKind {
+    /// The name `driver=` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverKind::Null => "null",
+            DriverKind::Uring => "uring",
+            DriverKind::Model => "sim",
+        }
+    }
+
+    /// Parses `driver=NAME`.
+    pub fn parse(name: &str) -> Result<DriverKind, String> {
+        match name {
+            "null" => Ok(DriverKind::Null),
+            "uring" => Ok(DriverKind::Uring),
+            "sim" => Ok(DriverKind::Model),
+            other => Err(format!(
+                "driver '{other}': unknown driver (available: null, uring, sim)"
+            )),
+        }
+    }
+}
+
+/// The request queue's settings: the `/sys/block/<dev>/queue/` knobs, with the kernel's
+/// names, units and defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSettings {
+    /// `scheduler`: a registered name or alias.
+    pub scheduler: String,
+    /// `iosched/NAME` values, unvalidated until the scheduler checks them.
+    pub sched_tunables: Vec<(String, String)>,
+    /// Scheduler tags per hardware queue (0: the kernel's `2 * min(queue_depth, 128)`).
+    pub nr_requests: u32,
+    pub nomerges: NoMerges,
+    /// Largest request in KiB (0: the driver's limit).
+    pub max_sectors_kb: u32,
+    /// Most segments per request (0: the driver's limit).
+    pub max_segments: u16,
+    /// Run only the submitter's hardware queue for a scheduler that is not `MQ_AWARE`
+    /// ("blk-mq: Improve performance of non-mq IO schedulers with multiple HW queues").
+    pub sq_sched_dispatch: bool,
+    /// Run all hardware queues after each completion batch, as SCSI's `scsi_run_queue`.
+    pub run_all_on_complete: bool,
+    /// Request timeout (`io_timeout`).
+    pub timeout: Nanos,
+}
+
+impl Default for QueueSettings {
+    fn default() -> QueueSettings {
+        QueueSettings {
+            scheduler: "none".into(),
+            sched_tunables: Vec::new(),
+            nr_requests: 0,
+            nomerges: NoMerges::All,
+            max_sectors_kb: 0,
+            max_segments: 0,
+            sq_sched_dispatch: true,
+            run_all_on_complete: false,
+            timeout: Nanos::from_secs(30),
+        }
+    }
+}
+
+impl QueueSettings {
+    /// The queue settings a job's options give.
+    pub fn from_job(s: &JobSpec) -> QueueSettings {
+        QueueSettings {
+            scheduler: s.ioscheduler.clone().unwrap_or_else(|| "none".into()),
+            sched_tunables: s.sched_tunables.clone(),
+            nr_requests: s.nr_requests,
+            nomerges: match s.nomerges {
+                0 => NoMerges::All,
+                1 => NoMerges::Simple,
+                _ => NoMerges::None,
+            },
+            max_sectors_kb: s.max_sectors_kb,
+            max_segments: s.max_segments.min(u16::MAX as u32) as u16,
+            sq_sched_dispatch: s.sq_sched_dispatch,
+            ..QueueSettings::default()
+        }
+    }
+}
+
+/// A device and the queue over it: everything a run, an export or a replay needs to build
+/// it, in real time or in the simulator.
+#[derive(Clone, Debug)]
+pub struct DeviceConfig {
+    pub driver: DriverKind,
+    pub nr_hw_queues: u16,
+    /// Tags per hardware queue (null_blk's `hw_queue_depth`).
+    pub queue_depth: u32,
+    /// Software queues (0: one per submitter).
+    pub nr_ctx: u16,
+    /// One tag set shared by all hardware queues (`BLK_MQ_F_TAG_HCTX_SHARED`).
+    pub shared_tags: bool,
+    /// The driver may sleep in `queue_rq` (`BLK_MQ_F_BLOCKING`).
+    pub blocking: bool,
+    pub irqmode: IrqMode,
+    pub completion_nsec: u64,
+    pub memory_backed: bool,
+    /// Capacity in bytes (a real file's is its size, or `create_size`).
+    pub size_bytes: u64,
+    pub faults: FaultConfig,
+    pub queue: QueueSettings,
+    /// For the uring driver: the file or block device, O_DIRECT, and the size to create or
+    /// extend a regular file to (`None`: use it as it is).
+    pub filename: Option<String>,
+    pub direct: bool,
+    pub create_size: Option<u64>,
+    /// Reap completions from a worker thread per hardware queue.
+    pub hctx_workers: bool,
+    /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
+    pub fixed_buffers: bool,
+    pub fixed_buf_count: u32,
+    pub fixed_buf_size: u32,
+    /// For a model: its spec (`hdd,ncq=32`, `ssd`, ...).
+    pub model: Option<String>,
+    /// The cgroups the I/O is charged to.
+    pub blkcg: Arc<mqblk_core::Blkcg>,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> DeviceConfig {
+        DeviceConfig {
+            driver: DriverKind::Null,
+            nr_hw_queues: 1,
+            queue_depth: 64,
+            nr_ctx: 0,
+            shared_tags: false,
+            blocking: false,
+            irqmode: IrqMode::None,
+            completion_nsec: 10_000,
+            memory_backed: false,
+            size_bytes: 1 << 30,
+            faults: FaultConfig::default(),
+            queue: QueueSettings::default(),
+            filename: None,
+            direct: false,
+            create_size: None,
+            hctx_workers: false,
+            fixed_buffers: false,
+            fixed_buf_count: 0,
+            fixed_buf_size: 0,
+            model: None,
+            blkcg: Default::default(),
+        }
+    }
+}
+
+impl DeviceConfig {
+    /// The device a job's options describe (fio's `ioengine` picks the driver as `driver=`
+    /// does). A real file's capacity is read from it unless `size` creates or extends it.
+    pub fn from_job(s: &JobSpec) -> Result<DeviceConfig, String> {
+        let driver = match s.ioengine.as_deref() {
+            // A model named without a driver: the model serves the I/O.
+            None if s.device.is_some() && s.driver == "null" => DriverKind::Model,
+            None => DriverKind::parse(&s.driver)?,
+            Some("io_uring" | "uring") => DriverKind::Uring,
+            Some("null") => DriverKind::Null,
+            Some(other) => {
+                return Err(format!(
+                "job '{}': ioengine={other} is not supported (mqblk drives io_uring as driver=uring, or the null device)",
+                s.name
+            ))
+            }
+        };
+        let (size_bytes, create_size) = if driver == DriverKind::Uring {
+            real_file_size(s)?
+        } else {
+            (s.device_size(), None)
+        };
+        let spec = |every_nth, probability_pct| FaultSpec {
+            every_nth,
+            probability_pct,
+        };
+        Ok(DeviceConfig {
+            driver,
+            nr_hw_queues: s.nr_hw_queues as u16,
+            queue_depth: s.queue_depth,
+            nr_ctx: s.nr_ctx as u16,
+            shared_tags: s.shared_tags,
+            blocking: s.blocking,
+            irqmode: match s.irqmode {
+                mqblk_workload::IrqMode::None => IrqMode::None,
+                mqblk_workload::IrqMode::Softirq => IrqMode::Softirq,
+                mqblk_workload::IrqMode::Timer => IrqMode::Timer,
+            },
+            completion_nsec: s.completion_nsec,
+            memory_backed: s.memory_backed,
+            size_bytes,
+            faults: FaultConfig {
+                fail: spec(s.fail_nth, s.fail_prob),
+                timeout: spec(s.timeout_nth, s.timeout_prob),
+                requeue: spec(s.requeue_nth, s.requeue_prob),
+                seed: s.fault_seed.unwrap_or(0),
+            },
+            queue: QueueSettings::from_job(s),
+            filename: s.filename.clone(),
+            direct: s.direct,
+            create_size,
+            hctx_workers: s.hctx_workers,
+            fixed_buffers: s.fixedbufs,
+            model: s.device.clone(),
+            ..DeviceConfig::default()
+        })
+    }
+
+    /// The device of several jobs: they must agree on everything but the region each
+    /// covers (fio's per-job `size` and `offset`); the device is as large as the largest
+    /// needs.
+    pub fn from_jobs(specs: &[JobSpec]) -> Result<DeviceConfig, String> {
+        let first = specs.first().ok_or("no jobs given")?;
+        let mut device = DeviceConfig::from_job(first)?;
+        for s in &specs[1..] {
+            let other = DeviceConfig::from_job(s)?;
+            if let Some(what) = device.differs_from(&other) {
+                return Err(format!(
+                    "job '{}': {what} differs from job '{}' (all jobs of a run share one device)",
+                    s.name, first.name
+                ));
+            }
+            device.size_bytes = device.size_bytes.max(other.size_bytes);
+            device.create_size = device.create_size.max(other.create_size);
+        }
+        Ok(device)
+    }
+
+    /// The first setting (by option name) in which `other` describes another device, the
+    /// region aside.
+    fn differs_from(&self, o: &DeviceConfig) -> Option<&'static str> {
+        let checks: [(&str, bool); 18] = [
+            ("driver", self.driver == o.driver),
+            ("nr_hw_queues", self.nr_hw_queues == o.nr_hw_queues),
+            ("queue_depth", self.queue_depth == o.queue_depth),
+            ("nr_ctx", self.nr_ctx == o.nr_ctx),
+            ("shared_tags", self.shared_tags == o.shared_tags),
+            ("blocking", self.blocking == o.blocking),
+            ("irqmode", self.irqmode == o.irqmode),
+            ("completion_nsec", self.completion_nsec == o.completion_nsec),
+            ("memory_backed", self.memory_backed == o.memory_backed),
+            ("fault injection", self.faults == o.faults),
+            (
+                "the queue settings (ioscheduler, sched.*, nr_requests, nomerges, limits)",
+                self.queue == o.queue,
+            ),
+            ("filename", self.filename == o.filename),
+            ("direct", self.direct == o.direct),
+            ("hctx_workers", self.hctx_workers == o.hctx_workers),
+            ("fixedbufs", self.fixed_buffers == o.fixed_buffers),
+            ("model", self.model == o.model),
+            (
+                "fixed buffer count",
+                self.fixed_buf_count == o.fixed_buf_count,
+            ),
+            ("fixed buffer size", self.fixed_buf_size == o.fixed_buf_size),
+        ];
+        checks.iter().find(|(_, same)| !same).map(|(what, _)| *what)
+    }
+
+    /// The model that stands for this device in the simulator: its own model, or for the
+    /// null driver a null model with the same queues, depth, completion time and size.
+    pub fn model_spec(&self) -> Result<DeviceSpec, String> {
+        match self.driver {
+            DriverKind::Model => DeviceSpec::parse(self.model.as_deref().unwrap_or("hdd")),
+            DriverKind::Null => DeviceSpec::parse(&format!(
+                "null,submit_queues={},hw_queue_depth={},completion_nsec={},size={}",
+                self.nr_hw_queues.max(1),
+                self.queue_depth.max(1),
+                self.completion_nsec,
+                self.size_bytes
+            )),
+            DriverKind::Uring => Err(format!(
+                "{}: a real file cannot be simulated; describe its device with --device=MODEL",
+                self.filename.as_deref().unwrap_or("driver=uring")
+            )),
+        }
+    }
+}
+
+/// Capacity and creation size of a real file or device, as fio sizes its files: `size`
+/// (plus `offset`) creates or extends a regular file; without it the file is used as it is.
+fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), String> {
+    let path = s
+        .filename
+        .as_deref()
+        .ok_or_else(|| format!("job '{}': driver=uring needs filename=", s.name))?;
+    if let Some(size) = s.size {
+        let want = s.offset.saturating_add(size);
+        return Ok((want, Some(want)));
+    }
+    use std::io::{Seek, SeekFrom};
+    let len = std::fs::File::open(path)
+        .and_then(|mut f| f.seek(SeekFrom::End(0)))
+        .map_err(|e| format!("filename={path}: {e} (give size= to create it)"))?;
+    if len == 0 {
+        return Err(format!(
+            "filename={path}: is empty (give size= to extend it)"
+        ));
+    }
+    Ok((len, None))
+}
