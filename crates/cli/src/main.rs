@@ -1,5 +1,6 @@
-//! `mqblk`: the command-line front end.
+//! `mqblk`: the command-line front end, a thin shell over the library crates.
 
+mod args;
 mod bench;
 mod replay;
 mod replay_real;
@@ -7,44 +8,43 @@ mod serve;
 mod sim;
 mod trace_cmd;
 
-const USAGE: &str = "\
-usage: mqblk <command> [args]
-
-commands:
-  bench        run fio-compatible jobs through the block layer (mqblk bench --help)
-  sim          run the same jobs in the deterministic simulator (mqblk sim --help)
-  scenario     reproduce a seed's experiment in the simulator (mqblk scenario list)
-  replay       replay a blktrace capture through the stack (mqblk replay --help)
-  trace        capture a block device's requests as blktrace files; dump trace files
-  serve        export a device over NBD, one software queue per connection (mqblk serve --help)
-  schedulers   list the I/O schedulers and their tunables
-  version      print the version
-";
+use args::{Cli, Cmd};
+use clap::Parser;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let code = match args.first().map(String::as_str) {
-        Some("bench") => bench::main(&args[1..]),
-        Some("sim") => sim::main(&args[1..]),
-        Some("scenario") => sim::scenario_main(&args[1..]),
-        Some("replay") => replay::main(&args[1..]),
-        Some("trace") => trace_cmd::main(&args[1..]),
-        Some("serve") => serve::main(&args[1..]),
-        Some("schedulers") => {
+    let mut argv: Vec<String> = std::env::args().collect();
+    // Outside the fio option syntax of bench and sim, scheduler tunables are written as
+    // `--sched.NAME=VALUE` too.
+    if matches!(argv.get(1).map(String::as_str), Some("replay" | "serve")) {
+        argv = args::sched_args(argv);
+    }
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            eprintln!("{}", args::one_line_error(&argv, &e));
+            std::process::exit(2);
+        }
+        Err(e) => e.exit(),
+    };
+    let code = match cli.cmd {
+        Some(Cmd::Bench(a)) => bench::main(&a.args),
+        Some(Cmd::Sim(a)) => sim::main(&a.args),
+        Some(Cmd::Scenario(a)) => sim::scenario_main(a),
+        Some(Cmd::Replay(a)) => replay::main(a),
+        Some(Cmd::Trace(a)) => trace_cmd::main(a),
+        Some(Cmd::Serve(a)) => serve::main(a),
+        Some(Cmd::Schedulers) => {
             print_schedulers();
             0
         }
-        Some("version" | "--version" | "-V") => {
+        Some(Cmd::Version) => {
             println!("mqblk {}", env!("CARGO_PKG_VERSION"));
             0
         }
-        Some("help" | "--help" | "-h") | None => {
-            print!("{USAGE}");
+        None => {
+            use clap::CommandFactory;
+            let _ = Cli::command().print_help();
             0
-        }
-        Some(other) => {
-            eprintln!("mqblk: unknown command '{other}'\n{USAGE}");
-            2
         }
     };
     std::process::exit(code);

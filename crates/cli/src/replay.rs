@@ -1,38 +1,15 @@
 //! `mqblk replay`: a blktrace capture replayed through the stack in the simulator.
 
+use crate::args::{tunable_pairs, ReplayArgs};
 use mqblk_sim::replay::{Mode, Replayable};
 use mqblk_sim::QueueSettings;
 use mqblk_sim::{DeviceSpec, Sim, SimConfig};
 use mqblk_trace::TraceSet;
 use mqblk_workload::{json_report, text_report, Ddir, LatStat, RunReport};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-const USAGE: &str = "\
-usage: mqblk replay TRACE [options]
-
-Replays the queue (Q) events of a blktrace capture (TRACE.blktrace.N files, or one such file)
-through the block layer in the simulator: each traced process becomes a job on the CPU it was
-traced on, keeping its process id as the issuer id (so BFQ sees the same processes).
-
-options:
-  --device=SPEC        device model (default hdd), as for mqblk sim
-  --ioscheduler=NAME   scheduler (default mq-deadline); --sched.NAME=VALUE sets a tunable
-  --mode=open|closed   open: original timing (scaled by --speed); closed (default): as fast
-                       as possible with each process's original concurrency
-  --speed=F            open loop: replay F times faster than traced (default 1)
-  --cpus=N             virtual CPUs (default: enough for the traced CPUs)
-  --seed=N             simulator seed (default 1)
-  --trace=NAME         write the replay's own events as blktrace files (simulator)
-  --driver=null|uring  replay through the threaded runtime on a real driver instead of the
-                       simulator (one thread per traced process); uring needs --filename
-  --filename=PATH      file or block device for --driver=uring (with --size to create one)
-  --size=BYTES         device size for --driver=null, or to create/extend --filename
-  --output-format=normal|json
-";
-
-pub fn main(args: &[String]) -> i32 {
+pub fn main(args: ReplayArgs) -> i32 {
     match run(args) {
         Ok(c) => c,
         Err(e) => {
@@ -42,86 +19,29 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-fn run(args: &[String]) -> Result<i32, String> {
-    let mut trace = None;
-    let mut device = "hdd".to_string();
-    let mut sched = "mq-deadline".to_string();
-    let mut tunables = Vec::new();
-    let mut mode = Mode::Closed;
-    let mut speed = 1.0f64;
-    let mut cpus: Option<u16> = None;
-    let mut seed = 1u64;
-    let mut out_trace: Option<PathBuf> = None;
-    let mut json = false;
-    let mut driver: Option<String> = None;
-    let mut filename: Option<String> = None;
-    let mut size: Option<u64> = None;
-    for a in args {
-        let (flag, value) = a.split_once('=').unwrap_or((a.as_str(), ""));
-        match flag {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return Ok(0);
-            }
-            "--device" => device = value.to_string(),
-            "--ioscheduler" => sched = value.to_string(),
-            "--mode" => {
-                mode = match value {
-                    "open" => Mode::Open,
-                    "closed" => Mode::Closed,
-                    _ => return Err(format!("--mode={value}: expected open or closed")),
-                }
-            }
-            "--speed" => {
-                speed = value
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| format!("--speed={value}: expected a positive number"))?
-            }
-            "--cpus" => {
-                cpus = Some(
-                    value
-                        .parse()
-                        .ok()
-                        .filter(|&n: &u16| n > 0)
-                        .ok_or_else(|| format!("--cpus={value}: expected 1..=1024"))?,
-                )
-            }
-            "--seed" => {
-                seed = value
-                    .parse()
-                    .map_err(|_| format!("--seed={value}: not a number"))?
-            }
-            "--trace" => out_trace = Some(PathBuf::from(value)),
-            "--driver" => match value {
-                "null" | "uring" => driver = Some(value.to_string()),
-                "sim" => driver = None,
-                _ => return Err(format!("--driver={value}: expected sim, null or uring")),
-            },
-            "--filename" => filename = Some(value.to_string()),
-            "--size" => {
-                size = Some(
-                    mqblk_workload::parse_size(value)
-                        .ok_or_else(|| format!("--size={value}: not a size"))?,
-                )
-            }
-            "--output-format" => {
-                json = match value {
-                    "json" => true,
-                    "normal" => false,
-                    _ => return Err(format!("--output-format={value}: expected normal or json")),
-                }
-            }
-            f if f.starts_with("--sched.") => {
-                tunables.push((f["--sched.".len()..].to_string(), value.to_string()))
-            }
-            f if f.starts_with('-') => return Err(format!("unknown option '{a}'")),
-            _ if trace.is_none() => trace = Some(PathBuf::from(a)),
-            _ => return Err(format!("one trace at a time ('{a}' is extra)")),
-        }
+fn run(args: ReplayArgs) -> Result<i32, String> {
+    let trace = args.trace;
+    let device = args.device;
+    let sched = args.ioscheduler;
+    let tunables = tunable_pairs(&args.tunables)?;
+    let mode = if args.mode == "open" {
+        Mode::Open
+    } else {
+        Mode::Closed
+    };
+    let speed = args.speed;
+    if args.cpus.is_some_and(|n| n == 0 || n > 1024) {
+        return Err(format!(
+            "--cpus={}: expected 1..=1024",
+            args.cpus.unwrap_or(0)
+        ));
     }
-    let trace = trace.ok_or_else(|| format!("which trace?\n{USAGE}"))?;
+    let cpus = args.cpus;
+    let seed = args.seed;
+    let out_trace = args.out_trace;
+    let json = args.output_format == "json";
+    let driver = args.driver.filter(|d| d != "sim");
+    let (filename, size) = (args.filename, args.size);
     let set = TraceSet::open(&trace)?;
     let rep = Replayable::from_trace(&set);
     if rep.total_ios == 0 {

@@ -1,5 +1,6 @@
 //! `mqblk serve`: exports devices over NBD, one software queue per connection.
 
+use crate::args::ServeArgs;
 use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp, RequestQueue};
 use mqblk_device::{DeviceConfig, DriverKind, QueueSettings};
 use mqblk_nbd::{Export, Listener, Server};
@@ -10,37 +11,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-const USAGE: &str = "\
-usage: mqblk serve [options]
-       mqblk serve --config=FILE [--listen=...]
-
-Exports devices over NBD (fixed newstyle; simple, structured and extended replies) to any NBD
-client: nbdinfo, nbdcopy, qemu-img, fio's nbd engine, the kernel's nbd driver. Each connection
-gets a software queue of its own, mapped onto the hardware queues.
-
-options (one export; a config file declares several):
-  --listen=tcp:HOST:PORT | unix:PATH   where to listen (repeatable; default tcp:127.0.0.1:10809)
-  --export=NAME          export name (default \"mqblk\"); --description=TEXT
-  --driver=memory|null|uring|sim       memory (default): data kept in RAM; null: reads zeroes,
-                         writes dropped; uring: --filename=PATH (file or block device);
-                         sim: a simulator device model in real time, --device=hdd,ncq=32 etc.
-                         (timing only: it keeps no data)
-  --size=BYTES           export size (memory/null; creates or extends a --filename file)
-  --ioscheduler=NAME     none (default), mq-deadline, kyber; --sched.NAME=VALUE tunables
-  --hw-queues=N          hardware queues (default 1); --queue-depth=N (default 128)
-  --read-only            refuse writes (EPERM)
-  --max-connections=N    per export, default 16; more are refused
-  --stats=FILE           per-export and per-hardware-queue statistics as JSON on exit
-  --trace=NAME           write the requests as blktrace files NAME.blktrace.N (first export)
-  --config=FILE          exports from a file: `[export NAME]` sections with the keys
-                         description, driver, device, filename, size, ioscheduler, sched.NAME,
-                         hw-queues, queue-depth, read-only, max-connections; and a `[server]`
-                         section with listen (repeatable) and stats
-
-SIGINT/SIGTERM stop accepting, let in-flight requests finish, flush, and exit.
-";
-
-pub fn main(args: &[String]) -> i32 {
+pub fn main(args: ServeArgs) -> i32 {
     match run(args) {
         Ok(c) => c,
         Err(e) => {
@@ -128,6 +99,31 @@ impl ExportCfg {
         Ok(true)
     }
 
+    /// The export the command-line options describe.
+    fn from_args(a: &ServeArgs) -> Result<ExportCfg, String> {
+        let mut e = ExportCfg::default();
+        let flags: [(&str, &Option<String>); 10] = [
+            ("export", &a.export),
+            ("description", &a.description),
+            ("driver", &a.driver),
+            ("device", &a.device),
+            ("filename", &a.filename),
+            ("size", &a.size),
+            ("ioscheduler", &a.ioscheduler),
+            ("hw-queues", &a.hw_queues),
+            ("queue-depth", &a.queue_depth),
+            ("max-connections", &a.max_connections),
+        ];
+        for (k, v) in flags {
+            if let Some(v) = v {
+                e.set(k, v).map_err(|m| format!("--{m}"))?;
+            }
+        }
+        e.read_only = a.read_only;
+        e.tunables = crate::args::tunable_pairs(&a.tunables)?;
+        Ok(e)
+    }
+
     fn check(&self) -> Result<(), String> {
         if self.name.len() > 4096 {
             return Err(format!(
@@ -191,9 +187,96 @@ impl ExportCfg {
 /// A config file's exports, listen addresses and stats file.
 type Config = (Vec<ExportCfg>, Vec<String>, Option<PathBuf>);
 
+/// A config file in TOML: `[server]` with `listen` (a list) and `stats`, and one
+/// `[export.NAME]` table per export with the export options' names as keys
+/// (`sched = { fifo_batch = 8 }` for tunables).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    server: ServerTable,
+    #[serde(default)]
+    export: toml::Table,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ServerTable {
+    #[serde(default)]
+    listen: Vec<String>,
+    stats: Option<PathBuf>,
+}
+
 /// Reads a config file: exports and `[server]` settings (listen addresses, stats file).
-fn read_config(path: &str) -> Result<Config, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--config={path}: {e}"))?;
+/// The INI syntax of earlier versions (`[export NAME]` sections) is still read, with a
+/// line saying so.
+fn read_config(path: &std::path::Path) -> Result<Config, String> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--config={shown}: {e}"))?;
+    if text
+        .lines()
+        .any(|l| l.trim_start().starts_with("[export ") || l.trim_start().starts_with("[export\t"))
+    {
+        eprintln!(
+            "mqblk serve: {shown}: the INI config syntax is deprecated; write [export.NAME] tables in TOML (mqblk serve --help)"
+        );
+        return read_ini_config(&shown, &text);
+    }
+    let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map_or(0, |s| {
+            text[..s.start.min(text.len())].lines().count().max(1)
+        });
+        format!(
+            "{shown}:{line}: {}",
+            e.message().trim_end().replace('\n', "; ")
+        )
+    })?;
+    let mut exports = Vec::new();
+    for (name, v) in &file.export {
+        let at = format!("{shown}: [export.{name}]");
+        let table = v
+            .as_table()
+            .ok_or_else(|| format!("{at}: expected a table of export settings"))?;
+        let mut e = ExportCfg {
+            name: name.clone(),
+            ..ExportCfg::default()
+        };
+        for (k, v) in table {
+            if k == "sched" {
+                let t = v
+                    .as_table()
+                    .ok_or_else(|| format!("{at}: sched: expected a table of tunables"))?;
+                for (tk, tv) in t {
+                    e.tunables.push((tk.clone(), toml_scalar(tv)));
+                }
+                continue;
+            }
+            if !e
+                .set(k, &toml_scalar(v))
+                .map_err(|m| format!("{at}: {m}"))?
+            {
+                return Err(format!("{at}: unknown export key '{k}'"));
+            }
+        }
+        exports.push(e);
+    }
+    if exports.is_empty() {
+        return Err(format!("--config={shown}: no [export.NAME] table"));
+    }
+    Ok((exports, file.server.listen, file.server.stats))
+}
+
+/// A TOML value as the text an option takes (`"16m"` and `16` alike, `true` as `1`).
+fn toml_scalar(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Boolean(b) => if *b { "1" } else { "0" }.into(),
+        other => other.to_string(),
+    }
+}
+
+/// The earlier INI syntax: `[server]` and `[export NAME]` sections of `key = value` lines.
+fn read_ini_config(path: &str, text: &str) -> Result<Config, String> {
     let mut exports: Vec<ExportCfg> = Vec::new();
     let mut listens = Vec::new();
     let mut stats = None;
@@ -252,27 +335,12 @@ fn read_config(path: &str) -> Result<Config, String> {
     Ok((exports, listens, stats))
 }
 
-fn run(args: &[String]) -> Result<i32, String> {
-    let mut listens = Vec::new();
-    let mut one = ExportCfg::default();
-    let mut stats_file: Option<PathBuf> = None;
-    let mut trace: Option<PathBuf> = None;
-    let mut config: Option<String> = None;
-    for a in args {
-        let (flag, v) = a.split_once('=').unwrap_or((a.as_str(), ""));
-        match flag {
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                return Ok(0);
-            }
-            "--listen" => listens.push(v.to_string()),
-            "--stats" => stats_file = Some(PathBuf::from(v)),
-            "--trace" => trace = Some(PathBuf::from(v)),
-            "--config" => config = Some(v.to_string()),
-            f if f.starts_with("--") && one.set(&f[2..], v).map_err(|e| format!("--{e}"))? => {}
-            _ => return Err(format!("unknown option '{a}' (mqblk serve --help)")),
-        }
-    }
+fn run(args: ServeArgs) -> Result<i32, String> {
+    let mut listens = args.listen.clone();
+    let mut stats_file = args.stats.clone();
+    let trace = args.trace.clone();
+    let config = args.config.clone();
+    let one = ExportCfg::from_args(&args)?;
     let mut cfgs = vec![one];
     if let Some(path) = &config {
         let (exports, l, s) = read_config(path)?;

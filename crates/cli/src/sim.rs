@@ -1,35 +1,12 @@
 //! `mqblk sim`: fio-compatible jobs under the deterministic simulator, and its fuzz mode.
 
+use crate::args::{split_known, ScenarioArgs, SimOpts};
 use mqblk_sim::cost::{fmt_ns, CostTable};
 use mqblk_sim::fuzz;
 use mqblk_sim::{Sim, SimConfig, SimResult};
 use mqblk_workload::{json_report, parse_command_line, text_report, OutputFormat, RunReport};
 use std::io::Write;
 use std::time::Instant;
-
-const USAGE: &str = "\
-usage: mqblk sim [sim options] [fio options | JOBFILE...]
-       mqblk sim --fuzz [--seed N] [--runs N] [--ioscheduler=NAME] [-v]
-
-Runs fio-style jobs (the same options and job files as `mqblk bench`) through the real core
-and schedulers in virtual time, against a device model, on virtual CPUs whose every step is
-charged from a cost table. The same seed and options print the same output.
-
-sim options:
-  --device=SPEC      (a job option, shared with `mqblk bench --driver=sim`) the device
-                     model and its parameters, e.g. hdd,ncq=32 or null,completion_nsec=20000
-                     (default: null with the job's hardware queues, depth and size)
-  --cpus=N           virtual CPUs, one software queue each (default: enough for the jobs)
-  --seed=N           the run's seed (default 1)
-  --cost=NAME=NS     override one entry of the CPU cost table (repeatable; --cost=help lists)
-  --check-every=N    check the queue's invariants every N events (default 1000; 1 = always)
-  --fuzz             random configurations from consecutive seeds, invariants checked after
-                     every event; prints `reproduce with:` for each failure
-  --runs=N           fuzz runs (default 1000); --ioscheduler=NAME fuzzes only that scheduler
-  --plant=BUG:N      with --fuzz: plant a bug to see the checker catch it
-                     (drop-completion:N or double-completion:N, the Nth completion)
-  -v                 with --fuzz: print the state dump of failures
-";
 
 /// Runs `mqblk sim ARGS`; returns the exit code.
 pub fn main(args: &[String]) -> i32 {
@@ -42,94 +19,22 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-struct SimArgs {
-    cpus: Option<u16>,
-    seed: u64,
-    costs: Vec<String>,
-    check_every: u64,
-    fuzz: bool,
-    runs: u64,
-    verbose: bool,
-    plant: Option<mqblk_sim::driver::Plant>,
-    rest: Vec<String>,
-}
-
-fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{flag}={v}: not a valid number"))
-}
-
-fn split_args(args: &[String]) -> Result<SimArgs, String> {
-    let mut a = SimArgs {
-        cpus: None,
-        seed: 1,
-        costs: Vec::new(),
-        check_every: 1000,
-        fuzz: false,
-        runs: 1000,
-        verbose: false,
-        plant: None,
-        rest: Vec::new(),
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) => (f, Some(v.to_string())),
-            None => (arg.as_str(), None),
-        };
-        let takes_value = matches!(
-            flag,
-            "--cpus" | "--seed" | "--cost" | "--check-every" | "--runs" | "--plant"
-        );
-        let value = if takes_value {
-            match inline {
-                Some(v) => v,
-                None => {
-                    i += 1;
-                    args.get(i)
-                        .cloned()
-                        .ok_or_else(|| format!("{flag} needs a value"))?
-                }
-            }
-        } else {
-            String::new()
-        };
-        match flag {
-            "--cpus" => {
-                let n: u16 = parse_num(flag, &value)?;
-                if n == 0 || n > 1024 {
-                    return Err(format!("--cpus={n}: must be 1..=1024"));
-                }
-                a.cpus = Some(n);
-            }
-            "--seed" => a.seed = parse_num(flag, &value)?,
-            "--cost" => a.costs.push(value),
-            "--check-every" => a.check_every = parse_num(flag, &value)?,
-            "--runs" => a.runs = parse_num(flag, &value)?,
-            "--fuzz" => a.fuzz = true,
-            "--plant" => {
-                use mqblk_sim::driver::Plant;
-                let (bug, n) = value
-                    .split_once(':')
-                    .ok_or_else(|| format!("--plant={value}: expected BUG:N"))?;
-                let n: u64 = parse_num("--plant", n)?;
-                a.plant = Some(match bug {
-                    "drop-completion" => Plant::DropCompletion(n),
-                    "double-completion" => Plant::DoubleCompletion(n),
-                    _ => {
-                        return Err(format!(
-                        "--plant={value}: unknown bug '{bug}' (drop-completion, double-completion)"
-                    ))
-                    }
-                });
-            }
-            "-v" | "--verbose" => a.verbose = true,
-            _ => a.rest.push(arg.clone()),
-        }
-        i += 1;
+/// `--plant=BUG:N`.
+fn parse_plant(value: &str) -> Result<mqblk_sim::driver::Plant, String> {
+    use mqblk_sim::driver::Plant;
+    let (bug, n) = value
+        .split_once(':')
+        .ok_or_else(|| format!("--plant={value}: expected BUG:N"))?;
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("--plant={value}: {n} is not a number"))?;
+    match bug {
+        "drop-completion" => Ok(Plant::DropCompletion(n)),
+        "double-completion" => Ok(Plant::DoubleCompletion(n)),
+        _ => Err(format!(
+            "--plant={value}: unknown bug '{bug}' (drop-completion, double-completion)"
+        )),
     }
-    Ok(a)
 }
 
 /// The job `mqblk sim` runs when none is given.
@@ -146,11 +51,26 @@ iodepth=32
 ";
 
 fn run(args: &[String]) -> Result<i32, String> {
-    let a = split_args(args)?;
-    if a.rest.iter().any(|x| x == "--help" || x == "-h") {
-        print!("{USAGE}");
-        return Ok(0);
+    let (a, rest) = match split_known::<SimOpts>(args) {
+        Ok(x) => x,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+            print!(
+                "{}\nfio options (the same as mqblk bench):\n{}",
+                e.render(),
+                mqblk_workload::options_help()
+            );
+            return Ok(0);
+        }
+        Err(e) => {
+            let argv: Vec<String> = ["mqblk", "sim"].iter().map(|s| s.to_string()).collect();
+            let line = crate::args::one_line_error(&argv, &e);
+            return Err(line.trim_start_matches("mqblk sim: ").to_string());
+        }
+    };
+    if a.cpus.is_some_and(|n| n == 0 || n > 1024) {
+        return Err(format!("--cpus={}: must be 1..=1024", a.cpus.unwrap_or(0)));
     }
+    let plant = a.plant.as_deref().map(parse_plant).transpose()?;
     let mut cost = CostTable::default();
     for c in &a.costs {
         if c == "help" {
@@ -162,7 +82,7 @@ fn run(args: &[String]) -> Result<i32, String> {
     if a.fuzz {
         // Only the scheduler may be fixed; everything else is drawn from the seed.
         let mut sched = None;
-        for x in &a.rest {
+        for x in &rest {
             match x.strip_prefix("--ioscheduler=") {
                 Some(name) => {
                     let e = mqblk_sched::lookup(name).ok_or_else(|| {
@@ -180,9 +100,9 @@ fn run(args: &[String]) -> Result<i32, String> {
                 }
             }
         }
-        return Ok(run_fuzz(a.seed, a.runs, a.verbose, a.plant, sched));
+        return Ok(run_fuzz(a.seed, a.runs, a.v, plant, sched));
     }
-    let mut cl = parse_command_line(&a.rest).map_err(|e| e.to_string())?;
+    let mut cl = parse_command_line(&rest).map_err(|e| e.to_string())?;
     if cl.jobs.is_empty() {
         cl.add_job_text("default job", DEFAULT_JOB)
             .map_err(|e| e.to_string())?;
@@ -410,17 +330,8 @@ fn run_fuzz(
     i32::from(failed > 0)
 }
 
-const SCENARIO_USAGE: &str = "\
-usage: mqblk scenario NAME [--quick] [--seed=N] [--scheduler=NAME]... [--svg=FILE] [--json]
-       mqblk scenario list
-
-Reproduces a seed's experiment in the simulator and prints a table shaped like the seed's,
-with the seed's own figures beside ours. Writes the chart as SVG (default NAME.svg in the
-current directory; --svg=- to skip). Exit code 3 when the seed's direction does not hold.
-";
-
-/// Runs `mqblk scenario ARGS`.
-pub fn scenario_main(args: &[String]) -> i32 {
+/// Runs `mqblk scenario`.
+pub fn scenario_main(args: ScenarioArgs) -> i32 {
     match scenario(args) {
         Ok(code) => code,
         Err(e) => {
@@ -430,31 +341,14 @@ pub fn scenario_main(args: &[String]) -> i32 {
     }
 }
 
-fn scenario(args: &[String]) -> Result<i32, String> {
-    let mut name = None;
-    let mut opts = mqblk_sim::scenario::ScenarioOpts::default();
-    let mut svg: Option<String> = None;
-    let mut json = false;
-    for a in args {
-        let (flag, value) = a.split_once('=').unwrap_or((a.as_str(), ""));
-        match flag {
-            "-h" | "--help" => {
-                print!("{SCENARIO_USAGE}");
-                return Ok(0);
-            }
-            "--quick" => opts.quick = true,
-            "--json" => json = true,
-            "--seed" => opts.seed = parse_num(flag, value)?,
-            "--scheduler" => opts.schedulers.push(value.to_string()),
-            "--svg" => svg = Some(value.to_string()),
-            f if f.starts_with('-') => {
-                return Err(format!("unknown option '{a}'\n{SCENARIO_USAGE}"))
-            }
-            _ if name.is_none() => name = Some(a.clone()),
-            _ => return Err(format!("one scenario at a time ('{a}' is extra)")),
-        }
-    }
-    let name = name.ok_or_else(|| format!("which scenario?\n{SCENARIO_USAGE}"))?;
+fn scenario(args: ScenarioArgs) -> Result<i32, String> {
+    let opts = mqblk_sim::scenario::ScenarioOpts {
+        quick: args.quick,
+        seed: args.seed,
+        schedulers: args.schedulers,
+    };
+    let (name, svg, json) = (args.name, args.svg, args.json);
+    let name = name.ok_or("which scenario? (mqblk scenario list)")?;
     if name == "list" {
         for s in mqblk_sim::scenario::SCENARIOS {
             println!("{:<22} seed {}  {}", s.name, s.seed_file, s.about);

@@ -1,6 +1,7 @@
 //! `mqblk trace`: capture a real block device's requests as blktrace files, and print trace
 //! files one event per line.
 
+use crate::args::TraceCmd;
 use mqblk_trace::capture;
 use mqblk_trace::TraceSet;
 use std::path::PathBuf;
@@ -8,21 +9,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-const USAGE: &str = "\
-usage: mqblk trace capture --device=DEV [--duration=SECONDS] -o NAME
-       mqblk trace dump NAME|FILE...
-
-capture  records DEV's requests from the kernel's block tracepoints (tracefs; root) until
-         the duration passes or Ctrl-C, and writes NAME.blktrace.CPU files that blkparse,
-         btt and `mqblk replay` read. It uses a tracefs instance of its own and leaves the
-         tracing state as it found it. A partition is traced on its disk, limited to its
-         sectors there, as blktrace does.
-dump     prints the events of one or more traces (merged by time) one per line, as
-         blkparse prints them, then the count of each action.
-";
-
-pub fn main(args: &[String]) -> i32 {
-    match run(args) {
+pub fn main(cmd: TraceCmd) -> i32 {
+    let r = match cmd {
+        TraceCmd::Capture {
+            device,
+            duration,
+            output,
+        } => capture_cmd(device, duration.map(Duration::from_secs_f64), output),
+        TraceCmd::Dump { traces } => dump(&traces),
+    };
+    match r {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mqblk trace: {e}");
@@ -31,58 +27,7 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-fn run(args: &[String]) -> Result<i32, String> {
-    match args.first().map(String::as_str) {
-        Some("capture") => capture_cmd(&args[1..]),
-        Some("dump") => dump(&args[1..]),
-        Some("-h" | "--help") | None => {
-            print!("{USAGE}");
-            Ok(0)
-        }
-        Some(other) => Err(format!("unknown subcommand '{other}'\n{USAGE}")),
-    }
-}
-
-fn capture_cmd(args: &[String]) -> Result<i32, String> {
-    let mut device = None;
-    let mut duration = None;
-    let mut out = None;
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) => (f, Some(v.to_string())),
-            None => (a.as_str(), None),
-        };
-        let mut value = || -> Result<String, String> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => {
-                    i += 1;
-                    args.get(i)
-                        .cloned()
-                        .ok_or_else(|| format!("{flag} needs a value"))
-                }
-            }
-        };
-        match flag {
-            "--device" => device = Some(PathBuf::from(value()?)),
-            "--duration" => {
-                let v = value()?;
-                let s: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| format!("--duration={v}: expected seconds > 0"))?;
-                duration = Some(Duration::from_secs_f64(s));
-            }
-            "-o" | "--output" => out = Some(PathBuf::from(value()?)),
-            _ => return Err(format!("capture: unknown option '{a}'")),
-        }
-        i += 1;
-    }
-    let device = device.ok_or("capture: --device=DEV is required")?;
-    let out = out.ok_or("capture: -o NAME is required")?;
+fn capture_cmd(device: PathBuf, duration: Option<Duration>, out: PathBuf) -> Result<i32, String> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -123,10 +68,7 @@ fn capture_cmd(args: &[String]) -> Result<i32, String> {
     Ok(0)
 }
 
-fn dump(args: &[String]) -> Result<i32, String> {
-    if args.is_empty() {
-        return Err(format!("dump: give a trace name or file\n{USAGE}"));
-    }
+fn dump(args: &[PathBuf]) -> Result<i32, String> {
     let set = TraceSet::open_all(args)?;
     let mut out = String::new();
     let mut events = 0u64;

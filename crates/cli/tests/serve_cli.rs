@@ -362,11 +362,11 @@ fn a_config_file_declares_several_exports() {
     let dir = std::env::temp_dir().join(format!("mqblk-serve-cfg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("nbd.sock");
-    let cfg = dir.join("serve.ini");
+    let cfg = dir.join("serve.toml");
     std::fs::write(
         &cfg,
         format!(
-            "# two exports\n[server]\nlisten = unix:{}\n\n[export fast]\nsize = 16m\nhw-queues = 2\n\n[export slow]\ndescription = the other one\nsize = 8m\nioscheduler = mq-deadline\nread-only = 1\n",
+            "# two exports\n[server]\nlisten = [\"unix:{}\"]\n\n[export.fast]\nsize = \"16m\"\nhw-queues = 2\n\n[export.slow]\ndescription = \"the other one\"\nsize = \"8m\"\nioscheduler = \"mq-deadline\"\nsched = {{ fifo_batch = 8 }}\nread-only = true\n",
             sock.display()
         ),
     )
@@ -416,16 +416,42 @@ fn a_config_file_declares_several_exports() {
         err.contains("export 'fast'") && err.contains("export 'slow'"),
         "{err}"
     );
-    // Bad config files: one line naming the file and line.
+    // Bad config files: one line naming the file and what is wrong.
+    let bad = |body: &str, want: &str| {
+        std::fs::write(&cfg, body).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+            .args(["serve", &format!("--config={}", cfg.display())])
+            .output()
+            .unwrap();
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains(want) && e.trim_end().lines().count() == 1,
+            "{body:?}: {e}"
+        );
+    };
+    bad(
+        "[export.a]\nsize = \"1m\"\nbogus = 3\n",
+        "serve.toml: [export.a]: unknown export key 'bogus'",
+    );
+    bad(
+        "[export.a]\nsize = \"1m\"\nsize = 2\n",
+        "duplicate key `size` in table `export.a`",
+    );
+    bad(
+        "[export.a]\nhw-queues = \"two\"\n",
+        "serve.toml: [export.a]: hw-queues=two: not a valid number",
+    );
+    // The earlier INI syntax is still read, with a line saying it is deprecated.
     std::fs::write(&cfg, "[export a]\nsize = 1m\nbogus = 3\n").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_mqblk"))
         .args(["serve", &format!("--config={}", cfg.display())])
         .output()
         .unwrap();
     let e = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2));
     assert!(
-        e.contains("serve.ini:3: unknown export key 'bogus'") && e.trim_end().lines().count() == 1,
+        e.contains("INI config syntax is deprecated")
+            && e.contains("serve.toml:3: unknown export key 'bogus'"),
         "{e}"
     );
     let _ = std::fs::remove_dir_all(&dir);

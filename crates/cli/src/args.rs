@@ -1,0 +1,410 @@
+//! The command line: every subcommand's options as `clap` definitions.
+//!
+//! fio's options stay fio's: `mqblk bench` and `mqblk sim` hand them, in order, to the fio
+//! parser of `mqblk-workload` (options before the first `--name=` are global, job files
+//! are positional). mqblk's own options of a subcommand may appear anywhere among them;
+//! [`split_known`] picks them out for clap by the names clap knows.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mqblk",
+    version,
+    about = "The Linux multi-queue block layer and its I/O schedulers in userspace: fio-compatible benchmarks, a deterministic simulator, blktrace capture and replay, and an NBD server.",
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run fio-compatible jobs through the block layer (mqblk bench --help)
+    #[command(disable_help_flag = true)]
+    Bench(Passthrough),
+    /// Run the same jobs in the deterministic simulator (mqblk sim --help)
+    #[command(disable_help_flag = true)]
+    Sim(Passthrough),
+    /// Reproduce a seed mail's experiment in the simulator (mqblk scenario list)
+    Scenario(ScenarioArgs),
+    /// Replay a blktrace capture through the stack
+    Replay(ReplayArgs),
+    /// Capture a block device's requests as blktrace files; print trace files
+    #[command(subcommand)]
+    Trace(TraceCmd),
+    /// Export devices over NBD, one software queue per connection
+    Serve(ServeArgs),
+    /// List the I/O schedulers and their tunables
+    Schedulers,
+    /// Print the version
+    Version,
+}
+
+/// Arguments handed on as they are: fio options, job files and the subcommand's own
+/// options, parsed in a second step.
+#[derive(Args, Debug)]
+pub struct Passthrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<String>,
+}
+
+/// `mqblk sim`'s own options (everything else is fio's).
+#[derive(Parser, Debug)]
+#[command(
+    name = "mqblk sim",
+    about = "Runs fio-style jobs (the same options and job files as `mqblk bench`) through the \
+             real core and schedulers in virtual time, against a device model (the job option \
+             --device=SPEC, e.g. hdd,ncq=32; default: null with the jobs' queues, depth and \
+             size), on virtual CPUs whose every step is charged from a cost table. The same \
+             seed and options print the same output.",
+    override_usage = "mqblk sim [OPTIONS] [FIO OPTIONS | JOBFILE...]\n       mqblk sim --fuzz [--seed N] [--runs N] [--ioscheduler=NAME] [-v]"
+)]
+pub struct SimOpts {
+    /// Virtual CPUs, one software queue each (default: enough for the jobs)
+    #[arg(long)]
+    pub cpus: Option<u16>,
+    /// The run's seed
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Override one entry of the CPU cost table, NAME=NS (repeatable; --cost=help lists them)
+    #[arg(long = "cost", value_name = "NAME=NS")]
+    pub costs: Vec<String>,
+    /// Check the queue's invariants every N events (1 = always)
+    #[arg(long = "check-every", default_value_t = 1000)]
+    pub check_every: u64,
+    /// Random configurations from consecutive seeds, invariants checked after every event;
+    /// prints `reproduce with:` for each failure
+    #[arg(long)]
+    pub fuzz: bool,
+    /// Fuzz runs (--ioscheduler=NAME fuzzes only that scheduler)
+    #[arg(long, default_value_t = 1000)]
+    pub runs: u64,
+    /// With --fuzz: plant a bug to see the checker catch it (drop-completion:N or
+    /// double-completion:N, the Nth completion)
+    #[arg(long, value_name = "BUG:N")]
+    pub plant: Option<String>,
+    /// With --fuzz: print the state dump of failures
+    #[arg(short)]
+    pub v: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ScenarioArgs {
+    /// The scenario, or `list`
+    pub name: Option<String>,
+    /// A shorter run (for a first look; figures are noisier)
+    #[arg(long)]
+    pub quick: bool,
+    /// Results as JSON
+    #[arg(long)]
+    pub json: bool,
+    /// The simulation seed
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Only these schedulers (repeatable), where the scenario compares several
+    #[arg(long = "scheduler")]
+    pub schedulers: Vec<String>,
+    /// Where the chart goes (default NAME.svg; - for none)
+    #[arg(long)]
+    pub svg: Option<String>,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    about = "Replays the queue (Q) events of a blktrace capture (TRACE.blktrace.N files, or one such file) through the block layer in the simulator: each traced process becomes a job on the CPU it was traced on, keeping its process id as the issuer id (so BFQ sees the same processes)."
+)]
+pub struct ReplayArgs {
+    /// The trace: a name (NAME.blktrace.N files) or one file
+    pub trace: PathBuf,
+    /// Device model, as for mqblk sim
+    #[arg(long, default_value = "hdd")]
+    pub device: String,
+    /// Scheduler (a name or alias)
+    #[arg(long, default_value = "mq-deadline")]
+    pub ioscheduler: String,
+    /// A scheduler tunable, written --sched.NAME=VALUE (repeatable)
+    #[arg(long = "sched", value_name = "NAME=VALUE")]
+    pub tunables: Vec<String>,
+    /// open: original timing (scaled by --speed); closed: as fast as possible with each
+    /// process's original concurrency
+    #[arg(long, default_value = "closed", value_parser = ["open", "closed"])]
+    pub mode: String,
+    /// Open loop: replay F times faster than traced
+    #[arg(long, default_value_t = 1.0, value_parser = positive_f64)]
+    pub speed: f64,
+    /// Virtual CPUs (default: enough for the traced CPUs)
+    #[arg(long)]
+    pub cpus: Option<u16>,
+    /// Simulator seed
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the replay's own events as blktrace files NAME.blktrace.N (simulator)
+    #[arg(long = "trace", value_name = "NAME")]
+    pub out_trace: Option<PathBuf>,
+    /// Replay through the threaded runtime on a real driver instead of the simulator (one
+    /// thread per traced process); uring needs --filename
+    #[arg(long, value_parser = ["sim", "null", "uring"])]
+    pub driver: Option<String>,
+    /// File or block device for --driver=uring (with --size to create one)
+    #[arg(long)]
+    pub filename: Option<String>,
+    /// Device size for --driver=null, or to create or extend --filename
+    #[arg(long, value_parser = size_arg)]
+    pub size: Option<u64>,
+    /// normal or json
+    #[arg(long = "output-format", default_value = "normal", value_parser = ["normal", "json"])]
+    pub output_format: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TraceCmd {
+    /// Record DEV's requests from the kernel's block tracepoints (tracefs; root) until the
+    /// duration passes or Ctrl-C, as NAME.blktrace.CPU files that blkparse, btt and `mqblk
+    /// replay` read. A partition is traced on its disk, limited to its sectors there.
+    Capture {
+        /// The block device
+        #[arg(long)]
+        device: PathBuf,
+        /// Seconds to capture (default: until interrupted)
+        #[arg(long, value_parser = positive_f64)]
+        duration: Option<f64>,
+        /// Output name: NAME.blktrace.CPU files
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+    },
+    /// Print the events of one or more traces (merged by time) one per line, as blkparse
+    /// prints them, then the count of each action
+    Dump {
+        /// Trace names or files
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug, Default)]
+#[command(
+    about = "Exports devices over NBD (fixed newstyle; simple, structured and extended replies) to any NBD client: nbdinfo, nbdcopy, qemu-img, fio's nbd engine, the kernel's nbd driver. Each connection gets a software queue of its own, mapped onto the hardware queues. SIGINT/SIGTERM stop accepting, let in-flight requests finish, flush, and exit."
+)]
+pub struct ServeArgs {
+    /// Where to listen: tcp:HOST:PORT or unix:PATH (repeatable; default tcp:127.0.0.1:10809)
+    #[arg(long)]
+    pub listen: Vec<String>,
+    /// Export name (default "mqblk")
+    #[arg(long, alias = "name")]
+    pub export: Option<String>,
+    /// Export description
+    #[arg(long)]
+    pub description: Option<String>,
+    /// memory (data kept in RAM), null (reads zeroes, writes dropped), uring (--filename),
+    /// sim (a device model in real time, --device; timing only, no data)
+    #[arg(long, value_parser = ["memory", "null", "uring", "sim"])]
+    pub driver: Option<String>,
+    /// The device model for --driver=sim (hdd, ssd,... with parameters)
+    #[arg(long)]
+    pub device: Option<String>,
+    /// File or block device for --driver=uring
+    #[arg(long)]
+    pub filename: Option<String>,
+    /// Export size (memory/null; creates or extends a --filename file)
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Scheduler: none, mq-deadline, kyber, bfq (or an alias)
+    #[arg(long, alias = "scheduler")]
+    pub ioscheduler: Option<String>,
+    /// A scheduler tunable, written --sched.NAME=VALUE (repeatable)
+    #[arg(long = "sched", value_name = "NAME=VALUE")]
+    pub tunables: Vec<String>,
+    /// Hardware queues (default 1)
+    #[arg(long = "hw-queues")]
+    pub hw_queues: Option<String>,
+    /// Tags per hardware queue (default 128)
+    #[arg(long = "queue-depth")]
+    pub queue_depth: Option<String>,
+    /// Refuse writes (EPERM)
+    #[arg(long = "read-only")]
+    pub read_only: bool,
+    /// Connections at once, per export (default 16); more are refused
+    #[arg(long = "max-connections")]
+    pub max_connections: Option<String>,
+    /// Per-export and per-hardware-queue statistics as JSON on exit
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
+    /// Write the requests as blktrace files NAME.blktrace.N (first export)
+    #[arg(long, value_name = "NAME")]
+    pub trace: Option<PathBuf>,
+    /// Exports from a TOML file: [server] (listen, stats) and [export.NAME] tables with the
+    /// keys of the export options
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+fn positive_f64(v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("'{v}': expected a positive number"))
+}
+
+fn size_arg(v: &str) -> Result<u64, String> {
+    mqblk_workload::parse_size(v).ok_or_else(|| format!("'{v}': not a size"))
+}
+
+/// Rewrites `--sched.NAME=VALUE` (the kernel's tunable names after `sched.`) as
+/// `--sched=NAME=VALUE` for clap.
+pub fn sched_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    args.into_iter()
+        .map(|a| match a.strip_prefix("--sched.") {
+            Some(rest) => format!("--sched={rest}"),
+            None => a,
+        })
+        .collect()
+}
+
+/// `NAME=VALUE` tunables as pairs.
+pub fn tunable_pairs(list: &[String]) -> Result<Vec<(String, String)>, String> {
+    list.iter()
+        .map(|t| {
+            t.split_once('=')
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .ok_or_else(|| format!("--sched.{t}: expected --sched.NAME=VALUE"))
+        })
+        .collect()
+}
+
+/// A clap error as one line: `mqblk SUBCOMMAND...: what is wrong (mqblk SUBCOMMAND --help)`.
+/// clap's own rendering spreads it over a paragraph, a usage line and a tip.
+pub fn one_line_error(argv: &[String], e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first = text
+        .split("\n\n")
+        .next()
+        .unwrap_or("")
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let what = first.strip_prefix("error: ").unwrap_or(&first);
+    // The subcommand path: the words before the first option or value clap complained of.
+    let path: Vec<&str> = argv
+        .iter()
+        .skip(1)
+        .take_while(|a| {
+            matches!(
+                a.as_str(),
+                "bench"
+                    | "sim"
+                    | "scenario"
+                    | "replay"
+                    | "trace"
+                    | "capture"
+                    | "dump"
+                    | "serve"
+                    | "schedulers"
+                    | "version"
+            )
+        })
+        .map(String::as_str)
+        .collect();
+    let cmd = std::iter::once("mqblk")
+        .chain(path.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!("{cmd}: {what} ({cmd} --help)")
+}
+
+/// Splits `args` into the options `T`'s command knows (with their values) and the rest, in
+/// order; then parses the known ones. `--help` and `-h` count as known.
+pub fn split_known<T: Parser>(args: &[String]) -> Result<(T, Vec<String>), clap::Error> {
+    let mut cmd = T::command();
+    cmd.build();
+    let takes_value = |a: &clap::Arg| a.get_num_args().is_some_and(|n| n.takes_values());
+    let mut known = vec![cmd.get_name().to_string()];
+    let mut rest = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let arg = if let Some(long) = a.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or("");
+            cmd.get_arguments().find(|x| x.get_long() == Some(name))
+        } else if a.len() == 2 && a.starts_with('-') {
+            let c = a.chars().nth(1);
+            cmd.get_arguments().find(|x| x.get_short() == c)
+        } else {
+            None
+        };
+        match arg {
+            Some(x) => {
+                known.push(a.clone());
+                if takes_value(x) && !a.contains('=') && i + 1 < args.len() {
+                    i += 1;
+                    known.push(args[i].clone());
+                }
+            }
+            None => rest.push(a.clone()),
+        }
+        i += 1;
+    }
+    let m = cmd.try_get_matches_from(known)?;
+    Ok((T::from_arg_matches(&m)?, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sim_options_anywhere_among_fio_options_with_either_value_syntax() {
+        let (o, rest) = split_known::<SimOpts>(&v(&[
+            "--rw=randread",
+            "--seed",
+            "7",
+            "--name=x",
+            "--cpus=4",
+            "--iodepth=8",
+        ]))
+        .unwrap();
+        assert_eq!((o.seed, o.cpus), (7, Some(4)));
+        assert_eq!(rest, v(&["--rw=randread", "--name=x", "--iodepth=8"]));
+    }
+
+    #[test]
+    fn every_subcommand_parses_and_has_help() {
+        Cli::command().debug_assert();
+        let r = Cli::try_parse_from(sched_args(v(&[
+            "mqblk",
+            "replay",
+            "t",
+            "--device",
+            "ssd",
+            "--sched.fifo_batch=8",
+        ])))
+        .unwrap();
+        match r.cmd {
+            Some(Cmd::Replay(a)) => {
+                assert_eq!(a.device, "ssd");
+                assert_eq!(a.tunables, v(&["fifo_batch=8"]));
+            }
+            other => panic!("{other:?}"),
+        }
+        for sub in [
+            vec!["scenario", "--help"],
+            vec!["replay", "--help"],
+            vec!["trace", "--help"],
+            vec!["trace", "capture", "--help"],
+            vec!["trace", "dump", "--help"],
+            vec!["serve", "--help"],
+        ] {
+            let e = Cli::try_parse_from(std::iter::once("mqblk").chain(sub.iter().copied()))
+                .unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{sub:?}");
+        }
+    }
+}
