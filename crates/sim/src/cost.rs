@@ -185,12 +185,19 @@ impl LockState {
             self.held.pop_front();
         }
         self.acquisitions += 1;
-        // Walk the reservations for the first gap at or after `t` that fits.
+        // Walk the reservations for the first gap at or after `t` that fits. They are
+        // disjoint and sorted, so their ends are sorted too: those over before `t` are
+        // skipped by a binary search (an operation reserves many in a row, each after the
+        // last), and the last of them was the previous holder.
         let mut s = t;
-        let mut prev_cpu: Option<u16> = None;
+        let first = match self.held.back() {
+            Some(b) if b.1 > t => self.held.partition_point(|h| h.1 <= t),
+            _ => self.held.len(),
+        };
+        let mut prev_cpu: Option<u16> = first.checked_sub(1).map(|i| self.held[i].2);
         let mut waited_behind = 0u64;
         let mut pos = self.held.len();
-        for (i, &(hs, he, hc)) in self.held.iter().enumerate() {
+        for (i, &(hs, he, hc)) in (first..).zip(self.held.range(first..)) {
             if he <= s {
                 prev_cpu = Some(hc);
                 continue;
@@ -226,7 +233,11 @@ impl LockState {
         self.wait_ns += start - t;
         let end = start + hold;
         self.held_ns += hold;
-        self.held.insert(pos, (s, end, cpu));
+        if pos == self.held.len() {
+            self.held.push_back((s, end, cpu));
+        } else {
+            self.held.insert(pos, (s, end, cpu));
+        }
         end
     }
 }

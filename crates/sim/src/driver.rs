@@ -18,6 +18,7 @@ use mqblk_core::{
 };
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// What the engine learns from one operation, in order: the core's events and the driver's
@@ -156,6 +157,9 @@ struct State {
 
 pub struct SimDriver {
     st: Mutex<State>,
+    /// Per hardware queue: completions are raised and not yet polled. Read without the
+    /// lock, so a poll of a quiet queue (every CPU step polls) takes no lock.
+    has_raised: Vec<AtomicBool>,
     log: Arc<OpLog>,
     cost: DriverCost,
     name: &'static str,
@@ -192,6 +196,7 @@ impl SimDriver {
             faults,
             plant,
             log,
+            has_raised: (0..nr_hw).map(|_| AtomicBool::new(false)).collect(),
             st: Mutex::new(State {
                 model,
                 staged: Vec::new(),
@@ -269,6 +274,9 @@ impl SimDriver {
             };
             for _ in 0..times {
                 st.raised[c.hw as usize].push((id, status, requeue));
+            }
+            if times > 0 {
+                self.has_raised[c.hw as usize].store(true, Ordering::Release);
             }
             if !hws.contains(&c.hw) {
                 hws.push(c.hw);
@@ -443,7 +451,11 @@ impl Driver for SimDriver {
 
     fn poll(&self, hctx: HctxIdx, _now: Nanos, done: &mut CompletionBatch) -> usize {
         let h = hctx.0 as usize;
+        if !self.has_raised[h].load(Ordering::Acquire) {
+            return 0;
+        }
         let mut st = self.st.lock();
+        self.has_raised[h].store(false, Ordering::Release);
         if st.raised[h].is_empty() {
             return 0;
         }

@@ -200,7 +200,11 @@ impl SimResult {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Cpu(u16),
-    Arrive { hw: u16, id: u64, staged: u32 },
+    /// A posted command (its slot in `in_transit`) reaches the device.
+    Arrive {
+        hw: u16,
+        staged: u32,
+    },
     Dev,
     Timer,
     Start(u32),
@@ -601,7 +605,7 @@ impl Sim {
                     }
                     self.cpu_step(c, t)?;
                 }
-                Ev::Arrive { hw, id, staged } => {
+                Ev::Arrive { hw, staged } => {
                     if self.dev_armed.is_some_and(|a| a <= t) {
                         self.dev_tick(t);
                     }
@@ -609,7 +613,7 @@ impl Sim {
                         .take()
                         .expect("a command arrived twice");
                     self.transit_free.push(staged);
-                    debug_assert_eq!((s.hw, s.cmd.id), (hw, id));
+                    debug_assert_eq!(s.hw, hw);
                     let next = self.driver.submit_to_model(hw, s.cmd, Nanos(t));
                     self.arm_dev(next);
                 }
@@ -846,7 +850,6 @@ impl Sim {
                     cur,
                     Ev::Arrive {
                         hw: s.hw,
-                        id: s.cmd.id,
                         staged: k,
                     },
                 );
@@ -889,14 +892,7 @@ impl Sim {
             let k = self.pending_arrivals[i];
             let s = self.in_transit[k as usize].expect("posted command in transit");
             if s.hw == hw {
-                self.push(
-                    t,
-                    Ev::Arrive {
-                        hw,
-                        id: s.cmd.id,
-                        staged: k,
-                    },
-                );
+                self.push(t, Ev::Arrive { hw, staged: k });
                 self.pending_arrivals.remove(i);
             } else {
                 i += 1;
