@@ -242,7 +242,17 @@ pub fn sim_text(r: &SimResult) -> String {
             );
         }
     }
-    s += &format!("driver: {:?}\n", r.driver);
+    let pairs = |v: serde_json::Value| -> String {
+        v.as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default()
+    };
+    s += &format!("driver: {}\n", pairs(serde_json::json!(r.driver)));
     if !r.model_stats.is_empty() {
         let m: Vec<String> = r
             .model_stats
@@ -251,29 +261,39 @@ pub fn sim_text(r: &SimResult) -> String {
             .collect();
         s += &format!("device: {}\n", m.join(" "));
     }
-    if !r.elv_stats.is_empty() {
-        let m: Vec<String> = r
-            .elv_stats
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+    let elv = r.sched.pairs();
+    if !elv.is_empty() {
+        let m: Vec<String> = elv.iter().map(|(k, v)| format!("{k}={v}")).collect();
         s += &format!("elevator: {}\n", m.join(" "));
     }
     s
 }
 
+/// The simulator's own section of the JSON report.
+#[derive(serde::Serialize)]
+struct SimSection<'a> {
+    virtual_time_ns: u64,
+    requests: u64,
+    events: u64,
+    iops: f64,
+    cpu_busy_ns: &'a [u64],
+    locks: &'a [mqblk_sim::engine::LockReport],
+    driver: &'a mqblk_sim::driver::DriverStats,
+    device: std::collections::BTreeMap<&'static str, u64>,
+    elevator: &'a mqblk_sched::SchedStats,
+}
+
 fn sim_json(r: &SimResult) -> serde_json::Value {
-    serde_json::json!({
-        "virtual_time_ns": r.end.0,
-        "requests": r.completed,
-        "events": r.events,
-        "iops": r.total_iops(),
-        "cpu_busy_ns": r.cpu_busy,
-        "locks": r.locks.iter().map(|l| serde_json::json!({
-            "name": l.name, "acquisitions": l.acquisitions, "contended": l.contended,
-            "wait_ns": l.wait_ns, "held_ns": l.held_ns})).collect::<Vec<_>>(),
-        "device": r.model_stats.iter().map(|(k, v)| ((*k).to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
-        "elevator": r.elv_stats.iter().map(|(k, v)| ((*k).to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+    serde_json::json!(SimSection {
+        virtual_time_ns: r.end.0,
+        requests: r.completed,
+        events: r.events,
+        iops: r.total_iops(),
+        cpu_busy_ns: &r.cpu_busy,
+        locks: &r.locks,
+        driver: &r.driver,
+        device: r.model_stats.iter().copied().collect(),
+        elevator: &r.sched,
     })
 }
 

@@ -135,9 +135,20 @@ pub trait Elevator: Send + Sync {
     /// The sysfs-like tunables.
     fn tunables(&self) -> &Tunables;
 
-    /// Named counters for reports (for example how often the scheduler lock was contended).
+    /// The scheduler's statistics by name, for reports that handle any scheduler: its own
+    /// typed statistics (reached through [`Elevator::as_any`]) flattened.
     fn stats(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+
+    /// The scheduler as its own type, for callers that know it (its typed statistics).
+    fn as_any(&self) -> &dyn std::any::Any;
+
+    /// Per-CPU counter sums done so far: each pass reads one counter line per software
+    /// queue (mq-deadline's `dd_queued` before "mq-deadline: Make dd_queued O(1)"), which the
+    /// simulator charges. `None`: the scheduler keeps no per-CPU counters to sum.
+    fn percpu_sum_passes(&self) -> Option<u64> {
+        None
     }
 
     /// A human dump of the internal state (the debugfs attributes).

@@ -75,6 +75,36 @@ fn domain_of(op: ReqOp) -> usize {
     }
 }
 
+/// kyber's statistics (`Kyber::typed_stats`), per scheduling domain in the order read,
+/// write, discard, other.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct KyberStats {
+    /// Each domain's current token depth (the sbitmap depth `kyber_resize_domain` sets).
+    pub depth: [u32; NUM_DOMAINS],
+    /// Tokens held now.
+    pub in_use: [u32; NUM_DOMAINS],
+    /// Depth changes the timer made (`kyber_timer_fn`).
+    pub adjustments: u64,
+}
+
+impl KyberStats {
+    /// The figures by name, for reports that handle any scheduler.
+    pub fn pairs(&self) -> Vec<(&'static str, u64)> {
+        const DEPTH: [&str; NUM_DOMAINS] =
+            ["read_depth", "write_depth", "discard_depth", "other_depth"];
+        const USE: [&str; NUM_DOMAINS] = [
+            "read_in_use",
+            "write_in_use",
+            "discard_in_use",
+            "other_in_use",
+        ];
+        let mut v = vec![("adjustments", self.adjustments)];
+        v.extend(DEPTH.into_iter().zip(self.depth.map(u64::from)));
+        v.extend(USE.into_iter().zip(self.in_use.map(u64::from)));
+        v
+    }
+}
+
 /// A resizable pool of tokens (the kernel uses a resizable sbitmap; only the count matters).
 struct TokenPool {
     depth: AtomicU32,
@@ -161,6 +191,15 @@ struct TimerState {
 }
 
 impl Kyber {
+    /// The scheduler's statistics.
+    pub fn typed_stats(&self) -> KyberStats {
+        KyberStats {
+            depth: std::array::from_fn(|d| self.tokens[d].depth.load(Ordering::Relaxed)),
+            in_use: std::array::from_fn(|d| self.tokens[d].used.load(Ordering::Relaxed)),
+            adjustments: self.adjustments.load(Ordering::Relaxed),
+        }
+    }
+
     pub fn new(init: &ElevatorInit) -> Kyber {
         let hctxs = (0..init.nr_hw_queues)
             .map(|_| Hctx {
@@ -491,6 +530,14 @@ impl Elevator for Kyber {
 
     fn tunables(&self) -> &Tunables {
         &self.tunables
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        self.typed_stats().pairs()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     // Lint only (clippy 1.95 `-D warnings` refused the crate): one domain index walks several

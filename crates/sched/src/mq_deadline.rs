@@ -138,6 +138,84 @@ fn hash_bucket(end: u64) -> usize {
     (end.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - HASH_BUCKETS.trailing_zeros())) as usize
 }
 
+/// mq-deadline's statistics (`MqDeadline::typed_stats`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DdStats {
+    /// How often `dd->lock` was taken, and how often another thread held it.
+    pub lock_acquired: u64,
+    pub lock_contended: u64,
+    /// Per-CPU summing passes of `dd_queued` (with the `queued_sum` tunable).
+    pub queued_sum_passes: u64,
+    /// Per priority class.
+    pub rt: DdClassStats,
+    pub be: DdClassStats,
+    pub idle: DdClassStats,
+}
+
+/// One priority class's figures (the kernel's `dd_per_prio` and its `io_stats`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DdClassStats {
+    /// Inserted and not finished, in the scheduler or in the driver (`dd_queued`).
+    pub queued: u32,
+    pub inserted: u64,
+    pub merged: u64,
+    pub dispatched: u64,
+    pub completed: u64,
+}
+
+impl DdStats {
+    /// The figures by name, for reports that handle any scheduler.
+    pub fn pairs(&self) -> Vec<(&'static str, u64)> {
+        let mut v = vec![
+            ("lock_acquired", self.lock_acquired),
+            ("lock_contended", self.lock_contended),
+            ("queued_sum_passes", self.queued_sum_passes),
+        ];
+        for (names, c) in [
+            (
+                [
+                    "rt_queued",
+                    "rt_inserted",
+                    "rt_merged",
+                    "rt_dispatched",
+                    "rt_completed",
+                ],
+                &self.rt,
+            ),
+            (
+                [
+                    "be_queued",
+                    "be_inserted",
+                    "be_merged",
+                    "be_dispatched",
+                    "be_completed",
+                ],
+                &self.be,
+            ),
+            (
+                [
+                    "idle_queued",
+                    "idle_inserted",
+                    "idle_merged",
+                    "idle_dispatched",
+                    "idle_completed",
+                ],
+                &self.idle,
+            ),
+        ] {
+            let vals = [
+                c.queued as u64,
+                c.inserted,
+                c.merged,
+                c.dispatched,
+                c.completed,
+            ];
+            v.extend(names.into_iter().zip(vals));
+        }
+        v
+    }
+}
+
 #[derive(Default, Clone, Copy)]
 struct Stats {
     inserted: u64,
@@ -248,6 +326,30 @@ impl MqDeadline {
         }
         self.lock_contended.fetch_add(1, Ordering::Relaxed);
         self.state.lock()
+    }
+
+    /// The scheduler's statistics.
+    pub fn typed_stats(&self) -> DdStats {
+        let (lock_acquired, lock_contended) = self.lock_stats();
+        let st = self.lock();
+        let class = |p: usize| {
+            let pp = &st.per_prio[p];
+            DdClassStats {
+                queued: pp.nr_queued,
+                inserted: pp.stats.inserted,
+                merged: pp.stats.merged,
+                dispatched: pp.stats.dispatched,
+                completed: pp.stats.completed,
+            }
+        };
+        DdStats {
+            lock_acquired,
+            lock_contended,
+            queued_sum_passes: st.sum_passes,
+            rt: class(0),
+            be: class(1),
+            idle: class(2),
+        }
     }
 
     /// How often the scheduler lock was taken, and how often it was contended.
@@ -752,13 +854,15 @@ impl Elevator for MqDeadline {
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        let (acquired, contended) = self.lock_stats();
-        let passes = self.lock().sum_passes;
-        vec![
-            ("lock_acquired", acquired),
-            ("lock_contended", contended),
-            ("queued_sum_passes", passes),
-        ]
+        self.typed_stats().pairs()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn percpu_sum_passes(&self) -> Option<u64> {
+        (self.tunables.get(T_QUEUED_SUM) != 0).then(|| self.lock().sum_passes)
     }
 
     fn debug_state(&self) -> String {

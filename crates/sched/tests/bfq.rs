@@ -48,8 +48,8 @@ fn bfq_bio_merge_produces_one_request() {
             (5000, 24, vec![30, 31, 32]),
         ]
     );
-    let stat = |k: &str| r.elv().stats().into_iter().find(|s| s.0 == k).unwrap().1;
-    assert_eq!((stat("bio_merges"), stat("rq_merges")), (3, 1));
+    let c = r.bfq().counters;
+    assert_eq!((c.bio_merges, c.rq_merges), (3, 1));
     r.drain(us(10));
     r.assert_each_done_once([1, 10, 11, 20, 21, 30, 31, 32, 40, 41, 42]);
     r.finish();
@@ -126,8 +126,7 @@ fn bfq_limits_writes_to_part_of_the_scheduler_tags() {
     // A new reader is raised as interactive while it has requests.
     r.queue(0, read(0, 8, 1));
     r.queue(0, read(5000, 8, 2));
-    let stat = |r: &Rig, k: &str| r.elv().stats().into_iter().find(|s| s.0 == k).unwrap().1;
-    assert!(stat(&r, "wr_interactive") >= 1);
+    assert!(r.bfq().counters.wr_interactive >= 1);
     assert_eq!(depth(&r, ReqOp::Write, ReqFlags::empty()), n * 3 / 16);
     assert_eq!(depth(&r, ReqOp::Write, ReqFlags::SYNC), n * 6 / 16);
     r.drain(us(10));

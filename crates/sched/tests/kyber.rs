@@ -120,13 +120,7 @@ fn kyber_shrinks_write_depth_when_reads_miss_target_and_grows_back() {
     load.run(&mut r, t, |_| false);
     let squeezed = r.kyber_depth("write");
     assert!(squeezed <= 8, "write depth only down to {squeezed}");
-    let dump = r.elv().debug_state();
-    let in_use: u32 = dump
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("write_tokens: depth "))
-        .and_then(|l| l.split("in use ").nth(1))
-        .and_then(|x| x.trim().parse().ok())
-        .expect("write tokens in use");
+    let in_use = r.kyber().in_use[1];
     assert!(
         in_use <= squeezed,
         "{in_use} write tokens in use above depth {squeezed}"

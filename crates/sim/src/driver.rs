@@ -127,7 +127,8 @@ pub struct Staged {
     pub cmd: Cmd,
 }
 
-#[derive(Default, Clone, Debug)]
+/// What the simulated driver saw: commands queued and completed, and each fault injected.
+#[derive(Default, Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DriverStats {
     pub queued: u64,
     pub completed: u64,

@@ -159,7 +159,7 @@ impl JobResult {
 }
 
 /// A lock's figures for the report.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct LockReport {
     pub name: String,
     pub acquisitions: u64,
@@ -182,7 +182,8 @@ pub struct SimResult {
     pub locks: Vec<LockReport>,
     pub driver: crate::driver::DriverStats,
     pub model_stats: Vec<(&'static str, u64)>,
-    pub elv_stats: Vec<(&'static str, u64)>,
+    /// The scheduler's typed statistics at the end.
+    pub sched: mqblk_sched::SchedStats,
     /// Per hardware queue: (runs, requests issued).
     pub hctx_stats: Vec<(u64, u64)>,
 }
@@ -407,11 +408,10 @@ impl Sim {
             cfg.blkcg.clone(),
         )
         .map_err(|e| SimError::Config(format!("sim: {e}")))?;
-        let queued_sum = queue
+        // A scheduler that sums per-CPU counters says so; each pass is charged.
+        let track_sum_passes = queue
             .elevator()
-            .and_then(|e| e.tunables().show("queued_sum").ok())
-            .unwrap_or(0);
-        let track_sum_passes = queued_sum != 0;
+            .is_some_and(|e| e.percpu_sum_passes().is_some());
         let nr_ctx = cfg.nr_cpus as usize;
         let mut irq_cpu = vec![u16::MAX; nr_hw as usize];
         for c in 0..cfg.nr_cpus {
@@ -753,12 +753,7 @@ impl Sim {
     fn elv_sum_passes(&self) -> u64 {
         self.queue
             .elevator()
-            .and_then(|e| {
-                e.stats()
-                    .into_iter()
-                    .find(|(k, _)| *k == "queued_sum_passes")
-                    .map(|(_, v)| v)
-            })
+            .and_then(|e| e.percpu_sum_passes())
             .unwrap_or(0)
     }
 
@@ -1285,7 +1280,7 @@ impl Sim {
             locks,
             driver: self.driver.stats(),
             model_stats: self.driver.model_stats(),
-            elv_stats: self.queue.elevator().map(|e| e.stats()).unwrap_or_default(),
+            sched: mqblk_sched::SchedStats::of(self.queue.elevator()),
             hctx_stats,
         })
     }

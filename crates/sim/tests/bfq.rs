@@ -62,8 +62,9 @@ fn run_with(
         .unwrap_or_else(|e| panic!("{e}\n{}", e.dump()))
 }
 
-fn stat(r: &SimResult, k: &str) -> u64 {
-    r.elv_stats.iter().find(|(n, _)| *n == k).map_or(0, |s| s.1)
+/// BFQ's typed statistics at the end of a run.
+fn bfq(r: &SimResult) -> mqblk_sched::BfqStats {
+    *r.sched.bfq()
 }
 
 #[test]
@@ -134,7 +135,7 @@ fn the_idle_class_is_served_at_least_every_200ms() {
         "the idle reader got {} I/Os in 3 s",
         idle.ios
     );
-    assert!(stat(&r, "idle_class_served") >= 10);
+    assert!(bfq(&r).counters.idle_class_served >= 10);
     // No wait longer than the 200 ms guarantee plus the requests already on the device.
     assert!(
         idle.max_lat_ns() < 220_000_000,
@@ -155,7 +156,7 @@ fn synchronous_readers_are_idled_for_and_it_pays_on_a_disk() {
     };
     let idling = run("hdd", &[], jobs());
     let none = run("hdd", &[("slice_idle", "0")], jobs());
-    assert!(stat(&idling, "idles") > 0 && stat(&none, "idles") == 0);
+    assert!(bfq(&idling).counters.idles > 0 && bfq(&none).counters.idles == 0);
     let (t1, t0) = (idling.total_bw_mbs(), none.total_bw_mbs());
     assert!(t1 > 1.5 * t0, "idling {t1:.1} MB/s vs none {t0:.1} MB/s");
 }
@@ -285,7 +286,7 @@ fn a_new_reader_gets_low_latency_under_a_heavy_writer_with_low_latency_on() {
             Arc::new(Blkcg::new()),
             seed,
         );
-        assert!(stat(&on, "wr_interactive") > 0 && stat(&off, "wr_interactive") == 0);
+        assert!(bfq(&on).counters.wr_interactive > 0 && bfq(&off).counters.wr_interactive == 0);
         let (l_on, l_off) = (on.jobs[1].mean_lat_ns(), off.jobs[1].mean_lat_ns());
         eprintln!(
             "new reader under a writer, seed {seed}: {:.2} ms with low_latency, {:.2} ms without",
@@ -327,10 +328,17 @@ fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
         // Two issuers reading alternate 16 KiB stripes of one file.
         let hdd = interleaved("hdd", &[], 2, 32, None, seed);
         let ssd = interleaved("ssd", &[], 2, 32, None, seed);
-        assert!(stat(&hdd, "queue_merges") >= 1, "hdd seed {seed}: no merge");
-        assert_eq!(stat(&ssd, "queue_merges"), 0, "ssd seed {seed}: merged");
-        assert_eq!(stat(&ssd, "nonrot_with_queueing"), 1);
-        assert_eq!(stat(&hdd, "nonrot_with_queueing"), 0);
+        assert!(
+            bfq(&hdd).counters.queue_merges >= 1,
+            "hdd seed {seed}: no merge"
+        );
+        assert_eq!(
+            bfq(&ssd).counters.queue_merges,
+            0,
+            "ssd seed {seed}: merged"
+        );
+        assert_eq!(u64::from(bfq(&ssd).nonrot_with_queueing), 1);
+        assert_eq!(u64::from(bfq(&hdd).nonrot_with_queueing), 0);
         // Four issuers with 128 KiB stripes: each one's gaps are larger than the disk's
         // read-ahead covers, so apart they seek; merged they are one sequential stream.
         let merged = interleaved("hdd", &[], 4, 256, None, seed);
@@ -339,7 +347,7 @@ fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
         eprintln!(
             "4 interleaved readers on hdd, seed {seed}: merged {m:.1} MB/s, apart {a:.1} MB/s"
         );
-        assert!(stat(&merged, "queue_merges") >= 3);
+        assert!(bfq(&merged).counters.queue_merges >= 3);
         assert!(
             m > 2.0 * a,
             "hdd seed {seed}: merged {m:.1} MB/s, apart {a:.1} MB/s"
@@ -352,15 +360,15 @@ fn a_merged_queue_splits_when_the_pattern_stops() {
     for seed in SEEDS {
         // After 500 reads each, the issuers read at random places of the file.
         let r = interleaved("hdd", &[], 2, 32, Some(500), seed);
-        assert!(stat(&r, "queue_merges") >= 1, "seed {seed}: no merge");
+        assert!(bfq(&r).counters.queue_merges >= 1, "seed {seed}: no merge");
         assert!(
-            stat(&r, "queue_splits") >= 1,
+            bfq(&r).counters.queue_splits >= 1,
             "seed {seed}: no split after the pattern stopped"
         );
         // Still cooperating: never split.
         let r = interleaved("hdd", &[], 2, 32, None, seed);
         assert_eq!(
-            stat(&r, "queue_splits"),
+            bfq(&r).counters.queue_splits,
             0,
             "seed {seed}: split while cooperating"
         );
@@ -454,11 +462,11 @@ fn a_periodic_low_rate_reader_is_soft_real_time() {
             seed,
         );
         assert!(
-            stat(&on, "wr_soft_rt") >= 5,
+            bfq(&on).counters.wr_soft_rt >= 5,
             "seed {seed}: {:?}",
-            on.elv_stats
+            on.sched
         );
-        assert_eq!(stat(&off, "wr_soft_rt"), 0);
+        assert_eq!(bfq(&off).counters.wr_soft_rt, 0);
         let (l_on, l_off) = (on.jobs[1].mean_lat_ns(), off.jobs[1].mean_lat_ns());
         eprintln!(
             "periodic player beside a reader, seed {seed}: {:.2} ms raised, {:.2} ms not",
@@ -486,9 +494,9 @@ fn strict_guarantees_idle_even_on_a_queueing_ssd_and_never_inject() {
     let strict = run("ssd", &[("strict_guarantees", "1")], jobs());
     // Equal weights on a queueing SSD: no idling; strict: idling after every request.
     // (A few at the start, while both new queues are raised as interactive.)
-    assert!(stat(&plain, "idles") < 10, "{:?}", plain.elv_stats);
-    assert!(stat(&strict, "idles") > 100, "{:?}", strict.elv_stats);
-    assert_eq!(stat(&strict, "injected"), 0);
+    assert!(bfq(&plain).counters.idles < 10, "{:?}", plain.sched);
+    assert!(bfq(&strict).counters.idles > 100, "{:?}", strict.sched);
+    assert_eq!(bfq(&strict).counters.injected, 0);
     assert!(strict.total_iops() < plain.total_iops());
 }
 
@@ -558,9 +566,9 @@ fn a_queue_waiting_on_its_writeback_finds_its_waker() {
     let (a, b) = (dflt.jobs[0].ios as f64, no_idle.jobs[0].ios as f64);
     eprintln!(
         "waker: app {a} I/Os with idling, {b} without; {:?}",
-        dflt.elv_stats
+        dflt.sched
     );
-    assert!(stat(&dflt, "wakers") >= 1, "{:?}", dflt.elv_stats);
+    assert!(bfq(&dflt).counters.wakers >= 1, "{:?}", dflt.sched);
     assert!(a >= 0.7 * b, "app {a} I/Os with idling, {b} without");
 }
 #[test]
@@ -596,23 +604,19 @@ fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs()
     let none = run("ssd", &strict, jobs());
     eprintln!(
         "injection on ssd: {} injected; light {} I/Os ({} without injection), heavy {} ({})",
-        stat(&inj, "injected"),
+        bfq(&inj).counters.injected,
         inj.jobs[1].ios,
         none.jobs[1].ios,
         inj.jobs[0].ios,
         none.jobs[0].ios
     );
-    assert!(stat(&inj, "injected") > 1000, "{:?}", inj.elv_stats);
+    assert!(bfq(&inj).counters.injected > 1000, "{:?}", inj.sched);
     assert!(inj.jobs[1].ios > 2 * none.jobs[1].ios);
     assert!(inj.jobs[0].ios >= none.jobs[0].ios);
     let serial = run("ssd,queueing=0", &[], jobs());
-    let (injected, idles) = (stat(&serial, "injected"), stat(&serial, "idles"));
+    let (injected, idles) = (bfq(&serial).counters.injected, bfq(&serial).counters.idles);
     eprintln!("injection on ssd without queueing: {injected} injected in {idles} idles");
-    assert!(
-        idles > 1000 && injected * 100 < idles,
-        "{:?}",
-        serial.elv_stats
-    );
+    assert!(idles > 1000 && injected * 100 < idles, "{:?}", serial.sched);
 }
 
 #[test]
@@ -625,22 +629,19 @@ fn the_automatic_max_budget_is_what_the_peak_rate_serves_in_timeout_sync() {
     };
     let hdd = run("hdd", &[], jobs());
     let ssd = run("ssd", &[], jobs());
-    let (peak, auto) = (
-        stat(&hdd, "peak_rate_sectors_per_s"),
-        stat(&hdd, "max_budget"),
-    );
+    let (peak, auto) = (bfq(&hdd).peak_rate_sectors_per_s, bfq(&hdd).max_budget);
     eprintln!(
         "max_budget: hdd {auto} sectors at {peak} sectors/s; ssd {} at {}",
-        stat(&ssd, "max_budget"),
-        stat(&ssd, "peak_rate_sectors_per_s")
+        bfq(&ssd).max_budget,
+        bfq(&ssd).peak_rate_sectors_per_s
     );
     // 125 ms (timeout_sync) at the measured peak rate, no longer the 16384 default.
-    assert!(peak > 0 && auto == peak * 125 / 1000, "{:?}", hdd.elv_stats);
+    assert!(peak > 0 && auto == peak * 125 / 1000, "{:?}", hdd.sched);
     assert_ne!(auto, 16384);
-    assert!(stat(&ssd, "max_budget") > 4 * auto, "{:?}", ssd.elv_stats);
+    assert!(bfq(&ssd).max_budget > 4 * auto, "{:?}", ssd.sched);
     let longer = run("hdd", &[("timeout_sync", "250")], jobs());
-    let p2 = stat(&longer, "peak_rate_sectors_per_s");
-    assert_eq!(stat(&longer, "max_budget"), p2 * 250 / 1000);
+    let p2 = bfq(&longer).peak_rate_sectors_per_s;
+    assert_eq!(bfq(&longer).max_budget, p2 * 250 / 1000);
     let fixed = run("hdd", &[("max_budget", "1000")], jobs());
-    assert_eq!(stat(&fixed, "max_budget"), 1000);
+    assert_eq!(bfq(&fixed).max_budget, 1000);
 }

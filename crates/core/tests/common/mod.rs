@@ -636,6 +636,10 @@ pub static FIFO_MQ: mqblk_core::ElevatorType = mqblk_core::ElevatorType {
 };
 
 impl mqblk_core::Elevator for Fifo {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn name(&self) -> &'static str {
         if self.mq_aware {
             "fifo-mq"

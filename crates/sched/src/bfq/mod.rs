@@ -18,4 +18,4 @@ mod merge;
 mod policy;
 pub mod sched;
 
-pub use sched::{ioprio_to_weight, Bfq, BFQ};
+pub use sched::{ioprio_to_weight, Bfq, BfqCounters, BfqStats, BFQ};

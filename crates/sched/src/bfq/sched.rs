@@ -325,8 +325,53 @@ pub(super) struct RqInfo {
     pub injected: bool,
 }
 
-#[derive(Default)]
-pub(super) struct Stats {
+/// BFQ's statistics (`Bfq::typed_stats`): its counters and the device estimates they led to.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BfqStats {
+    #[serde(flatten)]
+    pub counters: BfqCounters,
+    /// The measured peak rate (`bfq_update_peak_rate`), sectors per second.
+    pub peak_rate_sectors_per_s: u64,
+    /// The budget cap in sectors (automatic from the peak rate unless set).
+    pub max_budget: u64,
+    /// The device queues commands and does not rotate (`nonrot_with_queueing`).
+    pub nonrot_with_queueing: bool,
+}
+
+impl BfqStats {
+    /// The figures by name, for reports that handle any scheduler.
+    pub fn pairs(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            ("dispatched", c.dispatched),
+            ("expired_budget", c.expired_budget),
+            ("expired_timeout", c.expired_timeout),
+            ("expired_too_idle", c.expired_too_idle),
+            ("expired_empty", c.expired_empty),
+            ("preempted", c.preempted),
+            ("idles", c.idles),
+            ("idle_class_served", c.idle_class_served),
+            ("injected", c.injected),
+            ("wr_interactive", c.wr_interactive),
+            ("wr_soft_rt", c.wr_soft_rt),
+            ("wr_ended", c.wr_ended),
+            ("queue_merges", c.queue_merges),
+            ("queue_splits", c.queue_splits),
+            ("charged_time", c.charged_time),
+            ("peak_rate_updates", c.peak_rate_updates),
+            ("wakers", c.wakers),
+            ("bio_merges", c.bio_merges),
+            ("rq_merges", c.rq_merges),
+            ("peak_rate_sectors_per_s", self.peak_rate_sectors_per_s),
+            ("max_budget", self.max_budget),
+            ("nonrot_with_queueing", self.nonrot_with_queueing as u64),
+        ]
+    }
+}
+
+/// BFQ's event counters (part of [`BfqStats`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BfqCounters {
     pub dispatched: u64,
     pub expired_budget: u64,
     pub expired_timeout: u64,
@@ -416,7 +461,7 @@ pub(super) struct State {
     retiring: VecDeque<(u32, Nanos)>,
     /// The time of the operation in progress.
     pub now: Nanos,
-    pub stats: Stats,
+    pub stats: BfqCounters,
 }
 
 pub struct Bfq {
@@ -446,6 +491,17 @@ pub(super) struct Knobs {
 }
 
 impl Bfq {
+    /// The scheduler's statistics.
+    pub fn typed_stats(&self) -> BfqStats {
+        let st = self.st.lock();
+        BfqStats {
+            counters: st.stats,
+            peak_rate_sectors_per_s: st.dev.peak_rate,
+            max_budget: st.max_budget(&self.knobs()),
+            nonrot_with_queueing: st.dev.nonrot_with_queueing(),
+        }
+    }
+
     pub fn new(init: &ElevatorInit) -> Bfq {
         Bfq {
             st: Mutex::new(State {
@@ -489,7 +545,7 @@ impl Bfq {
                 large_burst: false,
                 retiring: VecDeque::new(),
                 now: Nanos::ZERO,
-                stats: Stats::default(),
+                stats: BfqCounters::default(),
             }),
             queued: AtomicU32::new(0),
             raised: AtomicU32::new(0),
@@ -1342,32 +1398,11 @@ impl Elevator for Bfq {
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        let st = self.st.lock();
-        let s = &st.stats;
-        vec![
-            ("dispatched", s.dispatched),
-            ("expired_budget", s.expired_budget),
-            ("expired_timeout", s.expired_timeout),
-            ("expired_too_idle", s.expired_too_idle),
-            ("expired_empty", s.expired_empty),
-            ("preempted", s.preempted),
-            ("idles", s.idles),
-            ("idle_class_served", s.idle_class_served),
-            ("injected", s.injected),
-            ("wr_interactive", s.wr_interactive),
-            ("wr_soft_rt", s.wr_soft_rt),
-            ("wr_ended", s.wr_ended),
-            ("queue_merges", s.queue_merges),
-            ("queue_splits", s.queue_splits),
-            ("charged_time", s.charged_time),
-            ("peak_rate_updates", s.peak_rate_updates),
-            ("wakers", s.wakers),
-            ("bio_merges", s.bio_merges),
-            ("rq_merges", s.rq_merges),
-            ("peak_rate_sectors_per_s", st.dev.peak_rate),
-            ("max_budget", st.max_budget(&self.knobs())),
-            ("nonrot_with_queueing", st.dev.nonrot_with_queueing() as u64),
-        ]
+        self.typed_stats().pairs()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn debug_state(&self) -> String {

@@ -687,33 +687,43 @@ impl Rig {
         self.q.teardown();
     }
 
-    /// The current token depth of a kyber domain, read from its debug dump.
-    pub fn kyber_depth(&self, domain: &str) -> u32 {
-        let dump = self.elv().debug_state();
-        let key = format!("{domain}_tokens: depth ");
-        let line = dump
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(&key))
-            .unwrap_or_else(|| panic!("no {key} in\n{dump}"));
-        line.split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .expect("a depth")
+    /// The attached scheduler as its own type.
+    pub fn elv_as<T: 'static>(&self) -> &T {
+        self.elv()
+            .as_any()
+            .downcast_ref::<T>()
+            .expect("the scheduler is of that type")
     }
 
-    /// The scheduler's `queued (rt be idle)` line of mq-deadline's dump.
+    /// kyber's statistics.
+    pub fn kyber(&self) -> mqblk_sched::KyberStats {
+        self.elv_as::<mqblk_sched::kyber::Kyber>().typed_stats()
+    }
+
+    /// The current token depth of a kyber domain (read, write, discard, other).
+    pub fn kyber_depth(&self, domain: &str) -> u32 {
+        let d = ["read", "write", "discard", "other"]
+            .iter()
+            .position(|n| *n == domain)
+            .expect("a kyber domain");
+        self.kyber().depth[d]
+    }
+
+    /// mq-deadline's statistics.
+    pub fn deadline(&self) -> mqblk_sched::DdStats {
+        self.elv_as::<mqblk_sched::mq_deadline::MqDeadline>()
+            .typed_stats()
+    }
+
+    /// mq-deadline's queued requests per class (rt, be, idle): `dd_queued`.
     pub fn deadline_queued(&self) -> [u32; 3] {
-        let dump = self.elv().debug_state();
-        let line = dump
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("queued (rt be idle): "))
-            .unwrap_or_else(|| panic!("no queued line in\n{dump}"));
-        let v: Vec<u32> = line
-            .split_whitespace()
-            .map(|x| x.parse().unwrap())
-            .collect();
-        [v[0], v[1], v[2]]
+        let s = self.deadline();
+        [s.rt.queued, s.be.queued, s.idle.queued]
+    }
+
+    /// BFQ's statistics.
+    pub fn bfq(&self) -> mqblk_sched::BfqStats {
+        self.elv_as::<mqblk_sched::bfq::Bfq>().typed_stats()
     }
 }
 

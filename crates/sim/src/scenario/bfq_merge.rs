@@ -58,10 +58,6 @@ fn clients_mbs(r: &SimResult) -> f64 {
         / t
 }
 
-fn stat(r: &SimResult, k: &str) -> u64 {
-    r.elv_stats.iter().find(|(n, _)| *n == k).map_or(0, |s| s.1)
-}
-
 fn config(m: &Mode, seed: u64, clients: u32) -> SimConfig {
     SimConfig {
         seed,
@@ -139,8 +135,10 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         for &seed in &seeds {
             let r = run_sim(config(m, seed, clients), jobs(clients, limit))?;
             runs.push(clients_mbs(&r));
-            merges += stat(&r, "queue_merges");
-            idles += stat(&r, "idles");
+            if let mqblk_sched::SchedStats::Bfq(b) = &r.sched {
+                merges += b.counters.queue_merges;
+                idles += b.counters.idles;
+            }
         }
         let mean = runs.iter().sum::<f64>() / runs.len() as f64;
         rows.push((m.name, mean, runs, merges, idles));
