@@ -49,8 +49,11 @@ impl NullModel {
         }
         let lat = p.u64("completion_nsec", 10_000)?;
         let size = p.u64("size", 1 << 30)?;
-        if size < 1 << 20 {
-            return Err(format!("device null: size={size}: must be at least 1 MiB"));
+        // As the null driver: any non-zero multiple of its 512-byte block.
+        if size == 0 || size % 512 != 0 {
+            return Err(format!(
+                "device null: size={size}: must be a non-zero multiple of 512"
+            ));
         }
         Ok(NullModel::new(nr_hw as u16, depth as u32, Nanos(lat), size))
     }
