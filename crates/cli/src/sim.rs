@@ -111,6 +111,7 @@ fn run(args: &[String]) -> Result<i32, String> {
     // virtual time it is its model.
     let dev = mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;
     let device = dev.model_spec()?;
+    dev.faults.validate().map_err(|e| e.to_string())?;
     let writer = cl
         .trace
         .as_ref()
@@ -135,6 +136,11 @@ fn run(args: &[String]) -> Result<i32, String> {
             .as_ref()
             .map(|w| w.clone() as std::sync::Arc<dyn mqblk_core::Tracer>),
         queue: dev.queue.clone(),
+        // The job's fault options, injected as the null driver injects them.
+        faults: mqblk_sim::driver::Faults {
+            inject: dev.faults,
+            ..Default::default()
+        },
         ..SimConfig::default()
     };
     // The model decides the capacity; build it once to learn it.

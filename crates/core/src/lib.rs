@@ -16,6 +16,7 @@ pub mod ctx;
 mod dispatch;
 pub mod driver;
 pub mod elevator;
+pub mod fault;
 pub mod hctx;
 pub mod merge;
 pub mod plug;
@@ -37,6 +38,7 @@ pub use elevator::{
     BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures, LockScope,
     TunableAlias, TunableDesc, TunableError, Tunables,
 };
+pub use fault::{FaultConfig, FaultError, FaultInjector, FaultSpec, Injected};
 pub use hctx::Hctx;
 pub use merge::{ElvMerge, NoMerges, QueueLimits};
 pub use plug::Plug;

@@ -111,6 +111,12 @@ pub fn build_traced(
     nr_submitters: usize,
     tracer: Option<Arc<dyn mqblk_core::Tracer>>,
 ) -> Result<Device, String> {
+    if opts.faults.is_enabled() && opts.driver != DriverKind::Null {
+        return Err(format!(
+            "fault injection (fail_*, timeout_*, requeue_*) is the null driver's, not driver={}",
+            opts.driver.name()
+        ));
+    }
     let built = match opts.driver {
         DriverKind::Null => build_null(opts)?,
         DriverKind::Uring => build_uring(opts)?,

@@ -3,7 +3,8 @@
 pub mod null;
 pub mod uring;
 
-pub use null::{FaultConfig, FaultSpec, IrqMode, NullConfig, NullDevice, NullError};
+pub use mqblk_core::{FaultConfig, FaultSpec};
+pub use null::{IrqMode, NullConfig, NullDevice, NullError};
 pub use uring::{
     errno_to_status, BackingKind, FixedPool, UringConfig, UringDevice, UringError,
     MAX_FIXED_BUFFERS,

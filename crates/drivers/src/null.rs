@@ -15,6 +15,7 @@ use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, MapQueues, Nanos, QueueLimits, ReqOp,
     Request, RqId, TagSetConfig, TagSetFlags, SECTOR_SHIFT,
 };
+use mqblk_core::{FaultConfig, FaultError, FaultInjector, Injected};
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -53,68 +54,6 @@ impl IrqMode {
             IrqMode::Softirq => "softirq",
             IrqMode::Timer => "timer",
         }
-    }
-}
-
-/// When one kind of fault fires. The two triggers are independent: a request is hit if it
-/// is the `every_nth` request issued to its hardware queue, or if the random draw falls
-/// under `probability_pct`. Retries count as new requests, as they do in the kernel.
-#[derive(Copy, Clone, Debug, Default, PartialEq)]
-pub struct FaultSpec {
-    /// Hit every Nth request of each hardware queue; 0 turns this trigger off.
-    pub every_nth: u64,
-    /// Hit each request with this chance, in percent (0..=100); 0 turns this trigger off.
-    pub probability_pct: f64,
-}
-
-impl FaultSpec {
-    pub const OFF: FaultSpec = FaultSpec {
-        every_nth: 0,
-        probability_pct: 0.0,
-    };
-
-    /// A fault on every Nth request of each hardware queue.
-    pub fn every(n: u64) -> FaultSpec {
-        FaultSpec {
-            every_nth: n,
-            probability_pct: 0.0,
-        }
-    }
-    /// A fault on each request with probability `pct` percent.
-    pub fn probability(pct: f64) -> FaultSpec {
-        FaultSpec {
-            every_nth: 0,
-            probability_pct: pct,
-        }
-    }
-    pub fn is_enabled(&self) -> bool {
-        self.every_nth != 0 || self.probability_pct != 0.0
-    }
-}
-
-/// Fault injection (null_blk's `timeout` and `requeue` strings, plus plain failures).
-///
-/// When several kinds hit one request, requeue wins over timeout, and timeout over failure:
-/// a request that is given back never reached the device, and one that is lost cannot also
-/// report an error.
-#[derive(Copy, Clone, Debug, Default, PartialEq)]
-pub struct FaultConfig {
-    /// Complete the request with `BlkStatus::IoErr`.
-    pub fail: FaultSpec,
-    /// Never complete the request; the core's timeout handler ends it with
-    /// `BlkStatus::Timeout` once its deadline passes.
-    pub timeout: FaultSpec,
-    /// Give the request back, alternating between refusing it with `BlkStatus::Resource`
-    /// (the core's busy path) and accepting it and then asking for a requeue (the
-    /// driver-driven path), as null_blk does.
-    pub requeue: FaultSpec,
-    /// Seed of the per-hardware-queue random generators, so a run can be reproduced.
-    pub seed: u64,
-}
-
-impl FaultConfig {
-    pub fn is_enabled(&self) -> bool {
-        self.fail.is_enabled() || self.timeout.is_enabled() || self.requeue.is_enabled()
     }
 }
 
@@ -189,10 +128,8 @@ pub enum NullError {
     Size { size: u64, bs: u32 },
     #[error("null: max_sectors {0} must be 0 (block layer default) or at least 8")]
     MaxSectors(u32),
-    #[error("null: faults.{knob}.probability_pct {value} out of range 0..=100")]
-    Probability { knob: &'static str, value: f64 },
-    #[error("null: faults.requeue every_nth 1 or probability_pct 100 requeues forever; use every_nth 0 or >= 2 and probability_pct < 100")]
-    RequeueForever,
+    #[error("null: {0}")]
+    Faults(#[from] FaultError),
 }
 
 impl NullConfig {
@@ -219,25 +156,7 @@ impl NullConfig {
         if self.max_sectors != 0 && self.max_sectors < 8 {
             return Err(NullError::MaxSectors(self.max_sectors));
         }
-        let f = &self.faults;
-        for (knob, spec) in [
-            ("fail", &f.fail),
-            ("timeout", &f.timeout),
-            ("requeue", &f.requeue),
-        ] {
-            // Written so that NaN fails too.
-            if !(spec.probability_pct >= 0.0 && spec.probability_pct <= 100.0) {
-                return Err(NullError::Probability {
-                    knob,
-                    value: spec.probability_pct,
-                });
-            }
-        }
-        // A request hit on every attempt alternates between refused and requeued and never
-        // completes, so such a setting can only hang the submitter.
-        if f.requeue.every_nth == 1 || f.requeue.probability_pct >= 100.0 {
-            return Err(NullError::RequeueForever);
-        }
+        self.faults.validate()?;
         Ok(())
     }
 
@@ -290,72 +209,6 @@ impl NullConfig {
 
 // ----- fault injection -----------------------------------------------------------------------
 
-/// A small seeded generator (splitmix64): good enough to pick faults, and one per hardware
-/// queue so queues never contend on it and each queue's sequence is reproducible.
-#[derive(Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn new(seed: u64, hctx: u16) -> SplitMix64 {
-        // Spread the queue index over the seed so neighbouring queues get unrelated streams.
-        SplitMix64(seed ^ (hctx as u64 + 1).wrapping_mul(0xd1b5_4a32_d192_ed03))
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-/// A `FaultSpec` turned into integers once, so the issue path does no float work.
-#[derive(Copy, Clone, Debug)]
-struct Trigger {
-    every_nth: u64,
-    /// The chance scaled to 2^53: a 53-bit draw below it hits. 0 never hits, 2^53 always.
-    threshold: u64,
-}
-
-impl Trigger {
-    fn new(spec: &FaultSpec) -> Trigger {
-        let threshold = (spec.probability_pct / 100.0 * (1u64 << 53) as f64) as u64;
-        Trigger {
-            every_nth: spec.every_nth,
-            threshold,
-        }
-    }
-
-    /// Whether call number `n` (from 1) of a hardware queue is hit. The generator is drawn
-    /// whenever the probability is armed, hit or not, so one knob's outcome never shifts
-    /// another knob's random sequence.
-    fn fires(&self, n: u64, rng: &mut SplitMix64) -> bool {
-        let nth = self.every_nth != 0 && n % self.every_nth == 0;
-        let chance = self.threshold != 0 && (rng.next_u64() >> 11) < self.threshold;
-        nth || chance
-    }
-}
-
-#[derive(Copy, Clone, Debug)]
-struct Faults {
-    fail: Trigger,
-    timeout: Trigger,
-    requeue: Trigger,
-}
-
-/// What fault injection decided for one request.
-enum Injected {
-    None,
-    /// Refuse it with `Resource`.
-    Busy,
-    /// Accept it and hand it back for requeue.
-    Requeue,
-    /// Accept it and never complete it.
-    Timeout,
-    /// Complete it with an I/O error.
-    Fail,
-}
-
 // ----- hardware queues -----------------------------------------------------------------------
 
 /// How a hardware queue hands completions back; fixed when the device is built.
@@ -377,43 +230,14 @@ struct HctxState {
     /// Requests finishing at a time. The delay is the same for every request, so pushing at
     /// the back keeps the queue in due order.
     timed: VecDeque<(Nanos, RqId, BlkStatus)>,
-    /// Requests issued here, for the every-Nth triggers.
-    nr_issued: u64,
-    rng: SplitMix64,
-    /// The next requeue fault refuses the request (`Resource`) when false and requeues it
-    /// when true; it flips on every requeue fault.
-    requeue_by_driver: bool,
+    /// This hardware queue's fault injection.
+    faults: FaultInjector,
     /// Requests accepted and deliberately never completed, ended by the timeout handler.
     /// Few, so a vector beats a hash set and keeps iteration order out of the picture.
     lost: Vec<RqId>,
 }
 
 impl HctxState {
-    fn inject(&mut self, faults: &Faults, id: RqId) -> Injected {
-        self.nr_issued += 1;
-        let n = self.nr_issued;
-        let requeue = faults.requeue.fires(n, &mut self.rng);
-        let timeout = faults.timeout.fires(n, &mut self.rng);
-        let fail = faults.fail.fires(n, &mut self.rng);
-        if requeue {
-            let by_driver = self.requeue_by_driver;
-            self.requeue_by_driver = !by_driver;
-            return if by_driver {
-                Injected::Requeue
-            } else {
-                Injected::Busy
-            };
-        }
-        if timeout {
-            self.lost.push(id);
-            return Injected::Timeout;
-        }
-        if fail {
-            return Injected::Fail;
-        }
-        Injected::None
-    }
-
     fn inflight(&self) -> usize {
         self.ready.len() + self.timed.len() + self.lost.len()
     }
@@ -575,7 +399,6 @@ pub struct NullDevice {
     completion_delay: Nanos,
     /// Any fault knob armed; when false the issue path does no random draws.
     faults_enabled: bool,
-    faults: Faults,
     store: Option<Store>,
     hctxs: Box<[CachePadded<NullHctx>]>,
 }
@@ -607,9 +430,7 @@ impl NullDevice {
                 let state = HctxState {
                     ready: Vec::new(),
                     timed: VecDeque::new(),
-                    nr_issued: 0,
-                    rng: SplitMix64::new(cfg.faults.seed, h),
-                    requeue_by_driver: false,
+                    faults: FaultInjector::new(&cfg.faults, h),
                     lost: Vec::new(),
                 };
                 CachePadded::new(NullHctx {
@@ -623,11 +444,6 @@ impl NullDevice {
             capacity_sectors: cfg.capacity_sectors(),
             completion_delay: Nanos(cfg.completion_nsec),
             faults_enabled,
-            faults: Faults {
-                fail: Trigger::new(&cfg.faults.fail),
-                timeout: Trigger::new(&cfg.faults.timeout),
-                requeue: Trigger::new(&cfg.faults.requeue),
-            },
             store: cfg.memory_backed.then(Store::new),
             hctxs,
             cfg,
@@ -728,7 +544,14 @@ impl Driver for NullDevice {
         }
         let mut status = BlkStatus::Ok;
         if self.faults_enabled {
-            let injected = q.state.lock().inject(&self.faults, rq.id);
+            let injected = {
+                let mut st = q.state.lock();
+                let i = st.faults.inject();
+                if i == Injected::Timeout {
+                    st.lost.push(rq.id);
+                }
+                i
+            };
             match injected {
                 Injected::None => {}
                 Injected::Busy => return BlkStatus::Resource,
@@ -845,19 +668,6 @@ mod tests {
             vec![(0, 3584, 0, 512), (1, 0, 512, 4096), (2, 0, 4608, 512)]
         );
         assert_eq!(pages(0, 0).count(), 0);
-    }
-
-    #[test]
-    fn trigger_every_nth_and_probability() {
-        let mut rng = SplitMix64::new(1, 0);
-        let every3 = Trigger::new(&FaultSpec::every(3));
-        let hits: Vec<u64> = (1..=9).filter(|&n| every3.fires(n, &mut rng)).collect();
-        assert_eq!(hits, vec![3, 6, 9]);
-        let always = Trigger::new(&FaultSpec::probability(100.0));
-        assert!((1..1000).all(|n| always.fires(n, &mut rng)));
-        let half = Trigger::new(&FaultSpec::probability(50.0));
-        let n = (1..=10_000).filter(|&n| half.fires(n, &mut rng)).count();
-        assert!((4_500..5_500).contains(&n), "{n} hits of 10000 at 50%");
     }
 
     #[test]

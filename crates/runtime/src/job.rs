@@ -75,7 +75,8 @@ pub fn join_cgroup(job: &Job, blkcg: &Blkcg) -> Result<u32, String> {
 /// Latency samples of one direction, in nanoseconds.
 pub trait LatSink {
     fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, lat: u64);
-    fn error(&mut self, write: bool);
+    /// An I/O failed with `errno`.
+    fn error(&mut self, write: bool, errno: i32);
     /// A flush completed after `lat` nanoseconds (fio's `sync` latency).
     fn sync(&mut self, lat: u64);
     /// Called about every 500 ms with the I/Os and bytes completed in the window.
@@ -440,7 +441,7 @@ impl<S: LatSink> JobState<'_, S> {
 
     fn note_error(&mut self, bio: &Bio) {
         self.out.errors += 1;
-        self.sink.error(bio.op.is_write());
+        self.sink.error(bio.op.is_write(), bio.status.to_errno());
         if self.out.first_error.is_none() {
             self.out.first_error = Some(format!(
                 "{}: {} of {} bytes at offset {} failed: {} (errno {})",

@@ -16,6 +16,7 @@ use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, ReqFlags, Request, RqId,
     TraceEvent, Tracer,
 };
+use mqblk_core::{FaultConfig, FaultInjector, Injected};
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,25 +91,25 @@ impl Tracer for OpLog {
     }
 }
 
-/// Fault probabilities per command (0.0 = never).
+/// What goes wrong in the simulated driver.
 #[derive(Copy, Clone, Debug, Default, PartialEq)]
 pub struct Faults {
-    /// `queue_rq` answers "busy" (`BLK_STS_RESOURCE`, or `DEV_RESOURCE` with commands in
-    /// flight).
+    /// The drivers' fault injection, the null driver's (the job options `fail_nth`,
+    /// `timeout_prob`, ...): a failed command completes from the device with an I/O error,
+    /// a timed-out one is lost until the request timeout ends it, a requeued one is refused
+    /// or handed back by the device, alternately.
+    pub inject: FaultConfig,
+    /// Simulator only, per command (0.0 = never): `queue_rq` answers "busy"
+    /// (`BLK_STS_RESOURCE`, or `DEV_RESOURCE` with commands in flight).
     pub busy: f64,
-    /// `queue_rq` fails the command at once with an I/O error.
-    pub fail: f64,
-    /// The device completes the command with an I/O error.
-    pub dev_error: f64,
-    /// The command is lost; only the request timeout ends it (with `BLK_STS_TIMEOUT`).
-    pub lost: f64,
-    /// The device hands the command back to be requeued.
-    pub requeue: f64,
+    /// Simulator only: `queue_rq` fails the command at once with an I/O error.
+    pub fail_at_issue: f64,
 }
 
 impl Faults {
-    pub fn any(&self) -> bool {
-        self.busy + self.fail + self.dev_error + self.lost + self.requeue > 0.0
+    /// Whether the simulator-only faults are armed.
+    pub fn at_issue(&self) -> bool {
+        self.busy + self.fail_at_issue > 0.0
     }
 }
 
@@ -151,6 +152,10 @@ struct State {
     budget: u32,
     lost: BTreeSet<u32>,
     requeue: BTreeSet<u32>,
+    /// Accepted commands the device completes with an I/O error.
+    dev_fail: BTreeSet<u32>,
+    /// Per hardware queue: the drivers' fault injection.
+    inject: Vec<FaultInjector>,
     rng: SimRng,
     nth_completion: u64,
     stats: DriverStats,
@@ -206,6 +211,10 @@ impl SimDriver {
                 budget: 0,
                 lost: BTreeSet::new(),
                 requeue: BTreeSet::new(),
+                dev_fail: BTreeSet::new(),
+                inject: (0..nr_hw)
+                    .map(|h| FaultInjector::new(&faults.inject, h))
+                    .collect(),
                 rng,
                 nth_completion: 0,
                 stats: DriverStats::default(),
@@ -258,11 +267,7 @@ impl SimDriver {
             let id = RqId(c.id as u32);
             let requeue = st.requeue.remove(&id.0);
             let mut status = c.status;
-            if status.is_ok()
-                && !requeue
-                && self.faults.dev_error > 0.0
-                && st.rng.chance(self.faults.dev_error)
-            {
+            if st.dev_fail.remove(&id.0) && status.is_ok() && !requeue {
                 status = BlkStatus::IoErr;
                 st.stats.dev_errors += 1;
             }
@@ -375,7 +380,7 @@ impl Driver for SimDriver {
     ) -> BlkStatus {
         let h = hctx.0 as usize;
         let mut st = self.st.lock();
-        if self.faults.any() {
+        if self.faults.at_issue() {
             if st.rng.chance(self.faults.busy) {
                 st.stats.busy += 1;
                 // DEV_RESOURCE promises a re-run from a completion, so only with one to come.
@@ -385,7 +390,7 @@ impl Driver for SimDriver {
                     BlkStatus::Resource
                 };
             }
-            if st.rng.chance(self.faults.fail) {
+            if st.rng.chance(self.faults.fail_at_issue) {
                 st.stats.failed += 1;
                 // The core ends a failed request itself; its budget is ours to drop.
                 if !self.unlimited {
@@ -394,10 +399,15 @@ impl Driver for SimDriver {
                 return BlkStatus::IoErr;
             }
         }
+        let injected = st.inject[h].inject();
+        if injected == Injected::Busy {
+            st.stats.busy += 1;
+            return BlkStatus::Resource;
+        }
         st.inflight[h] += 1;
         st.stats.queued += 1;
-        if self.faults.any() {
-            if st.rng.chance(self.faults.lost) {
+        match injected {
+            Injected::Timeout => {
                 st.stats.lost += 1;
                 st.lost.insert(rq.id.0);
                 drop(st);
@@ -406,9 +416,13 @@ impl Driver for SimDriver {
                 }
                 return BlkStatus::Ok;
             }
-            if st.rng.chance(self.faults.requeue) {
+            Injected::Requeue => {
                 st.requeue.insert(rq.id.0);
             }
+            Injected::Fail => {
+                st.dev_fail.insert(rq.id.0);
+            }
+            Injected::None | Injected::Busy => {}
         }
         let cmd = Cmd {
             id: rq.id.0 as u64,

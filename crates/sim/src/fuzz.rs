@@ -10,6 +10,7 @@ use crate::workload::{DbenchClient, FioSource, Limit, SimJob};
 use crate::QueueSettings;
 use crate::SimRng;
 use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos, NoMerges};
+use mqblk_core::{FaultConfig, FaultSpec};
 use mqblk_workload::RwMode;
 use std::sync::Arc;
 
@@ -107,12 +108,16 @@ pub fn case_for(
                 rng.unit() * 0.05
             }
         };
+        let pct = |x: f64| FaultSpec::probability(x * 100.0);
         Faults {
             busy: p(),
-            fail: p(),
-            dev_error: p(),
-            lost: p(),
-            requeue: p(),
+            fail_at_issue: p(),
+            inject: FaultConfig {
+                fail: pct(p()),
+                timeout: pct(p()),
+                requeue: pct(p()),
+                seed: rng.below(u64::MAX),
+            },
         }
     };
     let nomerges = *rng.pick(&[NoMerges::None, NoMerges::Simple, NoMerges::All]);

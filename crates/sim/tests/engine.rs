@@ -70,8 +70,12 @@ fn same_seed_same_result_different_seed_differs() {
         c.seed = seed;
         c.faults = Faults {
             busy: 0.01,
-            requeue: 0.01,
-            dev_error: 0.01,
+            inject: mqblk_core::FaultConfig {
+                requeue: mqblk_core::FaultSpec::probability(1.0),
+                fail: mqblk_core::FaultSpec::probability(1.0),
+                seed: 3,
+                ..Default::default()
+            },
             ..Faults::default()
         };
         let r = run(
@@ -123,7 +127,7 @@ fn planted_dropped_completion_is_a_stall() {
 #[test]
 fn lost_commands_end_with_timeouts_and_nothing_leaks() {
     let mut c = cfg("null", "kyber", 2);
-    c.faults.lost = 0.02;
+    c.faults.inject.timeout = mqblk_core::FaultSpec::probability(2.0);
     c.queue.timeout = Nanos::from_millis(50);
     let r = run(
         c,

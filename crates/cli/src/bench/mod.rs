@@ -270,8 +270,11 @@ impl LatSink for Sink {
         self.window[d].0 += bytes;
         self.window[d].1 += 1;
     }
-    fn error(&mut self, _write: bool) {
-        self.stats.error += 1;
+    fn error(&mut self, _write: bool, errno: i32) {
+        // fio's `error`: the errno of the first error.
+        if self.stats.error == 0 {
+            self.stats.error = errno;
+        }
     }
     fn sync(&mut self, lat: u64) {
         self.stats.sync.record(lat);
