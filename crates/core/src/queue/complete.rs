@@ -1,0 +1,201 @@
+//! The completion side: ending requests in batches, handing their bios back, putting tags,
+//! re-running queues that waited, and requeueing (`blk_mq_end_request_batch`,
+//! `blk_mq_requeue_request`, `blk_mq_requeue_work` in blk-mq.c).
+
+use super::*;
+
+impl RequestQueue {
+    /// Processes a batch of completions and requeues (`blk_mq_end_request_batch`), routing
+    /// each bio back to the software queue it came from: into `done` for `local`, onto the
+    /// owner's remote list otherwise. Queues whose RESTART bit was set, or that wait for a
+    /// driver tag, are run again, and their inline completions processed in turn.
+    pub fn end_batch(
+        &self,
+        local: Option<CtxIdx>,
+        batch: &mut CompletionBatch,
+        done: &mut Vec<Bio>,
+        runs: &mut Vec<HctxIdx>,
+        now: Nanos,
+    ) {
+        loop {
+            if !batch.requeue.is_empty() {
+                let ids = std::mem::take(&mut batch.requeue);
+                for &id in &ids {
+                    self.requeue_request(id, now);
+                }
+                batch.requeue = ids;
+                batch.requeue.clear();
+            }
+            if batch.done.is_empty() {
+                break;
+            }
+            runs.clear();
+            let mut entries = std::mem::take(&mut batch.done);
+            for (id, status) in entries.drain(..) {
+                self.end_request(id, status, local, done, runs, now);
+            }
+            batch.done = entries;
+            self.collect_tag_waiters(runs);
+            if let Some(e) = &self.elevator {
+                e.restart_hctxs(runs);
+                runs.sort_unstable();
+                runs.dedup();
+            }
+            let to_run = std::mem::take(runs);
+            for &h in &to_run {
+                self.run_hw_queue(h, now, batch);
+            }
+            *runs = to_run;
+            if self.cfg.run_all_on_complete {
+                self.run_hw_queues(local, now, batch);
+            }
+        }
+    }
+
+    /// `end_batch` for a submitter's own batch: its bios land in its `done`.
+    pub(crate) fn end_sub_batch(&self, sub: &mut Submitter, now: Nanos) {
+        self.end_batch(
+            Some(sub.ctx),
+            &mut sub.batch,
+            &mut sub.done,
+            &mut sub.runs,
+            now,
+        );
+    }
+
+    /// Queues waiting for a driver tag are run once any was freed.
+    pub(crate) fn collect_tag_waiters(&self, runs: &mut Vec<HctxIdx>) {
+        if self.tag_waiters.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for hctx in self.hctxs.iter() {
+            if hctx.clear_state(state::TAG_WAITING) {
+                self.tag_waiters.fetch_sub(1, Ordering::AcqRel);
+                if !runs.contains(&hctx.idx) {
+                    runs.push(hctx.idx);
+                }
+            }
+        }
+    }
+
+    /// Ends one request (`blk_mq_end_request` + `blk_mq_free_request`) under a single lock
+    /// of its slot: state, bios routed back, slot freed; then the elevator hooks and tags.
+    pub(crate) fn end_request(
+        &self,
+        id: RqId,
+        status: BlkStatus,
+        local: Option<CtxIdx>,
+        done: &mut Vec<Bio>,
+        runs: &mut Vec<HctxIdx>,
+        now: Nanos,
+    ) {
+        let released = {
+            let mut rq = self.rqs.lock(id);
+            assert_eq!(
+                rq.state,
+                RqState::InFlight,
+                "{id:?}: completed while {:?} (twice, or never issued)",
+                rq.state
+            );
+            rq.state = RqState::Complete;
+            rq.complete_ns = now;
+            rq.status = status;
+            if let Some(t) = self.cfg.tracer.get() {
+                t.event(&TraceEvent::of_rq(TraceAction::Complete, &rq, now));
+            }
+            for mut bio in rq.bios.drain(..) {
+                bio.status = status;
+                if Some(bio.ctx) == local {
+                    done.push(bio);
+                } else {
+                    self.ctxs[bio.ctx.0 as usize].push_remote(bio);
+                }
+            }
+            Self::release_slot(&mut rq)
+        };
+        if released.use_sched {
+            if let Some(e) = &self.elevator {
+                e.completed_request(&released.snap, now);
+            }
+        }
+        let h = released.snap.hctx;
+        let hctx = &self.hctxs[h.0 as usize];
+        hctx.stats.completed.add(1);
+        self.ctxs[released.snap.ctx.0 as usize]
+            .stats
+            .completed
+            .add(1);
+        self.finish_and_put_tags(&released);
+        // blk_mq_sched_restart: a freed tag may unblock requests parked on the dispatch list.
+        if hctx.test_state(state::SCHED_RESTART)
+            && hctx.clear_state(state::SCHED_RESTART)
+            && !runs.contains(&h)
+        {
+            runs.push(h);
+        }
+    }
+
+    /// Gives a started request back to be issued again (`blk_mq_requeue_request`). It keeps
+    /// its scheduler tag but not its driver tag; it is re-inserted at the head by the requeue
+    /// work, which runs on the next `timer` call (at once: the requeue deadline is `now`).
+    pub fn requeue_request(&self, id: RqId, now: Nanos) {
+        let (h, snap, use_sched, drv_tag) = {
+            let mut rq = self.rqs.lock(id);
+            if let Some(t) = self.cfg.tracer.get() {
+                t.event(&TraceEvent::of_rq(TraceAction::Requeue, &rq, now));
+            }
+            rq.unstart();
+            let use_sched = rq.rq_flags.contains(RqFlags::USE_SCHED);
+            let drv_tag = if rq.rq_flags.contains(RqFlags::SCHED_TAGS) && !rq.tag.is_none() {
+                let t = rq.tag;
+                rq.tag = Tag::NONE;
+                Some(t)
+            } else {
+                None
+            };
+            (rq.hctx, rq.elv(), use_sched, drv_tag)
+        };
+        if let Some(t) = drv_tag {
+            self.put_driver_tag(h, t);
+        }
+        if use_sched {
+            if let Some(e) = &self.elevator {
+                e.requeue_request(&snap);
+            }
+        }
+        self.hctxs[h.0 as usize].stats.requeued.add(1);
+        self.requeue_list.lock().push(id);
+        self.requeue_at.fetch_min(now.0, Ordering::AcqRel);
+    }
+
+    /// `blk_mq_requeue_work`: re-insert requeued requests at the head, then run the queues.
+    pub(crate) fn requeue_work(
+        &self,
+        local: Option<CtxIdx>,
+        now: Nanos,
+        batch: &mut CompletionBatch,
+    ) {
+        self.requeue_at.store(u64::MAX, Ordering::Release);
+        let ids = std::mem::take(&mut *self.requeue_list.lock());
+        for &id in ids.iter().rev() {
+            let (h, ctx, flags, op) = {
+                let rq = self.rqs.lock(id);
+                (rq.hctx, rq.ctx, rq.rq_flags, rq.op)
+            };
+            if flags.contains(RqFlags::DONTPREP) {
+                self.bypass_insert(h, id, false, now);
+            } else if op == ReqOp::Flush
+                || !flags.contains(RqFlags::USE_SCHED) && flags.contains(RqFlags::SCHED_TAGS)
+            {
+                self.bypass_insert(h, id, true, now);
+            } else if flags.contains(RqFlags::USE_SCHED) {
+                self.insert_sched(h, &[id], true, now);
+            } else {
+                self.insert_ctx(ctx, h, &[id], true, now);
+            }
+        }
+        if !ids.is_empty() {
+            self.run_hw_queues(local, now, batch);
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! Time-driven work: delayed queue runs, the requeue work, request timeouts and the
+//! elevator's timer (blk-timeout.c, `blk_mq_timeout_work`), and the queue's next deadline.
+
+use super::*;
+
+impl RequestQueue {
+    /// Services everything time-driven that is due: delayed queue runs, the requeue work,
+    /// request timeouts and the elevator's timer. Completions land as in [`Self::end_batch`].
+    pub fn timer(&self, sub: &mut Submitter, now: Nanos) {
+        self.timer_inner(Some(sub.ctx), &mut sub.batch, now);
+        self.end_sub_batch(sub, now);
+    }
+
+    /// [`Self::timer`] for a thread that owns no software queue (a runtime worker): every
+    /// completion is routed to its submitter's remote list.
+    pub fn timer_detached(&self, batch: &mut CompletionBatch, now: Nanos) {
+        self.timer_inner(None, batch, now);
+        let mut done = Vec::new();
+        let mut runs = Vec::new();
+        self.end_batch(None, batch, &mut done, &mut runs, now);
+        debug_assert!(done.is_empty());
+    }
+
+    pub(crate) fn timer_inner(
+        &self,
+        local: Option<CtxIdx>,
+        batch: &mut CompletionBatch,
+        now: Nanos,
+    ) {
+        if self.requeue_at.load(Ordering::Acquire) <= now.0 {
+            self.requeue_work(local, now, batch);
+        }
+        for hctx in self.hctxs.iter() {
+            let at = hctx.run_at.load(Ordering::Acquire);
+            if at <= now.0
+                && hctx
+                    .run_at
+                    .compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                self.run_hw_queue(hctx.idx, now, batch);
+            }
+        }
+        if self.next_timeout.load(Ordering::Acquire) <= now.0 {
+            self.check_timeouts(now, batch);
+        }
+        if let Some(e) = &self.elevator {
+            if e.next_timer().is_some_and(|t| t <= now) {
+                e.timer(now);
+                // A timer may end a wait the elevator imposed (BFQ's idling): run what it
+                // names, as the kernel's timer handlers schedule a dispatch.
+                let mut runs = Vec::new();
+                e.restart_hctxs(&mut runs);
+                for h in runs {
+                    self.run_hw_queue(h, now, batch);
+                }
+            }
+        }
+    }
+
+    /// The earliest time `timer` has work to do, if any.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        let mut t = self.requeue_at.load(Ordering::Acquire);
+        t = t.min(self.next_timeout.load(Ordering::Acquire));
+        if let Some(t_elv) = self.elevator.as_ref().and_then(|e| e.next_timer()) {
+            t = t.min(t_elv.0);
+        }
+        for hctx in self.hctxs.iter() {
+            t = t.min(hctx.run_at.load(Ordering::Acquire));
+        }
+        (t != u64::MAX).then_some(Nanos(t))
+    }
+
+    /// Starts a request for the driver: IDLE → IN_FLIGHT and its timeout armed.
+    pub(crate) fn start_request(&self, rq: &mut crate::request::Request, now: Nanos) {
+        rq.start(now, self.cfg.timeout);
+        // Deadlines only grow, so this is nearly always a plain read of a line nobody writes.
+        if rq.deadline_ns.0 < self.next_timeout.load(Ordering::Relaxed) {
+            self.next_timeout
+                .fetch_min(rq.deadline_ns.0, Ordering::AcqRel);
+        }
+    }
+
+    /// `blk_mq_timeout_work`: hand requests past their deadline to the driver's timeout
+    /// handler, then re-arm the rolling timer at the earliest remaining deadline.
+    pub(crate) fn check_timeouts(&self, now: Nanos, batch: &mut CompletionBatch) {
+        // Disarm before scanning, and only ever lower the timer afterwards: a request started
+        // by another thread behind the scan (in a slot already visited) sees an unarmed timer
+        // and arms it itself in `start_request`. Storing the result instead overwrote that,
+        // leaving the request with no timeout at all (found by tests/faults.rs).
+        self.next_timeout.store(u64::MAX, Ordering::Release);
+        let mut next = now.saturating_add(self.cfg.timeout).0;
+        let mut in_flight = false;
+        for slot in self.rqs.iter() {
+            let mut rq = slot.lock();
+            if rq.state != RqState::InFlight || rq.rq_flags.contains(RqFlags::TIMED_OUT) {
+                continue;
+            }
+            in_flight = true;
+            if rq.deadline_ns > now {
+                next = next.min(rq.deadline_ns.0);
+                continue;
+            }
+            rq.rq_flags.insert(RqFlags::TIMED_OUT);
+            let h = rq.hctx;
+            match self.driver.timeout(h, &mut rq, now, batch) {
+                crate::driver::EhReturn::Done => {}
+                crate::driver::EhReturn::ResetTimer => {
+                    rq.rq_flags.remove(RqFlags::TIMED_OUT);
+                    rq.deadline_ns = now.saturating_add(self.cfg.timeout);
+                    next = next.min(rq.deadline_ns.0);
+                }
+            }
+        }
+        if !in_flight {
+            self.tag_idle();
+        }
+        if in_flight {
+            self.next_timeout.fetch_min(next, Ordering::AcqRel);
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! A virtual CPU's step: interrupt entry, reaping completions into its jobs (and checking
+//! each is the bio it should be), then submitting what its jobs issue next.
+
+use super::*;
+
+impl Sim {
+    /// One step of CPU `c`: interrupts, reaping, completions to jobs, new submissions.
+    pub(super) fn cpu_step(&mut self, c: u16, t: u64) -> Result<(), SimError> {
+        let ci = c as usize;
+        let mut cur = t;
+        let irqs = std::mem::take(&mut self.cpus[ci].irqs);
+        cur += irqs as u64 * self.dcost.irq_ns;
+        if std::mem::take(&mut self.cpus[ci].woken_remote) {
+            cur += self.cfg.cost.wake_ns;
+        }
+        cur = self.op(c, cur, |q, sub, now| {
+            q.poll(sub, now);
+        });
+        cur = self.reap(c, cur)?;
+        cur = self.submit_all(c, cur)?;
+        let cpu = &mut self.cpus[ci];
+        cpu.busy_ns += cur - t;
+        cpu.busy_until = cur;
+        // Anything the operations left for this CPU (inline completions) is handled next.
+        if !self.cpus[ci].sub.done.is_empty() || self.cpus[ci].irqs > 0 {
+            self.wake(c, cur);
+        }
+        Ok(())
+    }
+
+    pub(super) fn reap(&mut self, c: u16, mut cur: u64) -> Result<u64, SimError> {
+        let ci = c as usize;
+        if self.cpus[ci].sub.done.is_empty() {
+            return Ok(cur);
+        }
+        let done = std::mem::take(&mut self.cpus[ci].sub.done);
+        let mut done = done;
+        for bio in done.drain(..) {
+            cur += self.cfg.cost.app_reap_ns;
+            let (j, slot, seq) = uncookie(bio.private);
+            let Some(job) = self.jobs.get_mut(j) else {
+                return Err(self.invariant(format!(
+                    "a completed bio carries an unknown job cookie {:#x}",
+                    bio.private
+                )));
+            };
+            let Some(Slot {
+                submit_start: s0,
+                submit_end: s1,
+                bytes,
+                op,
+                ..
+            }) = job.outstanding.take(slot, seq)
+            else {
+                return Err(self.invariant(format!(
+                    "job {j} bio {seq} (sector {}) completed twice, or was never submitted",
+                    bio.sector
+                )));
+            };
+            if op != bio.op || bytes != bio.bytes() {
+                return Err(self.invariant(format!(
+                    "job {j} bio {seq}: completed as {:?} {} bytes, submitted as {op:?} {bytes}",
+                    bio.op,
+                    bio.bytes()
+                )));
+            }
+            let measured = cur >= job.start + job.def.ramp.0;
+            if bio.status != BlkStatus::Ok {
+                job.errors += 1;
+            } else if op == ReqOp::Flush && measured {
+                // fio's `sync` latency: the flushes of `fsync=N` and `end_fsync`.
+                job.stats.sync.record(cur.saturating_sub(s0));
+            } else if op.has_data() && measured {
+                job.ios += 1;
+                job.bytes += bytes;
+                let d = if op == ReqOp::Read {
+                    Ddir::Read
+                } else {
+                    Ddir::Write
+                };
+                job.stats
+                    .dir_mut(d)
+                    .record_io(bytes, s1 - s0, cur.saturating_sub(s1));
+            }
+            job.end = cur;
+            self.total_outstanding -= 1;
+        }
+        self.cpus[ci].sub.done = done;
+        Ok(cur)
+    }
+
+    pub(super) fn submit_all(&mut self, c: u16, mut cur: u64) -> Result<u64, SimError> {
+        let ci = c as usize;
+        let n = self.cpus[ci].jobs.len();
+        if n == 0 {
+            return Ok(cur);
+        }
+        let first = self.cpus[ci].rr % n;
+        self.cpus[ci].rr = self.cpus[ci].rr.wrapping_add(1);
+        for k in 0..n {
+            let j = self.cpus[ci].jobs[(first + k) % n] as usize;
+            cur = self.submit_job(c, j, cur)?;
+        }
+        Ok(cur)
+    }
+
+    pub(super) fn submit_job(&mut self, c: u16, j: usize, mut cur: u64) -> Result<u64, SimError> {
+        let ci = c as usize;
+        {
+            let job = &mut self.jobs[j];
+            if !job.started || job.finished {
+                return Ok(cur);
+            }
+            if job.draining {
+                if job.inflight() > 0 {
+                    return Ok(cur);
+                }
+                job.draining = false;
+            }
+        }
+        let batch = self.jobs[j].def.batch.max(1);
+        let plugged = batch > 1;
+        if plugged {
+            self.cpus[ci].sub.plug.start();
+        }
+        let mut in_batch = 0;
+        loop {
+            let job = &mut self.jobs[j];
+            if job.done_issuing {
+                break;
+            }
+            if job.inflight() >= job.def.iodepth {
+                // Full: like fio, wait for `iodepth_batch_complete_min` completions before
+                // issuing again.
+                job.refilling = job.def.batch_complete_min > 1;
+                break;
+            }
+            if job.refilling {
+                if job.def.iodepth - job.inflight() < job.def.batch_complete_min {
+                    break;
+                }
+                job.refilling = false;
+            }
+            if job.think_until > cur {
+                let at = job.think_until;
+                self.wake(c, at);
+                break;
+            }
+            let bio = match job.pending.take() {
+                Some(b) => b,
+                None => {
+                    let lim = job.def.limit;
+                    let over = lim.ios.is_some_and(|n| job.issued >= n)
+                        || lim.bytes.is_some_and(|b| job.issued_bytes >= b)
+                        || lim.time.is_some_and(|d| cur >= job.start + d.0);
+                    if over {
+                        job.done_issuing = true;
+                        break;
+                    }
+                    match job.def.source.next(Nanos(cur - job.start), &mut job.rng) {
+                        Next::Done => {
+                            job.done_issuing = true;
+                            break;
+                        }
+                        Next::Think(d) => {
+                            job.think_until = cur + d.0.max(1);
+                            continue;
+                        }
+                        Next::Until(t) => {
+                            let at = job.start + t.0;
+                            if at > cur {
+                                job.think_until = at;
+                            }
+                            continue;
+                        }
+                        Next::Drain => {
+                            if job.inflight() > 0 {
+                                job.draining = true;
+                                break;
+                            }
+                            continue;
+                        }
+                        Next::Io(io) => {
+                            job.issued += 1;
+                            job.issued_bytes += io.nr_sectors as u64 * 512;
+                            Bio::new(io.op, io.sector, io.nr_sectors)
+                                .with_flags(io.flags)
+                                .with_ioprio(job.def.ioprio)
+                                .with_issuer(job.def.issuer, job.def.group)
+                        }
+                    }
+                }
+            };
+            let job = &mut self.jobs[j];
+            let seq = job.next_seq;
+            job.next_seq += 1;
+            let slot = job.outstanding.insert(Slot {
+                seq,
+                submit_start: cur,
+                submit_end: cur,
+                bytes: bio.bytes(),
+                op: bio.op,
+            });
+            let bio = bio.with_private(cookie(j, slot, seq));
+            self.total_outstanding += 1;
+            cur += self.cfg.cost.app_submit_ns;
+            let start = cur;
+            let mut outcome = None;
+            cur = self.op(c, cur, |q, sub, now| {
+                outcome = Some(q.submit_bio(sub, bio, now));
+            });
+            match outcome.expect("submit ran") {
+                Submit::Queued | Submit::Merged | Submit::Failed => {
+                    if let Some(e) = self.jobs[j].outstanding.get_mut(slot) {
+                        e.submit_start = start;
+                        e.submit_end = cur;
+                    }
+                }
+                Submit::Busy(bio) => {
+                    // No tag: sleep until one frees (sbitmap's wait queue).
+                    self.jobs[j].outstanding.take(slot, seq);
+                    self.total_outstanding -= 1;
+                    self.jobs[j].pending = Some(bio);
+                    self.cpus[ci].tag_wait = true;
+                    break;
+                }
+            }
+            in_batch += 1;
+            if plugged && in_batch >= batch {
+                cur = self.op(c, cur, |q, sub, now| q.flush_plug(sub, now));
+                in_batch = 0;
+            }
+        }
+        if plugged {
+            cur = self.op(c, cur, |q, sub, now| q.finish_plug(sub, now));
+        }
+        // Inline completions (and errors) land in `done` during submission.
+        if !self.cpus[ci].sub.done.is_empty() {
+            self.wake(c, cur);
+        }
+        let job = &mut self.jobs[j];
+        if job.done_issuing && job.inflight() == 0 && job.pending.is_none() && !job.finished {
+            job.finished = true;
+            self.unfinished -= 1;
+            job.end = job.end.max(cur);
+        }
+        Ok(cur)
+    }
+}

@@ -1,0 +1,614 @@
+//! The discrete-event loop: virtual time, virtual CPUs, and the core driven through them.
+//!
+//! Events are kept in a heap ordered by (virtual time, sequence number), so ties resolve in
+//! the order they were scheduled and a run is a pure function of its configuration and seed.
+//! Five kinds of event move a run forward:
+//! - `Cpu(c)`: virtual CPU `c` runs one step: interrupt entry if one was raised, reaping
+//!   (the core's `poll`), handing completed bios to its jobs, then submitting new bios.
+//! - `Arrive`: a command reaches the device (its doorbell rang at this time).
+//! - `Dev`: the device model's next internal event; finished commands raise interrupts.
+//! - `Timer`: the queue's next deadline (delayed runs, requeue work, timeouts, the
+//!   elevator's timer), run on CPU 0 as kblockd would.
+//! - `Start(job)`: a job begins.
+//!
+//! Each CPU operation executes the shared core code at once (with `now` = the operation's
+//! start) and is then charged from the cost model ([`crate::cost`]) step by step, locks
+//! included; the CPU is busy until the charged end. Commands the operation posted reach the
+//! device when their doorbell step ends.
+//!
+//! This file holds the configuration, the event loop and the device's events; the rest is
+//! beside it: `cpu.rs` (a CPU's step: reaping and submitting for its jobs), `charge.rs`
+//! (charging an operation's steps and locks), `check.rs` (the checker, dumps, errors) and
+//! `result.rs` (what a run produced).
+
+mod charge;
+mod check;
+mod cpu;
+mod result;
+
+pub use result::{JobResult, LockReport, SimResult};
+
+use crate::cost::{core_cost, CostTable, LockState};
+use crate::device::{self, DevCompletion, DeviceSpec, DriverCost};
+use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
+use crate::workload::{Next, SimJob};
+use crate::SimRng;
+use mqblk_core::{
+    Bio, BlkStatus, Blkcg, CtxIdx, Driver, ElvCost, HctxIdx, HctxType, LockScope, Nanos,
+    QueueLimits, ReqOp, RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction,
+    TraceHook, Tracer,
+};
+use mqblk_device::{new_queue, QueueSettings};
+use mqblk_workload::{Ddir, JobStats};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+/// Everything a run is made of, apart from its jobs.
+#[derive(Clone)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub nr_cpus: u16,
+    /// The device model.
+    pub device: DeviceSpec,
+    /// The request queue over it: the same settings, and the same construction, as a
+    /// real-time device's.
+    pub queue: QueueSettings,
+    pub faults: Faults,
+    pub plant: Option<Plant>,
+    pub cost: CostTable,
+    /// Overrides the scheduler's default costs.
+    pub elv_cost: Option<ElvCost>,
+    /// Check the queue's invariants every this many events (0: only at the end).
+    pub check_every: u64,
+    /// Give up (a stall) past this much virtual time.
+    pub max_time: Nanos,
+    /// Also send every core event here (blktrace output).
+    pub tracer: Option<Arc<dyn Tracer>>,
+    /// The cgroups the jobs' `group` ids refer to (BFQ reads their weights).
+    pub blkcg: Arc<Blkcg>,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            seed: 1,
+            nr_cpus: 1,
+            device: DeviceSpec {
+                model: "null".into(),
+                params: Vec::new(),
+            },
+            queue: QueueSettings::default(),
+            faults: Faults::default(),
+            plant: None,
+            cost: CostTable::default(),
+            elv_cost: None,
+            check_every: 0,
+            max_time: Nanos::from_secs(3600),
+            tracer: None,
+            blkcg: Arc::new(Blkcg::new()),
+        }
+    }
+}
+
+/// Why a run did not finish cleanly. `dump` is the state at the failure.
+#[derive(Debug)]
+pub enum SimError {
+    /// The configuration cannot be built (bad device parameter, unknown scheduler...).
+    Config(String),
+    /// An invariant was violated.
+    Invariant { msg: String, dump: String },
+    /// Work is queued or in flight and nothing will move it.
+    Stall { msg: String, dump: String },
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Config(m) => write!(f, "{m}"),
+            SimError::Invariant { msg, .. } => write!(f, "invariant violated: {msg}"),
+            SimError::Stall { msg, .. } => write!(f, "stall: {msg}"),
+        }
+    }
+}
+
+impl SimError {
+    pub fn dump(&self) -> &str {
+        match self {
+            SimError::Config(_) => "",
+            SimError::Invariant { dump, .. } | SimError::Stall { dump, .. } => dump,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Cpu(u16),
+    /// A posted command (its slot in `in_transit`) reaches the device.
+    Arrive {
+        hw: u16,
+        staged: u32,
+    },
+    Dev,
+    Timer,
+    Start(u32),
+}
+
+struct Cpu {
+    sub: Submitter,
+    jobs: Vec<u32>,
+    busy_until: u64,
+    busy_ns: u64,
+    wake_at: Option<u64>,
+    irqs: u32,
+    woken_remote: bool,
+    /// Jobs of this CPU that wait for a free tag.
+    tag_wait: bool,
+    /// Rotates which job submits first, so jobs sharing a CPU share it fairly.
+    rr: usize,
+}
+
+struct JobRun {
+    def: SimJob,
+    rng: SimRng,
+    started: bool,
+    /// Outstanding bios, in slots named by their cookies.
+    outstanding: Slab,
+    next_seq: u64,
+    issued: u64,
+    issued_bytes: u64,
+    pending: Option<Bio>,
+    think_until: u64,
+    /// Waiting at full depth for `batch_complete_min` completions.
+    refilling: bool,
+    draining: bool,
+    done_issuing: bool,
+    finished: bool,
+    stats: JobStats,
+    ios: u64,
+    bytes: u64,
+    errors: u64,
+    start: u64,
+    end: u64,
+}
+
+impl JobRun {
+    fn inflight(&self) -> u32 {
+        self.outstanding.len
+    }
+}
+
+/// An outstanding bio: its sequence number and when and what it was submitted as.
+#[derive(Copy, Clone, Debug)]
+struct Slot {
+    seq: u64,
+    submit_start: u64,
+    submit_end: u64,
+    bytes: u64,
+    op: ReqOp,
+}
+
+/// Outstanding bios by slot, reused through a free list (deterministic, no hashing). A bio's
+/// cookie names its job, slot and sequence number, so a second completion of the same bio
+/// finds its slot empty or holding another sequence number.
+#[derive(Default)]
+struct Slab {
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    len: u32,
+}
+
+const SEQ_BITS: u32 = 32;
+const SLOT_BITS: u32 = 20;
+
+fn cookie(job: usize, slot: u32, seq: u64) -> u64 {
+    ((job as u64) << (SEQ_BITS + SLOT_BITS))
+        | ((slot as u64) << SEQ_BITS)
+        | (seq & ((1 << SEQ_BITS) - 1))
+}
+
+fn uncookie(c: u64) -> (usize, u32, u64) {
+    (
+        (c >> (SEQ_BITS + SLOT_BITS)) as usize,
+        ((c >> SEQ_BITS) & ((1 << SLOT_BITS) - 1)) as u32,
+        c & ((1 << SEQ_BITS) - 1),
+    )
+}
+
+impl Slab {
+    fn insert(&mut self, s: Slot) -> u32 {
+        self.len += 1;
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(s);
+                i
+            }
+            None => {
+                self.slots.push(Some(s));
+                self.slots.len() as u32 - 1
+            }
+        }
+    }
+    /// Takes the slot if it holds `seq` (low bits as in the cookie).
+    fn take(&mut self, i: u32, seq: u64) -> Option<Slot> {
+        let e = self.slots.get_mut(i as usize)?;
+        if e.is_some_and(|s| s.seq & ((1 << SEQ_BITS) - 1) == seq) {
+            self.len -= 1;
+            self.free.push(i);
+            e.take()
+        } else {
+            None
+        }
+    }
+    fn get_mut(&mut self, i: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(i as usize)?.as_mut()
+    }
+    fn first(&self) -> Option<&Slot> {
+        self.slots.iter().flatten().next()
+    }
+}
+
+/// One simulation: build it with [`Sim::new`], then [`Sim::run`].
+pub struct Sim {
+    cfg: SimConfig,
+    queue: Arc<RequestQueue>,
+    driver: Arc<SimDriver>,
+    log: Arc<OpLog>,
+    dcost: DriverCost,
+    elv: ElvCost,
+    /// mq-deadline's per-CPU sums (seed 002) are on: charge each summing pass it reports.
+    track_sum_passes: bool,
+    sum_passes: u64,
+    cpus: Vec<Cpu>,
+    jobs: Vec<JobRun>,
+    irq_cpu: Vec<u16>,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    now: u64,
+    locks: Vec<LockState>,
+    nr_hw: usize,
+    nr_ctx: usize,
+    dev_armed: Option<u64>,
+    timer_armed: Option<u64>,
+    last_timer_at: Option<u64>,
+    events: u64,
+    completed: u64,
+    last_progress: u64,
+    total_outstanding: u64,
+    unfinished: usize,
+    steps: Vec<Step>,
+    staged: Vec<Staged>,
+    /// Commands posted and not yet at the device, by key (a slot reused through `transit_free`).
+    in_transit: Vec<Option<Staged>>,
+    transit_free: Vec<u32>,
+    pending_arrivals: Vec<u32>,
+    dev_scratch: Vec<DevCompletion>,
+    hw_scratch: Vec<u16>,
+    wake_list: Vec<u16>,
+}
+
+impl Sim {
+    pub fn new(cfg: SimConfig, jobs: Vec<SimJob>) -> Result<Sim, SimError> {
+        let mut rng = SimRng::new(cfg.seed);
+        if cfg.nr_cpus == 0 {
+            return Err(SimError::Config("sim: at least one CPU is needed".into()));
+        }
+        if jobs.is_empty() {
+            return Err(SimError::Config("sim: no jobs".into()));
+        }
+        let model = device::build(&cfg.device, rng.fork(1)).map_err(SimError::Config)?;
+        let log = Arc::new(OpLog::new(cfg.tracer.clone()));
+        let driver = Arc::new(SimDriver::new(
+            model,
+            log.clone(),
+            cfg.faults,
+            cfg.plant,
+            rng.fork(2),
+        ));
+        let nr_hw = driver.nr_hw_queues();
+        let set = TagSet::new(TagSetConfig::new(nr_hw, driver.queue_depth()))
+            .map_err(|e| SimError::Config(format!("sim: tag set: {e}")))?;
+        // Resolved by name or alias: the type carries its own hooks' costs and locks.
+        let elv_type = mqblk_sched::lookup(&cfg.queue.scheduler).ok_or_else(|| {
+            SimError::Config(format!(
+                "sim: unknown scheduler '{}' (known: {})",
+                cfg.queue.scheduler,
+                mqblk_sched::names().join(", ")
+            ))
+        })?;
+        let elv = cfg.elv_cost.unwrap_or(elv_type.cost);
+        let limits = QueueLimits {
+            capacity_sectors: driver.capacity_sectors(),
+            ..QueueLimits::default()
+        };
+        let queue = new_queue(
+            set,
+            driver.clone(),
+            &cfg.queue,
+            cfg.nr_cpus,
+            limits,
+            TraceHook::new(log.clone()),
+            cfg.blkcg.clone(),
+        )
+        .map_err(|e| SimError::Config(format!("sim: {e}")))?;
+        // A scheduler that sums per-CPU counters says so; each pass is charged.
+        let track_sum_passes = queue
+            .elevator()
+            .is_some_and(|e| e.percpu_sum_passes().is_some());
+        let nr_ctx = cfg.nr_cpus as usize;
+        let mut irq_cpu = vec![u16::MAX; nr_hw as usize];
+        for c in 0..cfg.nr_cpus {
+            let h = queue.map_queue(CtxIdx(c), HctxType::Default).0 as usize;
+            if irq_cpu[h] == u16::MAX {
+                irq_cpu[h] = c;
+            }
+        }
+        for (h, c) in irq_cpu.iter_mut().enumerate() {
+            if *c == u16::MAX {
+                *c = (h % nr_ctx) as u16;
+            }
+        }
+        let mut cpus: Vec<Cpu> = (0..cfg.nr_cpus)
+            .map(|c| Cpu {
+                sub: queue.submitter(CtxIdx(c)),
+                jobs: Vec::new(),
+                busy_until: 0,
+                busy_ns: 0,
+                wake_at: None,
+                irqs: 0,
+                woken_remote: false,
+                tag_wait: false,
+                rr: 0,
+            })
+            .collect();
+        let mut runs = Vec::with_capacity(jobs.len());
+        for (i, def) in jobs.into_iter().enumerate() {
+            if def.cpu >= cfg.nr_cpus {
+                return Err(SimError::Config(format!(
+                    "sim: job '{}' is pinned to CPU {} but there are {} CPUs",
+                    def.name, def.cpu, cfg.nr_cpus
+                )));
+            }
+            if def.iodepth == 0 {
+                return Err(SimError::Config(format!(
+                    "sim: job '{}': iodepth must be at least 1",
+                    def.name
+                )));
+            }
+            cpus[def.cpu as usize].jobs.push(i as u32);
+            runs.push(JobRun {
+                rng: rng.fork(100 + i as u64),
+                stats: JobStats::new(&def.name),
+                def,
+                started: false,
+                outstanding: Slab::default(),
+                next_seq: 0,
+                issued: 0,
+                issued_bytes: 0,
+                pending: None,
+                think_until: 0,
+                refilling: false,
+                draining: false,
+                done_issuing: false,
+                finished: false,
+                ios: 0,
+                bytes: 0,
+                errors: 0,
+                start: 0,
+                end: 0,
+            });
+        }
+        let nr_locks = 1 + nr_hw as usize + nr_ctx + nr_hw as usize;
+        let unfinished = runs.len();
+        Ok(Sim {
+            dcost: driver.cost(),
+            elv,
+            track_sum_passes,
+            sum_passes: 0,
+            locks: (0..nr_locks).map(|_| LockState::new()).collect(),
+            nr_hw: nr_hw as usize,
+            nr_ctx,
+            cfg,
+            queue,
+            driver,
+            log,
+            cpus,
+            jobs: runs,
+            irq_cpu,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            dev_armed: None,
+            timer_armed: None,
+            last_timer_at: None,
+            events: 0,
+            completed: 0,
+            last_progress: 0,
+            total_outstanding: 0,
+            unfinished,
+            steps: Vec::with_capacity(64),
+            staged: Vec::new(),
+            in_transit: Vec::new(),
+            transit_free: Vec::new(),
+            pending_arrivals: Vec::new(),
+            dev_scratch: Vec::new(),
+            hw_scratch: Vec::new(),
+            wake_list: Vec::new(),
+        })
+    }
+
+    pub fn queue(&self) -> &Arc<RequestQueue> {
+        &self.queue
+    }
+
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn wake(&mut self, c: u16, t: u64) {
+        let cpu = &mut self.cpus[c as usize];
+        let at = t.max(cpu.busy_until);
+        if cpu.wake_at.is_none_or(|w| w > at) {
+            cpu.wake_at = Some(at);
+            self.push(at, Ev::Cpu(c));
+        }
+    }
+
+    fn arm_dev(&mut self, next: Option<Nanos>) {
+        if let Some(t) = next {
+            let t = t.0.max(self.now);
+            if self.dev_armed.is_none_or(|a| a > t) {
+                self.dev_armed = Some(t);
+                self.push(t, Ev::Dev);
+            }
+        }
+    }
+
+    fn arm_timer(&mut self) {
+        if let Some(t) = self.queue.next_deadline() {
+            let mut t = t.0.max(self.now);
+            // A deadline still due right after the timer ran at this very time would spin
+            // virtual time in place: step it forward by a microsecond.
+            if self.last_timer_at.is_some_and(|l| t <= l) {
+                t = self.last_timer_at.unwrap_or(0) + 1_000;
+            }
+            if self.timer_armed.is_none_or(|a| a > t) {
+                self.timer_armed = Some(t);
+                self.push(t, Ev::Timer);
+            }
+        }
+    }
+
+    /// Runs the simulation to the end and checks it. Core assertion failures panic; callers
+    /// that want to survive them (the fuzzer) run this under `catch_unwind`.
+    pub fn run(mut self) -> Result<SimResult, SimError> {
+        // A simulation that panicked on this thread may have left steps behind.
+        self.log.drain_into(&mut self.steps);
+        self.steps.clear();
+        for j in 0..self.jobs.len() {
+            let t = self.jobs[j].def.start_at.0;
+            self.push(t, Ev::Start(j as u32));
+        }
+        // A slow disk with a long queue can go seconds between completions; the kernel's own
+        // timeout (30 s by default) is the real bound.
+        let stall_after = self
+            .cfg
+            .queue
+            .timeout
+            .0
+            .saturating_mul(3)
+            .max(10_000_000_000);
+        while let Some(Reverse((t, _, ev))) = self.heap.pop() {
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            self.events += 1;
+            if t > self.cfg.max_time.0 {
+                return Err(self.stall(format!(
+                    "virtual time passed the limit of {} s",
+                    self.cfg.max_time.0 / 1_000_000_000
+                )));
+            }
+            match ev {
+                Ev::Start(j) => {
+                    let job = &mut self.jobs[j as usize];
+                    job.started = true;
+                    job.start = t;
+                    let c = job.def.cpu;
+                    self.wake(c, t);
+                }
+                Ev::Cpu(c) => {
+                    if self.cpus[c as usize].wake_at != Some(t) {
+                        continue;
+                    }
+                    self.cpus[c as usize].wake_at = None;
+                    if self.cpus[c as usize].busy_until > t {
+                        self.wake(c, t);
+                        continue;
+                    }
+                    self.cpu_step(c, t)?;
+                }
+                Ev::Arrive { hw, staged } => {
+                    if self.dev_armed.is_some_and(|a| a <= t) {
+                        self.dev_tick(t);
+                    }
+                    let s = self.in_transit[staged as usize]
+                        .take()
+                        .expect("a command arrived twice");
+                    self.transit_free.push(staged);
+                    debug_assert_eq!(s.hw, hw);
+                    let next = self.driver.submit_to_model(hw, s.cmd, Nanos(t));
+                    self.arm_dev(next);
+                }
+                Ev::Dev => {
+                    if self.dev_armed != Some(t) {
+                        continue;
+                    }
+                    self.dev_tick(t);
+                }
+                Ev::Timer => {
+                    if self.timer_armed != Some(t) {
+                        continue;
+                    }
+                    self.timer_armed = None;
+                    self.last_timer_at = Some(t);
+                    let start = t.max(self.cpus[0].busy_until);
+                    let end = self.op(0, start + self.cfg.cost.timer_ns, |q, sub, now| {
+                        q.timer(sub, now)
+                    });
+                    self.cpus[0].busy_ns += end - start;
+                    self.cpus[0].busy_until = end;
+                    if !self.cpus[0].sub.done.is_empty() {
+                        self.wake(0, end);
+                    }
+                }
+            }
+            self.arm_timer();
+            if self.cfg.check_every > 0 && self.events % self.cfg.check_every == 0 {
+                self.check()?;
+            }
+            if self.unfinished == 0 {
+                break;
+            }
+            if self.total_outstanding > 0 && t.saturating_sub(self.last_progress) > stall_after {
+                return Err(self.stall(format!(
+                    "no bio completed for {} ms of virtual time while some are in flight",
+                    (t - self.last_progress) / 1_000_000
+                )));
+            }
+        }
+        if !self.jobs.iter().all(|j| j.finished) {
+            return Err(self.stall("no event left while jobs are unfinished".into()));
+        }
+        self.check()?;
+        self.finish()
+    }
+
+    fn dev_tick(&mut self, t: u64) {
+        self.dev_armed = None;
+        let (mut scratch, mut hws) = (
+            std::mem::take(&mut self.dev_scratch),
+            std::mem::take(&mut self.hw_scratch),
+        );
+        let next = self.driver.advance(Nanos(t), &mut scratch, &mut hws);
+        for &hw in &hws {
+            let c = self.irq_cpu[hw as usize];
+            self.cpus[c as usize].irqs += 1;
+            self.wake(c, t);
+        }
+        self.dev_scratch = scratch;
+        self.hw_scratch = hws;
+        self.arm_dev(next);
+    }
+}
+
+/// The message of a caught panic.
+pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-text payload".into()
+    }
+}

@@ -1,0 +1,176 @@
+//! What a run produced: per job, per lock, the driver's and the scheduler's figures, and the
+//! end of a run that assembles them.
+
+use super::*;
+
+/// A finished job's figures.
+#[derive(Clone, Debug)]
+pub struct JobResult {
+    pub name: String,
+    pub kind: String,
+    pub cpu: u16,
+    pub stats: JobStats,
+    pub ios: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub start: Nanos,
+    pub end: Nanos,
+}
+
+impl JobResult {
+    pub fn runtime(&self) -> Nanos {
+        self.end.saturating_sub(self.start)
+    }
+    pub fn iops(&self) -> f64 {
+        let t = self.runtime().0.max(1) as f64 / 1e9;
+        self.ios as f64 / t
+    }
+    pub fn bw_mbs(&self) -> f64 {
+        let t = self.runtime().0.max(1) as f64 / 1e9;
+        self.bytes as f64 / 1e6 / t
+    }
+    /// Mean completion latency over reads and writes, in ns.
+    pub fn mean_lat_ns(&self) -> f64 {
+        let (mut sum, mut n) = (0.0, 0u64);
+        for d in [Ddir::Read, Ddir::Write] {
+            let s = &self.stats.dir(d).lat;
+            sum += s.mean() * s.n as f64;
+            n += s.n;
+        }
+        if n == 0 {
+            0.0
+        } else {
+            sum / n as f64
+        }
+    }
+    pub fn max_lat_ns(&self) -> u64 {
+        [Ddir::Read, Ddir::Write]
+            .iter()
+            .map(|&d| self.stats.dir(d).lat.max)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// A lock's figures for the report.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LockReport {
+    pub name: String,
+    pub acquisitions: u64,
+    pub contended: u64,
+    pub wait_ns: u64,
+    pub held_ns: u64,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct SimResult {
+    pub jobs: Vec<JobResult>,
+    /// Virtual time at the end.
+    pub end: Nanos,
+    pub events: u64,
+    /// Bios completed.
+    pub completed: u64,
+    /// Per CPU: virtual ns spent busy.
+    pub cpu_busy: Vec<u64>,
+    pub locks: Vec<LockReport>,
+    pub driver: crate::driver::DriverStats,
+    pub model_stats: Vec<(&'static str, u64)>,
+    /// The scheduler's typed statistics at the end.
+    pub sched: mqblk_sched::SchedStats,
+    /// Per hardware queue: (runs, requests issued).
+    pub hctx_stats: Vec<(u64, u64)>,
+}
+
+impl SimResult {
+    pub fn total_iops(&self) -> f64 {
+        self.completed as f64 / (self.end.0.max(1) as f64 / 1e9)
+    }
+    pub fn total_bw_mbs(&self) -> f64 {
+        let bytes: u64 = self.jobs.iter().map(|j| j.bytes).sum();
+        bytes as f64 / 1e6 / (self.end.0.max(1) as f64 / 1e9)
+    }
+}
+
+impl Sim {
+    pub(super) fn finish(self) -> Result<SimResult, SimError> {
+        let q = self.queue.clone();
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| q.teardown())) {
+            return Err(self.invariant(format!("at teardown: {}", panic_text(&p))));
+        }
+        let completed = self.jobs.iter().map(|j| j.ios + j.errors).sum::<u64>();
+        let names = |i: usize, nr_hw: usize, nr_ctx: usize| -> String {
+            if i == 0 {
+                "elevator".into()
+            } else if i <= nr_hw {
+                format!("hctx{}", i - 1)
+            } else if i <= nr_hw + nr_ctx {
+                format!("ctx{}", i - 1 - nr_hw)
+            } else {
+                format!("hw{}", i - 1 - nr_hw - nr_ctx)
+            }
+        };
+        let locks = self
+            .locks
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.acquisitions > 0)
+            .map(|(i, l)| LockReport {
+                name: names(i, self.nr_hw, self.nr_ctx),
+                acquisitions: l.acquisitions,
+                contended: l.contended,
+                wait_ns: l.wait_ns,
+                held_ns: l.held_ns,
+            })
+            .collect();
+        let hctx_stats = (0..self.nr_hw)
+            .map(|h| {
+                let s = &self.queue.hctx(HctxIdx(h as u16)).stats;
+                (s.run.get(), s.issued.get())
+            })
+            .collect();
+        let end = self.jobs.iter().map(|j| j.end).max().unwrap_or(self.now);
+        let jobs = self
+            .jobs
+            .into_iter()
+            .map(|mut j| {
+                // Statistics start after the ramp, as the threaded runner's do.
+                j.start = (j.start + j.def.ramp.0).min(j.end);
+                let rt = j.end.saturating_sub(j.start);
+                j.stats.job_runtime_ns = rt;
+                for d in 0..2 {
+                    if j.stats.dirs[d].total_ios > 0 {
+                        j.stats.dirs[d].runtime_ns = rt;
+                    }
+                }
+                if j.errors > 0 {
+                    j.stats.error = 5; // EIO, as fio reports a job that saw I/O errors
+                    j.stats.error_text = format!("{} I/O errors", j.errors);
+                }
+                JobResult {
+                    name: j.def.name,
+                    kind: j.def.kind,
+                    cpu: j.def.cpu,
+                    stats: j.stats,
+                    ios: j.ios,
+                    bytes: j.bytes,
+                    errors: j.errors,
+                    start: Nanos(j.start),
+                    end: Nanos(j.end),
+                }
+            })
+            .collect();
+        Ok(SimResult {
+            jobs,
+            end: Nanos(end),
+            events: self.events,
+            completed,
+            cpu_busy: self.cpus.iter().map(|c| c.busy_ns).collect(),
+            locks,
+            driver: self.driver.stats(),
+            model_stats: self.driver.model_stats(),
+            sched: mqblk_sched::SchedStats::of(self.queue.elevator()),
+            hctx_stats,
+        })
+    }
+}
