@@ -113,9 +113,9 @@ impl State {
     pub(super) fn asymmetric_for(&self, id: Option<u32>) -> bool {
         let smallest = id
             .and_then(|i| self.qr(i).counted)
-            .is_some_and(|w| self.weights.iter().all(|&(x, _)| x >= w));
-        (self.weights.len() > 1 && !smallest)
-            || self.busy_classes.iter().filter(|&&n| n > 0).count() > 1
+            .is_some_and(|w| self.load.weights.iter().all(|&(x, _)| x >= w));
+        (self.load.weights.len() > 1 && !smallest)
+            || self.load.busy_classes.iter().filter(|&&n| n > 0).count() > 1
             || self.groups.with_pending > 1
     }
 
@@ -195,7 +195,7 @@ impl State {
             || (!q.wr.soft_rt && q.wr.service > MAX_SERVICE_FROM_WR);
         if over {
             self.q(id).wr = Wr::default();
-            self.wr_busy -= 1;
+            self.load.wr_busy -= 1;
             self.stats.wr_ended += 1;
             self.update_pending(id);
         }
@@ -220,19 +220,19 @@ impl State {
 
     /// Queue `qid` was just created: burst detection (`bfq_handle_burst`).
     pub(super) fn note_creation(&mut self, qid: u32, now: Nanos) {
-        if now.saturating_sub(self.last_created) > BURST_INTERVAL {
-            self.burst.clear();
-            self.large_burst = false;
+        if now.saturating_sub(self.burst.last_created) > BURST_INTERVAL {
+            self.burst.list.clear();
+            self.burst.large = false;
         }
-        self.last_created = now;
-        if self.large_burst {
+        self.burst.last_created = now;
+        if self.burst.large {
             self.q(qid).in_large_burst = true;
             return;
         }
-        self.burst.push(qid);
-        if self.burst.len() > LARGE_BURST {
-            self.large_burst = true;
-            for id in std::mem::take(&mut self.burst) {
+        self.burst.list.push(qid);
+        if self.burst.list.len() > LARGE_BURST {
+            self.burst.large = true;
+            for id in std::mem::take(&mut self.burst.list) {
                 if let Some(q) = self.queues.get_mut(id as usize).and_then(|q| q.as_mut()) {
                     q.in_large_burst = true;
                 }
@@ -376,11 +376,11 @@ impl State {
         let short = Self::has_short_ttime(q, k);
         let seq_io_bound = !self.is_seeky(id) && short;
         let boosts = rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound);
-        let boosts_without_issues = boosts && (self.wr_busy == 0 || q.wr.coeff > 1);
-        let busy: u32 = self.busy_classes.iter().sum();
+        let boosts_without_issues = boosts && (self.load.wr_busy == 0 || q.wr.coeff > 1);
+        let busy: u32 = self.load.busy_classes.iter().sum();
         let guarantees = short
             && ((q.wr.coeff > 1
-                && (self.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
+                && (self.load.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
                 || self.asymmetric_for(Some(id)));
         boosts_without_issues || guarantees
     }
@@ -452,7 +452,7 @@ impl State {
             self.became_idle(c, now);
         }
         self.update_pending(c);
-        self.injected_during = true;
+        self.inject.injected = true;
         self.stats.injected += 1;
         self.stats.dispatched += 1;
         Some(RqId(rq))
@@ -464,10 +464,10 @@ impl State {
         let owner = self.rqs[rq as usize].queue;
         if self.dev.rq_in_driver == 0
             && self.in_service == Some(owner)
-            && self.occupied_at.is_none()
+            && self.inject.occupied_at.is_none()
         {
-            self.occupied_at = Some(now);
-            self.injected_during = false;
+            self.inject.occupied_at = Some(now);
+            self.inject.injected = false;
         }
         self.dev.rq_in_driver += 1;
         let d = &mut self.dev;
@@ -529,7 +529,7 @@ impl State {
             }
         }
         if self.in_service == Some(info.queue) && self.qr(info.queue).dispatched == 1 {
-            if let Some(at) = self.occupied_at.take() {
+            if let Some(at) = self.inject.occupied_at.take() {
                 self.update_inject_limit(info.queue, now.saturating_sub(at).0, now);
             }
         }
@@ -540,7 +540,7 @@ impl State {
     fn update_inject_limit(&mut self, id: u32, tot: u64, now: Nanos) {
         let in_driver = self.dev.rq_in_driver;
         let max_in_driver = self.dev.max_rq_in_driver;
-        let injected = std::mem::take(&mut self.injected_during);
+        let injected = std::mem::take(&mut self.inject.injected);
         let q = self.q(id);
         let old = q.inject_limit;
         if q.last_serv_time > 0 && injected {

@@ -419,6 +419,32 @@ impl Device {
     }
 }
 
+/// Pending queues per weight, busy queues per class, raised busy queues: what decides
+/// whether the scenario is asymmetric (`weights_tree`, `busy_queues`, `wr_busy_queues`).
+#[derive(Default)]
+pub(super) struct Load {
+    /// (weight, queues) pairs; there are few distinct weights, so a list beats a tree.
+    pub weights: Vec<(u32, u32)>,
+    pub busy_classes: [u32; 3],
+    pub wr_busy: u32,
+}
+
+/// Injection measurements of the in-service queue (`last_empty_occupied_ns`,
+/// `rqs_injected`).
+#[derive(Default)]
+pub(super) struct Inject {
+    pub occupied_at: Option<Nanos>,
+    pub injected: bool,
+}
+
+/// Queues created close together (`burst_list`, `burst_size`, `large_burst`).
+#[derive(Default)]
+pub(super) struct Burst {
+    pub list: Vec<u32>,
+    pub last_created: Nanos,
+    pub large: bool,
+}
+
 pub(super) struct State {
     pub queues: Vec<Option<Bq>>,
     free_slots: Vec<u32>,
@@ -436,16 +462,10 @@ pub(super) struct State {
     pub nr_queued: u32,
     pub restart: bool,
     pub dev: Device,
-    /// Pending queues per weight, busy queues per class, raised busy queues: what decides
-    /// whether the scenario is asymmetric (`weights_tree`, `busy_queues`, `wr_busy_queues`).
-    /// (weight, queues) pairs; there are few distinct weights, so a list beats a tree.
-    pub weights: Vec<(u32, u32)>,
-    pub busy_classes: [u32; 3],
-    pub wr_busy: u32,
-    /// Injection measurements of the in-service queue (`last_empty_occupied_ns`,
-    /// `rqs_injected`).
-    pub occupied_at: Option<Nanos>,
-    pub injected_during: bool,
+    /// What decides whether the scenario is asymmetric.
+    pub load: Load,
+    /// Injection measurements of the in-service queue.
+    pub inject: Inject,
     /// Queue merging is on for this device (tunable and `nonrot_with_queueing`).
     pub merging_on: bool,
     /// What merged-away queues were like, by issuer, for when they split again
@@ -453,10 +473,8 @@ pub(super) struct State {
     pub saved: HashMap<u32, Saved>,
     /// The queue of the last completed request, and when (waker detection).
     pub last_completion: Option<(u32, Nanos)>,
-    /// Queues created close together (`burst_list`, `burst_size`).
-    pub burst: Vec<u32>,
-    pub last_created: Nanos,
-    pub large_burst: bool,
+    /// Queues created close together.
+    pub burst: Burst,
     /// Idle queues kept for their issuers, oldest first.
     retiring: VecDeque<(u32, Nanos)>,
     /// The time of the operation in progress.
@@ -532,17 +550,12 @@ impl Bfq {
                     last_dispatch_end: 0,
                     last_dispatch: Nanos::ZERO,
                 },
-                weights: Vec::new(),
-                busy_classes: [0; 3],
-                wr_busy: 0,
-                occupied_at: None,
-                injected_during: false,
+                load: Load::default(),
+                inject: Inject::default(),
                 merging_on: false,
                 saved: HashMap::new(),
                 last_completion: None,
-                burst: Vec::new(),
-                last_created: Nanos::ZERO,
-                large_burst: false,
+                burst: Burst::default(),
                 retiring: VecDeque::new(),
                 now: Nanos::ZERO,
                 stats: BfqCounters::default(),
@@ -559,7 +572,7 @@ impl Bfq {
     /// Makes the lock-free mirrors of `st` current.
     fn publish(&self, st: &State) {
         self.queued.store(st.nr_queued, Ordering::Release);
-        self.raised.store(st.wr_busy, Ordering::Release);
+        self.raised.store(st.load.wr_busy, Ordering::Release);
     }
 
     pub(super) fn knobs(&self) -> Knobs {
@@ -767,7 +780,7 @@ impl State {
         if self.last_completion.is_some_and(|(q, _)| q == id) {
             self.last_completion = None;
         }
-        self.burst.retain(|&b| b != id);
+        self.burst.list.retain(|&b| b != id);
         self.queues[id as usize] = None;
         self.free_slots.push(id);
     }
@@ -779,9 +792,9 @@ impl State {
         q.in_tree = true;
         let (group, class, weight, budget) = (q.group, q.class, q.weight(), q.budget);
         if q.wr.coeff > 1 {
-            self.wr_busy += 1;
+            self.load.wr_busy += 1;
         }
-        self.busy_classes[class] += 1;
+        self.load.busy_classes[class] += 1;
         self.groups.activate(group, id, class, weight, budget);
     }
 
@@ -790,9 +803,9 @@ impl State {
         let q = self.q(id);
         q.last_idle = now;
         let (class, raised) = (q.class, q.wr.coeff > 1);
-        self.busy_classes[class] -= 1;
+        self.load.busy_classes[class] -= 1;
         if raised {
-            self.wr_busy -= 1;
+            self.load.wr_busy -= 1;
         }
     }
 
@@ -802,7 +815,7 @@ impl State {
             return;
         };
         self.idle_until = None;
-        self.occupied_at = None;
+        self.inject.occupied_at = None;
         match why {
             Expire::TooIdle => self.stats.expired_too_idle += 1,
             Expire::BudgetTimeout => self.stats.expired_timeout += 1,
@@ -898,7 +911,7 @@ impl State {
 
     /// Chooses the next queue to serve, by class then B-WF2Q+ down the hierarchy.
     fn select(&mut self, now: Nanos) -> Option<u32> {
-        let idle_busy = self.busy_classes[2] > 0;
+        let idle_busy = self.load.busy_classes[2] > 0;
         let idle_due = idle_busy
             && (self.idle_class_due
                 || now.saturating_sub(self.last_idle_class) >= IDLE_CLASS_TIMEOUT);
@@ -916,8 +929,8 @@ impl State {
         self.in_service = Some(id);
         self.idle_until = None;
         self.slice_start = now;
-        self.occupied_at = None;
-        self.injected_during = false;
+        self.inject.occupied_at = None;
+        self.inject.injected = false;
         self.update_wr(id, now, k);
         self.reset_inject_limit(id, now, k);
         let q = self.q(id);
@@ -959,19 +972,20 @@ impl State {
         if old != want {
             if let Some(w) = old {
                 let i = self
+                    .load
                     .weights
                     .iter()
                     .position(|&(x, _)| x == w)
                     .expect("counted weight");
-                self.weights[i].1 -= 1;
-                if self.weights[i].1 == 0 {
-                    self.weights.swap_remove(i);
+                self.load.weights[i].1 -= 1;
+                if self.load.weights[i].1 == 0 {
+                    self.load.weights.swap_remove(i);
                 }
             }
             if let Some(w) = want {
-                match self.weights.iter_mut().find(|(x, _)| *x == w) {
+                match self.load.weights.iter_mut().find(|(x, _)| *x == w) {
                     Some(e) => e.1 += 1,
-                    None => self.weights.push((w, 1)),
+                    None => self.load.weights.push((w, 1)),
                 }
             }
         }
@@ -1286,8 +1300,8 @@ impl Elevator for Bfq {
                 // The queue we were idling for has work again. Its service time, for the
                 // injection limit, counts from now if injected requests occupy the device.
                 st.idle_until = None;
-                if st.occupied_at.is_none() && st.dev.rq_in_driver > 0 {
-                    st.occupied_at = Some(now);
+                if st.inject.occupied_at.is_none() && st.dev.rq_in_driver > 0 {
+                    st.inject.occupied_at = Some(now);
                 }
             } else if !bq.in_tree {
                 st.idle_to_busy(qid, now, &k);
@@ -1363,7 +1377,7 @@ impl Elevator for Bfq {
     fn next_timer(&self) -> Option<Nanos> {
         let st = self.st.lock();
         // Once the IDLE class is due it needs no more timer: the next selection serves it.
-        let idle_class = (st.busy_classes[2] > 0 && !st.idle_class_due)
+        let idle_class = (st.load.busy_classes[2] > 0 && !st.idle_class_due)
             .then(|| st.last_idle_class.saturating_add(IDLE_CLASS_TIMEOUT));
         match (st.idle_until, idle_class) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -1378,7 +1392,9 @@ impl Elevator for Bfq {
         if st.idle_until.is_some_and(|t| t <= now) {
             st.expire(&k, Expire::TooIdle, now);
         }
-        if st.busy_classes[2] > 0 && now.saturating_sub(st.last_idle_class) >= IDLE_CLASS_TIMEOUT {
+        if st.load.busy_classes[2] > 0
+            && now.saturating_sub(st.last_idle_class) >= IDLE_CLASS_TIMEOUT
+        {
             st.idle_class_due = true;
             // The kernel serves the IDLE class at the first selection after its timeout, so
             // it may wait out the rest of a long turn; we end that turn here, so the IDLE
@@ -1421,7 +1437,7 @@ impl Elevator for Bfq {
             st.dev.peak_rate,
             st.max_budget(&k),
             st.asymmetric(),
-            st.wr_busy,
+            st.load.wr_busy,
         );
         for (i, g) in st.groups.slots.iter().enumerate() {
             let _ = writeln!(
@@ -1512,14 +1528,14 @@ impl Elevator for Bfq {
             }
         }
         assert_eq!(
-            busy, st.busy_classes,
+            busy, st.load.busy_classes,
             "bfq: busy queues per class out of step"
         );
         assert_eq!(
-            wr_busy, st.wr_busy,
+            wr_busy, st.load.wr_busy,
             "bfq: weight-raised busy count out of step"
         );
-        let counted: u32 = st.weights.iter().map(|e| e.1).sum();
+        let counted: u32 = st.load.weights.iter().map(|e| e.1).sum();
         let pending = st
             .queues
             .iter()
