@@ -10,11 +10,13 @@
 mod clock;
 mod cpu;
 pub mod job;
+pub mod run;
 mod submitter;
 mod workers;
 
 pub use clock::MonotonicClock;
 pub use cpu::{pin_current_thread, process_cpu_time, thread_cpu_time, CpuTime};
 pub use job::{run_job, JobOutcome, LatSink, Progress, RunJob};
+pub use run::{execute, execute_on, Execution, Plan, Sink};
 pub use submitter::SubmitterHandle;
 pub use workers::{CompletionMode, CompletionWorkers};

@@ -1,7 +1,7 @@
 //! Built-in experiments: `mqblk bench --preset=NAME`. Each runs a matrix of configurations
 //! and prints one table, with the figures an issue asks for.
 
-use super::{execute, Execution, Plan};
+use mqblk_runtime::{execute, Execution, Plan};
 use mqblk_workload::{parse_job_text, CommandLine};
 
 pub const NAMES: &[&str] = &["null-none", "sched-cost", "seed000", "seed002"];

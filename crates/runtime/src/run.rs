@@ -1,0 +1,286 @@
+//! A run of fio jobs on real threads: the plan (one device for all jobs, one [`RunJob`]
+//! per job clone on its own software queue), its execution (a thread per clone, started
+//! together), the measurements in fio's shape ([`Sink`]) and a live progress line.
+
+use crate::{
+    process_cpu_time, run_job, CpuTime, JobOutcome, LatSink, MonotonicClock, Progress, RunJob,
+};
+use mqblk_core::{IoBuf, RequestQueue};
+use mqblk_device::{Device, DeviceConfig, DriverKind};
+use mqblk_workload::{JobSpec, JobStats};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What a run consists of: one device and the job clones on it.
+pub struct Plan {
+    pub device: DeviceConfig,
+    pub jobs: Vec<RunJob>,
+    /// For each clone, the index of the `JobSpec` it came from.
+    pub spec_of: Vec<usize>,
+    pub specs: Vec<JobSpec>,
+}
+
+impl Plan {
+    pub fn from_specs(specs: &[JobSpec]) -> Result<Plan, String> {
+        if specs.is_empty() {
+            return Err("no jobs given".into());
+        }
+        let mut device = DeviceConfig::from_jobs(specs)?;
+        let total: usize = specs.iter().map(|s| s.numjobs.max(1) as usize).sum();
+        let nr_ctx = if device.nr_ctx == 0 {
+            total.max(1)
+        } else {
+            device.nr_ctx as usize
+        };
+        // Completions are routed to the software queue a bio came from, so each job clone
+        // needs a software queue of its own.
+        if nr_ctx < total {
+            return Err(format!("nr_ctx={nr_ctx}: fewer software queues than job clones ({total}); each clone needs its own"));
+        }
+        if device.fixed_buffers && device.driver != DriverKind::Uring {
+            return Err("fixedbufs: needs ioengine=io_uring (driver=uring)".into());
+        }
+        let entropy = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        let resolved = mqblk_workload::resolve(specs, |_| Ok(device.size_bytes), entropy)
+            .map_err(|e| e.to_string())?;
+        let mut jobs = Vec::with_capacity(total);
+        let mut spec_of = Vec::with_capacity(total);
+        for job in resolved {
+            let s = &specs[job.spec];
+            if job.verify && job.bs.iter().any(|&b| b < 512) {
+                return Err(format!(
+                    "job '{}': verify=crc32c needs bs of at least 512",
+                    s.name
+                ));
+            }
+            spec_of.push(job.spec);
+            let k = job.index;
+            jobs.push(RunJob {
+                ioprio: crate::job::ioprio(&job),
+                with_data: job.verify || device.memory_backed || device.driver == DriverKind::Uring,
+                ctx: mqblk_core::CtxIdx((k * nr_ctx / total.max(1)) as u16),
+                issuer: k as u32 + 1,
+                group: crate::job::join_cgroup(&job, &device.blkcg)?,
+                job,
+            });
+        }
+        // One registered buffer per I/O any job can have in flight, of the largest block.
+        if device.fixed_buffers {
+            device.fixed_buf_count = jobs.iter().map(|j| j.job.iodepth).sum();
+            device.fixed_buf_size = jobs
+                .iter()
+                .map(|j| j.job.max_bs())
+                .max()
+                .unwrap_or(4096)
+                .next_multiple_of(4096);
+        }
+        Ok(Plan {
+            device,
+            jobs,
+            spec_of,
+            specs: specs.to_vec(),
+        })
+    }
+}
+
+/// One job clone's measurements, in fio's shape.
+pub struct Sink {
+    pub stats: JobStats,
+    window: [(u64, u64); 2],
+}
+
+impl Sink {
+    fn new(name: &str, spec: &JobSpec) -> Sink {
+        let mut stats = JobStats::new(name);
+        for d in stats.dirs.iter_mut() {
+            *d = mqblk_workload::DirStats::with_percentiles(
+                spec.slat_percentiles,
+                spec.clat_percentiles,
+                spec.lat_percentiles,
+            );
+        }
+        Sink {
+            stats,
+            window: [(0, 0); 2],
+        }
+    }
+}
+
+impl LatSink for Sink {
+    #[inline]
+    fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, _lat: u64) {
+        let d = usize::from(write);
+        self.stats.dirs[d].record_io(bytes, slat, clat);
+        self.window[d].0 += bytes;
+        self.window[d].1 += 1;
+    }
+    fn error(&mut self, _write: bool, errno: i32) {
+        // fio's `error`: the errno of the first error.
+        if self.stats.error == 0 {
+            self.stats.error = errno;
+        }
+    }
+    fn sync(&mut self, lat: u64) {
+        self.stats.sync.record(lat);
+    }
+    fn submitted(&mut self, n: u64, depth: u64) {
+        self.stats.mark_submit(n);
+        self.stats.mark_depth(depth, n);
+    }
+    fn completed(&mut self, n: u64) {
+        self.stats.mark_complete(n);
+    }
+    fn sample(&mut self, window_ns: u64) {
+        for d in 0..2 {
+            let (bytes, ios) = std::mem::take(&mut self.window[d]);
+            if window_ns > 0 && self.stats.dirs[d].total_ios > 0 {
+                self.stats.dirs[d].push_sample(bytes, ios, window_ns);
+            }
+        }
+    }
+}
+
+/// The result of running a plan.
+pub struct Execution {
+    pub queue: Arc<RequestQueue>,
+    pub device: Device,
+    pub results: Vec<(Sink, JobOutcome)>,
+    pub wall: Duration,
+    pub cpu: CpuTime,
+    pub started_ms: u64,
+}
+
+impl Execution {
+    pub fn total_ios(&self) -> u64 {
+        self.results.iter().map(|(_, o)| o.ios).sum()
+    }
+}
+
+/// Builds the device and runs every job clone on its own thread.
+pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
+    let device = mqblk_device::build(&plan.device, plan.jobs.len())?;
+    execute_on(device, plan, show_progress)
+}
+
+/// Runs a plan on an existing device (whose software queues must cover the plan's Ctxs).
+pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Execution, String> {
+    let queue = device.queue.clone();
+    let pool = device.uring.as_ref().and_then(|u| u.buf_pool().cloned());
+    let clock = MonotonicClock::new();
+    // Dropped (stopped and joined) when this function returns, after every job finished.
+    let _workers = plan
+        .device
+        .hctx_workers
+        .then(|| crate::CompletionWorkers::start(&queue, &clock));
+    if let Some(j) = plan
+        .jobs
+        .iter()
+        .find(|j| j.ctx.0 as usize >= queue.nr_ctx())
+    {
+        return Err(format!(
+            "job '{}': no software queue {} on this device",
+            j.job.name, j.ctx.0
+        ));
+    }
+    let progress = Progress::default();
+    let start = Barrier::new(plan.jobs.len() + 1);
+    let started_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let (results, wall, cpu) = std::thread::scope(|scope| {
+        let handles: Vec<_> = plan
+            .jobs
+            .iter()
+            .zip(&plan.spec_of)
+            .map(|(job, &spec)| {
+                let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
+                let sink = Sink::new(&job.job.name, &plan.specs[spec]);
+                // With registered buffers, the job's buffers come from the device's pool, so
+                // its I/O goes as READ_FIXED/WRITE_FIXED; they return to the pool when the
+                // job ends.
+                let max_bs = job.job.max_bs() as usize;
+                let bufs = if job.with_data {
+                    (0..job.job.iodepth)
+                        .map(|_| {
+                            pool.as_ref()
+                                .and_then(|p| p.alloc(max_bs))
+                                .unwrap_or_else(|| IoBuf::new(max_bs))
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                std::thread::Builder::new()
+                    .name(format!("mqblk-job-{}", job.issuer))
+                    .spawn_scoped(scope, move || run_job(q, c, job, sink, b, p, bufs))
+                    .expect("spawning a job thread")
+            })
+            .collect();
+        let cpu0 = process_cpu_time();
+        start.wait();
+        let t0 = Instant::now();
+        let progress_ref = &progress;
+        let ticker =
+            show_progress.then(|| scope.spawn(move || progress_line(progress_ref, plan, t0)));
+        let results: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("a job thread panicked"))
+            .collect();
+        let wall = t0.elapsed();
+        let cpu = process_cpu_time().since(cpu0);
+        progress.stop.store(true, Ordering::Release);
+        if let Some(t) = ticker {
+            let _ = t.join();
+        }
+        (results, wall, cpu)
+    });
+    Ok(Execution {
+        queue,
+        device,
+        results,
+        wall,
+        cpu,
+        started_ms,
+    })
+}
+
+/// The live one-line display: IOPS and bandwidth over the last second, and time left.
+fn progress_line(progress: &Progress, plan: &Plan, t0: Instant) {
+    let total = plan
+        .jobs
+        .iter()
+        .filter_map(|j| j.job.runtime_ns.map(|r| r + j.job.ramp_ns))
+        .max();
+    let (mut last_ios, mut last_bytes, mut last_t) = (0u64, 0u64, t0);
+    let mut shown = false;
+    while !progress.stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+        if last_t.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        let (ios, bytes) = (
+            progress.ios.load(Ordering::Relaxed),
+            progress.bytes.load(Ordering::Relaxed),
+        );
+        let dt = last_t.elapsed().as_secs_f64();
+        let eta = total.map(|t| (t as f64 / 1e9 - t0.elapsed().as_secs_f64()).max(0.0));
+        eprint!(
+            "\r[{} jobs] {} IOPS, {}  elapsed {:.0}s{}   ",
+            plan.jobs.len(),
+            mqblk_workload::format_count(((ios - last_ios) as f64 / dt) as u64),
+            mqblk_workload::format_rate(((bytes - last_bytes) as f64 / dt) as u64),
+            t0.elapsed().as_secs_f64(),
+            eta.map(|e| format!(", eta {e:.0}s")).unwrap_or_default()
+        );
+        shown = true;
+        (last_ios, last_bytes, last_t) = (ios, bytes, Instant::now());
+    }
+    if shown {
+        eprint!("\r{:78}\r", "");
+    }
+}
