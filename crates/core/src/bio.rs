@@ -45,40 +45,32 @@ impl ReqOp {
     }
 }
 
-/// Request flags carried by the bio into the request (`REQ_FUA`, `REQ_PREFLUSH`, ...).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ReqFlags(pub u8);
+bitflags::bitflags! {
+    /// Request flags carried by the bio into the request (`REQ_FUA`, `REQ_PREFLUSH`, ...).
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct ReqFlags: u8 {
+        /// Forced unit access: the data is durable when the request completes.
+        const FUA = 1 << 0;
+        /// Flush the volatile cache before this request.
+        const PREFLUSH = 1 << 1;
+        /// Synchronous: a task waits for it (reads are always sync).
+        const SYNC = 1 << 2;
+        /// Filesystem metadata.
+        const META = 1 << 3;
+        /// Never merge this bio or request.
+        const NOMERGE = 1 << 4;
+        /// Completed by polling a POLL hardware queue (`REQ_POLLED`).
+        const POLLED = 1 << 5;
+        /// The issuer has nothing more to send right away (`REQ_IDLE`; O_DIRECT writes).
+        const IDLE = 1 << 6;
+    }
+}
 
 impl ReqFlags {
-    /// Forced unit access: the data is durable when the request completes.
-    pub const FUA: ReqFlags = ReqFlags(1 << 0);
-    /// Flush the volatile cache before this request.
-    pub const PREFLUSH: ReqFlags = ReqFlags(1 << 1);
-    /// Synchronous: a task waits for it (reads are always sync).
-    pub const SYNC: ReqFlags = ReqFlags(1 << 2);
-    /// Filesystem metadata.
-    pub const META: ReqFlags = ReqFlags(1 << 3);
-    /// Never merge this bio or request.
-    pub const NOMERGE: ReqFlags = ReqFlags(1 << 4);
-    /// The issuer has nothing more to send right away (`REQ_IDLE`; O_DIRECT writes).
-    pub const IDLE: ReqFlags = ReqFlags(1 << 6);
-    /// Completed by polling a POLL hardware queue (`REQ_POLLED`).
-    pub const POLLED: ReqFlags = ReqFlags(1 << 5);
     /// The flags that forbid merging, as the kernel's `REQ_NOMERGE_FLAGS`.
-    pub const NOMERGE_FLAGS: ReqFlags = ReqFlags(Self::NOMERGE.0 | Self::PREFLUSH.0 | Self::FUA.0);
-
-    pub const fn empty() -> ReqFlags {
-        ReqFlags(0)
-    }
-    pub const fn contains(self, other: ReqFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-    pub const fn intersects(self, other: ReqFlags) -> bool {
-        self.0 & other.0 != 0
-    }
-    pub const fn union(self, other: ReqFlags) -> ReqFlags {
-        ReqFlags(self.0 | other.0)
-    }
+    pub const NOMERGE_FLAGS: ReqFlags = ReqFlags::NOMERGE
+        .union(ReqFlags::PREFLUSH)
+        .union(ReqFlags::FUA);
 }
 
 /// The I/O priority class (`IOPRIO_CLASS_*`).

@@ -16,20 +16,17 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Elevator feature flags (`ELEVATOR_F_*`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct ElvFeatures(pub u32);
-
-impl ElvFeatures {
-    /// The scheduler keeps per-hardware-queue state and only returns requests of the hctx it
-    /// is asked for, so every hctx may be run (kyber). Without it, and with several hardware
-    /// queues, the core runs only the submitter's own hctx (seed 000, `QUEUE_FLAG_SQ_SCHED`).
-    pub const MQ_AWARE: ElvFeatures = ElvFeatures(1 << 0);
-    /// The scheduler wants zoned sequential-write ordering (unused for now).
-    pub const ZBD_SEQ_WRITE: ElvFeatures = ElvFeatures(1 << 1);
-
-    pub fn contains(self, f: ElvFeatures) -> bool {
-        self.0 & f.0 == f.0
+bitflags::bitflags! {
+    /// Elevator feature flags (`ELEVATOR_F_*`).
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+    pub struct ElvFeatures: u32 {
+        /// The scheduler keeps per-hardware-queue state and only returns requests of the hctx
+        /// it is asked for, so every hctx may be run (kyber). Without it, and with several
+        /// hardware queues, the core runs only the submitter's own hctx (seed 000,
+        /// `QUEUE_FLAG_SQ_SCHED`).
+        const MQ_AWARE = 1 << 0;
+        /// The scheduler wants zoned sequential-write ordering (unused for now).
+        const ZBD_SEQ_WRITE = 1 << 1;
     }
 }
 

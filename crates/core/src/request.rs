@@ -47,32 +47,22 @@ pub enum RqState {
     Complete,
 }
 
-/// The core's private request flags (`RQF_*`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct RqFlags(pub u16);
-
-impl RqFlags {
-    /// Allocated from scheduler tags (`RQF_SCHED_TAGS`).
-    pub const SCHED_TAGS: RqFlags = RqFlags(1 << 0);
-    /// Goes through the elevator (`RQF_USE_SCHED`).
-    pub const USE_SCHED: RqFlags = RqFlags(1 << 1);
-    /// The driver already prepared it; a requeue bypasses the elevator (`RQF_DONTPREP`).
-    pub const DONTPREP: RqFlags = RqFlags(1 << 2);
-    /// The timeout handler has seen it (`RQF_TIMED_OUT`).
-    pub const TIMED_OUT: RqFlags = RqFlags(1 << 3);
-    /// Allocated from the reserved pool.
-    pub const RESERVED: RqFlags = RqFlags(1 << 4);
-    /// Holds a driver budget token.
-    pub const BUDGET: RqFlags = RqFlags(1 << 5);
-
-    pub fn contains(self, f: RqFlags) -> bool {
-        self.0 & f.0 == f.0
-    }
-    pub fn insert(&mut self, f: RqFlags) {
-        self.0 |= f.0;
-    }
-    pub fn remove(&mut self, f: RqFlags) {
-        self.0 &= !f.0;
+bitflags::bitflags! {
+    /// The core's private request flags (`RQF_*`).
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+    pub struct RqFlags: u16 {
+        /// Allocated from scheduler tags (`RQF_SCHED_TAGS`).
+        const SCHED_TAGS = 1 << 0;
+        /// Goes through the elevator (`RQF_USE_SCHED`).
+        const USE_SCHED = 1 << 1;
+        /// The driver already prepared it; a requeue bypasses the elevator (`RQF_DONTPREP`).
+        const DONTPREP = 1 << 2;
+        /// The timeout handler has seen it (`RQF_TIMED_OUT`).
+        const TIMED_OUT = 1 << 3;
+        /// Allocated from the reserved pool.
+        const RESERVED = 1 << 4;
+        /// Holds a driver budget token.
+        const BUDGET = 1 << 5;
     }
 }
 

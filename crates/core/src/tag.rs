@@ -353,27 +353,20 @@ impl Tags {
     }
 }
 
-/// Tag-set flags (`BLK_MQ_F_*`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct TagSetFlags(pub u32);
-
-impl TagSetFlags {
-    /// Set automatically when more than one queue uses the set.
-    pub const TAG_QUEUE_SHARED: TagSetFlags = TagSetFlags(1 << 1);
-    /// One tag space for all hardware queues (SCSI `host_tagset`).
-    pub const TAG_HCTX_SHARED: TagSetFlags = TagSetFlags(1 << 3);
-    /// `queue_rq` may block: the runtime must not call it from a context that cannot.
-    pub const BLOCKING: TagSetFlags = TagSetFlags(1 << 4);
-    /// Round-robin tag allocation.
-    pub const TAG_RR: TagSetFlags = TagSetFlags(1 << 5);
-    /// Default to `none` even for a single hardware queue.
-    pub const NO_SCHED_BY_DEFAULT: TagSetFlags = TagSetFlags(1 << 6);
-
-    pub fn contains(self, f: TagSetFlags) -> bool {
-        self.0 & f.0 == f.0
-    }
-    pub fn union(self, f: TagSetFlags) -> TagSetFlags {
-        TagSetFlags(self.0 | f.0)
+bitflags::bitflags! {
+    /// Tag-set flags (`BLK_MQ_F_*`).
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+    pub struct TagSetFlags: u32 {
+        /// Set automatically when more than one queue uses the set.
+        const TAG_QUEUE_SHARED = 1 << 1;
+        /// One tag space for all hardware queues (SCSI `host_tagset`).
+        const TAG_HCTX_SHARED = 1 << 3;
+        /// `queue_rq` may block: the runtime must not call it from a context that cannot.
+        const BLOCKING = 1 << 4;
+        /// Round-robin tag allocation.
+        const TAG_RR = 1 << 5;
+        /// Default to `none` even for a single hardware queue.
+        const NO_SCHED_BY_DEFAULT = 1 << 6;
     }
 }
 

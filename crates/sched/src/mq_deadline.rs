@@ -1073,7 +1073,7 @@ fn init(init: &ElevatorInit) -> Box<dyn Elevator> {
 pub const MQ_DEADLINE: ElevatorType = ElevatorType {
     name: "mq-deadline",
     alias: Some("deadline"),
-    features: ElvFeatures(0),
+    features: ElvFeatures::empty(),
     tunables: &TUNABLES,
     aliases: &[],
     init: Some(init),

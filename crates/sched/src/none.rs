@@ -6,7 +6,7 @@ use mqblk_core::{ElevatorType, ElvCost, ElvFeatures};
 pub const NONE: ElevatorType = ElevatorType {
     name: "none",
     alias: None,
-    features: ElvFeatures(0),
+    features: ElvFeatures::empty(),
     tunables: &[],
     aliases: &[],
     init: None,

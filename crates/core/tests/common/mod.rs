@@ -617,7 +617,7 @@ fn fifo_mq_init(init: &mqblk_core::ElevatorInit) -> Box<dyn mqblk_core::Elevator
 pub static FIFO: mqblk_core::ElevatorType = mqblk_core::ElevatorType {
     name: "fifo",
     alias: None,
-    features: mqblk_core::ElvFeatures(0),
+    features: mqblk_core::ElvFeatures::empty(),
     tunables: &[],
     aliases: &[],
     init: Some(fifo_init),
@@ -652,7 +652,7 @@ impl mqblk_core::Elevator for Fifo {
         if self.mq_aware {
             mqblk_core::ElvFeatures::MQ_AWARE
         } else {
-            mqblk_core::ElvFeatures(0)
+            mqblk_core::ElvFeatures::empty()
         }
     }
 

@@ -1559,7 +1559,7 @@ fn init(init: &ElevatorInit) -> Box<dyn Elevator> {
 pub const BFQ: ElevatorType = ElevatorType {
     name: "bfq",
     alias: None,
-    features: ElvFeatures(0),
+    features: ElvFeatures::empty(),
     tunables: &TUNABLES,
     aliases: &ALIASES,
     init: Some(init),
