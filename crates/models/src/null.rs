@@ -7,17 +7,17 @@
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
 pub struct NullModel {
     nr_hw: u16,
     depth: u32,
     latency: u64,
     capacity: u64,
-    /// (finish time, arrival order, hw, id): arrival order breaks ties deterministically.
-    pending: BinaryHeap<Reverse<(u64, u64, u16, u64)>>,
-    seq: u64,
+    /// (finish time, hw, id) in finish order, ties in arrival order. Every command takes
+    /// the same time, so arrivals in time order only ever append; one that arrives with an
+    /// earlier clock reading (threads racing in real time) is put in its place.
+    pending: VecDeque<(u64, u16, u64)>,
     completed: u64,
 }
 
@@ -28,8 +28,7 @@ impl NullModel {
             depth: depth.max(1),
             latency: latency.0,
             capacity: capacity_bytes / 512,
-            pending: BinaryHeap::new(),
-            seq: 0,
+            pending: VecDeque::new(),
             completed: 0,
         }
     }
@@ -85,19 +84,23 @@ impl DeviceModel for NullModel {
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
-        self.seq += 1;
-        self.pending
-            .push(Reverse((now.0 + self.latency, self.seq, hw, cmd.id)));
+        let done = now.0 + self.latency;
+        if self.pending.back().is_none_or(|b| b.0 <= done) {
+            self.pending.push_back((done, hw, cmd.id));
+        } else {
+            let at = self.pending.partition_point(|p| p.0 <= done);
+            self.pending.insert(at, (done, hw, cmd.id));
+        }
     }
     fn next_event(&self) -> Option<Nanos> {
-        self.pending.peek().map(|Reverse((t, ..))| Nanos(*t))
+        self.pending.front().map(|p| Nanos(p.0))
     }
     fn advance(&mut self, now: Nanos, out: &mut Vec<DevCompletion>) {
-        while let Some(&Reverse((t, _, hw, id))) = self.pending.peek() {
+        while let Some(&(t, hw, id)) = self.pending.front() {
             if t > now.0 {
                 break;
             }
-            self.pending.pop();
+            self.pending.pop_front();
             self.completed += 1;
             out.push(DevCompletion {
                 hw,

@@ -2,7 +2,7 @@
 //!
 //! `queue_rq` does not hand commands to the model at once: the engine first works out, from
 //! the operation's CPU cost, *when* in virtual time the doorbell rang, and delivers each
-//! command then ([`SimDriver::take_staged`]). Completions go the other way: the engine lets
+//! command then ([`OpLog::take_staged`]). Completions go the other way: the engine lets
 //! the model advance, [`SimDriver::deliver`] files what finished as a raised interrupt, and
 //! the core's `poll` on the interrupt CPU collects it.
 //!
@@ -27,7 +27,7 @@ use std::sync::Arc;
 #[derive(Copy, Clone, Debug)]
 pub enum Step {
     Core(CoreStep),
-    /// `queue_rq` accepted a command; `staged` indexes [`SimDriver::take_staged`]'s list.
+    /// `queue_rq` accepted a command; `staged` indexes [`OpLog::take_staged`]'s list.
     QueueRq {
         hw: u16,
         staged: u32,
@@ -61,6 +61,9 @@ pub struct OpLog {
 
 thread_local! {
     static STEPS: std::cell::RefCell<Vec<Step>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Commands `queue_rq` accepted during the operation in progress, for the engine to
+    /// deliver at their doorbell's time (kept beside the steps, so no lock is taken).
+    static STAGED: std::cell::RefCell<Vec<Staged>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl OpLog {
@@ -74,6 +77,20 @@ impl OpLog {
     pub fn drain_into(&self, out: &mut Vec<Step>) {
         out.clear();
         STEPS.with(|v| std::mem::swap(&mut *v.borrow_mut(), out));
+    }
+    /// Files a command accepted by `queue_rq`; returns its index in the operation's list.
+    fn stage(&self, s: Staged) -> u32 {
+        STAGED.with(|v| {
+            let mut v = v.borrow_mut();
+            v.push(s);
+            v.len() as u32 - 1
+        })
+    }
+    /// Moves the commands staged so far on this thread into `out` (cleared first), indexed
+    /// as the [`Step::QueueRq`] steps say.
+    pub fn take_staged(&self, out: &mut Vec<Staged>) {
+        out.clear();
+        STAGED.with(|v| std::mem::swap(&mut *v.borrow_mut(), out));
     }
 }
 
@@ -144,7 +161,6 @@ pub struct DriverStats {
 
 struct State {
     model: Box<dyn DeviceModel>,
-    staged: Vec<Staged>,
     /// Per hctx: finished commands whose interrupt was raised, not yet polled.
     raised: Vec<Vec<(RqId, BlkStatus, bool)>>,
     inflight: Vec<u32>,
@@ -205,7 +221,6 @@ impl SimDriver {
             has_raised: (0..nr_hw).map(|_| AtomicBool::new(false)).collect(),
             st: Mutex::new(State {
                 model,
-                staged: Vec::new(),
                 raised: vec![Vec::new(); nr_hw as usize],
                 inflight: vec![0; nr_hw as usize],
                 budget: 0,
@@ -230,12 +245,6 @@ impl SimDriver {
     }
     pub fn queue_depth(&self) -> u32 {
         self.depth
-    }
-
-    /// Commands posted since the last call, indexed as the [`Step::QueueRq`] steps say.
-    pub fn take_staged(&self, out: &mut Vec<Staged>) {
-        out.clear();
-        std::mem::swap(&mut self.st.lock().staged, out);
     }
 
     /// A command reaches the device (its doorbell rang at `now`). Returns the model's next
@@ -431,9 +440,8 @@ impl Driver for SimDriver {
             nr_sectors: rq.nr_sectors,
             fua: rq.cmd_flags.contains(ReqFlags::FUA),
         };
-        let staged = st.staged.len() as u32;
-        st.staged.push(Staged { hw: hctx.0, cmd });
         drop(st);
+        let staged = self.log.stage(Staged { hw: hctx.0, cmd });
         self.log.push(Step::QueueRq { hw: hctx.0, staged });
         if last {
             self.log.push(Step::Doorbell { hw: hctx.0 });

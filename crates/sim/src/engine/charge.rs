@@ -53,7 +53,7 @@ impl Sim {
         let mut steps = std::mem::take(&mut self.steps);
         self.log.drain_into(&mut steps);
         if steps.iter().any(|s| matches!(s, Step::QueueRq { .. })) {
-            self.driver.take_staged(&mut self.staged);
+            self.log.take_staged(&mut self.staged);
         }
         let has_elv = self.queue.elevator().is_some();
         // Per-CPU summing passes (one counter line per CPU each) are spread over the

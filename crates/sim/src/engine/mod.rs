@@ -486,6 +486,8 @@ impl Sim {
         // A simulation that panicked on this thread may have left steps behind.
         self.log.drain_into(&mut self.steps);
         self.steps.clear();
+        self.log.take_staged(&mut self.staged);
+        self.staged.clear();
         for j in 0..self.jobs.len() {
             let t = self.jobs[j].def.start_at.0;
             self.push(t, Ev::Start(j as u32));
