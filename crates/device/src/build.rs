@@ -3,6 +3,7 @@
 //! tag set and a driver, with the scheduler resolved by name or alias and its tunables set.
 
 use crate::config::{DeviceConfig, DriverKind, QueueSettings};
+use crate::DeviceError;
 use mqblk_core::{Blkcg, Driver, QueueLimits, TagSetConfig, TraceHook};
 use mqblk_core::{QueueConfig, RequestQueue, TagSet, TagSetFlags};
 use mqblk_drivers::{NullConfig, NullDevice, UringConfig, UringDevice};
@@ -25,7 +26,7 @@ struct Built {
     uring: Option<Arc<UringDevice>>,
 }
 
-fn build_null(opts: &DeviceConfig) -> Result<Built, String> {
+fn build_null(opts: &DeviceConfig) -> Result<Built, DeviceError> {
     let cfg = NullConfig {
         submit_queues: opts.nr_hw_queues,
         hw_queue_depth: opts.queue_depth,
@@ -38,9 +39,9 @@ fn build_null(opts: &DeviceConfig) -> Result<Built, String> {
         faults: opts.faults,
         ..NullConfig::default()
     };
-    cfg.validate().map_err(|e| e.to_string())?;
+    cfg.validate()?;
     let set_cfg = cfg.tag_set_config();
-    let null = NullDevice::new(cfg).map_err(|e| e.to_string())?;
+    let null = NullDevice::new(cfg)?;
     let limits = null.config().queue_limits();
     Ok(Built {
         set_cfg,
@@ -52,7 +53,7 @@ fn build_null(opts: &DeviceConfig) -> Result<Built, String> {
 }
 
 /// A device model driven by the wall clock.
-fn build_model(opts: &DeviceConfig) -> Result<Built, String> {
+fn build_model(opts: &DeviceConfig) -> Result<Built, DeviceError> {
     let spec = opts.model_spec()?;
     let model = mqblk_models::build(&spec, mqblk_models::SimRng::new(1))?;
     let drv = Arc::new(mqblk_models::RealtimeDriver::new(model));
@@ -70,11 +71,10 @@ fn build_model(opts: &DeviceConfig) -> Result<Built, String> {
     })
 }
 
-fn build_uring(opts: &DeviceConfig) -> Result<Built, String> {
-    let path = opts
-        .filename
-        .as_ref()
-        .ok_or("driver=uring: needs filename= (a file or block device)")?;
+fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
+    let path = opts.filename.as_ref().ok_or_else(|| {
+        DeviceError::Invalid("driver=uring: needs filename= (a file or block device)".into())
+    })?;
     let cfg = UringConfig {
         path: path.into(),
         nr_hw_queues: opts.nr_hw_queues,
@@ -87,9 +87,13 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, String> {
         ..UringConfig::default()
     };
 
-    cfg.validate().map_err(|e| e.to_string())?;
+    let uring = |source| DeviceError::Uring {
+        path: path.clone(),
+        source,
+    };
+    cfg.validate().map_err(uring)?;
     let set_cfg = cfg.tag_set_config();
-    let dev = UringDevice::open(cfg).map_err(|e| format!("filename={path}: {e}"))?;
+    let dev = UringDevice::open(cfg).map_err(uring)?;
     let limits = dev.queue_limits();
     Ok(Built {
         set_cfg,
@@ -101,7 +105,7 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, String> {
 }
 
 /// Builds the device for `nr_submitters` job threads. Errors are one line naming the option.
-pub fn build(opts: &DeviceConfig, nr_submitters: usize) -> Result<Device, String> {
+pub fn build(opts: &DeviceConfig, nr_submitters: usize) -> Result<Device, DeviceError> {
     build_traced(opts, nr_submitters, None)
 }
 
@@ -110,12 +114,12 @@ pub fn build_traced(
     opts: &DeviceConfig,
     nr_submitters: usize,
     tracer: Option<Arc<dyn mqblk_core::Tracer>>,
-) -> Result<Device, String> {
+) -> Result<Device, DeviceError> {
     if opts.faults.is_enabled() && opts.driver != DriverKind::Null {
-        return Err(format!(
+        return Err(DeviceError::Invalid(format!(
             "fault injection (fail_*, timeout_*, requeue_*) is the null driver's, not driver={}",
             opts.driver.name()
-        ));
+        )));
     }
     let built = match opts.driver {
         DriverKind::Null => build_null(opts)?,
@@ -126,7 +130,7 @@ pub fn build_traced(
     if opts.shared_tags {
         set_cfg.flags = set_cfg.flags.union(TagSetFlags::TAG_HCTX_SHARED);
     }
-    let set = TagSet::new(set_cfg).map_err(|e| e.to_string())?;
+    let set = TagSet::new(set_cfg)?;
     let nr_ctx = if opts.nr_ctx == 0 {
         nr_submitters.max(1) as u16
     } else {
@@ -159,14 +163,12 @@ pub fn new_queue(
     mut limits: QueueLimits,
     tracer: TraceHook,
     blkcg: Arc<Blkcg>,
-) -> Result<Arc<RequestQueue>, String> {
-    let elv = mqblk_sched::lookup(&settings.scheduler).ok_or_else(|| {
-        format!(
-            "ioscheduler '{}': unknown scheduler (available: {})",
-            settings.scheduler,
-            mqblk_sched::names().join(", ")
-        )
-    })?;
+) -> Result<Arc<RequestQueue>, DeviceError> {
+    let elv =
+        mqblk_sched::lookup(&settings.scheduler).ok_or_else(|| DeviceError::UnknownScheduler {
+            name: settings.scheduler.clone(),
+            available: mqblk_sched::names().join(", "),
+        })?;
     if settings.max_sectors_kb > 0 {
         limits.max_sectors = settings.max_sectors_kb.saturating_mul(2);
     }
@@ -184,20 +186,26 @@ pub fn new_queue(
         tracer,
         blkcg,
     };
-    let queue = RequestQueue::new(set, driver, Some(elv), qcfg).map_err(|e| e.to_string())?;
+    let queue = RequestQueue::new(set, driver, Some(elv), qcfg)?;
     apply_tunables(&queue, &settings.sched_tunables)?;
     Ok(queue)
 }
 
 /// Writes `sched.NAME=VALUE` options into the scheduler's tunables.
-pub fn apply_tunables(queue: &RequestQueue, tunables: &[(String, String)]) -> Result<(), String> {
+pub fn apply_tunables(
+    queue: &RequestQueue,
+    tunables: &[(String, String)],
+) -> Result<(), DeviceError> {
     for (name, value) in tunables {
-        let elv = queue
-            .elevator()
-            .ok_or_else(|| format!("sched.{name}: scheduler 'none' has no tunables"))?;
+        let elv = queue.elevator().ok_or_else(|| {
+            DeviceError::Invalid(format!("sched.{name}: scheduler 'none' has no tunables"))
+        })?;
         elv.tunables()
             .store(name, value)
-            .map_err(|e| format!("sched.{name}: {e}"))?;
+            .map_err(|source| DeviceError::Tunable {
+                name: name.clone(),
+                source,
+            })?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! [`DeviceConfig`] and [`QueueSettings`]: a device and its request queue, described once.
 
+use crate::DeviceError;
 use mqblk_core::{Nanos, NoMerges};
 use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
 use mqblk_models::DeviceSpec;
@@ -29,14 +30,12 @@ impl DriverKind {
     }
 
     /// Parses `driver=NAME`.
-    pub fn parse(name: &str) -> Result<DriverKind, String> {
+    pub fn parse(name: &str) -> Result<DriverKind, DeviceError> {
         match name {
             "null" => Ok(DriverKind::Null),
             "uring" => Ok(DriverKind::Uring),
             "sim" => Ok(DriverKind::Model),
-            other => Err(format!(
-                "driver '{other}': unknown driver (available: null, uring, sim)"
-            )),
+            other => Err(DeviceError::UnknownDriver(other.to_string())),
         }
     }
 }
@@ -170,7 +169,7 @@ impl Default for DeviceConfig {
 impl DeviceConfig {
     /// The device a job's options describe (fio's `ioengine` picks the driver as `driver=`
     /// does). A real file's capacity is read from it unless `size` creates or extends it.
-    pub fn from_job(s: &JobSpec) -> Result<DeviceConfig, String> {
+    pub fn from_job(s: &JobSpec) -> Result<DeviceConfig, DeviceError> {
         let driver = match s.ioengine.as_deref() {
             // A model named without a driver: the model serves the I/O.
             None if s.device.is_some() && s.driver == "null" => DriverKind::Model,
@@ -178,10 +177,10 @@ impl DeviceConfig {
             Some("io_uring" | "uring") => DriverKind::Uring,
             Some("null") => DriverKind::Null,
             Some(other) => {
-                return Err(format!(
+                return Err(DeviceError::Invalid(format!(
                 "job '{}': ioengine={other} is not supported (mqblk drives io_uring as driver=uring, or the null device)",
                 s.name
-            ))
+            )))
             }
         };
         let (size_bytes, create_size) = if driver == DriverKind::Uring {
@@ -228,16 +227,18 @@ impl DeviceConfig {
     /// The device of several jobs: they must agree on everything but the region each
     /// covers (fio's per-job `size` and `offset`); the device is as large as the largest
     /// needs.
-    pub fn from_jobs(specs: &[JobSpec]) -> Result<DeviceConfig, String> {
-        let first = specs.first().ok_or("no jobs given")?;
+    pub fn from_jobs(specs: &[JobSpec]) -> Result<DeviceConfig, DeviceError> {
+        let first = specs
+            .first()
+            .ok_or_else(|| DeviceError::Invalid("no jobs given".into()))?;
         let mut device = DeviceConfig::from_job(first)?;
         for s in &specs[1..] {
             let other = DeviceConfig::from_job(s)?;
             if let Some(what) = device.differs_from(&other) {
-                return Err(format!(
+                return Err(DeviceError::Invalid(format!(
                     "job '{}': {what} differs from job '{}' (all jobs of a run share one device)",
                     s.name, first.name
-                ));
+                )));
             }
             device.size_bytes = device.size_bytes.max(other.size_bytes);
             device.create_size = device.create_size.max(other.create_size);
@@ -279,31 +280,30 @@ impl DeviceConfig {
 
     /// The model that stands for this device in the simulator: its own model, or for the
     /// null driver a null model with the same queues, depth, completion time and size.
-    pub fn model_spec(&self) -> Result<DeviceSpec, String> {
+    pub fn model_spec(&self) -> Result<DeviceSpec, DeviceError> {
         match self.driver {
-            DriverKind::Model => DeviceSpec::parse(self.model.as_deref().unwrap_or("hdd")),
-            DriverKind::Null => DeviceSpec::parse(&format!(
+            DriverKind::Model => Ok(DeviceSpec::parse(self.model.as_deref().unwrap_or("hdd"))?),
+            DriverKind::Null => Ok(DeviceSpec::parse(&format!(
                 "null,submit_queues={},hw_queue_depth={},completion_nsec={},size={}",
                 self.nr_hw_queues.max(1),
                 self.queue_depth.max(1),
                 self.completion_nsec,
                 self.size_bytes
-            )),
-            DriverKind::Uring => Err(format!(
+            ))?),
+            DriverKind::Uring => Err(DeviceError::Invalid(format!(
                 "{}: a real file cannot be simulated; describe its device with --device=MODEL",
                 self.filename.as_deref().unwrap_or("driver=uring")
-            )),
+            ))),
         }
     }
 }
 
 /// Capacity and creation size of a real file or device, as fio sizes its files: `size`
 /// (plus `offset`) creates or extends a regular file; without it the file is used as it is.
-fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), String> {
-    let path = s
-        .filename
-        .as_deref()
-        .ok_or_else(|| format!("job '{}': driver=uring needs filename=", s.name))?;
+fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), DeviceError> {
+    let path = s.filename.as_deref().ok_or_else(|| {
+        DeviceError::Invalid(format!("job '{}': driver=uring needs filename=", s.name))
+    })?;
     if let Some(size) = s.size {
         let want = s.offset.saturating_add(size);
         return Ok((want, Some(want)));
@@ -311,11 +311,13 @@ fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), String> {
     use std::io::{Seek, SeekFrom};
     let len = std::fs::File::open(path)
         .and_then(|mut f| f.seek(SeekFrom::End(0)))
-        .map_err(|e| format!("filename={path}: {e} (give size= to create it)"))?;
+        .map_err(|e| {
+            DeviceError::Invalid(format!("filename={path}: {e} (give size= to create it)"))
+        })?;
     if len == 0 {
-        return Err(format!(
+        return Err(DeviceError::Invalid(format!(
             "filename={path}: is empty (give size= to extend it)"
-        ));
+        )));
     }
     Ok((len, None))
 }

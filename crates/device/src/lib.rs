@@ -11,5 +11,90 @@
 mod build;
 mod config;
 
+/// Why a device cannot be described or built: one line naming the option or file.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error(transparent)]
+    Model(#[from] mqblk_models::ModelError),
+    #[error(transparent)]
+    Null(#[from] mqblk_drivers::NullError),
+    #[error("filename={path}: {source}")]
+    Uring {
+        path: String,
+        source: mqblk_drivers::UringError,
+    },
+    #[error(transparent)]
+    Faults(#[from] mqblk_core::FaultError),
+    #[error(transparent)]
+    TagSet(#[from] mqblk_core::tag::TagSetError),
+    #[error(transparent)]
+    Queue(#[from] mqblk_core::queue::QueueError),
+    #[error("ioscheduler '{name}': unknown scheduler (available: {available})")]
+    UnknownScheduler { name: String, available: String },
+    #[error("sched.{name}: {source}")]
+    Tunable {
+        name: String,
+        source: mqblk_core::TunableError,
+    },
+    #[error("driver '{0}': unknown driver (available: null, uring, sim)")]
+    UnknownDriver(String),
+    /// Job options that describe no device, or two different ones (the message says which).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// For callers whose errors are one-line messages.
+impl From<DeviceError> for String {
+    fn from(e: DeviceError) -> String {
+        e.to_string()
+    }
+}
+
 pub use build::{apply_tunables, build, build_traced, new_queue, Device};
 pub use config::{DeviceConfig, DriverKind, QueueSettings};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jobs(text: &str) -> Vec<mqblk_workload::JobSpec> {
+        mqblk_workload::parse_job_text("t", text).unwrap()
+    }
+
+    #[test]
+    fn errors_are_typed_and_name_the_option() {
+        let e = DeviceConfig::from_jobs(&jobs("[a]\nnr_hw_queues=2\n[b]\n")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("job 'b': nr_hw_queues differs from job 'a'"),
+            "{e}"
+        );
+        let dev = DeviceConfig::from_jobs(&jobs("[a]\nioscheduler=cfq\n")).unwrap();
+        assert!(matches!(
+            build(&dev, 1).err(),
+            Some(DeviceError::UnknownScheduler { name, .. }) if name == "cfq"
+        ));
+        let dev = DeviceConfig::from_jobs(&jobs("[a]\nioscheduler=deadline\nsched.fifo_batch=0\n"))
+            .unwrap();
+        assert!(matches!(
+            build(&dev, 1).err(),
+            Some(DeviceError::Tunable { name, .. }) if name == "fifo_batch"
+        ));
+        let dev = DeviceConfig::from_jobs(&jobs("[a]\ndevice=hdd,rpm=1\n")).unwrap();
+        assert!(matches!(
+            dev.model_spec()
+                .and_then(|s| Ok(mqblk_models::build(&s, mqblk_models::SimRng::new(1))?)),
+            Err(DeviceError::Model(
+                mqblk_models::ModelError::OutOfRange { .. }
+            ))
+        ));
+    }
+
+    #[test]
+    fn an_alias_builds_the_scheduler_it_names() {
+        let dev = DeviceConfig::from_jobs(&jobs("[a]\nioscheduler=deadline\n")).unwrap();
+        let d = build(&dev, 1).unwrap();
+        assert_eq!(d.queue.elevator().map(|e| e.name()), Some("mq-deadline"));
+        d.queue.teardown();
+    }
+}

@@ -20,6 +20,7 @@
 //! Requests finish in the order they were issued. Defaults and sources: `crates/models/DEVICES.md`.
 
 use crate::hdd::ranged;
+use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
@@ -54,7 +55,7 @@ pub struct EmmcModel {
 }
 
 impl EmmcModel {
-    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<EmmcModel, String> {
+    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<EmmcModel, ModelError> {
         let m = "emmc";
         let us = 1000;
         Ok(EmmcModel {

@@ -39,6 +39,7 @@
 //!
 //! Defaults and their sources are in `crates/models/DEVICES.md`.
 
+use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
@@ -47,17 +48,13 @@ use std::collections::VecDeque;
 /// Reads an integer parameter and checks its range, naming the key on error.
 pub(super) fn ranged(
     p: &mut Params<'_>,
-    model: &str,
+    _model: &str,
     key: &str,
     default: u64,
     lo: u64,
     hi: u64,
-) -> Result<u64, String> {
-    let v = p.u64(key, default)?;
-    if !(lo..=hi).contains(&v) {
-        return Err(format!("device {model}: {key}={v}: must be {lo}..={hi}"));
-    }
-    Ok(v)
+) -> Result<u64, ModelError> {
+    p.ranged(key, default, lo, hi)
 }
 
 /// Seeks up to this fraction of the stroke follow the square-root law, longer ones are linear.
@@ -96,7 +93,7 @@ impl HddParams {
         p: &mut Params<'_>,
         model: &str,
         ncq_default: u32,
-    ) -> Result<HddParams, String> {
+    ) -> Result<HddParams, ModelError> {
         let us = 1000;
         let hp = HddParams {
             size: ranged(p, model, "size", 1_000_000_000_000, 1 << 30, 1 << 50)?,
@@ -117,18 +114,18 @@ impl HddParams {
             dirty_limit_sectors: ranged(p, model, "dirty_limit_kb", 8192, 4, 1 << 20)? * 2,
         };
         if hp.inner_mbs > hp.outer_mbs {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "device {model}: inner_mbs={}: must not exceed outer_mbs={}",
                 hp.inner_mbs, hp.outer_mbs
-            ));
+            )));
         }
         if !(hp.t2t_ns < hp.avg_seek_ns && hp.avg_seek_ns < hp.full_ns) {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "device {model}: avg_seek_us={}: must lie between track_to_track_us={} and full_stroke_us={}",
                 hp.avg_seek_ns / us,
                 hp.t2t_ns / us,
                 hp.full_ns / us
-            ));
+            )));
         }
         Ok(hp)
     }
@@ -171,19 +168,19 @@ impl SeekCurve {
 
     /// Solves for the square-root coefficient that gives the wanted mean (the mean is linear
     /// in it).
-    fn fit(p: &HddParams, model: &str, d1: f64) -> Result<SeekCurve, String> {
+    fn fit(p: &HddParams, model: &str, d1: f64) -> Result<SeekCurve, ModelError> {
         let (t2t, avg, full) = (p.t2t_ns as f64, p.avg_seek_ns as f64, p.full_ns as f64);
         let m0 = SeekCurve::with_a(t2t, full, d1, 0.0).mean();
         let m1 = SeekCurve::with_a(t2t, full, d1, 1.0).mean();
         let a = (avg - m0) / (m1 - m0);
         let curve = SeekCurve::with_a(t2t, full, d1, a);
         if !(a >= 0.0 && curve.c >= 0.0) {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "device {model}: avg_seek_us={}: no seek curve from track_to_track_us={} to full_stroke_us={} has that average",
                 p.avg_seek_ns / 1000,
                 p.t2t_ns / 1000,
                 p.full_ns / 1000
-            ));
+            )));
         }
         Ok(curve)
     }
@@ -282,7 +279,7 @@ pub struct Disk {
 }
 
 impl Disk {
-    pub fn new(p: HddParams, model: &str, rng: SimRng) -> Result<Disk, String> {
+    pub fn new(p: HddParams, model: &str, rng: SimRng) -> Result<Disk, ModelError> {
         let rev_ns = 60_000_000_000 / p.rpm;
         // Mean bytes per track over the cylinders (the rate falls linearly with the radius).
         let track_bytes = (p.outer_mbs + p.inner_mbs) as f64 / 2.0 * 1e6 * rev_ns as f64 / 1e9;
@@ -765,7 +762,7 @@ pub struct HddModel {
 }
 
 impl HddModel {
-    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<HddModel, String> {
+    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<HddModel, ModelError> {
         let hp = HddParams::from_params(p, "hdd", 1)?;
         let depth = ranged(p, "hdd", "queue_depth", 32, 1, 4096)? as u32;
         Ok(HddModel {

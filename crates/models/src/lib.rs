@@ -120,6 +120,44 @@ pub trait DeviceModel: Send {
     }
 }
 
+/// Why a model cannot be built from its spec. Each names the model and the parameter.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("device: empty model name")]
+    EmptyName,
+    #[error("device: unknown model '{0}' (known: null, hdd, ssd, emmc, virtio, raid)")]
+    UnknownModel(String),
+    #[error("device {model}: parameter '{param}' is not key=value")]
+    NotKeyValue { model: String, param: String },
+    #[error("device {model}: unknown parameter '{key}'")]
+    UnknownParam { model: String, key: String },
+    #[error("device {model}: {key}={value}: not {expected}")]
+    BadValue {
+        model: String,
+        key: String,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("device {model}: {key}={value}: must be {lo}..={hi}")]
+    OutOfRange {
+        model: String,
+        key: String,
+        value: u64,
+        lo: u64,
+        hi: u64,
+    },
+    /// A combination of parameters the model cannot have (the message names them).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// For callers whose errors are one-line messages.
+impl From<ModelError> for String {
+    fn from(e: ModelError) -> String {
+        e.to_string()
+    }
+}
+
 /// How to build a model: its name and `key=value` parameters, as `--device hdd,rpm=5400`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceSpec {
@@ -129,17 +167,18 @@ pub struct DeviceSpec {
 
 impl DeviceSpec {
     /// Parses `NAME[,key=value...]`.
-    pub fn parse(s: &str) -> Result<DeviceSpec, String> {
+    pub fn parse(s: &str) -> Result<DeviceSpec, ModelError> {
         let mut parts = s.split(',');
         let model = parts.next().unwrap_or("").trim().to_string();
         if model.is_empty() {
-            return Err("device: empty model name".into());
+            return Err(ModelError::EmptyName);
         }
         let mut params = Vec::new();
         for p in parts {
-            let (k, v) = p
-                .split_once('=')
-                .ok_or_else(|| format!("device {model}: parameter '{p}' is not key=value"))?;
+            let (k, v) = p.split_once('=').ok_or_else(|| ModelError::NotKeyValue {
+                model: model.clone(),
+                param: p.to_string(),
+            })?;
             params.push((k.trim().to_string(), v.trim().to_string()));
         }
         Ok(DeviceSpec { model, params })
@@ -169,50 +208,65 @@ impl<'a> Params<'a> {
     }
 
     /// An unsigned integer parameter (plain number; `k`/`m`/`g` suffixes are powers of 1024).
-    pub fn u64(&mut self, key: &str, default: u64) -> Result<u64, String> {
-        match self.raw(key) {
-            None => Ok(default),
-            Some(v) => parse_u64(v).ok_or_else(|| {
-                format!(
-                    "device {}: {key}={v}: not a non-negative integer",
-                    self.model
-                )
-            }),
+    fn bad(&self, key: &str, value: &str, expected: &'static str) -> ModelError {
+        ModelError::BadValue {
+            model: self.model.to_string(),
+            key: key.to_string(),
+            value: value.to_string(),
+            expected,
         }
     }
 
-    pub fn f64(&mut self, key: &str, default: f64) -> Result<f64, String> {
+    /// An unsigned integer parameter (plain number; `k`/`m`/`g` suffixes are powers of 1024).
+    pub fn u64(&mut self, key: &str, default: u64) -> Result<u64, ModelError> {
+        match self.raw(key) {
+            None => Ok(default),
+            Some(v) => parse_u64(v).ok_or_else(|| self.bad(key, v, "a non-negative integer")),
+        }
+    }
+
+    pub fn f64(&mut self, key: &str, default: f64) -> Result<f64, ModelError> {
         match self.raw(key) {
             None => Ok(default),
             Some(v) => v
                 .parse::<f64>()
                 .ok()
                 .filter(|x| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| {
-                    format!(
-                        "device {}: {key}={v}: not a non-negative number",
-                        self.model
-                    )
-                }),
+                .ok_or_else(|| self.bad(key, v, "a non-negative number")),
         }
     }
 
-    pub fn bool(&mut self, key: &str, default: bool) -> Result<bool, String> {
+    pub fn bool(&mut self, key: &str, default: bool) -> Result<bool, ModelError> {
         match self.raw(key) {
             None => Ok(default),
             Some("1" | "true" | "on" | "yes") => Ok(true),
             Some("0" | "false" | "off" | "no") => Ok(false),
-            Some(v) => Err(format!("device {}: {key}={v}: not a boolean", self.model)),
+            Some(v) => Err(self.bad(key, v, "a boolean")),
         }
     }
 
+    /// An integer parameter within `lo..=hi`.
+    pub fn ranged(&mut self, key: &str, default: u64, lo: u64, hi: u64) -> Result<u64, ModelError> {
+        let value = self.u64(key, default)?;
+        if !(lo..=hi).contains(&value) {
+            return Err(ModelError::OutOfRange {
+                model: self.model.to_string(),
+                key: key.to_string(),
+                value,
+                lo,
+                hi,
+            });
+        }
+        Ok(value)
+    }
+
     /// Call last: refuses any parameter the model did not ask for.
-    pub fn finish(self) -> Result<(), String> {
+    pub fn finish(self) -> Result<(), ModelError> {
         match self.used.iter().position(|u| !u) {
-            Some(i) => Err(format!(
-                "device {}: unknown parameter '{}'",
-                self.model, self.params[i].0
-            )),
+            Some(i) => Err(ModelError::UnknownParam {
+                model: self.model.to_string(),
+                key: self.params[i].0.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -234,7 +288,7 @@ fn parse_u64(v: &str) -> Option<u64> {
 pub const MODELS: &[&str] = &["null", "hdd", "ssd", "emmc", "virtio", "raid"];
 
 /// Builds a model from its spec, with `rng` for its random choices.
-pub fn build(spec: &DeviceSpec, rng: SimRng) -> Result<Box<dyn DeviceModel>, String> {
+pub fn build(spec: &DeviceSpec, rng: SimRng) -> Result<Box<dyn DeviceModel>, ModelError> {
     let mut p = Params::new(spec);
     let model: Box<dyn DeviceModel> = match spec.model.as_str() {
         "null" => Box::new(NullModel::from_params(&mut p, rng)?),
@@ -243,12 +297,7 @@ pub fn build(spec: &DeviceSpec, rng: SimRng) -> Result<Box<dyn DeviceModel>, Str
         "emmc" => Box::new(emmc::EmmcModel::from_params(&mut p, rng)?),
         "virtio" => Box::new(virtio::VirtioModel::from_params(&mut p, rng)?),
         "raid" => Box::new(raid::RaidModel::from_params(&mut p, rng)?),
-        other => {
-            return Err(format!(
-                "device: unknown model '{other}' (known: {})",
-                MODELS.join(", ")
-            ))
-        }
+        other => return Err(ModelError::UnknownModel(other.to_string())),
     };
     p.finish()?;
     Ok(model)

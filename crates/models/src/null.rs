@@ -4,6 +4,7 @@
 //! `completion_nsec` (default 10000, null_blk's default timer), `size` (bytes, default 1 GiB;
 //! null_blk's `gb=250` would only slow nothing down and hide range bugs).
 
+use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos};
@@ -33,26 +34,26 @@ impl NullModel {
         }
     }
 
-    pub fn from_params(p: &mut Params<'_>, _rng: SimRng) -> Result<NullModel, String> {
+    pub fn from_params(p: &mut Params<'_>, _rng: SimRng) -> Result<NullModel, ModelError> {
         let nr_hw = p.u64("submit_queues", 1)?;
         if !(1..=1024).contains(&nr_hw) {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "device null: submit_queues={nr_hw}: must be 1..=1024"
-            ));
+            )));
         }
         let depth = p.u64("hw_queue_depth", 64)?;
         if !(1..=4096).contains(&depth) {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "device null: hw_queue_depth={depth}: must be 1..=4096"
-            ));
+            )));
         }
         let lat = p.u64("completion_nsec", 10_000)?;
         let size = p.u64("size", 1 << 30)?;
         // As the null driver: any non-zero multiple of its 512-byte block.
         if size == 0 || size % 512 != 0 {
-            return Err(format!(
+            return Err(ModelError::Invalid(format!(
                 "device null: size={size}: must be a non-zero multiple of 512"
-            ));
+            )));
         }
         Ok(NullModel::new(nr_hw as u16, depth as u32, Nanos(lat), size))
     }

@@ -14,6 +14,7 @@
 //! 32 here, as a SATA disk behind an HBA runs with NCQ). Sources in `crates/models/DEVICES.md`.
 
 use crate::hdd::{ranged, Disk, HddParams};
+use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::Nanos;
@@ -39,7 +40,7 @@ pub struct RaidModel {
 }
 
 impl RaidModel {
-    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<RaidModel, String> {
+    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<RaidModel, ModelError> {
         let nr_hw = ranged(p, "raid", "submit_queues", 64, 1, 1024)?;
         let depth = ranged(p, "raid", "queue_depth", 32, 1, 4096)?;
         let can_queue = ranged(p, "raid", "can_queue", 64, 1, 65_536)?;

@@ -15,6 +15,7 @@
 //! `wbuf_mb` (64), `queue_depth` (per hardware queue, 128), `hw_queues` (1), `queueing` (1).
 
 use crate::hdd::ranged;
+use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos, ReqOp};
@@ -59,7 +60,7 @@ pub struct SsdModel {
 }
 
 impl SsdModel {
-    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<SsdModel, String> {
+    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<SsdModel, ModelError> {
         let m = "ssd";
         let size = ranged(p, m, "size", 480_000_000_000, 1 << 30, 1 << 50)?;
         let channels = ranged(p, m, "channels", 8, 1, 64)? as u32;

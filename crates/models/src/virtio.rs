@@ -19,6 +19,7 @@
 //! `crates/models/DEVICES.md`.
 
 use crate::hdd::ranged;
+use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
 use mqblk_core::{BlkStatus, Nanos};
@@ -44,7 +45,7 @@ pub struct VirtioModel {
 }
 
 impl VirtioModel {
-    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<VirtioModel, String> {
+    pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<VirtioModel, ModelError> {
         let m = "virtio";
         let nr_vq = ranged(p, m, "num_queues", 1, 1, 256)?;
         let iothreads = ranged(p, m, "iothreads", 1, 1, 256)? as usize;

@@ -631,7 +631,31 @@ fn bad_parameters_name_the_key() {
     ] {
         let e = build(&DeviceSpec::parse(spec).unwrap(), SimRng::new(1))
             .err()
-            .unwrap_or_else(|| panic!("{spec} accepted"));
+            .unwrap_or_else(|| panic!("{spec} accepted"))
+            .to_string();
         assert!(e.contains(key) && !e.contains('\n'), "{spec}: {e}");
     }
+}
+
+#[test]
+fn model_errors_are_typed() {
+    use mqblk_sim::device::ModelError;
+    let e = |spec: &str| build(&DeviceSpec::parse(spec).unwrap(), SimRng::new(1)).err();
+    assert!(matches!(e("tape"), Some(ModelError::UnknownModel(m)) if m == "tape"));
+    assert!(matches!(
+        e("hdd,bogus=1"),
+        Some(ModelError::UnknownParam { key, .. }) if key == "bogus"
+    ));
+    assert!(matches!(
+        e("virtio,num_queues=0"),
+        Some(ModelError::OutOfRange { key, value: 0, .. }) if key == "num_queues"
+    ));
+    assert!(matches!(
+        e("ssd,read_us=x"),
+        Some(ModelError::BadValue { key, .. }) if key == "read_us"
+    ));
+    assert!(matches!(
+        DeviceSpec::parse("hdd,rpm"),
+        Err(ModelError::NotKeyValue { .. })
+    ));
 }

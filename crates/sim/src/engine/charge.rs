@@ -5,6 +5,7 @@
 use super::*;
 
 impl Sim {
+    #[inline]
     pub(super) fn lock_of(
         &self,
         scope: LockScope,
@@ -19,12 +20,14 @@ impl Sim {
         }
     }
 
+    #[inline]
     pub(super) fn hw_lock(&self, hw: u16) -> Option<usize> {
         self.dcost
             .hw_lock
             .then_some(1 + self.nr_hw + self.nr_ctx + hw as usize)
     }
 
+    #[inline]
     pub(super) fn charge(&mut self, c: u16, t: u64, ns: u64, lock: Option<usize>) -> u64 {
         match lock {
             Some(l) => {
@@ -82,6 +85,7 @@ impl Sim {
         self.op_steps(c, start, steps, has_elv, per_step)
     }
 
+    #[inline]
     pub(super) fn elv_sum_passes(&self) -> u64 {
         self.queue
             .elevator()
@@ -213,6 +217,7 @@ impl Sim {
         cur
     }
 
+    #[inline]
     pub(super) fn ring(&mut self, hw: u16, t: u64) {
         let mut i = 0;
         while i < self.pending_arrivals.len() {
@@ -227,6 +232,7 @@ impl Sim {
         }
     }
 
+    #[inline]
     pub(super) fn completed_progress(&mut self, t: u64) {
         self.last_progress = self.last_progress.max(t);
     }

@@ -28,6 +28,7 @@ impl Sim {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn reap(&mut self, c: u16, mut cur: u64) -> Result<u64, SimError> {
         let ci = c as usize;
         if self.cpus[ci].sub.done.is_empty() {
@@ -89,6 +90,7 @@ impl Sim {
         Ok(cur)
     }
 
+    #[inline]
     pub(super) fn submit_all(&mut self, c: u16, mut cur: u64) -> Result<u64, SimError> {
         let ci = c as usize;
         let n = self.cpus[ci].jobs.len();

@@ -92,32 +92,38 @@ impl Default for SimConfig {
 }
 
 /// Why a run did not finish cleanly. `dump` is the state at the failure.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// The configuration cannot be built (bad device parameter, unknown scheduler...).
+    /// The configuration cannot be built (bad job or CPU settings...).
+    #[error("{0}")]
     Config(String),
+    /// The device model's parameters.
+    #[error(transparent)]
+    Model(#[from] mqblk_models::ModelError),
+    /// The queue over the model (scheduler, tunables, limits).
+    #[error("sim: {0}")]
+    Device(#[from] mqblk_device::DeviceError),
     /// An invariant was violated.
+    #[error("invariant violated: {msg}")]
     Invariant { msg: String, dump: String },
     /// Work is queued or in flight and nothing will move it.
+    #[error("stall: {msg}")]
     Stall { msg: String, dump: String },
-}
-
-impl std::fmt::Display for SimError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SimError::Config(m) => write!(f, "{m}"),
-            SimError::Invariant { msg, .. } => write!(f, "invariant violated: {msg}"),
-            SimError::Stall { msg, .. } => write!(f, "stall: {msg}"),
-        }
-    }
 }
 
 impl SimError {
     pub fn dump(&self) -> &str {
         match self {
-            SimError::Config(_) => "",
             SimError::Invariant { dump, .. } | SimError::Stall { dump, .. } => dump,
+            _ => "",
         }
+    }
+}
+
+/// For callers whose errors are one-line messages.
+impl From<SimError> for String {
+    fn from(e: SimError) -> String {
+        e.to_string()
     }
 }
 
@@ -296,7 +302,7 @@ impl Sim {
         if jobs.is_empty() {
             return Err(SimError::Config("sim: no jobs".into()));
         }
-        let model = device::build(&cfg.device, rng.fork(1)).map_err(SimError::Config)?;
+        let model = device::build(&cfg.device, rng.fork(1))?;
         let log = Arc::new(OpLog::new(cfg.tracer.clone()));
         let driver = Arc::new(SimDriver::new(
             model,
@@ -329,8 +335,7 @@ impl Sim {
             limits,
             TraceHook::new(log.clone()),
             cfg.blkcg.clone(),
-        )
-        .map_err(|e| SimError::Config(format!("sim: {e}")))?;
+        )?;
         // A scheduler that sums per-CPU counters says so; each pass is charged.
         let track_sum_passes = queue
             .elevator()
@@ -441,11 +446,13 @@ impl Sim {
         &self.queue
     }
 
+    #[inline]
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
         self.heap.push(Reverse((t, self.seq, ev)));
     }
 
+    #[inline]
     fn wake(&mut self, c: u16, t: u64) {
         let cpu = &mut self.cpus[c as usize];
         let at = t.max(cpu.busy_until);
@@ -455,6 +462,7 @@ impl Sim {
         }
     }
 
+    #[inline]
     fn arm_dev(&mut self, next: Option<Nanos>) {
         if let Some(t) = next {
             let t = t.0.max(self.now);
@@ -465,6 +473,7 @@ impl Sim {
         }
     }
 
+    #[inline]
     fn arm_timer(&mut self) {
         if let Some(t) = self.queue.next_deadline() {
             let mut t = t.0.max(self.now);
