@@ -278,9 +278,14 @@ impl DeviceConfig {
         checks.iter().find(|(_, same)| !same).map(|(what, _)| *what)
     }
 
-    /// The model that stands for this device in the simulator: its own model, or for the
-    /// null driver a null model with the same queues, depth, completion time and size.
+    /// The model that stands for this device in the simulator: the one `device=` names, or
+    /// for the null driver a null model with the same queues, depth, completion time and
+    /// size.
     pub fn model_spec(&self) -> Result<DeviceSpec, DeviceError> {
+        if let Some(m) = &self.model {
+            // A model named with `device=` stands for the device whatever the driver.
+            return Ok(DeviceSpec::parse(m)?);
+        }
         match self.driver {
             DriverKind::Model => Ok(DeviceSpec::parse(self.model.as_deref().unwrap_or("hdd"))?),
             DriverKind::Null => Ok(DeviceSpec::parse(&format!(
