@@ -129,15 +129,22 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
         if let Some(o) = v.as_object_mut() {
             o.insert(
                 "mqblk_replay".into(),
-                serde_json::json!({
-                    "trace": trace.display().to_string(),
-                    "mode": if mode == Mode::Open { "open" } else { "closed" },
-                    "trace_ios": rep.total_ios, "trace_bytes": rep.total_bytes,
-                    "replayed_ios": replayed_ios, "replayed_bytes": replayed_bytes,
-                    "skipped": rep.skipped,
-                    "original_lat_ns": points.iter().map(|&p| pct(&orig, p)).collect::<Vec<_>>(),
-                    "replayed_lat_ns": points.iter().map(|&p| lat.percentile(p)).collect::<Vec<_>>(),
-                    "percentiles": points,
+                serde_json::json!(ReplaySummary {
+                    trace: trace.display().to_string(),
+                    driver: None,
+                    scheduler: None,
+                    mode: mode_name(mode),
+                    trace_ios: rep.total_ios,
+                    trace_bytes: rep.total_bytes,
+                    replayed_ios,
+                    replayed_bytes,
+                    skipped: Some(rep.skipped),
+                    errors: None,
+                    wall_s: None,
+                    events_per_s: None,
+                    original_lat_ns: points.iter().map(|&p| pct(&orig, p)).collect(),
+                    replayed_lat_ns: points.iter().map(|&p| lat.percentile(p)).collect(),
+                    percentiles: points.to_vec(),
                 }),
             );
         }
@@ -190,6 +197,40 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
         rep.total_ios as f64 / host_s.max(1e-9)
     );
     Ok(if replayed_ios == rep.total_ios { 0 } else { 1 })
+}
+
+/// What a replay did, beside the fio-style report (`mqblk_replay` in the JSON).
+#[derive(serde::Serialize)]
+struct ReplaySummary {
+    trace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scheduler: Option<String>,
+    mode: &'static str,
+    trace_ios: u64,
+    trace_bytes: u64,
+    replayed_ios: u64,
+    replayed_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wall_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events_per_s: Option<f64>,
+    original_lat_ns: Vec<Option<u64>>,
+    replayed_lat_ns: Vec<Option<u64>>,
+    percentiles: Vec<f64>,
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    if mode == Mode::Open {
+        "open"
+    } else {
+        "closed"
+    }
 }
 
 /// Percentiles of a sorted list.
@@ -248,15 +289,22 @@ fn replay_threaded(
     let rate = rep.total_ios as f64 / out.wall.as_secs_f64().max(1e-9);
     if json {
         let v = serde_json::json!({
-            "mqblk_replay": {
-                "trace": trace.display().to_string(), "driver": driver, "scheduler": sched,
-                "mode": if mode == Mode::Open { "open" } else { "closed" },
-                "trace_ios": rep.total_ios, "trace_bytes": rep.total_bytes,
-                "replayed_ios": out.ios, "replayed_bytes": out.bytes, "errors": out.errors,
-                "wall_s": out.wall.as_secs_f64(), "events_per_s": rate,
-                "original_lat_ns": points.iter().map(|&p| pct(&orig, p)).collect::<Vec<_>>(),
-                "replayed_lat_ns": points.iter().map(|&p| out.lat.percentile(p)).collect::<Vec<_>>(),
-                "percentiles": points,
+            "mqblk_replay": ReplaySummary {
+                trace: trace.display().to_string(),
+                driver: Some(driver.clone()),
+                scheduler: Some(sched.clone()),
+                mode: mode_name(mode),
+                trace_ios: rep.total_ios,
+                trace_bytes: rep.total_bytes,
+                replayed_ios: out.ios,
+                replayed_bytes: out.bytes,
+                skipped: None,
+                errors: Some(out.errors),
+                wall_s: Some(out.wall.as_secs_f64()),
+                events_per_s: Some(rate),
+                original_lat_ns: points.iter().map(|&p| pct(&orig, p)).collect(),
+                replayed_lat_ns: points.iter().map(|&p| out.lat.percentile(p)).collect(),
+                percentiles: points.to_vec(),
             }
         });
         println!(

@@ -26,6 +26,28 @@ fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
         .map_err(|_| format!("{flag}={v}: not a valid number"))
 }
 
+/// `--stats`: one export's figures at exit.
+#[derive(serde::Serialize)]
+struct ExportStats {
+    export: String,
+    size: u64,
+    per_connection: Vec<mqblk_nbd::server::ConnStats>,
+    connections: u64,
+    requests: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+    errors: u64,
+    hctx: Vec<HctxStats>,
+}
+
+/// One hardware queue's figures.
+#[derive(serde::Serialize)]
+struct HctxStats {
+    hctx: usize,
+    dispatched: u64,
+    completed: u64,
+}
+
 /// One export's settings.
 #[derive(Clone, Debug)]
 struct ExportCfg {
@@ -439,38 +461,35 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             s.errors.load(Ordering::Relaxed),
             if flush_ok { "ok" } else { "FAILED" }
         );
-        let hctx: Vec<serde_json::Value> = (0..queue.nr_hw_queues())
+        let hctx = (0..queue.nr_hw_queues())
             .map(|i| {
                 let st = &queue.hctx(HctxIdx(i as u16)).stats;
-                serde_json::json!({"hctx": i, "dispatched": st.issued.get(), "completed": st.completed.get()})
+                HctxStats {
+                    hctx: i,
+                    dispatched: st.issued.get(),
+                    completed: st.completed.get(),
+                }
             })
             .collect();
-        let conns: Vec<serde_json::Value> = s
-            .per_connection
-            .lock()
-            .iter()
-            .map(|c| {
-                serde_json::json!({"ctx": c.ctx, "hctx": c.hctx, "requests": c.requests,
-                    "bytes_read": c.bytes_read, "bytes_written": c.bytes_written, "errors": c.errors})
-            })
-            .collect();
-        json.push(serde_json::json!({
-            "export": e.name, "size": e.size,
-            "per_connection": conns,
-            "connections": s.connections.load(Ordering::Relaxed),
-            "requests": s.requests.load(Ordering::Relaxed),
-            "bytes_read": s.bytes_read.load(Ordering::Relaxed),
-            "bytes_written": s.bytes_written.load(Ordering::Relaxed),
-            "errors": s.errors.load(Ordering::Relaxed),
-            "hctx": hctx,
-        }));
+        let per_connection = s.per_connection.lock().clone();
+        json.push(ExportStats {
+            export: e.name.clone(),
+            size: e.size,
+            per_connection,
+            connections: s.connections.load(Ordering::Relaxed),
+            requests: s.requests.load(Ordering::Relaxed),
+            bytes_read: s.bytes_read.load(Ordering::Relaxed),
+            bytes_written: s.bytes_written.load(Ordering::Relaxed),
+            errors: s.errors.load(Ordering::Relaxed),
+            hctx,
+        });
     }
     if let Some(p) = &stats_file {
         // One export: its object (as before); several: a list.
         let v = if json.len() == 1 {
-            json.pop().expect("one")
+            serde_json::json!(json.pop().expect("one"))
         } else {
-            serde_json::Value::Array(json)
+            serde_json::json!(json)
         };
         std::fs::write(
             p,

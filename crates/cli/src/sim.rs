@@ -356,6 +356,17 @@ fn run_fuzz(
     i32::from(failed > 0)
 }
 
+/// `mqblk scenario NAME --json`.
+#[derive(serde::Serialize)]
+struct ScenarioJson<'a> {
+    scenario: &'a str,
+    title: &'a str,
+    seed: u64,
+    quick: bool,
+    direction_holds: bool,
+    results: &'a serde_json::Value,
+}
+
 /// Runs `mqblk scenario`.
 pub fn scenario_main(args: ScenarioArgs) -> i32 {
     match scenario(args) {
@@ -397,9 +408,13 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
         host.elapsed().as_secs_f64()
     );
     if json {
-        let v = serde_json::json!({
-            "scenario": rep.name, "title": rep.title, "seed": opts.seed, "quick": opts.quick,
-            "direction_holds": rep.direction_holds, "results": rep.json,
+        let v = serde_json::json!(ScenarioJson {
+            scenario: rep.name,
+            title: &rep.title,
+            seed: opts.seed,
+            quick: opts.quick,
+            direction_holds: rep.direction_holds,
+            results: &rep.json,
         });
         println!(
             "{}",

@@ -47,8 +47,8 @@ pub struct Export {
     pub stats: ExportStats,
 }
 
-/// One finished connection's figures.
-#[derive(Clone, Debug, Default)]
+/// One finished connection's figures: its software and hardware queue and what it moved.
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ConnStats {
     pub ctx: u16,
     pub hctx: u16,

@@ -237,6 +237,19 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
     }
 }
 
+/// One hardware queue's counters in the JSON report.
+#[derive(serde::Serialize)]
+struct HctxCounts {
+    hctx: usize,
+    queued: u64,
+    dispatched: u64,
+    direct: u64,
+    completed: u64,
+    requeued: u64,
+    runs: u64,
+    busy: u64,
+}
+
 /// Per-hardware-queue counts and scheduler counters, as extra text lines and JSON keys.
 fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
     let sched = q.elevator().map(|e| e.name()).unwrap_or("none");
@@ -254,10 +267,16 @@ fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
             s.run.get(),
             s.busy.get()
         ));
-        hctxs.push(serde_json::json!({
-            "hctx": h, "queued": s.queued.get(), "dispatched": s.issued.get(), "direct": s.direct.get(),
-            "completed": s.completed.get(), "requeued": s.requeued.get(), "runs": s.run.get(), "busy": s.busy.get(),
-        }));
+        hctxs.push(HctxCounts {
+            hctx: h,
+            queued: s.queued.get(),
+            dispatched: s.issued.get(),
+            direct: s.direct.get(),
+            completed: s.completed.get(),
+            requeued: s.requeued.get(),
+            runs: s.run.get(),
+            busy: s.busy.get(),
+        });
     }
     let mut sched_stats = serde_json::Map::new();
     if let Some(e) = q.elevator() {
@@ -267,7 +286,7 @@ fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
         }
     }
     st.extra.insert("ioscheduler".into(), sched.into());
-    st.extra.insert("hctx".into(), hctxs.into());
+    st.extra.insert("hctx".into(), serde_json::json!(hctxs));
     st.extra.insert("sched_stats".into(), sched_stats.into());
 }
 

@@ -110,6 +110,30 @@ fn jobs(clients: u32, limit: Limit) -> Vec<SimJob> {
     jobs
 }
 
+/// The result: each mode's clients' throughput over the seeds, and the mail's figures.
+#[derive(serde::Serialize)]
+struct Outcome {
+    clients: u32,
+    seeds: Vec<u64>,
+    rows: Vec<Row>,
+    seed: SeedFigures,
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    mode: &'static str,
+    clients_mbs_mean: f64,
+    clients_mbs: Vec<f64>,
+    queue_merges: u64,
+    idles: u64,
+}
+
+#[derive(serde::Serialize)]
+struct SeedFigures {
+    bfq_merging_mbs: f64,
+    bfq_no_merging_mbs: f64,
+}
+
 pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let clients: u32 = 6;
     let runtime = if o.quick {
@@ -203,12 +227,23 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         title: "BFQ: no queue merging on flash with queueing (seed 004)".into(),
         table,
         comparison: cmp,
-        json: serde_json::json!({
-            "clients": clients,
-            "seeds": seeds,
-            "rows": rows.iter().map(|r| serde_json::json!({
-                "mode": r.0, "clients_mbs_mean": r.1, "clients_mbs": r.2, "queue_merges": r.3, "idles": r.4})).collect::<Vec<_>>(),
-            "seed": {"bfq_merging_mbs": SEED.0, "bfq_no_merging_mbs": SEED.1},
+        json: serde_json::json!(Outcome {
+            clients,
+            seeds: seeds.to_vec(),
+            rows: rows
+                .iter()
+                .map(|r| Row {
+                    mode: r.0,
+                    clients_mbs_mean: r.1,
+                    clients_mbs: r.2.clone(),
+                    queue_merges: r.3,
+                    idles: r.4,
+                })
+                .collect(),
+            seed: SeedFigures {
+                bfq_merging_mbs: SEED.0,
+                bfq_no_merging_mbs: SEED.1,
+            },
         }),
         svg: chart.svg(),
         direction_holds: holds,

@@ -21,7 +21,9 @@ const SEED_DD: [(&str, f64); 4] = [
 ];
 const SEED_FIND: [(&str, f64); 2] = [("before", 3.61), ("blk-mq", 4.13)];
 
+#[derive(serde::Serialize)]
 struct Row {
+    #[serde(rename = "config")]
     name: &'static str,
     dd_mbs: f64,
     find_s: f64,
@@ -156,9 +158,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         title: "MMC/SD on blk-mq (seed 001)".into(),
         table,
         comparison: cmp,
-        json: serde_json::json!({
-            "rows": rows.iter().map(|r| serde_json::json!({"config": r.name, "dd_mbs": r.dd_mbs, "find_s": r.find_s})).collect::<Vec<_>>(),
-        }),
+        json: serde_json::json!({ "rows": rows }),
         svg: chart.svg(),
         direction_holds: holds,
     })

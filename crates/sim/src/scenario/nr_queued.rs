@@ -14,6 +14,23 @@ use std::fmt::Write;
 /// The seed's two SSDs: (before, after) IOPS.
 const SEED: [(f64, f64); 2] = [(183e3, 258e3), (172e3, 258e3)];
 
+/// The result: IOPS and elevator-lock wait with per-Ctx summing (before) and the O(1)
+/// counter (after), and the mail's figures.
+#[derive(serde::Serialize)]
+struct NrQueued {
+    before_iops: f64,
+    after_iops: f64,
+    before_lock_wait_ns: u64,
+    after_lock_wait_ns: u64,
+    seed: Vec<SeedRow>,
+}
+
+#[derive(serde::Serialize)]
+struct SeedRow {
+    before: f64,
+    after: f64,
+}
+
 pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let runtime = if o.quick {
         Nanos::from_millis(30)
@@ -94,10 +111,18 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         title: "mq-deadline: O(1) queued count (seed 002)".into(),
         table,
         comparison: cmp,
-        json: serde_json::json!({
-            "before_iops": res[0], "after_iops": res[1],
-            "before_lock_wait_ns": lock_wait[0], "after_lock_wait_ns": lock_wait[1],
-            "seed": SEED.iter().map(|s| serde_json::json!({"before": s.0, "after": s.1})).collect::<Vec<_>>(),
+        json: serde_json::json!(NrQueued {
+            before_iops: res[0],
+            after_iops: res[1],
+            before_lock_wait_ns: lock_wait[0],
+            after_lock_wait_ns: lock_wait[1],
+            seed: SEED
+                .iter()
+                .map(|s| SeedRow {
+                    before: s.0,
+                    after: s.1
+                })
+                .collect(),
         }),
         svg: chart.svg(),
         direction_holds: res[1] > res[0] * 1.1,

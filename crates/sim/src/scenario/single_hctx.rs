@@ -44,6 +44,17 @@ const MODES: [Mode; 3] = [
     },
 ];
 
+/// One point: a scheduler in one dispatch mode at a number of clients.
+#[derive(serde::Serialize)]
+struct Row {
+    scheduler: String,
+    mode: &'static str,
+    clients: u32,
+    mean_latency_ms: f64,
+    mb_per_s: f64,
+    elevator_lock_wait_ns: u64,
+}
+
 pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let clients: Vec<u32> = if o.quick {
         vec![1, 8, 64]
@@ -120,11 +131,18 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 let mbs = r.total_bw_mbs();
                 lat[mi].push((n as f64, mean_ms));
                 cells.push(format!("{mean_ms:>8.2} ({mbs:>5.1})"));
-                json_rows.push(serde_json::json!({
-                    "scheduler": sched, "mode": m.name, "clients": n,
-                    "mean_latency_ms": mean_ms, "mb_per_s": mbs,
-                    "elevator_lock_wait_ns": r.locks.iter().find(|l| l.name == "elevator").map_or(0, |l| l.wait_ns),
-                }));
+                json_rows.push(Row {
+                    scheduler: sched.to_string(),
+                    mode: m.name,
+                    clients: n,
+                    mean_latency_ms: mean_ms,
+                    mb_per_s: mbs,
+                    elevator_lock_wait_ns: r
+                        .locks
+                        .iter()
+                        .find(|l| l.name == "elevator")
+                        .map_or(0, |l| l.wait_ns),
+                });
             }
             let _ = writeln!(table, "{n:>7} {}", cells.join(" "));
         }

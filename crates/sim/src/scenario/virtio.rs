@@ -13,6 +13,24 @@ use std::fmt::Write;
 /// The seed's figures: (jobs, IOPS with 1 queue, IOPS with 2 queues).
 const SEED: [(u32, f64, f64); 2] = [(2, 145e3, 186e3), (4, 100e3, 199e3)];
 
+/// One row of the result: jobs, IOPS with one virtqueue and with two.
+#[derive(serde::Serialize)]
+struct VqRow {
+    jobs: u32,
+    iops_1q: f64,
+    iops_2q: f64,
+}
+
+impl From<(u32, f64, f64)> for VqRow {
+    fn from((jobs, iops_1q, iops_2q): (u32, f64, f64)) -> VqRow {
+        VqRow {
+            jobs,
+            iops_1q,
+            iops_2q,
+        }
+    }
+}
+
 pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let runtime = if o.quick {
         Nanos::from_millis(100)
@@ -99,8 +117,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         table,
         comparison: cmp,
         json: serde_json::json!({
-            "rows": rows.iter().map(|r| serde_json::json!({"jobs": r.0, "iops_1q": r.1, "iops_2q": r.2})).collect::<Vec<_>>(),
-            "seed": SEED.iter().map(|r| serde_json::json!({"jobs": r.0, "iops_1q": r.1, "iops_2q": r.2})).collect::<Vec<_>>(),
+            "rows": rows.iter().map(|&r| VqRow::from(r)).collect::<Vec<_>>(),
+            "seed": SEED.iter().map(|&r| VqRow::from(r)).collect::<Vec<_>>(),
         }),
         svg: chart.svg(),
         direction_holds: holds,
