@@ -246,7 +246,14 @@ fn fault_options_fail_the_same_requests_in_bench_and_sim() {
     ];
     let (_, real) = run_args("bench", "fault-b", &args);
     let (_, sim) = run_args("sim", "fault-s", &args);
-    for (what, json) in [("bench", &real), ("sim", &sim)] {
+    // A device model in real time injects through the same port as in the simulator.
+    let on_model: Vec<&str> = args.iter().copied().chain(["--device=ssd"]).collect();
+    let (_, model) = run_args("bench", "fault-m", &on_model);
+    for (what, json) in [
+        ("bench", &real),
+        ("sim", &sim),
+        ("bench on a model", &model),
+    ] {
         let j = &json["jobs"][0];
         assert_eq!(j["error"], 5, "{what}: EIO");
         assert_eq!(

@@ -56,7 +56,7 @@ fn build_null(opts: &DeviceConfig) -> Result<Built, DeviceError> {
 fn build_model(opts: &DeviceConfig) -> Result<Built, DeviceError> {
     let spec = opts.model_spec()?;
     let model = mqblk_models::build(&spec, mqblk_models::SimRng::new(1))?;
-    let drv = Arc::new(mqblk_models::RealtimeDriver::new(model));
+    let drv = Arc::new(mqblk_models::RealtimeDriver::new(model, &opts.faults));
     let set_cfg = TagSetConfig::new(drv.nr_hw_queues(), drv.queue_depth());
     let limits = QueueLimits {
         capacity_sectors: drv.capacity_sectors(),
@@ -115,12 +115,12 @@ pub fn build_traced(
     nr_submitters: usize,
     tracer: Option<Arc<dyn mqblk_core::Tracer>>,
 ) -> Result<Device, DeviceError> {
-    if opts.faults.is_enabled() && opts.driver != DriverKind::Null {
-        return Err(DeviceError::Invalid(format!(
-            "fault injection (fail_*, timeout_*, requeue_*) is the null driver's, not driver={}",
-            opts.driver.name()
-        )));
+    if opts.faults.is_enabled() && opts.driver == DriverKind::Uring {
+        return Err(DeviceError::Invalid(
+            "fault injection (fail_*, timeout_*, requeue_*) needs driver=null or a model, not driver=uring".into(),
+        ));
     }
+    opts.faults.validate()?;
     let built = match opts.driver {
         DriverKind::Null => build_null(opts)?,
         DriverKind::Uring => build_uring(opts)?,

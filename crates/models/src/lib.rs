@@ -16,6 +16,7 @@
 pub mod emmc;
 pub mod hdd;
 pub mod null;
+pub mod port;
 pub mod raid;
 pub mod realtime;
 pub mod rng;

@@ -3,20 +3,21 @@
 //!
 //! Commands reach the model when `queue_rq` is called; completions are handed back by `poll`
 //! once the clock has passed their finish time, like null_blk in timer mode but with the
-//! model's service times. The model keeps no data: reads return whatever the buffer held
+//! model's service times. The model, its queues and the injected faults are the
+//! [`ModelPort`] the simulator's driver stands on too. The model keeps no data: reads return whatever the buffer held
 //! (zeroes for fresh buffers), as `null` does without `memory_backed`.
 
-use crate::Cmd;
-use crate::{DevCompletion, DeviceModel};
-use mqblk_core::{BlkStatus, CompletionBatch, Driver, HctxIdx, Nanos, ReqFlags, Request, RqId};
+use crate::port::{Accept, DriverStats, Finished, ModelPort};
+use crate::{Cmd, DeviceModel};
+use mqblk_core::{
+    BlkStatus, CompletionBatch, Driver, EhReturn, FaultConfig, HctxIdx, Nanos, ReqFlags, Request,
+};
 use parking_lot::Mutex;
 
 struct State {
-    model: Box<dyn DeviceModel>,
-    /// Completions the model has produced, per hardware queue, not yet polled.
-    ready: Vec<Vec<(RqId, BlkStatus)>>,
-    scratch: Vec<DevCompletion>,
-    inflight: Vec<u32>,
+    port: ModelPort,
+    finished: Vec<Finished>,
+    /// Commands in the device, over all hardware queues (its `max_outstanding`).
     outstanding: u32,
 }
 
@@ -31,7 +32,8 @@ pub struct RealtimeDriver {
 }
 
 impl RealtimeDriver {
-    pub fn new(model: Box<dyn DeviceModel>) -> RealtimeDriver {
+    /// The model behind a driver, with the drivers' fault injection.
+    pub fn new(model: Box<dyn DeviceModel>, faults: &FaultConfig) -> RealtimeDriver {
         let nr_hw = model.nr_hw_queues();
         RealtimeDriver {
             name: model.name(),
@@ -41,10 +43,8 @@ impl RealtimeDriver {
             max_outstanding: model.max_outstanding().max(1),
             nr_hw,
             st: Mutex::new(State {
-                model,
-                ready: vec![Vec::new(); nr_hw as usize],
-                scratch: Vec::new(),
-                inflight: vec![0; nr_hw as usize],
+                port: ModelPort::new(model, faults),
+                finished: Vec::new(),
                 outstanding: 0,
             }),
         }
@@ -58,14 +58,20 @@ impl RealtimeDriver {
         self.depth
     }
 
+    /// What the driver saw, faults included.
+    pub fn stats(&self) -> DriverStats {
+        self.st.lock().port.stats.clone()
+    }
+
+    /// Lets the model run to `now` and raises what finished.
     fn advance(st: &mut State, now: Nanos) {
-        let mut scratch = std::mem::take(&mut st.scratch);
-        scratch.clear();
-        st.model.advance(now, &mut scratch);
-        for c in &scratch {
-            st.ready[c.hw as usize].push((RqId(c.id as u32), c.status));
+        let mut finished = std::mem::take(&mut st.finished);
+        finished.clear();
+        st.port.advance(now, &mut finished);
+        for &f in &finished {
+            st.port.raise(f);
         }
-        st.scratch = scratch;
+        st.finished = finished;
     }
 }
 
@@ -89,17 +95,21 @@ impl Driver for RealtimeDriver {
         _done: &mut CompletionBatch,
     ) -> BlkStatus {
         let mut st = self.st.lock();
-        let h = hctx.0 as usize;
         if st.outstanding >= self.max_outstanding {
             // The device is full: a completion on this queue re-runs it, else retry later.
-            return if st.inflight[h] > 0 {
+            return if st.port.inflight(hctx.0) > 0 {
                 BlkStatus::DevResource
             } else {
                 BlkStatus::Resource
             };
         }
+        match st.port.accept(hctx.0, rq.id) {
+            Accept::Refuse => return BlkStatus::Resource,
+            Accept::Lose => return BlkStatus::Ok,
+            Accept::Take => {}
+        }
         Self::advance(&mut st, now);
-        st.model.submit(
+        st.port.deliver(
             hctx.0,
             Cmd {
                 id: rq.id.0 as u64,
@@ -110,7 +120,6 @@ impl Driver for RealtimeDriver {
             },
             now,
         );
-        st.inflight[h] += 1;
         st.outstanding += 1;
         BlkStatus::Ok
     }
@@ -118,25 +127,30 @@ impl Driver for RealtimeDriver {
     fn poll(&self, hctx: HctxIdx, now: Nanos, done: &mut CompletionBatch) -> usize {
         let mut st = self.st.lock();
         Self::advance(&mut st, now);
-        let h = hctx.0 as usize;
-        let ready = std::mem::take(&mut st.ready[h]);
-        let n = ready.len();
-        for &(id, status) in &ready {
-            done.complete(id, status);
-        }
-        st.inflight[h] -= n as u32;
+        let n = st.port.poll(hctx.0, done);
         st.outstanding -= n as u32;
-        let mut ready = ready;
-        ready.clear();
-        st.ready[h] = ready;
         n
     }
 
+    fn timeout(
+        &self,
+        hctx: HctxIdx,
+        rq: &mut Request,
+        _now: Nanos,
+        done: &mut CompletionBatch,
+    ) -> EhReturn {
+        if self.st.lock().port.timeout(hctx.0, rq.id, done) {
+            EhReturn::Done
+        } else {
+            EhReturn::ResetTimer
+        }
+    }
+
     fn next_event(&self, _hctx: HctxIdx) -> Option<Nanos> {
-        self.st.lock().model.next_event()
+        self.st.lock().port.model.next_event()
     }
 
     fn inflight(&self, hctx: HctxIdx) -> usize {
-        self.st.lock().inflight[hctx.0 as usize] as usize
+        self.st.lock().port.inflight(hctx.0) as usize
     }
 }

@@ -10,15 +10,15 @@
 //! / `DEV_RESOURCE`), fail a command, lose one (only the request timeout ends it), or hand one
 //! back for requeue. Planted bugs ([`Plant`]) exist to prove the checker catches them.
 
-use crate::device::{Cmd, DevCompletion, DeviceModel, DriverCost};
+use crate::device::{Cmd, DeviceModel, DriverCost};
 use crate::SimRng;
+use mqblk_core::FaultConfig;
 use mqblk_core::{
-    BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, ReqFlags, Request, RqId,
-    TraceEvent, Tracer,
+    BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, ReqFlags, Request, TraceEvent,
+    Tracer,
 };
-use mqblk_core::{FaultConfig, FaultInjector, Injected};
+use mqblk_models::port::{Accept, Finished, ModelPort};
 use parking_lot::Mutex;
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -145,36 +145,16 @@ pub struct Staged {
     pub cmd: Cmd,
 }
 
-/// What the simulated driver saw: commands queued and completed, and each fault injected.
-#[derive(Default, Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct DriverStats {
-    pub queued: u64,
-    pub completed: u64,
-    pub busy: u64,
-    pub failed: u64,
-    pub dev_errors: u64,
-    pub lost: u64,
-    pub requeued: u64,
-    pub timeouts: u64,
-    pub budget_denied: u64,
-}
+pub use mqblk_models::port::DriverStats;
 
 struct State {
-    model: Box<dyn DeviceModel>,
-    /// Per hctx: finished commands whose interrupt was raised, not yet polled.
-    raised: Vec<Vec<(RqId, BlkStatus, bool)>>,
-    inflight: Vec<u32>,
+    /// The model, its queues' commands and completions, and the injected faults.
+    port: ModelPort,
     /// Budget held: commands between `get_budget` and their completion (SCSI's `can_queue`).
     budget: u32,
-    lost: BTreeSet<u32>,
-    requeue: BTreeSet<u32>,
-    /// Accepted commands the device completes with an I/O error.
-    dev_fail: BTreeSet<u32>,
-    /// Per hardware queue: the drivers' fault injection.
-    inject: Vec<FaultInjector>,
+    /// The simulator's own faults' draws.
     rng: SimRng,
     nth_completion: u64,
-    stats: DriverStats,
 }
 
 pub struct SimDriver {
@@ -220,19 +200,10 @@ impl SimDriver {
             log,
             has_raised: (0..nr_hw).map(|_| AtomicBool::new(false)).collect(),
             st: Mutex::new(State {
-                model,
-                raised: vec![Vec::new(); nr_hw as usize],
-                inflight: vec![0; nr_hw as usize],
+                port: ModelPort::new(model, &faults.inject),
                 budget: 0,
-                lost: BTreeSet::new(),
-                requeue: BTreeSet::new(),
-                dev_fail: BTreeSet::new(),
-                inject: (0..nr_hw)
-                    .map(|h| FaultInjector::new(&faults.inject, h))
-                    .collect(),
                 rng,
                 nth_completion: 0,
-                stats: DriverStats::default(),
             }),
         }
     }
@@ -251,12 +222,12 @@ impl SimDriver {
     /// event.
     pub fn submit_to_model(&self, hw: u16, cmd: Cmd, now: Nanos) -> Option<Nanos> {
         let mut st = self.st.lock();
-        st.model.submit(hw, cmd, now);
-        st.model.next_event()
+        st.port.deliver(hw, cmd, now);
+        st.port.model.next_event()
     }
 
     pub fn model_next_event(&self) -> Option<Nanos> {
-        self.st.lock().model.next_event()
+        self.st.lock().port.model.next_event()
     }
 
     /// Lets the model run to `now` and raises an interrupt for each finished command; the
@@ -265,21 +236,14 @@ impl SimDriver {
     pub fn advance(
         &self,
         now: Nanos,
-        scratch: &mut Vec<DevCompletion>,
+        scratch: &mut Vec<Finished>,
         hws: &mut Vec<u16>,
     ) -> Option<Nanos> {
         let mut st = self.st.lock();
         scratch.clear();
         hws.clear();
-        st.model.advance(now, scratch);
-        for c in scratch.iter() {
-            let id = RqId(c.id as u32);
-            let requeue = st.requeue.remove(&id.0);
-            let mut status = c.status;
-            if st.dev_fail.remove(&id.0) && status.is_ok() && !requeue {
-                status = BlkStatus::IoErr;
-                st.stats.dev_errors += 1;
-            }
+        st.port.advance(now, scratch);
+        for &f in scratch.iter() {
             st.nth_completion += 1;
             let n = st.nth_completion;
             let times = match self.plant {
@@ -288,60 +252,52 @@ impl SimDriver {
                 _ => 1,
             };
             for _ in 0..times {
-                st.raised[c.hw as usize].push((id, status, requeue));
+                st.port.raise(f);
             }
             if times > 0 {
-                self.has_raised[c.hw as usize].store(true, Ordering::Release);
+                self.has_raised[f.hw as usize].store(true, Ordering::Release);
             }
-            if !hws.contains(&c.hw) {
-                hws.push(c.hw);
+            if !hws.contains(&f.hw) {
+                hws.push(f.hw);
             }
         }
-        st.model.next_event()
+        st.port.model.next_event()
     }
 
     /// A human dump of the driver for failure reports.
     pub fn debug_state(&self) -> String {
         let st = self.st.lock();
         format!(
-            "driver {}: inflight {:?} budget {}/{} lost {:?} requeue {:?} model outstanding {} next {:?} raised {:?}\n  stats {:?}\n  model {:?}",
+            "driver {}: budget {}/{} {}",
             self.name,
-            st.inflight,
             st.budget,
             self.max_outstanding,
-            st.lost,
-            st.requeue,
-            st.model.outstanding(),
-            st.model.next_event(),
-            st.raised.iter().map(Vec::len).collect::<Vec<_>>(),
-            st.stats,
-            st.model.stats()
+            st.port.debug_state()
         )
     }
 
     pub fn stats(&self) -> DriverStats {
-        self.st.lock().stats.clone()
+        self.st.lock().port.stats.clone()
     }
 
     pub fn model_stats(&self) -> Vec<(&'static str, u64)> {
-        self.st.lock().model.stats()
+        self.st.lock().port.model.stats()
     }
 
     /// Commands the device or the lost set still holds, over all hardware queues.
     pub fn total_inflight(&self) -> u32 {
-        self.st.lock().inflight.iter().sum()
+        self.st.lock().port.total_inflight()
     }
 
-    fn finish_one(&self, st: &mut State, h: usize) {
-        assert!(
-            st.inflight[h] > 0 && (self.unlimited || st.budget > 0),
-            "hctx {h}: a completion with nothing in flight (inflight {}, budget {})",
-            st.inflight[h],
-            st.budget
-        );
-        st.inflight[h] -= 1;
+    /// `n` commands left the device: their budget is free again.
+    fn put_budgets(&self, st: &mut State, n: u32) {
         if !self.unlimited {
-            st.budget -= 1;
+            assert!(
+                st.budget >= n,
+                "{n} completions with a budget of {} held",
+                st.budget
+            );
+            st.budget -= n;
         }
     }
 }
@@ -363,7 +319,7 @@ impl Driver for SimDriver {
         }
         let mut st = self.st.lock();
         if st.budget >= self.max_outstanding {
-            st.stats.budget_denied += 1;
+            st.port.stats.budget_denied += 1;
             return false;
         }
         st.budget += 1;
@@ -387,51 +343,34 @@ impl Driver for SimDriver {
         _now: Nanos,
         _done: &mut CompletionBatch,
     ) -> BlkStatus {
-        let h = hctx.0 as usize;
         let mut st = self.st.lock();
         if self.faults.at_issue() {
             if st.rng.chance(self.faults.busy) {
-                st.stats.busy += 1;
+                st.port.stats.busy += 1;
                 // DEV_RESOURCE promises a re-run from a completion, so only with one to come.
-                return if st.inflight[h] > 0 {
+                return if st.port.inflight(hctx.0) > 0 {
                     BlkStatus::DevResource
                 } else {
                     BlkStatus::Resource
                 };
             }
             if st.rng.chance(self.faults.fail_at_issue) {
-                st.stats.failed += 1;
+                st.port.stats.failed += 1;
                 // The core ends a failed request itself; its budget is ours to drop.
-                if !self.unlimited {
-                    st.budget -= 1;
-                }
+                self.put_budgets(&mut st, 1);
                 return BlkStatus::IoErr;
             }
         }
-        let injected = st.inject[h].inject();
-        if injected == Injected::Busy {
-            st.stats.busy += 1;
-            return BlkStatus::Resource;
-        }
-        st.inflight[h] += 1;
-        st.stats.queued += 1;
-        match injected {
-            Injected::Timeout => {
-                st.stats.lost += 1;
-                st.lost.insert(rq.id.0);
+        match st.port.accept(hctx.0, rq.id) {
+            Accept::Refuse => return BlkStatus::Resource,
+            Accept::Lose => {
                 drop(st);
                 if last {
                     self.log.push(Step::Doorbell { hw: hctx.0 });
                 }
                 return BlkStatus::Ok;
             }
-            Injected::Requeue => {
-                st.requeue.insert(rq.id.0);
-            }
-            Injected::Fail => {
-                st.dev_fail.insert(rq.id.0);
-            }
-            Injected::None | Injected::Busy => {}
+            Accept::Take => {}
         }
         let cmd = Cmd {
             id: rq.id.0 as u64,
@@ -461,10 +400,8 @@ impl Driver for SimDriver {
         done: &mut CompletionBatch,
     ) -> EhReturn {
         let mut st = self.st.lock();
-        if st.lost.remove(&rq.id.0) {
-            st.stats.timeouts += 1;
-            self.finish_one(&mut st, hctx.0 as usize);
-            done.complete(rq.id, BlkStatus::Timeout);
+        if st.port.timeout(hctx.0, rq.id, done) {
+            self.put_budgets(&mut st, 1);
             EhReturn::Done
         } else {
             // Still in the device: it will complete; a slow device is not an error.
@@ -479,28 +416,12 @@ impl Driver for SimDriver {
         }
         let mut st = self.st.lock();
         self.has_raised[h].store(false, Ordering::Release);
-        if st.raised[h].is_empty() {
-            return 0;
-        }
-        let raised = std::mem::take(&mut st.raised[h]);
-        let n = raised.len();
-        for &(id, status, requeue) in &raised {
-            self.finish_one(&mut st, h);
-            if requeue {
-                st.stats.requeued += 1;
-                done.requeue(id);
-            } else {
-                st.stats.completed += 1;
-                done.complete(id, status);
-            }
-        }
-        let mut raised = raised;
-        raised.clear();
-        st.raised[h] = raised;
+        let n = st.port.poll(hctx.0, done);
+        self.put_budgets(&mut st, n as u32);
         n
     }
 
     fn inflight(&self, hctx: HctxIdx) -> usize {
-        self.st.lock().inflight[hctx.0 as usize] as usize
+        self.st.lock().port.inflight(hctx.0) as usize
     }
 }

@@ -29,7 +29,7 @@ mod result;
 pub use result::{JobResult, LockReport, SimResult};
 
 use crate::cost::{core_cost, CostTable, LockState};
-use crate::device::{self, DevCompletion, DeviceSpec, DriverCost};
+use crate::device::{self, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{Next, SimJob};
 use crate::SimRng;
@@ -288,7 +288,7 @@ pub struct Sim {
     in_transit: Vec<Option<Staged>>,
     transit_free: Vec<u32>,
     pending_arrivals: Vec<u32>,
-    dev_scratch: Vec<DevCompletion>,
+    dev_scratch: Vec<mqblk_models::port::Finished>,
     hw_scratch: Vec<u16>,
     wake_list: Vec<u16>,
 }

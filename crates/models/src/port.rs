@@ -1,0 +1,214 @@
+//! What every driver over a device model keeps, whichever clock drives it: the model, the
+//! commands each hardware queue has in it, the completions raised and not yet polled, and
+//! the faults to inject (core's [`FaultInjector`], as the null driver injects them).
+//!
+//! Two drivers stand on it: the simulator's `SimDriver` (virtual time; commands reach the
+//! model when their doorbell's step ends) and [`crate::RealtimeDriver`] (the wall clock;
+//! commands reach the model in `queue_rq`). They differ only in when they call in here.
+
+use crate::{Cmd, DevCompletion, DeviceModel};
+use mqblk_core::{BlkStatus, CompletionBatch, FaultConfig, FaultInjector, Injected, Nanos, RqId};
+use std::collections::BTreeSet;
+
+/// What a driver over a model saw: commands queued and completed, and each fault injected.
+#[derive(Default, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DriverStats {
+    pub queued: u64,
+    pub completed: u64,
+    /// Refused with "busy" (`BLK_STS_RESOURCE`).
+    pub busy: u64,
+    /// Failed at issue (the simulator's own fault).
+    pub failed: u64,
+    /// Completed by the device with an I/O error.
+    pub dev_errors: u64,
+    /// Accepted and never completed: ended by the request timeout.
+    pub lost: u64,
+    pub requeued: u64,
+    pub timeouts: u64,
+    /// `get_budget` refused (the device's own queue was full).
+    pub budget_denied: u64,
+}
+
+/// The fault decision for a command handed to `queue_rq`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Accept {
+    /// Refuse it: `BLK_STS_RESOURCE`.
+    Refuse,
+    /// Accept it and never complete it (the timeout handler ends it).
+    Lose,
+    /// Accept it: it goes to the model.
+    Take,
+}
+
+/// A command the model finished, with what the driver reports for it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Finished {
+    pub hw: u16,
+    pub id: RqId,
+    pub status: BlkStatus,
+    /// Hand it back for requeue instead of completing it.
+    pub requeue: bool,
+}
+
+pub struct ModelPort {
+    pub model: Box<dyn DeviceModel>,
+    /// Per hardware queue: commands accepted and not yet polled back (lost ones included).
+    inflight: Vec<u32>,
+    /// Per hardware queue: finished commands whose interrupt was raised, not yet polled.
+    raised: Vec<Vec<Finished>>,
+    inject: Vec<FaultInjector>,
+    lost: BTreeSet<u32>,
+    requeue: BTreeSet<u32>,
+    /// Accepted commands the device completes with an I/O error.
+    dev_fail: BTreeSet<u32>,
+    scratch: Vec<DevCompletion>,
+    pub stats: DriverStats,
+}
+
+impl ModelPort {
+    pub fn new(model: Box<dyn DeviceModel>, faults: &FaultConfig) -> ModelPort {
+        let nr_hw = model.nr_hw_queues();
+        ModelPort {
+            model,
+            inflight: vec![0; nr_hw as usize],
+            raised: vec![Vec::new(); nr_hw as usize],
+            inject: (0..nr_hw).map(|h| FaultInjector::new(faults, h)).collect(),
+            lost: BTreeSet::new(),
+            requeue: BTreeSet::new(),
+            dev_fail: BTreeSet::new(),
+            scratch: Vec::new(),
+            stats: DriverStats::default(),
+        }
+    }
+
+    /// Decides the fate of command `id` handed to hardware queue `hw`, and counts it in.
+    pub fn accept(&mut self, hw: u16, id: RqId) -> Accept {
+        let h = hw as usize;
+        let injected = self.inject[h].inject();
+        if injected == Injected::Busy {
+            self.stats.busy += 1;
+            return Accept::Refuse;
+        }
+        self.inflight[h] += 1;
+        self.stats.queued += 1;
+        match injected {
+            Injected::Timeout => {
+                self.stats.lost += 1;
+                self.lost.insert(id.0);
+                return Accept::Lose;
+            }
+            Injected::Requeue => {
+                self.requeue.insert(id.0);
+            }
+            Injected::Fail => {
+                self.dev_fail.insert(id.0);
+            }
+            Injected::None | Injected::Busy => {}
+        }
+        Accept::Take
+    }
+
+    /// An accepted command reaches the model at `now`.
+    pub fn deliver(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
+        self.model.submit(hw, cmd, now);
+    }
+
+    /// Lets the model run to `now`; what finished lands in `out`, in completion order, with
+    /// the faults decided at issue applied.
+    pub fn advance(&mut self, now: Nanos, out: &mut Vec<Finished>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        self.model.advance(now, &mut scratch);
+        for c in &scratch {
+            let id = RqId(c.id as u32);
+            let requeue = self.requeue.remove(&id.0);
+            let mut status = c.status;
+            if self.dev_fail.remove(&id.0) && status.is_ok() && !requeue {
+                status = BlkStatus::IoErr;
+                self.stats.dev_errors += 1;
+            }
+            out.push(Finished {
+                hw: c.hw,
+                id,
+                status,
+                requeue,
+            });
+        }
+        self.scratch = scratch;
+    }
+
+    /// Raises `f`'s interrupt on its hardware queue: the next poll there reports it.
+    pub fn raise(&mut self, f: Finished) {
+        self.raised[f.hw as usize].push(f);
+    }
+
+    pub fn has_raised(&self, hw: u16) -> bool {
+        !self.raised[hw as usize].is_empty()
+    }
+
+    /// Reports the raised completions of `hw` into `done`; returns how many.
+    pub fn poll(&mut self, hw: u16, done: &mut CompletionBatch) -> usize {
+        let h = hw as usize;
+        let raised = std::mem::take(&mut self.raised[h]);
+        let n = raised.len();
+        for f in &raised {
+            self.finish_one(h);
+            if f.requeue {
+                self.stats.requeued += 1;
+                done.requeue(f.id);
+            } else {
+                self.stats.completed += 1;
+                done.complete(f.id, f.status);
+            }
+        }
+        let mut raised = raised;
+        raised.clear();
+        self.raised[h] = raised;
+        n
+    }
+
+    /// The request timeout of command `id`: a lost command ends here with
+    /// `BLK_STS_TIMEOUT` (true); any other is still in the device and will complete.
+    pub fn timeout(&mut self, hw: u16, id: RqId, done: &mut CompletionBatch) -> bool {
+        if !self.lost.remove(&id.0) {
+            return false;
+        }
+        self.stats.timeouts += 1;
+        self.finish_one(hw as usize);
+        done.complete(id, BlkStatus::Timeout);
+        true
+    }
+
+    fn finish_one(&mut self, h: usize) {
+        assert!(
+            self.inflight[h] > 0,
+            "hctx {h}: a completion with nothing in flight"
+        );
+        self.inflight[h] -= 1;
+    }
+
+    /// Commands accepted on `hw` and not yet polled back.
+    pub fn inflight(&self, hw: u16) -> u32 {
+        self.inflight[hw as usize]
+    }
+
+    /// Commands the device or the lost set hold, over all hardware queues.
+    pub fn total_inflight(&self) -> u32 {
+        self.inflight.iter().sum()
+    }
+
+    /// A human dump for failure reports.
+    pub fn debug_state(&self) -> String {
+        format!(
+            "inflight {:?} lost {:?} requeue {:?} model outstanding {} next {:?} raised {:?}\n  stats {:?}\n  model {:?}",
+            self.inflight,
+            self.lost,
+            self.requeue,
+            self.model.outstanding(),
+            self.model.next_event(),
+            self.raised.iter().map(Vec::len).collect::<Vec<_>>(),
+            self.stats,
+            self.model.stats()
+        )
+    }
+}
