@@ -263,3 +263,36 @@ fn fault_options_fail_the_same_requests_in_bench_and_sim() {
         );
     }
 }
+
+/// fio's I/O depth distributions come out of the simulator as out of the threaded runner:
+/// batches of 4 submitted, and with `iodepth_batch_complete_min=8` completions collected 8
+/// at a time (a null device that completes after 10 µs, so completions are not inline).
+#[test]
+fn iodepth_batching_shows_in_both_reports() {
+    let args = [
+        "--irqmode=timer",
+        "--name=d",
+        "--rw=randread",
+        "--iodepth=16",
+        "--iodepth_batch_submit=4",
+        "--iodepth_batch_complete_min=8",
+        "--runtime=200ms",
+        "--time_based",
+    ];
+    let (_, real) = run_args("bench", "depth-b", &args);
+    let (_, sim) = run_args("sim", "depth-s", &args);
+    for (what, json) in [("bench", &real), ("sim", &sim)] {
+        let j = &json["jobs"][0];
+        let pct = |dist: &str, bucket: &str| j[dist][bucket].as_f64().unwrap_or(0.0);
+        assert!(
+            pct("iodepth_submit", "4") > 95.0,
+            "{what}: {}",
+            j["iodepth_submit"]
+        );
+        assert!(
+            pct("iodepth_complete", "8") > 90.0,
+            "{what}: {}",
+            j["iodepth_complete"]
+        );
+    }
+}

@@ -85,6 +85,9 @@ impl Sim {
             }
             job.end = cur;
             self.total_outstanding -= 1;
+            if op != ReqOp::Flush {
+                job.reaped += 1;
+            }
         }
         self.cpus[ci].sub.done = done;
         Ok(cur)
@@ -142,6 +145,11 @@ impl Sim {
                     break;
                 }
                 job.refilling = false;
+            }
+            // fio's completion distribution: what the job collected before issuing again
+            // (the threaded runner's reap call).
+            if job.reaped > 0 {
+                job.stats.mark_complete(std::mem::take(&mut job.reaped));
             }
             if job.think_until > cur {
                 let at = job.think_until;
@@ -228,10 +236,21 @@ impl Sim {
                 }
             }
             in_batch += 1;
-            if plugged && in_batch >= batch {
-                cur = self.op(c, cur, |q, sub, now| q.flush_plug(sub, now));
+            if in_batch >= batch {
+                // fio's submit and depth distributions, per submission of a batch.
+                let job = &mut self.jobs[j];
+                job.stats.mark_submit(in_batch as u64);
+                job.stats.mark_depth(job.inflight() as u64, in_batch as u64);
+                if plugged {
+                    cur = self.op(c, cur, |q, sub, now| q.flush_plug(sub, now));
+                }
                 in_batch = 0;
             }
+        }
+        if in_batch > 0 {
+            let job = &mut self.jobs[j];
+            job.stats.mark_submit(in_batch as u64);
+            job.stats.mark_depth(job.inflight() as u64, in_batch as u64);
         }
         if plugged {
             cur = self.op(c, cur, |q, sub, now| q.finish_plug(sub, now));

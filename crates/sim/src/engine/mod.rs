@@ -167,6 +167,8 @@ struct JobRun {
     think_until: u64,
     /// Waiting at full depth for `batch_complete_min` completions.
     refilling: bool,
+    /// Completions since the job last issued (fio's completion distribution).
+    reaped: u64,
     draining: bool,
     done_issuing: bool,
     finished: bool,
@@ -393,6 +395,7 @@ impl Sim {
                 pending: None,
                 think_until: 0,
                 refilling: false,
+                reaped: 0,
                 draining: false,
                 done_issuing: false,
                 finished: false,
