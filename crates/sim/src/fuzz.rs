@@ -196,6 +196,7 @@ pub fn case_for(
             },
             ramp: Nanos::ZERO,
             batch_complete_min: (*rng.pick(&[1u32, 1, 2, 4])).min(iodepth),
+            batch_complete_max: u32::MAX,
             source,
             kind: kind.into(),
         });

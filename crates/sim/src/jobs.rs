@@ -43,6 +43,7 @@ pub fn from_specs(
             limit: Limit::default(),
             ramp: Nanos(job.ramp_ns),
             batch_complete_min: job.batch_complete_min.max(1),
+            batch_complete_max: job.batch_complete_max,
             source: Box::new(FioSource::of(&job)),
             kind: job.name.clone(),
         });

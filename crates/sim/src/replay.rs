@@ -189,6 +189,7 @@ impl Replayable {
                 limit: Limit::default(),
                 ramp: Nanos::ZERO,
                 batch_complete_min: 1,
+                batch_complete_max: u32::MAX,
                 source: Box::new(TraceSource {
                     ios: p.ios.clone().into(),
                     mode,

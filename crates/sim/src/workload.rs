@@ -74,6 +74,9 @@ pub struct SimJob {
     /// Once the job's depth is full, it issues again only when this many have completed
     /// (fio's `iodepth_batch_complete_min`; 1 = at every completion).
     pub batch_complete_min: u32,
+    /// The most completions one reap handles (fio's `iodepth_batch_complete_max`); only
+    /// the reported completion distribution shows it, the simulated timing does not.
+    pub batch_complete_max: u32,
     pub source: Box<dyn Source>,
     /// A label the report groups jobs by (`dbench`, `journal`, a fio job name).
     pub kind: String,

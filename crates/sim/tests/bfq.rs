@@ -178,6 +178,7 @@ fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs:
         },
         ramp: Nanos::ZERO,
         batch_complete_min: 1,
+        batch_complete_max: u32::MAX,
         source,
         kind: name.into(),
     }

@@ -547,6 +547,7 @@ fn raid_through_the_simulator_never_exceeds_can_queue() {
             },
             ramp: mqblk_core::Nanos::ZERO,
             batch_complete_min: 1,
+            batch_complete_max: u32::MAX,
             source: Box::new(FioSource::new(
                 RwMode::RandRead,
                 100,

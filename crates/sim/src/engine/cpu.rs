@@ -148,8 +148,11 @@ impl Sim {
             }
             // fio's completion distribution: what the job collected before issuing again
             // (the threaded runner's reap call).
-            if job.reaped > 0 {
-                job.stats.mark_complete(std::mem::take(&mut job.reaped));
+            // At most `iodepth_batch_complete_max` per reap, as the runner handles them.
+            while job.reaped > 0 {
+                let n = job.reaped.min(job.def.batch_complete_max as u64);
+                job.stats.mark_complete(n);
+                job.reaped -= n;
             }
             if job.think_until > cur {
                 let at = job.think_until;

@@ -130,6 +130,7 @@ pub(crate) fn job(
         limit,
         ramp: Nanos::ZERO,
         batch_complete_min: 1,
+        batch_complete_max: u32::MAX,
         source,
         kind: kind.into(),
     }
