@@ -16,6 +16,7 @@
 
 use crate::format::{mkdev, ta, tc, Record};
 use crate::writer::{Counts, TraceWriter};
+use crate::TraceError;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -342,10 +343,13 @@ impl Converter {
 }
 
 /// Major and minor of a block device node (glibc's `gnu_dev_major`/`minor` encoding).
-pub fn dev_numbers(dev: &Path) -> Result<(u32, u32), String> {
-    let m = fs::metadata(dev).map_err(|e| format!("{}: {e}", dev.display()))?;
+pub fn dev_numbers(dev: &Path) -> Result<(u32, u32), TraceError> {
+    let m = fs::metadata(dev).map_err(|e| TraceError::io(dev, e))?;
     if !m.file_type().is_block_device() {
-        return Err(format!("{}: not a block device", dev.display()));
+        return Err(TraceError::Capture(format!(
+            "{}: not a block device",
+            dev.display()
+        )));
     }
     let r = m.rdev();
     let major = ((r >> 8) & 0xfff) | ((r >> 32) & !0xfff);
@@ -366,7 +370,7 @@ pub struct Target {
 impl Target {
     /// The target for `dev`, using sysfs (`/sys/dev/block/MAJ:MIN`) to find a partition's
     /// disk and place.
-    pub fn of(dev: &Path) -> Result<Target, String> {
+    pub fn of(dev: &Path) -> Result<Target, TraceError> {
         let (major, minor) = dev_numbers(dev)?;
         let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
         if !sys.join("partition").exists() {
@@ -376,15 +380,15 @@ impl Target {
                 range: None,
             });
         }
-        let read = |p: PathBuf| -> Result<String, String> {
+        let read = |p: PathBuf| -> Result<String, TraceError> {
             fs::read_to_string(&p)
                 .map(|s| s.trim().to_string())
-                .map_err(|e| format!("{}: {e}", p.display()))
+                .map_err(|e| TraceError::io(&p, e))
         };
-        let num = |p: PathBuf| -> Result<u64, String> {
+        let num = |p: PathBuf| -> Result<u64, TraceError> {
             let s = read(p.clone())?;
             s.parse()
-                .map_err(|_| format!("{}: '{s}' is not a number", p.display()))
+                .map_err(|_| TraceError::Capture(format!("{}: '{s}' is not a number", p.display())))
         };
         let start = num(sys.join("start"))?;
         let size = num(sys.join("size"))?;
@@ -392,7 +396,12 @@ impl Target {
         let (dma, dmi) = disk
             .split_once(':')
             .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-            .ok_or_else(|| format!("{}: '{disk}' is not MAJ:MIN", sys.join("../dev").display()))?;
+            .ok_or_else(|| {
+                TraceError::Capture(format!(
+                    "{}: '{disk}' is not MAJ:MIN",
+                    sys.join("../dev").display()
+                ))
+            })?;
         Ok(Target {
             major: dma,
             minor: dmi,
@@ -432,18 +441,18 @@ const OPTIONS: &[(&str, &str)] = &[
 ];
 
 impl Session {
-    fn open() -> Result<Session, String> {
+    fn open() -> Result<Session, TraceError> {
         let root = PathBuf::from(TRACEFS);
         let mut mounted = false;
         if !root.join("instances").is_dir() {
             let st = Command::new("mount")
                 .args(["-t", "tracefs", "nodev", TRACEFS])
                 .status()
-                .map_err(|e| format!("mounting tracefs: {e}"))?;
+                .map_err(|e| TraceError::Capture(format!("mounting tracefs: {e}")))?;
             if !st.success() || !root.join("instances").is_dir() {
-                return Err(format!(
+                return Err(TraceError::Capture(format!(
                     "tracefs is not available at {TRACEFS} (mount -t tracefs failed: {st}); run as root on a kernel with tracing"
-                ));
+                )));
             }
             mounted = true;
         }
@@ -456,8 +465,12 @@ impl Session {
         let instance = s
             .root
             .join(format!("instances/mqblk-{}", std::process::id()));
-        fs::create_dir(&instance)
-            .map_err(|e| format!("creating the tracefs instance {}: {e}", instance.display()))?;
+        fs::create_dir(&instance).map_err(|e| {
+            TraceError::Capture(format!(
+                "creating the tracefs instance {}: {e}",
+                instance.display()
+            ))
+        })?;
         s.instance = instance;
         for (opt, v) in OPTIONS {
             if s.instance.join("options").join(opt).exists() {
@@ -491,19 +504,19 @@ impl Session {
         }
     }
 
-    fn write(&self, rel: &str, value: &str) -> Result<(), String> {
+    fn write(&self, rel: &str, value: &str) -> Result<(), TraceError> {
         write_file(&self.instance.join(rel), value)
     }
 }
 
-fn write_file(p: &Path, value: &str) -> Result<(), String> {
+fn write_file(p: &Path, value: &str) -> Result<(), TraceError> {
     let mut f = OpenOptions::new()
         .write(true)
         .truncate(true)
         .open(p)
-        .map_err(|e| format!("{}: {e}", p.display()))?;
+        .map_err(|e| TraceError::io(p, e))?;
     f.write_all(value.as_bytes())
-        .map_err(|e| format!("{}: writing '{value}': {e}", p.display()))
+        .map_err(|e| TraceError::Capture(format!("{}: writing '{value}': {e}", p.display())))
 }
 
 fn disable_events(instance: &Path) {
@@ -551,19 +564,19 @@ pub fn capture(
     duration: Option<Duration>,
     out: &Path,
     stop: &AtomicBool,
-) -> Result<Captured, String> {
+) -> Result<Captured, TraceError> {
     out.file_name()
-        .ok_or_else(|| format!("{}: not a file name", out.display()))?;
+        .ok_or_else(|| TraceError::Capture(format!("{}: not a file name", out.display())))?;
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     if !dir.is_dir() {
-        return Err(format!(
+        return Err(TraceError::Capture(format!(
             "{}: the directory {} does not exist",
             out.display(),
             dir.display()
-        ));
+        )));
     }
     let target = Target::of(device)?;
     let s = Session::open()?;
@@ -578,14 +591,16 @@ pub fn capture(
         enabled += 1;
     }
     if enabled == 0 {
-        return Err("tracefs has none of the block tracepoints".into());
+        return Err(TraceError::Capture(
+            "tracefs has none of the block tracepoints".into(),
+        ));
     }
     let pipe_path = s.instance.join("trace_pipe");
     let mut pipe: File = OpenOptions::new()
         .read(true)
         .custom_flags(O_NONBLOCK)
         .open(&pipe_path)
-        .map_err(|e| format!("{}: {e}", pipe_path.display()))?;
+        .map_err(|e| TraceError::Capture(format!("{}: {e}", pipe_path.display())))?;
     let writer = TraceWriter::new(out);
     let mut conv = Converter::default();
     let mut recs = Vec::new();
@@ -631,7 +646,7 @@ pub fn capture(
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
                 std::thread::sleep(Duration::from_millis(20))
             }
-            Err(e) => return Err(format!("{}: {e}", pipe_path.display())),
+            Err(e) => return Err(TraceError::Capture(format!("{}: {e}", pipe_path.display()))),
         }
         // After the end, keep reading until the buffer has been empty for a moment.
         if draining_since.is_some_and(|t| t.elapsed() > Duration::from_millis(200)) {

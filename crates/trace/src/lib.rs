@@ -14,5 +14,48 @@ pub mod reader;
 pub mod writer;
 
 pub use format::{FormatError, Record};
+
+/// Why a trace cannot be read, written or captured: one line naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// A file could not be read, written or created.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// A record is damaged (the file and byte offset are named).
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A trace name with no `NAME.blktrace.N` files beside it.
+    #[error("{}: no trace files ({prefix}N) in {}", name.display(), dir.display())]
+    NoFiles {
+        name: std::path::PathBuf,
+        prefix: String,
+        dir: std::path::PathBuf,
+    },
+    /// What is not a trace name at all.
+    #[error("{}: not a trace name", .0.display())]
+    NotAName(std::path::PathBuf),
+    /// Capturing from tracefs failed (the message names the device or tracefs file).
+    #[error("{0}")]
+    Capture(String),
+}
+
+impl TraceError {
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> TraceError {
+        TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// For callers whose errors are one-line messages.
+impl From<TraceError> for String {
+    fn from(e: TraceError) -> String {
+        e.to_string()
+    }
+}
 pub use reader::TraceSet;
 pub use writer::{Counts, TraceWriter};

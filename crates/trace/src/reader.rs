@@ -2,6 +2,7 @@
 //! each time-ordered on its own, merged here into one time-ordered stream.
 
 use crate::format::{decode_all, ta, tn, Record};
+use crate::TraceError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -15,7 +16,7 @@ pub struct TraceSet {
 
 /// The files a trace name stands for: the path itself when it is a file (one per-CPU file,
 /// or a merged `blkparse -d` dump), else every `NAME.blktrace.N` beside it, by N.
-pub fn files_of(name: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn files_of(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     if name.is_file() {
         return Ok(vec![name.to_path_buf()]);
     }
@@ -25,11 +26,11 @@ pub fn files_of(name: &Path) -> Result<Vec<PathBuf>, String> {
         .unwrap_or(Path::new("."));
     let base = name
         .file_name()
-        .ok_or_else(|| format!("{}: not a trace name", name.display()))?
+        .ok_or_else(|| TraceError::NotAName(name.to_path_buf()))?
         .to_string_lossy()
         .into_owned();
     let prefix = format!("{base}.blktrace.");
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| TraceError::io(dir, e))?;
     let mut numbered = Vec::new();
     for e in entries.flatten() {
         let fname = e.file_name().to_string_lossy().into_owned();
@@ -41,11 +42,11 @@ pub fn files_of(name: &Path) -> Result<Vec<PathBuf>, String> {
         }
     }
     if numbered.is_empty() {
-        return Err(format!(
-            "{}: no trace files ({prefix}N) in {}",
-            name.display(),
-            dir.display()
-        ));
+        return Err(TraceError::NoFiles {
+            name: name.to_path_buf(),
+            prefix,
+            dir: dir.to_path_buf(),
+        });
     }
     numbered.sort();
     Ok(numbered.into_iter().map(|(_, p)| p).collect())
@@ -53,20 +54,20 @@ pub fn files_of(name: &Path) -> Result<Vec<PathBuf>, String> {
 
 impl TraceSet {
     /// Reads the trace `name` (see [`files_of`]). One-line errors name the file and offset.
-    pub fn open(name: &Path) -> Result<TraceSet, String> {
+    pub fn open(name: &Path) -> Result<TraceSet, TraceError> {
         TraceSet::open_all(&[name])
     }
 
     /// Reads several traces as one, merged by time, as `blkparse -i A -i B` does.
-    pub fn open_all<P: AsRef<Path>>(names: &[P]) -> Result<TraceSet, String> {
+    pub fn open_all<P: AsRef<Path>>(names: &[P]) -> Result<TraceSet, TraceError> {
         let mut files = Vec::new();
         for n in names {
             files.extend(files_of(n.as_ref())?);
         }
         let mut per_file = Vec::new();
         for f in &files {
-            let bytes = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
-            per_file.push(decode_all(&f.display().to_string(), &bytes).map_err(|e| e.to_string())?);
+            let bytes = std::fs::read(f).map_err(|e| TraceError::io(f, e))?;
+            per_file.push(decode_all(&f.display().to_string(), &bytes)?);
         }
         Ok(TraceSet {
             records: merge(per_file),

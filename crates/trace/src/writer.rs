@@ -2,6 +2,7 @@
 //! (software queue) as blktrace writes one per CPU, so `blkparse -i NAME` and `btt` read them.
 
 use crate::format::{mkdev, ta, tc, Record};
+use crate::TraceError;
 use mqblk_core::{BlkStatus, ReqFlags, ReqOp, TraceAction, TraceEvent, Tracer};
 use parking_lot::Mutex;
 use std::collections::btree_map::Entry;
@@ -27,7 +28,8 @@ struct State {
     pids: BTreeSet<u32>,
     counts: Counts,
     buf: Vec<u8>,
-    error: Option<String>,
+    /// The first write that failed; nothing more is written after it.
+    error: Option<TraceError>,
 }
 
 /// Writes `NAME.blktrace.N` files for the events it is given. Errors (a full disk) are kept
@@ -74,7 +76,7 @@ impl TraceWriter {
         }
         let letter = (!rec.is_notify()).then(|| rec.letter());
         if let Err(e) = self.write(st, n, rec) {
-            st.error = Some(e.to_string());
+            st.error = Some(TraceError::io(&self.file_of(n), e));
             return;
         }
         if let Some(l) = letter {
@@ -96,7 +98,7 @@ impl TraceWriter {
     }
 
     /// Flushes every file; returns the per-action counts written, or the first error.
-    pub fn finish(&self) -> Result<Counts, String> {
+    pub fn finish(&self) -> Result<Counts, TraceError> {
         let mut st = self.st.lock();
         // blkparse stops at the first missing NAME.blktrace.N: give every file number below
         // the highest one a file, empty if it saw nothing (and a trace without events its
@@ -106,21 +108,21 @@ impl TraceWriter {
             if !st.files.contains_key(&n) {
                 let path = self.file_of(n);
                 if let Err(e) = File::create(&path) {
-                    st.error.get_or_insert(format!("{}: {e}", path.display()));
+                    st.error.get_or_insert(TraceError::io(&path, e));
                 }
             }
         }
         let mut failed = None;
         for (&n, out) in st.files.iter_mut() {
             if let Err(e) = out.file.flush() {
-                failed = Some(format!("{}: {e}", self.file_of(n).display()));
+                failed = Some(TraceError::io(&self.file_of(n), e));
                 break;
             }
         }
         if let Some(e) = failed {
             st.error.get_or_insert(e);
         }
-        match st.error.clone() {
+        match st.error.take() {
             Some(e) => Err(e),
             None => Ok(st.counts.clone()),
         }
@@ -131,8 +133,7 @@ impl TraceWriter {
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(slot) => {
                 let path = self.file_of(cpu);
-                let f = File::create(&path)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                let f = File::create(&path)?;
                 slot.insert(Out {
                     file: BufWriter::with_capacity(1 << 16, f),
                     sequence: 0,

@@ -239,7 +239,7 @@ fn partitions_are_traced_on_their_disk_within_their_sectors() {
         format!("dev == {} && sector >= 2048 && sector < 3048", 8 << 20)
     );
     let e = Target::of(std::path::Path::new("/dev/null")).unwrap_err();
-    assert_eq!(e, "/dev/null: not a block device");
+    assert_eq!(e.to_string(), "/dev/null: not a block device");
     let e = Target::of(std::path::Path::new("/nonexistent/dev")).unwrap_err();
-    assert!(e.starts_with("/nonexistent/dev: "), "{e}");
+    assert!(e.to_string().starts_with("/nonexistent/dev: "), "{e}");
 }
