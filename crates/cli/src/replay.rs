@@ -6,7 +6,6 @@ use mqblk_sim::QueueSettings;
 use mqblk_sim::{DeviceSpec, Sim, SimConfig};
 use mqblk_trace::TraceSet;
 use mqblk_workload::{json_report, text_report, Ddir, LatStat, RunReport};
-use std::sync::Arc;
 use std::time::Instant;
 
 pub fn main(args: ReplayArgs) -> i32 {
@@ -59,17 +58,13 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
     let nr_cpus = cpus.unwrap_or((max_cpu + 1).min(1024) as u16);
     let spec = DeviceSpec::parse(&device)?;
     let capacity = mqblk_sim::device::build(&spec, mqblk_sim::SimRng::new(0))?.capacity_sectors();
-    let writer = out_trace
-        .as_ref()
-        .map(|p| Arc::new(mqblk_trace::TraceWriter::new(p)));
+    let writer = crate::trace_cmd::TraceOut::open(out_trace.as_deref());
     let cfg = SimConfig {
         seed,
         nr_cpus,
         device: spec,
         check_every: 1000,
-        tracer: writer
-            .as_ref()
-            .map(|w| w.clone() as Arc<dyn mqblk_core::Tracer>),
+        tracer: crate::trace_cmd::tracer_of(&writer),
         queue: QueueSettings {
             scheduler: sched.clone(),
             sched_tunables: tunables,
@@ -85,16 +80,7 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
         .and_then(Sim::run)
         .map_err(|e| format!("{e}\n{}", e.dump()))?;
     let host_s = host.elapsed().as_secs_f64();
-    if let (Some(w), Some(p)) = (&writer, &out_trace) {
-        let counts = w
-            .finish()
-            .map_err(|e| format!("--trace={}: {e}", p.display()))?;
-        eprintln!(
-            "trace: {} ({})",
-            p.display(),
-            mqblk_trace::writer::summary(&counts)
-        );
-    }
+    crate::trace_cmd::finish(&writer)?;
     // Flushes move no data and are not counted as I/Os in the report.
     let replayed_ios: u64 = res.jobs.iter().map(|j| j.ios + j.errors).sum::<u64>() + rep.flushes;
     let replayed_bytes: u64 = res.jobs.iter().map(|j| j.bytes).sum();

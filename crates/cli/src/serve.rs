@@ -378,17 +378,11 @@ fn run(args: ServeArgs) -> Result<i32, String> {
     if listens.is_empty() {
         listens.push("tcp:127.0.0.1:10809".into());
     }
-    let writer = trace
-        .as_ref()
-        .map(|p| Arc::new(mqblk_trace::TraceWriter::new(p)));
+    let writer = crate::trace_cmd::TraceOut::open(trace.as_deref());
     let mut exports = Vec::new();
     for (i, c) in cfgs.iter().enumerate() {
         let tracer = (i == 0)
-            .then(|| {
-                writer
-                    .as_ref()
-                    .map(|w| w.clone() as Arc<dyn mqblk_core::Tracer>)
-            })
+            .then(|| crate::trace_cmd::tracer_of(&writer))
             .flatten();
         let queue = c.build(tracer)?;
         let rotational = queue.driver().rotational();
@@ -497,16 +491,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         )
         .map_err(|e| format!("--stats={}: {e}", p.display()))?;
     }
-    if let (Some(w), Some(p)) = (&writer, &trace) {
-        let counts = w
-            .finish()
-            .map_err(|e| format!("--trace={}: {e}", p.display()))?;
-        eprintln!(
-            "trace: {} ({})",
-            p.display(),
-            mqblk_trace::writer::summary(&counts)
-        );
-    }
+    crate::trace_cmd::finish(&writer)?;
     for e in &exports {
         e.queue.teardown();
     }

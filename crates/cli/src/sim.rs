@@ -112,10 +112,7 @@ fn run(args: &[String]) -> Result<i32, String> {
     let dev = mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;
     let device = dev.model_spec()?;
     dev.faults.validate().map_err(|e| e.to_string())?;
-    let writer = cl
-        .trace
-        .as_ref()
-        .map(|p| std::sync::Arc::new(mqblk_trace::TraceWriter::new(p)));
+    let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let nr_clones: u32 = cl.jobs.iter().map(|s| s.numjobs.max(1)).sum();
     let max_pinned = cl
         .jobs
@@ -132,9 +129,7 @@ fn run(args: &[String]) -> Result<i32, String> {
         device,
         cost,
         check_every: a.check_every,
-        tracer: writer
-            .as_ref()
-            .map(|w| w.clone() as std::sync::Arc<dyn mqblk_core::Tracer>),
+        tracer: crate::trace_cmd::tracer_of(&writer),
         queue: dev.queue.clone(),
         // The job's fault options, injected as the null driver injects them.
         faults: mqblk_sim::driver::Faults {
@@ -156,16 +151,7 @@ fn run(args: &[String]) -> Result<i32, String> {
         .and_then(Sim::run)
         .map_err(|e| format!("{e}\n{}", e.dump()))?;
     let host_s = host.elapsed().as_secs_f64();
-    if let (Some(w), Some(p)) = (&writer, &cl.trace) {
-        let counts = w
-            .finish()
-            .map_err(|e| format!("--trace={}: {e}", p.display()))?;
-        eprintln!(
-            "trace: {} ({})",
-            p.display(),
-            mqblk_trace::writer::summary(&counts)
-        );
-    }
+    crate::trace_cmd::finish(&writer)?;
     let report = RunReport {
         jobs: res.jobs.iter().map(|j| j.stats.clone()).collect(),
         global_options: cl.global_options.clone(),

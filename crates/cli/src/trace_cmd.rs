@@ -86,3 +86,49 @@ fn dump(args: &[PathBuf]) -> Result<i32, String> {
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(0)
 }
+
+/// A `--trace=NAME` output of bench, sim, replay or serve: the writer the queue's tracer
+/// hook feeds, and its summary line when the run ends.
+pub struct TraceOut {
+    writer: Arc<mqblk_trace::TraceWriter>,
+    path: PathBuf,
+}
+
+impl TraceOut {
+    /// The output `--trace` asks for, if any.
+    pub fn open(path: Option<&std::path::Path>) -> Option<TraceOut> {
+        path.map(|p| TraceOut {
+            writer: Arc::new(mqblk_trace::TraceWriter::new(p)),
+            path: p.to_path_buf(),
+        })
+    }
+
+    /// The queue's tracer.
+    pub fn tracer(&self) -> Arc<dyn mqblk_core::Tracer> {
+        self.writer.clone()
+    }
+
+    /// Flushes the files and prints what they hold.
+    pub fn finish(&self) -> Result<(), String> {
+        let counts = self
+            .writer
+            .finish()
+            .map_err(|e| format!("--trace={}: {e}", self.path.display()))?;
+        eprintln!(
+            "trace: {} ({})",
+            self.path.display(),
+            mqblk_trace::writer::summary(&counts)
+        );
+        Ok(())
+    }
+}
+
+/// The tracer of an optional `--trace` output.
+pub fn tracer_of(out: &Option<TraceOut>) -> Option<Arc<dyn mqblk_core::Tracer>> {
+    out.as_ref().map(TraceOut::tracer)
+}
+
+/// Finishes an optional `--trace` output.
+pub fn finish(out: &Option<TraceOut>) -> Result<(), String> {
+    out.as_ref().map_or(Ok(()), TraceOut::finish)
+}

@@ -13,7 +13,6 @@ use mqblk_workload::{
     json_report, parse_command_line, text_report, CommandLine, JobStats, OutputFormat, RunReport,
 };
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
 
 /// The job `mqblk bench` runs when none is given: 4 KiB random reads at QD32 on a null
 /// device for 3 seconds.
@@ -58,31 +57,16 @@ fn run(args: &[String]) -> Result<i32, String> {
     let show_progress = cl
         .progress
         .unwrap_or_else(|| std::io::stdout().is_terminal());
-    let writer = cl
-        .trace
-        .as_ref()
-        .map(|p| Arc::new(mqblk_trace::TraceWriter::new(p)));
+    let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let exec = match &writer {
         Some(w) => {
-            let device = mqblk_device::build_traced(
-                &plan.device,
-                plan.jobs.len(),
-                Some(w.clone() as Arc<dyn mqblk_core::Tracer>),
-            )?;
+            let device =
+                mqblk_device::build_traced(&plan.device, plan.jobs.len(), Some(w.tracer()))?;
             execute_on(device, &plan, show_progress)?
         }
         None => execute(&plan, show_progress)?,
     };
-    if let (Some(w), Some(p)) = (&writer, &cl.trace) {
-        let counts = w
-            .finish()
-            .map_err(|e| format!("--trace={}: {e}", p.display()))?;
-        eprintln!(
-            "trace: {} ({})",
-            p.display(),
-            mqblk_trace::writer::summary(&counts)
-        );
-    }
+    crate::trace_cmd::finish(&writer)?;
     let report = build_report(&cl, &plan, &exec);
     let mut out = match cl.output_format {
         OutputFormat::Normal => text_report(&report),
