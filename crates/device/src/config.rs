@@ -20,15 +20,6 @@ pub enum DriverKind {
 }
 
 impl DriverKind {
-    /// The name `driver=` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            DriverKind::Null => "null",
-            DriverKind::Uring => "uring",
-            DriverKind::Model => "sim",
-        }
-    }
-
     /// Parses `driver=NAME`.
     pub fn parse(name: &str) -> Result<DriverKind, DeviceError> {
         match name {

@@ -142,10 +142,6 @@ impl ModelPort {
         self.raised[f.hw as usize].push(f);
     }
 
-    pub fn has_raised(&self, hw: u16) -> bool {
-        !self.raised[hw as usize].is_empty()
-    }
-
     /// Reports the raised completions of `hw` into `done`; returns how many.
     pub fn poll(&mut self, hw: u16, done: &mut CompletionBatch) -> usize {
         let h = hw as usize;

@@ -28,9 +28,10 @@ pub struct JobIo {
     pub offset: u64,
     pub len: u32,
     /// The issuing task waits for it (`REQ_SYNC`): flushes, and writes of an `O_DIRECT`
-    /// job, which the kernel marks `REQ_SYNC | REQ_IDLE` (`dio_bio_write_op`); buffered
-    /// writes reach the device from writeback, asynchronously. Reads are synchronous by
-    /// their operation and carry no flag, as the kernel's.
+    /// job, which block/fops.c's `dio_bio_write_op` marks `REQ_OP_WRITE | REQ_SYNC |
+    /// REQ_IDLE` (it adds `REQ_FUA` for `O_DSYNC`, which no supported option asks for);
+    /// buffered writes reach the device from writeback, asynchronously. Reads go as plain
+    /// `REQ_OP_READ` there: synchronous by their operation (`op_is_sync`), with no flag.
     pub sync: bool,
 }
 
@@ -254,20 +255,10 @@ impl JobDriver {
         self.verify_reading || !self.rw.does_write()
     }
 
-    /// I/Os (reads and writes, not flushes) issued so far.
-    pub fn issued(&self) -> u64 {
-        self.issued
-    }
-
     /// Whether an I/O completing at `now` counts in the statistics (past `ramp_time`).
     #[inline]
     pub fn measures(&self, now: u64) -> bool {
         now >= self.ramp_ns
-    }
-
-    /// When the main phase ends (ramp + runtime), in ns since the job started.
-    pub fn end_ns(&self) -> Option<u64> {
-        self.end_ns
     }
 }
 

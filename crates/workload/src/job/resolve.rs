@@ -75,11 +75,6 @@ impl Job {
         read.max(write).max(512)
     }
 
-    /// The block size of `write` (or read) I/O.
-    pub fn bs_of(&self, write: bool) -> u32 {
-        self.bs[usize::from(write)]
-    }
-
     /// The largest block this job may issue.
     pub fn max_bs(&self) -> u32 {
         self.bs[0].max(self.bs[1])
