@@ -237,34 +237,55 @@ impl DeviceConfig {
         Ok(device)
     }
 
-    /// The first setting (by option name) in which `other` describes another device, the
-    /// region aside.
+    /// The first setting (by option name) in which `other` describes another device. The
+    /// region (size), the registered-buffer pool (sized later from the jobs) and the cgroup
+    /// registry (one per run) are not settings a job chooses apart from the others.
     fn differs_from(&self, o: &DeviceConfig) -> Option<&'static str> {
-        let checks: [(&str, bool); 18] = [
-            ("driver", self.driver == o.driver),
-            ("nr_hw_queues", self.nr_hw_queues == o.nr_hw_queues),
-            ("queue_depth", self.queue_depth == o.queue_depth),
-            ("nr_ctx", self.nr_ctx == o.nr_ctx),
-            ("shared_tags", self.shared_tags == o.shared_tags),
-            ("blocking", self.blocking == o.blocking),
-            ("irqmode", self.irqmode == o.irqmode),
-            ("completion_nsec", self.completion_nsec == o.completion_nsec),
-            ("memory_backed", self.memory_backed == o.memory_backed),
-            ("fault injection", self.faults == o.faults),
+        // Destructured without `..`: a field added to the configuration must be placed here,
+        // as compared or as deliberately left out.
+        let DeviceConfig {
+            driver,
+            nr_hw_queues,
+            queue_depth,
+            nr_ctx,
+            shared_tags,
+            blocking,
+            irqmode,
+            completion_nsec,
+            memory_backed,
+            size_bytes: _,
+            faults,
+            queue,
+            filename,
+            direct,
+            create_size: _,
+            hctx_workers,
+            fixed_buffers,
+            fixed_buf_count: _,
+            fixed_buf_size: _,
+            model,
+            blkcg: _,
+        } = self;
+        let checks = [
+            ("driver", *driver == o.driver),
+            ("nr_hw_queues", *nr_hw_queues == o.nr_hw_queues),
+            ("queue_depth", *queue_depth == o.queue_depth),
+            ("nr_ctx", *nr_ctx == o.nr_ctx),
+            ("shared_tags", *shared_tags == o.shared_tags),
+            ("blocking", *blocking == o.blocking),
+            ("irqmode", *irqmode == o.irqmode),
+            ("completion_nsec", *completion_nsec == o.completion_nsec),
+            ("memory_backed", *memory_backed == o.memory_backed),
+            ("fault injection", *faults == o.faults),
             (
                 "the queue settings (ioscheduler, sched.*, nr_requests, nomerges, limits)",
-                self.queue == o.queue,
+                *queue == o.queue,
             ),
-            ("filename", self.filename == o.filename),
-            ("direct", self.direct == o.direct),
-            ("hctx_workers", self.hctx_workers == o.hctx_workers),
-            ("fixedbufs", self.fixed_buffers == o.fixed_buffers),
-            ("model", self.model == o.model),
-            (
-                "fixed buffer count",
-                self.fixed_buf_count == o.fixed_buf_count,
-            ),
-            ("fixed buffer size", self.fixed_buf_size == o.fixed_buf_size),
+            ("filename", *filename == o.filename),
+            ("direct", *direct == o.direct),
+            ("hctx_workers", *hctx_workers == o.hctx_workers),
+            ("fixedbufs", *fixed_buffers == o.fixed_buffers),
+            ("device", *model == o.model),
         ];
         checks.iter().find(|(_, same)| !same).map(|(what, _)| *what)
     }
