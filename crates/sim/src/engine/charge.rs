@@ -55,9 +55,8 @@ impl Sim {
         f(&self.queue, &mut self.cpus[c as usize].sub, Nanos(start));
         let mut steps = std::mem::take(&mut self.steps);
         self.log.drain_into(&mut steps);
-        if steps.iter().any(|s| matches!(s, Step::QueueRq { .. })) {
-            self.log.take_staged(&mut self.staged);
-        }
+        // The commands the operation's `QueueRq` steps index (none if it posted none).
+        self.log.take_staged(&mut self.staged);
         let has_elv = self.queue.elevator().is_some();
         // Per-CPU summing passes (one counter line per CPU each) are spread over the
         // operation's scheduler steps, all under the scheduler's dispatch lock.
