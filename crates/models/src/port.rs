@@ -10,6 +10,38 @@ use crate::{Cmd, DevCompletion, DeviceModel};
 use mqblk_core::{BlkStatus, CompletionBatch, FaultConfig, FaultInjector, Injected, Nanos, RqId};
 use std::collections::BTreeSet;
 
+/// What a driver over a model tells the block layer about the device, read once from the
+/// model (the `Driver` identity every adapter reports without taking its lock).
+#[derive(Copy, Clone, Debug)]
+pub struct ModelInfo {
+    pub name: &'static str,
+    pub capacity_sectors: u64,
+    pub rotational: bool,
+    pub nr_hw_queues: u16,
+    pub queue_depth: u32,
+    /// Commands the device holds at once, over all hardware queues (at least 1).
+    pub max_outstanding: u32,
+}
+
+impl ModelInfo {
+    pub fn of(model: &dyn DeviceModel) -> ModelInfo {
+        ModelInfo {
+            name: model.name(),
+            capacity_sectors: model.capacity_sectors(),
+            rotational: model.rotational(),
+            nr_hw_queues: model.nr_hw_queues(),
+            queue_depth: model.queue_depth(),
+            max_outstanding: model.max_outstanding().max(1),
+        }
+    }
+
+    /// The device holds more commands than its hardware queues have tags: a budget could
+    /// never run out.
+    pub fn unlimited(&self) -> bool {
+        self.max_outstanding >= self.nr_hw_queues as u32 * self.queue_depth
+    }
+}
+
 /// What a driver over a model saw: commands queued and completed, and each fault injected.
 #[derive(Default, Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DriverStats {

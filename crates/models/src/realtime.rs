@@ -7,7 +7,7 @@
 //! [`ModelPort`] the simulator's driver stands on too. The model keeps no data: reads return whatever the buffer held
 //! (zeroes for fresh buffers), as `null` does without `memory_backed`.
 
-use crate::port::{Accept, DriverStats, Finished, ModelPort};
+use crate::port::{Accept, DriverStats, Finished, ModelInfo, ModelPort};
 use crate::{Cmd, DeviceModel};
 use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, FaultConfig, HctxIdx, Nanos, ReqFlags, Request,
@@ -23,25 +23,14 @@ struct State {
 
 pub struct RealtimeDriver {
     st: Mutex<State>,
-    name: &'static str,
-    capacity: u64,
-    rotational: bool,
-    nr_hw: u16,
-    depth: u32,
-    max_outstanding: u32,
+    info: ModelInfo,
 }
 
 impl RealtimeDriver {
     /// The model behind a driver, with the drivers' fault injection.
     pub fn new(model: Box<dyn DeviceModel>, faults: &FaultConfig) -> RealtimeDriver {
-        let nr_hw = model.nr_hw_queues();
         RealtimeDriver {
-            name: model.name(),
-            capacity: model.capacity_sectors(),
-            rotational: model.rotational(),
-            depth: model.queue_depth(),
-            max_outstanding: model.max_outstanding().max(1),
-            nr_hw,
+            info: ModelInfo::of(model.as_ref()),
             st: Mutex::new(State {
                 port: ModelPort::new(model, faults),
                 finished: Vec::new(),
@@ -51,11 +40,11 @@ impl RealtimeDriver {
     }
 
     pub fn nr_hw_queues(&self) -> u16 {
-        self.nr_hw
+        self.info.nr_hw_queues
     }
 
     pub fn queue_depth(&self) -> u32 {
-        self.depth
+        self.info.queue_depth
     }
 
     /// What the driver saw, faults included.
@@ -77,13 +66,13 @@ impl RealtimeDriver {
 
 impl Driver for RealtimeDriver {
     fn name(&self) -> &'static str {
-        self.name
+        self.info.name
     }
     fn capacity_sectors(&self) -> u64 {
-        self.capacity
+        self.info.capacity_sectors
     }
     fn rotational(&self) -> bool {
-        self.rotational
+        self.info.rotational
     }
 
     fn queue_rq(
@@ -95,7 +84,7 @@ impl Driver for RealtimeDriver {
         _done: &mut CompletionBatch,
     ) -> BlkStatus {
         let mut st = self.st.lock();
-        if st.outstanding >= self.max_outstanding {
+        if st.outstanding >= self.info.max_outstanding {
             // The device is full: a completion on this queue re-runs it, else retry later.
             return if st.port.inflight(hctx.0) > 0 {
                 BlkStatus::DevResource

@@ -17,7 +17,7 @@ use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, ReqFlags, Request, TraceEvent,
     Tracer,
 };
-use mqblk_models::port::{Accept, Finished, ModelPort};
+use mqblk_models::port::{Accept, Finished, ModelInfo, ModelPort};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -164,12 +164,7 @@ pub struct SimDriver {
     has_raised: Vec<AtomicBool>,
     log: Arc<OpLog>,
     cost: DriverCost,
-    name: &'static str,
-    capacity: u64,
-    rotational: bool,
-    nr_hw: u16,
-    depth: u32,
-    max_outstanding: u32,
+    info: ModelInfo,
     /// The device can hold more commands than there are driver tags: its budget can never
     /// run out, so it is not counted (one lock less per command).
     unlimited: bool,
@@ -185,16 +180,12 @@ impl SimDriver {
         plant: Option<Plant>,
         rng: SimRng,
     ) -> SimDriver {
-        let nr_hw = model.nr_hw_queues();
+        let info = ModelInfo::of(model.as_ref());
+        let nr_hw = info.nr_hw_queues;
         SimDriver {
             cost: model.driver_cost(),
-            name: model.name(),
-            capacity: model.capacity_sectors(),
-            rotational: model.rotational(),
-            depth: model.queue_depth(),
-            max_outstanding: model.max_outstanding().max(1),
-            unlimited: model.max_outstanding() >= nr_hw as u32 * model.queue_depth(),
-            nr_hw,
+            unlimited: info.unlimited(),
+            info,
             faults,
             plant,
             log,
@@ -212,10 +203,10 @@ impl SimDriver {
         self.cost
     }
     pub fn nr_hw_queues(&self) -> u16 {
-        self.nr_hw
+        self.info.nr_hw_queues
     }
     pub fn queue_depth(&self) -> u32 {
-        self.depth
+        self.info.queue_depth
     }
 
     /// A command reaches the device (its doorbell rang at `now`). Returns the model's next
@@ -269,9 +260,9 @@ impl SimDriver {
         let st = self.st.lock();
         format!(
             "driver {}: budget {}/{} {}",
-            self.name,
+            self.info.name,
             st.budget,
-            self.max_outstanding,
+            self.info.max_outstanding,
             st.port.debug_state()
         )
     }
@@ -304,13 +295,13 @@ impl SimDriver {
 
 impl Driver for SimDriver {
     fn name(&self) -> &'static str {
-        self.name
+        self.info.name
     }
     fn capacity_sectors(&self) -> u64 {
-        self.capacity
+        self.info.capacity_sectors
     }
     fn rotational(&self) -> bool {
-        self.rotational
+        self.info.rotational
     }
 
     fn get_budget(&self, _hctx: HctxIdx) -> bool {
@@ -318,7 +309,7 @@ impl Driver for SimDriver {
             return true;
         }
         let mut st = self.st.lock();
-        if st.budget >= self.max_outstanding {
+        if st.budget >= self.info.max_outstanding {
             st.port.stats.budget_denied += 1;
             return false;
         }
