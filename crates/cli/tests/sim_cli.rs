@@ -234,3 +234,42 @@ fn bad_cgroup_options_are_one_line() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A scheduler named by its alias is that scheduler, with its costs and its lock, in the
+/// simulator; an unknown name is refused, never run as if there were no scheduler.
+#[test]
+fn an_alias_is_simulated_as_its_scheduler_and_an_unknown_name_is_refused() {
+    let run = |sched: &str| {
+        let o = mqblk(&[
+            "sim",
+            "--cpus=4",
+            "--numjobs=4",
+            &format!("--ioscheduler={sched}"),
+            "--rw=randread",
+            "--bs=4k",
+            "--iodepth=32",
+            "--runtime=20ms",
+            "--time_based",
+            "--name=x",
+            "--group_reporting",
+            "--output-format=json",
+        ]);
+        assert!(o.status.success(), "{sched}: {}", text(&o.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        j["jobs"][0]["read"]["total_ios"].as_u64().unwrap()
+    };
+    let (alias, name, none) = (run("deadline"), run("mq-deadline"), run("none"));
+    assert_eq!(alias, name, "deadline is mq-deadline");
+    // The scheduler lock over 4 CPUs costs: far fewer I/Os than without a scheduler.
+    assert!(
+        (alias as f64) < 0.8 * none as f64,
+        "mq-deadline {alias} vs none {none}"
+    );
+    let o = mqblk(&["sim", "--ioscheduler=cfq", "--name=x", "--runtime=1ms"]);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        e.contains("unknown scheduler 'cfq'") && e.trim_end().lines().count() == 1,
+        "{e}"
+    );
+}
