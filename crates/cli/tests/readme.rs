@@ -66,6 +66,13 @@ fn every_readme_command_runs_as_written() {
         std::env::var("PATH").unwrap_or_default()
     );
     let ci = std::env::var_os("CI").is_some();
+    // Files the README's commands create; removed afterwards only if they were not there
+    // before (a user's own /tmp/data is left alone).
+    let scratch_files = ["/tmp/data", "/tmp/disk.img"];
+    let ours: Vec<&str> = scratch_files
+        .into_iter()
+        .filter(|f| !Path::new(f).exists())
+        .collect();
     let blocks = blocks();
     assert!(
         blocks.len() >= 6,
@@ -108,7 +115,7 @@ fn every_readme_command_runs_as_written() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("IOPS="));
     eprintln!("ran {ran} README blocks and the default bench");
-    for f in ["/tmp/data", "/tmp/disk.img"] {
+    for f in ours {
         let _ = std::fs::remove_file(f);
     }
     let _ = std::fs::remove_dir_all(&dir);
