@@ -498,9 +498,24 @@ fn check_capture(out: &Output, base: &Path, before: &Option<[String; 3]>) -> Tra
     if let Some(theirs) = blkparse_lines(base) {
         assert_eq!(letter_counts(&theirs), said, "blkparse's per-action counts");
         let ours: Vec<String> = set.blkparse_lines().collect();
-        assert_eq!(ours, theirs, "dump vs blkparse");
+        assert_same_lines(&ours, &theirs);
     }
     set
+}
+
+/// Our dump's lines against blkparse's, failing with the first lines that differ (a whole
+/// capture's dump is too long for a failure message to show).
+fn assert_same_lines(ours: &[String], theirs: &[String]) {
+    if let Some(i) = (0..ours.len().max(theirs.len())).find(|&i| ours.get(i) != theirs.get(i)) {
+        let around = |v: &[String]| v[i.saturating_sub(2)..(i + 3).min(v.len())].join("\n");
+        panic!(
+            "dump vs blkparse: {} lines vs {}, first difference at line {i}:\nours:\n{}\nblkparse:\n{}",
+            ours.len(),
+            theirs.len(),
+            around(ours),
+            around(theirs)
+        );
+    }
 }
 
 /// Runs a capture of a fresh loop file system (on its partition with `partition`) while a

@@ -307,8 +307,11 @@ fn parse_body(what: u32, body: &str) -> Option<Body<'_>> {
 }
 
 /// Turns parsed events into blktrace records: times from the first event, a process-name
-/// notify record before a pid's first event (and again when its name changes, as after an
-/// `exec`), errors as positive errno values.
+/// notify record before a pid's first named event, errors as positive errno values.
+///
+/// One name per pid, as the kernel's `__blk_add_trace` writes one `trace_note_tsk` per task
+/// per trace (`tsk->btrace_seq`): a process renamed later (by `exec`, or tracefs resolving
+/// the pid to another name at read time) keeps its first name, the one blkparse shows.
 #[derive(Debug, Default)]
 pub struct Converter {
     t0: Option<u64>,
@@ -323,7 +326,7 @@ impl Converter {
         let device = mkdev(e.major, e.minor);
         // pid 0 is the idle task (completions from interrupts); "<...>" is a name tracefs
         // no longer remembers.
-        if e.pid != 0 && e.comm != "<...>" && self.names.get(&e.pid) != Some(&e.comm) {
+        if e.pid != 0 && e.comm != "<...>" && !self.names.contains_key(&e.pid) {
             self.names.insert(e.pid, e.comm.clone());
             out.push(Record::process_name(e.pid, &e.comm, device, e.cpu, time));
         }

@@ -117,28 +117,32 @@ impl TraceSet {
             .filter_map(move |r| r.blkparse_line(names.get(&r.pid).map(String::as_str), genesis))
     }
 
-    /// The process names the trace's notify records give, by pid (the last one wins, as a
-    /// process that `exec`s is renamed).
+    /// The process names the trace's notify records give, by pid: the first one wins, as in
+    /// blkparse's `add_ppm_hash` (the kernel writes one per task per trace anyway).
     pub fn process_names(&self) -> BTreeMap<u32, String> {
-        self.records
+        let mut names = BTreeMap::new();
+        for r in self
+            .records
             .iter()
             .filter(|r| r.is_notify() && r.what() == tn::PROCESS)
-            .filter_map(|r| Some((r.pid, r.comm()?)))
-            .collect()
+        {
+            if let Some(comm) = r.comm() {
+                names.entry(r.pid).or_insert(comm);
+            }
+        }
+        names
     }
 }
 
-/// Merges per-file record lists, each in time order, into one by time.
+/// Merges per-file record lists, each in time order, into one: by time, then device, then
+/// sequence number, as blkparse's `trace_rb_insert` orders events (two CPUs' events at the
+/// same nanosecond come out by their per-CPU sequence), then by file and place in it.
 fn merge(per_file: Vec<Vec<Record>>) -> Vec<Record> {
-    let mut all: Vec<(u64, usize, usize, Record)> = per_file
+    let mut all: Vec<(usize, usize, Record)> = per_file
         .into_iter()
         .enumerate()
-        .flat_map(|(fi, recs)| {
-            recs.into_iter()
-                .enumerate()
-                .map(move |(i, r)| (r.time, fi, i, r))
-        })
+        .flat_map(|(fi, recs)| recs.into_iter().enumerate().map(move |(i, r)| (fi, i, r)))
         .collect();
-    all.sort_by_key(|(t, fi, i, _)| (*t, *fi, *i));
-    all.into_iter().map(|x| x.3).collect()
+    all.sort_by_key(|(fi, i, r)| (r.time, r.device, r.sequence, *fi, *i));
+    all.into_iter().map(|x| x.2).collect()
 }

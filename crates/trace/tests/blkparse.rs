@@ -248,3 +248,49 @@ fn blkparse_reads_both_byte_orders_alike() {
     assert_eq!(outputs[0].len(), 10);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A pid with two name records (a trace written by another tool, or a process renamed):
+/// blkparse names its every event by the first (`add_ppm_hash` keeps the first), and so do we.
+#[test]
+fn a_pid_named_twice_keeps_its_first_name_as_in_blkparse() {
+    let d = tmpdir("renamed");
+    let queued = |seq: u32, time: u64| Record {
+        sequence: seq,
+        time,
+        sector: 2048 + u64::from(seq) * 8,
+        bytes: 4096,
+        action: ta::QUEUE | tc::act(tc::QUEUE | tc::READ),
+        pid: 7,
+        device: 8 << 20,
+        ..Record::empty()
+    };
+    let recs = vec![
+        Record::process_name(7, "sh", 8 << 20, 0, 0),
+        queued(1, 1000),
+        Record::process_name(7, "dd", 8 << 20, 0, 1500),
+        queued(2, 2000),
+    ];
+    let base = d.join("r");
+    let mut b = Vec::new();
+    for r in &recs {
+        r.encode_as(
+            Encoding {
+                version: VERSION_1,
+                order: ByteOrder::Little,
+            },
+            &mut b,
+        );
+    }
+    std::fs::write(d.join("r.blktrace.0"), b).unwrap();
+    let set = TraceSet::open(&base).unwrap();
+    assert_eq!(set.process_names()[&7], "sh");
+    let ours = our_lines(&set);
+    assert_eq!(ours.len(), 2);
+    assert!(ours.iter().all(|l| l.ends_with("[sh]")), "{ours:?}");
+    let Some(theirs) = blkparse(&base) else {
+        eprintln!("SKIP blkparse checks: blkparse is not installed (apt-get install blktrace)");
+        return;
+    };
+    assert_eq!(theirs, ours);
+    let _ = std::fs::remove_dir_all(&d);
+}
