@@ -175,14 +175,7 @@ impl Sim {
         if !self.pending_arrivals.is_empty() {
             let keys = std::mem::take(&mut self.pending_arrivals);
             for &k in &keys {
-                let s = self.in_transit[k as usize].expect("posted command in transit");
-                self.push(
-                    cur,
-                    Ev::Arrive {
-                        hw: s.hw,
-                        staged: k,
-                    },
-                );
+                self.push(cur, Ev::Arrive(k));
             }
             self.pending_arrivals = keys;
             self.pending_arrivals.clear();
@@ -223,7 +216,7 @@ impl Sim {
             let k = self.pending_arrivals[i];
             let s = self.in_transit[k as usize].expect("posted command in transit");
             if s.hw == hw {
-                self.push(t, Ev::Arrive { hw, staged: k });
+                self.push(t, Ev::Arrive(k));
                 self.pending_arrivals.remove(i);
             } else {
                 i += 1;

@@ -127,17 +127,51 @@ impl From<SimError> for String {
     }
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Ev {
     Cpu(u16),
     /// A posted command (its slot in `in_transit`) reaches the device.
-    Arrive {
-        hw: u16,
-        staged: u32,
-    },
+    Arrive(u32),
     Dev,
     Timer,
     Start(u32),
+}
+
+impl Ev {
+    /// Bits an event takes in its heap entry, below the sequence number: a 3-bit kind and
+    /// a 21-bit payload. The heap holds two words per event (time, sequence and event), so
+    /// its sifts compare plain integers; the order is (time, sequence) as before.
+    const BITS: u32 = 24;
+    const PAYLOAD: u64 = (1 << 21) - 1;
+
+    #[inline]
+    fn pack(self) -> u64 {
+        let (kind, payload) = match self {
+            Ev::Cpu(c) => (0, u64::from(c)),
+            Ev::Arrive(k) => (1, u64::from(k)),
+            Ev::Dev => (2, 0),
+            Ev::Timer => (3, 0),
+            Ev::Start(j) => (4, u64::from(j)),
+        };
+        // In-flight commands and jobs are far fewer than 2^21; more would be a bug.
+        assert!(
+            payload <= Self::PAYLOAD,
+            "event payload {payload} too large"
+        );
+        (kind << 21) | payload
+    }
+
+    #[inline]
+    fn unpack(x: u64) -> Ev {
+        let payload = x & Self::PAYLOAD;
+        match (x >> 21) & 7 {
+            0 => Ev::Cpu(payload as u16),
+            1 => Ev::Arrive(payload as u32),
+            2 => Ev::Dev,
+            3 => Ev::Timer,
+            _ => Ev::Start(payload as u32),
+        }
+    }
 }
 
 struct Cpu {
@@ -270,7 +304,8 @@ pub struct Sim {
     cpus: Vec<Cpu>,
     jobs: Vec<JobRun>,
     irq_cpu: Vec<u16>,
-    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    /// (time, sequence << [`Ev::BITS`] | packed event).
+    heap: BinaryHeap<Reverse<(u64, u64)>>,
     seq: u64,
     now: u64,
     locks: Vec<LockState>,
@@ -452,7 +487,8 @@ impl Sim {
     #[inline]
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Reverse((t, self.seq, ev)));
+        self.heap
+            .push(Reverse((t, (self.seq << Ev::BITS) | ev.pack())));
     }
 
     #[inline]
@@ -513,7 +549,8 @@ impl Sim {
             .0
             .saturating_mul(3)
             .max(10_000_000_000);
-        while let Some(Reverse((t, _, ev))) = self.heap.pop() {
+        while let Some(Reverse((t, key))) = self.heap.pop() {
+            let ev = Ev::unpack(key);
             debug_assert!(t >= self.now, "time went backwards");
             self.now = t;
             self.events += 1;
@@ -542,7 +579,7 @@ impl Sim {
                     }
                     self.cpu_step(c, t)?;
                 }
-                Ev::Arrive { hw, staged } => {
+                Ev::Arrive(staged) => {
                     if self.dev_armed.is_some_and(|a| a <= t) {
                         self.dev_tick(t);
                     }
@@ -550,8 +587,7 @@ impl Sim {
                         .take()
                         .expect("a command arrived twice");
                     self.transit_free.push(staged);
-                    debug_assert_eq!(s.hw, hw);
-                    let next = self.driver.submit_to_model(hw, s.cmd, Nanos(t));
+                    let next = self.driver.submit_to_model(s.hw, s.cmd, Nanos(t));
                     self.arm_dev(next);
                 }
                 Ev::Dev => {
