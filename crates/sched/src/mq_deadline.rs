@@ -790,7 +790,9 @@ impl Elevator for MqDeadline {
                 r.fifo_time = now;
                 r.on_dispatch_list = true;
                 st.rqs[id.index()] = r;
-                st.per_prio[prio].dispatch.push_back(id);
+                // `dd_insert_request`: `list_add` at the head of the dispatch list, so
+                // requests inserted at head leave last in, first out.
+                st.per_prio[prio].dispatch.push_front(id);
                 continue;
             }
             // Insert merge: fold into a queued request that ends where this one starts.

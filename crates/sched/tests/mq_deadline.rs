@@ -692,3 +692,34 @@ fn deadline_dispatches_requests_inserted_with_a_later_clock_reading() {
     q.poll(&mut rig.subs[0], ms(11));
     assert_eq!(rig.subs[0].done.len(), 2);
 }
+
+/// `dd_insert_request` puts a request inserted at head on the dispatch list with
+/// `list_add` (last in, first out), and `blk_mq_requeue_request` adds to the requeue list
+/// at its head too: requests requeued one after another come back in the order they were
+/// requeued (two reversals), not reversed.
+#[test]
+fn requeued_requests_are_dispatched_again_in_the_order_they_were_requeued() {
+    let mut r = Rig::simple(DD, 4);
+    r.drv.set_faults(Some(Faults {
+        rng: Rng::new(1),
+        resource: 0,
+        dev_resource: 0,
+        io_err: 0,
+        requeue: 1000,
+        jitter: us(0),
+    }));
+    for (i, sector) in [8000u64, 16, 4000].into_iter().enumerate() {
+        r.queue(0, read(sector, 8, i as u64));
+    }
+    assert_eq!(r.drv.nr_issues(), 3);
+    r.drv.set_faults(None);
+    // All three "complete" in issue order and are handed back.
+    assert_eq!(r.complete_next(3), 3);
+    r.advance_to(ms(1));
+    assert_eq!(r.drv.requeued(), 3);
+    let again: Vec<u64> = r.drv.issues_from(3).iter().map(|i| i.sector).collect();
+    assert_eq!(again, [8000, 16, 4000], "requeue order kept");
+    r.drain(us(10));
+    r.assert_each_done_once([0, 1, 2]);
+    r.finish();
+}

@@ -39,10 +39,12 @@ pub const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
 const MIN_MAX_BUDGET: u64 = 256;
 /// `BFQQ_SEEK_THR`: a request farther than this from the previous one is a seek.
 const SEEK_THR: u64 = 8 * 100;
-/// `BFQQ_SECT_THR_NONROT`: on flash only small requests count as seeks.
-const SECT_THR_NONROT: u64 = 8 * 100;
-/// More than this many seeks among the last 32 requests make a queue seeky.
-pub const SEEKY_BITS: u32 = 32 / 8;
+/// `BFQQ_SECT_THR_NONROT`: on flash only requests smaller than 32 KiB count as seeks
+/// (`BFQ_RQ_SEEKY`).
+const SECT_THR_NONROT: u64 = 2 * 32;
+/// `BFQQ_SEEKY`: more than this many seeks among the last 32 requests make a queue seeky
+/// (19, as the kernel has had since 4.19; older BFQ used 32/8).
+pub const SEEKY_BITS: u32 = 19;
 /// `bfq_async_charge_factor`.
 const ASYNC_CHARGE: u64 = 3;
 /// `bfq_wr_coeff`, `BFQ_SOFTRT_WEIGHT_FACTOR`, `bfq_wr_rt_max_time`, `bfq_wr_min_idle_time`,

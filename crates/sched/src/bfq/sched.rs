@@ -6,8 +6,9 @@
 //!
 //! - Each issuer's synchronous requests go to a queue of its own; asynchronous ones share a
 //!   queue per group and I/O priority (class and level), as BFQ's `async_bfqq`.
-//! - Classes are strict: RT before BE before IDLE, except that IDLE is served when it has
-//!   waited 200 ms (`BFQ_CL_IDLE_TIMEOUT`), so it never starves.
+//! - Classes are strict: RT before BE before IDLE, except that IDLE is served at the first
+//!   selection after it has waited 200 ms (`BFQ_CL_IDLE_TIMEOUT`), so it never starves; an
+//!   IDLE queue in service gets one request per turn while another queue is busy.
 //! - The queue in service keeps the device until its budget (sectors) is used, its budget
 //!   timeout (`timeout_sync`) passes, it runs dry (after idling, when idling pays), or a
 //!   weight-raised or higher-class queue preempts it.
@@ -1121,6 +1122,11 @@ impl State {
 
     /// The next request to issue (`__bfq_dispatch_request`).
     fn dispatch(&mut self, k: &Knobs, now: Nanos) -> Option<RqId> {
+        // With strict_guarantees the device serves one request at a time, the only way to
+        // make a queueing device keep BFQ's order (`bfqd->tot_rq_in_driver > 0`).
+        if k.strict && self.dev.rq_in_driver > 0 {
+            return None;
+        }
         loop {
             let Some(id) = self.in_service else {
                 let id = self.select(now)?;
@@ -1140,7 +1146,13 @@ impl State {
                     self.expire(k, Expire::BudgetExhausted, now);
                     continue;
                 }
-                return Some(self.dispatch_from(id, rq, charge, now));
+                let rq = self.dispatch_from(id, rq, charge, now);
+                // `bfq_dispatch_rq_from_bfqq`: an idle-class queue gets one request per turn
+                // while any other queue waits, its turn ending as if its budget ran out.
+                if self.qr(id).class == 2 && self.load.busy_classes.iter().sum::<u32>() > 1 {
+                    self.expire(k, Expire::BudgetExhausted, now);
+                }
+                return Some(rq);
             }
             // Ran dry. Wait for it when that pays (`bfq_better_to_idle`): first until its
             // requests in flight complete, then `slice_idle` for the issuer's next request
@@ -1395,14 +1407,9 @@ impl Elevator for Bfq {
         if st.load.busy_classes[2] > 0
             && now.saturating_sub(st.last_idle_class) >= IDLE_CLASS_TIMEOUT
         {
+            // Served at the next selection (`bfq_lookup_next_entity`), as in the kernel: the
+            // queue in service keeps its turn (no preemption for the IDLE class).
             st.idle_class_due = true;
-            // The kernel serves the IDLE class at the first selection after its timeout, so
-            // it may wait out the rest of a long turn; we end that turn here, so the IDLE
-            // class is served within 200 ms plus one request, a bound users can rely on.
-            let busy = st.in_service.is_some_and(|id| st.qr(id).class != 2);
-            if busy {
-                st.expire(&k, Expire::Preempted, now);
-            }
         }
         // Idling ended, or the IDLE class is due: the hardware queues must run.
         st.restart = true;
