@@ -66,7 +66,7 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
         check_every: 1000,
         tracer: crate::trace_cmd::tracer_of(&writer),
         queue: QueueSettings {
-            scheduler: sched.clone(),
+            scheduler: Some(sched.clone()),
             sched_tunables: tunables,
             // The traced device took I/Os this large in one request; so must ours.
             max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
@@ -250,7 +250,7 @@ fn replay_threaded(
     let mut opts = mqblk_device::DeviceConfig {
         driver: mqblk_device::DriverKind::parse(&driver)?,
         queue: mqblk_device::QueueSettings {
-            scheduler: sched.clone(),
+            scheduler: Some(sched.clone()),
             sched_tunables: tunables,
             max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
             ..Default::default()

@@ -58,7 +58,8 @@ struct ExportCfg {
     size: Option<u64>,
     /// For `driver=sim`: the device model.
     device: Option<String>,
-    sched: String,
+    /// `None`: the device's default, as the kernel picks it (`default_scheduler`).
+    sched: Option<String>,
     tunables: Vec<(String, String)>,
     hw_queues: u16,
     depth: u32,
@@ -75,7 +76,7 @@ impl Default for ExportCfg {
             filename: None,
             size: None,
             device: None,
-            sched: "none".into(),
+            sched: None,
             tunables: Vec::new(),
             hw_queues: 1,
             depth: 128,
@@ -102,7 +103,7 @@ impl ExportCfg {
                     mqblk_workload::parse_size(v).ok_or_else(|| format!("size={v}: not a size"))?,
                 )
             }
-            "ioscheduler" | "scheduler" => self.sched = v.to_string(),
+            "ioscheduler" | "scheduler" => self.sched = Some(v.to_string()),
             "hw-queues" => self.hw_queues = num(key, v)?,
             "queue-depth" => self.depth = num(key, v)?,
             "read-only" => {

@@ -138,13 +138,17 @@ fn run(args: &[String]) -> Result<i32, String> {
         },
         ..SimConfig::default()
     };
-    // The model decides the capacity; build it once to learn it.
-    let capacity =
-        mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
+    // The model decides the capacity and the hardware queues; build it once to learn them.
+    let model = mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?;
+    let capacity = model.capacity_sectors() * 512;
+    let scheduler = cfg.queue.scheduler.clone().unwrap_or_else(|| {
+        let set = mqblk_core::TagSetConfig::new(model.nr_hw_queues(), model.queue_depth());
+        mqblk_device::default_scheduler(&set).to_string()
+    });
     let jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.blkcg)?;
     let summary = format!(
         "sim: seed {} device {} scheduler {} cpus {}",
-        a.seed, cfg.device.model, cfg.queue.scheduler, cfg.nr_cpus
+        a.seed, cfg.device.model, scheduler, cfg.nr_cpus
     );
     let host = Instant::now();
     let res = Sim::new(cfg, jobs)

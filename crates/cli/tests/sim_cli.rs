@@ -269,7 +269,7 @@ fn an_alias_is_simulated_as_its_scheduler_and_an_unknown_name_is_refused() {
     let e = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        e.contains("unknown scheduler 'cfq'") && e.trim_end().lines().count() == 1,
+        e.contains("'cfq': unknown scheduler") && e.trim_end().lines().count() == 1,
         "{e}"
     );
 }

@@ -252,6 +252,9 @@ pub struct Bio {
     pub ctx: CtxIdx,
     /// When it was submitted, for the submission latency.
     pub submit_ns: Nanos,
+    /// For a piece of a bio the queue split (or the rest of one that came back busy): the
+    /// original's slot in the queue's split table. `None` for every bio a submitter makes.
+    pub split: Option<u32>,
 }
 
 impl Bio {
@@ -273,6 +276,7 @@ impl Bio {
             status: BlkStatus::Ok,
             ctx: CtxIdx(0),
             submit_ns: Nanos::ZERO,
+            split: None,
         }
     }
     pub fn with_flags(mut self, flags: ReqFlags) -> Bio {

@@ -594,7 +594,7 @@ fn insertion_folds_a_request_into_the_software_queue_tail() {
 }
 
 #[test]
-fn oversized_and_misaligned_bios_are_refused() {
+fn misaligned_bios_are_refused_and_oversized_ones_split() {
     let cfg = QueueConfig {
         limits: QueueLimits {
             max_sectors: 64,
@@ -608,7 +608,6 @@ fn oversized_and_misaligned_bios_are_refused() {
     let mut sub = q.submitter(CtxIdx(0));
     let cap = q.limits().capacity_sectors;
     for bio in [
-        Bio::new(ReqOp::Write, 0, 72),
         Bio::new(ReqOp::Write, 4, 8),
         Bio::new(ReqOp::Write, 8, 4),
         Bio::new(ReqOp::Read, 0, 0),
@@ -621,7 +620,8 @@ fn oversized_and_misaligned_bios_are_refused() {
         .done
         .iter()
         .all(|b| b.status == mqblk_core::BlkStatus::Invalid));
-    assert_eq!(sub.done.len(), 6);
+    assert_eq!(sub.done.len(), 5);
+    sub.done.clear();
     submit_ok(
         &q,
         &mut sub,
@@ -629,5 +629,21 @@ fn oversized_and_misaligned_bios_are_refused() {
         NOW,
     );
     assert_eq!(d.nr_issues(), 1);
+    // Larger than max_sectors (`bio_split_to_limits`): two requests, 64 and 8 sectors, and
+    // the bio back once, whole.
+    submit_ok(
+        &q,
+        &mut sub,
+        Bio::new(ReqOp::Write, 0, 72).with_private(9),
+        NOW,
+    );
+    assert_eq!(d.nr_issues(), 3);
+    let back: Vec<(u64, u32)> = sub
+        .done
+        .iter()
+        .filter(|b| b.private == 9)
+        .map(|b| (b.sector, b.nr_sectors))
+        .collect();
+    assert_eq!(back, [(0, 72)]);
     common::assert_whole(&q);
 }

@@ -164,11 +164,7 @@ pub fn new_queue(
     tracer: TraceHook,
     blkcg: Arc<Blkcg>,
 ) -> Result<Arc<RequestQueue>, DeviceError> {
-    let elv =
-        mqblk_sched::lookup(&settings.scheduler).ok_or_else(|| DeviceError::UnknownScheduler {
-            name: settings.scheduler.clone(),
-            available: mqblk_sched::names().join(", "),
-        })?;
+    let elv = settings.elevator_type(&set.cfg)?;
     if settings.max_sectors_kb > 0 {
         limits.max_sectors = settings.max_sectors_kb.saturating_mul(2);
     }

@@ -1,7 +1,7 @@
 //! [`DeviceConfig`] and [`QueueSettings`]: a device and its request queue, described once.
 
 use crate::DeviceError;
-use mqblk_core::{Nanos, NoMerges};
+use mqblk_core::{Nanos, NoMerges, TagSetConfig, TagSetFlags};
 use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
 use mqblk_models::DeviceSpec;
 use mqblk_workload::JobSpec;
@@ -35,8 +35,9 @@ impl DriverKind {
 /// names, units and defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueSettings {
-    /// `scheduler`: a registered name or alias.
-    pub scheduler: String,
+    /// `scheduler`: a registered name or alias; `None` is the kernel's default for the
+    /// device (see [`default_scheduler`]).
+    pub scheduler: Option<String>,
     /// `iosched/NAME` values, unvalidated until the scheduler checks them.
     pub sched_tunables: Vec<(String, String)>,
     /// Scheduler tags per hardware queue (0: the kernel's `2 * min(queue_depth, 128)`).
@@ -58,7 +59,7 @@ pub struct QueueSettings {
 impl Default for QueueSettings {
     fn default() -> QueueSettings {
         QueueSettings {
-            scheduler: "none".into(),
+            scheduler: None,
             sched_tunables: Vec::new(),
             nr_requests: 0,
             nomerges: NoMerges::All,
@@ -75,7 +76,7 @@ impl QueueSettings {
     /// The queue settings a job's options give.
     pub fn from_job(s: &JobSpec) -> QueueSettings {
         QueueSettings {
-            scheduler: s.ioscheduler.clone().unwrap_or_else(|| "none".into()),
+            scheduler: s.ioscheduler.clone(),
             sched_tunables: s.sched_tunables.clone(),
             nr_requests: s.nr_requests,
             nomerges: match s.nomerges {
@@ -88,6 +89,40 @@ impl QueueSettings {
             sq_sched_dispatch: s.sq_sched_dispatch,
             ..QueueSettings::default()
         }
+    }
+}
+
+/// The scheduler a queue gets when none is asked for, as the kernel's `elevator_set_default`
+/// (`use_default_elevator`, formerly `elevator_get_default`) picks it: `none` for a driver
+/// that sets `BLK_MQ_F_NO_SCHED_BY_DEFAULT` (loop, and our uring driver, which is a loop
+/// device in userspace) or for several hardware queues with their own tags; mq-deadline for
+/// one hardware queue or tags shared by all (`BLK_MQ_F_TAG_HCTX_SHARED`), as a SCSI disk,
+/// an eMMC card, a single-queue virtio disk or null_blk get.
+pub fn default_scheduler(set: &TagSetConfig) -> &'static str {
+    if set.flags.contains(TagSetFlags::NO_SCHED_BY_DEFAULT) {
+        return "none";
+    }
+    if set.nr_hw_queues() != 1 && !set.flags.contains(TagSetFlags::TAG_HCTX_SHARED) {
+        return "none";
+    }
+    "mq-deadline"
+}
+
+impl QueueSettings {
+    /// The elevator type these settings ask for on tag set `set` (its default when none is
+    /// named); an unknown name is an error, never "no scheduler".
+    pub fn elevator_type(
+        &self,
+        set: &TagSetConfig,
+    ) -> Result<&'static mqblk_core::ElevatorType, DeviceError> {
+        let name = self
+            .scheduler
+            .as_deref()
+            .unwrap_or_else(|| default_scheduler(set));
+        mqblk_sched::lookup(name).ok_or_else(|| DeviceError::UnknownScheduler {
+            name: name.to_string(),
+            available: mqblk_sched::names().join(", "),
+        })
     }
 }
 

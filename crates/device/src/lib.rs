@@ -51,7 +51,7 @@ impl From<DeviceError> for String {
 }
 
 pub use build::{apply_tunables, build, build_traced, new_queue, Device};
-pub use config::{DeviceConfig, DriverKind, QueueSettings};
+pub use config::{default_scheduler, DeviceConfig, DriverKind, QueueSettings};
 
 #[cfg(test)]
 mod tests {

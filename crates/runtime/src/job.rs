@@ -226,7 +226,7 @@ impl<S: LatSink> JobState<'_, S> {
                 self.driver.stop();
             }
             let room = job.iodepth - self.inflight;
-            let round = if room > 0 {
+            let round = if room > 0 || self.rest_waits() {
                 self.submit_batch(room.min(job.batch_submit), now - self.t0)
             } else {
                 Round::Go
@@ -261,6 +261,11 @@ impl<S: LatSink> JobState<'_, S> {
         }
     }
 
+    /// True when the bio waiting for a tag is the rest of a split one (in flight already).
+    fn rest_waits(&self) -> bool {
+        self.pending.as_ref().is_some_and(|b| b.split.is_some())
+    }
+
     fn make_bio(&mut self, io: JobIo) -> Bio {
         let (op, flags) = op_flags(io.kind, io.sync);
         let (offset, len) = (io.offset, io.len);
@@ -291,7 +296,14 @@ impl<S: LatSink> JobState<'_, S> {
         }
         let mut submitted = 0;
         let mut round = Round::Go;
-        while submitted < want {
+        // The rest of a split bio (already in flight) carries on before anything new.
+        if let Some(rest) = self.pending.take_if(|b| b.split.is_some()) {
+            let now = self.h.now();
+            if let Err(b) = self.h.submit_at(rest, now) {
+                self.pending = Some(b);
+            }
+        }
+        while submitted < want && self.pending.as_ref().is_none_or(|b| b.split.is_none()) {
             let bio = match self.pending.take() {
                 Some(b) => b,
                 None => match self.driver.next(rel) {
@@ -317,7 +329,13 @@ impl<S: LatSink> JobState<'_, S> {
                     submitted += 1;
                 }
                 Err(b) => {
-                    // No tag: kept for the next round, after a reap.
+                    // No tag: kept for the next round, after a reap. A split bio part of
+                    // which went in is in flight already (its pieces complete through our
+                    // reaping); its rest waits here.
+                    if b.split.is_some() {
+                        self.inflight += 1;
+                        submitted += 1;
+                    }
                     self.pending = Some(b);
                     break;
                 }
@@ -353,7 +371,10 @@ impl<S: LatSink> JobState<'_, S> {
             // Like fio, reap only once the queue is full (or nothing more can be submitted);
             // until then, completions that already arrived are taken as they are.
             if min > 0 {
-                self.h.reap(min, 1_000_000_000);
+                // While a split bio's rest waits for a tag, its pieces' completions free
+                // tags without completing a bio: poll once and go back to resubmit it.
+                let wait = if self.rest_waits() { 0 } else { 1_000_000_000 };
+                self.h.reap(min, wait);
             }
             if self.h.done().is_empty() {
                 return;
@@ -460,12 +481,20 @@ impl<S: LatSink> JobState<'_, S> {
         loop {
             if let Some(bio) = self.pending.take() {
                 let now = self.h.now();
+                let was_rest = bio.split.is_some();
                 match self.h.submit_at(bio, now) {
+                    Ok(()) if was_rest => {}
                     Ok(()) => {
                         self.inflight += 1;
                         self.finish_batch(1);
                     }
-                    Err(b) => self.pending = Some(b),
+                    Err(b) => {
+                        if b.split.is_some() && !was_rest {
+                            self.inflight += 1;
+                            self.finish_batch(1);
+                        }
+                        self.pending = Some(b)
+                    }
                 }
             }
             if self.inflight == 0 && self.pending.is_none() {

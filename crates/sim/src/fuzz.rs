@@ -138,11 +138,11 @@ pub fn case_for(
         max_time: Nanos::from_secs(600),
         blkcg,
         queue: QueueSettings {
-            scheduler: scheduler.clone(),
+            scheduler: Some(scheduler.clone()),
             sched_tunables: sched_tunables.clone(),
             nr_requests: *rng.pick(&[0u32, 0, 1, 4, 32]),
             nomerges,
-            max_sectors_kb: *rng.pick(&[4u32, 64, 1280]),
+            max_sectors_kb: *rng.pick(&[16u32, 64, 1280]),
             sq_sched_dispatch: rng.below(2) == 0,
             run_all_on_complete: rng.below(3) == 0,
             timeout: Nanos::from_millis(rng.range(20, 200)),

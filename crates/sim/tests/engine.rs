@@ -35,7 +35,7 @@ fn cfg(device: &str, sched: &str, cpus: u16) -> SimConfig {
         device: DeviceSpec::parse(device).unwrap(),
         check_every: 1,
         queue: mqblk_sim::QueueSettings {
-            scheduler: sched.into(),
+            scheduler: Some(sched.into()),
             ..mqblk_sim::QueueSettings::default()
         },
         ..SimConfig::default()

@@ -105,7 +105,9 @@ impl RequestQueue {
             }
             for mut bio in rq.bios.drain(..) {
                 bio.status = status;
-                if Some(bio.ctx) == local {
+                if bio.split.is_some() {
+                    self.split_piece_done(bio, local, done);
+                } else if Some(bio.ctx) == local {
                     done.push(bio);
                 } else {
                     self.ctxs[bio.ctx.0 as usize].push_remote(bio);

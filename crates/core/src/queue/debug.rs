@@ -30,6 +30,11 @@ impl RequestQueue {
             self.requeue_list.lock().is_empty(),
             "teardown with requests on the requeue list"
         );
+        assert_eq!(
+            self.splits.lock().len(),
+            0,
+            "teardown with a split bio not completed (its rest never resubmitted?)"
+        );
         if let Some(e) = &self.elevator {
             e.exit_sched();
         }

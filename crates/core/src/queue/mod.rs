@@ -33,6 +33,7 @@ use thiserror::Error;
 mod complete;
 mod debug;
 mod poll;
+mod split;
 mod tag_share;
 mod timeout;
 
@@ -214,6 +215,8 @@ pub struct RequestQueue {
     /// Hardware queues waiting for a driver tag.
     pub(crate) tag_waiters: AtomicU32,
     torn_down: AtomicBool,
+    /// Originals of bios split at `max_sectors`, waiting for their pieces (`split.rs`).
+    pub(crate) splits: Mutex<split::SplitTable>,
 }
 
 impl RequestQueue {
@@ -299,6 +302,7 @@ impl RequestQueue {
             next_timeout: AtomicU64::new(u64::MAX),
             tag_waiters: AtomicU32::new(0),
             torn_down: AtomicBool::new(false),
+            splits: Mutex::new(split::SplitTable::default()),
             cfg,
         }))
     }
@@ -501,10 +505,6 @@ impl RequestQueue {
         {
             return Err(BlkStatus::Invalid);
         }
-        // Splitting is not implemented: a bio larger than one request is refused.
-        if bio.nr_sectors > self.limits.max_sectors {
-            return Err(BlkStatus::Invalid);
-        }
         if let Some(buf) = &bio.buf {
             if bio.op.has_data() && (buf.len() as u64) < bio.bytes() {
                 return Err(BlkStatus::Invalid);
@@ -529,9 +529,20 @@ impl RequestQueue {
             return Submit::Failed;
         }
         let tracer = self.cfg.tracer.get();
-        if let Some(t) = tracer {
+        // The rest of a split bio was traced when it first came (`BIO_TRACE_COMPLETION`).
+        if let (Some(t), None) = (tracer, bio.split) {
             t.event(&TraceEvent::of_bio(TraceAction::Queue, &bio, sub.ctx, now));
         }
+        if self.needs_split(&bio) {
+            return self.submit_split(sub, bio, now);
+        }
+        self.submit_one(sub, bio, now)
+    }
+
+    /// A checked, traced bio that fits one request: merge it, or allocate a request for it
+    /// and queue, plug or issue that.
+    fn submit_one(&self, sub: &mut Submitter, mut bio: Bio, now: Nanos) -> Submit {
+        let tracer = self.cfg.tracer.get();
         if self.cfg.nomerges != NoMerges::None && bio.mergeable() {
             let ev = tracer.map(|_| TraceEvent::of_bio(TraceAction::BackMerge, &bio, sub.ctx, now));
             match self.attempt_bio_merge(sub, bio) {

@@ -236,7 +236,9 @@ impl UringConfig {
             },
             queue_depth: self.queue_depth,
             reserved_tags: 0,
-            flags: TagSetFlags::BLOCKING,
+            // As `loop_add`: a device over a file (or another device) defaults to `none`,
+            // the scheduler of what is under it doing the ordering.
+            flags: TagSetFlags::BLOCKING.union(TagSetFlags::NO_SCHED_BY_DEFAULT),
         }
     }
 }

@@ -134,13 +134,15 @@ impl Sim {
             if job.done_issuing {
                 break;
             }
-            if job.inflight() >= job.def.iodepth {
+            // The rest of a split bio already counts in the depth: it carries on first.
+            let rest_waits = job.pending.as_ref().is_some_and(|b| b.split.is_some());
+            if job.inflight() >= job.def.iodepth && !rest_waits {
                 // Full: like fio, wait for `iodepth_batch_complete_min` completions before
                 // issuing again.
                 job.refilling = job.def.batch_complete_min > 1;
                 break;
             }
-            if job.refilling {
+            if job.refilling && !rest_waits {
                 if job.def.iodepth - job.inflight() < job.def.batch_complete_min {
                     break;
                 }
@@ -205,18 +207,27 @@ impl Sim {
                 }
             };
             let job = &mut self.jobs[j];
-            let seq = job.next_seq;
-            job.next_seq += 1;
-            let slot = job.outstanding.insert(Slot {
-                seq,
-                submit_start: cur,
-                submit_end: cur,
-                bytes: bio.bytes(),
-                op: bio.op,
-            });
-            let bio = bio.with_private(cookie(j, slot, seq));
-            self.total_outstanding += 1;
-            cur += self.cfg.cost.app_submit_ns;
+            // The rest of a bio the queue split, back for want of a tag: it belongs to the
+            // bio already outstanding under its cookie and carries on where it stopped, as
+            // the task sleeping in tag allocation would (no second submission).
+            let rest = bio.split.is_some();
+            let (slot, seq, bio) = if rest {
+                let (_, slot, seq) = uncookie(bio.private);
+                (slot, seq, bio)
+            } else {
+                let seq = job.next_seq;
+                job.next_seq += 1;
+                let slot = job.outstanding.insert(Slot {
+                    seq,
+                    submit_start: cur,
+                    submit_end: cur,
+                    bytes: bio.bytes(),
+                    op: bio.op,
+                });
+                self.total_outstanding += 1;
+                cur += self.cfg.cost.app_submit_ns;
+                (slot, seq, bio.with_private(cookie(j, slot, seq)))
+            };
             let start = cur;
             let mut outcome = None;
             cur = self.op(c, cur, |q, sub, now| {
@@ -225,18 +236,26 @@ impl Sim {
             match outcome.expect("submit ran") {
                 Submit::Queued | Submit::Merged | Submit::Failed => {
                     if let Some(e) = self.jobs[j].outstanding.get_mut(slot) {
-                        e.submit_start = start;
+                        if !rest {
+                            e.submit_start = start;
+                        }
                         e.submit_end = cur;
                     }
                 }
                 Submit::Busy(bio) => {
-                    // No tag: sleep until one frees (sbitmap's wait queue).
-                    self.jobs[j].outstanding.take(slot, seq);
-                    self.total_outstanding -= 1;
+                    // No tag: sleep until one frees (sbitmap's wait queue). A bio that was
+                    // split and partly went in stays outstanding; its rest waits.
+                    if bio.split.is_none() {
+                        self.jobs[j].outstanding.take(slot, seq);
+                        self.total_outstanding -= 1;
+                    }
                     self.jobs[j].pending = Some(bio);
                     self.cpus[ci].tag_wait = true;
                     break;
                 }
+            }
+            if rest {
+                continue;
             }
             in_batch += 1;
             if in_batch >= batch {

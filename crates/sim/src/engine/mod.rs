@@ -352,13 +352,10 @@ impl Sim {
         let set = TagSet::new(TagSetConfig::new(nr_hw, driver.queue_depth()))
             .map_err(|e| SimError::Config(format!("sim: tag set: {e}")))?;
         // Resolved by name or alias: the type carries its own hooks' costs and locks.
-        let elv_type = mqblk_sched::lookup(&cfg.queue.scheduler).ok_or_else(|| {
-            SimError::Config(format!(
-                "sim: unknown scheduler '{}' (known: {})",
-                cfg.queue.scheduler,
-                mqblk_sched::names().join(", ")
-            ))
-        })?;
+        let elv_type = cfg
+            .queue
+            .elevator_type(&set.cfg)
+            .map_err(|e| SimError::Config(format!("sim: {e}")))?;
         let elv = cfg.elv_cost.unwrap_or(elv_type.cost);
         let limits = QueueLimits {
             capacity_sectors: driver.capacity_sectors(),

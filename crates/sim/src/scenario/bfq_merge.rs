@@ -64,7 +64,7 @@ fn config(m: &Mode, seed: u64, clients: u32) -> SimConfig {
         nr_cpus: clients as u16 + 1,
         device: device("ssd"),
         queue: QueueSettings {
-            scheduler: m.scheduler.into(),
+            scheduler: Some(m.scheduler.into()),
             sched_tunables: m
                 .tunables
                 .iter()

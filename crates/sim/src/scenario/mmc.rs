@@ -45,7 +45,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             nr_cpus: 2,
             device: device(&format!("emmc,async_prep={async_prep}")),
             queue: QueueSettings {
-                scheduler: sched.into(),
+                scheduler: Some(sched.into()),
                 ..QueueSettings::default()
             },
             ..SimConfig::default()

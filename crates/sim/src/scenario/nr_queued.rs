@@ -45,7 +45,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             nr_cpus: 128,
             device: device("ssd"),
             queue: QueueSettings {
-                scheduler: "mq-deadline".into(),
+                scheduler: Some("mq-deadline".into()),
                 sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
                 ..QueueSettings::default()
             },

@@ -98,7 +98,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                     nr_cpus: NR_CPUS,
                     device: device(&format!("raid,submit_queues={}", m.queues)),
                     queue: QueueSettings {
-                        scheduler: sched.clone(),
+                        scheduler: Some(sched.clone()),
                         sq_sched_dispatch: m.sq_dispatch,
                         run_all_on_complete: true,
                         ..QueueSettings::default()

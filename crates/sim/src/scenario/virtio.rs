@@ -46,7 +46,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 nr_cpus: 4,
                 device: device(&format!("virtio,num_queues={queues}")),
                 queue: QueueSettings {
-                    scheduler: "none".into(),
+                    scheduler: Some("none".into()),
                     ..QueueSettings::default()
                 },
                 ..SimConfig::default()

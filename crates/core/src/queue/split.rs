@@ -1,0 +1,212 @@
+//! Splitting a bio larger than the queue's limits (blk-merge.c's `bio_split_to_limits` and
+//! `bio_split_rw`, with bio.c's `bio_chain` for the completion).
+//!
+//! The kernel splits the front of a bio at `max_sectors` (aligned down to the logical block
+//! size), chains the piece to what remains, carries on with the piece and resubmits the rest,
+//! which splits again; the original bio completes once every piece has, with the first
+//! error any of them had. Here the original bio waits in a table (its buffer with it) while
+//! its pieces, each a bio of its own marked with the table slot, go through the normal path
+//! (merging, allocation, plugging, the scheduler): a piece's completion is counted against
+//! the original instead of being handed to the submitter, and the original is handed over
+//! when the last piece ends. The trace shows one `Q` for the original, as the kernel traces
+//! `block_bio_queue` once (`BIO_TRACE_COMPLETION`), then the pieces' `G`/`I`/`D`/`C`.
+//!
+//! Where we differ: the kernel also splits at `max_segments` and `max_segment_size`
+//! counting the buffer's physical segments, which depend on how the user's pages happen to
+//! lie in memory; a bio here is one segment, so only `max_sectors` splits it. The kernel's
+//! `block_split` (`X`) event is not traced.
+//!
+//! A piece that finds no free tag comes back from `submit_bio` as [`Submit::Busy`] carrying
+//! the rest of the original (its slot, no buffer, the original's cookie): submit it again as
+//! it is, as a task sleeping in `blk_mq_get_tag` would carry on. If not even the first piece
+//! got a tag, the original itself comes back untouched.
+
+use super::{RequestQueue, Submit, Submitter};
+use crate::bio::{Bio, IoBuf, SECTOR_SHIFT};
+use crate::status::BlkStatus;
+use crate::{CtxIdx, Nanos};
+
+/// An original bio waiting for its pieces.
+#[derive(Debug)]
+pub(crate) struct SplitParent {
+    bio: Bio,
+    /// Pieces submitted and not yet completed.
+    in_flight: u32,
+    /// Sectors not yet submitted as pieces.
+    left: u32,
+}
+
+/// The originals of split bios, in slots named by the pieces' `split` field.
+#[derive(Debug, Default)]
+pub(crate) struct SplitTable {
+    slots: Vec<Option<SplitParent>>,
+    free: Vec<u32>,
+}
+
+impl SplitTable {
+    fn insert(&mut self, p: SplitParent) -> u32 {
+        match self.free.pop() {
+            Some(k) => {
+                self.slots[k as usize] = Some(p);
+                k
+            }
+            None => {
+                self.slots.push(Some(p));
+                self.slots.len() as u32 - 1
+            }
+        }
+    }
+    fn get_mut(&mut self, k: u32) -> &mut SplitParent {
+        self.slots[k as usize]
+            .as_mut()
+            .expect("a split piece whose original is gone")
+    }
+    fn remove(&mut self, k: u32) -> SplitParent {
+        let p = self.slots[k as usize]
+            .take()
+            .expect("a split original removed twice");
+        self.free.push(k);
+        p
+    }
+    /// Originals still waiting for pieces.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+impl RequestQueue {
+    /// The most sectors one request takes for `bio` (`get_max_io_size`: `max_sectors`,
+    /// aligned down to the logical block size).
+    pub(crate) fn split_sectors(&self) -> u32 {
+        let lbs = (self.limits.logical_block_size >> SECTOR_SHIFT).max(1);
+        (self.limits.max_sectors / lbs * lbs).max(lbs)
+    }
+
+    /// True when `bio` must be split or is the rest of one that was.
+    #[inline]
+    pub(crate) fn needs_split(&self, bio: &Bio) -> bool {
+        bio.split.is_some() || bio.nr_sectors > self.limits.max_sectors
+    }
+
+    /// Submits `bio` (already checked and traced) as pieces of at most
+    /// [`Self::split_sectors`]; see the module comment.
+    pub(crate) fn submit_split(&self, sub: &mut Submitter, bio: Bio, now: Nanos) -> Submit {
+        let first_try = bio.split.is_none();
+        let (key, mut sector, end) = match bio.split {
+            Some(k) => (k, bio.sector, bio.end_sector()),
+            None => {
+                let (sector, end, nr) = (bio.sector, bio.end_sector(), bio.nr_sectors);
+                let k = self.splits.lock().insert(SplitParent {
+                    bio,
+                    in_flight: 0,
+                    left: nr,
+                });
+                (k, sector, end)
+            }
+        };
+        let max = self.split_sectors() as u64;
+        while sector < end {
+            let nr = (end - sector).min(max) as u32;
+            let piece = self.split_piece(key, sector, nr, sub.ctx);
+            // Counted before it goes, as a piece may complete inside `submit_one` (a driver
+            // that completes inline); the last piece's completion hands the original over.
+            {
+                let mut t = self.splits.lock();
+                let p = t.get_mut(key);
+                p.in_flight += 1;
+                p.left -= nr;
+            }
+            match self.submit_one(sub, piece, now) {
+                Submit::Queued | Submit::Merged => {}
+                Submit::Busy(_) => {
+                    let mut t = self.splits.lock();
+                    let p = t.get_mut(key);
+                    p.in_flight -= 1;
+                    p.left += nr;
+                    if first_try && p.in_flight == 0 && p.left == p.bio.nr_sectors {
+                        // Nothing went in: the original comes back as it was.
+                        return Submit::Busy(t.remove(key).bio);
+                    }
+                    let mut rest = Bio::new(p.bio.op, sector, (end - sector) as u32)
+                        .with_flags(p.bio.flags)
+                        .with_ioprio(p.bio.ioprio)
+                        .with_issuer(p.bio.issuer, p.bio.group)
+                        .with_private(p.bio.private);
+                    rest.split = Some(key);
+                    rest.ctx = sub.ctx;
+                    rest.submit_ns = p.bio.submit_ns;
+                    return Submit::Busy(rest);
+                }
+                Submit::Failed => unreachable!("a piece of a checked bio failed its check"),
+            }
+            sector += nr as u64;
+        }
+        Submit::Queued
+    }
+
+    /// The piece of original `key` covering `nr` sectors from `sector`: its own copy of the
+    /// data for a write, a buffer of its own to read into for a read.
+    fn split_piece(&self, key: u32, sector: u64, nr: u32, ctx: CtxIdx) -> Bio {
+        let mut t = self.splits.lock();
+        let p = &t.get_mut(key).bio;
+        let mut piece = Bio::new(p.op, sector, nr)
+            .with_ioprio(p.ioprio)
+            .with_issuer(p.issuer, p.group)
+            .with_private(p.private);
+        piece.flags = p.flags;
+        piece.ctx = ctx;
+        piece.submit_ns = p.submit_ns;
+        piece.split = Some(key);
+        if let Some(buf) = &p.buf {
+            let off = ((sector - p.sector) << SECTOR_SHIFT) as usize;
+            let len = (nr as usize) << SECTOR_SHIFT;
+            let mut own = IoBuf::new(len);
+            if p.op.is_write() {
+                own.as_mut_slice()
+                    .copy_from_slice(&buf.as_slice()[off..off + len]);
+            }
+            piece.buf = Some(own);
+        }
+        piece
+    }
+
+    /// A piece of a split bio ended (`bio_chain_endio`): its data goes into the original's
+    /// buffer, its error (the first one) into the original's status, and the original is
+    /// handed over when it was the last.
+    pub(crate) fn split_piece_done(&self, piece: Bio, local: Option<CtxIdx>, done: &mut Vec<Bio>) {
+        let key = piece.split.expect("a split piece");
+        {
+            let mut t = self.splits.lock();
+            let p = t.get_mut(key);
+            if let (Some(from), Some(to)) = (&piece.buf, &mut p.bio.buf) {
+                if piece.op.is_read() && piece.status == BlkStatus::Ok {
+                    let off = ((piece.sector - p.bio.sector) << SECTOR_SHIFT) as usize;
+                    let len = from.len();
+                    to.as_mut_slice()[off..off + len].copy_from_slice(from.as_slice());
+                }
+            }
+            if p.bio.status == BlkStatus::Ok {
+                p.bio.status = piece.status;
+            }
+            p.in_flight -= 1;
+        }
+        self.split_maybe_done(key, local, done);
+    }
+
+    /// Hands original `key` over if every piece was submitted and has ended.
+    fn split_maybe_done(&self, key: u32, local: Option<CtxIdx>, done: &mut Vec<Bio>) {
+        let bio = {
+            let mut t = self.splits.lock();
+            let p = t.get_mut(key);
+            if p.in_flight > 0 || p.left > 0 {
+                return;
+            }
+            t.remove(key).bio
+        };
+        if Some(bio.ctx) == local {
+            done.push(bio);
+        } else {
+            self.ctxs[bio.ctx.0 as usize].push_remote(bio);
+        }
+    }
+}
