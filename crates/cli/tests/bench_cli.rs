@@ -513,3 +513,59 @@ fn blocks_of_2_8_and_32_mib_work_on_every_driver() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A file's queue reports the rotational flag of the disk its file system is on (the
+/// kernel's BFQ sees that disk, `/sys/dev/block/MAJ:MIN/queue/rotational` of `st_dev`),
+/// `rotational=` overrides it, and a device model refuses it (it has its own).
+#[test]
+fn a_file_reports_its_disks_rotational_flag_unless_overridden() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::env::temp_dir().join(format!("mqblk-rot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("data");
+    let f = format!("--filename={}", file.display());
+    let dev = std::fs::metadata(&dir).unwrap().dev();
+    let (major, minor) = (libc_major(dev), libc_minor(dev));
+    let sys = format!("/sys/dev/block/{major}:{minor}");
+    let want = ["queue/rotational", "../queue/rotational"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(format!("{sys}/{p}")).ok())
+        .map_or(0, |s| u64::from(s.trim() == "1"));
+    let run = |rot: Option<&str>| {
+        let mut args = vec![
+            "bench",
+            "--ioengine=io_uring",
+            &f,
+            "--size=4m",
+            "--name=r",
+            "--rw=randread",
+            "--runtime=50ms",
+            "--time_based",
+            "--output-format=json",
+        ];
+        let r;
+        if let Some(v) = rot {
+            r = format!("--rotational={v}");
+            args.push(&r);
+        }
+        let o = mqblk(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["jobs"][0]["rotational"].as_u64().unwrap()
+    };
+    assert_eq!(run(None), want, "sysfs of {sys} says {want}");
+    assert_eq!(run(Some("0")), 0);
+    assert_eq!(run(Some("1")), 1);
+    let o = mqblk(&["sim", "--device=hdd", "--rotational=0", "--name=x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("device model has its own"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// glibc's `gnu_dev_major` / `gnu_dev_minor`.
+fn libc_major(dev: u64) -> u64 {
+    ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)
+}
+fn libc_minor(dev: u64) -> u64 {
+    (dev & 0xff) | ((dev >> 12) & !0xff)
+}

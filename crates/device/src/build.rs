@@ -35,6 +35,7 @@ fn build_null(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         shared_tag_bitmap: opts.shared_tags,
         blocking: opts.blocking,
         memory_backed: opts.memory_backed,
+        rotational: opts.rotational.unwrap_or(false),
         size_bytes: opts.size_bytes,
         faults: opts.faults,
         ..NullConfig::default()
@@ -84,6 +85,7 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         fixed_buffers: opts.fixed_buffers,
         fixed_buf_count: opts.fixed_buf_count,
         fixed_buf_size: opts.fixed_buf_size.max(4096),
+        rotational: opts.rotational,
         ..UringConfig::default()
     };
 

@@ -143,6 +143,9 @@ pub struct DeviceConfig {
     pub irqmode: IrqMode,
     pub completion_nsec: u64,
     pub memory_backed: bool,
+    /// `/sys/block/DEV/queue/rotational` as the queue reports it to schedulers; `None`: the
+    /// driver's own finding (sysfs of the disk under a file for uring, false for null).
+    pub rotational: Option<bool>,
     /// Capacity in bytes (a real file's is its size, or `create_size`).
     pub size_bytes: u64,
     pub faults: FaultConfig,
@@ -176,6 +179,7 @@ impl Default for DeviceConfig {
             irqmode: IrqMode::None,
             completion_nsec: 10_000,
             memory_backed: false,
+            rotational: None,
             size_bytes: 1 << 30,
             faults: FaultConfig::default(),
             queue: QueueSettings::default(),
@@ -209,6 +213,12 @@ impl DeviceConfig {
             )))
             }
         };
+        if driver == DriverKind::Model && s.rotational.is_some() {
+            return Err(DeviceError::Invalid(format!(
+                "job '{}': rotational= applies to the null and uring drivers; a device model has its own (hdd is rotational, ssd, emmc and virtio are not)",
+                s.name
+            )));
+        }
         let (size_bytes, create_size) = if driver == DriverKind::Uring {
             real_file_size(s)?
         } else {
@@ -232,6 +242,7 @@ impl DeviceConfig {
             },
             completion_nsec: s.completion_nsec,
             memory_backed: s.memory_backed,
+            rotational: s.rotational,
             size_bytes,
             faults: FaultConfig {
                 fail: spec(s.fail_nth, s.fail_prob),
@@ -288,6 +299,7 @@ impl DeviceConfig {
             irqmode,
             completion_nsec,
             memory_backed,
+            rotational,
             size_bytes: _,
             faults,
             queue,
@@ -311,6 +323,7 @@ impl DeviceConfig {
             ("irqmode", *irqmode == o.irqmode),
             ("completion_nsec", *completion_nsec == o.completion_nsec),
             ("memory_backed", *memory_backed == o.memory_backed),
+            ("rotational", *rotational == o.rotational),
             ("fault injection", *faults == o.faults),
             (
                 "the queue settings (ioscheduler, sched.*, nr_requests, nomerges, limits)",

@@ -269,7 +269,17 @@ fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
             sched_stats.insert(k.into(), v.into());
         }
     }
+    let rotational = q.driver().rotational();
+    st.extra_lines.push(format!(
+        "device : rotational={}, hw_queues={}, nr_requests={}, max_sectors_kb={}",
+        u8::from(rotational),
+        q.nr_hw_queues(),
+        q.nr_requests(),
+        q.limits().max_sectors / 2
+    ));
     st.extra.insert("ioscheduler".into(), sched.into());
+    st.extra
+        .insert("rotational".into(), u8::from(rotational).into());
     st.extra.insert("hctx".into(), serde_json::json!(hctxs));
     st.extra.insert("sched_stats".into(), sched_stats.into());
 }

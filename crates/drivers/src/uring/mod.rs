@@ -99,6 +99,10 @@ pub struct UringConfig {
     pub fixed_buf_count: u32,
     /// Bytes per pooled buffer.
     pub fixed_buf_size: u32,
+    /// What the queue reports as `rotational`; `None` reads sysfs: a block device's own
+    /// `queue/rotational` (its disk's for a partition), or for a regular file that of the
+    /// disk its file system is on (`st_dev`), as BFQ in the kernel sees the disk under it.
+    pub rotational: Option<bool>,
 }
 
 impl Default for UringConfig {
@@ -115,6 +119,7 @@ impl Default for UringConfig {
             fixed_buffers: false,
             fixed_buf_count: 0,
             fixed_buf_size: 1 << 20,
+            rotational: None,
         }
     }
 }
@@ -376,7 +381,10 @@ impl UringDevice {
         if capacity_sectors == 0 {
             return Err(UringError::Empty(path));
         }
-        let rotational = kind == BackingKind::BlockDevice && Self::sysfs_rotational(meta.rdev());
+        let rotational = cfg.rotational.unwrap_or_else(|| match kind {
+            BackingKind::BlockDevice => Self::sysfs_rotational(meta.rdev()),
+            BackingKind::RegularFile => Self::sysfs_rotational(meta.dev()),
+        });
         let file = Arc::new(file);
         let ring_cfg = RingConfig {
             entries: (cfg.queue_depth + MAX_SEGMENTS as u32 + 2)

@@ -648,6 +648,16 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "rotational",
+        aliases: &[],
+        default: "auto",
+        help: "Whether the device is rotational, as /sys/block/DEV/queue/rotational (auto: what sysfs says for a file's or device's disk under driver=uring, 0 for null).",
+        kind: Kind::Enum {
+            values: &["auto", "0", "1"],
+            set: |j, i| j.rotational = [None, Some(false), Some(true)][i],
+        },
+    },
+    OptDef {
         name: "dev_size",
         aliases: &[],
         default: "",

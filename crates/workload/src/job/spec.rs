@@ -190,6 +190,8 @@ pub struct JobSpec {
     pub completion_nsec: u64,
     /// Keep written data in memory so reads return it.
     pub memory_backed: bool,
+    /// `rotational=`: `None` takes what the driver finds (sysfs for a real device).
+    pub rotational: Option<bool>,
     /// Device capacity in bytes; `None` means [`JobSpec::device_size`]'s default.
     pub dev_size: Option<u64>,
     /// Fail every Nth request (0 = off).
@@ -293,6 +295,7 @@ impl Default for JobSpec {
             irqmode: IrqMode::None,
             completion_nsec: 10_000,
             memory_backed: false,
+            rotational: None,
             dev_size: None,
             fail_nth: 0,
             timeout_nth: 0,
