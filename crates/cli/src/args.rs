@@ -37,6 +37,10 @@ pub enum Cmd {
     Trace(TraceCmd),
     /// Export devices over NBD, one software queue per connection
     Serve(ServeArgs),
+    /// Run one fio job file on a real block device through the kernel's schedulers (with
+    /// fio) and through mqblk's of the same names (kernel set to none), alternating, and
+    /// print each scheduler's effect over none in both stacks side by side (root)
+    Twin(TwinArgs),
     /// List the I/O schedulers and their tunables
     Schedulers,
     /// Print the version
@@ -407,4 +411,33 @@ mod tests {
             assert_eq!(e.kind(), clap::error::ErrorKind::DisplayHelp, "{sub:?}");
         }
     }
+}
+
+/// `mqblk twin`'s options.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "The job file holds fio options both stacks accept (no filename or ioscheduler: twin sets them). Each repeat runs every scheduler in both stacks, alternating the order; the device's scheduler and its tunables are restored on every exit, Ctrl-C included. An effect is the metric under a scheduler divided by the metric under none in the same stack and repeat; the table gives the median and the range over repeats."
+)]
+pub struct TwinArgs {
+    /// The fio job file
+    pub jobfile: PathBuf,
+    /// The block device, or a file on one (its disk's scheduler is the kernel's side)
+    #[arg(long)]
+    pub filename: PathBuf,
+    /// Schedulers to compare (none is always run, as the baseline)
+    #[arg(long, value_delimiter = ',', default_value = "mq-deadline,kyber,bfq")]
+    pub schedulers: Vec<String>,
+    /// Repeats of the whole round (medians need at least 3)
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeats: u32,
+    /// A tunable for one scheduler in both stacks, written SCHED:NAME=VALUE (repeatable),
+    /// e.g. bfq:low_latency=0
+    #[arg(long = "sched", value_name = "SCHED:NAME=VALUE")]
+    pub tunables: Vec<String>,
+    /// The fio binary
+    #[arg(long, default_value = "fio")]
+    pub fio: String,
+    /// normal (a table) or json
+    #[arg(long = "output-format", default_value = "normal", value_parser = ["normal", "json"])]
+    pub output_format: String,
 }

@@ -7,6 +7,7 @@ mod replay_real;
 mod serve;
 mod sim;
 mod trace_cmd;
+mod twin;
 
 use args::{Cli, Cmd};
 use clap::Parser;
@@ -33,6 +34,7 @@ fn main() {
         Some(Cmd::Replay(a)) => replay::main(a),
         Some(Cmd::Trace(a)) => trace_cmd::main(a),
         Some(Cmd::Serve(a)) => serve::main(a),
+        Some(Cmd::Twin(a)) => twin::main(a),
         Some(Cmd::Schedulers) => {
             print_schedulers();
             0

@@ -1,0 +1,586 @@
+//! `mqblk twin`: one fio job file on a real block device, through the kernel's schedulers
+//! (set in `/sys/block/DISK/queue/scheduler`, run with fio) and through mqblk's schedulers of
+//! the same names over io_uring (the kernel's set to `none`), repeated and alternated; each
+//! scheduler's effect over `none` in both stacks, side by side.
+//!
+//! An effect is a metric under a scheduler divided by the same metric under `none`, in the
+//! same stack and the same repeat; the report gives its median and range over the repeats.
+//! The device's scheduler and its `iosched/` tunables are put back on every exit path: a
+//! guard restores them when the run ends, fails or is interrupted (SIGINT/SIGTERM stop the
+//! child and end the run).
+
+use crate::args::TwinArgs;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs `mqblk twin`; returns the process exit code.
+pub fn main(a: TwinArgs) -> i32 {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, stop.clone()) {
+            eprintln!("mqblk twin: installing the signal handler: {e}");
+            return 2;
+        }
+    }
+    match run(&a, &stop) {
+        Ok(()) => 0,
+        Err(Failure::Interrupted) => {
+            eprintln!("mqblk twin: interrupted; the device's scheduler is restored");
+            130
+        }
+        Err(Failure::Error(e)) => {
+            eprintln!("mqblk twin: {e}");
+            2
+        }
+    }
+}
+
+enum Failure {
+    Interrupted,
+    Error(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::Error(e)
+    }
+}
+
+/// The disk whose queue the kernel's side runs on.
+#[derive(Debug)]
+struct Disk {
+    /// `/sys/dev/block/MAJ:MIN` of the disk (a partition's parent), resolved.
+    sys: PathBuf,
+}
+
+impl Disk {
+    /// The disk under `path`: the device itself, a partition's disk, or for a regular file
+    /// the disk its file system is on.
+    fn of(path: &Path) -> Result<Disk, String> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let m = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let dev = if m.file_type().is_block_device() {
+            m.rdev()
+        } else if m.is_file() {
+            m.dev()
+        } else {
+            return Err(format!(
+                "{}: not a block device or a regular file",
+                path.display()
+            ));
+        };
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+        let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+        let link = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+        let mut sys = std::fs::canonicalize(&link).map_err(|_| {
+            format!(
+                "{}: on device {major}:{minor}, which has no block queue in sysfs (tmpfs, overlay?); use a file on a disk or the disk itself",
+                path.display()
+            )
+        })?;
+        if sys.join("partition").exists() {
+            sys.pop();
+        }
+        if !sys.join("queue/scheduler").exists() {
+            return Err(format!(
+                "{}: {} has no queue/scheduler",
+                path.display(),
+                sys.display()
+            ));
+        }
+        Ok(Disk { sys })
+    }
+
+    fn name(&self) -> String {
+        self.sys
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    fn scheduler_file(&self) -> PathBuf {
+        self.sys.join("queue/scheduler")
+    }
+
+    /// The schedulers the kernel offers and the one in use (`[name]`).
+    fn schedulers(&self) -> Result<(Vec<String>, String), String> {
+        let f = self.scheduler_file();
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let mut all = Vec::new();
+        let mut current = String::new();
+        for w in text.split_whitespace() {
+            let name = w.trim_start_matches('[').trim_end_matches(']');
+            if w.starts_with('[') {
+                current = name.to_string();
+            }
+            all.push(name.to_string());
+        }
+        Ok((all, current))
+    }
+
+    fn set_scheduler(&self, name: &str) -> Result<(), String> {
+        let f = self.scheduler_file();
+        std::fs::write(&f, name).map_err(|e| format!("{}: writing {name}: {e}", f.display()))
+    }
+
+    /// The current scheduler's tunables, as (name, value).
+    fn tunables(&self) -> Vec<(String, String)> {
+        let dir = self.sys.join("queue/iosched");
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, String)> = rd
+            .flatten()
+            .filter_map(|e| {
+                let v = std::fs::read_to_string(e.path()).ok()?;
+                Some((
+                    e.file_name().to_string_lossy().into_owned(),
+                    v.trim().to_string(),
+                ))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn set_tunable(&self, name: &str, value: &str) -> Result<(), String> {
+        let f = self.sys.join("queue/iosched").join(name);
+        std::fs::write(&f, value).map_err(|e| format!("{}: writing {value}: {e}", f.display()))
+    }
+}
+
+/// Puts the disk's scheduler and its tunables back when dropped.
+struct Restore<'a> {
+    disk: &'a Disk,
+    scheduler: String,
+    tunables: Vec<(String, String)>,
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        // Switching resets the tunables to their defaults; then the saved values go back.
+        // `none` first, so the switch happens even when the original is already set.
+        let _ = self.disk.set_scheduler("none");
+        if let Err(e) = self.disk.set_scheduler(&self.scheduler) {
+            eprintln!("mqblk twin: restoring the scheduler: {e}");
+        }
+        for (k, v) in &self.tunables {
+            // Some attributes are read-only or refuse their own reading back; skip those.
+            let _ = self.disk.set_tunable(k, v);
+        }
+    }
+}
+
+/// One job's figures for one direction in one run.
+#[derive(Clone, Debug, Serialize)]
+struct Figures {
+    job: String,
+    dir: &'static str,
+    iops: f64,
+    bw_kib: f64,
+    clat_mean_us: f64,
+    clat_p50_us: f64,
+    clat_p99_us: f64,
+}
+
+const METRICS: [&str; 5] = [
+    "iops",
+    "bw_kib",
+    "clat_mean_us",
+    "clat_p50_us",
+    "clat_p99_us",
+];
+
+impl Figures {
+    fn metric(&self, m: &str) -> f64 {
+        match m {
+            "iops" => self.iops,
+            "bw_kib" => self.bw_kib,
+            "clat_mean_us" => self.clat_mean_us,
+            "clat_p50_us" => self.clat_p50_us,
+            _ => self.clat_p99_us,
+        }
+    }
+}
+
+/// The per-job figures of a fio-format JSON report (fio's own, or mqblk bench's).
+fn figures(json: &[u8], who: &str) -> Result<Vec<Figures>, String> {
+    let v: serde_json::Value = serde_json::from_slice(json)
+        .map_err(|e| format!("{who}: its JSON output does not parse: {e}"))?;
+    let jobs = v["jobs"]
+        .as_array()
+        .ok_or_else(|| format!("{who}: no jobs in its JSON output"))?;
+    let mut out = Vec::new();
+    for j in jobs {
+        let name = j["jobname"].as_str().unwrap_or("?").to_string();
+        for dir in ["read", "write"] {
+            let d = &j[dir];
+            if d["total_ios"].as_u64().unwrap_or(0) == 0 {
+                continue;
+            }
+            let pct = |p: &str| d["clat_ns"]["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
+            out.push(Figures {
+                job: name.clone(),
+                dir: if dir == "read" { "read" } else { "write" },
+                iops: d["iops"].as_f64().unwrap_or(0.0),
+                bw_kib: d["bw"].as_f64().unwrap_or(0.0),
+                clat_mean_us: d["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
+                clat_p50_us: pct("50.000000"),
+                clat_p99_us: pct("99.000000"),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{who}: the jobs did no I/O"));
+    }
+    Ok(out)
+}
+
+/// Which stack a run went through.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Stack {
+    Kernel,
+    Mqblk,
+}
+
+/// A scheduler's tunables for this run, by scheduler name.
+fn tunables_for<'a>(
+    t: &'a [(String, String, String)],
+    sched: &str,
+) -> Vec<&'a (String, String, String)> {
+    t.iter().filter(|(s, _, _)| s == sched).collect()
+}
+
+fn parse_tunables(raw: &[String]) -> Result<Vec<(String, String, String)>, String> {
+    raw.iter()
+        .map(|t| {
+            let (sched, kv) = t
+                .split_once(':')
+                .ok_or_else(|| format!("--sched={t}: expected SCHED:NAME=VALUE"))?;
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("--sched={t}: expected SCHED:NAME=VALUE"))?;
+            Ok((sched.to_string(), k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// Runs `cmd` to its end, or kills it when `stop` is raised.
+fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, Failure> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting {who}: {e}"))?;
+    // Drain stdout on a thread so a large report cannot fill the pipe and stall the child.
+    let mut out = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut buf);
+        buf
+    });
+    let status = loop {
+        if stop.load(Ordering::Relaxed) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Failure::Interrupted);
+        }
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for {who}: {e}").into()),
+        }
+    };
+    let stdout = reader.join().unwrap_or_default();
+    if !status.success() {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        return Err(format!("{who} failed ({status}): {first}").into());
+    }
+    Ok(stdout)
+}
+
+/// One run of the job file through `stack` with scheduler `sched`.
+fn run_once(
+    a: &TwinArgs,
+    disk: &Disk,
+    stack: Stack,
+    sched: &str,
+    tunables: &[(String, String, String)],
+    stop: &AtomicBool,
+) -> Result<Vec<Figures>, Failure> {
+    let filename = format!("--filename={}", a.filename.display());
+    let mut cmd;
+    match stack {
+        Stack::Kernel => {
+            disk.set_scheduler(sched)?;
+            for (_, k, v) in tunables_for(tunables, sched) {
+                disk.set_tunable(k, v)?;
+            }
+            cmd = Command::new(&a.fio);
+            cmd.arg("--output-format=json").arg(&filename);
+        }
+        Stack::Mqblk => {
+            disk.set_scheduler("none")?;
+            let exe = std::env::current_exe().map_err(|e| format!("finding mqblk: {e}"))?;
+            cmd = Command::new(exe);
+            cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
+                .arg(&filename)
+                .arg(format!("--ioscheduler={sched}"));
+            for (_, k, v) in tunables_for(tunables, sched) {
+                cmd.arg(format!("--sched.{k}={v}"));
+            }
+        }
+    }
+    cmd.arg(&a.jobfile);
+    let who = match stack {
+        Stack::Kernel => format!("fio ({sched} in the kernel)"),
+        Stack::Mqblk => format!("mqblk bench ({sched})"),
+    };
+    let out = run_child(cmd, &who, stop)?;
+    Ok(figures(&out, &who)?)
+}
+
+/// Median, smallest and largest of a set of effects.
+#[derive(Copy, Clone, Debug, Serialize)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+fn spread(xs: &[f64]) -> Option<Spread> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some(Spread {
+        median,
+        min: v[0],
+        max: v[n - 1],
+    })
+}
+
+/// One line of the comparison.
+#[derive(Debug, Serialize)]
+struct Effect {
+    scheduler: String,
+    job: String,
+    dir: &'static str,
+    metric: &'static str,
+    kernel: Option<Spread>,
+    mqblk: Option<Spread>,
+}
+
+/// Everything a twin run measured.
+#[derive(Debug, Serialize)]
+struct Report {
+    filename: String,
+    disk: String,
+    repeats: u32,
+    schedulers: Vec<String>,
+    /// Every run's figures: (repeat, stack, scheduler, figures).
+    runs: Vec<(u32, Stack, String, Vec<Figures>)>,
+    effects: Vec<Effect>,
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn run(a: &TwinArgs, stop: &AtomicBool) -> Result<(), Failure> {
+    if !is_root() {
+        return Err(
+            "needs root, to set the kernel's scheduler in /sys/block/DEV/queue/scheduler"
+                .to_string()
+                .into(),
+        );
+    }
+    let disk = Disk::of(&a.filename)?;
+    let (offered, original) = disk.schedulers()?;
+    let tunables = parse_tunables(&a.tunables)?;
+    let mut scheds = vec!["none".to_string()];
+    for s in &a.schedulers {
+        let Some(t) = mqblk_sched::lookup(s) else {
+            return Err(format!("--schedulers: unknown scheduler '{s}'").into());
+        };
+        let name = t.name.to_string();
+        if !offered.contains(&name) {
+            return Err(format!(
+                "--schedulers: the kernel offers no '{name}' on {} (it has: {})",
+                disk.name(),
+                offered.join(", ")
+            )
+            .into());
+        }
+        if !scheds.contains(&name) {
+            scheds.push(name);
+        }
+    }
+    if !a.jobfile.is_file() {
+        return Err(format!("{}: no such job file", a.jobfile.display()).into());
+    }
+    let _restore = Restore {
+        disk: &disk,
+        scheduler: original.clone(),
+        tunables: disk.tunables(),
+    };
+    let total = a.repeats as usize * scheds.len() * 2;
+    let mut done = 0;
+    let mut runs = Vec::new();
+    for r in 0..a.repeats {
+        // Alternate the order from one repeat to the next, so a drift of the machine over
+        // the run does not side with one scheduler or one stack.
+        let mut order: Vec<&String> = scheds.iter().collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for s in order {
+            let stacks = if r % 2 == 0 {
+                [Stack::Kernel, Stack::Mqblk]
+            } else {
+                [Stack::Mqblk, Stack::Kernel]
+            };
+            for stack in stacks {
+                done += 1;
+                let via = match stack {
+                    Stack::Kernel => "kernel (fio)",
+                    Stack::Mqblk => "mqblk (io_uring, kernel at none)",
+                };
+                eprintln!(
+                    "twin: [{done}/{total}] repeat {} {s} through the {via}",
+                    r + 1
+                );
+                let f = run_once(a, &disk, stack, s, &tunables, stop)?;
+                runs.push((r, stack, s.clone(), f));
+            }
+        }
+    }
+    drop(_restore);
+    let effects = effects(&runs, &scheds);
+    let report = Report {
+        filename: a.filename.display().to_string(),
+        disk: disk.name(),
+        repeats: a.repeats,
+        schedulers: scheds,
+        runs,
+        effects,
+    };
+    if a.output_format == "json" {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print!("{}", table(&report));
+    }
+    Ok(())
+}
+
+/// Effects over `none`, paired by repeat and stack.
+fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Vec<Effect> {
+    let find = |r: u32, stack: Stack, s: &str| {
+        runs.iter()
+            .find(|x| x.0 == r && x.1 == stack && x.2 == s)
+            .map(|x| &x.3)
+    };
+    let repeats: Vec<u32> = {
+        let mut v: Vec<u32> = runs.iter().map(|x| x.0).collect();
+        v.dedup();
+        v
+    };
+    // The (job, direction) pairs the baseline has.
+    let keys: Vec<(String, &'static str)> = runs
+        .iter()
+        .filter(|x| x.2 == "none")
+        .flat_map(|x| x.3.iter().map(|f| (f.job.clone(), f.dir)))
+        .fold(Vec::new(), |mut acc, k| {
+            if !acc.contains(&k) {
+                acc.push(k);
+            }
+            acc
+        });
+    let mut out = Vec::new();
+    for s in scheds.iter().filter(|s| *s != "none") {
+        for (job, dir) in &keys {
+            for metric in METRICS {
+                let ratios = |stack: Stack| -> Vec<f64> {
+                    repeats
+                        .iter()
+                        .filter_map(|&r| {
+                            let pick = |fs: &Vec<Figures>| {
+                                fs.iter()
+                                    .find(|f| &f.job == job && f.dir == *dir)
+                                    .map(|f| f.metric(metric))
+                            };
+                            let base = pick(find(r, stack, "none")?)?;
+                            let x = pick(find(r, stack, s)?)?;
+                            (base > 0.0).then(|| x / base)
+                        })
+                        .collect()
+                };
+                out.push(Effect {
+                    scheduler: s.clone(),
+                    job: job.clone(),
+                    dir,
+                    metric,
+                    kernel: spread(&ratios(Stack::Kernel)),
+                    mqblk: spread(&ratios(Stack::Mqblk)),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn table(r: &Report) -> String {
+    let mut s = format!(
+        "twin: {} (disk {}), {} repeats; effect = metric under the scheduler / under none, median [min-max]\n",
+        r.filename, r.disk, r.repeats
+    );
+    s += &format!(
+        "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}\n",
+        "scheduler", "job", "dir", "metric", "kernel", "mqblk", "mq/kern"
+    );
+    let cell = |x: &Option<Spread>| match x {
+        Some(v) => format!("x{:.2} [{:.2}-{:.2}]", v.median, v.min, v.max),
+        None => "-".to_string(),
+    };
+    for e in &r.effects {
+        let ratio = match (e.kernel, e.mqblk) {
+            (Some(k), Some(m)) if k.median > 0.0 => format!("{:.2}", m.median / k.median),
+            _ => "-".to_string(),
+        };
+        s += &format!(
+            "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}\n",
+            e.scheduler,
+            e.job,
+            e.dir,
+            e.metric,
+            cell(&e.kernel),
+            cell(&e.mqblk),
+            ratio
+        );
+    }
+    s
+}

@@ -1,0 +1,258 @@
+//! `mqblk twin` on a loop device: both stacks run and give effects, the device's scheduler
+//! and tunables come back after a run and after Ctrl-C, and it refuses without root. Needs
+//! root, losetup and fio: missing, the tests fail in CI (where `.ci/run` installs them) and
+//! are skipped visibly elsewhere.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn mqblk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// Why twin cannot run here, if it cannot.
+fn unavailable() -> Option<String> {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| text(&o.stdout).trim() == "0");
+    if !root {
+        return Some("needs root".into());
+    }
+    for tool in ["losetup", "fio"] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    None
+}
+
+/// Skips (locally) or fails (in CI) when twin cannot run.
+fn skip(test: &str) -> bool {
+    match unavailable() {
+        None => false,
+        Some(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI cannot run {test}: {why}"
+            );
+            eprintln!("SKIP {test}: {why}");
+            true
+        }
+    }
+}
+
+/// A loop device over a scratch file, detached and removed on drop.
+struct Loop {
+    dir: PathBuf,
+    dev: String,
+}
+
+impl Loop {
+    fn new(name: &str) -> Loop {
+        let dir = std::env::temp_dir().join(format!("mqblk-twin-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let img = dir.join("img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(128 << 20)
+            .unwrap();
+        let o = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "losetup: {}", text(&o.stderr));
+        Loop {
+            dir,
+            dev: text(&o.stdout).trim().to_string(),
+        }
+    }
+    fn queue(&self) -> PathBuf {
+        Path::new("/sys/block")
+            .join(Path::new(&self.dev).file_name().unwrap())
+            .join("queue")
+    }
+    fn scheduler(&self) -> String {
+        let s = std::fs::read_to_string(self.queue().join("scheduler")).unwrap();
+        s.split_whitespace()
+            .find(|w| w.starts_with('['))
+            .unwrap()
+            .trim_matches(|c| c == '[' || c == ']')
+            .to_string()
+    }
+    fn job(&self, runtime: &str) -> PathBuf {
+        let p = self.dir.join("job.fio");
+        std::fs::write(
+            &p,
+            format!(
+                "[global]\nioengine=io_uring\ndirect=1\nsize=64m\nruntime={runtime}\ntime_based\n\n\
+                 [reader]\nrw=randread\nbs=4k\niodepth=8\n"
+            ),
+        )
+        .unwrap();
+        p
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn twin_compares_both_stacks_and_puts_the_scheduler_back() {
+    if skip("twin_compares_both_stacks_and_puts_the_scheduler_back") {
+        return;
+    }
+    let l = Loop::new("run");
+    // A scheduler with a tunable changed from its default: both must come back.
+    std::fs::write(l.queue().join("scheduler"), "mq-deadline").unwrap();
+    std::fs::write(l.queue().join("iosched/read_expire"), "123").unwrap();
+    // (Kept in jiffies: it reads back rounded to the tick.)
+    let expire = std::fs::read_to_string(l.queue().join("iosched/read_expire")).unwrap();
+    let job = l.job("1");
+    let o = mqblk(&[
+        "twin",
+        &format!("--filename={}", l.dev),
+        "--schedulers=mq-deadline,bfq",
+        "--sched=bfq:low_latency=0",
+        "--repeats=1",
+        "--output-format=json",
+        job.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["schedulers"],
+        serde_json::json!(["none", "mq-deadline", "bfq"])
+    );
+    assert_eq!(
+        v["runs"].as_array().unwrap().len(),
+        6,
+        "3 schedulers x 2 stacks"
+    );
+    for sched in ["mq-deadline", "bfq"] {
+        let e = v["effects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["scheduler"] == sched && e["metric"] == "iops" && e["dir"] == "read")
+            .unwrap_or_else(|| panic!("no {sched} iops effect: {v}"));
+        for stack in ["kernel", "mqblk"] {
+            let m = e[stack]["median"].as_f64().unwrap();
+            assert!(m > 0.05 && m < 20.0, "{sched} {stack}: effect {m}");
+        }
+    }
+    assert_eq!(l.scheduler(), "mq-deadline", "the scheduler is put back");
+    assert_eq!(
+        std::fs::read_to_string(l.queue().join("iosched/read_expire")).unwrap(),
+        expire,
+        "and its tunables"
+    );
+    // The table form names both stacks.
+    let o = mqblk(&[
+        "twin",
+        &format!("--filename={}", l.dev),
+        "--schedulers=kyber",
+        "--repeats=1",
+        job.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("kernel") && out.contains("mqblk") && out.contains("kyber"),
+        "{out}"
+    );
+    assert_eq!(l.scheduler(), "mq-deadline");
+}
+
+#[test]
+fn ctrl_c_stops_twin_and_puts_the_scheduler_back() {
+    if skip("ctrl_c_stops_twin_and_puts_the_scheduler_back") {
+        return;
+    }
+    let l = Loop::new("int");
+    let before = l.scheduler();
+    let job = l.job("30");
+    let child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args([
+            "twin",
+            &format!("--filename={}", l.dev),
+            "--schedulers=bfq",
+            "--repeats=1",
+        ])
+        .arg(&job)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it get into a run (fio started on the kernel's side), then interrupt.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let t = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "it stopped promptly");
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("restored"), "{}", text(&o.stderr));
+    assert_eq!(l.scheduler(), before);
+}
+
+#[test]
+fn twin_refuses_without_root_and_bad_arguments_in_one_line() {
+    if skip("twin_refuses_without_root_and_bad_arguments_in_one_line") {
+        return;
+    }
+    let l = Loop::new("bad");
+    let job = l.job("1");
+    let dev = format!("--filename={}", l.dev);
+    for (args, want) in [
+        (vec!["--schedulers=cfq"], "unknown scheduler 'cfq'"),
+        (vec!["--sched=bfq-low_latency"], "SCHED:NAME=VALUE"),
+    ] {
+        let mut all = vec!["twin", &dev];
+        all.extend(args);
+        all.push(job.to_str().unwrap());
+        let o = mqblk(&all);
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains(want) && e.trim_end().lines().count() == 1, "{e}");
+    }
+    let o = mqblk(&["twin", "--filename=/proc/version", job.to_str().unwrap()]);
+    assert!(
+        text(&o.stderr).contains("has no block queue")
+            || text(&o.stderr).contains("not a block device"),
+        "{}",
+        text(&o.stderr)
+    );
+    // As nobody: one line saying it needs root, and the device untouched.
+    if Command::new("setpriv").arg("--version").output().is_ok() {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_mqblk"))
+            .args(["twin", &dev, job.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains("needs root") && e.trim_end().lines().count() == 1,
+            "{e}"
+        );
+    }
+}
