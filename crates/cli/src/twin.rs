@@ -147,6 +147,28 @@ impl Disk {
         out
     }
 
+    /// The disk's queue as mqblk options, so mqblk's queue over it has the same shape: its
+    /// hardware queues, driver tags per queue (`mq/N/nr_tags`) and largest request.
+    fn queue_shape(&self) -> Vec<String> {
+        let read = |p: PathBuf| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let mut out = Vec::new();
+        let hw = std::fs::read_dir(self.sys.join("mq")).map_or(0, |d| d.count());
+        if hw > 0 {
+            out.push(format!("--nr_hw_queues={hw}"));
+        }
+        if let Some(t) = read(self.sys.join("mq/0/nr_tags")) {
+            out.push(format!("--queue_depth={t}"));
+        }
+        if let Some(k) = read(self.sys.join("queue/max_sectors_kb")) {
+            out.push(format!("--max_sectors_kb={k}"));
+        }
+        out
+    }
+
     fn set_tunable(&self, name: &str, value: &str) -> Result<(), String> {
         let f = self.sys.join("queue/iosched").join(name);
         std::fs::write(&f, value).map_err(|e| format!("{}: writing {value}: {e}", f.display()))
@@ -334,6 +356,7 @@ fn run_once(
             cmd = Command::new(exe);
             cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
                 .arg(&filename)
+                .args(disk.queue_shape())
                 .arg(format!("--ioscheduler={sched}"));
             for (_, k, v) in tunables_for(tunables, sched) {
                 cmd.arg(format!("--sched.{k}={v}"));
@@ -397,6 +420,54 @@ struct Report {
     /// Every run's figures: (repeat, stack, scheduler, figures).
     runs: Vec<(u32, Stack, String, Vec<Figures>)>,
     effects: Vec<Effect>,
+    /// Each job's part of the run's total bandwidth, by scheduler: how a scheduler splits
+    /// the device between jobs (weights, classes), which effects over `none` do not show.
+    shares: Vec<Share>,
+}
+
+/// A job's part of the total bandwidth of its runs under one scheduler.
+#[derive(Debug, Serialize)]
+struct Share {
+    scheduler: String,
+    job: String,
+    kernel: Option<Spread>,
+    mqblk: Option<Spread>,
+}
+
+/// Every job's share of the bandwidth (reads and writes together), per scheduler.
+fn shares(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Vec<Share> {
+    let mut jobs: Vec<String> = Vec::new();
+    for f in runs.iter().flat_map(|x| x.3.iter()) {
+        if !jobs.contains(&f.job) {
+            jobs.push(f.job.clone());
+        }
+    }
+    if jobs.len() < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for s in scheds {
+        for job in &jobs {
+            let of = |stack: Stack| -> Vec<f64> {
+                runs.iter()
+                    .filter(|x| x.1 == stack && &x.2 == s)
+                    .filter_map(|x| {
+                        let total: f64 = x.3.iter().map(|f| f.bw_kib).sum();
+                        let mine: f64 =
+                            x.3.iter().filter(|f| &f.job == job).map(|f| f.bw_kib).sum();
+                        (total > 0.0).then(|| mine / total)
+                    })
+                    .collect()
+            };
+            out.push(Share {
+                scheduler: s.clone(),
+                job: job.clone(),
+                kernel: spread(&of(Stack::Kernel)),
+                mqblk: spread(&of(Stack::Mqblk)),
+            });
+        }
+    }
+    out
 }
 
 fn is_root() -> bool {
@@ -480,6 +551,7 @@ fn run(a: &TwinArgs, stop: &AtomicBool) -> Result<(), Failure> {
     }
     drop(_restore);
     let effects = effects(&runs, &scheds);
+    let shares = shares(&runs, &scheds);
     let report = Report {
         filename: a.filename.display().to_string(),
         disk: disk.name(),
@@ -487,6 +559,7 @@ fn run(a: &TwinArgs, stop: &AtomicBool) -> Result<(), Failure> {
         schedulers: scheds,
         runs,
         effects,
+        shares,
     };
     if a.output_format == "json" {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
@@ -581,6 +654,31 @@ fn table(r: &Report) -> String {
             cell(&e.mqblk),
             ratio
         );
+    }
+    if !r.shares.is_empty() {
+        s += "\nshare of the bandwidth by job, median [min-max]\n";
+        s += &format!(
+            "{:<12} {:<16} {:>24} {:>24}\n",
+            "scheduler", "job", "kernel", "mqblk"
+        );
+        let pct = |x: &Option<Spread>| match x {
+            Some(v) => format!(
+                "{:.1}% [{:.1}-{:.1}]",
+                100.0 * v.median,
+                100.0 * v.min,
+                100.0 * v.max
+            ),
+            None => "-".to_string(),
+        };
+        for sh in &r.shares {
+            s += &format!(
+                "{:<12} {:<16} {:>24} {:>24}\n",
+                sh.scheduler,
+                sh.job,
+                pct(&sh.kernel),
+                pct(&sh.mqblk)
+            );
+        }
     }
     s
 }

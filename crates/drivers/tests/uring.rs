@@ -518,14 +518,26 @@ fn merged_requests_move_every_bio() {
 }
 
 /// More merged bios in one batch than the ring can have in flight: the driver answers
-/// `Resource`, the core parks the rest and issues it when completions make room.
+/// `Resource`, the core parks the rest and issues it when completions make room. (The bios
+/// use registered buffers, which go as one submission each; plain buffers of a merged
+/// request would go as one vectored submission.)
 #[test]
 fn a_batch_larger_than_the_ring_is_issued_in_turns() {
     let dir = TempDir::new("bigbatch");
-    let mut r = rig(file_cfg(dir.file("dev.img"), 8 * MIB, false));
+    let mut r = rig(UringConfig {
+        fixed_buffers: true,
+        fixed_buf_count: 1024,
+        fixed_buf_size: 4096,
+        ..file_cfg(dir.file("dev.img"), 8 * MIB, false)
+    });
+    let pool = r.dev.buf_pool().expect("a pool").clone();
     let mut rng = Rng(31);
     let bios: Vec<Bio> = (0..1024)
-        .map(|i| write_bio(i * 8, &rng.bytes(4096)))
+        .map(|i| {
+            let mut buf = pool.alloc(4096).expect("a free pooled buffer");
+            buf.as_mut_slice().copy_from_slice(&rng.bytes(4096));
+            Bio::new(ReqOp::Write, i * 8, 8).with_buf(buf)
+        })
         .collect();
     let model: Vec<u8> = bios
         .iter()

@@ -28,6 +28,11 @@
 //!    The pool's memory is freed only when the pool is dropped: lent buffers return their
 //!    pages to it (`BufHome`), never free them. A fixed submission names buffer `i` only when
 //!    its whole range lies inside buffer `i` (`PoolInner::index_of`).
+//! 5. **An iovec array stays put while its submission is in flight.** A vectored op's
+//!    `iov` points at a segment's `live` vector in the tracker, rebuilt only when that
+//!    segment is submitted again (after its CQE), and dropped only when the request
+//!    completes (after every CQE of it); each iovec spans part of a bio's `IoBuf`, valid as
+//!    in clause 3.
 
 use super::pool::PoolInner;
 use super::tracker::{Op, OpKind, Tracker};
@@ -172,8 +177,9 @@ impl Ring {
             // inside the `IoBuf` of a bio of the request the tracker holds under this tag,
             // which stays allocated and untouched until the tracker reports that request
             // complete, after this submission's CQE (clause 3); a fixed op's range lies inside
-            // the registered buffer it names, registered with this ring (clause 4). Ops
-            // without data carry no address.
+            // the registered buffer it names, registered with this ring (clause 4); a
+            // vectored op's iovec array and the buffers it spans stay put until its CQE
+            // (clause 5). Ops without data carry no address.
             if unsafe { sq.push(&entry) }.is_err() {
                 break;
             }
@@ -269,6 +275,18 @@ fn entry(fd: types::Fd, op: &Op) -> squeue::Entry {
         || u32::try_from(op.len).expect("uring: reads and writes over 4 GiB are refused at issue");
     let keep = libc::FALLOC_FL_KEEP_SIZE;
     let e = match op.kind {
+        OpKind::Read if op.iov != 0 => {
+            opcode::Readv::new(fd, std::ptr::with_exposed_provenance(op.iov), op.iov_cnt)
+                .offset(op.offset)
+                .rw_flags(op.rw_flags)
+                .build()
+        }
+        OpKind::Write if op.iov != 0 => {
+            opcode::Writev::new(fd, std::ptr::with_exposed_provenance(op.iov), op.iov_cnt)
+                .offset(op.offset)
+                .rw_flags(op.rw_flags)
+                .build()
+        }
         OpKind::Read => match op.buf_index {
             Some(i) => opcode::ReadFixed::new(
                 fd,

@@ -667,7 +667,7 @@ impl UringDevice {
                 }
             }
         }
-        let n = Tracker::first_phase_sqes(q.specs.len(), plan);
+        let n = Tracker::first_phase_sqes(&q.specs, plan);
         if !q.ring.fits(n) {
             // More bios than the ring holds: the queue limits were not ours.
             return BlkStatus::Invalid;

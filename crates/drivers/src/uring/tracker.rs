@@ -49,6 +49,20 @@ pub(crate) struct Op {
     pub rw_flags: i32,
     /// The registered buffer the data lies in (`READ_FIXED`/`WRITE_FIXED`), if any.
     pub buf_index: Option<u16>,
+    /// For a vectored read or write (`READV`/`WRITEV`): the address of `iov_cnt` iovecs,
+    /// kept alive by the tracker until this submission completes; 0 otherwise (`addr` and
+    /// `len` then describe the one buffer).
+    pub iov: usize,
+    pub iov_cnt: u32,
+}
+
+/// One `struct iovec` (`void *iov_base; size_t iov_len`), as plain integers so the tracker
+/// stays `Send` and free of raw pointers; the engine hands the array to the kernel as is.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct IoVec {
+    pub base: usize,
+    pub len: usize,
 }
 
 /// One data-phase segment of a request, as the device builds it from a bio.
@@ -92,6 +106,12 @@ struct Seg {
     buf_index: Option<u16>,
     /// An `EAGAIN` or `EINTR` was already retried once.
     retried: bool,
+    /// Several bios' buffers moved as one vectored read or write, in file order: a merged
+    /// request goes to the kernel as one I/O of its full size, as a device gets one command
+    /// for it (empty: the one buffer at `addr`).
+    parts: Vec<IoVec>,
+    /// The iovecs of the submission in flight (`parts` past `done`).
+    live: Vec<IoVec>,
 }
 
 /// What one completion means for its segment.
@@ -102,12 +122,36 @@ enum SegOutcome {
 }
 
 impl Seg {
-    fn op(&self, user_data: u64) -> Op {
+    /// The next submission for this segment (the rest of it after a short transfer).
+    fn op(&mut self, user_data: u64) -> Op {
+        let (iov, iov_cnt) = if self.parts.is_empty() {
+            (0, 0)
+        } else {
+            // Rebuilt only between submissions: the array the kernel reads stays put while
+            // one is in flight.
+            self.live.clear();
+            let mut skip = self.done as usize;
+            for p in &self.parts {
+                if skip >= p.len {
+                    skip -= p.len;
+                    continue;
+                }
+                self.live.push(IoVec {
+                    base: p.base + skip,
+                    len: p.len - skip,
+                });
+                skip = 0;
+            }
+            (
+                self.live.as_ptr().expose_provenance(),
+                self.live.len() as u32,
+            )
+        };
         Op {
             user_data,
             kind: self.kind,
             offset: self.offset + self.done,
-            addr: if self.addr == 0 {
+            addr: if self.addr == 0 || iov != 0 {
                 0
             } else {
                 self.addr + self.done as usize
@@ -115,7 +159,23 @@ impl Seg {
             len: self.len - self.done,
             rw_flags: self.rw_flags,
             buf_index: self.buf_index,
+            iov,
+            iov_cnt,
         }
+    }
+
+    /// Whether `s` continues this segment on disk and can join it in one vectored I/O.
+    fn joins(&self, s: &SegSpec) -> bool {
+        joinable(
+            (
+                self.kind,
+                self.offset + self.len,
+                self.rw_flags,
+                self.buf_index,
+            ),
+            self.parts.len().max(1),
+            s,
+        )
     }
 
     /// Applies a CQE result: bytes moved (reads and writes), 0 (the others), or `-errno`.
@@ -161,6 +221,44 @@ struct Slot {
     /// Segments of the current phase that have not finished.
     outstanding: u32,
     status: BlkStatus,
+}
+
+/// The most iovecs one vectored submission takes (`UIO_MAXIOV`).
+const IOV_MAX: usize = 1024;
+
+/// A data segment as joining sees it: kind, end offset on disk, flags, fixed buffer.
+type SegEnd = (OpKind, u64, i32, Option<u16>);
+
+/// Whether `s` can join a data segment ending as `last` that already has `parts` buffers:
+/// a plain read or write continuing it on disk.
+fn joinable(last: SegEnd, parts: usize, s: &SegSpec) -> bool {
+    let (kind, end, rw_flags, buf_index) = last;
+    matches!(kind, OpKind::Read | OpKind::Write)
+        && s.kind == kind
+        && s.rw_flags == rw_flags
+        && buf_index.is_none()
+        && s.buf_index.is_none()
+        && end == s.offset
+        && parts < IOV_MAX
+}
+
+/// How many submissions the data segments `data` make once contiguous ones are joined.
+fn data_sqes(data: &[SegSpec]) -> usize {
+    let mut n = 0;
+    let mut last: Option<(SegEnd, usize)> = None;
+    for s in data {
+        match &mut last {
+            Some((l, parts)) if joinable(*l, *parts, s) => {
+                l.1 += s.len;
+                *parts += 1;
+            }
+            _ => {
+                n += 1;
+                last = Some(((s.kind, s.offset + s.len, s.rw_flags, s.buf_index), 1));
+            }
+        }
+    }
+    n
 }
 
 /// `user_data` is `tag << 32 | segment index`: unique while the request is in flight.
@@ -221,11 +319,11 @@ impl Tracker {
     }
 
     /// Submissions the first phase of a request needs: what must fit in the SQ now.
-    pub(crate) fn first_phase_sqes(nr_data: usize, plan: FlushPlan) -> usize {
+    pub(crate) fn first_phase_sqes(data: &[SegSpec], plan: FlushPlan) -> usize {
         if plan.preflush {
             1
-        } else if nr_data > 0 {
-            nr_data
+        } else if !data.is_empty() {
+            data_sqes(data)
         } else {
             usize::from(plan.postflush)
         }
@@ -258,22 +356,44 @@ impl Tracker {
             rw_flags: 0,
             buf_index: None,
             retried: false,
+            parts: Vec::new(),
+            live: Vec::new(),
         };
         slot.segs.clear();
         if plan.preflush {
             slot.segs.push(fsync(Phase::PreFlush));
         }
-        slot.segs.extend(data.iter().map(|s| Seg {
-            kind: s.kind,
-            phase: Phase::Data,
-            offset: s.offset,
-            addr: s.addr,
-            len: s.len,
-            done: 0,
-            rw_flags: s.rw_flags,
-            buf_index: s.buf_index,
-            retried: false,
-        }));
+        for s in data {
+            if let Some(last) = slot.segs.last_mut().filter(|l| l.phase == Phase::Data) {
+                if last.joins(s) {
+                    if last.parts.is_empty() {
+                        last.parts.push(IoVec {
+                            base: last.addr,
+                            len: last.len as usize,
+                        });
+                    }
+                    last.parts.push(IoVec {
+                        base: s.addr,
+                        len: s.len as usize,
+                    });
+                    last.len += s.len;
+                    continue;
+                }
+            }
+            slot.segs.push(Seg {
+                kind: s.kind,
+                phase: Phase::Data,
+                offset: s.offset,
+                addr: s.addr,
+                len: s.len,
+                done: 0,
+                rw_flags: s.rw_flags,
+                buf_index: s.buf_index,
+                retried: false,
+                parts: Vec::new(),
+                live: Vec::new(),
+            });
+        }
         if plan.postflush {
             slot.segs.push(fsync(Phase::PostFlush));
         }
@@ -289,7 +409,7 @@ impl Tracker {
     fn emit_phase(&mut self, t: usize) {
         let slot = &mut self.slots[t];
         let mut n = 0;
-        for (i, seg) in slot.segs.iter().enumerate() {
+        for (i, seg) in slot.segs.iter_mut().enumerate() {
             if seg.phase == slot.phase {
                 self.ready.push_back(seg.op(user_data(t, i)));
                 n += 1;
@@ -388,9 +508,10 @@ mod tests {
     #[test]
     fn request_completes_after_its_last_segment() {
         let mut t = Tracker::new(4);
+        // Not contiguous on disk (contiguous ones go as one vectored write).
         let segs = [
             rw(OpKind::Write, 0, 0x1000, 4096),
-            rw(OpKind::Write, 4096, 0x9000, 4096),
+            rw(OpKind::Write, 8192, 0x9000, 4096),
         ];
         t.start(Tag(2), RqId(7), FlushPlan::default(), &segs);
         let ops = drain(&mut t);
@@ -435,7 +556,7 @@ mod tests {
         let mut t = Tracker::new(1);
         let segs = [
             rw(OpKind::Write, 0, 0x1000, 512),
-            rw(OpKind::Write, 512, 0x2000, 512),
+            rw(OpKind::Write, 1536, 0x2000, 512),
         ];
         t.start(Tag(0), RqId(3), FlushPlan::default(), &segs);
         let ops = drain(&mut t);
@@ -496,13 +617,76 @@ mod tests {
     }
 
     #[test]
+    fn contiguous_bios_go_as_one_vectored_io_and_a_short_one_resumes_inside() {
+        // Three bios of a merged request, contiguous on disk, in three buffers: one READV of
+        // 12 KiB, as the kernel gets one command for the request. A fourth bio elsewhere
+        // (not contiguous) is a submission of its own.
+        let mut t = Tracker::new(4);
+        t.start(
+            Tag(1),
+            RqId(7),
+            FlushPlan::default(),
+            &[
+                rw(OpKind::Read, 4096, 0x10000, 4096),
+                rw(OpKind::Read, 8192, 0x30000, 4096),
+                rw(OpKind::Read, 12288, 0x20000, 4096),
+                rw(OpKind::Read, 65536, 0x50000, 4096),
+            ],
+        );
+        let ops = drain(&mut t);
+        assert_eq!(ops.len(), 2);
+        let v = ops[0];
+        assert_eq!((v.offset, v.len, v.iov_cnt, v.addr), (4096, 12288, 3, 0));
+        assert_eq!((ops[1].iov, ops[1].addr, ops[1].len), (0, 0x50000, 4096));
+        assert_eq!(t.complete(ops[1].user_data, 4096), None);
+        // 6 KiB moved: the rest starts 2 KiB into the second buffer.
+        assert_eq!(t.complete(v.user_data, 6144), None);
+        let rest = drain(&mut t);
+        assert_eq!(rest.len(), 1);
+        assert_eq!(
+            (rest[0].offset, rest[0].len, rest[0].iov_cnt),
+            (10240, 6144, 2)
+        );
+        let seg = &t.slots[1].segs[0];
+        assert_eq!(
+            seg.live,
+            [
+                IoVec {
+                    base: 0x30000 + 2048,
+                    len: 2048
+                },
+                IoVec {
+                    base: 0x20000,
+                    len: 4096
+                }
+            ]
+        );
+        assert_eq!(rest[0].iov, seg.live.as_ptr().expose_provenance());
+        assert_eq!(
+            t.complete(rest[0].user_data, 6144),
+            Some((RqId(7), BlkStatus::Ok))
+        );
+    }
+
+    #[test]
     fn first_phase_sizes() {
         let pre = FlushPlan {
             preflush: true,
             postflush: false,
         };
-        assert_eq!(Tracker::first_phase_sqes(5, pre), 1);
-        assert_eq!(Tracker::first_phase_sqes(5, FlushPlan::default()), 5);
+        // Five reads, the first three contiguous on disk: three submissions.
+        let data = [
+            rw(OpKind::Read, 0, 0x1000, 512),
+            rw(OpKind::Read, 512, 0x8000, 512),
+            rw(OpKind::Read, 1024, 0x3000, 512),
+            rw(OpKind::Read, 4096, 0x4000, 512),
+            rw(OpKind::Write, 4608, 0x5000, 512),
+        ];
+        assert_eq!(Tracker::first_phase_sqes(&data, pre), 1);
+        assert_eq!(Tracker::first_phase_sqes(&data, FlushPlan::default()), 3);
+        let mut t = Tracker::new(1);
+        t.start(Tag(0), RqId(0), FlushPlan::default(), &data);
+        assert_eq!(drain(&mut t).len(), 3, "as many as it said");
     }
 
     #[test]
