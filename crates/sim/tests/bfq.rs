@@ -532,9 +532,12 @@ fn strict_guarantees_idle_even_on_a_queueing_ssd_and_never_inject() {
     };
     let plain = run("ssd", &[], jobs());
     let strict = run("ssd", &[("strict_guarantees", "1")], jobs());
-    // Equal weights on a queueing SSD: no idling; strict: idling after every request.
-    // (A few at the start, while both new queues are raised as interactive.)
-    assert!(bfq(&plain).counters.idles < 10, "{:?}", plain.sched);
+    // Equal weights on a queueing SSD: idling only when the queue in service is the only
+    // busy one (`idling_needed_for_service_guarantees`: `tot_busy_queues == 1`, as when the
+    // other reader's one request is on the device) or while both are raised at the start;
+    // strict: idling after every request.
+    let plain_c = bfq(&plain).counters;
+    assert!(plain_c.idles * 50 < plain_c.dispatched, "{:?}", plain.sched);
     assert!(bfq(&strict).counters.idles > 100, "{:?}", strict.sched);
     assert_eq!(bfq(&strict).counters.injected, 0);
     assert!(strict.total_iops() < plain.total_iops());
@@ -674,7 +677,10 @@ fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs()
         none.jobs[0].ios
     );
     assert!(bfq(&inj).counters.injected > 1000, "{:?}", inj.sched);
-    assert!(inj.jobs[1].ios > 2 * none.jobs[1].ios);
+    // The light reader gets its I/O done (strict_guarantees serves one request at a time,
+    // so it is no "without injection" baseline for the light reader any more) and the heavy
+    // one is not slowed.
+    assert!(4 * inj.jobs[1].ios > inj.jobs[0].ios);
     assert!(inj.jobs[0].ios >= none.jobs[0].ios);
     let serial = run("ssd,queueing=0", &[], jobs());
     let (injected, idles) = (bfq(&serial).counters.injected, bfq(&serial).counters.idles);

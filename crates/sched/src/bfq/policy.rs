@@ -100,8 +100,24 @@ impl State {
         self.qr(id).seek_history.count_ones() > SEEKY_BITS
     }
 
+    /// `bfq_update_has_short_ttime`: short until 80 samples are in, then while the mean
+    /// think time is at most half of `slice_idle`.
     fn has_short_ttime(q: &Bq, k: &Knobs) -> bool {
         !q.in_large_burst && (q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0)
+    }
+
+    /// How long to wait for queue `id`'s next request once it ran dry
+    /// (`bfq_arm_slice_timer`): `slice_idle`, only `BFQ_MIN_TT` (2 ms) for a seeky queue that
+    /// no guarantee needs idling for, at least 20 ms for a raised one.
+    pub(super) fn slice_timer(&self, id: u32, k: &Knobs) -> Nanos {
+        let q = self.qr(id);
+        if self.is_seeky(id) && q.wr.coeff == 1 && !self.asymmetric_for(Some(id)) {
+            k.slice_idle.min(Nanos::from_millis(2))
+        } else if q.wr.coeff > 1 {
+            k.slice_idle.max(Nanos::from_millis(20))
+        } else {
+            k.slice_idle
+        }
     }
 
     /// Weights differ among the queues with pending I/O, or several classes or groups are
@@ -379,11 +395,12 @@ impl State {
         let seq_io_bound = !self.is_seeky(id) && short;
         let boosts = rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound);
         let boosts_without_issues = boosts && (self.load.wr_busy == 0 || q.wr.coeff > 1);
+        // `idling_needed_for_service_guarantees`: whatever the think time.
         let busy: u32 = self.load.busy_classes.iter().sum();
-        let guarantees = short
-            && ((q.wr.coeff > 1
-                && (self.load.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
-                || self.asymmetric_for(Some(id)));
+        let guarantees = (q.wr.coeff > 1
+            && (self.load.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
+            || self.asymmetric_for(Some(id))
+            || busy == 1;
         boosts_without_issues || guarantees
     }
 

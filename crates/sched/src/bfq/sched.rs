@@ -1170,7 +1170,8 @@ impl State {
                 }
                 None => {
                     if self.qr(id).dispatched == 0 {
-                        self.idle_until = Some(now.saturating_add(k.slice_idle));
+                        let sl = self.slice_timer(id, k);
+                        self.idle_until = Some(now.saturating_add(sl));
                         self.stats.idles += 1;
                     }
                 }
@@ -1354,7 +1355,8 @@ impl Elevator for Bfq {
         // start waiting for its issuer's next request (`bfq_arm_slice_timer`), or let it go.
         if st.in_service == Some(info.queue) && drained && st.idle_until.is_none() {
             if st.better_to_idle(info.queue, &k) {
-                st.idle_until = Some(now.saturating_add(k.slice_idle));
+                let sl = st.slice_timer(info.queue, &k);
+                st.idle_until = Some(now.saturating_add(sl));
                 st.stats.idles += 1;
             } else {
                 st.expire(&k, Expire::NoMoreRequests, now);
