@@ -677,10 +677,10 @@ fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs()
         none.jobs[0].ios
     );
     assert!(bfq(&inj).counters.injected > 1000, "{:?}", inj.sched);
-    // The light reader gets its I/O done (strict_guarantees serves one request at a time,
-    // so it is no "without injection" baseline for the light reader any more) and the heavy
-    // one is not slowed.
-    assert!(4 * inj.jobs[1].ios > inj.jobs[0].ios);
+    // The light reader gets I/O done while the heavy one is idled for, within the kernel's
+    // limits (`bfq_choose_bfqq_for_injection`: the limit counts every request in the
+    // driver, the idled-for queue's own too), and the heavy one is not slowed.
+    assert!(inj.jobs[1].ios > 1000, "light {} I/Os", inj.jobs[1].ios);
     assert!(inj.jobs[0].ios >= none.jobs[0].ios);
     let serial = run("ssd,queueing=0", &[], jobs());
     let (injected, idles) = (bfq(&serial).counters.injected, bfq(&serial).counters.idles);

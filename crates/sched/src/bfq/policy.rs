@@ -111,7 +111,7 @@ impl State {
     /// no guarantee needs idling for, at least 20 ms for a raised one.
     pub(super) fn slice_timer(&self, id: u32, k: &Knobs) -> Nanos {
         let q = self.qr(id);
-        if self.is_seeky(id) && q.wr.coeff == 1 && !self.asymmetric_for(Some(id)) {
+        if self.is_seeky(id) && q.wr.coeff <= 1 && !self.asymmetric_for(Some(id)) {
             k.slice_idle.min(Nanos::from_millis(2))
         } else if q.wr.coeff > 1 {
             k.slice_idle.max(Nanos::from_millis(20))
@@ -389,12 +389,8 @@ impl State {
         if k.strict {
             return true;
         }
-        let hw_tag = self.dev.hw_tag.unwrap_or(true);
-        let rot_without_queueing = self.dev.rotational && !hw_tag;
-        let short = Self::has_short_ttime(q, k);
-        let seq_io_bound = !self.is_seeky(id) && short;
-        let boosts = rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound);
-        let boosts_without_issues = boosts && (self.load.wr_busy == 0 || q.wr.coeff > 1);
+        let boosts_without_issues =
+            self.idling_boosts_thr(id, k) && (self.load.wr_busy == 0 || q.wr.coeff > 1);
         // `idling_needed_for_service_guarantees`: whatever the think time.
         let busy: u32 = self.load.busy_classes.iter().sum();
         let guarantees = (q.wr.coeff > 1
@@ -402,6 +398,17 @@ impl State {
             || self.asymmetric_for(Some(id))
             || busy == 1;
         boosts_without_issues || guarantees
+    }
+
+    /// Whether idling for queue `id` boosts the throughput (`idling_boosts_thr` in
+    /// `idling_boosts_thr_without_issues`): a disk without command queueing, or a disk or a
+    /// device without queueing and a sequential queue with a short think time.
+    pub(super) fn idling_boosts_thr(&self, id: u32, k: &Knobs) -> bool {
+        let q = self.qr(id);
+        let hw_tag = self.dev.hw_tag.unwrap_or(true);
+        let rot_without_queueing = self.dev.rotational && !hw_tag;
+        let seq_io_bound = !self.is_seeky(id) && Self::has_short_ttime(q, k);
+        rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound)
     }
 
     /// Measure injection afresh once a second (`bfq_reset_inject_limit`).
@@ -435,10 +442,24 @@ impl State {
         let c = match waker {
             Some(w) => w,
             None => {
-                let others = self.dev.rq_in_driver.saturating_sub(q.dispatched);
-                if others >= q.inject_limit {
+                // `bfq_select_queue`: no injection for a queue that delivers more without
+                // other I/O in the middle (idling boosts its throughput, as for a sequential
+                // reader on a disk), nor for a raised one with a short think time unless
+                // several are raised.
+                let short = Self::has_short_ttime(q, k);
+                if (self.idling_boosts_thr(id, k) && self.load.wr_busy == 0)
+                    || !(q.wr.coeff <= 1 || self.load.wr_busy > 1 || !short)
+                {
                     return None;
                 }
+                // `bfq_choose_bfqq_for_injection`: nothing while the device holds the limit's
+                // worth of requests, the in-service queue's own included
+                // (`tot_rq_in_driver`); a raised queue with a short think time lets only
+                // raised queues in.
+                if self.dev.rq_in_driver >= q.inject_limit {
+                    return None;
+                }
+                let always = q.wr.coeff <= 1 || !short;
                 // The best other entity of the in-service queue's group, down to a queue.
                 let mut g = q.group;
                 let mut skip = id;
@@ -451,7 +472,19 @@ impl State {
                     g = e & !GROUP_BIT;
                     skip = u32::MAX;
                 };
-                if self.qr(c).sorted.is_empty() {
+                let cq = self.qr(c);
+                if cq.sorted.is_empty() || !(always || cq.wr.coeff > 1) {
+                    return None;
+                }
+                // Its next request must fit what is left of its budget, and a non-rotational
+                // device takes one large (32 KiB and more) request at a time.
+                let next = self.rqs[self.pick(c, k, now) as usize];
+                let sectors = (next.end - next.sector).max(1);
+                if self.serv_to_charge(c, sectors) > cq.budget.saturating_sub(cq.injected) {
+                    return None;
+                }
+                if !self.dev.rotational && sectors >= SECT_THR_NONROT && self.dev.rq_in_driver >= 1
+                {
                     return None;
                 }
                 c
