@@ -68,7 +68,7 @@ fn every_readme_command_runs_as_written() {
     let ci = std::env::var_os("CI").is_some();
     // Files the README's commands create; removed afterwards only if they were not there
     // before (a user's own /tmp/data is left alone).
-    let scratch_files = ["/tmp/data", "/tmp/disk.img"];
+    let scratch_files = ["/tmp/data", "/tmp/disk.img", "/tmp/twin.img"];
     let ours: Vec<&str> = scratch_files
         .into_iter()
         .filter(|f| !Path::new(f).exists())
