@@ -35,7 +35,16 @@ fn bfq_bio_merge_produces_one_request() {
     );
     r.q.check_invariants();
 
-    r.complete_until_issued(7);
+    // The raised sync queues are idled for (at least 20 ms, `bfq_arm_slice_timer`) and,
+    // raised with a short think time, let no other queue be injected: the async write
+    // waits for the idle timer.
+    while r.drv.nr_issues() < 7 {
+        if r.complete_next(1) == 0 {
+            let t = r.next_event().expect("an idle timer is armed");
+            r.advance_to(t);
+        }
+        r.q.check_invariants();
+    }
     let got = r.issued_after_first();
     assert_eq!(
         got,
