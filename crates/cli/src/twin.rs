@@ -197,6 +197,85 @@ impl Drop for Restore<'_> {
     }
 }
 
+/// The kernel's side of the job file's `cgroup` / `cgroup_weight` pairs. fio cannot set a
+/// weight BFQ reads (it writes `blkio.weight`, which only CFQ had), so twin makes each
+/// cgroup itself with the weight in `blkio.bfq.weight` (cgroup v1) or `io.bfq.weight` (v2),
+/// fio runs the job in it (`cgroup=`, kept with `cgroup_nodelete`) from a copy of the job
+/// file without `cgroup_weight`, and the cgroups are removed when twin ends.
+struct Cgroups {
+    /// (directory, weight file, weight) per cgroup.
+    groups: Vec<(PathBuf, &'static str, u32)>,
+    /// The job file fio reads: the user's without `cgroup_weight` lines.
+    fio_job: PathBuf,
+}
+
+impl Cgroups {
+    /// `None` when no job sets a cgroup weight.
+    fn of(jobfile: &Path) -> Result<Option<Cgroups>, String> {
+        let specs = mqblk_workload::parse_job_file(jobfile).map_err(|e| e.to_string())?;
+        let mut wanted: Vec<(String, u32)> = Vec::new();
+        for s in &specs {
+            if let (Some(cg), Some(w)) = (&s.cgroup, s.cgroup_weight) {
+                if !wanted.iter().any(|(c, _)| c == cg) {
+                    wanted.push((cg.trim_matches('/').to_string(), w));
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(None);
+        }
+        // fio puts a job into the blkio hierarchy (v1) if there is one, else the unified one.
+        let (root, file) = if Path::new("/sys/fs/cgroup/blkio/cgroup.procs").exists() {
+            (PathBuf::from("/sys/fs/cgroup/blkio"), "blkio.bfq.weight")
+        } else if Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+            (PathBuf::from("/sys/fs/cgroup/unified"), "io.bfq.weight")
+        } else {
+            (PathBuf::from("/sys/fs/cgroup"), "io.bfq.weight")
+        };
+        let text =
+            std::fs::read_to_string(jobfile).map_err(|e| format!("{}: {e}", jobfile.display()))?;
+        let kept: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("cgroup_weight"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let fio_job = std::env::temp_dir().join(format!("mqblk-twin-{}.fio", std::process::id()));
+        std::fs::write(&fio_job, kept).map_err(|e| format!("{}: {e}", fio_job.display()))?;
+        Ok(Some(Cgroups {
+            groups: wanted
+                .into_iter()
+                .map(|(c, w)| (root.join(c), file, w))
+                .collect(),
+            fio_job,
+        }))
+    }
+
+    /// Makes each cgroup (again) with its weight, before a kernel run.
+    fn prepare(&self) -> Result<(), String> {
+        for (dir, file, w) in &self.groups {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let f = dir.join(file);
+            std::fs::write(&f, w.to_string()).map_err(|e| {
+                format!(
+                    "{}: {e} (is BFQ's cgroup support, CONFIG_BFQ_GROUP_IOSCHED, there?)",
+                    f.display()
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.fio_job);
+        // Deepest first; a cgroup still holding a task stays (rmdir refuses it).
+        for (dir, _, _) in self.groups.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 /// One job's figures for one direction in one run.
 #[derive(Clone, Debug, Serialize)]
 struct Figures {
@@ -337,10 +416,12 @@ fn run_once(
     stack: Stack,
     sched: &str,
     tunables: &[(String, String, String)],
+    cgroups: Option<&Cgroups>,
     stop: &AtomicBool,
 ) -> Result<Vec<Figures>, Failure> {
     let filename = format!("--filename={}", a.filename.display());
     let mut cmd;
+    let mut jobfile = a.jobfile.clone();
     match stack {
         Stack::Kernel => {
             disk.set_scheduler(sched)?;
@@ -349,6 +430,11 @@ fn run_once(
             }
             cmd = Command::new(&a.fio);
             cmd.arg("--output-format=json").arg(&filename);
+            if let Some(cg) = cgroups {
+                cg.prepare()?;
+                cmd.arg("--cgroup_nodelete=1");
+                jobfile = cg.fio_job.clone();
+            }
         }
         Stack::Mqblk => {
             disk.set_scheduler("none")?;
@@ -363,7 +449,7 @@ fn run_once(
             }
         }
     }
-    cmd.arg(&a.jobfile);
+    cmd.arg(&jobfile);
     let who = match stack {
         Stack::Kernel => format!("fio ({sched} in the kernel)"),
         Stack::Mqblk => format!("mqblk bench ({sched})"),
@@ -513,6 +599,7 @@ fn run(a: &TwinArgs, stop: &AtomicBool) -> Result<(), Failure> {
     if !a.jobfile.is_file() {
         return Err(format!("{}: no such job file", a.jobfile.display()).into());
     }
+    let cgroups = Cgroups::of(&a.jobfile)?;
     let _restore = Restore {
         disk: &disk,
         scheduler: original.clone(),
@@ -544,7 +631,7 @@ fn run(a: &TwinArgs, stop: &AtomicBool) -> Result<(), Failure> {
                     "twin: [{done}/{total}] repeat {} {s} through the {via}",
                     r + 1
                 );
-                let f = run_once(a, &disk, stack, s, &tunables, stop)?;
+                let f = run_once(a, &disk, stack, s, &tunables, cgroups.as_ref(), stop)?;
                 runs.push((r, stack, s.clone(), f));
             }
         }

@@ -256,3 +256,54 @@ fn twin_refuses_without_root_and_bad_arguments_in_one_line() {
         );
     }
 }
+
+/// Jobs with `cgroup` and `cgroup_weight`: twin makes the kernel's cgroups with BFQ's weight
+/// (fio cannot) and removes them afterwards. Needs the cgroup v1 blkio hierarchy, as on
+/// this project's machine; elsewhere it says so and returns.
+#[test]
+fn twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up() {
+    if skip("twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up") {
+        return;
+    }
+    let blkio = Path::new("/sys/fs/cgroup/blkio");
+    if !blkio.join("cgroup.procs").exists() {
+        eprintln!(
+            "SKIP twin cgroups: no cgroup v1 blkio hierarchy at {}",
+            blkio.display()
+        );
+        return;
+    }
+    let l = Loop::new("cg");
+    let job = l.dir.join("cg.fio");
+    let pid = std::process::id();
+    std::fs::write(
+        &job,
+        format!(
+            "[global]\nioengine=io_uring\ndirect=1\nsize=32m\nruntime=1\ntime_based\nrw=randread\nbs=4k\niodepth=4\n\n\
+             [heavy]\ncgroup=mqblk-test-{pid}-a\ncgroup_weight=200\n\n\
+             [light]\ncgroup=mqblk-test-{pid}-b\ncgroup_weight=100\noffset=64m\n"
+        ),
+    )
+    .unwrap();
+    let o = mqblk(&[
+        "twin",
+        &format!("--filename={}", l.dev),
+        "--schedulers=bfq",
+        "--repeats=1",
+        "--output-format=json",
+        job.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["shares"].as_array().unwrap().len(),
+        4,
+        "2 jobs x (none, bfq)"
+    );
+    for g in ["a", "b"] {
+        assert!(
+            !blkio.join(format!("mqblk-test-{pid}-{g}")).exists(),
+            "cgroup {g} removed"
+        );
+    }
+}
