@@ -104,6 +104,19 @@ impl Loop {
     }
 }
 
+impl Loop {
+    /// One repeat of `mqblk twin` on this device with `args`, its JSON report.
+    fn twin_json(&self, args: &[&str], job: &Path) -> serde_json::Value {
+        let dev = format!("--filename={}", self.dev);
+        let mut all = vec!["twin", &dev, "--repeats=1", "--output-format=json"];
+        all.extend_from_slice(args);
+        all.push(job.to_str().unwrap());
+        let o = mqblk(&all);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    }
+}
+
 impl Drop for Loop {
     fn drop(&mut self) {
         let _ = Command::new("losetup").args(["-d", &self.dev]).status();
@@ -123,17 +136,10 @@ fn twin_compares_both_stacks_and_puts_the_scheduler_back() {
     // (Kept in jiffies: it reads back rounded to the tick.)
     let expire = std::fs::read_to_string(l.queue().join("iosched/read_expire")).unwrap();
     let job = l.job("1");
-    let o = mqblk(&[
-        "twin",
-        &format!("--filename={}", l.dev),
-        "--schedulers=mq-deadline,bfq",
-        "--sched=bfq:low_latency=0",
-        "--repeats=1",
-        "--output-format=json",
-        job.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = l.twin_json(
+        &["--schedulers=mq-deadline,bfq", "--sched=bfq:low_latency=0"],
+        &job,
+    );
     assert_eq!(
         v["schedulers"],
         serde_json::json!(["none", "mq-deadline", "bfq"])
@@ -285,16 +291,7 @@ fn twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up() {
         ),
     )
     .unwrap();
-    let o = mqblk(&[
-        "twin",
-        &format!("--filename={}", l.dev),
-        "--schedulers=bfq",
-        "--repeats=1",
-        "--output-format=json",
-        job.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = l.twin_json(&["--schedulers=bfq"], &job);
     assert_eq!(
         v["shares"].as_array().unwrap().len(),
         4,
