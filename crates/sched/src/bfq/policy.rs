@@ -151,13 +151,36 @@ impl State {
     pub(super) fn charge_for_turn(&mut self, id: u32, why: Expire, now: Nanos, k: &Knobs) -> u64 {
         let used = self.service;
         let q = self.qr(id);
-        let slow = self.dev.rotational && q.sync && self.is_seeky(id);
         let left = q.budget.saturating_sub(used);
+        // `bfq_bfqq_is_slow`: a seeky sync queue, or over a turn longer than 20 ms one that
+        // got less than half the largest budget. The turn ends where idling began when it
+        // timed out idling (`compensate`); a turn under 1 ms counts as one seek on a disk
+        // (`slice_idle`) and as `BFQ_MIN_TT` (2 ms) elsewhere. Times are whole ms.
+        let end = if why == Expire::TooIdle {
+            self.last_idling_start.max(self.slice_start)
+        } else {
+            now
+        };
+        let delta = end.saturating_sub(self.slice_start);
+        let mut slow = q.sync && self.is_seeky(id);
+        let delta_ms = if delta < Nanos::from_millis(1) {
+            if self.dev.rotational {
+                k.slice_idle.0 / 1_000_000
+            } else {
+                2
+            }
+        } else {
+            if q.sync && delta > Nanos::from_millis(20) {
+                slow = used < self.max_budget(k) / 2;
+            }
+            delta.0 / 1_000_000
+        };
         if q.wr.coeff > 1 || !(slow || (why == Expire::BudgetTimeout && left >= q.budget / 3)) {
             return used;
         }
-        let elapsed = now.saturating_sub(self.slice_start).min(k.timeout);
-        let by_time = self.max_budget(k) * elapsed.0 / k.timeout.0.max(1);
+        // `bfq_bfqq_charge_time`.
+        let timeout_ms = (k.timeout.0 / 1_000_000).max(1);
+        let by_time = self.max_budget(k) * delta_ms.min(timeout_ms) / timeout_ms;
         if by_time > used {
             self.stats.charged_time += 1;
             by_time

@@ -456,6 +456,9 @@ pub(super) struct State {
     /// Service the in-service queue received this turn.
     pub service: u64,
     pub slice_start: Nanos,
+    /// When the last wait for the in-service queue's next request began
+    /// (`last_idling_start`).
+    pub last_idling_start: Nanos,
     pub idle_until: Option<Nanos>,
     pub last_idle_class: Nanos,
     /// The IDLE class has waited its 200 ms: serve it at the next selection.
@@ -532,6 +535,7 @@ impl Bfq {
                 in_service: None,
                 service: 0,
                 slice_start: Nanos::ZERO,
+                last_idling_start: Nanos::ZERO,
                 idle_until: None,
                 last_idle_class: Nanos::ZERO,
                 idle_class_due: false,
@@ -1172,6 +1176,7 @@ impl State {
                     if self.qr(id).dispatched == 0 {
                         let sl = self.slice_timer(id, k);
                         self.idle_until = Some(now.saturating_add(sl));
+                        self.last_idling_start = now;
                         self.stats.idles += 1;
                     }
                 }
@@ -1357,6 +1362,7 @@ impl Elevator for Bfq {
             if st.better_to_idle(info.queue, &k) {
                 let sl = st.slice_timer(info.queue, &k);
                 st.idle_until = Some(now.saturating_add(sl));
+                st.last_idling_start = now;
                 st.stats.idles += 1;
             } else {
                 st.expire(&k, Expire::NoMoreRequests, now);
