@@ -138,12 +138,12 @@ fn bad_input_gets_one_line_naming_where_and_what() {
     let o = mqblk(&[
         "bench",
         "--ioscheduler=mq-deadline",
-        "--sched.fifo_batch=0",
+        "--sched.fifo_batch=-1",
         "--name=x",
     ]);
     let err = text(&o.stderr);
     assert!(
-        err.contains("fifo_batch") && err.contains("out of range 1..="),
+        err.contains("fifo_batch") && err.contains("out of range 0..="),
         "{err}"
     );
 }

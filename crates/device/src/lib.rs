@@ -74,8 +74,9 @@ mod tests {
             build(&dev, 1).err(),
             Some(DeviceError::UnknownScheduler { name, .. }) if name == "cfq"
         ));
-        let dev = DeviceConfig::from_jobs(&jobs("[a]\nioscheduler=deadline\nsched.fifo_batch=0\n"))
-            .unwrap();
+        let dev =
+            DeviceConfig::from_jobs(&jobs("[a]\nioscheduler=deadline\nsched.fifo_batch=-1\n"))
+                .unwrap();
         assert!(matches!(
             build(&dev, 1).err(),
             Some(DeviceError::Tunable { name, .. }) if name == "fifo_batch"

@@ -42,31 +42,34 @@ const T_ASYNC_DEPTH: usize = 6;
 const T_QUEUED_SUM: usize = 7;
 
 static TUNABLES: [TunableDesc; 8] = [
-    TunableDesc { name: "read_expire", unit: "ms", default: 500, min: 0, max: 3_600_000, help: "deadline of a read" },
-    TunableDesc { name: "write_expire", unit: "ms", default: 5000, min: 0, max: 3_600_000, help: "deadline of a write" },
+    // The ranges are the kernel's store clamps (`STORE_JIFFIES`/`STORE_INT` in mq-deadline.c):
+    // every value it keeps as given is taken; beyond them we refuse with a line rather than
+    // clamp silently.
+    TunableDesc { name: "read_expire", unit: "ms", default: 500, min: 0, max: i32::MAX as i64, help: "deadline of a read" },
+    TunableDesc { name: "write_expire", unit: "ms", default: 5000, min: 0, max: i32::MAX as i64, help: "deadline of a write" },
     TunableDesc {
         name: "writes_starved",
         unit: "batches",
         default: 2,
-        min: 0,
+        min: i32::MIN as i64,
         max: i32::MAX as i64,
-        help: "read batches before a write batch is forced",
+        help: "read batches before a write batch is forced (0 or less: writes go whenever they wait)",
     },
     TunableDesc { name: "front_merges", unit: "bool", default: 1, min: 0, max: 1, help: "look up front merges" },
     TunableDesc {
         name: "fifo_batch",
         unit: "requests",
         default: 16,
-        min: 1,
+        min: 0,
         max: i32::MAX as i64,
-        help: "requests per sequential batch",
+        help: "requests per sequential batch (0 as 1: every dispatch chooses afresh)",
     },
     TunableDesc {
         name: "prio_aging_expire",
         unit: "ms",
         default: 10_000,
         min: 0,
-        max: 3_600_000,
+        max: i32::MAX as i64,
         help: "lower-priority requests older than this are served",
     },
     TunableDesc {
@@ -74,7 +77,7 @@ static TUNABLES: [TunableDesc; 8] = [
         unit: "requests",
         default: 128,
         min: 1,
-        max: 10240,
+        max: i32::MAX as i64,
         help: "scheduler tags usable by async or write requests (set to nr_requests at init)",
     },
     TunableDesc {
@@ -262,7 +265,7 @@ struct DdState {
 /// A snapshot of the tunables for one decision.
 struct Knobs {
     fifo_expire: [Nanos; 2],
-    writes_starved: u32,
+    writes_starved: i64,
     fifo_batch: u32,
     prio_aging: Nanos,
     queued_sum: bool,
@@ -398,7 +401,7 @@ impl MqDeadline {
         let ms = |i| Nanos::from_millis(self.tunables.get(i).max(0) as u64);
         Knobs {
             fifo_expire: [ms(T_READ_EXPIRE), ms(T_WRITE_EXPIRE)],
-            writes_starved: self.tunables.get(T_WRITES_STARVED) as u32,
+            writes_starved: self.tunables.get(T_WRITES_STARVED),
             fifo_batch: self.tunables.get(T_FIFO_BATCH) as u32,
             prio_aging: ms(T_PRIO_AGING),
             queued_sum: self.tunables.get(T_QUEUED_SUM) != 0,
@@ -636,7 +639,7 @@ impl DdState {
         let pp = &self.per_prio[prio];
         let (reads, writes) = (pp.fifo[READ].len > 0, pp.fifo[WRITE].len > 0);
         if reads {
-            if writes && self.starved >= k.writes_starved {
+            if writes && i64::from(self.starved) >= k.writes_starved {
                 self.starved = 0;
                 return Some(WRITE);
             }
