@@ -714,3 +714,33 @@ fn the_automatic_max_budget_is_what_the_peak_rate_serves_in_timeout_sync() {
     let fixed = run("hdd", &[("max_budget", "1000")], jobs());
     assert_eq!(bfq(&fixed).max_budget, 1000);
 }
+
+#[test]
+fn only_queues_of_the_default_weight_are_weight_raised() {
+    // `bfq_bfqq_handle_idle_busy_switch` raises a queue (interactive or soft real-time) only
+    // when its weight is the default one (`new_weight == 40`): a weight set through an I/O
+    // priority is the user's choice.
+    let one = |prio: IoPrio| {
+        let r = run(
+            "ssd",
+            &[],
+            vec![reader("r", 0, RwMode::RandRead, 1, prio, 0, 1)],
+        );
+        bfq(&r).counters.wr_interactive
+    };
+    assert_eq!(
+        one(IoPrio::DEFAULT),
+        1,
+        "a new default-priority queue is interactive"
+    );
+    assert_eq!(
+        one(IoPrio::new(IoPrioClass::Be, 0)),
+        0,
+        "level 0 weighs 80: not raised"
+    );
+    assert_eq!(
+        one(IoPrio::new(IoPrioClass::Be, 7)),
+        0,
+        "level 7 weighs 10: not raised"
+    );
+}

@@ -322,19 +322,22 @@ impl State {
                 q.requests_within_timer = 0;
             }
         }
+        // Only queues of the default weight are raised, interactive or soft real-time: a
+        // weight set on purpose (an I/O priority) is the user's (`new_weight == 40` in
+        // `bfq_bfqq_handle_idle_busy_switch`).
+        let default_weight = q.base_weight == ioprio_to_weight(IoPrio::DEFAULT.level());
         let soft_rt = eligible
             && q.sync
             && !q.io_bound
             && q.seek_history != u32::MAX
-            // Only queues of the default weight (the kernel checks for 40).
-            && q.base_weight == ioprio_to_weight(IoPrio::DEFAULT.level())
+            && default_weight
             && q.dispatched == 0
             && now >= q.soft_rt_next_start;
         q.fresh = false;
         q.retire_at = None;
         q.last_backlogged = now;
         q.service_from_backlogged = 0;
-        if eligible && idle_for_long && q.wr.coeff <= 1 {
+        if eligible && idle_for_long && default_weight && q.wr.coeff <= 1 {
             q.wr = Wr {
                 coeff: WR_COEFF,
                 start: now,
