@@ -378,13 +378,17 @@ fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, 
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting {who}: {e}"))?;
-    // Drain stdout on a thread so a large report cannot fill the pipe and stall the child.
-    let mut out = child.stdout.take().expect("piped stdout");
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut out, &mut buf);
-        buf
-    });
+    // Drain both pipes on threads so a large report or a chatty child cannot fill a pipe
+    // and stall.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let reader = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let errors = drain(Box::new(child.stderr.take().expect("piped stderr")));
     let status = loop {
         if stop.load(Ordering::Relaxed) {
             let _ = child.kill();
@@ -398,11 +402,8 @@ fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, 
         }
     };
     let stdout = reader.join().unwrap_or_default();
+    let err = String::from_utf8_lossy(&errors.join().unwrap_or_default()).into_owned();
     if !status.success() {
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
         let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         return Err(format!("{who} failed ({status}): {first}").into());
     }
