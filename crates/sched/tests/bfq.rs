@@ -107,11 +107,16 @@ fn bfq_tunables_have_the_kernel_names_units_and_defaults() {
         "{}",
         t.dump()
     );
+    // The kernel's ranges (its store clamps): slice_idle_us up to UINT_MAX, so slice_idle
+    // (ms, the same variable) up to UINT_MAX / 1000 here (the kernel's ms store would take
+    // up to INT_MAX ms, beyond what the us one can show); timeouts up to INT_MAX.
+    t.store("timeout_sync", "2147483647").unwrap();
+    t.store("timeout_sync", "125").unwrap();
     assert!(matches!(
-        t.store("slice_idle", "1001"),
+        t.store("slice_idle", "4294968"),
         Err(TunableError::OutOfRange {
             name: "slice_idle",
-            max: 1000,
+            max: 4294967,
             ..
         })
     ));

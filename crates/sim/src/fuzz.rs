@@ -90,10 +90,12 @@ pub fn case_for(
                 continue;
             }
             let hi = t.max.min(t.default.saturating_mul(4).max(t.min + 1));
+            // A range that reaches far below zero (writes_starved) is drawn near zero.
+            let lo = t.min.max(-hi);
             let v = match rng.below(4) {
-                0 => t.min,
+                0 => lo,
                 1 => t.default,
-                _ => t.min + rng.below((hi - t.min).max(0) as u64 + 1) as i64,
+                _ => lo + rng.below((hi - lo).max(0) as u64 + 1) as i64,
             };
             sched_tunables.push((t.name.to_string(), v.to_string()));
         }

@@ -39,13 +39,16 @@ pub(super) const T_STRICT: usize = 7;
 pub(super) const T_LOW_LATENCY: usize = 8;
 pub(super) const T_QUEUE_MERGING: usize = 9;
 
+// The ranges are the kernel's store clamps (`STORE_FUNCTION`, `USEC_STORE_FUNCTION`,
+// `bfq_timeout_sync_store`, `bfq_max_budget_store` in bfq-iosched.c): every value it keeps
+// as given is taken; what it would clamp is refused in one line.
 static TUNABLES: [TunableDesc; 10] = [
     TunableDesc {
         name: "slice_idle_us",
         unit: "us",
         default: 8000,
         min: 0,
-        max: 1_000_000,
+        max: u32::MAX as i64,
         help: "how long a synchronous queue that ran dry is waited for (slice_idle in ms)",
     },
     TunableDesc {
@@ -53,7 +56,7 @@ static TUNABLES: [TunableDesc; 10] = [
         unit: "ms",
         default: 125,
         min: 1,
-        max: 10_000,
+        max: i32::MAX as i64,
         help: "budget timeout: the longest a queue keeps the device per turn",
     },
     TunableDesc {
@@ -61,7 +64,7 @@ static TUNABLES: [TunableDesc; 10] = [
         unit: "sectors",
         default: 0,
         min: 0,
-        max: 1 << 24,
+        max: i32::MAX as i64,
         help: "largest budget; 0 = automatic: what the estimated peak rate serves in timeout_sync",
     },
     TunableDesc {
@@ -69,7 +72,7 @@ static TUNABLES: [TunableDesc; 10] = [
         unit: "ms",
         default: 125,
         min: 1,
-        max: 60_000,
+        max: i32::MAX as i64,
         help: "a synchronous request older than this is served first",
     },
     TunableDesc {
@@ -77,7 +80,7 @@ static TUNABLES: [TunableDesc; 10] = [
         unit: "ms",
         default: 250,
         min: 1,
-        max: 60_000,
+        max: i32::MAX as i64,
         help: "an asynchronous request older than this is served first",
     },
     TunableDesc {
@@ -85,7 +88,7 @@ static TUNABLES: [TunableDesc; 10] = [
         unit: "KiB",
         default: 16384,
         min: 0,
-        max: 1 << 30,
+        max: i32::MAX as i64,
         help: "farthest a backward seek may go",
     },
     TunableDesc {
@@ -93,7 +96,7 @@ static TUNABLES: [TunableDesc; 10] = [
         unit: "factor",
         default: 2,
         min: 1,
-        max: 1000,
+        max: i32::MAX as i64,
         help: "how much farther a backward seek counts than a forward one",
     },
     TunableDesc {
