@@ -51,8 +51,9 @@ use tracker::{FlushPlan, OpKind, SegSpec, Tracker};
 /// The most hardware queues (rings) a device may ask for; as for `null`, a fixed bound keeps
 /// configurations portable between machines.
 pub const MAX_HW_QUEUES: u16 = 1024;
-/// Bios per request (`max_segments` in [`UringDevice::queue_limits`]): each is one
-/// submission, and a request's submissions must fit in its ring at once.
+/// Bios per request (`max_segments` in [`UringDevice::queue_limits`]). Bios contiguous on
+/// disk go as one vectored submission; in the worst case (registered buffers, or gaps) each
+/// is one, and a request's submissions must fit in its ring at once.
 pub const MAX_SEGMENTS: u16 = 128;
 /// The largest logical block size a queue accepts.
 pub const MAX_BLOCK_SIZE: u32 = 65536;
