@@ -164,20 +164,6 @@ impl Seg {
         }
     }
 
-    /// Whether `s` continues this segment on disk and can join it in one vectored I/O.
-    fn joins(&self, s: &SegSpec) -> bool {
-        joinable(
-            (
-                self.kind,
-                self.offset + self.len,
-                self.rw_flags,
-                self.buf_index,
-            ),
-            self.parts.len().max(1),
-            s,
-        )
-    }
-
     /// Applies a CQE result: bytes moved (reads and writes), 0 (the others), or `-errno`.
     fn advance(&mut self, res: i32) -> SegOutcome {
         if res < 0 {
@@ -226,37 +212,37 @@ struct Slot {
 /// The most iovecs one vectored submission takes (`UIO_MAXIOV`).
 const IOV_MAX: usize = 1024;
 
-/// A data segment as joining sees it: kind, end offset on disk, flags, fixed buffer.
-type SegEnd = (OpKind, u64, i32, Option<u16>);
-
-/// Whether `s` can join a data segment ending as `last` that already has `parts` buffers:
-/// a plain read or write continuing it on disk.
-fn joinable(last: SegEnd, parts: usize, s: &SegSpec) -> bool {
-    let (kind, end, rw_flags, buf_index) = last;
-    matches!(kind, OpKind::Read | OpKind::Write)
-        && s.kind == kind
-        && s.rw_flags == rw_flags
-        && buf_index.is_none()
-        && s.buf_index.is_none()
-        && end == s.offset
-        && parts < IOV_MAX
+/// How many of `data`'s segments, from the first, go as one submission: plain reads or
+/// writes (no registered buffer) of one kind and flags, each starting where the one before
+/// ends on disk, at most `IOV_MAX` of them; 1 otherwise.
+fn run_len(data: &[SegSpec]) -> usize {
+    let first = &data[0];
+    if !matches!(first.kind, OpKind::Read | OpKind::Write) || first.buf_index.is_some() {
+        return 1;
+    }
+    let mut end = first.offset + first.len;
+    let mut n = 1;
+    while let Some(s) = data.get(n) {
+        if n == IOV_MAX
+            || s.kind != first.kind
+            || s.rw_flags != first.rw_flags
+            || s.buf_index.is_some()
+            || s.offset != end
+        {
+            break;
+        }
+        end += s.len;
+        n += 1;
+    }
+    n
 }
 
 /// How many submissions the data segments `data` make once contiguous ones are joined.
 fn data_sqes(data: &[SegSpec]) -> usize {
-    let mut n = 0;
-    let mut last: Option<(SegEnd, usize)> = None;
-    for s in data {
-        match &mut last {
-            Some((l, parts)) if joinable(*l, *parts, s) => {
-                l.1 += s.len;
-                *parts += 1;
-            }
-            _ => {
-                n += 1;
-                last = Some(((s.kind, s.offset + s.len, s.rw_flags, s.buf_index), 1));
-            }
-        }
+    let (mut i, mut n) = (0, 0);
+    while i < data.len() {
+        i += run_len(&data[i..]);
+        n += 1;
     }
     n
 }
@@ -363,36 +349,34 @@ impl Tracker {
         if plan.preflush {
             slot.segs.push(fsync(Phase::PreFlush));
         }
-        for s in data {
-            if let Some(last) = slot.segs.last_mut().filter(|l| l.phase == Phase::Data) {
-                if last.joins(s) {
-                    if last.parts.is_empty() {
-                        last.parts.push(IoVec {
-                            base: last.addr,
-                            len: last.len as usize,
-                        });
-                    }
-                    last.parts.push(IoVec {
-                        base: s.addr,
-                        len: s.len as usize,
-                    });
-                    last.len += s.len;
-                    continue;
-                }
-            }
+        let mut i = 0;
+        while i < data.len() {
+            let n = run_len(&data[i..]);
+            let run = &data[i..i + n];
+            let s = &run[0];
             slot.segs.push(Seg {
                 kind: s.kind,
                 phase: Phase::Data,
                 offset: s.offset,
                 addr: s.addr,
-                len: s.len,
+                len: run.iter().map(|x| x.len).sum(),
                 done: 0,
                 rw_flags: s.rw_flags,
                 buf_index: s.buf_index,
                 retried: false,
-                parts: Vec::new(),
+                parts: if n > 1 {
+                    run.iter()
+                        .map(|x| IoVec {
+                            base: x.addr,
+                            len: x.len as usize,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 live: Vec::new(),
             });
+            i += n;
         }
         if plan.postflush {
             slot.segs.push(fsync(Phase::PostFlush));
