@@ -469,8 +469,8 @@ impl State {
                 .as_ref()
                 .is_some_and(|x| x.in_tree && !x.sorted.is_empty())
         });
-        let c = match waker {
-            Some(w) => w,
+        let (c, rq) = match waker {
+            Some(w) => (w, self.pick(w, k, now)),
             None => {
                 // `bfq_select_queue`: no injection for a queue that delivers more without
                 // other I/O in the middle (idling boosts its throughput, as for a sequential
@@ -508,7 +508,8 @@ impl State {
                 }
                 // Its next request must fit what is left of its budget, and a non-rotational
                 // device takes one large (32 KiB and more) request at a time.
-                let next = self.rqs[self.pick(c, k, now) as usize];
+                let rq = self.pick(c, k, now);
+                let next = self.rqs[rq as usize];
                 let sectors = (next.end - next.sector).max(1);
                 if self.serv_to_charge(c, sectors) > cq.budget.saturating_sub(cq.injected) {
                     return None;
@@ -517,10 +518,9 @@ impl State {
                 {
                     return None;
                 }
-                c
+                (c, rq)
             }
         };
-        let rq = self.pick(c, k, now);
         self.rqs[rq as usize].injected = true;
         let sectors = self.take(c, rq, now);
         let cq = self.q(c);
