@@ -103,7 +103,7 @@ impl State {
     /// `bfq_update_has_short_ttime`: short until 80 samples are in, then while the mean
     /// think time is at most half of `slice_idle`.
     fn has_short_ttime(q: &Bq, k: &Knobs) -> bool {
-        !q.in_large_burst && (q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0)
+        q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0 / 2
     }
 
     /// How long to wait for queue `id`'s next request once it ran dry
