@@ -569,3 +569,23 @@ fn libc_major(dev: u64) -> u64 {
 fn libc_minor(dev: u64) -> u64 {
     (dev & 0xff) | ((dev >> 12) & !0xff)
 }
+
+/// Fewer driver tags than the job's depth on a device that completes only when polled
+/// (irqmode=timer): a bio waiting for a tag, whole or the rest of a split one, must not
+/// stop the job from reaping (it spun forever without polling before).
+#[test]
+fn a_bio_waiting_for_a_tag_does_not_stall_the_job() {
+    for bs in ["4k", "8m"] {
+        let bs = format!("--bs={bs}");
+        let o = Command::new("timeout")
+            .args(["60", env!("CARGO_BIN_EXE_mqblk"), "bench", "--ioscheduler=none"])
+            .args([&bs, "--queue_depth=2", "--iodepth=4", "--irqmode=timer"])
+            .args(["--rw=randrw", "--size=256m", "--runtime=200ms", "--time_based"])
+            .args(["--name=x", "--output-format=json"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{bs}: {:?} {}", o.status, text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(v["jobs"][0]["read"]["total_ios"].as_u64().unwrap() > 0, "{bs}");
+    }
+}

@@ -246,7 +246,12 @@ impl<S: LatSink> JobState<'_, S> {
                 }
                 _ => {}
             }
-            let min = if self.inflight >= job.iodepth || round != Round::Go {
+            // A bio waiting for a tag (a whole one, or a split one's rest) needs completions
+            // reaped before it can go on, whatever the depth: with fewer tags than iodepth,
+            // or other jobs holding them, the queue is never "full" here but nothing moves
+            // unless we poll (a timer-mode or io_uring device completes only when polled).
+            let waits_for_tag = self.pending.is_some() && self.inflight > 0;
+            let min = if self.inflight >= job.iodepth || round != Round::Go || waits_for_tag {
                 job.batch_complete_min.max(1) as usize
             } else {
                 0
@@ -288,6 +293,25 @@ impl<S: LatSink> JobState<'_, S> {
         bio
     }
 
+    /// Submits `bio` now. Returns whether a bio newly went in flight (counted in
+    /// `inflight`), and whether all of it went in. What found no tag waits in `pending`:
+    /// a whole bio, or the rest of a split one whose first pieces went in (it counts as in
+    /// flight from then on; its pieces complete through our reaping).
+    fn submit(&mut self, bio: Bio) -> (bool, bool) {
+        let was_rest = bio.split.is_some();
+        let now = self.h.now();
+        let (new, whole) = match self.h.submit_at(bio, now) {
+            Ok(()) => (!was_rest, true),
+            Err(b) => {
+                let partly_in = b.split.is_some() && !was_rest;
+                self.pending = Some(b);
+                (partly_in, false)
+            }
+        };
+        self.inflight += u32::from(new);
+        (new, whole)
+    }
+
     /// Submits up to `want` bios under one plug; says why it stopped if not for depth.
     fn submit_batch(&mut self, want: u32, rel: u64) -> Round {
         let plug = want > 1;
@@ -298,10 +322,7 @@ impl<S: LatSink> JobState<'_, S> {
         let mut round = Round::Go;
         // The rest of a split bio (already in flight) carries on before anything new.
         if let Some(rest) = self.pending.take_if(|b| b.split.is_some()) {
-            let now = self.h.now();
-            if let Err(b) = self.h.submit_at(rest, now) {
-                self.pending = Some(b);
-            }
+            self.submit(rest);
         }
         while submitted < want && self.pending.as_ref().is_none_or(|b| b.split.is_none()) {
             let bio = match self.pending.take() {
@@ -322,23 +343,10 @@ impl<S: LatSink> JobState<'_, S> {
                     }
                 },
             };
-            let now = self.h.now();
-            match self.h.submit_at(bio, now) {
-                Ok(()) => {
-                    self.inflight += 1;
-                    submitted += 1;
-                }
-                Err(b) => {
-                    // No tag: kept for the next round, after a reap. A split bio part of
-                    // which went in is in flight already (its pieces complete through our
-                    // reaping); its rest waits here.
-                    if b.split.is_some() {
-                        self.inflight += 1;
-                        submitted += 1;
-                    }
-                    self.pending = Some(b);
-                    break;
-                }
+            let (new, whole) = self.submit(bio);
+            submitted += u32::from(new);
+            if !whole {
+                break;
             }
         }
         if plug {
@@ -480,21 +488,8 @@ impl<S: LatSink> JobState<'_, S> {
     fn drain(&mut self) {
         loop {
             if let Some(bio) = self.pending.take() {
-                let now = self.h.now();
-                let was_rest = bio.split.is_some();
-                match self.h.submit_at(bio, now) {
-                    Ok(()) if was_rest => {}
-                    Ok(()) => {
-                        self.inflight += 1;
-                        self.finish_batch(1);
-                    }
-                    Err(b) => {
-                        if b.split.is_some() && !was_rest {
-                            self.inflight += 1;
-                            self.finish_batch(1);
-                        }
-                        self.pending = Some(b)
-                    }
+                if self.submit(bio).0 {
+                    self.finish_batch(1);
                 }
             }
             if self.inflight == 0 && self.pending.is_none() {
