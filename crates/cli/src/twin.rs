@@ -61,30 +61,17 @@ impl Disk {
     /// The disk under `path`: the device itself, a partition's disk, or for a regular file
     /// the disk its file system is on.
     fn of(path: &Path) -> Result<Disk, String> {
-        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        use mqblk_drivers::sysfs;
         let m = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let dev = if m.file_type().is_block_device() {
-            m.rdev()
-        } else if m.is_file() {
-            m.dev()
-        } else {
-            return Err(format!(
-                "{}: not a block device or a regular file",
-                path.display()
-            ));
-        };
-        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-        let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-        let link = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
-        let mut sys = std::fs::canonicalize(&link).map_err(|_| {
+        let dev = sysfs::backing_dev(&m)
+            .ok_or_else(|| format!("{}: not a block device or a regular file", path.display()))?;
+        let sys = sysfs::disk_dir(dev).ok_or_else(|| {
+            let (major, minor) = sysfs::dev_numbers(dev);
             format!(
                 "{}: on device {major}:{minor}, which has no block queue in sysfs (tmpfs, overlay?); use a file on a disk or the disk itself",
                 path.display()
             )
         })?;
-        if sys.join("partition").exists() {
-            sys.pop();
-        }
         if !sys.join("queue/scheduler").exists() {
             return Err(format!(
                 "{}: {} has no queue/scheduler",

@@ -578,14 +578,32 @@ fn a_bio_waiting_for_a_tag_does_not_stall_the_job() {
     for bs in ["4k", "8m"] {
         let bs = format!("--bs={bs}");
         let o = Command::new("timeout")
-            .args(["60", env!("CARGO_BIN_EXE_mqblk"), "bench", "--ioscheduler=none"])
+            .args([
+                "60",
+                env!("CARGO_BIN_EXE_mqblk"),
+                "bench",
+                "--ioscheduler=none",
+            ])
             .args([&bs, "--queue_depth=2", "--iodepth=4", "--irqmode=timer"])
-            .args(["--rw=randrw", "--size=256m", "--runtime=200ms", "--time_based"])
+            .args([
+                "--rw=randrw",
+                "--size=256m",
+                "--runtime=200ms",
+                "--time_based",
+            ])
             .args(["--name=x", "--output-format=json"])
             .output()
             .unwrap();
-        assert!(o.status.success(), "{bs}: {:?} {}", o.status, text(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{bs}: {:?} {}",
+            o.status,
+            text(&o.stderr)
+        );
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert!(v["jobs"][0]["read"]["total_ios"].as_u64().unwrap() > 0, "{bs}");
+        assert!(
+            v["jobs"][0]["read"]["total_ios"].as_u64().unwrap() > 0,
+            "{bs}"
+        );
     }
 }

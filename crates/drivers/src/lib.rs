@@ -1,6 +1,7 @@
 //! Block drivers.
 
 pub mod null;
+pub mod sysfs;
 pub mod uring;
 
 pub use mqblk_core::{FaultConfig, FaultSpec};

@@ -41,7 +41,7 @@ use mqblk_core::{
 use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -382,9 +382,8 @@ impl UringDevice {
         if capacity_sectors == 0 {
             return Err(UringError::Empty(path));
         }
-        let rotational = cfg.rotational.unwrap_or_else(|| match kind {
-            BackingKind::BlockDevice => Self::sysfs_rotational(meta.rdev()),
-            BackingKind::RegularFile => Self::sysfs_rotational(meta.dev()),
+        let rotational = cfg.rotational.unwrap_or_else(|| {
+            crate::sysfs::backing_dev(&meta).is_some_and(crate::sysfs::rotational)
         });
         let file = Arc::new(file);
         let ring_cfg = RingConfig {
@@ -473,23 +472,6 @@ impl UringDevice {
             Some(size) => Ok(size),
             None => Ok(len),
         }
-    }
-
-    /// `queue/rotational` of a block device (its partition's disk if need be); false when
-    /// sysfs does not say.
-    fn sysfs_rotational(rdev: u64) -> bool {
-        let dir = PathBuf::from(format!(
-            "/sys/dev/block/{}:{}",
-            libc::major(rdev),
-            libc::minor(rdev)
-        ));
-        [
-            dir.join("queue/rotational"),
-            dir.join("../queue/rotational"),
-        ]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-        .is_some_and(|s| s.trim() == "1")
     }
 
     pub fn config(&self) -> &UringConfig {
