@@ -138,22 +138,18 @@ fn run(args: &[String]) -> Result<i32, String> {
         },
         ..SimConfig::default()
     };
-    // The model decides the capacity and the hardware queues; build it once to learn them.
-    let model = mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?;
-    let capacity = model.capacity_sectors() * 512;
-    let scheduler = cfg.queue.scheduler.clone().unwrap_or_else(|| {
-        let set = mqblk_core::TagSetConfig::new(model.nr_hw_queues(), model.queue_depth());
-        mqblk_device::default_scheduler(&set).to_string()
-    });
+    // The model decides the capacity; build it once to learn it.
+    let capacity =
+        mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
     let jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.blkcg)?;
-    let summary = format!(
-        "sim: seed {} device {} scheduler {} cpus {}",
-        a.seed, cfg.device.model, scheduler, cfg.nr_cpus
-    );
+    let (seed, model, cpus) = (a.seed, cfg.device.model.clone(), cfg.nr_cpus);
     let host = Instant::now();
-    let res = Sim::new(cfg, jobs)
-        .and_then(Sim::run)
-        .map_err(|e| format!("{e}\n{}", e.dump()))?;
+    let sim = Sim::new(cfg, jobs).map_err(|e| format!("{e}\n{}", e.dump()))?;
+    let summary = format!(
+        "sim: seed {seed} device {model} scheduler {} cpus {cpus}",
+        sim.scheduler()
+    );
+    let res = sim.run().map_err(|e| format!("{e}\n{}", e.dump()))?;
     let host_s = host.elapsed().as_secs_f64();
     crate::trace_cmd::finish(&writer)?;
     let report = RunReport {

@@ -273,3 +273,26 @@ fn an_alias_is_simulated_as_its_scheduler_and_an_unknown_name_is_refused() {
         "{e}"
     );
 }
+
+/// Without ioscheduler the simulated device gets the kernel's default for its shape
+/// (`elevator_set_default`), and the run says which: mq-deadline for the one-queue null
+/// model, none for a virtio disk with two virtqueues.
+#[test]
+fn sim_names_the_default_scheduler_it_ran() {
+    for (device, want) in [("null", "mq-deadline"), ("virtio,num_queues=2", "none")] {
+        let o = mqblk(&[
+            "sim",
+            &format!("--device={device}"),
+            "--rw=randread",
+            "--runtime=10ms",
+            "--time_based",
+            "--name=x",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert!(
+            all.contains(&format!("scheduler {want} ")),
+            "{device}: {all}"
+        );
+    }
+}

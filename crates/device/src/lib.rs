@@ -61,6 +61,39 @@ mod tests {
         mqblk_workload::parse_job_text("t", text).unwrap()
     }
 
+    /// `elevator_set_default` (`use_default_elevator`): mq-deadline for one hardware queue
+    /// or tags shared by all of them, none for several with their own tags or for a driver
+    /// that sets `BLK_MQ_F_NO_SCHED_BY_DEFAULT`; a named scheduler always wins.
+    #[test]
+    fn the_default_scheduler_is_the_kernels() {
+        use mqblk_core::{TagSetConfig, TagSetFlags};
+        let set = |hw: u16, flags: TagSetFlags| TagSetConfig {
+            flags,
+            ..TagSetConfig::new(hw, 64)
+        };
+        let none = TagSetFlags::empty();
+        assert_eq!(default_scheduler(&set(1, none)), "mq-deadline");
+        assert_eq!(default_scheduler(&set(4, none)), "none");
+        assert_eq!(
+            default_scheduler(&set(4, TagSetFlags::TAG_HCTX_SHARED)),
+            "mq-deadline"
+        );
+        assert_eq!(
+            default_scheduler(&set(1, TagSetFlags::NO_SCHED_BY_DEFAULT)),
+            "none"
+        );
+        let s = QueueSettings::default();
+        assert_eq!(s.elevator_type(&set(1, none)).unwrap().name, "mq-deadline");
+        let bfq = QueueSettings {
+            scheduler: Some("bfq".into()),
+            ..QueueSettings::default()
+        };
+        assert_eq!(bfq.elevator_type(&set(4, none)).unwrap().name, "bfq");
+        // The uring driver, as the kernel's loop driver, defaults to none.
+        let uring = mqblk_drivers::uring::UringConfig::default().tag_set_config();
+        assert_eq!(default_scheduler(&uring), "none");
+    }
+
     #[test]
     fn errors_are_typed_and_name_the_option() {
         let e = DeviceConfig::from_jobs(&jobs("[a]\nnr_hw_queues=2\n[b]\n")).unwrap_err();

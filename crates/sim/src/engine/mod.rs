@@ -481,6 +481,11 @@ impl Sim {
         &self.queue
     }
 
+    /// The scheduler the queue runs: the one asked for, or the device's default.
+    pub fn scheduler(&self) -> &'static str {
+        self.queue.elevator().map_or("none", |e| e.name())
+    }
+
     #[inline]
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
