@@ -313,7 +313,7 @@ fn figures(json: &[u8], who: &str) -> Result<Vec<Figures>, String> {
             let pct = |p: &str| d["clat_ns"]["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
             out.push(Figures {
                 job: name.clone(),
-                dir: if dir == "read" { "read" } else { "write" },
+                dir,
                 iops: d["iops"].as_f64().unwrap_or(0.0),
                 bw_kib: d["bw"].as_f64().unwrap_or(0.0),
                 clat_mean_us: d["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,

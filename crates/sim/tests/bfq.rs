@@ -744,3 +744,29 @@ fn only_queues_of_the_default_weight_are_weight_raised() {
         "level 7 weighs 10: not raised"
     );
 }
+
+#[test]
+fn on_flash_only_small_random_requests_count_as_seeks() {
+    // `BFQ_RQ_SEEKY`: on a non-rotational device a far request is a seek only when it is
+    // smaller than `BFQQ_SECT_THR_NONROT` (64 sectors), and a queue is seeky past 19 seeks
+    // of its last 32 (`BFQQ_SEEKY`). A seeky sync queue is charged its time
+    // (`bfq_bfqq_is_slow`), a queue of large random reads its service.
+    let charged = |bs: u32| {
+        let jobs = (0..2u16)
+            .map(|c| {
+                let src = FioSource::new(RwMode::RandRead, 100, bs, 0, 8 << 30, c as u64 + 7, 0);
+                let mut j = job("r", c, 1, 0, Box::new(src), 1);
+                j.kind = "fio".into();
+                j
+            })
+            .collect();
+        let r = run("ssd", &[("low_latency", "0")], jobs);
+        bfq(&r).counters.charged_time
+    };
+    let (small, large) = (charged(4096), charged(65536));
+    assert!(
+        small > 100,
+        "4 KiB random reads: {small} turns charged by time"
+    );
+    assert_eq!(large, 0, "64 KiB random reads are no seeks on flash");
+}
