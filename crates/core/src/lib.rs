@@ -42,7 +42,7 @@ pub use fault::{FaultConfig, FaultError, FaultInjector, FaultSpec, Injected};
 pub use hctx::Hctx;
 pub use merge::{ElvMerge, NoMerges, QueueLimits};
 pub use plug::Plug;
-pub use queue::{QueueConfig, QueueError, RequestQueue, Submit, Submitter};
+pub use queue::{QueueConfig, QueueError, RequestQueue, Submit, Submitter, FLUSH_PENDING_TIMEOUT};
 pub use request::{ElvRq, Request, RequestTable, RqFlags, RqId, RqState, Tag};
 pub use status::BlkStatus;
 pub use tag::{MapQueues, TagSet, TagSetConfig, TagSetError, TagSetFlags, Tags};

@@ -18,6 +18,10 @@ pub struct QueueLimits {
     pub logical_block_size: u32,
     /// Device capacity in sectors.
     pub capacity_sectors: u64,
+    /// The device has a volatile write cache (`BLK_FEAT_WRITE_CACHE`); set from the driver.
+    pub write_cache: bool,
+    /// The device honours FUA writes (`BLK_FEAT_FUA`); set from the driver.
+    pub fua: bool,
 }
 
 impl Default for QueueLimits {
@@ -28,6 +32,8 @@ impl Default for QueueLimits {
             max_segments: 128,
             logical_block_size: 512,
             capacity_sectors: 1 << 21,
+            write_cache: false,
+            fua: false,
         }
     }
 }

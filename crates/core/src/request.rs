@@ -63,6 +63,9 @@ bitflags::bitflags! {
         const RESERVED = 1 << 4;
         /// Holds a driver budget token.
         const BUDGET = 1 << 5;
+        /// Part of a PREFLUSH/FUA sequence, or the flush request itself (`RQF_FLUSH_SEQ`):
+        /// never merged, and its completion goes to the flush state machine (`flush.rs`).
+        const FLUSH_SEQ = 1 << 6;
     }
 }
 
@@ -97,6 +100,8 @@ pub struct Request {
     /// Timeout deadline while in flight.
     pub deadline_ns: Nanos,
     pub status: BlkStatus,
+    /// The steps of its PREFLUSH/FUA sequence done so far (`rq->flush.seq`, `REQ_FSEQ_*`).
+    pub flush_seq: u8,
 }
 
 impl Request {
@@ -125,6 +130,7 @@ impl Request {
             complete_ns: Nanos::ZERO,
             deadline_ns: Nanos::MAX,
             status: BlkStatus::Ok,
+            flush_seq: 0,
         }
     }
 
@@ -134,9 +140,11 @@ impl Request {
     pub fn bytes(&self) -> u64 {
         (self.nr_sectors as u64) << SECTOR_SHIFT
     }
-    /// `rq_mergeable`: flush, write-zeroes and requests with no-merge flags never merge.
+    /// `rq_mergeable`: flush, write-zeroes, requests with no-merge flags and requests in a
+    /// flush sequence (`RQF_NOMERGE_FLAGS`) never merge.
     pub fn mergeable(&self) -> bool {
         !self.cmd_flags.intersects(ReqFlags::NOMERGE_FLAGS)
+            && !self.rq_flags.contains(RqFlags::FLUSH_SEQ)
             && matches!(self.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard)
     }
     /// True if the request is synchronous (reads, and writes flagged SYNC or FUA).
@@ -146,6 +154,18 @@ impl Request {
                 .cmd_flags
                 .intersects(ReqFlags::SYNC.union(ReqFlags::FUA))
     }
+    /// Starts a new life at `now` (`blk_mq_rq_ctx_init`): fresh timestamps, no deadline, no
+    /// status, no flush steps done.
+    pub(crate) fn init_life(&mut self, now: Nanos) {
+        self.alloc_ns = now;
+        self.insert_ns = now;
+        self.io_start_ns = Nanos::ZERO;
+        self.complete_ns = Nanos::ZERO;
+        self.deadline_ns = Nanos::MAX;
+        self.status = BlkStatus::Ok;
+        self.flush_seq = 0;
+    }
+
     /// The snapshot elevator hooks receive.
     pub fn elv(&self) -> ElvRq {
         ElvRq {

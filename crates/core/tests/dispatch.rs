@@ -7,7 +7,7 @@ use common::{bio4k, simple_queue, submit_ok, submitters, take_done, Mode, Reply,
 use mqblk_core::queue::{DEFAULT_TIMEOUT, RESOURCE_DELAY};
 use mqblk_core::tag::MapQueues;
 use mqblk_core::{
-    Bio, BlkStatus, CtxIdx, HctxIdx, HctxType, Nanos, QueueConfig, QueueMap, ReqFlags, ReqOp,
+    BlkStatus, CtxIdx, HctxIdx, HctxType, Nanos, QueueConfig, QueueMap, ReqFlags, ReqOp,
     RequestQueue, RqId, TagSet, TagSetConfig, TagSetFlags,
 };
 
@@ -218,38 +218,6 @@ fn busy_dispatch_is_round_robin_over_software_queues() {
     q.poll(&mut subs[1], at(T0, RESOURCE_DELAY));
     assert_eq!(subs[0].done.len(), 4);
     assert_eq!(subs[1].done.len(), 3);
-    common::assert_whole(&q);
-}
-
-#[test]
-fn flushes_go_to_the_head_of_the_dispatch_list() {
-    let d = TestDriver::new(Mode::Inline);
-    let q = simple_queue(&d, 1, 16, 1);
-    let mut sub = q.submitter(CtxIdx(0));
-    q.stop_hw_queue(HctxIdx(0));
-    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 0), T0);
-    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 2, 1), T0);
-    submit_ok(
-        &q,
-        &mut sub,
-        Bio::new(ReqOp::Flush, 0, 0).with_private(2),
-        T0,
-    );
-    submit_ok(
-        &q,
-        &mut sub,
-        bio4k(ReqOp::Write, 4, 3).with_flags(ReqFlags::PREFLUSH),
-        T0,
-    );
-    assert_eq!(q.hctx(HctxIdx(0)).dispatch_list_len(), 2);
-    q.start_hw_queue(&mut sub, HctxIdx(0), T0);
-    let order: Vec<u64> = d.issues().iter().map(|x| x.privates[0]).collect();
-    assert_eq!(
-        order,
-        vec![3, 2, 0, 1],
-        "flushes first, the latest at the head"
-    );
-    assert_eq!(take_done(&mut sub).len(), 4);
     common::assert_whole(&q);
 }
 

@@ -46,7 +46,11 @@ fn scheduler_tags_and_driver_tags_at_dispatch() {
         let d = TestDriver::new(Mode::Hold);
         let q = sched_queue(&d, elv, 2, 8, one_hctx(), 1);
         assert_eq!(q.nr_requests(), 8);
-        assert_eq!(q.requests().len(), 8, "one request per scheduler tag");
+        assert_eq!(
+            q.requests().len(),
+            9,
+            "one request per scheduler tag, and the hardware queue's flush request"
+        );
         let mut sub = q.submitter(CtxIdx(0));
         for i in 0..6 {
             submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2 * i, i), T0);
@@ -155,6 +159,8 @@ fn flushes_bypass_the_scheduler() {
         Bio::new(ReqOp::Flush, 0, 0).with_private(2),
         T0,
     );
+    // The requeue work puts the flush request at the head of the dispatch list.
+    q.poll(&mut sub, T0);
     assert_eq!(q.hctx(HctxIdx(0)).dispatch_list_len(), 1);
     let flush = q
         .requests()
@@ -174,8 +180,19 @@ fn flushes_bypass_the_scheduler() {
         });
     assert!(flush.is_some());
     q.start_hw_queue(&mut sub, HctxIdx(0), T0);
-    let order: Vec<u64> = d.issues().iter().map(|x| x.privates[0]).collect();
-    assert_eq!(order, vec![2, 0, 1]);
+    let order: Vec<(ReqOp, Option<u64>)> = d
+        .issues()
+        .iter()
+        .map(|x| (x.op, x.privates.first().copied()))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            (ReqOp::Flush, None),
+            (ReqOp::Write, Some(0)),
+            (ReqOp::Write, Some(1))
+        ]
+    );
     assert_eq!(take_done(&mut sub).len(), 3);
     common::assert_whole(&q);
 }

@@ -35,6 +35,7 @@ fn build_null(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         shared_tag_bitmap: opts.shared_tags,
         blocking: opts.blocking,
         memory_backed: opts.memory_backed,
+        cache_size_mb: opts.cache_size_mb,
         rotational: opts.rotational.unwrap_or(false),
         size_bytes: opts.size_bytes,
         faults: opts.faults,

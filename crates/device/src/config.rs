@@ -143,6 +143,8 @@ pub struct DeviceConfig {
     pub irqmode: IrqMode,
     pub completion_nsec: u64,
     pub memory_backed: bool,
+    /// null_blk's `cache_size` (MiB): non-zero gives the null device a write cache.
+    pub cache_size_mb: u64,
     /// `/sys/block/DEV/queue/rotational` as the queue reports it to schedulers; `None`: the
     /// driver's own finding (sysfs of the disk under a file for uring, false for null).
     pub rotational: Option<bool>,
@@ -179,6 +181,7 @@ impl Default for DeviceConfig {
             irqmode: IrqMode::None,
             completion_nsec: 10_000,
             memory_backed: false,
+            cache_size_mb: 0,
             rotational: None,
             size_bytes: 1 << 30,
             faults: FaultConfig::default(),
@@ -242,6 +245,7 @@ impl DeviceConfig {
             },
             completion_nsec: s.completion_nsec,
             memory_backed: s.memory_backed,
+            cache_size_mb: s.cache_size_mb,
             rotational: s.rotational,
             size_bytes,
             faults: FaultConfig {
@@ -299,6 +303,7 @@ impl DeviceConfig {
             irqmode,
             completion_nsec,
             memory_backed,
+            cache_size_mb,
             rotational,
             size_bytes: _,
             faults,
@@ -323,6 +328,7 @@ impl DeviceConfig {
             ("irqmode", *irqmode == o.irqmode),
             ("completion_nsec", *completion_nsec == o.completion_nsec),
             ("memory_backed", *memory_backed == o.memory_backed),
+            ("cache_size", *cache_size_mb == o.cache_size_mb),
             ("rotational", *rotational == o.rotational),
             ("fault injection", *faults == o.faults),
             (
@@ -349,11 +355,12 @@ impl DeviceConfig {
         match self.driver {
             DriverKind::Model => Ok(DeviceSpec::parse(self.model.as_deref().unwrap_or("hdd"))?),
             DriverKind::Null => Ok(DeviceSpec::parse(&format!(
-                "null,submit_queues={},hw_queue_depth={},completion_nsec={},size={}",
+                "null,submit_queues={},hw_queue_depth={},completion_nsec={},size={},cache_size={}",
                 self.nr_hw_queues.max(1),
                 self.queue_depth.max(1),
                 self.completion_nsec,
-                self.size_bytes
+                self.size_bytes,
+                self.cache_size_mb
             ))?),
             DriverKind::Uring => Err(DeviceError::Invalid(format!(
                 "{}: a real file cannot be simulated; describe its device with --device=MODEL",

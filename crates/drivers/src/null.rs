@@ -82,6 +82,10 @@ pub struct NullConfig {
     pub blocking: bool,
     /// Keep written data in memory, so reads return it.
     pub memory_backed: bool,
+    /// `cache_size` in MiB: non-zero declares a volatile write cache that honours FUA, as
+    /// null_blk does (`BLK_FEAT_WRITE_CACHE | BLK_FEAT_FUA`), so flushes reach the driver.
+    /// The data is not held back: a flush has nothing to write.
+    pub cache_size_mb: u64,
     /// Capacity in bytes: a non-zero multiple of `bs`.
     pub size_bytes: u64,
     /// Logical block size in bytes.
@@ -104,6 +108,7 @@ impl Default for NullConfig {
             shared_tag_bitmap: false,
             blocking: false,
             memory_backed: false,
+            cache_size_mb: 0,
             size_bytes: DEFAULT_SIZE_BYTES,
             bs: 512,
             rotational: false,
@@ -510,6 +515,14 @@ impl Driver for NullDevice {
 
     fn rotational(&self) -> bool {
         self.cfg.rotational
+    }
+
+    fn write_cache(&self) -> bool {
+        self.cfg.cache_size_mb > 0
+    }
+
+    fn fua(&self) -> bool {
+        self.cfg.cache_size_mb > 0
     }
 
     fn init_hctx(&self, hctx: HctxIdx, nr_tags: u32) {

@@ -34,6 +34,14 @@ pub fn disk_dir(dev: u64) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// `queue/write_cache` of the disk holding `dev`: true for "write back", false for "write
+/// through"; `None` when sysfs does not say.
+pub fn write_cache(dev: u64) -> Option<bool> {
+    let d = disk_dir(dev)?;
+    let s = std::fs::read_to_string(d.join("queue/write_cache")).ok()?;
+    Some(s.trim() == "write back")
+}
+
 /// `queue/rotational` of the disk holding `dev`; false when sysfs does not say.
 pub fn rotational(dev: u64) -> bool {
     disk_dir(dev)

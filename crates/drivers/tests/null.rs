@@ -540,7 +540,7 @@ fn drive(cfg: NullConfig, nr_ctx: u16, total: u64) -> Tally {
                     None => break,
                 };
                 match r.q.submit_bio(&mut r.subs[c], bio, r.now) {
-                    Submit::Queued | Submit::Merged => outstanding[c] += 1,
+                    Submit::Queued | Submit::Merged | Submit::Done => outstanding[c] += 1,
                     Submit::Busy(bio) => {
                         held[c] = Some(bio);
                         break;

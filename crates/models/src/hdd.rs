@@ -311,6 +311,10 @@ impl Disk {
         })
     }
 
+    /// `write_cache=1`: writes are acknowledged from the drive's cache.
+    pub fn write_cache(&self) -> bool {
+        self.p.write_cache
+    }
     pub fn capacity(&self) -> u64 {
         self.capacity
     }
@@ -786,6 +790,14 @@ impl DeviceModel for HddModel {
     }
     fn rotational(&self) -> bool {
         true
+    }
+    /// A SATA disk with its cache on; libata passes FUA down (its `fua` parameter, on by default
+    /// since "ata: libata: Enable fua support by default").
+    fn write_cache(&self) -> bool {
+        self.disk.write_cache()
+    }
+    fn fua(&self) -> bool {
+        self.disk.write_cache()
     }
     fn nr_hw_queues(&self) -> u16 {
         1

@@ -92,6 +92,16 @@ pub trait DeviceModel: Send {
     fn name(&self) -> &'static str;
     fn capacity_sectors(&self) -> u64;
     fn rotational(&self) -> bool;
+    /// The device has a volatile write cache a flush writes back (`BLK_FEAT_WRITE_CACHE`);
+    /// without one the block layer never sends it flushes.
+    fn write_cache(&self) -> bool {
+        false
+    }
+    /// The device honours FUA writes (`BLK_FEAT_FUA`); without it the block layer follows a
+    /// FUA write with a flush.
+    fn fua(&self) -> bool {
+        false
+    }
     /// Hardware queues the device exposes (each becomes one hctx).
     fn nr_hw_queues(&self) -> u16;
     /// Commands each hardware queue accepts at once (driver tags per hctx).

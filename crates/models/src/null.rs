@@ -2,7 +2,8 @@
 //!
 //! Parameters: `submit_queues` (hardware queues, default 1), `hw_queue_depth` (default 64),
 //! `completion_nsec` (default 10000, null_blk's default timer), `size` (bytes, default 1 GiB;
-//! null_blk's `gb=250` would only slow nothing down and hide range bugs).
+//! null_blk's `gb=250` would only slow nothing down and hide range bugs), `cache_size` (MiB,
+//! default 0: non-zero declares a write cache that honours FUA, so flushes reach the device).
 
 use crate::ModelError;
 use crate::SimRng;
@@ -20,6 +21,7 @@ pub struct NullModel {
     /// earlier clock reading (threads racing in real time) is put in its place.
     pending: VecDeque<(u64, u16, u64)>,
     completed: u64,
+    cache: bool,
 }
 
 impl NullModel {
@@ -31,6 +33,7 @@ impl NullModel {
             capacity: capacity_bytes / 512,
             pending: VecDeque::new(),
             completed: 0,
+            cache: false,
         }
     }
 
@@ -55,7 +58,9 @@ impl NullModel {
                 "device null: size={size}: must be a non-zero multiple of 512"
             )));
         }
-        Ok(NullModel::new(nr_hw as u16, depth as u32, Nanos(lat), size))
+        let mut m = NullModel::new(nr_hw as u16, depth as u32, Nanos(lat), size);
+        m.cache = p.u64("cache_size", 0)? > 0;
+        Ok(m)
     }
 }
 
@@ -68,6 +73,12 @@ impl DeviceModel for NullModel {
     }
     fn rotational(&self) -> bool {
         false
+    }
+    fn write_cache(&self) -> bool {
+        self.cache
+    }
+    fn fua(&self) -> bool {
+        self.cache
     }
     fn nr_hw_queues(&self) -> u16 {
         self.nr_hw

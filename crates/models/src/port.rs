@@ -17,6 +17,8 @@ pub struct ModelInfo {
     pub name: &'static str,
     pub capacity_sectors: u64,
     pub rotational: bool,
+    pub write_cache: bool,
+    pub fua: bool,
     pub nr_hw_queues: u16,
     pub queue_depth: u32,
     /// Commands the device holds at once, over all hardware queues (at least 1).
@@ -29,6 +31,8 @@ impl ModelInfo {
             name: model.name(),
             capacity_sectors: model.capacity_sectors(),
             rotational: model.rotational(),
+            write_cache: model.write_cache(),
+            fua: model.fua(),
             nr_hw_queues: model.nr_hw_queues(),
             queue_depth: model.queue_depth(),
             max_outstanding: model.max_outstanding().max(1),

@@ -117,6 +117,13 @@ impl DeviceModel for RaidModel {
     fn rotational(&self) -> bool {
         true
     }
+    /// The member disk's cache, seen through the HBA; FUA passed down as for `hdd`.
+    fn write_cache(&self) -> bool {
+        self.disk.write_cache()
+    }
+    fn fua(&self) -> bool {
+        self.disk.write_cache()
+    }
     fn nr_hw_queues(&self) -> u16 {
         self.nr_hw
     }

@@ -74,6 +74,12 @@ impl Driver for RealtimeDriver {
     fn rotational(&self) -> bool {
         self.info.rotational
     }
+    fn write_cache(&self) -> bool {
+        self.info.write_cache
+    }
+    fn fua(&self) -> bool {
+        self.info.fua
+    }
 
     fn queue_rq(
         &self,

@@ -200,6 +200,13 @@ impl DeviceModel for SsdModel {
     fn rotational(&self) -> bool {
         false
     }
+    /// The DRAM write buffer is a volatile cache; NVMe writes carry FUA.
+    fn write_cache(&self) -> bool {
+        true
+    }
+    fn fua(&self) -> bool {
+        true
+    }
     fn nr_hw_queues(&self) -> u16 {
         self.nr_hw
     }

@@ -84,6 +84,14 @@ impl DeviceModel for VirtioModel {
     fn rotational(&self) -> bool {
         false
     }
+    /// QEMU's default cache mode is writeback (`VIRTIO_BLK_F_FLUSH`); virtio-blk has no FUA, so
+    /// the guest follows FUA writes with a flush (this machine's own vda: `write back`, `fua` 0).
+    fn write_cache(&self) -> bool {
+        true
+    }
+    fn fua(&self) -> bool {
+        false
+    }
     fn nr_hw_queues(&self) -> u16 {
         self.nr_vq
     }

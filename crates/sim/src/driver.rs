@@ -303,6 +303,12 @@ impl Driver for SimDriver {
     fn rotational(&self) -> bool {
         self.info.rotational
     }
+    fn write_cache(&self) -> bool {
+        self.info.write_cache
+    }
+    fn fua(&self) -> bool {
+        self.info.fua
+    }
 
     fn get_budget(&self, _hctx: HctxIdx) -> bool {
         if self.unlimited {

@@ -270,16 +270,27 @@ fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
         }
     }
     let rotational = q.driver().rotational();
+    let lim = q.limits();
+    let write_cache = if lim.write_cache {
+        "write back"
+    } else {
+        "write through"
+    };
     st.extra_lines.push(format!(
-        "device : rotational={}, hw_queues={}, nr_requests={}, max_sectors_kb={}",
+        "device : rotational={}, hw_queues={}, nr_requests={}, max_sectors_kb={}, write_cache={write_cache}, fua={}, flushes={}",
         u8::from(rotational),
         q.nr_hw_queues(),
         q.nr_requests(),
-        q.limits().max_sectors / 2
+        lim.max_sectors / 2,
+        u8::from(lim.fua),
+        q.flushes_issued()
     ));
     st.extra.insert("ioscheduler".into(), sched.into());
     st.extra
         .insert("rotational".into(), u8::from(rotational).into());
+    st.extra.insert("write_cache".into(), write_cache.into());
+    st.extra.insert("fua".into(), u8::from(lim.fua).into());
+    st.extra.insert("flushes".into(), q.flushes_issued().into());
     st.extra.insert("hctx".into(), serde_json::json!(hctxs));
     st.extra.insert("sched_stats".into(), sched_stats.into());
 }

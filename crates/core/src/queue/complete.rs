@@ -80,6 +80,7 @@ impl RequestQueue {
 
     /// Ends one request (`blk_mq_end_request` + `blk_mq_free_request`) under a single lock
     /// of its slot: state, bios routed back, slot freed; then the elevator hooks and tags.
+    /// A flush request, or the data of a flush sequence, goes to the flush state machine.
     pub(crate) fn end_request(
         &self,
         id: RqId,
@@ -89,46 +90,90 @@ impl RequestQueue {
         runs: &mut Vec<HctxIdx>,
         now: Nanos,
     ) {
-        let released = {
-            let mut rq = self.rqs.lock(id);
-            assert_eq!(
-                rq.state,
-                RqState::InFlight,
-                "{id:?}: completed while {:?} (twice, or never issued)",
-                rq.state
-            );
-            rq.state = RqState::Complete;
-            rq.complete_ns = now;
-            rq.status = status;
-            if let Some(t) = self.cfg.tracer.get() {
-                t.event(&TraceEvent::of_rq(TraceAction::Complete, &rq, now));
+        if id.0 >= self.flush_base {
+            let mut ends = Vec::new();
+            self.flush_end_io(id, status, now, &mut ends);
+            self.end_flush_seqs(&mut ends, local, done, runs, now);
+            return;
+        }
+        let mut rq = self.rqs.lock(id);
+        assert_eq!(
+            rq.state,
+            RqState::InFlight,
+            "{id:?}: completed while {:?} (twice, or never issued)",
+            rq.state
+        );
+        rq.state = RqState::Complete;
+        rq.complete_ns = now;
+        rq.status = status;
+        if let Some(t) = self.cfg.tracer.get() {
+            t.event(&TraceEvent::of_rq(TraceAction::Complete, &rq, now));
+        }
+        if rq.rq_flags.contains(RqFlags::FLUSH_SEQ) {
+            // Its data is done, not its sequence: the bio stays until the sequence ends.
+            let tag = (rq.rq_flags.contains(RqFlags::SCHED_TAGS) && !rq.tag.is_none())
+                .then(|| std::mem::replace(&mut rq.tag, Tag::NONE));
+            let (ctx, h) = (rq.ctx, rq.hctx);
+            drop(rq);
+            if let Some(t) = tag {
+                self.put_driver_tag(h, t);
             }
-            for mut bio in rq.bios.drain(..) {
-                bio.status = status;
-                if bio.split.is_some() {
-                    self.split_piece_done(bio, local, done);
-                } else if Some(bio.ctx) == local {
-                    done.push(bio);
-                } else {
-                    self.ctxs[bio.ctx.0 as usize].push_remote(bio);
-                }
-            }
-            Self::release_slot(&mut rq)
-        };
+            let mut ends = Vec::new();
+            self.flush_data_end_io(id, ctx, h, status, now, &mut ends);
+            self.end_flush_seqs(&mut ends, local, done, runs, now);
+            self.note_restart(h, runs);
+            return;
+        }
+        self.route_bios(&mut rq, status, local, done);
+        let released = Self::release_slot(&mut rq);
+        drop(rq);
         if released.use_sched {
             if let Some(e) = &self.elevator {
                 e.completed_request(&released.snap, now);
             }
         }
-        let h = released.snap.hctx;
-        let hctx = &self.hctxs[h.0 as usize];
-        hctx.stats.completed.add(1);
+        self.hctxs[released.snap.hctx.0 as usize]
+            .stats
+            .completed
+            .add(1);
+        self.free_released(&released, runs);
+    }
+
+    /// The end of an ended request's life once its slot is released: counted for its
+    /// software queue, its tags put, its hardware queue re-run if it waited for one.
+    pub(crate) fn free_released(&self, released: &Released, runs: &mut Vec<HctxIdx>) {
         self.ctxs[released.snap.ctx.0 as usize]
             .stats
             .completed
             .add(1);
-        self.finish_and_put_tags(&released);
-        // blk_mq_sched_restart: a freed tag may unblock requests parked on the dispatch list.
+        self.finish_and_put_tags(released);
+        self.note_restart(released.snap.hctx, runs);
+    }
+
+    /// Hands a finished request's bios back with `status`: to `done` for the `local`
+    /// software queue, to their owner's remote list otherwise, or to the original of a split.
+    pub(crate) fn route_bios(
+        &self,
+        rq: &mut crate::request::Request,
+        status: BlkStatus,
+        local: Option<CtxIdx>,
+        done: &mut Vec<Bio>,
+    ) {
+        for mut bio in rq.bios.drain(..) {
+            bio.status = status;
+            if bio.split.is_some() {
+                self.split_piece_done(bio, local, done);
+            } else if Some(bio.ctx) == local {
+                done.push(bio);
+            } else {
+                self.ctxs[bio.ctx.0 as usize].push_remote(bio);
+            }
+        }
+    }
+
+    /// `blk_mq_sched_restart`: a freed tag may unblock requests parked on the dispatch list.
+    pub(crate) fn note_restart(&self, h: HctxIdx, runs: &mut Vec<HctxIdx>) {
+        let hctx = &self.hctxs[h.0 as usize];
         if hctx.test_state(state::SCHED_RESTART)
             && hctx.clear_state(state::SCHED_RESTART)
             && !runs.contains(&h)

@@ -35,6 +35,13 @@ impl RequestQueue {
             0,
             "teardown with a split bio not completed (its rest never resubmitted?)"
         );
+        for (h, fq) in self.flush_queues.iter().enumerate() {
+            assert!(
+                fq.lock().is_idle(),
+                "teardown with hctx {h}'s flush machine busy: {:?}",
+                *fq.lock()
+            );
+        }
         if let Some(e) = &self.elevator {
             e.exit_sched();
         }
@@ -72,6 +79,25 @@ impl RequestQueue {
             }
         }
         let _ = allocated;
+        // A flush request's slot is in use exactly while its queue has a flush in flight.
+        for (h, fq) in self.flush_queues.iter().enumerate() {
+            let fq = fq.lock();
+            let rq = self.rqs.lock(self.flush_rq_id(h));
+            assert_eq!(
+                rq.allocated,
+                fq.flush_in_flight(),
+                "hctx {h}: flush request allocated {} against its flush queue {:?}",
+                rq.allocated,
+                *fq
+            );
+            for id in fq.waiting() {
+                let w = self.rqs.lock(id);
+                assert!(
+                    w.allocated && w.rq_flags.contains(RqFlags::FLUSH_SEQ),
+                    "hctx {h}: {id:?} waits for a flush but is not in a flush sequence"
+                );
+            }
+        }
         if let Some(e) = &self.elevator {
             e.check_invariants();
         }

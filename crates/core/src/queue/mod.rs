@@ -1,7 +1,8 @@
 //! `RequestQueue`: one block device's queue. This file holds the queue, its construction and
 //! the submission path (`blk_mq_submit_bio`, merging, allocation, `blk_mq_flush_plug_list`,
 //! issue); the rest of its life is in the files beside it, as the kernel splits blk-mq.c:
-//! `complete.rs` (ending and requeueing requests), `tag_share.rs` (fair sharing of driver
+//! `complete.rs` (ending and requeueing requests), `flush.rs` (PREFLUSH/FUA sequencing,
+//! blk-flush.c), `tag_share.rs` (fair sharing of driver
 //! tags, blk-mq-tag.c), `timeout.rs` (timers and timeouts, blk-timeout.c), `poll.rs`
 //! (reaping the driver) and `debug.rs` (teardown, invariants, the dump: blk-mq-debugfs.c).
 //!
@@ -32,6 +33,7 @@ use thiserror::Error;
 
 mod complete;
 mod debug;
+mod flush;
 mod poll;
 mod split;
 mod tag_share;
@@ -46,6 +48,7 @@ pub const DEFAULT_TIMEOUT: Nanos = Nanos::from_secs(30);
 pub const DEFAULT_RQ: u32 = 128;
 /// How many requests at the tail of a software queue a bio may merge into (`blk_bio_list_merge`).
 pub const CTX_MERGE_SCAN: usize = 8;
+pub use flush::FLUSH_PENDING_TIMEOUT;
 
 /// Queue-level settings (the `/sys/block/<dev>/queue/` knobs that matter here).
 #[derive(Clone, Debug)]
@@ -110,6 +113,9 @@ pub enum Submit {
     /// The bio was refused (out of range, misaligned) and is already in `Submitter::done`
     /// with its status set.
     Failed,
+    /// The bio needed no I/O and is already in `Submitter::done`, successful: an empty flush
+    /// on a device without a write cache (`submit_bio_noacct`).
+    Done,
 }
 
 /// A submitting thread's private state: its software queue, plug and scratch buffers.
@@ -160,14 +166,17 @@ struct NewRq {
     hctx: HctxIdx,
     bytes: u64,
     mergeable: bool,
-    /// A flush (or preflush) that bypasses the scheduler to the dispatch list head.
+    /// A request that bypasses the scheduler on a queue that has one (`op_is_flush`): to the
+    /// head of the dispatch list.
     bypass: bool,
+    /// A flush or FUA request, for the flush state machine (`op_is_flush`).
+    flush: bool,
     /// The elevator's view, for requests that go through the scheduler.
     sched: Option<ElvRq>,
 }
 
 /// A freed request's tags and elevator view, released after its slot lock is dropped.
-struct Released {
+pub(crate) struct Released {
     id: RqId,
     tag: Tag,
     internal_tag: Tag,
@@ -217,6 +226,11 @@ pub struct RequestQueue {
     torn_down: AtomicBool,
     /// Originals of bios split at `max_sectors`, waiting for their pieces (`split.rs`).
     pub(crate) splits: Mutex<split::SplitTable>,
+    /// Per hardware queue: its PREFLUSH/FUA state machine (`hctx->fq`, `flush.rs`).
+    flush_queues: Box<[CachePadded<Mutex<flush::FlushQueue>>]>,
+    /// The first of the flush requests' slots, one per hardware queue, after the requests
+    /// tags name.
+    flush_base: u32,
 }
 
 impl RequestQueue {
@@ -234,6 +248,9 @@ impl RequestQueue {
         let (ctxs, hctxs) = Self::build_contexts(&map, &set, cfg.nr_ctx);
         let mut limits = cfg.limits;
         limits.capacity_sectors = driver.capacity_sectors();
+        limits.write_cache = driver.write_cache();
+        // FUA means nothing without a cache to write through (`blk_validate_features`).
+        limits.fua = limits.write_cache && driver.fua();
         let nr_requests = match cfg.nr_requests {
             0 => 2 * set.cfg.queue_depth.min(DEFAULT_RQ),
             n => n,
@@ -279,7 +296,11 @@ impl RequestQueue {
         let nr_users = if host_shared { 1 } else { nr_hw };
         set.add_queue();
         Ok(Arc::new(RequestQueue {
-            rqs: RequestTable::new(nr_rq_ids),
+            rqs: RequestTable::new(nr_rq_ids + nr_hw as u32),
+            flush_queues: (0..nr_hw)
+                .map(|_| CachePadded::new(Mutex::new(flush::FlushQueue::default())))
+                .collect(),
+            flush_base: nr_rq_ids,
             set,
             limits,
             map,
@@ -528,6 +549,11 @@ impl RequestQueue {
             sub.done.push(bio);
             return Submit::Failed;
         }
+        if self.strip_flush_flags(&mut bio) {
+            bio.status = BlkStatus::Ok;
+            sub.done.push(bio);
+            return Submit::Done;
+        }
         let tracer = self.cfg.tracer.get();
         // The rest of a split bio was traced when it first came (`BIO_TRACE_COMPLETION`).
         if let (Some(t), None) = (tracer, bio.split) {
@@ -571,6 +597,22 @@ impl RequestQueue {
     /// dispatch list (flushes), or straight to the driver.
     fn queue_new_request(&self, sub: &mut Submitter, rq: NewRq, now: Nanos) {
         let (id, h) = (rq.id, rq.hctx);
+        if rq.flush {
+            let mut ends = Vec::new();
+            if self.insert_flush(id, now, &mut ends) {
+                if !ends.is_empty() {
+                    let mut runs = std::mem::take(&mut sub.runs);
+                    runs.clear();
+                    self.end_flush_seqs(&mut ends, Some(sub.ctx), &mut sub.done, &mut runs, now);
+                    for &h in &runs {
+                        self.run_hw_queue(h, now, &mut sub.batch);
+                    }
+                    sub.runs = runs;
+                    self.end_sub_batch(sub, now);
+                }
+                return;
+            }
+        }
         if let Some(snap) = &rq.sched {
             self.elevator
                 .as_ref()
@@ -645,9 +687,10 @@ impl RequestQueue {
         let h = c.hctxs[ty as usize];
         let am = &self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize];
         let sched = self.elevator.as_ref();
-        // Flushes take scheduler tags but bypass the scheduler, as in the kernel.
-        let use_sched =
-            sched.is_some() && bio.op != ReqOp::Flush && !bio.flags.contains(ReqFlags::PREFLUSH);
+        // Flush and FUA requests take scheduler tags but bypass the scheduler
+        // (`blk_mq_rq_ctx_init`: no RQF_USE_SCHED for `op_is_flush`).
+        let flush = flush::op_is_flush(bio.op, bio.flags);
+        let use_sched = sched.is_some() && !flush;
         let tag = match sched {
             Some(e) => {
                 let shallow = if use_sched {
@@ -702,12 +745,7 @@ impl RequestQueue {
         rq.nr_segments = u16::from(bio.op.has_data());
         rq.ctx = ctx;
         rq.hctx = h;
-        rq.alloc_ns = now;
-        rq.insert_ns = now;
-        rq.io_start_ns = Nanos::ZERO;
-        rq.complete_ns = Nanos::ZERO;
-        rq.deadline_ns = Nanos::MAX;
-        rq.status = BlkStatus::Ok;
+        rq.init_life(now);
         rq.bios.push(bio);
         if let Some(t) = self.cfg.tracer.get() {
             t.event(&TraceEvent::of_rq(TraceAction::GetRq, &rq, now));
@@ -717,8 +755,8 @@ impl RequestQueue {
             hctx: h,
             bytes: rq.bytes(),
             mergeable: rq.mergeable(),
-            bypass: !use_sched
-                && (rq.op == ReqOp::Flush || rq.cmd_flags.contains(ReqFlags::PREFLUSH)),
+            bypass: !use_sched && sched.is_some(),
+            flush,
             sched: use_sched.then(|| rq.elv()),
         })
     }

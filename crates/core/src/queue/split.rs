@@ -137,7 +137,9 @@ impl RequestQueue {
                     rest.submit_ns = p.bio.submit_ns;
                     return Submit::Busy(rest);
                 }
-                Submit::Failed => unreachable!("a piece of a checked bio failed its check"),
+                Submit::Failed | Submit::Done => {
+                    unreachable!("a piece of a checked bio with data failed or needed no I/O")
+                }
             }
             sector += nr as u64;
         }

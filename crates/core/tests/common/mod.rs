@@ -10,8 +10,8 @@
 #![allow(dead_code)]
 
 use mqblk_core::{
-    Bio, BlkStatus, CompletionBatch, CtxIdx, Driver, EhReturn, HctxIdx, Nanos, QueueConfig, ReqOp,
-    Request, RequestQueue, RqId, Submit, Submitter, Tag, TagSet, TagSetConfig,
+    Bio, BlkStatus, CompletionBatch, CtxIdx, Driver, EhReturn, HctxIdx, Nanos, QueueConfig,
+    ReqFlags, ReqOp, Request, RequestQueue, RqId, Submit, Submitter, Tag, TagSet, TagSetConfig,
 };
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
@@ -54,6 +54,7 @@ pub struct Issue {
     pub sector: u64,
     pub nr_sectors: u32,
     pub op: ReqOp,
+    pub flags: ReqFlags,
     pub nr_bios: usize,
     /// The `private` cookies of the request's bios, in order.
     pub privates: Vec<u64>,
@@ -141,16 +142,25 @@ impl Inner {
 pub struct TestDriver {
     inner: Mutex<Inner>,
     capacity: u64,
+    write_cache: bool,
+    fua: bool,
 }
 
 impl TestDriver {
+    /// A driver with a write cache that honours FUA (an NVMe SSD with a volatile cache).
     pub fn new(mode: Mode) -> Arc<TestDriver> {
+        TestDriver::with_cache(mode, true, true)
+    }
+    /// A driver with or without a write cache, with or without FUA.
+    pub fn with_cache(mode: Mode, write_cache: bool, fua: bool) -> Arc<TestDriver> {
         Arc::new(TestDriver {
             inner: Mutex::new(Inner {
                 mode,
                 ..Default::default()
             }),
             capacity: 1 << 24,
+            write_cache,
+            fua,
         })
     }
     pub fn set_mode(&self, mode: Mode) {
@@ -259,6 +269,14 @@ impl Driver for TestDriver {
         self.capacity
     }
 
+    fn write_cache(&self) -> bool {
+        self.write_cache
+    }
+
+    fn fua(&self) -> bool {
+        self.fua
+    }
+
     fn queue_rq(
         &self,
         hctx: HctxIdx,
@@ -335,6 +353,7 @@ impl Driver for TestDriver {
             sector: rq.sector,
             nr_sectors: rq.nr_sectors,
             op: rq.op,
+            flags: rq.cmd_flags,
             nr_bios: rq.bios.len(),
             privates: privates.clone(),
             last,

@@ -4,7 +4,9 @@
 //! A request becomes one submission per bio: a read or write at the bio's byte offset
 //! (`RWF_DSYNC` for FUA), an `fallocate` for discard (`PUNCH_HOLE | KEEP_SIZE`) and
 //! write-zeroes (`ZERO_RANGE | KEEP_SIZE`) on regular files, and one `fsync(DATASYNC)` for a
-//! flush. `REQ_PREFLUSH` becomes an fsync that finishes before the data is submitted. On a
+//! flush. `REQ_PREFLUSH` becomes an fsync that finishes before the data is submitted (the
+//! block layer's flush state machine, `core/src/queue/flush.rs`, normally hands the driver
+//! flush requests and FUA writes only: the driver reports a write cache and FUA). On a
 //! block device discard and write-zeroes are the `BLKDISCARD` and `BLKZEROOUT` ioctls, run
 //! synchronously inside `queue_rq` (io_uring has no portable discard before 6.12's
 //! `IORING_OP_URING_CMD` block commands, and these are rare and cheap to wait for).
@@ -289,6 +291,8 @@ pub struct UringDevice {
     capacity_sectors: u64,
     logical_block_size: u32,
     rotational: bool,
+    /// Flushes reach the file (an fsync); see `open`.
+    write_cache: bool,
     hctxs: Box<[CachePadded<Mutex<UringHctx>>]>,
     pool: Option<FixedPool>,
     /// Reads and writes issued from registered buffers, and from others.
@@ -385,6 +389,13 @@ impl UringDevice {
         let rotational = cfg.rotational.unwrap_or_else(|| {
             crate::sysfs::backing_dev(&meta).is_some_and(crate::sysfs::rotational)
         });
+        // A regular file has the page cache and its file system's metadata to make durable
+        // whatever its disk does; a block device has a cache if its queue says "write back"
+        // (assumed when sysfs does not say).
+        let write_cache = !meta.file_type().is_block_device()
+            || crate::sysfs::backing_dev(&meta)
+                .and_then(crate::sysfs::write_cache)
+                .unwrap_or(true);
         let file = Arc::new(file);
         let ring_cfg = RingConfig {
             entries: (cfg.queue_depth + MAX_SEGMENTS as u32 + 2)
@@ -445,6 +456,7 @@ impl UringDevice {
             capacity_sectors,
             logical_block_size: lbs,
             rotational,
+            write_cache,
             hctxs: hctxs.into(),
             pool,
             fixed_ios: AtomicU64::new(0),
@@ -690,6 +702,15 @@ impl Driver for UringDevice {
 
     fn rotational(&self) -> bool {
         self.rotational
+    }
+
+    fn write_cache(&self) -> bool {
+        self.write_cache
+    }
+
+    /// A FUA write is a write with `RWF_DSYNC`; the kernel below does what its device needs.
+    fn fua(&self) -> bool {
+        true
     }
 
     fn init_hctx(&self, hctx: HctxIdx, nr_tags: u32) {

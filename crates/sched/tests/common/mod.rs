@@ -468,6 +468,8 @@ pub struct RigCfg {
     pub nr_requests: u32,
     pub slots: usize,
     pub full: Full,
+    /// The queue's `nomerges` knob.
+    pub nomerges: mqblk_core::NoMerges,
 }
 
 impl RigCfg {
@@ -480,6 +482,7 @@ impl RigCfg {
             nr_requests: 256,
             slots,
             full: Full::Budget,
+            nomerges: mqblk_core::NoMerges::All,
         }
     }
 }
@@ -509,6 +512,7 @@ impl Rig {
             QueueConfig {
                 nr_ctx: cfg.nr_ctx,
                 nr_requests: cfg.nr_requests,
+                nomerges: cfg.nomerges,
                 ..Default::default()
             },
         )
@@ -543,7 +547,7 @@ impl Rig {
 
     pub fn submit(&mut self, ctx: usize, bio: Bio) -> Submit {
         let r = self.q.submit_bio(&mut self.subs[ctx], bio, self.now);
-        if matches!(r, Submit::Queued | Submit::Merged) {
+        if matches!(r, Submit::Queued | Submit::Merged | Submit::Done) {
             self.accepted += 1;
         }
         self.collect();
@@ -780,6 +784,12 @@ pub fn chaos_run(sched: &'static str, seed: u64) {
         nr_requests: 24,
         slots,
         full,
+        // Every third seed with only the one-hit merge cache (`nomerges=1`).
+        nomerges: if seed % 3 == 2 {
+            mqblk_core::NoMerges::Simple
+        } else {
+            mqblk_core::NoMerges::All
+        },
     });
     r.drv.set_all_latencies(Some(us(100)));
     r.drv.set_faults(Some(Faults {
@@ -860,7 +870,7 @@ pub fn chaos_run(sched: &'static str, seed: u64) {
         for (c, queue) in pending.iter_mut().enumerate() {
             while let Some(bio) = queue.pop_front() {
                 match r.submit(c, bio) {
-                    Submit::Queued | Submit::Merged => {}
+                    Submit::Queued | Submit::Merged | Submit::Done => {}
                     Submit::Busy(b) => {
                         busy_seen += 1;
                         queue.push_front(b);

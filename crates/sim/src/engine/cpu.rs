@@ -234,7 +234,7 @@ impl Sim {
                 outcome = Some(q.submit_bio(sub, bio, now));
             });
             match outcome.expect("submit ran") {
-                Submit::Queued | Submit::Merged | Submit::Failed => {
+                Submit::Queued | Submit::Merged | Submit::Failed | Submit::Done => {
                     if let Some(e) = self.jobs[j].outstanding.get_mut(slot) {
                         if !rest {
                             e.submit_start = start;

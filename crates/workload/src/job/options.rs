@@ -648,6 +648,17 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "cache_size",
+        aliases: &[],
+        default: "0",
+        help: "null_blk's cache_size in MiB: non-zero gives the null device a volatile write cache (write_cache \"write back\", FUA honoured), so flushes reach it; 0, the default, has none and the block layer completes flushes itself.",
+        kind: Kind::Int {
+            min: 0,
+            max: 1 << 20,
+            set: |j, v| j.cache_size_mb = v,
+        },
+    },
+    OptDef {
         name: "rotational",
         aliases: &[],
         default: "auto",

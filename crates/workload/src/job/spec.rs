@@ -192,6 +192,8 @@ pub struct JobSpec {
     pub memory_backed: bool,
     /// `rotational=`: `None` takes what the driver finds (sysfs for a real device).
     pub rotational: Option<bool>,
+    /// `cache_size=` (MiB, null_blk's parameter): the null device has a write cache if non-zero.
+    pub cache_size_mb: u64,
     /// Device capacity in bytes; `None` means [`JobSpec::device_size`]'s default.
     pub dev_size: Option<u64>,
     /// Fail every Nth request (0 = off).
@@ -296,6 +298,7 @@ impl Default for JobSpec {
             completion_nsec: 10_000,
             memory_backed: false,
             rotational: None,
+            cache_size_mb: 0,
             dev_size: None,
             fail_nth: 0,
             timeout_nth: 0,
