@@ -260,6 +260,9 @@ struct DdState {
     batching: u32,
     starved: u32,
     seq: u64,
+    /// The one-hit merge cache (`q->last_merge`): the request last merged into, or the first
+    /// inserted while it was empty; cleared when that request leaves the sort lists.
+    last_merge: Option<RqId>,
 }
 
 /// A snapshot of the tunables for one decision.
@@ -313,6 +316,7 @@ impl MqDeadline {
                 batching: 0,
                 starved: 0,
                 seq: 0,
+                last_merge: None,
             }),
             tunables,
             nr_held: AtomicU32::new(0),
@@ -384,11 +388,15 @@ impl MqDeadline {
         }
         st.resort(id, sector, end);
         st.per_prio[prio].stats.merged += 1;
-        let freed = if front {
+        let folded = if front {
             attempt_front_merge(st, q, id)
         } else {
             attempt_back_merge(st, q, id)
         };
+        // `elv_merged_request` / `elv_merge_requests`: the one-hit cache names the request
+        // that holds the bio now.
+        st.last_merge = Some(folded.map_or(id, |(kept, _)| kept));
+        let freed = folded.map(|(_, gone)| gone);
         // The folded-away request left the scheduler: it no longer counts as held (without
         // this `has_work` stayed true forever and the count drifted).
         if freed.is_some() {
@@ -443,6 +451,9 @@ impl DdState {
         self.index_del(id);
         self.fifo_remove(id);
         self.rqs[id.index()].queued = false;
+        if self.last_merge == Some(id) {
+            self.last_merge = None;
+        }
         r
     }
 
@@ -727,6 +738,26 @@ impl Elevator for MqDeadline {
         let front_merges = self.tunables.get(T_FRONT_MERGES) != 0;
         let mut st = self.lock();
         let (prio, dir) = (prio_of(bio.ioprio.class()), dir_of(bio.op));
+        // `elv_merge`: the one-hit cache first, at either end whatever `front_merges` says
+        // (`blk_try_merge` prefers the back); with `nomerges=1` that is all.
+        let bio = match st.last_merge {
+            Some(id) => {
+                let r = st.rqs[id.index()];
+                let back = r.end == bio.sector;
+                if back || r.sector == bio.end_sector() {
+                    match self.merge_into(&mut st, q, id, bio, prio, !back) {
+                        Ok(merged) => return merged,
+                        Err(bio) => bio,
+                    }
+                } else {
+                    bio
+                }
+            }
+            None => bio,
+        };
+        if q.nomerges != NoMerges::All {
+            return BioMerge::NotMerged(bio);
+        }
         // Back merge: a request ending where the bio starts (the hash lookup).
         let bio = match st.hash_find(bio.sector, prio, dir, None) {
             Some(id) => match self.merge_into(&mut st, q, id, bio, prio, false) {
@@ -735,7 +766,7 @@ impl Elevator for MqDeadline {
             },
             None => bio,
         };
-        if !front_merges || q.nomerges != NoMerges::All {
+        if !front_merges {
             return BioMerge::NotMerged(bio);
         }
         // Front merge: a request starting where the bio ends (`dd_request_merge`).
@@ -798,8 +829,9 @@ impl Elevator for MqDeadline {
                 st.per_prio[prio].dispatch.push_front(id);
                 continue;
             }
-            // Insert merge: fold into a queued request that ends where this one starts.
-            if q.nomerges == NoMerges::All {
+            // Insert merge (`elv_attempt_insert_merge`): fold into a queued request that ends
+            // where this one starts, the one-hit cache first, then (`nomerges=0`) the hash.
+            if q.nomerges != NoMerges::None {
                 if let Some(target) = insert_merge_target(&st, q, prio, dir, id, sector) {
                     st.rqs[id.index()] = r;
                     let (s, e) = {
@@ -808,6 +840,7 @@ impl Elevator for MqDeadline {
                     };
                     st.resort(target, s, e);
                     st.per_prio[prio].stats.merged += 1;
+                    st.last_merge = Some(target);
                     self.nr_held.fetch_sub(1, Ordering::AcqRel);
                     freed.push(id);
                     continue;
@@ -815,6 +848,9 @@ impl Elevator for MqDeadline {
             }
             r.fifo_time = now.saturating_add(k.fifo_expire[dir]);
             st.add_rq(id, r);
+            if st.last_merge.is_none() && q.rqs.lock(id).mergeable() {
+                st.last_merge = Some(id);
+            }
         }
     }
 
@@ -1019,7 +1055,15 @@ fn insert_merge_target(
     id: RqId,
     sector: u64,
 ) -> Option<RqId> {
-    let target = st.hash_find(sector, prio, dir, Some(id))?;
+    let one_hit = st.last_merge.filter(|&lm| {
+        let r = &st.rqs[lm.index()];
+        lm != id && r.end == sector && r.prio as usize == prio && r.dir as usize == dir
+    });
+    let target = match one_hit {
+        Some(t) => t,
+        None if q.nomerges == NoMerges::All => st.hash_find(sector, prio, dir, Some(id))?,
+        None => return None,
+    };
     let mut t = q.rqs.lock(target);
     let mut r = q.rqs.lock(id);
     if !merge::req_merge_ok(&t, &r, q.limits) {
@@ -1031,7 +1075,7 @@ fn insert_merge_target(
 
 /// After a back merge, `id` may now reach its sector-order successor: fold that one in
 /// (`attempt_back_merge` → `dd_merged_requests`, which keeps the earlier deadline).
-fn attempt_back_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<RqId> {
+fn attempt_back_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<(RqId, RqId)> {
     let r = st.rqs[id.index()];
     let &(_, next) = st.per_prio[r.prio as usize].sort[r.dir as usize]
         .range((r.end, RqId(0))..=(r.end, RqId(u32::MAX)))
@@ -1040,14 +1084,15 @@ fn attempt_back_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<RqId
 }
 
 /// After a front merge, `id`'s sector-order predecessor may now reach it.
-fn attempt_front_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<RqId> {
+fn attempt_front_merge(st: &mut DdState, q: &ElvCtx<'_>, id: RqId) -> Option<(RqId, RqId)> {
     let r = st.rqs[id.index()];
     let prev = st.hash_find(r.sector, r.prio as usize, r.dir as usize, Some(id))?;
     fold(st, q, prev, id)
 }
 
-/// Merges `next` into `rq` if the rules allow; returns `next` for the core to free.
-fn fold(st: &mut DdState, q: &ElvCtx<'_>, rq: RqId, next: RqId) -> Option<RqId> {
+/// Merges `next` into `rq` if the rules allow; returns `(rq, next)`, `next` for the core to
+/// free.
+fn fold(st: &mut DdState, q: &ElvCtx<'_>, rq: RqId, next: RqId) -> Option<(RqId, RqId)> {
     {
         let mut a = q.rqs.lock(rq);
         let mut b = q.rqs.lock(next);
@@ -1068,7 +1113,7 @@ fn fold(st: &mut DdState, q: &ElvCtx<'_>, rq: RqId, next: RqId) -> Option<RqId> 
     }
     st.index_add(rq);
     st.per_prio[gone.prio as usize].stats.merged += 1;
-    Some(next)
+    Some((rq, next))
 }
 
 fn init(init: &ElevatorInit) -> Box<dyn Elevator> {

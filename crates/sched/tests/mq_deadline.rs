@@ -407,6 +407,9 @@ fn deadline_front_merges_off_skips_the_front_merge_lookup() {
     let mut r = Rig::simple(DD, 1);
     r.set("front_merges", "0");
     r.queue(0, read(0, 8, 1));
+    // The first request inserted into an empty scheduler is the one-hit cache
+    // (`q->last_merge`): keep it away from the front merge tried below.
+    r.queue(0, read(7000, 8, 30));
     r.queue(0, read(3008, 8, 20));
     assert!(
         matches!(r.submit(0, read(3000, 8, 21)), Submit::Queued),
@@ -414,14 +417,64 @@ fn deadline_front_merges_off_skips_the_front_merge_lookup() {
     );
     // Back merges still happen.
     assert!(matches!(r.submit(0, read(3016, 8, 22)), Submit::Merged));
+    for _ in 0..3 {
+        r.complete_next(1);
+    }
+    let got: Vec<(u64, usize)> = r.drv.issues()[1..]
+        .iter()
+        .map(|i| (i.sector, i.nr_bios))
+        .collect();
+    assert_eq!(got, [(3000, 1), (3008, 2), (7000, 1)]);
+    r.finish();
+}
+
+#[test]
+fn deadline_one_hit_cache_front_merges_even_with_front_merges_off() {
+    // elv_merge tries q->last_merge with blk_try_merge, which knows no front_merges.
+    let mut r = Rig::simple(DD, 1);
+    r.set("front_merges", "0");
+    r.queue(0, read(0, 8, 1));
+    r.queue(0, read(3008, 8, 20));
+    assert!(matches!(r.submit(0, read(3000, 8, 21)), Submit::Merged));
     r.complete_next(1);
     r.complete_next(1);
     let got: Vec<(u64, usize)> = r.drv.issues()[1..]
         .iter()
         .map(|i| (i.sector, i.nr_bios))
         .collect();
-    assert_eq!(got, [(3000, 1), (3008, 2)]);
+    assert_eq!(got, [(3000, 2)]);
     r.finish();
+}
+
+#[test]
+fn deadline_nomerges_1_tries_only_the_one_hit_cache() {
+    // nomerges=1 (`noxmerges`): elv_merge and elv_attempt_insert_merge stop after
+    // q->last_merge; the hash lookup is for nomerges=0 only.
+    for (nomerges, hash_merges) in [
+        (mqblk_core::NoMerges::Simple, false),
+        (mqblk_core::NoMerges::All, true),
+    ] {
+        let mut cfg = common::RigCfg::new(DD, 1);
+        cfg.nomerges = nomerges;
+        let mut r = Rig::new(cfg);
+        r.queue(0, read(0, 8, 1));
+        r.queue(0, read(3000, 8, 20));
+        r.queue(0, read(7000, 8, 30));
+        let got = r.submit(0, read(7008, 8, 31));
+        assert_eq!(
+            matches!(got, Submit::Merged),
+            hash_merges,
+            "{nomerges:?}: a back merge found only by the hash"
+        );
+        assert!(
+            matches!(r.submit(0, read(3008, 8, 21)), Submit::Merged),
+            "{nomerges:?}: the one-hit cache"
+        );
+        for _ in 0..4 {
+            r.complete_next(1);
+        }
+        r.finish();
+    }
 }
 
 #[test]
