@@ -105,10 +105,18 @@ impl KyberStats {
     }
 }
 
-/// A resizable pool of tokens (the kernel uses a resizable sbitmap; only the count matters).
+/// A resizable pool of tokens (the kernel uses a resizable `sbitmap_queue`; only the count
+/// matters), with its wake-up batching: hardware queues that found it empty wait, and are run
+/// once `wake_batch` tokens have been freed while someone waited (`sbitmap_queue_wake_up`).
 struct TokenPool {
     depth: AtomicU32,
     used: AtomicU32,
+    /// Hardware queues waiting for a token (`ws_active`).
+    waiters: AtomicU32,
+    /// Tokens freed while someone waited, and those a wake-up has been paid with
+    /// (`completion_cnt`, `wakeup_cnt`).
+    completion_cnt: AtomicU32,
+    wakeup_cnt: AtomicU32,
 }
 
 impl TokenPool {
@@ -129,9 +137,38 @@ impl TokenPool {
             }
         }
     }
-    fn put(&self) {
+    /// `sbq_calc_wake_batch`: an eighth of the depth, 1 to 8 (`SBQ_WAKE_BATCH`).
+    fn wake_batch(&self) -> u32 {
+        (self.depth.load(Ordering::Relaxed) / 8).clamp(1, 8)
+    }
+
+    /// Frees a token; true when it completes a wake batch, so the waiters are to be run.
+    /// Where we differ: also when it was the last token in use, so that a waiter is never
+    /// left behind when the depth grew past what is in flight (the batch is taken from the
+    /// depth now, which the timer may have raised since the waiter began to wait).
+    fn put(&self) -> bool {
         let prev = self.used.fetch_sub(1, Ordering::AcqRel);
         assert!(prev > 0, "kyber: token freed twice");
+        if self.waiters.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let done = self.completion_cnt.fetch_add(1, Ordering::AcqRel) + 1;
+        let batch = self.wake_batch();
+        let mut woken = self.wakeup_cnt.load(Ordering::Acquire);
+        loop {
+            if done.wrapping_sub(woken) < batch {
+                return prev == 1;
+            }
+            match self.wakeup_cnt.compare_exchange_weak(
+                woken,
+                woken.wrapping_add(batch),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(w) => woken = w,
+            }
+        }
     }
 }
 
@@ -154,8 +191,8 @@ struct Hctx {
     kcq_pending: [AtomicU32; NUM_DOMAINS],
     /// Requests held by this hctx in total, for a lockless `has_work`.
     held: AtomicU32,
-    /// This hctx found a domain out of tokens and waits for one (`domain_wait`).
-    waiting: AtomicBool,
+    /// This hctx found a domain out of tokens and waits on it (`domain_wait`, per domain).
+    waiting: [AtomicBool; NUM_DOMAINS],
 }
 
 /// Latency histograms being filled, per domain and type.
@@ -177,9 +214,9 @@ pub struct Kyber {
     /// Each domain's last p99 bucket (-1 none), kept for the next congestion event.
     domain_p99: [AtomicI32; NUM_LAT_DOMAINS],
     adjustments: AtomicU64,
-    /// Some hctx waits for a token, and one was freed since: `restart_hctxs` has work.
-    any_waiting: AtomicBool,
-    token_freed: AtomicBool,
+    /// A domain's waiters are due a wake-up (`kyber_domain_wake`): `restart_hctxs` runs them.
+    woken: [AtomicBool; NUM_DOMAINS],
+    wake_pending: AtomicBool,
 }
 
 #[derive(Default)]
@@ -213,7 +250,7 @@ impl Kyber {
                     .collect(),
                 kcq_pending: Default::default(),
                 held: AtomicU32::new(0),
-                waiting: AtomicBool::new(false),
+                waiting: Default::default(),
             })
             .collect();
         Kyber {
@@ -221,6 +258,9 @@ impl Kyber {
             tokens: DOMAIN_DEPTH.map(|d| TokenPool {
                 depth: AtomicU32::new(d),
                 used: AtomicU32::new(0),
+                waiters: AtomicU32::new(0),
+                completion_cnt: AtomicU32::new(0),
+                wakeup_cnt: AtomicU32::new(0),
             }),
             token_of: (0..init.nr_rq_ids)
                 .map(|_| AtomicU8::new(NO_TOKEN))
@@ -234,8 +274,8 @@ impl Kyber {
             timer_at: AtomicU64::new(u64::MAX),
             domain_p99: [AtomicI32::new(-1), AtomicI32::new(-1), AtomicI32::new(-1)],
             adjustments: AtomicU64::new(0),
-            any_waiting: AtomicBool::new(false),
-            token_freed: AtomicBool::new(false),
+            woken: Default::default(),
+            wake_pending: AtomicBool::new(false),
         }
     }
 
@@ -310,10 +350,7 @@ impl Kyber {
         if khd.rqs[d].is_empty() && hc.kcq_pending[d].load(Ordering::Acquire) == 0 {
             return None;
         }
-        if !self.tokens[d].get() {
-            // Wait for a token like the kernel's `domain_wait`: a freed token runs us.
-            hc.waiting.store(true, Ordering::Release);
-            self.any_waiting.store(true, Ordering::Release);
+        if !self.get_domain_token(hc, d) {
             return None;
         }
         if khd.rqs[d].is_empty() {
@@ -329,13 +366,27 @@ impl Kyber {
         Some(id)
     }
 
+    /// `kyber_get_domain_token`: a token of domain `d`, or this hctx waits on the domain (and
+    /// tries once more, in case one was freed before it got on the wait queue). A hctx that
+    /// gets a token while waiting stops waiting.
+    fn get_domain_token(&self, hc: &Hctx, d: usize) -> bool {
+        let t = &self.tokens[d];
+        let mut ok = t.get();
+        if !ok && !hc.waiting[d].swap(true, Ordering::AcqRel) {
+            t.waiters.fetch_add(1, Ordering::AcqRel);
+            ok = t.get();
+        }
+        if ok && hc.waiting[d].swap(false, Ordering::AcqRel) {
+            t.waiters.fetch_sub(1, Ordering::AcqRel);
+        }
+        ok
+    }
+
     fn release_token(&self, id: RqId) {
         let d = self.token_of[id.index()].swap(NO_TOKEN, Ordering::AcqRel);
-        if d != NO_TOKEN {
-            self.tokens[d as usize].put();
-            if self.any_waiting.load(Ordering::Acquire) {
-                self.token_freed.store(true, Ordering::Release);
-            }
+        if d != NO_TOKEN && self.tokens[d as usize].put() {
+            self.woken[d as usize].store(true, Ordering::Release);
+            self.wake_pending.store(true, Ordering::Release);
         }
     }
 }
@@ -459,13 +510,28 @@ impl Elevator for Kyber {
     }
 
     fn restart_hctxs(&self, out: &mut Vec<HctxIdx>) {
-        if !self.token_freed.swap(false, Ordering::AcqRel) {
+        // `__sbitmap_queue_wake_up`: up to a batch of waiters per completed batch. Where we
+        // differ: the kernel spreads waiters over 8 wait queues and starts at a rotating one;
+        // here they are taken in hardware queue order.
+        if !self.wake_pending.swap(false, Ordering::AcqRel) {
             return;
         }
-        self.any_waiting.store(false, Ordering::Release);
-        for (h, hc) in self.hctxs.iter().enumerate() {
-            if hc.waiting.swap(false, Ordering::AcqRel) {
-                out.push(HctxIdx(h as u16));
+        for d in 0..NUM_DOMAINS {
+            if !self.woken[d].swap(false, Ordering::AcqRel) {
+                continue;
+            }
+            let mut n = self.tokens[d].wake_batch();
+            for (h, hc) in self.hctxs.iter().enumerate() {
+                if n == 0 {
+                    break;
+                }
+                if hc.waiting[d].swap(false, Ordering::AcqRel) {
+                    self.tokens[d].waiters.fetch_sub(1, Ordering::AcqRel);
+                    if !out.contains(&HctxIdx(h as u16)) {
+                        out.push(HctxIdx(h as u16));
+                    }
+                    n -= 1;
+                }
             }
         }
     }
@@ -675,3 +741,44 @@ pub const KYBER: ElevatorType = ElevatorType {
         merge_ns: 30,
     },
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(depth: u32) -> TokenPool {
+        TokenPool {
+            depth: AtomicU32::new(depth),
+            used: AtomicU32::new(0),
+            waiters: AtomicU32::new(0),
+            completion_cnt: AtomicU32::new(0),
+            wakeup_cnt: AtomicU32::new(0),
+        }
+    }
+
+    #[test]
+    fn waiters_are_woken_once_a_batch_of_tokens_is_freed() {
+        // The "other" domain's 16 tokens: sbq_calc_wake_batch gives 16 / 8 = 2.
+        let t = pool(16);
+        assert_eq!(t.wake_batch(), 2);
+        assert_eq!(pool(256).wake_batch(), 8, "SBQ_WAKE_BATCH caps it");
+        assert_eq!(pool(4).wake_batch(), 1);
+        for _ in 0..16 {
+            assert!(t.get());
+        }
+        assert!(!t.get());
+        // Nobody waits: frees count for nothing.
+        assert!(!t.put());
+        assert!(t.get());
+        t.waiters.fetch_add(1, Ordering::AcqRel);
+        assert!(!t.put(), "one freed token is half a batch");
+        assert!(t.put(), "the second completes it");
+        assert!(!t.put());
+        assert!(t.put());
+        // With the depth raised past what is in flight, the last token out still wakes.
+        t.depth.store(256, Ordering::Relaxed);
+        let in_use = t.used.load(Ordering::Relaxed);
+        let woke: Vec<bool> = (0..in_use).map(|_| t.put()).collect();
+        assert_eq!(woke.last(), Some(&true), "{woke:?}");
+    }
+}
