@@ -366,8 +366,10 @@ fn interleaved(
 fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
     for seed in SEEDS {
         // Two issuers reading alternate 16 KiB stripes of one file.
+        // The position-based merge (`bfq_setup_cooperator`) alone: stable merging, which
+        // merges queues made together on any device, is off on the SSD.
         let hdd = interleaved("hdd", &[], 2, 32, None, seed);
-        let ssd = interleaved("ssd", &[], 2, 32, None, seed);
+        let ssd = interleaved("ssd", &[("stable_merging", "0")], 2, 32, None, seed);
         assert!(
             bfq(&hdd).counters.queue_merges >= 1,
             "hdd seed {seed}: no merge"
@@ -493,10 +495,18 @@ fn a_periodic_low_rate_reader_is_soft_real_time() {
                 job("player", 1, 1, 0, Box::new(player), 4),
             ]
         };
-        let on = run_with("hdd", &[], jobs(), Arc::new(Blkcg::new()), seed);
+        // Two unrelated applications: started together they would count as one
+        // application's flows and be merged for good (stable merging), so it is off here.
+        let on = run_with(
+            "hdd",
+            &[("stable_merging", "0")],
+            jobs(),
+            Arc::new(Blkcg::new()),
+            seed,
+        );
         let off = run_with(
             "hdd",
-            &[("low_latency", "0")],
+            &[("low_latency", "0"), ("stable_merging", "0")],
             jobs(),
             Arc::new(Blkcg::new()),
             seed,
@@ -530,8 +540,13 @@ fn strict_guarantees_idle_even_on_a_queueing_ssd_and_never_inject() {
             reader("b", 1, RwMode::RandRead, 1, IoPrio::DEFAULT, 10 << 30, 1),
         ]
     };
-    let plain = run("ssd", &[], jobs());
-    let strict = run("ssd", &[("strict_guarantees", "1")], jobs());
+    // Two queues to idle for, not one merged queue: stable merging off.
+    let plain = run("ssd", &[("stable_merging", "0")], jobs());
+    let strict = run(
+        "ssd",
+        &[("strict_guarantees", "1"), ("stable_merging", "0")],
+        jobs(),
+    );
     // Equal weights on a queueing SSD: idling only when the queue in service is the only
     // busy one (`idling_needed_for_service_guarantees`: `tot_busy_queues == 1`, as when the
     // other reader's one request is on the device) or while both are raised at the start;
@@ -760,7 +775,12 @@ fn on_flash_only_small_random_requests_count_as_seeks() {
                 j
             })
             .collect();
-        let r = run("ssd", &[("low_latency", "0")], jobs);
+        // Each queue on its own (two readers started together would be stably merged).
+        let r = run(
+            "ssd",
+            &[("low_latency", "0"), ("stable_merging", "0")],
+            jobs,
+        );
         bfq(&r).counters.charged_time
     };
     let (small, large) = (charged(4096), charged(65536));
@@ -769,4 +789,47 @@ fn on_flash_only_small_random_requests_count_as_seeks() {
         "4 KiB random reads: {small} turns charged by time"
     );
     assert_eq!(large, 0, "64 KiB random reads are no seeks on flash");
+}
+
+#[test]
+fn queues_made_together_are_merged_for_good_at_once_on_a_queueing_ssd() {
+    // `bfq_do_or_sched_stable_merge`: the second of two sync queues made within 180 ms in one
+    // group, at one priority, joins the first; on a non-rotational device with queueing at
+    // once. Not across priorities, not when made 300 ms apart, not with stable merging off.
+    let two = |prio_b: IoPrio, start_b_ms: u64, tunables: &[(&str, &str)]| {
+        let a = reader("a", 0, RwMode::RandRead, 4, IoPrio::DEFAULT, 0, 1);
+        let mut b = reader("b", 1, RwMode::RandRead, 4, prio_b, 10 << 30, 1);
+        b.start_at = Nanos::from_millis(start_b_ms);
+        let r = run("ssd", tunables, vec![a, b]);
+        bfq(&r).counters
+    };
+    let together = two(IoPrio::DEFAULT, 0, &[]);
+    assert_eq!(together.stable_merges, 1, "{together:?}");
+    assert_eq!(together.queue_splits, 0, "a stable merge is never split");
+    let other_prio = two(IoPrio::new(IoPrioClass::Be, 0), 0, &[]);
+    assert_eq!(other_prio.stable_merges, 0, "{other_prio:?}");
+    let later = two(IoPrio::DEFAULT, 300, &[]);
+    assert_eq!(later.stable_merges, 0, "{later:?}");
+    let off = two(IoPrio::DEFAULT, 0, &[("stable_merging", "0")]);
+    assert_eq!(off.queue_merges, 0, "{off:?}");
+}
+
+#[test]
+fn on_a_disk_a_stable_merge_waits_and_is_dropped_for_sequential_readers() {
+    // Off fast queueing devices the merge is scheduled and done after 600 ms
+    // (`bfq_late_stable_merging`), unless idling then boosts the queue's throughput
+    // (`bfq_setup_stable_merge`): sequential readers on a disk keep their queues, random
+    // ones are merged.
+    let two = |rw: RwMode| {
+        let jobs = vec![
+            reader("a", 0, rw, 1, IoPrio::DEFAULT, 0, 2),
+            reader("b", 1, rw, 1, IoPrio::DEFAULT, 100 << 30, 2),
+        ];
+        let r = run("hdd", &[], jobs);
+        bfq(&r).counters
+    };
+    let random = two(RwMode::RandRead);
+    assert_eq!(random.stable_merges, 1, "{random:?}");
+    let sequential = two(RwMode::Read);
+    assert_eq!(sequential.stable_merges, 0, "{sequential:?}");
 }

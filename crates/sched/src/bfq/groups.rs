@@ -33,6 +33,8 @@ pub struct Group {
     pub pending_queues: u32,
     /// Head positions of this group's busy sync queues, for queue merging (`rq_pos_tree`).
     pub pos_tree: BTreeSet<(u64, u32)>,
+    /// The sync queue created last in this group, for stable merging (`last_bfqq_created`).
+    pub last_created: Option<u32>,
 }
 
 impl Group {
@@ -44,6 +46,7 @@ impl Group {
             trees: Default::default(),
             pending_queues: 0,
             pos_tree: BTreeSet::new(),
+            last_created: None,
         }
     }
 

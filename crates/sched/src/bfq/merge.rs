@@ -1,5 +1,6 @@
 //! Cooperating queues (early queue merge, `bfq_setup_cooperator`, `bfq_merge_bfqqs`,
-//! `bfq_split_bfqq`).
+//! `bfq_split_bfqq`), and stable merging of queues made together
+//! (`bfq_do_or_sched_stable_merge`, `bfq_setup_stable_merge`).
 //!
 //! Issuers whose own I/O looks random but whose I/O together is sequential (several
 //! threads reading interleaved parts of one file) are served best from one queue, ordered by
@@ -18,6 +19,15 @@
 
 use super::sched::{Key, Knobs, Saved, State, Wr};
 use mqblk_core::Nanos;
+
+/// `bfq_activation_stable_merging`: a queue made this soon after the group's last one may be
+/// merged with it for good.
+const STABLE_MERGE_WINDOW: Nanos = Nanos::from_millis(600);
+/// `bfq_burst_interval`: only a queue made this soon after it is merged (at once, or later).
+const STABLE_MERGE_BURST: Nanos = Nanos::from_millis(180);
+/// `bfq_late_stable_merging`: a scheduled stable merge waits this long after the queue was
+/// made (or split), so its I/O can show whether it is better left alone.
+const LATE_STABLE_MERGE: Nanos = Nanos::from_millis(600);
 
 /// `BFQQ_CLOSE_THR`: how near, in sectors, a request must be to count as cooperating.
 const CLOSE_THR: u64 = 8 * 1024;
@@ -173,6 +183,77 @@ impl State {
 }
 
 impl State {
+    /// Stable merging (`bfq_do_or_sched_stable_merge`): queue `qid`, just made for a new
+    /// issuer, joins the sync queue its group made last if that was made within
+    /// `STABLE_MERGE_BURST` with the same priority: the flows of one application (fio's
+    /// `numjobs`) need no protection from each other. On a fast queueing device the merge
+    /// happens now; otherwise it is scheduled, and done after `LATE_STABLE_MERGE` unless
+    /// idling then boosts the queue's throughput (sequential I/O on a disk). Returns the
+    /// queue the issuer's I/O goes to.
+    pub(super) fn stable_merge_on_create(&mut self, qid: u32, now: Nanos) -> u32 {
+        let group = self.qr(qid).group;
+        let last = self.groups.slots[group as usize]
+            .last_created
+            .filter(|&l| l != qid && self.queues[l as usize].is_some());
+        let fits = last.filter(|&l| {
+            let (a, b) = (self.qr(l), self.qr(qid));
+            now.saturating_sub(a.created) <= STABLE_MERGE_WINDOW
+                && a.class == b.class
+                && a.own_weight == b.own_weight
+                && a.sync
+        });
+        let Some(last) = fits else {
+            self.groups.slots[group as usize].last_created = Some(qid);
+            return qid;
+        };
+        if now.saturating_sub(self.qr(last).created) > STABLE_MERGE_BURST {
+            return qid;
+        }
+        if !self.dev.nonrot_with_queueing() {
+            self.q(qid).stable_merge = Some(last);
+            return qid;
+        }
+        // `bfq_setup_merge`: only into a queue some issuer still uses.
+        if self.qr(last).issuers.is_empty() || self.in_service == Some(qid) {
+            return qid;
+        }
+        self.merge_queues(qid, last);
+        self.q(last).stably_merged = true;
+        self.stats.stable_merges += 1;
+        last
+    }
+
+    /// The scheduled stable merge of queue `qid`, once it is due (`bfq_setup_stable_merge`);
+    /// the queue its request goes to if it happened.
+    pub(super) fn delayed_stable_merge(&mut self, qid: u32, now: Nanos, k: &Knobs) -> Option<u32> {
+        let q = self.qr(qid);
+        let target = q.stable_merge?;
+        if q.fresh
+            || now.saturating_sub(q.split_time) <= LATE_STABLE_MERGE
+            || now.saturating_sub(q.created) <= LATE_STABLE_MERGE
+        {
+            return None;
+        }
+        // Done or given up now, either way.
+        self.q(qid).stable_merge = None;
+        if self.idling_boosts_thr(qid, k)
+            || self.qr(qid).issuers.is_empty()
+            || self.qr(target).issuers.is_empty()
+            || self.qr(target).group != self.qr(qid).group
+        {
+            return None;
+        }
+        let (src, dst) = if self.in_service == Some(qid) {
+            (target, qid)
+        } else {
+            (qid, target)
+        };
+        self.merge_queues(src, dst);
+        self.q(dst).stably_merged = true;
+        self.stats.stable_merges += 1;
+        Some(dst)
+    }
+
     /// A queue just made for `issuer` on leaving a shared queue takes back what its old
     /// queue was (`bfq_bfqq_resume_state`); it is not new, so not interactive by novelty.
     pub(super) fn resume_state(&mut self, id: u32, issuer: u32, now: Nanos) {
@@ -180,6 +261,7 @@ impl State {
         let q = self.q(id);
         q.fresh = false;
         q.last_idle = now;
+        q.split_time = now;
         if let Some(s) = saved {
             // Raising that ran out while shared is not resumed.
             let wr_left = s.wr.coeff > 1 && now.saturating_sub(s.wr.start) <= s.wr.max_time;

@@ -38,11 +38,12 @@ pub(super) const T_BACK_SEEK_PENALTY: usize = 6;
 pub(super) const T_STRICT: usize = 7;
 pub(super) const T_LOW_LATENCY: usize = 8;
 pub(super) const T_QUEUE_MERGING: usize = 9;
+pub(super) const T_STABLE_MERGING: usize = 10;
 
 // The ranges are the kernel's store clamps (`STORE_FUNCTION`, `USEC_STORE_FUNCTION`,
 // `bfq_timeout_sync_store`, `bfq_max_budget_store` in bfq-iosched.c): every value it keeps
 // as given is taken; what it would clamp is refused in one line.
-static TUNABLES: [TunableDesc; 10] = [
+static TUNABLES: [TunableDesc; 11] = [
     TunableDesc {
         name: "slice_idle_us",
         unit: "us",
@@ -125,6 +126,16 @@ static TUNABLES: [TunableDesc; 10] = [
         min: 0,
         max: 2,
         help: "merge cooperating queues: 0 never, 1 auto (not on non-rotational devices with queueing, seed 004), 2 always",
+    },
+    // Not a kernel attribute either: stable merging came with Linux 5.13 ("block, bfq: merge
+    // bursts of newly-created queues"); 0 runs BFQ as kernels before it, as seed 004 did.
+    TunableDesc {
+        name: "stable_merging",
+        unit: "bool",
+        default: 1,
+        min: 0,
+        max: 1,
+        help: "merge a new queue with the one its group made just before it (bfq_do_or_sched_stable_merge); 0 as kernels before 5.13",
     },
 ];
 
@@ -297,6 +308,12 @@ pub(super) struct Bq {
     pub retire_at: Option<Nanos>,
     /// Created in a burst of many queues (a `git grep`, a boot): not raised, not idled for.
     pub in_large_burst: bool,
+    /// A stable merge into this queue is scheduled for later (`stable_merge_bfqq`).
+    pub stable_merge: Option<u32>,
+    /// Shares its issuers' I/O by a stable merge: never split (`stably_merged`).
+    pub stably_merged: bool,
+    /// When it was made for an issuer leaving a shared queue (`split_time`).
+    pub split_time: Nanos,
 }
 
 impl Bq {
@@ -360,6 +377,7 @@ impl BfqStats {
             ("wr_soft_rt", c.wr_soft_rt),
             ("wr_ended", c.wr_ended),
             ("queue_merges", c.queue_merges),
+            ("stable_merges", c.stable_merges),
             ("queue_splits", c.queue_splits),
             ("charged_time", c.charged_time),
             ("peak_rate_updates", c.peak_rate_updates),
@@ -388,7 +406,9 @@ pub struct BfqCounters {
     pub wr_interactive: u64,
     pub wr_soft_rt: u64,
     pub wr_ended: u64,
+    /// Queue merges (all), and those of them that were stable merges.
     pub queue_merges: u64,
+    pub stable_merges: u64,
     pub queue_splits: u64,
     pub charged_time: u64,
     pub peak_rate_updates: u64,
@@ -513,6 +533,7 @@ pub(super) struct Knobs {
     pub strict: bool,
     pub low_latency: bool,
     pub merging: u8,
+    pub stable_merging: bool,
 }
 
 impl Bfq {
@@ -602,6 +623,7 @@ impl Bfq {
             strict,
             low_latency: t.get(T_LOW_LATENCY) != 0,
             merging: t.get(T_QUEUE_MERGING) as u8,
+            stable_merging: t.get(T_STABLE_MERGING) != 0,
         }
     }
 }
@@ -669,6 +691,9 @@ impl State {
             fresh: true,
             retire_at: None,
             in_large_burst: false,
+            stable_merge: None,
+            stably_merged: false,
+            split_time: Nanos::ZERO,
         };
         let id = match self.free_slots.pop() {
             Some(i) => {
@@ -700,7 +725,7 @@ impl State {
         };
         if let Some(&id) = self.by_key.get(&key) {
             let q = self.qr(id);
-            if !(q.split_coop && q.is_coop()) {
+            if !(q.split_coop && q.is_coop()) || q.stably_merged {
                 return id;
             }
             // The shared queue turned seeky: this issuer leaves it for a queue of its own,
@@ -710,7 +735,12 @@ impl State {
             self.resume_state(nq, rq.issuer, now);
             return nq;
         }
-        self.new_queue(key, group, rq, sync, now, k)
+        let id = self.new_queue(key, group, rq, sync, now, k);
+        if sync && k.stable_merging && k.merging != 0 {
+            self.stable_merge_on_create(id, now)
+        } else {
+            id
+        }
     }
 
     /// A queue with nothing queued, in flight or in service is freed, or, while an issuer's
@@ -777,7 +807,13 @@ impl State {
             }
         }
         // Ids are reused: nothing may keep pointing at this one.
+        if self.groups.slots[group as usize].last_created == Some(id) {
+            self.groups.slots[group as usize].last_created = None;
+        }
         for q in self.queues.iter_mut().flatten() {
+            if q.stable_merge == Some(id) {
+                q.stable_merge = None;
+            }
             if q.waker == Some(id) {
                 q.waker = None;
             }
@@ -1307,6 +1343,13 @@ impl Elevator for Bfq {
                 injected: false,
             };
             st.nr_queued += 1;
+            // A stable merge scheduled when the queue was made, done once it has shown what
+            // it is (`bfq_setup_cooperator`'s first step, off fast queueing devices).
+            if sync && k.merging != 0 && !st.dev.nonrot_with_queueing() {
+                if let Some(dst) = st.delayed_stable_merge(qid, now, &k) {
+                    qid = dst;
+                }
+            }
             // Interleaved I/O of cooperating issuers goes to one queue (`bfq_setup_cooperator`).
             if sync && st.merging_on {
                 if let Some(dst) = st.setup_cooperator(qid, e.sector, now) {

@@ -4,6 +4,8 @@
 //! that queues commands. BFQ with queue merging (as before the patch, `queue_merging=2`)
 //! against BFQ as it is now (merging skipped on this device), with mq-deadline and none
 //! beside them: the seed's "same peak throughput reached by any of the other schedulers".
+//! Both BFQ runs leave out stable merging (`stable_merging=0`), which came two years after the
+//! seed (Linux 5.13) and would merge the clients' queues on any device.
 
 use super::{device, job, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::{SimConfig, SimResult};
@@ -27,12 +29,12 @@ const MODES: [Mode; 4] = [
     Mode {
         name: "bfq, merging (before)",
         scheduler: "bfq",
-        tunables: &[("queue_merging", "2")],
+        tunables: &[("queue_merging", "2"), ("stable_merging", "0")],
     },
     Mode {
         name: "bfq, no merging (after)",
         scheduler: "bfq",
-        tunables: &[],
+        tunables: &[("stable_merging", "0")],
     },
     Mode {
         name: "mq-deadline",

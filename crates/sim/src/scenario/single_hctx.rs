@@ -3,7 +3,8 @@
 //! mq-deadline (and BFQ when registered): stock MQ (every CPU runs every hardware queue
 //! after each completion, as SCSI does, and each run dispatches from the queue-wide
 //! scheduler), SQ (the HBA forced to one hardware queue), and MQ-patched (only the local
-//! hardware queue runs for a scheduler without `MQ_AWARE`).
+//! hardware queue runs for a scheduler without `MQ_AWARE`). BFQ runs without stable
+//! merging, which its kernel (2017) did not have.
 
 use super::{device, job, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
@@ -101,6 +102,12 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                         scheduler: Some(sched.clone()),
                         sq_sched_dispatch: m.sq_dispatch,
                         run_all_on_complete: true,
+                        // BFQ as the seed's kernel had it: stable merging came in 5.13.
+                        sched_tunables: if sched == "bfq" {
+                            vec![("stable_merging".into(), "0".into())]
+                        } else {
+                            Vec::new()
+                        },
                         ..QueueSettings::default()
                     },
                     ..SimConfig::default()
