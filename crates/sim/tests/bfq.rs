@@ -833,3 +833,30 @@ fn on_a_disk_a_stable_merge_waits_and_is_dropped_for_sequential_readers() {
     let sequential = two(RwMode::Read);
     assert_eq!(sequential.stable_merges, 0, "{sequential:?}");
 }
+
+#[test]
+fn a_random_workload_on_a_disk_leaves_the_peak_rate_where_it_started() {
+    // `bfq_init_queue` starts the peak rate at 2/3 of `ref_rate` (14000 sectors/us << 16 on
+    // a rotational device: 142,415 sectors/s) and `max_budget` at `bfq_default_max_budget`;
+    // `bfq_update_rate_reset` ignores a window that was mostly random and no faster than the
+    // peak rate. So random readers on a disk keep budgets of 16 K sectors (the estimate
+    // used to fall to the random rate and the budgets to 256 sectors), while a sequential
+    // reader's windows measure the disk.
+    let random = run(
+        "hdd",
+        &[],
+        vec![reader("r", 0, RwMode::RandRead, 16, IoPrio::DEFAULT, 0, 3)],
+    );
+    let s = bfq(&random);
+    assert_eq!(s.counters.peak_rate_updates, 0, "{s:?}");
+    assert_eq!(s.peak_rate_sectors_per_s, 142_415);
+    assert_eq!(s.max_budget, 16_384);
+    let sequential = run(
+        "hdd",
+        &[],
+        vec![reader("s", 0, RwMode::Read, 16, IoPrio::DEFAULT, 0, 3)],
+    );
+    let s = bfq(&sequential);
+    assert!(s.counters.peak_rate_updates >= 1, "{s:?}");
+    assert_ne!(s.max_budget, 16_384, "{s:?}");
+}

@@ -57,9 +57,11 @@ const WR_MAX_SOFTRT_RATE: u64 = 7000;
 /// Interactive raising ends after this much service (`max_service_from_wr`, about 110 K
 /// sectors per the kernel notes).
 const MAX_SERVICE_FROM_WR: u64 = 110_000;
-/// Reference peak rates (sectors/s) and raising durations for rotational and
-/// non-rotational devices; the raising lasts `ref_duration * ref_rate / peak_rate`.
-const REF_RATE: [u64; 2] = [14_000, 33_000];
+/// Reference peak rates (`ref_rate`: 14000 and 33000 in the kernel's unit, sectors per
+/// microsecond << `BFQ_RATE_SHIFT` (16), here in sectors per second) and raising durations
+/// for rotational and non-rotational devices; the raising lasts
+/// `ref_duration * ref_rate / peak_rate`, and the peak rate starts at 2/3 of `ref_rate`.
+const REF_RATE: [u64; 2] = [(14_000 * 1_000_000) >> 16, (33_000 * 1_000_000) >> 16];
 const REF_WR_DURATION: [Nanos; 2] = [Nanos::from_millis(7000), Nanos::from_millis(2500)];
 const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
 const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
@@ -71,11 +73,18 @@ const LARGE_BURST: usize = 8;
 /// `BFQ_HW_QUEUE_THRESHOLD`, `BFQ_HW_QUEUE_SAMPLES`.
 const HW_QUEUE_THRESHOLD: u32 = 3;
 const HW_QUEUE_SAMPLES: u32 = 32;
-/// Peak-rate windows: at least this many dispatches over at least this long.
+/// Peak-rate windows (`BFQ_RATE_MIN_SAMPLES`, `BFQ_RATE_MIN_INTERVAL`,
+/// `BFQ_RATE_REF_INTERVAL`): a rate is computed from at least this many dispatches over at
+/// least this long, and a window closes once it is this long.
 const RATE_MIN_SAMPLES: u32 = 32;
-const RATE_MIN_INTERVAL: Nanos = Nanos::from_millis(100);
-/// A dispatch after the device sat idle this long starts a new window.
-const RATE_IDLE_RESET: Nanos = Nanos::from_millis(20);
+const RATE_MIN_INTERVAL: Nanos = Nanos::from_millis(300);
+const RATE_REF_INTERVAL: Nanos = Nanos::from_secs(1);
+/// A dispatch after the device sat empty this long closes the window.
+const RATE_IDLE_RESET: Nanos = Nanos::from_millis(100);
+/// `BFQ_MIN_TT`: a dispatch this soon after a completion still counts as back to back.
+const MIN_TT: Nanos = Nanos::from_millis(2);
+/// Rates above this are not believed (20 M sectors/s).
+const RATE_MAX: u64 = 20_000_000;
 /// A request this soon after another queue's completion may have been woken by it; this
 /// many times in a row make it the waker.
 const WAKER_WINDOW: Nanos = Nanos::from_millis(4);
@@ -83,13 +92,20 @@ const WAKER_HITS: u32 = 3;
 /// Injection is measured afresh this often.
 const INJECT_RESET: Nanos = Nanos::from_secs(1);
 
+/// `bfq_init_queue`: "begin by assuming, optimistically, that the device peak rate is equal
+/// to 2/3 of the highest reference rate".
+pub(super) fn initial_peak_rate(rotational: bool) -> u64 {
+    REF_RATE[usize::from(!rotational)] * 2 / 3
+}
+
 impl State {
     /// `max_budget`, or when it is 0 what the peak rate serves in `timeout_sync`
     /// (`bfq_calc_max_budget`), the default until the rate is known.
     pub(super) fn max_budget(&self, k: &Knobs) -> u64 {
         if k.user_max_budget > 0 {
             k.user_max_budget.max(64)
-        } else if self.dev.peak_rate == 0 {
+        } else if !self.dev.rate_measured {
+            // `bfq_default_max_budget` until the first peak-rate update.
             DEFAULT_MAX_BUDGET
         } else {
             (self.dev.peak_rate * k.timeout.0 / 1_000_000_000).clamp(MIN_MAX_BUDGET, 1 << 24)
@@ -217,10 +233,8 @@ impl State {
     /// How long interactive raising lasts on this device (`bfq_wr_duration`).
     fn wr_duration(&self) -> Nanos {
         let i = usize::from(!self.dev.rotational);
-        let d = match self.dev.peak_rate {
-            0 => REF_WR_DURATION[i],
-            r => Nanos(REF_WR_DURATION[i].0 / r.max(1) * REF_RATE[i]),
-        };
+        let r = self.dev.peak_rate.max(1);
+        let d = Nanos((REF_WR_DURATION[i].0 as u128 * REF_RATE[i] as u128 / r as u128) as u64);
         d.max(WR_DURATION_MIN).min(WR_DURATION_MAX)
     }
 
@@ -552,41 +566,65 @@ impl State {
             self.inject.injected = false;
         }
         self.dev.rq_in_driver += 1;
+        self.update_peak_rate(sector, sectors, now);
+    }
+
+    /// `bfq_update_peak_rate`: sample a dispatch; once a window is long enough, or the
+    /// device sat empty too long, compute its rate (`bfq_update_rate_reset`).
+    fn update_peak_rate(&mut self, sector: u64, sectors: u64, now: Nanos) {
+        let nonrot = !self.dev.rotational;
         let d = &mut self.dev;
-        if d.rate_samples > 0
-            && d.rq_in_driver == 1
-            && now.saturating_sub(d.last_dispatch) > RATE_IDLE_RESET
-        {
-            d.rate_samples = 0;
-        }
         if d.rate_samples == 0 {
-            d.rate_window_start = now;
-            d.rate_sectors = 0;
-            d.rate_seq_samples = 0;
+            d.reset_rate_window(Some(sectors), now);
+        } else if now.saturating_sub(d.last_dispatch) > RATE_IDLE_RESET && d.rq_in_driver == 1 {
+            // `rq_in_driver` already counts this dispatch: the device was empty.
+            self.update_rate_reset(Some(sectors), now);
+        } else {
+            d.rate_samples += 1;
+            let far = sector.abs_diff(d.last_dispatch_end) > SEEK_THR;
+            let seeky = far && (!nonrot || sectors < SECT_THR_NONROT);
+            let back_to_back =
+                d.rq_in_driver > 1 || now.saturating_sub(d.last_rate_completion) < MIN_TT;
+            if back_to_back && !seeky {
+                d.rate_seq_samples += 1;
+            }
+            d.rate_sectors += sectors;
+            d.last_rq_max_size = if d.rate_samples % 32 != 0 {
+                d.last_rq_max_size.max(sectors)
+            } else {
+                sectors
+            };
+            d.delta_from_first = now.saturating_sub(d.rate_window_start);
+            if d.delta_from_first >= RATE_REF_INTERVAL {
+                self.update_rate_reset(Some(sectors), now);
+            }
         }
-        d.rate_samples += 1;
-        d.rate_sectors += sectors;
-        if sector.abs_diff(d.last_dispatch_end) <= SEEK_THR {
-            d.rate_seq_samples += 1;
-        }
+        let d = &mut self.dev;
         d.last_dispatch_end = sector + sectors;
         d.last_dispatch = now;
-        let elapsed = now.saturating_sub(d.rate_window_start);
-        if d.rate_samples < RATE_MIN_SAMPLES || elapsed < RATE_MIN_INTERVAL {
-            return;
+    }
+
+    /// `bfq_update_rate_reset`: the window's rate, if it has enough samples over enough
+    /// time, updates the peak rate through a low-pass filter weighted by how sequential the
+    /// window was, unless the window was mostly random and no faster than the peak rate
+    /// already is; then a new window starts (with the dispatch `next`, if one is happening).
+    fn update_rate_reset(&mut self, next: Option<u64>, now: Nanos) {
+        let d = &mut self.dev;
+        if d.rate_samples >= RATE_MIN_SAMPLES && d.delta_from_first >= RATE_MIN_INTERVAL {
+            let span = d
+                .delta_from_first
+                .max(d.last_rate_completion.saturating_sub(d.rate_window_start));
+            let rate = d.rate_sectors * 1_000_000_000 / span.0.max(1);
+            let mostly_random = d.rate_seq_samples * 4 < d.rate_samples * 3;
+            if !(mostly_random && rate <= d.peak_rate || rate > RATE_MAX) {
+                let weight = 9 * d.rate_seq_samples as u64 / d.rate_samples as u64;
+                let divisor = 10 - weight;
+                d.peak_rate = (d.peak_rate * (divisor - 1) / divisor + rate / divisor).max(1);
+                d.rate_measured = true;
+                self.stats.peak_rate_updates += 1;
+            }
         }
-        let rate = d.rate_sectors * 1_000_000_000 / elapsed.0.max(1);
-        let sequential = d.rate_seq_samples * 4 >= d.rate_samples * 3;
-        d.rate_samples = 0;
-        if !sequential && rate <= d.peak_rate {
-            return;
-        }
-        d.peak_rate = if d.peak_rate == 0 {
-            rate
-        } else {
-            (7 * d.peak_rate + rate) / 8
-        };
-        self.stats.peak_rate_updates += 1;
+        self.dev.reset_rate_window(next, now);
     }
 
     /// A request came back from the device: internal queueing detection, injection limit
@@ -617,6 +655,15 @@ impl State {
         }
         self.dev.rq_in_driver = self.dev.rq_in_driver.saturating_sub(1);
         self.last_completion = Some((info.queue, now));
+        // A completion so late that the device served under 1/1024 sector per microsecond
+        // (about 977 sectors/s) ends the rate window at the previous event
+        // (`bfq_completed_request`).
+        let d = &self.dev;
+        let delta_us = now.saturating_sub(d.last_rate_completion).0 / 1000;
+        if delta_us > MIN_TT.0 / 1000 && (d.last_rq_max_size << 16) / delta_us.max(1) < 1 << 6 {
+            self.update_rate_reset(None, now);
+        }
+        self.dev.last_rate_completion = now;
     }
 
     fn update_inject_limit(&mut self, id: u32, tot: u64, now: Nanos) {

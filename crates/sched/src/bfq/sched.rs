@@ -427,17 +427,45 @@ pub(super) struct Device {
     /// Queues commands internally (more than 3 in flight seen); unknown until sampled,
     /// and assumed until then, as the kernel does.
     pub hw_tag: Option<bool>,
-    /// Peak rate in sectors per second, 0 until measured.
+    /// Peak rate in sectors per second: 2/3 of the reference rate until measured.
     pub peak_rate: u64,
+    /// A window has updated the peak rate (the automatic `max_budget` follows it from then).
+    pub rate_measured: bool,
+    /// The window: first dispatch, sectors, samples and back-to-back sequential samples,
+    /// its length at the last dispatch, the largest request of the last 32
+    /// (`first_dispatch`, `tot_sectors_dispatched`, `peak_rate_samples`,
+    /// `sequential_samples`, `delta_from_first`, `last_rq_max_size`).
     pub rate_window_start: Nanos,
     pub rate_sectors: u64,
     pub rate_samples: u32,
     pub rate_seq_samples: u32,
+    pub delta_from_first: Nanos,
+    pub last_rq_max_size: u64,
+    /// `last_position` and `last_dispatch`.
     pub last_dispatch_end: u64,
     pub last_dispatch: Nanos,
+    /// The last completion (`bfqd->last_completion`).
+    pub last_rate_completion: Nanos,
 }
 
 impl Device {
+    /// `bfq_reset_rate_computation`: a new window from the dispatch of `next` sectors now,
+    /// or an empty one filled by the next dispatch.
+    pub fn reset_rate_window(&mut self, next: Option<u64>, now: Nanos) {
+        match next {
+            Some(sectors) => {
+                self.rate_window_start = now;
+                self.last_dispatch = now;
+                self.rate_samples = 1;
+                self.rate_seq_samples = 0;
+                self.rate_sectors = sectors;
+                self.last_rq_max_size = sectors;
+                self.delta_from_first = Nanos::ZERO;
+            }
+            None => self.rate_samples = 0,
+        }
+    }
+
     pub fn nonrot_with_queueing(&self) -> bool {
         !self.rotational && self.hw_tag.unwrap_or(true)
     }
@@ -571,13 +599,17 @@ impl Bfq {
                     max_rq_in_driver: 0,
                     hw_tag_samples: 0,
                     hw_tag: None,
-                    peak_rate: 0,
+                    peak_rate: super::policy::initial_peak_rate(init.rotational),
+                    rate_measured: false,
                     rate_window_start: Nanos::ZERO,
                     rate_sectors: 0,
                     rate_samples: 0,
                     rate_seq_samples: 0,
+                    delta_from_first: Nanos::ZERO,
+                    last_rq_max_size: 0,
                     last_dispatch_end: 0,
                     last_dispatch: Nanos::ZERO,
+                    last_rate_completion: Nanos::ZERO,
                 },
                 load: Load::default(),
                 inject: Inject::default(),
