@@ -73,37 +73,37 @@ fn ioprio_weights_split_a_disk_proportionally() {
     // On a disk BFQ idles for both. On a queueing SSD it does not idle for the queue of
     // the lowest weight (the kernel's `bfq_asymmetric_scenario`: idling for it protects
     // nobody else), so there the lighter reader gets less than its share; between
-    // cgroups (below) both devices keep the ratio. Budgets grow and raising ends during
-    // the first seconds, so the run is long enough for those to weigh little.
+    // cgroups (below) both devices keep the ratio. Budgets grow and the light reader's
+    // interactive raising (it has the default weight) ends during the first seconds
+    // (after `max_service_from_wr`, 120000 sectors): the first 3 s are not counted.
     for seed in SEEDS {
-        let r = run_with(
-            "hdd",
-            &[],
-            vec![
-                reader(
-                    "heavy",
-                    0,
-                    RwMode::Read,
-                    8,
-                    IoPrio::new(IoPrioClass::Be, 0),
-                    0,
-                    10,
-                ),
-                reader(
-                    "light",
-                    1,
-                    RwMode::Read,
-                    8,
-                    IoPrio::new(IoPrioClass::Be, 4),
-                    100 << 30,
-                    10,
-                ),
-            ],
-            Arc::new(Blkcg::new()),
-            seed,
-        );
+        let mut jobs = vec![
+            reader(
+                "heavy",
+                0,
+                RwMode::Read,
+                8,
+                IoPrio::new(IoPrioClass::Be, 0),
+                0,
+                10,
+            ),
+            reader(
+                "light",
+                1,
+                RwMode::Read,
+                8,
+                IoPrio::new(IoPrioClass::Be, 4),
+                100 << 30,
+                10,
+            ),
+        ];
+        for j in &mut jobs {
+            j.ramp = Nanos::from_secs(3);
+        }
+        let r = run_with("hdd", &[], jobs, Arc::new(Blkcg::new()), seed);
         let (a, b) = (r.jobs[0].bytes as f64, r.jobs[1].bytes as f64);
         let ratio = a / b;
+        eprintln!("ioprio 0 vs 4 on hdd, seed {seed}: heavy/light {ratio:.2}");
         assert!(
             (1.8..2.2).contains(&ratio),
             "seed {seed}: heavy/light = {ratio:.2} ({a} / {b})"
@@ -680,8 +680,12 @@ fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs()
             ),
         ]
     };
-    let strict = [("strict_guarantees", "1")];
-    let inj = run("ssd", &[], jobs());
+    // Without raising: the light reader has the default weight, so at its start it is
+    // raised as interactive (and as a player at times), and is then served in turns of its
+    // own rather than injected.
+    let plain = [("low_latency", "0")];
+    let strict = [("strict_guarantees", "1"), ("low_latency", "0")];
+    let inj = run("ssd", &plain, jobs());
     let none = run("ssd", &strict, jobs());
     eprintln!(
         "injection on ssd: {} injected; light {} I/Os ({} without injection), heavy {} ({})",
@@ -697,7 +701,7 @@ fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs()
     // driver, the idled-for queue's own too), and the heavy one is not slowed.
     assert!(inj.jobs[1].ios > 1000, "light {} I/Os", inj.jobs[1].ios);
     assert!(inj.jobs[0].ios >= none.jobs[0].ios);
-    let serial = run("ssd,queueing=0", &[], jobs());
+    let serial = run("ssd,queueing=0", &plain, jobs());
     let (injected, idles) = (bfq(&serial).counters.injected, bfq(&serial).counters.idles);
     eprintln!("injection on ssd without queueing: {injected} injected in {idles} idles");
     assert!(idles > 1000 && injected * 100 < idles, "{:?}", serial.sched);
@@ -859,4 +863,76 @@ fn a_random_workload_on_a_disk_leaves_the_peak_rate_where_it_started() {
     let s = bfq(&sequential);
     assert!(s.counters.peak_rate_updates >= 1, "{s:?}");
     assert_ne!(s.max_budget, 16_384, "{s:?}");
+}
+
+/// Periodic 64 KiB reads every 40 ms until `until`, a pause, then back-to-back reads.
+struct PlayerThenReader {
+    player: Periodic,
+    until: Nanos,
+    paused: bool,
+}
+
+impl Source for PlayerThenReader {
+    fn next(
+        &mut self,
+        now: mqblk_core::Nanos,
+        rng: &mut mqblk_sim::SimRng,
+    ) -> mqblk_sim::workload::Next {
+        use mqblk_sim::workload::{IoReq, Next};
+        if now < self.until {
+            return self.player.next(now, rng);
+        }
+        if !self.paused {
+            self.paused = true;
+            return Next::Think(Nanos::from_millis(500));
+        }
+        self.player.at += 128;
+        Next::Io(IoReq {
+            op: mqblk_core::ReqOp::Read,
+            sector: (300u64 << 21) + self.player.at,
+            nr_sectors: 128,
+            flags: mqblk_core::ReqFlags::SYNC,
+        })
+    }
+}
+
+#[test]
+fn soft_real_time_raising_that_ends_early_goes_back_to_the_interactive_one() {
+    // `switch_back_to_interactive_wr`: a new queue is raised as interactive (for
+    // `bfq_wr_duration`, 10.5 s on a disk at the initial peak rate); as a periodic player it
+    // switches to soft real-time raising (300 ms, renewed while it stays periodic). When
+    // it stops being a player, that raising runs out inside the interactive period, and the
+    // queue goes back to interactive raising instead of losing it.
+    for seed in SEEDS {
+        let jobs = vec![
+            job("reader", 0, 8, 0, seq(RwMode::Read, 0, seed), 3),
+            job(
+                "player",
+                1,
+                1,
+                0,
+                Box::new(PlayerThenReader {
+                    player: Periodic {
+                        period: Nanos::from_millis(40),
+                        bs: 65536,
+                        next_io: false,
+                        at: 0,
+                    },
+                    until: Nanos::from_secs(1),
+                    paused: false,
+                }),
+                3,
+            ),
+        ];
+        let r = run_with(
+            "hdd",
+            &[("stable_merging", "0")],
+            jobs,
+            Arc::new(Blkcg::new()),
+            seed,
+        );
+        let c = bfq(&r).counters;
+        assert!(c.wr_soft_rt >= 5, "seed {seed}: {c:?}");
+        assert!(c.wr_switched_back >= 1, "seed {seed}: {c:?}");
+    }
 }

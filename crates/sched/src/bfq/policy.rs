@@ -21,7 +21,9 @@
 //!   interactive: weight x30 for `wr_duration` (reference duration scaled by reference rate /
 //!   peak rate, 3..25 s), cut short after `MAX_SERVICE_FROM_WR` sectors. A queue that comes
 //!   back no earlier than its service at 7000 sectors/s allows is soft real-time: x3000 for
-//!   300 ms. Queues created in a burst (more than 8 within 180 ms) are not raised. A raised
+//!   300 ms, then back to interactive raising if that began earlier and is not over
+//!   (`switch_back_to_interactive_wr`), as when its last 32 requests were all seeks.
+//!   Queues created in a burst (more than 8 within 180 ms) are not raised. A raised
 //!   queue preempts a queue in service that is not.
 //! - **Injection** (`bfq_choose_bfqq_for_injection`, `bfq_update_inject_limit`): while the
 //!   in-service queue is idled for, other queues' requests are dispatched, at most
@@ -54,9 +56,9 @@ const SOFTRT_FACTOR: u32 = 100;
 const WR_RT_MAX_TIME: Nanos = Nanos::from_millis(300);
 const WR_MIN_IDLE: Nanos = Nanos::from_secs(2);
 const WR_MAX_SOFTRT_RATE: u64 = 7000;
-/// Interactive raising ends after this much service (`max_service_from_wr`, about 110 K
-/// sectors per the kernel notes).
-const MAX_SERVICE_FROM_WR: u64 = 110_000;
+/// Interactive raising ends after this much service (`max_service_from_wr`: "slightly more
+/// than 110K" sectors, 120000).
+const MAX_SERVICE_FROM_WR: u64 = 120_000;
 /// Reference peak rates (`ref_rate`: 14000 and 33000 in the kernel's unit, sectors per
 /// microsecond << `BFQ_RATE_SHIFT` (16), here in sectors per second) and raising durations
 /// for rotational and non-rotational devices; the raising lasts
@@ -65,6 +67,8 @@ const REF_RATE: [u64; 2] = [(14_000 * 1_000_000) >> 16, (33_000 * 1_000_000) >> 
 const REF_WR_DURATION: [Nanos; 2] = [Nanos::from_millis(7000), Nanos::from_millis(2500)];
 const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
 const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
+/// 4 jiffies at `CONFIG_HZ=250`, this machine's kernel's (and Debian's) tick.
+const FOUR_JIFFIES: Nanos = Nanos::from_millis(16);
 /// `bfq_requests_within_timer`.
 const REQUESTS_WITHIN_TIMER: u32 = 120;
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
@@ -244,21 +248,57 @@ impl State {
         if q.wr.coeff <= 1 {
             return;
         }
-        let over = !k.low_latency
-            || q.in_large_burst
-            || now.saturating_sub(q.wr.start) > q.wr.max_time
-            || (!q.wr.soft_rt && q.wr.service > MAX_SERVICE_FROM_WR);
-        if over {
-            self.q(id).wr = Wr::default();
-            self.load.wr_busy -= 1;
-            self.stats.wr_ended += 1;
-            self.update_pending(id);
+        if !k.low_latency || q.in_large_burst {
+            self.end_wr(id);
+        } else if now.saturating_sub(q.wr.start) > q.wr.max_time {
+            self.end_or_switch_back_wr(id, now);
+        }
+        let q = self.qr(id);
+        if q.wr.coeff > 1 && !q.wr.soft_rt && q.wr.service > MAX_SERVICE_FROM_WR {
+            self.end_wr(id);
+        }
+    }
+
+    /// `bfq_bfqq_end_wr`. The end of interactive raising also forgets how much bandwidth
+    /// the queue took meanwhile, so an application that loaded fast may be soft real-time
+    /// at once.
+    fn end_wr(&mut self, id: u32) {
+        let now = self.now;
+        let q = self.q(id);
+        if !q.wr.soft_rt {
+            q.soft_rt_next_start = now;
+        }
+        self.q(id).wr = Wr::default();
+        self.load.wr_busy -= 1;
+        self.stats.wr_ended += 1;
+        self.update_pending(id);
+    }
+
+    /// Soft real-time raising that ends while the interactive raising it interrupted would
+    /// still run goes back to that (`switch_back_to_interactive_wr`); any other ends.
+    fn end_or_switch_back_wr(&mut self, id: u32, now: Nanos) {
+        let w = self.qr(id).wr;
+        let d = self.wr_duration();
+        match w.interactive_start {
+            Some(s) if w.soft_rt && now.saturating_sub(s) <= d => {
+                self.q(id).wr = Wr {
+                    coeff: WR_COEFF,
+                    start: s,
+                    max_time: d,
+                    service: w.service,
+                    soft_rt: false,
+                    interactive_start: None,
+                };
+                self.stats.wr_switched_back += 1;
+                self.update_pending(id);
+            }
+            _ => self.end_wr(id),
         }
     }
 
     /// When queue `id`, just gone empty, may next count as soft real-time: no earlier than
-    /// its service since it became busy allows at 7000 sectors/s
-    /// (`bfq_bfqq_softrt_next_start`).
+    /// its service since it became busy allows at 7000 sectors/s, nor than an idle slice and 4
+    /// jiffies from now, nor than before (`bfq_bfqq_softrt_next_start`).
     pub(super) fn note_soft_rt_next_start(&mut self, id: u32, now: Nanos, k: &Knobs) {
         let q = self.q(id);
         if !q.sorted.is_empty() || !k.low_latency {
@@ -267,10 +307,8 @@ impl State {
         let by_rate = q.last_backlogged.saturating_add(Nanos(
             q.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE,
         ));
-        let soonest = now
-            .saturating_add(k.slice_idle)
-            .saturating_add(Nanos::from_millis(4));
-        q.soft_rt_next_start = by_rate.max(soonest);
+        let soonest = now.saturating_add(k.slice_idle).saturating_add(FOUR_JIFFIES);
+        q.soft_rt_next_start = q.soft_rt_next_start.max(by_rate).max(soonest);
     }
 
     /// Queue `qid` was just created: burst detection (`bfq_handle_burst`).
@@ -314,6 +352,11 @@ impl State {
         let seek = far && (!nonrot || end - sector < SECT_THR_NONROT);
         q.seek_history = (q.seek_history << 1) | u32::from(seek);
         q.last_rq_end = end;
+        // A soft real-time queue whose last 32 requests were all seeks is no player
+        // (`bfq_update_io_seektime`, `BFQQ_TOTALLY_SEEKY`).
+        if q.wr.coeff > 1 && q.wr.soft_rt && q.seek_history == u32::MAX {
+            self.end_or_switch_back_wr(qid, now);
+        }
     }
 
     /// Queue `qid` has requests again (`bfq_bfqq_handle_idle_busy_switch`): raise its weight
@@ -346,7 +389,7 @@ impl State {
             && q.seek_history != u32::MAX
             && default_weight
             && q.dispatched == 0
-            && now >= q.soft_rt_next_start;
+            && now > q.soft_rt_next_start;
         q.fresh = false;
         q.retire_at = None;
         q.last_backlogged = now;
@@ -358,19 +401,27 @@ impl State {
                 max_time: Nanos::ZERO,
                 service: 0,
                 soft_rt: false,
+                interactive_start: None,
             };
             let d = self.wr_duration();
             self.q(qid).wr.max_time = d;
             self.stats.wr_interactive += 1;
         } else if soft_rt {
             // Also from interactive raising: a queue that now behaves as soft real-time
-            // switches to that raising (`bfq_update_bfqq_wr_on_rq_arrival`).
+            // switches to that raising, remembering when the interactive one began
+            // (`bfq_update_bfqq_wr_on_rq_arrival`).
+            let interactive_start = match q.wr {
+                w if w.coeff > 1 && !w.soft_rt => Some(w.start),
+                w if w.coeff > 1 => w.interactive_start,
+                _ => None,
+            };
             q.wr = Wr {
                 coeff: WR_COEFF * SOFTRT_FACTOR,
                 start: now,
                 max_time: WR_RT_MAX_TIME,
-                service: 0,
+                service: q.wr.service,
                 soft_rt: true,
+                interactive_start,
             };
             self.stats.wr_soft_rt += 1;
         }

@@ -231,6 +231,9 @@ pub(super) struct Wr {
     /// Sectors served while raised (interactive raising ends past `MAX_SERVICE_FROM_WR`).
     pub service: u64,
     pub soft_rt: bool,
+    /// Soft real-time raising that began during an interactive one: when that began
+    /// (`wr_start_at_switch_to_srt`), to go back to it if it is not over.
+    pub interactive_start: Option<Nanos>,
 }
 
 /// Think time: how long the issuer takes to send its next request once its last one
@@ -376,6 +379,7 @@ impl BfqStats {
             ("wr_interactive", c.wr_interactive),
             ("wr_soft_rt", c.wr_soft_rt),
             ("wr_ended", c.wr_ended),
+            ("wr_switched_back", c.wr_switched_back),
             ("queue_merges", c.queue_merges),
             ("stable_merges", c.stable_merges),
             ("queue_splits", c.queue_splits),
@@ -406,6 +410,8 @@ pub struct BfqCounters {
     pub wr_interactive: u64,
     pub wr_soft_rt: u64,
     pub wr_ended: u64,
+    /// Soft real-time raising that went back to the interactive raising it interrupted.
+    pub wr_switched_back: u64,
     /// Queue merges (all), and those of them that were stable merges.
     pub queue_merges: u64,
     pub stable_merges: u64,
@@ -701,7 +707,8 @@ impl State {
             last_idle: Nanos::ZERO,
             last_backlogged: now,
             service_from_backlogged: 0,
-            soft_rt_next_start: Nanos::MAX,
+            // `bfq_init_bfqq`: "has consumed no bandwidth so far".
+            soft_rt_next_start: now,
             waker: None,
             tentative_waker: None,
             waker_hits: 0,
