@@ -936,3 +936,38 @@ fn soft_real_time_raising_that_ends_early_goes_back_to_the_interactive_one() {
         assert!(c.wr_switched_back >= 1, "seed {seed}: {c:?}");
     }
 }
+
+#[test]
+fn a_sequential_reader_that_thinks_between_requests_is_not_idled_for_on_a_queueing_disk() {
+    // `idling_boosts_thr_without_issues` idles for a sequential queue on a disk that queues
+    // commands only if it is also I/O bound (`bfq_update_io_intensity`: busy at least 80%
+    // of the last ~200 ms). A reader that thinks 3 ms after each 4 KiB read is sequential
+    // with a short think time but mostly idle: idling for it would hold the disk for
+    // whole budget timeouts at 4 KiB per 3 ms, starving a greedy reader beside it.
+    for seed in SEEDS {
+        let jobs = |with_thinker: bool| {
+            let mut v = vec![job("greedy", 0, 1, 0, seq(RwMode::Read, 0, seed), 3)];
+            if with_thinker {
+                let thinker = Periodic {
+                    period: Nanos::from_millis(3),
+                    bs: 4096,
+                    next_io: false,
+                    at: 0,
+                };
+                v.push(job("thinker", 1, 1, 0, Box::new(thinker), 3));
+            }
+            v
+        };
+        let t = [("low_latency", "0"), ("stable_merging", "0")];
+        let alone = run_with("hdd", &t, jobs(false), Arc::new(Blkcg::new()), seed);
+        let beside = run_with("hdd", &t, jobs(true), Arc::new(Blkcg::new()), seed);
+        let (a, b) = (alone.jobs[0].bytes as f64, beside.jobs[0].bytes as f64);
+        eprintln!(
+            "greedy reader alone {:.1} MB, beside a thinking reader {:.1} MB (thinker {} I/Os), seed {seed}",
+            a / 1e6,
+            b / 1e6,
+            beside.jobs[1].ios
+        );
+        assert!(b > 0.6 * a, "seed {seed}: greedy {b} of {a} bytes");
+    }
+}

@@ -138,7 +138,8 @@ impl State {
             wr: q.wr,
             ttime: q.ttime,
             io_bound: q.io_bound,
-            requests_within_timer: q.requests_within_timer,
+            io_start: q.io_start,
+            idle: q.idle,
             in_large_burst: q.in_large_burst,
             budget: q.budget,
         };
@@ -268,7 +269,8 @@ impl State {
             q.wr = if wr_left { s.wr } else { Wr::default() };
             q.ttime = s.ttime;
             q.io_bound = s.io_bound;
-            q.requests_within_timer = s.requests_within_timer;
+            q.io_start = s.io_start;
+            q.idle = s.idle;
             q.in_large_burst = s.in_large_burst;
             q.budget = s.budget;
         }

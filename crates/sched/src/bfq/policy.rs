@@ -13,8 +13,10 @@
 //!   Asynchronous service is charged three times over (`bfq_async_charge_factor`) unless the
 //!   scenario is asymmetric.
 //! - **Idling** (`bfq_better_to_idle`): a synchronous queue that ran dry is waited for when
-//!   that boosts throughput (a disk, or a device without internal queueing, and a sequential
-//!   queue with a short think time) or when service guarantees need it (weights differ among
+//!   that boosts throughput (a disk without command queueing; or a disk, or a device
+//!   without internal queueing, and a sequential queue with a short think time that is
+//!   I/O bound, busy at least 80% of the last ~200 ms, `bfq_update_io_intensity`) or when
+//!   service guarantees need it (weights differ among
 //!   the queues with pending I/O, several classes or groups are busy, or it is raised).
 //!   Never on a queueing SSD with equal weights (bfq-iosched.rst §2).
 //! - **Weight raising** (`low_latency`): a queue becoming busy after 2 s idle, or new, is
@@ -69,8 +71,8 @@ const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
 const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
 /// 4 jiffies at `CONFIG_HZ=250`, this machine's kernel's (and Debian's) tick.
 const FOUR_JIFFIES: Nanos = Nanos::from_millis(16);
-/// `bfq_requests_within_timer`.
-const REQUESTS_WITHIN_TIMER: u32 = 120;
+/// `bfq_update_io_intensity`'s window.
+const IO_INTENSITY_WINDOW: Nanos = Nanos::from_millis(200);
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
 const BURST_INTERVAL: Nanos = Nanos::from_millis(180);
 const LARGE_BURST: usize = 8;
@@ -307,7 +309,9 @@ impl State {
         let by_rate = q.last_backlogged.saturating_add(Nanos(
             q.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE,
         ));
-        let soonest = now.saturating_add(k.slice_idle).saturating_add(FOUR_JIFFIES);
+        let soonest = now
+            .saturating_add(k.slice_idle)
+            .saturating_add(FOUR_JIFFIES);
         q.soft_rt_next_start = q.soft_rt_next_start.max(by_rate).max(soonest);
     }
 
@@ -336,6 +340,7 @@ impl State {
     /// A request arrived for queue `qid`: think time and seek history
     /// (`bfq_update_io_thinktime`, `bfq_update_io_seektime`).
     pub(super) fn note_arrival(&mut self, qid: u32, sector: u64, end: u64, now: Nanos, k: &Knobs) {
+        self.update_io_intensity(qid, now);
         let nonrot = !self.dev.rotational;
         let q = self.q(qid);
         if q.dispatched == 0 && q.sorted.is_empty() && !q.fresh {
@@ -359,6 +364,27 @@ impl State {
         }
     }
 
+    /// `bfq_update_io_intensity`, for a request arriving at sync queue `qid`: the queue is
+    /// I/O bound if it was idle (empty, nothing in flight) at most a fifth of the window.
+    fn update_io_intensity(&mut self, qid: u32, now: Nanos) {
+        let q = self.q(qid);
+        if !q.sync {
+            return;
+        }
+        let window = now.saturating_sub(q.io_start);
+        if q.sorted.is_empty() && q.dispatched == 0 {
+            q.idle = q.idle.saturating_add(now.saturating_sub(q.ttime.last_end));
+        }
+        if q.fresh {
+            return;
+        }
+        q.io_bound = q.idle.0.saturating_mul(5) <= window.0;
+        if window > IO_INTENSITY_WINDOW {
+            q.io_start = Nanos(now.0 - window.0 / 2);
+            q.idle = Nanos(q.idle.0 / 2);
+        }
+    }
+
     /// Queue `qid` has requests again (`bfq_bfqq_handle_idle_busy_switch`): raise its weight
     /// if it is interactive or soft real-time, put it in its tree, and let it preempt the
     /// queue in service if it deserves the device more.
@@ -368,24 +394,12 @@ impl State {
         let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
         // Only synchronous queues are raised: nobody waits on asynchronous writes.
         let eligible = k.low_latency && q.sync && q.class != 2 && !q.in_large_burst;
-        // A queue whose requests keep arriving within three idle slices of its last
-        // completion, 120 times running, is I/O bound, not soft real-time.
-        if !q.io_bound {
-            let in_time = now <= q.ttime.last_end.saturating_add(Nanos(3 * k.slice_idle.0));
-            if in_time {
-                q.requests_within_timer += 1;
-                q.io_bound = q.requests_within_timer >= REQUESTS_WITHIN_TIMER;
-            } else {
-                q.requests_within_timer = 0;
-            }
-        }
         // Only queues of the default weight are raised, interactive or soft real-time: a
         // weight set on purpose (an I/O priority) is the user's (`new_weight == 40` in
         // `bfq_bfqq_handle_idle_busy_switch`).
         let default_weight = q.base_weight == ioprio_to_weight(IoPrio::DEFAULT.level());
         let soft_rt = eligible
             && q.sync
-            && !q.io_bound
             && q.seek_history != u32::MAX
             && default_weight
             && q.dispatched == 0
@@ -502,7 +516,7 @@ impl State {
         let q = self.qr(id);
         let hw_tag = self.dev.hw_tag.unwrap_or(true);
         let rot_without_queueing = self.dev.rotational && !hw_tag;
-        let seq_io_bound = !self.is_seeky(id) && Self::has_short_ttime(q, k);
+        let seq_io_bound = !self.is_seeky(id) && q.io_bound && Self::has_short_ttime(q, k);
         rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound)
     }
 

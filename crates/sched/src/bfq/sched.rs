@@ -295,10 +295,12 @@ pub(super) struct Bq {
     /// queued or in flight and is not raised; and whether its group counts it as pending.
     pub counted: Option<u32>,
     pub pending: bool,
-    /// Sends its requests back to back (`IO_bound`): never soft real-time. Counted by
-    /// `requests_within_timer`.
+    /// Busy at least 80% of the recent time (`IO_bound`, `bfq_update_io_intensity`): only
+    /// such a sequential queue is worth idling for on a device that queues. The window
+    /// starts at `io_start` and `idle` is its idle time, both halved past 200 ms.
     pub io_bound: bool,
-    pub requests_within_timer: u32,
+    pub io_start: Nanos,
+    pub idle: Nanos,
     /// Issuers whose synchronous requests this queue takes (more than one once merged).
     pub issuers: Vec<u32>,
     /// Turned seeky while shared: its issuers get queues of their own again.
@@ -334,7 +336,8 @@ pub(super) struct Saved {
     pub wr: Wr,
     pub ttime: TTime,
     pub io_bound: bool,
-    pub requests_within_timer: u32,
+    pub io_start: Nanos,
+    pub idle: Nanos,
     pub in_large_burst: bool,
     pub budget: u64,
 }
@@ -700,7 +703,11 @@ impl State {
             last_pos: rq.sector,
             created: now,
             wr: Wr::default(),
-            ttime: TTime::default(),
+            // `bfq_init_bfqq`: the last completion "now", so a new queue has not been idle.
+            ttime: TTime {
+                last_end: now,
+                ..TTime::default()
+            },
             seek_history: 0,
             last_rq_end: rq.sector,
             // A new queue counts as long idle: it may be raised as interactive.
@@ -719,8 +726,10 @@ impl State {
             decrease_time: now,
             counted: None,
             pending: false,
-            io_bound: false,
-            requests_within_timer: 0,
+            // `bfq_init_bfqq` marks a new queue I/O bound.
+            io_bound: true,
+            io_start: now,
+            idle: Nanos::ZERO,
             issuers: match key {
                 Key::Sync(i) => vec![i],
                 Key::Async(..) => Vec::new(),
@@ -915,9 +924,7 @@ impl State {
         }
         if why == Expire::TooIdle && self.service <= self.qr(id).budget / 5 {
             // Waited for in vain having done little: not I/O bound after all.
-            let q = self.q(id);
-            q.io_bound = false;
-            q.requests_within_timer = 0;
+            self.q(id).io_bound = false;
         }
         if why == Expire::NoMoreRequests || why == Expire::TooIdle {
             self.note_soft_rt_next_start(id, now, k);
