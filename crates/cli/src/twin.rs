@@ -137,20 +137,15 @@ impl Disk {
     /// The disk's queue as mqblk options, so mqblk's queue over it has the same shape: its
     /// hardware queues, driver tags per queue (`mq/N/nr_tags`) and largest request.
     fn queue_shape(&self) -> Vec<String> {
-        let read = |p: PathBuf| {
-            std::fs::read_to_string(p)
-                .ok()
-                .map(|s| s.trim().to_string())
-        };
+        let shape = mqblk_drivers::sysfs::QueueShape::of_dir(&self.sys);
         let mut out = Vec::new();
-        let hw = std::fs::read_dir(self.sys.join("mq")).map_or(0, |d| d.count());
-        if hw > 0 {
-            out.push(format!("--nr_hw_queues={hw}"));
+        if shape.nr_hw_queues > 0 {
+            out.push(format!("--nr_hw_queues={}", shape.nr_hw_queues));
         }
-        if let Some(t) = read(self.sys.join("mq/0/nr_tags")) {
+        if let Some(t) = shape.nr_tags {
             out.push(format!("--queue_depth={t}"));
         }
-        if let Some(k) = read(self.sys.join("queue/max_sectors_kb")) {
+        if let Some(k) = shape.max_sectors_kb {
             out.push(format!("--max_sectors_kb={k}"));
         }
         out

@@ -551,11 +551,33 @@ fn a_file_reports_its_disks_rotational_flag_unless_overridden() {
         let o = mqblk(&args);
         assert!(o.status.success(), "{}", text(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        v["jobs"][0]["rotational"].as_u64().unwrap()
+        v["jobs"][0].clone()
     };
-    assert_eq!(run(None), want, "sysfs of {sys} says {want}");
-    assert_eq!(run(Some("0")), 0);
-    assert_eq!(run(Some("1")), 1);
+    let job = run(None);
+    assert_eq!(
+        job["rotational"].as_u64(),
+        Some(want),
+        "sysfs of {sys} says {want}"
+    );
+    assert_eq!(run(Some("0"))["rotational"].as_u64(), Some(0));
+    assert_eq!(run(Some("1"))["rotational"].as_u64(), Some(1));
+    // The disk under the file is reported, and a regular file counts as write-back cached.
+    assert_eq!(job["write_cache"], "write back");
+    if let Ok(dir) = std::fs::canonicalize(&sys) {
+        let disk = if dir.join("partition").exists() {
+            dir.parent().unwrap().to_path_buf()
+        } else {
+            dir
+        };
+        let name = disk.file_name().unwrap().to_string_lossy().into_owned();
+        let backing = job["backing"].as_str().unwrap_or_else(|| panic!("{job}"));
+        assert!(
+            backing.starts_with(&format!("{name}: hw_queues=")),
+            "{backing} (disk {name})"
+        );
+    } else {
+        eprintln!("SKIP backing check: {sys} not in sysfs (tmpfs?)");
+    }
     let o = mqblk(&["sim", "--device=hdd", "--rotational=0", "--name=x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("device model has its own"));

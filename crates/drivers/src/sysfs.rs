@@ -1,6 +1,7 @@
 //! The block layer's sysfs view of a device: which disk holds a file or a device node, and
-//! what that disk's queue says. The uring driver reads its rotational flag here; `mqblk
-//! twin` finds the disk whose scheduler it sets.
+//! what that disk's queue says (`QueueShape`). The uring driver reads its rotational flag and
+//! write cache here and reports the disk under it; `mqblk twin` finds the disk whose
+//! scheduler it sets and gives mqblk's queue the same shape.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -34,17 +35,61 @@ pub fn disk_dir(dev: u64) -> Option<PathBuf> {
     Some(dir)
 }
 
-/// `queue/write_cache` of the disk holding `dev`: true for "write back", false for "write
-/// through"; `None` when sysfs does not say.
-pub fn write_cache(dev: u64) -> Option<bool> {
-    let d = disk_dir(dev)?;
-    let s = std::fs::read_to_string(d.join("queue/write_cache")).ok()?;
-    Some(s.trim() == "write back")
+/// What a disk's queue looks like in sysfs: its name, hardware queues (`mq/*`), driver tags
+/// per hardware queue (`mq/0/nr_tags`), largest request (`queue/max_sectors_kb`), write cache
+/// and rotational flag. Fields sysfs does not give are `None` (0 hardware queues).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueShape {
+    pub disk: String,
+    pub nr_hw_queues: u32,
+    pub nr_tags: Option<u32>,
+    pub max_sectors_kb: Option<u32>,
+    pub write_cache: Option<bool>,
+    pub rotational: Option<bool>,
 }
 
-/// `queue/rotational` of the disk holding `dev`; false when sysfs does not say.
-pub fn rotational(dev: u64) -> bool {
-    disk_dir(dev)
-        .and_then(|d| std::fs::read_to_string(Path::new(&d).join("queue/rotational")).ok())
-        .is_some_and(|s| s.trim() == "1")
+impl QueueShape {
+    /// The shape of the disk whose sysfs directory is `dir` (`/sys/devices/.../block/vda`).
+    pub fn of_dir(dir: &Path) -> QueueShape {
+        let read = |rel: &str| {
+            std::fs::read_to_string(dir.join(rel))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let num = |rel: &str| read(rel).and_then(|s| s.parse().ok());
+        QueueShape {
+            disk: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            nr_hw_queues: std::fs::read_dir(dir.join("mq")).map_or(0, |d| d.count() as u32),
+            nr_tags: num("mq/0/nr_tags"),
+            max_sectors_kb: num("queue/max_sectors_kb"),
+            write_cache: read("queue/write_cache").map(|s| s == "write back"),
+            rotational: read("queue/rotational").map(|s| s == "1"),
+        }
+    }
+
+    /// The shape of the disk holding device `dev`, if sysfs has one.
+    pub fn of_dev(dev: u64) -> Option<QueueShape> {
+        disk_dir(dev).map(|d| QueueShape::of_dir(&d))
+    }
+
+    /// One line for reports: `vda: hw_queues=1 nr_tags=128 ...`.
+    pub fn describe(&self) -> String {
+        let opt = |v: Option<u32>| v.map_or("?".to_string(), |n| n.to_string());
+        format!(
+            "{}: hw_queues={} nr_tags={} max_sectors_kb={} write_cache={} rotational={}",
+            self.disk,
+            self.nr_hw_queues,
+            opt(self.nr_tags),
+            opt(self.max_sectors_kb),
+            match self.write_cache {
+                Some(true) => "write back",
+                Some(false) => "write through",
+                None => "?",
+            },
+            self.rotational.map_or("?", |r| if r { "1" } else { "0" })
+        )
+    }
 }

@@ -971,3 +971,55 @@ fn a_sequential_reader_that_thinks_between_requests_is_not_idled_for_on_a_queuei
         assert!(b > 0.6 * a, "seed {seed}: greedy {b} of {a} bytes");
     }
 }
+
+/// Sequential 64 KiB reads, one pause of `pause` at `at`.
+struct ReadPauseRead {
+    at: Nanos,
+    pause: Nanos,
+    paused: bool,
+    pos: u64,
+}
+
+impl Source for ReadPauseRead {
+    fn next(
+        &mut self,
+        now: mqblk_core::Nanos,
+        _rng: &mut mqblk_sim::SimRng,
+    ) -> mqblk_sim::workload::Next {
+        use mqblk_sim::workload::{IoReq, Next};
+        if now >= self.at && !self.paused {
+            self.paused = true;
+            return Next::Think(self.pause);
+        }
+        self.pos += 128;
+        Next::Io(IoReq {
+            op: mqblk_core::ReqOp::Read,
+            sector: self.pos,
+            nr_sectors: 128,
+            flags: mqblk_core::ReqFlags::SYNC,
+        })
+    }
+}
+
+#[test]
+fn a_raised_queue_idle_for_long_again_starts_its_interactive_raising_over() {
+    // `bfq_update_bfqq_wr_on_rq_arrival`: a queue still raised as interactive that comes
+    // back after more than `bfq_wr_min_idle_time` (2 s) idle is interactive again, and its
+    // raising restarts (coefficient and duration) rather than running out on the old clock.
+    let jobs = vec![job(
+        "reader",
+        0,
+        1,
+        0,
+        Box::new(ReadPauseRead {
+            at: Nanos::from_millis(500),
+            pause: Nanos::from_millis(2500),
+            paused: false,
+            pos: 0,
+        }),
+        4,
+    )];
+    let r = run("hdd", &[], jobs);
+    let c = bfq(&r).counters;
+    assert_eq!(c.wr_interactive, 2, "{c:?}");
+}

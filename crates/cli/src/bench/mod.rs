@@ -192,6 +192,14 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
     }
     if let Some(first) = jobs.first_mut() {
         add_queue_stats(first, &exec.queue);
+        if let Some(shape) = exec.device.uring.as_ref().and_then(|u| u.backing()) {
+            first
+                .extra_lines
+                .push(format!("backing: {}", shape.describe()));
+            first
+                .extra
+                .insert("backing".into(), shape.describe().into());
+        }
         if let Some(pool) = exec.device.uring.as_ref().and_then(|u| u.buf_pool()) {
             let (fixed, plain) = exec
                 .device

@@ -293,6 +293,8 @@ pub struct UringDevice {
     rotational: bool,
     /// Flushes reach the file (an fsync); see `open`.
     write_cache: bool,
+    /// The disk under the file or device, as sysfs describes its queue.
+    backing: Option<crate::sysfs::QueueShape>,
     hctxs: Box<[CachePadded<Mutex<UringHctx>>]>,
     pool: Option<FixedPool>,
     /// Reads and writes issued from registered buffers, and from others.
@@ -386,16 +388,15 @@ impl UringDevice {
         if capacity_sectors == 0 {
             return Err(UringError::Empty(path));
         }
-        let rotational = cfg.rotational.unwrap_or_else(|| {
-            crate::sysfs::backing_dev(&meta).is_some_and(crate::sysfs::rotational)
-        });
+        let backing = crate::sysfs::backing_dev(&meta).and_then(crate::sysfs::QueueShape::of_dev);
+        let rotational = cfg
+            .rotational
+            .unwrap_or_else(|| backing.as_ref().and_then(|b| b.rotational) == Some(true));
         // A regular file has the page cache and its file system's metadata to make durable
         // whatever its disk does; a block device has a cache if its queue says "write back"
         // (assumed when sysfs does not say).
         let write_cache = !meta.file_type().is_block_device()
-            || crate::sysfs::backing_dev(&meta)
-                .and_then(crate::sysfs::write_cache)
-                .unwrap_or(true);
+            || backing.as_ref().and_then(|b| b.write_cache).unwrap_or(true);
         let file = Arc::new(file);
         let ring_cfg = RingConfig {
             entries: (cfg.queue_depth + MAX_SEGMENTS as u32 + 2)
@@ -457,6 +458,7 @@ impl UringDevice {
             logical_block_size: lbs,
             rotational,
             write_cache,
+            backing,
             hctxs: hctxs.into(),
             pool,
             fixed_ios: AtomicU64::new(0),
@@ -488,6 +490,12 @@ impl UringDevice {
 
     pub fn config(&self) -> &UringConfig {
         &self.cfg
+    }
+
+    /// The disk under the file or device, as sysfs describes its queue (`None` where sysfs
+    /// has none: tmpfs, overlay).
+    pub fn backing(&self) -> Option<&crate::sysfs::QueueShape> {
+        self.backing.as_ref()
     }
 
     /// The registered buffers, with `fixed_buffers`. Reads and writes whose buffer comes

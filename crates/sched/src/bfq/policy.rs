@@ -390,6 +390,7 @@ impl State {
     /// queue in service if it deserves the device more.
     pub(super) fn idle_to_busy(&mut self, qid: u32, now: Nanos, k: &Knobs) {
         self.detect_waker(qid, now, k);
+        let wr_duration = self.wr_duration();
         let q = self.q(qid);
         let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
         // Only synchronous queues are raised: nobody waits on asynchronous writes.
@@ -398,8 +399,8 @@ impl State {
         // weight set on purpose (an I/O priority) is the user's (`new_weight == 40` in
         // `bfq_bfqq_handle_idle_busy_switch`).
         let default_weight = q.base_weight == ioprio_to_weight(IoPrio::DEFAULT.level());
+        let interactive = eligible && idle_for_long && default_weight;
         let soft_rt = eligible
-            && q.sync
             && q.seek_history != u32::MAX
             && default_weight
             && q.dispatched == 0
@@ -408,37 +409,63 @@ impl State {
         q.retire_at = None;
         q.last_backlogged = now;
         q.service_from_backlogged = 0;
-        if eligible && idle_for_long && default_weight && q.wr.coeff <= 1 {
-            q.wr = Wr {
-                coeff: WR_COEFF,
-                start: now,
-                max_time: Nanos::ZERO,
-                service: 0,
-                soft_rt: false,
-                interactive_start: None,
-            };
-            let d = self.wr_duration();
-            self.q(qid).wr.max_time = d;
-            self.stats.wr_interactive += 1;
+        // `bfq_update_bfqq_wr_on_rq_arrival`.
+        let old = q.wr;
+        // What changed, counted once the queue is no longer borrowed.
+        let (mut n_interactive, mut n_soft_rt, mut n_ended) = (0, 0, 0);
+        let interactive_wr = |service| Wr {
+            coeff: WR_COEFF,
+            start: now,
+            max_time: wr_duration,
+            service,
+            soft_rt: false,
+            interactive_start: None,
+        };
+        if old.coeff <= 1 {
+            if interactive || soft_rt {
+                q.wr = if interactive {
+                    n_interactive += 1;
+                    interactive_wr(0)
+                } else {
+                    n_soft_rt += 1;
+                    Wr {
+                        coeff: WR_COEFF * SOFTRT_FACTOR,
+                        start: now,
+                        max_time: WR_RT_MAX_TIME,
+                        service: 0,
+                        soft_rt: true,
+                        interactive_start: None,
+                    }
+                };
+            }
+        } else if interactive {
+            // Idle long again: the interactive raising starts over.
+            q.wr = interactive_wr(old.service);
+            n_interactive += 1;
+        } else if q.in_large_burst {
+            q.wr = Wr::default();
+            n_ended += 1;
         } else if soft_rt {
-            // Also from interactive raising: a queue that now behaves as soft real-time
-            // switches to that raising, remembering when the interactive one began
-            // (`bfq_update_bfqq_wr_on_rq_arrival`).
-            let interactive_start = match q.wr {
-                w if w.coeff > 1 && !w.soft_rt => Some(w.start),
-                w if w.coeff > 1 => w.interactive_start,
-                _ => None,
+            // A player (also one raised as interactive until now) is raised as one, and
+            // remembers when its interactive raising began.
+            let interactive_start = if old.soft_rt {
+                old.interactive_start
+            } else {
+                Some(old.start)
             };
             q.wr = Wr {
                 coeff: WR_COEFF * SOFTRT_FACTOR,
                 start: now,
                 max_time: WR_RT_MAX_TIME,
-                service: q.wr.service,
+                service: old.service,
                 soft_rt: true,
                 interactive_start,
             };
-            self.stats.wr_soft_rt += 1;
+            n_soft_rt += 1;
         }
+        self.stats.wr_interactive += n_interactive;
+        self.stats.wr_soft_rt += n_soft_rt;
+        self.stats.wr_ended += n_ended;
         self.activate(qid);
         self.update_pending(qid);
         let Some(s) = self.in_service else { return };
