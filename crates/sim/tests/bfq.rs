@@ -1023,3 +1023,53 @@ fn a_raised_queue_idle_for_long_again_starts_its_interactive_raising_over() {
     let c = bfq(&r).counters;
     assert_eq!(c.wr_interactive, 2, "{c:?}");
 }
+
+#[test]
+fn a_burst_of_eight_new_queues_in_one_group_is_not_raised() {
+    // `bfq_handle_burst`: sync queues of one group made within 180 ms of each other form a
+    // burst; at the 8th (`bfq_large_burst_thresh`) it is large, its queues lose their
+    // raising and later ones in it are not raised at all (a `git grep`, a boot: throughput,
+    // not latency). Seven readers are no large burst; neither are eight split over groups.
+    let run_readers = |n: u16, groups: u32| {
+        let cg = Blkcg::new();
+        let ids = [
+            cg.set_weight("a", 100).unwrap(),
+            cg.set_weight("b", 100).unwrap(),
+        ];
+        let jobs = (0..n)
+            .map(|c| {
+                let mut j = reader(
+                    "r",
+                    c,
+                    RwMode::Read,
+                    1,
+                    IoPrio::DEFAULT,
+                    (c as u64) << 30,
+                    1,
+                );
+                j.group = ids[(c as u32 % groups) as usize];
+                j
+            })
+            .collect();
+        bfq(&run_with(
+            "hdd",
+            &[("stable_merging", "0")],
+            jobs,
+            Arc::new(cg),
+            1,
+        ))
+        .counters
+    };
+    let ten = run_readers(10, 1);
+    assert_eq!(ten.wr_interactive, 7, "{ten:?}");
+    assert!(
+        ten.wr_ended >= 7,
+        "the first seven lose their raising: {ten:?}"
+    );
+    let seven = run_readers(7, 1);
+    assert_eq!(seven.wr_interactive, 7, "{seven:?}");
+    assert_eq!(seven.wr_ended, 0, "{seven:?}");
+    let split = run_readers(8, 2);
+    assert_eq!(split.wr_interactive, 8, "{split:?}");
+    assert_eq!(split.wr_ended, 0, "{split:?}");
+}

@@ -25,7 +25,8 @@
 //!   back no earlier than its service at 7000 sectors/s allows is soft real-time: x3000 for
 //!   300 ms, then back to interactive raising if that began earlier and is not over
 //!   (`switch_back_to_interactive_wr`), as when its last 32 requests were all seeks.
-//!   Queues created in a burst (more than 8 within 180 ms) are not raised. A raised
+//!   Queues created in a burst (8 in one group, each within 180 ms of the last) are not
+//!   raised. A raised
 //!   queue preempts a queue in service that is not.
 //! - **Injection** (`bfq_choose_bfqq_for_injection`, `bfq_update_inject_limit`): while the
 //!   in-service queue is idled for, other queues' requests are dispatched, at most
@@ -75,7 +76,11 @@ const FOUR_JIFFIES: Nanos = Nanos::from_millis(16);
 const IO_INTENSITY_WINDOW: Nanos = Nanos::from_millis(200);
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
 const BURST_INTERVAL: Nanos = Nanos::from_millis(180);
-const LARGE_BURST: usize = 8;
+const LARGE_BURST: u32 = 8;
+/// A queue split this recently is not counted in a burst.
+const JUST_SPLIT: Nanos = Nanos::from_millis(10);
+/// A queue of a large burst idle this long has finished its part of it.
+const BURST_IDLE_LEAVE: Nanos = Nanos::from_secs(10);
 /// `BFQ_HW_QUEUE_THRESHOLD`, `BFQ_HW_QUEUE_SAMPLES`.
 const HW_QUEUE_THRESHOLD: u32 = 3;
 const HW_QUEUE_SAMPLES: u32 = 32;
@@ -315,26 +320,56 @@ impl State {
         q.soft_rt_next_start = q.soft_rt_next_start.max(by_rate).max(soonest);
     }
 
-    /// Queue `qid` was just created: burst detection (`bfq_handle_burst`).
+    /// Sync queue `qid` was just created: burst detection (`bfq_handle_burst`, called from
+    /// `bfq_init_rq` while a burst is under way or no queue is busy). Queues of one group
+    /// made less than 180 ms apart form a burst; the 8th makes it large, and a large burst's
+    /// queues are neither raised nor idled for. A burst that begins while other queues are
+    /// busy does not count its first queue.
     pub(super) fn note_creation(&mut self, qid: u32, now: Nanos) {
-        if now.saturating_sub(self.burst.last_created) > BURST_INTERVAL {
-            self.burst.list.clear();
-            self.burst.large = false;
-        }
-        self.burst.last_created = now;
-        if self.burst.large {
-            self.q(qid).in_large_burst = true;
+        let q = self.qr(qid);
+        let busy: u32 = self.load.busy_classes.iter().sum();
+        let just_split =
+            q.split_time > Nanos::ZERO && now <= q.split_time.saturating_add(JUST_SPLIT);
+        if !q.sync
+            || !(self.burst.size > 0 || busy == 0)
+            || q.in_large_burst
+            || self.burst.list.contains(&qid)
+            || just_split
+        {
             return;
         }
-        self.burst.list.push(qid);
-        if self.burst.list.len() > LARGE_BURST {
-            self.burst.large = true;
-            for id in std::mem::take(&mut self.burst.list) {
-                if let Some(q) = self.queues.get_mut(id as usize).and_then(|q| q.as_mut()) {
-                    q.in_large_burst = true;
+        let group = q.group;
+        if now.saturating_sub(self.burst.last_ins) > BURST_INTERVAL
+            || self.burst.group != Some(group)
+        {
+            // `bfq_reset_burst_list`.
+            self.burst.large = false;
+            self.burst.list.clear();
+            if busy == 0 {
+                self.burst.list.push(qid);
+                self.burst.size = 1;
+            } else {
+                self.burst.size = 0;
+            }
+            self.burst.group = Some(group);
+        } else if self.burst.large {
+            self.q(qid).in_large_burst = true;
+        } else {
+            // `bfq_add_to_burst`.
+            self.burst.size += 1;
+            if self.burst.size == LARGE_BURST {
+                self.burst.large = true;
+                for id in std::mem::take(&mut self.burst.list) {
+                    if let Some(q) = self.queues.get_mut(id as usize).and_then(|q| q.as_mut()) {
+                        q.in_large_burst = true;
+                    }
                 }
+                self.q(qid).in_large_burst = true;
+            } else {
+                self.burst.list.push(qid);
             }
         }
+        self.burst.last_ins = now;
     }
 
     /// A request arrived for queue `qid`: think time and seek history
@@ -405,6 +440,14 @@ impl State {
             && default_weight
             && q.dispatched == 0
             && now > q.soft_rt_next_start;
+        // Idle for 10 s after a burst it was part of: its part of that burst is over.
+        let leaves_burst = !q.fresh
+            && idle_for_long
+            && now.saturating_sub(q.last_idle) > BURST_IDLE_LEAVE
+            && q.in_large_burst;
+        if leaves_burst {
+            q.in_large_burst = false;
+        }
         q.fresh = false;
         q.retire_at = None;
         q.last_backlogged = now;
@@ -462,6 +505,9 @@ impl State {
                 interactive_start,
             };
             n_soft_rt += 1;
+        }
+        if leaves_burst {
+            self.burst.list.retain(|&b| b != qid);
         }
         self.stats.wr_interactive += n_interactive;
         self.stats.wr_soft_rt += n_soft_rt;

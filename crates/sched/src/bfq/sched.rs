@@ -498,12 +498,16 @@ pub(super) struct Inject {
     pub injected: bool,
 }
 
-/// Queues created close together (`burst_list`, `burst_size`, `large_burst`).
+/// Queues created close together (`burst_list`, `burst_size`, `large_burst`,
+/// `last_ins_in_burst`, `burst_parent_entity`).
 #[derive(Default)]
 pub(super) struct Burst {
     pub list: Vec<u32>,
-    pub last_created: Nanos,
+    pub size: u32,
+    pub last_ins: Nanos,
     pub large: bool,
+    /// The group the burst's queues belong to.
+    pub group: Option<u32>,
 }
 
 pub(super) struct State {
@@ -754,7 +758,6 @@ impl State {
             }
         };
         self.by_key.insert(key, id);
-        self.note_creation(id, now);
         id
     }
 
@@ -781,14 +784,21 @@ impl State {
             self.split_issuer(id, rq.issuer);
             let nq = self.new_queue(key, group, rq, sync, now, k);
             self.resume_state(nq, rq.issuer, now);
+            self.note_creation(nq, now);
             return nq;
         }
         let id = self.new_queue(key, group, rq, sync, now, k);
-        if sync && k.stable_merging && k.merging != 0 {
+        let id = if sync && k.stable_merging && k.merging != 0 {
             self.stable_merge_on_create(id, now)
         } else {
             id
+        };
+        // A queue that joined an older one for good is no new queue (`bfq_init_rq` handles
+        // bursts for just-created queues only).
+        if self.qr(id).fresh {
+            self.note_creation(id, now);
         }
+        id
     }
 
     /// A queue with nothing queued, in flight or in service is freed, or, while an issuer's
