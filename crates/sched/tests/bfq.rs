@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use mqblk_core::{IoPrio, IoPrioClass, ReqFlags, ReqOp, Submit, TunableError};
+use mqblk_core::{IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp, Submit, TunableError};
 
 const BFQ: &str = "bfq";
 
@@ -145,4 +145,28 @@ fn bfq_limits_writes_to_part_of_the_scheduler_tags() {
     assert_eq!(depth(&r, ReqOp::Write, ReqFlags::SYNC), n * 6 / 16);
     r.drain(us(10));
     r.finish();
+}
+
+#[test]
+fn bfq_raises_a_busy_async_queue_whose_writes_pause() {
+    // `bfq_add_request`: a busy asynchronous queue that is not raised and gets a request
+    // more than `bfq_wr_min_inter_arr_async` (500 ms) after its last arrival or expiry is
+    // raised as interactive; sooner, or with low_latency off, it is not.
+    let run = |gap_ms: u64, low_latency: &str| {
+        let mut r = Rig::simple(BFQ, 1);
+        r.set("low_latency", low_latency);
+        // The device holds one command and completes nothing on its own: the async
+        // queue stays busy with the second write queued behind the first.
+        r.queue(0, write(0, 8, 1));
+        r.queue(0, write(1000, 8, 2));
+        r.advance_to(Nanos::from_millis(gap_ms));
+        r.queue(0, write(2000, 8, 3));
+        let raised = r.bfq().counters.wr_async;
+        r.drain(us(10));
+        r.finish();
+        raised
+    };
+    assert_eq!(run(600, "1"), 1);
+    assert_eq!(run(100, "1"), 0);
+    assert_eq!(run(600, "0"), 0);
 }

@@ -177,6 +177,11 @@ fn fuzz_seeds_pass_with_bfq() {
     // BFQ has the most state of the schedulers (groups, raising, merged queues, injection):
     // a slice of its own, on the same configurations as the seeds above.
     assert_fuzz_passes(0..600, Some("bfq"));
+    // Seeds that once broke BFQ's count of busy raised queues (a soft real-time queue's
+    // raising ended by seeks at a request arriving while it was idle, or by an expiry).
+    for seed in [200_020, 201_271, 201_277] {
+        assert_fuzz_passes(seed..seed + 1, Some("bfq"));
+    }
 }
 
 #[test]

@@ -72,6 +72,8 @@ const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
 const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
 /// 4 jiffies at `CONFIG_HZ=250`, this machine's kernel's (and Debian's) tick.
 const FOUR_JIFFIES: Nanos = Nanos::from_millis(16);
+/// `bfq_wr_min_inter_arr_async`.
+const WR_MIN_INTER_ARR_ASYNC: Nanos = Nanos::from_millis(500);
 /// `bfq_update_io_intensity`'s window.
 const IO_INTENSITY_WINDOW: Nanos = Nanos::from_millis(200);
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
@@ -256,34 +258,68 @@ impl State {
             return;
         }
         if !k.low_latency || q.in_large_burst {
-            self.end_wr(id);
+            self.end_wr(id, true);
         } else if now.saturating_sub(q.wr.start) > q.wr.max_time {
-            self.end_or_switch_back_wr(id, now);
+            self.end_or_switch_back_wr(id, now, true);
         }
         let q = self.qr(id);
         if q.wr.coeff > 1 && !q.wr.soft_rt && q.wr.service > MAX_SERVICE_FROM_WR {
-            self.end_wr(id);
+            self.end_wr(id, true);
         }
+    }
+
+    /// `bfq_add_request` for a queue already busy: an asynchronous one not raised whose
+    /// request comes more than `bfq_wr_min_inter_arr_async` after its last arrival or expiry
+    /// is raised as interactive (its writes were held back), then the clock moves on.
+    pub(super) fn raise_async_on_arrival(&mut self, qid: u32, now: Nanos, k: &Knobs) {
+        let d = self.wr_duration();
+        let q = self.q(qid);
+        if q.wr.coeff > 1 {
+            return;
+        }
+        if k.low_latency
+            && !q.sync
+            && now.saturating_sub(q.last_wr_start_finish) > WR_MIN_INTER_ARR_ASYNC
+        {
+            q.wr = Wr {
+                coeff: WR_COEFF,
+                start: now,
+                max_time: d,
+                service: 0,
+                soft_rt: false,
+                interactive_start: None,
+            };
+            self.load.wr_busy += 1;
+            self.stats.wr_async += 1;
+            self.update_pending(qid);
+            return;
+        }
+        q.last_wr_start_finish = now;
     }
 
     /// `bfq_bfqq_end_wr`. The end of interactive raising also forgets how much bandwidth
     /// the queue took meanwhile, so an application that loaded fast may be soft real-time
     /// at once.
-    fn end_wr(&mut self, id: u32) {
+    /// `busy`: the queue counts among the busy ones (`wr_busy`): in the tree, in service or
+    /// being expired; a request arriving at an idle queue may end its raising too.
+    fn end_wr(&mut self, id: u32, busy: bool) {
         let now = self.now;
         let q = self.q(id);
         if !q.wr.soft_rt {
             q.soft_rt_next_start = now;
         }
+        q.last_wr_start_finish = now;
         self.q(id).wr = Wr::default();
-        self.load.wr_busy -= 1;
+        if busy {
+            self.load.wr_busy -= 1;
+        }
         self.stats.wr_ended += 1;
         self.update_pending(id);
     }
 
     /// Soft real-time raising that ends while the interactive raising it interrupted would
     /// still run goes back to that (`switch_back_to_interactive_wr`); any other ends.
-    fn end_or_switch_back_wr(&mut self, id: u32, now: Nanos) {
+    fn end_or_switch_back_wr(&mut self, id: u32, now: Nanos, busy: bool) {
         let w = self.qr(id).wr;
         let d = self.wr_duration();
         match w.interactive_start {
@@ -299,7 +335,7 @@ impl State {
                 self.stats.wr_switched_back += 1;
                 self.update_pending(id);
             }
-            _ => self.end_wr(id),
+            _ => self.end_wr(id, busy),
         }
     }
 
@@ -395,7 +431,8 @@ impl State {
         // A soft real-time queue whose last 32 requests were all seeks is no player
         // (`bfq_update_io_seektime`, `BFQQ_TOTALLY_SEEKY`).
         if q.wr.coeff > 1 && q.wr.soft_rt && q.seek_history == u32::MAX {
-            self.end_or_switch_back_wr(qid, now);
+            let busy = self.qr(qid).in_tree || self.in_service == Some(qid);
+            self.end_or_switch_back_wr(qid, now, busy);
         }
     }
 

@@ -319,6 +319,10 @@ pub(super) struct Bq {
     pub stably_merged: bool,
     /// When it was made for an issuer leaving a shared queue (`split_time`).
     pub split_time: Nanos,
+    /// For a queue not raised, its last request arrival or expiry (`last_wr_start_finish`):
+    /// an async queue still busy whose next request comes later than
+    /// `bfq_wr_min_inter_arr_async` after it is raised.
+    pub last_wr_start_finish: Nanos,
 }
 
 impl Bq {
@@ -383,6 +387,7 @@ impl BfqStats {
             ("wr_soft_rt", c.wr_soft_rt),
             ("wr_ended", c.wr_ended),
             ("wr_switched_back", c.wr_switched_back),
+            ("wr_async", c.wr_async),
             ("queue_merges", c.queue_merges),
             ("stable_merges", c.stable_merges),
             ("queue_splits", c.queue_splits),
@@ -415,6 +420,8 @@ pub struct BfqCounters {
     pub wr_ended: u64,
     /// Soft real-time raising that went back to the interactive raising it interrupted.
     pub wr_switched_back: u64,
+    /// Busy asynchronous queues raised after a pause in their arrivals.
+    pub wr_async: u64,
     /// Queue merges (all), and those of them that were stable merges.
     pub queue_merges: u64,
     pub stable_merges: u64,
@@ -746,6 +753,7 @@ impl State {
             stable_merge: None,
             stably_merged: false,
             split_time: Nanos::ZERO,
+            last_wr_start_finish: now,
         };
         let id = match self.free_slots.pop() {
             Some(i) => {
@@ -924,6 +932,10 @@ impl State {
             Expire::BudgetExhausted => self.stats.expired_budget += 1,
             Expire::NoMoreRequests => self.stats.expired_empty += 1,
             Expire::Preempted => self.stats.preempted += 1,
+        }
+        // `bfq_bfqq_expire`: a queue not raised restarts its raising clock.
+        if k.low_latency && self.qr(id).wr.coeff <= 1 {
+            self.q(id).last_wr_start_finish = now;
         }
         let charged = self.charge_for_turn(id, why, now, k);
         self.recalc_budget(id, why, k);
@@ -1415,6 +1427,10 @@ impl Elevator for Bfq {
             st.note_arrival(qid, e.sector, end, now, &k);
             st.add_request(qid, id.0, e.sector, deadline, at_head);
             st.update_pending(qid);
+            let bq = st.qr(qid);
+            if st.in_service == Some(qid) || bq.in_tree {
+                st.raise_async_on_arrival(qid, now, &k);
+            }
             let bq = st.qr(qid);
             if st.in_service == Some(qid) {
                 // The queue we were idling for has work again. Its service time, for the
