@@ -156,6 +156,7 @@ impl Request {
     }
     /// Starts a new life at `now` (`blk_mq_rq_ctx_init`): fresh timestamps, no deadline, no
     /// status, no flush steps done.
+    #[inline]
     pub(crate) fn init_life(&mut self, now: Nanos) {
         self.alloc_ns = now;
         self.insert_ns = now;

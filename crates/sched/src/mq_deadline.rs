@@ -742,7 +742,7 @@ impl Elevator for MqDeadline {
         // (`blk_try_merge` prefers the back); with `nomerges=1` that is all.
         let bio = match st.last_merge {
             Some(id) => {
-                let r = st.rqs[id.index()];
+                let r = &st.rqs[id.index()];
                 let back = r.end == bio.sector;
                 if back || r.sector == bio.end_sector() {
                     match self.merge_into(&mut st, q, id, bio, prio, !back) {
@@ -794,7 +794,7 @@ impl Elevator for MqDeadline {
         let k = self.knobs();
         let mut st = self.lock();
         for &id in rqs {
-            let (prio, dir, ctx, sector, end) = {
+            let (prio, dir, ctx, sector, end, mergeable) = {
                 let rq = q.rqs.lock(id);
                 (
                     prio_of(rq.ioprio.class()),
@@ -802,6 +802,7 @@ impl Elevator for MqDeadline {
                     rq.ctx.0,
                     rq.sector,
                     rq.end_sector(),
+                    rq.mergeable(),
                 )
             };
             let mut r = st.rqs[id.index()];
@@ -848,7 +849,7 @@ impl Elevator for MqDeadline {
             }
             r.fifo_time = now.saturating_add(k.fifo_expire[dir]);
             st.add_rq(id, r);
-            if st.last_merge.is_none() && q.rqs.lock(id).mergeable() {
+            if st.last_merge.is_none() && mergeable {
                 st.last_merge = Some(id);
             }
         }

@@ -141,6 +141,7 @@ impl RequestQueue {
 
     /// The end of an ended request's life once its slot is released: counted for its
     /// software queue, its tags put, its hardware queue re-run if it waited for one.
+    #[inline]
     pub(crate) fn free_released(&self, released: &Released, runs: &mut Vec<HctxIdx>) {
         self.ctxs[released.snap.ctx.0 as usize]
             .stats
@@ -152,6 +153,7 @@ impl RequestQueue {
 
     /// Hands a finished request's bios back with `status`: to `done` for the `local`
     /// software queue, to their owner's remote list otherwise, or to the original of a split.
+    #[inline]
     pub(crate) fn route_bios(
         &self,
         rq: &mut crate::request::Request,
@@ -172,6 +174,7 @@ impl RequestQueue {
     }
 
     /// `blk_mq_sched_restart`: a freed tag may unblock requests parked on the dispatch list.
+    #[inline]
     pub(crate) fn note_restart(&self, h: HctxIdx, runs: &mut Vec<HctxIdx>) {
         let hctx = &self.hctxs[h.0 as usize];
         if hctx.test_state(state::SCHED_RESTART)

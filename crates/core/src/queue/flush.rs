@@ -87,6 +87,7 @@ fn cur_seq(done: u8) -> u8 {
 }
 
 /// `op_is_flush`: the request is (or carries) a flush or FUA.
+#[inline]
 pub(crate) fn op_is_flush(op: ReqOp, flags: ReqFlags) -> bool {
     op == ReqOp::Flush || flags.intersects(ReqFlags::PREFLUSH.union(ReqFlags::FUA))
 }
@@ -105,6 +106,7 @@ impl RequestQueue {
 
     /// The bio-level part of `submit_bio_noacct`: without a write cache, PREFLUSH and FUA
     /// mean nothing and are dropped. Returns true for an empty flush, which is then done.
+    #[inline]
     pub(crate) fn strip_flush_flags(&self, bio: &mut Bio) -> bool {
         if self.limits.write_cache {
             return false;

@@ -835,7 +835,8 @@ impl State {
         // (`bfq_completed_request`).
         let d = &self.dev;
         let delta_us = now.saturating_sub(d.last_rate_completion).0 / 1000;
-        if delta_us > MIN_TT.0 / 1000 && (d.last_rq_max_size << 16) / delta_us.max(1) < 1 << 6 {
+        // (max_size << 16) / delta_us < 1 << 6, without the division.
+        if delta_us > MIN_TT.0 / 1000 && d.last_rq_max_size << 10 < delta_us {
             self.update_rate_reset(None, now);
         }
         self.dev.last_rate_completion = now;
