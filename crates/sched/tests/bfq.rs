@@ -170,3 +170,32 @@ fn bfq_raises_a_busy_async_queue_whose_writes_pause() {
     assert_eq!(run(100, "1"), 0);
     assert_eq!(run(600, "0"), 0);
 }
+
+#[test]
+fn bfq_nomerges_1_merges_only_into_the_one_hit_cache() {
+    // `elv_merge` with `nomerges=1` tries only `q->last_merge` (the first request inserted
+    // into an empty scheduler, or the last merged into), and BFQ takes it only from the
+    // bio's own queue; with `nomerges=0` BFQ looks through the bio's queue.
+    for (nomerges, deep) in [
+        (mqblk_core::NoMerges::Simple, false),
+        (mqblk_core::NoMerges::All, true),
+    ] {
+        let mut cfg = RigCfg::new(BFQ, 1);
+        cfg.nomerges = nomerges;
+        let mut r = Rig::new(cfg);
+        r.queue(0, read(0, 8, 1)); // on the device
+        r.queue(0, read(1000, 8, 10)); // the one-hit cache
+        r.queue(0, read(5000, 8, 20));
+        assert_eq!(
+            matches!(r.submit(0, read(5008, 8, 21)), Submit::Merged),
+            deep,
+            "{nomerges:?}: a back merge away from the cache"
+        );
+        assert!(
+            matches!(r.submit(0, read(1008, 8, 11)), Submit::Merged),
+            "{nomerges:?}: the one-hit cache"
+        );
+        r.drain(us(10));
+        r.finish();
+    }
+}

@@ -548,6 +548,9 @@ pub(super) struct State {
     pub saved: HashMap<u32, Saved>,
     /// The queue of the last completed request, and when (waker detection).
     pub last_completion: Option<(u32, Nanos)>,
+    /// The one-hit merge cache (`q->last_merge`): the request last merged into, or the first
+    /// inserted while it was empty; cleared when that request leaves its queue.
+    pub last_merge: Option<u32>,
     /// Queues created close together.
     pub burst: Burst,
     /// Idle queues kept for their issuers, oldest first.
@@ -636,6 +639,7 @@ impl Bfq {
                 merging_on: false,
                 saved: HashMap::new(),
                 last_completion: None,
+                last_merge: None,
                 burst: Burst::default(),
                 retiring: VecDeque::new(),
                 now: Nanos::ZERO,
@@ -1012,6 +1016,9 @@ impl State {
         q.dispatched += 1;
         q.last_pos = info.end;
         self.rqs[rq as usize].queued = false;
+        if self.last_merge == Some(rq) {
+            self.last_merge = None;
+        }
         self.nr_queued -= 1;
         if head_changed {
             self.pos_update(id);
@@ -1198,10 +1205,26 @@ impl State {
         let info = &mut self.rqs[next as usize];
         info.queued = false;
         info.owned = false;
+        // `elv_merge_requests`: the one-hit cache names the request that absorbed `next`.
+        self.last_merge = Some(id);
         self.nr_queued -= 1;
         self.pos_update(qid);
         self.stats.rq_merges += 1;
         Some(RqId(next))
+    }
+
+    /// After a front merge into `id`: its predecessor in queue `qid` may now end where it
+    /// starts, and absorbs it (`attempt_front_merge`).
+    fn fold_into_prev(&mut self, q: &ElvCtx<'_>, qid: u32, id: u32) -> Option<RqId> {
+        let start = self.rqs[id as usize].sector;
+        let prev = self
+            .qr(qid)
+            .sorted
+            .range(..(start, 0))
+            .next_back()
+            .map(|x| x.1)
+            .filter(|&p| self.rqs[p as usize].end == start)?;
+        self.fold_next(q, qid, prev, start)
     }
 
     /// Adds request `rq` to queue `qid` (`bfq_add_request`).
@@ -1334,6 +1357,33 @@ impl Elevator for Bfq {
         let Some(qid) = st.queue_of_bio(&bio) else {
             return BioMerge::NotMerged(bio);
         };
+        if q.nomerges == NoMerges::Simple {
+            // `elv_merge` with `nomerges=1`: the one-hit cache only, which BFQ takes only
+            // when it is in the bio's own queue (`bfq_allow_bio_merge`).
+            let hit = st.last_merge.filter(|&id| {
+                let r = &st.rqs[id as usize];
+                r.queued && r.queue == qid && (r.end == bio.sector || r.sector == bio.end_sector())
+            });
+            let Some(id) = hit else {
+                return BioMerge::NotMerged(bio);
+            };
+            let back = st.rqs[id as usize].end == bio.sector;
+            return match st.merge_bio_into(q, qid, id, bio) {
+                Ok(()) => {
+                    st.last_merge = Some(id);
+                    // `attempt_back_merge` / `attempt_front_merge`, as after any bio merge.
+                    let freed = if back {
+                        let end = st.rqs[id as usize].end;
+                        st.fold_next(q, qid, id, end)
+                    } else {
+                        st.fold_into_prev(q, qid, id)
+                    };
+                    self.publish(&st);
+                    BioMerge::Merged { freed }
+                }
+                Err(b) => BioMerge::NotMerged(b),
+            };
+        }
         let (back, front) = {
             let bq = st.qr(qid);
             let back = bq.sorted.range(..(bio.sector, 0)).next_back().copied();
@@ -1345,6 +1395,7 @@ impl Elevator for Bfq {
         if let Some((_, id)) = back.filter(|&(_, id)| st.rqs[id as usize].end == bio.sector) {
             match st.merge_bio_into(q, qid, id, bio) {
                 Ok(()) => {
+                    st.last_merge = Some(id);
                     let end = st.rqs[id as usize].end;
                     let freed = st.fold_next(q, qid, id, end);
                     self.publish(&st);
@@ -1356,16 +1407,8 @@ impl Elevator for Bfq {
         if let Some((_, id)) = front {
             match st.merge_bio_into(q, qid, id, bio) {
                 Ok(()) => {
-                    // The predecessor may now end where this request starts.
-                    let start = st.rqs[id as usize].sector;
-                    let prev = st
-                        .qr(qid)
-                        .sorted
-                        .range(..(start, 0))
-                        .next_back()
-                        .map(|x| x.1)
-                        .filter(|&p| st.rqs[p as usize].end == start);
-                    let freed = prev.and_then(|p| st.fold_next(q, qid, p, start));
+                    st.last_merge = Some(id);
+                    let freed = st.fold_into_prev(q, qid, id);
                     self.publish(&st);
                     return BioMerge::Merged { freed };
                 }
@@ -1426,6 +1469,11 @@ impl Elevator for Bfq {
             }
             st.note_arrival(qid, e.sector, end, now, &k);
             st.add_request(qid, id.0, e.sector, deadline, at_head);
+            let mergeable = !e.cmd_flags.intersects(ReqFlags::NOMERGE_FLAGS)
+                && matches!(e.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard);
+            if st.last_merge.is_none() && mergeable && !at_head {
+                st.last_merge = Some(id.0);
+            }
             st.update_pending(qid);
             let bq = st.qr(qid);
             if st.in_service == Some(qid) || bq.in_tree {
