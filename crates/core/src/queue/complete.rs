@@ -103,12 +103,7 @@ impl RequestQueue {
             "{id:?}: completed while {:?} (twice, or never issued)",
             rq.state
         );
-        rq.state = RqState::Complete;
-        rq.complete_ns = now;
-        rq.status = status;
-        if let Some(t) = self.cfg.tracer.get() {
-            t.event(&TraceEvent::of_rq(TraceAction::Complete, &rq, now));
-        }
+        self.mark_complete(&mut rq, status, now);
         if rq.rq_flags.contains(RqFlags::FLUSH_SEQ) {
             // Its data is done, not its sequence: the bio stays until the sequence ends.
             let tag = (rq.rq_flags.contains(RqFlags::SCHED_TAGS) && !rq.tag.is_none())
@@ -149,6 +144,22 @@ impl RequestQueue {
             .add(1);
         self.finish_and_put_tags(released);
         self.note_restart(released.snap.hctx, runs);
+    }
+
+    /// COMPLETE with `status` at `now`, traced (`blk_update_request`'s `block_rq_complete`).
+    #[inline]
+    pub(crate) fn mark_complete(
+        &self,
+        rq: &mut crate::request::Request,
+        status: BlkStatus,
+        now: Nanos,
+    ) {
+        rq.state = RqState::Complete;
+        rq.complete_ns = now;
+        rq.status = status;
+        if let Some(t) = self.cfg.tracer.get() {
+            t.event(&TraceEvent::of_rq(TraceAction::Complete, rq, now));
+        }
     }
 
     /// Hands a finished request's bios back with `status`: to `done` for the `local`

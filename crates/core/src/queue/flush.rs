@@ -310,19 +310,11 @@ impl RequestQueue {
                 "{fid:?}: flush completed while {:?} (twice, or never issued)",
                 rq.state
             );
-            rq.complete_ns = now;
-            rq.status = status;
-            if let Some(t) = self.cfg.tracer.get() {
-                t.event(&TraceEvent::of_rq(TraceAction::Complete, &rq, now));
-            }
-            let r = (rq.hctx, rq.tag);
-            rq.allocated = false;
-            rq.state = RqState::Idle;
-            rq.deadline_ns = Nanos::MAX;
-            rq.tag = Tag::NONE;
-            rq.internal_tag = Tag::NONE;
-            rq.rq_flags = RqFlags::default();
-            r
+            self.mark_complete(&mut rq, status, now);
+            // Freed, but not through `free_released`: its scheduler tag was borrowed, and
+            // its driver tag is put (with a scheduler) or handed back (without) below.
+            let r = Self::release_slot(&mut rq);
+            (r.snap.hctx, r.tag)
         };
         self.hctxs[hctx.0 as usize].stats.completed.add(1);
         if self.elevator.is_some() {
@@ -393,12 +385,7 @@ impl RequestQueue {
                 rq.state != RqState::InFlight,
                 "{id:?}: flush sequence ended while its data is in flight"
             );
-            rq.state = RqState::Complete;
-            rq.complete_ns = now;
-            rq.status = status;
-            if let Some(t) = self.cfg.tracer.get() {
-                t.event(&TraceEvent::of_rq(TraceAction::Complete, &rq, now));
-            }
+            self.mark_complete(&mut rq, status, now);
             self.route_bios(&mut rq, status, local, done);
             Self::release_slot(&mut rq)
         };
