@@ -42,6 +42,9 @@ use mqblk_core::{IoPrio, Nanos, RqId};
 /// `bfq_default_max_budget`, until the peak rate is known.
 pub const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
 const MIN_MAX_BUDGET: u64 = 256;
+/// `bfq_stats_min_budgets`: `budgets_assigned` converges on 256 (7/8 of it plus 32 per
+/// turn), so this is reached at the 11th turn.
+const STATS_MIN_BUDGETS: u32 = 194;
 /// `BFQQ_SEEK_THR`: a request farther than this from the previous one is a seek.
 const SEEK_THR: u64 = 8 * 100;
 /// `BFQQ_SECT_THR_NONROT`: on flash only requests smaller than 32 KiB count as seeks
@@ -115,10 +118,14 @@ impl State {
     /// `max_budget`, or when it is 0 what the peak rate serves in `timeout_sync`
     /// (`bfq_calc_max_budget`), the default until the rate is known.
     pub(super) fn max_budget(&self, k: &Knobs) -> u64 {
-        if k.user_max_budget > 0 {
+        // `bfq_max_budget`: the default until enough turns were handed out, whatever the
+        // user set; then the user's, or the default until the first peak-rate update
+        // (`update_thr_responsiveness_params`), then what the peak rate serves.
+        if self.budgets_assigned < STATS_MIN_BUDGETS {
+            DEFAULT_MAX_BUDGET
+        } else if k.user_max_budget > 0 {
             k.user_max_budget.max(64)
         } else if !self.dev.rate_measured {
-            // `bfq_default_max_budget` until the first peak-rate update.
             DEFAULT_MAX_BUDGET
         } else {
             (self.dev.peak_rate * k.timeout.0 / 1_000_000_000).clamp(MIN_MAX_BUDGET, 1 << 24)

@@ -470,8 +470,9 @@ impl Device {
     pub fn reset_rate_window(&mut self, next: Option<u64>, now: Nanos) {
         match next {
             Some(sectors) => {
+                // `last_dispatch` is the caller's (`update_peak_rate` sets it for every
+                // dispatch).
                 self.rate_window_start = now;
-                self.last_dispatch = now;
                 self.rate_samples = 1;
                 self.rate_seq_samples = 0;
                 self.rate_sectors = sectors;
@@ -551,6 +552,9 @@ pub(super) struct State {
     /// The one-hit merge cache (`q->last_merge`): the request last merged into, or the first
     /// inserted while it was empty; cleared when that request leaves its queue.
     pub last_merge: Option<u32>,
+    /// A decaying count of turns handed out (`budgets_assigned`): until it reaches
+    /// `bfq_stats_min_budgets` every turn gets the default maximum budget.
+    pub budgets_assigned: u32,
     /// Queues created close together.
     pub burst: Burst,
     /// Idle queues kept for their issuers, oldest first.
@@ -640,6 +644,7 @@ impl Bfq {
                 saved: HashMap::new(),
                 last_completion: None,
                 last_merge: None,
+                budgets_assigned: 0,
                 burst: Burst::default(),
                 retiring: VecDeque::new(),
                 now: Nanos::ZERO,
@@ -1046,6 +1051,8 @@ impl State {
     /// Queue `id` gets the device (`bfq_set_in_service_queue`).
     fn set_in_service(&mut self, id: u32, now: Nanos, k: &Knobs) {
         self.in_service = Some(id);
+        // `__bfq_set_in_service_queue`.
+        self.budgets_assigned = (self.budgets_assigned * 7 + 256) / 8;
         self.idle_until = None;
         self.slice_start = now;
         self.inject.occupied_at = None;
