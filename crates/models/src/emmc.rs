@@ -17,7 +17,9 @@
 //! With `async_prep=1` (the MMC stack's asynchronous requests) the next request's pre hook
 //! runs while the current one is on the bus and the post hook overlaps the next transfer; with
 //! `async_prep=0` each request's phases run after the previous request has finished.
-//! Requests finish in the order they were issued. Defaults and sources: `crates/models/DEVICES.md`.
+//! Requests finish in the order they were issued. With `cache=1` the card has a volatile cache
+//! and the block layer sends it flushes (each a command, `cmd_us`); without one (the default)
+//! the block layer completes flushes itself. Defaults and sources: `crates/models/DEVICES.md`.
 
 use crate::hdd::ranged;
 use crate::ModelError;
@@ -39,6 +41,8 @@ pub struct EmmcModel {
     prep_per_kb: u64,
     post_ns: u64,
     async_prep: bool,
+    /// The card has a volatile cache (`cache=1`): the block layer sends it flushes.
+    cache: bool,
     /// The host CPU's pre hooks are done until then.
     host_free: u64,
     /// The card is busy until then.
@@ -71,6 +75,7 @@ impl EmmcModel {
             prep_per_kb: ranged(p, m, "prep_ns_per_kb", 4000, 0, 1_000_000)?,
             post_ns: ranged(p, m, "post_us", 50, 0, 100_000)? * us,
             async_prep: p.bool("async_prep", true)?,
+            cache: p.bool("cache", false)?,
             host_free: 0,
             bus_free: 0,
             last_done: 0,
@@ -118,6 +123,12 @@ impl DeviceModel for EmmcModel {
     }
     fn rotational(&self) -> bool {
         false
+    }
+    /// The MMC driver enables the block layer's write cache only for a card that has one
+    /// (`mmc_cache_enabled`: eMMC 4.5 and later with a cache size in EXT_CSD), without FUA
+    /// unless the card offers reliable writes; the seed does not say, so none by default.
+    fn write_cache(&self) -> bool {
+        self.cache
     }
     fn nr_hw_queues(&self) -> u16 {
         1

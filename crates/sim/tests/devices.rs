@@ -660,3 +660,13 @@ fn model_errors_are_typed() {
         Err(ModelError::NotKeyValue { .. })
     ));
 }
+
+#[test]
+fn emmc_has_a_write_cache_only_when_told() {
+    // `mmc_cache_enabled`: the block layer sees a write cache (and sends flushes) only for a
+    // card that has one; the default card has none, so flushes never reach it.
+    assert!(!model("emmc", 7).write_cache());
+    assert!(!model("emmc", 7).fua());
+    assert!(model("emmc,cache=1", 7).write_cache());
+    assert!(!model("emmc,cache=1", 7).fua());
+}
