@@ -5,14 +5,14 @@
 use crate::driver::CompletionBatch;
 use crate::elevator::ElvFeatures;
 use crate::hctx::state;
-use crate::queue::{RequestQueue, RqRef, RESOURCE_DELAY};
+use crate::queue::{QueueInner, RqRef, RESOURCE_DELAY};
 use crate::request::{RqFlags, RqId};
 use crate::status::BlkStatus;
 use crate::trace::{TraceAction, TraceEvent};
 use crate::{CtxIdx, HctxIdx, Nanos};
 use std::sync::atomic::Ordering;
 
-impl RequestQueue {
+impl QueueInner {
     /// Runs one hardware queue (`blk_mq_run_hw_queue`, inline). Runs of the same queue are
     /// serialised: a caller that finds the queue running leaves a note and the running
     /// thread goes round once more, so no run is lost.

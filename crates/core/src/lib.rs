@@ -42,7 +42,10 @@ pub use fault::{FaultConfig, FaultError, FaultInjector, FaultSpec, Injected};
 pub use hctx::Hctx;
 pub use merge::{ElvMerge, NoMerges, QueueLimits};
 pub use plug::Plug;
-pub use queue::{QueueConfig, QueueError, RequestQueue, Submit, Submitter, FLUSH_PENDING_TIMEOUT};
+pub use queue::{
+    ElevatorRef, FreezeError, QueueConfig, QueueError, RequestQueue, RequestsRef, Submit,
+    Submitter, FLUSH_PENDING_TIMEOUT, MAX_SCHED_RQ, MIN_RQ,
+};
 pub use request::{ElvRq, Request, RequestTable, RqFlags, RqId, RqState, Tag};
 pub use status::BlkStatus;
 pub use tag::{MapQueues, TagSet, TagSetConfig, TagSetError, TagSetFlags, Tags};

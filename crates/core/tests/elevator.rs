@@ -64,7 +64,8 @@ fn scheduler_tags_and_driver_tags_at_dispatch() {
         for x in d.issues() {
             assert!(!x.tag.is_none());
             assert_eq!(q.tag_to_rq(HctxIdx(0), x.tag), Some(x.id));
-            let rq = q.requests().lock(x.id);
+            let rqs = q.requests();
+            let rq = rqs.lock(x.id);
             assert!(
                 !rq.internal_tag.is_none(),
                 "a scheduler request keeps its scheduler tag"
@@ -74,7 +75,8 @@ fn scheduler_tags_and_driver_tags_at_dispatch() {
                     && rq.rq_flags.contains(RqFlags::USE_SCHED)
             );
         }
-        let waiting = q.requests().iter().filter(|s| {
+        let rqs = q.requests();
+        let waiting = rqs.iter().filter(|s| {
             let rq = s.lock();
             rq.allocated && rq.tag.is_none()
         });

@@ -8,7 +8,8 @@ use mqblk_core::merge::{bio_attempt_merge, merge_requests, req_merge_ok, rq_merg
 use mqblk_core::tag::MapQueues;
 use mqblk_core::{
     Bio, CtxIdx, ElvMerge, HctxIdx, IoPrio, IoPrioClass, Nanos, NoMerges, QueueConfig, QueueLimits,
-    ReqFlags, ReqOp, Request, RequestQueue, RqId, RqState, Submit, TagSet, TagSetConfig,
+    ReqFlags, ReqOp, Request, RequestQueue, RequestTable, RequestsRef, RqId, RqState, Submit,
+    TagSet, TagSetConfig,
 };
 use parking_lot::MutexGuard;
 use std::sync::Arc;
@@ -16,19 +17,19 @@ use std::sync::Arc;
 const NOW: Nanos = Nanos(1_000);
 
 /// A queue whose request table serves as a pool of requests to try the rules on.
-fn scratch() -> Arc<RequestQueue> {
-    simple_queue(&TestDriver::new(Mode::Inline), 1, 16, 1)
+fn scratch() -> RequestsRef {
+    simple_queue(&TestDriver::new(Mode::Inline), 1, 16, 1).requests()
 }
 
 /// Makes slot `i` an allocated, idle request holding one bio of `op` at `sector`.
 fn rq_at(
-    q: &RequestQueue,
+    q: &RequestTable,
     i: u32,
     op: ReqOp,
     sector: u64,
     nr_sectors: u32,
 ) -> MutexGuard<'_, Request> {
-    let mut rq = q.requests().lock(RqId(i));
+    let mut rq = q.lock(RqId(i));
     let bio = Bio::new(op, sector, nr_sectors).with_private(1000 + i as u64);
     rq.allocated = true;
     rq.state = RqState::Idle;

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl RequestQueue {
+impl QueueInner {
     /// Processes a batch of completions and requeues (`blk_mq_end_request_batch`), routing
     /// each bio back to the software queue it came from: into `done` for `local`, onto the
     /// owner's remote list otherwise. Queues whose RESTART bit was set, or that wait for a

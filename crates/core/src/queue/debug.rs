@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl RequestQueue {
+impl QueueInner {
     /// Asserts the queue is empty and whole, then detaches the elevator (`exit_sched`): no
     /// request allocated, every tag free, every list empty. Call once all I/O has completed.
     pub fn teardown(&self) {

@@ -92,7 +92,7 @@ pub(crate) fn op_is_flush(op: ReqOp, flags: ReqFlags) -> bool {
     op == ReqOp::Flush || flags.intersects(ReqFlags::PREFLUSH.union(ReqFlags::FUA))
 }
 
-impl RequestQueue {
+impl QueueInner {
     /// The flush request slot of hardware queue `h` (after every tag-backed request).
     pub(crate) fn flush_rq_id(&self, h: usize) -> RqId {
         RqId(self.flush_base + h as u32)

@@ -16,7 +16,7 @@ use crate::blkcg::Blkcg;
 use crate::cpumap::{HctxType, QueueMap};
 use crate::ctx::Ctx;
 use crate::driver::{CompletionBatch, Driver};
-use crate::elevator::{BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCtx};
+use crate::elevator::{BioMerge, Elevator, ElevatorInit, ElevatorInitFn, ElevatorType, ElvCtx};
 use crate::hctx::{state, Hctx};
 use crate::merge::{self, NoMerges, QueueLimits};
 use crate::plug::Plug;
@@ -34,6 +34,7 @@ use thiserror::Error;
 mod complete;
 mod debug;
 mod flush;
+mod freeze;
 mod poll;
 mod split;
 mod tag_share;
@@ -49,6 +50,7 @@ pub const DEFAULT_RQ: u32 = 128;
 /// How many requests at the tail of a software queue a bio may merge into (`blk_bio_list_merge`).
 pub const CTX_MERGE_SCAN: usize = 8;
 pub use flush::FLUSH_PENDING_TIMEOUT;
+pub use freeze::{ElevatorRef, FreezeError, RequestsRef, MAX_SCHED_RQ, MIN_RQ};
 
 /// Queue-level settings (the `/sys/block/<dev>/queue/` knobs that matter here).
 #[derive(Clone, Debug)]
@@ -133,6 +135,11 @@ pub struct Submitter {
     pub(crate) runs: Vec<HctxIdx>,
     /// The distinct hardware queues this Ctx maps to.
     pub(crate) hctxs: Vec<HctxIdx>,
+    /// The queue's switchable part as of `gen`, taken out while a call uses it.
+    pub(crate) inner: Option<Arc<QueueInner>>,
+    pub(crate) gen: u64,
+    /// This Ctx's entry count: odd while one of the queue's methods runs for it.
+    pub(crate) seq: u64,
 }
 
 impl Submitter {
@@ -199,13 +206,30 @@ struct ActiveUser {
     nr_active: AtomicU32,
 }
 
+/// One block device's queue (`struct request_queue`). What an elevator switch replaces (the
+/// elevator, the scheduler tags, the request table) lives in a [`QueueInner`] the queue swaps
+/// while frozen (`freeze.rs`); everything else outlives the switch and is shared by both.
 pub struct RequestQueue {
+    inner: arc_swap::ArcSwap<QueueInner>,
+    freeze: freeze::FreezeState,
+    set: Arc<TagSet>,
+    driver: Arc<dyn Driver>,
+    cfg: QueueConfig,
+    limits: QueueLimits,
+    map: QueueMap,
+    ctxs: Arc<[CachePadded<Ctx>]>,
+    hctxs: Arc<[CachePadded<Hctx>]>,
+}
+
+/// The parts of a queue an elevator switch or an `nr_requests` change rebuilds, with shared
+/// handles on the rest. Every blk-mq mechanism is written against this; [`RequestQueue`]'s
+/// methods only pick the current one and keep switches out while they run.
+pub(crate) struct QueueInner {
     pub(crate) set: Arc<TagSet>,
     pub(crate) cfg: QueueConfig,
     pub(crate) limits: QueueLimits,
-    pub(crate) map: QueueMap,
-    pub(crate) ctxs: Box<[CachePadded<Ctx>]>,
-    pub(crate) hctxs: Box<[CachePadded<Hctx>]>,
+    pub(crate) ctxs: Arc<[CachePadded<Ctx>]>,
+    pub(crate) hctxs: Arc<[CachePadded<Hctx>]>,
     pub(crate) rqs: RequestTable,
     alloc_maps: Vec<AllocMap>,
     /// Per hardware queue: the index in `alloc_maps` it allocates requests from.
@@ -215,48 +239,85 @@ pub struct RequestQueue {
     drv_rqs: Vec<Box<[AtomicU32]>>,
     pub(crate) driver: Arc<dyn Driver>,
     pub(crate) elevator: Option<Box<dyn Elevator>>,
+    /// How `elevator` was made, to make it again at another `nr_requests`.
+    elv_init: Option<ElevatorInitFn>,
     pub(crate) nr_requests: u32,
     /// Fair-share accounting: per hardware queue, or one for the queue with host-wide tags.
-    users: Vec<ActiveUser>,
+    users: Arc<[ActiveUser]>,
     requeue_list: Mutex<Vec<RqId>>,
     requeue_at: AtomicU64,
     next_timeout: AtomicU64,
     /// Hardware queues waiting for a driver tag.
-    pub(crate) tag_waiters: AtomicU32,
-    torn_down: AtomicBool,
+    pub(crate) tag_waiters: Arc<AtomicU32>,
+    torn_down: Arc<AtomicBool>,
     /// Originals of bios split at `max_sectors`, waiting for their pieces (`split.rs`).
-    pub(crate) splits: Mutex<split::SplitTable>,
+    pub(crate) splits: Arc<Mutex<split::SplitTable>>,
     /// Per hardware queue: its PREFLUSH/FUA state machine (`hctx->fq`, `flush.rs`).
-    flush_queues: Box<[CachePadded<Mutex<flush::FlushQueue>>]>,
+    flush_queues: Arc<[CachePadded<Mutex<flush::FlushQueue>>]>,
     /// The first of the flush requests' slots, one per hardware queue, after the requests
     /// tags name.
     flush_base: u32,
 }
 
-impl RequestQueue {
-    /// Builds a queue on `set`, served by `driver`, with the scheduler `elv` (`None` for
-    /// `none`). Every hardware queue of the set gets a hardware context.
-    pub fn new(
+/// What a queue keeps across elevator switches: its contexts, fair-share users, flush
+/// machines and split bios (each idle or empty while the queue is frozen, but counted).
+#[derive(Clone)]
+struct Persistent {
+    ctxs: Arc<[CachePadded<Ctx>]>,
+    hctxs: Arc<[CachePadded<Hctx>]>,
+    users: Arc<[ActiveUser]>,
+    tag_waiters: Arc<AtomicU32>,
+    torn_down: Arc<AtomicBool>,
+    splits: Arc<Mutex<split::SplitTable>>,
+    flush_queues: Arc<[CachePadded<Mutex<flush::FlushQueue>>]>,
+}
+
+impl QueueInner {
+    /// `nr_requests` when `cfg` leaves it 0: `2 * min(queue_depth, BLKDEV_DEFAULT_RQ)`
+    /// (`blk_mq_init_sched`).
+    pub(crate) fn default_nr_requests(set: &TagSet) -> u32 {
+        2 * set.cfg.queue_depth.min(DEFAULT_RQ)
+    }
+
+    /// Everything a switch keeps, made once for a new queue.
+    fn persistent(set: &TagSet, map: &QueueMap, cfg: &QueueConfig) -> Persistent {
+        let nr_hw = set.nr_hw_queues() as usize;
+        let (ctxs, hctxs) = Self::build_contexts(map, set, cfg.nr_ctx);
+        let host_shared = set.cfg.flags.contains(TagSetFlags::TAG_HCTX_SHARED);
+        let nr_users = if host_shared { 1 } else { nr_hw };
+        Persistent {
+            ctxs: ctxs.into(),
+            hctxs: hctxs.into(),
+            users: (0..nr_users)
+                .map(|_| ActiveUser {
+                    active: AtomicBool::new(false),
+                    nr_active: AtomicU32::new(0),
+                })
+                .collect(),
+            tag_waiters: Arc::new(AtomicU32::new(0)),
+            torn_down: Arc::new(AtomicBool::new(false)),
+            splits: Arc::new(Mutex::new(split::SplitTable::default())),
+            flush_queues: (0..nr_hw)
+                .map(|_| CachePadded::new(Mutex::new(flush::FlushQueue::default())))
+                .collect(),
+        }
+    }
+
+    /// The parts of a queue that depend on its elevator and `nr_requests`: the tag maps
+    /// requests come from (the scheduler's own with an elevator, `blk_mq_init_sched`; the
+    /// driver's without), the request table and the elevator itself (`elevator_init`).
+    fn build(
         set: Arc<TagSet>,
         driver: Arc<dyn Driver>,
-        elv: Option<&ElevatorType>,
+        elv_init: Option<ElevatorInitFn>,
         cfg: QueueConfig,
-    ) -> Result<Arc<RequestQueue>, QueueError> {
-        Self::check_config(&cfg)?;
+        limits: QueueLimits,
+        nr_requests: u32,
+        p: Persistent,
+    ) -> QueueInner {
         let nr_hw = set.nr_hw_queues() as usize;
-        let map = QueueMap::new(cfg.nr_ctx, set.cfg.maps);
-        let (ctxs, hctxs) = Self::build_contexts(&map, &set, cfg.nr_ctx);
-        let mut limits = cfg.limits;
-        limits.capacity_sectors = driver.capacity_sectors();
-        limits.write_cache = driver.write_cache();
-        // FUA means nothing without a cache to write through (`blk_validate_features`).
-        limits.fua = limits.write_cache && driver.fua();
-        let nr_requests = match cfg.nr_requests {
-            0 => 2 * set.cfg.queue_depth.min(DEFAULT_RQ),
-            n => n,
-        };
         let host_shared = set.cfg.flags.contains(TagSetFlags::TAG_HCTX_SHARED);
-        let use_sched = elv.and_then(|e| e.init).is_some();
+        let use_sched = elv_init.is_some();
         let (alloc_maps, hctx_alloc) = if use_sched {
             Self::sched_maps(
                 nr_hw,
@@ -278,7 +339,7 @@ impl RequestQueue {
                     .collect()
             })
             .collect();
-        let elevator = elv.and_then(|e| e.init).map(|init| {
+        let elevator = elv_init.map(|init| {
             init(&ElevatorInit {
                 nr_hw_queues: nr_hw as u16,
                 nr_ctx: cfg.nr_ctx,
@@ -290,42 +351,43 @@ impl RequestQueue {
                 blkcg: cfg.blkcg.clone(),
             })
         });
-        for h in 0..nr_hw {
-            driver.init_hctx(HctxIdx(h as u16), set.cfg.queue_depth);
-        }
-        let nr_users = if host_shared { 1 } else { nr_hw };
-        set.add_queue();
-        Ok(Arc::new(RequestQueue {
+        QueueInner {
             rqs: RequestTable::new(nr_rq_ids + nr_hw as u32),
-            flush_queues: (0..nr_hw)
-                .map(|_| CachePadded::new(Mutex::new(flush::FlushQueue::default())))
-                .collect(),
+            flush_queues: p.flush_queues,
             flush_base: nr_rq_ids,
             set,
             limits,
-            map,
-            ctxs,
-            hctxs,
+            ctxs: p.ctxs,
+            hctxs: p.hctxs,
             alloc_maps,
             hctx_alloc,
             drv_rqs,
             driver,
             elevator,
+            elv_init,
             nr_requests,
-            users: (0..nr_users)
-                .map(|_| ActiveUser {
-                    active: AtomicBool::new(false),
-                    nr_active: AtomicU32::new(0),
-                })
-                .collect(),
+            users: p.users,
             requeue_list: Mutex::new(Vec::new()),
             requeue_at: AtomicU64::new(u64::MAX),
             next_timeout: AtomicU64::new(u64::MAX),
-            tag_waiters: AtomicU32::new(0),
-            torn_down: AtomicBool::new(false),
-            splits: Mutex::new(split::SplitTable::default()),
+            tag_waiters: p.tag_waiters,
+            torn_down: p.torn_down,
+            splits: p.splits,
             cfg,
-        }))
+        }
+    }
+
+    /// Shares what outlives a switch with the queue that replaces this one.
+    fn persistent_parts(&self) -> Persistent {
+        Persistent {
+            ctxs: self.ctxs.clone(),
+            hctxs: self.hctxs.clone(),
+            users: self.users.clone(),
+            tag_waiters: self.tag_waiters.clone(),
+            torn_down: self.torn_down.clone(),
+            splits: self.splits.clone(),
+            flush_queues: self.flush_queues.clone(),
+        }
     }
 
     fn check_config(cfg: &QueueConfig) -> Result<(), QueueError> {
@@ -427,41 +489,6 @@ impl RequestQueue {
         (maps, idx)
     }
 
-    // ----- accessors -------------------------------------------------------------------------
-
-    pub fn nr_hw_queues(&self) -> usize {
-        self.hctxs.len()
-    }
-    pub fn nr_ctx(&self) -> usize {
-        self.ctxs.len()
-    }
-    pub fn hctx(&self, h: HctxIdx) -> &Hctx {
-        &self.hctxs[h.0 as usize]
-    }
-    pub fn ctx(&self, c: CtxIdx) -> &Ctx {
-        &self.ctxs[c.0 as usize]
-    }
-    pub fn limits(&self) -> &QueueLimits {
-        &self.limits
-    }
-    pub fn config(&self) -> &QueueConfig {
-        &self.cfg
-    }
-    pub fn tag_set(&self) -> &Arc<TagSet> {
-        &self.set
-    }
-    pub fn elevator(&self) -> Option<&dyn Elevator> {
-        self.elevator.as_deref()
-    }
-    pub fn driver(&self) -> &Arc<dyn Driver> {
-        &self.driver
-    }
-    pub fn requests(&self) -> &RequestTable {
-        &self.rqs
-    }
-    pub fn nr_requests(&self) -> u32 {
-        self.nr_requests
-    }
     /// Requests allocated and not yet freed. O(requests): it scans the table rather than
     /// keep a queue-wide counter that every submitter would write.
     pub fn nr_allocated(&self) -> u32 {
@@ -504,6 +531,9 @@ impl RequestQueue {
             scratch: Vec::with_capacity(64),
             runs: Vec::new(),
             hctxs,
+            inner: None,
+            gen: 0,
+            seq: 0,
         }
     }
 
@@ -1004,33 +1034,5 @@ impl RequestQueue {
         self.hctxs[h.0 as usize].clear_state(state::STOPPED);
         self.run_hw_queue(h, now, &mut sub.batch);
         self.end_sub_batch(sub, now);
-    }
-
-    /// Per-type hardware queue of a software queue.
-    pub fn map_queue(&self, ctx: CtxIdx, ty: HctxType) -> HctxIdx {
-        self.ctxs[ctx.0 as usize].hctxs[ty as usize]
-    }
-
-    /// The software-queue → hardware-queue maps.
-    pub fn queue_map(&self) -> &QueueMap {
-        &self.map
-    }
-}
-
-impl Drop for RequestQueue {
-    /// A request still with the driver may have its buffers written by the device (a real
-    /// io_uring driver's kernel) after we are gone: rather than free them under it, the
-    /// request table is leaked. Only a queue dropped without draining pays this.
-    fn drop(&mut self) {
-        let in_flight = self
-            .rqs
-            .iter()
-            .any(|slot| slot.lock().state == RqState::InFlight);
-        if in_flight {
-            std::mem::forget(std::mem::replace(&mut self.rqs, RequestTable::new(0)));
-        }
-        if !self.torn_down.swap(true, Ordering::AcqRel) {
-            self.set.del_queue();
-        }
     }
 }

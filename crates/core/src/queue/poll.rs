@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl RequestQueue {
+impl QueueInner {
     /// Reaps the driver's completions for this submitter's hardware queues, collects bios
     /// other threads completed for it, and services due timers. Returns the number of bios
     /// now waiting in `sub.done`.

@@ -21,7 +21,7 @@
 //! it is, as a task sleeping in `blk_mq_get_tag` would carry on. If not even the first piece
 //! got a tag, the original itself comes back untouched.
 
-use super::{RequestQueue, Submit, Submitter};
+use super::{QueueInner, Submit, Submitter};
 use crate::bio::{Bio, IoBuf, SECTOR_SHIFT};
 use crate::status::BlkStatus;
 use crate::{CtxIdx, Nanos};
@@ -74,7 +74,7 @@ impl SplitTable {
     }
 }
 
-impl RequestQueue {
+impl QueueInner {
     /// The most sectors one request takes for `bio` (`get_max_io_size`: `max_sectors`,
     /// aligned down to the logical block size).
     pub(crate) fn split_sectors(&self) -> u32 {

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl RequestQueue {
+impl QueueInner {
     pub(super) fn user(&self, h: HctxIdx) -> &ActiveUser {
         if self.users.len() == 1 {
             &self.users[0]

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl RequestQueue {
+impl QueueInner {
     /// Services everything time-driven that is due: delayed queue runs, the requeue work,
     /// request timeouts and the elevator's timer. Completions land as in [`Self::end_batch`].
     pub fn timer(&self, sub: &mut Submitter, now: Nanos) {

@@ -497,6 +497,8 @@ pub struct Rig {
     pub done: Vec<Bio>,
     /// Bios the queue took (queued or merged) and that must come back.
     pub accepted: usize,
+    /// The queue's elevator (a rig never switches it).
+    elv: mqblk_core::ElevatorRef,
 }
 
 impl Rig {
@@ -518,7 +520,9 @@ impl Rig {
         )
         .expect("queue");
         let subs = (0..cfg.nr_ctx).map(|c| q.submitter(CtxIdx(c))).collect();
+        let elv = q.elevator().expect("a scheduler is attached");
         Rig {
+            elv,
             q,
             drv,
             subs,
@@ -534,7 +538,7 @@ impl Rig {
     }
 
     pub fn elv(&self) -> &dyn Elevator {
-        self.q.elevator().expect("a scheduler is attached")
+        &*self.elv
     }
 
     /// Stores a tunable, which must be accepted.

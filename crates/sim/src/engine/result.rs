@@ -169,7 +169,7 @@ impl Sim {
             locks,
             driver: self.driver.stats(),
             model_stats: self.driver.model_stats(),
-            sched: mqblk_sched::SchedStats::of(self.queue.elevator()),
+            sched: mqblk_sched::SchedStats::of(self.queue.elevator().as_deref()),
             hctx_stats,
         })
     }
