@@ -37,6 +37,9 @@ pub enum Cmd {
     Trace(TraceCmd),
     /// Export devices over NBD, one software queue per connection
     Serve(ServeArgs),
+    /// Read or change a running server's queues through its --admin socket: the scheduler,
+    /// nr_requests and tunables, by their sysfs paths (mqblk ctl --help)
+    Ctl(CtlArgs),
     /// Run one fio job file on a real block device through the kernel's schedulers (with
     /// fio) and through mqblk's of the same names (kernel set to none), alternating, and
     /// print each scheduler's effect over none in both stacks side by side (root)
@@ -243,6 +246,24 @@ pub struct ServeArgs {
     /// keys of the export options
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// A Unix socket for runtime control (mqblk ctl): switch an export's scheduler, change
+    /// its nr_requests or tunables while clients run
+    #[arg(long)]
+    pub admin: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CtlArgs {
+    /// The server's --admin socket
+    #[arg(long)]
+    pub admin: PathBuf,
+    /// show or store
+    #[arg(value_parser = ["show", "store"])]
+    pub op: String,
+    /// EXPORT/queue/scheduler, EXPORT/queue/nr_requests, EXPORT/queue/iosched[/NAME]
+    pub path: String,
+    /// The value to store
+    pub value: Option<String>,
 }
 
 fn positive_f64(v: &str) -> Result<f64, String> {
@@ -405,6 +426,7 @@ mod tests {
             vec!["trace", "capture", "--help"],
             vec!["trace", "dump", "--help"],
             vec!["serve", "--help"],
+            vec!["ctl", "--help"],
         ] {
             let e = Cli::try_parse_from(std::iter::once("mqblk").chain(sub.iter().copied()))
                 .unwrap_err();

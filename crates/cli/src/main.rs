@@ -1,5 +1,6 @@
 //! `mqblk`: the command-line front end, a thin shell over the library crates.
 
+mod admin;
 mod args;
 mod bench;
 mod replay;
@@ -34,6 +35,7 @@ fn main() {
         Some(Cmd::Replay(a)) => replay::main(a),
         Some(Cmd::Trace(a)) => trace_cmd::main(a),
         Some(Cmd::Serve(a)) => serve::main(a),
+        Some(Cmd::Ctl(a)) => admin::ctl_main(a),
         Some(Cmd::Twin(a)) => twin::main(a),
         Some(Cmd::Schedulers) => {
             print_schedulers();

@@ -427,7 +427,20 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         signal_hook::flag::register(sig, server.stop.clone())
             .map_err(|e| format!("installing the signal handler: {e}"))?;
     }
-    server.run(listeners).map_err(|e| format!("serving: {e}"))?;
+    let admin = match &args.admin {
+        Some(path) => Some(crate::admin::spawn(
+            path,
+            exports.clone(),
+            server.stop.clone(),
+        )?),
+        None => None,
+    };
+    let served = server.run(listeners).map_err(|e| format!("serving: {e}"));
+    server.stop.store(true, Ordering::Relaxed);
+    if let Some(a) = admin {
+        let _ = a.join();
+    }
+    served?;
     // Every connection has ended; make what was written durable before exiting.
     let mut all_ok = true;
     let mut json = Vec::new();

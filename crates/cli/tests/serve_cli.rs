@@ -498,3 +498,136 @@ fn a_simulated_disk_serves_in_real_time() {
     let (_, stats) = s.stop();
     assert_eq!(stats["errors"], 0, "{stats}");
 }
+
+fn ctl(admin: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .arg("ctl")
+        .arg(format!("--admin={}", admin.display()))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `elevator_switch` from a running server: while fio writes and verifies through NBD, the
+/// admin socket cycles the export through every scheduler, changes `nr_requests` and a
+/// tunable; fio's verify passes and `show` reports each change. Bad requests get one line
+/// and the server keeps serving.
+#[test]
+fn the_admin_socket_switches_schedulers_while_fio_verifies() {
+    let engine_ok = Command::new("fio")
+        .arg("--enghelp")
+        .output()
+        .is_ok_and(|o| text(&o.stdout).lines().any(|l| l.trim() == "nbd"));
+    if !engine_ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "fio with the nbd engine is missing in CI"
+        );
+        return eprintln!("SKIP: fio with the nbd engine not installed (apt-get install fio)");
+    }
+    let dir = std::env::temp_dir().join(format!("mqblk-admin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let admin = dir.join("admin.sock");
+    let s = Serve::start(
+        "admin",
+        &[
+            "--size=128m",
+            "--hw-queues=2",
+            "--ioscheduler=mq-deadline",
+            &format!("--admin={}", admin.display()),
+        ],
+    );
+    let t0 = Instant::now();
+    while !admin.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no admin socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let show = |p: &str| {
+        let o = ctl(&admin, &["show", p]);
+        assert!(o.status.success(), "show {p}: {}", text(&o.stderr));
+        text(&o.stdout).trim().to_string()
+    };
+    assert_eq!(
+        show("mqblk/queue/scheduler"),
+        "none [mq-deadline] kyber bfq"
+    );
+    let fio = Command::new("fio")
+        .current_dir(&s.dir)
+        .args([
+            "--name=v",
+            "--ioengine=nbd",
+            &format!("--uri={}", s.uri()),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=32",
+            "--size=32m",
+            "--numjobs=2",
+            "--offset_increment=32m",
+            "--verify=crc32c",
+            "--loops=8",
+            "--output-format=json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut fio = fio;
+    std::thread::sleep(Duration::from_millis(200));
+    for (i, sched) in ["kyber", "bfq", "none", "mq-deadline", "bfq"]
+        .iter()
+        .enumerate()
+    {
+        let o = ctl(&admin, &["store", "mqblk/queue/scheduler", sched]);
+        assert!(o.status.success(), "{sched}: {}", text(&o.stderr));
+        let shown = show("mqblk/queue/scheduler");
+        assert!(shown.contains(&format!("[{sched}]")), "{shown}");
+        if *sched != "none" {
+            let nr = (16 + 16 * i).to_string();
+            let o = ctl(&admin, &["store", "mqblk/queue/nr_requests", &nr]);
+            assert!(o.status.success(), "{}", text(&o.stderr));
+            assert_eq!(show("mqblk/queue/nr_requests"), nr);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        fio.try_wait().unwrap().is_none(),
+        "fio ended before the switches did: they were not made under load"
+    );
+    let o = ctl(&admin, &["store", "mqblk/queue/iosched/slice_idle_us", "0"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(show("mqblk/queue/iosched/slice_idle_us"), "0");
+    // Refusals: one line each, exit 1, and the export goes on.
+    for (args, says) in [
+        (
+            vec!["store", "mqblk/queue/scheduler", "cfq"],
+            "no scheduler 'cfq'",
+        ),
+        (
+            vec!["store", "mqblk/queue/nr_requests", "3"],
+            "out of range 4..=",
+        ),
+        (vec!["show", "other/queue/scheduler"], "no export 'other'"),
+        (
+            vec!["store", "mqblk/queue/iosched/nope", "1"],
+            "unknown tunable 'nope'",
+        ),
+    ] {
+        let o = ctl(&admin, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = text(&o.stderr);
+        assert!(
+            err.contains(says) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+    let out = fio.wait_with_output().unwrap();
+    assert!(out.status.success(), "fio: {}", text(&out.stderr));
+    let o = text(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&o[o.find('{').unwrap_or(0)..]).unwrap();
+    for j in v["jobs"].as_array().unwrap() {
+        assert_eq!(j["error"], 0, "{j}");
+    }
+    let (_, stats) = s.stop();
+    assert_eq!(stats["errors"], 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,6 +8,7 @@
 //! that reads the wall clock, spawns threads or sleeps; the core below it never does.
 
 mod clock;
+pub mod control;
 mod cpu;
 pub mod job;
 pub mod run;

@@ -1,0 +1,240 @@
+//! Runtime control of a running `mqblk serve`: a Unix socket (`--admin=PATH`) that reads and
+//! writes the queue attributes of each export by their sysfs paths, and `mqblk ctl`, its
+//! client.
+//!
+//! One request per line, one reply per line:
+//!   `show EXPORT/queue/scheduler`           → `ok none mq-deadline [kyber] bfq`
+//!   `store EXPORT/queue/scheduler bfq`      → `ok` (`elevator_switch`, under load)
+//!   `show|store EXPORT/queue/nr_requests [N]`
+//!   `show|store EXPORT/queue/iosched/NAME [VALUE]` (the running scheduler's tunables)
+//!   `show EXPORT/queue/iosched`              → every tunable, `NAME=VALUE` separated by spaces
+//!
+//! Errors come back as `error: ...` naming what was refused; the export keeps serving.
+
+use crate::args::CtlArgs;
+use mqblk_nbd::Export;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a change may wait for an export's queue to drain before it is given up.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// A control client that says nothing for this long is dropped.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves the control socket at `path` until `stop` is set. Clients are served one at a
+/// time (a change freezes a queue; two at once would only wait for each other).
+pub fn spawn(
+    path: &Path,
+    exports: Vec<Arc<Export>>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).map_err(|e| format!("--admin={}: {e}", path.display()))?;
+    l.set_nonblocking(true)
+        .map_err(|e| format!("--admin={}: {e}", path.display()))?;
+    let owned = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("mqblk-admin".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        if let Err(e) = client(s, &exports) {
+                            eprintln!("mqblk serve: admin client: {e}");
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Err(e) => eprintln!("mqblk serve: admin socket: {e}"),
+                }
+            }
+            let _ = std::fs::remove_file(&owned);
+        })
+        .map_err(|e| format!("starting the admin thread: {e}"))
+}
+
+fn client(s: UnixStream, exports: &[Arc<Export>]) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    s.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let mut out = s.try_clone()?;
+    let mut r = BufReader::new(s).take(64 << 10);
+    let mut line = String::new();
+    while r.read_line(&mut line)? > 0 {
+        let reply = match handle(exports, line.trim()) {
+            Ok(v) if v.is_empty() => "ok".to_string(),
+            Ok(v) => format!("ok {v}"),
+            Err(e) => format!("error: {e}"),
+        };
+        out.write_all(reply.as_bytes())?;
+        out.write_all(b"\n")?;
+        line.clear();
+    }
+    Ok(())
+}
+
+/// One request line; the reply's text without its `ok `.
+pub fn handle(exports: &[Arc<Export>], line: &str) -> Result<String, String> {
+    let mut words = line.split_whitespace();
+    let (verb, path) = match (words.next(), words.next()) {
+        (Some(v), Some(p)) => (v, p),
+        _ => {
+            return Err(format!(
+                "'{line}': expected 'show PATH' or 'store PATH VALUE'"
+            ))
+        }
+    };
+    let value = words.next();
+    if words.next().is_some() {
+        return Err(format!("'{line}': one value at most"));
+    }
+    let (name, attr) = path
+        .split_once('/')
+        .ok_or_else(|| format!("{path}: expected EXPORT/queue/ATTRIBUTE"))?;
+    let e = exports.iter().find(|e| e.name == name).ok_or_else(|| {
+        let known: Vec<&str> = exports.iter().map(|e| e.name.as_str()).collect();
+        format!("{path}: no export '{name}' (exports: {})", known.join(", "))
+    })?;
+    let q = &e.queue;
+    match (verb, value) {
+        ("show", None) => show(q, attr).map_err(|m| format!("{path}: {m}")),
+        ("store", Some(v)) => store(q, attr, v).map_err(|m| format!("{path}: {m}")),
+        ("show", Some(_)) => Err(format!("'{line}': show takes no value")),
+        ("store", None) => Err(format!("'{line}': store needs a value")),
+        _ => Err(format!("'{verb}': expected show or store")),
+    }
+}
+
+fn show(q: &mqblk_core::RequestQueue, attr: &str) -> Result<String, String> {
+    match attr {
+        "queue/scheduler" => {
+            let cur = q.elevator_name();
+            Ok(mqblk_sched::names()
+                .into_iter()
+                .map(|n| {
+                    if n == cur {
+                        format!("[{n}]")
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "))
+        }
+        "queue/nr_requests" => Ok(q.nr_requests().to_string()),
+        "queue/iosched" => {
+            let e = q.elevator().ok_or("none has no tunables")?;
+            let t = e.tunables();
+            Ok(t.descs()
+                .iter()
+                .enumerate()
+                .map(|(i, d)| format!("{}={}", d.name, t.get(i)))
+                .collect::<Vec<_>>()
+                .join(" "))
+        }
+        _ => {
+            let name = tunable_name(attr)?;
+            let e = q.elevator().ok_or("none has no tunables")?;
+            e.tunables()
+                .show(name)
+                .map(|v| v.to_string())
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+fn store(q: &mqblk_core::RequestQueue, attr: &str, v: &str) -> Result<String, String> {
+    match attr {
+        "queue/scheduler" => {
+            let elv = mqblk_sched::lookup(v).ok_or_else(|| {
+                format!(
+                    "no scheduler '{v}' (known: {})",
+                    mqblk_sched::names().join(", ")
+                )
+            })?;
+            if elv.name != q.elevator_name() {
+                mqblk_runtime::control::elevator_switch(q, Some(elv), DRAIN_TIMEOUT)
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(String::new())
+        }
+        "queue/nr_requests" => {
+            let n: u32 = v
+                .parse()
+                .map_err(|_| format!("'{v}' is not a number of requests"))?;
+            mqblk_runtime::control::set_nr_requests(q, n, DRAIN_TIMEOUT)
+                .map_err(|e| e.to_string())?;
+            Ok(String::new())
+        }
+        _ => {
+            let name = tunable_name(attr)?;
+            let e = q.elevator().ok_or("none has no tunables")?;
+            e.tunables().store(name, v).map_err(|e| e.to_string())?;
+            Ok(String::new())
+        }
+    }
+}
+
+fn tunable_name(attr: &str) -> Result<&str, String> {
+    attr.strip_prefix("queue/iosched/")
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| {
+            "expected queue/scheduler, queue/nr_requests or queue/iosched/NAME".to_string()
+        })
+}
+
+/// `mqblk ctl`: sends one request to a running server's control socket and prints the reply.
+pub fn ctl_main(a: CtlArgs) -> i32 {
+    let line = match (a.op.as_str(), &a.value) {
+        ("show", None) => format!("show {}", a.path),
+        ("store", Some(v)) => format!("store {} {v}", a.path),
+        ("show", Some(_)) => {
+            eprintln!("mqblk ctl: show takes no value");
+            return 2;
+        }
+        _ => {
+            eprintln!("mqblk ctl: store needs a value");
+            return 2;
+        }
+    };
+    match ask(&a.admin, &line) {
+        Ok(reply) => match reply.strip_prefix("ok") {
+            Some(rest) => {
+                let rest = rest.trim_start();
+                if !rest.is_empty() {
+                    println!("{rest}");
+                }
+                0
+            }
+            None => {
+                eprintln!("mqblk ctl: {}", reply.trim_start_matches("error: "));
+                1
+            }
+        },
+        Err(e) => {
+            eprintln!("mqblk ctl: --admin={}: {e}", a.admin.display());
+            2
+        }
+    }
+}
+
+fn ask(path: &Path, line: &str) -> std::io::Result<String> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(DRAIN_TIMEOUT + CLIENT_TIMEOUT))?;
+    s.write_all(line.as_bytes())?;
+    s.write_all(b"\n")?;
+    let mut reply = String::new();
+    BufReader::new(s).read_line(&mut reply)?;
+    if reply.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the server closed the connection without a reply",
+        ));
+    }
+    Ok(reply.trim_end().to_string())
+}
