@@ -152,11 +152,22 @@ fn a_switch_resets_tunables_and_nr_requests_but_a_depth_change_keeps_them() {
         q.set_nr_requests(17),
         Err(FreezeError::NrRequests { max: 16, .. })
     ));
+    // ... and a lower value limits them: 4 requests in flight, the fifth waits.
+    q.set_nr_requests(4).unwrap();
     q.unfreeze();
     assert!(!q.is_frozen());
     let mut sub = q.submitter(CtxIdx(0));
-    q.submit_bio(&mut sub, write(1, 1, 1), Nanos(1));
-    assert_eq!(reap(&q, &mut sub, 1).len(), 1);
+    for i in 0..4 {
+        assert!(matches!(
+            q.submit_bio(&mut sub, write(2 * i, 1, i), Nanos(1)),
+            Submit::Queued
+        ));
+    }
+    assert!(matches!(
+        q.submit_bio(&mut sub, write(20, 1, 9), Nanos(1)),
+        Submit::Busy(_)
+    ));
+    assert_eq!(reap(&q, &mut sub, 4).len(), 4);
     q.teardown();
 }
 

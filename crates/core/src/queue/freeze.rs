@@ -182,7 +182,7 @@ impl RequestQueue {
         // FUA means nothing without a cache to write through (`blk_validate_features`).
         limits.fua = limits.write_cache && driver.fua();
         let nr_requests = match cfg.nr_requests {
-            0 => QueueInner::default_nr_requests(&set),
+            0 => QueueInner::default_nr_requests(&set, elv.and_then(|e| e.init).is_some()),
             n => n,
         };
         for h in 0..nr_hw {
@@ -534,11 +534,12 @@ impl RequestQueue {
 
     /// `elevator_switch`: replaces the elevator of a frozen, drained queue (`None` for
     /// `none`). The new one starts with its default tunables and the default `nr_requests`
-    /// (`blk_mq_init_sched`), as a write to `queue/scheduler` does. The old elevator's
+    /// (`blk_mq_init_sched`; the tag set's depth for `none`), as a write to
+    /// `queue/scheduler` does. The old elevator's
     /// `exit_sched` runs; threads still inside the queue finish with the old configuration
     /// (it has no requests) before this returns. The caller unfreezes.
     pub fn elevator_switch(&self, elv: Option<&ElevatorType>) -> Result<(), FreezeError> {
-        let nr = QueueInner::default_nr_requests(&self.set);
+        let nr = QueueInner::default_nr_requests(&self.set, elv.and_then(|e| e.init).is_some());
         self.replace_inner(elv.and_then(|e| e.init), nr, false)
     }
 

@@ -273,10 +273,15 @@ struct Persistent {
 }
 
 impl QueueInner {
-    /// `nr_requests` when `cfg` leaves it 0: `2 * min(queue_depth, BLKDEV_DEFAULT_RQ)`
-    /// (`blk_mq_init_sched`).
-    pub(crate) fn default_nr_requests(set: &TagSet) -> u32 {
-        2 * set.cfg.queue_depth.min(DEFAULT_RQ)
+    /// `nr_requests` when `cfg` leaves it 0: with an elevator
+    /// `2 * min(queue_depth, BLKDEV_DEFAULT_RQ)` (`blk_mq_init_sched`), without one the tag
+    /// set's depth (`blk_mq_init_allocated_queue`).
+    pub(crate) fn default_nr_requests(set: &TagSet, use_sched: bool) -> u32 {
+        if use_sched {
+            2 * set.cfg.queue_depth.min(DEFAULT_RQ)
+        } else {
+            set.cfg.queue_depth
+        }
     }
 
     /// Everything a switch keeps, made once for a new queue.
@@ -734,7 +739,9 @@ impl QueueInner {
                 if !self.may_queue(h) {
                     return Err(bio);
                 }
-                let t = am.tags.get(&c.tag_hint, false, u32::MAX);
+                // `nr_requests` below the driver tags' depth limits them (the kernel
+                // resizes the tags, `blk_mq_tag_update_depth`); by default it is above.
+                let t = am.tags.get(&c.tag_hint, false, self.nr_requests);
                 if t.is_some() {
                     self.driver_tag_busy(h);
                 }
