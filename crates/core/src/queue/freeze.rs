@@ -10,7 +10,8 @@
 //! as an *entry* that pins one inner:
 //! - a [`Submitter`] keeps the inner it last used and a per-Ctx entry count, odd while it is
 //!   inside (one owner per Ctx, so a plain store: no shared line is written);
-//! - a thread without one (a completion worker) counts itself in and out per hardware queue.
+//! - a thread without one (a completion worker) holds a per-hardware-queue lock shared while
+//!   inside, which the switcher takes exclusively once to wait it out.
 //!
 //! The core never waits: [`RequestQueue::freeze_start`] makes new bios come back
 //! `Submit::Busy` (reap and retry, as for a full tag map), [`RequestQueue::freeze_drained`]
@@ -50,19 +51,18 @@ pub(crate) struct FreezeState {
     gen: AtomicU64,
     /// Per Ctx: entries of its submitter, odd while one runs.
     ctx_seq: Box<[CachePadded<AtomicU64>]>,
-    /// Per hardware queue, and one more for calls tied to none: entries begun and ended by
-    /// threads without a submitter.
-    outside: Box<[CachePadded<(AtomicU64, AtomicU64)>]>,
+    /// Per hardware queue, and one more for calls tied to none: held shared by each call of
+    /// a thread without a submitter, taken exclusively once to wait those calls out.
+    outside: Box<[CachePadded<parking_lot::RwLock<()>>]>,
     /// The entries running when the queue was frozen (`None` while not frozen); one change
     /// at a time (`q->elevator_lock`).
     at_freeze: Mutex<Option<Snapshot>>,
 }
 
-/// Where every entry count stood at one moment.
+/// Where every submitter's entry count stood at one moment.
 #[derive(Clone, Debug)]
 struct Snapshot {
     ctx: Vec<u64>,
-    outside: Vec<u64>,
 }
 
 impl FreezeState {
@@ -74,7 +74,7 @@ impl FreezeState {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             outside: (0..=nr_hw)
-                .map(|_| CachePadded::new((AtomicU64::new(0), AtomicU64::new(0))))
+                .map(|_| CachePadded::new(parking_lot::RwLock::new(())))
                 .collect(),
             at_freeze: Mutex::new(None),
         }
@@ -87,33 +87,26 @@ impl FreezeState {
                 .iter()
                 .map(|s| s.load(Ordering::SeqCst))
                 .collect(),
-            outside: self
-                .outside
-                .iter()
-                .map(|s| s.0.load(Ordering::SeqCst))
-                .collect(),
         }
     }
 
-    /// Every entry that was running at `snap` has ended (the grace period of the kernel's
-    /// `synchronize_rcu` in quiesce, and of `percpu_ref_kill`).
+    /// Every submitter entry that was running at `snap` has ended (the grace period of the
+    /// kernel's `synchronize_rcu` in quiesce, and of `percpu_ref_kill`).
     fn passed(&self, snap: &Snapshot) -> bool {
-        let ctx_done = snap
-            .ctx
+        snap.ctx
             .iter()
             .zip(self.ctx_seq.iter())
-            .all(|(&was, now)| was % 2 == 0 || now.load(Ordering::SeqCst) != was);
-        let outside_done = snap
-            .outside
-            .iter()
-            .zip(self.outside.iter())
-            .all(|(&began, s)| s.1.load(Ordering::SeqCst) >= began);
-        ctx_done && outside_done
+            .all(|(&was, now)| was % 2 == 0 || now.load(Ordering::SeqCst) != was)
     }
 
-    /// Spins until every entry running now has ended. Entries never wait on a frozen queue,
-    /// so this is a matter of microseconds; on one thread it returns at once.
+    /// Waits until every entry running now has ended: the calls without a submitter by
+    /// taking each of their locks once, the submitters' by spinning on their counts.
+    /// Entries never wait on a frozen queue, so this is a matter of microseconds; on one
+    /// thread it returns at once.
     fn wait_grace(&self) {
+        for slot in self.outside.iter() {
+            drop(slot.write());
+        }
         let snap = self.snapshot();
         let mut spins = 0u32;
         while !self.passed(&snap) {
@@ -127,16 +120,10 @@ impl FreezeState {
     }
 }
 
-/// A thread without a submitter inside the queue: its counts, and the inner it pinned.
+/// A thread without a submitter inside the queue: its shared hold, and the inner it pinned.
 struct Outside<'a> {
-    ended: &'a AtomicU64,
+    _held: parking_lot::RwLockReadGuard<'a, ()>,
     inner: arc_swap::Guard<Arc<QueueInner>>,
-}
-
-impl Drop for Outside<'_> {
-    fn drop(&mut self) {
-        self.ended.fetch_add(1, Ordering::Release);
-    }
 }
 
 /// The running elevator of a queue, held for as long as the caller looks at it (a switch
@@ -240,10 +227,11 @@ impl RequestQueue {
     #[inline]
     fn enter_outside(&self, slot: Option<HctxIdx>) -> Outside<'_> {
         let i = slot.map_or(self.freeze.outside.len() - 1, |h| h.0 as usize);
-        let counts = &self.freeze.outside[i];
-        counts.0.fetch_add(1, Ordering::SeqCst);
+        // Task-fair: a waiting switcher is not starved by a stream of calls. No call is
+        // made while the same thread holds a slot (entries do not nest).
+        let held = self.freeze.outside[i].read();
         Outside {
-            ended: &counts.1,
+            _held: held,
             inner: self.inner.load(),
         }
     }
