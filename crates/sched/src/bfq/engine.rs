@@ -127,12 +127,18 @@ impl ServiceTree {
         Some(st)
     }
 
-    /// Entity `id` becomes backlogged with `weight` and a turn of `budget` sectors.
-    pub fn activate(&mut self, id: u32, weight: u32, budget: u64) {
+    /// Entity `id` becomes backlogged with `weight` and a turn of `budget` sectors. With
+    /// `backshift` it starts at its previous finish time even if the virtual time has passed
+    /// it: it left with service owed and comes back for it (`__bfq_activate_entity`).
+    pub fn activate(&mut self, id: u32, weight: u32, budget: u64, backshift: bool) {
         assert!(weight > 0, "weights are at least 1");
         assert!(!self.is_active(id), "entity {id} activated twice");
         let prev = self.stamps.get(id).map_or(0, |s| s.last_finish);
-        let start = self.vtime.max(prev);
+        let start = if backshift {
+            prev
+        } else {
+            self.vtime.max(prev)
+        };
         let finish = start + budget.max(1) * SCALE / weight as u64;
         self.wsum += weight as u64;
         self.insert(
@@ -163,6 +169,25 @@ impl ServiceTree {
             self.eligible.insert((f, id));
         }
         self.eligible.first().map(|&(_, id)| id)
+    }
+
+    /// What [`Self::select`] would return, without moving the virtual time.
+    pub fn next_pick(&self) -> Option<u32> {
+        let v = match self.eligible.first() {
+            Some(_) => self.vtime,
+            None => self.vtime.max(self.waiting.first()?.0),
+        };
+        let from_waiting = self
+            .waiting
+            .iter()
+            .take_while(|&&(s, _)| s <= v)
+            .map(|&(_, id)| (self.stamps.get(id).expect("waiting entity").finish, id))
+            .min();
+        let from_eligible = self.eligible.first().copied();
+        match (from_eligible, from_waiting) {
+            (Some(a), Some(b)) => Some(a.min(b).1),
+            (a, b) => a.or(b).map(|x| x.1),
+        }
     }
 
     /// `sectors` of service were given (to whichever entity is in service).
@@ -274,7 +299,7 @@ mod tests {
     fn run(weights: &[u32], budget: u64, turns: usize) -> Vec<u64> {
         let mut t = ServiceTree::new();
         for (i, &w) in weights.iter().enumerate() {
-            t.activate(i as u32, w, budget);
+            t.activate(i as u32, w, budget, false);
         }
         let mut got = vec![0u64; weights.len()];
         for _ in 0..turns {
@@ -303,7 +328,7 @@ mod tests {
     #[test]
     fn an_idle_entity_banks_no_service() {
         let mut t = ServiceTree::new();
-        t.activate(0, 100, 100);
+        t.activate(0, 100, 100, false);
         // Entity 0 alone for a long time.
         for _ in 0..100 {
             let id = t.select().unwrap();
@@ -311,7 +336,7 @@ mod tests {
             t.expire(id, 100, Some((100, 100)));
         }
         // Entity 1 arrives: from now on the two share equally, 1 gets no catch-up burst.
-        t.activate(1, 100, 100);
+        t.activate(1, 100, 100, false);
         let mut got = [0u64; 2];
         for _ in 0..200 {
             let id = t.select().unwrap();
@@ -327,8 +352,8 @@ mod tests {
         // Entity 0 uses only a tenth of each budget (a seeky reader timing out): it must not
         // be charged the whole budget, and so comes back sooner.
         let mut t = ServiceTree::new();
-        t.activate(0, 100, 1000);
-        t.activate(1, 100, 1000);
+        t.activate(0, 100, 1000, false);
+        t.activate(1, 100, 1000, false);
         let mut turns = [0u32; 2];
         for _ in 0..1100 {
             let id = t.select().unwrap();
@@ -343,8 +368,8 @@ mod tests {
     #[test]
     fn entities_come_and_go() {
         let mut t = ServiceTree::new();
-        t.activate(3, 50, 64);
-        t.activate(9, 500, 64);
+        t.activate(3, 50, 64, false);
+        t.activate(9, 500, 64, false);
         let id = t.select().unwrap();
         t.served(64);
         t.expire(id, 64, None);
@@ -354,10 +379,10 @@ mod tests {
         assert_ne!(other, id);
         t.expire(other, 10, None);
         assert!(t.is_empty() && t.select().is_none());
-        t.activate(id, 50, 64);
+        t.activate(id, 50, 64, false);
         t.forget(other);
         t.check();
-        t.activate(other, 500, 64);
+        t.activate(other, 500, 64, false);
         assert_eq!(t.peek(id), Some(other));
         t.deactivate(other);
         assert_eq!(t.peek(id), None);
@@ -368,8 +393,8 @@ mod tests {
     #[test]
     fn a_new_weight_applies_from_the_next_turn() {
         let mut t = ServiceTree::new();
-        t.activate(0, 100, 100);
-        t.activate(1, 100, 100);
+        t.activate(0, 100, 100, false);
+        t.activate(1, 100, 100, false);
         let mut got = [0u64; 2];
         for _ in 0..3000 {
             let id = t.select().unwrap();

@@ -131,8 +131,19 @@ impl Groups {
     }
 
     /// Queue `q` of group `slot` becomes backlogged; its ancestors become active as needed.
-    pub fn activate(&mut self, slot: u32, q: u32, class: usize, weight: u32, budget: u64) {
-        self.tree(slot, class).activate(q, weight, budget);
+    /// With `backshift` every entity activated on the way up starts at its old finish time
+    /// (`bfq_activate_requeue_entity` passing `non_blocking_wait_rq` up the hierarchy).
+    pub fn activate(
+        &mut self,
+        slot: u32,
+        q: u32,
+        class: usize,
+        weight: u32,
+        budget: u64,
+        backshift: bool,
+    ) {
+        self.tree(slot, class)
+            .activate(q, weight, budget, backshift);
         let mut g = slot;
         while g != 0 {
             let (parent, w) = (self.slots[g as usize].parent, self.slots[g as usize].weight);
@@ -140,9 +151,30 @@ impl Groups {
             if tree.is_active(GROUP_BIT | g) {
                 break;
             }
-            tree.activate(GROUP_BIT | g, w, GROUP_BUDGET);
+            tree.activate(GROUP_BIT | g, w, GROUP_BUDGET, backshift);
             g = parent;
         }
+    }
+
+    /// The weight of group `slot`'s entity in its parent.
+    pub fn weight_of(&self, slot: u32) -> u32 {
+        self.slots[slot as usize].weight
+    }
+
+    /// `next_queue_may_preempt`: whether the root's next entity to serve differs from the
+    /// one in service there for queue `q` of group `slot`. The kernel takes a queue out of
+    /// its tree while it is in service, so for a queue of the root group that always holds;
+    /// a group stays in its parent's tree, and may still be the next to serve.
+    pub fn next_may_preempt(&self, slot: u32) -> bool {
+        if slot == 0 {
+            return true;
+        }
+        let mut top = slot;
+        while self.slots[top as usize].parent != 0 {
+            top = self.slots[top as usize].parent;
+        }
+        let root = &self.slots[0];
+        [0, 1, 2].iter().find_map(|&c| root.trees[c].next_pick()) != Some(GROUP_BIT | top)
     }
 
     /// Queue `q` leaves its tree without its turn ending (it is not in service); groups left

@@ -556,15 +556,52 @@ impl State {
         self.stats.wr_interactive += n_interactive;
         self.stats.wr_soft_rt += n_soft_rt;
         self.stats.wr_ended += n_ended;
-        self.activate(qid);
+        // `bfq_bfqq_update_budg_for_activation`: back in time (within three idle slices of
+        // its last completion) after running dry with budget left, it resumes that turn at
+        // its old place, and may preempt to recover the service hole.
+        let q = self.q(qid);
+        let arrived_in_time = now <= q.ttime.last_end.saturating_add(Nanos(3 * k.slice_idle.0));
+        let wants_to_preempt = match q.hole.take() {
+            Some(left) if arrived_in_time && left > 0 => {
+                q.budget = q.budget.min(left);
+                true
+            }
+            _ => false,
+        };
+        self.activate_at(qid, wants_to_preempt);
         self.update_pending(qid);
         let Some(s) = self.in_service else { return };
-        let (nq, sq) = (self.qr(qid), self.qr(s));
-        let raised_over = nq.wr.coeff > 1 && sq.wr.coeff <= 1 && nq.class <= sq.class;
-        if s != qid && (raised_over || nq.class < sq.class) {
+        if s == qid {
+            return;
+        }
+        // The end of `bfq_bfqq_handle_idle_busy_switch`: preempt for a service hole (if at
+        // least as raised), for a higher class or weight, or because idling for the queue
+        // in service no longer pays; and only if the root's next entity is not the one in
+        // service (`next_queue_may_preempt`).
+        let hole = wants_to_preempt && self.qr(qid).wr.coeff >= self.qr(s).wr.coeff;
+        let preempt = (hole || self.higher_class_or_weight(qid, s) || !self.better_to_idle(s, k))
+            && self.groups.next_may_preempt(self.qr(s).group);
+        if preempt {
             self.expire(k, Expire::Preempted, now);
             self.restart = true;
         }
+    }
+
+    /// `bfq_bfqq_higher_class_or_weight`: a better class, or a higher weight (raising
+    /// included); queues of different groups compare their groups' weights.
+    fn higher_class_or_weight(&self, a: u32, b: u32) -> bool {
+        let (qa, qb) = (self.qr(a), self.qr(b));
+        if qa.class < qb.class {
+            return true;
+        }
+        if qa.group == qb.group {
+            return qa.weight() > qb.weight();
+        }
+        let w = |q: &Bq| match q.group {
+            0 => q.weight(),
+            g => self.groups.weight_of(g),
+        };
+        w(qa) > w(qb)
     }
 
     /// Queue `qid` got a request again soon after another queue's request completed. Three

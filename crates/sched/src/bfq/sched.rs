@@ -323,6 +323,10 @@ pub(super) struct Bq {
     /// an async queue still busy whose next request comes later than
     /// `bfq_wr_min_inter_arr_async` after it is raised.
     pub last_wr_start_finish: Nanos,
+    /// Ran dry in service with budget left (`non_blocking_wait_rq`): the sectors left of
+    /// that turn, which it resumes with, at its old place, if its next request comes in
+    /// time (`bfq_bfqq_update_budg_for_activation`).
+    pub hole: Option<u64>,
 }
 
 impl Bq {
@@ -763,6 +767,7 @@ impl State {
             stably_merged: false,
             split_time: Nanos::ZERO,
             last_wr_start_finish: now,
+            hole: None,
         };
         let id = match self.free_slots.pop() {
             Some(i) => {
@@ -904,8 +909,10 @@ impl State {
         self.free_slots.push(id);
     }
 
-    /// Queue `id` becomes backlogged: into its group's tree.
-    pub(super) fn activate(&mut self, id: u32) {
+    /// Queue `id` becomes backlogged: into its group's tree; at its old place in virtual
+    /// time when `backshift`, resuming a turn it left with budget when it ran dry
+    /// (`__bfq_activate_entity` with `non_blocking_wait_rq`).
+    pub(super) fn activate_at(&mut self, id: u32, backshift: bool) {
         let q = self.q(id);
         debug_assert!(!q.in_tree);
         q.in_tree = true;
@@ -914,7 +921,8 @@ impl State {
             self.load.wr_busy += 1;
         }
         self.load.busy_classes[class] += 1;
-        self.groups.activate(group, id, class, weight, budget);
+        self.groups
+            .activate(group, id, class, weight, budget, backshift);
     }
 
     /// Bookkeeping for a queue leaving the busy set (out of the tree, not in service).
@@ -947,6 +955,13 @@ impl State {
             self.q(id).last_wr_start_finish = now;
         }
         let charged = self.charge_for_turn(id, why, now, k);
+        // `non_blocking_wait_rq`: run dry, not out of budget or time; what is left of the
+        // turn is kept for a prompt return (the kernel keeps `entity->budget` and
+        // `entity->service` as they are).
+        let left = self.qr(id).budget.saturating_sub(charged);
+        self.q(id).hole = (self.qr(id).sorted.is_empty()
+            && !matches!(why, Expire::BudgetTimeout | Expire::BudgetExhausted))
+        .then_some(left);
         self.recalc_budget(id, why, k);
         self.update_wr(id, now, k);
         if self.qr(id).is_coop() && self.is_seeky(id) {
@@ -957,9 +972,10 @@ impl State {
             // Waited for in vain having done little: not I/O bound after all.
             self.q(id).io_bound = false;
         }
-        if why == Expire::NoMoreRequests || why == Expire::TooIdle {
-            self.note_soft_rt_next_start(id, now, k);
-        }
+        // `bfq_bfqq_expire`: whatever the reason, a queue left without requests has the
+        // earliest time it may be raised as soft real-time computed (the kernel defers it
+        // to the last completion when requests are in flight; computed here at once).
+        self.note_soft_rt_next_start(id, now, k);
         let q = self.qr(id);
         let backlogged = !q.sorted.is_empty();
         let (group, class, budget, weight) = (q.group, q.class, q.budget, q.weight());
