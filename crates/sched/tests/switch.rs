@@ -177,10 +177,40 @@ fn a_switch_resets_tunables_and_nr_requests_but_a_depth_change_keeps_them() {
 /// returns what was last written, and the invariants hold at the end.
 #[test]
 fn switching_elevators_under_load_loses_and_corrupts_nothing() {
+    switch_under_load(false);
+}
+
+/// The same with a completion worker per hardware queue reaping beside the submitters (the
+/// runtime's `CompletionMode::Worker`): calls without a submitter are waited out too.
+#[test]
+fn switching_under_load_with_completion_workers() {
+    switch_under_load(true);
+}
+
+fn switch_under_load(with_workers: bool) {
     let q = queue(2, Some("mq-deadline"));
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let now = move || Nanos(t0.elapsed().as_nanos() as u64 + 1);
+    let reapers: Vec<_> = (0..2u16)
+        .filter(|_| with_workers)
+        .map(|h| {
+            let (q, stop) = (q.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut batch = mqblk_core::CompletionBatch::new();
+                let mut reaped = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let t = now();
+                    reaped += q.poll_hctx(mqblk_core::HctxIdx(h), &mut batch, t);
+                    if q.next_deadline().is_some_and(|d| d <= t) {
+                        q.timer_detached(&mut batch, t);
+                    }
+                    std::thread::yield_now();
+                }
+                reaped
+            })
+        })
+        .collect();
     let workers: Vec<_> = (0..2u16)
         .map(|c| {
             let (q, stop) = (q.clone(), stop.clone());
@@ -254,6 +284,14 @@ fn switching_elevators_under_load_loses_and_corrupts_nothing() {
         let rounds = w.join().expect("a worker panicked");
         assert!(rounds >= 20);
     }
+    let reaped: usize = reapers
+        .into_iter()
+        .map(|r| r.join().expect("a completion worker panicked"))
+        .sum();
+    assert!(
+        !with_workers || reaped > 0,
+        "the completion workers reaped nothing"
+    );
     assert_eq!(q.elevator_name(), "mq-deadline");
     q.check_invariants();
     q.teardown();
