@@ -135,7 +135,12 @@ impl Disk {
     }
 
     /// The disk's queue as mqblk options, so mqblk's queue over it has the same shape: its
-    /// hardware queues, driver tags per queue (`mq/N/nr_tags`) and largest request.
+    /// hardware queues, driver tags per queue (`mq/N/nr_tags`) and largest request, which
+    /// for buffers in 4 KiB pages `max_segments` bounds as much as `max_sectors_kb`
+    /// ([`QueueShape::largest_request_kb`]). A virtio ring without indirect descriptors
+    /// the uring driver finds itself (`virtqueue_size=auto`).
+    ///
+    /// [`QueueShape::largest_request_kb`]: mqblk_drivers::sysfs::QueueShape::largest_request_kb
     fn queue_shape(&self) -> Vec<String> {
         let shape = mqblk_drivers::sysfs::QueueShape::of_dir(&self.sys);
         let mut out = Vec::new();
@@ -145,7 +150,7 @@ impl Disk {
         if let Some(t) = shape.nr_tags {
             out.push(format!("--queue_depth={t}"));
         }
-        if let Some(k) = shape.max_sectors_kb {
+        if let Some(k) = shape.largest_request_kb() {
             out.push(format!("--max_sectors_kb={k}"));
         }
         out

@@ -312,6 +312,55 @@ fn every_scheduler_runs_on_the_uring_driver() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `virtqueue_size=N`: the uring driver holds requests back while a virtio ring without
+/// indirect descriptors would be full, so they wait (and merge) in the scheduler, as in the
+/// kernel over such a disk; `0` turns it off and nothing merges. A bad size is one line.
+#[test]
+fn a_full_virtqueue_holds_writes_back_in_the_scheduler_where_they_merge() {
+    let dir = std::env::temp_dir().join(format!("mqblk-virtqueue-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = format!("--filename={}", dir.join("data").display());
+    let run = |vq: &str| {
+        let o = mqblk(&[
+            "bench",
+            "--ioengine=io_uring",
+            &f,
+            "--size=16m",
+            "--name=w",
+            "--rw=write",
+            "--bs=16k",
+            "--iodepth=16",
+            "--ioscheduler=mq-deadline",
+            vq,
+            "--output-format=json",
+        ]);
+        assert!(o.status.success(), "{vq}: {}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let job = &v["jobs"][0];
+        (
+            job["write"]["total_ios"].as_u64().unwrap(),
+            job["hctx"][0]["queued"].as_u64().unwrap(),
+            job["hctx"][0]["busy"].as_u64().unwrap(),
+            job["sched_stats"]["be_merged"].as_u64().unwrap(),
+        )
+    };
+    // 16 KiB takes 4 + 2 descriptors: three requests fill a ring of 20, and a request holds
+    // at most 18 pages.
+    let (ios, requests, busy, merged) = run("--virtqueue_size=20");
+    assert_eq!(ios, 1024);
+    assert!(busy > 0, "the ring was never full");
+    assert!(
+        merged > 0 && requests < ios,
+        "{requests} requests for {ios} writes, {merged} merges"
+    );
+    let (ios, requests, busy, merged) = run("--virtqueue_size=0");
+    assert_eq!((ios, requests, busy, merged), (1024, 1024, 0, 0));
+    let o = mqblk(&["bench", "--ioengine=io_uring", &f, "--virtqueue_size=2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("'virtqueue_size': value '2' out of range"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn completions_reaped_by_hctx_workers_reach_their_submitters() {
     // softirq: the null device completes only when a hardware queue is polled; with

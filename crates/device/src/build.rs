@@ -87,6 +87,7 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         fixed_buf_count: opts.fixed_buf_count,
         fixed_buf_size: opts.fixed_buf_size.max(4096),
         rotational: opts.rotational,
+        virtqueue_size: opts.virtqueue_size,
         ..UringConfig::default()
     };
 

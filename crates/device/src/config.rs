@@ -148,6 +148,9 @@ pub struct DeviceConfig {
     /// `/sys/block/DEV/queue/rotational` as the queue reports it to schedulers; `None`: the
     /// driver's own finding (sysfs of the disk under a file for uring, false for null).
     pub rotational: Option<bool>,
+    /// For the uring driver: ring descriptors per hardware queue of a virtio-blk disk
+    /// without indirect descriptors (`UringConfig::virtqueue_size`); `None` from sysfs.
+    pub virtqueue_size: Option<u32>,
     /// Capacity in bytes (a real file's is its size, or `create_size`).
     pub size_bytes: u64,
     pub faults: FaultConfig,
@@ -183,6 +186,7 @@ impl Default for DeviceConfig {
             memory_backed: false,
             cache_size_mb: 0,
             rotational: None,
+            virtqueue_size: None,
             size_bytes: 1 << 30,
             faults: FaultConfig::default(),
             queue: QueueSettings::default(),
@@ -222,6 +226,12 @@ impl DeviceConfig {
                 s.name
             )));
         }
+        if driver != DriverKind::Uring && s.virtqueue_size.is_some() {
+            return Err(DeviceError::Invalid(format!(
+                "job '{}': virtqueue_size= applies to driver=uring (the virtio model has its own rings)",
+                s.name
+            )));
+        }
         let (size_bytes, create_size) = if driver == DriverKind::Uring {
             real_file_size(s)?
         } else {
@@ -247,6 +257,7 @@ impl DeviceConfig {
             memory_backed: s.memory_backed,
             cache_size_mb: s.cache_size_mb,
             rotational: s.rotational,
+            virtqueue_size: s.virtqueue_size,
             size_bytes,
             faults: FaultConfig {
                 fail: spec(s.fail_nth, s.fail_prob),
@@ -305,6 +316,7 @@ impl DeviceConfig {
             memory_backed,
             cache_size_mb,
             rotational,
+            virtqueue_size,
             size_bytes: _,
             faults,
             queue,
@@ -330,6 +342,7 @@ impl DeviceConfig {
             ("memory_backed", *memory_backed == o.memory_backed),
             ("cache_size", *cache_size_mb == o.cache_size_mb),
             ("rotational", *rotational == o.rotational),
+            ("virtqueue_size", *virtqueue_size == o.virtqueue_size),
             ("fault injection", *faults == o.faults),
             (
                 "the queue settings (ioscheduler, sched.*, nr_requests, nomerges, limits)",

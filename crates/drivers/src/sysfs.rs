@@ -36,16 +36,49 @@ pub fn disk_dir(dev: u64) -> Option<PathBuf> {
 }
 
 /// What a disk's queue looks like in sysfs: its name, hardware queues (`mq/*`), driver tags
-/// per hardware queue (`mq/0/nr_tags`), largest request (`queue/max_sectors_kb`), write cache
-/// and rotational flag. Fields sysfs does not give are `None` (0 hardware queues).
+/// per hardware queue (`mq/0/nr_tags`), largest request (`queue/max_sectors_kb`), most
+/// segments per request (`queue/max_segments`), write cache, rotational flag, and for a
+/// virtio-blk disk whose rings lack indirect descriptors the size of each ring. Fields sysfs
+/// does not give are `None` (0 hardware queues).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueShape {
     pub disk: String,
     pub nr_hw_queues: u32,
     pub nr_tags: Option<u32>,
     pub max_sectors_kb: Option<u32>,
+    pub max_segments: Option<u32>,
     pub write_cache: Option<bool>,
     pub rotational: Option<bool>,
+    /// Descriptors in each virtqueue of a virtio-blk disk without
+    /// `VIRTIO_RING_F_INDIRECT_DESC`, where every request takes one descriptor per data
+    /// segment plus two (`virtblk_add_req`), so a few large requests fill the ring before
+    /// the tags run out. `None` for other disks, or when the ring size cannot be known.
+    pub virtqueue_size: Option<u32>,
+}
+
+/// The virtio feature bit for indirect descriptors (`VIRTIO_RING_F_INDIRECT_DESC`).
+const VIRTIO_RING_F_INDIRECT_DESC: usize = 28;
+
+/// The ring size of virtio-blk disk `dir` when its rings lack indirect descriptors. sysfs has
+/// no file for it, but `virtblk_probe` sizes the tag set from it: with the module's
+/// `queue_depth` parameter at 0 (the default) each hardware queue gets `num_free / 2` tags
+/// when indirect descriptors are missing, so the ring holds twice `nr_tags`.
+fn virtqueue_size(dir: &Path, nr_tags: Option<u32>) -> Option<u32> {
+    let device = dir.join("device");
+    let driver = std::fs::read_link(device.join("driver")).ok()?;
+    if driver.file_name()? != "virtio_blk" {
+        return None;
+    }
+    // One character per feature bit, bit 0 first (`features_show`).
+    let features = std::fs::read_to_string(device.join("features")).ok()?;
+    if features.trim().as_bytes().get(VIRTIO_RING_F_INDIRECT_DESC) != Some(&b'0') {
+        return None;
+    }
+    let param = std::fs::read_to_string("/sys/module/virtio_blk/parameters/queue_depth");
+    if param.is_ok_and(|p| p.trim() != "0") {
+        return None;
+    }
+    nr_tags.map(|t| t * 2)
 }
 
 impl QueueShape {
@@ -57,16 +90,19 @@ impl QueueShape {
                 .map(|s| s.trim().to_string())
         };
         let num = |rel: &str| read(rel).and_then(|s| s.parse().ok());
+        let nr_tags = num("mq/0/nr_tags");
         QueueShape {
             disk: dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             nr_hw_queues: std::fs::read_dir(dir.join("mq")).map_or(0, |d| d.count() as u32),
-            nr_tags: num("mq/0/nr_tags"),
+            nr_tags,
             max_sectors_kb: num("queue/max_sectors_kb"),
+            max_segments: num("queue/max_segments"),
             write_cache: read("queue/write_cache").map(|s| s == "write back"),
             rotational: read("queue/rotational").map(|s| s == "1"),
+            virtqueue_size: virtqueue_size(dir, nr_tags),
         }
     }
 
@@ -75,15 +111,35 @@ impl QueueShape {
         disk_dir(dev).map(|d| QueueShape::of_dir(&d))
     }
 
+    /// The largest request in KiB the disk takes of data in 4 KiB pages that do not
+    /// adjoin in memory (the usual case for a process's buffers): `max_sectors_kb`, and at
+    /// most one page per segment (`max_segments`), which for a virtio ring without indirect
+    /// descriptors also leaves the two descriptors a request needs besides its data.
+    pub fn largest_request_kb(&self) -> Option<u32> {
+        let pages = |n: u32| n.saturating_mul(4);
+        [
+            self.max_sectors_kb,
+            self.max_segments.map(pages),
+            self.virtqueue_size
+                .map(|d| pages(d.saturating_sub(2).max(1))),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
     /// One line for reports: `vda: hw_queues=1 nr_tags=128 ...`.
     pub fn describe(&self) -> String {
         let opt = |v: Option<u32>| v.map_or("?".to_string(), |n| n.to_string());
         format!(
-            "{}: hw_queues={} nr_tags={} max_sectors_kb={} write_cache={} rotational={}",
+            "{}: hw_queues={} nr_tags={} max_sectors_kb={} max_segments={}{} write_cache={} rotational={}",
             self.disk,
             self.nr_hw_queues,
             opt(self.nr_tags),
             opt(self.max_sectors_kb),
+            opt(self.max_segments),
+            self.virtqueue_size
+                .map_or(String::new(), |d| format!(" virtqueue_size={d} (no indirect descriptors)")),
             match self.write_cache {
                 Some(true) => "write back",
                 Some(false) => "write through",

@@ -1193,3 +1193,57 @@ fn pooled_buffers_outlive_the_device_soundly() {
     let again = pool.alloc(4096).unwrap();
     assert!(again.is_pooled());
 }
+
+/// A virtio-blk ring without indirect descriptors (`virtqueue_size`): each request holds one
+/// descriptor per 4 KiB page plus two while in flight, and one that does not fit waits in
+/// the queue (`virtio_queue_rq` answers `BLK_STS_DEV_RESOURCE`) until a completion makes
+/// room; requests are no larger than the ring holds.
+#[test]
+fn a_virtqueue_without_indirect_descriptors_limits_what_is_in_flight() {
+    let dir = TempDir::new("virtqueue");
+    // 16 KiB writes take 4 + 2 descriptors: three fit in 20.
+    let mut r = rig(UringConfig {
+        virtqueue_size: Some(20),
+        ..file_cfg(dir.file("dev.img"), 4 * MIB, false)
+    });
+    assert_eq!(r.dev.virtqueue_size(), Some(20));
+    assert_eq!(
+        r.q.limits().max_sectors,
+        18 * 8,
+        "a request must fit in the ring: 18 pages"
+    );
+    let mut rng = Rng(5);
+    let datas: Vec<Vec<u8>> = (0..48).map(|_| rng.bytes(16 * 1024)).collect();
+    let mut most = 0;
+    let mut now = r.now;
+    for (i, d) in datas.iter().enumerate() {
+        // Every other 16 KiB, so no two merge.
+        let bio = write_bio(i as u64 * 64, d).with_private(i as u64);
+        let mut next = r.q.submit_bio(&mut r.subs[0], bio, now);
+        while let Submit::Busy(bio) = next {
+            now = now.saturating_add(Nanos::from_micros(10));
+            r.q.poll(&mut r.subs[0], now);
+            next = r.q.submit_bio(&mut r.subs[0], bio, now);
+        }
+        most = most.max(r.dev.inflight(HctxIdx(0)));
+        assert!(
+            most <= 3,
+            "{most} requests of 6 descriptors in a ring of 20"
+        );
+    }
+    wait_for(&r.q, &mut r.subs[0], &mut now, datas.len());
+    r.now = now;
+    assert_eq!(most, 3, "the ring was never full");
+    assert!(r.q.hctx(HctxIdx(0)).stats.busy.get() > 0);
+    for bio in r.sub().done.drain(..) {
+        assert_eq!(bio.status, BlkStatus::Ok);
+    }
+    for (i, d) in datas.iter().enumerate() {
+        assert!(r.read(i as u64 * 64, 32) == *d, "write {i}");
+    }
+    // A request as large as the ring allows still goes, alone.
+    let big = rng.bytes(18 * 4096);
+    assert_eq!(r.write(4096, &big), BlkStatus::Ok);
+    assert!(r.read(4096, 18 * 8) == big);
+    r.assert_drained();
+}

@@ -106,6 +106,14 @@ pub struct UringConfig {
     /// `queue/rotational` (its disk's for a partition), or for a regular file that of the
     /// disk its file system is on (`st_dev`), as BFQ in the kernel sees the disk under it.
     pub rotational: Option<bool>,
+    /// Descriptors in each hardware queue's ring on the device, for a virtio-blk disk whose
+    /// rings lack indirect descriptors: a request holds one per 4 KiB page of its data plus
+    /// two while in flight (`virtblk_add_req`), and one that does not fit waits
+    /// (`virtio_queue_rq` answers `BLK_STS_DEV_RESOURCE`), so large requests back up in the
+    /// scheduler above as they do in the kernel. `None` reads it from sysfs for the disk
+    /// under the path ([`crate::sysfs::QueueShape::virtqueue_size`]); `Some(0)` turns the
+    /// limit off.
+    pub virtqueue_size: Option<u32>,
 }
 
 impl Default for UringConfig {
@@ -123,6 +131,7 @@ impl Default for UringConfig {
             fixed_buf_count: 0,
             fixed_buf_size: 1 << 20,
             rotational: None,
+            virtqueue_size: None,
         }
     }
 }
@@ -291,6 +300,8 @@ pub struct UringDevice {
     capacity_sectors: u64,
     logical_block_size: u32,
     rotational: bool,
+    /// Descriptors per ring on the device ([`UringConfig::virtqueue_size`]), if limited.
+    virtqueue_size: Option<u32>,
     /// Flushes reach the file (an fsync); see `open`.
     write_cache: bool,
     /// The disk under the file or device, as sysfs describes its queue.
@@ -392,6 +403,11 @@ impl UringDevice {
         let rotational = cfg
             .rotational
             .unwrap_or_else(|| backing.as_ref().and_then(|b| b.rotational) == Some(true));
+        let virtqueue_size = match cfg.virtqueue_size {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => backing.as_ref().and_then(|b| b.virtqueue_size),
+        };
         // A regular file has the page cache and its file system's metadata to make durable
         // whatever its disk does; a block device has a cache if its queue says "write back"
         // (assumed when sysfs does not say).
@@ -457,6 +473,7 @@ impl UringDevice {
             capacity_sectors,
             logical_block_size: lbs,
             rotational,
+            virtqueue_size,
             write_cache,
             backing,
             hctxs: hctxs.into(),
@@ -527,14 +544,30 @@ impl UringDevice {
     }
 
     /// Queue limits matching the opened device: its block size (bios must be aligned to
-    /// it, which O_DIRECT needs), its capacity, and one bio per submission.
+    /// it, which O_DIRECT needs), its capacity, one bio per submission, and requests no
+    /// larger than the disk under it takes of buffers in 4 KiB pages
+    /// ([`crate::sysfs::QueueShape::largest_request_kb`]) or its ring holds.
     pub fn queue_limits(&self) -> QueueLimits {
+        let defaults = QueueLimits::default();
+        let mut max_sectors = defaults.max_sectors;
+        if let Some(kb) = self.backing.as_ref().and_then(|b| b.largest_request_kb()) {
+            max_sectors = max_sectors.min(kb.saturating_mul(2));
+        }
+        if let Some(d) = self.virtqueue_size {
+            max_sectors = max_sectors.min(d.saturating_sub(2).max(1).saturating_mul(8));
+        }
         QueueLimits {
             logical_block_size: self.logical_block_size,
             max_segments: MAX_SEGMENTS,
             capacity_sectors: self.capacity_sectors,
-            ..QueueLimits::default()
+            max_sectors: max_sectors.max(self.logical_block_size >> SECTOR_SHIFT),
+            ..defaults
         }
+    }
+
+    /// Descriptors per ring on the device, when the driver limits requests by them.
+    pub fn virtqueue_size(&self) -> Option<u32> {
+        self.virtqueue_size
     }
 
     fn hctx(&self, hctx: HctxIdx) -> &Mutex<UringHctx> {
@@ -670,6 +703,18 @@ impl UringDevice {
                 }
             }
         }
+        let descs = self.virtqueue_size.map(|size| {
+            // Besides its data a virtio-blk request has a header and a status byte
+            // (`virtblk_add_req`); a discard or write-zeroes carries one range descriptor.
+            // One that could never fit takes the whole ring when it is empty.
+            (2 + q.specs.iter().map(descriptors).sum::<u32>()).min(size)
+        });
+        if let (Some(size), Some(d)) = (self.virtqueue_size, descs) {
+            if q.ring.tracker.descs_held() + d > size {
+                // `virtio_queue_rq`: the ring is full; a completion restarts the queue.
+                return BlkStatus::DevResource;
+            }
+        }
         let n = Tracker::first_phase_sqes(&q.specs, plan);
         if !q.ring.fits(n) {
             // More bios than the ring holds: the queue limits were not ours.
@@ -690,12 +735,31 @@ impl UringDevice {
             }
         }
         q.ring.tracker.start(rq.tag, rq.id, plan, &q.specs);
+        if let Some(d) = descs {
+            q.ring.tracker.hold_descs(rq.tag, d);
+        }
         let pushed = q.ring.push_ready();
         assert_eq!(
             pushed, n,
             "uring: room was checked before the request started"
         );
         BlkStatus::Ok
+    }
+}
+
+/// Ring descriptors a submission's data takes on a virtio-blk device without indirect
+/// descriptors: one per 4 KiB page its buffer spans, as pages of a process's memory seldom
+/// adjoin physically (the kernel joins those that do, `blk_rq_map_sg`, so it may need
+/// fewer); one range for a discard or write-zeroes; none for a flush.
+fn descriptors(spec: &SegSpec) -> u32 {
+    const PAGE: u64 = 4096;
+    match spec.kind {
+        OpKind::Read | OpKind::Write => {
+            let (start, end) = (spec.addr as u64, spec.addr as u64 + spec.len.max(1));
+            ((end - 1) / PAGE - start / PAGE + 1) as u32
+        }
+        OpKind::PunchHole | OpKind::ZeroRange => 1,
+        OpKind::Fsync => 0,
     }
 }
 

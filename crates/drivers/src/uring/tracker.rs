@@ -207,6 +207,8 @@ struct Slot {
     /// Segments of the current phase that have not finished.
     outstanding: u32,
     status: BlkStatus,
+    /// Device ring descriptors the request holds (see [`Tracker::hold_descs`]).
+    descs: u32,
 }
 
 /// The most iovecs one vectored submission takes (`UIO_MAXIOV`).
@@ -269,6 +271,8 @@ pub(crate) struct Tracker {
     nr_sqes: usize,
     /// Submissions described but not yet pushed to the SQ, oldest first.
     ready: VecDeque<Op>,
+    /// Device ring descriptors held by the requests in flight.
+    descs: u32,
 }
 
 impl Tracker {
@@ -278,6 +282,7 @@ impl Tracker {
             nr_rqs: 0,
             nr_sqes: 0,
             ready: VecDeque::new(),
+            descs: 0,
         }
     }
 
@@ -289,6 +294,20 @@ impl Tracker {
     /// Submissions whose completion has not been reaped, those not yet pushed included.
     pub(crate) fn nr_sqes(&self) -> usize {
         self.nr_sqes
+    }
+
+    /// Device ring descriptors the requests in flight hold.
+    pub(crate) fn descs_held(&self) -> u32 {
+        self.descs
+    }
+
+    /// The request just started on `tag` holds `n` descriptors of the device's ring until
+    /// it completes.
+    pub(crate) fn hold_descs(&mut self, tag: Tag, n: u32) {
+        let slot = &mut self.slots[tag.0 as usize];
+        debug_assert!(slot.rq.is_some() && slot.descs == 0);
+        slot.descs = n;
+        self.descs += n;
     }
 
     /// Submissions described but not yet pushed to the SQ.
@@ -460,6 +479,7 @@ impl Tracker {
         let status = slot.status;
         slot.rq = None;
         slot.segs.clear();
+        self.descs -= std::mem::take(&mut slot.descs);
         self.nr_rqs -= 1;
         Some((id, status))
     }

@@ -669,6 +669,16 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "virtqueue_size",
+        aliases: &[],
+        default: "auto",
+        help: "driver=uring: descriptors in each ring of a virtio-blk disk under the file that lacks indirect descriptors; a request holds one per 4 KiB page plus two, and waits in the queue while the ring is full, as in virtio_queue_rq (auto: derived from sysfs, none for other disks; 0: no limit).",
+        kind: Kind::Custom {
+            syntax: "auto|N",
+            set: set_virtqueue_size,
+        },
+    },
+    OptDef {
         name: "dev_size",
         aliases: &[],
         default: "",
@@ -1007,6 +1017,27 @@ fn set_bs(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKin
             reason: reason.to_string(),
         }),
     }
+}
+
+/// `virtqueue_size=`: `auto` (sysfs) or a descriptor count, 0 for no limit.
+fn set_virtqueue_size(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    job.virtqueue_size = if text.eq_ignore_ascii_case("auto") {
+        None
+    } else {
+        let n: u32 = text
+            .parse()
+            .map_err(|_| bad_named(option, text, "auto or a descriptor count (0: no limit)"))?;
+        if n != 0 && !(3..=32768).contains(&n) {
+            return Err(JobErrorKind::OutOfRange {
+                option: option.to_string(),
+                value: text.to_string(),
+                min: "3".into(),
+                max: "32768 (VIRTIO_BLK_MAX_SG_ELEMS)".into(),
+            });
+        }
+        Some(n)
+    };
+    Ok(())
 }
 
 /// `cpus_allowed=`: a CPU list like `0-3,6`.

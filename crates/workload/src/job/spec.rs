@@ -192,6 +192,8 @@ pub struct JobSpec {
     pub memory_backed: bool,
     /// `rotational=`: `None` takes what the driver finds (sysfs for a real device).
     pub rotational: Option<bool>,
+    /// `virtqueue_size=`: `None` derives it from sysfs (uring driver); `Some(0)` no limit.
+    pub virtqueue_size: Option<u32>,
     /// `cache_size=` (MiB, null_blk's parameter): the null device has a write cache if non-zero.
     pub cache_size_mb: u64,
     /// Device capacity in bytes; `None` means [`JobSpec::device_size`]'s default.
@@ -298,6 +300,7 @@ impl Default for JobSpec {
             completion_nsec: 10_000,
             memory_backed: false,
             rotational: None,
+            virtqueue_size: None,
             cache_size_mb: 0,
             dev_size: None,
             fail_nth: 0,
