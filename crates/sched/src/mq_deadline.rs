@@ -570,15 +570,19 @@ impl DdState {
     fn next_in_sort(&self, prio: usize, dir: usize) -> Option<RqId> {
         let pp = &self.per_prio[prio];
         let pos = pp.latest_pos[dir];
-        if let Some(&(_, id)) = pp.sort[dir].range(..(pos, RqId(0))).next_back() {
+        let sort = &pp.sort[dir];
+        if sort.len() <= 1 {
+            // The common case at low depth (requests leave as they come): the one request
+            // qualifies if it spans the position or starts at or after it.
+            let &(sector, id) = sort.first()?;
+            return (sector >= pos || self.rqs[id.index()].end > pos).then_some(id);
+        }
+        if let Some(&(_, id)) = sort.range(..(pos, RqId(0))).next_back() {
             if self.rqs[id.index()].end > pos {
                 return Some(id);
             }
         }
-        pp.sort[dir]
-            .range((pos, RqId(0))..)
-            .next()
-            .map(|&(_, id)| id)
+        sort.range((pos, RqId(0))..).next().map(|&(_, id)| id)
     }
 
     fn fifo_head(&self, prio: usize, dir: usize) -> Option<RqId> {

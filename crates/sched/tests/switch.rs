@@ -15,10 +15,16 @@ use std::time::{Duration, Instant};
 /// A memory-backed null device with a write cache whose completions wait for a poll, so
 /// requests stay allocated until the test reaps them.
 fn queue(nr_hw: u16, sched: Option<&str>) -> Arc<RequestQueue> {
+    queue_irq(nr_hw, sched, IrqMode::Softirq)
+}
+
+/// `irqmode=Timer` leaves completions in the device until someone polls for them.
+fn queue_irq(nr_hw: u16, sched: Option<&str>, irqmode: IrqMode) -> Arc<RequestQueue> {
     let cfg = NullConfig {
         submit_queues: nr_hw,
         hw_queue_depth: 16,
-        irqmode: IrqMode::Softirq,
+        irqmode,
+        completion_nsec: 20_000,
         memory_backed: true,
         cache_size_mb: 1,
         size_bytes: 64 << 20,
@@ -188,7 +194,14 @@ fn switching_under_load_with_completion_workers() {
 }
 
 fn switch_under_load(with_workers: bool) {
-    let q = queue(2, Some("mq-deadline"));
+    // With workers the device completes on a timer, so there is something for them to reap
+    // beside the submitters' own polling.
+    let irq = if with_workers {
+        IrqMode::Timer
+    } else {
+        IrqMode::Softirq
+    };
+    let q = queue_irq(2, Some("mq-deadline"), irq);
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let now = move || Nanos(t0.elapsed().as_nanos() as u64 + 1);
