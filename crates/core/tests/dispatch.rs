@@ -576,3 +576,49 @@ fn busy_hctx_takes_new_requests_through_the_software_queue() {
     assert_eq!(h.stats.direct.get(), 1);
     common::assert_whole(&q);
 }
+
+/// The kernel issues a new request two ways. From a plug (`blk_mq_plug_issue_direct`, how a
+/// file system submits direct I/O) it goes straight to the driver unless the queue is
+/// stopped, even past requests the driver turned away that wait on the dispatch list; without
+/// a plug (`blk_mq_submit_bio`) a queue that has been busy takes it through the software
+/// queue and runs, so it goes after them.
+#[test]
+fn a_plugged_request_passes_the_dispatch_list_and_an_unplugged_one_queues_behind_it() {
+    let d = TestDriver::new(Mode::Hold);
+    let q = simple_queue(&d, 1, 8, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    let h = q.hctx(HctxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 0), T0);
+    d.script(&[Reply::DevResource]);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2, 1), T0);
+    assert_eq!(h.dispatch_list_len(), 1, "bio 1 waits for a completion");
+    assert!(h.is_busy());
+    let direct = h.stats.direct.get();
+
+    sub.plug.start();
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 4, 2), T0);
+    q.finish_plug(&mut sub, T0);
+    assert_eq!(
+        h.stats.direct.get(),
+        direct + 1,
+        "the plugged request went direct"
+    );
+    assert_eq!(h.dispatch_list_len(), 1, "bio 1 still waits");
+    let order: Vec<u64> = d.accepted().iter().map(|i| i.privates[0]).collect();
+    assert_eq!(order, vec![0, 2], "bio 2 passed bio 1");
+
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 6, 3), T0);
+    assert_eq!(
+        h.stats.direct.get(),
+        direct + 1,
+        "unplugged on a busy queue: not direct"
+    );
+    let order: Vec<u64> = d.accepted().iter().map(|i| i.privates[0]).collect();
+    assert_eq!(order, vec![0, 2, 1, 3], "the run issued bio 1 before bio 3");
+    d.release_all();
+    q.poll(&mut sub, T0);
+    let mut done: Vec<u64> = take_done(&mut sub).into_iter().map(|(p, _)| p).collect();
+    done.sort();
+    assert_eq!(done, vec![0, 1, 2, 3]);
+    common::assert_whole(&q);
+}

@@ -27,6 +27,10 @@ pub struct RunJob {
     pub issuer: u32,
     /// The cgroup id its bios carry (0: the root).
     pub group: u32,
+    /// Submit even single bios under a plug, as the kernel's file systems do for direct I/O
+    /// (`__iomap_dio_rw`): on a regular file a lone bio leaves the plug through
+    /// `blk_mq_plug_issue_direct`, not through `blk_mq_submit_bio`'s busy check.
+    pub plug_each: bool,
 }
 
 /// The operation and flags of a job's I/O as a bio carries them (shared with the
@@ -314,7 +318,7 @@ impl<S: LatSink> JobState<'_, S> {
 
     /// Submits up to `want` bios under one plug; says why it stopped if not for depth.
     fn submit_batch(&mut self, want: u32, rel: u64) -> Round {
-        let plug = want > 1;
+        let plug = want > 1 || self.rj.plug_each;
         if plug {
             self.h.start_plug();
         }

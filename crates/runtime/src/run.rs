@@ -47,6 +47,14 @@ impl Plan {
             .unwrap_or(1);
         let resolved = mqblk_workload::resolve(specs, |_| Ok(device.size_bytes), entropy)
             .map_err(|e| e.to_string())?;
+        // A regular file (or one the run creates), not a block device: the kernel reaches
+        // it through a file system, which plugs around every direct I/O.
+        let on_file = device.driver == DriverKind::Uring
+            && device.filename.as_ref().is_some_and(|f| {
+                std::fs::metadata(f).map_or(true, |m| {
+                    !std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type())
+                })
+            });
         let mut jobs = Vec::with_capacity(total);
         let mut spec_of = Vec::with_capacity(total);
         for job in resolved {
@@ -65,6 +73,7 @@ impl Plan {
                 ctx: mqblk_core::CtxIdx((k * nr_ctx / total.max(1)) as u16),
                 issuer: k as u32 + 1,
                 group: crate::job::join_cgroup(&job, &device.blkcg)?,
+                plug_each: on_file,
                 job,
             });
         }

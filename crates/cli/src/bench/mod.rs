@@ -390,6 +390,22 @@ mod tests {
         assert_eq!(sizes, vec![(0, 1 << 20), (4 << 20, 2 << 20), (0, 3 << 20)]);
     }
 
+    /// A job on a regular file plugs every bio, as a file system plugs around direct I/O;
+    /// on the null device only `iodepth_batch_submit` batches are plugged.
+    #[test]
+    fn jobs_on_a_regular_file_plug_every_bio() {
+        let dir = std::env::temp_dir().join(format!("mqblk-plug-each-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("data");
+        let on_file = plan(&format!(
+            "[f]\nioengine=io_uring\nfilename={}\nsize=1m\n",
+            f.display()
+        ));
+        assert!(on_file.jobs.iter().all(|j| j.plug_each));
+        assert!(plan("[n]\nsize=1m\n").jobs.iter().all(|j| !j.plug_each));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_job_past_the_device_end_is_refused() {
         let specs = mqblk_workload::parse_job_text("t", "[a]\ndev_size=1m\nsize=2m\n").unwrap();

@@ -668,7 +668,7 @@ impl QueueInner {
             self.insert_sched(h, &[id], false, now);
             self.run_hw_queue(h, now, &mut sub.batch);
         } else {
-            self.issue_run(sub, h, &[id], now);
+            self.issue_new(sub, h, id, now);
         }
         self.end_sub_batch(sub, now);
     }
@@ -875,30 +875,42 @@ impl QueueInner {
         }
     }
 
-    /// Issues requests without a scheduler (`blk_mq_issue_direct` /
-    /// `blk_mq_try_issue_directly`): each goes straight to the driver unless its hardware
-    /// queue is stopped, busy or has left-overs, in which case it waits on the software
-    /// queue. `last` is set on the final request for each hardware queue, and `commit_rqs`
-    /// rings the doorbell when a run is cut short.
+    /// Plugged requests without a scheduler (`blk_mq_plug_issue_direct`): each run of one
+    /// hardware queue is issued directly unless the queue is stopped (then it waits on its
+    /// software queue, `blk_mq_request_issue_directly`), whatever waits on the dispatch list
+    /// or however busy the queue has been; what the driver turns away waits on the dispatch
+    /// list.
     pub(crate) fn issue_list(&self, sub: &mut Submitter, ids: &[(RqId, HctxIdx)], now: Nanos) {
         let mut i = 0;
         while i < ids.len() {
             let h = ids[i].1;
             let j = i + ids[i..].iter().take_while(|&&(_, x)| x == h).count();
-            self.issue_run(sub, h, &ids[i..j], now);
+            let hctx = &self.hctxs[h.0 as usize];
+            hctx.stats.queued.add((j - i) as u64);
+            if hctx.is_stopped() {
+                self.insert_ctx(sub.ctx, h, &ids[i..j], false, now);
+            } else {
+                let issued = self.dispatch_rq_list(h, &ids[i..j], now, &mut sub.batch);
+                hctx.stats.direct.add(issued as u64);
+            }
             i = j;
         }
     }
 
-    fn issue_run<T: RqRef>(&self, sub: &mut Submitter, h: HctxIdx, ids: &[T], now: Nanos) {
+    /// A new request without a plug or a scheduler (the end of `blk_mq_submit_bio`): while
+    /// the hardware queue has been busy (`dispatch_busy`) and is the only one, or the request
+    /// is not synchronous, it waits on its software queue and the queue runs; otherwise it is
+    /// issued directly (`blk_mq_try_issue_directly`), unless the queue is stopped.
+    fn issue_new(&self, sub: &mut Submitter, h: HctxIdx, id: RqId, now: Nanos) {
         let hctx = &self.hctxs[h.0 as usize];
-        hctx.stats.queued.add(ids.len() as u64);
-        if hctx.is_stopped() || hctx.is_busy() || hctx.dispatch_list_len() > 0 {
-            self.insert_ctx(sub.ctx, h, ids, false, now);
+        hctx.stats.queued.add(1);
+        let sync = self.rqs.lock(id).is_sync();
+        if (hctx.is_busy() && (self.hctxs.len() == 1 || !sync)) || hctx.is_stopped() {
+            self.insert_ctx(sub.ctx, h, &[id], false, now);
             self.run_hw_queue(h, now, &mut sub.batch);
             return;
         }
-        let issued = self.dispatch_rq_list(h, ids, now, &mut sub.batch);
+        let issued = self.dispatch_rq_list(h, &[id], now, &mut sub.batch);
         hctx.stats.direct.add(issued as u64);
     }
 

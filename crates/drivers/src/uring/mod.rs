@@ -711,7 +711,12 @@ impl UringDevice {
         });
         if let (Some(size), Some(d)) = (self.virtqueue_size, descs) {
             if q.ring.tracker.descs_held() + d > size {
-                // `virtio_queue_rq`: the ring is full; a completion restarts the queue.
+                // The ring is full: the request waits on the dispatch list for a completion.
+                // (`virtio_queue_rq` also stops the queue; `virtio_queue_rqs`, which takes
+                // plugged requests, does not, and new requests then go straight to the
+                // ring, as here. Stopping it here made mqblk's reader beside a write flood
+                // under `none` wait behind merged writes: 780-890 IOPS against 1000-1250
+                // without, the kernel's 1290-2730.)
                 return BlkStatus::DevResource;
             }
         }
