@@ -546,10 +546,12 @@ fn software_queue_merges_while_hctx_is_stopped() {
 }
 
 #[test]
-fn insertion_folds_a_request_into_the_software_queue_tail() {
+fn requests_on_the_software_queue_are_not_folded_but_take_later_bios() {
     // Writes on hctx 0, reads on hctx 1 (a READ map). A plug of [W 0..8, R, W 8..16]: the
     // second write cannot merge as a bio (the plug's last request is the read) so it gets a
-    // request of its own; inserted behind the first on the stopped hctx 0, it is folded in.
+    // request of its own. Inserted behind the first on the stopped hctx 0 it stays a request
+    // of its own, as in the kernel (`blk_mq_insert_requests` does not merge); a bio that comes
+    // later while they wait merges into the tail (`blk_bio_list_merge`).
     let mut cfg = TagSetConfig::new(1, 64);
     cfg.maps = MapQueues {
         default: 1,
@@ -572,25 +574,31 @@ fn insertion_folds_a_request_into_the_software_queue_tail() {
     submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 1, 2), NOW);
     assert_eq!(q.nr_allocated(), 3);
     q.finish_plug(&mut sub, NOW);
-    // The read went straight to its hctx and completed; the second write was folded into the
-    // first on hctx 0's software queue.
-    assert_eq!(q.nr_allocated(), 1);
+    // The read went straight to its hctx and completed; both writes wait on hctx 0's
+    // software queue.
+    assert_eq!(q.nr_allocated(), 2);
     let is = d.issues();
     assert_eq!(is.len(), 1);
     assert_eq!((is[0].hctx, is[0].op), (HctxIdx(1), ReqOp::Read));
+    assert!(
+        matches!(
+            q.submit_bio(&mut sub, bio4k(ReqOp::Write, 2, 3), NOW),
+            Submit::Merged
+        ),
+        "a bio merges into the software queue's tail"
+    );
+    assert_eq!(q.nr_allocated(), 2);
     q.start_hw_queue(&mut sub, HctxIdx(0), NOW);
     let is = d.issues();
-    assert_eq!(is.len(), 2);
+    let writes: Vec<_> = is[1..]
+        .iter()
+        .map(|i| (i.hctx, i.sector, i.nr_sectors, i.privates.clone()))
+        .collect();
     assert_eq!(
-        (
-            is[1].hctx,
-            is[1].sector,
-            is[1].nr_sectors,
-            is[1].privates.clone()
-        ),
-        (HctxIdx(0), 0, 16, vec![0, 2])
+        writes,
+        vec![(HctxIdx(0), 0, 8, vec![0]), (HctxIdx(0), 8, 16, vec![2, 3])]
     );
-    assert_eq!(sub.done.len(), 3);
+    assert_eq!(sub.done.len(), 4);
     common::assert_whole(&q);
 }
 

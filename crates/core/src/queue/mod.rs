@@ -914,8 +914,9 @@ impl QueueInner {
         hctx.stats.direct.add(issued as u64);
     }
 
-    /// Puts requests on their software queue and marks it pending (`blk_mq_insert_requests`).
-    /// A request that starts where the queue's tail ends is folded into the tail.
+    /// Puts requests on their software queue and marks it pending (`blk_mq_insert_requests`,
+    /// `blk_mq_insert_request`). Requests are not folded into each other here, as in the
+    /// kernel: later bios may still merge into them (`blk_bio_list_merge`).
     pub(crate) fn insert_ctx<T: RqRef>(
         &self,
         ctx: CtxIdx,
@@ -928,33 +929,18 @@ impl QueueInner {
         let hctx = &self.hctxs[h.0 as usize];
         let ty = hctx.ty as usize;
         let c = &self.ctxs[ctx.0 as usize];
-        let mut freed: Vec<RqId> = Vec::new();
         {
             let mut lists = c.lists.lock();
             for id in ids.iter().map(|r| r.rq()) {
                 if at_head {
                     lists[ty].push_front(id);
-                    continue;
+                } else {
+                    lists[ty].push_back(id);
                 }
-                if self.cfg.nomerges == NoMerges::All {
-                    if let Some(&tail) = lists[ty].back() {
-                        let mut t = self.rqs.lock(tail);
-                        let mut r = self.rqs.lock(id);
-                        if merge::req_merge_ok(&t, &r, &self.limits) {
-                            merge::merge_requests(&mut t, &mut r);
-                            freed.push(id);
-                            continue;
-                        }
-                    }
-                }
-                lists[ty].push_back(id);
             }
             c.stats.inserted.add(ids.len() as u64);
         }
         hctx.mark_ctx_pending(c.index_hw[ty]);
-        for id in freed {
-            self.free_merged(id);
-        }
     }
 
     /// Puts a request on the hardware queue's dispatch list, ahead of the elevator and the
