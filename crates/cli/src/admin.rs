@@ -14,7 +14,7 @@
 use crate::args::CtlArgs;
 use mqblk_nbd::Export;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -29,14 +29,14 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 /// time (a change freezes a queue; two at once would only wait for each other).
 pub fn spawn(
     path: &Path,
+    replace_stale: bool,
     exports: Vec<Arc<Export>>,
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
-    let _ = std::fs::remove_file(path);
-    let l = UnixListener::bind(path).map_err(|e| format!("--admin={}: {e}", path.display()))?;
+    let what = format!("--admin={}", path.display());
+    let (l, owned) = mqblk_nbd::unix_socket::bind(path, &what, replace_stale)?;
     l.set_nonblocking(true)
-        .map_err(|e| format!("--admin={}: {e}", path.display()))?;
-    let owned = path.to_path_buf();
+        .map_err(|e| format!("{what}: {e}"))?;
     std::thread::Builder::new()
         .name("mqblk-admin".into())
         .spawn(move || {
@@ -53,7 +53,7 @@ pub fn spawn(
                     Err(e) => eprintln!("mqblk serve: admin socket: {e}"),
                 }
             }
-            let _ = std::fs::remove_file(&owned);
+            owned.remove();
         })
         .map_err(|e| format!("starting the admin thread: {e}"))
 }

@@ -250,6 +250,11 @@ pub struct ServeArgs {
     /// its nr_requests or tunables while clients run
     #[arg(long)]
     pub admin: Option<PathBuf>,
+    /// A --listen=unix: or --admin path holding a stale socket (nothing answers on it, as
+    /// after a server was killed) is replaced; without this it is refused. Anything else
+    /// that exists there (a file, a live server's socket) is always refused
+    #[arg(long)]
+    pub replace_stale_socket: bool,
 }
 
 #[derive(Args, Debug)]

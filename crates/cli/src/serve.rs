@@ -6,7 +6,6 @@ use mqblk_device::{DeviceConfig, DriverKind, QueueSettings};
 use mqblk_nbd::{Export, Listener, Server};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use std::net::TcpListener;
-use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -408,15 +407,18 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             }
             listeners.push(Listener::Tcp(t));
         } else if let Some(path) = l.strip_prefix("unix:") {
-            let _ = std::fs::remove_file(path);
-            let u = UnixListener::bind(path).map_err(|e| format!("--listen={l}: {e}"))?;
+            let (u, owned) = mqblk_nbd::unix_socket::bind(
+                std::path::Path::new(path),
+                &format!("--listen={l}"),
+                args.replace_stale_socket,
+            )?;
             for e in &exports {
                 eprintln!(
                     "mqblk serve: export '{}' ({} bytes) on nbd+unix:///{}?socket={path}",
                     e.name, e.size, e.name
                 );
             }
-            listeners.push(Listener::Unix(u, PathBuf::from(path)));
+            listeners.push(Listener::Unix(u, owned));
         } else {
             return Err(format!("--listen={l}: expected tcp:HOST:PORT or unix:PATH"));
         }
@@ -430,6 +432,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
     let admin = match &args.admin {
         Some(path) => Some(crate::admin::spawn(
             path,
+            args.replace_stale_socket,
             exports.clone(),
             server.stop.clone(),
         )?),

@@ -631,3 +631,72 @@ fn the_admin_socket_switches_schedulers_while_fio_verifies() {
     assert_eq!(stats["errors"], 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--listen=unix:PATH` never takes a path that is not its own: a regular file there is
+/// refused and left as it was, a live server's socket is refused, and a stale socket (a
+/// server killed without cleaning up) only goes with `--replace-stale-socket`. At exit the
+/// server removes its own socket and nothing else.
+#[test]
+fn a_unix_listen_path_that_is_not_ours_is_refused() {
+    let serve = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_mqblk"))
+            .arg("serve")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let s = Serve::start("sockpath", &["--size=1m"]);
+    let data = s.dir.join("data");
+    std::fs::write(&data, b"someone's data").unwrap();
+    let o = serve(&[&format!("--listen=unix:{}", data.display())]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("is not a socket"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&data).unwrap(), b"someone's data");
+    let live = format!("--listen=unix:{}", s.sock.display());
+    let o = serve(&[&live, "--replace-stale-socket"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("is listening"),
+        "{}",
+        text(&o.stderr)
+    );
+    let (sock, dir) = (s.sock.clone(), s.dir.clone());
+    // Killed without a chance to clean up: the socket file stays, stale.
+    let mut s = s;
+    let mut child = s.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(sock.exists());
+    let o = serve(&[&live]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("stale socket"),
+        "{}",
+        text(&o.stderr)
+    );
+    let mut again = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(["serve", &live, "--replace-stale-socket", "--size=1m"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no server on the replaced socket"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &again.id().to_string()])
+        .status();
+    assert!(again.wait().unwrap().success());
+    assert!(!sock.exists(), "the server left its own socket behind");
+    assert!(data.exists());
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,5 +4,6 @@
 
 pub mod proto;
 pub mod server;
+pub mod unix_socket;
 
 pub use server::{Export, Listener, Server, Stream};

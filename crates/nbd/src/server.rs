@@ -15,7 +15,6 @@ use parking_lot::Mutex;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
@@ -205,7 +204,8 @@ impl Write for Stream {
 /// Where the server listens.
 pub enum Listener {
     Tcp(TcpListener),
-    Unix(UnixListener, PathBuf),
+    /// A Unix socket and the path it was bound at, removed at exit if still ours.
+    Unix(UnixListener, crate::unix_socket::OwnedSocket),
 }
 
 /// The server: exports and the shutdown flag.
@@ -299,8 +299,8 @@ impl Server {
             let _ = h.join();
         }
         for l in listeners {
-            if let Listener::Unix(_, path) = l {
-                let _ = std::fs::remove_file(path);
+            if let Listener::Unix(_, owned) = l {
+                owned.remove();
             }
         }
         Ok(())

@@ -6,7 +6,7 @@ use mqblk_drivers::{NullConfig, NullDevice};
 use mqblk_nbd::proto::{self, cflag, cmd, err, info, opt, rep, tflag, Request};
 use mqblk_nbd::{Export, Listener, Server};
 use std::io::{Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -50,10 +50,9 @@ fn rig(name: &str, read_only: bool) -> Rig {
     let server = Arc::new(Server::new(vec![export], 8));
     let sock = std::env::temp_dir().join(format!("mqblk-nbd-{}-{name}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
-    let l = UnixListener::bind(&sock).unwrap();
+    let (l, owned) = mqblk_nbd::unix_socket::bind(&sock, "test socket", false).unwrap();
     let s = server.clone();
-    let p = sock.clone();
-    let thread = std::thread::spawn(move || s.run(vec![Listener::Unix(l, p)]).unwrap());
+    let thread = std::thread::spawn(move || s.run(vec![Listener::Unix(l, owned)]).unwrap());
     Rig {
         sock,
         server,
