@@ -549,16 +549,22 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
     let ex = export.clone();
     let held = Arc::new(AtomicU64::new(0));
     let held_r = held.clone();
+    // Set when the I/O side is done: a reader waiting for payload room gives up.
+    let closing = Arc::new(AtomicBool::new(false));
+    let closing_r = closing.clone();
     let reader = std::thread::Builder::new()
         .name("nbd-read".into())
         .spawn(move || {
-            let end = read_requests(&mut rd, &ex, session, &tx, &held_r);
+            let end = read_requests(&mut rd, &ex, session, &tx, &held_r, &closing_r);
             if let Err(e) = end {
-                // A client that closes without NBD_CMD_DISC (fio's engine does) is normal.
-                if !matches!(
-                    e.kind(),
-                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
-                ) {
+                // A client that closes without NBD_CMD_DISC (fio's engine does) is normal,
+                // and so is a reader told to stop because the I/O side is done.
+                if !closing_r.load(Ordering::Acquire)
+                    && !matches!(
+                        e.kind(),
+                        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                    )
+                {
                     eprintln!("mqblk serve: {}: {e}", ex.name);
                 }
             }
@@ -573,7 +579,12 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
         ..ConnStats::default()
     };
     let res = io_loop(&mut s, &export, ctx, session.framing, &rx, &held, &mut cs);
+    // Every way out of the I/O side (client gone, unread replies past the timeout, DISC)
+    // must also end the reader, wherever it waits: on the socket (shut down), on a full
+    // request channel (its receiver dropped) or for payload room (`closing`).
+    closing.store(true, Ordering::Release);
     s.shutdown();
+    drop(rx);
     let _ = reader.join();
     export.put_ctx(ctx);
     let mut log = export.stats.per_connection.lock();
@@ -591,6 +602,7 @@ fn read_requests(
     session: Session,
     tx: &std::sync::mpsc::SyncSender<Item>,
     held: &AtomicU64,
+    closing: &AtomicBool,
 ) -> io::Result<()> {
     let extended = session.framing == Framing::Extended;
     loop {
@@ -634,6 +646,9 @@ fn read_requests(
             && held.load(Ordering::Acquire) > 0
             && held.load(Ordering::Acquire) + cost > MAX_CONN_BYTES
         {
+            if closing.load(Ordering::Acquire) {
+                return Err(io::Error::other("connection closing"));
+            }
             std::thread::sleep(Duration::from_micros(50));
         }
         let mut data = None;
