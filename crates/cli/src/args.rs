@@ -233,7 +233,8 @@ pub struct ServeArgs {
     /// Refuse writes (EPERM)
     #[arg(long = "read-only")]
     pub read_only: bool,
-    /// Connections at once, per export (default 16); more are refused
+    /// Sessions at once, per export (default 16); a client past them is refused in its
+    /// handshake with an NBD error (NBD_REP_ERR_POLICY) and may try again
     #[arg(long = "max-connections")]
     pub max_connections: Option<String>,
     /// Per-export and per-hardware-queue statistics as JSON on exit

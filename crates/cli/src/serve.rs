@@ -386,13 +386,10 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             .flatten();
         let queue = c.build(tracer)?;
         let rotational = queue.driver().rotational();
-        exports.push(Arc::new(Export::new(
-            &c.name,
-            &c.description,
-            queue,
-            c.read_only,
-            rotational,
-        )));
+        exports.push(Arc::new(
+            Export::new(&c.name, &c.description, queue, c.read_only, rotational)
+                .with_sessions(c.max_conns),
+        ));
     }
     let mut listeners = Vec::new();
     for l in &listens {
@@ -423,8 +420,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             return Err(format!("--listen={l}: expected tcp:HOST:PORT or unix:PATH"));
         }
     }
-    let max_conns: usize = cfgs.iter().map(|c| c.max_conns).sum();
-    let server = Server::new(exports.clone(), max_conns);
+    let server = Server::new(exports.clone(), mqblk_nbd::server::MAX_HANDSHAKES);
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, server.stop.clone())
             .map_err(|e| format!("installing the signal handler: {e}"))?;

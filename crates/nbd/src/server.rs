@@ -27,6 +27,12 @@ pub const MAX_INFLIGHT: usize = 64;
 pub const MAX_CONN_BYTES: u64 = 64 << 20;
 /// How long a client may leave a handshake step or a reply unread before it is dropped.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// Clients at once in their handshake (`mqblk serve`'s bound): idle clients that never
+/// finish one cannot keep others out for longer than [`HANDSHAKE_TIMEOUT`], and hold no
+/// export's session slot.
+pub const MAX_HANDSHAKES: usize = 64;
+/// How long a client may take over each step of its handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One exported device.
 pub struct Export {
@@ -41,7 +47,9 @@ pub struct Export {
     pub min_block: u32,
     /// Largest read or write payload.
     pub max_payload: u32,
-    /// Free software queues, and connections per hardware queue.
+    /// Free software queues, and connections per hardware queue. A session holds one from
+    /// the moment the server says yes to its export until it ends; there are as many as the
+    /// export takes sessions (`max-connections`).
     free_ctx: Mutex<(Vec<u16>, Vec<u32>)>,
     pub stats: ExportStats,
 }
@@ -96,6 +104,14 @@ impl Export {
     /// The transmission flags this export advertises. Every connection shares one queue and
     /// one backing device (no per-connection cache), and a flush reaches the device, so the
     /// effects of FLUSH and FUA are visible on every connection: CAN_MULTI_CONN holds.
+    /// At most `n` sessions at once (software queues `0..n`; the rest of the queue's stay free
+    /// for the server's own use, such as the final flush).
+    pub fn with_sessions(self, n: usize) -> Export {
+        let n = n.min(self.queue.nr_ctx()) as u16;
+        *self.free_ctx.lock() = ((0..n).collect(), vec![0; self.queue.nr_hw_queues()]);
+        self
+    }
+
     /// A software queue for a new connection, on the hardware queue with the fewest
     /// connections (so connection i lands on hardware queue i mod N, as the kernel's nbd
     /// driver maps socket i to hardware queue i).
@@ -211,22 +227,26 @@ pub enum Listener {
 /// The server: exports and the shutdown flag.
 pub struct Server {
     pub exports: Vec<Arc<Export>>,
-    pub max_connections: usize,
+    /// Clients at once in their handshake; more are closed at once. Sessions do not count:
+    /// each export bounds its own ([`Export::with_sessions`]).
+    pub max_handshakes: usize,
     pub stop: Arc<AtomicBool>,
     active: Arc<AtomicUsize>,
+    handshaking: Arc<AtomicUsize>,
 }
 
 impl Server {
-    pub fn new(exports: Vec<Arc<Export>>, max_connections: usize) -> Server {
+    pub fn new(exports: Vec<Arc<Export>>, max_handshakes: usize) -> Server {
         Server {
             exports,
-            max_connections,
+            max_handshakes,
             stop: Arc::new(AtomicBool::new(false)),
             active: Arc::new(AtomicUsize::new(0)),
+            handshaking: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    /// Connections being served now.
+    /// Connections open now: in their handshake or in a session.
     pub fn active(&self) -> usize {
         self.active.load(Ordering::Acquire)
     }
@@ -241,6 +261,7 @@ impl Server {
             }
         }
         let mut conns: Vec<(std::thread::JoinHandle<()>, Stream)> = Vec::new();
+        let mut accept_failing = false;
         while !self.stop.load(Ordering::Acquire) {
             let mut accepted = false;
             for l in &listeners {
@@ -258,18 +279,22 @@ impl Server {
                 match s {
                     Ok(s) => {
                         accepted = true;
-                        if self.active() >= self.max_connections {
-                            // Over the limit: refuse at once, before any handshake.
+                        accept_failing = false;
+                        if self.handshaking.load(Ordering::Acquire) >= self.max_handshakes {
+                            // Too many clients in their handshake: refuse at once. Sessions
+                            // do not count here; each export bounds its own.
                             s.shutdown();
                             continue;
                         }
                         let keep = s.try_clone()?;
                         self.active.fetch_add(1, Ordering::AcqRel);
+                        self.handshaking.fetch_add(1, Ordering::AcqRel);
                         let exports = self.exports.clone();
                         let active = self.active.clone();
+                        let handshaking = self.handshaking.clone();
                         let h = std::thread::Builder::new().name("nbd-conn".into()).spawn(
                             move || {
-                                if let Err(e) = serve_connection(s, &exports) {
+                                if let Err(e) = serve_connection(s, &exports, &handshaking) {
                                     eprintln!("mqblk serve: connection: {e}");
                                 }
                                 active.fetch_sub(1, Ordering::AcqRel);
@@ -278,7 +303,15 @@ impl Server {
                         conns.push((h, keep));
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => eprintln!("mqblk serve: accept: {e}"),
+                    Err(e) => {
+                        // Out of descriptors (EMFILE, ENFILE) or memory: say so once, and
+                        // back off instead of spinning on the error.
+                        if !accept_failing {
+                            eprintln!("mqblk serve: accept: {e} (backing off until it clears)");
+                        }
+                        accept_failing = true;
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
                 }
             }
             conns.retain(|(h, _)| !h.is_finished());
@@ -326,10 +359,10 @@ struct Session {
 }
 
 /// The handshake; `Ok(None)` when the client aborted or left.
-fn handshake(
-    s: &mut Stream,
-    exports: &[Arc<Export>],
-) -> io::Result<Option<(Arc<Export>, Session)>> {
+/// The export a client chose, how it talks, and the software queue its session holds.
+type Chosen = (Arc<Export>, Session, u16);
+
+fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Chosen>> {
     s.write_all(&proto::greeting())?;
     let no_zeroes = proto::client_flags(read_u32(s)?).map_err(protocol)?;
     let mut structured = false;
@@ -363,12 +396,20 @@ fn handshake(
                 let Some(e) = find(&name).filter(|_| !extended) else {
                     return Ok(None);
                 };
-                s.write_all(&proto::export_name_reply(
+                // Nor can it say the export is full: the connection ends.
+                let Some(ctx) = e.take_ctx() else {
+                    return Ok(None);
+                };
+                let sent = s.write_all(&proto::export_name_reply(
                     e.size,
                     e.flags(framing),
                     no_zeroes,
-                ))?;
-                return Ok(Some((e, session)));
+                ));
+                if let Err(err) = sent {
+                    e.put_ctx(ctx);
+                    return Err(err);
+                }
+                return Ok(Some((e, session, ctx)));
             }
             opt::ABORT => {
                 let _ = s.write_all(&proto::option_reply(option, rep::ACK, &[]));
@@ -473,34 +514,32 @@ fn handshake(
                     ))?;
                     continue;
                 };
-                if wanted.contains(&info::NAME) {
-                    s.write_all(&proto::option_reply(
-                        option,
-                        rep::INFO,
-                        &proto::info_text(info::NAME, &e.name),
-                    ))?;
-                }
-                if wanted.contains(&info::DESCRIPTION) && !e.description.is_empty() {
-                    s.write_all(&proto::option_reply(
-                        option,
-                        rep::INFO,
-                        &proto::info_text(info::DESCRIPTION, &e.description),
-                    ))?;
-                }
-                // Sent whether asked or not: our constraints differ from the defaults.
-                s.write_all(&proto::option_reply(
-                    option,
-                    rep::INFO,
-                    &proto::info_block_size(e.min_block, e.min_block.max(4096), e.max_payload),
-                ))?;
-                s.write_all(&proto::option_reply(
-                    option,
-                    rep::INFO,
-                    &proto::info_export(e.size, e.flags(framing)),
-                ))?;
-                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
-                if option == opt::GO {
-                    return Ok(Some((e, session)));
+                // GO starts a session: it needs a free slot of the export, held from here.
+                let ctx = if option == opt::GO {
+                    let Some(ctx) = e.take_ctx() else {
+                        s.write_all(&proto::option_reply(
+                            option,
+                            rep::ERR_POLICY,
+                            format!(
+                                "export '{}' has as many sessions as it takes; try again later",
+                                e.name
+                            )
+                            .as_bytes(),
+                        ))?;
+                        continue;
+                    };
+                    Some(ctx)
+                } else {
+                    None
+                };
+                match (info_replies(s, option, &e, &wanted, framing), ctx) {
+                    (Err(err), Some(c)) => {
+                        e.put_ctx(c);
+                        return Err(err);
+                    }
+                    (Err(err), None) => return Err(err),
+                    (Ok(()), Some(c)) => return Ok(Some((e, session, c))),
+                    (Ok(()), None) => {}
                 }
             }
             opt::STARTTLS => {
@@ -517,6 +556,42 @@ fn handshake(
     }
 }
 
+/// The replies to INFO or GO for export `e`: the information asked for, the block sizes and
+/// size and flags always (our constraints differ from the defaults), then the ACK.
+fn info_replies(
+    s: &mut Stream,
+    option: u32,
+    e: &Export,
+    wanted: &[u16],
+    framing: Framing,
+) -> io::Result<()> {
+    if wanted.contains(&info::NAME) {
+        s.write_all(&proto::option_reply(
+            option,
+            rep::INFO,
+            &proto::info_text(info::NAME, &e.name),
+        ))?;
+    }
+    if wanted.contains(&info::DESCRIPTION) && !e.description.is_empty() {
+        s.write_all(&proto::option_reply(
+            option,
+            rep::INFO,
+            &proto::info_text(info::DESCRIPTION, &e.description),
+        ))?;
+    }
+    s.write_all(&proto::option_reply(
+        option,
+        rep::INFO,
+        &proto::info_block_size(e.min_block, e.min_block.max(4096), e.max_payload),
+    ))?;
+    s.write_all(&proto::option_reply(
+        option,
+        rep::INFO,
+        &proto::info_export(e.size, e.flags(framing)),
+    ))?;
+    s.write_all(&proto::option_reply(option, rep::ACK, &[]))
+}
+
 /// What the reader hands to the I/O thread.
 enum Item {
     Req(Request, Option<IoBuf>),
@@ -530,19 +605,33 @@ enum Item {
     End,
 }
 
-fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
+fn serve_connection(
+    mut s: Stream,
+    exports: &[Arc<Export>],
+    handshaking: &AtomicUsize,
+) -> io::Result<()> {
     // A client may not stall the handshake, nor leave replies unread, for long.
-    s.set_timeouts(Some(IO_TIMEOUT), Some(IO_TIMEOUT));
-    let Some((export, session)) = handshake(&mut s, exports)? else {
+    s.set_timeouts(Some(HANDSHAKE_TIMEOUT), Some(IO_TIMEOUT));
+    let chosen = handshake(&mut s, exports);
+    handshaking.fetch_sub(1, Ordering::AcqRel);
+    let Some((export, session, ctx)) = chosen? else {
         return Ok(());
     };
+    // Whatever way the session ends, its software queue is free again after it.
+    let res = serve_session(s, &export, session, ctx);
+    export.put_ctx(ctx);
+    res
+}
+
+/// Serves one session on software queue `ctx` of `export` until it ends.
+fn serve_session(
+    mut s: Stream,
+    export: &Arc<Export>,
+    session: Session,
+    ctx: u16,
+) -> io::Result<()> {
     // Between requests a client may stay idle as long as it likes.
     s.set_timeouts(None, Some(IO_TIMEOUT));
-    let Some(ctx) = export.take_ctx() else {
-        return Err(io::Error::other(
-            "no free software queue for this connection",
-        ));
-    };
     export.stats.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = sync_channel::<Item>(MAX_INFLIGHT);
     let mut rd = s.try_clone()?;
@@ -578,7 +667,7 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
             .0,
         ..ConnStats::default()
     };
-    let res = io_loop(&mut s, &export, ctx, session.framing, &rx, &held, &mut cs);
+    let res = io_loop(&mut s, export, ctx, session.framing, &rx, &held, &mut cs);
     // Every way out of the I/O side (client gone, unread replies past the timeout, DISC)
     // must also end the reader, wherever it waits: on the socket (shut down), on a full
     // request channel (its receiver dropped) or for payload room (`closing`).
@@ -586,7 +675,6 @@ fn serve_connection(mut s: Stream, exports: &[Arc<Export>]) -> io::Result<()> {
     s.shutdown();
     drop(rx);
     let _ = reader.join();
-    export.put_ctx(ctx);
     let mut log = export.stats.per_connection.lock();
     if log.len() >= 1024 {
         log.remove(0);
@@ -714,7 +802,9 @@ fn check(e: &Export, session: Session, r: &Request) -> Option<u32> {
         return Some(err::EPERM);
     }
     if r.offset.saturating_add(r.length) > e.size {
-        return Some(if r.kind == cmd::WRITE {
+        // Writing past the end is out of space (the spec's ENOSPC for WRITE and
+        // WRITE_ZEROES); anything else there is an invalid request.
+        return Some(if matches!(r.kind, cmd::WRITE | cmd::WRITE_ZEROES) {
             err::ENOSPC
         } else {
             err::EINVAL

@@ -19,6 +19,12 @@ struct Rig {
 }
 
 fn rig(name: &str, read_only: bool) -> Rig {
+    rig_with(name, read_only, 8, 8)
+}
+
+/// A rig whose export takes `sessions` sessions and whose server lets `handshakes` clients
+/// negotiate at once.
+fn rig_with(name: &str, read_only: bool, sessions: usize, handshakes: usize) -> Rig {
     let cfg = NullConfig {
         submit_queues: 2,
         memory_backed: true,
@@ -40,14 +46,10 @@ fn rig(name: &str, read_only: bool) -> Rig {
         },
     )
     .unwrap();
-    let export = Arc::new(Export::new(
-        "disk",
-        "test disk",
-        queue.clone(),
-        read_only,
-        false,
-    ));
-    let server = Arc::new(Server::new(vec![export], 8));
+    let export = Arc::new(
+        Export::new("disk", "test disk", queue.clone(), read_only, false).with_sessions(sessions),
+    );
+    let server = Arc::new(Server::new(vec![export], handshakes));
     let sock = std::env::temp_dir().join(format!("mqblk-nbd-{}-{name}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
     let (l, owned) = mqblk_nbd::unix_socket::bind(&sock, "test socket", false).unwrap();
@@ -432,6 +434,66 @@ fn clients_that_pipeline_and_vanish_leak_nothing() {
     assert_eq!(good.call(cmd::WRITE, 0, 0, 4096, &d), 0);
     assert_eq!(good.read(0, 4096), d);
     good.disconnect();
+}
+
+/// An export takes exactly its `max-connections` sessions: one more is told so during its
+/// handshake (NBD_REP_ERR_POLICY on GO) and gets in once a session ends. Clients that
+/// connect and never negotiate hold no session, and sessions do not count against the
+/// handshake bound.
+#[test]
+fn sessions_are_bounded_per_export_and_idle_clients_hold_none() {
+    let r = rig_with("admit", false, 2, 3);
+    // Two clients that never start their handshake: within the bound of three.
+    let idle: Vec<UnixStream> = (0..2)
+        .map(|_| UnixStream::connect(&r.sock).unwrap())
+        .collect();
+    let a = Client::connect(&r.sock);
+    let mut b = Client::connect(&r.sock);
+    let mut s = greet(&r.sock);
+    option(&mut s, opt::GO, &go_payload("disk", &[]));
+    let (t, msg) = reply(&mut s);
+    assert_eq!(t, rep::ERR_POLICY, "{}", String::from_utf8_lossy(&msg));
+    // The refused client may still leave politely.
+    option(&mut s, opt::ABORT, &[]);
+    assert_eq!(reply(&mut s).0, rep::ACK);
+    a.disconnect();
+    let t0 = std::time::Instant::now();
+    let mut c = loop {
+        let mut s = greet(&r.sock);
+        option(&mut s, opt::GO, &go_payload("disk", &[]));
+        let (t, _) = reply(&mut s);
+        if t != rep::ERR_POLICY {
+            drop(s);
+            break Client::connect(&r.sock);
+        }
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "the freed session never came back"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let d = pattern(9, 4096);
+    assert_eq!(c.call(cmd::WRITE, 0, 0, 4096, &d), 0);
+    assert_eq!(b.read(0, 4096), d);
+    drop(idle);
+    b.disconnect();
+    c.disconnect();
+}
+
+/// A write or write-zeroes past the end is out of space (the spec's ENOSPC); a read there
+/// is invalid.
+#[test]
+fn past_the_end_writes_are_enospc() {
+    let r = rig("end", false);
+    let mut c = Client::connect(&r.sock);
+    let end = c.size;
+    assert_eq!(c.call(cmd::WRITE, 0, end, 4096, &[1; 4096]), err::ENOSPC);
+    assert_eq!(
+        c.call(cmd::WRITE_ZEROES, 0, end - 4096, 8192, &[]),
+        err::ENOSPC
+    );
+    assert_eq!(c.call(cmd::READ, 0, end, 4096, &[]), err::EINVAL);
+    c.disconnect();
 }
 
 /// Reads a structured (or, with `ext`, extended) reply chunk: (flags, type, cookie, payload).
