@@ -25,6 +25,10 @@ pub const MAX_INFLIGHT: usize = 64;
 /// Payload bytes (write data read in, read data to come) a connection may hold at once: its
 /// memory bound. One request larger than this is still served, alone.
 pub const MAX_CONN_BYTES: u64 = 64 << 20;
+/// The largest READ or WRITE served (nbdkit's bound). Clients are told 32 MiB, the size the
+/// protocol asks clients to keep to; one that did not ask may send more (the reference
+/// suite's `integrityhuge` sends up to 48 MiB).
+pub const MAX_REQUEST_BYTES: u64 = 64 << 20;
 /// How long a client may leave a handshake step or a reply unread before it is dropped.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// Clients at once in their handshake (`mqblk serve`'s bound): idle clients that never
@@ -45,7 +49,8 @@ pub struct Export {
     pub rotational: bool,
     /// Minimum block size (the queue's logical block size).
     pub min_block: u32,
-    /// Largest read or write payload.
+    /// The largest payload clients are told (`NBD_INFO_BLOCK_SIZE`'s maximum); up to
+    /// [`MAX_REQUEST_BYTES`] is served.
     pub max_payload: u32,
     /// Free software queues, and connections per hardware queue. A session holds one from
     /// the moment the server says yes to its export until it ends; there are as many as the
@@ -92,7 +97,7 @@ impl Export {
             description: description.to_string(),
             size: limits.capacity_sectors * 512,
             min_block: limits.logical_block_size,
-            max_payload: (limits.max_sectors as u64 * 512).min(32 << 20) as u32,
+            max_payload: 32 << 20,
             read_only,
             rotational,
             free_ctx: Mutex::new(((0..nr_ctx).collect(), vec![0; queue.nr_hw_queues()])),
@@ -725,7 +730,7 @@ fn read_requests(
             ));
         }
         // Hold back while this connection's payload bytes are at their bound.
-        let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) && r.length <= e.max_payload as u64 {
+        let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) && r.length <= MAX_REQUEST_BYTES {
             r.length
         } else {
             0
@@ -741,7 +746,7 @@ fn read_requests(
         }
         let mut data = None;
         if has_payload {
-            if r.kind != cmd::WRITE || r.length > e.max_payload as u64 {
+            if r.kind != cmd::WRITE || r.length > MAX_REQUEST_BYTES {
                 io::copy(&mut s.take(r.length), &mut io::sink())?;
                 send(Item::Fail(r.cookie, r.offset, err::EINVAL))?;
                 continue;
@@ -814,7 +819,7 @@ fn check(e: &Export, session: Session, r: &Request) -> Option<u32> {
     if r.offset % b != 0 || r.length % b != 0 {
         return Some(err::EINVAL);
     }
-    if r.kind == cmd::READ && r.length > e.max_payload as u64 {
+    if r.kind == cmd::READ && r.length > MAX_REQUEST_BYTES {
         return Some(err::EINVAL);
     }
     None
