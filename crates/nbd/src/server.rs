@@ -52,6 +52,9 @@ pub struct Export {
     /// The largest payload clients are told (`NBD_INFO_BLOCK_SIZE`'s maximum); up to
     /// [`MAX_REQUEST_BYTES`] is served.
     pub max_payload: u32,
+    /// Held while a change that does not cover whole blocks is read, patched and written
+    /// back ([`serve_unaligned`]).
+    rmw: Mutex<()>,
     /// Free software queues, and connections per hardware queue. A session holds one from
     /// the moment the server says yes to its export until it ends; there are as many as the
     /// export takes sessions (`max-connections`).
@@ -100,6 +103,7 @@ impl Export {
             max_payload: 32 << 20,
             read_only,
             rotational,
+            rmw: Mutex::new(()),
             free_ctx: Mutex::new(((0..nr_ctx).collect(), vec![0; queue.nr_hw_queues()])),
             queue,
             stats: ExportStats::default(),
@@ -361,18 +365,23 @@ struct Session {
     framing: Framing,
     /// `base:allocation` was selected (BLOCK_STATUS allowed).
     meta: bool,
+    /// The client asked for `NBD_INFO_BLOCK_SIZE`, so it keeps to the block sizes we gave.
+    /// One that did not may send requests at any byte offset and length (the protocol's
+    /// default minimum block size is 1), served through whole blocks.
+    sizes: bool,
 }
 
-/// The handshake; `Ok(None)` when the client aborted or left.
 /// The export a client chose, how it talks, and the software queue its session holds.
 type Chosen = (Arc<Export>, Session, u16);
 
+/// The handshake; `Ok(None)` when the client aborted or left.
 fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Chosen>> {
     s.write_all(&proto::greeting())?;
     let no_zeroes = proto::client_flags(read_u32(s)?).map_err(protocol)?;
     let mut structured = false;
     let mut extended = false;
     let mut meta = false;
+    let mut sizes = false;
     loop {
         let mut h = [0u8; 16];
         s.read_exact(&mut h)?;
@@ -392,7 +401,11 @@ fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Chose
                 .find(|e| e.name == name || (name.is_empty() && exports.len() == 1))
                 .cloned()
         };
-        let session = Session { framing, meta };
+        let mut session = Session {
+            framing,
+            meta,
+            sizes,
+        };
         match option {
             opt::EXPORT_NAME => {
                 let name = String::from_utf8_lossy(&data).into_owned();
@@ -519,6 +532,10 @@ fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Chose
                     ))?;
                     continue;
                 };
+                if wanted.contains(&info::BLOCK_SIZE) {
+                    sizes = true;
+                    session.sizes = true;
+                }
                 // GO starts a session: it needs a free slot of the export, held from here.
                 let ctx = if option == opt::GO {
                     let Some(ctx) = e.take_ctx() else {
@@ -771,6 +788,12 @@ fn read_requests(
     }
 }
 
+/// The request starts and ends on the export's block boundaries.
+fn aligned(e: &Export, r: &Request) -> bool {
+    let b = e.min_block as u64;
+    r.offset % b == 0 && r.length % b == 0
+}
+
 /// The error a request gets without reaching the device, if any.
 fn check(e: &Export, session: Session, r: &Request) -> Option<u32> {
     if r.flags & !cflag::KNOWN != 0 {
@@ -815,8 +838,7 @@ fn check(e: &Export, session: Session, r: &Request) -> Option<u32> {
             err::EINVAL
         });
     }
-    let b = e.min_block as u64;
-    if r.offset % b != 0 || r.length % b != 0 {
+    if session.sizes && !aligned(e, r) {
         return Some(err::EINVAL);
     }
     if r.kind == cmd::READ && r.length > MAX_REQUEST_BYTES {
@@ -901,6 +923,41 @@ fn io_loop(
                     cs.requests += 1;
                     cs.errors += 1;
                     proto::reply_no_data(framing, cookie, offset, code, &mut out);
+                }
+                Item::Req(r, data) if !aligned(e, &r) => {
+                    // Only from a client that did not negotiate block sizes (`check`).
+                    cs.requests += 1;
+                    let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
+                        r.length
+                    } else {
+                        0
+                    };
+                    let (code, bytes) = serve_unaligned(&mut h, e, &r, data);
+                    held.fetch_sub(cost, Ordering::AcqRel);
+                    if code != 0 {
+                        cs.errors += 1;
+                        e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                        proto::reply_no_data(framing, r.cookie, r.offset, code, &mut out);
+                    } else if let Some(b) = bytes {
+                        cs.bytes_read += b.len() as u64;
+                        e.stats
+                            .bytes_read
+                            .fetch_add(b.len() as u64, Ordering::Relaxed);
+                        proto::read_reply_header(
+                            framing,
+                            r.cookie,
+                            r.offset,
+                            b.len() as u64,
+                            &mut out,
+                        );
+                        out.extend_from_slice(&b);
+                    } else {
+                        if r.kind == cmd::WRITE {
+                            cs.bytes_written += r.length;
+                            e.stats.bytes_written.fetch_add(r.length, Ordering::Relaxed);
+                        }
+                        proto::reply_no_data(framing, r.cookie, r.offset, 0, &mut out);
+                    }
                 }
                 Item::Req(r, data) => {
                     let slot = free.pop().unwrap_or_else(|| {
@@ -1027,6 +1084,91 @@ fn io_loop(
     Ok(())
 }
 
+/// Marks the bios of [`serve_unaligned`], which waits for them itself.
+const UNALIGNED: u64 = u64::MAX;
+
+/// Serves a request that does not start and end on the export's block boundaries, from a
+/// client that did not negotiate block sizes: through the whole blocks it touches, read and
+/// (for a change) written back with the new bytes in place, synchronously and under the
+/// export's lock for such changes, so two of them on one block never interleave. A TRIM
+/// keeps to the whole blocks inside its range (it is only a hint). Returns the NBD error (0
+/// for success) and, for a read, the bytes asked for. Completions of the connection's other
+/// requests that come meanwhile stay in `h.done()` for the caller.
+fn serve_unaligned(
+    h: &mut SubmitterHandle,
+    e: &Export,
+    r: &Request,
+    data: Option<IoBuf>,
+) -> (u32, Option<Vec<u8>>) {
+    let b = e.min_block as u64;
+    let (start, end) = (r.offset / b * b, (r.offset + r.length).div_ceil(b) * b);
+    let fua = r.flags & cflag::FUA != 0;
+    let mut wait = |h: &mut SubmitterHandle, bio: Bio| -> Bio {
+        h.submit(bio.with_private(UNALIGNED));
+        loop {
+            if let Some(i) = h.done().iter().position(|x| x.private == UNALIGNED) {
+                return h.done().swap_remove(i);
+            }
+            let held = h.done().len();
+            h.reap(held + 1, 200_000);
+        }
+    };
+    let sectors = ((end - start) / 512) as u32;
+    let read_span = |h: &mut SubmitterHandle,
+                     wait: &mut dyn FnMut(&mut SubmitterHandle, Bio) -> Bio| {
+        let bio = wait(
+            h,
+            Bio::new(ReqOp::Read, start / 512, sectors)
+                .with_buf(IoBuf::new((end - start) as usize)),
+        );
+        (nbd_error(bio.status), bio.buf)
+    };
+    let skip = (r.offset - start) as usize;
+    let len = r.length as usize;
+    match r.kind {
+        cmd::READ => {
+            let (code, buf) = read_span(h, &mut wait);
+            if code != 0 {
+                return (code, None);
+            }
+            let buf = buf.expect("a read carries its buffer");
+            (0, Some(buf.as_slice()[skip..skip + len].to_vec()))
+        }
+        cmd::WRITE | cmd::WRITE_ZEROES => {
+            let _one_at_a_time = e.rmw.lock();
+            let (code, buf) = read_span(h, &mut wait);
+            if code != 0 {
+                return (code, None);
+            }
+            let mut buf = buf.expect("a read carries its buffer");
+            let dst = &mut buf.as_mut_slice()[skip..skip + len];
+            match &data {
+                Some(d) if r.kind == cmd::WRITE => dst.copy_from_slice(d.as_slice()),
+                _ => dst.fill(0),
+            }
+            let mut bio = Bio::new(ReqOp::Write, start / 512, sectors).with_buf(buf);
+            if fua {
+                bio = bio.with_flags(ReqFlags::FUA);
+            }
+            (nbd_error(wait(h, bio).status), None)
+        }
+        cmd::TRIM => {
+            let (inner_start, inner_end) =
+                (r.offset.div_ceil(b) * b, (r.offset + r.length) / b * b);
+            if inner_end <= inner_start {
+                return (0, None);
+            }
+            let bio = Bio::new(
+                ReqOp::Discard,
+                inner_start / 512,
+                ((inner_end - inner_start) / 512) as u32,
+            );
+            (nbd_error(wait(h, bio).status), None)
+        }
+        _ => (err::EINVAL, None),
+    }
+}
+
 /// Submits the bios of one request; returns how many.
 fn submit(
     h: &mut SubmitterHandle,
@@ -1047,8 +1189,8 @@ fn submit(
     };
     match r.kind {
         cmd::READ => {
-            let bio = mk(ReqOp::Read, sector, (r.length / 512) as u32)
-                .with_buf(IoBuf::new(r.length as usize));
+            let buf = data.unwrap_or_else(|| IoBuf::new(r.length as usize));
+            let bio = mk(ReqOp::Read, sector, (r.length / 512) as u32).with_buf(buf);
             h.submit(bio);
             1
         }

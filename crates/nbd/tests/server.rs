@@ -130,12 +130,18 @@ fn go_payload(name: &str, infos: &[u16]) -> Vec<u8> {
 
 impl Client {
     fn connect(sock: &PathBuf) -> Client {
+        Client::connect_asking(sock, &[info::BLOCK_SIZE, info::NAME])
+    }
+
+    /// A client that does not ask for block sizes (`NBD_INFO_BLOCK_SIZE`), as the
+    /// reference suite's older clients: it may send any byte offset and length.
+    fn connect_plain(sock: &PathBuf) -> Client {
+        Client::connect_asking(sock, &[info::NAME])
+    }
+
+    fn connect_asking(sock: &PathBuf, infos: &[u16]) -> Client {
         let mut s = greet(sock);
-        option(
-            &mut s,
-            opt::GO,
-            &go_payload("disk", &[info::BLOCK_SIZE, info::NAME]),
-        );
+        option(&mut s, opt::GO, &go_payload("disk", infos));
         let (mut size, mut flags, mut block) = (0, 0, None);
         loop {
             let (t, d) = reply(&mut s);
@@ -153,7 +159,7 @@ impl Client {
                 _ => {}
             }
         }
-        assert!(block.is_some(), "block sizes advertised");
+        assert!(block.is_some(), "block sizes advertised, asked or not");
         Client {
             s,
             size,
@@ -509,6 +515,62 @@ fn requests_past_the_advertised_maximum_are_served_up_to_64_mib() {
     assert!(c.read(4096, len as u32) == d, "48 MiB read back");
     assert_eq!(c.call(cmd::READ, 0, 0, (64 << 20) + 4096, &[]), err::EINVAL);
     c.disconnect();
+}
+
+/// A client that did not ask for block sizes may read and write at any byte offset and
+/// length (the protocol's default minimum block size is 1): served through whole blocks,
+/// changes read-modify-written one at a time, so two connections writing different bytes of
+/// one block both land. One that asked keeps to the blocks or gets EINVAL.
+#[test]
+fn clients_that_did_not_negotiate_sizes_get_byte_granularity() {
+    let r = rig("bytes", false);
+    let mut a = Client::connect_plain(&r.sock);
+    let mut b = Client::connect_plain(&r.sock);
+    let mut model = vec![0u8; 3 << 20];
+    let d = pattern(5, 1000);
+    assert_eq!(a.call(cmd::WRITE, 0, 1, 1000, &d), 0);
+    model[1..1001].copy_from_slice(&d);
+    // The reference suite's cfgsize read: 1,048,590 bytes at offset 1.
+    let c = a.send(cmd::READ, 0, 1, 1_048_590, &[]);
+    assert_eq!(a.recv(), (c, 0));
+    assert!(read_n(&mut a.s, 1_048_590) == model[1..1_048_591]);
+    // Two connections, interleaved single bytes of the same blocks, pipelined.
+    let mut cookies = (Vec::new(), Vec::new());
+    for i in 0..64u64 {
+        let off = 2048 + 2 * i;
+        cookies
+            .0
+            .push(a.send(cmd::WRITE, 0, off, 1, &[i as u8 + 1]));
+        cookies
+            .1
+            .push(b.send(cmd::WRITE, 0, off + 1, 1, &[i as u8 + 101]));
+        model[off as usize] = i as u8 + 1;
+        model[off as usize + 1] = i as u8 + 101;
+    }
+    for c in cookies.0 {
+        assert_eq!(a.recv(), (c, 0));
+    }
+    for c in cookies.1 {
+        assert_eq!(b.recv(), (c, 0));
+    }
+    assert_eq!(a.call(cmd::WRITE_ZEROES, 0, 3, 7, &[]), 0);
+    model[3..10].fill(0);
+    assert_eq!(
+        a.call(cmd::TRIM, 0, 100_001, 3, &[]),
+        0,
+        "a trim inside one block"
+    );
+    let c = b.send(cmd::READ, 0, 0, 4096, &[]);
+    assert_eq!(b.recv(), (c, 0));
+    assert!(
+        read_n(&mut b.s, 4096) == model[..4096],
+        "every byte as written"
+    );
+    let mut n = Client::connect(&r.sock);
+    assert_eq!(n.call(cmd::READ, 0, 1, 512, &[]), err::EINVAL);
+    n.disconnect();
+    a.disconnect();
+    b.disconnect();
 }
 
 /// Reads a structured (or, with `ext`, extended) reply chunk: (flags, type, cookie, payload).
