@@ -700,3 +700,66 @@ fn a_unix_listen_path_that_is_not_ours_is_refused() {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `nbdinfo --map` sees what is stored: a discarded range and one never written are holes
+/// reading as zeroes, on a memory export and on a sparse file through io_uring
+/// (`SEEK_HOLE`).
+#[test]
+fn nbdinfo_map_shows_discarded_ranges_as_holes() {
+    if !have("nbdinfo") || !have("qemu-io") {
+        return eprintln!("SKIP: nbdinfo or qemu-io not installed (libnbd-bin, qemu-utils)");
+    }
+    for (name, extra) in [("map-mem", vec![]), ("map-file", vec!["--driver=uring"])] {
+        let dir = std::env::temp_dir().join(format!("mqblk-map-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = format!("--filename={}", dir.join("disk.img").display());
+        let mut args = vec!["--size=8m"];
+        args.extend(extra.iter().copied());
+        if !extra.is_empty() {
+            args.push(&file);
+        }
+        let s = Serve::start(name, &args);
+        let o = run(
+            "qemu-io",
+            &[
+                "-f",
+                "raw",
+                "-c",
+                "write -P 7 0 2M",
+                "-c",
+                "discard 1M 512k",
+                &s.uri(),
+            ],
+        );
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        let o = run("nbdinfo", &["--map", &s.uri()]);
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        // Lines: offset, length, type number, description.
+        let map: Vec<(u64, u64, u32)> = out
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                Some((
+                    f.first()?.parse().ok()?,
+                    f.get(1)?.parse().ok()?,
+                    f.get(2)?.parse().ok()?,
+                ))
+            })
+            .collect();
+        let kind_at = |off: u64| {
+            map.iter()
+                .find(|&&(o, l, _)| o <= off && off < o + l)
+                .map(|&(_, _, t)| t)
+        };
+        assert_eq!(kind_at(0), Some(0), "{name}: written data:\n{out}");
+        assert_eq!(
+            kind_at((1 << 20) + 4096),
+            Some(3),
+            "{name}: the discarded range:\n{out}"
+        );
+        assert_eq!(kind_at(3 << 20), Some(3), "{name}: never written:\n{out}");
+        s.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

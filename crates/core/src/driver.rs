@@ -39,6 +39,21 @@ impl CompletionBatch {
     }
 }
 
+/// One run of a device's allocation map, as `SEEK_DATA`/`SEEK_HOLE` or NBD's
+/// `base:allocation` describe it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub sectors: u64,
+    /// Not allocated: writing may need space.
+    pub hole: bool,
+    /// Reads as zeroes.
+    pub zero: bool,
+}
+
+/// The most extents a driver's [`Driver::block_status`] answer carries; the caller asks again
+/// from where it ends.
+pub const MAX_EXTENTS: usize = 1024;
+
 /// What a driver's timeout handler decided (`enum blk_eh_timer_return`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum EhReturn {
@@ -124,6 +139,14 @@ pub trait Driver: Send + Sync {
     /// "interrupt" instead of spinning against the threads the device needs (io_uring's
     /// kernel workers). The default returns at once.
     fn wait(&self, _hctx: HctxIdx) {}
+
+    /// The allocation of the `nr_sectors` from `sector`: runs from `sector` on, at least one,
+    /// at most [`MAX_EXTENTS`], adjacent runs of the same kind joined; they may cover less than
+    /// asked. `None` when the driver cannot tell (callers then report data). It may enter the
+    /// kernel (`lseek`), so the sans-I/O core never calls it.
+    fn block_status(&self, _sector: u64, _nr_sectors: u64) -> Option<Vec<Extent>> {
+        None
+    }
 
     /// Requests issued to `hctx` and not yet handed back.
     fn inflight(&self, _hctx: HctxIdx) -> usize {

@@ -12,8 +12,8 @@
 use crossbeam_utils::CachePadded;
 use mqblk_core::tag::MAX_DEPTH;
 use mqblk_core::{
-    BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, MapQueues, Nanos, QueueLimits, ReqOp,
-    Request, RqId, TagSetConfig, TagSetFlags, SECTOR_SHIFT,
+    BlkStatus, CompletionBatch, Driver, EhReturn, Extent, HctxIdx, MapQueues, Nanos, QueueLimits,
+    ReqOp, Request, RqId, TagSetConfig, TagSetFlags, MAX_EXTENTS, SECTOR_SHIFT,
 };
 use mqblk_core::{FaultConfig, FaultError, FaultInjector, Injected};
 use parking_lot::Mutex;
@@ -265,6 +265,8 @@ const NR_SHARDS: usize = 64;
 /// Above this many whole pages, zeroing a range sweeps the stored pages instead of looking
 /// up every page of the range, which for a large discard are mostly absent.
 const ZERO_SWEEP_PAGES: u64 = 4096;
+/// Pages one allocation query looks at (1 GiB): a larger range is answered in parts.
+const BLOCK_STATUS_PAGES: u64 = 1 << 18;
 
 type Page = Box<[u8; PAGE_SIZE]>;
 /// One stripe of the page map.
@@ -354,6 +356,36 @@ impl Store {
                 p[off..off + n].fill(0);
             }
         }
+    }
+
+    /// Pages never written or discarded are holes reading as zeroes; stored ones are data.
+    /// Looks at no more than [`BLOCK_STATUS_PAGES`] pages per call.
+    fn block_status(&self, sector: u64, nr_sectors: u64) -> Vec<Extent> {
+        let (start, end) = (
+            sector << SECTOR_SHIFT,
+            (sector + nr_sectors) << SECTOR_SHIFT,
+        );
+        let end = end.min(start + BLOCK_STATUS_PAGES * PAGE_BYTES);
+        let mut out: Vec<Extent> = Vec::new();
+        let mut pos = start;
+        while pos < end {
+            let page = pos / PAGE_BYTES;
+            let next = ((page + 1) * PAGE_BYTES).min(end);
+            let hole = !self.shard(page).lock().contains_key(&page);
+            let sectors = (next - pos) >> SECTOR_SHIFT;
+            let full = out.len() == MAX_EXTENTS;
+            match out.last_mut() {
+                Some(x) if x.hole == hole => x.sectors += sectors,
+                _ if full => break,
+                _ => out.push(Extent {
+                    sectors,
+                    hole,
+                    zero: hole,
+                }),
+            }
+            pos = next;
+        }
+        out
     }
 
     /// Carries out one request's data transfer.
@@ -507,6 +539,18 @@ impl NullDevice {
 impl Driver for NullDevice {
     fn name(&self) -> &'static str {
         "null"
+    }
+
+    /// Without a memory store everything reads as zeroes and nothing is stored: one hole.
+    fn block_status(&self, sector: u64, nr_sectors: u64) -> Option<Vec<Extent>> {
+        Some(match &self.store {
+            Some(store) => store.block_status(sector, nr_sectors),
+            None => vec![Extent {
+                sectors: nr_sectors,
+                hole: true,
+                zero: true,
+            }],
+        })
     }
 
     fn capacity_sectors(&self) -> u64 {

@@ -392,9 +392,22 @@ pub fn read_reply_header(framing: Framing, cookie: u64, offset: u64, len: u64, o
     }
 }
 
-/// A BLOCK_STATUS reply for `base:allocation`: one extent of `len` bytes, all data (the
-/// drivers cannot tell holes apart, and "data" is always a correct answer).
-pub fn block_status_reply(framing: Framing, cookie: u64, offset: u64, len: u64, out: &mut Vec<u8>) {
+/// `NBD_STATE_HOLE` and `NBD_STATE_ZERO`, the `base:allocation` flags of an extent.
+pub mod state {
+    pub const HOLE: u32 = 1 << 0;
+    pub const ZERO: u32 = 1 << 1;
+}
+
+/// A BLOCK_STATUS reply for `base:allocation`: `extents` as (bytes, `state` flags), in
+/// order from the request's offset. Compact replies carry 32-bit lengths: a longer extent
+/// is cut into pieces of whole 512-byte sectors.
+pub fn block_status_reply(
+    framing: Framing,
+    cookie: u64,
+    offset: u64,
+    extents: &[(u64, u32)],
+    out: &mut Vec<u8>,
+) {
     if framing == Framing::Extended {
         chunk_header(
             framing,
@@ -402,26 +415,38 @@ pub fn block_status_reply(framing: Framing, cookie: u64, offset: u64, len: u64, 
             chunk::BLOCK_STATUS_EXT,
             cookie,
             offset,
-            24,
+            8 + 16 * extents.len() as u64,
             out,
         );
         out.extend_from_slice(&BASE_ALLOCATION_ID.to_be_bytes());
-        out.extend_from_slice(&1u32.to_be_bytes());
-        out.extend_from_slice(&len.to_be_bytes());
-        out.extend_from_slice(&0u64.to_be_bytes());
+        out.extend_from_slice(&(extents.len() as u32).to_be_bytes());
+        for &(len, flags) in extents {
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(&u64::from(flags).to_be_bytes());
+        }
     } else {
+        const MAX: u64 = u32::MAX as u64 & !511;
+        let pieces: Vec<(u32, u32)> = extents
+            .iter()
+            .flat_map(|&(len, flags)| {
+                let n = len.div_ceil(MAX).max(1);
+                (0..n).map(move |k| ((len - k * MAX).min(MAX) as u32, flags))
+            })
+            .collect();
         chunk_header(
             framing,
             chunk::FLAG_DONE,
             chunk::BLOCK_STATUS,
             cookie,
             offset,
-            12,
+            4 + 8 * pieces.len() as u64,
             out,
         );
         out.extend_from_slice(&BASE_ALLOCATION_ID.to_be_bytes());
-        out.extend_from_slice(&(len.min(u32::MAX as u64 & !511) as u32).to_be_bytes());
-        out.extend_from_slice(&0u32.to_be_bytes());
+        for (len, flags) in pieces {
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(&flags.to_be_bytes());
+        }
     }
 }
 

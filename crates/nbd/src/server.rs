@@ -621,8 +621,8 @@ enum Item {
     Fail(u64, u64, u32),
     /// Answer success at once (CACHE, zero-length requests): (cookie, offset).
     Ok(u64, u64),
-    /// BLOCK_STATUS: (cookie, offset, length).
-    Status(u64, u64, u64),
+    /// BLOCK_STATUS: (cookie, offset, length, only one extent wanted).
+    Status(u64, u64, u64, bool),
     /// The client is gone or said goodbye.
     End,
 }
@@ -774,9 +774,12 @@ fn read_requests(
         }
         match check(e, session, &r) {
             Some(code) => send(Item::Fail(r.cookie, r.offset, code))?,
-            None if r.kind == cmd::BLOCK_STATUS => {
-                send(Item::Status(r.cookie, r.offset, r.length))?
-            }
+            None if r.kind == cmd::BLOCK_STATUS => send(Item::Status(
+                r.cookie,
+                r.offset,
+                r.length,
+                r.flags & cflag::REQ_ONE != 0,
+            ))?,
             None if r.kind == cmd::CACHE || (r.length == 0 && r.kind != cmd::FLUSH) => {
                 send(Item::Ok(r.cookie, r.offset))?
             }
@@ -915,8 +918,9 @@ fn io_loop(
                 Item::Ok(cookie, offset) => {
                     proto::reply_no_data(framing, cookie, offset, 0, &mut out);
                 }
-                Item::Status(cookie, offset, len) => {
-                    proto::block_status_reply(framing, cookie, offset, len, &mut out);
+                Item::Status(cookie, offset, len, one) => {
+                    let extents = allocation(e, offset, len, one);
+                    proto::block_status_reply(framing, cookie, offset, &extents, &mut out);
                 }
                 Item::Fail(cookie, offset, code) => {
                     e.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -1082,6 +1086,31 @@ fn io_loop(
         }
     }
     Ok(())
+}
+
+/// The `base:allocation` extents of `len` bytes from `offset`: the driver's holes and data
+/// (`Driver::block_status`), or one data extent where it cannot tell or the range is not
+/// in whole sectors (a client that did not negotiate block sizes). With `one`
+/// (`NBD_CMD_FLAG_REQ_ONE`) only the first.
+fn allocation(e: &Export, offset: u64, len: u64, one: bool) -> Vec<(u64, u32)> {
+    let whole = offset % 512 == 0 && len % 512 == 0;
+    let found = whole
+        .then(|| e.queue.driver().block_status(offset / 512, len / 512))
+        .flatten()
+        .filter(|x| !x.is_empty());
+    let Some(extents) = found else {
+        return vec![(len, 0)];
+    };
+    let take = if one { 1 } else { extents.len() };
+    extents
+        .iter()
+        .take(take)
+        .map(|x| {
+            let flags = if x.hole { proto::state::HOLE } else { 0 }
+                | if x.zero { proto::state::ZERO } else { 0 };
+            (x.sectors * 512, flags)
+        })
+        .collect()
 }
 
 /// Marks the bios of [`serve_unaligned`], which waits for them itself.

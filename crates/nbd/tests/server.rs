@@ -712,7 +712,23 @@ fn structured_replies_and_block_status() {
         u32::from_be_bytes(p[..4].try_into().unwrap()),
         proto::BASE_ALLOCATION_ID
     );
-    assert_eq!(u32::from_be_bytes(p[4..8].try_into().unwrap()), 1 << 20);
+    // Extents as (length, flags): a hole before the 8 KiB written at 4096, data, a hole.
+    let extents = |p: &[u8]| -> Vec<(u32, u32)> {
+        p[4..]
+            .chunks(8)
+            .map(|e| {
+                (
+                    u32::from_be_bytes(e[..4].try_into().unwrap()),
+                    u32::from_be_bytes(e[4..].try_into().unwrap()),
+                )
+            })
+            .collect()
+    };
+    let hole = proto::state::HOLE | proto::state::ZERO;
+    assert_eq!(
+        extents(&p),
+        vec![(4096, hole), (8192, 0), ((1 << 20) - 12288, hole)]
+    );
     let z = Request {
         flags: cflag::FAST_ZERO,
         kind: cmd::WRITE_ZEROES,
@@ -722,6 +738,17 @@ fn structured_replies_and_block_status() {
     };
     s.write_all(&proto::encode_request(&z)).unwrap();
     assert_eq!(chunk(&mut s, false).1, chunk::NONE);
+    // The zeroed page is a hole again, joining the one before; REQ_ONE asks for the first
+    // extent only.
+    let one = Request {
+        flags: cflag::REQ_ONE,
+        cookie: 6,
+        ..bs
+    };
+    s.write_all(&proto::encode_request(&one)).unwrap();
+    let (_, t, c, p) = chunk(&mut s, false);
+    assert_eq!((t, c), (chunk::BLOCK_STATUS, 6));
+    assert_eq!(extents(&p), vec![(8192, hole)]);
 }
 
 #[test]
@@ -763,7 +790,22 @@ fn extended_headers_carry_64_bit_lengths() {
     s.write_all(&proto::encode_ext_request(&bs)).unwrap();
     let (_, t, c, p) = chunk(&mut s, true);
     assert_eq!((t, c), (chunk::BLOCK_STATUS_EXT, 9));
-    assert_eq!(u64::from_be_bytes(p[8..16].try_into().unwrap()), 64 << 20);
+    // The 4 KiB written are data; the rest of the memory export was never written: a hole
+    // that reads as zeroes.
+    let u64_at = |i: usize| u64::from_be_bytes(p[i..i + 8].try_into().unwrap());
+    assert_eq!(
+        u32::from_be_bytes(p[4..8].try_into().unwrap()),
+        2,
+        "two extents"
+    );
+    assert_eq!((u64_at(8), u64_at(16)), (4096, 0));
+    assert_eq!(
+        (u64_at(24), u64_at(32)),
+        (
+            (64 << 20) - 4096,
+            u64::from(proto::state::HOLE | proto::state::ZERO)
+        )
+    );
     let z = Request {
         flags: 0,
         kind: cmd::WRITE_ZEROES,

@@ -339,6 +339,30 @@ fn check(rc: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `pos`: the next offset at or after
+/// `pos` that starts data or a hole; `None` when no data follows (`ENXIO`). The file offset
+/// it moves is not used by the rings, which carry their own offsets.
+pub(crate) fn seek_data_or_hole(file: &File, pos: u64, data: bool) -> io::Result<Option<u64>> {
+    let whence = if data {
+        libc::SEEK_DATA
+    } else {
+        libc::SEEK_HOLE
+    };
+    let pos = libc::off_t::try_from(pos).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: lseek takes plain integers and touches no memory of ours; the fd is open for
+    // the duration of the call (borrowed from `file`).
+    let r = unsafe { libc::lseek(file.as_raw_fd(), pos, whence) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ENXIO) {
+            Ok(None)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(Some(r as u64))
+}
+
 /// The size of a block device in bytes (`BLKGETSIZE64`).
 pub(crate) fn blk_size_bytes(file: &File) -> io::Result<u64> {
     let mut size: u64 = 0;

@@ -850,6 +850,40 @@ impl Driver for UringDevice {
         self.hctx(hctx).lock().ring.tracker.nr_requests()
     }
 
+    /// A regular file's holes (`SEEK_DATA`/`SEEK_HOLE`), which read as zeroes; a block
+    /// device cannot tell (`None`).
+    fn block_status(&self, sector: u64, nr_sectors: u64) -> Option<Vec<mqblk_core::Extent>> {
+        if self.kind != BackingKind::RegularFile {
+            return None;
+        }
+        let (mut pos, end) = (
+            sector << SECTOR_SHIFT,
+            (sector + nr_sectors) << SECTOR_SHIFT,
+        );
+        let mut out: Vec<mqblk_core::Extent> = Vec::new();
+        while pos < end && out.len() < mqblk_core::MAX_EXTENTS {
+            let next_data = engine::seek_data_or_hole(&self.file, pos, true).ok()?;
+            let (hole, to) = match next_data {
+                Some(d) if d <= pos => {
+                    let h = engine::seek_data_or_hole(&self.file, pos, false).ok()?;
+                    // Data up to the next hole, in whole sectors.
+                    (false, h.unwrap_or(end).min(end).next_multiple_of(512))
+                }
+                // A hole up to the next data (or the end), in whole sectors.
+                Some(d) => (true, (d.min(end) / 512 * 512).max(pos + 512)),
+                None => (true, end),
+            };
+            let to = to.min(end);
+            out.push(mqblk_core::Extent {
+                sectors: (to - pos) >> SECTOR_SHIFT,
+                hole,
+                zero: hole,
+            });
+            pos = to;
+        }
+        Some(out)
+    }
+
     // `timeout` keeps the default, `ResetTimer`: a submission in the kernel cannot be taken
     // back, and its buffers must stay put until its CQE arrives, so a request can only end
     // through `poll`.
