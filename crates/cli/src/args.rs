@@ -256,6 +256,11 @@ pub struct ServeArgs {
     /// that exists there (a file, a live server's socket) is always refused
     #[arg(long)]
     pub replace_stale_socket: bool,
+    /// Close a session that has nothing in flight and sends nothing for this many seconds
+    /// (default 3600; 0 keeps idle sessions forever, as a kernel nbd client mounted and left
+    /// quiet may need)
+    #[arg(long = "idle-timeout", value_name = "SECS")]
+    pub idle_timeout: Option<u64>,
 }
 
 #[derive(Args, Debug)]

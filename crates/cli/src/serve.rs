@@ -420,7 +420,10 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             return Err(format!("--listen={l}: expected tcp:HOST:PORT or unix:PATH"));
         }
     }
-    let server = Server::new(exports.clone(), mqblk_nbd::server::MAX_HANDSHAKES);
+    let mut server = Server::new(exports.clone(), mqblk_nbd::server::MAX_HANDSHAKES);
+    if let Some(secs) = args.idle_timeout {
+        server.idle_timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
+    }
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, server.stop.clone())
             .map_err(|e| format!("installing the signal handler: {e}"))?;

@@ -35,6 +35,13 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// finish one cannot keep others out for longer than [`HANDSHAKE_TIMEOUT`], and hold no
 /// export's session slot.
 pub const MAX_HANDSHAKES: usize = 64;
+/// How long a session may sit with nothing in flight and nothing sent before it is closed,
+/// unless the operator says otherwise (`mqblk serve --idle-timeout`). An hour: long enough
+/// for a mounted file system's quiet spells, short enough that forgotten sessions give their
+/// slots back.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How often a reader waiting for a request looks at the idle clock.
+const IDLE_POLL: Duration = Duration::from_secs(1);
 /// How long a client may take over each step of its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -236,6 +243,9 @@ pub enum Listener {
 /// The server: exports and the shutdown flag.
 pub struct Server {
     pub exports: Vec<Arc<Export>>,
+    /// A session with no request in flight that sends nothing for this long is closed;
+    /// `None` keeps idle sessions forever. Default [`IDLE_TIMEOUT`].
+    pub idle_timeout: Option<Duration>,
     /// Clients at once in their handshake; more are closed at once. Sessions do not count:
     /// each export bounds its own ([`Export::with_sessions`]).
     pub max_handshakes: usize,
@@ -248,6 +258,7 @@ impl Server {
     pub fn new(exports: Vec<Arc<Export>>, max_handshakes: usize) -> Server {
         Server {
             exports,
+            idle_timeout: Some(IDLE_TIMEOUT),
             max_handshakes,
             stop: Arc::new(AtomicBool::new(false)),
             active: Arc::new(AtomicUsize::new(0)),
@@ -301,9 +312,10 @@ impl Server {
                         let exports = self.exports.clone();
                         let active = self.active.clone();
                         let handshaking = self.handshaking.clone();
+                        let idle = self.idle_timeout;
                         let h = std::thread::Builder::new().name("nbd-conn".into()).spawn(
                             move || {
-                                if let Err(e) = serve_connection(s, &exports, &handshaking) {
+                                if let Err(e) = serve_connection(s, &exports, &handshaking, idle) {
                                     eprintln!("mqblk serve: connection: {e}");
                                 }
                                 active.fetch_sub(1, Ordering::AcqRel);
@@ -631,6 +643,7 @@ fn serve_connection(
     mut s: Stream,
     exports: &[Arc<Export>],
     handshaking: &AtomicUsize,
+    idle: Option<Duration>,
 ) -> io::Result<()> {
     // A client may not stall the handshake, nor leave replies unread, for long.
     s.set_timeouts(Some(HANDSHAKE_TIMEOUT), Some(IO_TIMEOUT));
@@ -640,7 +653,7 @@ fn serve_connection(
         return Ok(());
     };
     // Whatever way the session ends, its software queue is free again after it.
-    let res = serve_session(s, &export, session, ctx);
+    let res = serve_session(s, &export, session, ctx, idle);
     export.put_ctx(ctx);
     res
 }
@@ -651,30 +664,36 @@ fn serve_session(
     export: &Arc<Export>,
     session: Session,
     ctx: u16,
+    idle: Option<Duration>,
 ) -> io::Result<()> {
-    // Between requests a client may stay idle as long as it likes.
-    s.set_timeouts(None, Some(IO_TIMEOUT));
+    // Between requests a client may stay idle up to `idle`: the reader wakes every
+    // `IDLE_POLL` to look.
+    s.set_timeouts(idle.map(|_| IDLE_POLL), Some(IO_TIMEOUT));
     export.stats.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = sync_channel::<Item>(MAX_INFLIGHT);
     let mut rd = s.try_clone()?;
     let ex = export.clone();
-    let held = Arc::new(AtomicU64::new(0));
-    let held_r = held.clone();
-    // Set when the I/O side is done: a reader waiting for payload room gives up.
-    let closing = Arc::new(AtomicBool::new(false));
-    let closing_r = closing.clone();
+    let shared = Arc::new(Shared::default());
+    let shared_r = shared.clone();
     let reader = std::thread::Builder::new()
         .name("nbd-read".into())
         .spawn(move || {
-            let end = read_requests(&mut rd, &ex, session, &tx, &held_r, &closing_r);
+            let mut patient = Patient {
+                s: &mut rd,
+                idle,
+                last: std::time::Instant::now(),
+                busy: &shared_r.busy,
+            };
+            let end = read_requests(&mut patient, &ex, session, &tx, &shared_r);
             if let Err(e) = end {
                 // A client that closes without NBD_CMD_DISC (fio's engine does) is normal,
                 // and so is a reader told to stop because the I/O side is done.
-                if !closing_r.load(Ordering::Acquire)
+                if !shared_r.closing.load(Ordering::Acquire)
                     && !matches!(
                         e.kind(),
                         io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
                     )
+                    && e.kind() != io::ErrorKind::TimedOut
                 {
                     eprintln!("mqblk serve: {}: {e}", ex.name);
                 }
@@ -689,11 +708,11 @@ fn serve_session(
             .0,
         ..ConnStats::default()
     };
-    let res = io_loop(&mut s, export, ctx, session.framing, &rx, &held, &mut cs);
+    let res = io_loop(&mut s, export, ctx, session.framing, &rx, &shared, &mut cs);
     // Every way out of the I/O side (client gone, unread replies past the timeout, DISC)
     // must also end the reader, wherever it waits: on the socket (shut down), on a full
     // request channel (its receiver dropped) or for payload room (`closing`).
-    closing.store(true, Ordering::Release);
+    shared.closing.store(true, Ordering::Release);
     s.shutdown();
     drop(rx);
     let _ = reader.join();
@@ -705,15 +724,69 @@ fn serve_session(
     res
 }
 
+/// What a session's reader and I/O thread share.
+#[derive(Default)]
+struct Shared {
+    /// Payload bytes (write data read in, read data to come) held against `MAX_CONN_BYTES`.
+    held: AtomicU64,
+    /// Requests handed to the I/O side and not yet answered: a session waiting for them is
+    /// not idle.
+    busy: AtomicUsize,
+    /// The I/O side is done: a reader waiting for payload room gives up.
+    closing: AtomicBool,
+}
+
+/// The reader's side of the socket, which waits out read timeouts (`IDLE_POLL`) while the
+/// session is busy or has not been idle for `idle`, and then ends it with `TimedOut`.
+struct Patient<'a> {
+    s: &'a mut Stream,
+    idle: Option<Duration>,
+    last: std::time::Instant,
+    busy: &'a AtomicUsize,
+}
+
+impl Read for Patient<'_> {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.s.read(b) {
+                Ok(n) => {
+                    self.last = std::time::Instant::now();
+                    return Ok(n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    let Some(idle) = self.idle else {
+                        return Err(e);
+                    };
+                    if self.busy.load(Ordering::Acquire) > 0 {
+                        self.last = std::time::Instant::now();
+                    } else if self.last.elapsed() >= idle {
+                        eprintln!(
+                            "mqblk serve: a session idle for {} s closed (--idle-timeout)",
+                            idle.as_secs()
+                        );
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "idle"));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// Reads requests until DISC, EOF or a protocol error.
 fn read_requests(
-    s: &mut Stream,
+    s: &mut Patient<'_>,
     e: &Export,
     session: Session,
     tx: &std::sync::mpsc::SyncSender<Item>,
-    held: &AtomicU64,
-    closing: &AtomicBool,
+    shared: &Shared,
 ) -> io::Result<()> {
+    let (held, closing, busy) = (&shared.held, &shared.closing, &shared.busy);
     let extended = session.framing == Framing::Extended;
     loop {
         let r = if extended {
@@ -785,6 +858,7 @@ fn read_requests(
             }
             None => {
                 held.fetch_add(cost, Ordering::AcqRel);
+                busy.fetch_add(1, Ordering::AcqRel);
                 send(Item::Req(r, data))?
             }
         }
@@ -879,9 +953,10 @@ fn io_loop(
     ctx: u16,
     framing: Framing,
     rx: &Receiver<Item>,
-    held: &AtomicU64,
+    shared: &Shared,
     cs: &mut ConnStats,
 ) -> io::Result<()> {
+    let (held, busy) = (&shared.held, &shared.busy);
     let clock = MonotonicClock::new();
     let mut h = SubmitterHandle::new(e.queue.clone(), CtxIdx(ctx), clock);
     let mut slots: Vec<Option<Pending>> = Vec::new();
@@ -938,6 +1013,7 @@ fn io_loop(
                     };
                     let (code, bytes) = serve_unaligned(&mut h, e, &r, data);
                     held.fetch_sub(cost, Ordering::AcqRel);
+                    busy.fetch_sub(1, Ordering::AcqRel);
                     if code != 0 {
                         cs.errors += 1;
                         e.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -1026,6 +1102,7 @@ fn io_loop(
                 free.push(slot);
                 inflight -= 1;
                 held.fetch_sub(p.cost, Ordering::AcqRel);
+                busy.fetch_sub(1, Ordering::AcqRel);
                 if p.error != 0 {
                     cs.errors += 1;
                 } else if p.read {

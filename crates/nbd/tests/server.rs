@@ -22,9 +22,30 @@ fn rig(name: &str, read_only: bool) -> Rig {
     rig_with(name, read_only, 8, 8)
 }
 
+/// A rig whose sessions close after `idle` with nothing in flight and nothing sent.
+fn rig_idle(name: &str, idle: std::time::Duration) -> Rig {
+    rig_full(name, false, 8, 8, Some(idle))
+}
+
 /// A rig whose export takes `sessions` sessions and whose server lets `handshakes` clients
 /// negotiate at once.
 fn rig_with(name: &str, read_only: bool, sessions: usize, handshakes: usize) -> Rig {
+    rig_full(
+        name,
+        read_only,
+        sessions,
+        handshakes,
+        Some(mqblk_nbd::server::IDLE_TIMEOUT),
+    )
+}
+
+fn rig_full(
+    name: &str,
+    read_only: bool,
+    sessions: usize,
+    handshakes: usize,
+    idle: Option<std::time::Duration>,
+) -> Rig {
     let cfg = NullConfig {
         submit_queues: 2,
         memory_backed: true,
@@ -49,7 +70,9 @@ fn rig_with(name: &str, read_only: bool, sessions: usize, handshakes: usize) -> 
     let export = Arc::new(
         Export::new("disk", "test disk", queue.clone(), read_only, false).with_sessions(sessions),
     );
-    let server = Arc::new(Server::new(vec![export], handshakes));
+    let mut server = Server::new(vec![export], handshakes);
+    server.idle_timeout = idle;
+    let server = Arc::new(server);
     let sock = std::env::temp_dir().join(format!("mqblk-nbd-{}-{name}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
     let (l, owned) = mqblk_nbd::unix_socket::bind(&sock, "test socket", false).unwrap();
@@ -571,6 +594,39 @@ fn clients_that_did_not_negotiate_sizes_get_byte_granularity() {
     n.disconnect();
     a.disconnect();
     b.disconnect();
+}
+
+/// A session with nothing in flight that sends nothing for the idle timeout is closed and
+/// its slot given back; one that keeps sending stays.
+#[test]
+fn idle_sessions_are_closed_and_busy_ones_stay() {
+    let r = rig_idle("idle", std::time::Duration::from_secs(1));
+    let mut quiet = Client::connect(&r.sock);
+    let mut chatty = Client::connect(&r.sock);
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_millis(3500) {
+        assert_eq!(chatty.call(cmd::FLUSH, 0, 0, 0, &[]), 0);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let mut b = [0u8; 1];
+    quiet
+        .s
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(
+        quiet.s.read(&mut b).unwrap_or(0),
+        0,
+        "the idle session was closed"
+    );
+    let d = pattern(2, 4096);
+    assert_eq!(chatty.call(cmd::WRITE, 0, 0, 4096, &d), 0);
+    assert_eq!(chatty.read(0, 4096), d);
+    chatty.disconnect();
+    let t0 = std::time::Instant::now();
+    while r.server.active() > 0 {
+        assert!(t0.elapsed().as_secs() < 10, "sessions did not end");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Reads a structured (or, with `ext`, extended) reply chunk: (flags, type, cookie, payload).
