@@ -42,6 +42,8 @@ pub const MAX_HANDSHAKES: usize = 64;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How often a reader waiting for a request looks at the idle clock.
 const IDLE_POLL: Duration = Duration::from_secs(1);
+/// How often the server looks at its stop flag (set by SIGINT/SIGTERM).
+const STOP_POLL: Duration = Duration::from_millis(50);
 /// How long a client may take over each step of its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -271,75 +273,112 @@ impl Server {
         self.active.load(Ordering::Acquire)
     }
 
+    /// Accepts on `l` until the server stops, starting a thread per connection.
+    fn accept_loop(&self, l: &Listener, conns: &Mutex<Vec<(std::thread::JoinHandle<()>, Stream)>>) {
+        let mut failing = false;
+        loop {
+            let s = match l {
+                Listener::Tcp(t) => t.accept().map(|(s, _)| {
+                    let _ = s.set_nodelay(true);
+                    Stream::Tcp(s)
+                }),
+                Listener::Unix(u, _) => u.accept().map(|(s, _)| Stream::Unix(s)),
+            };
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let s = match s {
+                Ok(s) => {
+                    failing = false;
+                    s
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors (EMFILE, ENFILE) or memory: say so once, and back
+                    // off instead of spinning on the error.
+                    if !failing {
+                        eprintln!("mqblk serve: accept: {e} (backing off until it clears)");
+                    }
+                    failing = true;
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+            };
+            if self.handshaking.load(Ordering::Acquire) >= self.max_handshakes {
+                // Too many clients in their handshake: refuse at once. Sessions do not count
+                // here; each export bounds its own.
+                s.shutdown();
+                continue;
+            }
+            let Ok(keep) = s.try_clone() else {
+                continue;
+            };
+            self.active.fetch_add(1, Ordering::AcqRel);
+            self.handshaking.fetch_add(1, Ordering::AcqRel);
+            let exports = self.exports.clone();
+            let active = self.active.clone();
+            let handshaking = self.handshaking.clone();
+            let idle = self.idle_timeout;
+            let spawned = std::thread::Builder::new()
+                .name("nbd-conn".into())
+                .spawn(move || {
+                    let end = s.try_clone();
+                    if let Err(e) = serve_connection(s, &exports, &handshaking, idle) {
+                        eprintln!("mqblk serve: connection: {e}");
+                    }
+                    // The client sees the end now, though the server's handle on the socket
+                    // lives on until the list of connections is next pruned.
+                    if let Ok(end) = end {
+                        end.shutdown();
+                    }
+                    active.fetch_sub(1, Ordering::AcqRel);
+                });
+            match spawned {
+                Ok(h) => {
+                    let mut c = conns.lock();
+                    c.retain(|(h, _)| !h.is_finished());
+                    c.push((h, keep));
+                }
+                Err(e) => {
+                    // The closure (and the connection) is gone with the error.
+                    self.active.fetch_sub(1, Ordering::AcqRel);
+                    self.handshaking.fetch_sub(1, Ordering::AcqRel);
+                    eprintln!("mqblk serve: starting a connection thread: {e}");
+                }
+            }
+        }
+    }
+
     /// Accepts and serves clients until `stop` is set; then waits for every connection to
     /// finish its requests and returns. Each connection runs on threads of its own.
     pub fn run(&self, listeners: Vec<Listener>) -> io::Result<()> {
-        for l in &listeners {
-            match l {
-                Listener::Tcp(t) => t.set_nonblocking(true)?,
-                Listener::Unix(u, _) => u.set_nonblocking(true)?,
-            }
-        }
-        let mut conns: Vec<(std::thread::JoinHandle<()>, Stream)> = Vec::new();
-        let mut accept_failing = false;
-        while !self.stop.load(Ordering::Acquire) {
-            let mut accepted = false;
+        // One thread per listener blocks in `accept`; this one watches the stop flag (set
+        // from a signal handler, so it cannot wake anyone itself) and, once it is set, wakes
+        // the acceptors by connecting to them.
+        let conns: Mutex<Vec<(std::thread::JoinHandle<()>, Stream)>> = Mutex::new(Vec::new());
+        std::thread::scope(|scope| -> io::Result<()> {
+            let mut acceptors = Vec::new();
             for l in &listeners {
-                let s = match l {
-                    Listener::Tcp(t) => t.accept().map(|(s, _)| {
-                        let _ = s.set_nodelay(true);
-                        let _ = s.set_nonblocking(false);
-                        Stream::Tcp(s)
-                    }),
-                    Listener::Unix(u, _) => u.accept().map(|(s, _)| {
-                        let _ = s.set_nonblocking(false);
-                        Stream::Unix(s)
-                    }),
-                };
-                match s {
-                    Ok(s) => {
-                        accepted = true;
-                        accept_failing = false;
-                        if self.handshaking.load(Ordering::Acquire) >= self.max_handshakes {
-                            // Too many clients in their handshake: refuse at once. Sessions
-                            // do not count here; each export bounds its own.
-                            s.shutdown();
-                            continue;
-                        }
-                        let keep = s.try_clone()?;
-                        self.active.fetch_add(1, Ordering::AcqRel);
-                        self.handshaking.fetch_add(1, Ordering::AcqRel);
-                        let exports = self.exports.clone();
-                        let active = self.active.clone();
-                        let handshaking = self.handshaking.clone();
-                        let idle = self.idle_timeout;
-                        let h = std::thread::Builder::new().name("nbd-conn".into()).spawn(
-                            move || {
-                                if let Err(e) = serve_connection(s, &exports, &handshaking, idle) {
-                                    eprintln!("mqblk serve: connection: {e}");
-                                }
-                                active.fetch_sub(1, Ordering::AcqRel);
-                            },
-                        )?;
-                        conns.push((h, keep));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => {
-                        // Out of descriptors (EMFILE, ENFILE) or memory: say so once, and
-                        // back off instead of spinning on the error.
-                        if !accept_failing {
-                            eprintln!("mqblk serve: accept: {e} (backing off until it clears)");
-                        }
-                        accept_failing = true;
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                }
+                let conns = &conns;
+                acceptors.push(
+                    std::thread::Builder::new()
+                        .name("nbd-accept".into())
+                        .spawn_scoped(scope, move || self.accept_loop(l, conns))?,
+                );
             }
-            conns.retain(|(h, _)| !h.is_finished());
-            if !accepted {
-                std::thread::sleep(Duration::from_millis(10));
+            while !self.stop.load(Ordering::Acquire) && !acceptors.iter().all(|a| a.is_finished()) {
+                std::thread::sleep(STOP_POLL);
             }
-        }
+            self.stop.store(true, Ordering::Release);
+            for l in &listeners {
+                wake(l);
+            }
+            for a in acceptors {
+                let _ = a.join();
+            }
+            Ok(())
+        })?;
+        let conns = conns.into_inner();
         // Shutting down: stop reading from clients; in-flight requests complete and their
         // replies go out; then every connection ends.
         for (_, s) in &conns {
@@ -358,6 +397,27 @@ impl Server {
             }
         }
         Ok(())
+    }
+}
+
+/// Wakes a thread blocked in `accept` on `l` by connecting to it (the connection is dropped
+/// at once, the acceptor sees the stop flag).
+fn wake(l: &Listener) {
+    match l {
+        Listener::Tcp(t) => {
+            if let Ok(mut a) = t.local_addr() {
+                if a.ip().is_unspecified() {
+                    a.set_ip(match a.ip() {
+                        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                    });
+                }
+                let _ = std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1));
+            }
+        }
+        Listener::Unix(_, owned) => {
+            let _ = UnixStream::connect(owned.path());
+        }
     }
 }
 

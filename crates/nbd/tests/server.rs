@@ -629,6 +629,159 @@ fn idle_sessions_are_closed_and_busy_ones_stay() {
     }
 }
 
+/// A client that dies at any step of the protocol, by closing or by resetting (unread data
+/// left behind), takes nothing with it: every connection ends, no tag or slot stays taken,
+/// and a good client is served after each round. Then a soak of 10,000 such connections.
+#[test]
+fn clients_dying_at_every_protocol_step_leave_nothing_behind() {
+    let r = rig("deaths", false);
+    fn header(kind: u16, len: u64) -> Vec<u8> {
+        proto::encode_request(&Request {
+            flags: 0,
+            kind,
+            cookie: 1,
+            offset: 0,
+            length: len,
+        })
+        .to_vec()
+    }
+    // Each step: what the client sends before it dies.
+    type Step = Box<dyn Fn(&PathBuf) -> UnixStream>;
+    let steps: Vec<(&str, Step)> = vec![
+        ("at connect", Box::new(|p| UnixStream::connect(p).unwrap())),
+        (
+            "after the greeting",
+            Box::new(|p| {
+                let mut s = UnixStream::connect(p).unwrap();
+                read_n(&mut s, 18);
+                s
+            }),
+        ),
+        (
+            "mid client flags",
+            Box::new(|p| {
+                let mut s = UnixStream::connect(p).unwrap();
+                read_n(&mut s, 18);
+                s.write_all(&[0, 0]).unwrap();
+                s
+            }),
+        ),
+        (
+            "mid option header",
+            Box::new(|p| {
+                let mut s = greet(p);
+                s.write_all(&proto::IHAVEOPT.to_be_bytes()).unwrap();
+                s
+            }),
+        ),
+        (
+            "mid option data",
+            Box::new(|p| {
+                let mut s = greet(p);
+                let mut b = proto::IHAVEOPT.to_be_bytes().to_vec();
+                b.extend_from_slice(&opt::GO.to_be_bytes());
+                b.extend_from_slice(&100u32.to_be_bytes());
+                b.extend_from_slice(&[0; 10]);
+                s.write_all(&b).unwrap();
+                s
+            }),
+        ),
+        (
+            "after GO, replies unread",
+            Box::new(|p| {
+                let mut s = greet(p);
+                option(&mut s, opt::GO, &go_payload("disk", &[info::BLOCK_SIZE]));
+                s
+            }),
+        ),
+        (
+            "mid request header",
+            Box::new(|p| {
+                let mut c = Client::connect(p);
+                c.s.write_all(&header(cmd::READ, 4096)[..10]).unwrap();
+                c.s
+            }),
+        ),
+        (
+            "mid write payload",
+            Box::new(|p| {
+                let mut c = Client::connect(p);
+                c.s.write_all(&header(cmd::WRITE, 1 << 20)).unwrap();
+                c.s.write_all(&[9; 4096]).unwrap();
+                c.s
+            }),
+        ),
+        (
+            "with reads in flight",
+            Box::new(|p| {
+                let mut c = Client::connect(p);
+                for _ in 0..200 {
+                    c.s.write_all(&header(cmd::READ, 1 << 20)).unwrap();
+                }
+                c.s
+            }),
+        ),
+        (
+            "with writes in flight",
+            Box::new(|p| {
+                let mut c = Client::connect(p);
+                for _ in 0..8 {
+                    c.s.write_all(&header(cmd::WRITE, 65536)).unwrap();
+                    c.s.write_all(&[3; 65536]).unwrap();
+                }
+                c.s
+            }),
+        ),
+    ];
+    let wait_idle = |what: &str| {
+        let t0 = std::time::Instant::now();
+        while r.server.active() > 0 {
+            assert!(
+                t0.elapsed().as_secs() < 15,
+                "{what}: the connection did not end"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(r.queue.nr_allocated(), 0, "{what}: a tag leaked");
+    };
+    for (what, step) in &steps {
+        for reset in [false, true] {
+            let s = step(&r.sock);
+            if reset {
+                // Unread data in the socket when it closes: the peer sees a reset.
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            drop(s);
+            wait_idle(what);
+        }
+        let mut good = Client::connect(&r.sock);
+        assert_eq!(good.call(cmd::FLUSH, 0, 0, 0, &[]), 0, "{what}");
+        good.disconnect();
+        wait_idle(what);
+    }
+    // The soak: 10,000 connections dying at the handshake and request steps in turn, a few
+    // at a time, and every 500th with I/O in flight.
+    let cheap = steps.len() - 3;
+    for i in 0..10_000 {
+        let k = if i % 500 == 499 {
+            cheap + (i / 500) % 3
+        } else {
+            i % cheap
+        };
+        let (_, step) = &steps[k];
+        drop(step(&r.sock));
+        while r.server.active() >= 6 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    wait_idle("the soak");
+    let mut good = Client::connect(&r.sock);
+    let d = pattern(4, 4096);
+    assert_eq!(good.call(cmd::WRITE, 0, 0, 4096, &d), 0);
+    assert_eq!(good.read(0, 4096), d);
+    good.disconnect();
+}
+
 /// Reads a structured (or, with `ext`, extended) reply chunk: (flags, type, cookie, payload).
 fn chunk(s: &mut UnixStream, ext: bool) -> (u16, u16, u64, Vec<u8>) {
     if ext {
