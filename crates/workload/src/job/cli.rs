@@ -69,7 +69,15 @@ impl CommandLine {
                 kind,
             )
         })?;
-        self.add_job_text(&shown, &text)
+        let before = self.jobs.len();
+        self.add_job_text(&shown, &text)?;
+        if self.jobs.len() == before {
+            return Err(JobError::new(
+                Location::Path { name: shown },
+                JobErrorKind::NoJobs,
+            ));
+        }
+        Ok(())
     }
 }
 

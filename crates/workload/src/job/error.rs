@@ -170,6 +170,19 @@ pub enum JobErrorKind {
         /// The nesting limit.
         limit: usize,
     },
+    /// A job file with no job section: fio runs nothing, and neither do we (the default
+    /// job is only for a command line that names no job at all).
+    #[error("no jobs: the file has no [section] other than [global]")]
+    NoJobs,
+    /// A problem with a line that used environment variables that are not set, which expand
+    /// to nothing as in fio: the message names them.
+    #[error("{inner} ({names} not set in the environment: it expands to nothing)")]
+    UnsetVariables {
+        /// The references as written (`${NAME}`), comma separated.
+        names: String,
+        /// The problem itself.
+        inner: Box<JobErrorKind>,
+    },
     /// The job file itself could not be read (the location names it).
     #[error("cannot read job file: {message}")]
     ReadFailed {

@@ -110,10 +110,27 @@ impl Reader<'_> {
         if let Some(path) = include_target(&line) {
             return self.include(path, loc, base, depth);
         }
-        match split_option(&line) {
+        let res = match split_option(&line) {
             Some((key, value)) => self.add_option(key, value, loc),
             None => Err(JobError::new(loc, JobErrorKind::MalformedLine { line })),
-        }
+        };
+        res.map_err(|e| {
+            let unset = unset_vars(raw);
+            if unset.is_empty() {
+                return e;
+            }
+            JobError::new(
+                e.location,
+                JobErrorKind::UnsetVariables {
+                    names: unset
+                        .iter()
+                        .map(|n| format!("${{{n}}}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    inner: e.kind,
+                },
+            )
+        })
     }
 
     /// Starts a `[name]` section, finishing the previous one.
@@ -292,6 +309,18 @@ pub(crate) fn expand_vars(line: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The `${NAME}` references in `line` whose variable is not set.
+fn unset_vars(line: &str) -> Vec<&str> {
+    line.split("${")
+        .skip(1)
+        .filter_map(|s| s.split_once('}').map(|(name, _)| name))
+        // `var_os` may panic on such names; they expand to nothing (`env_value`).
+        .filter(|name| {
+            name.is_empty() || name.contains(['=', '\0']) || std::env::var_os(name).is_none()
+        })
+        .collect()
 }
 
 /// Expands the variable starting right after a `$`, appending to `out`; returns the text

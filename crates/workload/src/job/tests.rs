@@ -504,3 +504,36 @@ proptest! {
         prop_assert_eq!(parse_size(&format!("0x{n:x}")), Some(n));
     }
 }
+
+/// A job file without a job section is an error naming the file, not a run of the default
+/// job; the default job is only for a command line that names no job.
+#[test]
+fn a_job_file_without_jobs_is_refused() {
+    let dir = std::env::temp_dir().join(format!("mqblk-nojobs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in [
+        ("empty.fio", ""),
+        ("global.fio", "; only globals\n[global]\nbs=4k\n"),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let args = vec![p.display().to_string()];
+        let e = parse_command_line(&args).unwrap_err();
+        assert_eq!(*e.kind, JobErrorKind::NoJobs, "{name}");
+        assert!(e.to_string().contains(name), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A value that fails because a `${VAR}` in it is unset (it expands to nothing, as in fio)
+/// says which variable.
+#[test]
+fn an_unset_variable_is_named_when_its_line_fails() {
+    let e = parse_job_text("t", "[j]\nsize=${MQBLK_TEST_SURELY_UNSET_SIZE}\n").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("${MQBLK_TEST_SURELY_UNSET_SIZE} not set"),
+        "{msg}"
+    );
+    assert!(msg.contains("'size'"), "{msg}");
+}
