@@ -474,3 +474,11 @@ pub struct TwinArgs {
     #[arg(long = "output-format", default_value = "normal", value_parser = ["normal", "json"])]
     pub output_format: String,
 }
+
+/// Prints a command's error on standard error, every line of it as `mqblk CMD: line`
+/// (a job file's problems come one per line, all at once).
+pub fn print_error(cmd: &str, e: &str) {
+    for line in e.lines() {
+        eprintln!("mqblk {cmd}: {line}");
+    }
+}

@@ -13,7 +13,7 @@ pub fn main(args: &[String]) -> i32 {
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mqblk sim: {e}");
+            crate::args::print_error("sim", &e);
             2
         }
     }

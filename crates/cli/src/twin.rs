@@ -33,7 +33,7 @@ pub fn main(a: TwinArgs) -> i32 {
             130
         }
         Err(Failure::Error(e)) => {
-            eprintln!("mqblk twin: {e}");
+            crate::args::print_error("twin", &e);
             2
         }
     }

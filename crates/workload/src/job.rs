@@ -10,6 +10,7 @@
 mod build;
 mod cli;
 mod error;
+mod fio_only;
 mod ini;
 mod options;
 mod resolve;

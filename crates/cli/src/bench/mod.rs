@@ -34,7 +34,7 @@ pub fn main(args: &[String]) -> i32 {
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mqblk bench: {e}");
+            crate::args::print_error("bench", &e);
             2
         }
     }

@@ -6,6 +6,7 @@
 //! and its own entries, in order, onto the defaults.
 
 use super::error::{JobError, JobErrorKind, Location};
+use super::fio_only;
 use super::options::{self, SCHED_PREFIX};
 use super::spec::{self, JobSpec};
 
@@ -84,6 +85,12 @@ impl Entry {
 fn resolve(key: &str, extra_names: &[&str]) -> Result<Target, JobErrorKind> {
     if let Some(i) = options::find(key) {
         return Ok(Target::Opt(i));
+    }
+    if let Some(hint) = fio_only::hint(key) {
+        return Err(JobErrorKind::NotImplemented {
+            name: key.to_string(),
+            hint: hint.to_string(),
+        });
     }
     match key.strip_prefix(SCHED_PREFIX) {
         Some(name) if !name.is_empty() => Ok(Target::Sched(name.to_string())),

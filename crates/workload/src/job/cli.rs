@@ -120,19 +120,32 @@ pub fn parse_command_line(args: &[String]) -> Result<CommandLine, JobError> {
     let mut jobs: Vec<CliJob> = Vec::new();
     let mut items = Vec::new();
     let mut positional_only = false;
+    let mut errors = Vec::new();
     for arg in args {
         if positional_only || arg == "-" || !arg.starts_with('-') {
             items.push(Item::File(arg.clone()));
         } else if arg == "--" {
             positional_only = true;
-        } else if let Some(new_job) = classify(arg, &mut cl, jobs.last_mut())? {
-            jobs.push(new_job);
-            items.push(Item::Job(jobs.len() - 1));
+        } else {
+            match classify(arg, &mut cl, jobs.last_mut()) {
+                Ok(Some(new_job)) => {
+                    jobs.push(new_job);
+                    items.push(Item::Job(jobs.len() - 1));
+                }
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
         }
     }
     cl.global_options = cl.cli_globals.iter().map(Entry::as_pair).collect();
-    build_all(&mut cl, &items, &jobs)?;
-    Ok(cl)
+    // With a bad argument, job files are still read for their own problems, but jobs are
+    // not built: their cross-field checks would judge values the user did not mean.
+    let build = errors.is_empty();
+    build_all(&mut cl, &items, &jobs, build, &mut errors);
+    match JobError::collect(errors) {
+        Some(all) => Err(all),
+        None => Ok(cl),
+    }
 }
 
 /// Handles one option argument: a tool option, a new job, or a job/global option.
@@ -252,18 +265,28 @@ fn output_format(value: Option<&str>, loc: &Location) -> Result<OutputFormat, Jo
     }
 }
 
-/// Builds every job in argument order, now that all command-line globals are known.
-fn build_all(cl: &mut CommandLine, items: &[Item], jobs: &[CliJob]) -> Result<(), JobError> {
+/// Builds every job in argument order, now that all command-line globals are known
+/// (`--name=` jobs only if `build`), adding every problem to `errors`.
+fn build_all(
+    cl: &mut CommandLine,
+    items: &[Item],
+    jobs: &[CliJob],
+    build: bool,
+    errors: &mut Vec<JobError>,
+) {
     for item in items {
-        match item {
-            Item::File(path) => cl.add_job_file(Path::new(path))?,
-            Item::Job(i) => {
+        let result = match item {
+            Item::File(path) => cl.add_job_file(Path::new(path)),
+            Item::Job(i) if build => {
                 let Some(job) = jobs.get(*i) else { continue };
                 let globals: Vec<&Entry> = cl.cli_globals.iter().collect();
-                let spec = build_job(&job.name, &job.header, &globals, &job.entries)?;
-                cl.jobs.push(spec);
+                build_job(&job.name, &job.header, &globals, &job.entries)
+                    .map(|spec| cl.jobs.push(spec))
             }
+            Item::Job(_) => Ok(()),
+        };
+        if let Err(e) = result {
+            errors.push(e);
         }
     }
-    Ok(())
 }

@@ -40,14 +40,19 @@ impl fmt::Display for Location {
     }
 }
 
-/// A job-file or command-line problem; `Display` is one line: `location: what`.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{location}: {kind}")]
+/// A job-file or command-line problem; `Display` is one line per problem: `location: what`.
+///
+/// A job file is read to its end however many problems it has, so that a user fixes them
+/// all in one go (fio stops at the first): the first is `location`/`kind`, the rest are in
+/// [`more`](JobError::more), in file order.
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobError {
     /// Where the problem is.
     pub location: Location,
     /// What the problem is (boxed to keep `Result<_, JobError>` small on the happy path).
     pub kind: Box<JobErrorKind>,
+    /// Further problems found in the same input, each with no `more` of its own.
+    pub more: Vec<JobError>,
 }
 
 impl JobError {
@@ -56,9 +61,48 @@ impl JobError {
         JobError {
             location,
             kind: Box::new(kind),
+            more: Vec::new(),
         }
     }
+
+    /// All problems as one error (the first leads), or `None` for an empty list.
+    pub fn collect(errors: Vec<JobError>) -> Option<JobError> {
+        let mut all = errors.into_iter().flat_map(JobError::into_problems);
+        let mut first = all.next()?;
+        first.more = all.collect();
+        Some(first)
+    }
+
+    /// Every problem, the first one first, each on its own.
+    pub fn problems(&self) -> impl Iterator<Item = (&Location, &JobErrorKind)> {
+        std::iter::once((&self.location, &*self.kind))
+            .chain(self.more.iter().map(|e| (&e.location, &*e.kind)))
+    }
+
+    /// How many problems this error carries.
+    pub fn count(&self) -> usize {
+        1 + self.more.len()
+    }
+
+    fn into_problems(mut self) -> Vec<JobError> {
+        let more = std::mem::take(&mut self.more);
+        std::iter::once(self).chain(more).collect()
+    }
 }
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (location, kind)) in self.problems().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{location}: {kind}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for JobError {}
 
 /// What went wrong. Values quoted in messages are shortened and stripped of control
 /// characters so that the rendered error always stays on one line.
@@ -71,6 +115,14 @@ pub enum JobErrorKind {
         name: String,
         /// A known option within edit distance 2.
         suggestion: Option<String>,
+    },
+    /// A fio option that mqblk knows but does not implement; `hint` says what to do.
+    #[error("fio option '{}' is not implemented by mqblk: {hint}", one_line(name))]
+    NotImplemented {
+        /// The name as written.
+        name: String,
+        /// Why, and what to write instead.
+        hint: String,
     },
     /// A job-file line that is neither a section, an option nor an include.
     #[error(

@@ -14,6 +14,10 @@ pub(crate) const MAX_INCLUDE_DEPTH: usize = 16;
 /// exhausting memory. Real job files are a few kilobytes.
 const MAX_FILE_BYTES: u64 = 16 << 20;
 
+/// Problems listed at most; reading stops there (a file of garbage, or an include that
+/// repeats itself, would otherwise list thousands).
+const MAX_PROBLEMS: usize = 100;
+
 /// What a job file yields.
 pub(crate) struct Parsed {
     /// The jobs, in file order.
@@ -33,9 +37,14 @@ pub(crate) fn parse_text(name: &str, text: &str, overlay: &[Entry]) -> Result<Pa
         globals: Vec::new(),
         section: Section::None,
         jobs: Vec::new(),
+        errors: Vec::new(),
+        global_errors: 0,
     };
-    reader.parse_source(name, text, &base, 0)?;
-    reader.finish_section()?;
+    reader.parse_source(name, text, &base, 0);
+    reader.finish_section();
+    if let Some(all) = JobError::collect(reader.errors) {
+        return Err(all);
+    }
     Ok(Parsed {
         jobs: reader.jobs,
         globals: reader.globals.iter().map(Entry::as_pair).collect(),
@@ -63,6 +72,8 @@ enum Section {
         /// How many global entries existed when the job started: only those apply.
         globals_len: usize,
         entries: Vec<Entry>,
+        /// How many problems had been found when the section started.
+        errors_before: usize,
     },
 }
 
@@ -72,25 +83,36 @@ struct Reader<'a> {
     globals: Vec<Entry>,
     section: Section,
     jobs: Vec<JobSpec>,
+    /// Every problem found so far: reading goes on to the end of the input.
+    errors: Vec<JobError>,
+    /// How many of them are in `[global]` sections (they may affect every later job).
+    global_errors: usize,
 }
 
 impl Reader<'_> {
-    /// Parses the lines of one file (the top file or an included one).
-    fn parse_source(
-        &mut self,
-        file: &str,
-        text: &str,
-        base: &Path,
-        depth: usize,
-    ) -> Result<(), JobError> {
+    /// Parses the lines of one file (the top file or an included one), recording every
+    /// problem and going on with the next line.
+    fn parse_source(&mut self, file: &str, text: &str, base: &Path, depth: usize) {
         for (i, raw) in text.lines().enumerate() {
+            if self.errors.len() >= MAX_PROBLEMS {
+                return;
+            }
             let loc = Location::File {
                 name: file.to_string(),
                 line: i + 1,
             };
-            self.parse_line(raw, loc, base, depth)?;
+            if let Err(e) = self.parse_line(raw, loc, base, depth) {
+                self.record(e);
+            }
         }
-        Ok(())
+    }
+
+    /// Keeps a problem, counting it against `[global]` when it was found there.
+    fn record(&mut self, e: JobError) {
+        if matches!(self.section, Section::Global) {
+            self.global_errors += e.count();
+        }
+        self.errors.push(e);
     }
 
     /// Handles one line: blank/comment, section header, include, or option.
@@ -105,10 +127,12 @@ impl Reader<'_> {
             return Ok(());
         };
         if line.starts_with('[') {
-            return self.start_section(&line, loc);
+            self.start_section(&line, loc);
+            return Ok(());
         }
         if let Some(path) = include_target(&line) {
-            return self.include(path, loc, base, depth);
+            self.include(path, loc, base, depth);
+            return Ok(());
         }
         let res = match split_option(&line) {
             Some((key, value)) => self.add_option(key, value, loc),
@@ -134,31 +158,37 @@ impl Reader<'_> {
     }
 
     /// Starts a `[name]` section, finishing the previous one.
-    fn start_section(&mut self, line: &str, loc: Location) -> Result<(), JobError> {
-        let inner = line
+    fn start_section(&mut self, line: &str, loc: Location) {
+        self.finish_section();
+        let name = line
             .strip_prefix('[')
             .and_then(|rest| rest.strip_suffix(']'))
-            .ok_or_else(|| malformed(line, &loc))?;
-        let name = inner.trim();
-        if name.is_empty() {
-            let header = line.to_string();
-            return Err(JobError::new(
-                loc,
-                JobErrorKind::EmptySectionName { header },
-            ));
+            .map(str::trim);
+        let problem = match name {
+            None => Some(JobErrorKind::MalformedLine {
+                line: line.to_string(),
+            }),
+            Some("") => Some(JobErrorKind::EmptySectionName {
+                header: line.to_string(),
+            }),
+            Some(_) => None,
+        };
+        let errors_before = self.errors.len();
+        if let Some(kind) = problem {
+            // The options below a broken header are still checked, as a job's (the job
+            // itself is not built: the file has an error anyway).
+            self.errors.push(JobError::new(loc.clone(), kind));
         }
-        self.finish_section()?;
-        self.section = if name == "global" {
-            Section::Global
-        } else {
-            Section::Job {
-                name: name.to_string(),
+        self.section = match name {
+            Some("global") => Section::Global,
+            _ => Section::Job {
+                name: name.unwrap_or_default().to_string(),
                 header: loc,
                 globals_len: self.globals.len(),
                 entries: Vec::new(),
-            }
+                errors_before,
+            },
         };
-        Ok(())
     }
 
     /// Records one option in the current section.
@@ -183,69 +213,64 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// Builds the job of the section being closed, if it is a job section.
-    fn finish_section(&mut self) -> Result<(), JobError> {
+    /// Builds the job of the section being closed, if it is a job section. A job whose
+    /// own lines or `[global]` lines had problems is not built: its cross-field checks
+    /// would judge values that are not what the user meant.
+    fn finish_section(&mut self) {
         let Section::Job {
             name,
             header,
             globals_len,
             entries,
+            errors_before,
         } = std::mem::replace(&mut self.section, Section::None)
         else {
-            return Ok(());
+            return;
         };
+        if self.errors.len() > errors_before || self.global_errors > 0 {
+            return;
+        }
         let visible = self.globals.get(..globals_len).unwrap_or(&self.globals);
         let globals: Vec<&Entry> = visible.iter().chain(self.overlay.iter()).collect();
-        self.jobs
-            .push(build_job(&name, &header, &globals, &entries)?);
-        Ok(())
+        match build_job(&name, &header, &globals, &entries) {
+            Ok(job) => self.jobs.push(job),
+            Err(e) => self.errors.push(e),
+        }
     }
 
     /// Splices in an included file, resolved against the including file's directory.
-    fn include(
-        &mut self,
-        path: &str,
-        loc: Location,
-        base: &Path,
-        depth: usize,
-    ) -> Result<(), JobError> {
+    fn include(&mut self, path: &str, loc: Location, base: &Path, depth: usize) {
         if depth + 1 > MAX_INCLUDE_DEPTH {
             let kind = JobErrorKind::IncludeDepth {
                 path: path.to_string(),
                 limit: MAX_INCLUDE_DEPTH,
             };
-            return Err(JobError::new(loc, kind));
+            return self.record(JobError::new(loc, kind));
         }
         let resolved = base.join(path);
         let shown = resolved.display().to_string();
-        let text = read_limited(&resolved).map_err(|e| {
-            let kind = if e.kind() == std::io::ErrorKind::NotFound {
-                JobErrorKind::IncludeNotFound {
-                    path: path.to_string(),
-                    resolved: shown.clone(),
-                }
-            } else {
-                JobErrorKind::Io {
-                    path: shown.clone(),
-                    message: e.to_string(),
-                }
-            };
-            JobError::new(loc.clone(), kind)
-        })?;
+        let text = match read_limited(&resolved) {
+            Ok(text) => text,
+            Err(e) => {
+                let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                    JobErrorKind::IncludeNotFound {
+                        path: path.to_string(),
+                        resolved: shown,
+                    }
+                } else {
+                    JobErrorKind::Io {
+                        path: shown,
+                        message: e.to_string(),
+                    }
+                };
+                return self.record(JobError::new(loc, kind));
+            }
+        };
         let next_base = resolved
             .parent()
             .map_or_else(PathBuf::new, Path::to_path_buf);
-        self.parse_source(&shown, &text, &next_base, depth + 1)
+        self.parse_source(&shown, &text, &next_base, depth + 1);
     }
-}
-
-fn malformed(line: &str, loc: &Location) -> JobError {
-    JobError::new(
-        loc.clone(),
-        JobErrorKind::MalformedLine {
-            line: line.to_string(),
-        },
-    )
 }
 
 /// Strips comments and expands variables; `None` for lines with nothing left.

@@ -537,3 +537,64 @@ fn an_unset_variable_is_named_when_its_line_fails() {
     );
     assert!(msg.contains("'size'"), "{msg}");
 }
+
+#[test]
+fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
+    let text = "[global]\nioengine=io_uring\nwrite_lat_log=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
+                iodepth=0\n[b]\nbs=1000\n[c]\nnrfiles=4\nrw=randwrite\n";
+    let err = parse_job_text("jobs.fio", text).expect_err("problems");
+    let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
+    assert_eq!(err.count(), 4, "{lines:#?}");
+    assert_eq!(lines.len(), 4);
+    assert!(lines[0]
+        .starts_with("jobs.fio:3: fio option 'write_lat_log' is not implemented by mqblk: "));
+    assert_eq!(lines[1], "jobs.fio:7: unknown option 'bogus_opt'");
+    assert!(lines[2].starts_with("jobs.fio:8: option 'iodepth': value '0' out of range"));
+    // Job b has no problem of its own, but the bad [global] line above it means its
+    // cross-field check (bs=1000) is not judged; job c's own line is listed.
+    assert!(lines[3].starts_with("jobs.fio:12: fio option 'nrfiles' is not implemented"));
+    assert!(!lines.iter().any(|l| l.contains("1000")), "{lines:#?}");
+}
+
+#[test]
+fn a_cross_field_problem_is_listed_beside_line_problems_of_other_jobs() {
+    let err = parse_job_text("jobs.fio", "[a]\nbs=1000\n[b]\nfoo=1\n[c]\nsize=1k\n")
+        .expect_err("problems")
+        .to_string();
+    assert_eq!(
+        err,
+        "jobs.fio:1: read block size 1000 is not a nonzero multiple of 512\n\
+         jobs.fio:4: unknown option 'foo'\n\
+         jobs.fio:5: size=1024 is smaller than the block size 4096"
+    );
+}
+
+#[test]
+fn command_line_and_job_file_problems_are_listed_together() {
+    let dir = scratch_dir("cli-many");
+    let path = dir.join("j.fio");
+    write(&path, "[j]\nrw=sideways\nzonemode=zbd\n");
+    let path = path.display().to_string();
+    let err = cli_err(&["--iodepht=4", &path, "--name=x", "--bs=3q"]);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    assert!(lines[0].starts_with(
+        "command line: --iodepht=4: unknown option 'iodepht' (did you mean 'iodepth'?)"
+    ));
+    assert!(lines[1].starts_with("command line: --bs=3q:"), "{err}");
+    assert!(
+        lines[2].starts_with(&format!("{path}:2: option 'rw'")),
+        "{err}"
+    );
+    assert!(
+        lines[3].starts_with(&format!("{path}:3: fio option 'zonemode'")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_file_of_garbage_lists_at_most_a_hundred_problems() {
+    let text: String = (0..1000).map(|i| format!("[j{i}]\nnope{i}=1\n")).collect();
+    let err = parse_job_text("jobs.fio", &text).expect_err("garbage");
+    assert_eq!(err.count(), 100);
+}

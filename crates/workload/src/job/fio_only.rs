@@ -1,0 +1,252 @@
+//! fio options mqblk knows by name but does not implement, each with what to do instead.
+//!
+//! A job file written for fio that uses one of these is refused with the hint (every such
+//! line at once, see [`JobError::more`](super::JobError::more)), instead of the bare
+//! "unknown option" an unrelated typo gets. An option leaves this list when it is
+//! implemented in the option table.
+
+/// `(fio option name, why it is refused and what to write instead)`.
+static NOT_IMPLEMENTED: &[(&str, &str)] = &[
+    // File sets: mqblk runs every job of a run on one device.
+    (
+        "directory",
+        "file sets are not implemented: name one file or device with filename=",
+    ),
+    (
+        "filename_format",
+        "file sets are not implemented: name one file or device with filename=",
+    ),
+    (
+        "nrfiles",
+        "file sets are not implemented: name one file or device with filename=",
+    ),
+    (
+        "openfiles",
+        "file sets are not implemented: name one file or device with filename=",
+    ),
+    (
+        "filesize",
+        "file sets are not implemented: size= sets the job's region of its one file",
+    ),
+    (
+        "file_service_type",
+        "file sets are not implemented: a job has one file",
+    ),
+    (
+        "create_on_open",
+        "file sets are not implemented: the one file is created before the run",
+    ),
+    (
+        "fallocate",
+        "the file is laid out before the run (as fio's default); remove the line",
+    ),
+    (
+        "unlink",
+        "mqblk never deletes a file it did not create; remove the line",
+    ),
+    // Timing and flow.
+    (
+        "wait_for",
+        "jobs of one run start together; use stonewall= to start a new group",
+    ),
+    (
+        "flow",
+        "flow control between jobs is not implemented; use rate_iops=",
+    ),
+    (
+        "flow_id",
+        "flow control between jobs is not implemented; use rate_iops=",
+    ),
+    ("rate", "bandwidth caps are not implemented; use rate_iops="),
+    (
+        "rate_min",
+        "minimum rates are not implemented; remove the line",
+    ),
+    (
+        "ratemin",
+        "minimum rates are not implemented; remove the line",
+    ),
+    (
+        "rate_process",
+        "only the linear rate process is implemented; remove the line",
+    ),
+    // Patterns.
+    (
+        "zonemode",
+        "zoned I/O is not implemented; use offset= and size= for one region",
+    ),
+    (
+        "zonesize",
+        "zoned I/O is not implemented; use offset= and size= for one region",
+    ),
+    (
+        "zonerange",
+        "zoned I/O is not implemented; use offset= and size= for one region",
+    ),
+    (
+        "zoneskip",
+        "zoned I/O is not implemented; use offset= and size= for one region",
+    ),
+    (
+        "percentage_random",
+        "use rw=randread:N (a new random offset every N I/Os) instead",
+    ),
+    (
+        "rw_sequencer",
+        "rw=randread:N always takes the next offset sequentially (fio's default)",
+    ),
+    ("offset_increment", "give each job its own offset= instead"),
+    // Data and verification.
+    (
+        "buffer_pattern",
+        "written data is random, or carries verify headers with verify=",
+    ),
+    ("verify_pattern", "only verify=crc32c is implemented"),
+    (
+        "verify_backlog",
+        "the verify pass runs once the writes end; remove the line",
+    ),
+    (
+        "verify_interval",
+        "verify headers cover each block; remove the line",
+    ),
+    (
+        "verify_fatal",
+        "a verify mismatch is always reported and counted; remove the line",
+    ),
+    ("refill_buffers", "written data is random; remove the line"),
+    (
+        "scramble_buffers",
+        "written data is random; remove the line",
+    ),
+    (
+        "buffer_compress_percentage",
+        "compressible data is not implemented; remove the line",
+    ),
+    (
+        "dedupe_percentage",
+        "dedupable data is not implemented; remove the line",
+    ),
+    // Logs and reporting.
+    (
+        "write_lat_log",
+        "latency logs are not implemented; use --output-format=json+ for histograms",
+    ),
+    (
+        "write_bw_log",
+        "bandwidth logs are not implemented; the report has per-job bandwidth",
+    ),
+    (
+        "write_iops_log",
+        "IOPS logs are not implemented; the report has per-job IOPS",
+    ),
+    (
+        "write_hist_log",
+        "histogram logs are not implemented; use --output-format=json+",
+    ),
+    ("log_avg_msec", "logs are not implemented; remove the line"),
+    ("per_job_logs", "logs are not implemented; remove the line"),
+    (
+        "write_iolog",
+        "I/O logs are not implemented; use --trace=NAME for a blktrace of the run",
+    ),
+    (
+        "read_iolog",
+        "replaying an I/O log is `mqblk replay`; remove the line",
+    ),
+    (
+        "latency_target",
+        "latency-target depth probing is not implemented",
+    ),
+    (
+        "latency_window",
+        "latency-target depth probing is not implemented",
+    ),
+    (
+        "latency_percentile",
+        "latency-target depth probing is not implemented",
+    ),
+    (
+        "latency_run",
+        "latency-target depth probing is not implemented",
+    ),
+    (
+        "max_latency",
+        "latency limits are not implemented; remove the line",
+    ),
+    // Engine- and OS-specific.
+    (
+        "cpus_allowed_policy",
+        "cpus_allowed= spreads a job's clones over its CPUs one each (fio's split)",
+    ),
+    ("cpumask", "use cpus_allowed= with a CPU list"),
+    (
+        "sqthread_poll",
+        "mqblk's io_uring driver owns its rings; remove the line",
+    ),
+    (
+        "sqthread_poll_cpu",
+        "mqblk's io_uring driver owns its rings; remove the line",
+    ),
+    (
+        "registerfiles",
+        "mqblk's io_uring driver owns its rings; remove the line",
+    ),
+    (
+        "nice",
+        "process priorities are not applied; use prioclass=/prio= for I/O priority",
+    ),
+    ("exitall", "jobs end on their own; remove the line"),
+    ("exitall_on_error", "jobs end on their own; remove the line"),
+    (
+        "continue_on_error",
+        "errors are counted and the job goes on; remove the line",
+    ),
+    (
+        "invalidate",
+        "the page cache is not used (I/O goes through mqblk's block layer); remove the line",
+    ),
+    (
+        "pre_read",
+        "remove the line: reads reach the device either way",
+    ),
+    ("lockmem", "remove the line: memory is not locked"),
+    ("iomem", "I/O buffers are mqblk's own; remove the line"),
+    ("mem", "I/O buffers are mqblk's own; remove the line"),
+    (
+        "iomem_align",
+        "I/O buffers are page aligned; remove the line",
+    ),
+    ("mem_align", "I/O buffers are page aligned; remove the line"),
+    (
+        "steadystate",
+        "steady-state detection is not implemented; use runtime=",
+    ),
+    (
+        "ss",
+        "steady-state detection is not implemented; use runtime=",
+    ),
+];
+
+/// The hint for a fio option mqblk does not implement, if `key` is one (any case).
+pub(crate) fn hint(key: &str) -> Option<&'static str> {
+    NOT_IMPLEMENTED
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(key))
+        .map(|(_, hint)| *hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_listed_option_is_also_implemented() {
+        for (name, _) in NOT_IMPLEMENTED {
+            assert!(
+                super::super::options::find(name).is_none(),
+                "{name} is in the option table and in the not-implemented list"
+            );
+        }
+    }
+}
