@@ -163,6 +163,7 @@ fn run(args: &[String]) -> Result<i32, String> {
         json_plus: cl.output_format == OutputFormat::JsonPlus,
         // Virtual time: a report of the same seed is the same bytes.
         timestamp_ms: res.end.0 / 1_000_000,
+        start_lines: mqblk_workload::start_lines(&cl.jobs),
         elapsed_sec: res.end.0.div_ceil(1_000_000_000),
     };
     let out = match cl.output_format {

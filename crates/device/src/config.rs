@@ -4,6 +4,7 @@ use crate::DeviceError;
 use mqblk_core::{Nanos, NoMerges, TagSetConfig, TagSetFlags};
 use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
 use mqblk_models::DeviceSpec;
+use mqblk_workload::job::engine::EngineKind;
 use mqblk_workload::JobSpec;
 use std::sync::Arc;
 
@@ -160,6 +161,9 @@ pub struct DeviceConfig {
     pub filename: Option<String>,
     pub direct: bool,
     pub create_size: Option<u64>,
+    /// How a regular file is grown to `create_size`: written out if a job reads it, as fio
+    /// lays out such a file, else allocated.
+    pub extend: mqblk_drivers::Extend,
     /// Reap completions from a worker thread per hardware queue.
     pub hctx_workers: bool,
     /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
@@ -193,6 +197,7 @@ impl Default for DeviceConfig {
             filename: None,
             direct: false,
             create_size: None,
+            extend: mqblk_drivers::Extend::Sparse,
             hctx_workers: false,
             fixed_buffers: false,
             fixed_buf_count: 0,
@@ -207,18 +212,23 @@ impl DeviceConfig {
     /// The device a job's options describe (fio's `ioengine` picks the driver as `driver=`
     /// does). A real file's capacity is read from it unless `size` creates or extends it.
     pub fn from_job(s: &JobSpec) -> Result<DeviceConfig, DeviceError> {
-        let driver = match s.ioengine.as_deref() {
-            // A model named without a driver: the model serves the I/O.
-            None if s.device.is_some() && s.driver == "null" => DriverKind::Model,
-            None => DriverKind::parse(&s.driver)?,
-            Some("io_uring" | "uring") => DriverKind::Uring,
-            Some("null") => DriverKind::Null,
-            Some(other) => {
-                return Err(DeviceError::Invalid(format!(
-                "job '{}': ioengine={other} is not supported (mqblk drives io_uring as driver=uring, or the null device)",
-                s.name
-            )))
+        let driver = match (s.engine(), s.driver.as_deref()) {
+            // An explicit driver wins: a block engine on it only sets the depth.
+            (_, Some(name)) => DriverKind::parse(name)?,
+            (Some((_, EngineKind::Null)), None) => DriverKind::Null,
+            // Every block I/O engine reads and writes the file through the uring driver.
+            (Some((name, _)), None) => {
+                if s.filename.is_none() {
+                    return Err(DeviceError::Invalid(format!(
+                        "job '{}': ioengine={name} needs filename= (fio would make files named after the job in the current directory; mqblk runs every job on one named file or device)",
+                        s.name
+                    )));
+                }
+                DriverKind::Uring
             }
+            // A model named without a driver: the model serves the I/O.
+            (None, None) if s.device.is_some() => DriverKind::Model,
+            (None, None) => DriverKind::Null,
         };
         if driver == DriverKind::Model && s.rotational.is_some() {
             return Err(DeviceError::Invalid(format!(
@@ -269,6 +279,11 @@ impl DeviceConfig {
             filename: s.filename.clone(),
             direct: s.direct,
             create_size,
+            extend: if s.rw.does_read() {
+                mqblk_drivers::Extend::Write
+            } else {
+                mqblk_drivers::Extend::Allocate
+            },
             hctx_workers: s.hctx_workers,
             fixed_buffers: s.fixedbufs,
             model: s.device.clone(),
@@ -294,6 +309,9 @@ impl DeviceConfig {
             }
             device.size_bytes = device.size_bytes.max(other.size_bytes);
             device.create_size = device.create_size.max(other.create_size);
+            if other.extend == mqblk_drivers::Extend::Write {
+                device.extend = other.extend;
+            }
         }
         Ok(device)
     }
@@ -323,6 +341,7 @@ impl DeviceConfig {
             filename,
             direct,
             create_size: _,
+            extend: _,
             hctx_workers,
             fixed_buffers,
             fixed_buf_count: _,

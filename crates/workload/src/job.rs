@@ -9,6 +9,7 @@
 
 mod build;
 mod cli;
+pub mod engine;
 mod error;
 mod fio_only;
 mod ini;

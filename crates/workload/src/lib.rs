@@ -25,7 +25,9 @@ pub use job::{
     Location, OptDef, OutputFormat, RwMode, VerifyMode, DEFAULT_PERCENTILES,
 };
 pub use job_driver::{IoKind, JobDriver, JobIo, Next, Phase};
-pub use report::{format_bytes, format_count, format_rate, json_report, text_report, RunReport};
+pub use report::{
+    format_bytes, format_count, format_rate, json_report, start_lines, text_report, RunReport,
+};
 pub use stats::{DirStats, JobStats, LatHist, LatStat, SampleStat};
 
 /// An I/O direction, used to index the per-direction arrays (`[read, write, trim]`).

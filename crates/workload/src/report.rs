@@ -42,6 +42,8 @@ pub struct RunReport {
     pub timestamp_ms: u64,
     /// Seconds the whole run took (fio's per-job "elapsed").
     pub elapsed_sec: u64,
+    /// The lines fio prints as jobs start (see [`start_lines`]), first in the text report.
+    pub start_lines: Vec<String>,
 }
 
 impl Default for RunReport {
@@ -57,6 +59,7 @@ impl Default for RunReport {
             json_plus: false,
             timestamp_ms: 0,
             elapsed_sec: 0,
+            start_lines: Vec::new(),
         }
     }
 }
@@ -176,3 +179,57 @@ pub(crate) fn percent_of_group(mean_kib: f64, group_agg_bytes: u64) -> f64 {
 
 #[cfg(test)]
 mod tests;
+
+/// The lines fio prints as its jobs start, one per job section (`name: (g=0): rw=read,
+/// bs=(R) 4096B-4096B, ..., ioengine=psync, iodepth=1`, then `...` for further clones),
+/// each followed, where the job names an engine, by how mqblk ran it.
+pub fn start_lines(specs: &[crate::JobSpec]) -> Vec<String> {
+    use crate::job::engine::EngineKind;
+    let mut out = Vec::new();
+    let mut group = 0u32;
+    for (i, s) in specs.iter().enumerate() {
+        if i > 0 && (s.stonewall || s.new_group) {
+            group += 1;
+        }
+        let bs = |d: crate::Ddir| {
+            let b = s.bs_for(d);
+            format!("{b}B-{b}B")
+        };
+        let engine = s.engine();
+        // Without an engine, mqblk's own driver runs the job: named where fio names its
+        // engine.
+        let runner = match engine {
+            Some((name, _)) => format!("ioengine={name}"),
+            None => {
+                let model = s.device.as_ref().map(|_| "sim");
+                format!("driver={}", s.driver.as_deref().or(model).unwrap_or("null"))
+            }
+        };
+        out.push(format!(
+            "{}: (g={group}): rw={}, bs=(R) {}, (W) {}, (T) {}, {runner}, iodepth={}",
+            s.name,
+            s.rw.as_str(),
+            bs(crate::Ddir::Read),
+            bs(crate::Ddir::Write),
+            bs(crate::Ddir::Trim),
+            s.iodepth,
+        ));
+        if let Some((name, kind)) = engine {
+            let how = match kind {
+                EngineKind::Null => "as I/O to mqblk's null device".to_string(),
+                EngineKind::Async => format!(
+                    "as block I/O through mqblk's queues, up to {} in flight",
+                    s.effective_iodepth()
+                ),
+                EngineKind::Sync => "as block I/O through mqblk's queues, one I/O in flight \
+                                     (a synchronous engine, as in fio)"
+                    .to_string(),
+            };
+            out.push(format!("  mqblk: ioengine={name} ran {how}"));
+        }
+        if s.numjobs > 1 {
+            out.push("...".to_string());
+        }
+    }
+    out
+}

@@ -49,6 +49,9 @@ fn run(args: &[String]) -> Result<i32, String> {
     if let Some(name) = cl.preset.clone() {
         return presets::run(&name, &cl);
     }
+    if cl.parse_only {
+        return parse_only(&cl);
+    }
     if cl.jobs.is_empty() {
         cl.add_job_text("default job", DEFAULT_JOB)
             .map_err(|e| e.to_string())?;
@@ -85,6 +88,25 @@ fn run(args: &[String]) -> Result<i32, String> {
     }
     exec.queue.teardown();
     Ok(report_failures(&exec))
+}
+
+/// `--parse-only`: the jobs parsed and the device they describe checked (a file named
+/// without `size=` must exist), nothing created or run; one line saying what was found.
+fn parse_only(cl: &CommandLine) -> Result<i32, String> {
+    if cl.jobs.is_empty() {
+        return Err("--parse-only: no jobs given (name a job file or --name=)".into());
+    }
+    mqblk_device::DeviceConfig::from_jobs(&cl.jobs).map_err(|e| e.to_string())?;
+    let names: Vec<&str> = cl.jobs.iter().map(|j| j.name.as_str()).collect();
+    let clones: u32 = cl.jobs.iter().map(|j| j.numjobs.max(1)).sum();
+    println!(
+        "{} job{} ({}), {clones} thread{}: no problems",
+        names.len(),
+        if names.len() == 1 { "" } else { "s" },
+        names.join(", "),
+        if clones == 1 { "" } else { "s" }
+    );
+    Ok(0)
 }
 
 fn write_output(cl: &CommandLine, out: &str) -> Result<(), String> {
@@ -131,6 +153,7 @@ fn usage() -> String {
          Without jobs it runs the built-in default (4k random reads, QD32, 3 s, null device).\n\
          \n\
          tool options: --output-format=normal|json|json+  --output=FILE  --dump-sched\n\
+         \x20             --parse-only (check the jobs, run nothing)\n\
          \x20             --progress / --no-progress  --preset=NAME ({})  --help\n\
          schedulers:   {}\n\
          \n\
@@ -225,6 +248,7 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
         slat_percentiles: plan.specs[0].slat_percentiles,
         json_plus: cl.output_format == OutputFormat::JsonPlus,
         timestamp_ms: exec.started_ms + exec.wall.as_millis() as u64,
+        start_lines: mqblk_workload::start_lines(&plan.specs),
         elapsed_sec: exec.wall.as_secs().max(1),
     }
 }

@@ -363,6 +363,18 @@ pub(crate) fn seek_data_or_hole(file: &File, pos: u64, data: bool) -> io::Result
     Ok(Some(r as u64))
 }
 
+/// Allocates `len` bytes at `offset` of a regular file (`fallocate(2)` mode 0: blocks are
+/// reserved and read as zeroes; the file grows if the range runs past its end).
+pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let off =
+        |v: u64| libc::off_t::try_from(v).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
+    let (offset, len) = (off(offset)?, off(len)?);
+    // SAFETY: fallocate takes plain integers and touches no memory of ours; the fd is open
+    // for the duration of the call (borrowed from `file`).
+    check(unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) })?;
+    Ok(())
+}
+
 /// The size of a block device in bytes (`BLKGETSIZE64`).
 pub(crate) fn blk_size_bytes(file: &File) -> io::Result<u64> {
     let mut size: u64 = 0;

@@ -69,6 +69,19 @@ pub enum BackingKind {
     BlockDevice,
 }
 
+/// How a regular file is grown to [`UringConfig::size_bytes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extend {
+    /// `ftruncate`: the new part is a hole (a disk image, as `qemu-img create` makes).
+    Sparse,
+    /// `fallocate`: blocks are reserved, unwritten (fio's default `fallocate=native` for a
+    /// file its jobs only write).
+    Allocate,
+    /// Written with data, as fio lays out a file a job will read ("Laying out IO file"),
+    /// so reads reach written blocks instead of holes the file system answers itself.
+    Write,
+}
+
 /// The device's knobs, named after fio's `io_uring` engine options where it has one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UringConfig {
@@ -93,6 +106,8 @@ pub struct UringConfig {
     /// does; only the first `size_bytes` are used. Block device: use the first `size_bytes`
     /// (it must not exceed the device). `None`: the whole file or device.
     pub size_bytes: Option<u64>,
+    /// How the part of a regular file that `size_bytes` adds is made.
+    pub extend: Extend,
     /// Registered buffers (fio's `fixedbufs`): the device makes a pool of `fixed_buf_count`
     /// buffers of `fixed_buf_size` bytes, registers it with every ring, and issues reads and
     /// writes whose buffer comes from the pool ([`UringDevice::buf_pool`]) as
@@ -127,6 +142,7 @@ impl Default for UringConfig {
             sqpoll: false,
             iopoll: false,
             size_bytes: None,
+            extend: Extend::Sparse,
             fixed_buffers: false,
             fixed_buf_count: 0,
             fixed_buf_size: 1 << 20,
@@ -493,7 +509,12 @@ impl UringDevice {
                 actual: len,
             }),
             Some(size) if size > len => {
-                file.set_len(size).map_err(|source| UringError::Extend {
+                let grown = match cfg.extend {
+                    Extend::Sparse => file.set_len(size),
+                    Extend::Allocate => engine::allocate(file, len, size - len),
+                    Extend::Write => write_out(path, len, size),
+                };
+                grown.map_err(|source| UringError::Extend {
                     path: path.clone(),
                     size,
                     source,
@@ -887,6 +908,31 @@ impl Driver for UringDevice {
     // `timeout` keeps the default, `ResetTimer`: a submission in the kernel cannot be taken
     // back, and its buffers must stay put until its CQE arrives, so a request can only end
     // through `poll`.
+}
+
+/// Writes `from..to` of a file with data that is not zeroes (a generator's bytes, so that
+/// neither the file system nor a thin disk under it can keep the range as a hole), 1 MiB at
+/// a time, then syncs it: fio's layout of a file a job reads. The file is opened again
+/// without `O_DIRECT`, whose alignment rules the buffer need not meet.
+fn write_out(path: &std::path::Path, from: u64, to: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for word in buf.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        word.copy_from_slice(&x.to_le_bytes());
+    }
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(CHUNK) as usize;
+        file.write_all_at(buf.get(..n).unwrap_or(&buf), at)?;
+        at += n as u64;
+    }
+    file.sync_data()
 }
 
 #[cfg(test)]

@@ -36,6 +36,9 @@ pub struct CommandLine {
     pub progress: Option<bool>,
     /// `--help` (or `-h`).
     pub help: bool,
+    /// `--parse-only`: check the jobs and the device they describe, run nothing (fio's
+    /// `--parse-only`).
+    pub parse_only: bool,
     /// `--trace=NAME`: write the run's request events as blktrace files `NAME.blktrace.N`.
     pub trace: Option<PathBuf>,
     /// Global options for fio's JSON "global options": the command-line globals followed
@@ -82,7 +85,8 @@ impl CommandLine {
 }
 
 /// The tool's own options, offered as suggestions for misspelled arguments.
-const TOOL_OPTIONS: [&str; 8] = [
+const TOOL_OPTIONS: [&str; 9] = [
+    "parse-only",
     "output-format",
     "trace",
     "output",
@@ -214,6 +218,7 @@ fn tool_option(
         "progress" => cl.progress = Some(flag(key, value, loc)?),
         "no-progress" => cl.progress = Some(!flag(key, value, loc)?),
         "help" => cl.help = flag(key, value, loc)?,
+        "parse-only" => cl.parse_only = flag(key, value, loc)?,
         _ => return Ok(false),
     }
     Ok(true)

@@ -452,7 +452,7 @@ static OPTIONS: &[OptDef] = &[
         name: "filename",
         aliases: &[],
         default: "",
-        help: "Target name, kept for reports (the device itself comes from driver).",
+        help: "The file or block device the job reads and writes (through mqblk's block layer, the uring driver); without it jobs run on the null device.",
         kind: Kind::Str {
             set: |j, v| j.filename = opt_string(v),
         },
@@ -461,7 +461,7 @@ static OPTIONS: &[OptDef] = &[
         name: "direct",
         aliases: &[],
         default: "0",
-        help: "fio's O_DIRECT flag, kept for reports (mqblk has no page cache).",
+        help: "fio's O_DIRECT flag: the file is opened O_DIRECT, and writes are synchronous (REQ_SYNC) as the kernel's direct I/O writes are.",
         kind: Kind::Bool {
             set: |j, v| j.direct = v,
         },
@@ -479,9 +479,10 @@ static OPTIONS: &[OptDef] = &[
         name: "ioengine",
         aliases: &[],
         default: "",
-        help: "fio I/O engine, kept for reports (mqblk always uses its own block layer).",
-        kind: Kind::Str {
-            set: |j, v| j.ioengine = opt_string(v),
+        help: "fio I/O engine: block I/O engines run through mqblk's block layer on filename= (sync ones, psync by default, with one I/O in flight); null is the null device.",
+        kind: Kind::Custom {
+            syntax: "libaio|io_uring|posixaio|psync|sync|pvsync|pvsync2|vsync|mmap|splice|null",
+            set: set_ioengine,
         },
     },
     OptDef {
@@ -533,10 +534,10 @@ static OPTIONS: &[OptDef] = &[
     OptDef {
         name: "driver",
         aliases: &[],
-        default: "null",
-        help: "Block driver that serves the job's device.",
+        default: "",
+        help: "Block driver that serves the job's device (null, uring, sim); unset, ioengine= and filename= decide (the null device without them).",
         kind: Kind::Str {
-            set: |j, v| j.driver = v.to_string(),
+            set: |j, v| j.driver = opt_string(v),
         },
     },
     OptDef {
@@ -1037,6 +1038,21 @@ fn set_virtqueue_size(job: &mut JobSpec, text: &str, option: &str) -> Result<(),
         }
         Some(n)
     };
+    Ok(())
+}
+
+/// `ioengine=`: an engine mqblk runs (see [`super::engine`]), or a line saying why not.
+fn set_ioengine(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    if text.is_empty() {
+        job.ioengine = None;
+        return Ok(());
+    }
+    super::engine::classify(text).map_err(|reason| JobErrorKind::Unsupported {
+        option: option.to_string(),
+        value: text.to_string(),
+        reason,
+    })?;
+    job.ioengine = Some(text.trim().to_ascii_lowercase());
     Ok(())
 }
 

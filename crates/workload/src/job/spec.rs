@@ -1,5 +1,6 @@
 //! The parsed form of one job: [`JobSpec`] and its small enums.
 
+use super::engine::{classify, EngineKind, FIO_DEFAULT};
 use crate::Ddir;
 
 /// fio's default `percentile_list` (`options.c`).
@@ -151,11 +152,13 @@ pub struct JobSpec {
     pub new_group: bool,
     /// CPUs the job's threads may run on (empty = all).
     pub cpus_allowed: Vec<usize>,
-    /// Target file or device name (kept for reports; the device comes from `driver`).
+    /// The file or block device the job runs on (through the uring driver).
     pub filename: Option<String>,
-    /// `O_DIRECT` flag (kept for reports).
+    /// `O_DIRECT`: the file is opened `O_DIRECT` and writes are `REQ_SYNC`.
     pub direct: bool,
-    /// fio I/O engine name (kept for reports; mqblk always uses its own block layer).
+    /// fio I/O engine name, lower case, one [`engine::classify`] accepts.
+    ///
+    /// [`engine::classify`]: super::engine::classify
     pub ioengine: Option<String>,
     /// fio's `thread` flag (accepted; mqblk always runs jobs as threads).
     pub thread: bool,
@@ -168,8 +171,8 @@ pub struct JobSpec {
     /// Report submission-latency percentiles.
     pub slat_percentiles: bool,
 
-    /// Block driver name.
-    pub driver: String,
+    /// Block driver name; `None` lets `ioengine`/`filename` decide (see [`JobSpec::engine`]).
+    pub driver: Option<String>,
     /// Device model spec (`device=`), for `driver=sim` and the simulator.
     pub device: Option<String>,
     /// Number of hardware queues.
@@ -288,7 +291,7 @@ impl Default for JobSpec {
             clat_percentiles: true,
             lat_percentiles: false,
             slat_percentiles: false,
-            driver: "null".to_string(),
+            driver: None,
             device: None,
             nr_hw_queues: 1,
             queue_depth: 64,
@@ -351,6 +354,27 @@ impl JobSpec {
     pub fn io_size(&self) -> u64 {
         self.size
             .unwrap_or_else(|| self.device_size().saturating_sub(self.offset))
+    }
+
+    /// The engine the job runs as fio would name it: `ioengine` if given, fio's default
+    /// (`psync`) for a job that names a file but no driver, else none (mqblk's own driver,
+    /// `null` unless `driver=` says otherwise).
+    pub fn engine(&self) -> Option<(&str, EngineKind)> {
+        let name = match (&self.ioengine, &self.filename, &self.driver) {
+            (Some(name), _, _) => name.as_str(),
+            (None, Some(_), None) => FIO_DEFAULT,
+            _ => return None,
+        };
+        // The option's setter only stores names `classify` accepts.
+        classify(name).ok().map(|kind| (name, kind))
+    }
+
+    /// The I/Os the job keeps in flight: `iodepth`, or one for a synchronous engine.
+    pub fn effective_iodepth(&self) -> u32 {
+        match self.engine() {
+            Some((_, EngineKind::Sync)) => 1,
+            _ => self.iodepth.max(1),
+        }
     }
 
     /// The value of a scheduler tunable set with `sched.NAME=VALUE`.

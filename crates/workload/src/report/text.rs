@@ -14,6 +14,10 @@ pub fn text_report(run: &RunReport) -> String {
     let entries = run.report_entries();
     let groups = group_stats(&entries);
     let mut out = String::new();
+    for line in &run.start_lines {
+        out.push_str(line);
+        out.push('\n');
+    }
     for job in &entries {
         let group = groups
             .iter()

@@ -1,0 +1,201 @@
+//! fio job files as people write them for fio, run unchanged by `mqblk bench`: engines,
+//! files, and the way problems are reported.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn mqblk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(args)
+        .output()
+        .expect("running mqblk")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// A scratch directory of this test process, under the system's temporary directory.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mqblk-fio-jobs-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("JSON report")
+}
+
+/// fio's IO depth distribution of the first job: the share at depth 1.
+fn share_at_depth_1(report: &serde_json::Value) -> f64 {
+    report["jobs"][0]["iodepth_level"]["1"]
+        .as_f64()
+        .expect("iodepth_level")
+}
+
+#[test]
+fn block_engines_run_on_the_named_file_and_sync_ones_keep_one_io_in_flight() {
+    let dir = scratch("engines");
+    let data = dir.join("data");
+    for (engine, sync) in [
+        ("libaio", false),
+        ("io_uring", false),
+        ("posixaio", false),
+        ("psync", true),
+        ("sync", true),
+        ("pvsync2", true),
+        ("mmap", true),
+    ] {
+        let job = dir.join(format!("{engine}.fio"));
+        std::fs::write(
+            &job,
+            format!(
+                "[global]\nioengine={engine}\nfilename={}\nsize=16m\ndirect=1\n\n\
+                 [randread]\nrw=randread\nbs=4k\niodepth=16\n",
+                data.display()
+            ),
+        )
+        .unwrap();
+        let job = job.display().to_string();
+        let report = json(&mqblk(&["bench", "--output-format=json", &job]));
+        let read = &report["jobs"][0]["read"];
+        assert_eq!(read["total_ios"].as_u64(), Some(4096), "{engine}: {read}");
+        let at_1 = share_at_depth_1(&report);
+        if sync {
+            assert_eq!(
+                at_1, 100.0,
+                "{engine}: a synchronous engine has one I/O in flight"
+            );
+        } else {
+            assert!(
+                at_1 < 50.0,
+                "{engine}: depth 16 reached, but {at_1}% at depth 1"
+            );
+        }
+        let out = text(&mqblk(&["bench", &job]).stdout);
+        assert!(
+            out.starts_with(&format!(
+                "randread: (g=0): rw=randread, bs=(R) 4096B-4096B, (W) 4096B-4096B, (T) 4096B-4096B, ioengine={engine}, iodepth=16\n  mqblk: ioengine={engine} ran as block I/O through mqblk's queues"
+            )),
+            "{out}"
+        );
+    }
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), 16 << 20);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_named_without_an_engine_runs_as_fios_default_psync() {
+    let dir = scratch("default-engine");
+    let f = format!("--filename={}", dir.join("data").display());
+    let o = mqblk(&[
+        "bench",
+        "--output-format=json",
+        &f,
+        "--size=4m",
+        "--name=r",
+        "--rw=randread",
+        "--iodepth=8",
+    ]);
+    let report = json(&o);
+    assert_eq!(report["jobs"][0]["read"]["total_ios"].as_u64(), Some(1024));
+    assert_eq!(share_at_depth_1(&report), 100.0);
+    let out = text(&mqblk(&["bench", &f, "--size=4m", "--name=r"]).stdout);
+    assert!(out.contains("ioengine=psync, iodepth=1\n"), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_created_for_a_read_job_is_laid_out_with_data_and_one_for_writes_is_allocated() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("layout");
+    for (rw, name) in [("randread", "read"), ("write", "write")] {
+        let path = dir.join(name);
+        let f = format!("--filename={}", path.display());
+        let rw = format!("--rw={rw}");
+        let o = mqblk(&[
+            "bench",
+            "--ioengine=libaio",
+            &f,
+            "--size=8m",
+            "--name=j",
+            &rw,
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), 8 << 20);
+        assert!(
+            meta.blocks() * 512 >= 8 << 20,
+            "{name}: {} bytes allocated of 8 MiB",
+            meta.blocks() * 512
+        );
+    }
+    // Reads of the laid-out file reach written data, not zeroes of a hole.
+    let data = std::fs::read(dir.join("read")).unwrap();
+    let zero_pages = data
+        .chunks(4096)
+        .filter(|p| p.iter().all(|&b| b == 0))
+        .count();
+    assert_eq!(zero_pages, 0, "pages of zeroes in a laid-out file");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn engines_that_do_no_block_io_and_engines_without_a_file_are_refused_in_one_line_each() {
+    let o = mqblk(&["bench", "--ioengine=net", "--name=n"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("'net' is not supported: the net engine sends data over a network socket, not block I/O"),
+        "{err}"
+    );
+    let o = mqblk(&["bench", "--ioengine=libaio", "--name=x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("job 'x': ioengine=libaio needs filename="),
+        "{err}"
+    );
+    // The null engine is mqblk's null device, no file needed.
+    let o = mqblk(&["bench", "--ioengine=null", "--name=x", "--size=1m"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn parse_only_checks_a_file_and_runs_nothing() {
+    let dir = scratch("parse-only");
+    let data = dir.join("data");
+    let good = dir.join("good.fio");
+    std::fs::write(
+        &good,
+        format!(
+            "[global]\nioengine=libaio\nfilename={}\nsize=1g\n[a]\nrw=read\n[b]\nrw=write\nnumjobs=2\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let o = mqblk(&["bench", "--parse-only", &good.display().to_string()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "2 jobs (a, b), 3 threads: no problems\n");
+    assert!(!data.exists(), "--parse-only created the job's file");
+    let bad = dir.join("bad.fio");
+    std::fs::write(
+        &bad,
+        "[global]\nioengine=libaio\n; a comment\nwrite_bw_log=bw\n[a]\nrw=raed\nbs=4k\nnrfiles=2\n",
+    )
+    .unwrap();
+    let bad = bad.display().to_string();
+    let o = mqblk(&["bench", "--parse-only", &bad]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(lines[0].starts_with(&format!("mqblk bench: {bad}:4: fio option 'write_bw_log'")));
+    assert!(lines[1].starts_with(&format!("mqblk bench: {bad}:6: option 'rw': 'raed'")));
+    assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'nrfiles'")));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
