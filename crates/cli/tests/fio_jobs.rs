@@ -199,3 +199,110 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'nrfiles'")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Writes a job file into `dir` and returns its path as text.
+fn job_file(dir: &std::path::Path, name: &str, body: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn stonewall_starts_a_job_after_the_ones_above_it_finish() {
+    let dir = scratch("stonewall");
+    // The reader checks what the writer wrote: with the stonewall it reads after all of
+    // it is written; without, it races the writer and finds blocks not yet written.
+    let body = "[global]\nmemory_backed=1\nverify=crc32c\nrandseed=7\nsize=8m\nbs=4k\n\
+                [w]\nrw=write\ndo_verify=0\n[r]\nstonewall\nrw=randread\n";
+    let with = job_file(&dir, "with.fio", body);
+    let o = mqblk(&["bench", &with]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("verify : 2048 blocks checked, 0 mismatches"),
+        "{out}"
+    );
+    assert!(
+        out.contains("r: (groupid=1, jobs=1)"),
+        "a stonewall starts a new group:\n{out}"
+    );
+    let without = job_file(&dir, "without.fio", &body.replace("stonewall\n", ""));
+    let o = mqblk(&["bench", &without]);
+    assert!(
+        !o.status.success(),
+        "the reader raced the writer and still found every block"
+    );
+    // In the simulator: the second job starts when the first ends, plus its startdelay.
+    let sim = job_file(
+        &dir,
+        "sim.fio",
+        "[global]\nruntime=1\ntime_based\nrw=randread\n[a]\n[b]\nstonewall\nstartdelay=500ms\n",
+    );
+    let report = json(&mqblk(&["sim", "--output-format=json", &sim]));
+    assert_eq!(
+        report["jobs"][1]["elapsed"].as_u64(),
+        Some(3),
+        "1 s + 0.5 s + 1 s, rounded up"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn io_counts_sizes_and_think_time_follow_the_job_file_in_bench_and_sim() {
+    let dir = scratch("counts");
+    let file = job_file(
+        &dir,
+        "counts.fio",
+        "[global]\nsize=16m\n\
+         [n]\nrw=randread\nnumber_ios=1000\n\
+         [io]\nrw=read\nio_size=32m\n\
+         [loops]\nrw=write\nsize=1m\nloops=3\n\
+         [split]\nrw=randread\nbssplit=4k/60:64k/40\nnumber_ios=20000\n\
+         [range]\nrw=read\nbsrange=4k-16k\n",
+    );
+    for cmd in ["bench", "sim"] {
+        let report = json(&mqblk(&[cmd, "--output-format=json", &file]));
+        let jobs = report["jobs"].as_array().unwrap();
+        let ios = |i: usize, d: &str| jobs[i][d]["total_ios"].as_u64().unwrap();
+        let bytes = |i: usize, d: &str| jobs[i][d]["io_bytes"].as_u64().unwrap();
+        assert_eq!(ios(0, "read"), 1000, "{cmd}: number_ios");
+        assert_eq!(
+            bytes(1, "read"),
+            32 << 20,
+            "{cmd}: io_size twice the region"
+        );
+        assert_eq!(bytes(2, "write"), 3 << 20, "{cmd}: loops");
+        let mean = bytes(3, "read") as f64 / ios(3, "read") as f64;
+        // 60% 4 KiB and 40% 64 KiB: 28.6 KiB on average.
+        assert!(
+            (mean / 1024.0 - 28.6).abs() < 1.5,
+            "{cmd}: bssplit mean {mean}"
+        );
+        assert_eq!(bytes(4, "read"), 16 << 20, "{cmd}: bsrange covers size");
+        let mean = bytes(4, "read") as f64 / ios(4, "read") as f64;
+        assert!(
+            (mean / 1024.0 - 10.0).abs() < 1.0,
+            "{cmd}: bsrange mean {mean}"
+        );
+    }
+    // A think time of 1 ms after every I/O caps a job below 1000 IOPS whatever the depth.
+    let think = job_file(
+        &dir,
+        "think.fio",
+        "[t]\nrw=randread\niodepth=16\nthinktime=1ms\nruntime=1\ntime_based\n",
+    );
+    for cmd in ["bench", "sim"] {
+        let report = json(&mqblk(&[cmd, "--output-format=json", &think]));
+        let iops = report["jobs"][0]["read"]["iops"].as_f64().unwrap();
+        assert!(
+            (300.0..1000.0).contains(&iops),
+            "{cmd}: {iops} IOPS with 1 ms think time"
+        );
+        assert_eq!(
+            share_at_depth_1(&report),
+            100.0,
+            "{cmd}: one I/O between think times"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

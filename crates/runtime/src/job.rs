@@ -109,6 +109,53 @@ pub struct Progress {
     pub ios: AtomicU64,
     pub bytes: AtomicU64,
     pub stop: AtomicBool,
+    /// fio's `stonewall`: jobs still running per barrier (see [`Job::barrier`]).
+    pub stonewalls: Stonewalls,
+}
+
+/// Jobs not yet finished behind each `stonewall` barrier; a job waits until every job of a
+/// lower barrier has finished.
+#[derive(Debug, Default)]
+pub struct Stonewalls {
+    running: std::sync::Mutex<Vec<u32>>,
+    changed: std::sync::Condvar,
+}
+
+impl Stonewalls {
+    /// Counts the jobs of each barrier (before any starts).
+    pub fn set(&self, barriers: impl Iterator<Item = u32>) {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        running.clear();
+        for b in barriers {
+            let b = b as usize;
+            if running.len() <= b {
+                running.resize(b + 1, 0);
+            }
+            running[b] += 1;
+        }
+    }
+
+    /// Waits until every job of a barrier below `barrier` has finished, or `stop` is set.
+    pub fn wait_turn(&self, barrier: u32, stop: &AtomicBool) {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        while !stop.load(Ordering::Relaxed) && running.iter().take(barrier as usize).any(|&n| n > 0)
+        {
+            running = self
+                .changed
+                .wait_timeout(running, std::time::Duration::from_millis(50))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// A job of `barrier` has finished.
+    pub fn finish(&self, barrier: u32) {
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = running.get_mut(barrier as usize) {
+            *n = n.saturating_sub(1);
+        }
+        self.changed.notify_all();
+    }
 }
 
 const SAMPLE_WINDOW: Nanos = Nanos::from_millis(500);
@@ -187,6 +234,17 @@ pub fn run_job<S: LatSink>(
     }
     let h = SubmitterHandle::new(q, rj.ctx, clock);
     start.wait();
+    progress.stonewalls.wait_turn(job.barrier, &progress.stop);
+    // fio's `startdelay`: the job starts (and its clock with it) this much later; a stop
+    // request cuts the wait short.
+    let delay_end = h.now().0.saturating_add(job.start_delay_ns);
+    while job.start_delay_ns > 0 && !progress.stop.load(Ordering::Relaxed) {
+        let left = delay_end.saturating_sub(h.now().0);
+        if left == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_nanos(left.min(10_000_000)));
+    }
     let t0 = h.now().0;
     let cpu0 = thread_cpu_time();
     sink.sample(0);
@@ -213,6 +271,7 @@ pub fn run_job<S: LatSink>(
     let measure_from = t0 + job.ramp_ns;
     st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
     let JobState { sink, out, .. } = st;
+    progress.stonewalls.finish(job.barrier);
     (sink, out)
 }
 

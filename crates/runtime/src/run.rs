@@ -196,6 +196,9 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         ));
     }
     let progress = Progress::default();
+    progress
+        .stonewalls
+        .set(plan.jobs.iter().map(|j| j.job.barrier));
     let start = Barrier::new(plan.jobs.len() + 1);
     let started_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -192,6 +192,7 @@ pub fn case_for(
             group: *rng.pick(&groups),
             ioprio: IoPrio::new(class, rng.below(8) as u8),
             start_at: Nanos(rng.below(1_000_000)),
+            barrier: 0,
             limit: Limit {
                 ios: Some(ios),
                 ..Limit::default()

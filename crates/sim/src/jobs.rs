@@ -38,7 +38,9 @@ pub fn from_specs(
             issuer: job.index as u32 + 1,
             group: join_cgroup(&job, blkcg)?,
             ioprio: ioprio(&job),
-            start_at: Nanos::ZERO,
+            // fio's `startdelay`.
+            start_at: Nanos(job.start_delay_ns),
+            barrier: job.barrier,
             // The job driver decides when the job ends (runtime, one pass, verify).
             limit: Limit::default(),
             ramp: Nanos(job.ramp_ns),

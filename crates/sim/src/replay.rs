@@ -186,6 +186,7 @@ impl Replayable {
                 group: 0,
                 ioprio: IoPrio::DEFAULT,
                 start_at: Nanos::ZERO,
+                barrier: 0,
                 limit: Limit::default(),
                 ramp: Nanos::ZERO,
                 batch_complete_min: 1,

@@ -68,6 +68,9 @@ pub struct SimJob {
     pub group: u32,
     pub ioprio: IoPrio,
     pub start_at: Nanos,
+    /// fio's `stonewall`: the job starts (`start_at` later) once every job of a lower
+    /// barrier has finished.
+    pub barrier: u32,
     pub limit: Limit,
     /// Completions before this time since the start are not counted (fio's `ramp_time`).
     pub ramp: Nanos,

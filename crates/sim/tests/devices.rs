@@ -541,6 +541,7 @@ fn raid_through_the_simulator_never_exceeds_can_queue() {
             group: 0,
             ioprio: IoPrio::DEFAULT,
             start_at: Nanos::ZERO,
+            barrier: 0,
             limit: Limit {
                 ios: Some(100),
                 ..Limit::default()

@@ -17,6 +17,7 @@ fn fio_job(name: &str, cpu: u16, rw: RwMode, bs: u32, qd: u32, ios: u64, seed: u
         group: 0,
         ioprio: IoPrio::DEFAULT,
         start_at: Nanos::ZERO,
+        barrier: 0,
         limit: Limit {
             ios: Some(ios),
             ..Limit::default()

@@ -100,12 +100,35 @@ pub struct JobDriver {
     /// The verify pass has issued its first read (everything before it has completed).
     verify_reading: bool,
     stopped: bool,
+    /// `number_ios` (0: none), and the end by bytes or passes (see [`Job::io_bytes`]).
+    number_ios: u64,
+    io_bytes: Option<u64>,
+    loops: u32,
+    /// Passes finished and bytes issued by the main phase.
+    passes: u32,
+    main_bytes: u64,
+    /// `thinktime`: after every `think_blocks` I/Os, drain, then wait `think_ns`.
+    think_ns: u64,
+    think_blocks: u64,
+    since_think: u64,
+    think: Think,
+}
+
+/// Where the job is in a think time.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Think {
+    /// Issuing.
+    No,
+    /// `thinktime_blocks` issued: wait for them to complete.
+    Due,
+    /// They completed: nothing before this time.
+    Until(u64),
 }
 
 impl JobDriver {
     pub fn new(job: &Job) -> JobDriver {
         let grid = job.grid();
-        let gen = Generator::new(job.rw, job.rwmixread, grid, job.offset, job.size, job.seed);
+        let gen = Generator::new(&job.shape());
         let verify_pass = job.verify && job.do_verify && job.rw.does_write();
         JobDriver {
             written: if verify_pass {
@@ -134,6 +157,15 @@ impl JobDriver {
             drained: false,
             verify_reading: false,
             stopped: false,
+            number_ios: job.number_ios,
+            io_bytes: job.io_bytes,
+            loops: job.loops,
+            passes: 0,
+            main_bytes: 0,
+            think_ns: job.thinktime_ns,
+            think_blocks: job.thinktime_blocks.max(1),
+            since_think: 0,
+            think: Think::No,
         }
     }
 
@@ -150,10 +182,41 @@ impl JobDriver {
                         self.end_main();
                         continue;
                     }
+                    // fio's thinktime (`handle_thinktime`): the I/O in flight completes
+                    // (`io_u_quiesce`), then the job waits.
+                    match self.think {
+                        Think::No => {}
+                        Think::Due => {
+                            if !std::mem::replace(&mut self.drained, true) {
+                                return Next::Drain;
+                            }
+                            self.drained = false;
+                            self.think = Think::Until(now.saturating_add(self.think_ns));
+                            continue;
+                        }
+                        Think::Until(t) if now < t => return Next::Until(t),
+                        Think::Until(_) => self.think = Think::No,
+                    }
+                    if self.number_ios > 0 && self.issued >= self.number_ios {
+                        self.end_main();
+                        continue;
+                    }
+                    if !self.time_based && self.io_bytes.is_some_and(|b| self.main_bytes >= b) {
+                        self.end_main();
+                        continue;
+                    }
                     if self.gen.pass_done() {
-                        // Without time_based a job ends after one pass over `size`; a verify
-                        // job checks one pass (fio's verify log covers what was written).
-                        if self.time_based && !self.verify_pass {
+                        self.passes += 1;
+                        // Without time_based a job ends after `loops` passes over `size`, or
+                        // once it issued `io_size` (times `loops`) bytes; a verify job checks
+                        // one pass (fio's verify log covers what was written).
+                        let more = match self.io_bytes {
+                            _ if self.verify_pass => false,
+                            _ if self.time_based => true,
+                            Some(_) => true,
+                            None => self.passes < self.loops,
+                        };
+                        if more {
                             self.gen.rewind();
                         } else {
                             self.end_main();
@@ -205,6 +268,14 @@ impl JobDriver {
     fn main_io(&mut self) -> JobIo {
         let io = self.gen.next_io();
         self.issued += 1;
+        self.main_bytes += u64::from(io.len);
+        if self.think_ns > 0 {
+            self.since_think += 1;
+            if self.since_think >= self.think_blocks {
+                self.since_think = 0;
+                self.think = Think::Due;
+            }
+        }
         if io.write {
             if self.verify_pass {
                 let b = (io.offset - self.base) / self.grid;
@@ -225,7 +296,7 @@ impl JobDriver {
                 IoKind::Read
             },
             offset: io.offset,
-            len: self.bs[usize::from(io.write)],
+            len: io.len,
             sync: io.write && self.direct,
         }
     }
@@ -290,7 +361,13 @@ mod tests {
     fn one_pass_then_done_and_split_block_sizes() {
         let mut d = driver("[j]\nrw=randrw\nbs=4k,64k\nsize=1m\n");
         let ios = all(&mut d, 0);
-        assert_eq!(ios.len(), 16, "1 MiB on a 64 KiB grid");
+        // One pass is `size` bytes of I/O, reads and writes together (fio's io_size); the
+        // last I/O starts below it.
+        let bytes: u64 = ios.iter().map(|io| u64::from(io.len)).sum();
+        assert!(
+            (1 << 20..(1 << 20) + 65536).contains(&bytes),
+            "{bytes} bytes"
+        );
         for io in &ios {
             let want = if io.kind == IoKind::Write {
                 65536
@@ -300,6 +377,32 @@ mod tests {
             assert_eq!(io.len, want);
             assert_eq!(io.offset % 65536, 0);
         }
+    }
+
+    #[test]
+    fn number_ios_io_size_and_loops_end_the_job_as_fio_does() {
+        let count = |text: &str| all(&mut driver(text), 0).len();
+        // number_ios stops early but never extends the job.
+        assert_eq!(count("[j]\nsize=1m\nnumber_ios=10\n"), 10);
+        assert_eq!(count("[j]\nsize=64k\nnumber_ios=1000\n"), 16);
+        // io_size below size stops early; above it passes over the region again.
+        assert_eq!(count("[j]\nsize=1m\nio_size=64k\n"), 16);
+        assert_eq!(count("[j]\nrw=randread\nsize=64k\nio_size=256k\n"), 64);
+        assert_eq!(count("[j]\nsize=64k\nloops=3\n"), 48);
+        assert_eq!(count("[j]\nsize=64k\nio_size=32k\nloops=3\n"), 24);
+    }
+
+    #[test]
+    fn thinktime_waits_for_the_ios_then_the_time() {
+        let mut d = driver("[j]\nsize=64k\niodepth=8\nthinktime=1ms\nthinktime_blocks=3\n");
+        for _ in 0..3 {
+            assert!(matches!(d.next(0), Next::Io(_)));
+        }
+        // Three issued: wait for them, then 1 ms from when they completed.
+        assert_eq!(d.next(0), Next::Drain);
+        assert_eq!(d.next(5_000), Next::Until(1_005_000));
+        assert_eq!(d.next(600_000), Next::Until(1_005_000));
+        assert!(matches!(d.next(1_005_000), Next::Io(_)));
     }
 
     #[test]

@@ -530,6 +530,16 @@ impl Sim {
         }
     }
 
+    /// Schedules the start of every job of `barrier`, each `start_at` after `t`.
+    pub(crate) fn start_barrier(&mut self, barrier: u32, t: u64) {
+        for j in 0..self.jobs.len() {
+            if self.jobs[j].def.barrier == barrier {
+                let at = t + self.jobs[j].def.start_at.0;
+                self.push(at, Ev::Start(j as u32));
+            }
+        }
+    }
+
     /// Runs the simulation to the end and checks it. Core assertion failures panic; callers
     /// that want to survive them (the fuzzer) run this under `catch_unwind`.
     pub fn run(mut self) -> Result<SimResult, SimError> {
@@ -538,10 +548,9 @@ impl Sim {
         self.steps.clear();
         self.log.take_staged(&mut self.staged);
         self.staged.clear();
-        for j in 0..self.jobs.len() {
-            let t = self.jobs[j].def.start_at.0;
-            self.push(t, Ev::Start(j as u32));
-        }
+        // Jobs behind a `stonewall` start when the barrier before them empties.
+        let first = self.jobs.iter().map(|j| j.def.barrier).min().unwrap_or(0);
+        self.start_barrier(first, 0);
         // A slow disk with a long queue can go seconds between completions; the kernel's own
         // timeout (30 s by default) is the real bound.
         let stall_after = self

@@ -127,6 +127,7 @@ pub(crate) fn job(
         group: 0,
         ioprio: IoPrio::DEFAULT,
         start_at: Nanos::ZERO,
+        barrier: 0,
         limit,
         ramp: Nanos::ZERO,
         batch_complete_min: 1,

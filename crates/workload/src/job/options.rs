@@ -6,6 +6,7 @@ use super::value::{
     parse_bool, parse_bs_list, parse_cpu_list, parse_percent, parse_percentile_list, parse_size,
     parse_time_ns, BsList,
 };
+use crate::pattern::{parse_split, Distribution, SplitEntry};
 
 /// Nanoseconds per second: the implicit unit of fio's `runtime` and `ramp_time`.
 const SEC: u64 = 1_000_000_000;
@@ -171,6 +172,118 @@ static OPTIONS: &[OptDef] = &[
         kind: Kind::Custom {
             syntax: "size[,size[,size]]",
             set: set_bs,
+        },
+    },
+    OptDef {
+        name: "bsrange",
+        aliases: &["blocksize_range"],
+        default: "",
+        help: "Block sizes drawn from min-max (multiples of min, as fio); 'r,w,t' per direction.",
+        kind: Kind::Custom {
+            syntax: "min-max[,min-max[,min-max]]",
+            set: set_bsrange,
+        },
+    },
+    OptDef {
+        name: "bssplit",
+        aliases: &[],
+        default: "",
+        help: "Block sizes with their shares, e.g. 4k/10:64k/50:32k/40; ',' separates read,write,trim.",
+        kind: Kind::Custom {
+            syntax: "size/pct:size/pct...[,...]",
+            set: set_bssplit,
+        },
+    },
+    OptDef {
+        name: "blockalign",
+        aliases: &["ba"],
+        default: "",
+        help: "Random offsets are multiples of this (default: the job's block grid).",
+        kind: Kind::Custom {
+            syntax: "size[,size[,size]]",
+            set: set_blockalign,
+        },
+    },
+    OptDef {
+        name: "random_distribution",
+        aliases: &[],
+        default: "random",
+        help: "Where random I/O lands: random, zipf:THETA, pareto:H, normal:DEV, zoned:A/S:..., zoned_abs:A/SIZE:...",
+        kind: Kind::Custom {
+            syntax: "random|zipf:t|pareto:h|normal:dev|zoned:...|zoned_abs:...",
+            set: set_random_distribution,
+        },
+    },
+    OptDef {
+        name: "number_ios",
+        aliases: &[],
+        default: "0",
+        help: "Stop after this many I/Os (0: no limit); never extends the job.",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.number_ios = v,
+        },
+    },
+    OptDef {
+        name: "io_size",
+        aliases: &["io_limit"],
+        default: "",
+        help: "Bytes of I/O to do within the region of size (more than size loops over it).",
+        kind: Kind::Size {
+            set: |j, v| j.io_size = Some(v),
+        },
+    },
+    OptDef {
+        name: "loops",
+        aliases: &[],
+        default: "1",
+        help: "Run the job this many times over.",
+        kind: Kind::Int {
+            min: 1,
+            max: u32::MAX as u64,
+            set: |j, v| j.loops = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "startdelay",
+        aliases: &[],
+        default: "0",
+        help: "Wait this long before starting (plain number = seconds); a range 1-5 draws per clone.",
+        kind: Kind::Custom {
+            syntax: "time[-time]",
+            set: set_startdelay,
+        },
+    },
+    OptDef {
+        name: "thinktime",
+        aliases: &[],
+        default: "0",
+        help: "After every thinktime_blocks I/Os, wait for them to complete, then this long (plain number = us).",
+        kind: Kind::Time {
+            unit_ns: 1_000,
+            set: |j, v| j.thinktime_ns = v,
+        },
+    },
+    OptDef {
+        name: "thinktime_spin",
+        aliases: &[],
+        default: "0",
+        help: "The part of thinktime spent spinning on the CPU (plain number = us).",
+        kind: Kind::Time {
+            unit_ns: 1_000,
+            set: |j, v| j.thinktime_spin_ns = v,
+        },
+    },
+    OptDef {
+        name: "thinktime_blocks",
+        aliases: &[],
+        default: "1",
+        help: "I/Os issued between think times.",
+        kind: Kind::Int {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| j.thinktime_blocks = v,
         },
     },
     OptDef {
@@ -977,16 +1090,34 @@ fn bad_named(option: &str, text: &str, expected: &str) -> JobErrorKind {
     }
 }
 
-/// `rw=`: one of the supported patterns; fio's `:N` offset modifier is refused.
+/// `rw=MODE[:N]`: a pattern and fio's modifier (a gap after each sequential I/O, or I/Os
+/// per random offset).
 fn set_rw(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
-    if text.contains(':') {
+    let (mode, modifier) = match text.split_once(':') {
+        Some((m, n)) => {
+            let n = parse_size(n.trim()).ok_or_else(|| {
+                bad_named(
+                    option,
+                    text,
+                    "MODE or MODE:N (N a size for sequential modes, a count for random ones)",
+                )
+            })?;
+            (m.trim(), n)
+        }
+        None => (text, 0),
+    };
+    job.rw_modifier = modifier;
+    if matches!(
+        mode.to_ascii_lowercase().as_str(),
+        "trim" | "randtrim" | "trimwrite" | "randtrimwrite"
+    ) {
         return Err(JobErrorKind::Unsupported {
             option: option.to_string(),
             value: text.to_string(),
-            reason: "the ':N' offset modifier is not supported".to_string(),
+            reason: "trim patterns are not implemented".to_string(),
         });
     }
-    job.rw = match text.to_ascii_lowercase().as_str() {
+    job.rw = match mode.to_ascii_lowercase().as_str() {
         "read" => RwMode::Read,
         "write" => RwMode::Write,
         "randread" => RwMode::RandRead,
@@ -1009,6 +1140,8 @@ fn set_bs(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKin
     match parse_bs_list(text, DEFAULT_BS) {
         BsList::Sizes(sizes) => {
             job.bs = sizes;
+            // bs and bsrange set the same thing in fio: the later one counts.
+            job.bsrange = None;
             Ok(())
         }
         BsList::BadSlot(slot) => Err(bad_named(option, &slot, SIZE_SYNTAX)),
@@ -1018,6 +1151,107 @@ fn set_bs(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKin
             reason: reason.to_string(),
         }),
     }
+}
+
+/// Splits fio's per-direction list `r,w,t`: one value applies to all, fewer than three
+/// repeat the last, an empty slot keeps `default`.
+fn per_direction<T: Clone>(
+    text: &str,
+    default: T,
+    mut parse: impl FnMut(&str) -> Result<T, String>,
+) -> Result<[T; 3], String> {
+    let slots: Vec<&str> = text.split(',').map(str::trim).collect();
+    if slots.len() > 3 {
+        return Err("at most three values (read,write,trim) are allowed".into());
+    }
+    let mut out = [default.clone(), default.clone(), default.clone()];
+    let mut last = default.clone();
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = match slots.get(i) {
+            Some(&"") => default.clone(),
+            Some(s) => parse(s)?,
+            None => last.clone(),
+        };
+        last = slot.clone();
+    }
+    Ok(out)
+}
+
+/// A block size: a nonzero multiple of 512.
+fn block_size(text: &str) -> Result<u64, String> {
+    parse_size(text)
+        .filter(|&v| v > 0 && v % 512 == 0 && v <= u64::from(u32::MAX / 2))
+        .ok_or_else(|| format!("'{text}' is not a block size (a nonzero multiple of 512)"))
+}
+
+fn unsupported(option: &str, text: &str, reason: String) -> JobErrorKind {
+    JobErrorKind::Unsupported {
+        option: option.to_string(),
+        value: text.to_string(),
+        reason,
+    }
+}
+
+/// `bsrange=min-max[,min-max[,min-max]]`.
+fn set_bsrange(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let ranges = per_direction(text, (DEFAULT_BS, DEFAULT_BS), |slot| {
+        let (lo, hi) = slot
+            .split_once('-')
+            .ok_or_else(|| format!("'{slot}' is not a range min-max"))?;
+        let (lo, hi) = (block_size(lo.trim())?, block_size(hi.trim())?);
+        // fio swaps a range given high-low.
+        Ok((lo.min(hi), lo.max(hi)))
+    })
+    .map_err(|reason| unsupported(option, text, reason))?;
+    job.bsrange = Some(ranges);
+    Ok(())
+}
+
+/// `bssplit=size/pct:...[,...]`: one list for all directions or one per direction.
+fn set_bssplit(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let default = vec![SplitEntry {
+        size: DEFAULT_BS as u32,
+        share: 10_000,
+    }];
+    let lists = per_direction(text, default, |slot| parse_split(slot, parse_size))
+        .map_err(|reason| unsupported(option, text, reason))?;
+    job.bssplit = Some(lists);
+    Ok(())
+}
+
+/// `blockalign=size[,size[,size]]`.
+fn set_blockalign(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let aligns = per_direction(text, 0, block_size).map_err(|r| unsupported(option, text, r))?;
+    job.blockalign = Some(aligns);
+    Ok(())
+}
+
+/// `random_distribution=`.
+fn set_random_distribution(
+    job: &mut JobSpec,
+    text: &str,
+    option: &str,
+) -> Result<(), JobErrorKind> {
+    job.random_distribution =
+        Distribution::parse(text, parse_size).map_err(|r| unsupported(option, text, r))?;
+    Ok(())
+}
+
+/// `startdelay=time` or `startdelay=min-max` (seconds without a unit).
+fn set_startdelay(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let time =
+        |t: &str| parse_time_ns(t.trim(), SEC).ok_or_else(|| bad_named(option, text, TIME_SYNTAX));
+    job.startdelay_ns = match text.split_once('-') {
+        Some((lo, hi)) => {
+            let (lo, hi) = (time(lo)?, time(hi)?);
+            (lo.min(hi), lo.max(hi))
+        }
+        None => {
+            let t = time(text)?;
+            (t, t)
+        }
+    };
+    Ok(())
 }
 
 /// `virtqueue_size=`: `auto` (sysfs) or a descriptor count, 0 for no limit.

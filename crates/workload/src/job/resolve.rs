@@ -6,6 +6,7 @@
 
 use super::error::{JobError, JobErrorKind, Location};
 use super::spec::{JobSpec, RwMode, VerifyMode};
+use crate::pattern::{BlockSizes, Distribution, Rng, Shape};
 use crate::Ddir;
 
 /// The seed of every job whose `randseed` is not given while `randrepeat=1` (fio's
@@ -27,9 +28,33 @@ pub struct Job {
     pub index: usize,
     pub rw: RwMode,
     pub rwmixread: u32,
-    /// Block size of reads and of writes. Offsets lie on a grid of the larger of the
-    /// sizes the job issues, as fio aligns them to its minimum block alignment.
+    /// The largest block of reads and of writes (buffers are this large).
     pub bs: [u32; 2],
+    /// How reads and writes are sized (`bs`, `bsrange`, `bssplit`).
+    pub sizes: [BlockSizes; 2],
+    /// `blockalign` of the directions the job issues (the larger), if given.
+    pub align: Option<u32>,
+    /// `rw=MODE:N`'s N (0: none).
+    pub rw_modifier: u64,
+    pub random_distribution: Distribution,
+    pub norandommap: bool,
+    /// Stop after this many I/Os (0: no limit).
+    pub number_ios: u64,
+    /// Without `time_based`: bytes to issue before the job ends (`io_size` times `loops`,
+    /// passing over the region as often as it takes), or `None` for `loops` passes.
+    pub io_bytes: Option<u64>,
+    /// `loops`: passes over the region when `io_bytes` is `None`.
+    pub loops: u32,
+    /// The job's place among `stonewall` barriers: it starts once every job of a lower
+    /// number has finished (0 for jobs before the first stonewall).
+    pub barrier: u32,
+    /// Wait this long after the start before the first I/O (`startdelay`, drawn for this
+    /// clone from its range).
+    pub start_delay_ns: u64,
+    /// `thinktime` after every `thinktime_blocks` I/Os (0: none), and its spinning part.
+    pub thinktime_ns: u64,
+    pub thinktime_spin_ns: u64,
+    pub thinktime_blocks: u64,
     /// Start of the region in bytes.
     pub offset: u64,
     /// Bytes of the region, and of one pass over it.
@@ -68,11 +93,37 @@ pub struct Job {
 }
 
 impl Job {
-    /// The grid offsets lie on: the larger block size of the directions the job issues.
+    /// The grid offsets lie on: `blockalign` if given; with one size per direction the
+    /// larger block size of the directions the job issues (so a random pass covers each
+    /// block once); with variable sizes the smallest size, as fio aligns to its minimum
+    /// block size.
     pub fn grid(&self) -> u32 {
-        let read = if self.rw.does_read() { self.bs[0] } else { 0 };
-        let write = if self.rw.does_write() { self.bs[1] } else { 0 };
-        read.max(write).max(512)
+        if let Some(a) = self.align {
+            return a.max(512);
+        }
+        let issued = [self.rw.does_read(), self.rw.does_write()];
+        let sizes = self.sizes.iter().zip(issued).filter(|(_, on)| *on);
+        if self.sizes.iter().all(BlockSizes::is_fixed) {
+            sizes.map(|(s, _)| s.max()).max().unwrap_or(512).max(512)
+        } else {
+            sizes.map(|(s, _)| s.min()).min().unwrap_or(512).max(512)
+        }
+    }
+
+    /// The offsets and sizes this clone issues, for its generator.
+    pub fn shape(&self) -> Shape {
+        Shape {
+            rw: self.rw,
+            rwmixread: self.rwmixread,
+            sizes: self.sizes.clone(),
+            grid: self.grid(),
+            offset: self.offset,
+            size: self.size,
+            modifier: self.rw_modifier,
+            dist: self.random_distribution.clone(),
+            norandommap: self.norandommap,
+            seed: self.seed,
+        }
     }
 
     /// The largest block this job may issue.
@@ -92,7 +143,12 @@ pub fn resolve(
     entropy: u64,
 ) -> Result<Vec<Job>, JobError> {
     let mut out = Vec::new();
+    let mut barrier = 0;
     for (i, s) in specs.iter().enumerate() {
+        // fio's `stonewall`: wait for the jobs above to exit before starting.
+        if i > 0 && s.stonewall {
+            barrier += 1;
+        }
         let cap = capacity(s)?;
         let bad = |m: String| {
             JobError::new(
@@ -129,8 +185,29 @@ pub fn resolve(
             (None, true) => RANDREPEAT_SEED,
             (None, false) => entropy ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
         };
+        let sizes = [s.sizes_for(Ddir::Read), s.sizes_for(Ddir::Write)];
+        let align = s.blockalign.map(|a| {
+            let read = if s.rw.does_read() { a[0] } else { 0 };
+            let write = if s.rw.does_write() { a[1] } else { 0 };
+            read.max(write) as u32
+        });
+        if let Some(a) = align {
+            if u64::from(a) > size {
+                return Err(bad(format!("blockalign {a} is larger than size {size}")));
+            }
+        }
+        let io_bytes = s
+            .io_size
+            .map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
         for clone in 0..s.numjobs.max(1) {
             let index = out.len();
+            let seed = base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let (lo, hi) = s.startdelay_ns;
+            let start_delay_ns = if hi > lo {
+                lo + Rng::new(seed ^ 0x005D_E1A7).below(hi - lo + 1)
+            } else {
+                lo
+            };
             out.push(Job {
                 name: s.name.clone(),
                 spec: i,
@@ -139,6 +216,19 @@ pub fn resolve(
                 rw: s.rw,
                 rwmixread: s.rwmixread,
                 bs,
+                sizes: sizes.clone(),
+                align,
+                rw_modifier: s.rw_modifier,
+                random_distribution: s.random_distribution.clone(),
+                norandommap: s.norandommap,
+                number_ios: s.number_ios,
+                io_bytes,
+                loops: s.loops.max(1),
+                barrier,
+                start_delay_ns,
+                thinktime_ns: s.thinktime_ns,
+                thinktime_spin_ns: s.thinktime_spin_ns,
+                thinktime_blocks: s.thinktime_blocks.max(1),
                 offset: s.offset,
                 size,
                 iodepth: s.effective_iodepth(),
@@ -149,7 +239,7 @@ pub fn resolve(
                 time_based: s.time_based,
                 ramp_ns: s.ramp_time_ns,
                 rate_iops: s.rate_iops,
-                seed: base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                seed,
                 verify: s.verify == VerifyMode::Crc32c,
                 do_verify: s.do_verify,
                 fsync: s.fsync,

@@ -1,6 +1,7 @@
 //! The parsed form of one job: [`JobSpec`] and its small enums.
 
 use super::engine::{classify, EngineKind, FIO_DEFAULT};
+use crate::pattern::{BlockSizes, Distribution, SplitEntry};
 use crate::Ddir;
 
 /// fio's default `percentile_list` (`options.c`).
@@ -98,6 +99,31 @@ pub struct JobSpec {
     pub rwmixread: u32,
     /// Block size per direction, indexed by [`Ddir`] (`bs=r,w,t`).
     pub bs: [u64; 3],
+    /// `bsrange=min-max` per direction (replaces `bs`; `bs=` given later clears it).
+    pub bsrange: Option<[(u64, u64); 3]>,
+    /// `bssplit=` per direction (takes precedence over `bs` and `bsrange`, as in fio).
+    pub bssplit: Option<[Vec<SplitEntry>; 3]>,
+    /// `blockalign=` per direction: offsets of random I/O are multiples of it.
+    pub blockalign: Option<[u64; 3]>,
+    /// `rw=MODE:N`'s N (0: none): a gap in bytes for sequential patterns, I/Os per random
+    /// offset for random ones.
+    pub rw_modifier: u64,
+    /// `random_distribution=`.
+    pub random_distribution: Distribution,
+    /// `number_ios=`: stop after this many I/Os (0: no limit).
+    pub number_ios: u64,
+    /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
+    pub io_size: Option<u64>,
+    /// `loops=`: passes of the whole job (1).
+    pub loops: u32,
+    /// `startdelay=`: wait this long before starting; a range draws per clone (ns).
+    pub startdelay_ns: (u64, u64),
+    /// `thinktime=`: after every `thinktime_blocks` I/Os, wait for them and then this long.
+    pub thinktime_ns: u64,
+    /// `thinktime_spin=`: the part of `thinktime` spent spinning on the CPU.
+    pub thinktime_spin_ns: u64,
+    /// `thinktime_blocks=` (1).
+    pub thinktime_blocks: u64,
     /// Bytes of I/O per job; `None` means the whole device from `offset`.
     pub size: Option<u64>,
     /// Start of the I/O region in bytes.
@@ -256,6 +282,18 @@ impl Default for JobSpec {
             rw: RwMode::Read,
             rwmixread: 50,
             bs: [DEFAULT_BS; 3],
+            bsrange: None,
+            bssplit: None,
+            blockalign: None,
+            rw_modifier: 0,
+            random_distribution: Distribution::Uniform,
+            number_ios: 0,
+            io_size: None,
+            loops: 1,
+            startdelay_ns: (0, 0),
+            thinktime_ns: 0,
+            thinktime_spin_ns: 0,
+            thinktime_blocks: 1,
             size: None,
             offset: 0,
             iodepth: 1,
@@ -328,15 +366,40 @@ impl Default for JobSpec {
 }
 
 impl JobSpec {
-    /// The block size used for `dir`.
+    /// The largest block size used for `dir` (`bs`, or the top of `bsrange`/`bssplit`).
     pub fn bs_for(&self, dir: Ddir) -> u64 {
-        self.bs[dir.index()]
+        u64::from(self.sizes_for(dir).max())
+    }
+
+    /// How the job sizes its I/O in `dir`: `bssplit`, else `bsrange`, else `bs`.
+    pub fn sizes_for(&self, dir: Ddir) -> BlockSizes {
+        let i = dir.index();
+        let small = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        if let Some(split) = &self.bssplit {
+            return BlockSizes::Split(split[i].clone());
+        }
+        match self.bsrange {
+            Some(r) if r[i].0 != r[i].1 => BlockSizes::Range {
+                min: small(r[i].0),
+                max: small(r[i].1),
+            },
+            Some(r) => BlockSizes::Fixed(small(r[i].0)),
+            None => BlockSizes::Fixed(small(self.bs[i])),
+        }
     }
 
     /// The largest block size of the directions this job actually issues.
     pub fn max_bs(&self) -> u64 {
-        let read = if self.rw.does_read() { self.bs[0] } else { 0 };
-        let write = if self.rw.does_write() { self.bs[1] } else { 0 };
+        let read = if self.rw.does_read() {
+            self.bs_for(Ddir::Read)
+        } else {
+            0
+        };
+        let write = if self.rw.does_write() {
+            self.bs_for(Ddir::Write)
+        } else {
+            0
+        };
         read.max(write)
     }
 
@@ -391,6 +454,19 @@ impl JobSpec {
 pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
     check_block_sizes(job)?;
     check_batches(job)?;
+    let variable = [Ddir::Read, Ddir::Write]
+        .iter()
+        .any(|&d| !job.sizes_for(d).is_fixed());
+    if variable && job.verify != VerifyMode::None {
+        return Err("verify with bsrange or bssplit is not implemented (give one bs)".into());
+    }
+    if job.thinktime_spin_ns > job.thinktime_ns {
+        return Err(format!(
+            "thinktime_spin={}us is longer than thinktime={}us",
+            job.thinktime_spin_ns / 1000,
+            job.thinktime_ns / 1000
+        ));
+    }
     if job.rwmixread > 100 {
         return Err(format!("rwmixread={} is above 100", job.rwmixread));
     }
@@ -400,7 +476,7 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
 /// Block sizes must be whole sectors, and a sized job must fit at least one block.
 fn check_block_sizes(job: &JobSpec) -> Result<(), String> {
     for dir in Ddir::ALL {
-        let bs = job.bs_for(dir);
+        let bs = job.bs[dir.index()];
         if bs == 0 || bs % 512 != 0 {
             return Err(format!(
                 "{} block size {bs} is not a nonzero multiple of 512",

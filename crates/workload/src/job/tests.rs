@@ -263,9 +263,43 @@ fn error_bad_values() {
         "jobs.fio:2: option 'iodepth' needs a value"
     );
     assert_eq!(
-        file_err("[job]\nrw=randread:8\n"),
-        "jobs.fio:2: option 'rw': 'randread:8' is not supported: the ':N' offset modifier is not supported"
+        file_err("[job]\nrw=randtrim\n"),
+        "jobs.fio:2: option 'rw': 'randtrim' is not supported: trim patterns are not implemented"
     );
+    assert_eq!(
+        file_err("[job]\nrw=randread:x\n"),
+        "jobs.fio:2: option 'rw': 'randread:x' is not MODE or MODE:N (N a size for sequential modes, a count for random ones)"
+    );
+}
+
+#[test]
+fn pattern_options_parse_as_fio_writes_them() {
+    let jobs = parse_job_text(
+        "jobs.fio",
+        "[a]\nrw=randread:8\nbsrange=4k-16k,8k-8k\nblockalign=8k\nrandom_distribution=zipf:1.1\n\
+         number_ios=100\nio_size=2g\nloops=3\nstartdelay=1-3\nthinktime=50\nthinktime_blocks=4\n\
+         [b]\nrw=read:64k\nbssplit=4k/50:8k/50,64k\nbs=16k\n[c]\nbsrange=4k-8k\nbs=16k\n",
+    )
+    .unwrap();
+    let a = &jobs[0];
+    assert_eq!((a.rw, a.rw_modifier), (RwMode::RandRead, 8));
+    assert_eq!(a.bsrange, Some([(4096, 16384), (8192, 8192), (8192, 8192)]));
+    assert_eq!(a.bs_for(crate::Ddir::Read), 16384);
+    assert_eq!(a.blockalign, Some([8192; 3]));
+    assert_eq!(a.number_ios, 100);
+    assert_eq!((a.io_size, a.loops), (Some(2 << 30), 3));
+    assert_eq!(a.startdelay_ns, (1_000_000_000, 3_000_000_000));
+    assert_eq!((a.thinktime_ns, a.thinktime_blocks), (50_000, 4));
+    let b = &jobs[1];
+    assert_eq!(b.rw_modifier, 64 << 10);
+    // bssplit wins over a later bs, as in fio; bs after bsrange replaces it.
+    assert_eq!(b.bs_for(crate::Ddir::Write), 65536);
+    assert!(!b.sizes_for(crate::Ddir::Read).is_fixed());
+    assert_eq!(jobs[2].bs_for(crate::Ddir::Read), 16384);
+    assert!(jobs[2].sizes_for(crate::Ddir::Read).is_fixed());
+    let err = file_err("[a]\nbsrange=4k\nrandom_distribution=zipf:1\nbssplit=4k/x\n");
+    assert_eq!(err.lines().count(), 3, "{err}");
+    assert!(file_err("[a]\nbsrange=1k-4k\nverify=crc32c\n").contains("verify with bsrange"));
 }
 
 #[test]

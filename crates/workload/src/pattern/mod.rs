@@ -1,0 +1,413 @@
+//! Where the next I/O goes and what it is: fio's `rw` (with its `:N` modifier),
+//! `rwmixread`, `bs`/`bsrange`/`bssplit`, `blockalign`, `offset`, `size`,
+//! `random_distribution`, `norandommap` and `randrepeat`/`randseed`, as a deterministic
+//! generator shared by `mqblk bench` and the simulator.
+
+mod bs;
+mod dist;
+
+pub use bs::{parse_split, BlockSizes, SplitEntry};
+pub use dist::Distribution;
+use dist::Sampler;
+
+/// The access pattern is fio's `rw=`, as parsed.
+pub use crate::RwMode as Pattern;
+
+/// A small, fast, seedable generator (xorshift64*); the same seed gives the same offsets,
+/// as fio's `randrepeat=1` does.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        // splitmix64 scrambles the seed so that nearby seeds give unrelated streams.
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is negligible for block counts).
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// A full-period permutation of `0..n` (an affine map modulo `n` with a multiplier coprime to
+/// `n`), so a random pass touches every block exactly once, like fio's random map.
+#[derive(Clone, Debug)]
+struct Permutation {
+    n: u64,
+    mul: u64,
+    add: u64,
+}
+
+impl Permutation {
+    fn new(n: u64, rng: &mut Rng) -> Permutation {
+        let n = n.max(1);
+        let mut mul = (rng.below(n) | 1).max(1);
+        while gcd(mul, n) != 1 {
+            mul += 1;
+        }
+        Permutation {
+            n,
+            mul: mul % n.max(2),
+            add: rng.below(n),
+        }
+    }
+    #[inline]
+    fn at(&self, i: u64) -> u64 {
+        ((i as u128 * self.mul as u128 + self.add as u128) % self.n as u128) as u64
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// One planned I/O.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Io {
+    pub write: bool,
+    /// Byte offset on the device.
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// Everything that shapes a job's offsets and sizes (a resolved job's pattern options).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shape {
+    pub rw: Pattern,
+    pub rwmixread: u32,
+    /// Sizes of reads and of writes.
+    pub sizes: [BlockSizes; 2],
+    /// Offsets are multiples of this from `offset` (fio's `blockalign`, or the job's grid).
+    pub grid: u32,
+    /// Start and length of the region.
+    pub offset: u64,
+    pub size: u64,
+    /// fio's `rw=...:N`: for sequential patterns a gap of N bytes after each I/O, for
+    /// random ones a new random offset every N I/Os with sequential ones between (0: none).
+    pub modifier: u64,
+    pub dist: Distribution,
+    /// Draw random blocks independently instead of each once per pass.
+    pub norandommap: bool,
+    pub seed: u64,
+}
+
+/// Generates the I/Os of one job over `[offset, offset + size)`.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    pattern: Pattern,
+    rwmixread: u32,
+    sizes: [BlockSizes; 2],
+    grid: u64,
+    base: u64,
+    /// Bytes of the region that whole grid blocks cover: one pass is this many bytes.
+    span: u64,
+    nr_blocks: u64,
+    modifier: u64,
+    /// I/Os and bytes issued in the current pass.
+    pos: u64,
+    bytes: u64,
+    /// Random blocks come from the permutation (each once per pass).
+    use_map: bool,
+    perm: Permutation,
+    sampler: Option<Sampler>,
+    rng: Rng,
+    /// Sequential cursors (bytes into the region), one per direction when mixed.
+    read_cursor: u64,
+    write_cursor: u64,
+    /// Random with a `:N` modifier: where each direction's last I/O ended, and how many
+    /// sequential I/Os follow before the next random offset.
+    last_end: [u64; 2],
+    seq_left: [u64; 2],
+}
+
+impl Generator {
+    pub fn new(shape: &Shape) -> Generator {
+        let grid = u64::from(shape.grid.max(512));
+        let nr_blocks = (shape.size / grid).max(1);
+        let mut rng = Rng::new(shape.seed);
+        let perm = Permutation::new(nr_blocks, &mut rng);
+        let fixed = shape.sizes.iter().all(BlockSizes::is_fixed);
+        let sampler = shape
+            .dist
+            .is_skewed()
+            .then(|| Sampler::new(&shape.dist, nr_blocks, grid, &mut rng));
+        Generator {
+            pattern: shape.rw,
+            rwmixread: shape.rwmixread,
+            sizes: shape.sizes.clone(),
+            grid,
+            base: shape.offset,
+            span: nr_blocks * grid,
+            nr_blocks,
+            modifier: shape.modifier,
+            pos: 0,
+            bytes: 0,
+            // Mixed random I/O draws independently, as fio does with norandommap; so do
+            // variable sizes (a block may be covered partly) and skewed distributions.
+            use_map: !shape.norandommap && !shape.rw.is_mixed() && fixed && sampler.is_none(),
+            perm,
+            sampler,
+            rng,
+            read_cursor: 0,
+            write_cursor: 0,
+            last_end: [0; 2],
+            seq_left: [0; 2],
+        }
+    }
+
+    /// Blocks in one pass.
+    pub fn nr_blocks(&self) -> u64 {
+        self.nr_blocks
+    }
+
+    /// True once one pass over the region is complete (`size` bytes issued).
+    pub fn pass_done(&self) -> bool {
+        self.bytes >= self.span
+    }
+
+    /// Starts another pass (time_based jobs loop over the region).
+    pub fn rewind(&mut self) {
+        self.pos = 0;
+        self.bytes = 0;
+    }
+
+    #[inline]
+    fn direction(&mut self) -> bool {
+        match self.pattern {
+            Pattern::Read | Pattern::RandRead => false,
+            Pattern::Write | Pattern::RandWrite => true,
+            Pattern::RandRw | Pattern::ReadWrite => self.rng.below(100) >= self.rwmixread as u64,
+        }
+    }
+
+    #[inline]
+    pub fn next_io(&mut self) -> Io {
+        let write = self.direction();
+        let dir = usize::from(write);
+        let len = u64::from(self.sizes[dir].pick(&mut self.rng)).min(self.span);
+        let rel = if self.pattern.is_random() {
+            self.random_offset(dir, len)
+        } else {
+            let hole = self.modifier;
+            let cursor = if write && self.pattern.is_mixed() {
+                &mut self.write_cursor
+            } else {
+                &mut self.read_cursor
+            };
+            if *cursor + len > self.span {
+                *cursor = 0;
+            }
+            let at = *cursor;
+            *cursor += len + hole;
+            at
+        };
+        self.pos += 1;
+        self.bytes += len;
+        Io {
+            write,
+            offset: self.base + rel,
+            len: len as u32,
+        }
+    }
+
+    /// A random I/O's offset in the region; with a `:N` modifier, N-1 sequential ones
+    /// follow each random one (fio's `rw_sequencer=sequential`), unless that would run past
+    /// the end.
+    #[inline]
+    fn random_offset(&mut self, dir: usize, len: u64) -> u64 {
+        if self.modifier > 0 {
+            let next = self.last_end[dir];
+            if self.seq_left[dir] > 0 && next + len <= self.span {
+                self.seq_left[dir] -= 1;
+                self.last_end[dir] = next + len;
+                return next;
+            }
+            self.seq_left[dir] = self.modifier - 1;
+        }
+        let block = match &self.sampler {
+            Some(s) => s.next(&mut self.rng),
+            None if self.use_map => self.perm.at(self.pos % self.nr_blocks),
+            None => self.rng.below(self.nr_blocks),
+        };
+        let mut at = block * self.grid;
+        if at + len > self.span {
+            at = (self.span - len) / self.grid * self.grid;
+        }
+        self.last_end[dir] = at + len;
+        at
+    }
+
+    /// The block at permutation position `i` of the first pass (used by verify to walk the
+    /// written blocks again in the same order).
+    pub fn block_offset(&self, i: u64) -> u64 {
+        let b = if self.pattern.is_random() && self.use_map {
+            self.perm.at(i)
+        } else {
+            i % self.nr_blocks
+        };
+        self.base + b * self.grid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(rw: Pattern, rwmixread: u32, bs: u32, offset: u64, size: u64, seed: u64) -> Shape {
+        Shape {
+            rw,
+            rwmixread,
+            sizes: [BlockSizes::Fixed(bs), BlockSizes::Fixed(bs)],
+            grid: bs,
+            offset,
+            size,
+            modifier: 0,
+            dist: Distribution::Uniform,
+            norandommap: false,
+            seed,
+        }
+    }
+
+    /// The offsets of `n` I/Os.
+    fn offsets(shape: &Shape, n: usize) -> Vec<u64> {
+        let mut g = Generator::new(shape);
+        (0..n).map(|_| g.next_io().offset).collect()
+    }
+
+    #[test]
+    fn sequential_holes_wrap_and_cover_size_bytes_as_fio_does() {
+        // fio 3.33, `rw=read:4k --bs=4k --size=64k`: 0, 8k, ..., 56k, then again from 0.
+        let s = Shape {
+            modifier: 4096,
+            ..shape(Pattern::Read, 100, 4096, 0, 64 << 10, 1)
+        };
+        let mut g = Generator::new(&s);
+        let mut offs = Vec::new();
+        while !g.pass_done() {
+            offs.push(g.next_io().offset / 1024);
+        }
+        assert_eq!(
+            offs,
+            [0, 8, 16, 24, 32, 40, 48, 56, 0, 8, 16, 24, 32, 40, 48, 56]
+        );
+    }
+
+    #[test]
+    fn a_random_modifier_takes_a_new_offset_every_n_ios() {
+        let s = Shape {
+            modifier: 4,
+            ..shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 1)
+        };
+        let offs = offsets(&s, 400);
+        let jumps = offs.windows(2).filter(|w| w[1] != w[0] + 4096).count();
+        // 99 new offsets after the first (one in four), less those that land right after.
+        assert!((95..=99).contains(&jumps), "{jumps} jumps in 400 I/Os");
+    }
+
+    #[test]
+    fn variable_sizes_stay_in_the_region_on_the_grid_and_sequential_ones_abut() {
+        let s = Shape {
+            sizes: [
+                BlockSizes::Range {
+                    min: 4096,
+                    max: 16384,
+                },
+                BlockSizes::Fixed(4096),
+            ],
+            grid: 4096,
+            ..shape(Pattern::RandRead, 100, 4096, 1 << 20, 1 << 20, 5)
+        };
+        let mut g = Generator::new(&s);
+        for _ in 0..10_000 {
+            let io = g.next_io();
+            assert_eq!(io.offset % 4096, 0);
+            assert!(
+                io.offset >= 1 << 20 && io.offset + io.len as u64 <= 2 << 20,
+                "{io:?}"
+            );
+        }
+        let s = Shape {
+            rw: Pattern::Read,
+            ..s
+        };
+        let mut g = Generator::new(&s);
+        let a = g.next_io();
+        let b = g.next_io();
+        assert_eq!(b.offset, a.offset + a.len as u64);
+    }
+
+    #[test]
+    fn random_pass_touches_every_block_once() {
+        for n in [1u64, 2, 7, 64, 1000, 4096] {
+            let mut g = Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, n * 4096, 42));
+            let mut seen = vec![false; n as usize];
+            while !g.pass_done() {
+                let io = g.next_io();
+                let b = (io.offset / 4096) as usize;
+                assert!(!seen[b], "block {b} of {n} issued twice in one pass");
+                seen[b] = true;
+            }
+            assert!(seen.iter().all(|&s| s), "a block of {n} was skipped");
+        }
+    }
+
+    #[test]
+    fn same_seed_same_offsets_and_different_seed_differs() {
+        let a: Vec<_> = (0..100)
+            .scan(
+                Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7)),
+                |g, _| Some(g.next_io()),
+            )
+            .collect();
+        let b: Vec<_> = (0..100)
+            .scan(
+                Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7)),
+                |g, _| Some(g.next_io()),
+            )
+            .collect();
+        let c: Vec<_> = (0..100)
+            .scan(
+                Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 8)),
+                |g, _| Some(g.next_io()),
+            )
+            .collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn rwmixread_splits_directions() {
+        let mut g = Generator::new(&shape(Pattern::RandRw, 70, 4096, 0, 1 << 30, 1));
+        let reads = (0..100_000).filter(|_| !g.next_io().write).count();
+        assert!(
+            (68_000..72_000).contains(&reads),
+            "70% reads expected, got {reads}"
+        );
+    }
+
+    #[test]
+    fn sequential_read_wraps_at_size_and_respects_offset() {
+        let mut g = Generator::new(&shape(Pattern::Read, 100, 4096, 1 << 20, 3 * 4096, 1));
+        let offs: Vec<u64> = (0..4).map(|_| g.next_io().offset).collect();
+        assert_eq!(
+            offs,
+            vec![1 << 20, (1 << 20) + 4096, (1 << 20) + 8192, 1 << 20]
+        );
+    }
+}
