@@ -101,6 +101,8 @@ pub struct JobOutcome {
     pub first_error: Option<String>,
     pub verify_errors: Vec<String>,
     pub verified: u64,
+    /// What the job issued, for `write_iolog` (empty unless asked for).
+    pub iolog: Vec<mqblk_workload::iolog::IoLogEntry>,
 }
 
 /// Shared between the job threads and the progress display.
@@ -270,6 +272,7 @@ pub fn run_job<S: LatSink>(
     st.out.cpu = thread_cpu_time().since(cpu0);
     let measure_from = t0 + job.ramp_ns;
     st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
+    st.out.iolog = st.driver.take_log();
     let JobState { sink, out, .. } = st;
     progress.stonewalls.finish(job.barrier);
     (sink, out)

@@ -8,7 +8,7 @@ use crate::{
 use mqblk_core::{IoBuf, RequestQueue};
 use mqblk_device::{Device, DeviceConfig, DriverKind};
 use mqblk_workload::{JobSpec, JobStats};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -19,6 +19,9 @@ pub struct Plan {
     /// For each clone, the index of the `JobSpec` it came from.
     pub spec_of: Vec<usize>,
     pub specs: Vec<JobSpec>,
+    /// Set from outside (a signal handler) to end every job early, as fio does on its
+    /// first Ctrl-C: what is in flight completes and the run reports what it measured.
+    pub interrupt: Arc<AtomicBool>,
 }
 
 impl Plan {
@@ -92,6 +95,7 @@ impl Plan {
             jobs,
             spec_of,
             specs: specs.to_vec(),
+            interrupt: Arc::default(),
         })
     }
 }
@@ -105,6 +109,7 @@ pub struct Sink {
 impl Sink {
     fn new(name: &str, spec: &JobSpec) -> Sink {
         let mut stats = JobStats::new(name);
+        stats.latency_depth = spec.iodepth;
         for d in stats.dirs.iter_mut() {
             *d = mqblk_workload::DirStats::with_percentiles(
                 spec.slat_percentiles,
@@ -239,6 +244,16 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         let progress_ref = &progress;
         let ticker =
             show_progress.then(|| scope.spawn(move || progress_line(progress_ref, plan, t0)));
+        // The interrupt reaches the jobs through their stop flag.
+        scope.spawn(move || {
+            while !progress_ref.stop.load(Ordering::Acquire) {
+                if plan.interrupt.load(Ordering::Relaxed) {
+                    progress_ref.stop.store(true, Ordering::Release);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
         let results: Vec<_> = handles
             .into_iter()
             .map(|h| h.join().expect("a job thread panicked"))

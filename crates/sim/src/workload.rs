@@ -47,6 +47,11 @@ pub enum Next {
 pub trait Source: Send {
     /// What the job does next, at `now` (virtual time since the job started).
     fn next(&mut self, now: Nanos, rng: &mut SimRng) -> Next;
+
+    /// What the job issued, if it keeps fio's `write_iolog` (taking it empties it).
+    fn take_iolog(&mut self) -> Vec<mqblk_workload::iolog::IoLogEntry> {
+        Vec::new()
+    }
 }
 
 /// When a job stops, whichever limit comes first.
@@ -130,6 +135,10 @@ impl FioSource {
 }
 
 impl Source for FioSource {
+    fn take_iolog(&mut self) -> Vec<mqblk_workload::iolog::IoLogEntry> {
+        self.driver.take_log()
+    }
+
     #[inline]
     fn next(&mut self, now: Nanos, _rng: &mut SimRng) -> Next {
         match self.driver.next(now.0) {

@@ -8,6 +8,7 @@
 //! time and the simulator with virtual time, so a job issues the same I/O in both; only
 //! how the I/O is carried out differs.
 
+use crate::iolog::IoLogEntry;
 use crate::job::{Job, RwMode};
 use crate::pattern::Generator;
 
@@ -112,6 +113,9 @@ pub struct JobDriver {
     think_blocks: u64,
     since_think: u64,
     think: Think,
+    /// `write_iolog`: every I/O issued, when asked for.
+    log: Option<Vec<IoLogEntry>>,
+    last_write: u64,
 }
 
 /// Where the job is in a think time.
@@ -166,36 +170,49 @@ impl JobDriver {
             think_blocks: job.thinktime_blocks.max(1),
             since_think: 0,
             think: Think::No,
+            log: job.write_iolog.is_some().then(Vec::new),
+            last_write: 0,
         }
+    }
+
+    /// What the job issued so far, for `write_iolog` (empty unless the job asks for it);
+    /// taking it leaves the log empty.
+    pub fn take_log(&mut self) -> Vec<IoLogEntry> {
+        self.log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// What to do at `now`, noting an I/O in the log if the job keeps one.
+    #[inline]
+    pub fn next(&mut self, now: u64) -> Next {
+        let next = self.decide(now);
+        if let (Some(log), Next::Io(io)) = (&mut self.log, &next) {
+            let offset = match io.kind {
+                // fio logs a sync at the offset of the write before it.
+                IoKind::Flush => self.last_write,
+                _ => io.offset,
+            };
+            log.push(IoLogEntry {
+                at_ns: now,
+                kind: io.kind,
+                offset,
+                len: io.len,
+            });
+            if io.kind == IoKind::Write {
+                self.last_write = io.offset;
+            }
+        }
+        next
     }
 
     /// What to do at `now` (nanoseconds since the job started).
     #[inline]
-    pub fn next(&mut self, now: u64) -> Next {
+    fn decide(&mut self, now: u64) -> Next {
         loop {
             match self.phase {
                 Phase::Main => {
-                    if std::mem::take(&mut self.flush_due) {
-                        return Next::Io(JobIo::FLUSH);
-                    }
                     if self.stopped || self.end_ns.is_some_and(|e| now >= e) {
                         self.end_main();
                         continue;
-                    }
-                    // fio's thinktime (`handle_thinktime`): the I/O in flight completes
-                    // (`io_u_quiesce`), then the job waits.
-                    match self.think {
-                        Think::No => {}
-                        Think::Due => {
-                            if !std::mem::replace(&mut self.drained, true) {
-                                return Next::Drain;
-                            }
-                            self.drained = false;
-                            self.think = Think::Until(now.saturating_add(self.think_ns));
-                            continue;
-                        }
-                        Think::Until(t) if now < t => return Next::Until(t),
-                        Think::Until(_) => self.think = Think::No,
                     }
                     if self.number_ios > 0 && self.issued >= self.number_ios {
                         self.end_main();
@@ -222,6 +239,27 @@ impl JobDriver {
                             self.end_main();
                             continue;
                         }
+                    }
+                    // fio's thinktime (`handle_thinktime`): the I/O in flight completes
+                    // (`io_u_quiesce`), then the job waits.
+                    match self.think {
+                        Think::No => {}
+                        Think::Due => {
+                            if !std::mem::replace(&mut self.drained, true) {
+                                return Next::Drain;
+                            }
+                            self.drained = false;
+                            self.think = Think::Until(now.saturating_add(self.think_ns));
+                            continue;
+                        }
+                        Think::Until(t) if now < t => return Next::Until(t),
+                        Think::Until(_) => self.think = Think::No,
+                    }
+                    // A flush `fsync=N` made due goes before the next I/O; once the job has
+                    // issued all it will, none follows (fio checks the end first, so its last
+                    // `fsync=N` never comes; `end_fsync` is the one that does).
+                    if std::mem::take(&mut self.flush_due) {
+                        return Next::Io(JobIo::FLUSH);
                     }
                     if self.rate_iops > 0 {
                         let due = (self.issued as u128 * 1_000_000_000 / self.rate_iops as u128)

@@ -530,6 +530,9 @@ pub struct JobStats {
     pub majf: u64,
     /// Minor page faults.
     pub minf: u64,
+    /// The depth fio's latency-target search would report (`latency_depth`): without a
+    /// latency target, the job's `iodepth`.
+    pub latency_depth: u32,
     /// I/Os submitted while the in-flight depth was 1, 2, 4, 8, 16, 32, >=64.
     pub iodepth_level: [u64; 7],
     /// Submit calls by batch size 0, 4, 8, 16, 32, 64, >64.
@@ -564,6 +567,7 @@ impl JobStats {
             ctx_switches: 0,
             majf: 0,
             minf: 0,
+            latency_depth: 1,
             iodepth_level: [0; 7],
             iodepth_submit: [0; 7],
             iodepth_complete: [0; 7],

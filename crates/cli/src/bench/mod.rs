@@ -57,6 +57,13 @@ fn run(args: &[String]) -> Result<i32, String> {
             .map_err(|e| e.to_string())?;
     }
     let plan = Plan::from_specs(&cl.jobs)?;
+    // fio's Ctrl-C: the first ends the jobs and the report shows what they did; a second
+    // one exits at once.
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let flag = plan.interrupt.clone();
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone());
+        let _ = signal_hook::flag::register(sig, flag);
+    }
     let show_progress = cl
         .progress
         .unwrap_or_else(|| std::io::stdout().is_terminal());
@@ -70,6 +77,23 @@ fn run(args: &[String]) -> Result<i32, String> {
         None => execute(&plan, show_progress)?,
     };
     crate::trace_cmd::finish(&writer)?;
+    if plan.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("mqblk bench: interrupted; results so far follow");
+    }
+    let logs: Vec<_> = plan
+        .jobs
+        .iter()
+        .zip(&exec.results)
+        .filter_map(|(rj, (_, out))| {
+            let path = rj.job.write_iolog.clone()?;
+            let log = mqblk_workload::iolog::CloneLog {
+                file: rj.job.log_file.clone(),
+                entries: out.iolog.clone(),
+            };
+            Some((path, log))
+        })
+        .collect();
+    mqblk_workload::iolog::write_all(&logs)?;
     let report = build_report(&cl, &plan, &exec);
     let mut out = match cl.output_format {
         OutputFormat::Normal => text_report(&report),

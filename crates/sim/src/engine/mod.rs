@@ -417,7 +417,10 @@ impl Sim {
             cpus[def.cpu as usize].jobs.push(i as u32);
             runs.push(JobRun {
                 rng: rng.fork(100 + i as u64),
-                stats: JobStats::new(&def.name),
+                stats: JobStats {
+                    latency_depth: def.iodepth,
+                    ..JobStats::new(&def.name)
+                },
                 def,
                 started: false,
                 outstanding: Slab::default(),

@@ -15,6 +15,8 @@ pub struct JobResult {
     pub errors: u64,
     pub start: Nanos,
     pub end: Nanos,
+    /// What the job issued, for fio's `write_iolog` (empty unless the job asked).
+    pub iolog: Vec<mqblk_workload::iolog::IoLogEntry>,
 }
 
 impl JobResult {
@@ -133,7 +135,7 @@ impl Sim {
         let jobs = self
             .jobs
             .into_iter()
-            .map(|mut j| {
+            .map(|mut j: JobRun| {
                 // Statistics start after the ramp, as the threaded runner's do.
                 j.start = (j.start + j.def.ramp.0).min(j.end);
                 let rt = j.end.saturating_sub(j.start);
@@ -147,7 +149,9 @@ impl Sim {
                     j.stats.error = 5; // EIO, as fio reports a job that saw I/O errors
                     j.stats.error_text = format!("{} I/O errors", j.errors);
                 }
+                let iolog = j.def.source.take_iolog();
                 JobResult {
+                    iolog,
                     name: j.def.name,
                     kind: j.def.kind,
                     cpu: j.def.cpu,

@@ -131,9 +131,11 @@ pub(crate) fn build_job(
     }
     let all = || globals.iter().copied().chain(own.iter());
     if !all().any(|e| e.sets("iodepth_batch_complete_max")) {
-        // fio's default for the reap limit is "the queue depth", which is only known
-        // once every option has been applied.
-        job.iodepth_batch_complete_max = job.iodepth;
+        // fio's default for the reap limit is `iodepth_batch_complete_min` (fio's HOWTO:
+        // "By default it is equal to iodepth_batch_complete_min value"), so fio reaps one
+        // completion at a time and refills the depth at once; known only once every option
+        // has been applied.
+        job.iodepth_batch_complete_max = job.iodepth_batch_complete_min.max(1);
     }
     job.global_options = globals.iter().map(|e| e.as_pair()).collect();
     job.set_options = own.iter().map(Entry::as_pair).collect();

@@ -147,10 +147,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ("log_avg_msec", "logs are not implemented; remove the line"),
     ("per_job_logs", "logs are not implemented; remove the line"),
     (
-        "write_iolog",
-        "I/O logs are not implemented; use --trace=NAME for a blktrace of the run",
-    ),
-    (
         "read_iolog",
         "replaying an I/O log is `mqblk replay`; remove the line",
     ),

@@ -276,6 +276,15 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "write_iolog",
+        aliases: &[],
+        default: "",
+        help: "Log every I/O the job issues to this file, in fio's iolog version 3 format.",
+        kind: Kind::Str {
+            set: |j, v| j.write_iolog = opt_string(v),
+        },
+    },
+    OptDef {
         name: "thinktime_blocks",
         aliases: &[],
         default: "1",
@@ -340,8 +349,8 @@ static OPTIONS: &[OptDef] = &[
     OptDef {
         name: "iodepth_batch_complete_max",
         aliases: &[],
-        default: "iodepth",
-        help: "Maximum completions reaped at once (defaults to iodepth).",
+        default: "iodepth_batch_complete_min",
+        help: "Maximum completions reaped at once (defaults to iodepth_batch_complete_min, as in fio).",
         kind: Kind::Int {
             min: 1,
             max: 65536,

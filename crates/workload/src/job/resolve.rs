@@ -55,6 +55,10 @@ pub struct Job {
     pub thinktime_ns: u64,
     pub thinktime_spin_ns: u64,
     pub thinktime_blocks: u64,
+    /// `write_iolog`: where to log the clone's I/O, and the file name its lines carry
+    /// (`filename`, or fio's `NAME.CLONE.0`).
+    pub write_iolog: Option<String>,
+    pub log_file: String,
     /// Start of the region in bytes.
     pub offset: u64,
     /// Bytes of the region, and of one pass over it.
@@ -229,6 +233,11 @@ pub fn resolve(
                 thinktime_ns: s.thinktime_ns,
                 thinktime_spin_ns: s.thinktime_spin_ns,
                 thinktime_blocks: s.thinktime_blocks.max(1),
+                write_iolog: s.write_iolog.clone(),
+                log_file: s
+                    .filename
+                    .clone()
+                    .unwrap_or_else(|| format!("{}.{clone}.0", s.name)),
                 offset: s.offset,
                 size,
                 iodepth: s.effective_iodepth(),

@@ -124,6 +124,8 @@ pub struct JobSpec {
     pub thinktime_spin_ns: u64,
     /// `thinktime_blocks=` (1).
     pub thinktime_blocks: u64,
+    /// `write_iolog=`: log every I/O issued to this file, in fio's format.
+    pub write_iolog: Option<String>,
     /// Bytes of I/O per job; `None` means the whole device from `offset`.
     pub size: Option<u64>,
     /// Start of the I/O region in bytes.
@@ -134,7 +136,7 @@ pub struct JobSpec {
     pub iodepth_batch_submit: u32,
     /// Minimum completions reaped at once (0 = never wait).
     pub iodepth_batch_complete_min: u32,
-    /// Maximum completions reaped at once (defaults to `iodepth`).
+    /// Maximum completions reaped at once (defaults to `iodepth_batch_complete_min`).
     pub iodepth_batch_complete_max: u32,
     /// Number of clones of this job.
     pub numjobs: u32,
@@ -294,6 +296,7 @@ impl Default for JobSpec {
             thinktime_ns: 0,
             thinktime_spin_ns: 0,
             thinktime_blocks: 1,
+            write_iolog: None,
             size: None,
             offset: 0,
             iodepth: 1,

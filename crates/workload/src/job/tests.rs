@@ -91,7 +91,10 @@ fn realistic_job_file() {
     assert_eq!(j1.rw, RwMode::RandRead);
     assert_eq!(j1.bs, [4096; 3]);
     assert_eq!(j1.iodepth, 8);
-    assert_eq!(j1.iodepth_batch_complete_max, 8);
+    assert_eq!(
+        j1.iodepth_batch_complete_max, 1,
+        "fio: iodepth_batch_complete_min"
+    );
     assert_eq!(j1.size, Some(1 << 20));
     assert_eq!(j1.numjobs, 2);
     assert!(j1.time_based);
@@ -165,7 +168,7 @@ fn option_values_and_aliases() {
 fn defaults_in_table_match_jobspec_default() {
     let base = JobSpec::default();
     for d in option_table() {
-        let computed = d.default == "iodepth";
+        let computed = d.default == "iodepth_batch_complete_min";
         let unset = d.default.is_empty() && d.kind_description() != "str";
         if computed || unset {
             continue;

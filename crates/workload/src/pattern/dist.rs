@@ -2,19 +2,19 @@
 //! zoned, zoned_abs) as a sampler of block numbers.
 //!
 //! The skewed ones follow fio's generators (`lib/zipf.c`, `lib/gauss.c`): a rank is drawn
-//! with the distribution's shape, then scattered over the region by a hash plus a random
+//! with the distribution's shape, then spread over the region by a multiplier plus a random
 //! offset, so the hot blocks lie spread out rather than at the start (fio's default; a
 //! `:center` given after the parameter replaces the random offset by that fraction of the
 //! region, as in fio). Zoned distributions are not scattered: each zone is its stretch of
-//! the region, in order. The hash is ours, not fio's, so the hot blocks are other ones than
-//! fio's for the same seed; how much I/O each share of blocks gets is the same.
+//! the region, in order. The spreading is ours, not fio's hash, so the hot blocks are other
+//! ones than fio's for the same seed; how much I/O each share of blocks gets is the same.
 
 use super::Rng;
 
 /// fio's cap on the terms summed for zipf's normalisation constant (`ZIPF_MAX_GEN`).
 const ZIPF_MAX_GEN: u64 = 10_000_000;
 
-/// Uniform draws averaged per normal sample (fio's `GAUSS_ITERS`).
+/// Uniform draws summed per normal sample (fio's `GAUSS_ITERS`).
 const GAUSS_ITERS: u64 = 12;
 
 /// fio's `random_distribution=`.
@@ -150,6 +150,10 @@ pub(crate) struct Sampler {
     kind: Kind,
     /// Where rank 0 lands (fio's `rand_off`).
     offset: u64,
+    /// The spread: rank r lands `r * mul` blocks on (mod n), `mul` coprime with n and
+    /// near n/phi, so neighbouring ranks land far apart and no two ranks share a block
+    /// (fio multiplies by a golden-ratio constant to the same end).
+    mul: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -229,7 +233,16 @@ impl Sampler {
                 (Kind::Zones(out), 0)
             }
         };
-        Sampler { n, kind, offset }
+        let mut mul = ((n as f64) * 0.618_033_988_75) as u64 | 1;
+        while n > 1 && super::gcd(mul, n) != 1 {
+            mul += 2;
+        }
+        Sampler {
+            n,
+            kind,
+            offset,
+            mul: mul % n.max(2),
+        }
     }
 
     /// The next block number, in `0..n`.
@@ -257,12 +270,13 @@ impl Sampler {
             }
             Kind::Pareto { pow } => ((n - 1) as f64 * unit(rng).powf(*pow)) as u64,
             Kind::Normal { width } => {
-                // The mean of GAUSS_ITERS uniform steps of `width`, centred on rank 0.
+                // The sum of GAUSS_ITERS uniform steps of `width` centred on rank 0 (an
+                // Irwin-Hall sum: close to normal, with `width` its standard deviation).
                 let mut sum: i64 = 0;
                 for _ in 0..GAUSS_ITERS {
                     sum += rng.below((*width).max(1)) as i64 - (*width / 2) as i64;
                 }
-                (sum / GAUSS_ITERS as i64).rem_euclid(n as i64) as u64
+                sum.rem_euclid(n as i64) as u64
             }
             Kind::Zones(zones) => {
                 let draw = unit(rng) * 100.0;
@@ -276,7 +290,7 @@ impl Sampler {
                 };
             }
         };
-        (scatter(rank) % n + self.offset) % n
+        ((rank as u128 * self.mul as u128 + self.offset as u128) % n as u128) as u64
     }
 }
 
@@ -284,14 +298,6 @@ impl Sampler {
 #[inline]
 fn unit(rng: &mut Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// Spreads ranks over the region (a bijective 64-bit mix, splitmix64's finalizer).
-#[inline]
-fn scatter(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 #[cfg(test)]

@@ -145,6 +145,11 @@ fn add_distributions(o: &mut Obj, job: &JobStats) {
         "latency_ms",
         dist_object(&LAT_MS_KEYS, &buckets.ms, total, 0.01),
     );
+    // fio's latency-target keys, at the values fio prints when no target is set.
+    o.int("latency_depth", u64::from(job.latency_depth))
+        .int("latency_target", 0)
+        .float("latency_percentile", 100.0)
+        .int("latency_window", 0);
 }
 
 /// Counts as percentages of `total`. Like fio, a nonzero count never shows as less
