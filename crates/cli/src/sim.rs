@@ -141,7 +141,13 @@ fn run(args: &[String]) -> Result<i32, String> {
     // The model decides the capacity; build it once to learn it.
     let capacity =
         mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
-    let jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.blkcg)?;
+    let mut jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.blkcg)?;
+    if cl.plot.is_some() {
+        for j in &mut jobs {
+            j.logs
+                .get_or_insert_with(|| mqblk_workload::logs::JobLogs::new(Default::default()));
+        }
+    }
     let (seed, model, cpus) = (a.seed, cfg.device.model.clone(), cfg.nr_cpus);
     let host = Instant::now();
     let sim = Sim::new(cfg, jobs).map_err(|e| format!("{e}\n{}", e.dump()))?;
@@ -165,6 +171,14 @@ fn run(args: &[String]) -> Result<i32, String> {
         })
         .collect();
     mqblk_workload::iolog::write_all(&logs)?;
+    for (i, r) in res.jobs.iter().enumerate() {
+        if let Some(logs) = &r.logs {
+            logs.write(i + 1)?;
+        }
+        if let Some(dir) = &cl.plot {
+            mqblk_workload::logs::write_charts(dir, &r.stats, i + 1, r.logs.as_ref())?;
+        }
+    }
     let host_s = host.elapsed().as_secs_f64();
     crate::trace_cmd::finish(&writer)?;
     let report = RunReport {

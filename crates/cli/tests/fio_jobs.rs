@@ -185,7 +185,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let bad = dir.join("bad.fio");
     std::fs::write(
         &bad,
-        "[global]\nioengine=libaio\n; a comment\nwrite_bw_log=bw\n[a]\nrw=raed\nbs=4k\nnrfiles=2\n",
+        "[global]\nioengine=libaio\n; a comment\nwrite_hist_log=h\n[a]\nrw=raed\nbs=4k\nnrfiles=2\n",
     )
     .unwrap();
     let bad = bad.display().to_string();
@@ -194,7 +194,9 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let err = text(&o.stderr);
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 3, "{err}");
-    assert!(lines[0].starts_with(&format!("mqblk bench: {bad}:4: fio option 'write_bw_log'")));
+    assert!(lines[0].starts_with(&format!(
+        "mqblk bench: {bad}:4: fio option 'write_hist_log'"
+    )));
     assert!(lines[1].starts_with(&format!("mqblk bench: {bad}:6: option 'rw': 'raed'")));
     assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'nrfiles'")));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -341,4 +343,78 @@ fn ctrl_c_ends_the_jobs_and_prints_the_results_so_far() {
         ios > 0,
         "the report holds the I/O done before the interrupt"
     );
+}
+
+#[test]
+fn fio_logs_and_plots_are_written_by_bench_and_sim() {
+    let dir = scratch("logs");
+    for cmd in ["bench", "sim"] {
+        let prefix = dir.join(cmd).display().to_string();
+        let plots = dir.join(format!("{cmd}-plots"));
+        let plot = format!("--plot={}", plots.display());
+        let lat = format!("--write_lat_log={prefix}");
+        let bw = format!("--write_bw_log={prefix}");
+        let iops = format!("--write_iops_log={prefix}");
+        let o = mqblk(&[
+            cmd,
+            "--output-format=json",
+            &plot,
+            "--irqmode=timer",
+            "--name=avg",
+            "--rw=randread",
+            "--runtime=1",
+            "--time_based",
+            &lat,
+            &bw,
+            &iops,
+            "--log_avg_msec=250",
+            "--name=each",
+            "--rw=write",
+            "--size=1m",
+            &lat,
+        ]);
+        let report = json(&o);
+        // Job 1 averages over 250 ms windows: four lines per log, fio's five fields.
+        for kind in ["lat", "clat", "slat", "bw", "iops"] {
+            let text = std::fs::read_to_string(format!("{prefix}_{kind}.1.log")).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert!((3..=5).contains(&lines.len()), "{cmd} {kind}: {text}");
+            let fields: Vec<&str> = lines[0].split(", ").collect();
+            assert_eq!(fields.len(), 5, "{cmd} {kind}: {}", lines[0]);
+            assert_eq!(fields[0], "250");
+            assert_eq!(&fields[2..], ["0", "0", "0"]);
+        }
+        let iops_line = std::fs::read_to_string(format!("{prefix}_iops.1.log")).unwrap();
+        let logged: f64 = iops_line
+            .lines()
+            .next()
+            .unwrap()
+            .split(", ")
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let reported = report["jobs"][0]["read"]["iops"].as_f64().unwrap();
+        assert!(
+            (logged / reported - 1.0).abs() < 0.2,
+            "{cmd}: logged {logged} vs {reported} IOPS"
+        );
+        // Job 2 logs every I/O: 256 writes of 4 KiB, with their offsets.
+        let text = std::fs::read_to_string(format!("{prefix}_clat.2.log")).unwrap();
+        assert_eq!(text.lines().count(), 256, "{cmd}");
+        assert!(text.lines().all(|l| l.split(", ").nth(2) == Some("1")));
+        assert!(
+            text.lines().any(|l| l.ends_with(", 1, 4096, 1044480")),
+            "{cmd}: {text}"
+        );
+        for job in ["avg.1", "each.2"] {
+            for chart in ["iops", "bw", "lat", "cdf"] {
+                let svg =
+                    std::fs::read_to_string(plots.join(format!("{job}.{chart}.svg"))).unwrap();
+                assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+                assert!(svg.contains("<polyline"), "{cmd} {job} {chart}: no series");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -77,8 +77,21 @@ pub fn join_cgroup(job: &Job, blkcg: &Blkcg) -> Result<u32, String> {
 }
 
 /// Latency samples of one direction, in nanoseconds.
+/// One measured I/O completion.
+#[derive(Copy, Clone, Debug)]
+pub struct Completed {
+    pub write: bool,
+    pub bytes: u64,
+    /// Byte offset on the device.
+    pub offset: u64,
+    /// When it completed, in nanoseconds since the job started.
+    pub at_ns: u64,
+    pub slat: u64,
+    pub clat: u64,
+}
+
 pub trait LatSink {
-    fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, lat: u64);
+    fn record(&mut self, io: Completed);
     /// An I/O failed with `errno`.
     fn error(&mut self, write: bool, errno: i32);
     /// A flush completed after `lat` nanoseconds (fio's `sync` latency).
@@ -89,6 +102,8 @@ pub trait LatSink {
     fn submitted(&mut self, n: u64, depth: u64);
     /// A reap that returned `n` completions (fio's `iodepth_complete`).
     fn completed(&mut self, n: u64);
+    /// The job ended `at_ns` after it started.
+    fn finish(&mut self, _at_ns: u64) {}
 }
 
 /// What a job thread reports besides its latency samples.
@@ -273,6 +288,7 @@ pub fn run_job<S: LatSink>(
     let measure_from = t0 + job.ramp_ns;
     st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
     st.out.iolog = st.driver.take_log();
+    st.sink.finish(t1.saturating_sub(t0));
     let JobState { sink, out, .. } = st;
     progress.stonewalls.finish(job.barrier);
     (sink, out)
@@ -495,13 +511,14 @@ impl<S: LatSink> JobState<'_, S> {
                 if measured {
                     let submit = bio.submit_ns.0;
                     let end = self.batches.end_of(bio.private).max(submit);
-                    self.sink.record(
+                    self.sink.record(Completed {
                         write,
-                        len,
-                        end - submit,
-                        now.saturating_sub(end),
-                        now.saturating_sub(submit),
-                    );
+                        bytes: len,
+                        offset: bio.sector << SECTOR_SHIFT,
+                        at_ns: now.saturating_sub(self.t0),
+                        slat: end - submit,
+                        clat: now.saturating_sub(end),
+                    });
                 }
             }
             if let Some(buf) = bio.buf.take() {

@@ -17,7 +17,7 @@ mod workers;
 
 pub use clock::MonotonicClock;
 pub use cpu::{pin_current_thread, process_cpu_time, thread_cpu_time, CpuTime};
-pub use job::{run_job, JobOutcome, LatSink, Progress, RunJob};
+pub use job::{run_job, Completed, JobOutcome, LatSink, Progress, RunJob};
 pub use run::{execute, execute_on, Execution, Plan, Sink};
 pub use submitter::SubmitterHandle;
 pub use workers::{CompletionMode, CompletionWorkers};

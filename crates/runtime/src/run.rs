@@ -3,11 +3,13 @@
 //! together), the measurements in fio's shape ([`Sink`]) and a live progress line.
 
 use crate::{
-    process_cpu_time, run_job, CpuTime, JobOutcome, LatSink, MonotonicClock, Progress, RunJob,
+    process_cpu_time, run_job, Completed, CpuTime, JobOutcome, LatSink, MonotonicClock, Progress,
+    RunJob,
 };
 use mqblk_core::{IoBuf, RequestQueue};
 use mqblk_device::{Device, DeviceConfig, DriverKind};
-use mqblk_workload::{JobSpec, JobStats};
+use mqblk_workload::logs::JobLogs;
+use mqblk_workload::{Ddir, JobSpec, JobStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -22,6 +24,8 @@ pub struct Plan {
     /// Set from outside (a signal handler) to end every job early, as fio does on its
     /// first Ctrl-C: what is in flight completes and the run reports what it measured.
     pub interrupt: Arc<AtomicBool>,
+    /// Keep every job's time series (`--plot`), even where it writes no fio log.
+    pub plot: bool,
 }
 
 impl Plan {
@@ -96,6 +100,7 @@ impl Plan {
             spec_of,
             specs: specs.to_vec(),
             interrupt: Arc::default(),
+            plot: false,
         })
     }
 }
@@ -104,10 +109,12 @@ impl Plan {
 pub struct Sink {
     pub stats: JobStats,
     window: [(u64, u64); 2],
+    /// fio's per-job logs and the `--plot` series, when asked for.
+    pub logs: Option<JobLogs>,
 }
 
 impl Sink {
-    fn new(name: &str, spec: &JobSpec) -> Sink {
+    fn new(name: &str, spec: &JobSpec, plot: bool) -> Sink {
         let mut stats = JobStats::new(name);
         stats.latency_depth = spec.iodepth;
         for d in stats.dirs.iter_mut() {
@@ -120,15 +127,27 @@ impl Sink {
         Sink {
             stats,
             window: [(0, 0); 2],
+            logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.logs.clone())),
         }
     }
 }
 
 impl LatSink for Sink {
     #[inline]
-    fn record(&mut self, write: bool, bytes: u64, slat: u64, clat: u64, _lat: u64) {
+    fn record(&mut self, io: Completed) {
+        let Completed {
+            write,
+            bytes,
+            slat,
+            clat,
+            ..
+        } = io;
         let d = usize::from(write);
         self.stats.dirs[d].record_io(bytes, slat, clat);
+        if let Some(logs) = &mut self.logs {
+            let dir = if write { Ddir::Write } else { Ddir::Read };
+            logs.io(io.at_ns, dir, bytes, io.offset, slat, clat);
+        }
         self.window[d].0 += bytes;
         self.window[d].1 += 1;
     }
@@ -147,6 +166,11 @@ impl LatSink for Sink {
     }
     fn completed(&mut self, n: u64) {
         self.stats.mark_complete(n);
+    }
+    fn finish(&mut self, at_ns: u64) {
+        if let Some(logs) = &mut self.logs {
+            logs.finish(at_ns);
+        }
     }
     fn sample(&mut self, window_ns: u64) {
         for d in 0..2 {
@@ -216,7 +240,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             .zip(&plan.spec_of)
             .map(|(job, &spec)| {
                 let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
-                let sink = Sink::new(&job.job.name, &plan.specs[spec]);
+                let sink = Sink::new(&job.job.name, &plan.specs[spec], plan.plot);
                 // With registered buffers, the job's buffers come from the device's pool, so
                 // its I/O goes as READ_FIXED/WRITE_FIXED; they return to the pool when the
                 // job ends.

@@ -202,6 +202,7 @@ pub fn case_for(
             batch_complete_max: u32::MAX,
             source,
             kind: kind.into(),
+            logs: None,
         });
     }
     let dev = std::iter::once(device.model.clone())

@@ -4,6 +4,7 @@
 use crate::workload::{FioSource, Limit, SimJob};
 use mqblk_core::{Blkcg, Nanos};
 use mqblk_runtime::job::{ioprio, join_cgroup};
+use mqblk_workload::logs::JobLogs;
 use mqblk_workload::JobSpec;
 
 /// One [`SimJob`] per job clone (`numjobs`), pinned by `cpus_allowed` or spread over the CPUs
@@ -48,6 +49,7 @@ pub fn from_specs(
             batch_complete_max: job.batch_complete_max,
             source: Box::new(FioSource::of(&job)),
             kind: job.name.clone(),
+            logs: job.logs.any().then(|| JobLogs::new(job.logs.clone())),
         });
     }
     Ok(out)

@@ -10,7 +10,7 @@ pub mod driver;
 pub mod engine;
 pub mod fuzz;
 pub mod jobs;
-pub mod plot;
+pub use mqblk_workload::plot;
 pub mod replay;
 pub mod scenario;
 pub mod workload;

@@ -198,6 +198,7 @@ impl Replayable {
                     capacity,
                 }),
                 kind: "replay".into(),
+                logs: None,
             })
             .collect()
     }

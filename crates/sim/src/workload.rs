@@ -76,6 +76,8 @@ pub struct SimJob {
     /// fio's `stonewall`: the job starts (`start_at` later) once every job of a lower
     /// barrier has finished.
     pub barrier: u32,
+    /// fio's per-job logs and the `--plot` series, when asked for.
+    pub logs: Option<mqblk_workload::logs::JobLogs>,
     pub limit: Limit,
     /// Completions before this time since the start are not counted (fio's `ramp_time`).
     pub ramp: Nanos,

@@ -226,6 +226,7 @@ fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs:
         batch_complete_max: u32::MAX,
         source,
         kind: name.into(),
+        logs: None,
     }
 }
 

@@ -559,6 +559,7 @@ fn raid_through_the_simulator_never_exceeds_can_queue() {
                 0,
             )),
             kind: "fio".into(),
+            logs: None,
         })
         .collect();
     let cfg = SimConfig {

@@ -27,6 +27,7 @@ fn fio_job(name: &str, cpu: u16, rw: RwMode, bs: u32, qd: u32, ios: u64, seed: u
         batch_complete_max: u32::MAX,
         source: Box::new(FioSource::new(rw, 100, bs, 0, 256 << 20, seed, 0)),
         kind: "fio".into(),
+        logs: None,
     }
 }
 

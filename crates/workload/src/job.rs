@@ -11,6 +11,7 @@ mod build;
 mod cli;
 pub mod engine;
 mod error;
+mod expr;
 mod fio_only;
 mod ini;
 mod options;

@@ -15,7 +15,9 @@
 pub mod iolog;
 pub mod job;
 pub mod job_driver;
+pub mod logs;
 pub mod pattern;
+pub mod plot;
 pub mod report;
 pub mod stats;
 pub mod verify;

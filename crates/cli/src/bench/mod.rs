@@ -56,7 +56,8 @@ fn run(args: &[String]) -> Result<i32, String> {
         cl.add_job_text("default job", DEFAULT_JOB)
             .map_err(|e| e.to_string())?;
     }
-    let plan = Plan::from_specs(&cl.jobs)?;
+    let mut plan = Plan::from_specs(&cl.jobs)?;
+    plan.plot = cl.plot.is_some();
     // fio's Ctrl-C: the first ends the jobs and the report shows what they did; a second
     // one exits at once.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -94,6 +95,14 @@ fn run(args: &[String]) -> Result<i32, String> {
         })
         .collect();
     mqblk_workload::iolog::write_all(&logs)?;
+    for (i, (sink, _)) in exec.results.iter().enumerate() {
+        if let Some(logs) = &sink.logs {
+            logs.write(i + 1)?;
+        }
+        if let Some(dir) = &cl.plot {
+            mqblk_workload::logs::write_charts(dir, &sink.stats, i + 1, sink.logs.as_ref())?;
+        }
+    }
     let report = build_report(&cl, &plan, &exec);
     let mut out = match cl.output_format {
         OutputFormat::Normal => text_report(&report),
@@ -177,7 +186,7 @@ fn usage() -> String {
          Without jobs it runs the built-in default (4k random reads, QD32, 3 s, null device).\n\
          \n\
          tool options: --output-format=normal|json|json+  --output=FILE  --dump-sched\n\
-         \x20             --parse-only (check the jobs, run nothing)\n\
+         \x20             --parse-only (check the jobs, run nothing)  --plot=DIR (SVG charts)\n\
          \x20             --progress / --no-progress  --preset=NAME ({})  --help\n\
          schedulers:   {}\n\
          \n\

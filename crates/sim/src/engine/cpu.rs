@@ -82,6 +82,17 @@ impl Sim {
                 job.stats
                     .dir_mut(d)
                     .record_io(bytes, s1 - s0, cur.saturating_sub(s1));
+                if let Some(logs) = &mut job.def.logs {
+                    let at = cur.saturating_sub(job.start);
+                    logs.io(
+                        at,
+                        d,
+                        bytes,
+                        bio.sector << 9,
+                        s1 - s0,
+                        cur.saturating_sub(s1),
+                    );
+                }
             }
             job.end = cur;
             self.total_outstanding -= 1;

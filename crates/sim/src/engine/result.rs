@@ -17,6 +17,8 @@ pub struct JobResult {
     pub end: Nanos,
     /// What the job issued, for fio's `write_iolog` (empty unless the job asked).
     pub iolog: Vec<mqblk_workload::iolog::IoLogEntry>,
+    /// fio's per-job logs and the `--plot` series, when asked for.
+    pub logs: Option<mqblk_workload::logs::JobLogs>,
 }
 
 impl JobResult {
@@ -136,6 +138,9 @@ impl Sim {
             .jobs
             .into_iter()
             .map(|mut j: JobRun| {
+                if let Some(logs) = &mut j.def.logs {
+                    logs.finish(j.end.saturating_sub(j.start));
+                }
                 // Statistics start after the ramp, as the threaded runner's do.
                 j.start = (j.start + j.def.ramp.0).min(j.end);
                 let rt = j.end.saturating_sub(j.start);
@@ -150,8 +155,10 @@ impl Sim {
                     j.stats.error_text = format!("{} I/O errors", j.errors);
                 }
                 let iolog = j.def.source.take_iolog();
+                let logs = j.def.logs.take();
                 JobResult {
                     iolog,
+                    logs,
                     name: j.def.name,
                     kind: j.def.kind,
                     cpu: j.def.cpu,

@@ -134,6 +134,7 @@ pub(crate) fn job(
         batch_complete_max: u32::MAX,
         source,
         kind: kind.into(),
+        logs: None,
     }
 }
 

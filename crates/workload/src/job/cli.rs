@@ -39,6 +39,8 @@ pub struct CommandLine {
     /// `--parse-only`: check the jobs and the device they describe, run nothing (fio's
     /// `--parse-only`).
     pub parse_only: bool,
+    /// `--plot=DIR`: write SVG charts of each job clone there.
+    pub plot: Option<PathBuf>,
     /// `--trace=NAME`: write the run's request events as blktrace files `NAME.blktrace.N`.
     pub trace: Option<PathBuf>,
     /// Global options for fio's JSON "global options": the command-line globals followed
@@ -85,8 +87,9 @@ impl CommandLine {
 }
 
 /// The tool's own options, offered as suggestions for misspelled arguments.
-const TOOL_OPTIONS: [&str; 9] = [
+const TOOL_OPTIONS: [&str; 10] = [
     "parse-only",
+    "plot",
     "output-format",
     "trace",
     "output",
@@ -219,6 +222,7 @@ fn tool_option(
         "no-progress" => cl.progress = Some(!flag(key, value, loc)?),
         "help" => cl.help = flag(key, value, loc)?,
         "parse-only" => cl.parse_only = flag(key, value, loc)?,
+        "plot" => cl.plot = Some(PathBuf::from(required(key, value, loc)?)),
         _ => return Ok(false),
     }
     Ok(true)

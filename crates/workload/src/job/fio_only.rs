@@ -129,22 +129,9 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     // Logs and reporting.
     (
-        "write_lat_log",
-        "latency logs are not implemented; use --output-format=json+ for histograms",
-    ),
-    (
-        "write_bw_log",
-        "bandwidth logs are not implemented; the report has per-job bandwidth",
-    ),
-    (
-        "write_iops_log",
-        "IOPS logs are not implemented; the report has per-job IOPS",
-    ),
-    (
         "write_hist_log",
         "histogram logs are not implemented; use --output-format=json+",
     ),
-    ("log_avg_msec", "logs are not implemented; remove the line"),
     ("per_job_logs", "logs are not implemented; remove the line"),
     (
         "read_iolog",

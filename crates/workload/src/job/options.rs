@@ -229,9 +229,15 @@ static OPTIONS: &[OptDef] = &[
         name: "io_size",
         aliases: &["io_limit"],
         default: "",
-        help: "Bytes of I/O to do within the region of size (more than size loops over it).",
-        kind: Kind::Size {
-            set: |j, v| j.io_size = Some(v),
+        help: "Bytes of I/O to do within the region of size (more than size loops over it), or N% of size.",
+        kind: Kind::Custom {
+            syntax: "size|N%",
+            set: |j, t, o| {
+                let (bytes, pct) = size_or_percent(t, o)?;
+                j.io_size = bytes;
+                j.io_size_pct = pct;
+                Ok(())
+            },
         },
     },
     OptDef {
@@ -285,6 +291,44 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "write_lat_log",
+        aliases: &[],
+        default: "",
+        help: "Write PREFIX_lat/clat/slat.N.log: every I/O's latency in ns (or window means with log_avg_msec).",
+        kind: Kind::Str {
+            set: |j, v| j.logs.lat = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "write_bw_log",
+        aliases: &[],
+        default: "",
+        help: "Write PREFIX_bw.N.log: bandwidth in KiB/s.",
+        kind: Kind::Str {
+            set: |j, v| j.logs.bw = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "write_iops_log",
+        aliases: &[],
+        default: "",
+        help: "Write PREFIX_iops.N.log: I/Os per second.",
+        kind: Kind::Str {
+            set: |j, v| j.logs.iops = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "log_avg_msec",
+        aliases: &[],
+        default: "0",
+        help: "Average log entries over windows of this many ms (0: a line per I/O).",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.logs.avg_ms = v,
+        },
+    },
+    OptDef {
         name: "thinktime_blocks",
         aliases: &[],
         default: "1",
@@ -299,18 +343,30 @@ static OPTIONS: &[OptDef] = &[
         name: "size",
         aliases: &[],
         default: "",
-        help: "Bytes of I/O per job; unset (or 0) means the device from offset to its end.",
-        kind: Kind::Size {
-            set: |j, v| j.size = (v != 0).then_some(v),
+        help: "Bytes of I/O per job, or N% of the device; unset (or 0) means the device from offset to its end.",
+        kind: Kind::Custom {
+            syntax: "size|N%",
+            set: |j, t, o| {
+                let (bytes, pct) = size_or_percent(t, o)?;
+                j.size = bytes.filter(|&v| v != 0);
+                j.size_pct = pct;
+                Ok(())
+            },
         },
     },
     OptDef {
         name: "offset",
         aliases: &[],
         default: "0",
-        help: "Byte offset where the job's I/O region starts.",
-        kind: Kind::Size {
-            set: |j, v| j.offset = v,
+        help: "Byte offset where the job's I/O region starts, or N% of the device (aligned up to the block size).",
+        kind: Kind::Custom {
+            syntax: "size|N%",
+            set: |j, t, o| {
+                let (bytes, pct) = size_or_percent(t, o)?;
+                j.offset = bytes.unwrap_or(0);
+                j.offset_pct = pct;
+                Ok(())
+            },
         },
     },
     OptDef {
@@ -1199,6 +1255,22 @@ fn unsupported(option: &str, text: &str, reason: String) -> JobErrorKind {
         value: text.to_string(),
         reason,
     }
+}
+
+/// A size, or fio's `N%` (of the device, so at most 100, except `io_size`, a multiple of
+/// `size`): `(Some(bytes), None)` or `(None, Some(percent))`.
+fn size_or_percent(text: &str, option: &str) -> Result<(Option<u64>, Option<f64>), JobErrorKind> {
+    if let Some(p) = text.strip_suffix('%') {
+        let max = if option == "io_size" { 1e9 } else { 100.0 };
+        let pct = parse_percent(p)
+            .filter(|v| *v > 0.0 && *v <= max)
+            .ok_or_else(|| {
+                bad_named(option, text, "a size, or a percentage from 1 to 100 with %")
+            })?;
+        return Ok((None, Some(pct)));
+    }
+    let v = parse_size(text).ok_or_else(|| bad_named(option, text, SIZE_SYNTAX))?;
+    Ok((Some(v), None))
 }
 
 /// `bsrange=min-max[,min-max[,min-max]]`.

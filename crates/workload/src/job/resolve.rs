@@ -6,6 +6,7 @@
 
 use super::error::{JobError, JobErrorKind, Location};
 use super::spec::{JobSpec, RwMode, VerifyMode};
+use crate::logs::LogConfig;
 use crate::pattern::{BlockSizes, Distribution, Rng, Shape};
 use crate::Ddir;
 
@@ -59,6 +60,9 @@ pub struct Job {
     /// (`filename`, or fio's `NAME.CLONE.0`).
     pub write_iolog: Option<String>,
     pub log_file: String,
+    /// `write_lat_log`, `write_bw_log`, `write_iops_log`, `log_avg_msec`; the files carry
+    /// `index + 1` as fio's job number.
+    pub logs: LogConfig,
     /// Start of the region in bytes.
     pub offset: u64,
     /// Bytes of the region, and of one pass over it.
@@ -162,11 +166,26 @@ pub fn resolve(
                 JobErrorKind::Invalid(m),
             )
         };
-        let size = s.size.unwrap_or_else(|| cap.saturating_sub(s.offset));
-        if s.offset.saturating_add(size) > cap {
+        // fio's percentages: of the whole device; a percentage offset is aligned up to
+        // the job's smallest block size.
+        let share = |pct: f64| (cap as f64 * pct / 100.0) as u64;
+        let min_bs = [Ddir::Read, Ddir::Write]
+            .iter()
+            .map(|&d| u64::from(s.sizes_for(d).min()))
+            .min()
+            .unwrap_or(512)
+            .max(512);
+        let offset = match s.offset_pct {
+            Some(p) => share(p).div_ceil(min_bs) * min_bs,
+            None => s.offset,
+        };
+        let size = match s.size_pct {
+            Some(p) => share(p).min(cap.saturating_sub(offset)),
+            None => s.size.unwrap_or_else(|| cap.saturating_sub(offset)),
+        };
+        if offset.saturating_add(size) > cap {
             return Err(bad(format!(
-                "offset {} + size {size} runs past the device ({cap} bytes)",
-                s.offset
+                "offset {offset} + size {size} runs past the device ({cap} bytes)"
             )));
         }
         let bs = [s.bs_for(Ddir::Read), s.bs_for(Ddir::Write)];
@@ -200,9 +219,11 @@ pub fn resolve(
                 return Err(bad(format!("blockalign {a} is larger than size {size}")));
             }
         }
-        let io_bytes = s
-            .io_size
-            .map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
+        let io_size = match s.io_size_pct {
+            Some(p) => Some((size as f64 * p / 100.0) as u64),
+            None => s.io_size,
+        };
+        let io_bytes = io_size.map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
         for clone in 0..s.numjobs.max(1) {
             let index = out.len();
             let seed = base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -234,11 +255,12 @@ pub fn resolve(
                 thinktime_spin_ns: s.thinktime_spin_ns,
                 thinktime_blocks: s.thinktime_blocks.max(1),
                 write_iolog: s.write_iolog.clone(),
+                logs: s.logs.clone(),
                 log_file: s
                     .filename
                     .clone()
                     .unwrap_or_else(|| format!("{}.{clone}.0", s.name)),
-                offset: s.offset,
+                offset,
                 size,
                 iodepth: s.effective_iodepth(),
                 batch_submit: s.iodepth_batch_submit.clamp(1, s.effective_iodepth()),

@@ -1,6 +1,7 @@
 //! The parsed form of one job: [`JobSpec`] and its small enums.
 
 use super::engine::{classify, EngineKind, FIO_DEFAULT};
+use crate::logs::LogConfig;
 use crate::pattern::{BlockSizes, Distribution, SplitEntry};
 use crate::Ddir;
 
@@ -114,6 +115,11 @@ pub struct JobSpec {
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
     pub io_size: Option<u64>,
+    /// `size=N%`, `offset=N%`, `io_size=N%`: shares of the device (of `size` for
+    /// `io_size`), resolved against its capacity; each replaces the byte value.
+    pub size_pct: Option<f64>,
+    pub offset_pct: Option<f64>,
+    pub io_size_pct: Option<f64>,
     /// `loops=`: passes of the whole job (1).
     pub loops: u32,
     /// `startdelay=`: wait this long before starting; a range draws per clone (ns).
@@ -126,6 +132,8 @@ pub struct JobSpec {
     pub thinktime_blocks: u64,
     /// `write_iolog=`: log every I/O issued to this file, in fio's format.
     pub write_iolog: Option<String>,
+    /// `write_lat_log`, `write_bw_log`, `write_iops_log` and `log_avg_msec`.
+    pub logs: LogConfig,
     /// Bytes of I/O per job; `None` means the whole device from `offset`.
     pub size: Option<u64>,
     /// Start of the I/O region in bytes.
@@ -291,12 +299,16 @@ impl Default for JobSpec {
             random_distribution: Distribution::Uniform,
             number_ios: 0,
             io_size: None,
+            size_pct: None,
+            offset_pct: None,
+            io_size_pct: None,
             loops: 1,
             startdelay_ns: (0, 0),
             thinktime_ns: 0,
             thinktime_spin_ns: 0,
             thinktime_blocks: 1,
             write_iolog: None,
+            logs: LogConfig::default(),
             size: None,
             offset: 0,
             iodepth: 1,

@@ -577,14 +577,14 @@ fn an_unset_variable_is_named_when_its_line_fails() {
 
 #[test]
 fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
-    let text = "[global]\nioengine=io_uring\nwrite_lat_log=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
+    let text = "[global]\nioengine=io_uring\nwrite_hist_log=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
                 iodepth=0\n[b]\nbs=1000\n[c]\nnrfiles=4\nrw=randwrite\n";
     let err = parse_job_text("jobs.fio", text).expect_err("problems");
     let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
     assert_eq!(err.count(), 4, "{lines:#?}");
     assert_eq!(lines.len(), 4);
     assert!(lines[0]
-        .starts_with("jobs.fio:3: fio option 'write_lat_log' is not implemented by mqblk: "));
+        .starts_with("jobs.fio:3: fio option 'write_hist_log' is not implemented by mqblk: "));
     assert_eq!(lines[1], "jobs.fio:7: unknown option 'bogus_opt'");
     assert!(lines[2].starts_with("jobs.fio:8: option 'iodepth': value '0' out of range"));
     // Job b has no problem of its own, but the bad [global] line above it means its
@@ -634,4 +634,30 @@ fn a_file_of_garbage_lists_at_most_a_hundred_problems() {
     let text: String = (0..1000).map(|i| format!("[j{i}]\nnope{i}=1\n")).collect();
     let err = parse_job_text("jobs.fio", &text).expect_err("garbage");
     assert_eq!(err.count(), 100);
+}
+
+#[test]
+fn percentages_and_expressions_size_a_job_as_fio_does() {
+    let jobs = parse_job_text(
+        "jobs.fio",
+        "[a]\ndev_size=64m\nsize=50%\noffset=10%\nio_size=200%\nbs=(4*1024)\nruntime=(60*5)s\n\
+         thinktime=(250*2)\n",
+    )
+    .unwrap();
+    let a = &jobs[0];
+    assert_eq!(
+        (a.size, a.size_pct, a.offset_pct),
+        (None, Some(50.0), Some(10.0))
+    );
+    assert_eq!(a.bs, [4096; 3]);
+    assert_eq!(a.runtime_ns, 300_000_000_000);
+    // A time expression without a unit is in microseconds, as fio reads it.
+    assert_eq!(a.thinktime_ns, 500_000);
+    let r = resolve(&jobs, |_| Ok(64 << 20), 0).unwrap();
+    // 10% of 64 MiB, aligned up to the 4 KiB block size; 50% of the device; twice that.
+    assert_eq!(r[0].offset, 6_713_344);
+    assert_eq!(r[0].size, 32 << 20);
+    assert_eq!(r[0].io_bytes, Some(64 << 20));
+    let err = file_err("[a]\nsize=150%\nbs=(4*\n");
+    assert_eq!(err.lines().count(), 2, "{err}");
 }

@@ -12,6 +12,11 @@
 /// Returns `None` for anything else, including values that overflow `u64`.
 pub fn parse_size(text: &str) -> Option<u64> {
     let s = text.trim();
+    // fio's arithmetic: `(4*1024)`, `(2^20)k`.
+    if let Some((value, suffix)) = super::expr::split(s) {
+        let v = value * size_multiplier(suffix)? as f64;
+        return (v >= 0.0 && v < u64::MAX as f64).then_some(v.round() as u64);
+    }
     if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         return parse_hex(hex);
     }
@@ -25,6 +30,16 @@ pub fn parse_size(text: &str) -> Option<u64> {
 /// units of `default_unit_ns` (seconds for `runtime`, nanoseconds for `completion_nsec`).
 /// Returns nanoseconds, or `None` for bad syntax or overflow.
 pub fn parse_time_ns(text: &str, default_unit_ns: u64) -> Option<u64> {
+    // fio's arithmetic: a time expression without a unit is in microseconds.
+    if let Some((value, suffix)) = super::expr::split(text) {
+        let unit = if suffix.is_empty() {
+            1_000
+        } else {
+            time_multiplier(suffix)?
+        };
+        let v = value * unit as f64;
+        return (v >= 0.0 && v < u64::MAX as f64).then_some(v.round() as u64);
+    }
     let (digits, suffix) = split_digits(text.trim())?;
     let number: u64 = digits.parse().ok()?;
     let unit = if suffix.is_empty() {

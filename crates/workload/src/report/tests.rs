@@ -104,6 +104,10 @@ fn json_has_fio_shape_and_values() {
         "latency_ns",
         "latency_us",
         "latency_ms",
+        "latency_depth",
+        "latency_target",
+        "latency_percentile",
+        "latency_window",
         "hctx_dispatched",
     ];
     assert_eq!(job_keys, expected_start);

@@ -1,4 +1,4 @@
-//! Small SVG charts for scenario results: series of points over a shared x axis.
+//! Small SVG charts for scenario and job results: series of points over a shared x axis.
 //!
 //! Hand-written because the charts are simple (a few lines or bar groups) and the output must
 //! be byte-for-byte reproducible from a seed; a plotting crate would bring fonts and
@@ -89,9 +89,17 @@ impl Chart {
                 short(y)
             );
         }
+        // A tick per x value for a few categories (client counts); six evenly spaced ones
+        // (in the axis' own scale) for a continuous series such as a time line or a CDF.
         let mut ticks: Vec<f64> = xs.clone();
         ticks.sort_by(|a, b| a.total_cmp(b));
         ticks.dedup();
+        if ticks.len() > 12 {
+            let unfx = |v: f64| if self.log_x { v.exp2() } else { v };
+            ticks = (0..=5)
+                .map(|i| unfx(x0 + (x1 - x0) * i as f64 / 5.0))
+                .collect();
+        }
         for x in ticks {
             let _ = write!(
                 s,
@@ -125,25 +133,36 @@ impl Chart {
                 .iter()
                 .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
                 .collect();
+            // Every other series dashed, so that series lying on each other both show.
+            let dash = if i % 2 == 1 {
+                r#" stroke-dasharray="7,4""#
+            } else {
+                ""
+            };
             let _ = write!(
                 s,
-                r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+                r#"<polyline fill="none" stroke="{c}" stroke-width="2"{dash} points="{}"/>"#,
                 pts.join(" ")
             );
-            for &(x, y) in &se.points {
-                let _ = write!(
-                    s,
-                    r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#,
-                    px(x),
-                    py(y)
-                );
+            // Markers where they stay apart; a dense series is its line alone.
+            if se.points.len() <= 40 {
+                for &(x, y) in &se.points {
+                    let _ = write!(
+                        s,
+                        r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{c}"/>"#,
+                        px(x),
+                        py(y)
+                    );
+                }
             }
             let ly = t + 10.0 + 20.0 * i as f64;
             let _ = write!(
                 s,
-                r#"<rect x="{}" y="{}" width="14" height="4" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
-                l + pw + 14.0,
-                ly - 4.0,
+                r#"<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="{c}" stroke-width="3"{dash}/><text x="{}" y="{}">{}</text>"#,
+                l + pw + 10.0,
+                l + pw + 30.0,
+                ly - 2.0,
+                ly - 2.0,
                 l + pw + 34.0,
                 ly + 1.0,
                 esc(&se.name)

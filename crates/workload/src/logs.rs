@@ -1,0 +1,423 @@
+//! fio's per-job logs (`write_lat_log`, `write_bw_log`, `write_iops_log`, `log_avg_msec`)
+//! and the time series `--plot` draws.
+//!
+//! The files are fio's: `PREFIX_lat.N.log`, `PREFIX_clat.N.log`, `PREFIX_slat.N.log`,
+//! `PREFIX_bw.N.log`, `PREFIX_iops.N.log`, N the job's number in the run (from 1), each line
+//! `time (ms), value, direction (0 read, 1 write), block size, offset`. Latencies are in
+//! nanoseconds, bandwidth in KiB/s, IOPS in I/Os per second. With `log_avg_msec=0` every
+//! I/O is a line (for bandwidth, its bytes over the time since the previous completion in
+//! its direction; for IOPS, 1, as fio writes them); otherwise a line per direction per
+//! window holds the window's mean (bandwidth and IOPS over the window), with block size
+//! and offset 0, as fio's averaged logs.
+
+use crate::Ddir;
+use std::fmt::Write as _;
+
+/// Which logs a job writes, and how they are averaged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `write_lat_log=PREFIX` (lat, clat and slat logs).
+    pub lat: Option<String>,
+    /// `write_bw_log=PREFIX`.
+    pub bw: Option<String>,
+    /// `write_iops_log=PREFIX`.
+    pub iops: Option<String>,
+    /// `log_avg_msec` (0: a line per I/O).
+    pub avg_ms: u64,
+}
+
+impl LogConfig {
+    /// Whether any log is asked for.
+    pub fn any(&self) -> bool {
+        self.lat.is_some() || self.bw.is_some() || self.iops.is_some()
+    }
+}
+
+/// One line of a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line {
+    pub ms: u64,
+    pub value: u64,
+    pub dir: u8,
+    pub bs: u32,
+    pub offset: u64,
+}
+
+/// The running sums of one direction in the current window.
+#[derive(Debug, Clone, Copy, Default)]
+struct Window {
+    n: u64,
+    bytes: u64,
+    lat: u64,
+    clat: u64,
+    slat: u64,
+}
+
+/// What a job logged: lines per log kind, and the windows' series for plots.
+#[derive(Debug, Clone, Default)]
+pub struct JobLogs {
+    cfg: LogConfig,
+    /// The window of averaged logs and of the plotted series, in nanoseconds.
+    window_ns: u64,
+    window_end: u64,
+    open: [Window; 2],
+    last_done: [u64; 2],
+    pub lat: Vec<Line>,
+    pub clat: Vec<Line>,
+    pub slat: Vec<Line>,
+    pub bw: Vec<Line>,
+    pub iops: Vec<Line>,
+    /// For `--plot`: the job's I/O in time buckets of `bucket_ns` (from 1 ms, doubled
+    /// whenever the job outgrows [`MAX_BUCKETS`]), per direction.
+    buckets: Vec<[Window; 2]>,
+    bucket_ns: u64,
+    end_ns: u64,
+}
+
+/// Time buckets kept for plots; a longer job doubles the bucket width.
+const MAX_BUCKETS: usize = 4096;
+
+/// Points a plotted time line aims at.
+const PLOT_POINTS: u64 = 60;
+
+/// One plotted point: (end of its span in s, direction, IOPS, MiB/s, mean clat in us).
+pub type Point = (f64, u8, f64, f64, f64);
+
+/// The window kept while a job logs every I/O (`log_avg_msec=0`); nothing is averaged
+/// over it then, it only paces the bookkeeping. fio's `bwavgtime` default.
+const DEFAULT_WINDOW_MS: u64 = 500;
+
+impl JobLogs {
+    pub fn new(cfg: LogConfig) -> JobLogs {
+        let ms = if cfg.avg_ms > 0 {
+            cfg.avg_ms
+        } else {
+            DEFAULT_WINDOW_MS
+        };
+        JobLogs {
+            cfg,
+            window_ns: ms * 1_000_000,
+            window_end: ms * 1_000_000,
+            bucket_ns: 1_000_000,
+            ..JobLogs::default()
+        }
+    }
+
+    /// A completed I/O, `at_ns` after the job started.
+    pub fn io(&mut self, at_ns: u64, dir: Ddir, bytes: u64, offset: u64, slat: u64, clat: u64) {
+        self.roll(at_ns);
+        let d = dir.index().min(1);
+        let add = |w: &mut Window| {
+            w.n += 1;
+            w.bytes += bytes;
+            w.lat += slat + clat;
+            w.clat += clat;
+            w.slat += slat;
+        };
+        add(&mut self.open[d]);
+        let mut b = (at_ns / self.bucket_ns) as usize;
+        while b >= MAX_BUCKETS {
+            self.coarsen();
+            b = (at_ns / self.bucket_ns) as usize;
+        }
+        if self.buckets.len() <= b {
+            self.buckets.resize(b + 1, [Window::default(); 2]);
+        }
+        add(&mut self.buckets[b][d]);
+        self.end_ns = self.end_ns.max(at_ns);
+        if self.cfg.avg_ms == 0 {
+            let line = |value| Line {
+                ms: at_ns / 1_000_000,
+                value,
+                dir: d as u8,
+                bs: bytes as u32,
+                offset,
+            };
+            if self.cfg.lat.is_some() {
+                self.lat.push(line(slat + clat));
+                self.clat.push(line(clat));
+                self.slat.push(line(slat));
+            }
+            let since = at_ns.saturating_sub(self.last_done[d]).max(1);
+            if self.cfg.bw.is_some() {
+                self.bw.push(line(bytes * 1_000_000_000 / 1024 / since));
+            }
+            if self.cfg.iops.is_some() {
+                self.iops.push(line(1));
+            }
+        }
+        self.last_done[d] = at_ns;
+    }
+
+    /// Closes every window that ended by `at_ns`.
+    fn roll(&mut self, at_ns: u64) {
+        while at_ns >= self.window_end {
+            let end = self.window_end;
+            self.close_window(end);
+            self.window_end += self.window_ns;
+        }
+    }
+
+    /// Halves the time resolution of the plot buckets.
+    fn coarsen(&mut self) {
+        let merged = self
+            .buckets
+            .chunks(2)
+            .map(|pair| {
+                let mut m = pair[0];
+                if let Some(second) = pair.get(1) {
+                    for d in 0..2 {
+                        m[d].n += second[d].n;
+                        m[d].bytes += second[d].bytes;
+                        m[d].lat += second[d].lat;
+                        m[d].clat += second[d].clat;
+                        m[d].slat += second[d].slat;
+                    }
+                }
+                m
+            })
+            .collect();
+        self.buckets = merged;
+        self.bucket_ns *= 2;
+    }
+
+    /// The job's time line for plots: about [`PLOT_POINTS`] spans of equal length over the
+    /// time it ran, each with its IOPS, bandwidth and mean completion latency.
+    pub fn series(&self) -> Vec<Point> {
+        let span_buckets = (self.end_ns / self.bucket_ns / PLOT_POINTS).max(1) as usize;
+        let span_ns = span_buckets as u64 * self.bucket_ns;
+        let mut out = Vec::new();
+        for (i, chunk) in self.buckets.chunks(span_buckets).enumerate() {
+            let start = i as u64 * span_ns;
+            let end = (start + span_ns).min(self.end_ns.max(start + 1));
+            // A last span of less than half the others is too short to give a rate (a job
+            // ending just after a span began would show a spike); its I/O is in the totals.
+            if (end - start) * 2 < span_ns {
+                continue;
+            }
+            let secs = (end - start) as f64 / 1e9;
+            for d in 0..2 {
+                let (n, bytes, clat) = chunk.iter().fold((0, 0, 0), |a, w| {
+                    (a.0 + w[d].n, a.1 + w[d].bytes, a.2 + w[d].clat)
+                });
+                if n > 0 {
+                    let mib = bytes as f64 / 1_048_576.0 / secs;
+                    let lat_us = clat as f64 / n as f64 / 1e3;
+                    out.push((end as f64 / 1e9, d as u8, n as f64 / secs, mib, lat_us));
+                }
+            }
+        }
+        out
+    }
+
+    fn close_window(&mut self, end_ns: u64) {
+        let secs = self.window_ns as f64 / 1e9;
+        for d in 0..2 {
+            let w = std::mem::take(&mut self.open[d]);
+            if w.n == 0 || self.cfg.avg_ms == 0 {
+                continue;
+            }
+            let iops = w.n as f64 / secs;
+            let kib = w.bytes as f64 / 1024.0 / secs;
+            let line = |value: u64| Line {
+                ms: end_ns / 1_000_000,
+                value,
+                dir: d as u8,
+                bs: 0,
+                offset: 0,
+            };
+            if self.cfg.lat.is_some() {
+                self.lat.push(line(w.lat / w.n));
+                self.clat.push(line(w.clat / w.n));
+                self.slat.push(line(w.slat / w.n));
+            }
+            if self.cfg.bw.is_some() {
+                self.bw.push(line(kib.round() as u64));
+            }
+            if self.cfg.iops.is_some() {
+                self.iops.push(line(iops.round() as u64));
+            }
+        }
+    }
+
+    /// Closes the last, partial window at the job's end (`at_ns` after its start).
+    pub fn finish(&mut self, at_ns: u64) {
+        self.roll(at_ns);
+        self.end_ns = self.end_ns.max(at_ns);
+        let full = self.window_ns;
+        let covered = at_ns.saturating_sub(self.window_end - full).max(1);
+        if self.open.iter().any(|w| w.n > 0) {
+            // The partial window counts over the time it covered.
+            self.window_ns = covered;
+            self.close_window(at_ns);
+            self.window_ns = full;
+        }
+    }
+
+    /// Writes the job's log files; `number` is the job's number in the run (from 1).
+    pub fn write(&self, number: usize) -> Result<(), String> {
+        let files: [(&Option<String>, &str, &[Line]); 5] = [
+            (&self.cfg.lat, "lat", &self.lat),
+            (&self.cfg.lat, "clat", &self.clat),
+            (&self.cfg.lat, "slat", &self.slat),
+            (&self.cfg.bw, "bw", &self.bw),
+            (&self.cfg.iops, "iops", &self.iops),
+        ];
+        for (prefix, kind, lines) in files {
+            let Some(prefix) = prefix else { continue };
+            let path = format!("{prefix}_{kind}.{number}.log");
+            let mut text = String::with_capacity(lines.len() * 24);
+            for l in lines {
+                let _ = writeln!(
+                    text,
+                    "{}, {}, {}, {}, {}",
+                    l.ms, l.value, l.dir, l.bs, l.offset
+                );
+            }
+            std::fs::write(&path, text).map_err(|e| format!("{path}: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `--plot` charts of one job clone into `dir`: IOPS, bandwidth and mean completion
+/// latency over time (from `logs`' windows) and the completion-latency CDF per direction
+/// (from `stats`' histograms), as `NAME.N.iops.svg`, `.bw.svg`, `.lat.svg`, `.cdf.svg`.
+pub fn write_charts(
+    dir: &std::path::Path,
+    stats: &crate::JobStats,
+    number: usize,
+    logs: Option<&JobLogs>,
+) -> Result<(), String> {
+    use crate::plot::{Chart, Series};
+    std::fs::create_dir_all(dir).map_err(|e| format!("--plot={}: {e}", dir.display()))?;
+    let name: String = stats
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let dirs = [(Ddir::Read, "read"), (Ddir::Write, "write")];
+    let series = logs.map(JobLogs::series).unwrap_or_default();
+    // Seconds, or milliseconds for a job shorter than two seconds.
+    let short = series.iter().all(|p| p.0 < 2.0);
+    let (scale, unit) = if short { (1e3, "ms") } else { (1.0, "s") };
+    let over_time = |pick: fn(&Point) -> f64| -> Vec<Series> {
+        dirs.iter()
+            .filter_map(|&(d, label)| {
+                let points: Vec<(f64, f64)> = series
+                    .iter()
+                    .filter(|p| p.1 as usize == d.index())
+                    .map(|p| (p.0 * scale, pick(p)))
+                    .collect();
+                (!points.is_empty()).then(|| Series {
+                    name: label.to_string(),
+                    points,
+                })
+            })
+            .collect()
+    };
+    let charts = [
+        ("iops", "IOPS", over_time(|p| p.2)),
+        ("bw", "bandwidth (MiB/s)", over_time(|p| p.3)),
+        ("lat", "mean completion latency (us)", over_time(|p| p.4)),
+    ];
+    for (file, y, series) in charts {
+        let chart = Chart {
+            title: format!("{} (job {number}): {y}", stats.name),
+            x_label: format!("time since the job started ({unit})"),
+            y_label: y.into(),
+            log_x: false,
+            series,
+        };
+        let path = dir.join(format!("{name}.{number}.{file}.svg"));
+        std::fs::write(&path, chart.svg()).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let cdf: Vec<Series> = dirs
+        .iter()
+        .filter_map(|&(d, label)| {
+            let hist = stats.dir(d).clat.hist.as_ref()?;
+            let total: u64 = hist.nonzero_bins().map(|(_, c)| c).sum();
+            let mut seen = 0;
+            let points: Vec<(f64, f64)> = hist
+                .nonzero_bins()
+                .map(|(v, c)| {
+                    seen += c;
+                    (v as f64 / 1000.0, seen as f64 * 100.0 / total as f64)
+                })
+                .collect();
+            (total > 0).then(|| Series {
+                name: label.to_string(),
+                points,
+            })
+        })
+        .collect();
+    let chart = Chart {
+        title: format!("{} (job {number}): completion latency CDF", stats.name),
+        x_label: "completion latency (us, log scale)".into(),
+        y_label: "I/Os at or below (%)".into(),
+        log_x: true,
+        series: cdf,
+    };
+    let path = dir.join(format!("{name}.{number}.cdf.svg"));
+    std::fs::write(&path, chart.svg()).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(avg_ms: u64) -> LogConfig {
+        LogConfig {
+            lat: Some("l".into()),
+            bw: Some("b".into()),
+            iops: Some("i".into()),
+            avg_ms,
+        }
+    }
+
+    #[test]
+    fn a_line_per_io_without_averaging() {
+        let mut l = JobLogs::new(cfg(0));
+        l.io(1_500_000, Ddir::Read, 4096, 8192, 1_000, 20_000);
+        l.io(2_500_000, Ddir::Write, 8192, 0, 2_000, 30_000);
+        l.finish(3_000_000);
+        assert_eq!(l.lat.len(), 2);
+        assert_eq!(
+            l.lat[0],
+            Line {
+                ms: 1,
+                value: 21_000,
+                dir: 0,
+                bs: 4096,
+                offset: 8192
+            }
+        );
+        assert_eq!(l.clat[1].value, 30_000);
+        assert_eq!(l.iops[1].value, 1);
+        assert_eq!(l.iops[1].dir, 1);
+    }
+
+    #[test]
+    fn averaged_lines_hold_each_windows_mean_and_rates() {
+        let mut l = JobLogs::new(cfg(100));
+        // 10 reads of 4 KiB in the first 100 ms, none in the second, 5 in the third.
+        for i in 0..10 {
+            l.io(i * 10_000_000, Ddir::Read, 4096, 0, 0, 1_000 * (i + 1));
+        }
+        for i in 0..5 {
+            l.io(200_000_000 + i * 10_000_000, Ddir::Read, 4096, 0, 0, 2_000);
+        }
+        l.finish(300_000_000);
+        let iops: Vec<(u64, u64)> = l.iops.iter().map(|x| (x.ms, x.value)).collect();
+        assert_eq!(iops, [(100, 100), (300, 50)]);
+        assert_eq!(l.clat[0].value, 5_500);
+        assert_eq!(l.bw[0].value, 400);
+        assert_eq!((l.bw[0].bs, l.bw[0].offset), (0, 0));
+    }
+}
