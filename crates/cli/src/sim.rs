@@ -182,7 +182,22 @@ fn run(args: &[String]) -> Result<i32, String> {
     let host_s = host.elapsed().as_secs_f64();
     crate::trace_cmd::finish(&writer)?;
     let report = RunReport {
-        jobs: res.jobs.iter().map(|j| j.stats.clone()).collect(),
+        jobs: res
+            .jobs
+            .iter()
+            .zip(&resolved)
+            .zip(mqblk_workload::group_ids(
+                &cl.jobs,
+                &resolved.iter().map(|r| r.spec).collect::<Vec<_>>(),
+            ))
+            .map(|((j, r), group)| {
+                let s = &cl.jobs[r.spec];
+                let mut st = j.stats.clone();
+                st.forget(s.disable_slat, s.disable_clat, s.disable_lat, s.disable_bw);
+                st.groupid = group;
+                st
+            })
+            .collect(),
         global_options: cl.global_options.clone(),
         group_reporting: cl.jobs.iter().any(|s| s.group_reporting),
         percentile_list: cl.jobs[0].percentile_list.clone(),

@@ -32,6 +32,7 @@ const ENV: [(&str, &str); 2] = [("FIO_SIZE", "16m"), ("FIO_BS", "8k")];
 enum Op {
     Read,
     Write,
+    Trim,
     Sync,
 }
 
@@ -85,6 +86,7 @@ fn read_log(path: &Path) -> Vec<Entry> {
             let op = match f.get(2).copied()? {
                 "read" => Op::Read,
                 "write" => Op::Write,
+                "trim" => Op::Trim,
                 "sync" => Op::Sync,
                 _ => return None,
             };
@@ -197,7 +199,7 @@ fn top_tenth(log: &[Entry], blocks: u64) -> f64 {
 /// Checks that each direction's I/O follows on from the one before (plus the `:N` gap), or
 /// starts the region again.
 fn sequential(log: &[Entry], start: u64, gap: u64) -> Result<(), String> {
-    for op in [Op::Read, Op::Write] {
+    for op in [Op::Read, Op::Write, Op::Trim] {
         let mut next = None;
         for e in log.iter().filter(|e| e.op == op) {
             if let Some(n) = next {

@@ -214,8 +214,10 @@ fn stonewall_starts_a_job_after_the_ones_above_it_finish() {
     let dir = scratch("stonewall");
     // The reader checks what the writer wrote: with the stonewall it reads after all of
     // it is written; without, it races the writer and finds blocks not yet written.
+    // The writer is held to 8000 IOPS (a quarter second for its 2048 blocks), so that
+    // without the stonewall the reader surely starts while most blocks are unwritten.
     let body = "[global]\nmemory_backed=1\nverify=crc32c\nrandseed=7\nsize=8m\nbs=4k\n\
-                [w]\nrw=write\ndo_verify=0\n[r]\nstonewall\nrw=randread\n";
+                [w]\nrw=write\ndo_verify=0\nrate_iops=8000\n[r]\nstonewall\nrw=randread\n";
     let with = job_file(&dir, "with.fio", body);
     let o = mqblk(&["bench", &with]);
     let out = text(&o.stdout);
@@ -416,5 +418,162 @@ fn fio_logs_and_plots_are_written_by_bench_and_sim() {
             }
         }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn gtod_reduce_and_disable_options_leave_their_measurements_out() {
+    let o = mqblk(&[
+        "bench",
+        "--name=g",
+        "--gtod_reduce=1",
+        "--rw=randread",
+        "--size=4m",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains("read: IOPS="), "{out}");
+    for gone in [
+        "slat (",
+        "clat (",
+        " lat (",
+        "clat percentiles",
+        "bw (",
+        "iops        :",
+    ] {
+        assert!(
+            !out.contains(gone),
+            "'{gone}' reported with gtod_reduce:\n{out}"
+        );
+    }
+    let report = json(&mqblk(&[
+        "sim",
+        "--output-format=json",
+        "--name=d",
+        "--disable_clat",
+        "--rw=randread",
+        "--size=4m",
+    ]));
+    let read = &report["jobs"][0]["read"];
+    assert_eq!(read["clat_ns"]["N"].as_u64(), Some(0), "{read}");
+    assert_eq!(read["slat_ns"]["N"].as_u64(), Some(1024), "{read}");
+}
+
+#[test]
+fn io_uring_tuning_options_and_a_shared_cpu_set_run() {
+    let dir = scratch("tuning");
+    let f = format!("--filename={}", dir.join("data").display());
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=io_uring",
+        &f,
+        "--size=4m",
+        "--sqthread_poll=1",
+        "--cpus_allowed=0-1",
+        "--cpus_allowed_policy=shared",
+        "--numjobs=2",
+        "--name=t",
+        "--rw=randread",
+        "--iodepth=8",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("t: (groupid=0, jobs=1)"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn trim_patterns_discard_through_the_block_layer() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("trim");
+    let data = dir.join("data");
+    let f = format!("--filename={}", data.display());
+    // Lay the file out with data (a read job), then trim its first half.
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=libaio",
+        &f,
+        "--size=8m",
+        "--name=fill",
+        "--rw=read",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let before = std::fs::metadata(&data).unwrap().blocks() * 512;
+    let report = json(&mqblk(&[
+        "bench",
+        "--output-format=json",
+        "--ioengine=libaio",
+        &f,
+        "--name=trim",
+        "--rw=trim",
+        "--bs=1m",
+        "--size=4m",
+    ]));
+    let trim = &report["jobs"][0]["trim"];
+    assert_eq!(trim["total_ios"].as_u64(), Some(4), "{trim}");
+    assert_eq!(trim["io_bytes"].as_u64(), Some(4 << 20));
+    let after = std::fs::metadata(&data).unwrap().blocks() * 512;
+    assert!(
+        before - after >= 4 << 20,
+        "trimming 4 MiB of a laid-out file freed {} bytes",
+        before - after
+    );
+    // trimwrite: every block trimmed, then written, in bench and sim alike.
+    for cmd in ["bench", "sim"] {
+        let report = json(&mqblk(&[
+            cmd,
+            "--output-format=json",
+            "--name=tw",
+            "--rw=randtrimwrite",
+            "--bs=64k",
+            "--size=4m",
+        ]));
+        let job = &report["jobs"][0];
+        assert_eq!(job["trim"]["total_ios"].as_u64(), Some(64), "{cmd}");
+        assert_eq!(job["write"]["total_ios"].as_u64(), Some(64), "{cmd}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn directory_holds_the_jobs_file_as_fio_names_it() {
+    let dir = scratch("directory");
+    let d = format!("--directory={}", dir.display());
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=libaio",
+        &d,
+        "--size=4m",
+        "--name=dj",
+        "--rw=write",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::metadata(dir.join("dj.0.0")).unwrap().len(),
+        4 << 20
+    );
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=libaio",
+        &d,
+        "--filename=named",
+        "--size=1m",
+        "--name=n",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(dir.join("named").exists());
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=libaio",
+        &d,
+        "--size=1m",
+        "--numjobs=2",
+        "--name=set",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("makes a file per clone (a file set)"),
+        "{}",
+        text(&o.stderr)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

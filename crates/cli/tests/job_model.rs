@@ -81,7 +81,13 @@ fn job_totals(json: &serde_json::Value) -> Vec<(u64, u64, u64)> {
 
 #[test]
 fn bench_and_sim_issue_the_same_bios_for_the_same_job_files() {
-    for job in ["mixed.fio", "verify.fio", "seq-regions.fio"] {
+    for job in [
+        "mixed.fio",
+        "verify.fio",
+        "seq-regions.fio",
+        "database.fio",
+        "zipf-cache.fio",
+    ] {
         let (real, real_json) = run("bench", job, &[]);
         let (sim, sim_json) = run("sim", job, &[]);
         assert!(!real.is_empty(), "{job}: nothing traced");

@@ -84,6 +84,7 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         direct: opts.direct,
         size_bytes: opts.create_size,
         extend: opts.extend,
+        sqpoll: opts.sqpoll,
         fixed_buffers: opts.fixed_buffers,
         fixed_buf_count: opts.fixed_buf_count,
         fixed_buf_size: opts.fixed_buf_size.max(4096),

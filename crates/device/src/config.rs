@@ -166,6 +166,9 @@ pub struct DeviceConfig {
     pub extend: mqblk_drivers::Extend,
     /// Reap completions from a worker thread per hardware queue.
     pub hctx_workers: bool,
+    /// For the uring driver: a kernel thread polls each ring's submission queue (fio's
+    /// `sqthread_poll`).
+    pub sqpoll: bool,
     /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
     pub fixed_buffers: bool,
     pub fixed_buf_count: u32,
@@ -199,6 +202,7 @@ impl Default for DeviceConfig {
             create_size: None,
             extend: mqblk_drivers::Extend::Sparse,
             hctx_workers: false,
+            sqpoll: false,
             fixed_buffers: false,
             fixed_buf_count: 0,
             fixed_buf_size: 0,
@@ -220,7 +224,7 @@ impl DeviceConfig {
             (Some((name, _)), None) => {
                 if s.filename.is_none() {
                     return Err(DeviceError::Invalid(format!(
-                        "job '{}': ioengine={name} needs filename= (fio would make files named after the job in the current directory; mqblk runs every job on one named file or device)",
+                        "job '{}': ioengine={name} needs filename= or directory= (fio would make a file named after the job in the current directory; mqblk makes it only where told)",
                         s.name
                     )));
                 }
@@ -285,6 +289,7 @@ impl DeviceConfig {
                 mqblk_drivers::Extend::Allocate
             },
             hctx_workers: s.hctx_workers,
+            sqpoll: s.sqthread_poll,
             fixed_buffers: s.fixedbufs,
             model: s.device.clone(),
             ..DeviceConfig::default()
@@ -343,6 +348,7 @@ impl DeviceConfig {
             create_size: _,
             extend: _,
             hctx_workers,
+            sqpoll,
             fixed_buffers,
             fixed_buf_count: _,
             fixed_buf_size: _,
@@ -370,6 +376,7 @@ impl DeviceConfig {
             ("filename", *filename == o.filename),
             ("direct", *direct == o.direct),
             ("hctx_workers", *hctx_workers == o.hctx_workers),
+            ("sqthread_poll", *sqpoll == o.sqpoll),
             ("fixedbufs", *fixed_buffers == o.fixed_buffers),
             ("device", *model == o.model),
         ];

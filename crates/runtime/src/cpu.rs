@@ -6,9 +6,16 @@ use nix::unistd::Pid;
 
 /// Pins the calling thread to `cpu` (fio's `cpus_allowed` for one CPU per job).
 pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
+    pin_current_thread_to(&[cpu])
+}
+
+/// Lets the calling thread run on any of `cpus` (fio's `cpus_allowed_policy=shared`).
+pub fn pin_current_thread_to(cpus: &[usize]) -> Result<(), String> {
     let mut set = CpuSet::new();
-    set.set(cpu).map_err(|e| format!("cpu {cpu}: {e}"))?;
-    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("pinning to cpu {cpu}: {e}"))
+    for &cpu in cpus {
+        set.set(cpu).map_err(|e| format!("cpu {cpu}: {e}"))?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("pinning to cpus {cpus:?}: {e}"))
 }
 
 /// User and system CPU time of a thread or process, with context switches and faults.

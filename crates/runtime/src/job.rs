@@ -11,7 +11,7 @@ use mqblk_core::{
     Bio, BlkStatus, Blkcg, CtxIdx, IoBuf, IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp,
     RequestQueue, SECTOR_SHIFT,
 };
-use mqblk_workload::{verify, IoKind, Job, JobDriver, JobIo, Next};
+use mqblk_workload::{verify, Ddir, IoKind, Job, JobDriver, JobIo, Next};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -41,6 +41,7 @@ pub fn op_flags(kind: IoKind, sync: bool) -> (ReqOp, ReqFlags) {
         IoKind::Read => ReqOp::Read,
         IoKind::Write => ReqOp::Write,
         IoKind::Flush => ReqOp::Flush,
+        IoKind::Trim => ReqOp::Discard,
     };
     let flags = match (sync, op) {
         (false, _) => ReqFlags::empty(),
@@ -80,7 +81,7 @@ pub fn join_cgroup(job: &Job, blkcg: &Blkcg) -> Result<u32, String> {
 /// One measured I/O completion.
 #[derive(Copy, Clone, Debug)]
 pub struct Completed {
-    pub write: bool,
+    pub dir: Ddir,
     pub bytes: u64,
     /// Byte offset on the device.
     pub offset: u64,
@@ -244,10 +245,13 @@ pub fn run_job<S: LatSink>(
 ) -> (S, JobOutcome) {
     let job = &rj.job;
     let mut out = JobOutcome::default();
-    if let Some(cpu) = job.cpu {
-        if let Err(e) = pin_current_thread(cpu) {
-            out.first_error = Some(format!("{}: cpus_allowed: {e}", job.name));
-        }
+    let pinned = if !job.cpus_shared.is_empty() {
+        Some(crate::pin_current_thread_to(&job.cpus_shared))
+    } else {
+        job.cpu.map(pin_current_thread)
+    };
+    if let Some(Err(e)) = pinned {
+        out.first_error = Some(format!("{}: cpus_allowed: {e}", job.name));
     }
     let h = SubmitterHandle::new(q, rj.ctx, clock);
     start.wait();
@@ -511,8 +515,13 @@ impl<S: LatSink> JobState<'_, S> {
                 if measured {
                     let submit = bio.submit_ns.0;
                     let end = self.batches.end_of(bio.private).max(submit);
+                    let dir = match bio.op {
+                        ReqOp::Read => Ddir::Read,
+                        ReqOp::Discard => Ddir::Trim,
+                        _ => Ddir::Write,
+                    };
                     self.sink.record(Completed {
-                        write,
+                        dir,
                         bytes: len,
                         offset: bio.sector << SECTOR_SHIFT,
                         at_ns: now.saturating_sub(self.t0),

@@ -16,7 +16,9 @@ mod submitter;
 mod workers;
 
 pub use clock::MonotonicClock;
-pub use cpu::{pin_current_thread, process_cpu_time, thread_cpu_time, CpuTime};
+pub use cpu::{
+    pin_current_thread, pin_current_thread_to, process_cpu_time, thread_cpu_time, CpuTime,
+};
 pub use job::{run_job, Completed, JobOutcome, LatSink, Progress, RunJob};
 pub use run::{execute, execute_on, Execution, Plan, Sink};
 pub use submitter::SubmitterHandle;

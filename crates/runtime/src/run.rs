@@ -9,7 +9,7 @@ use crate::{
 use mqblk_core::{IoBuf, RequestQueue};
 use mqblk_device::{Device, DeviceConfig, DriverKind};
 use mqblk_workload::logs::JobLogs;
-use mqblk_workload::{Ddir, JobSpec, JobStats};
+use mqblk_workload::{JobSpec, JobStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -108,7 +108,7 @@ impl Plan {
 /// One job clone's measurements, in fio's shape.
 pub struct Sink {
     pub stats: JobStats,
-    window: [(u64, u64); 2],
+    window: [(u64, u64); 3],
     /// fio's per-job logs and the `--plot` series, when asked for.
     pub logs: Option<JobLogs>,
 }
@@ -126,7 +126,7 @@ impl Sink {
         }
         Sink {
             stats,
-            window: [(0, 0); 2],
+            window: [(0, 0); 3],
             logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.logs.clone())),
         }
     }
@@ -136,16 +136,15 @@ impl LatSink for Sink {
     #[inline]
     fn record(&mut self, io: Completed) {
         let Completed {
-            write,
+            dir,
             bytes,
             slat,
             clat,
             ..
         } = io;
-        let d = usize::from(write);
+        let d = dir.index();
         self.stats.dirs[d].record_io(bytes, slat, clat);
         if let Some(logs) = &mut self.logs {
-            let dir = if write { Ddir::Write } else { Ddir::Read };
             logs.io(io.at_ns, dir, bytes, io.offset, slat, clat);
         }
         self.window[d].0 += bytes;
@@ -173,7 +172,7 @@ impl LatSink for Sink {
         }
     }
     fn sample(&mut self, window_ns: u64) {
-        for d in 0..2 {
+        for d in 0..3 {
             let (bytes, ios) = std::mem::take(&mut self.window[d]);
             if window_ns > 0 && self.stats.dirs[d].total_ios > 0 {
                 self.stats.dirs[d].push_sample(bytes, ios, window_ns);

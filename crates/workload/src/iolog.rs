@@ -46,6 +46,7 @@ pub fn render(clones: &[CloneLog]) -> String {
                 IoKind::Read => "read",
                 IoKind::Write => "write",
                 IoKind::Flush => "sync",
+                IoKind::Trim => "trim",
             };
             let _ = writeln!(out, "{ms} {file} {action} {} {}", e.offset, e.len);
         }

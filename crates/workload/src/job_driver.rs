@@ -11,6 +11,7 @@
 use crate::iolog::IoLogEntry;
 use crate::job::{Job, RwMode};
 use crate::pattern::Generator;
+use crate::Ddir;
 
 /// What an I/O does.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -19,6 +20,8 @@ pub enum IoKind {
     Write,
     /// A cache flush (`fsync=N`, `end_fsync`).
     Flush,
+    /// A discard (`rw=trim`, `randtrim`, `trimwrite`).
+    Trim,
 }
 
 /// One I/O to issue; a flush has offset and length 0.
@@ -314,7 +317,8 @@ impl JobDriver {
                 self.think = Think::Due;
             }
         }
-        if io.write {
+        let write = io.dir == Ddir::Write;
+        if write {
             if self.verify_pass {
                 let b = (io.offset - self.base) / self.grid;
                 self.written[(b / 64) as usize] |= 1 << (b % 64);
@@ -328,14 +332,14 @@ impl JobDriver {
             }
         }
         JobIo {
-            kind: if io.write {
-                IoKind::Write
-            } else {
-                IoKind::Read
+            kind: match io.dir {
+                Ddir::Read => IoKind::Read,
+                Ddir::Write => IoKind::Write,
+                Ddir::Trim => IoKind::Trim,
             },
             offset: io.offset,
             len: io.len,
-            sync: io.write && self.direct,
+            sync: write && self.direct,
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! The files are fio's: `PREFIX_lat.N.log`, `PREFIX_clat.N.log`, `PREFIX_slat.N.log`,
 //! `PREFIX_bw.N.log`, `PREFIX_iops.N.log`, N the job's number in the run (from 1), each line
-//! `time (ms), value, direction (0 read, 1 write), block size, offset`. Latencies are in
+//! `time (ms), value, direction (0 read, 1 write, 2 trim), block size, offset`. Latencies are in
 //! nanoseconds, bandwidth in KiB/s, IOPS in I/Os per second. With `log_avg_msec=0` every
 //! I/O is a line (for bandwidth, its bytes over the time since the previous completion in
 //! its direction; for IOPS, 1, as fio writes them); otherwise a line per direction per
@@ -60,8 +60,8 @@ pub struct JobLogs {
     /// The window of averaged logs and of the plotted series, in nanoseconds.
     window_ns: u64,
     window_end: u64,
-    open: [Window; 2],
-    last_done: [u64; 2],
+    open: [Window; 3],
+    last_done: [u64; 3],
     pub lat: Vec<Line>,
     pub clat: Vec<Line>,
     pub slat: Vec<Line>,
@@ -69,7 +69,7 @@ pub struct JobLogs {
     pub iops: Vec<Line>,
     /// For `--plot`: the job's I/O in time buckets of `bucket_ns` (from 1 ms, doubled
     /// whenever the job outgrows [`MAX_BUCKETS`]), per direction.
-    buckets: Vec<[Window; 2]>,
+    buckets: Vec<[Window; 3]>,
     bucket_ns: u64,
     end_ns: u64,
 }
@@ -106,7 +106,7 @@ impl JobLogs {
     /// A completed I/O, `at_ns` after the job started.
     pub fn io(&mut self, at_ns: u64, dir: Ddir, bytes: u64, offset: u64, slat: u64, clat: u64) {
         self.roll(at_ns);
-        let d = dir.index().min(1);
+        let d = dir.index();
         let add = |w: &mut Window| {
             w.n += 1;
             w.bytes += bytes;
@@ -121,7 +121,7 @@ impl JobLogs {
             b = (at_ns / self.bucket_ns) as usize;
         }
         if self.buckets.len() <= b {
-            self.buckets.resize(b + 1, [Window::default(); 2]);
+            self.buckets.resize(b + 1, [Window::default(); 3]);
         }
         add(&mut self.buckets[b][d]);
         self.end_ns = self.end_ns.max(at_ns);
@@ -166,7 +166,7 @@ impl JobLogs {
             .map(|pair| {
                 let mut m = pair[0];
                 if let Some(second) = pair.get(1) {
-                    for d in 0..2 {
+                    for d in 0..3 {
                         m[d].n += second[d].n;
                         m[d].bytes += second[d].bytes;
                         m[d].lat += second[d].lat;
@@ -196,7 +196,7 @@ impl JobLogs {
                 continue;
             }
             let secs = (end - start) as f64 / 1e9;
-            for d in 0..2 {
+            for d in 0..3 {
                 let (n, bytes, clat) = chunk.iter().fold((0, 0, 0), |a, w| {
                     (a.0 + w[d].n, a.1 + w[d].bytes, a.2 + w[d].clat)
                 });
@@ -212,7 +212,7 @@ impl JobLogs {
 
     fn close_window(&mut self, end_ns: u64) {
         let secs = self.window_ns as f64 / 1e9;
-        for d in 0..2 {
+        for d in 0..3 {
             let w = std::mem::take(&mut self.open[d]);
             if w.n == 0 || self.cfg.avg_ms == 0 {
                 continue;
@@ -302,7 +302,11 @@ pub fn write_charts(
             }
         })
         .collect();
-    let dirs = [(Ddir::Read, "read"), (Ddir::Write, "write")];
+    let dirs = [
+        (Ddir::Read, "read"),
+        (Ddir::Write, "write"),
+        (Ddir::Trim, "trim"),
+    ];
     let series = logs.map(JobLogs::series).unwrap_or_default();
     // Seconds, or milliseconds for a job shorter than two seconds.
     let short = series.iter().all(|p| p.0 < 2.0);

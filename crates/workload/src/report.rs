@@ -180,6 +180,21 @@ pub(crate) fn percent_of_group(mean_kib: f64, group_agg_bytes: u64) -> f64 {
 #[cfg(test)]
 mod tests;
 
+/// fio's reporting group of each job clone: a job with `stonewall` or `new_group` starts a
+/// new group; `spec_of` gives each clone's job (an index into `specs`), in run order.
+pub fn group_ids(specs: &[crate::JobSpec], spec_of: &[usize]) -> Vec<u32> {
+    let mut group = 0u32;
+    let mut out = Vec::with_capacity(spec_of.len());
+    for (i, &spec) in spec_of.iter().enumerate() {
+        let s = &specs[spec];
+        if i > 0 && spec_of[i - 1] != spec && (s.stonewall || s.new_group) {
+            group += 1;
+        }
+        out.push(group);
+    }
+    out
+}
+
 /// The lines fio prints as its jobs start, one per job section (`name: (g=0): rw=read,
 /// bs=(R) 4096B-4096B, ..., ioengine=psync, iodepth=1`, then `...` for further clones),
 /// each followed, where the job names an engine, by how mqblk ran it.

@@ -594,6 +594,27 @@ impl JobStats {
         }
     }
 
+    /// Forgets the measurements a job asked fio not to take (`disable_slat`,
+    /// `disable_clat`, `disable_lat`, `disable_bw_measurement`; `gtod_reduce` is all four):
+    /// they report as not measured, as fio's do.
+    pub fn forget(&mut self, slat: bool, clat: bool, lat: bool, bw: bool) {
+        for d in &mut self.dirs {
+            if slat {
+                d.slat = LatStat::new();
+            }
+            if clat {
+                d.clat = LatStat::new();
+            }
+            if lat {
+                d.lat = LatStat::new();
+            }
+            if bw {
+                d.bw = SampleStat::default();
+                d.iops = SampleStat::default();
+            }
+        }
+    }
+
     /// Notes one submit call that submitted `nr` I/Os.
     pub fn mark_submit(&mut self, nr: u64) {
         if let Some(slot) = self.iodepth_submit.get_mut(batch_bucket(nr)) {

@@ -200,14 +200,17 @@ fn usage() -> String {
 /// Turns an execution into fio's report shape.
 fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
     let mut jobs = Vec::with_capacity(exec.results.len());
-    let mut group = 0u32;
+    let groups = mqblk_workload::group_ids(&plan.specs, &plan.spec_of);
     for (i, (sink, out)) in exec.results.iter().enumerate() {
         let spec = &plan.specs[plan.spec_of[i]];
-        if i > 0 && plan.spec_of[i] != plan.spec_of[i - 1] && (spec.stonewall || spec.new_group) {
-            group += 1;
-        }
         let mut st = sink.stats.clone();
-        st.groupid = group;
+        st.forget(
+            spec.disable_slat,
+            spec.disable_clat,
+            spec.disable_lat,
+            spec.disable_bw,
+        );
+        st.groupid = groups[i];
         st.description = spec.description.clone();
         st.job_options = spec.set_options.clone();
         st.job_start_ms = exec.started_ms;

@@ -71,13 +71,13 @@ impl Sim {
             } else if op == ReqOp::Flush && measured {
                 // fio's `sync` latency: the flushes of `fsync=N` and `end_fsync`.
                 job.stats.sync.record(cur.saturating_sub(s0));
-            } else if op.has_data() && measured {
+            } else if op != ReqOp::Flush && measured {
                 job.ios += 1;
                 job.bytes += bytes;
-                let d = if op == ReqOp::Read {
-                    Ddir::Read
-                } else {
-                    Ddir::Write
+                let d = match op {
+                    ReqOp::Read => Ddir::Read,
+                    ReqOp::Discard => Ddir::Trim,
+                    _ => Ddir::Write,
                 };
                 job.stats
                     .dir_mut(d)

@@ -9,10 +9,6 @@
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // File sets: mqblk runs every job of a run on one device.
     (
-        "directory",
-        "file sets are not implemented: name one file or device with filename=",
-    ),
-    (
         "filename_format",
         "file sets are not implemented: name one file or device with filename=",
     ),
@@ -158,15 +154,7 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "latency limits are not implemented; remove the line",
     ),
     // Engine- and OS-specific.
-    (
-        "cpus_allowed_policy",
-        "cpus_allowed= spreads a job's clones over its CPUs one each (fio's split)",
-    ),
     ("cpumask", "use cpus_allowed= with a CPU list"),
-    (
-        "sqthread_poll",
-        "mqblk's io_uring driver owns its rings; remove the line",
-    ),
     (
         "sqthread_poll_cpu",
         "mqblk's io_uring driver owns its rings; remove the line",

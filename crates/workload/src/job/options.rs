@@ -138,7 +138,7 @@ static OPTIONS: &[OptDef] = &[
         default: "read",
         help: "I/O pattern: sequential or random reads, writes, or a mix.",
         kind: Kind::Custom {
-            syntax: "read|write|randread|randwrite|randrw|readwrite|rw",
+            syntax: "read|write|randread|randwrite|randrw|readwrite|rw|trim|randtrim|trimwrite|randtrimwrite[:N]",
             set: set_rw,
         },
     },
@@ -326,6 +326,75 @@ static OPTIONS: &[OptDef] = &[
             min: 0,
             max: u32::MAX as u64,
             set: |j, v| j.logs.avg_ms = v,
+        },
+    },
+    OptDef {
+        name: "gtod_reduce",
+        aliases: &[],
+        default: "0",
+        help: "Leave out slat, clat, lat and bandwidth measurements (all four disable_* options).",
+        kind: Kind::Bool {
+            set: |j, v| {
+                j.disable_slat = v;
+                j.disable_clat = v;
+                j.disable_lat = v;
+                j.disable_bw = v;
+            },
+        },
+    },
+    OptDef {
+        name: "disable_slat",
+        aliases: &[],
+        default: "0",
+        help: "Leave submission latency out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_slat = v,
+        },
+    },
+    OptDef {
+        name: "disable_clat",
+        aliases: &[],
+        default: "0",
+        help: "Leave completion latency (and its percentiles) out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_clat = v,
+        },
+    },
+    OptDef {
+        name: "disable_lat",
+        aliases: &[],
+        default: "0",
+        help: "Leave total latency out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_lat = v,
+        },
+    },
+    OptDef {
+        name: "disable_bw_measurement",
+        aliases: &["disable_bw"],
+        default: "0",
+        help: "Leave the bandwidth and IOPS samples out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_bw = v,
+        },
+    },
+    OptDef {
+        name: "cpus_allowed_policy",
+        aliases: &[],
+        default: "split",
+        help: "split: each clone on its own CPU of cpus_allowed; shared: every clone on any of them.",
+        kind: Kind::Enum {
+            values: &["split", "shared"],
+            set: |j, i| j.cpus_allowed_shared = i == 1,
+        },
+    },
+    OptDef {
+        name: "sqthread_poll",
+        aliases: &[],
+        default: "0",
+        help: "io_uring: a kernel thread polls each ring's submission queue (IORING_SETUP_SQPOLL).",
+        kind: Kind::Bool {
+            set: |j, v| j.sqthread_poll = v,
         },
     },
     OptDef {
@@ -633,6 +702,15 @@ static OPTIONS: &[OptDef] = &[
         help: "The file or block device the job reads and writes (through mqblk's block layer, the uring driver); without it jobs run on the null device.",
         kind: Kind::Str {
             set: |j, v| j.filename = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "directory",
+        aliases: &[],
+        default: "",
+        help: "Directory of the job's file: filename= inside it, or fio's NAME.0.0 without filename= (one file per run).",
+        kind: Kind::Str {
+            set: |j, v| j.directory = opt_string(v),
         },
     },
     OptDef {
@@ -1172,16 +1250,6 @@ fn set_rw(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKin
         None => (text, 0),
     };
     job.rw_modifier = modifier;
-    if matches!(
-        mode.to_ascii_lowercase().as_str(),
-        "trim" | "randtrim" | "trimwrite" | "randtrimwrite"
-    ) {
-        return Err(JobErrorKind::Unsupported {
-            option: option.to_string(),
-            value: text.to_string(),
-            reason: "trim patterns are not implemented".to_string(),
-        });
-    }
     job.rw = match mode.to_ascii_lowercase().as_str() {
         "read" => RwMode::Read,
         "write" => RwMode::Write,
@@ -1189,11 +1257,15 @@ fn set_rw(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKin
         "randwrite" => RwMode::RandWrite,
         "randrw" => RwMode::RandRw,
         "readwrite" | "rw" => RwMode::ReadWrite,
+        "trim" => RwMode::Trim,
+        "randtrim" => RwMode::RandTrim,
+        "trimwrite" => RwMode::TrimWrite,
+        "randtrimwrite" => RwMode::RandTrimWrite,
         _ => {
             return Err(JobErrorKind::NotOneOf {
                 option: option.to_string(),
                 value: text.to_string(),
-                allowed: "read, write, randread, randwrite, randrw, readwrite, rw".to_string(),
+                allowed: "read, write, randread, randwrite, randrw, readwrite, rw, trim, randtrim, trimwrite, randtrimwrite".to_string(),
             })
         }
     };

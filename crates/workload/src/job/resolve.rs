@@ -31,8 +31,8 @@ pub struct Job {
     pub rwmixread: u32,
     /// The largest block of reads and of writes (buffers are this large).
     pub bs: [u32; 2],
-    /// How reads and writes are sized (`bs`, `bsrange`, `bssplit`).
-    pub sizes: [BlockSizes; 2],
+    /// How reads, writes and trims are sized (`bs`, `bsrange`, `bssplit`).
+    pub sizes: [BlockSizes; 3],
     /// `blockalign` of the directions the job issues (the larger), if given.
     pub align: Option<u32>,
     /// `rw=MODE:N`'s N (0: none).
@@ -98,6 +98,9 @@ pub struct Job {
     pub cgroup_weight: Option<u32>,
     /// The CPU the clone runs on (`cpus_allowed`, clones spread over the list).
     pub cpu: Option<usize>,
+    /// With `cpus_allowed_policy=shared`: every CPU of `cpus_allowed`, any of which the
+    /// clone may run on (the simulator, whose CPUs are the jobs' own, keeps `cpu`).
+    pub cpus_shared: Vec<usize>,
 }
 
 impl Job {
@@ -109,7 +112,11 @@ impl Job {
         if let Some(a) = self.align {
             return a.max(512);
         }
-        let issued = [self.rw.does_read(), self.rw.does_write()];
+        let issued = [
+            self.rw.does_read(),
+            self.rw.does_write(),
+            self.rw.does_trim(),
+        ];
         let sizes = self.sizes.iter().zip(issued).filter(|(_, on)| *on);
         if self.sizes.iter().all(BlockSizes::is_fixed) {
             sizes.map(|(s, _)| s.max()).max().unwrap_or(512).max(512)
@@ -208,11 +215,16 @@ pub fn resolve(
             (None, true) => RANDREPEAT_SEED,
             (None, false) => entropy ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
         };
-        let sizes = [s.sizes_for(Ddir::Read), s.sizes_for(Ddir::Write)];
+        let sizes = [
+            s.sizes_for(Ddir::Read),
+            s.sizes_for(Ddir::Write),
+            s.sizes_for(Ddir::Trim),
+        ];
         let align = s.blockalign.map(|a| {
             let read = if s.rw.does_read() { a[0] } else { 0 };
             let write = if s.rw.does_write() { a[1] } else { 0 };
-            read.max(write) as u32
+            let trim = if s.rw.does_trim() { a[2] } else { 0 };
+            read.max(write).max(trim) as u32
         });
         if let Some(a) = align {
             if u64::from(a) > size {
@@ -281,6 +293,11 @@ pub fn resolve(
                 cgroup_weight: s.cgroup_weight,
                 cpu: (!s.cpus_allowed.is_empty())
                     .then(|| s.cpus_allowed[clone as usize % s.cpus_allowed.len()]),
+                cpus_shared: if s.cpus_allowed_shared {
+                    s.cpus_allowed.clone()
+                } else {
+                    Vec::new()
+                },
             });
         }
     }

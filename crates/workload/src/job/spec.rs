@@ -26,22 +26,56 @@ pub enum RwMode {
     RandRw,
     /// Sequential mixed reads and writes (`rw=rw` or `rw=readwrite`).
     ReadWrite,
+    /// Sequential trims (discards).
+    Trim,
+    /// Random trims.
+    RandTrim,
+    /// Sequential trim+write: each block trimmed, then written (`trimwrite`).
+    TrimWrite,
+    /// The same at random offsets (`randtrimwrite`).
+    RandTrimWrite,
 }
 
 impl RwMode {
     /// Whether offsets are chosen at random.
     pub fn is_random(self) -> bool {
-        matches!(self, RwMode::RandRead | RwMode::RandWrite | RwMode::RandRw)
+        matches!(
+            self,
+            RwMode::RandRead
+                | RwMode::RandWrite
+                | RwMode::RandRw
+                | RwMode::RandTrim
+                | RwMode::RandTrimWrite
+        )
     }
 
     /// Whether the job issues reads.
     pub fn does_read(self) -> bool {
-        !matches!(self, RwMode::Write | RwMode::RandWrite)
+        matches!(
+            self,
+            RwMode::Read | RwMode::RandRead | RwMode::RandRw | RwMode::ReadWrite
+        )
     }
 
     /// Whether the job issues writes.
     pub fn does_write(self) -> bool {
-        !matches!(self, RwMode::Read | RwMode::RandRead)
+        matches!(
+            self,
+            RwMode::Write
+                | RwMode::RandWrite
+                | RwMode::RandRw
+                | RwMode::ReadWrite
+                | RwMode::TrimWrite
+                | RwMode::RandTrimWrite
+        )
+    }
+
+    /// Whether the job issues trims (discards).
+    pub fn does_trim(self) -> bool {
+        matches!(
+            self,
+            RwMode::Trim | RwMode::RandTrim | RwMode::TrimWrite | RwMode::RandTrimWrite
+        )
     }
 
     /// Whether reads and writes are mixed (so `rwmixread` matters).
@@ -58,6 +92,10 @@ impl RwMode {
             RwMode::RandWrite => "randwrite",
             RwMode::RandRw => "randrw",
             RwMode::ReadWrite => "readwrite",
+            RwMode::Trim => "trim",
+            RwMode::RandTrim => "randtrim",
+            RwMode::TrimWrite => "trimwrite",
+            RwMode::RandTrimWrite => "randtrimwrite",
         }
     }
 }
@@ -134,6 +172,18 @@ pub struct JobSpec {
     pub write_iolog: Option<String>,
     /// `write_lat_log`, `write_bw_log`, `write_iops_log` and `log_avg_msec`.
     pub logs: LogConfig,
+    /// `disable_slat`, `disable_clat`, `disable_lat`, `disable_bw_measurement` (all four
+    /// set by `gtod_reduce`): measurements the report leaves out.
+    pub disable_slat: bool,
+    pub disable_clat: bool,
+    pub disable_lat: bool,
+    pub disable_bw: bool,
+    /// `cpus_allowed_policy=split` (each clone on its own CPU of `cpus_allowed`, the
+    /// default here) or `shared` (every clone may run on any of them).
+    pub cpus_allowed_shared: bool,
+    /// `sqthread_poll`: the io_uring driver's rings poll their submission queues from a
+    /// kernel thread (`IORING_SETUP_SQPOLL`).
+    pub sqthread_poll: bool,
     /// Bytes of I/O per job; `None` means the whole device from `offset`.
     pub size: Option<u64>,
     /// Start of the I/O region in bytes.
@@ -190,6 +240,8 @@ pub struct JobSpec {
     pub cpus_allowed: Vec<usize>,
     /// The file or block device the job runs on (through the uring driver).
     pub filename: Option<String>,
+    /// `directory=`: where `filename` (or fio's `NAME.0.0` without one) lies.
+    pub directory: Option<String>,
     /// `O_DIRECT`: the file is opened `O_DIRECT` and writes are `REQ_SYNC`.
     pub direct: bool,
     /// fio I/O engine name, lower case, one [`engine::classify`] accepts.
@@ -309,6 +361,12 @@ impl Default for JobSpec {
             thinktime_blocks: 1,
             write_iolog: None,
             logs: LogConfig::default(),
+            disable_slat: false,
+            disable_clat: false,
+            disable_lat: false,
+            disable_bw: false,
+            cpus_allowed_shared: false,
+            sqthread_poll: false,
             size: None,
             offset: 0,
             iodepth: 1,
@@ -337,6 +395,7 @@ impl Default for JobSpec {
             new_group: false,
             cpus_allowed: Vec::new(),
             filename: None,
+            directory: None,
             direct: false,
             ioengine: None,
             thread: false,
@@ -415,7 +474,12 @@ impl JobSpec {
         } else {
             0
         };
-        read.max(write)
+        let trim = if self.rw.does_trim() {
+            self.bs_for(Ddir::Trim)
+        } else {
+            0
+        };
+        read.max(write).max(trim)
     }
 
     /// The device capacity: `dev_size` if given, else `offset + size` if `size` is given

@@ -234,7 +234,7 @@ fn error_out_of_range() {
 fn error_not_one_of() {
     assert_eq!(
         file_err("[job]\n\n\nrw=randomread\n"),
-        "jobs.fio:4: option 'rw': 'randomread' is not one of read, write, randread, randwrite, randrw, readwrite, rw"
+        "jobs.fio:4: option 'rw': 'randomread' is not one of read, write, randread, randwrite, randrw, readwrite, rw, trim, randtrim, trimwrite, randtrimwrite"
     );
     assert_eq!(
         file_err("[job]\nverify=md5\n"),
@@ -266,8 +266,8 @@ fn error_bad_values() {
         "jobs.fio:2: option 'iodepth' needs a value"
     );
     assert_eq!(
-        file_err("[job]\nrw=randtrim\n"),
-        "jobs.fio:2: option 'rw': 'randtrim' is not supported: trim patterns are not implemented"
+        file_err("[job]\nrw=randtrim:x\n"),
+        "jobs.fio:2: option 'rw': 'randtrim:x' is not MODE or MODE:N (N a size for sequential modes, a count for random ones)"
     );
     assert_eq!(
         file_err("[job]\nrw=randread:x\n"),

@@ -7,6 +7,8 @@ mod bs;
 mod dist;
 mod map;
 
+use crate::Ddir;
+
 pub use bs::{parse_split, BlockSizes, SplitEntry};
 pub use dist::Distribution;
 use dist::Sampler;
@@ -82,7 +84,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 /// One planned I/O.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Io {
-    pub write: bool,
+    pub dir: Ddir,
     /// Byte offset on the device.
     pub offset: u64,
     pub len: u32,
@@ -93,8 +95,8 @@ pub struct Io {
 pub struct Shape {
     pub rw: Pattern,
     pub rwmixread: u32,
-    /// Sizes of reads and of writes.
-    pub sizes: [BlockSizes; 2],
+    /// Sizes of reads, writes and trims.
+    pub sizes: [BlockSizes; 3],
     /// Offsets are multiples of this from `offset` (fio's `blockalign`, or the job's grid).
     pub grid: u32,
     /// Start and length of the region.
@@ -114,7 +116,7 @@ pub struct Shape {
 pub struct Generator {
     pattern: Pattern,
     rwmixread: u32,
-    sizes: [BlockSizes; 2],
+    sizes: [BlockSizes; 3],
     grid: u64,
     base: u64,
     /// Bytes of the region that whole grid blocks cover: one pass is this many bytes.
@@ -136,8 +138,10 @@ pub struct Generator {
     write_cursor: u64,
     /// Random with a `:N` modifier: where each direction's last I/O ended, and how many
     /// sequential I/Os follow before the next random offset.
-    last_end: [u64; 2],
-    seq_left: [u64; 2],
+    last_end: [u64; 3],
+    seq_left: [u64; 3],
+    /// `trimwrite`: the block just trimmed, to be written next.
+    then_write: Option<(u64, u64)>,
 }
 
 impl Generator {
@@ -146,7 +150,11 @@ impl Generator {
         let nr_blocks = (shape.size / grid).max(1);
         let mut rng = Rng::new(shape.seed);
         let perm = Permutation::new(nr_blocks, &mut rng);
-        let issued = [shape.rw.does_read(), shape.rw.does_write()];
+        let issued = [
+            shape.rw.does_read(),
+            shape.rw.does_write(),
+            shape.rw.does_trim(),
+        ];
         let mut sizes = shape.sizes.iter().zip(issued).filter(|(_, on)| *on);
         let first = sizes.next().map(|(s, _)| s.clone());
         // One size for every I/O the job issues.
@@ -181,8 +189,9 @@ impl Generator {
             rng,
             read_cursor: 0,
             write_cursor: 0,
-            last_end: [0; 2],
-            seq_left: [0; 2],
+            last_end: [0; 3],
+            seq_left: [0; 3],
+            then_write: None,
         }
     }
 
@@ -193,7 +202,8 @@ impl Generator {
 
     /// True once one pass over the region is complete (`size` bytes issued).
     pub fn pass_done(&self) -> bool {
-        self.bytes >= self.span
+        // A trimwrite's write still follows its trim.
+        self.then_write.is_none() && self.bytes >= self.span
     }
 
     /// Starts another pass (time_based jobs loop over the region).
@@ -206,18 +216,38 @@ impl Generator {
     }
 
     #[inline]
-    fn direction(&mut self) -> bool {
+    fn direction(&mut self) -> Ddir {
         match self.pattern {
-            Pattern::Read | Pattern::RandRead => false,
-            Pattern::Write | Pattern::RandWrite => true,
-            Pattern::RandRw | Pattern::ReadWrite => self.rng.below(100) >= self.rwmixread as u64,
+            Pattern::Read | Pattern::RandRead => Ddir::Read,
+            Pattern::Write | Pattern::RandWrite => Ddir::Write,
+            Pattern::RandRw | Pattern::ReadWrite => {
+                if self.rng.below(100) >= self.rwmixread as u64 {
+                    Ddir::Write
+                } else {
+                    Ddir::Read
+                }
+            }
+            // A trimwrite's write follows its trim (`next_io`).
+            Pattern::Trim | Pattern::RandTrim | Pattern::TrimWrite | Pattern::RandTrimWrite => {
+                Ddir::Trim
+            }
         }
     }
 
     #[inline]
     pub fn next_io(&mut self) -> Io {
-        let write = self.direction();
-        let dir = usize::from(write);
+        // fio's trimwrite: the blocks are trimmed, then the same blocks written; a pass is
+        // `size` bytes trimmed (and as many written).
+        if let Some((rel, len)) = self.then_write.take() {
+            return Io {
+                dir: Ddir::Write,
+                offset: self.base + rel,
+                len: len as u32,
+            };
+        }
+        let d = self.direction();
+        let write = d == Ddir::Write;
+        let dir = d.index();
         let mut len = u64::from(self.sizes[dir].pick(&mut self.rng)).min(self.span);
         let rel = if self.pattern.is_random() {
             let (at, cut) = self.random_offset(dir, len);
@@ -239,8 +269,11 @@ impl Generator {
         };
         self.pos += 1;
         self.bytes += len;
+        if matches!(self.pattern, Pattern::TrimWrite | Pattern::RandTrimWrite) {
+            self.then_write = Some((rel, len));
+        }
         Io {
-            write,
+            dir: d,
             offset: self.base + rel,
             len: len as u32,
         }
@@ -302,7 +335,11 @@ mod tests {
         Shape {
             rw,
             rwmixread,
-            sizes: [BlockSizes::Fixed(bs), BlockSizes::Fixed(bs)],
+            sizes: [
+                BlockSizes::Fixed(bs),
+                BlockSizes::Fixed(bs),
+                BlockSizes::Fixed(bs),
+            ],
             grid: bs,
             offset,
             size,
@@ -357,6 +394,7 @@ mod tests {
                     min: 4096,
                     max: 16384,
                 },
+                BlockSizes::Fixed(4096),
                 BlockSizes::Fixed(4096),
             ],
             grid: 4096,
@@ -423,7 +461,9 @@ mod tests {
     #[test]
     fn rwmixread_splits_directions() {
         let mut g = Generator::new(&shape(Pattern::RandRw, 70, 4096, 0, 1 << 30, 1));
-        let reads = (0..100_000).filter(|_| !g.next_io().write).count();
+        let reads = (0..100_000)
+            .filter(|_| g.next_io().dir == Ddir::Read)
+            .count();
         assert!(
             (68_000..72_000).contains(&reads),
             "70% reads expected, got {reads}"
