@@ -577,3 +577,68 @@ fn directory_holds_the_jobs_file_as_fio_names_it() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn every_verify_algorithm_writes_checks_and_catches_a_changed_block() {
+    let dir = scratch("verify");
+    let data = dir.join("data");
+    let f = format!("--filename={}", data.display());
+    for algo in [
+        "md5", "sha1", "sha256", "sha512", "crc32", "crc64", "crc16", "crc7", "xxhash", "meta",
+    ] {
+        let v = format!("--verify={algo}");
+        let o = mqblk(&[
+            "bench",
+            "--ioengine=libaio",
+            &f,
+            "--direct=1",
+            "--size=4m",
+            &v,
+            "--name=w",
+            "--rw=randwrite",
+            "--bs=8k",
+            "--iodepth=8",
+        ]);
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{algo}: {out}{}", text(&o.stderr));
+        assert!(
+            out.contains("verify : 512 blocks checked, 0 mismatches"),
+            "{algo}: {out}"
+        );
+    }
+    // A block changed behind the job's back is caught when it is read back.
+    let v = "--verify=sha256";
+    let write = [
+        "bench",
+        "--ioengine=libaio",
+        &f,
+        "--size=4m",
+        v,
+        "--name=w",
+        "--rw=write",
+        "--bs=8k",
+        "--do_verify=0",
+    ];
+    assert!(mqblk(&write).status.success());
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(&data).unwrap();
+        file.write_all_at(b"changed", 8192 * 100 + 4000).unwrap();
+    }
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=libaio",
+        &f,
+        v,
+        "--name=r",
+        "--rw=read",
+        "--bs=8k",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("verify: sha256 mismatch at offset 819200"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

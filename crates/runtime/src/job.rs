@@ -372,7 +372,12 @@ impl<S: LatSink> JobState<'_, S> {
                 .unwrap_or_else(|| IoBuf::new(len as usize));
             buf.set_len(len as usize);
             if op == ReqOp::Write && self.job.verify {
-                verify::fill(buf.as_mut_slice(), offset, self.job.seed);
+                verify::fill(
+                    buf.as_mut_slice(),
+                    offset,
+                    self.job.seed,
+                    self.job.verify_mode,
+                );
             }
             bio = bio.with_buf(buf);
         }

@@ -68,7 +68,7 @@ impl Plan {
             let s = &specs[job.spec];
             if job.verify && job.bs.iter().any(|&b| b < 512) {
                 return Err(format!(
-                    "job '{}': verify=crc32c needs bs of at least 512",
+                    "job '{}': verify= needs bs of at least 512",
                     s.name
                 ));
             }

@@ -1,17 +1,133 @@
-//! `verify=crc32c`: every written block carries a header with its offset, a generation and
-//! the CRC32C of its payload; reading it back checks all three. A block that was never
-//! written, was written elsewhere, or was corrupted is reported with its offset.
+//! fio's `verify=`: every written block carries a header with its offset, length, the job's
+//! seed and a checksum of the block by the chosen algorithm; reading it back checks them
+//! all. A block that was never written, was written elsewhere, or was corrupted is reported
+//! with its offset.
+//!
+//! Algorithms: fio's `crc32c` (`crc32c-intel`), `crc32`, `crc64`, `crc16`, `crc7`, `md5`,
+//! `sha1`, `sha256`, `sha512`, `xxhash`, and `meta` (the header alone, no checksum). The
+//! header is mqblk's own (fio's differs), so a file is verified by the tool that wrote it.
 
-/// Header layout at the start of each block: magic, offset, length, seed, crc.
+use crate::job::VerifyMode;
+use md5::Digest as _;
+
+/// Header layout: magic, offset, length, seed, algorithm, then the checksum (up to 64
+/// bytes); the payload follows at `HEADER_LEN`.
 const MAGIC: u32 = 0x6d71_626b; // "mqbk"
-const HEADER_LEN: usize = 4 + 8 + 4 + 8 + 4;
+const DIGEST_AT: usize = 28;
+const MAX_DIGEST: usize = 64;
+const HEADER_LEN: usize = DIGEST_AT + MAX_DIGEST;
 
-/// Fills `buf` (one block at `offset`) with a pattern derived from `seed` and the offset, and
-/// the header.
-pub fn fill(buf: &mut [u8], offset: u64, seed: u64) {
+/// The smallest block verify can fill.
+pub const MIN_BLOCK: usize = HEADER_LEN + 4;
+
+const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_ECMA_182);
+const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_3740);
+const CRC7: crc::Crc<u8> = crc::Crc::<u8>::new(&crc::CRC_7_MMC);
+
+/// The algorithm's id in the header.
+fn id(mode: VerifyMode) -> u8 {
+    match mode {
+        VerifyMode::None => 0,
+        VerifyMode::Crc32c => 1,
+        VerifyMode::Crc32 => 2,
+        VerifyMode::Crc64 => 3,
+        VerifyMode::Crc16 => 4,
+        VerifyMode::Crc7 => 5,
+        VerifyMode::Md5 => 6,
+        VerifyMode::Sha1 => 7,
+        VerifyMode::Sha256 => 8,
+        VerifyMode::Sha512 => 9,
+        VerifyMode::Xxhash => 10,
+        VerifyMode::Meta => 11,
+    }
+}
+
+fn mode_of(id: u8) -> Option<VerifyMode> {
+    [
+        VerifyMode::Crc32c,
+        VerifyMode::Crc32,
+        VerifyMode::Crc64,
+        VerifyMode::Crc16,
+        VerifyMode::Crc7,
+        VerifyMode::Md5,
+        VerifyMode::Sha1,
+        VerifyMode::Sha256,
+        VerifyMode::Sha512,
+        VerifyMode::Xxhash,
+        VerifyMode::Meta,
+    ]
+    .into_iter()
+    .find(|&m| self::id(m) == id)
+}
+
+/// The checksum of a block's header fields (before the algorithm byte) and payload.
+fn digest(mode: VerifyMode, buf: &[u8]) -> Vec<u8> {
+    let (head, payload) = (&buf[..24], &buf[HEADER_LEN..]);
+    match mode {
+        VerifyMode::None | VerifyMode::Meta => Vec::new(),
+        VerifyMode::Crc32c => crc32c::crc32c_append(crc32c::crc32c(head), payload)
+            .to_le_bytes()
+            .to_vec(),
+        VerifyMode::Crc32 => {
+            let mut d = CRC32.digest();
+            d.update(head);
+            d.update(payload);
+            d.finalize().to_le_bytes().to_vec()
+        }
+        VerifyMode::Crc64 => {
+            let mut d = CRC64.digest();
+            d.update(head);
+            d.update(payload);
+            d.finalize().to_le_bytes().to_vec()
+        }
+        VerifyMode::Crc16 => {
+            let mut d = CRC16.digest();
+            d.update(head);
+            d.update(payload);
+            d.finalize().to_le_bytes().to_vec()
+        }
+        VerifyMode::Crc7 => {
+            let mut d = CRC7.digest();
+            d.update(head);
+            d.update(payload);
+            vec![d.finalize()]
+        }
+        VerifyMode::Md5 => md5::Md5::new()
+            .chain_update(head)
+            .chain_update(payload)
+            .finalize()
+            .to_vec(),
+        VerifyMode::Sha1 => sha1::Sha1::new()
+            .chain_update(head)
+            .chain_update(payload)
+            .finalize()
+            .to_vec(),
+        VerifyMode::Sha256 => sha2::Sha256::new()
+            .chain_update(head)
+            .chain_update(payload)
+            .finalize()
+            .to_vec(),
+        VerifyMode::Sha512 => sha2::Sha512::new()
+            .chain_update(head)
+            .chain_update(payload)
+            .finalize()
+            .to_vec(),
+        VerifyMode::Xxhash => {
+            let mut h = xxhash_rust::xxh64::Xxh64::new(0);
+            h.update(head);
+            h.update(payload);
+            h.digest().to_le_bytes().to_vec()
+        }
+    }
+}
+
+/// Fills `buf` (one block at `offset`) with a pattern derived from `seed` and the offset,
+/// and the header for `mode`.
+pub fn fill(buf: &mut [u8], offset: u64, seed: u64, mode: VerifyMode) {
     assert!(
-        buf.len() >= HEADER_LEN + 4,
-        "verify needs blocks of at least 32 bytes"
+        buf.len() >= MIN_BLOCK,
+        "verify needs blocks of at least {MIN_BLOCK} bytes"
     );
     let mut x = seed ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for chunk in buf[HEADER_LEN..].chunks_mut(8) {
@@ -26,18 +142,15 @@ pub fn fill(buf: &mut [u8], offset: u64, seed: u64) {
     let len = buf.len() as u32;
     buf[12..16].copy_from_slice(&len.to_le_bytes());
     buf[16..24].copy_from_slice(&seed.to_le_bytes());
-    let crc = block_crc(buf);
-    buf[24..28].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// CRC32C of the header fields before the checksum and of the payload after it.
-fn block_crc(buf: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&buf[..24]), &buf[HEADER_LEN..])
+    buf[24] = id(mode);
+    buf[25..HEADER_LEN].fill(0);
+    let d = digest(mode, buf);
+    buf[DIGEST_AT..DIGEST_AT + d.len()].copy_from_slice(&d);
 }
 
 /// Checks a block read back from `offset`. Returns a one-line description of the mismatch.
 pub fn check(buf: &[u8], offset: u64) -> Result<(), String> {
-    if buf.len() < HEADER_LEN + 4 {
+    if buf.len() < MIN_BLOCK {
         return Err(format!(
             "verify: block at offset {offset} is too short ({} bytes)",
             buf.len()
@@ -64,11 +177,21 @@ pub fn check(buf: &[u8], offset: u64) -> Result<(), String> {
             buf.len()
         ));
     }
-    let want = u32_at(24);
-    let got = block_crc(buf);
-    if want != got {
+    let Some(mode) = mode_of(buf[24]) else {
         return Err(format!(
-            "verify: crc32c mismatch at offset {offset}: header {want:#010x}, data {got:#010x}"
+            "verify: block at offset {offset} names checksum {} in its header, not one of ours",
+            buf[24]
+        ));
+    };
+    let got = digest(mode, buf);
+    let want = &buf[DIGEST_AT..DIGEST_AT + got.len()];
+    if want != got.as_slice() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        return Err(format!(
+            "verify: {} mismatch at offset {offset}: header {}, data {}",
+            mode.name(),
+            hex(want),
+            hex(&got)
         ));
     }
     Ok(())
@@ -79,18 +202,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn filled_block_checks_and_any_flipped_byte_fails() {
-        let mut b = vec![0u8; 4096];
-        fill(&mut b, 8192, 99);
-        check(&b, 8192).unwrap();
-        for i in [0usize, 5, 20, 27, 28, 100, 4095] {
-            let mut c = b.clone();
-            c[i] ^= 0x40;
-            assert!(check(&c, 8192).is_err(), "flip at byte {i} not caught");
+    fn every_algorithm_checks_its_blocks_and_catches_a_flipped_byte() {
+        for mode in [
+            VerifyMode::Crc32c,
+            VerifyMode::Crc32,
+            VerifyMode::Crc64,
+            VerifyMode::Crc16,
+            VerifyMode::Crc7,
+            VerifyMode::Md5,
+            VerifyMode::Sha1,
+            VerifyMode::Sha256,
+            VerifyMode::Sha512,
+            VerifyMode::Xxhash,
+            VerifyMode::Meta,
+        ] {
+            let mut b = vec![0u8; 4096];
+            fill(&mut b, 8192, 99, mode);
+            check(&b, 8192).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+            // A checksum catches a change anywhere; meta checks the header's magic, offset
+            // and length alone, as fio's does.
+            let meta = mode == VerifyMode::Meta;
+            for i in [0usize, 5, 14, 20, 100, 4095] {
+                let mut c = b.clone();
+                c[i] ^= 0x40;
+                let caught = check(&c, 8192).is_err();
+                assert_eq!(caught, i < 16 || !meta, "{mode:?}: flip at byte {i}");
+            }
+            assert!(check(&b, 4096)
+                .unwrap_err()
+                .contains("written for offset 8192"));
         }
-        assert!(check(&b, 4096)
-            .unwrap_err()
-            .contains("written for offset 8192"));
         assert!(check(&[0u8; 4096], 0).unwrap_err().contains("bad magic"));
     }
 }

@@ -97,7 +97,10 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "buffer_pattern",
         "written data is random, or carries verify headers with verify=",
     ),
-    ("verify_pattern", "only verify=crc32c is implemented"),
+    (
+        "verify_pattern",
+        "verify blocks carry mqblk's own header and data; remove the line",
+    ),
     (
         "verify_backlog",
         "the verify pass runs once the writes end; remove the line",

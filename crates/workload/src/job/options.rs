@@ -617,14 +617,26 @@ static OPTIONS: &[OptDef] = &[
         name: "verify",
         aliases: &[],
         default: "0",
-        help: "Verify written data with a CRC32C header per block (0/null = off).",
+        help: "Verify written data with a header and checksum per block (0/null = off; meta: the header alone).",
         kind: Kind::Enum {
-            values: &["crc32c", "crc32c-intel", "0", "null"],
+            values: &[
+                "crc32c", "crc32c-intel", "crc32", "crc64", "crc16", "crc7", "md5", "sha1",
+                "sha256", "sha512", "xxhash", "meta", "0", "null",
+            ],
             set: |j, i| {
-                j.verify = if i < 2 {
-                    VerifyMode::Crc32c
-                } else {
-                    VerifyMode::None
+                j.verify = match i {
+                    0 | 1 => VerifyMode::Crc32c,
+                    2 => VerifyMode::Crc32,
+                    3 => VerifyMode::Crc64,
+                    4 => VerifyMode::Crc16,
+                    5 => VerifyMode::Crc7,
+                    6 => VerifyMode::Md5,
+                    7 => VerifyMode::Sha1,
+                    8 => VerifyMode::Sha256,
+                    9 => VerifyMode::Sha512,
+                    10 => VerifyMode::Xxhash,
+                    11 => VerifyMode::Meta,
+                    _ => VerifyMode::None,
                 }
             },
         },

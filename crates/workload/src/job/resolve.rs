@@ -80,8 +80,10 @@ pub struct Job {
     pub rate_iops: u64,
     /// The seed of this clone's offsets and read/write mix.
     pub seed: u64,
-    /// CRC32C verify headers in written blocks (`verify=crc32c`).
+    /// Verify headers in written blocks (`verify=`, any algorithm).
     pub verify: bool,
+    /// Which checksum they carry.
+    pub verify_mode: VerifyMode,
     /// Read back what the job wrote once its writing ends (`do_verify`).
     pub do_verify: bool,
     /// A flush after every this many writes (`fsync=N`; 0 = never).
@@ -283,7 +285,8 @@ pub fn resolve(
                 ramp_ns: s.ramp_time_ns,
                 rate_iops: s.rate_iops,
                 seed,
-                verify: s.verify == VerifyMode::Crc32c,
+                verify: s.verify != VerifyMode::None,
+                verify_mode: s.verify,
                 do_verify: s.do_verify,
                 fsync: s.fsync,
                 end_fsync: s.end_fsync,

@@ -111,13 +111,45 @@ pub enum IrqMode {
     Timer,
 }
 
-/// Data verification (`verify=`); only CRC32C is implemented.
+/// Data verification (`verify=`): the checksum each written block's header carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyMode {
     /// No verification (`verify=0` or `verify=null`).
     None,
-    /// A CRC32C header in each block (`verify=crc32c` or `crc32c-intel`).
+    /// `crc32c` (or `crc32c-intel`).
     Crc32c,
+    Crc32,
+    Crc64,
+    Crc16,
+    Crc7,
+    Md5,
+    Sha1,
+    Sha256,
+    Sha512,
+    /// `xxhash` (64-bit here; fio's is 32-bit).
+    Xxhash,
+    /// `meta`: the header alone (offset, length, seed), no checksum of the data.
+    Meta,
+}
+
+impl VerifyMode {
+    /// fio's name of the algorithm.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifyMode::None => "null",
+            VerifyMode::Crc32c => "crc32c",
+            VerifyMode::Crc32 => "crc32",
+            VerifyMode::Crc64 => "crc64",
+            VerifyMode::Crc16 => "crc16",
+            VerifyMode::Crc7 => "crc7",
+            VerifyMode::Md5 => "md5",
+            VerifyMode::Sha1 => "sha1",
+            VerifyMode::Sha256 => "sha256",
+            VerifyMode::Sha512 => "sha512",
+            VerifyMode::Xxhash => "xxhash",
+            VerifyMode::Meta => "meta",
+        }
+    }
 }
 
 /// One job, with every supported option at its parsed value (see [`option_table`] for

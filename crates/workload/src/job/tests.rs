@@ -237,8 +237,8 @@ fn error_not_one_of() {
         "jobs.fio:4: option 'rw': 'randomread' is not one of read, write, randread, randwrite, randrw, readwrite, rw, trim, randtrim, trimwrite, randtrimwrite"
     );
     assert_eq!(
-        file_err("[job]\nverify=md5\n"),
-        "jobs.fio:2: option 'verify': 'md5' is not one of crc32c, crc32c-intel, 0, null"
+        file_err("[job]\nverify=sha3-256\n"),
+        "jobs.fio:2: option 'verify': 'sha3-256' is not one of crc32c, crc32c-intel, crc32, crc64, crc16, crc7, md5, sha1, sha256, sha512, xxhash, meta, 0, null"
     );
 }
 
