@@ -294,7 +294,7 @@ fn compare(s: &JobSpec, fio: &[Entry], ours: &[Entry]) -> Result<(), String> {
     }
     let distinct = |l: &[Entry]| l.iter().map(|e| e.offset).collect::<HashSet<_>>();
     let blocks = s.size.unwrap_or(0) / s.bs_for(Ddir::Read).max(s.bs_for(Ddir::Write)).max(1);
-    if s.rw_modifier > 0 {
+    if s.rw_modifier > 0 || s.percentage_random.iter().any(|&p| p < 100) {
         let runs = |l: &[Entry]| {
             let follow = l
                 .windows(2)

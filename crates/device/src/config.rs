@@ -416,7 +416,7 @@ fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), DeviceError> {
         DeviceError::Invalid(format!("job '{}': driver=uring needs filename=", s.name))
     })?;
     if let Some(size) = s.size {
-        let want = s.offset.saturating_add(size);
+        let want = s.last_offset().saturating_add(size);
         return Ok((want, Some(want)));
     }
     use std::io::{Seek, SeekFrom};

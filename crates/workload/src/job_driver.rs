@@ -87,7 +87,13 @@ pub struct JobDriver {
     /// When the main phase ends (ramp + runtime), in ns since the job started.
     end_ns: Option<u64>,
     ramp_ns: u64,
-    rate_iops: u64,
+    /// `rate_iops` and `rate` per direction, and what each direction issued so far.
+    rate_iops: [u64; 3],
+    rate: [u64; 3],
+    dir_ios: [u64; 3],
+    dir_bytes: [u64; 3],
+    /// An I/O generated but held back by its direction's rate.
+    held: Option<JobIo>,
     fsync: u64,
     end_fsync: bool,
     verify_pass: bool,
@@ -152,6 +158,10 @@ impl JobDriver {
             end_ns: job.runtime_ns.map(|r| r.saturating_add(job.ramp_ns)),
             ramp_ns: job.ramp_ns,
             rate_iops: job.rate_iops,
+            rate: job.rate,
+            dir_ios: [0; 3],
+            dir_bytes: [0; 3],
+            held: None,
             fsync: job.fsync,
             end_fsync: job.end_fsync,
             verify_pass,
@@ -217,15 +227,19 @@ impl JobDriver {
                         self.end_main();
                         continue;
                     }
-                    if self.number_ios > 0 && self.issued >= self.number_ios {
+                    // An I/O held back by its rate counts as issued already.
+                    let held_n = u64::from(self.held.is_some());
+                    let held_b = self.held.map_or(0, |h| u64::from(h.len));
+                    if self.number_ios > 0 && self.issued - held_n >= self.number_ios {
                         self.end_main();
                         continue;
                     }
-                    if !self.time_based && self.io_bytes.is_some_and(|b| self.main_bytes >= b) {
+                    let done = self.main_bytes - held_b;
+                    if !self.time_based && self.io_bytes.is_some_and(|b| done >= b) {
                         self.end_main();
                         continue;
                     }
-                    if self.gen.pass_done() {
+                    if self.held.is_none() && self.gen.pass_done() {
                         self.passes += 1;
                         // Without time_based a job ends after `loops` passes over `size`, or
                         // once it issued `io_size` (times `loops`) bytes; a verify job checks
@@ -264,14 +278,33 @@ impl JobDriver {
                     if std::mem::take(&mut self.flush_due) {
                         return Next::Io(JobIo::FLUSH);
                     }
-                    if self.rate_iops > 0 {
-                        let due = (self.issued as u128 * 1_000_000_000 / self.rate_iops as u128)
-                            .min(u64::MAX as u128) as u64;
-                        if due > now {
-                            return Next::Until(due);
+                    // fio's rate_iops and rate, per direction: the next I/O waits until its
+                    // direction is back within both (an I/O and its bytes per their share of
+                    // a second since the start).
+                    let io = match self.held.take() {
+                        Some(io) => io,
+                        None => self.main_io(),
+                    };
+                    let d = match io.kind {
+                        IoKind::Read => 0,
+                        IoKind::Trim => 2,
+                        _ => 1,
+                    };
+                    let at = |count: u64, per_s: u64| -> u64 {
+                        if per_s == 0 {
+                            return 0;
                         }
+                        (count as u128 * 1_000_000_000 / per_s as u128).min(u64::MAX as u128) as u64
+                    };
+                    let due = at(self.dir_ios[d], self.rate_iops[d])
+                        .max(at(self.dir_bytes[d], self.rate[d]));
+                    if due > now {
+                        self.held = Some(io);
+                        return Next::Until(due);
                     }
-                    return Next::Io(self.main_io());
+                    self.dir_ios[d] += 1;
+                    self.dir_bytes[d] += u64::from(io.len);
+                    return Next::Io(io);
                 }
                 Phase::Verify => {
                     if !std::mem::replace(&mut self.drained, true) {
@@ -432,6 +465,52 @@ mod tests {
         assert_eq!(count("[j]\nrw=randread\nsize=64k\nio_size=256k\n"), 64);
         assert_eq!(count("[j]\nsize=64k\nloops=3\n"), 48);
         assert_eq!(count("[j]\nsize=64k\nio_size=32k\nloops=3\n"), 24);
+    }
+
+    #[test]
+    fn rate_and_rate_iops_hold_each_direction_to_its_own_cap() {
+        // rate=1m: one 4 KiB read per 1/256 s.
+        let mut d = driver("[j]\nrw=read\nrate=1m\nruntime=1\ntime_based\n");
+        assert!(matches!(d.next(0), Next::Io(_)));
+        assert_eq!(d.next(0), Next::Until(3_906_250));
+        assert!(matches!(d.next(3_906_250), Next::Io(_)));
+        // Reads capped at 100 IOPS, writes free: in 10 ms of a 50/50 mix, one read and
+        // every write drawn until the second read holds the job.
+        let mut d = driver("[j]\nrw=randrw\nrate_iops=100,0\nruntime=1\ntime_based\n");
+        let mut kinds = Vec::new();
+        while let Next::Io(io) = d.next(0) {
+            kinds.push(io.kind);
+        }
+        assert_eq!(
+            kinds.iter().filter(|k| **k == IoKind::Read).count(),
+            1,
+            "{kinds:?}"
+        );
+        assert_eq!(d.next(0), Next::Until(10_000_000));
+        assert!(matches!(
+            d.next(10_000_000),
+            Next::Io(JobIo {
+                kind: IoKind::Read,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn offset_increment_spaces_the_clones_regions() {
+        let specs = parse_job_text(
+            "t",
+            "[j]\nnumjobs=3\nsize=1m\noffset=4k\noffset_increment=2m\n",
+        )
+        .unwrap();
+        assert_eq!(specs[0].device_size(), (4 << 10) + (4 << 20) + (1 << 20));
+        let jobs = resolve(&specs, |_| Ok(8 << 20), 0).unwrap();
+        let offsets: Vec<u64> = jobs.iter().map(|j| j.offset).collect();
+        assert_eq!(
+            offsets,
+            [4 << 10, (4 << 10) + (2 << 20), (4 << 10) + (4 << 20)]
+        );
+        assert!(resolve(&specs, |_| Ok(4 << 20), 0).is_err());
     }
 
     #[test]

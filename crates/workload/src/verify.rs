@@ -43,22 +43,23 @@ fn id(mode: VerifyMode) -> u8 {
     }
 }
 
+/// Every algorithm a header can name.
+const ALGORITHMS: [VerifyMode; 11] = [
+    VerifyMode::Crc32c,
+    VerifyMode::Crc32,
+    VerifyMode::Crc64,
+    VerifyMode::Crc16,
+    VerifyMode::Crc7,
+    VerifyMode::Md5,
+    VerifyMode::Sha1,
+    VerifyMode::Sha256,
+    VerifyMode::Sha512,
+    VerifyMode::Xxhash,
+    VerifyMode::Meta,
+];
+
 fn mode_of(id: u8) -> Option<VerifyMode> {
-    [
-        VerifyMode::Crc32c,
-        VerifyMode::Crc32,
-        VerifyMode::Crc64,
-        VerifyMode::Crc16,
-        VerifyMode::Crc7,
-        VerifyMode::Md5,
-        VerifyMode::Sha1,
-        VerifyMode::Sha256,
-        VerifyMode::Sha512,
-        VerifyMode::Xxhash,
-        VerifyMode::Meta,
-    ]
-    .into_iter()
-    .find(|&m| self::id(m) == id)
+    ALGORITHMS.into_iter().find(|&m| self::id(m) == id)
 }
 
 /// The checksum of a block's header fields (before the algorithm byte) and payload.
@@ -203,19 +204,7 @@ mod tests {
 
     #[test]
     fn every_algorithm_checks_its_blocks_and_catches_a_flipped_byte() {
-        for mode in [
-            VerifyMode::Crc32c,
-            VerifyMode::Crc32,
-            VerifyMode::Crc64,
-            VerifyMode::Crc16,
-            VerifyMode::Crc7,
-            VerifyMode::Md5,
-            VerifyMode::Sha1,
-            VerifyMode::Sha256,
-            VerifyMode::Sha512,
-            VerifyMode::Xxhash,
-            VerifyMode::Meta,
-        ] {
+        for mode in ALGORITHMS {
             let mut b = vec![0u8; 4096];
             fill(&mut b, 8192, 99, mode);
             check(&b, 8192).unwrap_or_else(|e| panic!("{mode:?}: {e}"));

@@ -47,13 +47,12 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     (
         "flow",
-        "flow control between jobs is not implemented; use rate_iops=",
+        "flow control between jobs is not implemented; use rate= or rate_iops=",
     ),
     (
         "flow_id",
-        "flow control between jobs is not implemented; use rate_iops=",
+        "flow control between jobs is not implemented; use rate= or rate_iops=",
     ),
-    ("rate", "bandwidth caps are not implemented; use rate_iops="),
     (
         "rate_min",
         "minimum rates are not implemented; remove the line",
@@ -84,14 +83,9 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "zoned I/O is not implemented; use offset= and size= for one region",
     ),
     (
-        "percentage_random",
-        "use rw=randread:N (a new random offset every N I/Os) instead",
-    ),
-    (
         "rw_sequencer",
         "rw=randread:N always takes the next offset sequentially (fio's default)",
     ),
-    ("offset_increment", "give each job its own offset= instead"),
     // Data and verification.
     (
         "buffer_pattern",

@@ -215,6 +215,25 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "percentage_random",
+        aliases: &[],
+        default: "100",
+        help: "Share of a random job's I/Os at random offsets, the rest sequential; 'r,w,t' per direction.",
+        kind: Kind::Custom {
+            syntax: "pct[,pct[,pct]]",
+            set: |j, t, o| {
+                j.percentage_random = per_direction(t, 100, |v| {
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|p| *p <= 100)
+                        .ok_or_else(|| format!("'{v}' is not a percentage from 0 to 100"))
+                })
+                .map_err(|r| unsupported(o, t, r))?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
         name: "number_ios",
         aliases: &[],
         default: "0",
@@ -577,11 +596,41 @@ static OPTIONS: &[OptDef] = &[
         name: "rate_iops",
         aliases: &[],
         default: "0",
-        help: "Cap the job at this many IOPS (0 = unlimited).",
-        kind: Kind::Int {
-            min: 0,
-            max: u64::MAX,
-            set: |j, v| j.rate_iops = v,
+        help: "Cap each direction at this many IOPS; 'r,w,t' per direction (0 or empty = unlimited).",
+        kind: Kind::Custom {
+            syntax: "int[,int[,int]]",
+            set: |j, t, o| {
+                j.rate_iops = per_direction(t, 0, |v| {
+                    parse_size(v).ok_or_else(|| format!("'{v}' is not an integer"))
+                })
+                .map_err(|r| unsupported(o, t, r))?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "rate",
+        aliases: &[],
+        default: "0",
+        help: "Cap each direction's bandwidth in bytes/s; 'r,w,t' per direction (rate=1m,500k).",
+        kind: Kind::Custom {
+            syntax: "size[,size[,size]]",
+            set: |j, t, o| {
+                j.rate = per_direction(t, 0, |v| {
+                    parse_size(v).ok_or_else(|| format!("'{v}' is not a size"))
+                })
+                .map_err(|r| unsupported(o, t, r))?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "offset_increment",
+        aliases: &[],
+        default: "0",
+        help: "Each clone's region starts this much after the previous clone's (offset + increment * clone number).",
+        kind: Kind::Size {
+            set: |j, v| j.offset_increment = v,
         },
     },
     OptDef {

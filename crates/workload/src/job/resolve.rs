@@ -38,6 +38,8 @@ pub struct Job {
     /// `rw=MODE:N`'s N (0: none).
     pub rw_modifier: u64,
     pub random_distribution: Distribution,
+    /// `percentage_random` of reads, writes and trims.
+    pub percentage_random: [u32; 3],
     pub norandommap: bool,
     /// Stop after this many I/Os (0: no limit).
     pub number_ios: u64,
@@ -76,8 +78,9 @@ pub struct Job {
     pub time_based: bool,
     /// Warm-up before statistics count, in nanoseconds.
     pub ramp_ns: u64,
-    /// IOPS cap (0: none); counts every I/O issued since the job started.
-    pub rate_iops: u64,
+    /// `rate_iops` and `rate` per direction (0: none), counted from the job's start.
+    pub rate_iops: [u64; 3],
+    pub rate: [u64; 3],
     /// The seed of this clone's offsets and read/write mix.
     pub seed: u64,
     /// Verify headers in written blocks (`verify=`, any algorithm).
@@ -138,6 +141,7 @@ impl Job {
             size: self.size,
             modifier: self.rw_modifier,
             dist: self.random_distribution.clone(),
+            percentage_random: self.percentage_random,
             norandommap: self.norandommap,
             seed: self.seed,
         }
@@ -240,6 +244,13 @@ pub fn resolve(
         let io_bytes = io_size.map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
         for clone in 0..s.numjobs.max(1) {
             let index = out.len();
+            // fio's offset_increment: each clone's region further on.
+            let offset = offset.saturating_add(s.offset_increment.saturating_mul(u64::from(clone)));
+            if offset.saturating_add(size) > cap {
+                return Err(bad(format!(
+                    "clone {clone}: offset {offset} + size {size} runs past the device ({cap} bytes)"
+                )));
+            }
             let seed = base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let (lo, hi) = s.startdelay_ns;
             let start_delay_ns = if hi > lo {
@@ -259,6 +270,7 @@ pub fn resolve(
                 align,
                 rw_modifier: s.rw_modifier,
                 random_distribution: s.random_distribution.clone(),
+                percentage_random: s.percentage_random,
                 norandommap: s.norandommap,
                 number_ios: s.number_ios,
                 io_bytes,
@@ -284,6 +296,7 @@ pub fn resolve(
                 time_based: s.time_based,
                 ramp_ns: s.ramp_time_ns,
                 rate_iops: s.rate_iops,
+                rate: s.rate,
                 seed,
                 verify: s.verify != VerifyMode::None,
                 verify_mode: s.verify,

@@ -181,6 +181,9 @@ pub struct JobSpec {
     pub rw_modifier: u64,
     /// `random_distribution=`.
     pub random_distribution: Distribution,
+    /// `percentage_random=` per direction: the share of a random job's I/Os at random
+    /// offsets, the rest following on from the direction's previous I/O (100).
+    pub percentage_random: [u32; 3],
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -246,8 +249,12 @@ pub struct JobSpec {
     pub cgroup: Option<String>,
     /// That cgroup's weight for BFQ (`io.bfq.weight`, 1..1000).
     pub cgroup_weight: Option<u32>,
-    /// IOPS cap (0 = unlimited).
-    pub rate_iops: u64,
+    /// `rate_iops=`: I/Os per second per direction (0: unlimited).
+    pub rate_iops: [u64; 3],
+    /// `rate=`: bytes per second per direction (0: unlimited).
+    pub rate: [u64; 3],
+    /// `offset_increment=`: clone N's region starts `N * offset_increment` after `offset`.
+    pub offset_increment: u64,
     /// Seed the random generators predictably.
     pub randrepeat: bool,
     /// Explicit random seed.
@@ -381,6 +388,7 @@ impl Default for JobSpec {
             blockalign: None,
             rw_modifier: 0,
             random_distribution: Distribution::Uniform,
+            percentage_random: [100; 3],
             number_ios: 0,
             io_size: None,
             size_pct: None,
@@ -414,7 +422,9 @@ impl Default for JobSpec {
             prio: None,
             cgroup: None,
             cgroup_weight: None,
-            rate_iops: 0,
+            rate_iops: [0; 3],
+            rate: [0; 3],
+            offset_increment: 0,
             randrepeat: true,
             randseed: None,
             norandommap: false,
@@ -519,9 +529,16 @@ impl JobSpec {
     pub fn device_size(&self) -> u64 {
         match (self.dev_size, self.size) {
             (Some(dev), _) => dev,
-            (None, Some(size)) => self.offset.saturating_add(size),
+            (None, Some(size)) => self.last_offset().saturating_add(size),
             (None, None) => DEFAULT_DEV_SIZE,
         }
+    }
+
+    /// Where the last clone's region starts (`offset_increment` moves each clone's).
+    pub fn last_offset(&self) -> u64 {
+        let clones = u64::from(self.numjobs.max(1) - 1);
+        self.offset
+            .saturating_add(self.offset_increment.saturating_mul(clones))
     }
 
     /// Bytes of I/O per pass: `size`, or the rest of the device after `offset`.

@@ -106,6 +106,8 @@ pub struct Shape {
     /// random ones a new random offset every N I/Os with sequential ones between (0: none).
     pub modifier: u64,
     pub dist: Distribution,
+    /// fio's `percentage_random` per direction (100: every I/O at a random offset).
+    pub percentage_random: [u32; 3],
     /// Draw random blocks independently instead of each once per pass.
     pub norandommap: bool,
     pub seed: u64,
@@ -140,6 +142,7 @@ pub struct Generator {
     /// sequential I/Os follow before the next random offset.
     last_end: [u64; 3],
     seq_left: [u64; 3],
+    pct_random: [u32; 3],
     /// `trimwrite`: the block just trimmed, to be written next.
     then_write: Option<(u64, u64)>,
 }
@@ -191,6 +194,7 @@ impl Generator {
             write_cursor: 0,
             last_end: [0; 3],
             seq_left: [0; 3],
+            pct_random: shape.percentage_random,
             then_write: None,
         }
     }
@@ -284,6 +288,16 @@ impl Generator {
     /// `rw_sequencer=sequential`), unless that would run past the end.
     #[inline]
     fn random_offset(&mut self, dir: usize, len: u64) -> (u64, u64) {
+        // fio's percentage_random: the rest of the I/Os follow on from the last one (a
+        // draw only where it is below 100, so fully random jobs keep their sequence).
+        let pct = self.pct_random[dir];
+        if pct < 100 && self.rng.below(100) >= u64::from(pct) {
+            let next = self.last_end[dir];
+            if next + len <= self.span {
+                self.last_end[dir] = next + len;
+                return (next, len);
+            }
+        }
         if self.modifier > 0 {
             let next = self.last_end[dir];
             if self.seq_left[dir] > 0 && next + len <= self.span {
@@ -345,6 +359,7 @@ mod tests {
             size,
             modifier: 0,
             dist: Distribution::Uniform,
+            percentage_random: [100; 3],
             norandommap: false,
             seed,
         }
