@@ -157,16 +157,12 @@ fn run(args: &[String]) -> Result<i32, String> {
     );
     let res = sim.run().map_err(|e| format!("{e}\n{}", e.dump()))?;
     // fio's write_iolog, in virtual time: the clones in the order the simulation ran them.
-    let resolved =
-        mqblk_workload::resolve(&cl.jobs, |_| Ok(capacity), seed).map_err(|e| e.to_string())?;
+    let resolved = mqblk_sim::jobs::resolve(&cl.jobs, capacity, seed)?;
     let logs: Vec<_> = resolved
         .iter()
         .zip(&res.jobs)
         .filter_map(|(job, r)| {
-            let log = mqblk_workload::iolog::CloneLog {
-                file: job.log_file.clone(),
-                entries: r.iolog.clone(),
-            };
+            let log = mqblk_workload::iolog::CloneLog::of(job, r.iolog.clone());
             Some((job.write_iolog.clone()?, log))
         })
         .collect();

@@ -87,6 +87,8 @@ fn bench_and_sim_issue_the_same_bios_for_the_same_job_files() {
         "seq-regions.fio",
         "database.fio",
         "zipf-cache.fio",
+        "fileset.fio",
+        "zoned.fio",
     ] {
         let (real, real_json) = run("bench", job, &[]);
         let (sim, sim_json) = run("sim", job, &[]);

@@ -85,11 +85,14 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         size_bytes: opts.create_size,
         extend: opts.extend,
         sqpoll: opts.sqpoll,
+        sqpoll_cpu: opts.sqpoll_cpu,
+        register_files: opts.register_files,
         fixed_buffers: opts.fixed_buffers,
         fixed_buf_count: opts.fixed_buf_count,
         fixed_buf_size: opts.fixed_buf_size.max(4096),
         rotational: opts.rotational,
         virtqueue_size: opts.virtqueue_size,
+        more_files: opts.more_files(),
         ..UringConfig::default()
     };
 

@@ -5,6 +5,7 @@ use mqblk_core::{Nanos, NoMerges, TagSetConfig, TagSetFlags};
 use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
 use mqblk_models::DeviceSpec;
 use mqblk_workload::job::engine::EngineKind;
+use mqblk_workload::job::{Fallocate, FileLayout, LayoutFile};
 use mqblk_workload::JobSpec;
 use std::sync::Arc;
 
@@ -162,13 +163,20 @@ pub struct DeviceConfig {
     pub direct: bool,
     pub create_size: Option<u64>,
     /// How a regular file is grown to `create_size`: written out if a job reads it, as fio
-    /// lays out such a file, else allocated.
+    /// lays out such a file, else as `fallocate` says.
     pub extend: mqblk_drivers::Extend,
+    /// The files the jobs name, laid out on the device (the first is `filename`; the uring
+    /// driver opens the rest as [`DeviceConfig::more_files`]).
+    pub files: FileLayout,
     /// Reap completions from a worker thread per hardware queue.
     pub hctx_workers: bool,
     /// For the uring driver: a kernel thread polls each ring's submission queue (fio's
     /// `sqthread_poll`).
     pub sqpoll: bool,
+    /// The CPU of each SQPOLL thread (fio's `sqthread_poll_cpu`), if pinned.
+    pub sqpoll_cpu: Option<u32>,
+    /// For the uring driver: register the files with the rings (fio's `registerfiles`).
+    pub register_files: bool,
     /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
     pub fixed_buffers: bool,
     pub fixed_buf_count: u32,
@@ -201,8 +209,11 @@ impl Default for DeviceConfig {
             direct: false,
             create_size: None,
             extend: mqblk_drivers::Extend::Sparse,
+            files: FileLayout::default(),
             hctx_workers: false,
             sqpoll: false,
+            sqpoll_cpu: None,
+            register_files: false,
             fixed_buffers: false,
             fixed_buf_count: 0,
             fixed_buf_size: 0,
@@ -216,13 +227,18 @@ impl DeviceConfig {
     /// The device a job's options describe (fio's `ioengine` picks the driver as `driver=`
     /// does). A real file's capacity is read from it unless `size` creates or extends it.
     pub fn from_job(s: &JobSpec) -> Result<DeviceConfig, DeviceError> {
+        DeviceConfig::from_jobs(std::slice::from_ref(s))
+    }
+
+    /// The settings one job gives its device, without its files and their sizes.
+    fn settings_of(s: &JobSpec) -> Result<DeviceConfig, DeviceError> {
         let driver = match (s.engine(), s.driver.as_deref()) {
             // An explicit driver wins: a block engine on it only sets the depth.
             (_, Some(name)) => DriverKind::parse(name)?,
             (Some((_, EngineKind::Null)), None) => DriverKind::Null,
             // Every block I/O engine reads and writes the file through the uring driver.
             (Some((name, _)), None) => {
-                if s.filename.is_none() {
+                if s.filename.is_none() && s.directory.is_none() {
                     return Err(DeviceError::Invalid(format!(
                         "job '{}': ioengine={name} needs filename= or directory= (fio would make a file named after the job in the current directory; mqblk makes it only where told)",
                         s.name
@@ -246,11 +262,6 @@ impl DeviceConfig {
                 s.name
             )));
         }
-        let (size_bytes, create_size) = if driver == DriverKind::Uring {
-            real_file_size(s)?
-        } else {
-            (s.device_size(), None)
-        };
         let spec = |every_nth, probability_pct| FaultSpec {
             every_nth,
             probability_pct,
@@ -272,7 +283,7 @@ impl DeviceConfig {
             cache_size_mb: s.cache_size_mb,
             rotational: s.rotational,
             virtqueue_size: s.virtqueue_size,
-            size_bytes,
+            size_bytes: s.device_size(),
             faults: FaultConfig {
                 fail: spec(s.fail_nth, s.fail_prob),
                 timeout: spec(s.timeout_nth, s.timeout_prob),
@@ -280,16 +291,11 @@ impl DeviceConfig {
                 seed: s.fault_seed.unwrap_or(0),
             },
             queue: QueueSettings::from_job(s),
-            filename: s.filename.clone(),
             direct: s.direct,
-            create_size,
-            extend: if s.rw.does_read() {
-                mqblk_drivers::Extend::Write
-            } else {
-                mqblk_drivers::Extend::Allocate
-            },
             hctx_workers: s.hctx_workers,
             sqpoll: s.sqthread_poll,
+            sqpoll_cpu: s.sqthread_poll_cpu,
+            register_files: s.registerfiles,
             fixed_buffers: s.fixedbufs,
             model: s.device.clone(),
             ..DeviceConfig::default()
@@ -303,9 +309,9 @@ impl DeviceConfig {
         let first = specs
             .first()
             .ok_or_else(|| DeviceError::Invalid("no jobs given".into()))?;
-        let mut device = DeviceConfig::from_job(first)?;
+        let mut device = DeviceConfig::settings_of(first)?;
         for s in &specs[1..] {
-            let other = DeviceConfig::from_job(s)?;
+            let other = DeviceConfig::settings_of(s)?;
             if let Some(what) = device.differs_from(&other) {
                 return Err(DeviceError::Invalid(format!(
                     "job '{}': {what} differs from job '{}' (all jobs of a run share one device)",
@@ -313,12 +319,47 @@ impl DeviceConfig {
                 )));
             }
             device.size_bytes = device.size_bytes.max(other.size_bytes);
-            device.create_size = device.create_size.max(other.create_size);
-            if other.extend == mqblk_drivers::Extend::Write {
-                device.extend = other.extend;
-            }
         }
+        // The files the jobs name, laid out on the device: real ones are sized by what is
+        // on disk unless a job sizes them; on the null device or a model, a file without a
+        // size stands for the job's whole device.
+        let layout = if device.driver == DriverKind::Uring {
+            FileLayout::plan(specs, |_, path| real_file_size(path))
+        } else {
+            FileLayout::plan(specs, |s, _| Ok(Some(s.device_size())))
+        }
+        .map_err(|e| DeviceError::Invalid(e.to_string()))?;
+        if device.driver == DriverKind::Uring {
+            let f = layout.files.first().ok_or_else(|| {
+                DeviceError::Invalid(format!(
+                    "job '{}': driver=uring needs filename=",
+                    first.name
+                ))
+            })?;
+            device.filename = Some(f.path.clone());
+            device.create_size = f.sized.then_some(f.len);
+            device.extend = extend_of(f);
+            device.size_bytes = layout.end();
+        } else {
+            device.size_bytes = device.size_bytes.max(layout.end());
+        }
+        device.files = layout;
         Ok(device)
+    }
+
+    /// The device's files after the first, as the uring driver takes them.
+    pub fn more_files(&self) -> Vec<mqblk_drivers::UringFile> {
+        self.files
+            .files
+            .iter()
+            .skip(1)
+            .map(|f| mqblk_drivers::UringFile {
+                path: f.path.clone().into(),
+                base: f.base,
+                size_bytes: f.sized.then_some(f.len),
+                extend: extend_of(f),
+            })
+            .collect()
     }
 
     /// The first setting (by option name) in which `other` describes another device. The
@@ -343,12 +384,15 @@ impl DeviceConfig {
             size_bytes: _,
             faults,
             queue,
-            filename,
+            filename: _,
+            files: _,
             direct,
             create_size: _,
             extend: _,
             hctx_workers,
             sqpoll,
+            sqpoll_cpu,
+            register_files,
             fixed_buffers,
             fixed_buf_count: _,
             fixed_buf_size: _,
@@ -373,10 +417,11 @@ impl DeviceConfig {
                 "the queue settings (ioscheduler, sched.*, nr_requests, nomerges, limits)",
                 *queue == o.queue,
             ),
-            ("filename", *filename == o.filename),
             ("direct", *direct == o.direct),
             ("hctx_workers", *hctx_workers == o.hctx_workers),
             ("sqthread_poll", *sqpoll == o.sqpoll),
+            ("sqthread_poll_cpu", *sqpoll_cpu == o.sqpoll_cpu),
+            ("registerfiles", *register_files == o.register_files),
             ("fixedbufs", *fixed_buffers == o.fixed_buffers),
             ("device", *model == o.model),
         ];
@@ -409,26 +454,30 @@ impl DeviceConfig {
     }
 }
 
-/// Capacity and creation size of a real file or device, as fio sizes its files: `size`
-/// (plus `offset`) creates or extends a regular file; without it the file is used as it is.
-fn real_file_size(s: &JobSpec) -> Result<(u64, Option<u64>), DeviceError> {
-    let path = s.filename.as_deref().ok_or_else(|| {
-        DeviceError::Invalid(format!("job '{}': driver=uring needs filename=", s.name))
-    })?;
-    if let Some(size) = s.size {
-        let want = s.last_offset().saturating_add(size);
-        return Ok((want, Some(want)));
+/// How a file the run makes is laid out: written out if a job reads it (fio's "Laying out
+/// IO file"), else as `fallocate` says.
+fn extend_of(f: &LayoutFile) -> mqblk_drivers::Extend {
+    use mqblk_drivers::Extend;
+    match (f.read, f.fallocate) {
+        (true, _) => Extend::Write,
+        (false, Fallocate::Native) => Extend::Allocate,
+        (false, Fallocate::None | Fallocate::Truncate) => Extend::Sparse,
     }
+}
+
+/// The size of a real file or block device a job uses as it is (`None`: it does not exist).
+fn real_file_size(path: &str) -> Result<Option<u64>, String> {
     use std::io::{Seek, SeekFrom};
-    let len = std::fs::File::open(path)
-        .and_then(|mut f| f.seek(SeekFrom::End(0)))
-        .map_err(|e| {
-            DeviceError::Invalid(format!("filename={path}: {e} (give size= to create it)"))
-        })?;
-    if len == 0 {
-        return Err(DeviceError::Invalid(format!(
-            "filename={path}: is empty (give size= to extend it)"
-        )));
+    let len = match std::fs::File::open(path) {
+        Ok(mut f) => f.seek(SeekFrom::End(0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => Err(e),
     }
-    Ok((len, None))
+    .map_err(|e| format!("filename={path}: {e}"))?;
+    if len == 0 {
+        return Err(format!(
+            "filename={path}: is empty (give size= to extend it)"
+        ));
+    }
+    Ok(Some(len))
 }

@@ -411,6 +411,75 @@ fn existing_file_keeps_its_size_and_data() {
     r.assert_drained();
 }
 
+/// A device of several files (a fio file set): each holds its part of the address space,
+/// data lands at the file's own offsets, a bio in the gap between files is an I/O error,
+/// and a flush (synchronous here, one fdatasync per file) succeeds.
+#[test]
+fn a_device_of_several_files_puts_each_bio_in_its_file() {
+    // Once with descriptors, once with the files registered (fio's `registerfiles`).
+    for registered in [false, true] {
+        several_files(registered);
+    }
+}
+
+fn several_files(register_files: bool) {
+    use mqblk_drivers::{Extend, UringFile};
+    let dir = TempDir::new("files");
+    let second = dir.file("b");
+    let third = dir.file("c");
+    let mut r = rig(UringConfig {
+        more_files: vec![
+            UringFile {
+                path: second.clone(),
+                base: 2 * MIB,
+                size_bytes: Some(64 * KIB),
+                extend: Extend::Sparse,
+            },
+            UringFile {
+                path: third.clone(),
+                base: 4 * MIB,
+                size_bytes: Some(128 * KIB),
+                extend: Extend::Allocate,
+            },
+        ],
+        register_files,
+        ..file_cfg(dir.file("a"), MIB, false)
+    });
+    assert_eq!(r.dev.capacity_sectors(), (4 * MIB + 128 * KIB) / 512);
+    let b = Rng(21).bytes(8192);
+    let c = Rng(22).bytes(4096);
+    assert_eq!(r.write(2 * MIB / 512 + 8, &b), BlkStatus::Ok);
+    assert_eq!(r.write(4 * MIB / 512, &c), BlkStatus::Ok);
+    assert_eq!(r.flush(), BlkStatus::Ok);
+    assert!(r.read(2 * MIB / 512 + 8, 16) == b);
+    let on_disk = std::fs::read(&second).unwrap();
+    assert_eq!(on_disk.len() as u64, 64 * KIB);
+    assert!(
+        on_disk[4096..4096 + 8192] == b[..],
+        "the bio lands at 4 KiB of b"
+    );
+    assert!(std::fs::read(&third).unwrap()[..4096] == c[..]);
+    // Past the first file's megabyte, in the gap, and straddling b's end.
+    assert_eq!(r.read_status(MIB / 512, 8).0, BlkStatus::IoErr);
+    assert_eq!(
+        r.read_status((2 * MIB + 60 * KIB) / 512, 16).0,
+        BlkStatus::IoErr
+    );
+    r.assert_drained();
+    // Files must not overlap.
+    let e = UringDevice::open(UringConfig {
+        more_files: vec![UringFile {
+            path: second,
+            base: MIB / 2,
+            size_bytes: None,
+            extend: Extend::Sparse,
+        }],
+        ..file_cfg(dir.file("a"), MIB, false)
+    })
+    .unwrap_err();
+    assert!(matches!(e, UringError::FileOverlap { .. }), "{e}");
+}
+
 #[test]
 fn several_hardware_queues_from_several_threads() {
     let dir = TempDir::new("multiq");

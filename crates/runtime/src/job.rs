@@ -110,6 +110,9 @@ pub trait LatSink {
 /// What a job thread reports besides its latency samples.
 #[derive(Clone, Debug, Default)]
 pub struct JobOutcome {
+    /// When the job started issuing (after `stonewall`, `wait_for` and `startdelay`), in
+    /// ms since the epoch: fio's `job_start`.
+    pub started_ms: u64,
     pub runtime_ns: u64,
     pub cpu: CpuTime,
     pub ios: u64,
@@ -127,37 +130,54 @@ pub struct Progress {
     pub ios: AtomicU64,
     pub bytes: AtomicU64,
     pub stop: AtomicBool,
-    /// fio's `stonewall`: jobs still running per barrier (see [`Job::barrier`]).
+    /// fio's `stonewall` and `wait_for`: jobs still running per barrier and job section
+    /// (see [`Job::barrier`], [`Job::wait_for`]).
     pub stonewalls: Stonewalls,
 }
 
-/// Jobs not yet finished behind each `stonewall` barrier; a job waits until every job of a
-/// lower barrier has finished.
+/// Jobs not yet finished per `stonewall` barrier and per job section: a job waits until
+/// every job of a lower barrier has finished, and every clone of its `wait_for` job.
 #[derive(Debug, Default)]
 pub struct Stonewalls {
-    running: std::sync::Mutex<Vec<u32>>,
+    running: std::sync::Mutex<Running>,
     changed: std::sync::Condvar,
 }
 
+#[derive(Debug, Default)]
+struct Running {
+    barriers: Vec<u32>,
+    specs: Vec<u32>,
+}
+
+fn count(v: &mut Vec<u32>, i: usize) {
+    if v.len() <= i {
+        v.resize(i + 1, 0);
+    }
+    v[i] += 1;
+}
+
 impl Stonewalls {
-    /// Counts the jobs of each barrier (before any starts).
-    pub fn set(&self, barriers: impl Iterator<Item = u32>) {
+    /// Counts the jobs of each barrier and job section (before any starts).
+    pub fn set<'a>(&self, jobs: impl Iterator<Item = &'a Job>) {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        running.clear();
-        for b in barriers {
-            let b = b as usize;
-            if running.len() <= b {
-                running.resize(b + 1, 0);
-            }
-            running[b] += 1;
+        *running = Running::default();
+        for j in jobs {
+            count(&mut running.barriers, j.barrier as usize);
+            count(&mut running.specs, j.spec);
         }
     }
 
-    /// Waits until every job of a barrier below `barrier` has finished, or `stop` is set.
-    pub fn wait_turn(&self, barrier: u32, stop: &AtomicBool) {
+    /// Waits until `job` may start (every job of a lower barrier finished, and every clone
+    /// of its `wait_for` job), or `stop` is set.
+    pub fn wait_turn(&self, job: &Job, stop: &AtomicBool) {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        while !stop.load(Ordering::Relaxed) && running.iter().take(barrier as usize).any(|&n| n > 0)
-        {
+        let blocked = |r: &Running| {
+            r.barriers.iter().take(job.barrier as usize).any(|&n| n > 0)
+                || job
+                    .wait_for
+                    .is_some_and(|w| r.specs.get(w).is_some_and(|&n| n > 0))
+        };
+        while !stop.load(Ordering::Relaxed) && blocked(&running) {
             running = self
                 .changed
                 .wait_timeout(running, std::time::Duration::from_millis(50))
@@ -166,10 +186,13 @@ impl Stonewalls {
         }
     }
 
-    /// A job of `barrier` has finished.
-    pub fn finish(&self, barrier: u32) {
+    /// `job` has finished.
+    pub fn finish(&self, job: &Job) {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = running.get_mut(barrier as usize) {
+        if let Some(n) = running.barriers.get_mut(job.barrier as usize) {
+            *n = n.saturating_sub(1);
+        }
+        if let Some(n) = running.specs.get_mut(job.spec) {
             *n = n.saturating_sub(1);
         }
         self.changed.notify_all();
@@ -255,7 +278,7 @@ pub fn run_job<S: LatSink>(
     }
     let h = SubmitterHandle::new(q, rj.ctx, clock);
     start.wait();
-    progress.stonewalls.wait_turn(job.barrier, &progress.stop);
+    progress.stonewalls.wait_turn(job, &progress.stop);
     // fio's `startdelay`: the job starts (and its clock with it) this much later; a stop
     // request cuts the wait short.
     let delay_end = h.now().0.saturating_add(job.start_delay_ns);
@@ -267,6 +290,9 @@ pub fn run_job<S: LatSink>(
         std::thread::sleep(std::time::Duration::from_nanos(left.min(10_000_000)));
     }
     let t0 = h.now().0;
+    out.started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     let cpu0 = thread_cpu_time();
     sink.sample(0);
     let mut st = JobState {
@@ -294,7 +320,7 @@ pub fn run_job<S: LatSink>(
     st.out.iolog = st.driver.take_log();
     st.sink.finish(t1.saturating_sub(t0));
     let JobState { sink, out, .. } = st;
-    progress.stonewalls.finish(job.barrier);
+    progress.stonewalls.finish(job);
     (sink, out)
 }
 
@@ -377,7 +403,10 @@ impl<S: LatSink> JobState<'_, S> {
                     offset,
                     self.job.seed,
                     self.job.verify_mode,
+                    self.job.verify_pattern.as_deref(),
                 );
+            } else if let (ReqOp::Write, Some(p)) = (op, &self.job.buffer_pattern) {
+                verify::fill_pattern(buf.as_mut_slice(), p);
             }
             bio = bio.with_buf(buf);
         }
@@ -551,7 +580,12 @@ impl<S: LatSink> JobState<'_, S> {
     fn check_block(&mut self, bio: &Bio) {
         let off = bio.sector << SECTOR_SHIFT;
         match bio.buf.as_ref() {
-            Some(buf) => match verify::check(buf.as_slice(), off) {
+            Some(buf) => match verify::check(
+                buf.as_slice(),
+                off,
+                self.job.verify_mode,
+                self.job.verify_pattern.as_deref(),
+            ) {
                 Ok(()) => self.out.verified += 1,
                 Err(e) => self
                     .out

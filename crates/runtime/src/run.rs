@@ -52,8 +52,9 @@ impl Plan {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
-        let resolved = mqblk_workload::resolve(specs, |_| Ok(device.size_bytes), entropy)
-            .map_err(|e| e.to_string())?;
+        let resolved =
+            mqblk_workload::resolve(specs, &device.files, |_| Ok(device.size_bytes), entropy)
+                .map_err(|e| e.to_string())?;
         // A regular file (or one the run creates), not a block device: the kernel reaches
         // it through a file system, which plugs around every direct I/O.
         let on_file = device.driver == DriverKind::Uring
@@ -224,9 +225,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         ));
     }
     let progress = Progress::default();
-    progress
-        .stonewalls
-        .set(plan.jobs.iter().map(|j| j.job.barrier));
+    progress.stonewalls.set(plan.jobs.iter().map(|j| &j.job));
     let start = Barrier::new(plan.jobs.len() + 1);
     let started_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -193,6 +193,7 @@ pub fn case_for(
             ioprio: IoPrio::new(class, rng.below(8) as u8),
             start_at: Nanos(rng.below(1_000_000)),
             barrier: 0,
+            after: Vec::new(),
             limit: Limit {
                 ios: Some(ios),
                 ..Limit::default()

@@ -4,8 +4,31 @@
 use crate::workload::{FioSource, Limit, SimJob};
 use mqblk_core::{Blkcg, Nanos};
 use mqblk_runtime::job::{ioprio, join_cgroup};
+use mqblk_workload::job::FileLayout;
 use mqblk_workload::logs::JobLogs;
-use mqblk_workload::JobSpec;
+use mqblk_workload::{Job, JobSpec};
+
+/// The files `specs` name, laid out on a simulated device of `capacity_bytes` (a file
+/// without a size stands for the whole device, as a real file's size would).
+pub fn layout(specs: &[JobSpec], capacity_bytes: u64) -> Result<FileLayout, String> {
+    let layout =
+        FileLayout::plan(specs, |_, _| Ok(Some(capacity_bytes))).map_err(|e| e.to_string())?;
+    if layout.end() > capacity_bytes {
+        return Err(format!(
+            "the jobs' files need {} bytes of the device (laid out one after another, {} MiB apart), and it has {capacity_bytes}",
+            layout.end(),
+            mqblk_workload::job::FILE_GAP >> 20
+        ));
+    }
+    Ok(layout)
+}
+
+/// `specs` resolved on a simulated device of `capacity_bytes`, as `mqblk bench` resolves
+/// them on a real one.
+pub fn resolve(specs: &[JobSpec], capacity_bytes: u64, seed: u64) -> Result<Vec<Job>, String> {
+    let layout = layout(specs, capacity_bytes)?;
+    mqblk_workload::resolve(specs, &layout, |_| Ok(capacity_bytes), seed).map_err(|e| e.to_string())
+}
 
 /// One [`SimJob`] per job clone (`numjobs`), pinned by `cpus_allowed` or spread over the CPUs
 /// in order. `seed` stands for the clock where a job asks for a fresh seed (`randrepeat=0`),
@@ -17,10 +40,9 @@ pub fn from_specs(
     seed: u64,
     blkcg: &Blkcg,
 ) -> Result<Vec<SimJob>, String> {
-    let jobs =
-        mqblk_workload::resolve(specs, |_| Ok(capacity_bytes), seed).map_err(|e| e.to_string())?;
+    let jobs = resolve(specs, capacity_bytes, seed)?;
     let mut out = Vec::with_capacity(jobs.len());
-    for job in jobs {
+    for job in &jobs {
         let cpu = match job.cpu {
             Some(c) => c,
             None => job.index % nr_cpus as usize,
@@ -37,17 +59,23 @@ pub fn from_specs(
             iodepth: job.iodepth,
             batch: job.batch_submit,
             issuer: job.index as u32 + 1,
-            group: join_cgroup(&job, blkcg)?,
-            ioprio: ioprio(&job),
+            group: join_cgroup(job, blkcg)?,
+            ioprio: ioprio(job),
             // fio's `startdelay`.
             start_at: Nanos(job.start_delay_ns),
             barrier: job.barrier,
+            // fio's `wait_for`: every clone of the named job.
+            after: jobs
+                .iter()
+                .filter(|o| Some(o.spec) == job.wait_for)
+                .map(|o| o.index as u32)
+                .collect(),
             // The job driver decides when the job ends (runtime, one pass, verify).
             limit: Limit::default(),
             ramp: Nanos(job.ramp_ns),
             batch_complete_min: job.batch_complete_min.max(1),
             batch_complete_max: job.batch_complete_max,
-            source: Box::new(FioSource::of(&job)),
+            source: Box::new(FioSource::of(job)),
             kind: job.name.clone(),
             logs: job.logs.any().then(|| JobLogs::new(job.logs.clone())),
         });

@@ -187,6 +187,7 @@ impl Replayable {
                 ioprio: IoPrio::DEFAULT,
                 start_at: Nanos::ZERO,
                 barrier: 0,
+                after: Vec::new(),
                 limit: Limit::default(),
                 ramp: Nanos::ZERO,
                 batch_complete_min: 1,

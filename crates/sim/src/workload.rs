@@ -76,6 +76,8 @@ pub struct SimJob {
     /// fio's `stonewall`: the job starts (`start_at` later) once every job of a lower
     /// barrier has finished.
     pub barrier: u32,
+    /// fio's `wait_for`: and once these jobs (indices into the run's jobs) have finished.
+    pub after: Vec<u32>,
     /// fio's per-job logs and the `--plot` series, when asked for.
     pub logs: Option<mqblk_workload::logs::JobLogs>,
     pub limit: Limit,
@@ -130,7 +132,7 @@ impl FioSource {
             fsync,
             ..JobSpec::default()
         };
-        let jobs = mqblk_workload::resolve(&[spec], |_| Ok(offset + size), 0)
+        let jobs = mqblk_workload::resolve(&[spec], &Default::default(), |_| Ok(offset + size), 0)
             .expect("a plain fio job over its own region resolves");
         FioSource::of(&jobs[0])
     }

@@ -217,6 +217,7 @@ fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs:
         ioprio: IoPrio::DEFAULT,
         start_at: Nanos::ZERO,
         barrier: 0,
+        after: Vec::new(),
         limit: Limit {
             time: Some(Nanos::from_secs(secs)),
             ..Limit::default()

@@ -21,15 +21,27 @@ pub struct IoLogEntry {
     /// When it was issued, in nanoseconds since the job started.
     pub at_ns: u64,
     pub kind: IoKind,
+    /// The job's file (an index into [`CloneLog::files`]), and the byte offset in it.
+    pub file: u32,
     pub offset: u64,
     pub len: u32,
 }
 
-/// One job clone's log: the file name fio would print for it and what it issued.
+/// One job clone's log: its files (the names fio prints) and what it issued.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloneLog {
-    pub file: String,
+    pub files: Vec<String>,
     pub entries: Vec<IoLogEntry>,
+}
+
+impl CloneLog {
+    /// The log of `job`'s clone with `entries`.
+    pub fn of(job: &crate::Job, entries: Vec<IoLogEntry>) -> CloneLog {
+        CloneLog {
+            files: job.files.iter().map(|f| f.name.clone()).collect(),
+            entries,
+        }
+    }
 }
 
 /// The text of one log file holding `clones` (fio writes each clone's lines under its own
@@ -37,9 +49,17 @@ pub struct CloneLog {
 pub fn render(clones: &[CloneLog]) -> String {
     let mut out = String::from("fio version 3 iolog\n");
     for c in clones {
-        let file = c.file.replace(char::is_whitespace, "_");
-        let _ = writeln!(out, "0 {file} add");
-        let _ = writeln!(out, "0 {file} open");
+        let names: Vec<String> = c
+            .files
+            .iter()
+            .map(|name| name.replace(char::is_whitespace, "_"))
+            .collect();
+        for name in &names {
+            let _ = writeln!(out, "0 {name} add");
+        }
+        for name in &names {
+            let _ = writeln!(out, "0 {name} open");
+        }
         for e in &c.entries {
             let ms = e.at_ns / 1_000_000;
             let action = match e.kind {
@@ -48,10 +68,13 @@ pub fn render(clones: &[CloneLog]) -> String {
                 IoKind::Flush => "sync",
                 IoKind::Trim => "trim",
             };
-            let _ = writeln!(out, "{ms} {file} {action} {} {}", e.offset, e.len);
+            let name = &names[(e.file as usize).min(names.len().saturating_sub(1))];
+            let _ = writeln!(out, "{ms} {name} {action} {} {}", e.offset, e.len);
         }
         let end = c.entries.last().map_or(0, |e| e.at_ns / 1_000_000);
-        let _ = writeln!(out, "{end} {file} close");
+        for name in &names {
+            let _ = writeln!(out, "{end} {name} close");
+        }
     }
     out
 }
@@ -82,17 +105,19 @@ mod tests {
     #[test]
     fn renders_fios_version_3_format() {
         let log = CloneLog {
-            file: "j.0.0".into(),
+            files: vec!["j.0.0".into()],
             entries: vec![
                 IoLogEntry {
                     at_ns: 2_500_000,
                     kind: IoKind::Write,
+                    file: 0,
                     offset: 65536,
                     len: 4096,
                 },
                 IoLogEntry {
                     at_ns: 3_000_000,
                     kind: IoKind::Flush,
+                    file: 0,
                     offset: 65536,
                     len: 0,
                 },

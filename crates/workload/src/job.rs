@@ -12,6 +12,7 @@ mod cli;
 pub mod engine;
 mod error;
 mod expr;
+mod files;
 mod fio_only;
 mod ini;
 mod options;
@@ -23,9 +24,13 @@ use std::path::Path;
 
 pub use cli::{parse_command_line, CommandLine, OutputFormat};
 pub use error::{JobError, JobErrorKind, Location};
+pub use files::{FileLayout, LayoutFile, FILE_GAP};
 pub use options::{option_table, options_help, OptDef};
-pub use resolve::{resolve, Job, RANDREPEAT_SEED};
-pub use spec::{IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_PERCENTILES};
+pub use resolve::{resolve, Job, JobFile, RANDREPEAT_SEED};
+pub use spec::{
+    Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode, VerifyMode,
+    DEFAULT_PERCENTILES,
+};
 pub use value::{parse_size, parse_time_ns};
 
 /// Reads and parses a fio job file.

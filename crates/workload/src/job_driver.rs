@@ -9,8 +9,10 @@
 //! how the I/O is carried out differs.
 
 use crate::iolog::IoLogEntry;
+#[cfg(doc)]
+use crate::job::JobFile;
 use crate::job::{Job, RwMode};
-use crate::pattern::Generator;
+use crate::pattern::FileSet;
 use crate::Ddir;
 
 /// What an I/O does.
@@ -31,6 +33,9 @@ pub struct JobIo {
     /// Byte offset on the device.
     pub offset: u64,
     pub len: u32,
+    /// Which of the job's files it goes to (its index in [`Job::files`]); for a flush, the
+    /// file fio would sync (the device flushes as a whole).
+    pub file: u32,
     /// The issuing task waits for it (`REQ_SYNC`): flushes, and writes of an `O_DIRECT`
     /// job, which block/fops.c's `dio_bio_write_op` marks `REQ_OP_WRITE | REQ_SYNC |
     /// REQ_IDLE` (it adds `REQ_FUA` for `O_DSYNC`, which no supported option asks for);
@@ -44,6 +49,7 @@ impl JobIo {
         kind: IoKind::Flush,
         offset: 0,
         len: 0,
+        file: 0,
         sync: true,
     };
 }
@@ -78,11 +84,9 @@ pub enum Phase {
 /// One job clone's issuing decisions; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct JobDriver {
-    gen: Generator,
+    gen: FileSet,
     rw: RwMode,
     bs: [u32; 2],
-    grid: u64,
-    base: u64,
     time_based: bool,
     /// When the main phase ends (ramp + runtime), in ns since the job started.
     end_ns: Option<u64>,
@@ -109,6 +113,19 @@ pub struct JobDriver {
     drained: bool,
     /// The verify pass has issued its first read (everything before it has completed).
     verify_reading: bool,
+    /// `verify_backlog`: written blocks not yet read back, oldest first, and where the job
+    /// is in reading some back.
+    backlog_every: u64,
+    backlog_batch: u64,
+    backlog: std::collections::VecDeque<(u32, u64)>,
+    backlog_state: Backlog,
+    /// fio's flow control: the job's group, the I/Os it issued in it, whether it is in
+    /// the group (from its first question to its end, fio's thread start to exit), and the
+    /// `flow_sleep` due once a hold has drained what was in flight.
+    flow: Option<crate::flow::Flow>,
+    flow_mine: u64,
+    flow_state: FlowState,
+    flow_pause: Option<u64>,
     stopped: bool,
     /// `number_ios` (0: none), and the end by bytes or passes (see [`Job::io_bytes`]).
     number_ios: u64,
@@ -124,7 +141,35 @@ pub struct JobDriver {
     think: Think,
     /// `write_iolog`: every I/O issued, when asked for.
     log: Option<Vec<IoLogEntry>>,
+    /// Where each file lies on the device, and the offset in its file of the last write
+    /// (fio logs a flush at it).
+    bases: Vec<u64>,
     last_write: u64,
+    /// `end_fsync`: flushes issued so far (one per file, as fio syncs each).
+    end_flushes: u32,
+}
+
+/// A job's membership of its flow group.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum FlowState {
+    /// Not yet started.
+    Out,
+    In,
+    /// Ended; it never joins again.
+    Left,
+}
+
+/// Where the job is in reading its backlog back (`verify_backlog`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Backlog {
+    /// Writing.
+    Idle,
+    /// The backlog is full: waiting for its writes to complete.
+    Draining,
+    /// Reading this many more of the oldest blocks back.
+    Reading(u64),
+    /// Waiting for those reads to complete before writing on.
+    Settling,
 }
 
 /// Where the job is in a think time.
@@ -140,8 +185,7 @@ enum Think {
 
 impl JobDriver {
     pub fn new(job: &Job) -> JobDriver {
-        let grid = job.grid();
-        let gen = Generator::new(&job.shape());
+        let gen = FileSet::new(&job.shapes(), job.file_service, job.openfiles);
         let verify_pass = job.verify && job.do_verify && job.rw.does_write();
         JobDriver {
             written: if verify_pass {
@@ -152,8 +196,6 @@ impl JobDriver {
             gen,
             rw: job.rw,
             bs: job.bs,
-            grid: grid as u64,
-            base: job.offset,
             time_based: job.time_based,
             end_ns: job.runtime_ns.map(|r| r.saturating_add(job.ramp_ns)),
             ramp_ns: job.ramp_ns,
@@ -173,6 +215,14 @@ impl JobDriver {
             verify_at: 0,
             drained: false,
             verify_reading: false,
+            backlog_every: if verify_pass { job.verify_backlog } else { 0 },
+            backlog_batch: job.verify_backlog_batch,
+            backlog: std::collections::VecDeque::new(),
+            backlog_state: Backlog::Idle,
+            flow: job.flow.clone(),
+            flow_mine: 0,
+            flow_state: FlowState::Out,
+            flow_pause: None,
             stopped: false,
             number_ios: job.number_ios,
             io_bytes: job.io_bytes,
@@ -184,7 +234,9 @@ impl JobDriver {
             since_think: 0,
             think: Think::No,
             log: job.write_iolog.is_some().then(Vec::new),
+            bases: job.files.iter().map(|f| f.base).collect(),
             last_write: 0,
+            end_flushes: 0,
         }
     }
 
@@ -198,20 +250,24 @@ impl JobDriver {
     #[inline]
     pub fn next(&mut self, now: u64) -> Next {
         let next = self.decide(now);
-        if let (Some(log), Next::Io(io)) = (&mut self.log, &next) {
-            let offset = match io.kind {
-                // fio logs a sync at the offset of the write before it.
-                IoKind::Flush => self.last_write,
-                _ => io.offset,
-            };
-            log.push(IoLogEntry {
-                at_ns: now,
-                kind: io.kind,
-                offset,
-                len: io.len,
-            });
+        if let Next::Io(io) = &next {
+            let rel = io.offset.saturating_sub(self.bases[io.file as usize]);
+            if let Some(log) = &mut self.log {
+                log.push(IoLogEntry {
+                    at_ns: now,
+                    kind: io.kind,
+                    file: io.file,
+                    // fio logs a flush at the offset of the write before it.
+                    offset: if io.kind == IoKind::Flush {
+                        self.last_write
+                    } else {
+                        rel
+                    },
+                    len: io.len,
+                });
+            }
             if io.kind == IoKind::Write {
-                self.last_write = io.offset;
+                self.last_write = rel;
             }
         }
         next
@@ -220,6 +276,20 @@ impl JobDriver {
     /// What to do at `now` (nanoseconds since the job started).
     #[inline]
     fn decide(&mut self, now: u64) -> Next {
+        if let (Some(f), FlowState::Out) = (&self.flow, self.flow_state) {
+            f.join();
+            self.flow_state = FlowState::In;
+        }
+        let next = self.decide_inner(now);
+        if let (Some(f), FlowState::In, Next::Done) = (&self.flow, self.flow_state, next) {
+            self.flow_state = FlowState::Left;
+            f.leave(std::mem::take(&mut self.flow_mine));
+        }
+        next
+    }
+
+    #[inline]
+    fn decide_inner(&mut self, now: u64) -> Next {
         loop {
             match self.phase {
                 Phase::Main => {
@@ -272,11 +342,32 @@ impl JobDriver {
                         Think::Until(t) if now < t => return Next::Until(t),
                         Think::Until(_) => self.think = Think::No,
                     }
+                    // fio's verify_backlog: once that many written blocks wait to be read
+                    // back, they complete, the oldest are read back, and those complete.
+                    if let Some(next) = self.backlog_step() {
+                        return next;
+                    }
+                    // fio's flow control (`flow_threshold_exceeded`, checked before every
+                    // I/O unit): a job ahead of its share waits for what it has in flight,
+                    // then flow_sleep. An I/O held by its rate already passed the check.
+                    if let Some(ns) = self.flow_pause.take() {
+                        return Next::Until(now.saturating_add(ns));
+                    }
+                    if let (Some(f), None) = (&self.flow, self.held) {
+                        if !f.admit(&mut self.flow_mine) {
+                            if f.sleep_ns == 0 {
+                                return Next::Until(now.saturating_add(crate::flow::RETRY_NS));
+                            }
+                            self.flow_pause = Some(f.sleep_ns);
+                            return Next::Drain;
+                        }
+                    }
                     // A flush `fsync=N` made due goes before the next I/O; once the job has
                     // issued all it will, none follows (fio checks the end first, so its last
                     // `fsync=N` never comes; `end_fsync` is the one that does).
                     if std::mem::take(&mut self.flush_due) {
-                        return Next::Io(JobIo::FLUSH);
+                        let file = self.gen.pick() as u32;
+                        return Next::Io(self.flush(file));
                     }
                     // fio's rate_iops and rate, per direction: the next I/O waits until its
                     // direction is back within both (an I/O and its bytes per their share of
@@ -311,9 +402,9 @@ impl JobDriver {
                         return Next::Drain;
                     }
                     while self.verify_at < self.gen.nr_blocks() {
-                        let offset = self.gen.block_offset(self.verify_at);
+                        let (file, offset) = self.gen.block_offset(self.verify_at);
+                        let b = self.gen.block_index(file, offset);
                         self.verify_at += 1;
-                        let b = (offset - self.base) / self.grid;
                         if self.written[(b / 64) as usize] & (1 << (b % 64)) != 0 {
                             self.issued += 1;
                             self.verify_reading = true;
@@ -321,6 +412,7 @@ impl JobDriver {
                                 kind: IoKind::Read,
                                 offset,
                                 len: self.bs[1],
+                                file: file as u32,
                                 sync: false,
                             });
                         }
@@ -328,19 +420,85 @@ impl JobDriver {
                     self.phase = Phase::Finish;
                 }
                 Phase::Finish => {
-                    self.phase = Phase::Done;
-                    if self.end_fsync {
-                        return Next::Io(JobIo::FLUSH);
+                    // fio's end_fsync syncs every file of the job, in order.
+                    if self.end_fsync && (self.end_flushes as usize) < self.bases.len() {
+                        self.end_flushes += 1;
+                        return Next::Io(self.flush(self.end_flushes - 1));
                     }
+                    self.phase = Phase::Done;
                 }
                 Phase::Done => return Next::Done,
             }
         }
     }
 
+    /// The next step of reading the backlog back, if the job is in one or one is due.
+    /// fio at `iodepth=1` (`--rw=randwrite --verify_backlog=4`, its `write_iolog`): four
+    /// writes, the same four blocks read in write order, four more writes, ...; with
+    /// `verify_backlog_batch=2` the two oldest are read each time the backlog is full, and
+    /// the end's verify pass reads what is left.
+    fn backlog_step(&mut self) -> Option<Next> {
+        loop {
+            match self.backlog_state {
+                Backlog::Idle => {
+                    if self.backlog_every == 0 || (self.backlog.len() as u64) < self.backlog_every {
+                        return None;
+                    }
+                    self.backlog_state = Backlog::Draining;
+                    return Some(Next::Drain);
+                }
+                Backlog::Draining => {
+                    let n = match self.backlog_batch {
+                        0 => self.backlog.len() as u64,
+                        b => b,
+                    };
+                    self.verify_reading = true;
+                    self.backlog_state = Backlog::Reading(n);
+                }
+                Backlog::Reading(left) => {
+                    let front = if left > 0 {
+                        self.backlog.pop_front()
+                    } else {
+                        None
+                    };
+                    let Some((file, offset)) = front else {
+                        self.backlog_state = Backlog::Settling;
+                        return Some(Next::Drain);
+                    };
+                    self.backlog_state = Backlog::Reading(left - 1);
+                    // Read back now: the end's verify pass leaves it out.
+                    let b = self.gen.block_index(file as usize, offset);
+                    self.written[(b / 64) as usize] &= !(1 << (b % 64));
+                    self.issued += 1;
+                    return Some(Next::Io(JobIo {
+                        kind: IoKind::Read,
+                        offset,
+                        len: self.bs[1],
+                        file,
+                        sync: false,
+                    }));
+                }
+                Backlog::Settling => {
+                    self.verify_reading = false;
+                    self.backlog_state = Backlog::Idle;
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// A flush of file `file` (a flush reaches the whole device; the file is what fio
+    /// names in its log).
+    fn flush(&self, file: u32) -> JobIo {
+        JobIo {
+            file,
+            ..JobIo::FLUSH
+        }
+    }
+
     #[inline]
     fn main_io(&mut self) -> JobIo {
-        let io = self.gen.next_io();
+        let (file, io) = self.gen.next_io();
         self.issued += 1;
         self.main_bytes += u64::from(io.len);
         if self.think_ns > 0 {
@@ -353,8 +511,11 @@ impl JobDriver {
         let write = io.dir == Ddir::Write;
         if write {
             if self.verify_pass {
-                let b = (io.offset - self.base) / self.grid;
+                let b = self.gen.block_index(file, io.offset);
                 self.written[(b / 64) as usize] |= 1 << (b % 64);
+                if self.backlog_every > 0 {
+                    self.backlog.push_back((file as u32, io.offset));
+                }
             }
             if self.fsync > 0 {
                 self.writes_since_sync += 1;
@@ -372,6 +533,7 @@ impl JobDriver {
             },
             offset: io.offset,
             len: io.len,
+            file: file as u32,
             sync: write && self.direct,
         }
     }
@@ -415,7 +577,7 @@ mod tests {
 
     fn driver(text: &str) -> JobDriver {
         let specs = parse_job_text("t", text).unwrap();
-        let jobs = resolve(&specs, |_| Ok(1 << 30), 0).unwrap();
+        let jobs = resolve(&specs, &Default::default(), |_| Ok(1 << 30), 0).unwrap();
         JobDriver::new(&jobs[0])
     }
 
@@ -504,13 +666,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(specs[0].device_size(), (4 << 10) + (4 << 20) + (1 << 20));
-        let jobs = resolve(&specs, |_| Ok(8 << 20), 0).unwrap();
-        let offsets: Vec<u64> = jobs.iter().map(|j| j.offset).collect();
+        let jobs = resolve(&specs, &Default::default(), |_| Ok(8 << 20), 0).unwrap();
+        let offsets: Vec<u64> = jobs.iter().map(|j| j.files[0].offset).collect();
         assert_eq!(
             offsets,
             [4 << 10, (4 << 10) + (2 << 20), (4 << 10) + (4 << 20)]
         );
-        assert!(resolve(&specs, |_| Ok(4 << 20), 0).is_err());
+        assert!(resolve(&specs, &Default::default(), |_| Ok(4 << 20), 0).is_err());
     }
 
     #[test]
@@ -597,5 +759,175 @@ mod tests {
         d.stop();
         assert_eq!(d.next(0), Next::Io(JobIo::FLUSH));
         assert_eq!(d.next(0), Next::Done);
+    }
+
+    /// A job with files, laid out as `mqblk bench` lays them out (nothing on disk: every
+    /// file here is sized by its options).
+    fn files_driver(text: &str) -> (Job, JobDriver) {
+        use crate::job::FileLayout;
+        let specs = parse_job_text("t", text).unwrap();
+        let layout = FileLayout::plan(&specs, |_, p| Err(format!("{p}: unsized"))).unwrap();
+        let jobs = resolve(&specs, &layout, |_| Ok(1 << 30), 0).unwrap();
+        let d = JobDriver::new(&jobs[0]);
+        (jobs[0].clone(), d)
+    }
+
+    /// `(file number, offset in the file in 4 KiB blocks, kind)` of everything issued.
+    fn file_ios(job: &Job, d: &mut JobDriver) -> Vec<(u32, u64, IoKind)> {
+        all(d, 0)
+            .iter()
+            .map(|io| {
+                let rel = io.offset.saturating_sub(job.files[io.file as usize].base);
+                (io.file, rel / 4096, io.kind)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_file_set_is_served_as_fio_serves_it() {
+        use IoKind::{Flush as F, Read as R, Write as W};
+        // fio 3.33, --ioengine=null --write_iolog: the same sequences, file by file.
+        let (j, mut d) = files_driver("[j]\nnrfiles=3\nfilesize=8k\nrw=read\n");
+        assert_eq!(
+            file_ios(&j, &mut d),
+            vec![
+                (0, 0, R),
+                (1, 0, R),
+                (2, 0, R),
+                (0, 1, R),
+                (1, 1, R),
+                (2, 1, R)
+            ]
+        );
+        let (j, mut d) =
+            files_driver("[j]\nnrfiles=3\nfilesize=8k\nrw=read\nfile_service_type=sequential\n");
+        let files: Vec<u32> = file_ios(&j, &mut d).iter().map(|x| x.0).collect();
+        assert_eq!(files, vec![0, 0, 1, 1, 2, 2]);
+        // Two of four open: the first two alternate, then the last two.
+        let (j, mut d) = files_driver("[j]\nnrfiles=4\nfilesize=8k\nrw=read\nopenfiles=2\n");
+        let files: Vec<u32> = file_ios(&j, &mut d).iter().map(|x| x.0).collect();
+        assert_eq!(files, vec![0, 1, 0, 1, 2, 3, 2, 3]);
+        // roundrobin:2 keeps two I/Os on a file.
+        let (j, mut d) =
+            files_driver("[j]\nnrfiles=2\nfilesize=16k\nrw=read\nfile_service_type=roundrobin:2\n");
+        let files: Vec<u32> = file_ios(&j, &mut d).iter().map(|x| x.0).collect();
+        assert_eq!(files, vec![0, 0, 1, 1, 0, 0, 1, 1]);
+        // A flush takes the turn of the file it lands on; end_fsync syncs every file.
+        let (j, mut d) =
+            files_driver("[j]\nnrfiles=2\nfilesize=16k\nrw=write\nfsync=3\nend_fsync=1\n");
+        assert_eq!(
+            file_ios(&j, &mut d),
+            vec![
+                (0, 0, W),
+                (1, 0, W),
+                (0, 1, W),
+                (1, 0, F),
+                (0, 2, W),
+                (1, 1, W),
+                (0, 3, W),
+                (1, 0, F),
+                (1, 2, W),
+                (1, 3, W),
+                (0, 0, F),
+                (1, 0, F),
+            ]
+        );
+        // With filesize, size= is the job's I/O: 5 blocks over the three files.
+        let (j, mut d) = files_driver("[j]\nnrfiles=3\nfilesize=64k\nsize=20k\nrw=read\n");
+        assert_eq!(file_ios(&j, &mut d).len(), 5);
+        // Random offsets cover each file's blocks once per pass.
+        let (j, mut d) =
+            files_driver("[j]\nnrfiles=3\nfilesize=32k\nrw=randread\nfile_service_type=random\n");
+        let mut per_file = [Vec::new(), Vec::new(), Vec::new()];
+        for (f, b, _) in file_ios(&j, &mut d) {
+            per_file[f as usize].push(b);
+        }
+        for blocks in &mut per_file {
+            blocks.sort();
+            assert_eq!(*blocks, (0..8).collect::<Vec<u64>>());
+        }
+    }
+
+    #[test]
+    fn files_lie_apart_on_the_device_and_jobs_naming_one_file_share_it() {
+        use crate::job::{FileLayout, FILE_GAP};
+        let text = "[a]\nfilename=/d/x:/d/y\\:z\nsize=128k\n[b]\nfilename=/d/x\nsize=1m\n\
+                    [c]\ndirectory=/d\nnrfiles=2\nfilesize=8k-64k\nbs=8k\n";
+        let specs = parse_job_text("t", text).unwrap();
+        let layout = FileLayout::plan(&specs, |_, p| Err(format!("{p}: unsized"))).unwrap();
+        let names: Vec<&str> = layout.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, ["/d/x", "/d/y:z", "/d/c.0.0", "/d/c.0.1"]);
+        // x holds b's megabyte; each file starts a gap after the one before.
+        assert_eq!(layout.files[0].len, 1 << 20);
+        assert_eq!(layout.files[1].base, 2 * FILE_GAP);
+        assert_eq!(layout.files[2].base, 4 * FILE_GAP);
+        for f in &layout.files[2..] {
+            assert!(
+                (8192..=65536).contains(&f.len) && f.len % 8192 == 0,
+                "{f:?}"
+            );
+        }
+        let jobs = resolve(&specs, &layout, |_| Ok(1 << 30), 0).unwrap();
+        assert_eq!(jobs[0].files.len(), 2);
+        assert_eq!(jobs[0].files[1].offset, 2 * FILE_GAP);
+        assert_eq!(
+            jobs[0].files[1].size,
+            64 << 10,
+            "size= is split over the files"
+        );
+        assert_eq!(jobs[1].files[0].base, 0, "b's file is a's first");
+    }
+
+    #[test]
+    fn strided_zones_visit_each_zone_from_its_start_as_fio() {
+        // fio 3.33: --size=1m --bs=4k --zonemode=strided --zonerange=256k --zonesize=16k
+        // reads blocks 0-3, 64-67, 128-131, 192-195, then 0-3 again.
+        let mut d = driver("[j]\nsize=1m\nzonemode=strided\nzonerange=256k\nzonesize=16k\n");
+        let blocks: Vec<u64> = all(&mut d, 0).iter().map(|io| io.offset / 4096).collect();
+        assert_eq!(blocks.len(), 256, "size= bytes in all");
+        assert_eq!(
+            blocks[..20],
+            [0, 1, 2, 3, 64, 65, 66, 67, 128, 129, 130, 131, 192, 193, 194, 195, 0, 1, 2, 3]
+        );
+        // zoneskip moves each zone further; Nz counts zonesize units.
+        let mut d = driver(
+            "[j]\nsize=256k\nio_size=4z\nzonemode=strided\nzonerange=64k\nzonesize=8k\nzoneskip=64k\n",
+        );
+        let blocks: Vec<u64> = all(&mut d, 0).iter().map(|io| io.offset / 4096).collect();
+        assert_eq!(blocks, [0, 1, 32, 33, 0, 1, 32, 33]);
+        let specs = parse_job_text("t", "[j]\nsize=2z\n")
+            .unwrap_err()
+            .to_string();
+        assert!(specs.contains("need zonemode=strided"), "{specs}");
+    }
+
+    #[test]
+    fn verify_backlog_reads_back_as_fio_does_at_depth_one() {
+        // fio 3.33, --rw=write --size=64k --bs=4k --verify=crc32c --verify_backlog=4
+        // --verify_backlog_batch=2: its write_iolog, block by block.
+        let mut d = driver(
+            "[j]\nrw=write\nsize=64k\nverify=crc32c\nverify_backlog=4\nverify_backlog_batch=2\n",
+        );
+        let fio = "w0 w1 w2 w3 r0 r1 w4 w5 r2 r3 w6 w7 r4 r5 w8 w9 r6 r7 w10 w11 r8 r9 \
+                   w12 w13 r10 r11 w14 w15 r12 r13 r14 r15";
+        let ours: Vec<String> = all(&mut d, 0)
+            .iter()
+            .map(|io| {
+                let k = if io.kind == IoKind::Write { "w" } else { "r" };
+                format!("{k}{}", io.offset / 4096)
+            })
+            .collect();
+        assert_eq!(ours.join(" "), fio);
+        // Without a batch: the whole backlog, in write order, at random offsets too.
+        let mut d = driver("[j]\nrw=randwrite\nsize=64k\nverify=crc32c\nverify_backlog=4\n");
+        let ios = all(&mut d, 0);
+        assert_eq!(ios.len(), 32);
+        for group in ios.chunks(8) {
+            let (w, r) = group.split_at(4);
+            assert!(w.iter().all(|io| io.kind == IoKind::Write));
+            assert!(r.iter().all(|io| io.kind == IoKind::Read));
+            let offs = |v: &[JobIo]| v.iter().map(|io| io.offset).collect::<Vec<_>>();
+            assert_eq!(offs(w), offs(r));
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! Nothing here panics on user input: every parse problem comes back as a [`JobError`]
 //! whose `Display` is a single line naming the file and line (or command-line argument).
 
+pub mod flow;
 pub mod iolog;
 pub mod job;
 pub mod job_driver;

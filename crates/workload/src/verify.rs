@@ -40,6 +40,7 @@ fn id(mode: VerifyMode) -> u8 {
         VerifyMode::Sha512 => 9,
         VerifyMode::Xxhash => 10,
         VerifyMode::Meta => 11,
+        VerifyMode::Pattern => 12,
     }
 }
 
@@ -66,7 +67,7 @@ fn mode_of(id: u8) -> Option<VerifyMode> {
 fn digest(mode: VerifyMode, buf: &[u8]) -> Vec<u8> {
     let (head, payload) = (&buf[..24], &buf[HEADER_LEN..]);
     match mode {
-        VerifyMode::None | VerifyMode::Meta => Vec::new(),
+        VerifyMode::None | VerifyMode::Meta | VerifyMode::Pattern => Vec::new(),
         VerifyMode::Crc32c => crc32c::crc32c_append(crc32c::crc32c(head), payload)
             .to_le_bytes()
             .to_vec(),
@@ -123,20 +124,37 @@ fn digest(mode: VerifyMode, buf: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Fills `buf` (one block at `offset`) with a pattern derived from `seed` and the offset,
-/// and the header for `mode`.
-pub fn fill(buf: &mut [u8], offset: u64, seed: u64, mode: VerifyMode) {
+/// Fills `buf` with `pattern` repeated from its start (`buffer_pattern`).
+pub fn fill_pattern(buf: &mut [u8], pattern: &[u8]) {
+    for (b, p) in buf.iter_mut().zip(pattern.iter().cycle()) {
+        *b = *p;
+    }
+}
+
+/// Fills `buf` (one block at `offset`) with data, `pattern` repeated (`verify_pattern`) or
+/// bytes derived from `seed` and the offset, and the header for `mode`; with
+/// `VerifyMode::Pattern` the pattern alone, no header.
+pub fn fill(buf: &mut [u8], offset: u64, seed: u64, mode: VerifyMode, pattern: Option<&[u8]>) {
+    if let (VerifyMode::Pattern, Some(p)) = (mode, pattern) {
+        fill_pattern(buf, p);
+        return;
+    }
     assert!(
         buf.len() >= MIN_BLOCK,
         "verify needs blocks of at least {MIN_BLOCK} bytes"
     );
-    let mut x = seed ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for chunk in buf[HEADER_LEN..].chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let bytes = x.to_le_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    match pattern {
+        Some(p) => fill_pattern(&mut buf[HEADER_LEN..], p),
+        None => {
+            let mut x = seed ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            for chunk in buf[HEADER_LEN..].chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let bytes = x.to_le_bytes();
+                chunk.copy_from_slice(&bytes[..chunk.len()]);
+            }
+        }
     }
     buf[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     buf[4..12].copy_from_slice(&offset.to_le_bytes());
@@ -149,8 +167,36 @@ pub fn fill(buf: &mut [u8], offset: u64, seed: u64, mode: VerifyMode) {
     buf[DIGEST_AT..DIGEST_AT + d.len()].copy_from_slice(&d);
 }
 
-/// Checks a block read back from `offset`. Returns a one-line description of the mismatch.
-pub fn check(buf: &[u8], offset: u64) -> Result<(), String> {
+/// The first byte of `data` that does not repeat `pattern` (from `data`'s start), as a
+/// one-line mismatch at device offset `at + index`.
+fn check_pattern(data: &[u8], pattern: &[u8], at: u64) -> Result<(), String> {
+    match data
+        .iter()
+        .zip(pattern.iter().cycle())
+        .position(|(d, p)| d != p)
+    {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "verify: pattern mismatch at offset {}: read {:#04x}, expected {:#04x}",
+            at + i as u64,
+            data[i],
+            pattern[i % pattern.len()]
+        )),
+    }
+}
+
+/// Checks a block read back from `offset`: its header (the algorithm it names), and with
+/// `pattern` the data after it (with `VerifyMode::Pattern`, the whole block). Returns a
+/// one-line description of the mismatch.
+pub fn check(
+    buf: &[u8],
+    offset: u64,
+    mode: VerifyMode,
+    pattern: Option<&[u8]>,
+) -> Result<(), String> {
+    if let (VerifyMode::Pattern, Some(p)) = (mode, pattern) {
+        return check_pattern(buf, p, offset);
+    }
     if buf.len() < MIN_BLOCK {
         return Err(format!(
             "verify: block at offset {offset} is too short ({} bytes)",
@@ -195,7 +241,10 @@ pub fn check(buf: &[u8], offset: u64) -> Result<(), String> {
             hex(&got)
         ));
     }
-    Ok(())
+    match pattern {
+        Some(p) => check_pattern(&buf[HEADER_LEN..], p, offset + HEADER_LEN as u64),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -206,21 +255,46 @@ mod tests {
     fn every_algorithm_checks_its_blocks_and_catches_a_flipped_byte() {
         for mode in ALGORITHMS {
             let mut b = vec![0u8; 4096];
-            fill(&mut b, 8192, 99, mode);
-            check(&b, 8192).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+            fill(&mut b, 8192, 99, mode, None);
+            check(&b, 8192, mode, None).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             // A checksum catches a change anywhere; meta checks the header's magic, offset
             // and length alone, as fio's does.
             let meta = mode == VerifyMode::Meta;
             for i in [0usize, 5, 14, 20, 100, 4095] {
                 let mut c = b.clone();
                 c[i] ^= 0x40;
-                let caught = check(&c, 8192).is_err();
+                let caught = check(&c, 8192, mode, None).is_err();
                 assert_eq!(caught, i < 16 || !meta, "{mode:?}: flip at byte {i}");
             }
-            assert!(check(&b, 4096)
+            assert!(check(&b, 4096, mode, None)
                 .unwrap_err()
                 .contains("written for offset 8192"));
         }
-        assert!(check(&[0u8; 4096], 0).unwrap_err().contains("bad magic"));
+        assert!(check(&[0u8; 4096], 0, VerifyMode::Crc32c, None)
+            .unwrap_err()
+            .contains("bad magic"));
+    }
+
+    #[test]
+    fn a_verify_pattern_is_written_and_checked_with_or_without_a_header() {
+        let p = [0xab, 0xcd, 0x01];
+        // verify=pattern: the pattern alone, from the block's first byte.
+        let mut b = vec![0u8; 512];
+        fill(&mut b, 0, 1, VerifyMode::Pattern, Some(&p));
+        assert_eq!(b[..6], [0xab, 0xcd, 0x01, 0xab, 0xcd, 0x01]);
+        check(&b, 4096, VerifyMode::Pattern, Some(&p)).unwrap();
+        b[300] ^= 1;
+        let e = check(&b, 4096, VerifyMode::Pattern, Some(&p)).unwrap_err();
+        assert!(e.contains("pattern mismatch at offset 4396"), "{e}");
+        // With a header (meta: no checksum), the data after it is the pattern, checked.
+        let mut b = vec![0u8; 4096];
+        fill(&mut b, 8192, 1, VerifyMode::Meta, Some(&p));
+        check(&b, 8192, VerifyMode::Meta, Some(&p)).unwrap();
+        b[4000] ^= 1;
+        assert!(check(&b, 8192, VerifyMode::Meta, Some(&p)).is_err());
+        assert!(
+            check(&b, 8192, VerifyMode::Meta, None).is_ok(),
+            "meta alone misses it"
+        );
     }
 }

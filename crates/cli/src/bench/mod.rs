@@ -87,10 +87,7 @@ fn run(args: &[String]) -> Result<i32, String> {
         .zip(&exec.results)
         .filter_map(|(rj, (_, out))| {
             let path = rj.job.write_iolog.clone()?;
-            let log = mqblk_workload::iolog::CloneLog {
-                file: rj.job.log_file.clone(),
-                entries: out.iolog.clone(),
-            };
+            let log = mqblk_workload::iolog::CloneLog::of(&rj.job, out.iolog.clone());
             Some((path, log))
         })
         .collect();
@@ -213,7 +210,10 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
         st.groupid = groups[i];
         st.description = spec.description.clone();
         st.job_options = spec.set_options.clone();
-        st.job_start_ms = exec.started_ms;
+        st.job_start_ms = match out.started_ms {
+            0 => exec.started_ms,
+            t => t,
+        };
         st.job_runtime_ns = out.runtime_ns;
         st.usr_cpu_ns = out.cpu.user_ns;
         st.sys_cpu_ns = out.cpu.sys_ns;
@@ -446,7 +446,11 @@ mod tests {
             6 << 20,
             "as large as the largest needs"
         );
-        let sizes: Vec<_> = p.jobs.iter().map(|j| (j.job.offset, j.job.size)).collect();
+        let sizes: Vec<_> = p
+            .jobs
+            .iter()
+            .map(|j| (j.job.files[0].offset, j.job.files[0].size))
+            .collect();
         assert_eq!(sizes, vec![(0, 1 << 20), (4 << 20, 2 << 20), (0, 3 << 20)]);
     }
 

@@ -36,12 +36,85 @@
 
 use super::pool::PoolInner;
 use super::tracker::{Op, OpKind, Tracker};
-use io_uring::{opcode, register::Probe, squeue, types, IoUring};
+use io_uring::{opcode, register::Probe, types, IoUring};
 use mqblk_core::CompletionBatch;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+
+/// The submission entry for one op on `fd`: a plain descriptor (`types::Fd`) or the index of
+/// a registered file (`types::Fixed`). A macro, as the two have no trait in common that the
+/// io-uring crate lets us name.
+macro_rules! entry {
+    ($fd:expr, $op:expr) => {{
+        let (fd, op): (_, &Op) = ($fd, $op);
+        let rw_len = || {
+            u32::try_from(op.len).expect("uring: reads and writes over 4 GiB are refused at issue")
+        };
+        let keep = libc::FALLOC_FL_KEEP_SIZE;
+        let e = match op.kind {
+            OpKind::Read if op.iov != 0 => {
+                opcode::Readv::new(fd, std::ptr::with_exposed_provenance(op.iov), op.iov_cnt)
+                    .offset(op.offset)
+                    .rw_flags(op.rw_flags)
+                    .build()
+            }
+            OpKind::Write if op.iov != 0 => {
+                opcode::Writev::new(fd, std::ptr::with_exposed_provenance(op.iov), op.iov_cnt)
+                    .offset(op.offset)
+                    .rw_flags(op.rw_flags)
+                    .build()
+            }
+            OpKind::Read => match op.buf_index {
+                Some(i) => opcode::ReadFixed::new(
+                    fd,
+                    std::ptr::with_exposed_provenance_mut(op.addr),
+                    rw_len(),
+                    i,
+                )
+                .offset(op.offset)
+                .rw_flags(op.rw_flags)
+                .build(),
+                None => {
+                    opcode::Read::new(fd, std::ptr::with_exposed_provenance_mut(op.addr), rw_len())
+                        .offset(op.offset)
+                        .rw_flags(op.rw_flags)
+                        .build()
+                }
+            },
+            OpKind::Write => match op.buf_index {
+                Some(i) => opcode::WriteFixed::new(
+                    fd,
+                    std::ptr::with_exposed_provenance(op.addr),
+                    rw_len(),
+                    i,
+                )
+                .offset(op.offset)
+                .rw_flags(op.rw_flags)
+                .build(),
+                None => {
+                    opcode::Write::new(fd, std::ptr::with_exposed_provenance(op.addr), rw_len())
+                        .offset(op.offset)
+                        .rw_flags(op.rw_flags)
+                        .build()
+                }
+            },
+            OpKind::Fsync => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+            OpKind::PunchHole => opcode::Fallocate::new(fd, op.len)
+                .offset(op.offset)
+                .mode(libc::FALLOC_FL_PUNCH_HOLE | keep)
+                .build(),
+            OpKind::ZeroRange => opcode::Fallocate::new(fd, op.len)
+                .offset(op.offset)
+                .mode(libc::FALLOC_FL_ZERO_RANGE | keep)
+                .build(),
+        };
+        e.user_data(op.user_data)
+    }};
+}
 
 /// How long an SQPOLL kernel thread spins without work before it sleeps (and the next
 /// submission needs a wakeup syscall), in milliseconds. One second, as fio's default.
@@ -68,14 +141,21 @@ pub(crate) struct RingConfig {
     /// SQ entries; the CQ gets twice as many.
     pub entries: u32,
     pub sqpoll: bool,
+    /// The CPU the SQPOLL thread runs on (`IORING_SETUP_SQ_AFF`), if pinned.
+    pub sqpoll_cpu: Option<u32>,
     pub iopoll: bool,
+    /// Register the files with the ring (`IORING_REGISTER_FILES`) and submit by index.
+    pub register_files: bool,
 }
 
 /// One hardware queue's io_uring and the tracker of what it has in flight.
 pub(crate) struct Ring {
     uring: IoUring,
-    /// The file every submission targets; kept open by this reference (clause 2).
-    file: Arc<File>,
+    /// The files submissions target (`Op::file` picks one); kept open by this reference
+    /// (clause 2).
+    files: Arc<[File]>,
+    /// The files are registered: submissions name them by index (`IOSQE_FIXED_FILE`).
+    registered: bool,
     pub(crate) tracker: Tracker,
     sq_entries: usize,
     cq_entries: usize,
@@ -85,7 +165,7 @@ pub(crate) struct Ring {
 }
 
 impl Ring {
-    pub(crate) fn new(file: Arc<File>, cfg: RingConfig, nr_tags: u32) -> io::Result<Ring> {
+    pub(crate) fn new(files: Arc<[File]>, cfg: RingConfig, nr_tags: u32) -> io::Result<Ring> {
         let mut b = IoUring::builder();
         // Tests and tools fork (losetup, mount); the child must not share our rings.
         b.dontfork();
@@ -98,6 +178,9 @@ impl Ring {
         // 0.97. The kernel refuses it with SQPOLL, whose own thread submits.
         if cfg.sqpoll {
             b.setup_sqpoll(SQPOLL_IDLE_MS);
+            if let Some(cpu) = cfg.sqpoll_cpu {
+                b.setup_sqpoll_cpu(cpu);
+            }
         } else {
             b.setup_coop_taskrun();
         }
@@ -105,11 +188,16 @@ impl Ring {
             b.setup_iopoll();
         }
         let uring = b.build(cfg.entries)?;
+        if cfg.register_files {
+            let fds: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+            uring.submitter().register_files(&fds)?;
+        }
         let sq_entries = uring.params().sq_entries() as usize;
         let cq_entries = uring.params().cq_entries() as usize;
         Ok(Ring {
             uring,
-            file,
+            files,
+            registered: cfg.register_files,
             tracker: Tracker::new(nr_tags),
             sq_entries,
             cq_entries,
@@ -166,13 +254,16 @@ impl Ring {
     /// Pushes the tracker's described submissions into the SQ, oldest first, as far as it
     /// has room. Returns how many were pushed.
     pub(crate) fn push_ready(&mut self) -> usize {
-        let fd = types::Fd(self.file.as_raw_fd());
         let mut sq = self.uring.submission();
         let mut n = 0;
         while let Some(op) = self.tracker.front_ready() {
-            let entry = entry(fd, &op);
+            let entry = if self.registered {
+                entry!(types::Fixed(u32::from(op.file)), &op)
+            } else {
+                entry!(types::Fd(self.files[op.file as usize].as_raw_fd()), &op)
+            };
             // SAFETY: the entry's `user_data` names one submission until it completes
-            // (clause 1); `fd` is kept open by `self.file` for as long as this ring lives and
+            // (clause 1); `fd` is kept open by `self.files` for as long as this ring lives and
             // the ring outlives every submission (clause 2); `op.addr..op.addr + op.len` lies
             // inside the `IoBuf` of a bio of the request the tracker holds under this tag,
             // which stays allocated and untouched until the tracker reports that request
@@ -267,66 +358,6 @@ impl Drop for Ring {
             in_kernel = in_kernel.saturating_sub(self.uring.completion().count());
         }
     }
-}
-
-/// The submission entry for one op.
-fn entry(fd: types::Fd, op: &Op) -> squeue::Entry {
-    let rw_len =
-        || u32::try_from(op.len).expect("uring: reads and writes over 4 GiB are refused at issue");
-    let keep = libc::FALLOC_FL_KEEP_SIZE;
-    let e = match op.kind {
-        OpKind::Read if op.iov != 0 => {
-            opcode::Readv::new(fd, std::ptr::with_exposed_provenance(op.iov), op.iov_cnt)
-                .offset(op.offset)
-                .rw_flags(op.rw_flags)
-                .build()
-        }
-        OpKind::Write if op.iov != 0 => {
-            opcode::Writev::new(fd, std::ptr::with_exposed_provenance(op.iov), op.iov_cnt)
-                .offset(op.offset)
-                .rw_flags(op.rw_flags)
-                .build()
-        }
-        OpKind::Read => match op.buf_index {
-            Some(i) => opcode::ReadFixed::new(
-                fd,
-                std::ptr::with_exposed_provenance_mut(op.addr),
-                rw_len(),
-                i,
-            )
-            .offset(op.offset)
-            .rw_flags(op.rw_flags)
-            .build(),
-            None => opcode::Read::new(fd, std::ptr::with_exposed_provenance_mut(op.addr), rw_len())
-                .offset(op.offset)
-                .rw_flags(op.rw_flags)
-                .build(),
-        },
-        OpKind::Write => match op.buf_index {
-            Some(i) => {
-                opcode::WriteFixed::new(fd, std::ptr::with_exposed_provenance(op.addr), rw_len(), i)
-                    .offset(op.offset)
-                    .rw_flags(op.rw_flags)
-                    .build()
-            }
-            None => opcode::Write::new(fd, std::ptr::with_exposed_provenance(op.addr), rw_len())
-                .offset(op.offset)
-                .rw_flags(op.rw_flags)
-                .build(),
-        },
-        OpKind::Fsync => opcode::Fsync::new(fd)
-            .flags(types::FsyncFlags::DATASYNC)
-            .build(),
-        OpKind::PunchHole => opcode::Fallocate::new(fd, op.len)
-            .offset(op.offset)
-            .mode(libc::FALLOC_FL_PUNCH_HOLE | keep)
-            .build(),
-        OpKind::ZeroRange => opcode::Fallocate::new(fd, op.len)
-            .offset(op.offset)
-            .mode(libc::FALLOC_FL_ZERO_RANGE | keep)
-            .build(),
-    };
-    e.user_data(op.user_data)
 }
 
 // ----- synchronous calls ---------------------------------------------------------------------

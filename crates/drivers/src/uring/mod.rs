@@ -82,6 +82,19 @@ pub enum Extend {
     Write,
 }
 
+/// A further file of a device made of several (a fio file set laid out on one device):
+/// it holds the device's bytes from `base` on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UringFile {
+    pub path: PathBuf,
+    /// Byte address on the device of the file's offset 0: past the end of the file before
+    /// it, a multiple of 512.
+    pub base: u64,
+    /// As [`UringConfig::size_bytes`], for this file.
+    pub size_bytes: Option<u64>,
+    pub extend: Extend,
+}
+
 /// The device's knobs, named after fio's `io_uring` engine options where it has one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UringConfig {
@@ -96,8 +109,14 @@ pub struct UringConfig {
     /// Open read-only. Writes, discards and write-zeroes then fail with `Protection` (the
     /// kernel's `EBADF`); flushes still succeed.
     pub read_only: bool,
-    /// A kernel thread polls the SQ (`IORING_SETUP_SQPOLL`, fio `sqthread_poll`).
+    /// A kernel thread polls the SQ (`IORING_SETUP_SQPOLL`, fio `sqthread_poll`), on this
+    /// CPU if given (`IORING_SETUP_SQ_AFF`, fio `sqthread_poll_cpu`).
     pub sqpoll: bool,
+    pub sqpoll_cpu: Option<u32>,
+    /// Register the device's files with every ring (`IORING_REGISTER_FILES`, fio
+    /// `registerfiles`): submissions name a file by index instead of a descriptor the
+    /// kernel looks up each time.
+    pub register_files: bool,
     /// Completions are polled from the device (`IORING_SETUP_IOPOLL`, fio `hipri`). Needs
     /// `direct` and a block device whose driver supports polling; flushes then run
     /// synchronously, as an IOPOLL ring takes only reads and writes.
@@ -129,6 +148,10 @@ pub struct UringConfig {
     /// under the path ([`crate::sysfs::QueueShape::virtqueue_size`]); `Some(0)` turns the
     /// limit off.
     pub virtqueue_size: Option<u32>,
+    /// Files after `path` (which holds the device from byte 0), each at its own place;
+    /// empty for a device of one file. A request must lie inside one file (the block
+    /// layer never merges across the gaps between them); a flush syncs them all.
+    pub more_files: Vec<UringFile>,
 }
 
 impl Default for UringConfig {
@@ -140,6 +163,8 @@ impl Default for UringConfig {
             direct: true,
             read_only: false,
             sqpoll: false,
+            sqpoll_cpu: None,
+            register_files: false,
             iopoll: false,
             size_bytes: None,
             extend: Extend::Sparse,
@@ -148,6 +173,7 @@ impl Default for UringConfig {
             fixed_buf_size: 1 << 20,
             rotational: None,
             virtqueue_size: None,
+            more_files: Vec::new(),
         }
     }
 }
@@ -212,6 +238,12 @@ pub enum UringError {
     BlockSize { path: PathBuf, size: u32 },
     #[error("uring: io_uring setup for hardware queue {hctx}: {source}")]
     Setup { hctx: u16, source: io::Error },
+    #[error("uring: {path} at byte {base} overlaps the file before it (which ends at {end})")]
+    FileOverlap { path: PathBuf, base: u64, end: u64 },
+    #[error("uring: {0}: a device's files are all regular files or all block devices")]
+    MixedKinds(PathBuf),
+    #[error("uring: {0}: a device of several files cannot poll (iopoll)")]
+    IopollOneFile(PathBuf),
     #[error("uring: probing io_uring opcodes: {0}")]
     Probe(#[source] io::Error),
     #[error("uring: the kernel does not support io_uring opcode {0}")]
@@ -237,6 +269,21 @@ impl UringConfig {
         }
         if self.iopoll && !self.direct {
             return Err(UringError::IopollNeedsDirect);
+        }
+        if let Some(f) = self.more_files.first() {
+            if self.iopoll {
+                return Err(UringError::IopollOneFile(f.path.clone()));
+            }
+        }
+        for f in &self.more_files {
+            if f.path.as_os_str().is_empty() {
+                return Err(UringError::NoPath);
+            }
+            if let Some(size) = f.size_bytes {
+                if size == 0 || size % 512 != 0 {
+                    return Err(UringError::SizeBytes(size));
+                }
+            }
         }
         if self.fixed_buffers {
             let count = self.fixed_buf_count();
@@ -299,6 +346,15 @@ fn io_status(e: &io::Error) -> BlkStatus {
     e.raw_os_error().map_or(BlkStatus::IoErr, errno_to_status)
 }
 
+/// One file of the device as [`UringDevice::open`] found it.
+struct OpenedFile {
+    file: File,
+    meta: std::fs::Metadata,
+    kind: BackingKind,
+    size: u64,
+    lbs: u32,
+}
+
 /// One hardware queue: its ring (with its tracker) and scratch space for building a
 /// request's submissions, so the issue path does not allocate.
 struct UringHctx {
@@ -312,7 +368,9 @@ struct UringHctx {
 pub struct UringDevice {
     cfg: UringConfig,
     kind: BackingKind,
-    file: Arc<File>,
+    /// The files, and where each lies on the device (`(base, bytes)`, in order).
+    files: Arc<[File]>,
+    extents: Box<[(u64, u64)]>,
     capacity_sectors: u64,
     logical_block_size: u32,
     rotational: bool,
@@ -353,66 +411,44 @@ impl UringDevice {
                 return Err(UringError::IopollNeedsBlockDevice(path));
             }
         }
-        let mut opts = OpenOptions::new();
-        opts.read(true).write(!cfg.read_only);
-        if cfg.size_bytes.is_some() && !cfg.read_only {
-            opts.create(true);
+        let first = Self::open_file(&cfg, &path, cfg.size_bytes, cfg.extend)?;
+        let (kind, meta, mut lbs) = (first.kind, first.meta.clone(), first.lbs);
+        let mut extents = vec![(0u64, first.size)];
+        let mut files = vec![first.file];
+        for f in &cfg.more_files {
+            let o = Self::open_file(&cfg, &f.path, f.size_bytes, f.extend)?;
+            let end = extents.last().map_or(0, |&(b, l)| b + l);
+            if f.base < end {
+                return Err(UringError::FileOverlap {
+                    path: f.path.clone(),
+                    base: f.base,
+                    end,
+                });
+            }
+            if o.kind != kind {
+                return Err(UringError::MixedKinds(f.path.clone()));
+            }
+            lbs = lbs.max(o.lbs);
+            extents.push((f.base, o.size));
+            files.push(o.file);
         }
-        if cfg.direct {
-            opts.custom_flags(libc::O_DIRECT);
-        }
-        let file = opts.open(&path).map_err(|source| UringError::Open {
-            path: path.clone(),
-            source,
-        })?;
-        let query = |what: &'static str| {
-            let path = path.clone();
-            move |source| UringError::Query { what, path, source }
-        };
-        let meta = file.metadata().map_err(query("fstat"))?;
-        let kind = if meta.file_type().is_block_device() {
-            BackingKind::BlockDevice
-        } else if meta.is_file() {
-            BackingKind::RegularFile
-        } else {
-            return Err(UringError::NotFileOrBlock(path));
-        };
         if cfg.iopoll && kind != BackingKind::BlockDevice {
             return Err(UringError::IopollNeedsBlockDevice(path));
         }
-        let (size, lbs) = match kind {
-            BackingKind::RegularFile => {
-                let size = Self::size_file(&cfg, &file, meta.len())?;
-                // O_DIRECT needs offsets aligned as the file system says; buffered I/O is
-                // fine with the block layer's 512.
-                let lbs = if cfg.direct {
-                    engine::dio_offset_align(&file)
-                        .map_err(query("statx(STATX_DIOALIGN)"))?
-                        .unwrap_or(512)
-                        .max(512)
-                } else {
-                    512
-                };
-                (size, lbs)
-            }
-            BackingKind::BlockDevice => {
-                let actual = engine::blk_size_bytes(&file).map_err(query("BLKGETSIZE64"))?;
-                let size = match cfg.size_bytes {
-                    Some(size) if size > actual => {
-                        return Err(UringError::DeviceTooSmall { path, size, actual })
-                    }
-                    Some(size) => size,
-                    None => actual,
-                };
-                let lbs = engine::blk_logical_block_size(&file).map_err(query("BLKSSZGET"))?;
-                (size, lbs)
-            }
-        };
         if !lbs.is_power_of_two() || !(512..=MAX_BLOCK_SIZE).contains(&lbs) {
             return Err(UringError::BlockSize { path, size: lbs });
         }
-        let capacity_sectors = (size / lbs as u64 * lbs as u64) >> SECTOR_SHIFT;
-        if capacity_sectors == 0 {
+        // Each file in whole logical blocks, at a base the block size divides.
+        for (i, e) in extents.iter_mut().enumerate() {
+            e.1 = e.1 / lbs as u64 * lbs as u64;
+            if e.0 % lbs as u64 != 0 {
+                let path = cfg.more_files[i - 1].path.clone();
+                return Err(UringError::BlockSize { path, size: lbs });
+            }
+        }
+        let end = extents.last().map_or(0, |&(b, l)| b + l);
+        let capacity_sectors = end >> SECTOR_SHIFT;
+        if extents.iter().any(|&(_, l)| l == 0) {
             return Err(UringError::Empty(path));
         }
         let backing = crate::sysfs::backing_dev(&meta).and_then(crate::sysfs::QueueShape::of_dev);
@@ -429,17 +465,19 @@ impl UringDevice {
         // (assumed when sysfs does not say).
         let write_cache = !meta.file_type().is_block_device()
             || backing.as_ref().and_then(|b| b.write_cache).unwrap_or(true);
-        let file = Arc::new(file);
+        let files: Arc<[File]> = files.into();
         let ring_cfg = RingConfig {
             entries: (cfg.queue_depth + MAX_SEGMENTS as u32 + 2)
                 .next_power_of_two()
                 .min(MAX_RING_ENTRIES),
             sqpoll: cfg.sqpoll,
+            sqpoll_cpu: cfg.sqpoll_cpu,
             iopoll: cfg.iopoll,
+            register_files: cfg.register_files,
         };
         let mut hctxs = Vec::with_capacity(cfg.nr_hw_queues as usize);
         for h in 0..cfg.nr_hw_queues {
-            let ring = Ring::new(file.clone(), ring_cfg, cfg.queue_depth)
+            let ring = Ring::new(files.clone(), ring_cfg, cfg.queue_depth)
                 .map_err(|source| UringError::Setup { hctx: h, source })?;
             hctxs.push(CachePadded::new(Mutex::new(UringHctx {
                 ring,
@@ -485,7 +523,8 @@ impl UringDevice {
         Ok(Arc::new(UringDevice {
             cfg,
             kind,
-            file,
+            files,
+            extents: extents.into(),
             capacity_sectors,
             logical_block_size: lbs,
             rotational,
@@ -499,23 +538,102 @@ impl UringDevice {
         }))
     }
 
+    /// Opens one of the device's files (creating a regular file when it is sized), sizes
+    /// it, and reads its kind and logical block size.
+    fn open_file(
+        cfg: &UringConfig,
+        path: &Path,
+        size_bytes: Option<u64>,
+        extend: Extend,
+    ) -> Result<OpenedFile, UringError> {
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(!cfg.read_only);
+        if size_bytes.is_some() && !cfg.read_only {
+            opts.create(true);
+        }
+        if cfg.direct {
+            opts.custom_flags(libc::O_DIRECT);
+        }
+        let file = opts.open(path).map_err(|source| UringError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let query = |what: &'static str| {
+            let path = path.to_path_buf();
+            move |source| UringError::Query { what, path, source }
+        };
+        let meta = file.metadata().map_err(query("fstat"))?;
+        let kind = if meta.file_type().is_block_device() {
+            BackingKind::BlockDevice
+        } else if meta.is_file() {
+            BackingKind::RegularFile
+        } else {
+            return Err(UringError::NotFileOrBlock(path.to_path_buf()));
+        };
+        let (size, lbs) = match kind {
+            BackingKind::RegularFile => {
+                let size = Self::size_file(cfg, path, size_bytes, extend, &file, meta.len())?;
+                // O_DIRECT needs offsets aligned as the file system says; buffered I/O is
+                // fine with the block layer's 512.
+                let lbs = if cfg.direct {
+                    engine::dio_offset_align(&file)
+                        .map_err(query("statx(STATX_DIOALIGN)"))?
+                        .unwrap_or(512)
+                        .max(512)
+                } else {
+                    512
+                };
+                (size, lbs)
+            }
+            BackingKind::BlockDevice => {
+                let actual = engine::blk_size_bytes(&file).map_err(query("BLKGETSIZE64"))?;
+                let size = match size_bytes {
+                    Some(size) if size > actual => {
+                        return Err(UringError::DeviceTooSmall {
+                            path: path.to_path_buf(),
+                            size,
+                            actual,
+                        })
+                    }
+                    Some(size) => size,
+                    None => actual,
+                };
+                let lbs = engine::blk_logical_block_size(&file).map_err(query("BLKSSZGET"))?;
+                (size, lbs)
+            }
+        };
+        Ok(OpenedFile {
+            file,
+            meta,
+            kind,
+            size,
+            lbs,
+        })
+    }
+
     /// The bytes of a regular file the device uses, creating or extending it as asked.
-    fn size_file(cfg: &UringConfig, file: &File, len: u64) -> Result<u64, UringError> {
-        let path = &cfg.path;
-        match cfg.size_bytes {
+    fn size_file(
+        cfg: &UringConfig,
+        path: &Path,
+        size_bytes: Option<u64>,
+        extend: Extend,
+        file: &File,
+        len: u64,
+    ) -> Result<u64, UringError> {
+        match size_bytes {
             Some(size) if size > len && cfg.read_only => Err(UringError::ReadOnlyTooShort {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 size,
                 actual: len,
             }),
             Some(size) if size > len => {
-                let grown = match cfg.extend {
+                let grown = match extend {
                     Extend::Sparse => file.set_len(size),
                     Extend::Allocate => engine::allocate(file, len, size - len),
                     Extend::Write => write_out(path, len, size),
                 };
                 grown.map_err(|source| UringError::Extend {
-                    path: path.clone(),
+                    path: path.to_path_buf(),
                     size,
                     source,
                 })?;
@@ -524,6 +642,18 @@ impl UringDevice {
             Some(size) => Ok(size),
             None => Ok(len),
         }
+    }
+
+    /// The file holding device bytes `offset..offset + len`, and the offset in it; `None`
+    /// when they do not lie inside one file.
+    fn locate(&self, offset: u64, len: u64) -> Option<(u16, u64)> {
+        let i = self
+            .extents
+            .partition_point(|&(base, _)| base <= offset)
+            .checked_sub(1)?;
+        let (base, bytes) = self.extents[i];
+        let rel = offset - base;
+        (rel.checked_add(len)? <= bytes).then_some((i as u16, rel))
     }
 
     pub fn config(&self) -> &UringConfig {
@@ -603,17 +733,26 @@ impl UringDevice {
             ReqOp::Discard | ReqOp::WriteZeroes if self.kind == BackingKind::BlockDevice => {
                 self.zero_block_device(rq)
             }
-            ReqOp::Flush if self.cfg.iopoll => self.sync_data(),
+            ReqOp::Flush if self.sync_flushes() => self.sync_data(),
             _ => return None,
         };
         Some(status)
     }
 
+    /// `fdatasync` of every file, synchronously.
     fn sync_data(&self) -> BlkStatus {
-        match self.file.sync_data() {
-            Ok(()) => BlkStatus::Ok,
-            Err(e) => io_status(&e),
+        for f in self.files.iter() {
+            if let Err(e) = f.sync_data() {
+                return io_status(&e);
+            }
         }
+        BlkStatus::Ok
+    }
+
+    /// Whether flushes run synchronously in `queue_rq`: an IOPOLL ring takes no fsync, and
+    /// a device of several files needs one per file.
+    fn sync_flushes(&self) -> bool {
+        self.cfg.iopoll || self.files.len() > 1
     }
 
     /// Discard or write-zeroes on a block device, flushes around it as its flags ask.
@@ -625,11 +764,14 @@ impl UringDevice {
             }
         }
         for bio in &rq.bios {
-            let (offset, len) = (bio.sector << SECTOR_SHIFT, bio.bytes());
+            let Some((file, offset)) = self.locate(bio.sector << SECTOR_SHIFT, bio.bytes()) else {
+                return BlkStatus::IoErr;
+            };
+            let (file, len) = (&self.files[file as usize], bio.bytes());
             let r = if rq.op == ReqOp::Discard {
-                engine::blk_discard(&self.file, offset, len)
+                engine::blk_discard(file, offset, len)
             } else {
-                engine::blk_zeroout(&self.file, offset, len)
+                engine::blk_zeroout(file, offset, len)
             };
             if let Err(e) = r {
                 return io_status(&e);
@@ -644,10 +786,10 @@ impl UringDevice {
     /// The flushes the tracker submits around the data.
     fn flush_plan(&self, rq: &Request) -> FlushPlan {
         FlushPlan {
-            // On an IOPOLL ring the preflush ran synchronously already.
+            // Where flushes are synchronous the preflush ran already.
             preflush: rq.cmd_flags.contains(ReqFlags::PREFLUSH)
                 && rq.op != ReqOp::Flush
-                && !self.cfg.iopoll,
+                && !self.sync_flushes(),
             // Writes carry FUA as RWF_DSYNC; the fallocate-based operations need an fsync.
             postflush: rq.cmd_flags.contains(ReqFlags::FUA)
                 && matches!(rq.op, ReqOp::Discard | ReqOp::WriteZeroes),
@@ -692,8 +834,16 @@ impl UringDevice {
                 self.plain_ios.fetch_add(1, Ordering::Relaxed);
             }
         }
+        // The file the bio lies in; one that straddles two, or the gap between them, is an
+        // I/O error (the block layer never builds one from a file set's jobs).
+        let (file, offset) = if kind == OpKind::Fsync {
+            (0, 0)
+        } else {
+            self.locate(offset, len).ok_or(BlkStatus::IoErr)?
+        };
         Ok(SegSpec {
             kind,
+            file,
             offset,
             addr,
             len: if kind == OpKind::Fsync { 0 } else { len },
@@ -709,6 +859,7 @@ impl UringDevice {
         if rq.op == ReqOp::Flush {
             q.specs.push(SegSpec {
                 kind: OpKind::Fsync,
+                file: 0,
                 offset: 0,
                 addr: 0,
                 len: 0,
@@ -754,7 +905,8 @@ impl UringDevice {
                 return BlkStatus::Resource;
             }
         }
-        if self.cfg.iopoll && rq.cmd_flags.contains(ReqFlags::PREFLUSH) && rq.op != ReqOp::Flush {
+        if self.sync_flushes() && rq.cmd_flags.contains(ReqFlags::PREFLUSH) && rq.op != ReqOp::Flush
+        {
             let s = self.sync_data();
             if !s.is_ok() {
                 return s;
@@ -874,19 +1026,20 @@ impl Driver for UringDevice {
     /// A regular file's holes (`SEEK_DATA`/`SEEK_HOLE`), which read as zeroes; a block
     /// device cannot tell (`None`).
     fn block_status(&self, sector: u64, nr_sectors: u64) -> Option<Vec<mqblk_core::Extent>> {
-        if self.kind != BackingKind::RegularFile {
+        if self.kind != BackingKind::RegularFile || self.files.len() > 1 {
             return None;
         }
+        let file = &self.files[0];
         let (mut pos, end) = (
             sector << SECTOR_SHIFT,
             (sector + nr_sectors) << SECTOR_SHIFT,
         );
         let mut out: Vec<mqblk_core::Extent> = Vec::new();
         while pos < end && out.len() < mqblk_core::MAX_EXTENTS {
-            let next_data = engine::seek_data_or_hole(&self.file, pos, true).ok()?;
+            let next_data = engine::seek_data_or_hole(file, pos, true).ok()?;
             let (hole, to) = match next_data {
                 Some(d) if d <= pos => {
-                    let h = engine::seek_data_or_hole(&self.file, pos, false).ok()?;
+                    let h = engine::seek_data_or_hole(file, pos, false).ok()?;
                     // Data up to the next hole, in whole sectors.
                     (false, h.unwrap_or(end).min(end).next_multiple_of(512))
                 }

@@ -39,6 +39,8 @@ pub(crate) enum OpKind {
 pub(crate) struct Op {
     pub user_data: u64,
     pub kind: OpKind,
+    /// Which of the device's files (0 unless it has several).
+    pub file: u16,
     /// Byte offset in the file or device.
     pub offset: u64,
     /// Address of the data (its provenance exposed), 0 for operations without data.
@@ -69,6 +71,8 @@ pub(crate) struct IoVec {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SegSpec {
     pub kind: OpKind,
+    /// The file it goes to, and the byte offset in it.
+    pub file: u16,
     pub offset: u64,
     pub addr: usize,
     pub len: u64,
@@ -97,6 +101,7 @@ enum Phase {
 struct Seg {
     kind: OpKind,
     phase: Phase,
+    file: u16,
     offset: u64,
     addr: usize,
     len: u64,
@@ -150,6 +155,7 @@ impl Seg {
         Op {
             user_data,
             kind: self.kind,
+            file: self.file,
             offset: self.offset + self.done,
             addr: if self.addr == 0 || iov != 0 {
                 0
@@ -229,6 +235,7 @@ fn run_len(data: &[SegSpec]) -> usize {
             || s.kind != first.kind
             || s.rw_flags != first.rw_flags
             || s.buf_index.is_some()
+            || s.file != first.file
             || s.offset != end
         {
             break;
@@ -351,9 +358,12 @@ impl Tracker {
             t,
             slot.rq
         );
+        // A flush around the data syncs the file the data goes to.
+        let file = data.first().map_or(0, |s| s.file);
         let fsync = |phase| Seg {
             kind: OpKind::Fsync,
             phase,
+            file,
             offset: 0,
             addr: 0,
             len: 0,
@@ -376,6 +386,7 @@ impl Tracker {
             slot.segs.push(Seg {
                 kind: s.kind,
                 phase: Phase::Data,
+                file: s.file,
                 offset: s.offset,
                 addr: s.addr,
                 len: run.iter().map(|x| x.len).sum(),
@@ -492,6 +503,7 @@ mod tests {
     fn rw(kind: OpKind, offset: u64, addr: usize, len: u64) -> SegSpec {
         SegSpec {
             kind,
+            file: 0,
             offset,
             addr,
             len,

@@ -297,15 +297,7 @@ impl Sim {
             job.finished = true;
             self.unfinished -= 1;
             job.end = job.end.max(cur);
-            let barrier = job.def.barrier;
-            // fio's `stonewall`: the last job of a barrier out starts the next barrier's.
-            if self
-                .jobs
-                .iter()
-                .all(|o| o.def.barrier != barrier || o.finished)
-            {
-                self.start_barrier(barrier + 1, cur);
-            }
+            self.job_finished(j, cur);
         }
         Ok(cur)
     }

@@ -192,6 +192,8 @@ struct JobRun {
     def: SimJob,
     rng: SimRng,
     started: bool,
+    /// Its start is scheduled (its barrier opened and what it waits for finished).
+    start_due: bool,
     /// Outstanding bios, in slots named by their cookies.
     outstanding: Slab,
     next_seq: u64,
@@ -423,6 +425,7 @@ impl Sim {
                 },
                 def,
                 started: false,
+                start_due: false,
                 outstanding: Slab::default(),
                 next_seq: 0,
                 issued: 0,
@@ -533,13 +536,48 @@ impl Sim {
         }
     }
 
-    /// Schedules the start of every job of `barrier`, each `start_at` after `t`.
+    /// Schedules the start of every job of `barrier` that waits for nothing unfinished,
+    /// each `start_at` after `t`.
     pub(crate) fn start_barrier(&mut self, barrier: u32, t: u64) {
         for j in 0..self.jobs.len() {
             if self.jobs[j].def.barrier == barrier {
-                let at = t + self.jobs[j].def.start_at.0;
-                self.push(at, Ev::Start(j as u32));
+                self.start_if_ready(j, t);
             }
+        }
+    }
+
+    /// Schedules job `j`'s start `start_at` after `t` if every job it waits for
+    /// (`wait_for`) has finished and it is not scheduled yet.
+    fn start_if_ready(&mut self, j: usize, t: u64) {
+        let ready = self.jobs[j]
+            .def
+            .after
+            .iter()
+            .all(|&k| self.jobs.get(k as usize).is_none_or(|o| o.finished));
+        if ready && !self.jobs[j].start_due {
+            self.jobs[j].start_due = true;
+            let at = t + self.jobs[j].def.start_at.0;
+            self.push(at, Ev::Start(j as u32));
+        }
+    }
+
+    /// Job `j` finished at `t`: the jobs waiting for it in an open barrier may start, and
+    /// the last job of a barrier out opens the next (fio's `stonewall`).
+    pub(crate) fn job_finished(&mut self, j: usize, t: u64) {
+        let barrier = self.jobs[j].def.barrier;
+        let open = |jobs: &[JobRun], b: u32| jobs.iter().all(|o| o.def.barrier >= b || o.finished);
+        for k in 0..self.jobs.len() {
+            let waits = self.jobs[k].def.after.contains(&(j as u32));
+            if waits && open(&self.jobs, self.jobs[k].def.barrier) {
+                self.start_if_ready(k, t);
+            }
+        }
+        if self
+            .jobs
+            .iter()
+            .all(|o| o.def.barrier != barrier || o.finished)
+        {
+            self.start_barrier(barrier + 1, t);
         }
     }
 

@@ -128,6 +128,7 @@ pub(crate) fn job(
         ioprio: IoPrio::DEFAULT,
         start_at: Nanos::ZERO,
         barrier: 0,
+        after: Vec::new(),
         limit,
         ramp: Nanos::ZERO,
         batch_complete_min: 1,

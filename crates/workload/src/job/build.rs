@@ -8,7 +8,7 @@
 use super::error::{JobError, JobErrorKind, Location};
 use super::fio_only;
 use super::options::{self, SCHED_PREFIX};
-use super::spec::{self, JobSpec};
+use super::spec::{self, JobSpec, VerifyMode};
 
 /// What an entry sets.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,28 +112,6 @@ fn set_tunable(job: &mut JobSpec, name: &str, value: &str) {
     }
 }
 
-/// fio's `directory`: a relative `filename` lies in it, and a job without `filename` gets
-/// fio's file `DIRECTORY/NAME.0.0`. fio makes one such file per clone (`NAME.1.0`, ...);
-/// mqblk runs every job of a run on one file, so a file set of several is refused.
-fn place_in_directory(job: &mut JobSpec) -> Result<(), String> {
-    let Some(dir) = job.directory.as_deref() else {
-        return Ok(());
-    };
-    let path = std::path::Path::new(dir);
-    job.filename = Some(match job.filename.as_deref() {
-        Some(f) if f.starts_with('/') => f.to_string(),
-        Some(f) => path.join(f).display().to_string(),
-        None if job.numjobs > 1 => {
-            return Err(format!(
-                "directory={dir} with numjobs={} makes a file per clone (a file set); mqblk runs every job on one file: give filename= (fio's clones share it too)",
-                job.numjobs
-            ))
-        }
-        None => path.join(format!("{}.0.0", job.name)).display().to_string(),
-    });
-    Ok(())
-}
-
 /// Builds and validates one job: defaults, then `globals` in order, then `own`.
 ///
 /// `header` is where the job starts (its `[section]` line or `--name=` argument) and is
@@ -159,8 +137,25 @@ pub(crate) fn build_job(
         // has been applied.
         job.iodepth_batch_complete_max = job.iodepth_batch_complete_min.max(1);
     }
-    place_in_directory(&mut job)
-        .map_err(|m| JobError::new(header.clone(), JobErrorKind::Invalid(m)))?;
+    // fio's verify_pattern without verify= writes a header and the pattern, and checks both.
+    if job.verify_pattern.is_some() && job.verify == VerifyMode::None {
+        job.verify = VerifyMode::Meta;
+    }
+    // Sizes written as zones (`size=2z`) count `zonesize` units, as fio's strided zones do.
+    for (option, n) in std::mem::take(&mut job.zone_counts) {
+        if !job.zonemode_strided || job.zonesize == 0 {
+            let m = format!(
+                "{option}={n}z: sizes in zones need zonemode=strided and zonesize (fio counts them in zonesize units)"
+            );
+            return Err(JobError::new(header.clone(), JobErrorKind::Invalid(m)));
+        }
+        let bytes = n.saturating_mul(job.zonesize);
+        match option {
+            "size" => job.size = Some(bytes).filter(|&b| b > 0),
+            "offset" => job.offset = bytes,
+            _ => job.io_size = Some(bytes),
+        }
+    }
     job.global_options = globals.iter().map(|e| e.as_pair()).collect();
     job.set_options = own.iter().map(Entry::as_pair).collect();
     spec::check(&job).map_err(|m| JobError::new(header.clone(), JobErrorKind::Invalid(m)))?;

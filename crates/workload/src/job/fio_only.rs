@@ -7,52 +7,12 @@
 
 /// `(fio option name, why it is refused and what to write instead)`.
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
-    // File sets: mqblk runs every job of a run on one device.
-    (
-        "filename_format",
-        "file sets are not implemented: name one file or device with filename=",
-    ),
-    (
-        "nrfiles",
-        "file sets are not implemented: name one file or device with filename=",
-    ),
-    (
-        "openfiles",
-        "file sets are not implemented: name one file or device with filename=",
-    ),
-    (
-        "filesize",
-        "file sets are not implemented: size= sets the job's region of its one file",
-    ),
-    (
-        "file_service_type",
-        "file sets are not implemented: a job has one file",
-    ),
-    (
-        "create_on_open",
-        "file sets are not implemented: the one file is created before the run",
-    ),
-    (
-        "fallocate",
-        "the file is laid out before the run (as fio's default); remove the line",
-    ),
+    // Files.
     (
         "unlink",
         "mqblk never deletes a file it did not create; remove the line",
     ),
     // Timing and flow.
-    (
-        "wait_for",
-        "jobs of one run start together; use stonewall= to start a new group",
-    ),
-    (
-        "flow",
-        "flow control between jobs is not implemented; use rate= or rate_iops=",
-    ),
-    (
-        "flow_id",
-        "flow control between jobs is not implemented; use rate= or rate_iops=",
-    ),
     (
         "rate_min",
         "minimum rates are not implemented; remove the line",
@@ -67,38 +27,10 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     // Patterns.
     (
-        "zonemode",
-        "zoned I/O is not implemented; use offset= and size= for one region",
-    ),
-    (
-        "zonesize",
-        "zoned I/O is not implemented; use offset= and size= for one region",
-    ),
-    (
-        "zonerange",
-        "zoned I/O is not implemented; use offset= and size= for one region",
-    ),
-    (
-        "zoneskip",
-        "zoned I/O is not implemented; use offset= and size= for one region",
-    ),
-    (
         "rw_sequencer",
         "rw=randread:N always takes the next offset sequentially (fio's default)",
     ),
     // Data and verification.
-    (
-        "buffer_pattern",
-        "written data is random, or carries verify headers with verify=",
-    ),
-    (
-        "verify_pattern",
-        "verify blocks carry mqblk's own header and data; remove the line",
-    ),
-    (
-        "verify_backlog",
-        "the verify pass runs once the writes end; remove the line",
-    ),
     (
         "verify_interval",
         "verify headers cover each block; remove the line",
@@ -152,14 +84,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     // Engine- and OS-specific.
     ("cpumask", "use cpus_allowed= with a CPU list"),
-    (
-        "sqthread_poll_cpu",
-        "mqblk's io_uring driver owns its rings; remove the line",
-    ),
-    (
-        "registerfiles",
-        "mqblk's io_uring driver owns its rings; remove the line",
-    ),
     (
         "nice",
         "process priorities are not applied; use prioclass=/prio= for I/O priority",

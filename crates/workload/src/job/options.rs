@@ -1,7 +1,9 @@
 //! The static table of every supported option, and how a value is applied to a job.
 
 use super::error::JobErrorKind;
-use super::spec::{IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_BS};
+use super::spec::{
+    Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_BS,
+};
 use super::value::{
     parse_bool, parse_bs_list, parse_cpu_list, parse_percent, parse_percentile_list, parse_size,
     parse_time_ns, BsList,
@@ -252,7 +254,10 @@ static OPTIONS: &[OptDef] = &[
         kind: Kind::Custom {
             syntax: "size|N%",
             set: |j, t, o| {
-                let (bytes, pct) = size_or_percent(t, o)?;
+                let (bytes, pct) = match in_zones(j, "io_size", t) {
+                    true => (None, None),
+                    false => size_or_percent(t, o)?,
+                };
                 j.io_size = bytes;
                 j.io_size_pct = pct;
                 Ok(())
@@ -417,6 +422,26 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "sqthread_poll_cpu",
+        aliases: &[],
+        default: "",
+        help: "io_uring with sqthread_poll: the CPU the polling kernel threads run on (IORING_SETUP_SQ_AFF).",
+        kind: Kind::Int {
+            min: 0,
+            max: 4095,
+            set: |j, v| j.sqthread_poll_cpu = Some(v as u32),
+        },
+    },
+    OptDef {
+        name: "registerfiles",
+        aliases: &[],
+        default: "0",
+        help: "io_uring: the driver registers its files with each ring (IORING_REGISTER_FILES) and submits by index.",
+        kind: Kind::Bool {
+            set: |j, v| j.registerfiles = v,
+        },
+    },
+    OptDef {
         name: "thinktime_blocks",
         aliases: &[],
         default: "1",
@@ -435,7 +460,10 @@ static OPTIONS: &[OptDef] = &[
         kind: Kind::Custom {
             syntax: "size|N%",
             set: |j, t, o| {
-                let (bytes, pct) = size_or_percent(t, o)?;
+                let (bytes, pct) = match in_zones(j, "size", t) {
+                    true => (None, None),
+                    false => size_or_percent(t, o)?,
+                };
                 j.size = bytes.filter(|&v| v != 0);
                 j.size_pct = pct;
                 Ok(())
@@ -450,7 +478,10 @@ static OPTIONS: &[OptDef] = &[
         kind: Kind::Custom {
             syntax: "size|N%",
             set: |j, t, o| {
-                let (bytes, pct) = size_or_percent(t, o)?;
+                let (bytes, pct) = match in_zones(j, "offset", t) {
+                    true => (None, None),
+                    false => size_or_percent(t, o)?,
+                };
                 j.offset = bytes.unwrap_or(0);
                 j.offset_pct = pct;
                 Ok(())
@@ -670,7 +701,7 @@ static OPTIONS: &[OptDef] = &[
         kind: Kind::Enum {
             values: &[
                 "crc32c", "crc32c-intel", "crc32", "crc64", "crc16", "crc7", "md5", "sha1",
-                "sha256", "sha512", "xxhash", "meta", "0", "null",
+                "sha256", "sha512", "xxhash", "meta", "0", "null", "pattern",
             ],
             set: |j, i| {
                 j.verify = match i {
@@ -685,8 +716,35 @@ static OPTIONS: &[OptDef] = &[
                     9 => VerifyMode::Sha512,
                     10 => VerifyMode::Xxhash,
                     11 => VerifyMode::Meta,
+                    14 => VerifyMode::Pattern,
                     _ => VerifyMode::None,
                 }
+            },
+        },
+    },
+    OptDef {
+        name: "verify_pattern",
+        aliases: &[],
+        default: "",
+        help: "The bytes verified blocks repeat after their header (checked on read); without verify=, a header and this pattern; with verify=pattern, the pattern alone. 0x hex, decimal, \"text\", 'file', concatenated.",
+        kind: Kind::Custom {
+            syntax: "0xHEX|N|\"text\"|'file'...",
+            set: |j, t, o| {
+                j.verify_pattern = Some(parse_pattern(t).map_err(|r| unsupported(o, t, r))?);
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "buffer_pattern",
+        aliases: &[],
+        default: "",
+        help: "The bytes written buffers repeat (when not verifying). 0x hex, decimal, \"text\", 'file', concatenated.",
+        kind: Kind::Custom {
+            syntax: "0xHEX|N|\"text\"|'file'...",
+            set: |j, t, o| {
+                j.buffer_pattern = Some(parse_pattern(t).map_err(|r| unsupported(o, t, r))?);
+                Ok(())
             },
         },
     },
@@ -697,6 +755,28 @@ static OPTIONS: &[OptDef] = &[
         help: "Run the verify phase after the write phase when verify is set.",
         kind: Kind::Bool {
             set: |j, v| j.do_verify = v,
+        },
+    },
+    OptDef {
+        name: "verify_backlog",
+        aliases: &[],
+        default: "0",
+        help: "With verify: after this many writes, wait for them and read them back before writing on (0: only at the end).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.verify_backlog = v,
+        },
+    },
+    OptDef {
+        name: "verify_backlog_batch",
+        aliases: &[],
+        default: "0",
+        help: "How many of the backlog's oldest blocks each read-back checks (0: all of them).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.verify_backlog_batch = v,
         },
     },
     OptDef {
@@ -738,6 +818,47 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "wait_for",
+        aliases: &[],
+        default: "",
+        help: "Start once every clone of the named job (defined above this one) has finished.",
+        kind: Kind::Str {
+            set: |j, v| j.wait_for = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "flow",
+        aliases: &[],
+        default: "0",
+        help: "Weight in flow control: the jobs of one flow_id issue in proportion to their weights (0: not in a flow).",
+        kind: Kind::Int {
+            min: 0,
+            max: 1000,
+            set: |j, v| j.flow = v as u32,
+        },
+    },
+    OptDef {
+        name: "flow_id",
+        aliases: &[],
+        default: "0",
+        help: "The flow group of a job with flow=.",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.flow_id = v as u32,
+        },
+    },
+    OptDef {
+        name: "flow_sleep",
+        aliases: &[],
+        default: "0",
+        help: "How long a job held back by flow control waits before trying again (microseconds; 0: retry at once).",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.flow_sleep_ns = v,
+        },
+    },
+    OptDef {
         name: "new_group",
         aliases: &[],
         default: "0",
@@ -772,6 +893,134 @@ static OPTIONS: &[OptDef] = &[
         help: "Directory of the job's file: filename= inside it, or fio's NAME.0.0 without filename= (one file per run).",
         kind: Kind::Str {
             set: |j, v| j.directory = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "nrfiles",
+        aliases: &["nr_files"],
+        default: "1",
+        help: "Files per job clone (a file set), named by filename_format, laid out one after another on the device.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.nrfiles = v as u32,
+        },
+    },
+    OptDef {
+        name: "filesize",
+        aliases: &[],
+        default: "",
+        help: "Size of each file of the set (a range lo-hi is drawn per file); size= then caps the job's I/O.",
+        kind: Kind::Custom {
+            syntax: "size[-size]",
+            set: set_filesize,
+        },
+    },
+    OptDef {
+        name: "filename_format",
+        aliases: &[],
+        default: "$jobname.$jobnum.$filenum",
+        help: "Names of a file set's files: $jobname, $jobnum (the clone) and $filenum are replaced.",
+        kind: Kind::Str {
+            set: |j, v| j.filename_format = v.to_string(),
+        },
+    },
+    OptDef {
+        name: "file_service_type",
+        aliases: &[],
+        default: "roundrobin",
+        help: "Which file of a set the next I/O goes to: roundrobin, sequential (each file to its end) or random; :N keeps N I/Os on a file.",
+        kind: Kind::Custom {
+            syntax: "roundrobin|sequential|random[:N]",
+            set: set_file_service,
+        },
+    },
+    OptDef {
+        name: "openfiles",
+        aliases: &[],
+        default: "",
+        help: "Files of a set open at once (unset: all): I/O goes to the open ones, and a finished file makes room for the next.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.openfiles = v as u32,
+        },
+    },
+    OptDef {
+        name: "fallocate",
+        aliases: &[],
+        default: "native",
+        help: "How a file the job only writes is made: native/posix/keep/1 allocate its blocks, none/0/truncate leave it sparse (a file a job reads is written out).",
+        kind: Kind::Enum {
+            values: &["none", "native", "posix", "keep", "truncate", "0", "1"],
+            set: |j, i| {
+                j.fallocate = match i {
+                    0 | 5 => Fallocate::None,
+                    4 => Fallocate::Truncate,
+                    _ => Fallocate::Native,
+                }
+            },
+        },
+    },
+    OptDef {
+        name: "create_on_open",
+        aliases: &[],
+        default: "0",
+        help: "fio creates each file when it opens it; mqblk makes every file before the run starts.",
+        kind: Kind::Bool {
+            set: |j, v| j.create_on_open = v,
+        },
+    },
+    OptDef {
+        name: "zonemode",
+        aliases: &[],
+        default: "none",
+        help: "strided: zonesize bytes of I/O in each zone of zonerange bytes, then the next zone (zoneskip further on); none: no zones.",
+        kind: Kind::Custom {
+            syntax: "none|strided",
+            set: |j, t, o| match t {
+                "none" => {
+                    j.zonemode_strided = false;
+                    Ok(())
+                }
+                "strided" => {
+                    j.zonemode_strided = true;
+                    Ok(())
+                }
+                "zbd" => Err(unsupported(
+                    o,
+                    t,
+                    "zoned block devices (host-managed SMR, ZNS) are not modelled; zonemode=strided visits zones of a conventional device".into(),
+                )),
+                _ => Err(unsupported(o, t, "not none, strided or zbd".into())),
+            },
+        },
+    },
+    OptDef {
+        name: "zonerange",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=strided: the size of one zone.",
+        kind: Kind::Size {
+            set: |j, v| j.zonerange = v,
+        },
+    },
+    OptDef {
+        name: "zonesize",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=strided: bytes of I/O in a zone before the next (each visit starts at the zone's start, as fio's); sizes written Nz count these.",
+        kind: Kind::Size {
+            set: |j, v| j.zonesize = v,
+        },
+    },
+    OptDef {
+        name: "zoneskip",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=strided: bytes skipped after each zone, before the next.",
+        kind: Kind::Size {
+            set: |j, v| j.zoneskip = v,
         },
     },
     OptDef {
@@ -1406,6 +1655,81 @@ fn size_or_percent(text: &str, option: &str) -> Result<(Option<u64>, Option<f64>
     Ok((Some(v), None))
 }
 
+/// fio's data pattern (`buffer_pattern`, `verify_pattern`): `0x` hex digits (bytes in the
+/// order written), a decimal number (its bytes, least significant first, as fio stores
+/// `12345` as `39 30`), `"text"`, or `'file'` (its contents), one after another.
+fn parse_pattern(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        if let Some(hex) = rest.strip_prefix("0x").or_else(|| rest.strip_prefix("0X")) {
+            let n = hex
+                .find(|c: char| !c.is_ascii_hexdigit())
+                .unwrap_or(hex.len());
+            if n == 0 {
+                return Err("0x without hex digits".into());
+            }
+            let digits = &hex[..n];
+            let padded = if n % 2 == 1 {
+                format!("0{digits}")
+            } else {
+                digits.to_string()
+            };
+            for i in (0..padded.len()).step_by(2) {
+                out.push(u8::from_str_radix(&padded[i..i + 2], 16).map_err(|e| e.to_string())?);
+            }
+            rest = &hex[n..];
+        } else if let Some(q) = rest.strip_prefix('"') {
+            let end = q.find('"').ok_or("a quoted text without its closing \"")?;
+            out.extend_from_slice(&q.as_bytes()[..end]);
+            rest = &q[end + 1..];
+        } else if let Some(q) = rest.strip_prefix('\'') {
+            let end = q.find('\'').ok_or("a file name without its closing '")?;
+            let data = std::fs::read(&q[..end]).map_err(|e| format!("'{}': {e}", &q[..end]))?;
+            if data.is_empty() {
+                return Err(format!("'{}' is empty", &q[..end]));
+            }
+            out.extend_from_slice(&data);
+            rest = &q[end + 1..];
+        } else if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            let n = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let v: u64 = rest[..n]
+                .parse()
+                .map_err(|_| format!("'{}' is too large", &rest[..n]))?;
+            let bytes = v.to_le_bytes();
+            let used = (8 - (v.leading_zeros() / 8) as usize).max(1);
+            out.extend_from_slice(&bytes[..used]);
+            rest = &rest[n..];
+        } else if rest.starts_with("%o") {
+            return Err("the %o (block offset) format is not implemented".into());
+        } else {
+            return Err(format!(
+                "'{rest}' is not 0x hex, a number, \"text\" or 'file'"
+            ));
+        }
+        rest = rest.trim_start();
+    }
+    if out.is_empty() {
+        return Err("an empty pattern".into());
+    }
+    Ok(out)
+}
+
+/// Records `option=Nz` (N zones) for [`JobSpec::zone_counts`] and says whether the value
+/// was one; any other value clears an earlier one.
+fn in_zones(job: &mut JobSpec, option: &'static str, text: &str) -> bool {
+    job.zone_counts.retain(|(o, _)| *o != option);
+    match text.strip_suffix('z').and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) => {
+            job.zone_counts.push((option, n));
+            true
+        }
+        None => false,
+    }
+}
+
 /// `bsrange=min-max[,min-max[,min-max]]`.
 fn set_bsrange(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
     let ranges = per_direction(text, (DEFAULT_BS, DEFAULT_BS), |slot| {
@@ -1418,6 +1742,57 @@ fn set_bsrange(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErr
     })
     .map_err(|reason| unsupported(option, text, reason))?;
     job.bsrange = Some(ranges);
+    Ok(())
+}
+
+/// `filesize=size` or `filesize=lo-hi`.
+fn set_filesize(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let size = |t: &str| {
+        parse_size(t.trim())
+            .filter(|&v| v > 0)
+            .ok_or_else(|| format!("'{t}' is not a size above 0"))
+    };
+    let range = match text.split_once('-') {
+        Some((lo, hi)) => size(lo).and_then(|lo| Ok((lo, size(hi)?))),
+        None => size(text).map(|v| (v, v)),
+    }
+    .map_err(|reason| unsupported(option, text, reason))?;
+    job.filesize = Some((range.0.min(range.1), range.0.max(range.1)));
+    Ok(())
+}
+
+/// `file_service_type=roundrobin|sequential|random[:N]`.
+fn set_file_service(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let (kind, nr) = match text.split_once(':') {
+        Some((k, n)) => (k, Some(n)),
+        None => (text, None),
+    };
+    let kind = match kind.trim() {
+        "roundrobin" => FileServiceKind::RoundRobin,
+        "sequential" => FileServiceKind::Sequential,
+        "random" => FileServiceKind::Random,
+        "zipf" | "pareto" | "normal" | "gauss" => {
+            return Err(unsupported(
+                option,
+                text,
+                "skewed file selection is not implemented; use random".into(),
+            ))
+        }
+        other => {
+            return Err(unsupported(
+                option,
+                text,
+                format!("'{other}' is not roundrobin, sequential or random"),
+            ))
+        }
+    };
+    let nr = match nr {
+        None => 1,
+        Some(n) => parse_size(n.trim())
+            .filter(|&v| v > 0)
+            .ok_or_else(|| unsupported(option, text, format!("':{n}' is not a count above 0")))?,
+    };
+    job.file_service = FileService { kind, nr };
     Ok(())
 }
 

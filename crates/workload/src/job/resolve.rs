@@ -5,14 +5,29 @@
 //! [`resolve`], so a job means the same thing whichever of them runs it.
 
 use super::error::{JobError, JobErrorKind, Location};
-use super::spec::{JobSpec, RwMode, VerifyMode};
+use super::files::{FileLayout, LayoutFile};
+use super::spec::{FileService, JobSpec, RwMode, VerifyMode};
+use crate::flow::{Flow, FlowGroup};
 use crate::logs::LogConfig;
-use crate::pattern::{BlockSizes, Distribution, Rng, Shape};
+use crate::pattern::{BlockSizes, Distribution, Rng, Shape, Zones};
 use crate::Ddir;
+use std::sync::Arc;
 
 /// The seed of every job whose `randseed` is not given while `randrepeat=1` (fio's
 /// default): the same offsets on every run, whichever runner runs the job.
 pub const RANDREPEAT_SEED: u64 = 0x6d71_626b;
+
+/// One of a clone's files, and the clone's region of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFile {
+    /// The name fio gives it (its path, or `NAME.CLONE.0` for a job without files).
+    pub name: String,
+    /// Where the file's offset 0 lies on the device.
+    pub base: u64,
+    /// Start of the region on the device, and its bytes.
+    pub offset: u64,
+    pub size: u64,
+}
 
 /// One clone of a job (`numjobs` makes several), with every option the I/O loop needs
 /// resolved against the device it runs on.
@@ -41,6 +56,8 @@ pub struct Job {
     /// `percentage_random` of reads, writes and trims.
     pub percentage_random: [u32; 3],
     pub norandommap: bool,
+    /// `zonemode=strided`'s zones, when on.
+    pub zones: Option<Zones>,
     /// Stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// Without `time_based`: bytes to issue before the job ends (`io_size` times `loops`,
@@ -51,6 +68,12 @@ pub struct Job {
     /// The job's place among `stonewall` barriers: it starts once every job of a lower
     /// number has finished (0 for jobs before the first stonewall).
     pub barrier: u32,
+    /// `wait_for`: the job section (an index into the parsed jobs) whose clones must all
+    /// have finished before this one starts.
+    pub wait_for: Option<usize>,
+    /// fio's flow control: the job's weight in its group (shared by the run's clones of one
+    /// `flow_id`), if it has one.
+    pub flow: Option<Flow>,
     /// Wait this long after the start before the first I/O (`startdelay`, drawn for this
     /// clone from its range).
     pub start_delay_ns: u64,
@@ -58,17 +81,17 @@ pub struct Job {
     pub thinktime_ns: u64,
     pub thinktime_spin_ns: u64,
     pub thinktime_blocks: u64,
-    /// `write_iolog`: where to log the clone's I/O, and the file name its lines carry
-    /// (`filename`, or fio's `NAME.CLONE.0`).
+    /// `write_iolog`: where to log the clone's I/O.
     pub write_iolog: Option<String>,
-    pub log_file: String,
     /// `write_lat_log`, `write_bw_log`, `write_iops_log`, `log_avg_msec`; the files carry
     /// `index + 1` as fio's job number.
     pub logs: LogConfig,
-    /// Start of the region in bytes.
-    pub offset: u64,
-    /// Bytes of the region, and of one pass over it.
-    pub size: u64,
+    /// The clone's files and its region of each (one pass covers them all); a job without
+    /// files has one, fio's `NAME.CLONE.0`, spanning the device.
+    pub files: Vec<JobFile>,
+    /// How the next I/O's file is picked, and how many files are open at once (0: all).
+    pub file_service: FileService,
+    pub openfiles: u32,
     pub iodepth: u32,
     pub batch_submit: u32,
     pub batch_complete_min: u32,
@@ -87,8 +110,15 @@ pub struct Job {
     pub verify: bool,
     /// Which checksum they carry.
     pub verify_mode: VerifyMode,
+    /// `verify_pattern`: the data verified blocks carry; `buffer_pattern`: that of other
+    /// written buffers.
+    pub verify_pattern: Option<Vec<u8>>,
+    pub buffer_pattern: Option<Vec<u8>>,
     /// Read back what the job wrote once its writing ends (`do_verify`).
     pub do_verify: bool,
+    /// `verify_backlog` and `verify_backlog_batch` (0: off, and all).
+    pub verify_backlog: u64,
+    pub verify_backlog_batch: u64,
     /// A flush after every this many writes (`fsync=N`; 0 = never).
     pub fsync: u64,
     /// A flush when the job ends.
@@ -130,20 +160,31 @@ impl Job {
         }
     }
 
-    /// The offsets and sizes this clone issues, for its generator.
-    pub fn shape(&self) -> Shape {
+    /// The offsets and sizes this clone issues, for its generators: one shape per file
+    /// (each file's offsets drawn from their own seed; the first
+    /// file's is the clone's).
+    pub fn shapes(&self) -> Vec<Shape> {
+        self.files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| self.shape_of(f, i))
+            .collect()
+    }
+
+    fn shape_of(&self, f: &JobFile, i: usize) -> Shape {
         Shape {
             rw: self.rw,
             rwmixread: self.rwmixread,
             sizes: self.sizes.clone(),
             grid: self.grid(),
-            offset: self.offset,
-            size: self.size,
+            offset: f.offset,
+            size: f.size,
             modifier: self.rw_modifier,
             dist: self.random_distribution.clone(),
             percentage_random: self.percentage_random,
             norandommap: self.norandommap,
-            seed: self.seed,
+            seed: self.seed ^ (i as u64).wrapping_mul(0xA076_1D64_78BD_642F),
+            zones: self.zones,
         }
     }
 
@@ -155,16 +196,20 @@ impl Job {
 
 /// Resolves every clone of `specs`.
 ///
-/// `capacity(spec)` is the byte size of the device the job runs on; `entropy` seeds jobs
+/// `layout` places the files jobs name on the device ([`FileLayout::plan`]; the default
+/// for runs without files); `capacity(spec)` is the byte size of the device a job without
+/// files runs on; `entropy` seeds jobs
 /// that ask for a fresh seed (`randrepeat=0` without `randseed`): a runner on real time
 /// passes the clock, the simulator its run's seed, so its runs stay reproducible.
 pub fn resolve(
     specs: &[JobSpec],
+    layout: &FileLayout,
     mut capacity: impl FnMut(&JobSpec) -> Result<u64, JobError>,
     entropy: u64,
 ) -> Result<Vec<Job>, JobError> {
     let mut out = Vec::new();
     let mut barrier = 0;
+    let mut flows: std::collections::HashMap<u32, Arc<FlowGroup>> = Default::default();
     for (i, s) in specs.iter().enumerate() {
         // fio's `stonewall`: wait for the jobs above to exit before starting.
         if i > 0 && s.stonewall {
@@ -179,36 +224,31 @@ pub fn resolve(
                 JobErrorKind::Invalid(m),
             )
         };
-        // fio's percentages: of the whole device; a percentage offset is aligned up to
-        // the job's smallest block size.
-        let share = |pct: f64| (cap as f64 * pct / 100.0) as u64;
-        let min_bs = [Ddir::Read, Ddir::Write]
-            .iter()
-            .map(|&d| u64::from(s.sizes_for(d).min()))
-            .min()
-            .unwrap_or(512)
-            .max(512);
-        let offset = match s.offset_pct {
-            Some(p) => share(p).div_ceil(min_bs) * min_bs,
-            None => s.offset,
+        // fio's wait_for names a job above this one, by a name no other job has.
+        let wait_for = match &s.wait_for {
+            None => None,
+            Some(name) => {
+                let above: Vec<usize> = (0..i).filter(|&k| specs[k].name == *name).collect();
+                if specs.iter().filter(|o| o.name == *name).count() > 1 {
+                    return Err(bad(format!(
+                        "wait_for={name}: several jobs have that name (fio needs it unique)"
+                    )));
+                }
+                match above.as_slice() {
+                    [k] => Some(*k),
+                    _ => {
+                        return Err(bad(format!(
+                            "wait_for={name}: no job of that name above this one (fio allows no forward references)"
+                        )))
+                    }
+                }
+            }
         };
-        let size = match s.size_pct {
-            Some(p) => share(p).min(cap.saturating_sub(offset)),
-            None => s.size.unwrap_or_else(|| cap.saturating_sub(offset)),
-        };
-        if offset.saturating_add(size) > cap {
-            return Err(bad(format!(
-                "offset {offset} + size {size} runs past the device ({cap} bytes)"
-            )));
-        }
         let bs = [s.bs_for(Ddir::Read), s.bs_for(Ddir::Write)];
         if bs.iter().any(|&b| b > u32::MAX as u64 / 2) {
             return Err(bad(format!("block size {} is too large", bs[0].max(bs[1]))));
         }
         let bs = [bs[0] as u32, bs[1] as u32];
-        if size < s.max_bs() {
-            return Err(bad(format!("size {size} is smaller than one block")));
-        }
         if s.cgroup_weight.is_some() && s.cgroup.is_none() {
             return Err(bad("cgroup_weight needs cgroup (the group to weigh)".into()));
         }
@@ -232,25 +272,50 @@ pub fn resolve(
             let trim = if s.rw.does_trim() { a[2] } else { 0 };
             read.max(write).max(trim) as u32
         });
-        if let Some(a) = align {
-            if u64::from(a) > size {
-                return Err(bad(format!("blockalign {a} is larger than size {size}")));
-            }
-        }
-        let io_size = match s.io_size_pct {
-            Some(p) => Some((size as f64 * p / 100.0) as u64),
-            None => s.io_size,
-        };
-        let io_bytes = io_size.map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
         for clone in 0..s.numjobs.max(1) {
             let index = out.len();
-            // fio's offset_increment: each clone's region further on.
-            let offset = offset.saturating_add(s.offset_increment.saturating_mul(u64::from(clone)));
-            if offset.saturating_add(size) > cap {
-                return Err(bad(format!(
-                    "clone {clone}: offset {offset} + size {size} runs past the device ({cap} bytes)"
-                )));
+            // The clone's files (a job without files addresses the device from 0, as one
+            // file the device's size), and its region of each.
+            let used = layout.files_of(i, clone);
+            let whole = [LayoutFile {
+                path: format!("{}.{clone}.0", s.name),
+                base: 0,
+                len: cap,
+                sized: true,
+                read: false,
+                fallocate: s.fallocate,
+            }];
+            let placed: Vec<&LayoutFile> = if used.is_empty() {
+                whole.iter().collect()
+            } else {
+                used.iter().map(|&f| &layout.files[f]).collect()
+            };
+            let mut files = Vec::with_capacity(placed.len());
+            for f in &placed {
+                let (offset, size) =
+                    region(s, f, clone, placed.len() as u64, used.is_empty()).map_err(&bad)?;
+                if let Some(a) = align {
+                    if u64::from(a) > size {
+                        return Err(bad(format!("blockalign {a} is larger than size {size}")));
+                    }
+                }
+                files.push(JobFile {
+                    name: f.path.clone(),
+                    base: f.base,
+                    offset: f.base + offset,
+                    size,
+                });
             }
+            // fio's io_size (or, for a file set with filesize=, its size=): the bytes the
+            // clone issues over all its files.
+            let set_bytes: u64 = files.iter().map(|f| f.size).sum();
+            let io_size = match (s.io_size_pct, s.io_size) {
+                (Some(p), _) => Some((set_bytes as f64 * p / 100.0) as u64),
+                (None, Some(b)) => Some(b),
+                (None, None) if s.filesize.is_some() && s.has_files() => s.size,
+                (None, None) => None,
+            };
+            let io_bytes = io_size.map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
             let seed = base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let (lo, hi) = s.startdelay_ns;
             let start_delay_ns = if hi > lo {
@@ -272,22 +337,26 @@ pub fn resolve(
                 random_distribution: s.random_distribution.clone(),
                 percentage_random: s.percentage_random,
                 norandommap: s.norandommap,
+                zones: s.zones(),
                 number_ios: s.number_ios,
                 io_bytes,
                 loops: s.loops.max(1),
                 barrier,
+                wait_for,
+                flow: (s.flow > 0).then(|| Flow {
+                    group: flows.entry(s.flow_id).or_default().clone(),
+                    weight: u64::from(s.flow),
+                    sleep_ns: s.flow_sleep_ns,
+                }),
                 start_delay_ns,
                 thinktime_ns: s.thinktime_ns,
                 thinktime_spin_ns: s.thinktime_spin_ns,
                 thinktime_blocks: s.thinktime_blocks.max(1),
                 write_iolog: s.write_iolog.clone(),
                 logs: s.logs.clone(),
-                log_file: s
-                    .filename
-                    .clone()
-                    .unwrap_or_else(|| format!("{}.{clone}.0", s.name)),
-                offset,
-                size,
+                files,
+                file_service: s.file_service,
+                openfiles: s.openfiles,
                 iodepth: s.effective_iodepth(),
                 batch_submit: s.iodepth_batch_submit.clamp(1, s.effective_iodepth()),
                 batch_complete_min: s.iodepth_batch_complete_min.min(s.effective_iodepth()),
@@ -300,7 +369,11 @@ pub fn resolve(
                 seed,
                 verify: s.verify != VerifyMode::None,
                 verify_mode: s.verify,
+                verify_pattern: s.verify_pattern.clone(),
+                buffer_pattern: s.buffer_pattern.clone(),
                 do_verify: s.do_verify,
+                verify_backlog: s.verify_backlog,
+                verify_backlog_batch: s.verify_backlog_batch,
                 fsync: s.fsync,
                 end_fsync: s.end_fsync,
                 direct: s.direct,
@@ -318,4 +391,51 @@ pub fn resolve(
         }
     }
     Ok(out)
+}
+
+/// The region of file `f` clone `clone` works on: its offset in the file and its size.
+/// `offset` (or `N%` of the file), moved on by `offset_increment` per clone; `size` split
+/// over the clone's `nfiles` files, or with `filesize` the rest of each file (fio's
+/// `size` is then the job's I/O amount), or the rest of the file (of the device, for a job
+/// without files).
+fn region(
+    s: &JobSpec,
+    f: &LayoutFile,
+    clone: u32,
+    nfiles: u64,
+    device: bool,
+) -> Result<(u64, u64), String> {
+    let cap = f.len;
+    let share = |pct: f64| (cap as f64 * pct / 100.0) as u64;
+    // fio's percentage offset is aligned up to the job's smallest block size.
+    let min_bs = s.min_bs();
+    let offset = match s.offset_pct {
+        Some(p) => share(p).div_ceil(min_bs) * min_bs,
+        None => s.offset,
+    };
+    let size = match (s.size_pct, s.size) {
+        _ if s.filesize.is_some() && !device => cap.saturating_sub(offset),
+        (Some(p), _) => share(p).min(cap.saturating_sub(offset)),
+        (None, Some(size)) => size / nfiles,
+        (None, None) => cap.saturating_sub(offset),
+    };
+    let what = if device {
+        format!("the device ({cap} bytes)")
+    } else {
+        format!("file {} ({cap} bytes)", f.path)
+    };
+    if offset.saturating_add(size) > cap {
+        return Err(format!("offset {offset} + size {size} runs past {what}"));
+    }
+    // fio's offset_increment: each clone's region further on.
+    let moved = offset.saturating_add(s.offset_increment.saturating_mul(u64::from(clone)));
+    if moved.saturating_add(size) > cap {
+        return Err(format!(
+            "clone {clone}: offset {moved} + size {size} runs past {what}"
+        ));
+    }
+    if size < s.max_bs() {
+        return Err(format!("size {size} is smaller than one block"));
+    }
+    Ok((moved, size))
 }

@@ -11,6 +11,47 @@ pub const DEFAULT_PERCENTILES: [f64; 17] = [
     99.99,
 ];
 
+/// fio's default `filename_format`.
+pub const FILENAME_FORMAT: &str = "$jobname.$jobnum.$filenum";
+
+/// How a job with several files picks the file of its next I/O (`file_service_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileServiceKind {
+    /// Each open file in turn (fio's default).
+    RoundRobin,
+    /// One file to its end, then the next.
+    Sequential,
+    /// A file drawn at random among the open ones.
+    Random,
+}
+
+/// `file_service_type=KIND[:N]`: N I/Os go to a file before the next is picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileService {
+    pub kind: FileServiceKind,
+    pub nr: u64,
+}
+
+impl Default for FileService {
+    fn default() -> FileService {
+        FileService {
+            kind: FileServiceKind::RoundRobin,
+            nr: 1,
+        }
+    }
+}
+
+/// `fallocate=`: how fio makes a file its jobs only write (one they read is written out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallocate {
+    /// `none` (or `0`): the file is extended sparse.
+    None,
+    /// `native`, `posix`, `keep` (or `1`): its blocks are allocated (fio's default).
+    Native,
+    /// `truncate`: extended with `ftruncate`, sparse.
+    Truncate,
+}
+
 /// The I/O pattern (`rw=`). fio's `rw` and `readwrite` values are the same mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RwMode {
@@ -130,6 +171,8 @@ pub enum VerifyMode {
     Xxhash,
     /// `meta`: the header alone (offset, length, seed), no checksum of the data.
     Meta,
+    /// `pattern`: no header; every byte is `verify_pattern`'s, checked as such.
+    Pattern,
 }
 
 impl VerifyMode {
@@ -148,6 +191,7 @@ impl VerifyMode {
             VerifyMode::Sha512 => "sha512",
             VerifyMode::Xxhash => "xxhash",
             VerifyMode::Meta => "meta",
+            VerifyMode::Pattern => "pattern",
         }
     }
 }
@@ -219,6 +263,10 @@ pub struct JobSpec {
     /// `sqthread_poll`: the io_uring driver's rings poll their submission queues from a
     /// kernel thread (`IORING_SETUP_SQPOLL`).
     pub sqthread_poll: bool,
+    /// `sqthread_poll_cpu`: the CPU of the SQPOLL threads.
+    pub sqthread_poll_cpu: Option<u32>,
+    /// `registerfiles`: the uring driver registers its files with its rings.
+    pub registerfiles: bool,
     /// Bytes of I/O per job; `None` means the whole device from `offset`.
     pub size: Option<u64>,
     /// Start of the I/O region in bytes.
@@ -263,8 +311,16 @@ pub struct JobSpec {
     pub norandommap: bool,
     /// Data verification method.
     pub verify: VerifyMode,
+    /// `verify_pattern`: the bytes a verified block's data repeats (checked on read), and
+    /// `buffer_pattern`: the bytes other written buffers repeat.
+    pub verify_pattern: Option<Vec<u8>>,
+    pub buffer_pattern: Option<Vec<u8>>,
     /// Run the verify phase after writing.
     pub do_verify: bool,
+    /// `verify_backlog`: read back what was written every this many writes (0: at the
+    /// end only), `verify_backlog_batch` blocks at a time (0: all of them).
+    pub verify_backlog: u64,
+    pub verify_backlog_batch: u64,
     /// Issue a flush every this many writes (0 = never).
     pub fsync: u64,
     /// Issue a flush at the end of the job.
@@ -273,6 +329,14 @@ pub struct JobSpec {
     pub group_reporting: bool,
     /// Wait for earlier jobs to finish before starting (starts a new group).
     pub stonewall: bool,
+    /// `wait_for=NAME`: start once every clone of the job named NAME (above this one) has
+    /// finished.
+    pub wait_for: Option<String>,
+    /// fio's flow control: this job's weight (0: none) in the group `flow_id`, and how
+    /// long it sleeps when held back (`flow_sleep`).
+    pub flow: u32,
+    pub flow_id: u32,
+    pub flow_sleep_ns: u64,
     /// Start a new reporting group.
     pub new_group: bool,
     /// CPUs the job's threads may run on (empty = all).
@@ -281,6 +345,28 @@ pub struct JobSpec {
     pub filename: Option<String>,
     /// `directory=`: where `filename` (or fio's `NAME.0.0` without one) lies.
     pub directory: Option<String>,
+    /// fio's file set: `nrfiles` files per clone, each `filesize` (a range is drawn per
+    /// file), named by `filename_format`, served as `file_service_type` says, at most
+    /// `openfiles` at a time (0: all).
+    pub nrfiles: u32,
+    pub filesize: Option<(u64, u64)>,
+    pub filename_format: String,
+    pub file_service: FileService,
+    pub openfiles: u32,
+    /// `fallocate=`: how a file only written is made before the run.
+    pub fallocate: Fallocate,
+    /// `create_on_open`: fio creates a file when it opens it; mqblk makes every file
+    /// before the run starts (kept for the report).
+    pub create_on_open: bool,
+    /// fio's `zonemode=strided`: `zonesize` bytes of I/O in a zone of `zonerange` bytes,
+    /// then the next zone, `zoneskip` bytes further on (off: 0 sizes).
+    pub zonemode_strided: bool,
+    pub zonerange: u64,
+    pub zonesize: u64,
+    pub zoneskip: u64,
+    /// Options given as a number of zones (`size=2z`): fio counts them in `zonesize`
+    /// units, known only once every option is read.
+    pub zone_counts: Vec<(&'static str, u64)>,
     /// `O_DIRECT`: the file is opened `O_DIRECT` and writes are `REQ_SYNC`.
     pub direct: bool,
     /// fio I/O engine name, lower case, one [`engine::classify`] accepts.
@@ -407,6 +493,8 @@ impl Default for JobSpec {
             disable_bw: false,
             cpus_allowed_shared: false,
             sqthread_poll: false,
+            sqthread_poll_cpu: None,
+            registerfiles: false,
             size: None,
             offset: 0,
             iodepth: 1,
@@ -429,15 +517,35 @@ impl Default for JobSpec {
             randseed: None,
             norandommap: false,
             verify: VerifyMode::None,
+            verify_pattern: None,
+            buffer_pattern: None,
             do_verify: true,
+            verify_backlog: 0,
+            verify_backlog_batch: 0,
             fsync: 0,
             end_fsync: false,
             group_reporting: false,
             stonewall: false,
+            wait_for: None,
+            flow: 0,
+            flow_id: 0,
+            flow_sleep_ns: 0,
             new_group: false,
             cpus_allowed: Vec::new(),
             filename: None,
             directory: None,
+            nrfiles: 1,
+            filesize: None,
+            filename_format: FILENAME_FORMAT.to_string(),
+            file_service: FileService::default(),
+            openfiles: 0,
+            fallocate: Fallocate::Native,
+            create_on_open: false,
+            zonemode_strided: false,
+            zonerange: 0,
+            zonesize: 0,
+            zoneskip: 0,
+            zone_counts: Vec::new(),
             direct: false,
             ioengine: None,
             thread: false,
@@ -541,6 +649,65 @@ impl JobSpec {
             .saturating_add(self.offset_increment.saturating_mul(clones))
     }
 
+    /// `zonemode=strided`'s zones as the generator takes them, when they are on (fio leaves
+    /// a job without `zonerange` unzoned).
+    pub fn zones(&self) -> Option<crate::pattern::Zones> {
+        (self.zonemode_strided && self.zonerange > 0 && self.zonesize > 0).then_some(
+            crate::pattern::Zones {
+                range: self.zonerange,
+                size: self.zonesize,
+                skip: self.zoneskip,
+            },
+        )
+    }
+
+    /// The smallest block size of reads and writes (at least a sector): what fio aligns a
+    /// percentage offset and a drawn file size to.
+    pub fn min_bs(&self) -> u64 {
+        [Ddir::Read, Ddir::Write]
+            .iter()
+            .map(|&d| u64::from(self.sizes_for(d).min()))
+            .min()
+            .unwrap_or(512)
+            .max(512)
+    }
+
+    /// Whether the job names files (`filename`, `directory`, a file set, or a `filesize`
+    /// for fio's default file): its I/O goes to them, laid out on the device by
+    /// [`super::files::FileLayout`].
+    pub fn has_files(&self) -> bool {
+        self.filename.is_some()
+            || self.directory.is_some()
+            || self.nrfiles > 1
+            || self.filesize.is_some()
+    }
+
+    /// The files clone `clone` works on, in file-number order: `filename`'s ':'-separated
+    /// names (`\:` keeps a colon), or `nrfiles` names made by `filename_format`; relative
+    /// ones inside `directory`.
+    pub fn file_names(&self, clone: u32) -> Vec<String> {
+        let names = match &self.filename {
+            Some(list) => split_filenames(list),
+            None => (0..self.nrfiles.max(1))
+                .map(|f| {
+                    self.filename_format
+                        .replace("$jobname", &self.name)
+                        .replace("$jobnum", &clone.to_string())
+                        .replace("$filenum", &f.to_string())
+                })
+                .collect(),
+        };
+        names
+            .into_iter()
+            .map(|n| match &self.directory {
+                Some(dir) if !n.starts_with('/') => {
+                    std::path::Path::new(dir).join(n).display().to_string()
+                }
+                _ => n,
+            })
+            .collect()
+    }
+
     /// Bytes of I/O per pass: `size`, or the rest of the device after `offset`.
     pub fn io_size(&self) -> u64 {
         self.size
@@ -553,7 +720,7 @@ impl JobSpec {
     pub fn engine(&self) -> Option<(&str, EngineKind)> {
         let name = match (&self.ioengine, &self.filename, &self.driver) {
             (Some(name), _, _) => name.as_str(),
-            (None, Some(_), None) => FIO_DEFAULT,
+            (None, _, None) if self.has_files() => FIO_DEFAULT,
             _ => return None,
         };
         // The option's setter only stores names `classify` accepts.
@@ -597,6 +764,15 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
     }
     if job.rwmixread > 100 {
         return Err(format!("rwmixread={} is above 100", job.rwmixread));
+    }
+    if job.verify == VerifyMode::Pattern && job.verify_pattern.is_none() {
+        return Err("verify=pattern needs verify_pattern= (the bytes to write and check)".into());
+    }
+    if !job.zonemode_strided && (job.zonesize > 0 || job.zonerange > 0 || job.zoneskip > 0) {
+        return Err(
+            "zonesize, zonerange and zoneskip need zonemode=strided (fio refuses them with zonemode=none)"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -644,4 +820,22 @@ fn check_batches(job: &JobSpec) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// fio's `filename=a:b:c`: several files; `\:` is a colon inside a name.
+fn split_filenames(list: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = list.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&':') => {
+                chars.next();
+                out.last_mut().expect("never empty").push(':');
+            }
+            ':' => out.push(String::new()),
+            c => out.last_mut().expect("never empty").push(c),
+        }
+    }
+    out.retain(|n| !n.is_empty());
+    out
 }

@@ -238,7 +238,7 @@ fn error_not_one_of() {
     );
     assert_eq!(
         file_err("[job]\nverify=sha3-256\n"),
-        "jobs.fio:2: option 'verify': 'sha3-256' is not one of crc32c, crc32c-intel, crc32, crc64, crc16, crc7, md5, sha1, sha256, sha512, xxhash, meta, 0, null"
+        "jobs.fio:2: option 'verify': 'sha3-256' is not one of crc32c, crc32c-intel, crc32, crc64, crc16, crc7, md5, sha1, sha256, sha512, xxhash, meta, 0, null, pattern"
     );
 }
 
@@ -578,7 +578,7 @@ fn an_unset_variable_is_named_when_its_line_fails() {
 #[test]
 fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
     let text = "[global]\nioengine=io_uring\nwrite_hist_log=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
-                iodepth=0\n[b]\nbs=1000\n[c]\nnrfiles=4\nrw=randwrite\n";
+                iodepth=0\n[b]\nbs=1000\n[c]\ndedupe_percentage=4\nrw=randwrite\n";
     let err = parse_job_text("jobs.fio", text).expect_err("problems");
     let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
     assert_eq!(err.count(), 4, "{lines:#?}");
@@ -589,19 +589,19 @@ fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
     assert!(lines[2].starts_with("jobs.fio:8: option 'iodepth': value '0' out of range"));
     // Job b has no problem of its own, but the bad [global] line above it means its
     // cross-field check (bs=1000) is not judged; job c's own line is listed.
-    assert!(lines[3].starts_with("jobs.fio:12: fio option 'nrfiles' is not implemented"));
+    assert!(lines[3].starts_with("jobs.fio:12: fio option 'dedupe_percentage' is not implemented"));
     assert!(!lines.iter().any(|l| l.contains("1000")), "{lines:#?}");
 }
 
 #[test]
 fn a_cross_field_problem_is_listed_beside_line_problems_of_other_jobs() {
-    let err = parse_job_text("jobs.fio", "[a]\nbs=1000\n[b]\nfoo=1\n[c]\nsize=1k\n")
+    let err = parse_job_text("jobs.fio", "[a]\nbs=1000\n[b]\nzzq=1\n[c]\nsize=1k\n")
         .expect_err("problems")
         .to_string();
     assert_eq!(
         err,
         "jobs.fio:1: read block size 1000 is not a nonzero multiple of 512\n\
-         jobs.fio:4: unknown option 'foo'\n\
+         jobs.fio:4: unknown option 'zzq'\n\
          jobs.fio:5: size=1024 is smaller than the block size 4096"
     );
 }
@@ -624,7 +624,9 @@ fn command_line_and_job_file_problems_are_listed_together() {
         "{err}"
     );
     assert!(
-        lines[3].starts_with(&format!("{path}:3: fio option 'zonemode'")),
+        lines[3].starts_with(&format!(
+            "{path}:3: option 'zonemode': 'zbd' is not supported"
+        )),
         "{err}"
     );
 }
@@ -653,10 +655,10 @@ fn percentages_and_expressions_size_a_job_as_fio_does() {
     assert_eq!(a.runtime_ns, 300_000_000_000);
     // A time expression without a unit is in microseconds, as fio reads it.
     assert_eq!(a.thinktime_ns, 500_000);
-    let r = resolve(&jobs, |_| Ok(64 << 20), 0).unwrap();
+    let r = resolve(&jobs, &Default::default(), |_| Ok(64 << 20), 0).unwrap();
     // 10% of 64 MiB, aligned up to the 4 KiB block size; 50% of the device; twice that.
-    assert_eq!(r[0].offset, 6_713_344);
-    assert_eq!(r[0].size, 32 << 20);
+    assert_eq!(r[0].files[0].offset, 6_713_344);
+    assert_eq!(r[0].files[0].size, 32 << 20);
     assert_eq!(r[0].io_bytes, Some(64 << 20));
     let err = file_err("[a]\nsize=150%\nbs=(4*\n");
     assert_eq!(err.lines().count(), 2, "{err}");

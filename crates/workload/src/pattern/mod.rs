@@ -5,6 +5,7 @@
 
 mod bs;
 mod dist;
+mod files;
 mod map;
 
 use crate::Ddir;
@@ -12,6 +13,7 @@ use crate::Ddir;
 pub use bs::{parse_split, BlockSizes, SplitEntry};
 pub use dist::Distribution;
 use dist::Sampler;
+pub use files::FileSet;
 use map::RandomMap;
 
 /// The access pattern is fio's `rw=`, as parsed.
@@ -90,6 +92,20 @@ pub struct Io {
     pub len: u32,
 }
 
+/// fio's `zonemode=strided`: `size` bytes of I/O in a zone of `range` bytes, then the next
+/// zone `range + skip` further on, back to the first past the region's end.
+///
+/// As fio 3.33 does it (`--rw=read --size=1m --bs=4k --zonemode=strided --zonerange=256k
+/// --zonesize=16k`, its `write_iolog`): each visit starts at the zone's start (blocks 0-3,
+/// 64-67, 128-131, 192-195, then 0-3 again, until `size` bytes are done), and a random job
+/// draws anywhere in the zone, with no random map (161 distinct blocks of 256 I/Os).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Zones {
+    pub range: u64,
+    pub size: u64,
+    pub skip: u64,
+}
+
 /// Everything that shapes a job's offsets and sizes (a resolved job's pattern options).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shape {
@@ -111,6 +127,8 @@ pub struct Shape {
     /// Draw random blocks independently instead of each once per pass.
     pub norandommap: bool,
     pub seed: u64,
+    /// `zonemode=strided`, when on.
+    pub zones: Option<Zones>,
 }
 
 /// Generates the I/Os of one job over `[offset, offset + size)`.
@@ -145,6 +163,10 @@ pub struct Generator {
     pct_random: [u32; 3],
     /// `trimwrite`: the block just trimmed, to be written next.
     then_write: Option<(u64, u64)>,
+    /// Strided zones: the current zone's start and the bytes done in this visit.
+    zones: Option<Zones>,
+    zone_start: u64,
+    zone_pos: u64,
 }
 
 impl Generator {
@@ -184,9 +206,13 @@ impl Generator {
             // blocks; with norandommap on 639). Variable sizes draw independently (fio
             // shrinks an I/O to the free run it lands in; we do not), as do skewed
             // distributions (fio uses no map for them either).
-            use_map: !shape.norandommap && fixed && sampler.is_none(),
-            map: (shape.rw.is_random() && !shape.norandommap && !fixed && sampler.is_none())
-                .then(|| RandomMap::new(nr_blocks)),
+            use_map: !shape.norandommap && fixed && sampler.is_none() && shape.zones.is_none(),
+            map: (shape.rw.is_random()
+                && !shape.norandommap
+                && !fixed
+                && sampler.is_none()
+                && shape.zones.is_none())
+            .then(|| RandomMap::new(nr_blocks)),
             perm,
             sampler,
             rng,
@@ -196,6 +222,9 @@ impl Generator {
             seq_left: [0; 3],
             pct_random: shape.percentage_random,
             then_write: None,
+            zones: shape.zones,
+            zone_start: 0,
+            zone_pos: 0,
         }
     }
 
@@ -214,6 +243,8 @@ impl Generator {
     pub fn rewind(&mut self) {
         self.pos = 0;
         self.bytes = 0;
+        self.zone_start = 0;
+        self.zone_pos = 0;
         if let Some(m) = &mut self.map {
             m.clear();
         }
@@ -253,7 +284,9 @@ impl Generator {
         let write = d == Ddir::Write;
         let dir = d.index();
         let mut len = u64::from(self.sizes[dir].pick(&mut self.rng)).min(self.span);
-        let rel = if self.pattern.is_random() {
+        let rel = if let Some(z) = self.zones {
+            self.zoned_offset(z, len)
+        } else if self.pattern.is_random() {
             let (at, cut) = self.random_offset(dir, len);
             len = cut;
             at
@@ -281,6 +314,29 @@ impl Generator {
             offset: self.base + rel,
             len: len as u32,
         }
+    }
+
+    /// The offset of the next I/O of `len` bytes in strided zones (see [`Zones`]).
+    fn zoned_offset(&mut self, z: Zones, len: u64) -> u64 {
+        let start = self.zone_start;
+        let mut at = if self.pattern.is_random() {
+            let blocks = (z.range.min(self.span - start) / self.grid).max(1);
+            start + self.rng.below(blocks) * self.grid
+        } else {
+            start + self.zone_pos
+        };
+        if at + len > self.span {
+            at = (self.span - len) / self.grid * self.grid;
+        }
+        self.zone_pos += len;
+        if self.zone_pos >= z.size {
+            self.zone_pos = 0;
+            self.zone_start = start.saturating_add(z.range).saturating_add(z.skip);
+            if self.zone_start >= self.span {
+                self.zone_start = 0;
+            }
+        }
+        at
     }
 
     /// A random I/O's offset in the region and its length (cut short by the random map);
@@ -329,6 +385,11 @@ impl Generator {
         (at, len)
     }
 
+    /// The number of the grid block at device offset `offset` of the region.
+    pub fn block_of(&self, offset: u64) -> u64 {
+        (offset - self.base) / self.grid
+    }
+
     /// The block at permutation position `i` of the first pass (used by verify to walk the
     /// written blocks again in the same order).
     pub fn block_offset(&self, i: u64) -> u64 {
@@ -362,6 +423,7 @@ mod tests {
             percentage_random: [100; 3],
             norandommap: false,
             seed,
+            zones: None,
         }
     }
 

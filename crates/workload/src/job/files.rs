@@ -1,0 +1,168 @@
+//! The files a run's jobs name, laid out on mqblk's one device.
+//!
+//! fio opens each job's files (`filename`, `filename=a:b`, or `nrfiles` files named by
+//! `filename_format` in `directory`) through a file system; the kernel's block layer below
+//! sees one disk whose blocks belong to those files. mqblk has the block layer and no file
+//! system, so it gives each distinct file a place on the device's address space, one after
+//! another in the order the jobs name them: the uring driver carries a request at a device
+//! offset to the file that holds it, and the simulator's device models see the same
+//! addresses. Files are [`FILE_GAP`]-aligned with a [`FILE_GAP`] between them, so requests
+//! of two files never merge into one (on a real disk two files' extents are not adjacent
+//! either, as a rule). A run on one file has it at offset 0, the whole device.
+
+use super::error::{JobError, JobErrorKind, Location};
+use super::resolve::RANDREPEAT_SEED;
+use super::spec::{Fallocate, JobSpec};
+use crate::pattern::Rng;
+
+/// Alignment of, and distance between, the files on the device.
+pub const FILE_GAP: u64 = 1 << 20;
+
+/// One file of the run, where it lies on the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayoutFile {
+    pub path: String,
+    /// Byte address of its offset 0 on the device.
+    pub base: u64,
+    /// Bytes of it the run uses.
+    pub len: u64,
+    /// The jobs gave its size: the run creates or extends it to `len` (fio's layout);
+    /// otherwise it is used as it is.
+    pub sized: bool,
+    /// A job reads it: a file the run makes is written out first, as fio lays out a file
+    /// that will be read; one only written is made as `fallocate` says.
+    pub read: bool,
+    pub fallocate: Fallocate,
+}
+
+/// Every file of a run and which clone of which job uses which; see the module
+/// documentation. The default is a run without files (jobs address the device itself).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileLayout {
+    pub files: Vec<LayoutFile>,
+    /// Per job section, per clone: its files' indices, in file-number order (empty for a
+    /// job without files).
+    uses: Vec<Vec<Vec<usize>>>,
+}
+
+impl FileLayout {
+    /// Lays out the files of `specs`. `stat(spec, path)` gives the size of a file whose
+    /// size the job does not give (`Ok(None)`: it does not exist, or the runner has no real
+    /// files and the device's capacity stands for it).
+    pub fn plan(
+        specs: &[JobSpec],
+        mut stat: impl FnMut(&JobSpec, &str) -> Result<Option<u64>, String>,
+    ) -> Result<FileLayout, JobError> {
+        let mut layout = FileLayout::default();
+        for (i, s) in specs.iter().enumerate() {
+            let bad = |m: String| {
+                JobError::new(
+                    Location::Job {
+                        name: s.name.clone(),
+                    },
+                    JobErrorKind::Invalid(m),
+                )
+            };
+            let mut clones = Vec::new();
+            if !s.has_files() {
+                layout.uses.push(clones);
+                continue;
+            }
+            for clone in 0..s.numjobs.max(1) {
+                let names = s.file_names(clone);
+                if names.is_empty() {
+                    return Err(bad("filename= names no file".into()));
+                }
+                let n = names.len() as u64;
+                let start = s
+                    .offset
+                    .saturating_add(s.offset_increment.saturating_mul(u64::from(clone)));
+                let mut used = Vec::with_capacity(names.len());
+                for (f, path) in names.into_iter().enumerate() {
+                    let given = match (s.filesize, s.size) {
+                        (Some((lo, hi)), _) => Some(draw_filesize(s, i, clone, f, lo, hi)),
+                        (None, Some(size)) => Some(start.saturating_add(size / n)),
+                        (None, None) => None,
+                    };
+                    let len = match given {
+                        Some(len) => len,
+                        None => stat(s, &path).map_err(&bad)?.ok_or_else(|| {
+                            bad(format!(
+                                "file {path}: does not exist; give size= or filesize= to create it"
+                            ))
+                        })?,
+                    };
+                    used.push(layout.add(&path, len, given.is_some(), s));
+                }
+                clones.push(used);
+            }
+            layout.uses.push(clones);
+        }
+        layout.place();
+        Ok(layout)
+    }
+
+    /// Adds a use of `path` (a file already named is the same file, as large as its
+    /// largest use needs) and returns its index.
+    fn add(&mut self, path: &str, len: u64, sized: bool, s: &JobSpec) -> usize {
+        if let Some(i) = self.files.iter().position(|f| f.path == path) {
+            let f = &mut self.files[i];
+            f.len = f.len.max(len);
+            f.sized |= sized;
+            f.read |= s.rw.does_read();
+            return i;
+        }
+        self.files.push(LayoutFile {
+            path: path.to_string(),
+            base: 0,
+            len,
+            sized,
+            read: s.rw.does_read(),
+            fallocate: s.fallocate,
+        });
+        self.files.len() - 1
+    }
+
+    /// Gives every file its base address.
+    fn place(&mut self) {
+        let mut next = 0u64;
+        for f in &mut self.files {
+            f.base = next;
+            next = f
+                .base
+                .saturating_add(f.len)
+                .div_ceil(FILE_GAP)
+                .saturating_mul(FILE_GAP)
+                .saturating_add(FILE_GAP);
+        }
+    }
+
+    /// The device bytes the files span (0 without files).
+    pub fn end(&self) -> u64 {
+        self.files.last().map_or(0, |f| f.base + f.len)
+    }
+
+    /// The files of clone `clone` of job section `spec` (empty for a job without files).
+    pub fn files_of(&self, spec: usize, clone: u32) -> &[usize] {
+        self.uses
+            .get(spec)
+            .and_then(|c| c.get(clone as usize))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A size from `filesize=lo-hi` for file `f` of clone `clone` of job `spec`: drawn anew
+/// per file as fio does, on the job's smallest block size, the same on every run with the
+/// same seed.
+fn draw_filesize(s: &JobSpec, spec: usize, clone: u32, f: usize, lo: u64, hi: u64) -> u64 {
+    if lo == hi {
+        return lo;
+    }
+    let step = s.min_bs();
+    let seed = s.randseed.unwrap_or(RANDREPEAT_SEED)
+        ^ (spec as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ u64::from(clone).wrapping_mul(0xD1B5_4A32_D192_ED03)
+        ^ (f as u64).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let drawn = lo + Rng::new(seed).below(hi - lo + 1);
+    (drawn / step * step).max(lo)
+}

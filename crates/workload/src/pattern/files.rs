@@ -1,0 +1,189 @@
+//! A job's files: one [`Generator`] per file and fio's choice of the file each I/O goes to
+//! (`file_service_type`, `openfiles`).
+//!
+//! What fio 3.33 does, read off its `write_iolog` on this machine (`--nrfiles=3
+//! --filesize=64k --bs=4k --ioengine=null`): `roundrobin` (the default) sends one I/O to
+//! each open file in turn (`:N`, N to each); `sequential` finishes a file before the next;
+//! `random` draws an open file for every I/O (every N). A file whose pass is done is closed
+//! and the next unopened file is opened, so with `openfiles=1` round robin goes through the
+//! files one after another, and with `openfiles=2` of 4 it alternates between the first two,
+//! then between the last two. Once every file is done a pass over the set is done; a
+//! `time_based` job (or a further `loops` pass) opens them all again.
+
+use super::{Generator, Io, Rng, Shape};
+use crate::job::{FileService, FileServiceKind};
+
+/// The generators of a job's files and the choice between them; see the module
+/// documentation.
+#[derive(Clone, Debug)]
+pub struct FileSet {
+    files: Vec<Generator>,
+    /// The first block number (over the whole set) of each file, and the total.
+    first_block: Vec<u64>,
+    nr_blocks: u64,
+    service: FileService,
+    open_max: usize,
+    /// Open files, in the order they were opened.
+    open: Vec<usize>,
+    /// The next file (by number) to open.
+    next_closed: usize,
+    /// Position in `open` of the file being served, and I/Os left for it.
+    cur: usize,
+    left: u64,
+    rng: Rng,
+}
+
+impl FileSet {
+    /// One generator per shape (a file's region on the device), at most `openfiles` (0:
+    /// all) open at once.
+    pub fn new(shapes: &[Shape], service: FileService, openfiles: u32) -> FileSet {
+        assert!(!shapes.is_empty(), "a job has at least one file");
+        let files: Vec<Generator> = shapes.iter().map(Generator::new).collect();
+        let mut first_block = Vec::with_capacity(files.len());
+        let mut nr_blocks = 0;
+        for g in &files {
+            first_block.push(nr_blocks);
+            nr_blocks += g.nr_blocks();
+        }
+        let open_max = match openfiles as usize {
+            0 => files.len(),
+            n => n.min(files.len()),
+        };
+        let mut set = FileSet {
+            files,
+            first_block,
+            nr_blocks,
+            service,
+            open_max,
+            open: Vec::new(),
+            next_closed: 0,
+            cur: 0,
+            left: 0,
+            rng: Rng::new(shapes[0].seed ^ 0x00F1_1E5E_7000_0001),
+        };
+        set.open_files();
+        set
+    }
+
+    fn open_files(&mut self) {
+        while self.open.len() < self.open_max && self.next_closed < self.files.len() {
+            self.open.push(self.next_closed);
+            self.next_closed += 1;
+        }
+    }
+
+    /// Blocks in one pass over every file.
+    pub fn nr_blocks(&self) -> u64 {
+        self.nr_blocks
+    }
+
+    /// How many files the set has.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Always false: a job has at least one file.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// True once every file's pass is done.
+    pub fn pass_done(&self) -> bool {
+        match self.files.as_slice() {
+            // One file: exactly the generator's own end (the common case stays as it was).
+            [only] => only.pass_done(),
+            _ => {
+                self.next_closed >= self.files.len()
+                    && self.open.iter().all(|&f| self.files[f].pass_done())
+            }
+        }
+    }
+
+    /// Starts another pass: every file rewound and the first `openfiles` open again.
+    pub fn rewind(&mut self) {
+        for g in &mut self.files {
+            g.rewind();
+        }
+        self.open.clear();
+        self.next_closed = 0;
+        self.cur = 0;
+        self.left = 0;
+        self.open_files();
+    }
+
+    /// Closes open file `f` (its pass is done) and opens the next unopened one in its place
+    /// (at the end of the open list, as fio appends a newly opened file).
+    fn close(&mut self, f: usize) {
+        let Some(i) = self.open.iter().position(|&o| o == f) else {
+            return;
+        };
+        self.open.remove(i);
+        match i.cmp(&self.cur) {
+            std::cmp::Ordering::Less => self.cur -= 1,
+            // The file being served is gone: its successor, now in its place, is next.
+            std::cmp::Ordering::Equal => self.left = 0,
+            std::cmp::Ordering::Greater => {}
+        }
+        self.open_files();
+        if self.cur >= self.open.len() {
+            self.cur = 0;
+        }
+    }
+
+    /// The file the next I/O goes to, as `file_service_type` picks it. fio picks a file
+    /// for every I/O unit, a flush too (`fsync=N`'s flush takes the turn of the file it
+    /// lands on: `--nrfiles=2 --fsync=3` logs write 0.0, write 0.1, write 0.0, sync 0.1,
+    /// write 0.0, ...), so a flush asks here as well. A file is found done only when an
+    /// I/O is asked of it ([`FileSet::next_io`]), as fio finds it when it has no next
+    /// offset: a flush may still land on a file whose last block was just written.
+    pub fn pick(&mut self) -> usize {
+        if self.files.len() == 1 {
+            return 0;
+        }
+        if self.left == 0 {
+            match self.service.kind {
+                // The next open file after the one served last (a closed one's successor
+                // has moved into its place).
+                FileServiceKind::RoundRobin => {}
+                FileServiceKind::Sequential => self.cur = 0,
+                FileServiceKind::Random => {
+                    self.cur = self.rng.below(self.open.len() as u64) as usize;
+                }
+            }
+            self.left = self.service.nr;
+        }
+        let f = self.open[self.cur];
+        self.left -= 1;
+        if self.left == 0 && self.service.kind == FileServiceKind::RoundRobin {
+            self.cur = (self.cur + 1) % self.open.len();
+        }
+        f
+    }
+
+    /// The next I/O and the number of the file it goes to: a picked file whose pass is
+    /// done is closed and another picked, unless it is the last one left.
+    #[inline]
+    pub fn next_io(&mut self) -> (usize, Io) {
+        loop {
+            let f = self.pick();
+            let last = self.open.len() == 1 && self.next_closed >= self.files.len();
+            if self.files[f].pass_done() && !last {
+                self.close(f);
+                continue;
+            }
+            return (f, self.files[f].next_io());
+        }
+    }
+
+    /// The number (over the whole set) of the block at `offset` of file `file`.
+    pub fn block_index(&self, file: usize, offset: u64) -> u64 {
+        self.first_block[file] + self.files[file].block_of(offset)
+    }
+
+    /// The file and device offset of block `i` of the first pass, in the order the
+    /// verify pass reads them back.
+    pub fn block_offset(&self, i: u64) -> (usize, u64) {
+        let f = self.first_block.partition_point(|&b| b <= i) - 1;
+        (f, self.files[f].block_offset(i - self.first_block[f]))
+    }
+}
