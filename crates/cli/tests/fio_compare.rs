@@ -333,6 +333,9 @@ fn compare(s: &JobSpec, fio: &[Entry], ours: &[Entry]) -> Result<(), String> {
     if s.zones().is_some() {
         return compare_zones(s, fio, ours);
     }
+    if s.rw_backward && !s.rw.is_mixed() {
+        return same_sequence("backward", fio, ours, |e| (e.op, e.offset, e.len));
+    }
     let count = |l: &[Entry], op| l.iter().filter(|e| e.op == op).count();
     let fixed = [Ddir::Read, Ddir::Write]
         .iter()

@@ -105,6 +105,11 @@ pub trait LatSink {
     fn completed(&mut self, n: u64);
     /// The job ended `at_ns` after it started.
     fn finish(&mut self, _at_ns: u64) {}
+    /// The measurements start over (fio's `reset_all_stats`: the latency-target search's
+    /// final window).
+    fn restart(&mut self) {}
+    /// The latency-target search ended at `depth` (fio's `latency_depth`).
+    fn latency_depth(&mut self, _depth: u32) {}
 }
 
 /// What a job thread reports besides its latency samples.
@@ -201,6 +206,9 @@ impl Stonewalls {
 
 const SAMPLE_WINDOW: Nanos = Nanos::from_millis(500);
 
+/// `ETIMEDOUT`, fio's error for a job over `max_latency` or missing `latency_target`.
+const ETIMEDOUT: i32 = 110;
+
 /// Per-batch bookkeeping: bios carry their batch number so slat/clat split at the moment the
 /// batch finished submitting.
 struct Batches {
@@ -252,6 +260,8 @@ struct JobState<'a, S: LatSink> {
     /// completed inline, and the next loop's "now".
     now: u64,
     fresh: bool,
+    /// When the latency-target search restarted the measurements, if it did.
+    restarted_at: Option<u64>,
 }
 
 /// Runs one job clone to completion and returns its sink and outcome. `bufs` are the
@@ -310,12 +320,16 @@ pub fn run_job<S: LatSink>(
         pending: None,
         now: t0,
         fresh: true,
+        restarted_at: None,
     };
     st.run();
     st.drain();
     let t1 = st.h.now().0;
     st.out.cpu = thread_cpu_time().since(cpu0);
-    let measure_from = t0 + job.ramp_ns;
+    // From the ramp's end, or from where the latency-target search restarted the
+    // measurements.
+    let measure_from = (t0 + job.ramp_ns).max(st.restarted_at.unwrap_or(0));
+    st.sink.latency_depth(st.driver.depth());
     st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
     st.out.iolog = st.driver.take_log();
     st.sink.finish(t1.saturating_sub(t0));
@@ -337,7 +351,8 @@ impl<S: LatSink> JobState<'_, S> {
             if self.progress.stop.load(Ordering::Relaxed) {
                 self.driver.stop();
             }
-            let room = job.iodepth - self.inflight;
+            let depth = self.driver.depth();
+            let room = depth.saturating_sub(self.inflight);
             let round = if room > 0 || self.rest_waits() {
                 self.submit_batch(room.min(job.batch_submit), now - self.t0)
             } else {
@@ -363,7 +378,7 @@ impl<S: LatSink> JobState<'_, S> {
             // or other jobs holding them, the queue is never "full" here but nothing moves
             // unless we poll (a timer-mode or io_uring device completes only when polled).
             let waits_for_tag = self.pending.is_some() && self.inflight > 0;
-            let min = if self.inflight >= job.iodepth || round != Round::Go || waits_for_tag {
+            let min = if self.inflight >= depth || round != Round::Go || waits_for_tag {
                 job.batch_complete_min.max(1) as usize
             } else {
                 0
@@ -546,6 +561,11 @@ impl<S: LatSink> JobState<'_, S> {
                 if checks && !write {
                     self.check_block(&bio);
                 }
+                if measured && matches!(bio.op, ReqOp::Read | ReqOp::Write) {
+                    // fio's latency_target and max_latency judge the total latency.
+                    let lat = now.saturating_sub(bio.submit_ns.0);
+                    self.driver.completed(now.saturating_sub(self.t0), lat);
+                }
                 if measured {
                     let submit = bio.submit_ns.0;
                     let end = self.batches.end_of(bio.private).max(submit);
@@ -571,6 +591,18 @@ impl<S: LatSink> JobState<'_, S> {
         *self.h.done() = done;
         self.h.done().extend(rest);
         self.sink.completed(n);
+        if self.driver.take_stats_reset() {
+            self.sink.restart();
+            self.restarted_at = Some(now);
+        }
+        if let Some(e) = self.driver.take_error() {
+            // fio ends such a job with ETIMEDOUT.
+            self.out.errors += 1;
+            self.sink.error(false, ETIMEDOUT);
+            self.out
+                .first_error
+                .get_or_insert(format!("{}: {e}", self.job.name));
+        }
         self.out.ios += n;
         self.progress.ios.fetch_add(n, Ordering::Relaxed);
         self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);

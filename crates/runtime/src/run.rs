@@ -118,6 +118,9 @@ impl Sink {
     fn new(name: &str, spec: &JobSpec, plot: bool) -> Sink {
         let mut stats = JobStats::new(name);
         stats.latency_depth = spec.iodepth;
+        stats.latency_target_us = spec.latency_target_ns / 1000;
+        stats.latency_window_us = spec.latency_window_ns / 1000;
+        stats.latency_percentile = spec.latency_percentile;
         for d in stats.dirs.iter_mut() {
             *d = mqblk_workload::DirStats::with_percentiles(
                 spec.slat_percentiles,
@@ -171,6 +174,13 @@ impl LatSink for Sink {
         if let Some(logs) = &mut self.logs {
             logs.finish(at_ns);
         }
+    }
+    fn restart(&mut self) {
+        self.stats.restart();
+        self.window = [(0, 0); 3];
+    }
+    fn latency_depth(&mut self, depth: u32) {
+        self.stats.latency_depth = depth;
     }
     fn sample(&mut self, window_ns: u64) {
         for d in 0..3 {

@@ -52,6 +52,28 @@ pub trait Source: Send {
     fn take_iolog(&mut self) -> Vec<mqblk_workload::iolog::IoLogEntry> {
         Vec::new()
     }
+
+    /// The depth the job may keep in flight now, where the source decides it (fio's
+    /// `latency_target`); `None`: the job's `iodepth`.
+    fn depth(&self) -> Option<u32> {
+        None
+    }
+
+    /// A read or write completed at `now` after `lat_ns` in all (counted after the ramp).
+    fn completed(&mut self, _now: Nanos, _lat_ns: u64) {}
+
+    /// Whether the statistics start over now (asking clears it).
+    fn take_stats_reset(&mut self) -> bool {
+        false
+    }
+
+    /// The error that ended the job, once (fio's `ETIMEDOUT` of `max_latency`).
+    fn take_error(&mut self) -> Option<String> {
+        None
+    }
+
+    /// Fills the report keys the source knows (`latency_target` and the like).
+    fn describe(&self, _stats: &mut mqblk_workload::JobStats) {}
 }
 
 /// When a job stops, whichever limit comes first.
@@ -98,13 +120,19 @@ pub struct SimJob {
 /// one `mqblk bench`'s threads follow in real time.
 pub struct FioSource {
     driver: JobDriver,
+    /// `latency_target`, `latency_window` (µs) and `latency_percentile`, for the report.
+    latency: (u64, u64, f64),
 }
 
 impl FioSource {
     /// The source of a resolved fio job.
     pub fn of(job: &Job) -> FioSource {
+        let (target, window, pct) = job
+            .latency_target
+            .map_or((0, 0, 100.0), |(t, w, p, _)| (t / 1000, w / 1000, p));
         FioSource {
             driver: JobDriver::new(job),
+            latency: (target, window, pct),
         }
     }
 
@@ -141,6 +169,30 @@ impl FioSource {
 impl Source for FioSource {
     fn take_iolog(&mut self) -> Vec<mqblk_workload::iolog::IoLogEntry> {
         self.driver.take_log()
+    }
+
+    fn depth(&self) -> Option<u32> {
+        self.driver.search_depth()
+    }
+
+    fn completed(&mut self, now: Nanos, lat_ns: u64) {
+        self.driver.completed(now.0, lat_ns);
+    }
+
+    fn take_stats_reset(&mut self) -> bool {
+        self.driver.take_stats_reset()
+    }
+
+    fn take_error(&mut self) -> Option<String> {
+        self.driver.take_error()
+    }
+
+    fn describe(&self, stats: &mut mqblk_workload::JobStats) {
+        (
+            stats.latency_target_us,
+            stats.latency_window_us,
+            stats.latency_percentile,
+        ) = self.latency;
     }
 
     #[inline]

@@ -126,6 +126,18 @@ pub struct JobDriver {
     flow_mine: u64,
     flow_state: FlowState,
     flow_pause: Option<u64>,
+    /// fio's latency-target search and `max_latency`; the job's `iodepth`; I/Os completed
+    /// so far; and what the search asked of the runner (drain first, start the statistics
+    /// over, the job's error).
+    lat: Option<crate::lat_target::LatTarget>,
+    max_latency_ns: u64,
+    iodepth: u32,
+    completed_ios: u64,
+    lat_quiesce: bool,
+    stats_reset: bool,
+    /// The error that ended the job, until the runner takes it; set once per job.
+    error: Option<String>,
+    failed: bool,
     stopped: bool,
     /// `number_ios` (0: none), and the end by bytes or passes (see [`Job::io_bytes`]).
     number_ios: u64,
@@ -223,6 +235,16 @@ impl JobDriver {
             flow_mine: 0,
             flow_state: FlowState::Out,
             flow_pause: None,
+            lat: job.latency_target.map(|(target, window, pct, run)| {
+                crate::lat_target::LatTarget::new(target, window, pct, run, job.iodepth)
+            }),
+            max_latency_ns: job.max_latency_ns,
+            iodepth: job.iodepth,
+            completed_ios: 0,
+            lat_quiesce: false,
+            stats_reset: false,
+            error: None,
+            failed: false,
             stopped: false,
             number_ios: job.number_ios,
             io_bytes: job.io_bytes,
@@ -346,6 +368,18 @@ impl JobDriver {
                     // back, they complete, the oldest are read back, and those complete.
                     if let Some(next) = self.backlog_step() {
                         return next;
+                    }
+                    // fio's latency-target search: a window that has run its length moves
+                    // the depth; a lower depth first lets what is in flight complete.
+                    if let Some(l) = &mut self.lat {
+                        let fx = l.check(now, self.completed_ios);
+                        self.apply(fx);
+                        if self.stopped {
+                            continue;
+                        }
+                    }
+                    if std::mem::take(&mut self.lat_quiesce) {
+                        return Next::Drain;
                     }
                     // fio's flow control (`flow_threshold_exceeded`, checked before every
                     // I/O unit): a job ahead of its share waits for what it has in flight,
@@ -485,6 +519,66 @@ impl JobDriver {
                 }
             }
         }
+    }
+
+    /// The job ends with error `e` (the first one only).
+    fn fail(&mut self, e: String) {
+        if !std::mem::replace(&mut self.failed, true) {
+            self.error = Some(e);
+        }
+        self.stopped = true;
+    }
+
+    /// What the latency-target search asked for.
+    fn apply(&mut self, fx: crate::lat_target::Effects) {
+        self.lat_quiesce |= fx.quiesce;
+        self.stats_reset |= fx.reset_stats;
+        if fx.done {
+            self.stopped = true;
+        }
+        if let Some(e) = fx.error {
+            self.fail(e);
+        }
+    }
+
+    /// The depth the job may keep in flight now: `iodepth`, or the latency-target search's.
+    pub fn depth(&self) -> u32 {
+        self.search_depth().unwrap_or(self.iodepth)
+    }
+
+    /// The latency-target search's depth, if the job has one.
+    pub fn search_depth(&self) -> Option<u32> {
+        self.lat.as_ref().map(|l| l.depth())
+    }
+
+    /// A read, write or trim completed at `now` after `lat_ns` in all (fio's `lat`: from
+    /// when the job took it to its completion), counted after `ramp_time`, as fio's
+    /// `account_io_completion` does.
+    pub fn completed(&mut self, now: u64, lat_ns: u64) {
+        self.completed_ios += 1;
+        if self.max_latency_ns > 0 && lat_ns > self.max_latency_ns {
+            let e = format!(
+                "latency of {lat_ns} ns exceeds max_latency {} ns",
+                self.max_latency_ns
+            );
+            self.fail(e);
+        }
+        if let Some(l) = &mut self.lat {
+            let fx = l.completed(now, lat_ns, self.completed_ios);
+            self.apply(fx);
+        }
+    }
+
+    /// Whether the statistics start over now (the latency-target search's final window);
+    /// asking clears it.
+    pub fn take_stats_reset(&mut self) -> bool {
+        std::mem::take(&mut self.stats_reset)
+    }
+
+    /// The error that ended the job (`max_latency`, or `latency_target` missed at depth 1),
+    /// once; fio reports it as `ETIMEDOUT`.
+    pub fn take_error(&mut self) -> Option<String> {
+        self.error.take()
     }
 
     /// A flush of file `file` (a flush reaches the whole device; the file is what fio

@@ -16,6 +16,7 @@ pub mod flow;
 pub mod iolog;
 pub mod job;
 pub mod job_driver;
+pub mod lat_target;
 pub mod logs;
 pub mod pattern;
 pub mod plot;

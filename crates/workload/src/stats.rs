@@ -533,6 +533,11 @@ pub struct JobStats {
     /// The depth fio's latency-target search would report (`latency_depth`): without a
     /// latency target, the job's `iodepth`.
     pub latency_depth: u32,
+    /// The job's `latency_target` and `latency_window` (microseconds, as fio prints them;
+    /// 0: none) and `latency_percentile`.
+    pub latency_target_us: u64,
+    pub latency_window_us: u64,
+    pub latency_percentile: f64,
     /// I/Os submitted while the in-flight depth was 1, 2, 4, 8, 16, 32, >=64.
     pub iodepth_level: [u64; 7],
     /// Submit calls by batch size 0, 4, 8, 16, 32, 64, >64.
@@ -568,6 +573,9 @@ impl JobStats {
             majf: 0,
             minf: 0,
             latency_depth: 1,
+            latency_target_us: 0,
+            latency_window_us: 0,
+            latency_percentile: 100.0,
             iodepth_level: [0; 7],
             iodepth_submit: [0; 7],
             iodepth_complete: [0; 7],
@@ -575,6 +583,27 @@ impl JobStats {
             extra: serde_json::Map::new(),
             extra_lines: Vec::new(),
         }
+    }
+
+    /// Starts the measurements over (fio's `reset_all_stats`, at the latency-target
+    /// search's final window), keeping what describes the job and which percentiles it
+    /// keeps.
+    pub fn restart(&mut self) {
+        let mut fresh = JobStats::new(&self.name);
+        for (f, d) in fresh.dirs.iter_mut().zip(&self.dirs) {
+            *f = DirStats::with_percentiles(
+                d.slat.hist.is_some(),
+                d.clat.hist.is_some(),
+                d.lat.hist.is_some(),
+            );
+        }
+        fresh.latency_depth = self.latency_depth;
+        fresh.latency_target_us = self.latency_target_us;
+        fresh.latency_window_us = self.latency_window_us;
+        fresh.latency_percentile = self.latency_percentile;
+        fresh.job_options = std::mem::take(&mut self.job_options);
+        fresh.description = std::mem::take(&mut self.description);
+        *self = fresh;
     }
 
     /// The statistics of one direction.

@@ -82,6 +82,21 @@ impl Sim {
                 job.stats
                     .dir_mut(d)
                     .record_io(bytes, s1 - s0, cur.saturating_sub(s1));
+                if d != Ddir::Trim {
+                    // fio's latency_target and max_latency judge the total latency.
+                    let at = Nanos(cur.saturating_sub(job.start));
+                    job.def.source.completed(at, cur.saturating_sub(s0));
+                    if job.def.source.take_stats_reset() {
+                        job.stats.restart();
+                        job.ios = 0;
+                        job.bytes = 0;
+                        job.restarted_at = Some(cur);
+                    }
+                    if let Some(e) = job.def.source.take_error() {
+                        job.errors += 1;
+                        job.error_text.get_or_insert(e);
+                    }
+                }
                 if let Some(logs) = &mut job.def.logs {
                     let at = cur.saturating_sub(job.start);
                     logs.io(
@@ -147,14 +162,16 @@ impl Sim {
             }
             // The rest of a split bio already counts in the depth: it carries on first.
             let rest_waits = job.pending.as_ref().is_some_and(|b| b.split.is_some());
-            if job.inflight() >= job.def.iodepth && !rest_waits {
+            // fio's latency_target search sets the depth as it goes.
+            let depth = job.def.source.depth().unwrap_or(job.def.iodepth);
+            if job.inflight() >= depth && !rest_waits {
                 // Full: like fio, wait for `iodepth_batch_complete_min` completions before
                 // issuing again.
                 job.refilling = job.def.batch_complete_min > 1;
                 break;
             }
             if job.refilling && !rest_waits {
-                if job.def.iodepth - job.inflight() < job.def.batch_complete_min {
+                if depth.saturating_sub(job.inflight()) < job.def.batch_complete_min {
                     break;
                 }
                 job.refilling = false;

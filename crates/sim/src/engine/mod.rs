@@ -214,6 +214,10 @@ struct JobRun {
     errors: u64,
     start: u64,
     end: u64,
+    /// When the job's source started the statistics over (fio's latency-target search),
+    /// and the error that ended it, if any.
+    restarted_at: Option<u64>,
+    error_text: Option<String>,
 }
 
 impl JobRun {
@@ -419,9 +423,13 @@ impl Sim {
             cpus[def.cpu as usize].jobs.push(i as u32);
             runs.push(JobRun {
                 rng: rng.fork(100 + i as u64),
-                stats: JobStats {
-                    latency_depth: def.iodepth,
-                    ..JobStats::new(&def.name)
+                stats: {
+                    let mut s = JobStats {
+                        latency_depth: def.iodepth,
+                        ..JobStats::new(&def.name)
+                    };
+                    def.source.describe(&mut s);
+                    s
                 },
                 def,
                 started: false,
@@ -442,6 +450,8 @@ impl Sim {
                 errors: 0,
                 start: 0,
                 end: 0,
+                restarted_at: None,
+                error_text: None,
             });
         }
         let nr_locks = 1 + nr_hw as usize + nr_ctx + nr_hw as usize;

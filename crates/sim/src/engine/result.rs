@@ -141,8 +141,14 @@ impl Sim {
                 if let Some(logs) = &mut j.def.logs {
                     logs.finish(j.end.saturating_sub(j.start));
                 }
-                // Statistics start after the ramp, as the threaded runner's do.
-                j.start = (j.start + j.def.ramp.0).min(j.end);
+                // Statistics start after the ramp (or where the job's source started them
+                // over), as the threaded runner's do.
+                j.start = (j.start + j.def.ramp.0)
+                    .max(j.restarted_at.unwrap_or(0))
+                    .min(j.end);
+                if let Some(d) = j.def.source.depth() {
+                    j.stats.latency_depth = d;
+                }
                 let rt = j.end.saturating_sub(j.start);
                 j.stats.job_runtime_ns = rt;
                 for d in 0..2 {
@@ -150,7 +156,10 @@ impl Sim {
                         j.stats.dirs[d].runtime_ns = rt;
                     }
                 }
-                if j.errors > 0 {
+                if let Some(e) = j.error_text.take() {
+                    j.stats.error = 110; // ETIMEDOUT: max_latency or latency_target missed
+                    j.stats.error_text = e;
+                } else if j.errors > 0 {
                     j.stats.error = 5; // EIO, as fio reports a job that saw I/O errors
                     j.stats.error_text = format!("{} I/O errors", j.errors);
                 }

@@ -62,26 +62,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "read_iolog",
         "replaying an I/O log is `mqblk replay`; remove the line",
     ),
-    (
-        "latency_target",
-        "latency-target depth probing is not implemented",
-    ),
-    (
-        "latency_window",
-        "latency-target depth probing is not implemented",
-    ),
-    (
-        "latency_percentile",
-        "latency-target depth probing is not implemented",
-    ),
-    (
-        "latency_run",
-        "latency-target depth probing is not implemented",
-    ),
-    (
-        "max_latency",
-        "latency limits are not implemented; remove the line",
-    ),
     // Engine- and OS-specific.
     ("cpumask", "use cpus_allowed= with a CPU list"),
     (

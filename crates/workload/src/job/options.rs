@@ -859,6 +859,54 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "latency_target",
+        aliases: &[],
+        default: "0",
+        help: "Find the deepest queue whose I/Os complete within this total latency (microseconds unless given a unit): from depth 1 up to iodepth, a window at each.",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.latency_target_ns = v,
+        },
+    },
+    OptDef {
+        name: "latency_window",
+        aliases: &[],
+        default: "0",
+        help: "How long each depth of the latency_target search runs (microseconds unless given a unit).",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.latency_window_ns = v,
+        },
+    },
+    OptDef {
+        name: "latency_percentile",
+        aliases: &[],
+        default: "100",
+        help: "The share of a window's I/Os that must meet latency_target.",
+        kind: Kind::Percent {
+            set: |j, v| j.latency_percentile = v,
+        },
+    },
+    OptDef {
+        name: "latency_run",
+        aliases: &[],
+        default: "0",
+        help: "Keep adjusting the depth to latency_target instead of ending once it is found.",
+        kind: Kind::Bool {
+            set: |j, v| j.latency_run = v,
+        },
+    },
+    OptDef {
+        name: "max_latency",
+        aliases: &[],
+        default: "0",
+        help: "End the job with an error at the first I/O whose total latency exceeds this (microseconds unless given a unit; 0: no limit).",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.max_latency_ns = v,
+        },
+    },
+    OptDef {
         name: "new_group",
         aliases: &[],
         default: "0",
@@ -1546,20 +1594,26 @@ fn bad_named(option: &str, text: &str, expected: &str) -> JobErrorKind {
 /// `rw=MODE[:N]`: a pattern and fio's modifier (a gap after each sequential I/O, or I/Os
 /// per random offset).
 fn set_rw(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
-    let (mode, modifier) = match text.split_once(':') {
+    let (mode, modifier, backward) = match text.split_once(':') {
         Some((m, n)) => {
-            let n = parse_size(n.trim()).ok_or_else(|| {
+            // `read:-8k`: each I/O starts 8k before the end of the one before.
+            let (n, back) = match n.trim().strip_prefix('-') {
+                Some(rest) => (rest, true),
+                None => (n.trim(), false),
+            };
+            let n = parse_size(n).ok_or_else(|| {
                 bad_named(
                     option,
                     text,
                     "MODE or MODE:N (N a size for sequential modes, a count for random ones)",
                 )
             })?;
-            (m.trim(), n)
+            (m.trim(), n, back)
         }
-        None => (text, 0),
+        None => (text, 0, false),
     };
     job.rw_modifier = modifier;
+    job.rw_backward = backward;
     job.rw = match mode.to_ascii_lowercase().as_str() {
         "read" => RwMode::Read,
         "write" => RwMode::Write,
@@ -1579,6 +1633,13 @@ fn set_rw(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKin
             })
         }
     };
+    if backward && job.rw.is_random() {
+        return Err(bad_named(
+            option,
+            text,
+            "a negative N only for sequential modes (random ones take a count)",
+        ));
+    }
     Ok(())
 }
 

@@ -50,8 +50,9 @@ pub struct Job {
     pub sizes: [BlockSizes; 3],
     /// `blockalign` of the directions the job issues (the larger), if given.
     pub align: Option<u32>,
-    /// `rw=MODE:N`'s N (0: none).
+    /// `rw=MODE:N`'s N (0: none), and whether it was negative (`read:-8k`).
     pub rw_modifier: u64,
+    pub rw_backward: bool,
     pub random_distribution: Distribution,
     /// `percentage_random` of reads, writes and trims.
     pub percentage_random: [u32; 3],
@@ -74,6 +75,10 @@ pub struct Job {
     /// fio's flow control: the job's weight in its group (shared by the run's clones of one
     /// `flow_id`), if it has one.
     pub flow: Option<Flow>,
+    /// fio's `latency_target` search as `(target, window, percentile, latency_run)` (ns,
+    /// ns, percent), if asked for, and `max_latency` (0: none).
+    pub latency_target: Option<(u64, u64, f64, bool)>,
+    pub max_latency_ns: u64,
     /// Wait this long after the start before the first I/O (`startdelay`, drawn for this
     /// clone from its range).
     pub start_delay_ns: u64,
@@ -180,6 +185,8 @@ impl Job {
             offset: f.offset,
             size: f.size,
             modifier: self.rw_modifier,
+            backward: self.rw_backward,
+            from_end: f.offset > f.base,
             dist: self.random_distribution.clone(),
             percentage_random: self.percentage_random,
             norandommap: self.norandommap,
@@ -334,6 +341,7 @@ pub fn resolve(
                 sizes: sizes.clone(),
                 align,
                 rw_modifier: s.rw_modifier,
+                rw_backward: s.rw_backward,
                 random_distribution: s.random_distribution.clone(),
                 percentage_random: s.percentage_random,
                 norandommap: s.norandommap,
@@ -343,6 +351,13 @@ pub fn resolve(
                 loops: s.loops.max(1),
                 barrier,
                 wait_for,
+                latency_target: (s.latency_target_ns > 0).then_some((
+                    s.latency_target_ns,
+                    s.latency_window_ns,
+                    s.latency_percentile,
+                    s.latency_run,
+                )),
+                max_latency_ns: s.max_latency_ns,
                 flow: (s.flow > 0).then(|| Flow {
                     group: flows.entry(s.flow_id).or_default().clone(),
                     weight: u64::from(s.flow),

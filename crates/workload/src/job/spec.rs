@@ -223,6 +223,9 @@ pub struct JobSpec {
     /// `rw=MODE:N`'s N (0: none): a gap in bytes for sequential patterns, I/Os per random
     /// offset for random ones.
     pub rw_modifier: u64,
+    /// `rw=MODE:-N`: sequential I/O going backwards, each I/O N bytes before the end of
+    /// the one before.
+    pub rw_backward: bool,
     /// `random_distribution=`.
     pub random_distribution: Distribution,
     /// `percentage_random=` per direction: the share of a random job's I/Os at random
@@ -337,6 +340,14 @@ pub struct JobSpec {
     pub flow: u32,
     pub flow_id: u32,
     pub flow_sleep_ns: u64,
+    /// fio's latency-target search: the target total latency (0: off), the window each
+    /// depth runs, the share of I/Os that must meet it (percent), and whether to keep
+    /// adjusting (`latency_run`); `max_latency` ends the job at the first I/O over it.
+    pub latency_target_ns: u64,
+    pub latency_window_ns: u64,
+    pub latency_percentile: f64,
+    pub latency_run: bool,
+    pub max_latency_ns: u64,
     /// Start a new reporting group.
     pub new_group: bool,
     /// CPUs the job's threads may run on (empty = all).
@@ -473,6 +484,7 @@ impl Default for JobSpec {
             bssplit: None,
             blockalign: None,
             rw_modifier: 0,
+            rw_backward: false,
             random_distribution: Distribution::Uniform,
             percentage_random: [100; 3],
             number_ios: 0,
@@ -530,6 +542,11 @@ impl Default for JobSpec {
             flow: 0,
             flow_id: 0,
             flow_sleep_ns: 0,
+            latency_target_ns: 0,
+            latency_window_ns: 0,
+            latency_percentile: 100.0,
+            latency_run: false,
+            max_latency_ns: 0,
             new_group: false,
             cpus_allowed: Vec::new(),
             filename: None,

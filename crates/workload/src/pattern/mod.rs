@@ -121,6 +121,11 @@ pub struct Shape {
     /// fio's `rw=...:N`: for sequential patterns a gap of N bytes after each I/O, for
     /// random ones a new random offset every N I/Os with sequential ones between (0: none).
     pub modifier: u64,
+    /// A negative sequential modifier (`read:-8k`): each I/O `modifier` bytes before the
+    /// end of the one before; fio starts such a job at the region's start when it begins
+    /// at its file's start, else `modifier` before the region's end (`from_end`).
+    pub backward: bool,
+    pub from_end: bool,
     pub dist: Distribution,
     /// fio's `percentage_random` per direction (100: every I/O at a random offset).
     pub percentage_random: [u32; 3],
@@ -143,6 +148,7 @@ pub struct Generator {
     span: u64,
     nr_blocks: u64,
     modifier: u64,
+    backward: bool,
     /// I/Os and bytes issued in the current pass.
     pos: u64,
     bytes: u64,
@@ -186,6 +192,13 @@ impl Generator {
         let fixed = first
             .as_ref()
             .is_some_and(|f| f.is_fixed() && sizes.all(|(s, _)| s == f));
+        // fio 3.33, `--rw=write:-192k --bs=64k --offset=16m --size=8m`: the first write at
+        // 16m + 8m - 192k.
+        let first_cursor = if shape.backward && shape.from_end {
+            (nr_blocks * grid).saturating_sub(shape.modifier)
+        } else {
+            0
+        };
         let sampler = shape
             .dist
             .is_skewed()
@@ -199,6 +212,7 @@ impl Generator {
             span: nr_blocks * grid,
             nr_blocks,
             modifier: shape.modifier,
+            backward: shape.backward,
             pos: 0,
             bytes: 0,
             // fio's random map: each block once per pass, reads and writes of a mixed job
@@ -216,8 +230,8 @@ impl Generator {
             perm,
             sampler,
             rng,
-            read_cursor: 0,
-            write_cursor: 0,
+            read_cursor: first_cursor,
+            write_cursor: first_cursor,
             last_end: [0; 3],
             seq_left: [0; 3],
             pct_random: shape.percentage_random,
@@ -291,17 +305,24 @@ impl Generator {
             len = cut;
             at
         } else {
-            let hole = self.modifier;
+            let (hole, back, span, grid) = (self.modifier, self.backward, self.span, self.grid);
             let cursor = if write && self.pattern.is_mixed() {
                 &mut self.write_cursor
             } else {
                 &mut self.read_cursor
             };
-            if *cursor + len > self.span {
-                *cursor = 0;
+            if *cursor + len > span {
+                *cursor = if back { (span - len) / grid * grid } else { 0 };
             }
             let at = *cursor;
-            *cursor += len + hole;
+            *cursor = match (back, at + len) {
+                (false, end) => end + hole,
+                // fio's get_next_seq_offset going backwards: `hole` before the end of
+                // this I/O, or from the end of the region when that falls below its start
+                // (`--rw=read:-8k --bs=4k --size=64k`: 0, 56k, 52k, ..., 4k, 0).
+                (true, end) if end >= hole => end - hole,
+                (true, _) => span.saturating_sub(hole),
+            };
             at
         };
         self.pos += 1;
@@ -419,6 +440,8 @@ mod tests {
             offset,
             size,
             modifier: 0,
+            backward: false,
+            from_end: false,
             dist: Distribution::Uniform,
             percentage_random: [100; 3],
             norandommap: false,

@@ -145,11 +145,11 @@ fn add_distributions(o: &mut Obj, job: &JobStats) {
         "latency_ms",
         dist_object(&LAT_MS_KEYS, &buckets.ms, total, 0.01),
     );
-    // fio's latency-target keys, at the values fio prints when no target is set.
+    // fio's latency-target keys (without a target: the job's iodepth, 0, 100, 0).
     o.int("latency_depth", u64::from(job.latency_depth))
-        .int("latency_target", 0)
-        .float("latency_percentile", 100.0)
-        .int("latency_window", 0);
+        .int("latency_target", job.latency_target_us)
+        .float("latency_percentile", job.latency_percentile)
+        .int("latency_window", job.latency_window_us);
 }
 
 /// Counts as percentages of `total`. Like fio, a nonzero count never shows as less
