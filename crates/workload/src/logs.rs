@@ -153,7 +153,7 @@ impl JobLogs {
     fn roll(&mut self, at_ns: u64) {
         while at_ns >= self.window_end {
             let end = self.window_end;
-            self.close_window(end);
+            self.close_window(end, false);
             self.window_end += self.window_ns;
         }
     }
@@ -210,7 +210,10 @@ impl JobLogs {
         out
     }
 
-    fn close_window(&mut self, end_ns: u64) {
+    /// Writes the lines of the window ending at `end_ns`; a `partial` one (the job's end)
+    /// only into the latency logs: fio 3.33 (`--runtime=1100ms --log_avg_msec=250`) ends
+    /// its lat and clat logs with a line at 1100 and its bw and iops logs at 1000.
+    fn close_window(&mut self, end_ns: u64, partial: bool) {
         let secs = self.window_ns as f64 / 1e9;
         for d in 0..3 {
             let w = std::mem::take(&mut self.open[d]);
@@ -231,10 +234,10 @@ impl JobLogs {
                 self.clat.push(line(w.clat / w.n));
                 self.slat.push(line(w.slat / w.n));
             }
-            if self.cfg.bw.is_some() {
+            if self.cfg.bw.is_some() && !partial {
                 self.bw.push(line(kib.round() as u64));
             }
-            if self.cfg.iops.is_some() {
+            if self.cfg.iops.is_some() && !partial {
                 self.iops.push(line(iops.round() as u64));
             }
         }
@@ -249,7 +252,7 @@ impl JobLogs {
         if self.open.iter().any(|w| w.n > 0) {
             // The partial window counts over the time it covered.
             self.window_ns = covered;
-            self.close_window(at_ns);
+            self.close_window(at_ns, true);
             self.window_ns = full;
         }
     }

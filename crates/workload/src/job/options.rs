@@ -977,9 +977,9 @@ static OPTIONS: &[OptDef] = &[
         name: "file_service_type",
         aliases: &[],
         default: "roundrobin",
-        help: "Which file of a set the next I/O goes to: roundrobin, sequential (each file to its end) or random; :N keeps N I/Os on a file.",
+        help: "Which file of a set the next I/O goes to: roundrobin, sequential (each file to its end) or random (:N keeps N I/Os on a file); zipf:THETA, pareto:H, normal:DEV (gauss) skew the choice.",
         kind: Kind::Custom {
-            syntax: "roundrobin|sequential|random[:N]",
+            syntax: "roundrobin|sequential|random[:N]|zipf:T|pareto:H|normal:D",
             set: set_file_service,
         },
     },
@@ -1822,7 +1822,8 @@ fn set_filesize(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobEr
     Ok(())
 }
 
-/// `file_service_type=roundrobin|sequential|random[:N]`.
+/// `file_service_type=roundrobin|sequential|random[:N]`, or `zipf|pareto|normal|gauss:P`
+/// (the distribution's parameter, as `random_distribution` takes it).
 fn set_file_service(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
     let (kind, nr) = match text.split_once(':') {
         Some((k, n)) => (k, Some(n)),
@@ -1832,19 +1833,28 @@ fn set_file_service(job: &mut JobSpec, text: &str, option: &str) -> Result<(), J
         "roundrobin" => FileServiceKind::RoundRobin,
         "sequential" => FileServiceKind::Sequential,
         "random" => FileServiceKind::Random,
-        "zipf" | "pareto" | "normal" | "gauss" => {
-            return Err(unsupported(
-                option,
-                text,
-                "skewed file selection is not implemented; use random".into(),
-            ))
+        k @ ("zipf" | "pareto" | "normal" | "gauss") => {
+            let name = if k == "gauss" { "normal" } else { k };
+            let spec = match nr {
+                Some(p) => format!("{name}:{}", p.trim()),
+                None => name.to_string(),
+            };
+            let dist =
+                Distribution::parse(&spec, parse_size).map_err(|r| unsupported(option, text, r))?;
+            job.file_service = FileService {
+                kind: FileServiceKind::Skewed,
+                nr: 1,
+                dist,
+            };
+            return Ok(());
         }
         other => {
+            let known = "roundrobin, sequential, random, zipf, pareto, normal or gauss";
             return Err(unsupported(
                 option,
                 text,
-                format!("'{other}' is not roundrobin, sequential or random"),
-            ))
+                format!("'{other}' is not {known}"),
+            ));
         }
     };
     let nr = match nr {
@@ -1853,7 +1863,11 @@ fn set_file_service(job: &mut JobSpec, text: &str, option: &str) -> Result<(), J
             .filter(|&v| v > 0)
             .ok_or_else(|| unsupported(option, text, format!("':{n}' is not a count above 0")))?,
     };
-    job.file_service = FileService { kind, nr };
+    job.file_service = FileService {
+        kind,
+        nr,
+        ..FileService::default()
+    };
     Ok(())
 }
 

@@ -370,7 +370,7 @@ pub fn resolve(
                 write_iolog: s.write_iolog.clone(),
                 logs: s.logs.clone(),
                 files,
-                file_service: s.file_service,
+                file_service: s.file_service.clone(),
                 openfiles: s.openfiles,
                 iodepth: s.effective_iodepth(),
                 batch_submit: s.iodepth_batch_submit.clamp(1, s.effective_iodepth()),

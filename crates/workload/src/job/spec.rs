@@ -23,13 +23,18 @@ pub enum FileServiceKind {
     Sequential,
     /// A file drawn at random among the open ones.
     Random,
+    /// A file drawn by `zipf`, `pareto` or `normal`/`gauss` over all of them; a file
+    /// whose pass is done starts over (fio's `fio_file_reset`) until the job's I/O is done.
+    Skewed,
 }
 
-/// `file_service_type=KIND[:N]`: N I/Os go to a file before the next is picked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `file_service_type=KIND[:N]`: N I/Os go to a file before the next is picked (for the
+/// skewed kinds the number is the distribution's parameter, held in `dist`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct FileService {
     pub kind: FileServiceKind,
     pub nr: u64,
+    pub dist: crate::pattern::Distribution,
 }
 
 impl Default for FileService {
@@ -37,6 +42,7 @@ impl Default for FileService {
         FileService {
             kind: FileServiceKind::RoundRobin,
             nr: 1,
+            dist: crate::pattern::Distribution::Uniform,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! then between the last two. Once every file is done a pass over the set is done; a
 //! `time_based` job (or a further `loops` pass) opens them all again.
 
+use super::dist::Sampler;
 use super::{Generator, Io, Rng, Shape};
 use crate::job::{FileService, FileServiceKind};
 
@@ -31,6 +32,11 @@ pub struct FileSet {
     cur: usize,
     left: u64,
     rng: Rng,
+    /// A skewed choice (`file_service_type=zipf:1.2`): the sampler over the files, and the
+    /// bytes issued against one pass over all of them.
+    skew: Option<Sampler>,
+    issued: u64,
+    total: u64,
 }
 
 impl FileSet {
@@ -45,10 +51,17 @@ impl FileSet {
             first_block.push(nr_blocks);
             nr_blocks += g.nr_blocks();
         }
+        let mut rng = Rng::new(shapes[0].seed ^ 0x00F1_1E5E_7000_0001);
+        // A skewed choice draws among all the files (fio keeps them open and resets a
+        // finished one).
+        let skew = (service.kind == FileServiceKind::Skewed)
+            .then(|| Sampler::new(&service.dist, files.len() as u64, 1, &mut rng));
         let open_max = match openfiles as usize {
+            _ if skew.is_some() => files.len(),
             0 => files.len(),
             n => n.min(files.len()),
         };
+        let total = shapes.iter().map(|s| s.size).sum();
         let mut set = FileSet {
             files,
             first_block,
@@ -59,7 +72,10 @@ impl FileSet {
             next_closed: 0,
             cur: 0,
             left: 0,
-            rng: Rng::new(shapes[0].seed ^ 0x00F1_1E5E_7000_0001),
+            rng,
+            skew,
+            issued: 0,
+            total,
         };
         set.open_files();
         set
@@ -92,6 +108,7 @@ impl FileSet {
         match self.files.as_slice() {
             // One file: exactly the generator's own end (the common case stays as it was).
             [only] => only.pass_done(),
+            _ if self.skew.is_some() => self.issued >= self.total,
             _ => {
                 self.next_closed >= self.files.len()
                     && self.open.iter().all(|&f| self.files[f].pass_done())
@@ -108,6 +125,7 @@ impl FileSet {
         self.next_closed = 0;
         self.cur = 0;
         self.left = 0;
+        self.issued = 0;
         self.open_files();
     }
 
@@ -149,6 +167,11 @@ impl FileSet {
                 FileServiceKind::Random => {
                     self.cur = self.rng.below(self.open.len() as u64) as usize;
                 }
+                // Every file stays open, in file order.
+                FileServiceKind::Skewed => {
+                    let s = self.skew.as_ref().expect("a skewed set has its sampler");
+                    self.cur = s.next(&mut self.rng) as usize;
+                }
             }
             self.left = self.service.nr;
         }
@@ -166,6 +189,15 @@ impl FileSet {
     pub fn next_io(&mut self) -> (usize, Io) {
         loop {
             let f = self.pick();
+            if self.skew.is_some() {
+                // fio's `fio_file_reset`: a finished file starts over.
+                if self.files[f].pass_done() {
+                    self.files[f].rewind();
+                }
+                let io = self.files[f].next_io();
+                self.issued += u64::from(io.len);
+                return (f, io);
+            }
             let last = self.open.len() == 1 && self.next_closed >= self.files.len();
             if self.files[f].pass_done() && !last {
                 self.close(f);
