@@ -8,7 +8,9 @@
 //! and the next unopened file is opened, so with `openfiles=1` round robin goes through the
 //! files one after another, and with `openfiles=2` of 4 it alternates between the first two,
 //! then between the last two. Once every file is done a pass over the set is done; a
-//! `time_based` job (or a further `loops` pass) opens them all again.
+//! `time_based` job (or a further `loops` pass) opens them all again. The skewed kinds
+//! (`zipf`, `pareto`, `normal`/`gauss`) draw among all the files by that law, and a file
+//! whose pass is done starts over (fio's `fio_file_reset`) until the set's bytes are done.
 
 use super::dist::Sampler;
 use super::{Generator, Io, Rng, Shape};
