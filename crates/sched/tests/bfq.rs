@@ -199,3 +199,41 @@ fn bfq_nomerges_1_merges_only_into_the_one_hit_cache() {
         r.finish();
     }
 }
+
+#[test]
+fn bfq_a_newly_raised_queue_gets_a_short_first_turn() {
+    // `bfq_update_bfqq_wr_on_rq_arrival`: a queue whose raising starts has its budget cut
+    // to twice the minimum (`2 * bfq_min_budget`, 1024 sectors with the default maximum of
+    // 16384), and `__bfq_bfqq_recalc_budget` keeps a raised queue's budgets there. Not
+    // raised, the same queue starts with two thirds of the maximum (`bfq_init_bfqq`) and
+    // takes all its 200 requests (1600 sectors) in one turn. On a slow device a turn also
+    // ends at `timeout_sync` (125 ms), a raised queue's only after 30 of them
+    // (`bfq_set_budget_timeout`: `weight / orig_weight`).
+    let first_turn = |low_latency: &str, lat: Nanos| {
+        let mut r = Rig::simple(BFQ, 1);
+        r.set("low_latency", low_latency);
+        for i in 0..200 {
+            r.queue(0, read(100_000 + i * 16, 8, 1000 + i).with_issuer(1, 0));
+        }
+        // A second reader at a lower weight of its own (never raised, never preempting),
+        // waiting its turn.
+        let be7 = IoPrio::new(IoPrioClass::Be, 7);
+        for i in 0..40 {
+            r.queue(
+                0,
+                read(900_000 + i * 16, 8, 5000 + i)
+                    .with_issuer(2, 0)
+                    .with_ioprio(be7),
+            );
+        }
+        r.drain(lat);
+        let order: Vec<u64> = r.drv.issues().iter().map(|i| i.privates[0]).collect();
+        r.finish();
+        order.iter().take_while(|&&p| p < 5000).count()
+    };
+    assert_eq!(first_turn("1", us(100)), 1024 / 8);
+    assert_eq!(first_turn("0", us(100)), 200);
+    assert_eq!(first_turn("1", ms(10)), 1024 / 8);
+    let timed_out = first_turn("0", ms(10));
+    assert!((12..=14).contains(&timed_out), "{timed_out}");
+}

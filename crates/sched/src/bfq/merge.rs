@@ -141,7 +141,6 @@ impl State {
             io_start: q.io_start,
             idle: q.idle,
             in_large_burst: q.in_large_burst,
-            budget: q.budget,
         };
         for &i in &issuers {
             self.by_key.insert(Key::Sync(i), dst);
@@ -272,7 +271,6 @@ impl State {
             q.io_start = s.io_start;
             q.idle = s.idle;
             q.in_large_burst = s.in_large_burst;
-            q.budget = s.budget;
         }
     }
 }

@@ -119,11 +119,24 @@ impl State {
     /// (`bfq_calc_max_budget`), the default until the rate is known.
     pub(super) fn max_budget(&self, k: &Knobs) -> u64 {
         // `bfq_max_budget`: the default until enough turns were handed out, whatever the
-        // user set; then the user's, or the default until the first peak-rate update
-        // (`update_thr_responsiveness_params`), then what the peak rate serves.
+        // user set; then `bfqd->bfq_max_budget`.
         if self.budgets_assigned < STATS_MIN_BUDGETS {
             DEFAULT_MAX_BUDGET
-        } else if k.user_max_budget > 0 {
+        } else {
+            self.raw_max_budget(k)
+        }
+    }
+
+    /// `bfq_min_budget`: a 32nd of `bfq_max_budget`.
+    pub(super) fn min_budget(&self, k: &Knobs) -> u64 {
+        self.max_budget(k) / 32
+    }
+
+    /// `bfqd->bfq_max_budget` itself: the user's, or the default until the first
+    /// peak-rate update (`update_thr_responsiveness_params`), then what the peak rate
+    /// serves in `timeout_sync` (`bfq_calc_max_budget`).
+    pub(super) fn raw_max_budget(&self, k: &Knobs) -> u64 {
+        if k.user_max_budget > 0 {
             k.user_max_budget.max(64)
         } else if !self.dev.rate_measured {
             DEFAULT_MAX_BUDGET
@@ -225,29 +238,51 @@ impl State {
         }
     }
 
-    /// The budget of queue `id`'s next turn (`__bfq_bfqq_recalc_budget`).
-    pub(super) fn recalc_budget(&mut self, id: u32, why: Expire, k: &Knobs) {
-        let maxb = self.max_budget(k);
-        let minb = (maxb / 32).max(8);
+    /// The budget of queue `id`'s next turn (`__bfq_bfqq_recalc_budget`): the feedback on
+    /// its `max_budget` by how the turn ended, a raised queue held at twice the minimum,
+    /// an asynchronous one at the device's largest; a backlogged queue's next turn gets
+    /// it (at least its next request's charge), an empty one keeps its turn's budget
+    /// until it has requests again (`update_budget_for_activation`). A preempted queue not
+    /// raised changes nothing.
+    pub(super) fn recalc_budget(&mut self, id: u32, why: Expire, now: Nanos, k: &Knobs) {
+        let min_budget = self.min_budget(k);
+        let raw = self.raw_max_budget(k);
         let used = self.service;
-        let q = self.q(id);
-        let b = q.budget;
-        q.budget = if !q.sync {
-            maxb
-        } else if q.wr.coeff > 1 {
-            b
+        let capped = self.budgets_assigned >= STATS_MIN_BUDGETS && k.user_max_budget == 0;
+        let q = self.qr(id);
+        let mut b = if q.wr.coeff > 1 {
+            2 * min_budget
         } else {
-            match why {
-                Expire::TooIdle if q.dispatched > 0 => b * 2,
-                Expire::TooIdle if b > 5 * minb => b - 4 * minb,
-                Expire::TooIdle => minb,
-                Expire::BudgetTimeout => b * 2,
-                Expire::BudgetExhausted => b * 4,
-                Expire::NoMoreRequests => used.max(minb),
-                Expire::Preempted => b,
-            }
+            q.max_budget
+        };
+        if q.sync && q.wr.coeff <= 1 {
+            b = match why {
+                Expire::TooIdle if q.dispatched > 0 => (b * 2).min(raw),
+                Expire::TooIdle if b > 5 * min_budget => b - 4 * min_budget,
+                Expire::TooIdle => min_budget,
+                Expire::BudgetTimeout => (b * 2).min(raw),
+                Expire::BudgetExhausted => (b * 4).min(raw),
+                Expire::NoMoreRequests => used.max(min_budget),
+                Expire::Preempted => return,
+            };
+        } else if !q.sync {
+            b = raw;
         }
-        .clamp(minb, maxb);
+        if capped {
+            b = b.min(raw);
+        }
+        self.q(id).max_budget = b;
+        if !self.qr(id).sorted.is_empty() {
+            self.q(id).budget = self.budget_for_next(id, now, k);
+        }
+    }
+
+    /// `max(max_budget, the next request's charge)`: the budget a turn starts with.
+    pub(super) fn budget_for_next(&self, id: u32, now: Nanos, k: &Knobs) -> u64 {
+        let rq = self.pick(id, k, now);
+        let info = &self.rqs[rq as usize];
+        let charge = self.serv_to_charge(id, (info.end - info.sector).max(1));
+        self.qr(id).max_budget.max(charge)
     }
 
     /// How long interactive raising lasts on this device (`bfq_wr_duration`).
@@ -559,15 +594,27 @@ impl State {
         // `bfq_bfqq_update_budg_for_activation`: back in time (within three idle slices of
         // its last completion) after running dry with budget left, it resumes that turn at
         // its old place, and may preempt to recover the service hole.
+        // Otherwise its turn starts afresh with `max(max_budget, next request's charge)`.
+        // Then a queue whose raising starts now gets at most twice the minimum budget, to
+        // keep its turn close to its backlog (`bfq_update_bfqq_wr_on_rq_arrival`).
         let q = self.q(qid);
         let arrived_in_time = now <= q.ttime.last_end.saturating_add(Nanos(3 * k.slice_idle.0));
         let wants_to_preempt = match q.hole.take() {
             Some(left) if arrived_in_time && left > 0 => {
-                q.budget = q.budget.min(left);
+                q.budget = left.min(q.max_budget);
                 true
             }
-            _ => false,
+            _ => {
+                let b = self.budget_for_next(qid, now, k);
+                self.q(qid).budget = b;
+                false
+            }
         };
+        if old.coeff <= 1 && self.qr(qid).wr.coeff > 1 {
+            let cap = 2 * self.min_budget(k);
+            let q = self.q(qid);
+            q.budget = q.budget.min(cap);
+        }
         self.activate_at(qid, wants_to_preempt);
         self.update_pending(qid);
         let Some(s) = self.in_service else { return };

@@ -262,7 +262,10 @@ pub(super) struct Bq {
     pub fifo: VecDeque<(u32, Nanos)>,
     /// Dispatched and not yet completed.
     pub dispatched: u32,
+    /// The budget of its current or next turn (`entity.budget`), and the feedback value
+    /// that sets it (`bfqq->max_budget`, `__bfq_bfqq_recalc_budget`).
     pub budget: u64,
+    pub max_budget: u64,
     /// In the service tree (backlogged and not in service).
     pub in_tree: bool,
     /// Where the head ended after its last dispatch.
@@ -347,7 +350,6 @@ pub(super) struct Saved {
     pub io_start: Nanos,
     pub idle: Nanos,
     pub in_large_burst: bool,
-    pub budget: u64,
 }
 
 #[derive(Copy, Clone, Debug, Default)]
@@ -532,6 +534,8 @@ pub(super) struct State {
     /// Service the in-service queue received this turn.
     pub service: u64,
     pub slice_start: Nanos,
+    /// When the turn in service times out (`bfqq->budget_timeout`).
+    pub budget_timeout: Nanos,
     /// When the last wait for the in-service queue's next request began
     /// (`last_idling_start`).
     pub last_idling_start: Nanos,
@@ -618,6 +622,7 @@ impl Bfq {
                 in_service: None,
                 service: 0,
                 slice_start: Nanos::ZERO,
+                budget_timeout: Nanos::MAX,
                 last_idling_start: Nanos::ZERO,
                 idle_until: None,
                 last_idle_class: Nanos::ZERO,
@@ -722,7 +727,9 @@ impl State {
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
             dispatched: 0,
-            budget: self.max_budget(k),
+            // `bfq_init_bfqq`: two thirds of the device's largest budget.
+            budget: 2 * self.max_budget(k) / 3,
+            max_budget: 2 * self.max_budget(k) / 3,
             in_tree: false,
             last_pos: rq.sector,
             created: now,
@@ -962,7 +969,7 @@ impl State {
         self.q(id).hole = (self.qr(id).sorted.is_empty()
             && !matches!(why, Expire::BudgetTimeout | Expire::BudgetExhausted))
         .then_some(left);
-        self.recalc_budget(id, why, k);
+        self.recalc_budget(id, why, now, k);
         self.update_wr(id, now, k);
         if self.qr(id).is_coop() && self.is_seeky(id) {
             // A shared queue that went seeky: its issuers cooperate no more.
@@ -1074,6 +1081,15 @@ impl State {
         self.inject.occupied_at = None;
         self.inject.injected = false;
         self.update_wr(id, now, k);
+        // `bfq_set_budget_timeout`: a raised queue's turn may last its raising factor times
+        // longer (`weight / orig_weight`), a soft real-time one's as long as anyone's.
+        let wr = self.qr(id).wr;
+        let coeff = if wr.soft_rt {
+            1
+        } else {
+            u64::from(wr.coeff.max(1))
+        };
+        self.budget_timeout = now.saturating_add(Nanos(k.timeout.0.saturating_mul(coeff)));
         self.reset_inject_limit(id, now, k);
         let q = self.q(id);
         q.in_tree = false;
@@ -1291,7 +1307,7 @@ impl State {
                 continue;
             };
             if !self.qr(id).sorted.is_empty() {
-                if now.saturating_sub(self.slice_start) > k.timeout {
+                if now > self.budget_timeout {
                     self.expire(k, Expire::BudgetTimeout, now);
                     continue;
                 }
