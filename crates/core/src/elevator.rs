@@ -113,8 +113,8 @@ pub trait Elevator: Send + Sync {
     /// The request is being freed, completed or not (`finish_request`).
     fn finish_request(&self, _rq: &ElvRq) {}
 
-    /// The request goes back to the scheduler (`requeue_request`).
-    fn requeue_request(&self, _rq: &ElvRq) {}
+    /// The request goes back to the scheduler (`requeue_request`), at `now`.
+    fn requeue_request(&self, _rq: &ElvRq, _now: Nanos) {}
 
     /// Hardware queues to run because something they waited for was freed (kyber's domain
     /// tokens: the kernel's token wait queues, whose wake-up runs the waiting hctx). Called by

@@ -505,7 +505,7 @@ impl Elevator for Kyber {
         self.release_token(rq.id);
     }
 
-    fn requeue_request(&self, rq: &ElvRq) {
+    fn requeue_request(&self, rq: &ElvRq, _now: Nanos) {
         self.release_token(rq.id);
     }
 

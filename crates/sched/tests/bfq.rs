@@ -26,8 +26,12 @@ fn bfq_bio_merge_produces_one_request() {
     r.queue(0, read(5000, 8, 30));
     r.queue(0, read(5016, 8, 32));
     assert!(matches!(r.submit(0, read(5008, 8, 31)), Submit::Merged));
-    // Another issuer's queue, another direction or another class never merges.
-    r.queue(0, read(1016, 8, 40).with_issuer(7, 0));
+    // Another issuer's bio is no bio merge (`bfq_allow_bio_merge`); its request joins at
+    // insert (`elv_attempt_insert_merge`). Another direction or class never merges.
+    assert!(matches!(
+        r.submit(0, read(1016, 8, 40).with_issuer(7, 0)),
+        Submit::Queued
+    ));
     r.queue(0, write(1016, 8, 41));
     r.queue(
         0,
@@ -38,7 +42,7 @@ fn bfq_bio_merge_produces_one_request() {
     // The raised sync queues are idled for (at least 20 ms, `bfq_arm_slice_timer`) and,
     // raised with a short think time, let no other queue be injected: the async write
     // waits for the idle timer.
-    while r.drv.nr_issues() < 7 {
+    while r.drv.nr_issues() < 6 {
         if r.complete_next(1) == 0 {
             let t = r.next_event().expect("an idle timer is armed");
             r.advance_to(t);
@@ -49,8 +53,7 @@ fn bfq_bio_merge_produces_one_request() {
     assert_eq!(
         got,
         [
-            (1000, 16, vec![10, 11]),
-            (1016, 8, vec![40]),
+            (1000, 24, vec![10, 11, 40]),
             (1016, 8, vec![41]),
             (1016, 8, vec![42]),
             (3000, 16, vec![21, 20]),
@@ -58,7 +61,7 @@ fn bfq_bio_merge_produces_one_request() {
         ]
     );
     let c = r.bfq().counters;
-    assert_eq!((c.bio_merges, c.rq_merges), (3, 1));
+    assert_eq!((c.bio_merges, c.rq_merges), (3, 2));
     r.drain(us(10));
     r.assert_each_done_once([1, 10, 11, 20, 21, 30, 31, 32, 40, 41, 42]);
     r.finish();
@@ -236,4 +239,83 @@ fn bfq_a_newly_raised_queue_gets_a_short_first_turn() {
     assert_eq!(first_turn("1", ms(10)), 1024 / 8);
     let timed_out = first_turn("0", ms(10));
     assert!((12..=14).contains(&timed_out), "{timed_out}");
+}
+
+#[test]
+fn bfq_a_requeued_request_goes_first_whoever_is_in_service() {
+    // `bfq_insert_request` puts a request inserted at the head (a requeued one, from
+    // `blk_mq_requeue_work`) on `bfqd->dispatch`, which `__bfq_dispatch_request` serves
+    // before any queue: the requeued read of a queue not in service does not wait for that
+    // queue's next turn.
+    let mut r = Rig::simple(BFQ, 2);
+    r.set("low_latency", "0");
+    r.drv.set_faults(Some(Faults {
+        rng: Rng::new(1),
+        resource: 0,
+        dev_resource: 0,
+        io_err: 0,
+        requeue: 1000,
+        jitter: us(0),
+    }));
+    r.queue(0, read(500_000, 8, 100).with_issuer(2, 0));
+    r.drv.set_faults(None);
+    // A reader of a higher weight arrives and preempts the first one's queue.
+    let be0 = IoPrio::new(IoPrioClass::Be, 0);
+    for i in 0..6 {
+        r.queue(0, read(i * 16, 8, i).with_issuer(1, 0).with_ioprio(be0));
+    }
+    assert_eq!(r.bfq().counters.preempted, 1);
+    let before = r.drv.nr_issues();
+    // The first read "completes" and is handed back; one of issuer 1's completes too.
+    assert_eq!(r.complete_next(1), 1);
+    r.advance_to(ms(1));
+    assert_eq!(r.drv.requeued(), 1);
+    assert_eq!(r.complete_next(1), 1);
+    let next: Vec<u64> = r
+        .drv
+        .issues_from(before)
+        .iter()
+        .map(|i| i.privates[0])
+        .collect();
+    eprintln!("issued after the requeue: {next:?}");
+    assert_eq!(
+        next.first(),
+        Some(&100),
+        "the requeued read first: {next:?}"
+    );
+    r.drain(us(10));
+    r.assert_each_done_once((0..6).chain([100]));
+    r.finish();
+}
+
+#[test]
+fn bfq_a_request_joins_the_queued_one_it_continues_at_insert_whatever_its_queue() {
+    // Bios merge only within their own queue (`bfq_allow_bio_merge`), but a request being
+    // inserted first tries `blk_mq_sched_try_insert_merge`: `elv_attempt_insert_merge`
+    // folds it into the queued request that ends where it starts, the one-hit cache first,
+    // then (nomerges=0) the elevator's hash, which holds every queue's requests.
+    for (nomerges, merged) in [
+        (mqblk_core::NoMerges::All, true),
+        (mqblk_core::NoMerges::Simple, false),
+        (mqblk_core::NoMerges::None, false),
+    ] {
+        let mut cfg = RigCfg::new(BFQ, 1);
+        cfg.nomerges = nomerges;
+        let mut r = Rig::new(cfg);
+        r.queue(0, read(0, 8, 1)); // on the device
+        r.queue(0, read(9000, 8, 2)); // the one-hit cache
+        r.queue(0, read(1000, 8, 10).with_issuer(5, 0));
+        // Another issuer's read continuing the last one: not a bio merge.
+        assert!(matches!(
+            r.submit(0, read(1008, 8, 11).with_issuer(6, 0)),
+            Submit::Queued
+        ));
+        r.drain(us(10));
+        let reqs = r.issued_after_first();
+        let together = reqs.iter().any(|(_, _, p)| p == &vec![10, 11]);
+        assert_eq!(together, merged, "{nomerges:?}: {reqs:?}");
+        assert_eq!(r.bfq().counters.rq_merges, u64::from(merged));
+        r.assert_each_done_once([1, 2, 10, 11]);
+        r.finish();
+    }
 }

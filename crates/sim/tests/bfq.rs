@@ -401,7 +401,13 @@ fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
         eprintln!(
             "4 interleaved readers on hdd, seed {seed}: merged {m:.1} MB/s, apart {a:.1} MB/s"
         );
-        assert!(bfq(&merged).counters.queue_merges >= 3);
+        // Once one queue holds the others' neighbours, their requests join its queued ones
+        // at insert (`elv_attempt_insert_merge`) instead of going on to merge queues.
+        let c = bfq(&merged).counters;
+        assert!(
+            c.queue_merges >= 1 && c.rq_merges > c.dispatched / 2,
+            "{c:?}"
+        );
         assert!(
             m > 2.0 * a,
             "hdd seed {seed}: merged {m:.1} MB/s, apart {a:.1} MB/s"

@@ -221,7 +221,7 @@ impl QueueInner {
         }
         if use_sched {
             if let Some(e) = &self.elevator {
-                e.requeue_request(&snap);
+                e.requeue_request(&snap, now);
             }
         }
         self.hctxs[h.0 as usize].stats.requeued.add(1);

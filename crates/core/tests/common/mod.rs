@@ -778,7 +778,7 @@ impl mqblk_core::Elevator for Fifo {
         );
     }
 
-    fn requeue_request(&self, rq: &mqblk_core::ElvRq) {
+    fn requeue_request(&self, rq: &mqblk_core::ElvRq, _now: Nanos) {
         self.assert_live(rq.id, "requeue");
     }
 

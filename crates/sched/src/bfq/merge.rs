@@ -130,7 +130,7 @@ impl State {
         self.q(src).sorted.clear();
         for (rq, deadline) in moved {
             let sector = self.rqs[rq as usize].sector;
-            self.add_request(dst, rq, sector, deadline, false);
+            self.add_request(dst, rq, sector, deadline);
         }
         let issuers = std::mem::take(&mut self.q(src).issuers);
         let q = self.qr(src);

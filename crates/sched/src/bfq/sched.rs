@@ -266,6 +266,9 @@ pub(super) struct Bq {
     /// that sets it (`bfqq->max_budget`, `__bfq_bfqq_recalc_budget`).
     pub budget: u64,
     pub max_budget: u64,
+    /// Its requests waiting on `bfqd->dispatch`; they keep it alive (the kernel's
+    /// per-request reference).
+    pub parked: u32,
     /// In the service tree (backlogged and not in service).
     pub in_tree: bool,
     /// Where the head ended after its last dispatch.
@@ -360,6 +363,8 @@ pub(super) struct RqInfo {
     pub queued: bool,
     pub owned: bool,
     pub injected: bool,
+    /// On `bfqd->dispatch`, inserted at the head.
+    pub parked: bool,
 }
 
 /// BFQ's statistics (`Bfq::typed_stats`): its counters and the device estimates they led to.
@@ -560,6 +565,8 @@ pub(super) struct State {
     /// The one-hit merge cache (`q->last_merge`): the request last merged into, or the first
     /// inserted while it was empty; cleared when that request leaves its queue.
     pub last_merge: Option<u32>,
+    /// Requests inserted at the head (`bfqd->dispatch`), served before any queue.
+    pub dispatch: VecDeque<u32>,
     /// A decaying count of turns handed out (`budgets_assigned`): until it reaches
     /// `bfq_stats_min_budgets` every turn gets the default maximum budget.
     pub budgets_assigned: u32,
@@ -653,6 +660,7 @@ impl Bfq {
                 saved: HashMap::new(),
                 last_completion: None,
                 last_merge: None,
+                dispatch: VecDeque::new(),
                 budgets_assigned: 0,
                 burst: Burst::default(),
                 retiring: VecDeque::new(),
@@ -670,7 +678,8 @@ impl Bfq {
 
     /// Makes the lock-free mirrors of `st` current.
     fn publish(&self, st: &State) {
-        self.queued.store(st.nr_queued, Ordering::Release);
+        self.queued
+            .store(st.nr_queued + st.dispatch.len() as u32, Ordering::Release);
         self.raised.store(st.load.wr_busy, Ordering::Release);
     }
 
@@ -730,6 +739,7 @@ impl State {
             // `bfq_init_bfqq`: two thirds of the device's largest budget.
             budget: 2 * self.max_budget(k) / 3,
             max_budget: 2 * self.max_budget(k) / 3,
+            parked: 0,
             in_tree: false,
             last_pos: rq.sector,
             created: now,
@@ -841,6 +851,7 @@ impl State {
         if q.retire_at.is_some()
             || !(q.sorted.is_empty()
                 && q.dispatched == 0
+                && q.parked == 0
                 && !q.in_tree
                 && self.in_service != Some(id))
         {
@@ -869,7 +880,11 @@ impl State {
             }
             self.retiring.pop_front();
             let still = self.queues[id as usize].as_ref().is_some_and(|q| {
-                q.retire_at == Some(since) && q.sorted.is_empty() && q.dispatched == 0 && !q.in_tree
+                q.retire_at == Some(since)
+                    && q.sorted.is_empty()
+                    && q.dispatched == 0
+                    && q.parked == 0
+                    && !q.in_tree
             });
             if still && self.in_service != Some(id) {
                 self.free_queue(id);
@@ -1252,6 +1267,51 @@ impl State {
         Some(RqId(next))
     }
 
+    /// `elv_attempt_insert_merge`: folds the new request `id` (starting at `sector`) into
+    /// the queued request ending there, the one-hit cache first, then (`nomerges=0`) any
+    /// queue's, as the elevator's hash holds every queue's requests; `attempt_merge` asks
+    /// BFQ nothing (no `bfq_allow_bio_merge`). One merge only, as since Linux 5.14. Where
+    /// we differ: `bfq_requests_merged` also makes the new request's queue if it has none
+    /// (`bfq_init_rq`); we do not, since the request never enters it.
+    fn insert_merge(&mut self, q: &ElvCtx<'_>, id: u32, sector: u64) -> bool {
+        let ends_here = |st: &State, t: u32| {
+            let r = &st.rqs[t as usize];
+            t != id && r.queued && r.end == sector
+        };
+        let mut target = self.last_merge.filter(|&t| ends_here(self, t));
+        if target.is_none_or(|t| !self.fold_insert(q, t, id)) {
+            if q.nomerges != NoMerges::All {
+                return false;
+            }
+            target = self
+                .queues
+                .iter()
+                .flatten()
+                .filter_map(|bq| bq.sorted.range(..(sector, 0)).next_back())
+                .map(|&(_, t)| t)
+                .find(|&t| ends_here(self, t));
+            match target {
+                Some(t) if self.fold_insert(q, t, id) => {}
+                _ => return false,
+            }
+        }
+        self.last_merge = target;
+        self.stats.rq_merges += 1;
+        true
+    }
+
+    /// Folds request `next` into queued request `t` if the merge rules allow.
+    fn fold_insert(&mut self, q: &ElvCtx<'_>, t: u32, next: u32) -> bool {
+        let mut a = q.rqs.lock(RqId(t));
+        let mut b = q.rqs.lock(RqId(next));
+        if !merge::req_merge_ok(&a, &b, q.limits) {
+            return false;
+        }
+        merge::merge_requests(&mut a, &mut b);
+        self.rqs[t as usize].end = a.end_sector();
+        true
+    }
+
     /// After a front merge into `id`: its predecessor in queue `qid` may now end where it
     /// starts, and absorbs it (`attempt_front_merge`).
     fn fold_into_prev(&mut self, q: &ElvCtx<'_>, qid: u32, id: u32) -> Option<RqId> {
@@ -1267,20 +1327,11 @@ impl State {
     }
 
     /// Adds request `rq` to queue `qid` (`bfq_add_request`).
-    pub(super) fn add_request(
-        &mut self,
-        qid: u32,
-        rq: u32,
-        sector: u64,
-        deadline: Nanos,
-        at_head: bool,
-    ) {
+    pub(super) fn add_request(&mut self, qid: u32, rq: u32, sector: u64, deadline: Nanos) {
         let q = self.q(qid);
         let new_head = q.sorted.first().is_none_or(|&(s, _)| sector < s);
         q.sorted.insert((sector, rq));
-        if at_head {
-            q.fifo.push_front((rq, deadline));
-        } else if q.fifo.back().is_none_or(|&(_, d)| d <= deadline) {
+        if q.fifo.back().is_none_or(|&(_, d)| d <= deadline) {
             q.fifo.push_back((rq, deadline));
         } else {
             // Requests moved in from a merged queue keep their own deadlines.
@@ -1293,8 +1344,52 @@ impl State {
         }
     }
 
+    /// Request `rq` left the device, done or handed back (`bfq_completed_request`).
+    fn completed(&mut self, rq: u32, now: Nanos, k: &Knobs) {
+        let info = self.rqs[rq as usize];
+        if !info.owned {
+            return;
+        }
+        self.rqs[rq as usize].owned = false;
+        self.note_completion(&info, now, k);
+        let q = self.q(info.queue);
+        q.dispatched = q.dispatched.saturating_sub(1);
+        q.ttime.last_end = now;
+        let drained = q.dispatched == 0 && q.sorted.is_empty();
+        self.update_pending(info.queue);
+        // The in-service queue's last request is back and nothing else of it is queued:
+        // start waiting for its issuer's next request (`bfq_arm_slice_timer`), or let it go.
+        if self.in_service == Some(info.queue) && drained && self.idle_until.is_none() {
+            if self.better_to_idle(info.queue, k) {
+                let sl = self.slice_timer(info.queue, k);
+                self.idle_until = Some(now.saturating_add(sl));
+                self.last_idling_start = now;
+                self.stats.idles += 1;
+            } else {
+                self.expire(k, Expire::NoMoreRequests, now);
+                self.restart = true;
+            }
+        }
+        self.maybe_free(info.queue);
+    }
+
     /// The next request to issue (`__bfq_dispatch_request`).
     fn dispatch(&mut self, k: &Knobs, now: Nanos) -> Option<RqId> {
+        // Requests inserted at the head (requeued ones) go first, outside every queue's
+        // turn and budget, counted as their queue's (`__bfq_dispatch_request`).
+        if let Some(rq) = self.dispatch.pop_front() {
+            let info = &mut self.rqs[rq as usize];
+            info.parked = false;
+            info.owned = true;
+            let qid = info.queue;
+            let q = self.q(qid);
+            q.parked -= 1;
+            q.dispatched += 1;
+            self.dev.rq_in_driver += 1;
+            self.update_pending(qid);
+            self.stats.dispatched += 1;
+            return Some(RqId(rq));
+        }
         // With strict_guarantees the device serves one request at a time, the only way to
         // make a queueing device keep BFQ's order (`bfqd->tot_rq_in_driver > 0`).
         if k.strict && self.dev.rq_in_driver > 0 {
@@ -1464,7 +1559,7 @@ impl Elevator for Bfq {
         rqs: &[RqId],
         at_head: bool,
         now: Nanos,
-        _freed: &mut Vec<RqId>,
+        freed: &mut Vec<RqId>,
     ) {
         let k = self.knobs();
         let mut st = self.st.lock();
@@ -1474,23 +1569,44 @@ impl Elevator for Bfq {
         st.merging_on = st.merging_enabled(&k);
         for &id in rqs {
             let e = q.rqs.lock(id).elv();
+            // `blk_mq_sched_try_insert_merge`: a request that starts where a queued one
+            // ends joins it, whichever queue that one is in, before BFQ sees it.
+            if !at_head && q.nomerges != NoMerges::None && st.insert_merge(q, id.0, e.sector) {
+                freed.push(id);
+                continue;
+            }
             let mut qid = st.queue_for(&e, &self.blkcg, now, &k);
-            let sync = st.qr(qid).sync;
-            let deadline = if at_head {
-                now
-            } else {
-                now.saturating_add(if sync { k.fifo_sync } else { k.fifo_async })
-            };
             let end = e.sector + e.nr_sectors as u64;
-            let info = &mut st.rqs[id.index()];
-            assert!(!info.queued, "{id:?}: inserted twice");
-            *info = RqInfo {
+            assert!(
+                !st.rqs[id.index()].queued && !st.rqs[id.index()].parked,
+                "{id:?}: inserted twice"
+            );
+            if at_head {
+                // `bfq_insert_request`: at the head of `bfqd->dispatch`, in no queue, no
+                // arrival seen by the queue it belongs to (`bfq_init_rq` only).
+                st.rqs[id.index()] = RqInfo {
+                    queue: qid,
+                    sector: e.sector,
+                    end,
+                    parked: true,
+                    ..RqInfo::default()
+                };
+                let q = st.q(qid);
+                q.parked += 1;
+                q.retire_at = None;
+                st.dispatch.push_front(id.0);
+                continue;
+            }
+            let sync = st.qr(qid).sync;
+            let deadline = now.saturating_add(if sync { k.fifo_sync } else { k.fifo_async });
+            st.rqs[id.index()] = RqInfo {
                 queue: qid,
                 sector: e.sector,
                 end,
                 queued: true,
                 owned: true,
                 injected: false,
+                parked: false,
             };
             st.nr_queued += 1;
             // A stable merge scheduled when the queue was made, done once it has shown what
@@ -1507,10 +1623,10 @@ impl Elevator for Bfq {
                 }
             }
             st.note_arrival(qid, e.sector, end, now, &k);
-            st.add_request(qid, id.0, e.sector, deadline, at_head);
+            st.add_request(qid, id.0, e.sector, deadline);
             let mergeable = !e.cmd_flags.intersects(ReqFlags::NOMERGE_FLAGS)
                 && matches!(e.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard);
-            if st.last_merge.is_none() && mergeable && !at_head {
+            if st.last_merge.is_none() && mergeable {
                 st.last_merge = Some(id.0);
             }
             st.update_pending(qid);
@@ -1550,46 +1666,19 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let mut st = self.st.lock();
         st.now = now;
-        let info = st.rqs[rq.id.index()];
-        if !info.owned {
-            return;
-        }
-        st.rqs[rq.id.index()].owned = false;
-        st.note_completion(&info, now, &k);
-        let q = st.q(info.queue);
-        q.dispatched = q.dispatched.saturating_sub(1);
-        q.ttime.last_end = now;
-        let drained = q.dispatched == 0 && q.sorted.is_empty();
-        st.update_pending(info.queue);
-        // The in-service queue's last request is back and nothing else of it is queued:
-        // start waiting for its issuer's next request (`bfq_arm_slice_timer`), or let it go.
-        if st.in_service == Some(info.queue) && drained && st.idle_until.is_none() {
-            if st.better_to_idle(info.queue, &k) {
-                let sl = st.slice_timer(info.queue, &k);
-                st.idle_until = Some(now.saturating_add(sl));
-                st.last_idling_start = now;
-                st.stats.idles += 1;
-            } else {
-                st.expire(&k, Expire::NoMoreRequests, now);
-                st.restart = true;
-            }
-        }
-        st.maybe_free(info.queue);
+        st.completed(rq.id.0, now, &k);
         self.publish(&st);
     }
 
-    fn requeue_request(&self, rq: &ElvRq) {
-        // It comes back through insert_requests; it is no longer in flight.
+    fn requeue_request(&self, rq: &ElvRq, now: Nanos) {
+        // `bfq_finish_requeue_request`: a started request handed back counts as completed
+        // (`bfq_completed_request`); it then comes back through `insert_requests` at the
+        // head, onto `bfqd->dispatch`.
+        let k = self.knobs();
         let mut st = self.st.lock();
-        let info = st.rqs[rq.id.index()];
-        if info.owned && !info.queued {
-            st.rqs[rq.id.index()].owned = false;
-            st.dev.rq_in_driver = st.dev.rq_in_driver.saturating_sub(1);
-            let q = st.q(info.queue);
-            q.dispatched = q.dispatched.saturating_sub(1);
-            st.update_pending(info.queue);
-            st.maybe_free(info.queue);
-        }
+        st.now = now;
+        st.completed(rq.id.0, now, &k);
+        self.publish(&st);
     }
 
     fn restart_hctxs(&self, out: &mut Vec<HctxIdx>) {
@@ -1645,9 +1734,11 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let st = self.st.lock();
         let mut s = format!(
-            "bfq: queued {} in_service {:?} service {} idle_until {:?} in_driver {} hw_tag {:?} \
-             nonrot_with_queueing {} peak_rate {} sect/s max_budget {} asymmetric {} wr_busy {}\n",
+            "bfq: queued {} dispatch_list {:?} in_service {:?} service {} idle_until {:?} \
+             in_driver {} hw_tag {:?} nonrot_with_queueing {} peak_rate {} sect/s max_budget {} \
+             asymmetric {} wr_busy {}\n",
             st.nr_queued,
+            st.dispatch,
             st.in_service,
             st.service,
             st.idle_until,
@@ -1680,7 +1771,7 @@ impl Elevator for Bfq {
                 let _ = writeln!(
                     s,
                     "  q{i} {:?} group {} class {} weight {} (wr x{}) queued {} dispatched {} \
-                     budget {} in_tree {} seeky {} ttime {} us inject_limit {} issuers {:?}{}",
+                     budget {}/{} in_tree {} seeky {} ttime {} us inject_limit {} issuers {:?}{}",
                     q.key,
                     q.group,
                     q.class,
@@ -1689,6 +1780,7 @@ impl Elevator for Bfq {
                     q.sorted.len(),
                     q.dispatched,
                     q.budget,
+                    q.max_budget,
                     q.in_tree,
                     q.seek_history.count_ones() > super::policy::SEEKY_BITS,
                     q.ttime.mean / 1000,
@@ -1755,6 +1847,19 @@ impl Elevator for Bfq {
             wr_busy, st.load.wr_busy,
             "bfq: weight-raised busy count out of step"
         );
+        let mut parked = vec![0u32; st.queues.len()];
+        for &rq in &st.dispatch {
+            let info = &st.rqs[rq as usize];
+            assert!(
+                info.parked && !info.queued && !info.owned,
+                "bfq: rq {rq} on the dispatch list is also elsewhere"
+            );
+            parked[info.queue as usize] += 1;
+        }
+        for (i, q) in st.queues.iter().enumerate() {
+            let n = q.as_ref().map_or(0, |q| q.parked);
+            assert_eq!(n, parked[i], "bfq: q{i}'s dispatch-list count out of step");
+        }
         let counted: u32 = st.load.weights.iter().map(|e| e.1).sum();
         let pending = st
             .queues
@@ -1769,6 +1874,10 @@ impl Elevator for Bfq {
     fn exit_sched(&self) {
         let st = self.st.lock();
         assert_eq!(st.nr_queued, 0, "bfq: exit with requests queued");
+        assert!(
+            st.dispatch.is_empty(),
+            "bfq: exit with requests on its dispatch list"
+        );
     }
 }
 
