@@ -319,3 +319,61 @@ fn bfq_a_request_joins_the_queued_one_it_continues_at_insert_whatever_its_queue(
         r.finish();
     }
 }
+
+#[test]
+fn bfq_a_turn_whose_time_runs_out_while_idling_ends_as_timed_out() {
+    // `bfq_idle_slice_timer_body`: when the wait for the queue in service ends, its turn
+    // ends as timed out if `timeout_sync` has passed since it began, so the turn's time is
+    // charged (`bfq_bfqq_charge_time`: less than a third of its budget used) and its budget
+    // doubled; otherwise as too idle, charged only what it moved. The queue is waited for
+    // because the other one has a lower weight (`idling_needed_for_service_guarantees`).
+    let turn_end = |service: Nanos| {
+        let mut r = Rig::simple(BFQ, 1);
+        r.set("low_latency", "0");
+        let be0 = IoPrio::new(IoPrioClass::Be, 0);
+        let be7 = IoPrio::new(IoPrioClass::Be, 7);
+        r.queue(0, read(0, 8, 1).with_issuer(1, 0).with_ioprio(be0));
+        for i in 0..4 {
+            let bio = read(900_000 + i * 16, 8, 10 + i).with_issuer(2, 0);
+            r.queue(0, bio.with_ioprio(be7));
+        }
+        r.advance_to(service);
+        assert_eq!(r.complete_next(1), 1);
+        let c = r.bfq().counters;
+        assert_eq!((c.idles, c.expired_timeout, c.expired_too_idle), (1, 0, 0));
+        // Meanwhile the other queue's requests are injected and complete.
+        let c = loop {
+            let c = r.bfq().counters;
+            if c.expired_timeout + c.expired_too_idle > 0 {
+                break c;
+            }
+            assert!(r.step(), "the idle timer is armed");
+        };
+        r.drain(us(10));
+        r.assert_each_done_once([1, 10, 11, 12, 13]);
+        r.finish();
+        (c.expired_timeout, c.expired_too_idle, c.charged_time)
+    };
+    assert_eq!(turn_end(ms(10)), (0, 1, 0));
+    assert_eq!(turn_end(ms(130)), (1, 0, 1));
+}
+
+#[test]
+fn bfq_a_turn_whose_time_is_up_ends_at_a_completion_as_timed_out() {
+    // `bfq_completed_request`: a queue in service that is not to be waited for ends its turn
+    // at a completion once `timeout_sync` has passed as timed out, before asking whether it
+    // has anything left (which would end it as "no more requests"). An async queue is never
+    // waited for; with one write, its turn ends at that write's completion either way.
+    let why = |service: Nanos| {
+        let mut r = Rig::simple(BFQ, 1);
+        r.set("low_latency", "0");
+        r.queue(0, write(0, 8, 1));
+        r.advance_to(service);
+        assert_eq!(r.complete_next(1), 1);
+        let c = r.bfq().counters;
+        r.finish();
+        (c.expired_timeout, c.expired_empty)
+    };
+    assert_eq!(why(ms(10)), (0, 1));
+    assert_eq!(why(ms(130)), (1, 0));
+}

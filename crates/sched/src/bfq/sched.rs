@@ -1355,22 +1355,61 @@ impl State {
         let q = self.q(info.queue);
         q.dispatched = q.dispatched.saturating_sub(1);
         q.ttime.last_end = now;
-        let drained = q.dispatched == 0 && q.sorted.is_empty();
         self.update_pending(info.queue);
-        // The in-service queue's last request is back and nothing else of it is queued:
-        // start waiting for its issuer's next request (`bfq_arm_slice_timer`), or let it go.
-        if self.in_service == Some(info.queue) && drained && self.idle_until.is_none() {
-            if self.better_to_idle(info.queue, k) {
-                let sl = self.slice_timer(info.queue, k);
-                self.idle_until = Some(now.saturating_add(sl));
-                self.last_idling_start = now;
-                self.stats.idles += 1;
-            } else {
+        // `bfq_completed_request`, for the queue in service: if it has run dry and is worth
+        // waiting for, wait (the timer starts once its last request is back); else end its
+        // turn if its time is up, or if it has nothing left to send.
+        if self.in_service == Some(info.queue) {
+            let id = info.queue;
+            if self.must_idle(id, k) {
+                if self.qr(id).dispatched == 0 && self.idle_until.is_none() {
+                    self.arm_idle_timer(id, now, k);
+                }
+            } else if self.may_expire_for_budget_timeout(id, now) {
+                self.expire(k, Expire::BudgetTimeout, now);
+                self.restart = true;
+            } else if self.qr(id).sorted.is_empty() {
                 self.expire(k, Expire::NoMoreRequests, now);
                 self.restart = true;
             }
         }
         self.maybe_free(info.queue);
+    }
+
+    /// `bfq_bfqq_must_idle`: queue `id` has nothing queued and is worth waiting for.
+    fn must_idle(&self, id: u32, k: &Knobs) -> bool {
+        self.qr(id).sorted.is_empty() && self.better_to_idle(id, k)
+    }
+
+    /// `bfq_may_expire_for_budg_timeout`: the turn's time is up (`bfq_bfqq_budget_timeout`,
+    /// due at the timeout itself), unless we are waiting for the queue with less than a
+    /// third of its budget left: it got little service for its time, probably from the
+    /// wait itself, and is not to be punished for it.
+    fn may_expire_for_budget_timeout(&self, id: u32, now: Nanos) -> bool {
+        let q = self.qr(id);
+        let left = q.budget.saturating_sub(self.service);
+        now >= self.budget_timeout && (self.idle_until.is_none() || left >= q.budget / 3)
+    }
+
+    /// Starts waiting for queue `id`'s next request (`bfq_arm_slice_timer`).
+    fn arm_idle_timer(&mut self, id: u32, now: Nanos, k: &Knobs) {
+        let sl = self.slice_timer(id, k);
+        self.idle_until = Some(now.saturating_add(sl));
+        self.last_idling_start = now;
+        self.stats.idles += 1;
+    }
+
+    /// The wait for the queue in service ended without a request
+    /// (`bfq_idle_slice_timer_body`): its turn ends as timed out if its time is up as well
+    /// (then charged the time it waited), else as too idle.
+    fn idle_timer_expired(&mut self, k: &Knobs, now: Nanos) {
+        self.idle_until = None;
+        let why = if now >= self.budget_timeout {
+            Expire::BudgetTimeout
+        } else {
+            Expire::TooIdle
+        };
+        self.expire(k, why, now);
     }
 
     /// The next request to issue (`__bfq_dispatch_request`).
@@ -1401,11 +1440,13 @@ impl State {
                 self.set_in_service(id, now, k);
                 continue;
             };
+            // `bfq_select_queue`: a turn whose time is up ends, unless the queue ran dry and
+            // is worth waiting for.
+            if self.may_expire_for_budget_timeout(id, now) && !self.must_idle(id, k) {
+                self.expire(k, Expire::BudgetTimeout, now);
+                continue;
+            }
             if !self.qr(id).sorted.is_empty() {
-                if now > self.budget_timeout {
-                    self.expire(k, Expire::BudgetTimeout, now);
-                    continue;
-                }
                 let rq = self.pick(id, k, now);
                 let info = self.rqs[rq as usize];
                 let charge = self.serv_to_charge(id, (info.end - info.sector).max(1));
@@ -1428,7 +1469,7 @@ impl State {
             // queues' requests may be injected.
             match self.idle_until {
                 Some(t) if t <= now => {
-                    self.expire(k, Expire::TooIdle, now);
+                    self.idle_timer_expired(k, now);
                     continue;
                 }
                 Some(_) => {}
@@ -1438,10 +1479,7 @@ impl State {
                 }
                 None => {
                     if self.qr(id).dispatched == 0 {
-                        let sl = self.slice_timer(id, k);
-                        self.idle_until = Some(now.saturating_add(sl));
-                        self.last_idling_start = now;
-                        self.stats.idles += 1;
+                        self.arm_idle_timer(id, now, k);
                     }
                 }
             }
@@ -1704,7 +1742,7 @@ impl Elevator for Bfq {
         let mut st = self.st.lock();
         st.now = now;
         if st.idle_until.is_some_and(|t| t <= now) {
-            st.expire(&k, Expire::TooIdle, now);
+            st.idle_timer_expired(&k, now);
         }
         if st.load.busy_classes[2] > 0
             && now.saturating_sub(st.last_idle_class) >= IDLE_CLASS_TIMEOUT
