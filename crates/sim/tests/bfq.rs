@@ -112,6 +112,36 @@ fn ioprio_weights_split_a_disk_proportionally() {
 }
 
 #[test]
+fn readers_of_two_weights_on_a_queueing_ssd_do_not_preempt_each_other_back_and_forth() {
+    // Priorities 0 and 7 weigh 80 and 10. On a queueing SSD BFQ does not idle for the
+    // lighter queue (the smallest weight: no asymmetry for it) but does for the heavier.
+    // When the lighter reader's request arrives with budget left from a turn cut short, it
+    // preempts the heavier one to recover that "service hole"; the heavier queue, which
+    // must be idled for, then stays busy (`__bfq_bfqq_expire`), so its next request is not
+    // a new arrival and cannot preempt back. Otherwise the two preempt each other at almost
+    // every request and come nearer even shares (68% here before that rule, 97% with it). On
+    // this machine's virtio disk the kernel gave the heavier reader 88.5% (88.4-88.5, three
+    // repeats of `mqblk twin --schedulers=bfq examples/twin/prio-seq-readers.fio`).
+    for seed in SEEDS {
+        let be = |level| IoPrio::new(IoPrioClass::Be, level);
+        let jobs = vec![
+            reader("prio0", 0, RwMode::Read, 4, be(0), 0, 2),
+            reader("prio7", 1, RwMode::Read, 4, be(7), 100 << 30, 2),
+        ];
+        let r = run_with("ssd", &[], jobs, Arc::new(Blkcg::new()), seed);
+        let (a, b) = (r.jobs[0].bytes as f64, r.jobs[1].bytes as f64);
+        let share = a / (a + b);
+        let s = bfq(&r).counters;
+        eprintln!(
+            "prio 0 vs 7 on ssd, seed {seed}: share {share:.3}, {} preemptions in {} dispatches",
+            s.preempted, s.dispatched
+        );
+        assert!(share > 0.8, "seed {seed}: prio0's share {share:.3}");
+        assert!(s.preempted * 20 < s.dispatched, "seed {seed}: {s:?}");
+    }
+}
+
+#[test]
 fn the_idle_class_is_served_every_200ms_and_preempted_by_best_effort() {
     // `bfq_lookup_next_entity`: once 200 ms passed since the IDLE class was last served
     // (`BFQ_CL_IDLE_TIMEOUT`), the next selection serves it; the queue in service keeps its

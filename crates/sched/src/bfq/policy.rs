@@ -701,13 +701,18 @@ impl State {
         // interactive for their first seconds, are not idled for and seek (ARCHITECTURE.md).
         let boosts_without_issues =
             self.idling_boosts_thr(id, k) && (self.load.wr_busy == 0 || q.wr.coeff > 1);
-        // `idling_needed_for_service_guarantees`: whatever the think time.
+        boosts_without_issues || self.idling_needed_for_service_guarantees(id)
+    }
+
+    /// `idling_needed_for_service_guarantees`, whatever the think time: queue `id` is raised
+    /// while queues that are not are busy (or the device holds many other requests), the
+    /// scenario is asymmetric (`bfq_asymmetric_scenario`), or it is the only busy queue.
+    pub(super) fn idling_needed_for_service_guarantees(&self, id: u32) -> bool {
+        let q = self.qr(id);
         let busy: u32 = self.load.busy_classes.iter().sum();
-        let guarantees = (q.wr.coeff > 1
-            && (self.load.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
+        (q.wr.coeff > 1 && (self.load.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
             || self.asymmetric_for(Some(id))
-            || busy == 1;
-        boosts_without_issues || guarantees
+            || busy == 1
     }
 
     /// Whether idling for queue `id` boosts the throughput (`idling_boosts_thr` in

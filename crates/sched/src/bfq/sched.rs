@@ -976,12 +976,18 @@ impl State {
         if k.low_latency && self.qr(id).wr.coeff <= 1 {
             self.q(id).last_wr_start_finish = now;
         }
+        // `__bfq_bfqq_expire`: a queue that ran dry leaves the tree, unless it was preempted
+        // while idling for it is needed for its guarantees: then it stays busy, queued at
+        // the place its turn's service gives it, and its next request is no new arrival
+        // (it cannot preempt back for a service hole).
+        let stays_busy = !self.qr(id).sorted.is_empty()
+            || (why == Expire::Preempted && self.idling_needed_for_service_guarantees(id));
         let charged = self.charge_for_turn(id, why, now, k);
-        // `non_blocking_wait_rq`: run dry, not out of budget or time; what is left of the
-        // turn is kept for a prompt return (the kernel keeps `entity->budget` and
+        // `non_blocking_wait_rq`: out of the tree, not out of budget or time; what is left
+        // of the turn is kept for a prompt return (the kernel keeps `entity->budget` and
         // `entity->service` as they are).
         let left = self.qr(id).budget.saturating_sub(charged);
-        self.q(id).hole = (self.qr(id).sorted.is_empty()
+        self.q(id).hole = (!stays_busy
             && !matches!(why, Expire::BudgetTimeout | Expire::BudgetExhausted))
         .then_some(left);
         self.recalc_budget(id, why, now, k);
@@ -999,17 +1005,16 @@ impl State {
         // to the last completion when requests are in flight; computed here at once).
         self.note_soft_rt_next_start(id, now, k);
         let q = self.qr(id);
-        let backlogged = !q.sorted.is_empty();
         let (group, class, budget, weight) = (q.group, q.class, q.budget, q.weight());
         self.groups.expire(
             group,
             id,
             class,
             charged,
-            backlogged.then_some((budget, weight)),
+            stays_busy.then_some((budget, weight)),
         );
-        self.q(id).in_tree = backlogged;
-        if !backlogged {
+        self.q(id).in_tree = stays_busy;
+        if !stays_busy {
             self.became_idle(id, now);
         } else {
             self.q(id).last_idle = now;
@@ -1136,7 +1141,7 @@ impl State {
         // still "busy" in the kernel's terms).
         let in_service = self.in_service == Some(id);
         let q = self.qr(id);
-        let pending = !q.sorted.is_empty() || q.dispatched > 0 || in_service;
+        let pending = !q.sorted.is_empty() || q.dispatched > 0 || in_service || q.in_tree;
         let want = (pending && q.wr.coeff <= 1).then(|| q.weight());
         if want == q.counted && pending == q.pending {
             return;
@@ -1862,7 +1867,7 @@ impl Elevator for Bfq {
                 busy[q.class] += 1;
                 wr_busy += u32::from(q.wr.coeff > 1);
             }
-            let pending = !q.sorted.is_empty() || q.dispatched > 0 || in_service;
+            let pending = !q.sorted.is_empty() || q.dispatched > 0 || in_service || q.in_tree;
             assert_eq!(pending, q.pending, "bfq: q{i} pending count out of step");
             assert_eq!(
                 pending && q.wr.coeff <= 1,
