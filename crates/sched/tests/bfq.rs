@@ -377,3 +377,33 @@ fn bfq_a_turn_whose_time_is_up_ends_at_a_completion_as_timed_out() {
     assert_eq!(why(ms(10)), (0, 1));
     assert_eq!(why(ms(130)), (1, 0));
 }
+
+#[test]
+fn bfq_soft_rt_next_start_waits_for_the_queues_last_completion() {
+    // `bfq_bfqq_expire` computes when a queue may next be raised as soft real-time
+    // (`bfq_bfqq_softrt_next_start`: an idle slice and 4 jiffies from now at the earliest)
+    // only if nothing of it is in flight; otherwise it marks the queue
+    // (`bfq_mark_bfqq_softrt_update`) and `bfq_completed_request` computes it at the last
+    // completion, except for a queue raised as interactive, whose value then stays as it
+    // was. Two new readers (both raised as interactive) on a queueing SSD: the second
+    // preempts the first, whose read is in flight (waiting for the first pays nothing: both
+    // are raised, so `!bfq_better_to_idle`); that read completes at 10 ms, and the next
+    // comes 1 ms later. Had the time been computed at the
+    // expiry, it would lie 24 ms ahead and the reader would stay interactive; as it is, the
+    // reader qualifies at once. (Made together on such a device, the two queues would
+    // also be merged for good at once: stable merging is off here.)
+    let mut r = Rig::simple(BFQ, 4);
+    r.set("stable_merging", "0");
+    r.queue(0, read(0, 8, 1).with_issuer(1, 0));
+    r.queue(0, read(1_000_000, 8, 2).with_issuer(2, 0));
+    let c = r.bfq().counters;
+    assert_eq!((c.wr_interactive, c.preempted), (2, 1), "{c:?}");
+    r.advance_to(ms(10));
+    assert_eq!(r.complete_next(1), 1);
+    r.advance_to(ms(11));
+    r.queue(0, read(8, 8, 3).with_issuer(1, 0));
+    assert_eq!(r.bfq().counters.wr_soft_rt, 1);
+    r.drain(us(10));
+    r.assert_each_done_once([1, 2, 3]);
+    r.finish();
+}

@@ -57,7 +57,7 @@ pub const SEEKY_BITS: u32 = 19;
 const ASYNC_CHARGE: u64 = 3;
 /// `bfq_wr_coeff`, `BFQ_SOFTRT_WEIGHT_FACTOR`, `bfq_wr_rt_max_time`, `bfq_wr_min_idle_time`,
 /// `bfq_wr_max_softrt_rate`.
-const WR_COEFF: u32 = 30;
+pub(super) const WR_COEFF: u32 = 30;
 const SOFTRT_FACTOR: u32 = 100;
 const WR_RT_MAX_TIME: Nanos = Nanos::from_millis(300);
 const WR_MIN_IDLE: Nanos = Nanos::from_secs(2);
@@ -531,6 +531,7 @@ impl State {
         q.retire_at = None;
         q.last_backlogged = now;
         q.service_from_backlogged = 0;
+        q.softrt_update = false;
         // `bfq_update_bfqq_wr_on_rq_arrival`.
         let old = q.wr;
         // What changed, counted once the queue is no longer borrowed.

@@ -286,6 +286,9 @@ pub(super) struct Bq {
     pub last_backlogged: Nanos,
     pub service_from_backlogged: u64,
     pub soft_rt_next_start: Nanos,
+    /// `soft_rt_next_start` is due at the completion of its last request in flight
+    /// (`bfq_bfqq_softrt_update`).
+    pub softrt_update: bool,
     /// The queue whose completions this one's requests follow (`waker_bfqq`), and the
     /// candidate being confirmed.
     pub waker: Option<u32>,
@@ -757,6 +760,7 @@ impl State {
             service_from_backlogged: 0,
             // `bfq_init_bfqq`: "has consumed no bandwidth so far".
             soft_rt_next_start: now,
+            softrt_update: false,
             waker: None,
             tentative_waker: None,
             waker_hits: 0,
@@ -1001,9 +1005,16 @@ impl State {
             self.q(id).io_bound = false;
         }
         // `bfq_bfqq_expire`: whatever the reason, a queue left without requests has the
-        // earliest time it may be raised as soft real-time computed (the kernel defers it
-        // to the last completion when requests are in flight; computed here at once).
-        self.note_soft_rt_next_start(id, now, k);
+        // earliest time it may be raised as soft real-time computed, at once if nothing of
+        // it is in flight, else at its last completion (only then is it known to wait for
+        // its I/O, the isochronous pattern soft real-time detection looks for).
+        if k.low_latency && self.qr(id).sorted.is_empty() {
+            if self.qr(id).dispatched == 0 {
+                self.note_soft_rt_next_start(id, now, k);
+            } else {
+                self.q(id).softrt_update = true;
+            }
+        }
         let q = self.qr(id);
         let (group, class, budget, weight) = (q.group, q.class, q.budget, q.weight());
         self.groups.expire(
@@ -1360,6 +1371,15 @@ impl State {
         let q = self.q(info.queue);
         q.dispatched = q.dispatched.saturating_sub(1);
         q.ttime.last_end = now;
+        // `bfq_completed_request`: the deferred `soft_rt_next_start`, for a queue not
+        // raised as interactive.
+        let softrt_due = q.softrt_update
+            && q.dispatched == 0
+            && q.sorted.is_empty()
+            && q.wr.coeff != super::policy::WR_COEFF;
+        if softrt_due {
+            self.note_soft_rt_next_start(info.queue, now, k);
+        }
         self.update_pending(info.queue);
         // `bfq_completed_request`, for the queue in service: if it has run dry and is worth
         // waiting for, wait (the timer starts once its last request is back); else end its
