@@ -206,10 +206,16 @@ impl ExportCfg {
     }
 }
 
-/// A config file's exports, listen addresses and stats file.
-type Config = (Vec<ExportCfg>, Vec<String>, Option<PathBuf>);
+/// A config file's exports and its `[server]` settings; a flag given on the command line
+/// wins over the file's value.
+struct Config {
+    exports: Vec<ExportCfg>,
+    listen: Vec<String>,
+    stats: Option<PathBuf>,
+    admin: Option<PathBuf>,
+}
 
-/// A config file in TOML: `[server]` with `listen` (a list) and `stats`, and one
+/// A config file in TOML: `[server]` with `listen` (a list), `stats` and `admin`, and one
 /// `[export.NAME]` table per export with the export options' names as keys
 /// (`sched = { fifo_batch = 8 }` for tunables).
 #[derive(serde::Deserialize)]
@@ -227,9 +233,11 @@ struct ServerTable {
     #[serde(default)]
     listen: Vec<String>,
     stats: Option<PathBuf>,
+    admin: Option<PathBuf>,
 }
 
-/// Reads a config file: exports and `[server]` settings (listen addresses, stats file).
+/// Reads a config file: exports and `[server]` settings (listen addresses, stats file,
+/// control socket).
 /// The INI syntax of earlier versions (`[export NAME]` sections) is still read, with a
 /// line saying so.
 fn read_config(path: &std::path::Path) -> Result<Config, String> {
@@ -285,7 +293,12 @@ fn read_config(path: &std::path::Path) -> Result<Config, String> {
     if exports.is_empty() {
         return Err(format!("--config={shown}: no [export.NAME] table"));
     }
-    Ok((exports, file.server.listen, file.server.stats))
+    Ok(Config {
+        exports,
+        listen: file.server.listen,
+        stats: file.server.stats,
+        admin: file.server.admin,
+    })
 }
 
 /// A TOML value as the text an option takes (`"16m"` and `16` alike, `true` as `1`).
@@ -302,6 +315,7 @@ fn read_ini_config(path: &str, text: &str) -> Result<Config, String> {
     let mut exports: Vec<ExportCfg> = Vec::new();
     let mut listens = Vec::new();
     let mut stats = None;
+    let mut admin = None;
     let mut in_server = false;
     for (i, raw) in text.lines().enumerate() {
         let at = format!("{path}:{}", i + 1);
@@ -340,6 +354,7 @@ fn read_ini_config(path: &str, text: &str) -> Result<Config, String> {
             match k {
                 "listen" => listens.push(v.to_string()),
                 "stats" => stats = Some(PathBuf::from(v)),
+                "admin" => admin = Some(PathBuf::from(v)),
                 _ => return Err(format!("{at}: unknown [server] key '{k}'")),
             }
             continue;
@@ -354,23 +369,30 @@ fn read_ini_config(path: &str, text: &str) -> Result<Config, String> {
     if exports.is_empty() {
         return Err(format!("--config={path}: no [export NAME] section"));
     }
-    Ok((exports, listens, stats))
+    Ok(Config {
+        exports,
+        listen: listens,
+        stats,
+        admin,
+    })
 }
 
 fn run(args: ServeArgs) -> Result<i32, String> {
     let mut listens = args.listen.clone();
     let mut stats_file = args.stats.clone();
+    let mut admin_path = args.admin.clone();
     let trace = args.trace.clone();
     let config = args.config.clone();
     let one = ExportCfg::from_args(&args)?;
     let mut cfgs = vec![one];
     if let Some(path) = &config {
-        let (exports, l, s) = read_config(path)?;
-        cfgs = exports;
+        let file = read_config(path)?;
+        cfgs = file.exports;
         if listens.is_empty() {
-            listens = l;
+            listens = file.listen;
         }
-        stats_file = stats_file.or(s);
+        stats_file = stats_file.or(file.stats);
+        admin_path = admin_path.or(file.admin);
     }
     for c in &cfgs {
         c.check()?;
@@ -428,7 +450,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         signal_hook::flag::register(sig, server.stop.clone())
             .map_err(|e| format!("installing the signal handler: {e}"))?;
     }
-    let admin = match &args.admin {
+    let admin = match &admin_path {
         Some(path) => Some(crate::admin::spawn(
             path,
             args.replace_stale_socket,

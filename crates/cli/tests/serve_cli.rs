@@ -367,11 +367,14 @@ fn a_config_file_declares_several_exports() {
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("nbd.sock");
     let cfg = dir.join("serve.toml");
+    let admin = dir.join("admin.sock");
+    let _ = std::fs::remove_file(&admin);
     std::fs::write(
         &cfg,
         format!(
-            "# two exports\n[server]\nlisten = [\"unix:{}\"]\n\n[export.fast]\nsize = \"16m\"\nhw-queues = 2\n\n[export.slow]\ndescription = \"the other one\"\nsize = \"8m\"\nioscheduler = \"mq-deadline\"\nsched = {{ fifo_batch = 8 }}\nread-only = true\n",
-            sock.display()
+            "# two exports\n[server]\nlisten = [\"unix:{}\"]\nadmin = \"{}\"\n\n[export.fast]\nsize = \"16m\"\nhw-queues = 2\n\n[export.slow]\ndescription = \"the other one\"\nsize = \"8m\"\nioscheduler = \"mq-deadline\"\nsched = {{ fifo_batch = 8 }}\nread-only = true\n",
+            sock.display(),
+            admin.display()
         ),
     )
     .unwrap();
@@ -388,6 +391,15 @@ fn a_config_file_declares_several_exports() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The file's control socket shows each export's scheduler and its tunables.
+    while !admin.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no admin socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = ctl(&admin, &["show", "slow/queue/scheduler"]);
+    assert!(text(&o.stdout).contains("[mq-deadline]"), "{o:?}");
+    let o = ctl(&admin, &["show", "slow/queue/iosched/fifo_batch"]);
+    assert_eq!(text(&o.stdout).trim(), "8", "{o:?}");
     if have("nbdinfo") {
         let l = run(
             "nbdinfo",
