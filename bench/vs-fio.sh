@@ -53,6 +53,9 @@ run() { # $1 = label, $2 = shared args (both tools understand them), $3 = mqblk-
 }
 run "randread 4k qd32 1 job"  "--rw=randread --bs=4k --iodepth=32 --direct=1 --numjobs=1" "--nr_hw_queues=1"
 run "randread 4k qd32 2 jobs" "--rw=randread --bs=4k --iodepth=32 --direct=1 --numjobs=2" "--nr_hw_queues=2"
+# Several submitters on one hardware queue, as on the kernel's single-queue devices.
+run "randread 4k qd32 2 jobs 1 hctx" "--rw=randread --bs=4k --iodepth=32 --direct=1 --numjobs=2" "--nr_hw_queues=1"
+run "randread 4k qd4 4 jobs 1 hctx"  "--rw=randread --bs=4k --iodepth=4 --direct=1 --numjobs=4" "--nr_hw_queues=1"
 run "read 128k qd8 1 job"     "--rw=read --bs=128k --iodepth=8 --direct=1 --numjobs=1"    "--nr_hw_queues=1"
 # Registered buffers on both sides (fio's io_uring `fixedbufs`, ours the same option).
 run "randread 4k qd32 fixedbufs" "--rw=randread --bs=4k --iodepth=32 --direct=1 --numjobs=1 --fixedbufs" "--nr_hw_queues=1"

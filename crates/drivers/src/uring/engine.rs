@@ -291,13 +291,19 @@ impl Ring {
         let _ = self.uring.submit();
     }
 
-    /// Blocks until at least one completion is posted, if submissions are in the kernel
-    /// and none is posted yet. Errors (`EINTR` and the like) just return: the caller polls.
-    pub(crate) fn wait(&mut self) {
+    /// Whether a submitter with nothing else to do should sleep until a completion is
+    /// posted: submissions are in the kernel and none is posted yet. Submits what is
+    /// pushed first, as entering to wait would. The wait itself ([`wait_for_cqe`]) is made
+    /// without the hardware queue's lock, so the other submitters sharing the ring keep
+    /// submitting and reaping meanwhile, as the kernel's submitters share a hardware queue
+    /// without sleeping under `hctx->lock`.
+    pub(crate) fn wait_due(&mut self) -> Option<RawFd> {
         let in_kernel = self.tracker.nr_sqes() - self.tracker.nr_ready();
-        if in_kernel > 0 && self.uring.completion().is_empty() {
-            let _ = self.uring.submit_and_wait(1);
+        if in_kernel == 0 || !self.uring.completion().is_empty() {
+            return None;
         }
+        self.submit();
+        Some(self.uring.as_raw_fd())
     }
 
     /// Moves every posted completion into the tracker, and finished requests into `done`.
@@ -466,4 +472,46 @@ pub(crate) fn dio_offset_align(file: &File) -> io::Result<Option<u32>> {
         return Ok(None);
     }
     Ok(Some(stx.stx_dio_offset_align))
+}
+
+/// Sleeps in `io_uring_enter(GETEVENTS)` on ring `fd` until a completion is posted or
+/// `timeout` passes, whichever is first (`IORING_ENTER_EXT_ARG`). The timeout bounds a
+/// wait whose completion another submitter reaped first (the wait then needs the next
+/// one). Errors (`ETIME`, `EINTR` and the like) just return: the caller polls.
+pub(crate) fn wait_for_cqe(fd: RawFd, timeout: std::time::Duration) {
+    /// `struct io_uring_getevents_arg`.
+    #[repr(C)]
+    struct GeteventsArg {
+        sigmask: u64,
+        sigmask_sz: u32,
+        min_wait_usec: u32,
+        ts: u64,
+    }
+    const IORING_ENTER_GETEVENTS: u32 = 1;
+    const IORING_ENTER_EXT_ARG: u32 = 8;
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    let arg = GeteventsArg {
+        sigmask: 0,
+        sigmask_sz: 0,
+        min_wait_usec: 0,
+        ts: &ts as *const libc::timespec as u64,
+    };
+    // SAFETY: no memory of ours is handed over beyond this call: `arg` and the timespec it
+    // points at live on this stack until the call returns, and entering to wait submits
+    // nothing (`to_submit` is 0), so clauses 1-5 are not involved. `fd` is a ring of this
+    // device, open while the device is (clause 2).
+    unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            fd,
+            0u32,
+            1u32,
+            IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+            &arg as *const GeteventsArg,
+            std::mem::size_of::<GeteventsArg>(),
+        );
+    }
 }

@@ -61,6 +61,9 @@ pub const MAX_SEGMENTS: u16 = 128;
 pub const MAX_BLOCK_SIZE: u32 = 65536;
 /// The kernel's limit on SQ entries (`IORING_MAX_ENTRIES`).
 const MAX_RING_ENTRIES: u32 = 32768;
+/// The longest a submitter sleeps for a completion before it looks again: a backstop for
+/// the completion another submitter reaped first, short beside a disk's service time.
+const WAIT_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What the device's path turned out to be.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -1013,9 +1016,14 @@ impl Driver for UringDevice {
     }
 
     /// Sleeps in `io_uring_enter` until a completion is posted (the submitter's wait for
-    /// the interrupt), when something is in flight and nothing is posted yet.
+    /// the interrupt), when something is in flight and nothing is posted yet; without the
+    /// hardware queue's lock, which a sleeper would hold against every other submitter of
+    /// the queue until the next completion.
     fn wait(&self, hctx: HctxIdx) {
-        self.hctx(hctx).lock().ring.wait();
+        let due = self.hctx(hctx).lock().ring.wait_due();
+        if let Some(fd) = due {
+            engine::wait_for_cqe(fd, WAIT_BACKSTOP);
+        }
     }
 
     /// Requests issued to the ring and not yet reaped. Synchronous ones never count.
