@@ -79,6 +79,10 @@ pub struct SimOpts {
     /// Override one entry of the CPU cost table, NAME=NS (repeatable; --cost=help lists them)
     #[arg(long = "cost", value_name = "NAME=NS")]
     pub costs: Vec<String>,
+    /// Whose scheduler costs to charge: mqblk's own hooks (to predict mqblk) or the
+    /// kernel's, measured by scripts/kernel-cost.sh (to predict the kernel)
+    #[arg(long = "cost-profile", default_value = "mqblk", value_parser = ["kernel", "mqblk"])]
+    pub cost_profile: String,
     /// Check the queue's invariants every N events (1 = always)
     #[arg(long = "check-every", default_value_t = 1000)]
     pub check_every: u64,
@@ -117,6 +121,10 @@ pub struct ScenarioArgs {
     /// Where the chart goes (default NAME.svg; - for none)
     #[arg(long)]
     pub svg: Option<String>,
+    /// Whose scheduler costs to charge: the kernel's (measured by scripts/kernel-cost.sh)
+    /// or mqblk's own hooks
+    #[arg(long = "cost-profile", default_value = "kernel", value_parser = ["kernel", "mqblk"])]
+    pub cost_profile: String,
 }
 
 #[derive(Args, Debug)]

@@ -128,6 +128,7 @@ fn run(args: &[String]) -> Result<i32, String> {
         nr_cpus,
         device,
         cost,
+        profile: mqblk_sim::cost::CostProfile::parse(&a.cost_profile)?,
         check_every: a.check_every,
         tracer: crate::trace_cmd::tracer_of(&writer),
         queue: dev.queue.clone(),
@@ -149,10 +150,11 @@ fn run(args: &[String]) -> Result<i32, String> {
         }
     }
     let (seed, model, cpus) = (a.seed, cfg.device.model.clone(), cfg.nr_cpus);
+    let profile = cfg.profile.name();
     let host = Instant::now();
     let sim = Sim::new(cfg, jobs).map_err(|e| format!("{e}\n{}", e.dump()))?;
     let summary = format!(
-        "sim: seed {seed} device {model} scheduler {} cpus {cpus}",
+        "sim: seed {seed} device {model} scheduler {} cpus {cpus} cost-profile {profile}",
         sim.scheduler()
     );
     let res = sim.run().map_err(|e| format!("{e}\n{}", e.dump()))?;
@@ -390,6 +392,7 @@ struct ScenarioJson<'a> {
     title: &'a str,
     seed: u64,
     quick: bool,
+    cost_profile: mqblk_sim::cost::CostProfile,
     direction_holds: bool,
     results: &'a serde_json::Value,
 }
@@ -410,6 +413,7 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
         quick: args.quick,
         seed: args.seed,
         schedulers: args.schedulers,
+        profile: mqblk_sim::cost::CostProfile::parse(&args.cost_profile)?,
     };
     let (name, svg, json) = (args.name, args.svg, args.json);
     let name = name.ok_or("which scenario? (mqblk scenario list)")?;
@@ -426,7 +430,12 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
             .collect();
         format!("unknown scenario '{name}' (known: {})", known.join(", "))
     })?;
-    eprintln!("scenario {}: running (seed {})...", sc.name, opts.seed);
+    eprintln!(
+        "scenario {}: running (seed {}, cost profile {})...",
+        sc.name,
+        opts.seed,
+        opts.profile.name()
+    );
     let host = Instant::now();
     let rep = (sc.run)(&opts)?;
     eprintln!(
@@ -440,6 +449,7 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
             title: &rep.title,
             seed: opts.seed,
             quick: opts.quick,
+            cost_profile: opts.profile,
             direction_holds: rep.direction_holds,
             results: &rep.json,
         });

@@ -43,6 +43,8 @@ fn have(tool: &str) -> bool {
 fn not_run(block: &str) -> Option<&'static str> {
     if block.starts_with("cargo run") {
         Some("the build-and-run line is `mqblk bench` (run below); the suite is `bash scripts/test` itself")
+    } else if block.starts_with("bash scripts/kernel-cost.sh") {
+        Some("two minutes of measurement; kernel_cost.rs runs the script in a one-second form")
     } else if block.contains("trace capture --device=/dev/loop0") {
         Some("needs root and an attached /dev/loop0; trace_cli's capture test captures a loop device it sets up")
     } else {

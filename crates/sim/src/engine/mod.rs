@@ -28,7 +28,7 @@ mod result;
 
 pub use result::{JobResult, LockReport, SimResult};
 
-use crate::cost::{core_cost, CostTable, LockState};
+use crate::cost::{core_cost, CostProfile, CostTable, LockState};
 use crate::device::{self, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{Next, SimJob};
@@ -57,7 +57,9 @@ pub struct SimConfig {
     pub faults: Faults,
     pub plant: Option<Plant>,
     pub cost: CostTable,
-    /// Overrides the scheduler's default costs.
+    /// Whose scheduler hook costs are charged: mqblk's own or the kernel's.
+    pub profile: CostProfile,
+    /// Overrides the scheduler's costs (whatever the profile).
     pub elv_cost: Option<ElvCost>,
     /// Check the queue's invariants every this many events (0: only at the end).
     pub check_every: u64,
@@ -82,6 +84,7 @@ impl Default for SimConfig {
             faults: Faults::default(),
             plant: None,
             cost: CostTable::default(),
+            profile: CostProfile::default(),
             elv_cost: None,
             check_every: 0,
             max_time: Nanos::from_secs(3600),
@@ -362,7 +365,9 @@ impl Sim {
             .queue
             .elevator_type(&set.cfg)
             .map_err(|e| SimError::Config(format!("sim: {e}")))?;
-        let elv = cfg.elv_cost.unwrap_or(elv_type.cost);
+        let elv = cfg
+            .elv_cost
+            .unwrap_or_else(|| cfg.profile.elv_cost(elv_type.name, elv_type.cost));
         let limits = QueueLimits {
             capacity_sectors: driver.capacity_sectors(),
             ..QueueLimits::default()

@@ -60,9 +60,10 @@ fn clients_mbs(r: &SimResult) -> f64 {
         / t
 }
 
-fn config(m: &Mode, seed: u64, clients: u32) -> SimConfig {
+fn config(m: &Mode, o: &ScenarioOpts, seed: u64, clients: u32) -> SimConfig {
     SimConfig {
         seed,
+        profile: o.profile,
         nr_cpus: clients as u16 + 1,
         device: device("ssd"),
         queue: QueueSettings {
@@ -159,7 +160,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let mut runs = Vec::new();
         let (mut merges, mut idles) = (0, 0);
         for &seed in &seeds {
-            let r = run_sim(config(m, seed, clients), jobs(clients, limit))?;
+            let r = run_sim(config(m, o, seed, clients), jobs(clients, limit))?;
             runs.push(clients_mbs(&r));
             if let mqblk_sched::SchedStats::Bfq(b) = &r.sched {
                 merges += b.counters.queue_merges;

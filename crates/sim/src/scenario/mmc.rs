@@ -48,6 +48,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 scheduler: Some(sched.into()),
                 ..QueueSettings::default()
             },
+            profile: o.profile,
             ..SimConfig::default()
         };
         // dd: the page cache's read-ahead keeps two 128 KiB reads in flight.

@@ -11,6 +11,7 @@ mod nr_queued;
 mod single_hctx;
 mod virtio;
 
+use crate::cost::CostProfile;
 use crate::device::DeviceSpec;
 use crate::engine::{Sim, SimConfig, SimResult};
 use crate::workload::{FioSource, Limit, SimJob, Source};
@@ -25,6 +26,9 @@ pub struct ScenarioOpts {
     pub quick: bool,
     /// Restrict to these schedulers (empty: the scenario's own list).
     pub schedulers: Vec<String>,
+    /// Whose scheduler costs are charged: the kernel's (the default here, to predict the
+    /// kernel's results) or mqblk's own.
+    pub profile: CostProfile,
 }
 
 impl Default for ScenarioOpts {
@@ -33,6 +37,7 @@ impl Default for ScenarioOpts {
             seed: 1,
             quick: false,
             schedulers: Vec::new(),
+            profile: CostProfile::Kernel,
         }
     }
 }

@@ -49,6 +49,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
                 ..QueueSettings::default()
             },
+            profile: o.profile,
             ..SimConfig::default()
         };
         let jobs = randread_jobs(96, 128, 4096, 128, 64 << 30, runtime, o.seed);

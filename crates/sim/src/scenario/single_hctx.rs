@@ -110,6 +110,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                         },
                         ..QueueSettings::default()
                     },
+                    profile: o.profile,
                     ..SimConfig::default()
                 };
                 let jobs = (0..n)

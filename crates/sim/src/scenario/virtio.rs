@@ -49,6 +49,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                     scheduler: Some("none".into()),
                     ..QueueSettings::default()
                 },
+                profile: o.profile,
                 ..SimConfig::default()
             };
             let mut js = randread_jobs(jobs, 4, 4096, 64, 8 << 30, runtime, o.seed);

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The kernel's CPU cost per request of each I/O scheduler over `none`, measured on this
+# machine: fio (io_uring, 4k random reads, one job) on a loop device over a tmpfs file, the
+# loop device's scheduler switched between runs, the order rotated every repeat. CPU time is
+# read from /proc/stat over all CPUs (the loop device's worker runs where it likes, and the
+# scheduler's hooks run in both the submitting task and the worker), minus the machine's idle
+# share measured in the same way with nothing running, and divided by the I/Os fio did.
+# Prints each run, then per scheduler the median ns per I/O and the median of its per-repeat
+# difference from `none`; with --json, one JSON object instead (what `mqblk sim
+# --cost-profile=kernel` was set from: see crates/sim/src/cost.rs).
+#
+#   bash scripts/kernel-cost.sh [--json] [RUNTIME_S] [REPS] [IODEPTH]    (root; fio)
+#
+# The loop device and the tmpfs are removed on every exit, Ctrl-C included.
+set -euo pipefail
+json=0
+if [ "${1:-}" = "--json" ]; then json=1; shift; fi
+runtime=${1:-5}
+reps=${2:-3}
+depth=${3:-32}
+[ "$(id -u)" = 0 ] || { echo "kernel-cost.sh: needs root (losetup, sysfs)" >&2; exit 2; }
+command -v fio >/dev/null || { echo "kernel-cost.sh: needs fio (apt-get install fio)" >&2; exit 2; }
+log() { [ "$json" = 1 ] || echo "$@"; }
+
+mnt=$(mktemp -d)
+dev=""
+cleanup() {
+    [ -n "$dev" ] && losetup -d "$dev" 2>/dev/null || true
+    umount "$mnt" 2>/dev/null || true
+    rmdir "$mnt" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+mount -t tmpfs -o size=700m tmpfs "$mnt"
+dd if=/dev/zero of="$mnt/disk" bs=1M count=512 status=none
+dev=$(losetup --find --show "$mnt/disk")
+name=$(basename "$dev")
+scheds=$(sed 's/[][]//g' "/sys/block/$name/queue/scheduler")
+hz=$(getconf CLK_TCK)
+
+# Busy and total jiffies of all CPUs (user nice system idle iowait irq softirq steal).
+cpu_jiffies() { awk '/^cpu /{b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6}' /proc/stat; }
+
+run() { # $1 = scheduler; prints "ios busy_ns"
+    echo "$1" > "/sys/block/$name/queue/scheduler"
+    read -r b0 t0 < <(cpu_jiffies)
+    ios=$(fio --name=k --filename="$dev" --ioengine=io_uring --rw=randread --bs=4k \
+        --iodepth="$depth" --direct=1 --runtime="$runtime" --time_based --output-format=json \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["total_ios"])')
+    read -r b1 t1 < <(cpu_jiffies)
+    echo "$ios $(( (b1 - b0) * 1000000000 / hz ))"
+}
+
+# The machine's own background load over the same time, charged to nobody.
+read -r b0 t0 < <(cpu_jiffies); sleep "$runtime"; read -r b1 t1 < <(cpu_jiffies)
+idle_busy_ns=$(( (b1 - b0) * 1000000000 / hz ))
+log "loop device $dev over tmpfs; schedulers: $scheds; background $((idle_busy_ns / 1000000)) ms CPU per ${runtime} s"
+
+results=""
+set -- $scheds
+n=$#
+for r in $(seq "$reps"); do
+    # Rotate the order each repeat so no scheduler always runs first.
+    order=()
+    for i in $(seq 0 $((n - 1))); do
+        idx=$(( (i + r - 1) % n + 1 ))
+        order+=("${!idx}")
+    done
+    for s in "${order[@]}"; do
+        read -r ios busy < <(run "$s")
+        ns=$(( (busy - idle_busy_ns) / (ios > 0 ? ios : 1) ))
+        log "repeat $r  $(printf '%-12s' "$s") $ios I/Os  $ns ns CPU per I/O"
+        results="$results$r $s $ios $ns"$'\n'
+    done
+done
+echo none > "/sys/block/$name/queue/scheduler"
+
+python3 - "$json" "$runtime" "$reps" "$depth" "$idle_busy_ns" <<EOF
+import json, statistics, sys
+as_json, runtime, reps, depth, idle = sys.argv[1] == "1", *map(int, sys.argv[2:])
+rows = [l.split() for l in """$results""".strip().splitlines()]
+per = {}
+for r, s, ios, ns in rows:
+    per.setdefault(s, {})[int(r)] = int(ns)
+out = {"workload": f"fio io_uring randread 4k QD{depth}, one job, loop over tmpfs, {runtime} s",
+       "repeats": reps, "background_cpu_ns": idle, "schedulers": {}}
+for s, by_rep in per.items():
+    over = [by_rep[r] - per["none"][r] for r in by_rep if r in per.get("none", {})]
+    out["schedulers"][s] = {
+        "ns_per_io": statistics.median(by_rep.values()),
+        "over_none_ns": statistics.median(over) if over else None,
+        "runs": sorted(by_rep.values()),
+    }
+if as_json:
+    print(json.dumps(out, indent=2))
+else:
+    print()
+    for s, v in out["schedulers"].items():
+        print(f"{s:12} {v['ns_per_io']:8.0f} ns per I/O (median), over none {v['over_none_ns']:+8.0f} ns")
+EOF
