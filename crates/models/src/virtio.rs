@@ -14,7 +14,9 @@
 //!
 //! Parameters: `num_queues` (1), `queue_size` (128), `iothreads` (1), `host_us` (5),
 //! `backend_us` (40), `backend_depth` (64), `size` (bytes, 64 GiB), `kick_ns` (4000),
-//! `post_ns` (400), `irq_ns` (3000), `lock_waiter_ns` (800). The defaults are calibrated so
+//! `post_ns` (400), `irq_ns` (3000), `lock_waiter_ns` (800), `rotational` (1: Linux's
+//! virtio_blk leaves the disk rotational, as this machine's `vda` reports it; the
+//! schedulers' idling and BFQ's choices depend on it). The defaults are calibrated so
 //! that the `virtio-multi-vq` scenario points the way seed 003 does; sources in
 //! `crates/models/DEVICES.md`.
 
@@ -28,6 +30,7 @@ use std::collections::BinaryHeap;
 
 pub struct VirtioModel {
     capacity: u64,
+    rotational: bool,
     nr_vq: u16,
     queue_size: u32,
     host_ns: u64,
@@ -53,6 +56,7 @@ impl VirtioModel {
         let backend_depth = ranged(p, m, "backend_depth", 64, 1, 65_536)? as usize;
         Ok(VirtioModel {
             capacity: ranged(p, m, "size", 64 << 30, 1 << 20, 1 << 50)? / 512,
+            rotational: ranged(p, m, "rotational", 1, 0, 1)? == 1,
             nr_vq: nr_vq as u16,
             queue_size,
             host_ns: ranged(p, m, "host_us", 5, 0, 10_000)? * 1000,
@@ -82,7 +86,7 @@ impl DeviceModel for VirtioModel {
         self.capacity
     }
     fn rotational(&self) -> bool {
-        false
+        self.rotational
     }
     /// QEMU's default cache mode is writeback (`VIRTIO_BLK_F_FLUSH`); virtio-blk has no FUA, so
     /// the guest follows FUA writes with a flush (this machine's own vda: `write back`, `fua` 0).
