@@ -30,9 +30,11 @@
 //!   queue preempts a queue in service that is not.
 //! - **Injection** (`bfq_choose_bfqq_for_injection`, `bfq_update_inject_limit`): while the
 //!   in-service queue is idled for, other queues' requests are dispatched, at most
-//!   `inject_limit` at a time; the limit grows while the in-service queue's service time stays
-//!   under 1.5x what it was without injection, shrinks otherwise, and is measured again every
-//!   second.
+//!   `inject_limit` at a time (0 for a new queue); the limit grows while the in-service
+//!   queue's service time stays under 1.5x what it was without injection, shrinks
+//!   otherwise, and is measured again every second. Only a request whose issuer has no
+//!   other one outstanding is timed (`bfq_add_request`), from its arrival to its completion
+//!   (`waited_rq`): an issuer that keeps several requests queued never moves its limit.
 
 use super::groups::GROUP_BIT;
 use super::sched::ioprio_to_weight;
@@ -107,6 +109,8 @@ const WAKER_WINDOW: Nanos = Nanos::from_millis(4);
 const WAKER_HITS: u32 = 3;
 /// Injection is measured afresh this often.
 const INJECT_RESET: Nanos = Nanos::from_secs(1);
+/// No measurement starts within this of the limit falling (`bfq_add_request`: 10 ms).
+const INJECT_RECENT_DECREASE: Nanos = Nanos::from_millis(10);
 
 /// `bfq_init_queue`: "begin by assuming, optimistically, that the device peak rate is equal
 /// to 2/3 of the highest reference rate".
@@ -727,18 +731,37 @@ impl State {
         rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound)
     }
 
-    /// Measure injection afresh once a second (`bfq_reset_inject_limit`).
-    pub(super) fn reset_inject_limit(&mut self, id: u32, now: Nanos, k: &Knobs) {
-        let q = self.q(id);
-        if q.last_serv_time != 0 && now.saturating_sub(q.decrease_time) < INJECT_RESET {
-            return;
+    /// A request of sync queue `id` arrives from an issuer with no other request
+    /// (`bfq_add_request`, `RQ_BIC(rq)->requests <= 1`): once a second since the limit
+    /// last fell the measurement starts over (`bfq_reset_inject_limit`); and if the queue
+    /// is in service and the device is empty, or holds injected requests and there is a
+    /// base time to compare with, this request's service time is measured from now
+    /// (unless the limit fell in the last 10 ms). An issuer that keeps several requests
+    /// queued is never measured: its limit stays where it is.
+    pub(super) fn start_inject_measurement(&mut self, id: u32, now: Nanos, k: &Knobs) {
+        if now >= self.qr(id).decrease_time.saturating_add(INJECT_RESET) {
+            // A queue that sends its next request quickly needs its own service time
+            // measured first; one that thinks long may have injection from the start.
+            let short = Self::has_short_ttime(self.qr(id), k);
+            let q = self.q(id);
+            q.last_serv_time = 0;
+            q.inject_limit = u32::from(!short);
+            q.decrease_time = now;
+            self.inject.waited_rq = None;
         }
-        // A queue that sends its next request quickly needs its own service time measured
-        // first; one that thinks long may have injection from the start.
-        let short = Self::has_short_ttime(q, k);
-        q.last_serv_time = 0;
-        q.decrease_time = now;
-        q.inject_limit = u32::from(!short);
+        let q = self.qr(id);
+        let in_driver = self.dev.rq_in_driver;
+        if self.in_service == Some(id)
+            && (in_driver == 0 || (q.last_serv_time > 0 && self.inject.injected))
+            && now >= q.decrease_time.saturating_add(INJECT_RECENT_DECREASE)
+        {
+            self.inject.occupied_at = now;
+            self.inject.wait_dispatch = true;
+            if in_driver == 0 {
+                // Injection before this arrival does not slow this request down.
+                self.inject.injected = false;
+            }
+        }
     }
 
     /// While the in-service queue `id` is idled for, another queue's request, if the limit
@@ -772,7 +795,17 @@ impl State {
                 // worth of requests, the in-service queue's own included
                 // (`tot_rq_in_driver`); a raised queue with a short think time lets only
                 // raised queues in.
-                if self.dev.rq_in_driver >= q.inject_limit {
+                // With no limit and no base time yet, one request may go in once the queue
+                // has been waited for a whole idle slice.
+                let mut limit = q.inject_limit;
+                if limit == 0
+                    && q.last_serv_time == 0
+                    && self.idle_until.is_some()
+                    && now >= self.last_idling_start.saturating_add(k.slice_idle)
+                {
+                    limit = 1;
+                }
+                if self.dev.rq_in_driver >= limit {
                     return None;
                 }
                 let always = q.wr.coeff <= 1 || !short;
@@ -804,6 +837,7 @@ impl State {
                 {
                     return None;
                 }
+                self.inject.injected = true;
                 (c, rq)
             }
         };
@@ -820,7 +854,6 @@ impl State {
             self.became_idle(c, now);
         }
         self.update_pending(c);
-        self.inject.injected = true;
         self.stats.injected += 1;
         self.stats.dispatched += 1;
         Some(RqId(rq))
@@ -828,15 +861,7 @@ impl State {
 
     /// A request is going to the device: who occupies it, and the peak-rate window
     /// (`bfq_update_peak_rate`).
-    pub(super) fn note_dispatch(&mut self, rq: u32, sector: u64, sectors: u64, now: Nanos) {
-        let owner = self.rqs[rq as usize].queue;
-        if self.dev.rq_in_driver == 0
-            && self.in_service == Some(owner)
-            && self.inject.occupied_at.is_none()
-        {
-            self.inject.occupied_at = Some(now);
-            self.inject.injected = false;
-        }
+    pub(super) fn note_dispatch(&mut self, sector: u64, sectors: u64, now: Nanos) {
         self.dev.rq_in_driver += 1;
         self.update_peak_rate(sector, sectors, now);
     }
@@ -920,11 +945,6 @@ impl State {
                 d.max_rq_in_driver = 0;
             }
         }
-        if self.in_service == Some(info.queue) && self.qr(info.queue).dispatched == 1 {
-            if let Some(at) = self.inject.occupied_at.take() {
-                self.update_inject_limit(info.queue, now.saturating_sub(at).0, now);
-            }
-        }
         self.dev.rq_in_driver = self.dev.rq_in_driver.saturating_sub(1);
         self.last_completion = Some((info.queue, now));
         // A completion so late that the device served under 1/1024 sector per microsecond
@@ -939,7 +959,13 @@ impl State {
         self.dev.last_rate_completion = now;
     }
 
-    fn update_inject_limit(&mut self, id: u32, tot: u64, now: Nanos) {
+    /// The request being timed came back (`bfq_update_inject_limit`): its service time,
+    /// from its arrival, raises the limit while it stays under 1.5 times the base time
+    /// (measured with nothing injected), lowers it otherwise; it becomes the base time if
+    /// it is the first or a shorter one, or was measured alone.
+    pub(super) fn update_inject_limit(&mut self, id: u32, now: Nanos) {
+        let tot = now.saturating_sub(self.inject.occupied_at).0;
+        self.inject.waited_rq = None;
         let in_driver = self.dev.rq_in_driver;
         let max_in_driver = self.dev.max_rq_in_driver;
         let injected = std::mem::take(&mut self.inject.injected);

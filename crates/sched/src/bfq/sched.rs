@@ -368,6 +368,10 @@ pub(super) struct RqInfo {
     pub injected: bool,
     /// On `bfqd->dispatch`, inserted at the head.
     pub parked: bool,
+    /// Its issuer (the kernel's `bfq_io_cq`), and whether it counts among the issuer's
+    /// requests (`bic->requests`: from insertion to completion).
+    pub issuer: u32,
+    pub counted: bool,
 }
 
 /// BFQ's statistics (`Bfq::typed_stats`): its counters and the device estimates they led to.
@@ -512,11 +516,17 @@ pub(super) struct Load {
     pub wr_busy: u32,
 }
 
-/// Injection measurements of the in-service queue (`last_empty_occupied_ns`,
-/// `rqs_injected`).
+/// The measurement of the in-service queue's service time, for its injection limit
+/// (`last_empty_occupied_ns`, `wait_dispatch`, `waited_rq`, `rqs_injected`).
 #[derive(Default)]
 pub(super) struct Inject {
-    pub occupied_at: Option<Nanos>,
+    /// When the measured request arrived.
+    pub occupied_at: Nanos,
+    /// The next request the in-service queue dispatches is the one to time.
+    pub wait_dispatch: bool,
+    /// The request being timed, to its completion.
+    pub waited_rq: Option<u32>,
+    /// Requests were injected while it was timed.
     pub injected: bool,
 }
 
@@ -570,6 +580,8 @@ pub(super) struct State {
     pub last_merge: Option<u32>,
     /// Requests inserted at the head (`bfqd->dispatch`), served before any queue.
     pub dispatch: VecDeque<u32>,
+    /// Requests of each issuer from insertion to completion (`bic->requests`).
+    pub bic_requests: HashMap<u32, u32>,
     /// A decaying count of turns handed out (`budgets_assigned`): until it reaches
     /// `bfq_stats_min_budgets` every turn gets the default maximum budget.
     pub budgets_assigned: u32,
@@ -664,6 +676,7 @@ impl Bfq {
                 last_completion: None,
                 last_merge: None,
                 dispatch: VecDeque::new(),
+                bic_requests: HashMap::new(),
                 budgets_assigned: 0,
                 burst: Burst::default(),
                 retiring: VecDeque::new(),
@@ -968,7 +981,10 @@ impl State {
             return;
         };
         self.idle_until = None;
-        self.inject.occupied_at = None;
+        // `bfq_bfqq_expire`: no service time is measured across turns.
+        self.inject.injected = false;
+        self.inject.wait_dispatch = false;
+        self.inject.waited_rq = None;
         match why {
             Expire::TooIdle => self.stats.expired_too_idle += 1,
             Expire::BudgetTimeout => self.stats.expired_timeout += 1,
@@ -1083,7 +1099,7 @@ impl State {
             self.pos_update(id);
         }
         let sectors = (info.end - info.sector).max(1);
-        self.note_dispatch(rq, info.sector, sectors, now);
+        self.note_dispatch(info.sector, sectors, now);
         sectors
     }
 
@@ -1109,8 +1125,6 @@ impl State {
         self.budgets_assigned = (self.budgets_assigned * 7 + 256) / 8;
         self.idle_until = None;
         self.slice_start = now;
-        self.inject.occupied_at = None;
-        self.inject.injected = false;
         self.update_wr(id, now, k);
         // `bfq_set_budget_timeout`: a raised queue's turn may last its raising factor times
         // longer (`weight / orig_weight`), a soft real-time one's as long as anyone's.
@@ -1121,7 +1135,6 @@ impl State {
             u64::from(wr.coeff.max(1))
         };
         self.budget_timeout = now.saturating_add(Nanos(k.timeout.0.saturating_mul(coeff)));
-        self.reset_inject_limit(id, now, k);
         let q = self.q(id);
         q.in_tree = false;
         // Service it received by injection since its last turn counts against this one.
@@ -1130,6 +1143,10 @@ impl State {
 
     /// Dispatches request `rq` of queue `id`, charging `charge` sectors of service to it.
     fn dispatch_from(&mut self, id: u32, rq: u32, charge: u64, now: Nanos) -> RqId {
+        // `bfq_dispatch_rq_from_bfqq`: the request to time for the injection limit.
+        if std::mem::take(&mut self.inject.wait_dispatch) {
+            self.inject.waited_rq = Some(rq);
+        }
         let sectors = self.take(id, rq, now);
         let q = self.q(id);
         q.service_from_backlogged += sectors;
@@ -1272,6 +1289,7 @@ impl State {
                 bq.fifo.insert(at, (id, gone_deadline));
             }
         }
+        self.uncount(next);
         let info = &mut self.rqs[next as usize];
         info.queued = false;
         info.owned = false;
@@ -1342,6 +1360,29 @@ impl State {
         self.fold_next(q, qid, prev, start)
     }
 
+    /// Request `rq` counts among its issuer's (`bic->requests++` in `bfq_init_rq`).
+    fn count(&mut self, rq: u32, issuer: u32) {
+        let info = &mut self.rqs[rq as usize];
+        info.issuer = issuer;
+        info.counted = true;
+        *self.bic_requests.entry(issuer).or_default() += 1;
+    }
+
+    /// Request `rq` is done with, completed or merged away (`bic->requests--`).
+    fn uncount(&mut self, rq: u32) {
+        let info = &mut self.rqs[rq as usize];
+        if !std::mem::take(&mut info.counted) {
+            return;
+        }
+        let issuer = info.issuer;
+        if let Some(n) = self.bic_requests.get_mut(&issuer) {
+            *n -= 1;
+            if *n == 0 {
+                self.bic_requests.remove(&issuer);
+            }
+        }
+    }
+
     /// Adds request `rq` to queue `qid` (`bfq_add_request`).
     pub(super) fn add_request(&mut self, qid: u32, rq: u32, sector: u64, deadline: Nanos) {
         let q = self.q(qid);
@@ -1367,6 +1408,12 @@ impl State {
             return;
         }
         self.rqs[rq as usize].owned = false;
+        // `bfq_finish_requeue_request`: the request being timed for the injection limit
+        // is back (before the device's count drops), and its issuer has one fewer.
+        if self.inject.waited_rq == Some(rq) {
+            self.update_inject_limit(info.queue, now);
+        }
+        self.uncount(rq);
         self.note_completion(&info, now, k);
         let q = self.q(info.queue);
         q.dispatched = q.dispatched.saturating_sub(1);
@@ -1654,6 +1701,7 @@ impl Elevator for Bfq {
                     parked: true,
                     ..RqInfo::default()
                 };
+                st.count(id.0, e.issuer);
                 let q = st.q(qid);
                 q.parked += 1;
                 q.retire_at = None;
@@ -1668,9 +1716,9 @@ impl Elevator for Bfq {
                 end,
                 queued: true,
                 owned: true,
-                injected: false,
-                parked: false,
+                ..RqInfo::default()
             };
+            st.count(id.0, e.issuer);
             st.nr_queued += 1;
             // A stable merge scheduled when the queue was made, done once it has shown what
             // it is (`bfq_setup_cooperator`'s first step, off fast queueing devices).
@@ -1684,6 +1732,9 @@ impl Elevator for Bfq {
                 if let Some(dst) = st.setup_cooperator(qid, e.sector, now) {
                     qid = dst;
                 }
+            }
+            if st.qr(qid).sync && st.bic_requests.get(&e.issuer).copied().unwrap_or(0) <= 1 {
+                st.start_inject_measurement(qid, now, &k);
             }
             st.note_arrival(qid, e.sector, end, now, &k);
             st.add_request(qid, id.0, e.sector, deadline);
@@ -1699,12 +1750,8 @@ impl Elevator for Bfq {
             }
             let bq = st.qr(qid);
             if st.in_service == Some(qid) {
-                // The queue we were idling for has work again. Its service time, for the
-                // injection limit, counts from now if injected requests occupy the device.
+                // The queue we were idling for has work again.
                 st.idle_until = None;
-                if st.inject.occupied_at.is_none() && st.dev.rq_in_driver > 0 {
-                    st.inject.occupied_at = Some(now);
-                }
             } else if !bq.in_tree {
                 st.idle_to_busy(qid, now, &k);
             }
