@@ -407,3 +407,56 @@ fn bfq_soft_rt_next_start_waits_for_the_queues_last_completion() {
     r.assert_each_done_once([1, 2, 3]);
     r.finish();
 }
+
+#[test]
+fn bfq_finds_a_waker_even_for_a_queue_that_stays_busy() {
+    // `bfq_add_request` calls `bfq_check_waker` for every request of a sync queue whose
+    // issuer has no other one outstanding, busy queue or not: a queue whose request comes
+    // within 4 ms of another queue's completion three times in a row (and which thinks long
+    // enough not to count as short) gets that queue as its waker. Here the heavier reader
+    // thinks 5 ms after each of its completions, so BFQ is still waiting for it (idling for
+    // the heavier of two weights lasts 8 ms) when its next read arrives: it never goes idle,
+    // and only the per-arrival check can see that the lighter queue's completions, injected
+    // meanwhile, come just before its reads.
+    let mut r = Rig::simple(BFQ, 4);
+    r.set("low_latency", "0");
+    let be0 = IoPrio::new(IoPrioClass::Be, 0);
+    let be7 = IoPrio::new(IoPrioClass::Be, 7);
+    for i in 0..200 {
+        r.queue(
+            0,
+            read(5_000_000 + i * 64, 8, i)
+                .with_issuer(2, 0)
+                .with_ioprio(be7),
+        );
+    }
+    let heavy = |r: &mut Rig, n: u64| {
+        let bio = read(n * 64, 8, 10_000 + n).with_issuer(1, 0);
+        r.queue(0, bio.with_ioprio(be0));
+    };
+    heavy(&mut r, 0);
+    r.drv.auto_complete(r.now, us(1000));
+    let (mut sent, mut seen, mut due) = (1u64, 0usize, None::<Nanos>);
+    while sent < 150 {
+        let t = [r.next_event(), due]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("work");
+        r.advance_to(t);
+        if due.is_some_and(|d| d <= r.now) {
+            heavy(&mut r, sent);
+            sent += 1;
+            due = None;
+        }
+        if r.done[seen..].iter().any(|b| b.private >= 10_000) {
+            due = Some(r.now.saturating_add(ms(5)));
+        }
+        seen = r.done.len();
+    }
+    let c = r.bfq().counters;
+    eprintln!("{c:?}");
+    assert!(c.wakers >= 1, "no waker found: {c:?}");
+    r.drain(us(10));
+    r.finish();
+}

@@ -507,7 +507,6 @@ impl State {
     /// if it is interactive or soft real-time, put it in its tree, and let it preempt the
     /// queue in service if it deserves the device more.
     pub(super) fn idle_to_busy(&mut self, qid: u32, now: Nanos, k: &Knobs) {
-        self.detect_waker(qid, now, k);
         let wr_duration = self.wr_duration();
         let q = self.q(qid);
         let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
@@ -667,7 +666,7 @@ impl State {
             return;
         };
         if w == qid
-            || now.saturating_sub(at) > WAKER_WINDOW
+            || now.saturating_sub(at) >= WAKER_WINDOW
             || self.queues[w as usize].is_none()
             || Self::has_short_ttime(self.qr(qid), k)
         {
@@ -732,13 +731,16 @@ impl State {
     }
 
     /// A request of sync queue `id` arrives from an issuer with no other request
-    /// (`bfq_add_request`, `RQ_BIC(rq)->requests <= 1`): once a second since the limit
+    /// (`bfq_add_request`, `RQ_BIC(rq)->requests <= 1`): it may reveal the queue's waker
+    /// (`bfq_check_waker`, whether or not the queue was busy); once a second since the limit
     /// last fell the measurement starts over (`bfq_reset_inject_limit`); and if the queue
     /// is in service and the device is empty, or holds injected requests and there is a
     /// base time to compare with, this request's service time is measured from now
     /// (unless the limit fell in the last 10 ms). An issuer that keeps several requests
     /// queued is never measured: its limit stays where it is.
-    pub(super) fn start_inject_measurement(&mut self, id: u32, now: Nanos, k: &Knobs) {
+    pub(super) fn note_lone_arrival(&mut self, id: u32, now: Nanos, k: &Knobs) {
+        // `bfq_check_waker`: whose completion this request followed.
+        self.detect_waker(id, now, k);
         if now >= self.qr(id).decrease_time.saturating_add(INJECT_RESET) {
             // A queue that sends its next request quickly needs its own service time
             // measured first; one that thinks long may have injection from the start.

@@ -1734,7 +1734,7 @@ impl Elevator for Bfq {
                 }
             }
             if st.qr(qid).sync && st.bic_requests.get(&e.issuer).copied().unwrap_or(0) <= 1 {
-                st.start_inject_measurement(qid, now, &k);
+                st.note_lone_arrival(qid, now, &k);
             }
             st.note_arrival(qid, e.sector, end, now, &k);
             st.add_request(qid, id.0, e.sector, deadline);
