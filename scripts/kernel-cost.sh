@@ -38,8 +38,9 @@ name=$(basename "$dev")
 scheds=$(sed 's/[][]//g' "/sys/block/$name/queue/scheduler")
 hz=$(getconf CLK_TCK)
 
-# Busy and total jiffies of all CPUs (user nice system idle iowait irq softirq steal).
-cpu_jiffies() { awk '/^cpu /{b=$2+$3+$4+$7+$8+$9; print b, b+$5+$6}' /proc/stat; }
+# Busy and total jiffies of all CPUs: user, nice, system, irq and softirq are busy; idle and
+# iowait are not, nor is steal (time the hypervisor gave to others).
+cpu_jiffies() { awk '/^cpu /{b=$2+$3+$4+$7+$8; print b, b+$5+$6}' /proc/stat; }
 
 run() { # $1 = scheduler; prints "ios busy_ns"
     echo "$1" > "/sys/block/$name/queue/scheduler"
