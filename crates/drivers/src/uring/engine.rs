@@ -291,6 +291,18 @@ impl Ring {
         let _ = self.uring.submit();
     }
 
+    /// What is pushed and not yet handed to the kernel, for a submitter to hand over
+    /// without the hardware queue's lock ([`enter_submit`]): the ring's fd and the count.
+    /// With SQPOLL the kernel's thread takes them (woken here if it sleeps), under the lock.
+    pub(crate) fn submit_due(&mut self) -> Option<(RawFd, u32)> {
+        if self.uring.params().is_setup_sqpoll() {
+            self.submit();
+            return None;
+        }
+        let n = self.uring.submission().len() as u32;
+        (n > 0).then(|| (self.uring.as_raw_fd(), n))
+    }
+
     /// Whether a submitter with nothing else to do should sleep until a completion is
     /// posted: submissions are in the kernel and none is posted yet. Submits what is
     /// pushed first, as entering to wait would. The wait itself ([`wait_for_cqe`]) is made
@@ -512,6 +524,31 @@ pub(crate) fn wait_for_cqe(fd: RawFd, timeout: std::time::Duration) {
             IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
             &arg as *const GeteventsArg,
             std::mem::size_of::<GeteventsArg>(),
+        );
+    }
+}
+
+/// Hands `n` pushed submissions of ring `fd` to the kernel (`io_uring_enter` without
+/// waiting), outside the hardware queue's lock: the kernel serialises entries on a ring
+/// itself (`ctx->uring_lock`) and takes what the submission queue's tail publishes, so a
+/// second submitter may push and enter meanwhile; one that finds fewer entries than it
+/// counted (another took them) submits what is there. On tmpfs and the page cache the
+/// kernel does the copy inside this call, which under the lock made every other
+/// submitter of the queue wait for it. Errors (`EAGAIN`, `EBUSY`, `EINTR`) leave the
+/// entries queued for the next poll, as [`Ring::submit`]'s do.
+pub(crate) fn enter_submit(fd: RawFd, n: u32) {
+    // SAFETY: only the ring's fd and counts go to the kernel; the entries it consumes were
+    // pushed under the hardware queue's lock with their memory valid until completion
+    // (clauses 1-5, upheld by `push_ready`). `fd` is open while the device is (clause 2).
+    unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            fd,
+            n,
+            0u32,
+            0u32,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
         );
     }
 }

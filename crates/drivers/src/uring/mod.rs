@@ -996,19 +996,27 @@ impl Driver for UringDevice {
             }
             return BlkStatus::Ok;
         }
-        let mut q = self.hctx(hctx).lock();
-        let status = self.issue_ring(&mut q, rq);
-        if last {
+        let (status, due) = {
+            let mut q = self.hctx(hctx).lock();
+            let status = self.issue_ring(&mut q, rq);
             // Also when this request was refused: earlier ones of the batch are queued.
-            q.ring.submit();
+            (status, if last { q.ring.submit_due() } else { None })
+        };
+        if let Some((fd, n)) = due {
+            engine::enter_submit(fd, n);
         }
         status
     }
 
     fn commit_rqs(&self, hctx: HctxIdx) {
-        let mut q = self.hctx(hctx).lock();
-        q.ring.push_ready();
-        q.ring.submit();
+        let due = {
+            let mut q = self.hctx(hctx).lock();
+            q.ring.push_ready();
+            q.ring.submit_due()
+        };
+        if let Some((fd, n)) = due {
+            engine::enter_submit(fd, n);
+        }
     }
 
     fn poll(&self, hctx: HctxIdx, _now: Nanos, done: &mut CompletionBatch) -> usize {
