@@ -234,7 +234,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             j.job.name, j.ctx.0
         ));
     }
-    let progress = Progress::default();
+    let progress = Progress::for_jobs(plan.jobs.len());
     progress.stonewalls.set(plan.jobs.iter().map(|j| &j.job));
     let start = Barrier::new(plan.jobs.len() + 1);
     let started_ms = SystemTime::now()
@@ -246,7 +246,8 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             .jobs
             .iter()
             .zip(&plan.spec_of)
-            .map(|(job, &spec)| {
+            .enumerate()
+            .map(|(slot, (job, &spec))| {
                 let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
                 let sink = Sink::new(&job.job.name, &plan.specs[spec], plan.plot);
                 // With registered buffers, the job's buffers come from the device's pool, so
@@ -266,7 +267,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                 };
                 std::thread::Builder::new()
                     .name(format!("mqblk-job-{}", job.issuer))
-                    .spawn_scoped(scope, move || run_job(q, c, job, sink, b, p, bufs))
+                    .spawn_scoped(scope, move || run_job(q, c, job, sink, b, p, slot, bufs))
                     .expect("spawning a job thread")
             })
             .collect();
@@ -322,10 +323,7 @@ fn progress_line(progress: &Progress, plan: &Plan, t0: Instant) {
         if last_t.elapsed() < Duration::from_secs(1) {
             continue;
         }
-        let (ios, bytes) = (
-            progress.ios.load(Ordering::Relaxed),
-            progress.bytes.load(Ordering::Relaxed),
-        );
+        let (ios, bytes) = progress.totals();
         let dt = last_t.elapsed().as_secs_f64();
         let eta = total.map(|t| (t as f64 / 1e9 - t0.elapsed().as_secs_f64()).max(0.0));
         eprint!(
