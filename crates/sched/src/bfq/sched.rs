@@ -581,7 +581,7 @@ pub(super) struct State {
     /// Requests inserted at the head (`bfqd->dispatch`), served before any queue.
     pub dispatch: VecDeque<u32>,
     /// Requests of each issuer from insertion to completion (`bic->requests`).
-    pub bic_requests: HashMap<u32, u32>,
+    pub bic_requests: HashMap<u32, u32, std::hash::BuildHasherDefault<KeyHasher>>,
     /// A decaying count of turns handed out (`budgets_assigned`): until it reaches
     /// `bfq_stats_min_budgets` every turn gets the default maximum budget.
     pub budgets_assigned: u32,
@@ -676,7 +676,7 @@ impl Bfq {
                 last_completion: None,
                 last_merge: None,
                 dispatch: VecDeque::new(),
-                bic_requests: HashMap::new(),
+                bic_requests: HashMap::default(),
                 budgets_assigned: 0,
                 burst: Burst::default(),
                 retiring: VecDeque::new(),
@@ -1266,14 +1266,8 @@ impl State {
             .range((end, 0)..(end + 1, 0))
             .map(|x| x.1)
             .find(|&n| n != id)?;
-        {
-            let mut a = q.rqs.lock(RqId(id));
-            let mut b = q.rqs.lock(RqId(next));
-            if !merge::req_merge_ok(&a, &b, q.limits) {
-                return None;
-            }
-            merge::merge_requests(&mut a, &mut b);
-            self.rqs[id as usize].end = a.end_sector();
+        if !self.fold(q, id, next) {
+            return None;
         }
         // `next` leaves the queue; `id` takes the earlier of the two deadlines.
         let bq = self.q(qid);
@@ -1313,7 +1307,7 @@ impl State {
             t != id && r.queued && r.end == sector
         };
         let mut target = self.last_merge.filter(|&t| ends_here(self, t));
-        if target.is_none_or(|t| !self.fold_insert(q, t, id)) {
+        if target.is_none_or(|t| !self.fold(q, t, id)) {
             if q.nomerges != NoMerges::All {
                 return false;
             }
@@ -1325,7 +1319,7 @@ impl State {
                 .map(|&(_, t)| t)
                 .find(|&t| ends_here(self, t));
             match target {
-                Some(t) if self.fold_insert(q, t, id) => {}
+                Some(t) if self.fold(q, t, id) => {}
                 _ => return false,
             }
         }
@@ -1334,8 +1328,9 @@ impl State {
         true
     }
 
-    /// Folds request `next` into queued request `t` if the merge rules allow.
-    fn fold_insert(&mut self, q: &ElvCtx<'_>, t: u32, next: u32) -> bool {
+    /// Folds request `next` into queued request `t` if the merge rules allow
+    /// (`attempt_merge`'s checks and join); the caller takes `next` out of wherever it was.
+    fn fold(&mut self, q: &ElvCtx<'_>, t: u32, next: u32) -> bool {
         let mut a = q.rqs.lock(RqId(t));
         let mut b = q.rqs.lock(RqId(next));
         if !merge::req_merge_ok(&a, &b, q.limits) {
@@ -1475,7 +1470,6 @@ impl State {
     /// (`bfq_idle_slice_timer_body`): its turn ends as timed out if its time is up as well
     /// (then charged the time it waited), else as too idle.
     fn idle_timer_expired(&mut self, k: &Knobs, now: Nanos) {
-        self.idle_until = None;
         let why = if now >= self.budget_timeout {
             Expire::BudgetTimeout
         } else {
