@@ -51,23 +51,21 @@ fn sim_prints_the_same_bytes_for_the_same_seed() {
     );
 }
 
+/// Two simulated jobs of randread 4k at QD32 for 20 ms on 2 CPUs, with `extra` options, as
+/// JSON.
+fn two_jobs_json(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["sim", "--cpus=2", "--numjobs=2", "--rw=randread", "--bs=4k"];
+    args.extend(["--iodepth=32", "--runtime=20ms", "--time_based", "--name=j"]);
+    args.push("--output-format=json");
+    args.extend(extra);
+    let o = mqblk(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("JSON")
+}
+
 #[test]
 fn sim_json_has_the_simulator_section() {
-    let o = mqblk(&[
-        "sim",
-        "--device=ssd",
-        "--cpus=2",
-        "--numjobs=2",
-        "--rw=randread",
-        "--bs=4k",
-        "--iodepth=32",
-        "--runtime=20ms",
-        "--time_based",
-        "--name=j",
-        "--output-format=json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let v = two_jobs_json(&["--device=ssd"]);
     assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
     assert!(v["mqblk_sim"]["requests"].as_u64().unwrap() > 1000);
     assert!(v["jobs"][0]["read"]["iops"].as_f64().unwrap() > 0.0);
@@ -107,22 +105,10 @@ fn the_kernel_cost_profile_charges_the_kernels_scheduler_costs() {
     // measured cost (about 1.8 us per request over `none`, under `dd->lock`) leave far
     // fewer IOPS than at mqblk's own (about 0.2 us); `none` costs the same in both.
     let run = |sched: &str, profile: &str| {
-        let o = mqblk(&[
-            "sim",
+        let v = two_jobs_json(&[
             &format!("--cost-profile={profile}"),
-            "--cpus=2",
-            "--numjobs=2",
             &format!("--ioscheduler={sched}"),
-            "--rw=randread",
-            "--bs=4k",
-            "--iodepth=32",
-            "--runtime=20ms",
-            "--time_based",
-            "--name=j",
-            "--output-format=json",
         ]);
-        assert!(o.status.success(), "{}", text(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
         v["jobs"]
             .as_array()
             .unwrap()
