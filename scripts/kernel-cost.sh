@@ -13,6 +13,7 @@
 #
 # The loop device and the tmpfs are removed on every exit, Ctrl-C included.
 set -euo pipefail
+source "$(dirname "$0")/lib/rotate.sh"
 json=0
 if [ "${1:-}" = "--json" ]; then json=1; shift; fi
 runtime=${1:-5}
@@ -58,16 +59,8 @@ idle_busy_ns=$(( (b1 - b0) * 1000000000 / hz ))
 log "loop device $dev over tmpfs; schedulers: $scheds; background $((idle_busy_ns / 1000000)) ms CPU per ${runtime} s"
 
 results=""
-set -- $scheds
-n=$#
 for r in $(seq "$reps"); do
-    # Rotate the order each repeat so no scheduler always runs first.
-    order=()
-    for i in $(seq 0 $((n - 1))); do
-        idx=$(( (i + r - 1) % n + 1 ))
-        order+=("${!idx}")
-    done
-    for s in "${order[@]}"; do
+    for s in $(rotated "$r" $scheds); do
         read -r ios busy < <(run "$s")
         ns=$(( (busy - idle_busy_ns) / (ios > 0 ? ios : 1) ))
         log "repeat $r  $(printf '%-12s' "$s") $ios I/Os  $ns ns CPU per I/O"

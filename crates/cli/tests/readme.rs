@@ -44,7 +44,9 @@ fn not_run(block: &str) -> Option<&'static str> {
     if block.starts_with("cargo run") {
         Some("the build-and-run line is `mqblk bench` (run below); the suite is `bash scripts/test` itself")
     } else if block.starts_with("bash scripts/kernel-cost.sh") {
-        Some("two minutes of measurement; kernel_cost.rs runs the script in a one-second form")
+        Some("two minutes of measurement; kernel_scripts.rs runs the script in a one-second form")
+    } else if block.starts_with("bash scripts/find-twin.sh") {
+        Some("20 s of measurement; kernel_scripts.rs runs the script with 2,000 files")
     } else if block.contains("trace capture --device=/dev/loop0") {
         Some("needs root and an attached /dev/loop0; trace_cli's capture test captures a loop device it sets up")
     } else {

@@ -1,0 +1,88 @@
+//! The scripts that measure the real kernel on this machine run as the README shows them
+//! (in a shortened form): `scripts/kernel-cost.sh`, which measured the kernel cost profile of
+//! `mqblk sim --cost-profile=kernel`, and `scripts/find-twin.sh`, which asks whether the I/O
+//! scheduler changes a cold-cache `find`. Both need root and a loop device; they fail in CI
+//! without them (`.ci/run` installs fio) and are skipped visibly elsewhere.
+
+use std::path::Path;
+use std::process::Command;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `scripts/NAME --json ARGS` and parses its JSON, or returns None (after printing a
+/// visible skip) where the machine cannot run it and this is not CI.
+fn run_script(name: &str, tools: &[&str], args: &[&str]) -> Option<serde_json::Value> {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let missing: Vec<&&str> = tools.iter().filter(|t| !have(t)).collect();
+    if !root || !missing.is_empty() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root with {tools:?} installed"
+        );
+        eprintln!("SKIP {name}: needs root and {tools:?}");
+        return None;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("bash")
+        .arg(format!("scripts/{name}"))
+        .arg("--json")
+        .args(args)
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && (stderr.contains("mount") || stderr.contains("losetup")) {
+        // A container that refuses mounts or loop devices cannot measure this.
+        assert!(std::env::var_os("CI").is_none(), "{stderr}");
+        eprintln!("SKIP {name}: {stderr}");
+        return None;
+    }
+    assert!(out.status.success(), "{name}: {stderr}");
+    Some(serde_json::from_slice(&out.stdout).expect("JSON"))
+}
+
+#[test]
+fn the_kernel_cost_script_measures_every_scheduler_of_a_loop_device() {
+    let Some(v) = run_script("kernel-cost.sh", &["fio"], &["1", "1"]) else {
+        return;
+    };
+    let scheds = v["schedulers"].as_object().unwrap();
+    for s in ["none", "mq-deadline", "kyber", "bfq"] {
+        let ns = scheds[s]["ns_per_io"].as_f64().unwrap();
+        assert!(ns > 0.0, "{s}: {ns} ns per I/O\n{v}");
+    }
+    assert_eq!(scheds["none"]["over_none_ns"].as_f64(), Some(0.0));
+}
+
+/// find makes the same reads whichever scheduler the device has: the scheduler decides
+/// order, not what the filesystem asks for; and it has about one read in flight at a time.
+#[test]
+fn the_find_twin_times_the_same_reads_under_every_scheduler() {
+    let Some(v) = run_script("find-twin.sh", &["mkfs.ext4", "losetup"], &["2000", "1"]) else {
+        return;
+    };
+    let scheds = v["schedulers"].as_object().unwrap();
+    let none = scheds["none"]["reads"].as_f64().unwrap();
+    assert!(none > 50.0, "find read {none} blocks of 2000 files\n{v}");
+    for s in ["mq-deadline", "kyber", "bfq"] {
+        let reads = scheds[s]["reads"].as_f64().unwrap();
+        assert!(
+            (reads - none).abs() <= none * 0.05,
+            "{s}: {reads} reads against none's {none}\n{v}"
+        );
+        assert!(scheds[s]["find_s"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    let in_flight = scheds["none"]["mean_in_flight"].as_f64().unwrap();
+    assert!(
+        in_flight < 2.0,
+        "find kept {in_flight} reads in flight\n{v}"
+    );
+}
