@@ -125,6 +125,11 @@ pub struct ScenarioArgs {
     /// or mqblk's own hooks
     #[arg(long = "cost-profile", default_value = "kernel", value_parser = ["kernel", "mqblk"])]
     pub cost_profile: String,
+    /// Rerun with every physical model parameter and every cost scaled by 0.7 and 1.3 (one
+    /// at a time) and with seeds 1..5, on all cores; print where the direction holds and the
+    /// ratio it rests on (exit 3 if it fails anywhere)
+    #[arg(long)]
+    pub sensitivity: bool,
 }
 
 #[derive(Args, Debug)]

@@ -5,7 +5,7 @@ use mqblk_sim::cost::{fmt_ns, CostTable};
 use mqblk_sim::fuzz;
 use mqblk_sim::{Sim, SimConfig, SimResult};
 use mqblk_workload::{json_report, parse_command_line, text_report, OutputFormat, RunReport};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 /// Runs `mqblk sim ARGS`; returns the exit code.
@@ -397,6 +397,41 @@ struct ScenarioJson<'a> {
     results: &'a serde_json::Value,
 }
 
+/// `mqblk scenario NAME --sensitivity`: the sweep, its table (or JSON), exit 3 if the
+/// direction fails in any run.
+fn sensitivity(
+    sc: &mqblk_sim::scenario::Scenario,
+    opts: &mqblk_sim::scenario::ScenarioOpts,
+    json: bool,
+    host: Instant,
+) -> Result<i32, String> {
+    // A line rewritten in place on a terminal; in a log, a line at every tenth of the runs.
+    let tty = std::io::stderr().is_terminal();
+    let progress = |done: usize, total: usize| {
+        if tty {
+            eprint!("\rscenario {}: sensitivity {done}/{total} runs", sc.name);
+        } else if done * 10 / total != (done - 1) * 10 / total {
+            eprintln!("scenario {}: sensitivity {done}/{total} runs", sc.name);
+        }
+    };
+    let s = mqblk_sim::scenario::sensitivity::run(sc, opts, &progress)?;
+    eprintln!(
+        "\rscenario {}: sensitivity, {} runs in {:.1} host s",
+        sc.name,
+        s.runs.len(),
+        host.elapsed().as_secs_f64()
+    );
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", s.table());
+    }
+    Ok(if s.failures().next().is_none() { 0 } else { 3 })
+}
+
 /// Runs `mqblk scenario`.
 pub fn scenario_main(args: ScenarioArgs) -> i32 {
     match scenario(args) {
@@ -414,6 +449,7 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
         seed: args.seed,
         schedulers: args.schedulers,
         profile: mqblk_sim::cost::CostProfile::parse(&args.cost_profile)?,
+        perturb: None,
     };
     let (name, svg, json) = (args.name, args.svg, args.json);
     let name = name.ok_or("which scenario? (mqblk scenario list)")?;
@@ -437,6 +473,9 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
         opts.profile.name()
     );
     let host = Instant::now();
+    if args.sensitivity {
+        return sensitivity(sc, &opts, json, host);
+    }
     let rep = (sc.run)(&opts)?;
     eprintln!(
         "scenario {}: done in {:.1} host s",

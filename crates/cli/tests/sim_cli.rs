@@ -157,6 +157,26 @@ fn scenario_quick_writes_table_and_chart() {
 }
 
 #[test]
+fn scenario_sensitivity_prints_json_and_exits_by_its_verdict() {
+    let o = mqblk(&[
+        "scenario",
+        "mmc-blk-mq",
+        "--quick",
+        "--sensitivity",
+        "--json",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o.stderr)));
+    let runs = v["runs"].as_array().unwrap();
+    assert!(runs.len() > 20, "{v}");
+    let failed = runs.iter().filter(|r| r["holds"] == false).count();
+    assert_eq!(o.status.code(), Some(if failed == 0 { 0 } else { 3 }));
+    assert!(runs
+        .iter()
+        .any(|r| r["param"] == "read_mbs" && r["factor"] == 0.7 && r["base"] == 25));
+}
+
+#[test]
 fn a_planted_bug_is_caught_with_a_reproduce_line() {
     let o = mqblk(&[
         "sim",

@@ -201,6 +201,8 @@ pub struct Params<'a> {
     model: &'a str,
     params: &'a [(String, String)],
     used: Vec<bool>,
+    /// Every integer parameter the model read, with the value it got (given or default).
+    read: Vec<(String, u64)>,
 }
 
 impl<'a> Params<'a> {
@@ -209,6 +211,7 @@ impl<'a> Params<'a> {
             model: &spec.model,
             params: &spec.params,
             used: vec![false; spec.params.len()],
+            read: Vec::new(),
         }
     }
 
@@ -230,10 +233,12 @@ impl<'a> Params<'a> {
 
     /// An unsigned integer parameter (plain number; `k`/`m`/`g` suffixes are powers of 1024).
     pub fn u64(&mut self, key: &str, default: u64) -> Result<u64, ModelError> {
-        match self.raw(key) {
-            None => Ok(default),
-            Some(v) => parse_u64(v).ok_or_else(|| self.bad(key, v, "a non-negative integer")),
-        }
+        let value = match self.raw(key) {
+            None => default,
+            Some(v) => parse_u64(v).ok_or_else(|| self.bad(key, v, "a non-negative integer"))?,
+        };
+        self.read.push((key.to_string(), value));
+        Ok(value)
     }
 
     pub fn f64(&mut self, key: &str, default: f64) -> Result<f64, ModelError> {
@@ -300,6 +305,30 @@ pub const MODELS: &[&str] = &["null", "hdd", "ssd", "emmc", "virtio", "raid"];
 
 /// Builds a model from its spec, with `rng` for its random choices.
 pub fn build(spec: &DeviceSpec, rng: SimRng) -> Result<Box<dyn DeviceModel>, ModelError> {
+    build_reading(spec, rng).map(|(m, _)| m)
+}
+
+/// Whether a parameter is a physical constant of the model (a time, a rate, a speed) rather
+/// than part of the configuration being compared (queue counts, depths, sizes, switches):
+/// the ones `mqblk scenario --sensitivity` varies. Told by the unit its name carries.
+pub fn is_physical(key: &str) -> bool {
+    key == "rpm"
+        || ["_us", "_ns", "_nsec", "_mbs", "_ns_per_kb"]
+            .iter()
+            .any(|u| key.ends_with(u))
+}
+
+/// The physical parameters (see [`is_physical`]) a model built from `spec` reads, with the
+/// values it gets: those given in the spec, the defaults for the rest.
+pub fn physical_params(spec: &DeviceSpec) -> Result<Vec<(String, u64)>, ModelError> {
+    let (_, read) = build_reading(spec, SimRng::new(0))?;
+    Ok(read.into_iter().filter(|(k, _)| is_physical(k)).collect())
+}
+
+/// A built model and the integer parameters it read, with their values.
+type BuiltAndRead = (Box<dyn DeviceModel>, Vec<(String, u64)>);
+
+fn build_reading(spec: &DeviceSpec, rng: SimRng) -> Result<BuiltAndRead, ModelError> {
     let mut p = Params::new(spec);
     let model: Box<dyn DeviceModel> = match spec.model.as_str() {
         "null" => Box::new(NullModel::from_params(&mut p, rng)?),
@@ -310,6 +339,7 @@ pub fn build(spec: &DeviceSpec, rng: SimRng) -> Result<Box<dyn DeviceModel>, Mod
         "raid" => Box::new(raid::RaidModel::from_params(&mut p, rng)?),
         other => return Err(ModelError::UnknownModel(other.to_string())),
     };
+    let read = std::mem::take(&mut p.read);
     p.finish()?;
-    Ok(model)
+    Ok((model, read))
 }

@@ -68,15 +68,19 @@ impl CostProfile {
         if per_request == 0 {
             return own;
         }
-        let scale = |ns: u64| ns * kernel / per_request;
-        ElvCost {
-            insert_ns: scale(own.insert_ns),
-            dispatch_ns: scale(own.dispatch_ns),
-            probe_ns: scale(own.probe_ns),
-            complete_ns: scale(own.complete_ns),
-            merge_ns: scale(own.merge_ns),
-            ..own
-        }
+        scale_elv_cost(own, |ns| ns * kernel / per_request)
+    }
+}
+
+/// A scheduler's hook costs with every time passed through `f` (the lock scopes kept).
+pub fn scale_elv_cost(c: ElvCost, f: impl Fn(u64) -> u64) -> ElvCost {
+    ElvCost {
+        insert_ns: f(c.insert_ns),
+        dispatch_ns: f(c.dispatch_ns),
+        probe_ns: f(c.probe_ns),
+        complete_ns: f(c.complete_ns),
+        merge_ns: f(c.merge_ns),
+        ..c
     }
 }
 
@@ -212,11 +216,27 @@ impl CostTable {
         Ok(())
     }
 
+    /// Multiplies one entry by `factor` (rounded to the nearest ns); false if there is no
+    /// entry of that name.
+    pub fn scale(&mut self, name: &str, factor: f64) -> bool {
+        match self.field(name) {
+            Some(f) => {
+                *f = (*f as f64 * factor).round() as u64;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One entry by name.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.clone().field(name).map(|v| *v)
+    }
+
     pub fn dump(&self) -> String {
-        let mut t = self.clone();
         Self::NAMES
             .iter()
-            .map(|n| format!("{n}={}", t.field(n).map(|v| *v).unwrap_or(0)))
+            .map(|n| format!("{n}={}", self.get(n).unwrap_or(0)))
             .collect::<Vec<_>>()
             .join(" ")
     }

@@ -107,3 +107,84 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
         assert!(mbs > 0.0, "{mode}: no throughput\n{}", r.table);
     }
 }
+
+/// A perturbation reaches the model: the eMMC read at 0.7x its speed gives dd about 0.7x
+/// the throughput, and scaling a cost table entry or the scheduler's costs runs.
+#[test]
+fn a_perturbed_parameter_changes_what_it_should() {
+    use mqblk_sim::scenario::Perturb;
+    let sc = find("mmc-blk-mq").unwrap();
+    let run = |perturb: Option<Perturb>| {
+        (sc.run)(&ScenarioOpts {
+            quick: true,
+            perturb,
+            ..ScenarioOpts::default()
+        })
+        .unwrap()
+    };
+    let dd =
+        |r: &mqblk_sim::scenario::ScenarioReport| r.json["rows"][3]["dd_mbs"].as_f64().unwrap();
+    let base = run(None);
+    let slow = run(Some(Perturb {
+        param: "read_mbs".into(),
+        factor: 0.7,
+    }));
+    let ratio = dd(&slow) / dd(&base);
+    assert!(
+        (0.65..0.85).contains(&ratio),
+        "read_mbs x0.7: dd x{ratio:.3}"
+    );
+    // Asynchronous preparation hides the preparation time (for dd's 128 KiB reads mostly
+    // its per-KiB part), so the longer it is, the more async wins over sync.
+    let prep = |f: f64| {
+        run(Some(Perturb {
+            param: "prep_ns_per_kb".into(),
+            factor: f,
+        }))
+        .key_ratio
+    };
+    let (short, long) = (prep(0.7), prep(1.3));
+    assert!(
+        long > short * 1.02,
+        "async/sync at prep x0.7 {short:.3}, x1.3 {long:.3}"
+    );
+}
+
+/// The sweep lists every physical parameter of the scenario's model, every cost, the
+/// scheduler's cost and five seeds, and its verdict is the runs' own.
+#[test]
+fn the_sensitivity_sweep_covers_every_parameter_and_seed() {
+    use mqblk_sim::scenario::sensitivity;
+    let sc = find("mmc-blk-mq").unwrap();
+    let s = sensitivity::run(
+        sc,
+        &ScenarioOpts {
+            quick: true,
+            ..ScenarioOpts::default()
+        },
+        &|_, _| {},
+    )
+    .unwrap();
+    let params = sensitivity::params(sc).unwrap();
+    for p in ["read_mbs", "prep_us", "access_us", "wake_ns", "sched_cost"] {
+        assert!(
+            params.iter().any(|(k, _)| k == p),
+            "{p} missing: {params:?}"
+        );
+    }
+    for p in ["size", "au_kb", "async_prep"] {
+        assert!(!params.iter().any(|(k, _)| k == p), "{p} is not physical");
+    }
+    assert_eq!(s.runs.len(), params.len() * 2 + 5);
+    assert_eq!(s.runs.iter().filter(|r| r.param.is_none()).count(), 5);
+    let table = s.table();
+    assert!(
+        table.contains("prep_us") && table.contains("seed 5"),
+        "{table}"
+    );
+    let holding = s.runs.iter().filter(|r| r.holds).count();
+    assert!(
+        table.contains(&format!("direction holds in {holding} of {}", s.runs.len())),
+        "{table}"
+    );
+}

@@ -160,7 +160,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let mut runs = Vec::new();
         let (mut merges, mut idles) = (0, 0);
         for &seed in &seeds {
-            let r = run_sim(config(m, o, seed, clients), jobs(clients, limit))?;
+            let r = run_sim(o, config(m, o, seed, clients), jobs(clients, limit))?;
             runs.push(clients_mbs(&r));
             if let mqblk_sched::SchedStats::Bfq(b) = &r.sched {
                 merges += b.counters.queue_merges;
@@ -206,10 +206,15 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             a / b.max(1e-9)
         );
     }
-    // The seed's direction: skipping merging does not lose throughput, and gains some.
+    // The seed's direction: skipping merging gains throughput (the seed: 1.33x); counted
+    // with a margin of 1.1x.
     let holds = match (before, after) {
-        (Some(b), Some(a)) => a >= b,
+        (Some(b), Some(a)) => a >= 1.1 * b,
         _ => false,
+    };
+    let key_ratio = match (before, after) {
+        (Some(b), Some(a)) => a / b.max(1e-9),
+        _ => 0.0,
     };
     let chart = Chart {
         title: "dbench-like, 6 clients + journal at higher weight, SSD (seed 004)".into(),
@@ -250,5 +255,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         }),
         svg: chart.svg(),
         direction_holds: holds,
+        key_ratio,
+        key_label: "clients' MB/s, BFQ without queue merging over with".into(),
     })
 }

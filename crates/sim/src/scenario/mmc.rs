@@ -65,7 +65,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             }),
             "dd",
         );
-        let r = run_sim(cfg(), vec![dd])?;
+        let r = run_sim(o, cfg(), vec![dd])?;
         let dd_mbs = r.jobs[0].bytes as f64 / 1e6 / (r.jobs[0].runtime().0 as f64 / 1e9);
         // find: directory and inode blocks, one read at a time: each block is read before
         // the next is known. Measured on the kernel (scripts/find-twin.sh, ext4 with 100,000
@@ -83,7 +83,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             Box::new(FindSource::new(1 << 11, 1 << 20)),
             "find",
         );
-        let r = run_sim(cfg(), vec![find])?;
+        let r = run_sim(o, cfg(), vec![find])?;
         let find_s = r.jobs[0].runtime().0 as f64 / 1e9;
         rows.push(Row {
             name,
@@ -125,13 +125,14 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         rows[3].find_s / rows[0].find_s,
         rows[3].dd_mbs / rows[2].dd_mbs,
     );
-    // The seed's direction: blk-mq keeps dd within a few percent once requests are
-    // prepared asynchronously, and async beats sync. The seed's find also got slower without
-    // a scheduler; the card model charges every read its access time whatever the order (as
-    // the seed's iozone shows: 4 KiB reads cost the same sequential or random), so dispatch
-    // order changes nothing here and that part is not claimed.
-    let holds = rows[3].dd_mbs >= 0.9 * rows[0].dd_mbs && rows[3].dd_mbs > rows[2].dd_mbs;
-    cmp += "find: not reproduced (the card model has no cost that a scheduler's ordering saves)\n";
+    // The seed's direction: blk-mq keeps dd within 10% once requests are prepared
+    // asynchronously (the seed: 0.97), and async beats sync by at least 5% (the seed's
+    // synchronous post-processing step lost 14%). The seed's find also got slower without a
+    // scheduler; find reads one block at a time, so a scheduler has nothing to order, and the
+    // kernel agrees (scripts/find-twin.sh: the same reads, no faster with any scheduler): that
+    // part is not claimed.
+    let holds = rows[3].dd_mbs >= 0.9 * rows[0].dd_mbs && rows[3].dd_mbs >= 1.05 * rows[2].dd_mbs;
+    cmp += "find: not reproduced; on the kernel no scheduler makes find faster either (scripts/find-twin.sh)\n";
     let chart = Chart {
         title: "eMMC dd throughput (seed 001)".into(),
         x_label: "configuration (0-3 as in the table; seed: before, refactor, parallel, blk-mq)"
@@ -165,5 +166,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         json: serde_json::json!({ "rows": rows }),
         svg: chart.svg(),
         direction_holds: holds,
+        key_ratio: rows[3].dd_mbs / rows[2].dd_mbs,
+        key_label: "dd MB/s on blk-mq, async pre/post over sync".into(),
     })
 }

@@ -8,6 +8,7 @@
 mod bfq_merge;
 mod mmc;
 mod nr_queued;
+pub mod sensitivity;
 mod single_hctx;
 mod virtio;
 
@@ -29,6 +30,51 @@ pub struct ScenarioOpts {
     /// Whose scheduler costs are charged: the kernel's (the default here, to predict the
     /// kernel's results) or mqblk's own.
     pub profile: CostProfile,
+    /// One model or cost parameter scaled in every run (`--sensitivity`).
+    pub perturb: Option<Perturb>,
+}
+
+/// A parameter scaled by a factor: a device model's physical parameter (as `--device`
+/// spells it), a cost table entry (as `--cost` spells it), or `sched_cost`, every hook cost
+/// of the scheduler under the run's cost profile.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Perturb {
+    pub param: String,
+    pub factor: f64,
+}
+
+/// The name of the perturbation that scales the scheduler's hook costs.
+pub const SCHED_COST: &str = "sched_cost";
+
+impl Perturb {
+    /// Applies the perturbation to one run's configuration. A device parameter the run's
+    /// model does not have is left alone (it is some other model's).
+    fn apply(&self, cfg: &mut SimConfig) -> Result<(), String> {
+        if cfg.cost.scale(&self.param, self.factor) {
+            return Ok(());
+        }
+        if self.param == SCHED_COST {
+            let Some(elv) = cfg.queue.scheduler.as_deref().and_then(mqblk_sched::lookup) else {
+                return Ok(());
+            };
+            let base = cfg
+                .elv_cost
+                .unwrap_or_else(|| cfg.profile.elv_cost(elv.name, elv.cost));
+            cfg.elv_cost = Some(crate::cost::scale_elv_cost(base, |ns| {
+                (ns as f64 * self.factor).round() as u64
+            }));
+            return Ok(());
+        }
+        let read = mqblk_models::physical_params(&cfg.device)?;
+        if let Some((_, v)) = read.iter().find(|(k, _)| *k == self.param) {
+            let scaled = ((*v as f64) * self.factor).round() as u64;
+            cfg.device.params.retain(|(k, _)| *k != self.param);
+            cfg.device
+                .params
+                .push((self.param.clone(), scaled.to_string()));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ScenarioOpts {
@@ -38,6 +84,7 @@ impl Default for ScenarioOpts {
             quick: false,
             schedulers: Vec::new(),
             profile: CostProfile::Kernel,
+            perturb: None,
         }
     }
 }
@@ -54,12 +101,19 @@ pub struct ScenarioReport {
     pub svg: String,
     /// True when our result points the same way as the seed's.
     pub direction_holds: bool,
+    /// The ratio the direction rests on, and what it is the ratio of (the seed's value of
+    /// it is in `comparison`).
+    pub key_ratio: f64,
+    pub key_label: String,
 }
 
 pub struct Scenario {
     pub name: &'static str,
     pub seed_file: &'static str,
     pub about: &'static str,
+    /// The device model the scenario runs on (whose physical parameters `--sensitivity`
+    /// varies).
+    pub model: &'static str,
     pub run: fn(&ScenarioOpts) -> Result<ScenarioReport, String>,
 }
 
@@ -68,6 +122,7 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "single-hctx-dispatch",
         seed_file: "000_88252ad05ab668cf.txt",
         about: "dbench-like clients on a disk behind a 64-queue RAID HBA: MQ, SQ, MQ-patched",
+        model: "raid",
         run: single_hctx::run,
     },
     Scenario {
@@ -75,24 +130,28 @@ pub const SCENARIOS: &[Scenario] = &[
         seed_file: "001_f0bfaf8c38192eeb.txt",
         about:
             "dd and find on eMMC: legacy single queue with a scheduler vs blk-mq, async pre/post",
+        model: "emmc",
         run: mmc::run,
     },
     Scenario {
         name: "deadline-nr-queued",
         seed_file: "002_9fea53793b7248fc.txt",
         about: "96 of 128 CPUs reading 4k at QD128 through mq-deadline: per-CPU sums vs O(1) count",
+        model: "ssd",
         run: nr_queued::run,
     },
     Scenario {
         name: "virtio-multi-vq",
         seed_file: "003_95ba165fe9675751.txt",
         about: "4 vCPUs, randread 4k QD64, jobs 2 and 4, virtio-blk with 1 vs 2 virtqueues",
+        model: "virtio",
         run: virtio::run,
     },
     Scenario {
         name: "bfq-no-merge",
         seed_file: "004_cddee4bbcd46cc77.txt",
         about: "dbench-like, 6 clients and a journal at higher weight on an SSD: BFQ with and without queue merging",
+        model: "ssd",
         run: bfq_merge::run,
     },
 ];
@@ -101,8 +160,16 @@ pub fn find(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
 }
 
-/// Runs one configuration; errors carry the state dump's first lines.
-pub(crate) fn run_sim(cfg: SimConfig, jobs: Vec<SimJob>) -> Result<SimResult, String> {
+/// Runs one configuration, with the options' perturbation applied; errors carry the state
+/// dump's first lines.
+pub(crate) fn run_sim(
+    o: &ScenarioOpts,
+    mut cfg: SimConfig,
+    jobs: Vec<SimJob>,
+) -> Result<SimResult, String> {
+    if let Some(p) = &o.perturb {
+        p.apply(&mut cfg)?;
+    }
     Sim::new(cfg, jobs).and_then(Sim::run).map_err(|e| {
         let dump: String = e.dump().lines().take(30).collect::<Vec<_>>().join("\n");
         format!("{e}\n{dump}")

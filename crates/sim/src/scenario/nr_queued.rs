@@ -53,7 +53,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             ..SimConfig::default()
         };
         let jobs = randread_jobs(96, 128, 4096, 128, 64 << 30, runtime, o.seed);
-        let r = run_sim(cfg, jobs)?;
+        let r = run_sim(o, cfg, jobs)?;
         res[i] = iops(&r);
         lock_wait[i] = r
             .locks
@@ -126,6 +126,9 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 .collect(),
         }),
         svg: chart.svg(),
-        direction_holds: res[1] > res[0] * 1.1,
+        // The seed: 1.41x and 1.50x; counted with a margin of 1.1x.
+        direction_holds: res[1] >= res[0] * 1.1,
+        key_ratio: res[1] / res[0],
+        key_label: "IOPS, O(1) count over per-CPU sums".into(),
     })
 }

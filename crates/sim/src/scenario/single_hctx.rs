@@ -76,7 +76,9 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let mut table = String::new();
     let mut json_rows = Vec::new();
     let mut series = Vec::new();
-    let mut holds = true;
+    // The direction is judged on BFQ, the scheduler of the seed's figures (or on the one
+    // scheduler asked for): (holds, MQ over MQ-patched).
+    let mut key: Option<(bool, f64)> = None;
     let mut cmp = format!(
         "seed (BFQ, 8 clients, mean latency ms): MQ {:.2}, SQ {:.2}, MQ-patched {:.2}; MQ/patched {:.2}\n",
         SEED_8.0,
@@ -129,7 +131,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                         )
                     })
                     .collect();
-                let r = run_sim(cfg, jobs)?;
+                let r = run_sim(o, cfg, jobs)?;
                 let (mut sum, mut ios) = (0.0, 0u64);
                 for j in &r.jobs {
                     sum += j.mean_lat_ns() * j.ios as f64;
@@ -154,8 +156,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             }
             let _ = writeln!(table, "{n:>7} {}", cells.join(" "));
         }
-        // Direction: at 8 clients (or the nearest point) MQ is slower than both SQ and
-        // MQ-patched, and MQ-patched is close to SQ.
+        // Direction: at 8 clients (or the nearest point) MQ is slower than MQ-patched by at
+        // least 10% (the seed: 1.69x), and MQ-patched is within 10% of SQ (the seed: 1.00).
         let at = clients.iter().position(|&c| c == 8).unwrap_or(0);
         let (mq, sq, pt) = (lat[0][at].1, lat[1][at].1, lat[2][at].1);
         let _ = writeln!(
@@ -165,7 +167,9 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             mq / pt,
             pt / sq
         );
-        holds &= mq > pt && mq > sq;
+        if key.is_none() || sched == "bfq" {
+            key = Some((mq >= 1.1 * pt && pt <= 1.1 * sq, mq / pt));
+        }
         for (mi, m) in MODES.iter().enumerate() {
             series.push(Series {
                 name: format!("{sched} {}", m.name),
@@ -174,9 +178,9 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         }
         table.push('\n');
     }
-    if scheds.is_empty() {
+    let Some((holds, key_ratio)) = key else {
         return Err("single-hctx-dispatch: none of the schedulers asked for exists".into());
-    }
+    };
     let chart = Chart {
         title: "dbench-like clients, HDD behind a 64-queue HBA (seed 000)".into(),
         x_label: "clients".into(),
@@ -192,5 +196,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         json: serde_json::json!({ "rows": json_rows }),
         svg: chart.svg(),
         direction_holds: holds,
+        key_ratio,
+        key_label: "mean latency, MQ over MQ-patched, at 8 clients (BFQ)".into(),
     })
 }

@@ -57,7 +57,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             for (i, j) in js.iter_mut().enumerate() {
                 j.cpu = (i as u32 * 4 / jobs) as u16;
             }
-            let r = run_sim(cfg, js)?;
+            let r = run_sim(o, cfg, js)?;
             by_q[qi] = iops(&r);
         }
         rows.push((jobs, by_q[0], by_q[1]));
@@ -84,10 +84,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             ob / oa
         );
     }
-    // The seed's direction: two queues win, and win by more at 4 jobs.
+    // The seed's direction: two queues win (the seed: 1.28x at 2 jobs), and win by more at
+    // 4 jobs (1.99x). Counted only with a margin: 1.1x at 2 jobs, and 1.1x more at 4.
     let r2 = rows[0].2 / rows[0].1;
     let r4 = rows[1].2 / rows[1].1;
-    let holds = r2 > 1.0 && r4 > r2;
+    let holds = r2 >= 1.1 && r4 >= r2 * 1.1;
     let chart = Chart {
         title: "virtio-blk randread 4k QD64, 4 vCPUs (seed 003)".into(),
         x_label: "fio jobs".into(),
@@ -123,5 +124,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         }),
         svg: chart.svg(),
         direction_holds: holds,
+        key_ratio: r4,
+        key_label: "IOPS, 2 virtqueues over 1, at 4 jobs".into(),
     })
 }
