@@ -9,7 +9,7 @@
 
 use super::{device, job, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::{SimConfig, SimResult};
-use crate::plot::{Chart, Series};
+use crate::plot::{BarChart, BarSeries};
 use crate::workload::{DbenchClient, JournalSource, Limit, SimJob};
 use crate::QueueSettings;
 use mqblk_core::{IoPrio, IoPrioClass, Nanos};
@@ -216,19 +216,24 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         (Some(b), Some(a)) => a / b.max(1e-9),
         _ => 0.0,
     };
-    let chart = Chart {
+    let chart = BarChart {
         title: "dbench-like, 6 clients + journal at higher weight, SSD (seed 004)".into(),
-        x_label: "configuration".into(),
         y_label: "clients MB/s".into(),
-        log_x: false,
-        series: rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Series {
-                name: r.0.into(),
-                points: vec![(i as f64 + 1.0, r.1)],
-            })
-            .collect(),
+        categories: rows.iter().map(|r| r.0.to_string()).collect(),
+        series: vec![
+            BarSeries::ours("mqblk sim", 0, rows.iter().map(|r| Some(r.1)).collect()),
+            BarSeries::seed(
+                "seed",
+                0,
+                rows.iter()
+                    .map(|r| match r.0 {
+                        n if n == MODES[0].name => Some(SEED.0),
+                        n if n == MODES[1].name => Some(SEED.1),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+        ],
     };
     Ok(ScenarioReport {
         name: "bfq-no-merge",

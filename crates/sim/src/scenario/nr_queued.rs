@@ -6,7 +6,7 @@
 
 use super::{device, iops, kiops, randread_jobs, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
-use crate::plot::{Chart, Series};
+use crate::plot::{BarChart, BarSeries};
 use crate::QueueSettings;
 use mqblk_core::Nanos;
 use std::fmt::Write;
@@ -87,24 +87,14 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         kiops(res[1]),
         res[1] / res[0]
     );
-    let chart = Chart {
+    let chart = BarChart {
         title: "mq-deadline, 96 CPUs, randread 4k QD128 (seed 002)".into(),
-        x_label: "0 = before (per-CPU sums), 1 = after (O(1) counter)".into(),
         y_label: "IOPS".into(),
-        log_x: false,
+        categories: vec!["before: per-CPU sums".into(), "after: O(1) counter".into()],
         series: vec![
-            Series {
-                name: "mqblk sim".into(),
-                points: vec![(0.0, res[0]), (1.0, res[1])],
-            },
-            Series {
-                name: "seed ssd1".into(),
-                points: vec![(0.0, SEED[0].0), (1.0, SEED[0].1)],
-            },
-            Series {
-                name: "seed ssd2".into(),
-                points: vec![(0.0, SEED[1].0), (1.0, SEED[1].1)],
-            },
+            BarSeries::ours("mqblk sim", 0, vec![Some(res[0]), Some(res[1])]),
+            BarSeries::seed("seed: ssd1", 0, vec![Some(SEED[0].0), Some(SEED[0].1)]),
+            BarSeries::seed("seed: ssd2", 1, vec![Some(SEED[1].0), Some(SEED[1].1)]),
         ],
     };
     Ok(ScenarioReport {

@@ -5,7 +5,7 @@
 
 use super::{device, iops, kiops, randread_jobs, run_sim, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
-use crate::plot::{Chart, Series};
+use crate::plot::{BarChart, BarSeries};
 use crate::QueueSettings;
 use mqblk_core::Nanos;
 use std::fmt::Write;
@@ -89,28 +89,27 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let r2 = rows[0].2 / rows[0].1;
     let r4 = rows[1].2 / rows[1].1;
     let holds = r2 >= 1.1 && r4 >= r2 * 1.1;
-    let chart = Chart {
+    let chart = BarChart {
         title: "virtio-blk randread 4k QD64, 4 vCPUs (seed 003)".into(),
-        x_label: "fio jobs".into(),
         y_label: "IOPS".into(),
-        log_x: false,
+        categories: rows.iter().map(|r| format!("{} fio jobs", r.0)).collect(),
         series: vec![
-            Series {
-                name: "1 virtqueue".into(),
-                points: rows.iter().map(|r| (r.0 as f64, r.1)).collect(),
-            },
-            Series {
-                name: "2 virtqueues".into(),
-                points: rows.iter().map(|r| (r.0 as f64, r.2)).collect(),
-            },
-            Series {
-                name: "seed: 1 queue".into(),
-                points: SEED.iter().map(|r| (r.0 as f64, r.1)).collect(),
-            },
-            Series {
-                name: "seed: 2 queues".into(),
-                points: SEED.iter().map(|r| (r.0 as f64, r.2)).collect(),
-            },
+            BarSeries::ours("1 virtqueue", 0, rows.iter().map(|r| Some(r.1)).collect()),
+            BarSeries::seed(
+                "seed: 1 virtqueue",
+                0,
+                rows.iter()
+                    .map(|r| SEED.iter().find(|s| s.0 == r.0).map(|s| s.1))
+                    .collect(),
+            ),
+            BarSeries::ours("2 virtqueues", 1, rows.iter().map(|r| Some(r.2)).collect()),
+            BarSeries::seed(
+                "seed: 2 virtqueues",
+                1,
+                rows.iter()
+                    .map(|r| SEED.iter().find(|s| s.0 == r.0).map(|s| s.2))
+                    .collect(),
+            ),
         ],
     };
     Ok(ScenarioReport {
