@@ -395,6 +395,8 @@ struct ScenarioJson<'a> {
     cost_profile: mqblk_sim::cost::CostProfile,
     direction_holds: bool,
     results: &'a serde_json::Value,
+    /// The counters of the runs the direction rests on, and the mechanism they show.
+    evidence: &'a str,
 }
 
 /// `mqblk scenario NAME --sensitivity`: the sweep, its table (or JSON), exit 3 if the
@@ -491,13 +493,17 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
             cost_profile: opts.profile,
             direction_holds: rep.direction_holds,
             results: &rep.json,
+            evidence: &rep.evidence,
         });
         println!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
     } else {
-        println!("{}\n\n{}\n{}", rep.title, rep.table, rep.comparison);
+        println!(
+            "{}\n\n{}\n{}\n{}",
+            rep.title, rep.table, rep.comparison, rep.evidence
+        );
         println!(
             "direction of the seed's result: {}",
             if rep.direction_holds {

@@ -56,6 +56,10 @@ pub struct EmmcModel {
     reads: u64,
     writes: u64,
     copies: u64,
+    /// Time the card spent on commands, and the part of the pre hooks' time that ran while
+    /// the card was busy with an earlier request (hidden by `async_prep`), in ns.
+    card_busy: u64,
+    prep_hidden: u64,
 }
 
 impl EmmcModel {
@@ -85,6 +89,8 @@ impl EmmcModel {
             reads: 0,
             writes: 0,
             copies: 0,
+            card_busy: 0,
+            prep_hidden: 0,
         })
     }
 
@@ -155,7 +161,9 @@ impl DeviceModel for EmmcModel {
         let end = if self.async_prep {
             // Pre hooks run one after another on the host, each as soon as its request is
             // there; the card takes a prepared request when it is free.
-            let prep_end = t.max(self.host_free) + prep;
+            let prep_start = t.max(self.host_free);
+            let prep_end = prep_start + prep;
+            self.prep_hidden += prep_end.min(self.bus_free).saturating_sub(prep_start);
             self.host_free = prep_end;
             let card_end = prep_end.max(self.bus_free) + card;
             self.bus_free = card_end;
@@ -163,6 +171,7 @@ impl DeviceModel for EmmcModel {
         } else {
             t.max(self.last_done) + prep + card + self.post_ns
         };
+        self.card_busy += card;
         let end = end.max(self.last_done);
         self.last_done = end;
         self.done.push_back((end, hw, cmd.id));
@@ -188,6 +197,8 @@ impl DeviceModel for EmmcModel {
             ("reads", self.reads),
             ("writes", self.writes),
             ("au_copies", self.copies),
+            ("card_busy_ms", self.card_busy / 1_000_000),
+            ("prep_hidden_ms", self.prep_hidden / 1_000_000),
         ]
     }
 }

@@ -26,7 +26,7 @@ mod check;
 mod cpu;
 mod result;
 
-pub use result::{JobResult, LockReport, SimResult};
+pub use result::{HctxFigures, JobResult, LockReport, SimResult};
 
 use crate::cost::{core_cost, CostProfile, CostTable, LockState};
 use crate::device::{self, DeviceSpec, DriverCost};

@@ -82,8 +82,20 @@ pub struct SimResult {
     pub model_stats: Vec<(&'static str, u64)>,
     /// The scheduler's typed statistics at the end.
     pub sched: mqblk_sched::SchedStats,
-    /// Per hardware queue: (runs, requests issued).
-    pub hctx_stats: Vec<(u64, u64)>,
+    /// Per hardware queue.
+    pub hctx: Vec<HctxFigures>,
+}
+
+/// One hardware queue's figures at the end of a run.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct HctxFigures {
+    /// Queue runs.
+    pub runs: u64,
+    /// Requests the driver accepted.
+    pub issued: u64,
+    /// Times a dispatch stopped on a busy driver, no budget or no tag: the request waits on
+    /// the hardware queue's dispatch list (`hctx->dispatch`), out of the scheduler's hands.
+    pub busy: u64,
 }
 
 impl SimResult {
@@ -127,10 +139,14 @@ impl Sim {
                 held_ns: l.held_ns,
             })
             .collect();
-        let hctx_stats = (0..self.nr_hw)
+        let hctx = (0..self.nr_hw)
             .map(|h| {
                 let s = &self.queue.hctx(HctxIdx(h as u16)).stats;
-                (s.run.get(), s.issued.get())
+                HctxFigures {
+                    runs: s.run.get(),
+                    issued: s.issued.get(),
+                    busy: s.busy.get(),
+                }
             })
             .collect();
         let end = self.jobs.iter().map(|j| j.end).max().unwrap_or(self.now);
@@ -190,7 +206,7 @@ impl Sim {
             driver: self.driver.stats(),
             model_stats: self.driver.model_stats(),
             sched: mqblk_sched::SchedStats::of(self.queue.elevator().as_deref()),
-            hctx_stats,
+            hctx,
         })
     }
 }

@@ -89,6 +89,76 @@ impl Default for ScenarioOpts {
     }
 }
 
+/// The counters that show a mechanism at work in one run: lock waits, queue runs,
+/// dispatch-list parks, budget refusals, the device's own counters (seeks, programs, ...)
+/// and the scheduler's (idles, merges, ...).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Evidence {
+    /// Time CPUs spent waiting for the scheduler's lock (`dd->lock`, `bfqd->lock`), summed.
+    pub elevator_lock_wait_ms: f64,
+    /// Acquisitions of it that found it held.
+    pub elevator_lock_contended: u64,
+    /// Waits for the driver's per-hardware-queue locks (virtio's virtqueue lock), summed.
+    pub driver_lock_wait_ms: f64,
+    pub hctx_runs: u64,
+    /// Requests the hardware queues issued to the driver (runs per request issued is what
+    /// the runs cost, and how many found nothing to do).
+    pub issued: u64,
+    /// Requests parked on a hardware queue's dispatch list (busy driver, no budget, no tag).
+    pub dispatch_parks: u64,
+    /// `get_budget` refusals.
+    pub budget_denied: u64,
+    pub device: Vec<(&'static str, u64)>,
+    pub scheduler: Vec<(&'static str, u64)>,
+}
+
+impl Evidence {
+    pub fn of(r: &SimResult) -> Evidence {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let elevator = r.locks.iter().find(|l| l.name == "elevator");
+        Evidence {
+            elevator_lock_wait_ms: elevator.map_or(0.0, |l| ms(l.wait_ns)),
+            elevator_lock_contended: elevator.map_or(0, |l| l.contended),
+            driver_lock_wait_ms: ms(r
+                .locks
+                .iter()
+                .filter(|l| l.name.starts_with("hw"))
+                .map(|l| l.wait_ns)
+                .sum()),
+            hctx_runs: r.hctx.iter().map(|h| h.runs).sum(),
+            issued: r.hctx.iter().map(|h| h.issued).sum(),
+            dispatch_parks: r.hctx.iter().map(|h| h.busy).sum(),
+            budget_denied: r.driver.budget_denied,
+            device: r.model_stats.clone(),
+            scheduler: r.sched.pairs(),
+        }
+    }
+
+    /// One line: the block layer's counters, then those of the device's and the
+    /// scheduler's named in `keep`.
+    pub fn line(&self, keep: &[&str]) -> String {
+        let named = |pairs: &[(&'static str, u64)]| -> String {
+            pairs
+                .iter()
+                .filter(|(k, _)| keep.contains(k))
+                .map(|(k, v)| format!(" {k} {v}"))
+                .collect()
+        };
+        format!(
+            "elevator lock wait {:.1} ms ({} contended), driver lock wait {:.1} ms, hctx runs {} for {} requests, dispatch-list parks {}, budget refused {};{}{}",
+            self.elevator_lock_wait_ms,
+            self.elevator_lock_contended,
+            self.driver_lock_wait_ms,
+            self.hctx_runs,
+            self.issued,
+            self.dispatch_parks,
+            self.budget_denied,
+            named(&self.device),
+            named(&self.scheduler)
+        )
+    }
+}
+
 /// A finished scenario.
 pub struct ScenarioReport {
     pub name: &'static str,
@@ -97,6 +167,9 @@ pub struct ScenarioReport {
     pub table: String,
     /// The seed's figures and how ours compare (direction and ratios).
     pub comparison: String,
+    /// The counters of the runs the direction rests on ([`Evidence`]), and which mechanism
+    /// they show drove the result.
+    pub evidence: String,
     pub json: serde_json::Value,
     pub svg: String,
     /// True when our result points the same way as the seed's.

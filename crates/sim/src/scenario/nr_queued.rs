@@ -4,7 +4,7 @@
 //! mq-deadline keeps the old way behind the benchmark-only tunable `queued_sum`, and the cost
 //! model charges a cache line per CPU summed.
 
-use super::{device, iops, kiops, randread_jobs, run_sim, ScenarioOpts, ScenarioReport};
+use super::{device, iops, kiops, randread_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{BarChart, BarSeries};
 use crate::QueueSettings;
@@ -39,6 +39,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     };
     let mut res = [0.0f64; 2];
     let mut lock_wait = [0u64; 2];
+    let mut ev: [Evidence; 2] = Default::default();
     for (i, queued_sum) in ["1", "0"].into_iter().enumerate() {
         let cfg = SimConfig {
             seed: o.seed,
@@ -55,6 +56,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let jobs = randread_jobs(96, 128, 4096, 128, 64 << 30, runtime, o.seed);
         let r = run_sim(o, cfg, jobs)?;
         res[i] = iops(&r);
+        ev[i] = Evidence::of(&r);
         lock_wait[i] = r
             .locks
             .iter()
@@ -117,6 +119,13 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         }),
         svg: chart.svg(),
         // The seed: 1.41x and 1.50x; counted with a margin of 1.1x.
+        evidence: format!(
+            "before: {}\nafter:  {}\nmechanism: the per-CPU sums are read under dd->lock at every insert and dispatch; dropping them cut the CPUs' waits for that lock from {:.0} ms to {:.0} ms\n",
+            ev[0].line(&["queued_sum_passes"]),
+            ev[1].line(&["queued_sum_passes"]),
+            ev[0].elevator_lock_wait_ms,
+            ev[1].elevator_lock_wait_ms
+        ),
         direction_holds: res[1] >= res[0] * 1.1,
         key_ratio: res[1] / res[0],
         key_label: "IOPS, O(1) count over per-CPU sums".into(),
