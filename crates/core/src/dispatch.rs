@@ -62,6 +62,45 @@ impl QueueInner {
         }
     }
 
+    /// The hardware queues the elevator asks to run (BFQ's `bfq_schedule_dispatch`, kyber's
+    /// token wake-ups), onto `out`. A scheduler that is not `MQ_AWARE` asks for all of them,
+    /// which the kernel does with `blk_mq_run_hw_queues`: under the single-CPU dispatch rule
+    /// only the caller's queue runs, and those with requests on their dispatch lists.
+    pub(crate) fn elevator_runs(&self, local: Option<CtxIdx>, out: &mut Vec<HctxIdx>) {
+        let Some(e) = &self.elevator else {
+            return;
+        };
+        let from = out.len();
+        e.restart_hctxs(out);
+        if let Some(sq) = self.sq_hctx(local) {
+            let mut i = from;
+            while i < out.len() {
+                let h = out[i];
+                if h == sq || self.hctxs[h.0 as usize].dispatch_list_len() > 0 {
+                    i += 1;
+                } else {
+                    out.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// `blk_mq_delay_run_hw_queues`: arms a run of every hardware queue `delay` from `now`,
+    /// leaving alone a queue whose run is already armed (`delayed_work_pending`: re-arming
+    /// would let queues keep pushing each other's runs back). Under the single-CPU dispatch
+    /// rule only `local`'s queue, and those with requests on their dispatch lists.
+    pub(crate) fn delay_run_hw_queues(&self, local: Option<CtxIdx>, now: Nanos, delay: Nanos) {
+        let sq = self.sq_hctx(local);
+        for hctx in self.hctxs.iter() {
+            if hctx.is_stopped() || hctx.run_armed_at().is_some() {
+                continue;
+            }
+            if sq.is_none_or(|s| s == hctx.idx) || hctx.dispatch_list_len() > 0 {
+                hctx.arm_run(now.saturating_add(delay));
+            }
+        }
+    }
+
     /// `blk_mq_get_sq_hctx`: the single hardware queue to run, when the rule applies.
     fn sq_hctx(&self, local: Option<CtxIdx>) -> Option<HctxIdx> {
         let elv = self.elevator.as_ref()?;
@@ -145,7 +184,7 @@ impl QueueInner {
         let ectx = self.elv_ctx();
         loop {
             list.clear();
-            let mut kick = false;
+            let (mut kick, mut no_budget) = (false, false);
             while list.len() < max_dispatch {
                 if hctx.dispatch_list_len() > 0 {
                     // Flushes and left-overs arrived: let them go first on the next run.
@@ -156,7 +195,7 @@ impl QueueInner {
                     break;
                 }
                 if !self.driver.get_budget(h) {
-                    kick = true;
+                    no_budget = true;
                     break;
                 }
                 match elv.dispatch_request(&ectx, h, now) {
@@ -173,11 +212,26 @@ impl QueueInner {
                     }
                 }
             }
-            if kick && list.is_empty() {
+            if (kick || no_budget) && list.is_empty() {
                 // A completion may free what the scheduler waits for (a token, an in-flight
-                // higher class): RESTART re-runs us then; the delayed run covers the rest.
+                // higher class), or the budget: RESTART re-runs this queue then. (Where we
+                // differ: the kernel sets no RESTART after an empty dispatch; ARCHITECTURE.md
+                // says what that changes.)
                 hctx.set_state(state::SCHED_RESTART);
+            }
+            if no_budget && list.is_empty() {
+                // Only SCSI has budgets in the kernel, and its completion path runs the
+                // queues again once a budget was refused (`scsi_run_queue_async`); the
+                // delayed run covers a device that never frees one.
                 hctx.arm_run(now.saturating_add(RESOURCE_DELAY));
+            }
+            if kick && list.is_empty() {
+                // `__blk_mq_do_dispatch_sched`: has_work said yes and nothing came out ("kick
+                // it ourselves"): every hardware queue runs again after BLK_MQ_BUDGET_DELAY
+                // (`blk_mq_delay_run_hw_queues`). The run executes on a CPU of this queue,
+                // whose software queue is the "current CPU" of the single-CPU rule.
+                let local = hctx.ctxs.first().copied();
+                self.delay_run_hw_queues(local, now, RESOURCE_DELAY);
             }
             if list.is_empty() {
                 return;

@@ -300,3 +300,109 @@ fn a_queue_wide_scheduler_runs_only_the_submitters_hctx() {
         common::assert_whole(&q);
     }
 }
+
+#[test]
+fn an_empty_dispatch_arms_a_run_of_every_hardware_queue_in_3_ms() {
+    // `__blk_mq_do_dispatch_sched`: has_work says yes, dispatch hands out nothing (BFQ
+    // idling): "kick it ourselves" with `blk_mq_delay_run_hw_queues(q, BLK_MQ_BUDGET_DELAY)`.
+    // Every hardware queue gets a run 3 ms later; under the single-CPU dispatch rule only the
+    // kicking queue's. The run then dispatches what the scheduler releases meanwhile.
+    let four = MapQueues {
+        default: 4,
+        read: 0,
+        poll: 0,
+    };
+    for sq in [false, true] {
+        let d = TestDriver::new(Mode::Inline);
+        let mut cfg = TagSetConfig::new(4, 8);
+        cfg.maps = four;
+        let qc = QueueConfig {
+            nr_ctx: 4,
+            nr_requests: 8,
+            sq_sched_dispatch: sq,
+            ..Default::default()
+        };
+        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+        let fifo = |q: &RequestQueue, on: bool| {
+            let e = q.elevator();
+            let f = e
+                .as_deref()
+                .unwrap()
+                .as_any()
+                .downcast_ref::<common::Fifo>();
+            f.unwrap().set_plugged(on);
+        };
+        fifo(&q, true);
+        let mut sub = q.submitter(CtxIdx(1));
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 7), T0);
+        assert!(d.issues().is_empty());
+        let due = Some(T0.saturating_add(Nanos::from_millis(3)));
+        let armed: Vec<bool> = (0..4)
+            .map(|h| q.hctx(HctxIdx(h)).run_armed_at() == due)
+            .collect();
+        let want = if sq {
+            vec![false, true, false, false]
+        } else {
+            vec![true; 4]
+        };
+        assert_eq!(armed, want, "sq_sched_dispatch={sq}");
+        fifo(&q, false);
+        q.timer(&mut sub, T0.saturating_add(Nanos::from_millis(3)));
+        assert_eq!(d.issues().len(), 1, "sq_sched_dispatch={sq}");
+        assert_eq!(take_done(&mut sub), vec![(7, mqblk_core::BlkStatus::Ok)]);
+        common::assert_whole(&q);
+    }
+}
+
+#[test]
+fn a_schedule_dispatch_runs_only_the_local_queue_under_the_single_cpu_rule() {
+    // BFQ's `bfq_schedule_dispatch` is `blk_mq_run_hw_queues`: every hardware queue, or under
+    // the rule of "blk-mq: Improve performance of non-mq IO schedulers with multiple HW
+    // queues" only the current CPU's.
+    let four = MapQueues {
+        default: 4,
+        read: 0,
+        poll: 0,
+    };
+    for sq in [false, true] {
+        let d = TestDriver::new(Mode::Inline);
+        let mut cfg = TagSetConfig::new(4, 8);
+        cfg.maps = four;
+        let qc = QueueConfig {
+            nr_ctx: 4,
+            nr_requests: 8,
+            sq_sched_dispatch: sq,
+            ..Default::default()
+        };
+        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+        {
+            let e = q.elevator();
+            let f = e
+                .as_deref()
+                .unwrap()
+                .as_any()
+                .downcast_ref::<common::Fifo>();
+            f.unwrap().schedule_dispatch();
+        }
+        let mut sub = q.submitter(CtxIdx(2));
+        // Keep every queue "pending" (the FIFO has work for all of them) while the
+        // completion of the request below asks for the runs.
+        q.stop_hw_queue(HctxIdx(0));
+        let runs = |q: &RequestQueue| -> Vec<u64> {
+            (0..4).map(|h| q.hctx(HctxIdx(h)).stats.run.get()).collect()
+        };
+        let before = runs(&q);
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 7), T0);
+        let after = runs(&q);
+        let ran: Vec<bool> = (0..4).map(|h| after[h] > before[h]).collect();
+        let want = if sq {
+            vec![false, false, true, false]
+        } else {
+            vec![false, true, true, true]
+        };
+        assert_eq!(ran, want, "sq_sched_dispatch={sq}: which queues ran");
+        q.start_hw_queue(&mut sub, HctxIdx(0), T0);
+        take_done(&mut sub);
+        common::assert_whole(&q);
+    }
+}

@@ -36,8 +36,8 @@ impl QueueInner {
             }
             batch.done = entries;
             self.collect_tag_waiters(runs);
-            if let Some(e) = &self.elevator {
-                e.restart_hctxs(runs);
+            if self.elevator.is_some() {
+                self.elevator_runs(local, runs);
                 runs.sort_unstable();
                 runs.dedup();
             }

@@ -50,7 +50,7 @@ impl QueueInner {
                 // A timer may end a wait the elevator imposed (BFQ's idling): run what it
                 // names, as the kernel's timer handlers schedule a dispatch.
                 let mut runs = Vec::new();
-                e.restart_hctxs(&mut runs);
+                self.elevator_runs(local, &mut runs);
                 for h in runs {
                     self.run_hw_queue(h, now, batch);
                 }

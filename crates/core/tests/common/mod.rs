@@ -604,6 +604,10 @@ pub struct Fifo {
     /// Prepared and not yet finished.
     live: Mutex<std::collections::HashSet<RqId>>,
     tunables: mqblk_core::Tunables,
+    /// While set, dispatch hands out nothing though there is work (BFQ idling for a queue).
+    plugged: std::sync::atomic::AtomicBool,
+    /// Asks at the next completion to run every hardware queue (`bfq_schedule_dispatch`).
+    schedule_dispatch: std::sync::atomic::AtomicBool,
 }
 
 impl Fifo {
@@ -614,7 +618,20 @@ impl Fifo {
             lists: Mutex::new((0..init.nr_hw_queues).map(|_| VecDeque::new()).collect()),
             live: Mutex::new(Default::default()),
             tunables: mqblk_core::Tunables::new("fifo", &[]),
+            plugged: Default::default(),
+            schedule_dispatch: Default::default(),
         })
+    }
+
+    /// Asks the core to run every hardware queue at the next completion.
+    pub fn schedule_dispatch(&self) {
+        self.schedule_dispatch
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Makes dispatch hand out nothing (true) or resume (false).
+    pub fn set_plugged(&self, on: bool) {
+        self.plugged.store(on, std::sync::atomic::Ordering::SeqCst);
     }
     fn assert_live(&self, id: RqId, what: &str) {
         assert!(
@@ -749,6 +766,9 @@ impl mqblk_core::Elevator for Fifo {
         hctx: HctxIdx,
         _now: Nanos,
     ) -> Option<RqId> {
+        if self.plugged.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
         let mut lists = self.lists.lock();
         if self.mq_aware {
             return lists[hctx.0 as usize].pop_front();
@@ -768,6 +788,16 @@ impl mqblk_core::Elevator for Fifo {
 
     fn completed_request(&self, rq: &mqblk_core::ElvRq, _now: Nanos) {
         self.assert_live(rq.id, "completion");
+    }
+
+    fn restart_hctxs(&self, out: &mut Vec<HctxIdx>) {
+        if self
+            .schedule_dispatch
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            let n = self.lists.lock().len() as u16;
+            out.extend((0..n).map(HctxIdx));
+        }
     }
 
     fn finish_request(&self, rq: &mqblk_core::ElvRq) {
