@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Captures the trace corpus in testdata/traces/ with `mqblk trace capture`: real programs on a
-# fresh ext4 file system on a loop device, one trace each. Needs root (losetup, mount, tracefs).
+# fresh ext4 file system on a loop device, one trace each. Needs root (losetup, mount, tracefs)
+# and, for the dbench trace, dbench (apt-get install dbench).
 #
-#   bash scripts/capture-corpus.sh [OUTDIR]
+#   bash scripts/capture-corpus.sh [OUTDIR [NAME...]]     (NAME: git-clone grep-tree file-copy dbench6)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-testdata/traces}
+shift || true
+only=" $* "
+want() { [ "$only" = "  " ] || [[ "$only" == *" $1 "* ]]; }
 mkdir -p "$out"
 cargo build --release -p mqblk >/dev/null
 mqblk=$PWD/target/release/mqblk
@@ -34,7 +38,21 @@ capture() { # $1 = trace name, $2... = the workload
     kill -INT "$pid"
     wait "$pid"
 }
-capture git-clone git clone -q "$work" "$work/mnt/clone"
-capture grep-tree bash -c "grep -r 'fn ' '$work/mnt/clone/crates' > /dev/null"
-capture file-copy bash -c "dd if=/dev/urandom of='$work/mnt/big' bs=1M count=24 status=none && cp '$work/mnt/big' '$work/mnt/big2'"
+want git-clone || want grep-tree && capture git-clone git clone -q "$work" "$work/mnt/clone"
+want grep-tree && capture grep-tree bash -c "grep -r 'fn ' '$work/mnt/clone/crates' > /dev/null"
+want file-copy && capture file-copy bash -c "dd if=/dev/urandom of='$work/mnt/big' bs=1M count=24 status=none && cp '$work/mnt/big' '$work/mnt/big2'"
+# Seed 004's workload: dbench, 6 clients, for one second, on ext4 with its journal (jbd2 is
+# one of the traced processes), on a loop device with direct I/O so the journal's and the
+# clients' writes reach the block layer as they would a disk. Its own 2 GiB file system:
+# dbench's files do not fit the small one, and lazy initialisation is done at mkfs so that
+# only dbench, jbd2 and the flusher write.
+if want dbench6; then
+    umount "$work/mnt"
+    losetup -d "$loop"
+    truncate -s 2G "$img"
+    loop=$(losetup -f --show --direct-io=on "$img")
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
+    mount "$loop" "$work/mnt"
+    capture dbench6 dbench -t 1 -D "$work/mnt" 6
+fi
 ls -la "$out"

@@ -111,6 +111,22 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
         let mbs = row(mode)["clients_mbs_mean"].as_f64().unwrap();
         assert!(mbs > 0.0, "{mode}: no throughput\n{}", r.table);
     }
+    // The captured dbench (testdata/traces/dbench6) replays under every mode; its journal
+    // keeps BFQ idling without merging, and with merging forced its queues do merge.
+    let captured = r.json["captured"].as_array().unwrap();
+    assert_eq!(captured.len(), 4, "{}", r.table);
+    let cap = |mode: &str| {
+        captured
+            .iter()
+            .find(|x| x["mode"].as_str().unwrap().starts_with(mode))
+            .unwrap()
+    };
+    assert!(cap("bfq, merging")["queue_merges"].as_u64().unwrap() > 0);
+    assert_eq!(cap("bfq, no merging")["queue_merges"].as_u64(), Some(0));
+    assert!(cap("bfq, no merging")["idles"].as_u64().unwrap() > 0);
+    for x in captured {
+        assert!(x["clients_mbs"].as_f64().unwrap() > 50.0, "{x}");
+    }
 }
 
 /// A perturbation reaches the model: the eMMC read at 0.7x its speed gives dd about 0.7x

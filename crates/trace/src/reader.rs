@@ -75,6 +75,19 @@ impl TraceSet {
         })
     }
 
+    /// A trace held in memory (a program's embedded copy): each per-CPU file's name and
+    /// bytes, merged by time as [`Self::open_all`] merges files.
+    pub fn from_bytes(files: &[(&str, &[u8])]) -> Result<TraceSet, TraceError> {
+        let mut per_file = Vec::new();
+        for (name, bytes) in files {
+            per_file.push(decode_all(name, bytes)?);
+        }
+        Ok(TraceSet {
+            records: merge(per_file),
+            files: files.iter().map(|(n, _)| PathBuf::from(n)).collect(),
+        })
+    }
+
     /// The queue (`Q`) events: what the applications submitted, the events a replay uses.
     pub fn queued(&self) -> impl Iterator<Item = &Record> {
         self.of(ta::QUEUE)
