@@ -68,9 +68,19 @@ impl CostProfile {
         if per_request == 0 {
             return own;
         }
-        scale_elv_cost(own, |ns| ns * kernel / per_request)
+        let mut k = scale_elv_cost(own, |ns| ns * kernel / per_request);
+        // The kernel's own lock structure where it differs from mqblk's: mq-deadline's
+        // completion hook (`dd_finish_request`) only increments an atomic counter, outside
+        // `dd->lock`; mqblk's takes the lock to keep its own bookkeeping.
+        if KERNEL_LOCKLESS_COMPLETE.contains(&name) {
+            k.complete_lock = mqblk_core::LockScope::None;
+        }
+        k
     }
 }
+
+/// Schedulers whose completion hook the kernel runs without the scheduler's lock.
+pub const KERNEL_LOCKLESS_COMPLETE: &[&str] = &["mq-deadline", "kyber"];
 
 /// A scheduler's hook costs with every time passed through `f` (the lock scopes kept).
 pub fn scale_elv_cost(c: ElvCost, f: impl Fn(u64) -> u64) -> ElvCost {
@@ -92,8 +102,9 @@ pub fn scale_elv_cost(c: ElvCost, f: impl Fn(u64) -> u64) -> ElvCost {
 /// `none`. Five repeats of 5 s on 2026-11-26: `none` 5.7-6.6 us per I/O, mq-deadline
 /// 7.4-8.5, kyber 7.7-8.8, bfq 9.5-12.1 (README, "The kernel cost profile"). The difference
 /// is the whole path's, not only the hooks': with a scheduler the kernel inserts and then
-/// runs the queue where `none` issues directly. It is charged to the hooks, under their
-/// locks, which makes the kernel profile's lock contention an upper bound.
+/// runs the queue where `none` issues directly. It is charged to the hooks, under the locks
+/// the kernel's hooks take ([`KERNEL_LOCKLESS_COMPLETE`]), which makes the kernel profile's
+/// lock contention an upper bound.
 pub const KERNEL_OVER_NONE_NS: &[(&str, u64)] =
     &[("mq-deadline", 1806), ("kyber", 2218), ("bfq", 3890)];
 
@@ -398,6 +409,10 @@ mod tests {
         );
         assert!(k.probe_ns > own.probe_ns && k.merge_ns > own.merge_ns);
         assert_eq!(k.dispatch_lock, own.dispatch_lock);
+        // `dd_finish_request` is an atomic increment outside `dd->lock`.
+        assert_eq!(k.complete_lock, mqblk_core::LockScope::None);
+        let m = CostProfile::Mqblk.elv_cost("mq-deadline", own);
+        assert_eq!(m.complete_lock, mqblk_core::LockScope::Queue);
         // mqblk's own profile, and schedulers the kernel has no figure for, keep their own.
         assert_eq!(CostProfile::Mqblk.elv_cost("mq-deadline", own), own);
         assert_eq!(CostProfile::Kernel.elv_cost("none", own), own);

@@ -34,9 +34,10 @@ fn every_scenario_is_reproducible() {
 #[test]
 fn seed_002_o1_counter_beats_per_cpu_sums() {
     // The seed: 1.41 and 1.50. Under both cost profiles the O(1) count must win by at
-    // least 1.2x. The kernel profile overshoots (2.2): it charges the whole measured cost
-    // of mq-deadline over `none` under `dd->lock`, where the kernel runs part of it outside,
-    // so the per-CPU sums queue behind a longer-held lock than in the seed's kernel.
+    // least 1.2x. The kernel profile overshoots (2.0): it charges the whole measured cost
+    // of mq-deadline's insert and dispatch over `none` under `dd->lock`, where the kernel
+    // runs part of that path outside, so the per-CPU sums queue behind a longer-held lock
+    // than in the seed's kernel.
     for profile in [CostProfile::Kernel, CostProfile::Mqblk] {
         let sc = find("deadline-nr-queued").unwrap();
         let r = (sc.run)(&ScenarioOpts {
