@@ -9,6 +9,11 @@
 # difference from `none`; with --json, one JSON object instead (what `mqblk sim
 # --cost-profile=kernel` was set from: see crates/sim/src/cost.rs).
 #
+# With `perf` installed, one more run per scheduler under `perf record` (all CPUs, cpu-clock at
+# 4999 Hz, call graphs) gives the time per I/O spent inside the scheduler's functions that hold
+# its lock (inclusive: what they call, and spinning for the lock, counts): `locked_ns_per_io`.
+# Sampling adds its own overhead to every function alike, so it is an upper bound.
+#
 #   bash scripts/kernel-cost.sh [--json] [RUNTIME_S] [REPS] [IODEPTH]    (root; fio)
 #
 # The loop device and the tmpfs are removed on every exit, Ctrl-C included.
@@ -67,6 +72,40 @@ for r in $(seq "$reps"); do
         results="$results$r $s $ios $ns"$'\n'
     done
 done
+# The functions that run under each scheduler's lock: mq-deadline's `dd->lock` (insert,
+# dispatch, bio merge; `dd_finish_request` is an atomic), kyber's per-hctx and per-ctx locks
+# (dispatch; insert and bio merge), BFQ's `bfqd->lock` (insert, dispatch, bio merge, and the
+# completion in `bfq_finish_requeue_request`).
+locked_fns() {
+    case $1 in
+        mq-deadline) echo dd_insert_requests dd_dispatch_request dd_bio_merge ;;
+        kyber) echo kyber_insert_requests kyber_dispatch_request kyber_bio_merge ;;
+        bfq) echo bfq_insert_requests bfq_dispatch_request bfq_bio_merge bfq_finish_requeue_request ;;
+    esac
+}
+hz_perf=4999
+locked=""
+if command -v perf >/dev/null; then
+    for s in $scheds; do
+        fns=$(locked_fns "$s")
+        [ -n "$fns" ] || continue
+        echo "$s" > "/sys/block/$name/queue/scheduler"
+        ios=$(perf record -q -a -g -F "$hz_perf" -e cpu-clock -o "$mnt/perf.data" -- \
+            fio --name=k --filename="$dev" --ioengine=io_uring --rw=randread --bs=4k \
+            --iodepth="$depth" --direct=1 --runtime="$runtime" --time_based --output-format=json \
+            2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["total_ios"])')
+        # Inclusive share of each function, and the total samples (the self samples summed).
+        report=$(perf report -i "$mnt/perf.data" --children --sort sym --stdio -g none -n 2>/dev/null)
+        samples=$(awk '!/^#/ && NF >= 4 { s += $3 } END { print s + 0 }' <<< "$report")
+        share=$(for f in $fns; do awk -v f="$f" '$NF == f { sub("%", "", $1); print $1 }' <<< "$report"; done \
+            | awk '{ s += $1 } END { print s + 0 }')
+        ns=$(awk -v sh="$share" -v n="$samples" -v hz="$hz_perf" -v ios="$ios" \
+            'BEGIN { printf "%d", sh / 100 * n * 1e9 / hz / (ios > 0 ? ios : 1) }')
+        log "perf: $(printf '%-12s' "$s") $ios I/Os, $share% of $samples samples in $fns: $ns ns per I/O under its lock"
+        locked="$locked$s $ns"$'\n'
+        rm -f "$mnt/perf.data"
+    done
+fi
 echo none > "/sys/block/$name/queue/scheduler"
 
 python3 - "$json" "$runtime" "$reps" "$depth" "$idle_busy_ns" <<EOF
@@ -78,17 +117,22 @@ for r, s, ios, ns in rows:
     per.setdefault(s, {})[int(r)] = int(ns)
 out = {"workload": f"fio io_uring randread 4k QD{depth}, one job, loop over tmpfs, {runtime} s",
        "repeats": reps, "background_cpu_ns": idle, "schedulers": {}}
+locked = dict(l.split() for l in """$locked""".strip().splitlines())
 for s, by_rep in per.items():
     over = [by_rep[r] - per["none"][r] for r in by_rep if r in per.get("none", {})]
     out["schedulers"][s] = {
         "ns_per_io": statistics.median(by_rep.values()),
         "over_none_ns": statistics.median(over) if over else None,
         "runs": sorted(by_rep.values()),
+        # None without perf, and for none, which has no lock of its own.
+        "locked_ns_per_io": int(locked[s]) if s in locked else None,
     }
 if as_json:
     print(json.dumps(out, indent=2))
 else:
     print()
     for s, v in out["schedulers"].items():
-        print(f"{s:12} {v['ns_per_io']:8.0f} ns per I/O (median), over none {v['over_none_ns']:+8.0f} ns")
+        lk = v["locked_ns_per_io"]
+        print(f"{s:12} {v['ns_per_io']:8.0f} ns per I/O (median), over none {v['over_none_ns']:+8.0f} ns"
+              + (f", {lk} ns under its lock" if lk is not None else ""))
 EOF

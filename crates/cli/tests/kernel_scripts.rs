@@ -60,6 +60,21 @@ fn the_kernel_cost_script_measures_every_scheduler_of_a_loop_device() {
         assert!(ns > 0.0, "{s}: {ns} ns per I/O\n{v}");
     }
     assert_eq!(scheds["none"]["over_none_ns"].as_f64(), Some(0.0));
+    // With perf, the time in each scheduler's lock-holding functions (CI installs it).
+    if !have("perf") {
+        assert!(std::env::var_os("CI").is_none(), "CI installs linux-perf");
+        eprintln!("SKIP kernel-cost.sh's locked time: perf is not installed");
+        return;
+    }
+    assert!(scheds["none"]["locked_ns_per_io"].is_null());
+    for s in ["mq-deadline", "kyber", "bfq"] {
+        let locked = scheds[s]["locked_ns_per_io"].as_f64().unwrap();
+        let all = scheds[s]["ns_per_io"].as_f64().unwrap();
+        assert!(
+            locked > 0.0 && locked < all,
+            "{s}: {locked} of {all} ns\n{v}"
+        );
+    }
 }
 
 /// find makes the same reads whichever scheduler the device has: the scheduler decides

@@ -361,6 +361,11 @@ pub struct ElvCost {
     pub complete_ns: u64,
     pub complete_lock: LockScope,
     pub merge_ns: u64,
+    /// Per request, the scheduler path's cost outside any scheduler lock: the kernel inserts
+    /// and then runs the queue where `none` issues directly, takes a driver tag at dispatch,
+    /// frees two tags. Charged once per dispatched request, before the dispatch hook. 0 in
+    /// mqblk's own costs, whose hooks are measured whole.
+    pub path_ns: u64,
 }
 
 impl ElvCost {
@@ -374,5 +379,6 @@ impl ElvCost {
         complete_ns: 0,
         complete_lock: LockScope::None,
         merge_ns: 0,
+        path_ns: 0,
     };
 }

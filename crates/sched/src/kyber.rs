@@ -739,6 +739,7 @@ pub const KYBER: ElevatorType = ElevatorType {
         complete_ns: 35,
         complete_lock: LockScope::None,
         merge_ns: 30,
+        path_ns: 0,
     },
 };
 

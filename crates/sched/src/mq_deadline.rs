@@ -1143,5 +1143,6 @@ pub const MQ_DEADLINE: ElevatorType = ElevatorType {
         complete_ns: 50,
         complete_lock: LockScope::Queue,
         merge_ns: 40,
+        path_ns: 0,
     },
 };

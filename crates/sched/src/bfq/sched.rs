@@ -2006,5 +2006,6 @@ pub const BFQ: ElevatorType = ElevatorType {
         complete_ns: 150,
         complete_lock: LockScope::Queue,
         merge_ns: 60,
+        path_ns: 0,
     },
 };

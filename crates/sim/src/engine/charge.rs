@@ -125,10 +125,17 @@ impl Sim {
                             base + self.elv.probe_ns + sum_per_step,
                             self.lock_of(self.elv.dispatch_lock, ev.ctx, ev.hctx),
                         ),
-                        TraceAction::Issue if ev.sched => (
-                            base + self.elv.dispatch_ns + sum_per_step,
-                            self.lock_of(self.elv.dispatch_lock, ev.ctx, ev.hctx),
-                        ),
+                        TraceAction::Issue if ev.sched => {
+                            // The scheduler path's part outside its lock (the kernel
+                            // profile's; 0 for mqblk's own).
+                            if self.elv.path_ns > 0 {
+                                cur = self.charge(c, cur, self.elv.path_ns, None);
+                            }
+                            (
+                                base + self.elv.dispatch_ns + sum_per_step,
+                                self.lock_of(self.elv.dispatch_lock, ev.ctx, ev.hctx),
+                            )
+                        }
                         TraceAction::Complete => {
                             completions += 1;
                             if ev.ctx.0 != c && !self.wake_list.contains(&ev.ctx.0) {
