@@ -68,6 +68,8 @@ impl EmmcModel {
         let us = 1000;
         Ok(EmmcModel {
             capacity: ranged(p, m, "size", 8 << 30, 64 << 20, 1 << 44)? / 512,
+            // From the seed's iozone (16 MiB records, direct), not from its dd figure, which
+            // the mmc-blk-mq scenario reproduces: crates/models/DEVICES.md.
             read_mbs: ranged(p, m, "read_mbs", 25, 1, 10_000)?,
             write_mbs: ranged(p, m, "write_mbs", 8, 1, 10_000)?,
             cmd_ns: ranged(p, m, "cmd_us", 100, 0, 100_000)? * us,
