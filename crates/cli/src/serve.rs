@@ -495,11 +495,11 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         );
         let hctx = (0..queue.nr_hw_queues())
             .map(|i| {
-                let st = &queue.hctx(HctxIdx(i as u16)).stats;
+                let st = queue.hctx(HctxIdx(i as u16)).stats.total();
                 HctxStats {
                     hctx: i,
-                    dispatched: st.issued.get(),
-                    completed: st.completed.get(),
+                    dispatched: st.issued,
+                    completed: st.completed,
                 }
             })
             .collect();

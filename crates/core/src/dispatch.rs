@@ -30,7 +30,7 @@ impl QueueInner {
                 if hctx.is_stopped() {
                     break;
                 }
-                hctx.stats.run.add(1);
+                hctx.stats.local().run.add(1);
                 if let Some(t) = self.cfg.tracer.get() {
                     t.event(&crate::trace::TraceEvent::run(h, now));
                 }
@@ -381,7 +381,7 @@ impl QueueInner {
             rq.rq_flags.remove(RqFlags::BUDGET);
             issued += 1;
         }
-        hctx.stats.issued.add(queued as u64);
+        hctx.stats.local().issued.add(queued as u64);
         hctx.stats.count_dispatch(queued);
         let left = &ids[issued..];
         if (!left.is_empty() || errors > 0) && queued > 0 {
@@ -414,7 +414,7 @@ impl QueueInner {
     /// budget ran out, else when a request completes (RESTART).
     fn park_leftovers<T: RqRef>(&self, h: HctxIdx, left: &[T], now: Nanos, resource: bool) {
         let hctx = &self.hctxs[h.0 as usize];
-        hctx.stats.busy.add(1);
+        hctx.stats.local().busy.add(1);
         {
             let mut d = hctx.dispatch.lock();
             d.extend(left.iter().map(|r| r.rq()));

@@ -243,7 +243,7 @@ fn requeued_requests_are_issued_again_and_complete_once() {
         is.iter().all(|x| x.id == is[0].id && x.tag == is[0].tag),
         "the request keeps its tag"
     );
-    assert_eq!(q.hctx(HctxIdx(0)).stats.requeued.get(), 2);
+    assert_eq!(q.hctx(HctxIdx(0)).stats.total().requeued, 2);
     q.poll(&mut sub, at(T0, Nanos::from_secs(60)));
     assert!(sub.done.is_empty());
     common::assert_whole(&q);
@@ -562,18 +562,18 @@ fn busy_hctx_takes_new_requests_through_the_software_queue() {
     q.poll(&mut sub, T0);
     assert_eq!(take_done(&mut sub), vec![(0, BlkStatus::Ok)]);
     assert!(h.is_busy());
-    assert_eq!(h.stats.direct.get(), 0);
+    assert_eq!(h.stats.total().direct, 0);
     submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2, 1), T0);
     assert_eq!(
         take_done(&mut sub),
         vec![(1, BlkStatus::Ok)],
         "issued at once all the same"
     );
-    assert_eq!(h.stats.direct.get(), 0, "not a direct issue while busy");
+    assert_eq!(h.stats.total().direct, 0, "not a direct issue while busy");
     assert!(!h.is_busy());
     submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 4, 2), T0);
     assert_eq!(take_done(&mut sub), vec![(2, BlkStatus::Ok)]);
-    assert_eq!(h.stats.direct.get(), 1);
+    assert_eq!(h.stats.total().direct, 1);
     common::assert_whole(&q);
 }
 
@@ -593,13 +593,13 @@ fn a_plugged_request_passes_the_dispatch_list_and_an_unplugged_one_queues_behind
     submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2, 1), T0);
     assert_eq!(h.dispatch_list_len(), 1, "bio 1 waits for a completion");
     assert!(h.is_busy());
-    let direct = h.stats.direct.get();
+    let direct = h.stats.total().direct;
 
     sub.plug.start();
     submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 4, 2), T0);
     q.finish_plug(&mut sub, T0);
     assert_eq!(
-        h.stats.direct.get(),
+        h.stats.total().direct,
         direct + 1,
         "the plugged request went direct"
     );
@@ -609,7 +609,7 @@ fn a_plugged_request_passes_the_dispatch_list_and_an_unplugged_one_queues_behind
 
     submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 6, 3), T0);
     assert_eq!(
-        h.stats.direct.get(),
+        h.stats.total().direct,
         direct + 1,
         "unplugged on a busy queue: not direct"
     );

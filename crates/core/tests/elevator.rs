@@ -223,7 +223,7 @@ fn requeue_goes_back_through_the_scheduler_at_the_head() {
         "the requeued request goes ahead of those queued after it"
     );
     assert_eq!(take_done(&mut sub).len(), 3);
-    assert_eq!(q.hctx(HctxIdx(0)).stats.requeued.get(), 1);
+    assert_eq!(q.hctx(HctxIdx(0)).stats.total().requeued, 1);
     common::assert_whole(&q);
 }
 
@@ -282,7 +282,7 @@ fn a_queue_wide_scheduler_runs_only_the_submitters_hctx() {
         let mut sub = q.submitter(CtxIdx(1));
         d.script(&[Reply::Requeue]);
         submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 7), T0);
-        let runs0 = q.hctx(HctxIdx(0)).stats.run.get();
+        let runs0 = q.hctx(HctxIdx(0)).stats.total().run;
         q.timer(&mut sub, T0);
         let is = d.issues();
         assert_eq!(is.len(), 2);
@@ -291,7 +291,7 @@ fn a_queue_wide_scheduler_runs_only_the_submitters_hctx() {
             "issued on its own hctx"
         );
         assert_eq!(take_done(&mut sub), vec![(7, mqblk_core::BlkStatus::Ok)]);
-        let ran = q.hctx(HctxIdx(0)).stats.run.get() > runs0;
+        let ran = q.hctx(HctxIdx(0)).stats.total().run > runs0;
         assert_eq!(
             ran, hctx0_runs,
             "{} sq_sched_dispatch={sq}: did hctx 0 run?",
@@ -389,7 +389,9 @@ fn a_schedule_dispatch_runs_only_the_local_queue_under_the_single_cpu_rule() {
         // completion of the request below asks for the runs.
         q.stop_hw_queue(HctxIdx(0));
         let runs = |q: &RequestQueue| -> Vec<u64> {
-            (0..4).map(|h| q.hctx(HctxIdx(h)).stats.run.get()).collect()
+            (0..4)
+                .map(|h| q.hctx(HctxIdx(h)).stats.total().run)
+                .collect()
         };
         let before = runs(&q);
         submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 7), T0);

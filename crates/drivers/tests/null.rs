@@ -578,9 +578,9 @@ fn drive(cfg: NullConfig, nr_ctx: u16, total: u64) -> Tally {
         tally.statuses.push(s);
     }
     for h in 0..r.q.nr_hw_queues() {
-        let st = &r.q.hctx(HctxIdx(h as u16)).stats;
-        tally.requeued += st.requeued.get();
-        tally.busy += st.busy.get();
+        let st = r.q.hctx(HctxIdx(h as u16)).stats.total();
+        tally.requeued += st.requeued;
+        tally.busy += st.busy;
     }
     r.assert_drained();
     tally
@@ -1036,9 +1036,9 @@ fn bios_larger_than_max_sectors_are_split_and_complete_once() {
             let bytes = (mib << 20) as usize;
             let mut data = vec![0u8; bytes];
             rng.fill(&mut data);
-            let issued = r.q.hctx(HctxIdx(0)).stats.issued.get();
+            let issued = r.q.hctx(HctxIdx(0)).stats.total().issued;
             assert_eq!(r.write(sector, &data), BlkStatus::Ok, "{mib} MiB, {mode:?}");
-            let pieces = r.q.hctx(HctxIdx(0)).stats.issued.get() - issued;
+            let pieces = r.q.hctx(HctxIdx(0)).stats.total().issued - issued;
             assert_eq!(
                 pieces,
                 (bytes as u64 / 512).div_ceil(max),

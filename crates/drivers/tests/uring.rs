@@ -530,7 +530,7 @@ fn several_hardware_queues_from_several_threads() {
     for h in 0..nr {
         assert!(
             // 64 bios; fewer requests if some merged while waiting on the software queue.
-            q.hctx(HctxIdx(h)).stats.completed.get() > 0,
+            q.hctx(HctxIdx(h)).stats.total().completed > 0,
             "hctx {h} served nothing"
         );
         assert_eq!(dev.inflight(HctxIdx(h)), 0);
@@ -617,7 +617,7 @@ fn a_batch_larger_than_the_ring_is_issued_in_turns() {
         assert_eq!(bio.status, BlkStatus::Ok);
     }
     assert!(
-        r.q.hctx(HctxIdx(0)).stats.busy.get() > 0,
+        r.q.hctx(HctxIdx(0)).stats.total().busy > 0,
         "the ring never ran out of room; the test no longer covers Resource"
     );
     for i in 0..4u64 {
@@ -1303,7 +1303,7 @@ fn a_virtqueue_without_indirect_descriptors_limits_what_is_in_flight() {
     wait_for(&r.q, &mut r.subs[0], &mut now, datas.len());
     r.now = now;
     assert_eq!(most, 3, "the ring was never full");
-    assert!(r.q.hctx(HctxIdx(0)).stats.busy.get() > 0);
+    assert!(r.q.hctx(HctxIdx(0)).stats.total().busy > 0);
     for bio in r.sub().done.drain(..) {
         assert_eq!(bio.status, BlkStatus::Ok);
     }

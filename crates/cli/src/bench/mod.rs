@@ -308,26 +308,26 @@ fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
     let mut hctxs = Vec::new();
     for h in 0..q.nr_hw_queues() {
         let hctx = q.hctx(mqblk_core::HctxIdx(h as u16));
-        let s = &hctx.stats;
+        let s = hctx.stats.total();
         st.extra_lines.push(format!(
             "hctx{h}  : queued={}, dispatched={}, direct={}, completed={}, requeued={}, runs={}, busy={}",
-            s.queued.get(),
-            s.issued.get(),
-            s.direct.get(),
-            s.completed.get(),
-            s.requeued.get(),
-            s.run.get(),
-            s.busy.get()
+            s.queued,
+            s.issued,
+            s.direct,
+            s.completed,
+            s.requeued,
+            s.run,
+            s.busy
         ));
         hctxs.push(HctxCounts {
             hctx: h,
-            queued: s.queued.get(),
-            dispatched: s.issued.get(),
-            direct: s.direct.get(),
-            completed: s.completed.get(),
-            requeued: s.requeued.get(),
-            runs: s.run.get(),
-            busy: s.busy.get(),
+            queued: s.queued,
+            dispatched: s.issued,
+            direct: s.direct,
+            completed: s.completed,
+            requeued: s.requeued,
+            runs: s.run,
+            busy: s.busy,
         });
     }
     let mut sched_stats = serde_json::Map::new();

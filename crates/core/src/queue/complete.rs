@@ -129,6 +129,7 @@ impl QueueInner {
         }
         self.hctxs[released.snap.hctx.0 as usize]
             .stats
+            .local()
             .completed
             .add(1);
         self.free_released(&released, runs);
@@ -224,7 +225,7 @@ impl QueueInner {
                 e.requeue_request(&snap, now);
             }
         }
-        self.hctxs[h.0 as usize].stats.requeued.add(1);
+        self.hctxs[h.0 as usize].stats.local().requeued.add(1);
         self.requeue_list.lock().push(id);
         self.requeue_at.fetch_min(now.0, Ordering::AcqRel);
     }

@@ -126,19 +126,19 @@ impl QueueInner {
             self.elevator.as_ref().map(|e| e.name()).unwrap_or("none")
         );
         for hctx in self.hctxs.iter() {
-            let st = &hctx.stats;
+            let st = hctx.stats.total();
             let _ = writeln!(
                 s,
                 "hctx{} ({}): queued {} issued {} direct {} completed {} requeued {} runs {} busy {} dispatch_list {} restart {} stopped {}",
                 hctx.idx.0,
                 hctx.ty.name(),
-                st.queued.get(),
-                st.issued.get(),
-                st.direct.get(),
-                st.completed.get(),
-                st.requeued.get(),
-                st.run.get(),
-                st.busy.get(),
+                st.queued,
+                st.issued,
+                st.direct,
+                st.completed,
+                st.requeued,
+                st.run,
+                st.busy,
                 hctx.dispatch_list_len(),
                 hctx.test_state(state::SCHED_RESTART) as u8,
                 hctx.is_stopped() as u8,

@@ -316,7 +316,7 @@ impl QueueInner {
             let r = Self::release_slot(&mut rq);
             (r.snap.hctx, r.tag)
         };
-        self.hctxs[hctx.0 as usize].stats.completed.add(1);
+        self.hctxs[hctx.0 as usize].stats.local().completed.add(1);
         if self.elevator.is_some() {
             if !tag.is_none() {
                 self.put_driver_tag(hctx, tag);
@@ -356,7 +356,7 @@ impl QueueInner {
         now: Nanos,
         ends: &mut Vec<(RqId, BlkStatus)>,
     ) {
-        self.hctxs[hctx.0 as usize].stats.completed.add(1);
+        self.hctxs[hctx.0 as usize].stats.local().completed.add(1);
         let f = self.fq_index(ctx);
         let mut fq = self.flush_queues[f].lock();
         assert!(

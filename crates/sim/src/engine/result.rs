@@ -141,11 +141,11 @@ impl Sim {
             .collect();
         let hctx = (0..self.nr_hw)
             .map(|h| {
-                let s = &self.queue.hctx(HctxIdx(h as u16)).stats;
+                let s = self.queue.hctx(HctxIdx(h as u16)).stats.total();
                 HctxFigures {
-                    runs: s.run.get(),
-                    issued: s.issued.get(),
-                    busy: s.busy.get(),
+                    runs: s.run,
+                    issued: s.issued,
+                    busy: s.busy,
                 }
             })
             .collect();
