@@ -23,7 +23,7 @@ const CAPACITY_SECTORS: u64 = 1 << 29; // a 256 GiB SSD, as the seed's PLEXTOR P
 /// time per command set from the drive's measured 4 KiB random reads at QD32, 73,888 IOPS
 /// (Tom's Hardware, "Plextor M5 Pro 256 GB Review", Iometer table; the vendor rates the M5S at
 /// 73,000), so 1e9 / 73,888 = 13,534 ns. Not from the seed's own figures.
-const SSD: &str = "ssd,ctrl_ns=13534";
+pub(crate) const SSD: &str = "ssd,ctrl_ns=13534";
 
 struct Mode {
     name: &'static str,

@@ -184,8 +184,8 @@ pub struct Scenario {
     pub name: &'static str,
     pub seed_file: &'static str,
     pub about: &'static str,
-    /// The device model the scenario runs on (whose physical parameters `--sensitivity`
-    /// varies).
+    /// The device the scenario runs on, as `--device` spells it (whose physical parameters
+    /// `--sensitivity` varies, from the values it has there).
     pub model: &'static str,
     pub run: fn(&ScenarioOpts) -> Result<ScenarioReport, String>,
 }
@@ -224,7 +224,7 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "bfq-no-merge",
         seed_file: "004_cddee4bbcd46cc77.txt",
         about: "dbench-like, 6 clients and a journal at higher weight on an SSD: BFQ with and without queue merging",
-        model: "ssd",
+        model: bfq_merge::SSD,
         run: bfq_merge::run,
     },
 ];
