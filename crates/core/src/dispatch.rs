@@ -101,6 +101,17 @@ impl QueueInner {
         }
     }
 
+    /// The device's budget for one more request (`blk_mq_get_dispatch_budget`); a refusal is
+    /// counted for the completion path's re-run of every queue (SCSI's `sdev->restarts`,
+    /// raised in `scsi_mq_get_budget`).
+    fn get_budget(&self, h: HctxIdx) -> bool {
+        let ok = self.driver.get_budget(h);
+        if !ok {
+            self.budget_restarts.fetch_add(1, Ordering::AcqRel);
+        }
+        ok
+    }
+
     /// `blk_mq_get_sq_hctx`: the single hardware queue to run, when the rule applies.
     fn sq_hctx(&self, local: Option<CtxIdx>) -> Option<HctxIdx> {
         let elv = self.elevator.as_ref()?;
@@ -194,7 +205,7 @@ impl QueueInner {
                 if !elv.has_work(h) {
                     break;
                 }
-                if !self.driver.get_budget(h) {
+                if !self.get_budget(h) {
                     no_budget = true;
                     break;
                 }
@@ -337,7 +348,7 @@ impl QueueInner {
         for (i, id) in ids.iter().map(|r| r.rq()).enumerate() {
             let mut rq = self.rqs.lock(id);
             if !rq.rq_flags.contains(RqFlags::BUDGET) {
-                if !self.driver.get_budget(h) {
+                if !self.get_budget(h) {
                     no_budget = true;
                     break;
                 }

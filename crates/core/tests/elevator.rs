@@ -408,3 +408,64 @@ fn a_schedule_dispatch_runs_only_the_local_queue_under_the_single_cpu_rule() {
         common::assert_whole(&q);
     }
 }
+
+#[test]
+fn the_completion_path_runs_every_queue_only_after_a_refused_budget() {
+    // SCSI's `scsi_run_queue_async` (Linux 5.10 on): a completion runs every hardware queue
+    // only while `sdev->restarts`, raised when `scsi_mq_get_budget` refuses, is non-zero.
+    let two = MapQueues {
+        default: 2,
+        read: 0,
+        poll: 0,
+    };
+    let d = TestDriver::new(Mode::Hold);
+    let mut cfg = TagSetConfig::new(2, 8);
+    cfg.maps = two;
+    let qc = QueueConfig {
+        nr_ctx: 2,
+        nr_requests: 8,
+        sq_sched_dispatch: false,
+        run_all_on_complete: true,
+        ..Default::default()
+    };
+    let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+    d.set_budget(Some(2));
+    let mut sub = q.submitter(CtxIdx(0));
+    let runs1 = |q: &RequestQueue| q.hctx(HctxIdx(1)).stats.total().run;
+    // Work waits in the scheduler (hctx 0 stopped) but no budget was refused: the
+    // completion runs no other queue (before Linux 5.10 SCSI ran them all every time).
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 1), T0);
+    q.stop_hw_queue(HctxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 100, 9), T0);
+    let before = runs1(&q);
+    d.release(1);
+    q.poll(&mut sub, T0);
+    assert_eq!(take_done(&mut sub), vec![(1, mqblk_core::BlkStatus::Ok)]);
+    assert_eq!(runs1(&q), before, "no refusal, no run of hctx 1");
+    q.start_hw_queue(&mut sub, HctxIdx(0), T0);
+    d.release_all();
+    q.poll(&mut sub, T0);
+    assert_eq!(take_done(&mut sub), vec![(9, mqblk_core::BlkStatus::Ok)]);
+    d.set_budget(Some(1));
+    // Three requests, one budget: the others are refused, so the first's completion runs
+    // every queue that has work (hctx 1 too: the FIFO is queue-wide) once hctx 0's own
+    // restart has taken the budget back.
+    for b in 2..5 {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2 * b, b), T0);
+    }
+    assert_eq!(d.nr_held(), 1);
+    let before = runs1(&q);
+    d.release(1);
+    q.poll(&mut sub, T0);
+    assert!(
+        runs1(&q) > before,
+        "a refused budget: the completion ran hctx 1"
+    );
+    assert_eq!(d.nr_held(), 1, "the next request went");
+    for _ in 0..2 {
+        d.release_all();
+        q.poll(&mut sub, T0);
+    }
+    assert_eq!(take_done(&mut sub).len(), 3);
+    common::assert_whole(&q);
+}

@@ -47,7 +47,17 @@ impl QueueInner {
             }
             *runs = to_run;
             if self.cfg.run_all_on_complete {
-                self.run_hw_queues(local, now, batch);
+                // `scsi_run_queue_async`: only after a refused budget, and only the
+                // completion that takes the count back to zero runs them.
+                let old = self.budget_restarts.load(Ordering::Acquire);
+                if old > 0
+                    && self
+                        .budget_restarts
+                        .compare_exchange(old, 0, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    self.run_hw_queues(local, now, batch);
+                }
             }
         }
     }

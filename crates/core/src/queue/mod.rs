@@ -65,9 +65,11 @@ pub struct QueueConfig {
     /// Run only the submitter's hardware queue for a scheduler that is not `MQ_AWARE`
     /// (seed 000). Off reproduces the behaviour before that change.
     pub sq_sched_dispatch: bool,
-    /// Run "all" hardware queues after every completion batch, as SCSI does from its
-    /// completion path (`scsi_run_queue`). This is what made every hctx of the 64-queue RAID
-    /// card in seed 000 dispatch from the scheduler.
+    /// Run "all" hardware queues from the completion path once the device has refused a
+    /// budget since the last such run, as SCSI does (`scsi_run_queue_async`: only while
+    /// `sdev->restarts`, which `scsi_mq_get_budget` raises on a refusal, is non-zero; Linux
+    /// 5.10 on, so in seed 000's kernel too). With a scheduler that is not `MQ_AWARE` every
+    /// hctx of the 64-queue RAID card of seed 000 then dispatches from the scheduler.
     pub run_all_on_complete: bool,
     /// Receives every request event (blktrace-style tracing, the simulator's cost model).
     pub tracer: TraceHook,
@@ -249,6 +251,9 @@ pub(crate) struct QueueInner {
     next_timeout: AtomicU64,
     /// Hardware queues waiting for a driver tag.
     pub(crate) tag_waiters: Arc<AtomicU32>,
+    /// Budget refusals since the completion path last ran every hardware queue (SCSI's
+    /// `sdev->restarts`; see `QueueConfig::run_all_on_complete`).
+    pub(crate) budget_restarts: AtomicU32,
     torn_down: Arc<AtomicBool>,
     /// Originals of bios split at `max_sectors`, waiting for their pieces (`split.rs`).
     pub(crate) splits: Arc<Mutex<split::SplitTable>>,
@@ -376,6 +381,7 @@ impl QueueInner {
             requeue_at: AtomicU64::new(u64::MAX),
             next_timeout: AtomicU64::new(u64::MAX),
             tag_waiters: p.tag_waiters,
+            budget_restarts: AtomicU32::new(0),
             torn_down: p.torn_down,
             splits: p.splits,
             cfg,

@@ -234,7 +234,7 @@ fn mechanism(at8: &[Evidence]) -> String {
             .map_or(0, |p| p.1)
     };
     format!(
-        "mechanism: in MQ mode every completion runs every hardware queue, {:.1}x the runs of SQ ({:.1}x MQ-patched's), waiting {:.1} ms for the scheduler's lock against {:.1} (SQ) and {:.1} (MQ-patched); the disk's seeks: {} (MQ), {} (SQ), {} (MQ-patched); the scheduler's idles: {}, {}, {}. MQ and MQ-patched differ in CPU time, which does not move the latency of a disk whose requests take milliseconds: the seed's mechanism is not modelled\n",
+        "mechanism: in MQ mode BFQ's own requests to run the queues, SCSI's completion path after a refused budget and every empty dispatch's delayed re-run reach all 64 hardware queues: {:.1}x the runs of SQ ({:.1}x MQ-patched's), waiting {:.1} ms for the scheduler's lock against {:.1} (SQ) and {:.1} (MQ-patched); the disk's seeks: {} (MQ), {} (SQ), {} (MQ-patched); the scheduler's idles: {}, {}, {}. MQ and MQ-patched differ in CPU time, which does not move the latency of a disk whose requests take milliseconds: the seed's mechanism is not modelled\n",
         mq.hctx_runs as f64 / sq.hctx_runs.max(1) as f64,
         mq.hctx_runs as f64 / pt.hctx_runs.max(1) as f64,
         mq.elevator_lock_wait_ms,
