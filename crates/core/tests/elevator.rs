@@ -32,6 +32,31 @@ fn sched_queue(
     RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(elv), qc).unwrap()
 }
 
+/// A queue of `nr_hw` hardware queues, one software queue each, under `elv`, with the
+/// single-CPU dispatch rule on or off and SCSI's completion-path re-run on or off.
+fn multi_queue(
+    d: &Arc<TestDriver>,
+    elv: &ElevatorType,
+    nr_hw: u16,
+    sq: bool,
+    run_all: bool,
+) -> Arc<RequestQueue> {
+    let mut cfg = TagSetConfig::new(nr_hw, 8);
+    cfg.maps = MapQueues {
+        default: nr_hw,
+        read: 0,
+        poll: 0,
+    };
+    let qc = QueueConfig {
+        nr_ctx: nr_hw,
+        nr_requests: 8,
+        sq_sched_dispatch: sq,
+        run_all_on_complete: run_all,
+        ..Default::default()
+    };
+    RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(elv), qc).unwrap()
+}
+
 fn one_hctx() -> MapQueues {
     MapQueues {
         default: 1,
@@ -259,26 +284,13 @@ fn a_queue_wide_scheduler_runs_only_the_submitters_hctx() {
     // own hctx runs (seed 000); without that rule hctx 0 runs first and, the scheduler being
     // queue-wide, dispatches the request onto hctx 1 itself. An MQ-aware scheduler has no
     // work for hctx 0, so it is not run either way.
-    let two = MapQueues {
-        default: 2,
-        read: 0,
-        poll: 0,
-    };
     for (elv, sq, hctx0_runs) in [
         (&FIFO, true, false),
         (&FIFO, false, true),
         (&FIFO_MQ, true, false),
     ] {
         let d = TestDriver::new(Mode::Inline);
-        let mut cfg = TagSetConfig::new(2, 8);
-        cfg.maps = two;
-        let qc = QueueConfig {
-            nr_ctx: 2,
-            nr_requests: 8,
-            sq_sched_dispatch: sq,
-            ..Default::default()
-        };
-        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(elv), qc).unwrap();
+        let q = multi_queue(&d, elv, 2, sq, false);
         let mut sub = q.submitter(CtxIdx(1));
         d.script(&[Reply::Requeue]);
         submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 7), T0);
@@ -307,22 +319,9 @@ fn an_empty_dispatch_arms_a_run_of_every_hardware_queue_in_3_ms() {
     // idling): "kick it ourselves" with `blk_mq_delay_run_hw_queues(q, BLK_MQ_BUDGET_DELAY)`.
     // Every hardware queue gets a run 3 ms later; under the single-CPU dispatch rule only the
     // kicking queue's. The run then dispatches what the scheduler releases meanwhile.
-    let four = MapQueues {
-        default: 4,
-        read: 0,
-        poll: 0,
-    };
     for sq in [false, true] {
         let d = TestDriver::new(Mode::Inline);
-        let mut cfg = TagSetConfig::new(4, 8);
-        cfg.maps = four;
-        let qc = QueueConfig {
-            nr_ctx: 4,
-            nr_requests: 8,
-            sq_sched_dispatch: sq,
-            ..Default::default()
-        };
-        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+        let q = multi_queue(&d, &FIFO, 4, sq, false);
         let fifo = |q: &RequestQueue, on: bool| {
             let e = q.elevator();
             let f = e
@@ -359,22 +358,9 @@ fn a_schedule_dispatch_runs_only_the_local_queue_under_the_single_cpu_rule() {
     // BFQ's `bfq_schedule_dispatch` is `blk_mq_run_hw_queues`: every hardware queue, or under
     // the rule of "blk-mq: Improve performance of non-mq IO schedulers with multiple HW
     // queues" only the current CPU's.
-    let four = MapQueues {
-        default: 4,
-        read: 0,
-        poll: 0,
-    };
     for sq in [false, true] {
         let d = TestDriver::new(Mode::Inline);
-        let mut cfg = TagSetConfig::new(4, 8);
-        cfg.maps = four;
-        let qc = QueueConfig {
-            nr_ctx: 4,
-            nr_requests: 8,
-            sq_sched_dispatch: sq,
-            ..Default::default()
-        };
-        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+        let q = multi_queue(&d, &FIFO, 4, sq, false);
         {
             let e = q.elevator();
             let f = e
@@ -413,22 +399,8 @@ fn a_schedule_dispatch_runs_only_the_local_queue_under_the_single_cpu_rule() {
 fn the_completion_path_runs_every_queue_only_after_a_refused_budget() {
     // SCSI's `scsi_run_queue_async` (Linux 5.10 on): a completion runs every hardware queue
     // only while `sdev->restarts`, raised when `scsi_mq_get_budget` refuses, is non-zero.
-    let two = MapQueues {
-        default: 2,
-        read: 0,
-        poll: 0,
-    };
     let d = TestDriver::new(Mode::Hold);
-    let mut cfg = TagSetConfig::new(2, 8);
-    cfg.maps = two;
-    let qc = QueueConfig {
-        nr_ctx: 2,
-        nr_requests: 8,
-        sq_sched_dispatch: false,
-        run_all_on_complete: true,
-        ..Default::default()
-    };
-    let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+    let q = multi_queue(&d, &FIFO, 2, false, true);
     d.set_budget(Some(2));
     let mut sub = q.submitter(CtxIdx(0));
     let runs1 = |q: &RequestQueue| q.hctx(HctxIdx(1)).stats.total().run;
