@@ -5,7 +5,8 @@
 # of the kernel on this machine: an ext4 filesystem in a file on the real disk, attached as a
 # loop device with direct I/O (every read reaches the disk), a tree of small files, and for
 # each repeat and scheduler (order rotated every repeat): unmount, drop the caches, set the
-# loop device's scheduler and nr_requests (the card's queue depth, 2 by default), mount, time
+# loop device's scheduler and nr_requests (the card's queue depth, 2 by default; the kernel
+# raises anything below BLKDEV_MIN_RQ to 4, and the value it took is reported), mount, time
 # `find . > /dev/null`. The loop device's /sys/block/*/stat gives the reads find made and
 # their mean service time, so a difference in time can be told apart from a difference in I/O,
 # and the mean number of reads in flight (what a scheduler could reorder or merge).
@@ -64,9 +65,11 @@ log "loop device $dev (direct I/O) over $work/fs.img on $(df --output=source /va
 # Reads completed and milliseconds spent on them, from the block device's stat file.
 reads() { awk '{print $1, $4}' "/sys/block/$name/stat"; }
 
-run() { # $1 = scheduler; prints "ns reads read_ms"
+run() { # $1 = scheduler; prints "ns reads read_ms nr_requests"
     echo "$1" > "/sys/block/$name/queue/scheduler"
-    echo "$depth" > "/sys/block/$name/queue/nr_requests" 2>/dev/null || true
+    echo "$depth" > "/sys/block/$name/queue/nr_requests"
+    local took
+    took=$(cat "/sys/block/$name/queue/nr_requests")
     sync
     echo 3 > /proc/sys/vm/drop_caches
     mount -o noatime,ro "$dev" "$mnt"
@@ -76,15 +79,15 @@ run() { # $1 = scheduler; prints "ns reads read_ms"
     t1=$(date +%s%N)
     read -r r1 ms1 < <(reads)
     umount "$mnt"
-    echo "$((t1 - t0)) $((r1 - r0)) $((ms1 - ms0))"
+    echo "$((t1 - t0)) $((r1 - r0)) $((ms1 - ms0)) $took"
 }
 
 results=""
 for r in $(seq "$reps"); do
     for s in $(rotated "$r" $scheds); do
-        read -r ns rd ms < <(run "$s")
-        log "repeat $r  $(printf '%-12s' "$s") $(awk -v n="$ns" 'BEGIN{printf "%.3f", n/1e9}') s  $rd reads  $ms ms reading"
-        results="$results$r $s $ns $rd $ms"$'\n'
+        read -r ns rd ms took < <(run "$s")
+        log "repeat $r  $(printf '%-12s' "$s") $(awk -v n="$ns" 'BEGIN{printf "%.3f", n/1e9}') s  $rd reads  $ms ms reading  nr_requests $took"
+        results="$results$r $s $ns $rd $ms $took"$'\n'
     done
 done
 
@@ -93,9 +96,11 @@ import json, statistics, sys
 as_json, files, reps, depth = sys.argv[1] == "1", *map(int, sys.argv[2:])
 rows = [l.split() for l in """$results""".strip().splitlines()]
 per = {}
-for r, s, ns, rd, ms in rows:
+took = {}
+for r, s, ns, rd, ms, nr in rows:
     per.setdefault(s, []).append((int(r), int(ns) / 1e9, int(rd), int(ms)))
-out = {"workload": f"find . on a cold cache, ext4 on a loop device (direct I/O), {files} files, nr_requests {depth}",
+    took[s] = int(nr)
+out = {"workload": f"find . on a cold cache, ext4 on a loop device (direct I/O), {files} files, nr_requests {depth} asked",
        "repeats": reps, "schedulers": {}}
 none = statistics.median(t for _, t, _, _ in per.get("none", [])) if "none" in per else None
 for s, runs in per.items():
@@ -110,6 +115,8 @@ for s, runs in per.items():
         # average (below 1: one dependent read at a time, nothing for a scheduler to order).
         "mean_in_flight": ms / 1000.0 / max(1e-9, sum(x[1] for x in runs)),
         "over_none": t / none if none else None,
+        # What the kernel set when asked for the depth (at least BLKDEV_MIN_RQ, 4).
+        "nr_requests": took[s],
         "runs_s": sorted(x[1] for x in runs),
     }
 if as_json:

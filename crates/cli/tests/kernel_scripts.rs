@@ -81,7 +81,11 @@ fn the_kernel_cost_script_measures_every_scheduler_of_a_loop_device() {
 /// order, not what the filesystem asks for; and it has about one read in flight at a time.
 #[test]
 fn the_find_twin_times_the_same_reads_under_every_scheduler() {
-    let Some(v) = run_script("find-twin.sh", &["mkfs.ext4", "losetup"], &["2000", "1"]) else {
+    let Some(v) = run_script(
+        "find-twin.sh",
+        &["mkfs.ext4", "losetup"],
+        &["2000", "1", "1"],
+    ) else {
         return;
     };
     let scheds = v["schedulers"].as_object().unwrap();
@@ -94,6 +98,10 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
             "{s}: {reads} reads against none's {none}\n{v}"
         );
         assert!(scheds[s]["find_s"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    // Asked for 1, the kernel sets its minimum (`BLKDEV_MIN_RQ`, 4), and the script says so.
+    for s in ["none", "mq-deadline", "kyber", "bfq"] {
+        assert_eq!(scheds[s]["nr_requests"].as_u64(), Some(4), "{s}\n{v}");
     }
     let in_flight = scheds["none"]["mean_in_flight"].as_f64().unwrap();
     assert!(

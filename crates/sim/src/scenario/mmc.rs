@@ -75,8 +75,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let dd_mbs = r.jobs[0].bytes as f64 / 1e6 / (r.jobs[0].runtime().0 as f64 / 1e9);
         // find: directory and inode blocks, one read at a time: each block is read before
         // the next is known. Measured on the kernel (scripts/find-twin.sh, ext4 with 100,000
-        // files on a loop device): 0.69-0.71 reads in flight on average, under every
-        // scheduler.
+        // files on a loop device, nr_requests 4): 0.69-0.71 reads in flight on average,
+        // under every scheduler.
         let find = job(
             "find".into(),
             0,
