@@ -392,8 +392,10 @@ impl QueueInner {
             rq.rq_flags.remove(RqFlags::BUDGET);
             issued += 1;
         }
-        hctx.stats.local().issued.add(queued as u64);
-        hctx.stats.count_dispatch(queued);
+        // One thread-local lookup for the batch's counters.
+        let counters = hctx.stats.local();
+        counters.issued.add(queued as u64);
+        counters.count_dispatch(queued);
         let left = &ids[issued..];
         if (!left.is_empty() || errors > 0) && queued > 0 {
             self.driver.commit_rqs(h);

@@ -132,14 +132,16 @@ impl HctxStats {
         }
         t
     }
+}
 
+impl HctxCounters {
     pub(crate) fn count_dispatch(&self, n: usize) {
         let bucket = if n == 0 {
             0
         } else {
             (usize::BITS - n.leading_zeros()) as usize
         };
-        self.local().dispatched[bucket.min(MAX_DISPATCH_ORDER - 1)].add(1);
+        self.dispatched[bucket.min(MAX_DISPATCH_ORDER - 1)].add(1);
     }
 }
 

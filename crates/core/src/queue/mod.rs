@@ -896,12 +896,13 @@ impl QueueInner {
             let h = ids[i].1;
             let j = i + ids[i..].iter().take_while(|&&(_, x)| x == h).count();
             let hctx = &self.hctxs[h.0 as usize];
-            hctx.stats.local().queued.add((j - i) as u64);
+            let counters = hctx.stats.local();
+            counters.queued.add((j - i) as u64);
             if hctx.is_stopped() {
                 self.insert_ctx(sub.ctx, h, &ids[i..j], false, now);
             } else {
                 let issued = self.dispatch_rq_list(h, &ids[i..j], now, &mut sub.batch);
-                hctx.stats.local().direct.add(issued as u64);
+                counters.direct.add(issued as u64);
             }
             i = j;
         }
@@ -913,7 +914,8 @@ impl QueueInner {
     /// issued directly (`blk_mq_try_issue_directly`), unless the queue is stopped.
     fn issue_new(&self, sub: &mut Submitter, h: HctxIdx, id: RqId, now: Nanos) {
         let hctx = &self.hctxs[h.0 as usize];
-        hctx.stats.local().queued.add(1);
+        let counters = hctx.stats.local();
+        counters.queued.add(1);
         let sync = self.rqs.lock(id).is_sync();
         if (hctx.is_busy() && (self.hctxs.len() == 1 || !sync)) || hctx.is_stopped() {
             self.insert_ctx(sub.ctx, h, &[id], false, now);
@@ -921,7 +923,7 @@ impl QueueInner {
             return;
         }
         let issued = self.dispatch_rq_list(h, &[id], now, &mut sub.batch);
-        hctx.stats.local().direct.add(issued as u64);
+        counters.direct.add(issued as u64);
     }
 
     /// Puts requests on their software queue and marks it pending (`blk_mq_insert_requests`,
