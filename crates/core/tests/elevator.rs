@@ -57,6 +57,14 @@ fn multi_queue(
     RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(elv), qc).unwrap()
 }
 
+/// Calls `f` with the queue's FIFO scheduler (the test's handle on its switches).
+fn with_fifo(q: &RequestQueue, f: impl FnOnce(&common::Fifo)) {
+    let e = q.elevator();
+    f(e.as_deref()
+        .and_then(|e| e.as_any().downcast_ref::<common::Fifo>())
+        .expect("a FIFO queue"));
+}
+
 fn one_hctx() -> MapQueues {
     MapQueues {
         default: 1,
@@ -322,16 +330,7 @@ fn an_empty_dispatch_arms_a_run_of_every_hardware_queue_in_3_ms() {
     for sq in [false, true] {
         let d = TestDriver::new(Mode::Inline);
         let q = multi_queue(&d, &FIFO, 4, sq, false);
-        let fifo = |q: &RequestQueue, on: bool| {
-            let e = q.elevator();
-            let f = e
-                .as_deref()
-                .unwrap()
-                .as_any()
-                .downcast_ref::<common::Fifo>();
-            f.unwrap().set_plugged(on);
-        };
-        fifo(&q, true);
+        with_fifo(&q, |f| f.set_plugged(true));
         let mut sub = q.submitter(CtxIdx(1));
         submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 7), T0);
         assert!(d.issues().is_empty());
@@ -345,7 +344,7 @@ fn an_empty_dispatch_arms_a_run_of_every_hardware_queue_in_3_ms() {
             vec![true; 4]
         };
         assert_eq!(armed, want, "sq_sched_dispatch={sq}");
-        fifo(&q, false);
+        with_fifo(&q, |f| f.set_plugged(false));
         q.timer(&mut sub, T0.saturating_add(Nanos::from_millis(3)));
         assert_eq!(d.issues().len(), 1, "sq_sched_dispatch={sq}");
         assert_eq!(take_done(&mut sub), vec![(7, mqblk_core::BlkStatus::Ok)]);
@@ -361,15 +360,7 @@ fn a_schedule_dispatch_runs_only_the_local_queue_under_the_single_cpu_rule() {
     for sq in [false, true] {
         let d = TestDriver::new(Mode::Inline);
         let q = multi_queue(&d, &FIFO, 4, sq, false);
-        {
-            let e = q.elevator();
-            let f = e
-                .as_deref()
-                .unwrap()
-                .as_any()
-                .downcast_ref::<common::Fifo>();
-            f.unwrap().schedule_dispatch();
-        }
+        with_fifo(&q, |f| f.schedule_dispatch());
         let mut sub = q.submitter(CtxIdx(2));
         // Keep every queue "pending" (the FIFO has work for all of them) while the
         // completion of the request below asks for the runs.

@@ -30,6 +30,23 @@ fn reader(
     j
 }
 
+/// A best-effort random reader at QD8 beside an IDLE-class one at QD32 whose region starts
+/// `idle_offset` bytes in, both for `secs` seconds.
+fn be_beside_idle(idle_offset: u64, secs: u64) -> Vec<SimJob> {
+    vec![
+        reader("be", 0, RwMode::RandRead, 8, IoPrio::DEFAULT, 0, secs),
+        reader(
+            "idle",
+            1,
+            RwMode::RandRead,
+            32,
+            IoPrio::new(IoPrioClass::Idle, 0),
+            idle_offset,
+            secs,
+        ),
+    ]
+}
+
 fn run(device: &str, tunables: &[(&str, &str)], jobs: Vec<SimJob>) -> SimResult {
     run_with(device, tunables, jobs, Arc::new(Blkcg::new()), 1)
 }
@@ -197,19 +214,13 @@ fn a_reader_that_keeps_requests_queued_lets_nothing_be_injected_while_it_is_idle
     // --schedulers=bfq examples/twin/idle-class.fio`); measuring every arrival instead,
     // mqblk gave it 13-18% there, and injected 32 of its requests here.
     for seed in SEEDS {
-        let jobs = vec![
-            reader("be", 0, RwMode::RandRead, 8, IoPrio::DEFAULT, 0, 2),
-            reader(
-                "idle",
-                1,
-                RwMode::RandRead,
-                32,
-                IoPrio::new(IoPrioClass::Idle, 0),
-                10 << 30,
-                2,
-            ),
-        ];
-        let r = run_with("virtio", &[], jobs, Arc::new(Blkcg::new()), seed);
+        let r = run_with(
+            "virtio",
+            &[],
+            be_beside_idle(10 << 30, 2),
+            Arc::new(Blkcg::new()),
+            seed,
+        );
         let (be, idle) = (r.jobs[0].bytes as f64, r.jobs[1].bytes as f64);
         let share = idle / (be + idle);
         let c = bfq(&r).counters;
@@ -231,22 +242,7 @@ fn an_idle_class_queue_gets_one_request_per_turn_while_others_wait() {
     // request while another queue is busy, so a deep idle-class reader beside a best-effort
     // one on a disk gets a few requests a second (the kernel starved it to about 5 IOPS
     // against a QD8 reader in the audit's measurement), not a share of the disk.
-    let r = run(
-        "hdd",
-        &[],
-        vec![
-            reader("be", 0, RwMode::RandRead, 8, IoPrio::DEFAULT, 0, 5),
-            reader(
-                "idle",
-                1,
-                RwMode::RandRead,
-                32,
-                IoPrio::new(IoPrioClass::Idle, 0),
-                100 << 30,
-                5,
-            ),
-        ],
-    );
+    let r = run("hdd", &[], be_beside_idle(100 << 30, 5));
     let (be, idle) = (r.jobs[0].ios, r.jobs[1].ios);
     assert!(
         idle >= 5,

@@ -62,17 +62,11 @@ impl Sensitivity {
             "x0.7",
             "x1.3"
         );
-        let mut i = 0;
-        while i < self.runs.len() {
-            let r = &self.runs[i];
-            let Some(p) = &r.param else {
-                i += 1;
+        // A parameter's runs are consecutive: one row each.
+        for pair in self.runs.chunk_by(|a, b| a.param == b.param) {
+            let Some(p) = &pair[0].param else {
                 continue;
             };
-            let pair: Vec<&SensRun> = self.runs[i..]
-                .iter()
-                .take_while(|x| x.param.as_ref() == Some(p))
-                .collect();
             let cells: Vec<String> = pair
                 .iter()
                 .map(|x| format!("{:.3} {}", x.ratio, mark(x.holds)))
@@ -81,11 +75,10 @@ impl Sensitivity {
                 t,
                 "{:<22} {:>10} {:>16} {:>16}",
                 p,
-                r.base.map_or("-".into(), |b| b.to_string()),
+                pair[0].base.map_or("-".into(), |b| b.to_string()),
                 cells.first().map_or("", String::as_str),
                 cells.get(1).map_or("", String::as_str)
             );
-            i += pair.len();
         }
         for r in self.runs.iter().filter(|r| r.param.is_none()) {
             let _ = writeln!(
