@@ -52,6 +52,14 @@ fn seed_002_o1_counter_beats_per_cpu_sums() {
         let after = r.json["after_iops"].as_f64().unwrap();
         let ratio = after / before;
         eprintln!("seed 002, {profile:?} profile: after/before {ratio:.2}");
+        // The mechanism: the per-CPU sums are what kept the CPUs waiting for `dd->lock`.
+        let wait = |k: &str| r.json[k].as_f64().unwrap();
+        assert!(
+            wait("before_lock_wait_ns") > 5.0 * wait("after_lock_wait_ns"),
+            "{profile:?}: lock wait {} ns before, {} after",
+            wait("before_lock_wait_ns"),
+            wait("after_lock_wait_ns")
+        );
         assert!(
             ratio >= 1.2,
             "{profile:?}: after/before {ratio:.2}\n{}",

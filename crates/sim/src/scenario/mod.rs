@@ -104,7 +104,8 @@ pub struct Evidence {
     /// Requests the hardware queues issued to the driver (runs per request issued is what
     /// the runs cost, and how many found nothing to do).
     pub issued: u64,
-    /// Requests parked on a hardware queue's dispatch list (busy driver, no budget, no tag).
+    /// Times a dispatch stopped and parked what was left on a hardware queue's dispatch list
+    /// (busy driver, no budget, no tag).
     pub dispatch_parks: u64,
     /// `get_budget` refusals.
     pub budget_denied: u64,
