@@ -304,18 +304,21 @@ impl Ring {
     }
 
     /// Whether a submitter with nothing else to do should sleep until a completion is
-    /// posted: submissions are in the kernel and none is posted yet. Submits what is
-    /// pushed first, as entering to wait would. The wait itself ([`wait_for_cqe`]) is made
-    /// without the hardware queue's lock, so the other submitters sharing the ring keep
-    /// submitting and reaping meanwhile, as the kernel's submitters share a hardware queue
-    /// without sleeping under `hctx->lock`.
-    pub(crate) fn wait_due(&mut self) -> Option<RawFd> {
+    /// posted: submissions are in the kernel and none is posted yet. Returns the ring's fd
+    /// and the pushed entries the wait hands over in the same entry, as [`submit_due`]
+    /// does (none with SQPOLL, whose thread is woken here). The wait itself
+    /// ([`wait_for_cqe`]) is made without the hardware queue's lock, so the other
+    /// submitters sharing the ring keep submitting and reaping meanwhile, as the kernel's
+    /// submitters share a hardware queue without sleeping under `hctx->lock`.
+    ///
+    /// [`submit_due`]: Self::submit_due
+    pub(crate) fn wait_due(&mut self) -> Option<(RawFd, u32)> {
         let in_kernel = self.tracker.nr_sqes() - self.tracker.nr_ready();
         if in_kernel == 0 || !self.uring.completion().is_empty() {
             return None;
         }
-        self.submit();
-        Some(self.uring.as_raw_fd())
+        let pushed = self.submit_due().map_or(0, |(_, n)| n);
+        Some((self.uring.as_raw_fd(), pushed))
     }
 
     /// Moves every posted completion into the tracker, and finished requests into `done`.
@@ -486,11 +489,12 @@ pub(crate) fn dio_offset_align(file: &File) -> io::Result<Option<u32>> {
     Ok(Some(stx.stx_dio_offset_align))
 }
 
-/// Sleeps in `io_uring_enter(GETEVENTS)` on ring `fd` until a completion is posted or
-/// `timeout` passes, whichever is first (`IORING_ENTER_EXT_ARG`). The timeout bounds a
-/// wait whose completion another submitter reaped first (the wait then needs the next
-/// one). Errors (`ETIME`, `EINTR` and the like) just return: the caller polls.
-pub(crate) fn wait_for_cqe(fd: RawFd, timeout: std::time::Duration) {
+/// Hands `to_submit` pushed entries of ring `fd` to the kernel and sleeps in
+/// `io_uring_enter(GETEVENTS)` until a completion is posted or `timeout` passes, whichever is
+/// first (`IORING_ENTER_EXT_ARG`). The timeout bounds a wait whose completion another
+/// submitter reaped first (the wait then needs the next one). Errors (`ETIME`, `EINTR` and
+/// the like) just return: the caller polls, and entries not taken stay queued.
+pub(crate) fn wait_for_cqe(fd: RawFd, to_submit: u32, timeout: std::time::Duration) {
     /// `struct io_uring_getevents_arg`.
     #[repr(C)]
     struct GeteventsArg {
@@ -511,15 +515,15 @@ pub(crate) fn wait_for_cqe(fd: RawFd, timeout: std::time::Duration) {
         min_wait_usec: 0,
         ts: &ts as *const libc::timespec as u64,
     };
-    // SAFETY: no memory of ours is handed over beyond this call: `arg` and the timespec it
-    // points at live on this stack until the call returns, and entering to wait submits
-    // nothing (`to_submit` is 0), so clauses 1-5 are not involved. `fd` is a ring of this
-    // device, open while the device is (clause 2).
+    // SAFETY: `arg` and the timespec it points at live on this stack until the call
+    // returns. The entries it may consume were pushed under the hardware queue's lock with
+    // their memory valid until completion (clauses 1-5, upheld by `push_ready`), as for
+    // `enter_submit`. `fd` is a ring of this device, open while the device is (clause 2).
     unsafe {
         libc::syscall(
             libc::SYS_io_uring_enter,
             fd,
-            0u32,
+            to_submit,
             1u32,
             IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
             &arg as *const GeteventsArg,

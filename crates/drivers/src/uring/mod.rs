@@ -1029,8 +1029,8 @@ impl Driver for UringDevice {
     /// the queue until the next completion.
     fn wait(&self, hctx: HctxIdx) {
         let due = self.hctx(hctx).lock().ring.wait_due();
-        if let Some(fd) = due {
-            engine::wait_for_cqe(fd, WAIT_BACKSTOP);
+        if let Some((fd, pushed)) = due {
+            engine::wait_for_cqe(fd, pushed, WAIT_BACKSTOP);
         }
     }
 
