@@ -112,7 +112,8 @@ impl QueueInner {
         ok
     }
 
-    /// `blk_mq_get_sq_hctx`: the single hardware queue to run, when the rule applies.
+    /// `blk_mq_get_sq_hctx`: the single hardware queue to run, when the rule applies and
+    /// that queue is not stopped (a stopped one leaves every queue to run, as in the kernel).
     fn sq_hctx(&self, local: Option<CtxIdx>) -> Option<HctxIdx> {
         let elv = self.elevator.as_ref()?;
         if elv.features().contains(ElvFeatures::MQ_AWARE)
@@ -122,7 +123,8 @@ impl QueueInner {
             return None;
         }
         let ctx = local.unwrap_or(CtxIdx(0));
-        Some(self.ctxs[ctx.0 as usize].hctxs[0])
+        let h = self.ctxs[ctx.0 as usize].hctxs[0];
+        (!self.hctxs[h.0 as usize].is_stopped()).then_some(h)
     }
 
     /// `blk_mq_hctx_has_pending`.

@@ -432,3 +432,32 @@ fn the_completion_path_runs_every_queue_only_after_a_refused_budget() {
     assert_eq!(take_done(&mut sub).len(), 3);
     common::assert_whole(&q);
 }
+
+#[test]
+fn a_stopped_local_queue_leaves_every_queue_to_run() {
+    // `blk_mq_get_sq_hctx` returns no queue when the current CPU's is stopped, and
+    // `blk_mq_run_hw_queues` then runs every queue that is not: the scheduler's request to
+    // run the queues (`bfq_schedule_dispatch`) reaches hctx 1, which hands out the request
+    // waiting in the queue-wide FIFO.
+    let d = TestDriver::new(Mode::Hold);
+    let q = multi_queue(&d, &FIFO, 2, true, false);
+    let mut sub = q.submitter(CtxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 0, 5), T0);
+    q.stop_hw_queue(HctxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 8, 6), T0);
+    assert_eq!(d.nr_issues(), 1, "hctx 0 is stopped");
+    with_fifo(&q, |f| f.schedule_dispatch());
+    let runs1 = q.hctx(HctxIdx(1)).stats.total().run;
+    d.release(1);
+    q.poll(&mut sub, T0);
+    assert!(
+        q.hctx(HctxIdx(1)).stats.total().run > runs1,
+        "hctx 1 ran in place of the stopped local queue"
+    );
+    assert_eq!(d.nr_issues(), 2, "the FIFO handed over the waiting request");
+    q.start_hw_queue(&mut sub, HctxIdx(0), T0);
+    d.release_all();
+    q.poll(&mut sub, T0);
+    assert_eq!(take_done(&mut sub).len(), 2);
+    common::assert_whole(&q);
+}
