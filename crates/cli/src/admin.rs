@@ -34,7 +34,7 @@ pub fn spawn(
     stop: Arc<AtomicBool>,
 ) -> Result<std::thread::JoinHandle<()>, String> {
     let what = format!("--admin={}", path.display());
-    let (l, owned) = mqblk_nbd::unix_socket::bind(path, &what, replace_stale)?;
+    let (l, owned) = mqblk_runtime::unix_socket::bind(path, &what, replace_stale)?;
     l.set_nonblocking(true)
         .map_err(|e| format!("{what}: {e}"))?;
     std::thread::Builder::new()

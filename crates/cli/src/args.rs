@@ -274,6 +274,18 @@ pub struct ServeArgs {
     /// quiet may need)
     #[arg(long = "idle-timeout", value_name = "SECS")]
     pub idle_timeout: Option<u64>,
+    /// Serve the export to a virtual machine as a vhost-user-blk device on this Unix socket
+    /// (QEMU: -chardev socket,path=SOCKET -device vhost-user-blk-pci) instead of over NBD
+    #[arg(
+        long = "vhost-user-blk",
+        value_name = "SOCKET",
+        conflicts_with = "listen"
+    )]
+    pub vhost_user_blk: Option<PathBuf>,
+    /// With --vhost-user-blk: virtqueues offered to the guest, each served by its own thread
+    /// and software queue (default 1; --hw-queues defaults to the same number)
+    #[arg(long = "num-queues", requires = "vhost_user_blk")]
+    pub num_queues: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -1,4 +1,5 @@
-//! `mqblk serve`: exports devices over NBD, one software queue per connection.
+//! `mqblk serve`: exports devices over NBD (one software queue per connection) or to virtual
+//! machines over vhost-user-blk (one software queue per virtqueue).
 
 use crate::args::ServeArgs;
 use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp, RequestQueue};
@@ -37,6 +38,9 @@ struct ExportStats {
     bytes_written: u64,
     errors: u64,
     hctx: Vec<HctxStats>,
+    /// A vhost-user-blk export's virtqueues.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    virtqueues: Vec<mqblk_vhost::VqStats>,
 }
 
 /// One hardware queue's figures.
@@ -60,10 +64,14 @@ struct ExportCfg {
     /// `None`: the device's default, as the kernel picks it (`default_scheduler`).
     sched: Option<String>,
     tunables: Vec<(String, String)>,
-    hw_queues: u16,
+    /// `None`: one, or one per virtqueue for a vhost-user-blk export.
+    hw_queues: Option<u16>,
     depth: u32,
     read_only: bool,
     max_conns: usize,
+    /// Served over vhost-user-blk on this socket instead of NBD.
+    vhost: Option<PathBuf>,
+    num_queues: u16,
 }
 
 impl Default for ExportCfg {
@@ -77,10 +85,12 @@ impl Default for ExportCfg {
             device: None,
             sched: None,
             tunables: Vec::new(),
-            hw_queues: 1,
+            hw_queues: None,
             depth: 128,
             read_only: false,
             max_conns: 16,
+            vhost: None,
+            num_queues: 1,
         }
     }
 }
@@ -103,7 +113,7 @@ impl ExportCfg {
                 )
             }
             "ioscheduler" | "scheduler" => self.sched = Some(v.to_string()),
-            "hw-queues" => self.hw_queues = num(key, v)?,
+            "hw-queues" => self.hw_queues = Some(num(key, v)?),
             "queue-depth" => self.depth = num(key, v)?,
             "read-only" => {
                 self.read_only = match v {
@@ -113,6 +123,8 @@ impl ExportCfg {
                 }
             }
             "max-connections" => self.max_conns = num(key, v)?,
+            "vhost-user-blk" => self.vhost = Some(PathBuf::from(v)),
+            "num-queues" => self.num_queues = num(key, v)?,
             k if k.starts_with("sched.") => self
                 .tunables
                 .push((k["sched.".len()..].to_string(), v.to_string())),
@@ -124,7 +136,7 @@ impl ExportCfg {
     /// The export the command-line options describe.
     fn from_args(a: &ServeArgs) -> Result<ExportCfg, String> {
         let mut e = ExportCfg::default();
-        let flags: [(&str, &Option<String>); 10] = [
+        let flags: [(&str, &Option<String>); 11] = [
             ("export", &a.export),
             ("description", &a.description),
             ("driver", &a.driver),
@@ -135,6 +147,7 @@ impl ExportCfg {
             ("hw-queues", &a.hw_queues),
             ("queue-depth", &a.queue_depth),
             ("max-connections", &a.max_connections),
+            ("num-queues", &a.num_queues),
         ];
         for (k, v) in flags {
             if let Some(v) = v {
@@ -142,6 +155,7 @@ impl ExportCfg {
             }
         }
         e.read_only = a.read_only;
+        e.vhost = a.vhost_user_blk.clone();
         e.tunables = crate::args::tunable_pairs(&a.tunables)?;
         Ok(e)
     }
@@ -159,6 +173,12 @@ impl ExportCfg {
                 self.name, self.max_conns
             ));
         }
+        if !(1..=64).contains(&self.num_queues) {
+            return Err(format!(
+                "export '{}': num-queues={} must be 1..=64",
+                self.name, self.num_queues
+            ));
+        }
         if self.driver == "uring" && self.filename.is_none() {
             return Err(format!(
                 "export '{}': --driver=uring needs --filename=PATH",
@@ -166,6 +186,15 @@ impl ExportCfg {
             ));
         }
         Ok(())
+    }
+
+    /// Submitters the export's queue serves: its NBD sessions or its virtqueues.
+    fn sessions(&self) -> usize {
+        if self.vhost.is_some() {
+            self.num_queues as usize
+        } else {
+            self.max_conns
+        }
     }
 
     /// Builds the export's device.
@@ -181,10 +210,15 @@ impl ExportCfg {
                 max_sectors_kb: 32 * 1024,
                 ..QueueSettings::default()
             },
-            nr_hw_queues: self.hw_queues,
+            nr_hw_queues: self.hw_queues.unwrap_or(if self.vhost.is_some() {
+                self.num_queues
+            } else {
+                1
+            }),
             queue_depth: self.depth,
-            // One software queue per connection, and one for the server's own final flush.
-            nr_ctx: self.max_conns as u16 + 1,
+            // One software queue per connection or virtqueue, and one for the server's own
+            // final flush.
+            nr_ctx: self.sessions() as u16 + 1,
             ..DeviceConfig::default()
         };
         if self.driver == "uring" {
@@ -200,7 +234,7 @@ impl ExportCfg {
             opts.memory_backed = self.driver == "memory";
             opts.size_bytes = self.size.unwrap_or(1 << 30);
         }
-        let dev = mqblk_device::build_traced(&opts, self.max_conns + 1, tracer)
+        let dev = mqblk_device::build_traced(&opts, self.sessions() + 1, tracer)
             .map_err(|e| format!("export '{}': {e}", self.name))?;
         Ok(dev.queue)
     }
@@ -397,8 +431,15 @@ fn run(args: ServeArgs) -> Result<i32, String> {
     for c in &cfgs {
         c.check()?;
     }
-    if listens.is_empty() {
+    let any_nbd = cfgs.iter().any(|c| c.vhost.is_none());
+    if listens.is_empty() && any_nbd {
         listens.push("tcp:127.0.0.1:10809".into());
+    }
+    if !listens.is_empty() && !any_nbd {
+        return Err(format!(
+            "--listen={}: every export is served over vhost-user-blk; nothing is left for NBD",
+            listens[0]
+        ));
     }
     let writer = crate::trace_cmd::TraceOut::open(trace.as_deref());
     let mut exports = Vec::new();
@@ -413,12 +454,20 @@ fn run(args: ServeArgs) -> Result<i32, String> {
                 .with_sessions(c.max_conns),
         ));
     }
+    // Every export is an `Export` (the admin socket reaches them all); NBD serves those
+    // without a vhost-user socket.
+    let nbd_exports: Vec<Arc<Export>> = exports
+        .iter()
+        .zip(&cfgs)
+        .filter(|(_, c)| c.vhost.is_none())
+        .map(|(e, _)| e.clone())
+        .collect();
     let mut listeners = Vec::new();
     for l in &listens {
         if let Some(addr) = l.strip_prefix("tcp:") {
             let t = TcpListener::bind(addr).map_err(|e| format!("--listen={l}: {e}"))?;
             let at = t.local_addr().map_err(|e| e.to_string())?;
-            for e in &exports {
+            for e in &nbd_exports {
                 eprintln!(
                     "mqblk serve: export '{}' ({} bytes) on nbd://{at}/{}",
                     e.name, e.size, e.name
@@ -426,12 +475,12 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             }
             listeners.push(Listener::Tcp(t));
         } else if let Some(path) = l.strip_prefix("unix:") {
-            let (u, owned) = mqblk_nbd::unix_socket::bind(
+            let (u, owned) = mqblk_runtime::unix_socket::bind(
                 std::path::Path::new(path),
                 &format!("--listen={l}"),
                 args.replace_stale_socket,
             )?;
-            for e in &exports {
+            for e in &nbd_exports {
                 eprintln!(
                     "mqblk serve: export '{}' ({} bytes) on nbd+unix:///{}?socket={path}",
                     e.name, e.size, e.name
@@ -442,7 +491,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             return Err(format!("--listen={l}: expected tcp:HOST:PORT or unix:PATH"));
         }
     }
-    let mut server = Server::new(exports.clone(), mqblk_nbd::server::MAX_HANDSHAKES);
+    let mut server = Server::new(nbd_exports, mqblk_nbd::server::MAX_HANDSHAKES);
     if let Some(secs) = args.idle_timeout {
         server.idle_timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
     }
@@ -459,8 +508,41 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         )?),
         None => None,
     };
-    let served = server.run(listeners).map_err(|e| format!("serving: {e}"));
+    // Those started before one failed to start are stopped and joined below.
+    let mut vhosts = Vec::new();
+    let served = match start_vhost(
+        &exports,
+        &cfgs,
+        &server.stop,
+        args.replace_stale_socket,
+        &mut vhosts,
+    ) {
+        Err(e) => Err(e),
+        Ok(()) if any_nbd => server.run(listeners).map_err(|e| format!("serving: {e}")),
+        Ok(()) => {
+            while !server.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(())
+        }
+    };
     server.stop.store(true, Ordering::Relaxed);
+    let mut served = served;
+    let mut virtqueues: Vec<Vec<mqblk_vhost::VqStats>> = vec![Vec::new(); exports.len()];
+    let mut vhost_conns = vec![0u64; exports.len()];
+    let mut flush_ctx: Vec<CtxIdx> = cfgs.iter().map(|c| CtxIdx(c.sessions() as u16)).collect();
+    for v in vhosts {
+        match v.thread.join() {
+            Ok(Ok(r)) => vhost_conns[v.export] = r.connections,
+            Ok(Err(e)) => served = served.and(Err(e)),
+            Err(_) => served = served.and(Err("a vhost-user-blk server thread failed".into())),
+        }
+        virtqueues[v.export] = v.dev.stats();
+        if let Some(c) = v.dev.spare_ctx() {
+            flush_ctx[v.export] = c;
+        }
+        v.socket.remove();
+    }
     if let Some(a) = admin {
         let _ = a.join();
     }
@@ -468,13 +550,9 @@ fn run(args: ServeArgs) -> Result<i32, String> {
     // Every connection has ended; make what was written durable before exiting.
     let mut all_ok = true;
     let mut json = Vec::new();
-    for (e, c) in exports.iter().zip(&cfgs) {
+    for (i, (e, c)) in exports.iter().zip(&cfgs).enumerate() {
         let queue = &e.queue;
-        let mut h = SubmitterHandle::new(
-            queue.clone(),
-            CtxIdx(c.max_conns as u16),
-            MonotonicClock::new(),
-        );
+        let mut h = SubmitterHandle::new(queue.clone(), flush_ctx[i], MonotonicClock::new());
         h.submit(Bio::new(ReqOp::Flush, 0, 0));
         while h.done().is_empty() {
             h.reap(1, 1_000_000_000);
@@ -483,7 +561,21 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         drop(h);
         all_ok &= flush_ok;
         let s = &e.stats;
-        eprintln!(
+        let vqs = std::mem::take(&mut virtqueues[i]);
+        if c.vhost.is_some() {
+            let sum = |f: fn(&mqblk_vhost::VqStats) -> u64| vqs.iter().map(f).sum::<u64>();
+            eprintln!(
+                "mqblk serve: export '{}': {} front-end connections, {} requests, {} bytes read, {} written, {} errors; final flush {}",
+                e.name,
+                vhost_conns[i],
+                sum(|v| v.requests),
+                sum(|v| v.bytes_read),
+                sum(|v| v.bytes_written),
+                sum(|v| v.errors),
+                if flush_ok { "ok" } else { "FAILED" }
+            );
+        } else {
+            eprintln!(
             "mqblk serve: export '{}': {} connections, {} requests, {} bytes read, {} written, {} errors; final flush {}",
             e.name,
             s.connections.load(Ordering::Relaxed),
@@ -493,6 +585,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             s.errors.load(Ordering::Relaxed),
             if flush_ok { "ok" } else { "FAILED" }
         );
+        }
         let hctx = (0..queue.nr_hw_queues())
             .map(|i| {
                 let st = queue.hctx(HctxIdx(i as u16)).stats.total();
@@ -514,6 +607,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             bytes_written: s.bytes_written.load(Ordering::Relaxed),
             errors: s.errors.load(Ordering::Relaxed),
             hctx,
+            virtqueues: vqs,
         });
     }
     if let Some(p) = &stats_file {
@@ -534,4 +628,61 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         e.queue.teardown();
     }
     Ok(if all_ok { 0 } else { 1 })
+}
+
+/// A vhost-user-blk export being served.
+struct VhostRun {
+    export: usize,
+    dev: Arc<mqblk_vhost::BlkDevice>,
+    socket: mqblk_runtime::unix_socket::OwnedSocket,
+    thread: std::thread::JoinHandle<Result<mqblk_vhost::ServeReport, String>>,
+}
+
+/// Descriptors per virtqueue offered (QEMU's vhost-user-blk asks for 128 by default; a guest
+/// may use any power of two up to this).
+const VHOST_QUEUE_SIZE: u16 = 1024;
+
+/// Binds each vhost-user-blk export's socket and serves it on a thread of its own until
+/// `stop`.
+fn start_vhost(
+    exports: &[Arc<Export>],
+    cfgs: &[ExportCfg],
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+    replace_stale: bool,
+    runs: &mut Vec<VhostRun>,
+) -> Result<(), String> {
+    for (i, (e, c)) in exports.iter().zip(cfgs).enumerate() {
+        let Some(path) = &c.vhost else { continue };
+        let what = format!("--vhost-user-blk={}", path.display());
+        let dev = mqblk_vhost::BlkDevice::new(
+            &c.name,
+            e.queue.clone(),
+            c.num_queues,
+            VHOST_QUEUE_SIZE,
+            c.read_only,
+        )
+        .map_err(|m| format!("export '{}': {m}", c.name))?;
+        let dev = Arc::new(dev);
+        let (listener, socket) = mqblk_runtime::unix_socket::bind(path, &what, replace_stale)?;
+        eprintln!(
+            "mqblk serve: export '{}' ({} bytes) as vhost-user-blk on {} ({} virtqueues over {} hardware queues)",
+            e.name,
+            e.size,
+            path.display(),
+            c.num_queues,
+            e.queue.nr_hw_queues()
+        );
+        let (d, st) = (dev.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name(format!("vhost-{}", c.name))
+            .spawn(move || mqblk_vhost::serve(d, listener, st))
+            .map_err(|err| format!("{what}: {err}"))?;
+        runs.push(VhostRun {
+            export: i,
+            dev,
+            socket,
+            thread,
+        });
+    }
+    Ok(())
 }

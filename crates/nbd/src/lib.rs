@@ -4,6 +4,5 @@
 
 pub mod proto;
 pub mod server;
-pub mod unix_socket;
 
 pub use server::{Export, Listener, Server, Stream};

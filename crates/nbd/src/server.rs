@@ -239,7 +239,7 @@ impl Write for Stream {
 pub enum Listener {
     Tcp(TcpListener),
     /// A Unix socket and the path it was bound at, removed at exit if still ours.
-    Unix(UnixListener, crate::unix_socket::OwnedSocket),
+    Unix(UnixListener, mqblk_runtime::unix_socket::OwnedSocket),
 }
 
 /// The server: exports and the shutdown flag.

@@ -75,7 +75,7 @@ fn rig_full(
     let server = Arc::new(server);
     let sock = std::env::temp_dir().join(format!("mqblk-nbd-{}-{name}.sock", std::process::id()));
     let _ = std::fs::remove_file(&sock);
-    let (l, owned) = mqblk_nbd::unix_socket::bind(&sock, "test socket", false).unwrap();
+    let (l, owned) = mqblk_runtime::unix_socket::bind(&sock, "test socket", false).unwrap();
     let s = server.clone();
     let thread = std::thread::spawn(move || s.run(vec![Listener::Unix(l, owned)]).unwrap());
     Rig {

@@ -13,6 +13,7 @@ mod cpu;
 pub mod job;
 pub mod run;
 mod submitter;
+pub mod unix_socket;
 mod workers;
 
 pub use clock::MonotonicClock;

@@ -1,0 +1,385 @@
+//! The virtio-blk device's side of the protocol, as pure functions over bytes: the feature
+//! bits offered, the configuration space, and what one request asks for (VIRTIO 1.2, 5.2
+//! "Block Device"). Nothing here touches guest memory or a queue; [`crate::backend`] moves
+//! the bytes.
+//!
+//! Where the specification leaves a choice the device makes it as QEMU's virtio-blk does
+//! (`hw/block/virtio-blk.c`), so a guest sees the same device from either host: ranges are
+//! checked against the capacity and the logical block size (`virtio_blk_sect_range_ok`),
+//! DISCARD with the unmap flag and WRITE_ZEROES with an unknown flag are UNSUPP, GET_ID
+//! writes at most 20 bytes.
+
+use virtio_bindings::virtio_blk as vb;
+
+/// The request header every request starts with (`struct virtio_blk_outhdr`).
+pub const HEADER_BYTES: u64 = 16;
+/// One DISCARD or WRITE_ZEROES range (`struct virtio_blk_discard_write_zeroes`).
+pub const RANGE_BYTES: usize = 16;
+/// Ranges one DISCARD or WRITE_ZEROES request may carry (`max_discard_seg`,
+/// `max_write_zeroes_seg`).
+pub const MAX_RANGES: u32 = 32;
+/// The most sectors one DISCARD or WRITE_ZEROES range may cover (`max_discard_sectors`):
+/// 1 GiB, split into bios of the queue's `max_sectors` on the way down.
+pub const MAX_RANGE_SECTORS: u32 = 1 << 21;
+/// The largest READ or WRITE served; a bigger one fails with IOERR instead of making the
+/// server allocate what a guest asks. Linux guests send at most `max_sectors_kb` (1280 KiB by
+/// default, `BLK_DEF_MAX_SECTORS_CAP`).
+pub const MAX_DATA_BYTES: u64 = 32 << 20;
+
+pub const S_OK: u8 = vb::VIRTIO_BLK_S_OK as u8;
+pub const S_IOERR: u8 = vb::VIRTIO_BLK_S_IOERR as u8;
+pub const S_UNSUPP: u8 = vb::VIRTIO_BLK_S_UNSUPP as u8;
+
+/// `VIRTIO_F_VERSION_1`: the device is a modern (1.0+) one.
+const F_VERSION_1: u32 = 32;
+/// `VIRTIO_RING_F_INDIRECT_DESC`.
+const F_INDIRECT_DESC: u32 = 28;
+/// `VIRTIO_RING_F_EVENT_IDX`.
+const F_EVENT_IDX: u32 = 29;
+
+/// What the device is, as the guest will see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Capacity in 512-byte sectors (virtio's unit, whatever the block size).
+    pub sectors: u64,
+    /// `blk_size`: the logical block size in bytes.
+    pub block_size: u32,
+    pub num_queues: u16,
+    /// Descriptors per virtqueue (the largest the guest may choose).
+    pub queue_size: u16,
+    pub read_only: bool,
+}
+
+/// The device's feature bits (virtio's and virtio-blk's; the vhost-user protocol bit is the
+/// backend's to add).
+pub fn features(g: &Geometry) -> u64 {
+    let mut bits = [
+        F_VERSION_1,
+        F_INDIRECT_DESC,
+        F_EVENT_IDX,
+        vb::VIRTIO_BLK_F_SEG_MAX,
+        vb::VIRTIO_BLK_F_BLK_SIZE,
+        vb::VIRTIO_BLK_F_FLUSH,
+        vb::VIRTIO_BLK_F_MQ,
+        vb::VIRTIO_BLK_F_DISCARD,
+        vb::VIRTIO_BLK_F_WRITE_ZEROES,
+    ]
+    .iter()
+    .fold(0u64, |a, &b| a | 1 << b);
+    if g.read_only {
+        bits |= 1 << vb::VIRTIO_BLK_F_RO;
+    }
+    bits
+}
+
+/// `struct virtio_blk_config` as the guest reads it, little-endian, up to and including
+/// `write_zeroes_may_unmap` and its padding (60 bytes).
+pub fn config_space(g: &Geometry) -> Vec<u8> {
+    let mut c = vec![0u8; 60];
+    let put = |c: &mut Vec<u8>, at: usize, v: &[u8]| c[at..at + v.len()].copy_from_slice(v);
+    // Not offered: size_max (8, any segment size), geometry (16), topology (24) and
+    // writeback (32, only with CONFIG_WCE).
+    put(&mut c, 0, &g.sectors.to_le_bytes()); // capacity
+                                              // seg_max: QEMU's `queue_size - 2` (the header and the status take two).
+    put(
+        &mut c,
+        12,
+        &(u32::from(g.queue_size).max(3) - 2).to_le_bytes(),
+    );
+    put(&mut c, 20, &g.block_size.to_le_bytes()); // blk_size
+    put(&mut c, 34, &g.num_queues.to_le_bytes()); // num_queues
+    let lbs_sectors = (g.block_size / 512).max(1);
+    put(&mut c, 36, &MAX_RANGE_SECTORS.to_le_bytes()); // max_discard_sectors
+    put(&mut c, 40, &MAX_RANGES.to_le_bytes()); // max_discard_seg
+    put(&mut c, 44, &lbs_sectors.to_le_bytes()); // discard_sector_alignment
+    put(&mut c, 48, &MAX_RANGE_SECTORS.to_le_bytes()); // max_write_zeroes_sectors
+    put(&mut c, 52, &MAX_RANGES.to_le_bytes()); // max_write_zeroes_seg
+    c[56] = 1; // write_zeroes_may_unmap
+    c
+}
+
+/// `len` bytes of the configuration space from `offset`; past its end reads as zeroes.
+pub fn config_read(space: &[u8], offset: u32, len: u32) -> Vec<u8> {
+    (offset as usize..offset as usize + len as usize)
+        .map(|i| space.get(i).copied().unwrap_or(0))
+        .collect()
+}
+
+/// What one request asks the block layer for, decided from its header and the sizes of its
+/// device-readable and device-writable parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Read `len` bytes from `sector` into the writable part.
+    Read {
+        sector: u64,
+        len: u32,
+    },
+    /// Write the `len` bytes after the header to `sector`.
+    Write {
+        sector: u64,
+        len: u32,
+    },
+    Flush,
+    /// Write the device's serial into the writable part.
+    GetId,
+    /// DISCARD (`zeroes` false) or WRITE_ZEROES: the ranges follow the header
+    /// ([`parse_ranges`]).
+    Ranges {
+        zeroes: bool,
+        count: u32,
+    },
+    /// Nothing to do but answer with this status.
+    Done(u8),
+}
+
+/// Decides a request. `header` is its first 16 bytes; `readable` and `writable` are the byte
+/// counts of its two parts (the writable part ends in the status byte, counted here).
+pub fn plan(g: &Geometry, header: &[u8; 16], readable: u64, writable: u64) -> Plan {
+    // Legacy drivers may set the barrier bit; QEMU ignores it, as do we.
+    let kind =
+        u32::from_le_bytes(header[0..4].try_into().expect("4 bytes")) & !vb::VIRTIO_BLK_T_BARRIER;
+    let sector = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    let data_in = writable.saturating_sub(1);
+    let data_out = readable.saturating_sub(HEADER_BYTES);
+    let range = |len: u64| -> Result<u32, u8> {
+        if len > MAX_DATA_BYTES || !range_ok(g, sector, len) {
+            return Err(S_IOERR);
+        }
+        Ok(len as u32)
+    };
+    match kind {
+        vb::VIRTIO_BLK_T_IN => match range(data_in) {
+            Ok(len) => Plan::Read { sector, len },
+            Err(s) => Plan::Done(s),
+        },
+        vb::VIRTIO_BLK_T_OUT if g.read_only => Plan::Done(S_IOERR),
+        vb::VIRTIO_BLK_T_OUT => match range(data_out) {
+            Ok(len) => Plan::Write { sector, len },
+            Err(s) => Plan::Done(s),
+        },
+        vb::VIRTIO_BLK_T_FLUSH => Plan::Flush,
+        vb::VIRTIO_BLK_T_GET_ID => Plan::GetId,
+        vb::VIRTIO_BLK_T_DISCARD | vb::VIRTIO_BLK_T_WRITE_ZEROES => {
+            let count = data_out / RANGE_BYTES as u64;
+            if g.read_only || count == 0 || data_out % RANGE_BYTES as u64 != 0 {
+                Plan::Done(S_IOERR)
+            } else if count > u64::from(MAX_RANGES) {
+                Plan::Done(S_UNSUPP)
+            } else {
+                Plan::Ranges {
+                    zeroes: kind == vb::VIRTIO_BLK_T_WRITE_ZEROES,
+                    count: count as u32,
+                }
+            }
+        }
+        _ => Plan::Done(S_UNSUPP),
+    }
+}
+
+/// `virtio_blk_sect_range_ok`: whole logical blocks, inside the device.
+fn range_ok(g: &Geometry, sector: u64, len: u64) -> bool {
+    let lbs = u64::from(g.block_size.max(512));
+    len % lbs == 0
+        && (sector * 512) % lbs == 0
+        && sector
+            .checked_add(len / 512)
+            .is_some_and(|end| end <= g.sectors)
+}
+
+/// One DISCARD or WRITE_ZEROES range: `sectors` from `sector`, `unmap` for WRITE_ZEROES
+/// that may deallocate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    pub sector: u64,
+    pub sectors: u32,
+    pub unmap: bool,
+}
+
+/// The ranges of a DISCARD or WRITE_ZEROES request (`bytes` follow the header), checked as
+/// QEMU checks them (`virtio_blk_handle_discard_write_zeroes`): the unmap flag on a DISCARD
+/// or an unknown flag is UNSUPP; a range past the capacity, longer than the device's
+/// limit, or not in whole blocks is IOERR.
+pub fn parse_ranges(g: &Geometry, zeroes: bool, bytes: &[u8]) -> Result<Vec<Range>, u8> {
+    const UNMAP: u32 = 1;
+    let mut out = Vec::with_capacity(bytes.len() / RANGE_BYTES);
+    for r in bytes.chunks_exact(RANGE_BYTES) {
+        let sector = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes"));
+        let sectors = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
+        let flags = u32::from_le_bytes(r[12..16].try_into().expect("4 bytes"));
+        if flags & !UNMAP != 0 || (!zeroes && flags & UNMAP != 0) {
+            return Err(S_UNSUPP);
+        }
+        if sectors > MAX_RANGE_SECTORS || !range_ok(g, sector, u64::from(sectors) * 512) {
+            return Err(S_IOERR);
+        }
+        out.push(Range {
+            sector,
+            sectors,
+            unmap: flags & UNMAP != 0,
+        });
+    }
+    Ok(out)
+}
+
+/// The GET_ID answer: the serial, cut or zero-padded to `VIRTIO_BLK_ID_BYTES` and then to
+/// the room the guest gave (`room`, the writable part without the status byte).
+pub fn id_bytes(serial: &str, room: u64) -> Vec<u8> {
+    let mut id = serial.as_bytes().to_vec();
+    id.resize(vb::VIRTIO_BLK_ID_BYTES as usize, 0);
+    id.truncate(room.min(u64::from(vb::VIRTIO_BLK_ID_BYTES)) as usize);
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geometry {
+        Geometry {
+            sectors: 2048,
+            block_size: 4096,
+            num_queues: 2,
+            queue_size: 128,
+            read_only: false,
+        }
+    }
+
+    fn hdr(kind: u32, sector: u64) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        h[0..4].copy_from_slice(&kind.to_le_bytes());
+        h[8..16].copy_from_slice(&sector.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn config_space_matches_the_kernels_layout() {
+        use std::mem::offset_of;
+        use vb::virtio_blk_config as C;
+        let c = config_space(&geo());
+        let at = |off: usize, n: usize| &c[off..off + n];
+        assert_eq!(at(offset_of!(C, capacity), 8), &2048u64.to_le_bytes());
+        assert_eq!(at(offset_of!(C, seg_max), 4), &126u32.to_le_bytes());
+        assert_eq!(at(offset_of!(C, blk_size), 4), &4096u32.to_le_bytes());
+        assert_eq!(at(offset_of!(C, num_queues), 2), &2u16.to_le_bytes());
+        assert_eq!(at(offset_of!(C, max_discard_seg), 4), &32u32.to_le_bytes());
+        assert_eq!(
+            at(offset_of!(C, discard_sector_alignment), 4),
+            &8u32.to_le_bytes()
+        );
+        assert_eq!(c[offset_of!(C, write_zeroes_may_unmap)], 1);
+        assert_eq!(c.len(), offset_of!(C, max_secure_erase_sectors));
+        // Reads past the end are zeroes, not a short answer.
+        assert_eq!(config_read(&c, 56, 8), vec![1, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn features_follow_the_device() {
+        let f = features(&geo());
+        assert_ne!(f & 1 << vb::VIRTIO_BLK_F_MQ, 0);
+        assert_ne!(f & 1 << F_VERSION_1, 0);
+        assert_eq!(f & 1 << vb::VIRTIO_BLK_F_RO, 0);
+        let ro = features(&Geometry {
+            read_only: true,
+            ..geo()
+        });
+        assert_ne!(ro & 1 << vb::VIRTIO_BLK_F_RO, 0);
+    }
+
+    #[test]
+    fn reads_and_writes_are_checked_against_capacity_and_blocks() {
+        let g = geo();
+        let rd = |sector, len: u64| plan(&g, &hdr(vb::VIRTIO_BLK_T_IN, sector), 16, len + 1);
+        assert_eq!(
+            rd(8, 4096),
+            Plan::Read {
+                sector: 8,
+                len: 4096
+            }
+        );
+        assert_eq!(
+            rd(2040, 4096),
+            Plan::Read {
+                sector: 2040,
+                len: 4096
+            }
+        );
+        assert_eq!(rd(2048, 4096), Plan::Done(S_IOERR), "past the end");
+        assert_eq!(rd(1, 4096), Plan::Done(S_IOERR), "not on a block");
+        assert_eq!(rd(0, 512), Plan::Done(S_IOERR), "part of a block");
+        assert_eq!(rd(u64::MAX, 4096), Plan::Done(S_IOERR), "wraps");
+        assert_eq!(rd(0, 64 << 20), Plan::Done(S_IOERR), "too large");
+        let wr = plan(&g, &hdr(vb::VIRTIO_BLK_T_OUT, 0), 16 + 8192, 1);
+        assert_eq!(
+            wr,
+            Plan::Write {
+                sector: 0,
+                len: 8192
+            }
+        );
+        let ro = Geometry {
+            read_only: true,
+            ..geo()
+        };
+        assert_eq!(
+            plan(&ro, &hdr(vb::VIRTIO_BLK_T_OUT, 0), 16 + 4096, 1),
+            Plan::Done(S_IOERR)
+        );
+        assert_eq!(
+            plan(&g, &hdr(vb::VIRTIO_BLK_T_SECURE_ERASE, 0), 32, 1),
+            Plan::Done(S_UNSUPP)
+        );
+        assert_eq!(plan(&g, &hdr(99, 0), 16, 1), Plan::Done(S_UNSUPP));
+        // The legacy barrier bit is ignored.
+        assert_eq!(
+            plan(
+                &g,
+                &hdr(vb::VIRTIO_BLK_T_FLUSH | vb::VIRTIO_BLK_T_BARRIER, 0),
+                16,
+                1
+            ),
+            Plan::Flush
+        );
+    }
+
+    #[test]
+    fn ranges_are_checked_as_qemu_checks_them() {
+        let g = geo();
+        let range = |sector: u64, n: u32, flags: u32| {
+            let mut b = Vec::new();
+            b.extend_from_slice(&sector.to_le_bytes());
+            b.extend_from_slice(&n.to_le_bytes());
+            b.extend_from_slice(&flags.to_le_bytes());
+            b
+        };
+        assert_eq!(
+            plan(&g, &hdr(vb::VIRTIO_BLK_T_DISCARD, 0), 16 + 32, 1),
+            Plan::Ranges {
+                zeroes: false,
+                count: 2
+            }
+        );
+        assert_eq!(
+            plan(&g, &hdr(vb::VIRTIO_BLK_T_DISCARD, 0), 16 + 20, 1),
+            Plan::Done(S_IOERR)
+        );
+        assert_eq!(
+            plan(&g, &hdr(vb::VIRTIO_BLK_T_WRITE_ZEROES, 0), 16 + 16 * 33, 1),
+            Plan::Done(S_UNSUPP)
+        );
+        let ok = parse_ranges(&g, true, &[range(8, 16, 1), range(64, 8, 0)].concat()).unwrap();
+        assert_eq!(ok.len(), 2);
+        assert!(ok[0].unmap && !ok[1].unmap);
+        assert_eq!(parse_ranges(&g, false, &range(8, 16, 1)), Err(S_UNSUPP));
+        assert_eq!(parse_ranges(&g, true, &range(8, 16, 2)), Err(S_UNSUPP));
+        assert_eq!(parse_ranges(&g, false, &range(2040, 16, 0)), Err(S_IOERR));
+        assert_eq!(parse_ranges(&g, false, &range(8, 4, 0)), Err(S_IOERR));
+    }
+
+    #[test]
+    fn get_id_fits_the_room_given() {
+        assert_eq!(id_bytes("mqblk", 100).len(), 20);
+        assert_eq!(&id_bytes("mqblk", 100)[..6], b"mqblk\0");
+        assert_eq!(id_bytes("a-very-long-serial-number-here", 20).len(), 20);
+        assert_eq!(id_bytes("mqblk", 3), b"mqb");
+    }
+}

@@ -1,0 +1,489 @@
+//! The backend against a front-end of our own: a test client speaking vhost-user over the
+//! socket (rust-vmm's `Frontend`), with guest memory in a memfd shared with the server and
+//! split virtqueues it lays out itself, as a guest driver would. It checks the requests a
+//! Linux guest sends, then what a hostile or broken driver may send (descriptors outside
+//! guest memory, chains without a status byte, loops, oversized requests), and that the
+//! server answers each with an error status or drops it, keeps serving, leaks no request,
+//! takes a second front-end after the first hangs up, and stops when asked.
+
+use mqblk_core::RequestQueue;
+use mqblk_device::{DeviceConfig, DriverKind};
+use mqblk_vhost::BlkDevice;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vhost::vhost_user::message::{VhostUserConfigFlags, VhostUserProtocolFeatures};
+use vhost::vhost_user::{Frontend, VhostUserFrontend};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use virtio_bindings::virtio_blk as vb;
+use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use vmm_sys_util::eventfd::EventFd;
+
+const MEM_BYTES: u64 = 16 << 20;
+const QSIZE: u16 = 256;
+const DEV_BYTES: u64 = 8 << 20;
+/// Where request buffers start (the rings sit below).
+const DATA: u64 = 1 << 20;
+const F_NEXT: u16 = 1;
+const F_WRITE: u16 = 2;
+const F_INDIRECT: u16 = 4;
+const F_EVENT_IDX: u64 = 1 << 29;
+
+fn device(read_only: bool, nq: u16) -> Arc<BlkDevice> {
+    let opts = DeviceConfig {
+        driver: DriverKind::Null,
+        memory_backed: true,
+        size_bytes: DEV_BYTES,
+        nr_hw_queues: nq,
+        nr_ctx: nq + 1,
+        ..DeviceConfig::default()
+    };
+    let dev = mqblk_device::build(&opts, nq as usize + 1).expect("device");
+    Arc::new(BlkDevice::new("test", dev.queue, nq, 1024, read_only).expect("blk device"))
+}
+
+struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<mqblk_vhost::ServeReport, String>>>,
+    dev: Arc<BlkDevice>,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn server(read_only: bool, nq: u16) -> Server {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "mqblk-vhost-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sock");
+    let (listener, _owned) = mqblk_runtime::unix_socket::bind(&path, "test", false).unwrap();
+    let dev = device(read_only, nq);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (d, s) = (dev.clone(), stop.clone());
+    let thread = std::thread::spawn(move || mqblk_vhost::serve(d, listener, s));
+    Server {
+        path,
+        stop,
+        thread: Some(thread),
+        dev,
+        _dir: TempDir(dir),
+    }
+}
+
+impl Server {
+    fn stop(&mut self) -> mqblk_vhost::ServeReport {
+        self.stop.store(true, Ordering::Release);
+        let t = self.thread.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !t.is_finished() {
+            assert!(Instant::now() < deadline, "the server did not stop");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        t.join().unwrap().expect("serve")
+    }
+    fn queue(&self) -> &Arc<RequestQueue> {
+        &self.dev.queue
+    }
+}
+
+/// A guest driver's side: memory, and per queue its ring positions.
+struct Guest {
+    fe: Frontend,
+    mem: GuestMemoryMmap,
+    kicks: Vec<EventFd>,
+    _calls: Vec<EventFd>,
+    next_avail: Vec<u16>,
+    last_used: Vec<u16>,
+    /// Next free buffer address.
+    bump: u64,
+}
+
+fn ring_base(q: usize) -> u64 {
+    q as u64 * 0x20000
+}
+
+impl Guest {
+    fn connect(path: &Path, nq: usize) -> Guest {
+        let mut fe = Frontend::connect(path, nq as u64).expect("connect");
+        fe.set_owner().unwrap();
+        let features = fe.get_features().unwrap();
+        assert_ne!(features & 1 << vb::VIRTIO_BLK_F_MQ, 0);
+        fe.set_features(features & !F_EVENT_IDX).unwrap();
+        let proto = fe.get_protocol_features().unwrap();
+        assert!(proto.contains(VhostUserProtocolFeatures::CONFIG));
+        fe.set_protocol_features(proto).unwrap();
+        assert_eq!(fe.get_queue_num().unwrap(), nq as u64);
+        let memfd =
+            nix::sys::memfd::memfd_create(c"guest", nix::sys::memfd::MemFdCreateFlag::empty())
+                .unwrap();
+        let file = File::from(memfd);
+        file.set_len(MEM_BYTES).unwrap();
+        let mem = GuestMemoryMmap::<()>::from_ranges_with_files(&[(
+            GuestAddress(0),
+            MEM_BYTES as usize,
+            Some(FileOffset::new(file, 0)),
+        )])
+        .unwrap();
+        let host = mem.get_host_address(GuestAddress(0)).unwrap() as u64;
+        let region = mem.find_region(GuestAddress(0)).unwrap();
+        let info = VhostUserMemoryRegionInfo::from_guest_region(region).unwrap();
+        fe.set_mem_table(&[info]).unwrap();
+        let (mut kicks, mut calls) = (Vec::new(), Vec::new());
+        for q in 0..nq {
+            let b = ring_base(q);
+            fe.set_vring_num(q, QSIZE).unwrap();
+            fe.set_vring_addr(
+                q,
+                &VringConfigData {
+                    queue_max_size: QSIZE,
+                    queue_size: QSIZE,
+                    flags: 0,
+                    desc_table_addr: host + b,
+                    used_ring_addr: host + b + 0x8000,
+                    avail_ring_addr: host + b + 0x4000,
+                    log_addr: None,
+                },
+            )
+            .unwrap();
+            fe.set_vring_base(q, 0).unwrap();
+            let kick = EventFd::new(0).unwrap();
+            let call = EventFd::new(0).unwrap();
+            fe.set_vring_kick(q, &kick).unwrap();
+            fe.set_vring_call(q, &call).unwrap();
+            fe.set_vring_enable(q, true).unwrap();
+            kicks.push(kick);
+            calls.push(call);
+        }
+        Guest {
+            fe,
+            mem,
+            kicks,
+            _calls: calls,
+            next_avail: vec![0; nq],
+            last_used: vec![0; nq],
+            bump: DATA,
+        }
+    }
+
+    fn config(&mut self) -> Vec<u8> {
+        let (_, data) = self
+            .fe
+            .get_config(0, 60, VhostUserConfigFlags::WRITABLE, &[0u8; 60])
+            .unwrap();
+        data
+    }
+
+    /// A buffer in guest memory holding `bytes`.
+    fn buf(&mut self, bytes: &[u8]) -> u64 {
+        let at = self.bump;
+        self.bump += (bytes.len() as u64).div_ceil(64) * 64 + 64;
+        assert!(self.bump < MEM_BYTES, "test ran out of guest memory");
+        self.mem.write_slice(bytes, GuestAddress(at)).unwrap();
+        at
+    }
+
+    /// Writes descriptors `first..` as one chain (or exactly as given with `raw`), offers
+    /// the chain's head and kicks.
+    fn offer(&mut self, q: usize, descs: &[(u64, u32, u16, u16)]) -> u16 {
+        let b = ring_base(q);
+        let first = (self.next_avail[q] as usize * 8 % QSIZE as usize) as u16;
+        for (i, &(addr, len, flags, next)) in descs.iter().enumerate() {
+            let at = b + (first as u64 + i as u64) * 16;
+            self.mem.write_obj(addr, GuestAddress(at)).unwrap();
+            self.mem.write_obj(len, GuestAddress(at + 8)).unwrap();
+            self.mem.write_obj(flags, GuestAddress(at + 12)).unwrap();
+            let next = if flags & F_NEXT != 0 && next == u16::MAX {
+                first + i as u16 + 1
+            } else {
+                next
+            };
+            self.mem.write_obj(next, GuestAddress(at + 14)).unwrap();
+        }
+        let idx = self.next_avail[q];
+        let avail = b + 0x4000;
+        self.mem
+            .write_obj(first, GuestAddress(avail + 4 + (idx % QSIZE) as u64 * 2))
+            .unwrap();
+        self.next_avail[q] = idx.wrapping_add(1);
+        self.mem
+            .write_obj(self.next_avail[q], GuestAddress(avail + 2))
+            .unwrap();
+        self.kicks[q].write(1).unwrap();
+        first
+    }
+
+    /// Waits for the next used entry of queue `q`: (head, bytes written).
+    fn used(&mut self, q: usize) -> (u16, u32) {
+        let used = ring_base(q) + 0x8000;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let idx: u16 = self.mem.read_obj(GuestAddress(used + 2)).unwrap();
+            if idx != self.last_used[q] {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no used entry on queue {q}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let slot = used + 4 + (self.last_used[q] % QSIZE) as u64 * 8;
+        self.last_used[q] = self.last_used[q].wrapping_add(1);
+        (
+            self.mem.read_obj::<u32>(GuestAddress(slot)).unwrap() as u16,
+            self.mem.read_obj(GuestAddress(slot + 4)).unwrap(),
+        )
+    }
+
+    /// A well-formed request: header, then `out` data, then `inn` bytes of room and the
+    /// status byte. Returns (status, used length, the bytes read).
+    fn request(
+        &mut self,
+        q: usize,
+        kind: u32,
+        sector: u64,
+        out: &[u8],
+        inn: u32,
+    ) -> (u8, u32, Vec<u8>) {
+        let mut h = Vec::new();
+        h.extend_from_slice(&kind.to_le_bytes());
+        h.extend_from_slice(&0u32.to_le_bytes());
+        h.extend_from_slice(&sector.to_le_bytes());
+        let hdr = self.buf(&h);
+        let mut descs = vec![(hdr, 16, F_NEXT, u16::MAX)];
+        if !out.is_empty() {
+            let d = self.buf(out);
+            descs.push((d, out.len() as u32, F_NEXT, u16::MAX));
+        }
+        let room = self.buf(&vec![0xeeu8; inn as usize]);
+        if inn > 0 {
+            descs.push((room, inn, F_NEXT | F_WRITE, u16::MAX));
+        }
+        let status = self.buf(&[0xff]);
+        descs.push((status, 1, F_WRITE, 0));
+        let head = self.offer(q, &descs);
+        let (id, len) = self.used(q);
+        assert_eq!(id, head);
+        let mut data = vec![0u8; inn as usize];
+        self.mem.read_slice(&mut data, GuestAddress(room)).unwrap();
+        let s: u8 = self.mem.read_obj(GuestAddress(status)).unwrap();
+        (s, len, data)
+    }
+}
+
+fn range(sector: u64, n: u32, flags: u32) -> Vec<u8> {
+    [
+        sector.to_le_bytes().as_slice(),
+        &n.to_le_bytes(),
+        &flags.to_le_bytes(),
+    ]
+    .concat()
+}
+
+#[test]
+fn a_guest_driver_reads_what_it_wrote_on_every_queue() {
+    let mut s = server(false, 2);
+    let mut g = Guest::connect(&s.path, 2);
+    let cfg = g.config();
+    assert_eq!(&cfg[0..8], &(DEV_BYTES / 512).to_le_bytes(), "capacity");
+    assert_eq!(&cfg[34..36], &2u16.to_le_bytes(), "num_queues");
+    for q in 0..2 {
+        let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 + q as u32) as u8).collect();
+        let sector = 64 + q as u64 * 16;
+        let (st, len, _) = g.request(q, vb::VIRTIO_BLK_T_OUT, sector, &pattern, 0);
+        assert_eq!((st, len), (0, 1), "write on queue {q}");
+        let (st, len, back) = g.request(q, vb::VIRTIO_BLK_T_IN, sector, &[], 8192);
+        assert_eq!((st, len), (0, 8193), "read on queue {q}");
+        assert_eq!(back, pattern, "data read back on queue {q}");
+    }
+    assert_eq!(g.request(0, vb::VIRTIO_BLK_T_FLUSH, 0, &[], 0).0, 0);
+    let (st, len, id) = g.request(1, vb::VIRTIO_BLK_T_GET_ID, 0, &[], 20);
+    assert_eq!((st, len), (0, 21));
+    assert_eq!(&id[..11], b"mqblk-test\0");
+    // WRITE_ZEROES over what was written reads back as zeroes.
+    let (st, _, _) = g.request(0, vb::VIRTIO_BLK_T_WRITE_ZEROES, 0, &range(64, 16, 0), 0);
+    assert_eq!(st, 0);
+    let (st, _, back) = g.request(0, vb::VIRTIO_BLK_T_IN, 64, &[], 8192);
+    assert_eq!(st, 0);
+    assert!(back.iter().all(|&b| b == 0), "write-zeroes left data");
+    // Both virtqueues carried requests, each through its own software queue.
+    let stats = s.dev.stats();
+    assert!(stats.iter().all(|v| v.requests >= 2), "{stats:?}");
+    assert_ne!(stats[0].hctx, stats[1].hctx, "{stats:?}");
+    drop(g);
+    s.stop();
+    assert_eq!(s.queue().nr_allocated(), 0, "requests left allocated");
+}
+
+#[test]
+fn malformed_requests_get_an_error_and_the_server_keeps_serving() {
+    let mut s = server(false, 1);
+    let mut g = Guest::connect(&s.path, 1);
+    let io = |g: &mut Guest, kind, sector, out: &[u8], inn| g.request(0, kind, sector, out, inn);
+    // Past the end, not in whole sectors, too large, an unknown type, bad ranges.
+    assert_eq!(
+        io(&mut g, vb::VIRTIO_BLK_T_IN, DEV_BYTES / 512, &[], 512).0,
+        1
+    );
+    assert_eq!(io(&mut g, vb::VIRTIO_BLK_T_OUT, 0, &[1; 100], 0).0, 1);
+    assert_eq!(io(&mut g, vb::VIRTIO_BLK_T_IN, u64::MAX - 1, &[], 512).0, 1);
+    assert_eq!(io(&mut g, 77, 0, &[], 0).0, 2);
+    assert_eq!(
+        io(&mut g, vb::VIRTIO_BLK_T_DISCARD, 0, &range(0, 8, 1), 0).0,
+        2
+    );
+    assert_eq!(
+        io(
+            &mut g,
+            vb::VIRTIO_BLK_T_DISCARD,
+            0,
+            &range(u64::MAX, 8, 0),
+            0
+        )
+        .0,
+        1
+    );
+    assert_eq!(io(&mut g, vb::VIRTIO_BLK_T_DISCARD, 0, &[0; 5], 0).0, 1);
+    // A 64 MiB read is refused before anything is allocated for it.
+    let hdr = g.buf(&[0u8; 16]);
+    let st = g.buf(&[0xff]);
+    g.offer(
+        0,
+        &[
+            (hdr, 16, F_NEXT, u16::MAX),
+            (DATA, 64 << 20, F_NEXT | F_WRITE, u16::MAX),
+            (st, 1, F_WRITE, 0),
+        ],
+    );
+    g.used(0);
+    assert_eq!(g.mem.read_obj::<u8>(GuestAddress(st)).unwrap(), 1);
+
+    // The header outside guest memory: IOERR in the status byte.
+    let st = g.buf(&[0xff]);
+    g.offer(
+        0,
+        &[
+            (MEM_BYTES + 4096, 16, F_NEXT, u16::MAX),
+            (st, 1, F_WRITE, 0),
+        ],
+    );
+    g.used(0);
+    assert_eq!(g.mem.read_obj::<u8>(GuestAddress(st)).unwrap(), 1);
+    // A read whose buffer is outside guest memory: IOERR, nothing written there.
+    let mut h = vec![0u8; 16];
+    h[8] = 8;
+    let hdr = g.buf(&h);
+    let st = g.buf(&[0xff]);
+    g.offer(
+        0,
+        &[
+            (hdr, 16, F_NEXT, u16::MAX),
+            (u64::MAX - 100, 512, F_NEXT | F_WRITE, u16::MAX),
+            (st, 1, F_WRITE, 0),
+        ],
+    );
+    g.used(0);
+    assert_eq!(g.mem.read_obj::<u8>(GuestAddress(st)).unwrap(), 1);
+    // The status byte itself outside guest memory: returned with nothing written.
+    let hdr = g.buf(&[0u8; 16]);
+    g.offer(
+        0,
+        &[(hdr, 16, F_NEXT, u16::MAX), (MEM_BYTES, 1, F_WRITE, 0)],
+    );
+    assert_eq!(g.used(0).1, 0);
+    // No writable descriptor at all: returned with nothing written.
+    let hdr = g.buf(&[0u8; 16]);
+    g.offer(0, &[(hdr, 16, 0, 0)]);
+    assert_eq!(g.used(0).1, 0);
+    // A chain whose `next` loops back onto itself ends at the ring size, not forever.
+    let hdr = g.buf(&[0u8; 16]);
+    let first = (g.next_avail[0] as usize * 8 % QSIZE as usize) as u16;
+    g.offer(0, &[(hdr, 16, F_NEXT, first)]);
+    assert_eq!(g.used(0).1, 0);
+    // An indirect table of a length that is not whole descriptors.
+    let table = g.buf(&[0u8; 40]);
+    g.offer(0, &[(table, 40, F_INDIRECT, 0)]);
+    assert_eq!(g.used(0).1, 0);
+
+    // Still serving: a good request after all of that.
+    let data = vec![0x5au8; 4096];
+    assert_eq!(io(&mut g, vb::VIRTIO_BLK_T_OUT, 8, &data, 0).0, 0);
+    let (st, _, back) = io(&mut g, vb::VIRTIO_BLK_T_IN, 8, &[], 4096);
+    assert_eq!((st, back), (0, data));
+    let errors: u64 = s.dev.stats().iter().map(|v| v.errors).sum();
+    assert_eq!(errors, 14, "{:?}", s.dev.stats());
+    drop(g);
+    s.stop();
+    assert_eq!(s.queue().nr_allocated(), 0);
+}
+
+#[test]
+fn a_read_only_device_refuses_changes() {
+    let mut s = server(true, 1);
+    let mut g = Guest::connect(&s.path, 1);
+    let f = g.fe.get_features().unwrap();
+    assert_ne!(f & 1 << vb::VIRTIO_BLK_F_RO, 0);
+    assert_eq!(g.request(0, vb::VIRTIO_BLK_T_OUT, 0, &[1; 512], 0).0, 1);
+    assert_eq!(
+        g.request(0, vb::VIRTIO_BLK_T_WRITE_ZEROES, 0, &range(0, 8, 0), 0)
+            .0,
+        1
+    );
+    assert_eq!(g.request(0, vb::VIRTIO_BLK_T_IN, 0, &[], 512).0, 0);
+    drop(g);
+    s.stop();
+}
+
+#[test]
+fn a_second_front_end_is_served_after_the_first_hangs_up_and_the_data_stays() {
+    let mut s = server(false, 2);
+    let mut g = Guest::connect(&s.path, 2);
+    let data = vec![0xa7u8; 4096];
+    assert_eq!(g.request(1, vb::VIRTIO_BLK_T_OUT, 800, &data, 0).0, 0);
+    // Requests offered and never waited for: the front-end vanishes with them in the ring.
+    for _ in 0..8 {
+        let h = g.buf(&[0u8; 16]);
+        let room = g.buf(&[0u8; 4096]);
+        let st = g.buf(&[0xff]);
+        g.offer(
+            0,
+            &[
+                (h, 16, F_NEXT, u16::MAX),
+                (room, 4096, F_NEXT | F_WRITE, u16::MAX),
+                (st, 1, F_WRITE, 0),
+            ],
+        );
+    }
+    drop(g);
+    let mut g = Guest::connect(&s.path, 2);
+    let (st, _, back) = g.request(0, vb::VIRTIO_BLK_T_IN, 800, &[], 4096);
+    assert_eq!((st, back), (0, data));
+    drop(g);
+    let report = s.stop();
+    assert_eq!(report.connections, 2);
+    assert_eq!(s.queue().nr_allocated(), 0);
+}
+
+#[test]
+fn stop_ends_a_connected_front_end_and_the_socket_stays_the_callers() {
+    let mut s = server(false, 1);
+    let mut g = Guest::connect(&s.path, 1);
+    assert_eq!(g.request(0, vb::VIRTIO_BLK_T_FLUSH, 0, &[], 0).0, 0);
+    // The front-end is still connected when the server is told to stop.
+    let report = s.stop();
+    assert_eq!(report.connections, 1);
+    assert!(
+        g.fe.get_features().is_err(),
+        "the connection outlived the server"
+    );
+    assert!(s.path.exists(), "serve removed a socket it does not own");
+}

@@ -1,0 +1,156 @@
+# A tiny Linux guest for the vhost-user-blk tests, sourced by scripts/guest-*.sh.
+#
+# guest_prepare   installs QEMU, busybox and fio if missing (apt-get), unpacks Debian's
+#                 cloud kernel (apt-get download + dpkg -x, nothing installed) and builds the
+#                 base initramfs: busybox, the virtio modules, fio with its libraries, an init.
+# guest_accel     KVM if a probe boot succeeds within 20 s, else TCG (cached; says which).
+# guest_boot      boots the guest once with a job script and collects its console.
+#
+# The guest's /init loads virtio_ring .. virtio_blk, runs /job (appended to the base
+# initramfs as a second cpio archive per boot, which the kernel unpacks over the first) and
+# powers off. The job prints what it wants returned between lines "@@BEGIN NAME" and
+# "@@END NAME" on the serial console; guest_result NAME extracts one.
+
+GUEST_DIR=${MQBLK_GUEST_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/target/guest}
+GUEST_MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk"
+
+guest_log() { echo "guest: $*" >&2; }
+
+guest_prepare() {
+    mkdir -p "$GUEST_DIR"
+    local need="" t
+    for t in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static fio:fio; do
+        command -v "${t%%:*}" >/dev/null 2>&1 || need="$need ${t##*:}"
+    done
+    if [ -n "$need" ]; then
+        guest_log "installing$need"
+        apt-get update -q >/dev/null 2>&1 || true
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null ||
+            { guest_log "could not install$need"; return 1; }
+    fi
+    if ! ls "$GUEST_DIR"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
+        local pkg
+        pkg=$(apt-cache search --names-only '^linux-image-[0-9.]+-[0-9]+-cloud-amd64$' |
+            awk '{print $1}' | sort -V | tail -1)
+        if [ -z "$pkg" ]; then
+            apt-get update -q >/dev/null 2>&1 || true
+            pkg=$(apt-cache search --names-only '^linux-image-[0-9.]+-[0-9]+-cloud-amd64$' |
+                awk '{print $1}' | sort -V | tail -1)
+        fi
+        [ -n "$pkg" ] || { guest_log "no linux-image-*-cloud-amd64 package found"; return 1; }
+        guest_log "unpacking $pkg"
+        rm -rf "$GUEST_DIR/deb" "$GUEST_DIR/kernel"
+        mkdir -p "$GUEST_DIR/deb"
+        (cd "$GUEST_DIR/deb" && apt-get download "$pkg" >/dev/null 2>&1) ||
+            { guest_log "apt-get download $pkg failed"; return 1; }
+        dpkg -x "$GUEST_DIR"/deb/*.deb "$GUEST_DIR/kernel"
+        rm -rf "$GUEST_DIR/deb" "$GUEST_DIR/base.cpio"
+    fi
+    GUEST_KERNEL=$(ls "$GUEST_DIR"/kernel/boot/vmlinuz-* | head -1)
+    [ -s "$GUEST_DIR/base.cpio" ] && return 0
+    guest_log "building the initramfs"
+    local root="$GUEST_DIR/root" m f
+    rm -rf "$root"
+    mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,lib/modules,etc}
+    cp "$(command -v busybox)" "$root/bin/busybox"
+    for m in $GUEST_MODULES; do
+        f=$(find "$GUEST_DIR"/kernel/lib/modules -name "$m.ko*" | head -1)
+        [ -n "$f" ] || { guest_log "module $m not in the kernel package"; return 1; }
+        case "$f" in
+        *.xz) xz -dc "$f" >"$root/lib/modules/$m.ko" ;;
+        *.zst) zstd -dc "$f" >"$root/lib/modules/$m.ko" ;;
+        *) cp "$f" "$root/lib/modules/$m.ko" ;;
+        esac
+    done
+    # fio and every library it loads, at the paths the loader looks for them.
+    cp "$(command -v fio)" "$root/bin/fio"
+    for f in $(ldd "$(command -v fio)" | grep -o '/[^ ]*'); do
+        mkdir -p "$root$(dirname "$f")"
+        cp -L "$f" "$root$f"
+    done
+    cat >"$root/init" <<EOF
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in $GUEST_MODULES; do insmod /lib/modules/\$m.ko; done
+i=0
+while [ ! -b /dev/vda ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i + 1)); done
+echo "@@BOOTED"
+sh /job 2>&1
+echo "@@DONE"
+sync
+poweroff -f
+EOF
+    chmod +x "$root/init"
+    (cd "$root" && find . | busybox cpio -o -H newc >"$GUEST_DIR/base.cpio" 2>/dev/null)
+    rm -rf "$root"
+}
+
+# Boots the guest with the job script $1; the console goes to $2. The remaining arguments
+# are QEMU's, for the disk (see guest_vhost_args / guest_drive_args).
+guest_boot() {
+    local job=$1 console=$2
+    shift 2
+    local d
+    d=$(mktemp -d)
+    mkdir -p "$d/r"
+    cp "$job" "$d/r/job"
+    (cd "$d/r" && echo job | busybox cpio -o -H newc >"$d/job.cpio" 2>/dev/null)
+    cat "$GUEST_DIR/base.cpio" "$d/job.cpio" >"$d/initrd"
+    local accel=${GUEST_ACCEL:-tcg} cpu=max
+    [ "$accel" = kvm ] && cpu=host
+    timeout "${GUEST_TIMEOUT:-600}" qemu-system-x86_64 \
+        -accel "$accel" -cpu "$cpu" -smp "${GUEST_CPUS:-2}" -m "${GUEST_MEM:-1G}" \
+        -object "memory-backend-memfd,id=mem,size=${GUEST_MEM:-1G},share=on" \
+        -numa node,memdev=mem \
+        -kernel "$GUEST_KERNEL" -initrd "$d/initrd" \
+        -append "console=ttyS0 quiet loglevel=1 panic=-1 ${GUEST_APPEND:-}" \
+        -display none -monitor none -serial "file:$console" -no-reboot -nodefaults \
+        "$@"
+    local rc=$?
+    rm -rf "$d"
+    grep -q '^@@DONE' "$console" || { guest_log "the guest did not finish its job (qemu exit $rc; console $console)"; return 1; }
+}
+
+# QEMU arguments for a vhost-user-blk disk served on socket $1 with $2 virtqueues.
+guest_vhost_args() {
+    echo "-chardev socket,id=vu,path=$1 -device vhost-user-blk-pci,chardev=vu,num-queues=$2"
+}
+
+# QEMU arguments for its own virtio-blk over file $1 with $2 virtqueues (io_uring, O_DIRECT
+# unless the file system refuses it).
+guest_drive_args() {
+    echo "-drive file=$1,if=none,id=d0,format=raw,cache=${3:-none},aio=io_uring -device virtio-blk-pci,drive=d0,num-queues=$2"
+}
+
+# What the job printed between "@@BEGIN $2" and "@@END $2" on console $1.
+guest_result() {
+    tr -d '\r' <"$1" | awk -v n="$2" '$0 == "@@BEGIN " n {on=1; next} $0 == "@@END " n {on=0} on'
+}
+
+# Picks the accelerator: KVM if the kernel boots under it to its init, else TCG. The probe
+# is cached in $GUEST_DIR/accel; MQBLK_GUEST_ACCEL=kvm|tcg skips it.
+guest_accel() {
+    if [ -n "${MQBLK_GUEST_ACCEL:-}" ]; then
+        GUEST_ACCEL=$MQBLK_GUEST_ACCEL
+    elif [ -s "$GUEST_DIR/accel" ]; then
+        GUEST_ACCEL=$(cat "$GUEST_DIR/accel")
+    else
+        GUEST_ACCEL=tcg
+        if [ -w /dev/kvm ]; then
+            local j c
+            j=$(mktemp)
+            c=$(mktemp)
+            echo 'echo probe' >"$j"
+            if GUEST_ACCEL=kvm GUEST_TIMEOUT=20 GUEST_CPUS=1 GUEST_MEM=512M guest_boot "$j" "$c" 2>/dev/null; then
+                GUEST_ACCEL=kvm
+            fi
+            rm -f "$j" "$c"
+        fi
+        echo "$GUEST_ACCEL" >"$GUEST_DIR/accel"
+    fi
+    guest_log "accelerator: $GUEST_ACCEL"
+    export GUEST_ACCEL
+}
