@@ -107,6 +107,7 @@ guest_boot() {
         -numa node,memdev=mem \
         -kernel "$GUEST_KERNEL" -initrd "$d/initrd" \
         -append "console=ttyS0 quiet loglevel=1 panic=-1 ${GUEST_APPEND:-}" \
+        -name mqblk-guest,debug-threads=on \
         -display none -monitor none -serial "file:$console" -no-reboot -nodefaults \
         "$@"
     local rc=$?

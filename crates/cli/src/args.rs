@@ -36,7 +36,7 @@ pub enum Cmd {
     #[command(subcommand)]
     Trace(TraceCmd),
     /// Export devices over NBD, one software queue per connection
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Read or change a running server's queues through its --admin socket: the scheduler,
     /// nr_requests and tunables, by their sysfs paths (mqblk ctl --help)
     Ctl(CtlArgs),
@@ -286,6 +286,10 @@ pub struct ServeArgs {
     /// and software queue (default 1; --hw-queues defaults to the same number)
     #[arg(long = "num-queues", requires = "vhost_user_blk")]
     pub num_queues: Option<String>,
+    /// With --vhost-user-blk: threads serving the virtqueues, virtqueue i on thread i mod N
+    /// (default: one per virtqueue; 1 is QEMU's dataplane, one I/O thread for them all)
+    #[arg(long = "vq-threads", requires = "vhost_user_blk")]
+    pub vq_threads: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -34,7 +34,7 @@ fn main() {
         Some(Cmd::Scenario(a)) => sim::scenario_main(a),
         Some(Cmd::Replay(a)) => replay::main(a),
         Some(Cmd::Trace(a)) => trace_cmd::main(a),
-        Some(Cmd::Serve(a)) => serve::main(a),
+        Some(Cmd::Serve(a)) => serve::main(*a),
         Some(Cmd::Ctl(a)) => admin::ctl_main(a),
         Some(Cmd::Twin(a)) => twin::main(a),
         Some(Cmd::Schedulers) => {

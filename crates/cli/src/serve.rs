@@ -72,6 +72,8 @@ struct ExportCfg {
     /// Served over vhost-user-blk on this socket instead of NBD.
     vhost: Option<PathBuf>,
     num_queues: u16,
+    /// `None`: one thread per virtqueue.
+    vq_threads: Option<u16>,
 }
 
 impl Default for ExportCfg {
@@ -91,6 +93,7 @@ impl Default for ExportCfg {
             max_conns: 16,
             vhost: None,
             num_queues: 1,
+            vq_threads: None,
         }
     }
 }
@@ -125,6 +128,7 @@ impl ExportCfg {
             "max-connections" => self.max_conns = num(key, v)?,
             "vhost-user-blk" => self.vhost = Some(PathBuf::from(v)),
             "num-queues" => self.num_queues = num(key, v)?,
+            "vq-threads" => self.vq_threads = Some(num(key, v)?),
             k if k.starts_with("sched.") => self
                 .tunables
                 .push((k["sched.".len()..].to_string(), v.to_string())),
@@ -136,7 +140,7 @@ impl ExportCfg {
     /// The export the command-line options describe.
     fn from_args(a: &ServeArgs) -> Result<ExportCfg, String> {
         let mut e = ExportCfg::default();
-        let flags: [(&str, &Option<String>); 11] = [
+        let flags: [(&str, &Option<String>); 12] = [
             ("export", &a.export),
             ("description", &a.description),
             ("driver", &a.driver),
@@ -148,6 +152,7 @@ impl ExportCfg {
             ("queue-depth", &a.queue_depth),
             ("max-connections", &a.max_connections),
             ("num-queues", &a.num_queues),
+            ("vq-threads", &a.vq_threads),
         ];
         for (k, v) in flags {
             if let Some(v) = v {
@@ -661,15 +666,17 @@ fn start_vhost(
             VHOST_QUEUE_SIZE,
             c.read_only,
         )
+        .and_then(|d| d.with_threads(c.vq_threads.unwrap_or(c.num_queues)))
         .map_err(|m| format!("export '{}': {m}", c.name))?;
         let dev = Arc::new(dev);
         let (listener, socket) = mqblk_runtime::unix_socket::bind(path, &what, replace_stale)?;
         eprintln!(
-            "mqblk serve: export '{}' ({} bytes) as vhost-user-blk on {} ({} virtqueues over {} hardware queues)",
+            "mqblk serve: export '{}' ({} bytes) as vhost-user-blk on {} ({} virtqueues on {} threads over {} hardware queues)",
             e.name,
             e.size,
             path.display(),
             c.num_queues,
+            dev.threads,
             e.queue.nr_hw_queues()
         );
         let (d, st) = (dev.clone(), stop.clone());

@@ -46,3 +46,78 @@ fn a_linux_guest_writes_and_verifies_across_a_reboot_on_two_virtqueues() {
         "{stdout}"
     );
 }
+
+/// Runs `scripts/NAME ARGS` and parses its JSON, or None where QEMU is missing outside CI.
+fn guest_script(name: &str, args: &[&str]) -> Option<serde_json::Value> {
+    let missing: Vec<&str> = [
+        "qemu-system-x86_64",
+        "qemu-storage-daemon",
+        "busybox",
+        "fio",
+    ]
+    .into_iter()
+    .filter(|t| !have(t))
+    .collect();
+    if !missing.is_empty() {
+        assert!(std::env::var_os("CI").is_none(), "CI installs {missing:?}");
+        eprintln!("SKIP {name}: needs {missing:?}");
+        return None;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("bash")
+        .arg(format!("scripts/{name}"))
+        .args(args)
+        .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("JSON"))
+}
+
+#[test]
+fn guest_bench_compares_mqblk_with_qemu_and_qemu_storage_daemon() {
+    let Some(v) = guest_script(
+        "guest-bench.sh",
+        &[
+            "--rounds=1",
+            "--runtime=1",
+            "--vcpus=2",
+            "--num-queues=2",
+            "--numjobs=2",
+            "--size=64",
+            "--json",
+        ],
+    ) else {
+        return;
+    };
+    let rows = v["rows"].as_array().unwrap();
+    let backends: Vec<&str> = rows
+        .iter()
+        .map(|r| r["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(backends, ["mqblk", "qemu", "qsd"], "{v}");
+    for r in rows {
+        assert!(r["iops"].as_f64().unwrap() > 100.0, "{r}");
+        assert!(r["host_cpu_us_per_req"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn the_seed_003_script_runs_the_mails_job_on_one_and_two_virtqueues() {
+    let Some(v) = guest_script("guest-seed003.sh", &["--rounds=1", "--runtime=1", "--json"]) else {
+        return;
+    };
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v}");
+    for r in rows {
+        assert!(r["ours_1vq"].as_f64().unwrap() > 100.0, "{r}");
+        assert!(r["ours_2vq"].as_f64().unwrap() > 100.0, "{r}");
+    }
+    assert_eq!(rows[1]["mail_2vq"].as_f64().unwrap(), 199e3);
+}

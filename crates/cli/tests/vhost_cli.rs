@@ -46,7 +46,7 @@ fn a_config_file_serves_one_export_to_a_vm_and_one_over_nbd() {
         format!(
             "[server]\nlisten = [\"unix:{}\"]\nstats = \"{}\"\n\n\
              [export.disk]\nsize = \"16m\"\n\n\
-             [export.vm]\nsize = \"32m\"\nvhost-user-blk = \"{}\"\nnum-queues = 2\nioscheduler = \"mq-deadline\"\n",
+             [export.vm]\nsize = \"32m\"\nvhost-user-blk = \"{}\"\nnum-queues = 2\nvq-threads = 1\nioscheduler = \"mq-deadline\"\n",
             nbd.display(),
             d.join("stats.json").display(),
             vm.display()
@@ -69,7 +69,7 @@ fn a_config_file_serves_one_export_to_a_vm_and_one_over_nbd() {
     assert!(out.status.success(), "{err}");
     assert!(
         err.contains("export 'vm' (33554432 bytes) as vhost-user-blk on")
-            && err.contains("(2 virtqueues over 2 hardware queues)"),
+            && err.contains("(2 virtqueues on 1 threads over 2 hardware queues)"),
         "{err}"
     );
     assert!(

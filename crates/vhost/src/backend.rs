@@ -1,7 +1,9 @@
 //! The vhost-user-blk backend: each virtqueue is a submitter of its own.
 //!
 //! A virtqueue is served by one thread (rust-vmm's `vhost-user-backend` runs one epoll loop
-//! per entry of [`VhostUserBackend::queues_per_thread`]; ours gives every queue its own).
+//! per entry of [`VhostUserBackend::queues_per_thread`]): by default every virtqueue has a
+//! thread of its own; with fewer threads virtqueue i goes to thread i mod T, and T = 1 is
+//! QEMU's dataplane, one I/O thread for every virtqueue of the device.
 //! That thread owns one software queue (Ctx) of the device's `RequestQueue`, which maps it to
 //! a hardware queue, so a guest's N virtqueues spread over the hardware queues as the guest's
 //! own blk-mq spreads its CPUs over the virtqueues. On a kick the thread takes every
@@ -95,6 +97,8 @@ pub struct BlkDevice {
     pub name: String,
     pub queue: Arc<RequestQueue>,
     pub geometry: Geometry,
+    /// Threads serving the virtqueues (virtqueue i on thread i mod `threads`).
+    pub threads: u16,
     /// GET_ID's answer.
     pub serial: String,
     config: Vec<u8>,
@@ -159,12 +163,33 @@ impl BlkDevice {
         serial.truncate(20);
         Ok(BlkDevice {
             name: name.to_string(),
+            threads: num_queues,
             config: vblk::config_space(&geometry),
             geometry,
             serial,
             queue,
             vqs,
         })
+    }
+
+    /// Serves the virtqueues with `threads` threads (1..=num_queues), virtqueue i on thread
+    /// i mod `threads`.
+    pub fn with_threads(mut self, threads: u16) -> Result<BlkDevice, String> {
+        if !(1..=self.geometry.num_queues).contains(&threads) {
+            return Err(format!(
+                "vq-threads={threads}: must be 1..={} (the virtqueues)",
+                self.geometry.num_queues
+            ));
+        }
+        self.threads = threads;
+        Ok(self)
+    }
+
+    /// The virtqueues thread `t` serves, as a bit mask.
+    fn thread_mask(&self, t: u16) -> u64 {
+        (0..self.geometry.num_queues)
+            .filter(|q| q % self.threads == t)
+            .fold(0, |m, q| m | 1 << q)
     }
 
     /// A software queue no virtqueue submits through (for the server's own requests).
@@ -540,8 +565,8 @@ impl VhostUserBackend for Backend {
     }
 
     fn queues_per_thread(&self) -> Vec<u64> {
-        (0..self.dev.geometry.num_queues)
-            .map(|i| 1u64 << i)
+        (0..self.dev.threads)
+            .map(|t| self.dev.thread_mask(t))
             .collect()
     }
 
@@ -567,9 +592,14 @@ impl VhostUserBackend for Backend {
         if evset != EventSet::IN {
             return Err(io::Error::other(format!("unexpected event set {evset:?}")));
         }
+        // The thread's vrings are its virtqueues in order: event k is its k-th.
+        let mask = self.dev.thread_mask(thread_id as u16);
+        let q = (0..64)
+            .filter(|b| mask & 1 << b != 0)
+            .nth(device_event as usize);
         let (Some(vring), Some(vq)) = (
             vrings.get(device_event as usize),
-            self.dev.vqs.get(thread_id),
+            q.and_then(|q| self.dev.vqs.get(q)),
         ) else {
             return Err(io::Error::other(format!(
                 "event {device_event} on thread {thread_id}: no such virtqueue"

@@ -31,7 +31,7 @@ const F_WRITE: u16 = 2;
 const F_INDIRECT: u16 = 4;
 const F_EVENT_IDX: u64 = 1 << 29;
 
-fn device(read_only: bool, nq: u16) -> Arc<BlkDevice> {
+fn device(read_only: bool, nq: u16, threads: u16) -> Arc<BlkDevice> {
     let opts = DeviceConfig {
         driver: DriverKind::Null,
         memory_backed: true,
@@ -41,7 +41,8 @@ fn device(read_only: bool, nq: u16) -> Arc<BlkDevice> {
         ..DeviceConfig::default()
     };
     let dev = mqblk_device::build(&opts, nq as usize + 1).expect("device");
-    Arc::new(BlkDevice::new("test", dev.queue, nq, 1024, read_only).expect("blk device"))
+    let blk = BlkDevice::new("test", dev.queue, nq, 1024, read_only).expect("blk device");
+    Arc::new(blk.with_threads(threads).expect("threads"))
 }
 
 struct Server {
@@ -60,6 +61,10 @@ impl Drop for TempDir {
 }
 
 fn server(read_only: bool, nq: u16) -> Server {
+    server_with_threads(read_only, nq, nq)
+}
+
+fn server_with_threads(read_only: bool, nq: u16, threads: u16) -> Server {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
         "mqblk-vhost-{}-{}",
@@ -69,7 +74,7 @@ fn server(read_only: bool, nq: u16) -> Server {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("sock");
     let (listener, _owned) = mqblk_runtime::unix_socket::bind(&path, "test", false).unwrap();
-    let dev = device(read_only, nq);
+    let dev = device(read_only, nq, threads);
     let stop = Arc::new(AtomicBool::new(false));
     let (d, s) = (dev.clone(), stop.clone());
     let thread = std::thread::spawn(move || mqblk_vhost::serve(d, listener, s));
@@ -291,12 +296,23 @@ fn range(sector: u64, n: u32, flags: u32) -> Vec<u8> {
 
 #[test]
 fn a_guest_driver_reads_what_it_wrote_on_every_queue() {
-    let mut s = server(false, 2);
-    let mut g = Guest::connect(&s.path, 2);
+    reads_what_it_wrote(server(false, 2));
+}
+
+#[test]
+fn one_thread_serves_every_virtqueue_as_qemus_dataplane_does() {
+    let s = server_with_threads(false, 4, 1);
+    assert_eq!(s.dev.threads, 1);
+    reads_what_it_wrote(s);
+}
+
+fn reads_what_it_wrote(mut s: Server) {
+    let nq = s.dev.geometry.num_queues as usize;
+    let mut g = Guest::connect(&s.path, nq);
     let cfg = g.config();
     assert_eq!(&cfg[0..8], &(DEV_BYTES / 512).to_le_bytes(), "capacity");
-    assert_eq!(&cfg[34..36], &2u16.to_le_bytes(), "num_queues");
-    for q in 0..2 {
+    assert_eq!(&cfg[34..36], &(nq as u16).to_le_bytes(), "num_queues");
+    for q in 0..nq {
         let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7 + q as u32) as u8).collect();
         let sector = 64 + q as u64 * 16;
         let (st, len, _) = g.request(q, vb::VIRTIO_BLK_T_OUT, sector, &pattern, 0);
