@@ -1,7 +1,8 @@
 //! A real Linux guest on `mqblk serve --vhost-user-blk`: `scripts/guest-test.sh` as the
 //! README shows it. The guest's virtio-blk driver sees two virtqueues as two blk-mq hardware
 //! queues, fio in the guest writes a crc32c pattern from one job per virtqueue, a second
-//! boot verifies it, and the server stops cleanly on SIGTERM. It needs QEMU, busybox and
+//! boot verifies it and discards a MiB (Linux's own DISCARD), and the server stops cleanly
+//! on SIGTERM. It needs QEMU, busybox and
 //! fio (the script installs them with apt-get, and `.ci/run` does so too) and Debian's cloud
 //! kernel package; in CI a machine without them fails, elsewhere the test is skipped visibly.
 
