@@ -1,17 +1,8 @@
 //! `mqblk`: the command-line front end, a thin shell over the library crates.
 
-mod admin;
-mod args;
-mod bench;
-mod replay;
-mod replay_real;
-mod serve;
-mod sim;
-mod trace_cmd;
-mod twin;
-
-use args::{Cli, Cmd};
 use clap::Parser;
+use mqblk::args::{self, Cli, Cmd};
+use mqblk::{admin, bench, replay, serve, sim, trace_cmd, twin};
 
 fn main() {
     let mut argv: Vec<String> = std::env::args().collect();

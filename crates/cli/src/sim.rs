@@ -67,9 +67,6 @@ fn run(args: &[String]) -> Result<i32, String> {
             return Err(line.trim_start_matches("mqblk sim: ").to_string());
         }
     };
-    if a.cpus.is_some_and(|n| n == 0 || n > 1024) {
-        return Err(format!("--cpus={}: must be 1..=1024", a.cpus.unwrap_or(0)));
-    }
     let plant = a.plant.as_deref().map(parse_plant).transpose()?;
     let mut cost = CostTable::default();
     for c in &a.costs {
@@ -102,7 +99,60 @@ fn run(args: &[String]) -> Result<i32, String> {
         }
         return Ok(run_fuzz(a.seed, a.runs, a.v, plant, sched));
     }
-    let mut cl = parse_command_line(&rest).map_err(|e| e.to_string())?;
+    if plant.is_some() {
+        return Err("--plant applies to --fuzz only".into());
+    }
+    let s = simulate(&a, cost, &rest)?;
+    match &s.output_file {
+        Some(p) => {
+            std::fs::write(p, &s.out).map_err(|e| format!("--output={}: {e}", p.display()))?
+        }
+        None => std::io::stdout()
+            .lock()
+            .write_all(s.out.as_bytes())
+            .map_err(|e| format!("writing the report: {e}"))?,
+    }
+    // Host figures vary from run to run, so they go to stderr, leaving stdout reproducible.
+    eprintln!("{}", s.speed);
+    Ok(s.code)
+}
+
+/// One simulation's report, as `mqblk sim` prints it.
+pub struct Simulated {
+    /// The report in the job's `--output-format` (text, or fio's JSON with `mqblk_sim`).
+    pub out: String,
+    /// Where `--output=FILE` asks it to go.
+    pub output_file: Option<std::path::PathBuf>,
+    /// The host-speed line (stderr: it varies from run to run).
+    pub speed: String,
+    /// 1 if a job saw errors, else 0.
+    pub code: i32,
+}
+
+/// `mqblk sim ARGS` without printing: the same options and job files, the same report
+/// (what the Python bindings call). `--fuzz` is refused here.
+pub fn simulate_args(args: &[String]) -> Result<Simulated, String> {
+    let (a, rest) = split_known::<SimOpts>(args).map_err(|e| {
+        let argv: Vec<String> = ["mqblk", "sim"].iter().map(|s| s.to_string()).collect();
+        let line = crate::args::one_line_error(&argv, &e);
+        line.trim_start_matches("mqblk sim: ").to_string()
+    })?;
+    if a.fuzz || a.plant.is_some() {
+        return Err("--fuzz and --plant run from the command line only".into());
+    }
+    let mut cost = CostTable::default();
+    for c in &a.costs {
+        cost.set(c)?;
+    }
+    simulate(&a, cost, &rest)
+}
+
+/// Runs the jobs of `rest` (fio options and job files) under the simulator.
+fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, String> {
+    if a.cpus.is_some_and(|n| n == 0 || n > 1024) {
+        return Err(format!("--cpus={}: must be 1..=1024", a.cpus.unwrap_or(0)));
+    }
+    let mut cl = parse_command_line(rest).map_err(|e| e.to_string())?;
     if cl.jobs.is_empty() {
         cl.add_job_text("default job", DEFAULT_JOB)
             .map_err(|e| e.to_string())?;
@@ -226,25 +276,18 @@ fn run(args: &[String]) -> Result<i32, String> {
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n"
         }
     };
-    match &cl.output_file {
-        Some(p) => std::fs::write(p, &out).map_err(|e| format!("--output={}: {e}", p.display()))?,
-        None => std::io::stdout()
-            .lock()
-            .write_all(out.as_bytes())
-            .map_err(|e| format!("writing the report: {e}"))?,
-    }
-    // Host figures vary from run to run, so they go to stderr, leaving stdout reproducible.
-    eprintln!(
+    let speed = format!(
         "sim speed: {} requests in {:.3} host s = {:.2} M simulated requests per host second ({} events)",
         res.completed,
         host_s,
         res.completed as f64 / host_s.max(1e-9) / 1e6,
         res.events
     );
-    Ok(if res.jobs.iter().any(|j| j.errors > 0) {
-        1
-    } else {
-        0
+    Ok(Simulated {
+        out,
+        output_file: cl.output_file.clone(),
+        speed,
+        code: i32::from(res.jobs.iter().any(|j| j.errors > 0)),
     })
 }
 
@@ -399,6 +442,53 @@ struct ScenarioJson<'a> {
     evidence: &'a str,
 }
 
+/// A scenario's report as `mqblk scenario NAME --json` prints it.
+fn scenario_value(
+    rep: &mqblk_sim::scenario::ScenarioReport,
+    opts: &mqblk_sim::scenario::ScenarioOpts,
+) -> serde_json::Value {
+    serde_json::json!(ScenarioJson {
+        scenario: rep.name,
+        title: &rep.title,
+        seed: opts.seed,
+        quick: opts.quick,
+        cost_profile: opts.profile,
+        direction_holds: rep.direction_holds,
+        results: &rep.json,
+        evidence: &rep.evidence,
+    })
+}
+
+/// A scenario by name, or the error listing the known ones.
+fn find_scenario(name: &str) -> Result<&'static mqblk_sim::scenario::Scenario, String> {
+    mqblk_sim::scenario::find(name).ok_or_else(|| {
+        let known: Vec<&str> = mqblk_sim::scenario::SCENARIOS
+            .iter()
+            .map(|s| s.name)
+            .collect();
+        format!("unknown scenario '{name}' (known: {})", known.join(", "))
+    })
+}
+
+/// `mqblk scenario NAME --json` without printing (what the Python bindings call).
+pub fn scenario_json(
+    name: &str,
+    seed: u64,
+    quick: bool,
+    cost_profile: &str,
+) -> Result<serde_json::Value, String> {
+    let opts = mqblk_sim::scenario::ScenarioOpts {
+        quick,
+        seed,
+        schedulers: Vec::new(),
+        profile: mqblk_sim::cost::CostProfile::parse(cost_profile)?,
+        perturb: None,
+    };
+    let sc = find_scenario(name)?;
+    let rep = (sc.run)(&opts)?;
+    Ok(scenario_value(&rep, &opts))
+}
+
 /// `mqblk scenario NAME --sensitivity`: the sweep, its table (or JSON), exit 3 if the
 /// direction fails in any run.
 fn sensitivity(
@@ -461,13 +551,7 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
         }
         return Ok(0);
     }
-    let sc = mqblk_sim::scenario::find(&name).ok_or_else(|| {
-        let known: Vec<&str> = mqblk_sim::scenario::SCENARIOS
-            .iter()
-            .map(|s| s.name)
-            .collect();
-        format!("unknown scenario '{name}' (known: {})", known.join(", "))
-    })?;
+    let sc = find_scenario(&name)?;
     eprintln!(
         "scenario {}: running (seed {}, cost profile {})...",
         sc.name,
@@ -485,16 +569,7 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
         host.elapsed().as_secs_f64()
     );
     if json {
-        let v = serde_json::json!(ScenarioJson {
-            scenario: rep.name,
-            title: &rep.title,
-            seed: opts.seed,
-            quick: opts.quick,
-            cost_profile: opts.profile,
-            direction_holds: rep.direction_holds,
-            results: &rep.json,
-            evidence: &rep.evidence,
-        });
+        let v = scenario_value(&rep, &opts);
         println!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?

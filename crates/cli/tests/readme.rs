@@ -47,6 +47,10 @@ fn not_run(block: &str) -> Option<&'static str> {
         Some("two minutes of measurement; kernel_scripts.rs runs the script in a one-second form")
     } else if block.starts_with("bash scripts/find-twin.sh") {
         Some("20 s of measurement; kernel_scripts.rs runs the script with 2,000 files")
+    } else if block.starts_with("python3 -m venv") {
+        Some(
+            "installs from PyPI; python/test.sh builds the package the same way and runs its tests",
+        )
     } else if block.starts_with("bash scripts/guest-bench.sh") {
         Some("minutes of guest boots; guest.rs runs both scripts with one round of one second")
     } else if block.starts_with("bash scripts/guest-test.sh") {

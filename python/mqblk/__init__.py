@@ -1,0 +1,272 @@
+"""mqblk from Python: the simulator, the seed scenarios and parameter sweeps.
+
+Every function runs what the ``mqblk`` command runs, with the same options (fio's names)
+and the same results; reports come back as :class:`Result` objects with ``to_pandas()``.
+
+>>> import mqblk
+>>> r = mqblk.sim("--rw=randread --iodepth=32 --runtime=1")
+>>> r.to_pandas()[["job", "direction", "iops"]]           # doctest: +SKIP
+>>> df = mqblk.sweep("--rw=randread --runtime=200ms",
+...                  grid={"ioscheduler": ["none", "mq-deadline"], "iodepth": [1, 32]},
+...                  seeds=range(1, 3))                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shlex
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from . import _mqblk, plot
+from ._mqblk import MqblkError
+
+__all__ = [
+    "MqblkError",
+    "plot",
+    "Result",
+    "scenario",
+    "scenarios",
+    "schedulers",
+    "sim",
+    "sweep",
+]
+__version__ = _mqblk.__version__
+
+_DIRECTIONS = ("read", "write", "trim")
+
+
+def _option(name: str, value: Any) -> Optional[str]:
+    """One fio option as a command-line argument (``True`` a bare flag, ``False`` none)."""
+    if value is True:
+        return f"--{name}"
+    if value is False or value is None:
+        return None
+    return f"--{name}={value}"
+
+
+def _arguments(job: Optional[str], options: Mapping[str, Any], tmp: str) -> list:
+    """The ``mqblk sim`` arguments for a job and keyword options.
+
+    ``job`` is a fio job file's text (it has a ``[section]``), a path to one, or fio
+    command-line options in one string; ``options`` are fio options by name.
+    """
+    args: list = []
+    if job:
+        text = job.strip()
+        if text.startswith("[") or "\n[" in text:
+            path = os.path.join(tmp, "job.fio")
+            with open(path, "w") as f:
+                f.write(job)
+            args.append(path)
+        elif os.path.exists(text):
+            args.append(text)
+        else:
+            args.extend(shlex.split(text))
+    for name, value in options.items():
+        a = _option(name, value)
+        if a:
+            args.append(a)
+    return args
+
+
+class Result:
+    """One simulation's report: fio's JSON (``json``) with mqblk's own section."""
+
+    def __init__(self, report: dict):
+        self.json = report
+
+    @property
+    def jobs(self) -> list:
+        """fio's per-job objects."""
+        return self.json["jobs"]
+
+    @property
+    def sim(self) -> dict:
+        """The simulator's section: virtual time, locks, driver, device and elevator stats."""
+        return self.json.get("mqblk_sim", {})
+
+    def rows(self) -> list:
+        """One dict per job and direction that moved data (what ``to_pandas`` holds)."""
+        sim = self.sim
+        extra = {}
+        elevator = sim.get("elevator", {})
+        for k, v in _flatten(elevator).items():
+            extra[f"sched.{k}"] = v
+        for k, v in sim.get("device", {}).items():
+            extra[f"device.{k}"] = v
+        if "virtual_time_ns" in sim:
+            extra["virtual_time_ns"] = sim["virtual_time_ns"]
+        rows = []
+        for j in self.jobs:
+            for d in _DIRECTIONS:
+                s = j.get(d)
+                if not s or not s.get("total_ios"):
+                    continue
+                clat = s.get("clat_ns", {})
+                pct = clat.get("percentile", {})
+                row = {
+                    "job": j["jobname"],
+                    "direction": d,
+                    "ios": s["total_ios"],
+                    "iops": s["iops"],
+                    "bw_bytes": s["bw_bytes"],
+                    "lat_mean_ns": s.get("lat_ns", {}).get("mean"),
+                    "clat_mean_ns": clat.get("mean"),
+                    "clat_max_ns": clat.get("max"),
+                }
+                for p, v in pct.items():
+                    row[f"clat_p{float(p):g}_ns"] = v
+                row["errors"] = j.get("error", 0)
+                row.update(extra)
+                rows.append(row)
+        return rows
+
+    def to_pandas(self):
+        """A DataFrame: one row per job and direction."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows())
+
+    def __repr__(self) -> str:
+        parts = [f"{r['job']}/{r['direction']} {r['iops']:.0f} IOPS" for r in self.rows()]
+        return f"<mqblk.Result {', '.join(parts) or 'no I/O'}>"
+
+
+def _flatten(d: Mapping, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key + "."))
+        elif isinstance(v, (int, float, str, bool)):
+            out[key] = v
+    return out
+
+
+def sim(
+    job: Optional[str] = None,
+    *,
+    device: Optional[str] = None,
+    scheduler: Optional[str] = None,
+    tunables: Optional[Mapping[str, Any]] = None,
+    seed: int = 1,
+    cost_profile: Optional[str] = None,
+    cpus: Optional[int] = None,
+    **options: Any,
+) -> Result:
+    """Simulates fio jobs in virtual time, as ``mqblk sim`` does.
+
+    ``job`` is a fio job file's text, a path to one, or fio command-line options in one
+    string; keyword ``options`` are fio options by their fio names (``iodepth=32``,
+    ``time_based=True``). ``device`` is the device model (``"hdd,ncq=32"``), ``scheduler``
+    the I/O scheduler, ``tunables`` its sysfs tunables by name, ``seed`` the run's seed.
+    Raises :class:`MqblkError` with ``mqblk``'s one-line message on bad input.
+    """
+    opts = dict(options)
+    if device is not None:
+        opts["device"] = device
+    if scheduler is not None:
+        opts["ioscheduler"] = scheduler
+    for name, value in (tunables or {}).items():
+        opts[f"sched.{name}"] = value
+    head = [f"--seed={seed}"]
+    if cost_profile is not None:
+        head.append(f"--cost-profile={cost_profile}")
+    if cpus is not None:
+        head.append(f"--cpus={cpus}")
+    with tempfile.TemporaryDirectory(prefix="mqblk-") as tmp:
+        args = head + _arguments(job, opts, tmp) + ["--output-format=json"]
+        return Result(json.loads(_mqblk.sim(args)))
+
+
+def scenario(name: str, *, seed: int = 1, quick: bool = False, cost_profile: str = "kernel") -> dict:
+    """Runs one seed scenario (``mqblk scenario NAME --json``) and returns its report."""
+    return json.loads(_mqblk.scenario(name, seed, quick, cost_profile))
+
+
+def scenarios() -> list:
+    """The seed scenarios: dicts of name, seed file and what each shows."""
+    return [dict(name=n, seed=s, about=a) for n, s, a in _mqblk.scenarios()]
+
+
+def schedulers() -> list:
+    """The I/O schedulers with their tunables (name, default, unit, range)."""
+    return json.loads(_mqblk.schedulers())
+
+
+def _points(grid: Mapping[str, Sequence[Any]], seeds: Iterable[int]) -> list:
+    keys = list(grid)
+    pts = []
+    for values in itertools.product(*(list(grid[k]) for k in keys)):
+        for s in seeds:
+            pts.append((dict(zip(keys, values)), s))
+    return pts
+
+
+def _run_point(base: Optional[str], point: dict, seed: int, common: dict) -> list:
+    """One sweep point: its rows, each with the point's parameters and seed."""
+    kw = dict(common)
+    kw.update(point)
+    rows = sim(base, seed=seed, **kw).rows()
+    for r in rows:
+        r.update({f"param.{k}": v for k, v in point.items()})
+        r["seed"] = seed
+    return rows
+
+
+def sweep(
+    base: Optional[str] = None,
+    grid: Optional[Mapping[str, Sequence[Any]]] = None,
+    seeds: Iterable[int] = (1,),
+    *,
+    backend: str = "local",
+    address: Optional[str] = None,
+    workers: Optional[int] = None,
+    progress: bool = False,
+    **common: Any,
+):
+    """Runs ``base`` at every point of ``grid`` (option name -> values) and every seed.
+
+    Returns one DataFrame: the rows of :meth:`Result.to_pandas` for every point, with the
+    point's values as ``param.NAME`` columns and its ``seed``, in grid order. Each point is
+    one deterministic simulation, so the result is the same whichever backend ran it:
+    ``"local"`` (threads of this process, ``workers`` of them, default the CPUs) or
+    ``"ray"`` (a Ray cluster at ``address``, or a local one started for the sweep).
+    ``common`` options apply to every point (``device=``, ``scheduler=``, fio options).
+    """
+    import pandas as pd
+
+    pts = _points(grid or {}, list(seeds))
+    if backend == "local":
+        n = workers or os.cpu_count() or 1
+        done = 0
+        with ThreadPoolExecutor(max_workers=n) as ex:
+            futs = [ex.submit(_run_point, base, p, s, common) for p, s in pts]
+            results = []
+            for f in futs:
+                results.append(f.result())
+                done += 1
+                if progress:
+                    print(f"\rsweep: {done}/{len(pts)} points", end="", flush=True)
+    elif backend == "ray":
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, num_cpus=workers, include_dashboard=False,
+                     log_to_driver=False, ignore_reinit_error=True)
+        remote = ray.remote(_run_point)
+        refs = [remote.remote(base, p, s, common) for p, s in pts]
+        results = []
+        for i, r in enumerate(refs):
+            results.append(ray.get(r))
+            if progress:
+                print(f"\rsweep: {i + 1}/{len(pts)} points", end="", flush=True)
+    else:
+        raise MqblkError(f"backend={backend!r}: expected 'local' or 'ray'")
+    if progress:
+        print()
+    return pd.DataFrame([row for rows in results for row in rows])

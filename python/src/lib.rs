@@ -1,0 +1,89 @@
+//! `mqblk._mqblk`: the native half of the Python package. Each function runs what the
+//! matching `mqblk` subcommand runs (the same Rust functions, the same options) and hands
+//! back its JSON; the Python half (`python/mqblk/__init__.py`) turns that into objects and
+//! DataFrames. The GIL is released while a simulation runs, so threads of one process run
+//! simulations in parallel.
+
+#![deny(unsafe_code)]
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+create_exception!(
+    _mqblk,
+    MqblkError,
+    PyValueError,
+    "A bad job, option or name: the one-line message `mqblk` prints."
+);
+
+/// `mqblk sim ARGS --output-format=json`: the report as JSON text.
+#[pyfunction]
+fn sim(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
+    let r = py.detach(|| mqblk::sim::simulate_args(&args));
+    match r {
+        Ok(s) => Ok(s.out),
+        Err(e) => Err(MqblkError::new_err(e)),
+    }
+}
+
+/// `mqblk scenario NAME --json`: the report as JSON text.
+#[pyfunction]
+#[pyo3(signature = (name, seed=1, quick=false, cost_profile="kernel".to_string()))]
+fn scenario(
+    py: Python<'_>,
+    name: String,
+    seed: u64,
+    quick: bool,
+    cost_profile: String,
+) -> PyResult<String> {
+    let r = py.detach(|| mqblk::sim::scenario_json(&name, seed, quick, &cost_profile));
+    match r {
+        Ok(v) => Ok(v.to_string()),
+        Err(e) => Err(MqblkError::new_err(e)),
+    }
+}
+
+/// The scenarios (`mqblk scenario list`): (name, seed file, what it shows).
+#[pyfunction]
+fn scenarios() -> Vec<(String, String, String)> {
+    mqblk_sim::scenario::SCENARIOS
+        .iter()
+        .map(|s| (s.name.into(), s.seed_file.into(), s.about.into()))
+        .collect()
+}
+
+/// The I/O schedulers and their tunables (`mqblk schedulers`) as JSON text.
+#[pyfunction]
+fn schedulers() -> String {
+    let v: Vec<serde_json::Value> = mqblk_sched::REGISTRY
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "name": e.name,
+                "alias": e.alias,
+                "mq_aware": e.features.contains(mqblk_core::ElvFeatures::MQ_AWARE),
+                "tunables": e.tunables.iter().map(|t| serde_json::json!({
+                    "name": t.name,
+                    "default": t.default,
+                    "unit": t.unit,
+                    "min": t.min,
+                    "max": t.max,
+                    "help": t.help,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(v).to_string()
+}
+
+#[pymodule]
+fn _mqblk(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(sim, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(scenarios, m)?)?;
+    m.add_function(wrap_pyfunction!(schedulers, m)?)?;
+    m.add("MqblkError", m.py().get_type::<MqblkError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

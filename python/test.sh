@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the Python package into a virtual environment (target/pyenv) and runs its tests:
+# pandas, matplotlib and Ray from PyPI the first time, `maturin develop --release` each time.
+# Where python3 is missing, CI fails and elsewhere the tests are skipped with a line saying so.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -m venv --help >/dev/null 2>&1; then
+    if [ -n "${CI:-}" ]; then
+        echo "python/test.sh: python3 with venv is missing in CI" >&2
+        exit 1
+    fi
+    echo "SKIP python tests: python3 with venv is missing"
+    exit 0
+fi
+env=${MQBLK_PYENV:-target/pyenv}
+if [ ! -x "$env/bin/maturin" ] || ! "$env/bin/python" -c 'import pandas, pytest, matplotlib, ray' 2>/dev/null; then
+    python3 -m venv "$env"
+    "$env/bin/pip" install -q --upgrade pip >/dev/null
+    "$env/bin/pip" install -q maturin pandas pytest matplotlib "ray>=2.9"
+fi
+(cd python && VIRTUAL_ENV="$PWD/../$env" PATH="$PWD/../$env/bin:$PATH" maturin develop --release -q)
+MQBLK=${MQBLK:-target/release/mqblk} "$env/bin/python" -m pytest -q python/tests "$@"
