@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import shlex
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -251,7 +252,7 @@ def sweep(
                 results.append(f.result())
                 done += 1
                 if progress:
-                    print(f"\rsweep: {done}/{len(pts)} points", end="", flush=True)
+                    print(f"\rsweep: {done}/{len(pts)} points", end="", file=sys.stderr, flush=True)
     elif backend == "ray":
         import ray
 
@@ -264,9 +265,9 @@ def sweep(
         for i, r in enumerate(refs):
             results.append(ray.get(r))
             if progress:
-                print(f"\rsweep: {i + 1}/{len(pts)} points", end="", flush=True)
+                print(f"\rsweep: {i + 1}/{len(pts)} points", end="", file=sys.stderr, flush=True)
     else:
         raise MqblkError(f"backend={backend!r}: expected 'local' or 'ray'")
     if progress:
-        print()
+        print(file=sys.stderr)
     return pd.DataFrame([row for rows in results for row in rows])

@@ -44,6 +44,10 @@ pub enum Cmd {
     /// fio) and through mqblk's of the same names (kernel set to none), alternating, and
     /// print each scheduler's effect over none in both stacks side by side (root)
     Twin(TwinArgs),
+    /// Run a grid of simulations from a TOML file (GRID.toml [--backend=local|ray]
+    /// [--output=FILE.csv|.json|.parquet]); runs in the Python package (python -m mqblk sweep)
+    #[command(disable_help_flag = true)]
+    Sweep(Passthrough),
     /// List the I/O schedulers and their tunables
     Schedulers,
     /// Print the version

@@ -28,6 +28,7 @@ fn main() {
         Some(Cmd::Serve(a)) => serve::main(*a),
         Some(Cmd::Ctl(a)) => admin::ctl_main(a),
         Some(Cmd::Twin(a)) => twin::main(a),
+        Some(Cmd::Sweep(a)) => sweep(&a.args),
         Some(Cmd::Schedulers) => {
             print_schedulers();
             0
@@ -43,6 +44,35 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// `mqblk sweep`: the sweep lives in the Python package (one implementation, with its Ray
+/// backend), run by the interpreter `MQBLK_PYTHON` names (default `python3`).
+fn sweep(args: &[String]) -> i32 {
+    use std::process::{Command, Stdio};
+    let py = std::env::var("MQBLK_PYTHON").unwrap_or_else(|_| "python3".into());
+    let found = Command::new(&py)
+        .args(["-c", "import mqblk"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !found.is_ok_and(|s| s.success()) {
+        eprintln!(
+            "mqblk sweep: the mqblk Python package is not importable by {py} (set MQBLK_PYTHON, or install it as README.md's Python section shows)"
+        );
+        return 2;
+    }
+    match Command::new(&py)
+        .args(["-m", "mqblk", "sweep"])
+        .args(args)
+        .status()
+    {
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => {
+            eprintln!("mqblk sweep: {py}: {e}");
+            2
+        }
+    }
 }
 
 fn print_schedulers() {

@@ -1,0 +1,18 @@
+"""Type stubs of the native module (python/src/lib.rs)."""
+
+__version__: str
+
+class MqblkError(ValueError):
+    """A bad job, option or name: the one-line message ``mqblk`` prints."""
+
+def sim(args: list[str]) -> str:
+    """``mqblk sim ARGS`` (give ``--output-format=json``): the report's text."""
+
+def scenario(name: str, seed: int = 1, quick: bool = False, cost_profile: str = "kernel") -> str:
+    """``mqblk scenario NAME --json``: the report as JSON text."""
+
+def scenarios() -> list[tuple[str, str, str]]:
+    """(name, seed file, what it shows) of each seed scenario."""
+
+def schedulers() -> str:
+    """The I/O schedulers and their tunables as JSON text."""
