@@ -27,6 +27,8 @@ from ._mqblk import MqblkError
 
 __all__ = [
     "MqblkError",
+    "bench",
+    "replay",
     "plot",
     "Result",
     "scenario",
@@ -182,6 +184,40 @@ def sim(
     with tempfile.TemporaryDirectory(prefix="mqblk-") as tmp:
         args = head + _arguments(job, opts, tmp) + ["--output-format=json"]
         return Result(json.loads(_mqblk.sim(args)))
+
+
+def bench(
+    job: Optional[str] = None,
+    *,
+    scheduler: Optional[str] = None,
+    tunables: Optional[Mapping[str, Any]] = None,
+    **options: Any,
+) -> Result:
+    """Runs fio jobs on a real device through mqblk's threaded runtime, as ``mqblk bench``
+    does (``filename=`` a file or block device through io_uring; without one, the null
+    driver). Arguments as for :func:`sim`; the report has no ``mqblk_sim`` section."""
+    opts = dict(options)
+    if scheduler is not None:
+        opts["ioscheduler"] = scheduler
+    for name, value in (tunables or {}).items():
+        opts[f"sched.{name}"] = value
+    with tempfile.TemporaryDirectory(prefix="mqblk-") as tmp:
+        args = _arguments(job, opts, tmp) + ["--output-format=json"]
+        return Result(json.loads(_mqblk.bench(args)))
+
+
+def replay(trace: str, **options: Any) -> Result:
+    """Replays a blktrace capture (``trace`` as ``mqblk replay`` takes it: the files'
+    common prefix) through the simulator or a driver, as ``mqblk replay`` does. Options by
+    the command's names with ``_`` for ``-`` (``device="ssd"``, ``ioscheduler="bfq"``,
+    ``mode="open"``, ``speed=2``); ``.json["mqblk_replay"]`` has the trace's and the
+    replay's latency percentiles."""
+    args = [str(trace)]
+    for name, value in options.items():
+        a = _option(name.replace("_", "-"), value)
+        if a:
+            args.append(a)
+    return Result(json.loads(_mqblk.replay(args + ["--output-format=json"])))
 
 
 def scenario(name: str, *, seed: int = 1, quick: bool = False, cost_profile: str = "kernel") -> dict:

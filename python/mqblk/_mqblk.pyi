@@ -16,3 +16,9 @@ def scenarios() -> list[tuple[str, str, str]]:
 
 def schedulers() -> str:
     """The I/O schedulers and their tunables as JSON text."""
+
+def bench(args: list[str]) -> str:
+    """``mqblk bench ARGS`` on real devices (give ``--output-format=json``): the report's text."""
+
+def replay(args: list[str]) -> str:
+    """``mqblk replay ARGS`` (give ``--output-format=json``): the report's text."""

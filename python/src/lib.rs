@@ -27,6 +27,27 @@ fn sim(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
     }
 }
 
+/// `mqblk bench ARGS`: the report's text (give `--output-format=json`).
+#[pyfunction]
+#[pyo3(name = "bench")]
+fn bench_run(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
+    let r = py.detach(|| mqblk::bench::bench_args(&args));
+    match r {
+        Ok(b) => Ok(b.out),
+        Err(e) => Err(MqblkError::new_err(e)),
+    }
+}
+
+/// `mqblk replay ARGS`: the report's text (give `--output-format=json`).
+#[pyfunction]
+fn replay(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
+    let r = py.detach(|| mqblk::replay::replay_args(&args));
+    match r {
+        Ok((out, _)) => Ok(out),
+        Err(e) => Err(MqblkError::new_err(e)),
+    }
+}
+
 /// `mqblk scenario NAME --json`: the report as JSON text.
 #[pyfunction]
 #[pyo3(signature = (name, seed=1, quick=false, cost_profile="kernel".to_string()))]
@@ -81,6 +102,8 @@ fn schedulers() -> String {
 fn _mqblk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim, m)?)?;
     m.add_function(wrap_pyfunction!(scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_run, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add("MqblkError", m.py().get_type::<MqblkError>())?;

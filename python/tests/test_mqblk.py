@@ -166,3 +166,21 @@ def test_mqblk_sweep_runs_a_grid_file_and_writes_csv(tmp_path):
     r = subprocess.run([exe, "sweep", str(grid)], env=env, capture_output=True, text=True)
     assert r.returncode == 2
     assert f"{grid}: unknown key 'bogus'" in r.stderr
+
+
+def test_bench_runs_on_the_threaded_runtime():
+    r = mqblk.bench("--rw=randread --bs=4k --iodepth=8 --runtime=200ms --time_based --name=b",
+                    scheduler="mq-deadline")
+    df = r.to_pandas()
+    assert list(df["job"]) == ["b"]
+    assert df["iops"][0] > 1000
+    assert "mqblk_sim" not in r.json
+
+
+def test_replay_replays_a_captured_trace_through_the_simulator():
+    r = mqblk.replay(REPO / "testdata/traces/grep-tree", device="ssd", ioscheduler="bfq")
+    summary = r.json["mqblk_replay"]
+    assert summary["replayed_ios"] == summary["trace_ios"] > 0
+    assert r.to_pandas()["ios"].sum() > 0
+    with pytest.raises(mqblk.MqblkError, match=r"no trace files \(nope.blktrace.N\)"):
+        mqblk.replay(REPO / "testdata/traces/nope")

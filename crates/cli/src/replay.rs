@@ -9,8 +9,11 @@ use mqblk_workload::{json_report, text_report, Ddir, LatStat, RunReport};
 use std::time::Instant;
 
 pub fn main(args: ReplayArgs) -> i32 {
-    match run(args) {
-        Ok(c) => c,
+    match replay(args) {
+        Ok((out, code)) => {
+            print!("{out}");
+            code
+        }
         Err(e) => {
             eprintln!("mqblk replay: {e}");
             2
@@ -18,7 +21,28 @@ pub fn main(args: ReplayArgs) -> i32 {
     }
 }
 
-fn run(args: ReplayArgs) -> Result<i32, String> {
+/// `mqblk ARGS` for replay without printing (the Python bindings): parses `args` as the
+/// command line after `mqblk replay`.
+pub fn replay_args(args: &[String]) -> Result<(String, i32), String> {
+    use clap::Parser;
+    let argv: Vec<String> = ["mqblk", "replay"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(args.iter().cloned())
+        .collect();
+    let argv = crate::args::sched_args(argv);
+    let cli = crate::args::Cli::try_parse_from(&argv)
+        .map_err(|e| crate::args::one_line_error(&argv, &e))?;
+    match cli.cmd {
+        Some(crate::args::Cmd::Replay(a)) => replay(a),
+        _ => Err("expected replay arguments".into()),
+    }
+}
+
+/// Replays as `mqblk replay` does; returns the report (text or JSON) and the exit code.
+pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     let trace = args.trace;
     let device = args.device;
     let sched = args.ioscheduler;
@@ -135,13 +159,15 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
                 }),
             );
         }
-        println!(
+        let _ = writeln!(
+            out,
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
     } else {
-        print!("{}", text_report(&report));
-        println!(
+        out.push_str(&text_report(&report));
+        let _ = writeln!(
+            out,
             "\nreplay: {} ({} processes, {} mode{}): {} I/Os / {} bytes in the trace, {} / {} replayed, {} skipped",
             trace.display(),
             rep.processes.len(),
@@ -153,11 +179,13 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
             replayed_bytes,
             rep.skipped
         );
-        println!(
+        let _ = writeln!(
+            out,
             "latency (ms)     {:>9} {:>9} {:>9} {:>9} {:>9}",
             "p50", "p90", "p99", "p99.9", "max"
         );
-        println!(
+        let _ = writeln!(
+            out,
             "original Q->C    {:>9} {:>9} {:>9} {:>9} {:>9}   ({} paired)",
             ms(pct(&orig, 50.0)),
             ms(pct(&orig, 90.0)),
@@ -166,7 +194,8 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
             ms(orig.last().copied()),
             orig.len()
         );
-        println!(
+        let _ = writeln!(
+            out,
             "replayed {:<9}{:>9} {:>9} {:>9} {:>9} {:>9}",
             sched,
             ms(lat.percentile(50.0)),
@@ -175,7 +204,7 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
             ms(lat.percentile(99.9)),
             ms((lat.n > 0).then_some(lat.max))
         );
-        println!("\n{}", crate::sim::sim_text(&res));
+        let _ = writeln!(out, "\n{}", crate::sim::sim_text(&res));
     }
     eprintln!(
         "replay speed: {} events in {:.3} host s = {:.0} trace events per host second",
@@ -183,7 +212,7 @@ fn run(args: ReplayArgs) -> Result<i32, String> {
         host_s,
         rep.total_ios as f64 / host_s.max(1e-9)
     );
-    Ok(if replayed_ios == rep.total_ios { 0 } else { 1 })
+    Ok((out, i32::from(replayed_ios != rep.total_ios)))
 }
 
 /// What a replay did, beside the fio-style report (`mqblk_replay` in the JSON).
@@ -237,7 +266,9 @@ fn replay_threaded(
     mode: Mode,
     speed: f64,
     json: bool,
-) -> Result<i32, String> {
+) -> Result<(String, i32), String> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
     let end = rep
         .processes
         .iter()
@@ -294,12 +325,14 @@ fn replay_threaded(
                 percentiles: points.to_vec(),
             }
         });
-        println!(
+        let _ = writeln!(
+            text,
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
         );
     } else {
-        println!(
+        let _ = writeln!(
+            text,
             "replay: {} ({} processes, {} mode, driver {driver}, scheduler {sched}): {} I/Os / {} bytes in the trace, {} / {} replayed, {} errors, {:.3} s",
             trace.display(),
             rep.processes.len(),
@@ -311,18 +344,21 @@ fn replay_threaded(
             out.errors,
             out.wall.as_secs_f64()
         );
-        println!(
+        let _ = writeln!(
+            text,
             "latency (ms)     {:>9} {:>9} {:>9} {:>9}",
             "p50", "p90", "p99", "p99.9"
         );
-        println!(
+        let _ = writeln!(
+            text,
             "original Q->C    {:>9} {:>9} {:>9} {:>9}",
             ms(pct(&orig, 50.0)),
             ms(pct(&orig, 90.0)),
             ms(pct(&orig, 99.0)),
             ms(pct(&orig, 99.9))
         );
-        println!(
+        let _ = writeln!(
+            text,
             "replayed         {:>9} {:>9} {:>9} {:>9}",
             ms(out.lat.percentile(50.0)),
             ms(out.lat.percentile(90.0)),
@@ -335,9 +371,5 @@ fn replay_threaded(
         rep.total_ios,
         out.wall.as_secs_f64()
     );
-    Ok(if out.ios == rep.total_ios && out.errors == 0 {
-        0
-    } else {
-        1
-    })
+    Ok((text, i32::from(out.ios != rep.total_ios || out.errors != 0)))
 }

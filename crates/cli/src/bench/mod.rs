@@ -68,14 +68,51 @@ fn run(args: &[String]) -> Result<i32, String> {
     let show_progress = cl
         .progress
         .unwrap_or_else(|| std::io::stdout().is_terminal());
+    let b = bench_plan(&cl, &plan, show_progress)?;
+    write_output(&cl, &b.out)?;
+    if let Some(d) = &b.debug {
+        eprint!("{d}");
+    }
+    Ok(b.code)
+}
+
+/// One benchmark's report, as `mqblk bench` prints it.
+pub struct Benched {
+    /// The report in the job's `--output-format`.
+    pub out: String,
+    /// The exit code: 0, or 1 after I/O or verify errors.
+    pub code: i32,
+    /// `--dump-sched` with a JSON report: the queue state, for stderr.
+    debug: Option<String>,
+}
+
+/// `mqblk bench ARGS` without printing (the Python bindings): the same jobs on the same
+/// devices, no progress line, no signal handling. `--help`, `--preset` and `--parse-only`
+/// are the command line's.
+pub fn bench_args(args: &[String]) -> Result<Benched, String> {
+    let mut cl = parse_command_line(args).map_err(|e| e.to_string())?;
+    if cl.help || cl.preset.is_some() || cl.parse_only {
+        return Err("--help, --preset and --parse-only run from the command line only".into());
+    }
+    if cl.jobs.is_empty() {
+        cl.add_job_text("default job", DEFAULT_JOB)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut plan = Plan::from_specs(&cl.jobs)?;
+    plan.plot = cl.plot.is_some();
+    bench_plan(&cl, &plan, false)
+}
+
+/// Runs a plan: the device, the jobs, their logs and charts, and the report.
+fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benched, String> {
     let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let exec = match &writer {
         Some(w) => {
             let device =
                 mqblk_device::build_traced(&plan.device, plan.jobs.len(), Some(w.tracer()))?;
-            execute_on(device, &plan, show_progress)?
+            execute_on(device, plan, show_progress)?
         }
-        None => execute(&plan, show_progress)?,
+        None => execute(plan, show_progress)?,
     };
     crate::trace_cmd::finish(&writer)?;
     if plan.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
@@ -100,7 +137,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             mqblk_workload::logs::write_charts(dir, &sink.stats, i + 1, sink.logs.as_ref())?;
         }
     }
-    let report = build_report(&cl, &plan, &exec);
+    let report = build_report(cl, plan, &exec);
     let mut out = match cl.output_format {
         OutputFormat::Normal => text_report(&report),
         OutputFormat::Json | OutputFormat::JsonPlus => json_report(&report),
@@ -112,12 +149,14 @@ fn run(args: &[String]) -> Result<i32, String> {
             out.push_str(&format!("null: {} bytes stored\n", null.stored_bytes()));
         }
     }
-    write_output(&cl, &out)?;
-    if cl.dump_sched && cl.output_format != OutputFormat::Normal {
-        eprint!("{}", exec.queue.debug_state());
-    }
+    let debug = (cl.dump_sched && cl.output_format != OutputFormat::Normal)
+        .then(|| exec.queue.debug_state());
     exec.queue.teardown();
-    Ok(report_failures(&exec))
+    Ok(Benched {
+        out,
+        code: report_failures(&exec),
+        debug,
+    })
 }
 
 /// `--parse-only`: the jobs parsed and the device they describe checked (a file named
