@@ -13,10 +13,10 @@ if ! command -v python3 >/dev/null 2>&1 || ! python3 -m venv --help >/dev/null 2
     exit 0
 fi
 env=${MQBLK_PYENV:-target/pyenv}
-if [ ! -x "$env/bin/maturin" ] || ! "$env/bin/python" -c 'import pandas, pytest, matplotlib, ray' 2>/dev/null; then
+if [ ! -x "$env/bin/maturin" ] || ! "$env/bin/python" -c 'import pandas, pyarrow, pytest, matplotlib, ray' 2>/dev/null; then
     python3 -m venv "$env"
     "$env/bin/pip" install -q --upgrade pip >/dev/null
-    "$env/bin/pip" install -q maturin pandas pytest matplotlib "ray>=2.9"
+    "$env/bin/pip" install -q maturin pandas pyarrow pytest matplotlib "ray>=2.9"
 fi
 (cd python && VIRTUAL_ENV="$PWD/../$env" PATH="$PWD/../$env/bin:$PATH" maturin develop --release -q)
 MQBLK=${MQBLK:-target/release/mqblk} "$env/bin/python" -m pytest -q python/tests "$@"

@@ -161,6 +161,12 @@ def test_mqblk_sweep_runs_a_grid_file_and_writes_csv(tmp_path):
                      grid={"ioscheduler": ["none", "mq-deadline"], "iodepth": [1, 16]},
                      seeds=[1, 2], device="hdd")
     assert list(py["iops"].round(6)) == list(df["iops"].round(6))
+    # Parquet too (pyarrow), the same rows.
+    pq = tmp_path / "r.parquet"
+    r = subprocess.run([exe, "sweep", str(grid), f"--output={pq}"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert list(pd.read_parquet(pq)["iops"].round(6)) == list(df["iops"].round(6))
     # A bad key is one line naming the file and the key.
     grid.write_text('bogus = 1\n')
     r = subprocess.run([exe, "sweep", str(grid)], env=env, capture_output=True, text=True)
@@ -184,3 +190,21 @@ def test_replay_replays_a_captured_trace_through_the_simulator():
     assert r.to_pandas()["ios"].sum() > 0
     with pytest.raises(mqblk.MqblkError, match=r"no trace files \(nope.blktrace.N\)"):
         mqblk.replay(REPO / "testdata/traces/nope")
+
+
+def test_the_seed_003_sweep_reproduces_the_scenarios_chart(tmp_path):
+    pytest.importorskip("matplotlib")
+    script = REPO / "examples/python/seed003_sweep.py"
+    r = subprocess.run([os.sys.executable, str(script), str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "seed003.png").stat().st_size > 1000
+    table = [l.split() for l in r.stdout.splitlines() if l.split()[:1] in (["2"], ["4"])]
+    ours = {int(row[0]): (float(row[1]), float(row[2])) for row in table}
+    sc = mqblk.scenario("virtio-multi-vq")["results"]["rows"]
+    for row in sc:
+        one, two = ours[row["jobs"]]
+        # The same simulations: fio's IOPS over the runtime against the scenario's over
+        # virtual time, within 0.1%.
+        assert abs(one / row["iops_1q"] - 1) < 1e-3, (one, row)
+        assert abs(two / row["iops_2q"] - 1) < 1e-3, (two, row)
