@@ -16,8 +16,21 @@ GUEST_MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev vi
 
 guest_log() { echo "guest: $*" >&2; }
 
+# Several tests may prepare at once (cargo runs a binary's tests in parallel): one at a time
+# holds $GUEST_DIR/.lock while installing, downloading and building; the others then find
+# everything done.
 guest_prepare() {
-    mkdir -p "$GUEST_DIR"
+    mkdir -p "$GUEST_DIR" || return 1
+    local rc
+    {
+        flock 9
+        guest_prepare_locked
+        rc=$?
+    } 9>"$GUEST_DIR/.lock"
+    return $rc
+}
+
+guest_prepare_locked() {
     local need="" t
     for t in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static fio:fio; do
         command -v "${t%%:*}" >/dev/null 2>&1 || need="$need ${t##*:}"
@@ -136,22 +149,32 @@ guest_result() {
 guest_accel() {
     if [ -n "${MQBLK_GUEST_ACCEL:-}" ]; then
         GUEST_ACCEL=$MQBLK_GUEST_ACCEL
-    elif [ -s "$GUEST_DIR/accel" ]; then
-        GUEST_ACCEL=$(cat "$GUEST_DIR/accel")
     else
-        GUEST_ACCEL=tcg
-        if [ -w /dev/kvm ]; then
-            local j c
-            j=$(mktemp)
-            c=$(mktemp)
-            echo 'echo probe' >"$j"
-            if GUEST_ACCEL=kvm GUEST_TIMEOUT=20 GUEST_CPUS=1 GUEST_MEM=512M guest_boot "$j" "$c" 2>/dev/null; then
-                GUEST_ACCEL=kvm
-            fi
-            rm -f "$j" "$c"
-        fi
-        echo "$GUEST_ACCEL" >"$GUEST_DIR/accel"
+        {
+            flock 9
+            guest_probe_accel
+        } 9>"$GUEST_DIR/.lock"
     fi
     guest_log "accelerator: $GUEST_ACCEL"
     export GUEST_ACCEL
+}
+
+# The probe itself, under the preparation lock; its answer is kept in $GUEST_DIR/accel.
+guest_probe_accel() {
+    if [ -s "$GUEST_DIR/accel" ]; then
+        GUEST_ACCEL=$(cat "$GUEST_DIR/accel")
+        return
+    fi
+    GUEST_ACCEL=tcg
+    if [ -w /dev/kvm ]; then
+        local j c
+        j=$(mktemp)
+        c=$(mktemp)
+        echo 'echo probe' >"$j"
+        if GUEST_ACCEL=kvm GUEST_TIMEOUT=20 GUEST_CPUS=1 GUEST_MEM=512M guest_boot "$j" "$c" 2>/dev/null; then
+            GUEST_ACCEL=kvm
+        fi
+        rm -f "$j" "$c"
+    fi
+    echo "$GUEST_ACCEL" >"$GUEST_DIR/accel"
 }

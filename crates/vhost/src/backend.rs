@@ -242,7 +242,7 @@ impl Backend {
         Backend { dev, mem }
     }
 
-    /// Serves virtqueue `q` until nothing is in flight and its ring is empty.
+    /// Serves one virtqueue until nothing is in flight and its ring is empty.
     fn process(&self, vring: &VringRwLock, st: &mut VqState) -> io::Result<()> {
         let mem = self.mem.memory();
         loop {
