@@ -18,6 +18,26 @@ fn have(tool: &str) -> bool {
 
 #[test]
 fn a_linux_guest_writes_and_verifies_across_a_reboot_on_two_virtqueues() {
+    guest_test(
+        &["--num-queues=2"],
+        &["PASS: 2 virtqueues", "0->hctx 0", "1->hctx 1"],
+    );
+}
+
+#[test]
+fn a_file_through_io_uring_and_mq_deadline_serves_the_guest_too() {
+    guest_test(
+        &[
+            "--num-queues=1",
+            "--driver=uring",
+            "--ioscheduler=mq-deadline",
+        ],
+        &["PASS: 1 virtqueues", "0->hctx 0"],
+    );
+}
+
+/// Runs `scripts/guest-test.sh ARGS` and checks its output holds every one of `want`.
+fn guest_test(args: &[&str], want: &[&str]) {
     let tools = ["qemu-system-x86_64", "busybox", "fio"];
     let missing: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
     if !missing.is_empty() {
@@ -30,7 +50,8 @@ fn a_linux_guest_writes_and_verifies_across_a_reboot_on_two_virtqueues() {
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("bash")
-        .args(["scripts/guest-test.sh", "--num-queues=2"])
+        .arg("scripts/guest-test.sh")
+        .args(args)
         .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
         .current_dir(&repo)
         .output()
@@ -38,14 +59,13 @@ fn a_linux_guest_writes_and_verifies_across_a_reboot_on_two_virtqueues() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success() && stdout.contains("PASS: 2 virtqueues"),
-        "guest-test.sh failed:\n{stdout}\n{stderr}"
+        out.status.success(),
+        "guest-test.sh {args:?} failed:\n{stdout}\n{stderr}"
     );
     // Each virtqueue went through its own hardware queue.
-    assert!(
-        stdout.contains("0->hctx 0") && stdout.contains("1->hctx 1"),
-        "{stdout}"
-    );
+    for w in want {
+        assert!(stdout.contains(w), "missing '{w}':\n{stdout}");
+    }
 }
 
 /// Runs `scripts/NAME ARGS` and parses its JSON, or None where QEMU is missing outside CI.
