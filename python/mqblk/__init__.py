@@ -293,8 +293,11 @@ def sweep(
         import ray
 
         if not ray.is_initialized():
-            ray.init(address=address, num_cpus=workers, include_dashboard=False,
-                     log_to_driver=False, ignore_reinit_error=True)
+            if address:
+                # A running cluster has its own resources; Ray refuses num_cpus then.
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
         remote = ray.remote(_run_point)
         refs = [remote.remote(base, p, s, common) for p, s in pts]
         results = []
