@@ -20,6 +20,8 @@ use vm_memory::GuestMemoryMmap;
 
 /// How often the stop flag is looked at.
 const STOP_POLL: Duration = Duration::from_millis(50);
+/// How long to wait before accepting again after an accept failed.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What one socket served.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -30,9 +32,9 @@ pub struct ServeReport {
     pub errors: u64,
 }
 
-/// Serves `dev` on `listener` until `stop` is set. Only a failure to
-/// set a connection up at all is an error; a front-end's own failure ends its connection
-/// with one line on stderr and the next one is accepted.
+/// Serves `dev` on `listener` until `stop` is set. Only a failure to set a connection's
+/// daemon up at all is an error; a failed accept is retried, and a front-end's own failure
+/// ends its connection with one line on stderr and the next one is accepted.
 pub fn serve(
     dev: Arc<BlkDevice>,
     listener: UnixListener,
@@ -64,6 +66,7 @@ pub fn serve(
     };
     let name = dev.name.clone();
     let mut report = ServeReport::default();
+    let mut accept_failing = false;
     let served = (|| {
         while !stop.load(Ordering::Acquire) {
             let mem = GuestMem::new(GuestMemoryMmap::new());
@@ -74,8 +77,16 @@ pub fn serve(
                 if stop.load(Ordering::Acquire) {
                     break;
                 }
-                return Err(format!("vhost-user-blk '{name}': accepting: {e}"));
+                // Out of file descriptors and the like: say so once, back off, keep the
+                // socket served rather than end this export's service for good.
+                if !accept_failing {
+                    eprintln!("mqblk serve: vhost-user-blk '{name}': accepting: {e}; retrying");
+                }
+                accept_failing = true;
+                std::thread::sleep(ACCEPT_BACKOFF);
+                continue;
             }
+            accept_failing = false;
             *current.lock() = daemon.shutdown_handle();
             let stopping = stop.load(Ordering::Acquire);
             if stopping {
