@@ -3,11 +3,26 @@
 //! "Block Device"). Nothing here touches guest memory or a queue; [`crate::backend`] moves
 //! the bytes.
 //!
-//! Where the specification leaves a choice the device makes it as QEMU's virtio-blk does
-//! (`hw/block/virtio-blk.c`), so a guest sees the same device from either host: ranges are
-//! checked against the capacity and the logical block size (`virtio_blk_sect_range_ok`),
-//! DISCARD with the unmap flag and WRITE_ZEROES with an unknown flag are UNSUPP, GET_ID
-//! writes at most 20 bytes.
+//! Where the specification leaves a choice the device makes it as QEMU's vhost-user-blk
+//! export does (`block/export/virtio-blk-handler.c`, read for this: `virtio_blk_process_req`,
+//! `virtio_blk_sect_range_ok`, `virtio_blk_discard_write_zeroes`), so a guest sees the same
+//! device from either host: a request outside the capacity or not starting on a logical
+//! block is IOERR; a DISCARD or WRITE_ZEROES range longer than the limit or outside the
+//! device is IOERR, checked before its flags (an unknown flag, or UNMAP on a DISCARD, is
+//! UNSUPP); writes to a read-only device are IOERR; the barrier bit of the type is ignored.
+//!
+//! Where we differ, and why:
+//! - QEMU only asks a READ or WRITE's length to be whole 512-byte sectors and lets its block
+//!   layer refuse a partial logical block; we refuse it here, with the same IOERR.
+//! - QEMU takes one DISCARD/WRITE_ZEROES range per request (`max_discard_seg` 1, more is
+//!   UNSUPP); we offer and take [`MAX_RANGES`], which lets the guest merge discards.
+//! - GET_ID: QEMU copies the serial and its NUL (at most 20 bytes); we pad it with zeroes to
+//!   20 bytes: the same string to a guest, which reads up to the first NUL.
+//! - The used length: QEMU reports every device-writable byte; we report the bytes written
+//!   (data and status). Linux's driver does not read it for block requests.
+//! - A chain without a header or a status byte: QEMU fails the request without a status
+//!   (`-EINVAL`); we answer IOERR where a status byte exists and return the chain empty
+//!   otherwise, so the guest gets it back either way.
 
 use virtio_bindings::virtio_blk as vb;
 
@@ -80,7 +95,8 @@ pub fn config_space(g: &Geometry) -> Vec<u8> {
     // Not offered: size_max (8, any segment size), geometry (16), topology (24) and
     // writeback (32, only with CONFIG_WCE).
     put(&mut c, 0, &g.sectors.to_le_bytes()); // capacity
-                                              // seg_max: QEMU's `queue_size - 2` (the header and the status take two).
+                                              // seg_max: `queue_size - 2`, the header and the status taking two descriptors (QEMU's
+                                              // virtio-blk with seg-max-adjust).
     put(
         &mut c,
         12,
@@ -180,7 +196,7 @@ pub fn plan(g: &Geometry, header: &[u8; 16], readable: u64, writable: u64) -> Pl
 fn range_ok(g: &Geometry, sector: u64, len: u64) -> bool {
     let lbs = u64::from(g.block_size.max(512));
     len % lbs == 0
-        && (sector * 512) % lbs == 0
+        && sector.checked_mul(512).is_some_and(|b| b % lbs == 0)
         && sector
             .checked_add(len / 512)
             .is_some_and(|end| end <= g.sectors)
@@ -195,10 +211,10 @@ pub struct Range {
     pub unmap: bool,
 }
 
-/// The ranges of a DISCARD or WRITE_ZEROES request (`bytes` follow the header), checked as
-/// QEMU checks them (`virtio_blk_handle_discard_write_zeroes`): the unmap flag on a DISCARD
-/// or an unknown flag is UNSUPP; a range past the capacity, longer than the device's
-/// limit, or not in whole blocks is IOERR.
+/// The ranges of a DISCARD or WRITE_ZEROES request (`bytes` follow the header), each
+/// checked in the order of QEMU's `virtio_blk_discard_write_zeroes`: a range longer than the
+/// device's limit, past the capacity or not in whole blocks is IOERR; then an unknown flag,
+/// or the unmap flag on a DISCARD, is UNSUPP.
 pub fn parse_ranges(g: &Geometry, zeroes: bool, bytes: &[u8]) -> Result<Vec<Range>, u8> {
     const UNMAP: u32 = 1;
     let mut out = Vec::with_capacity(bytes.len() / RANGE_BYTES);
@@ -206,11 +222,11 @@ pub fn parse_ranges(g: &Geometry, zeroes: bool, bytes: &[u8]) -> Result<Vec<Rang
         let sector = u64::from_le_bytes(r[0..8].try_into().expect("8 bytes"));
         let sectors = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
         let flags = u32::from_le_bytes(r[12..16].try_into().expect("4 bytes"));
-        if flags & !UNMAP != 0 || (!zeroes && flags & UNMAP != 0) {
-            return Err(S_UNSUPP);
-        }
         if sectors > MAX_RANGE_SECTORS || !range_ok(g, sector, u64::from(sectors) * 512) {
             return Err(S_IOERR);
+        }
+        if flags & !UNMAP != 0 || (!zeroes && flags & UNMAP != 0) {
+            return Err(S_UNSUPP);
         }
         out.push(Range {
             sector,
@@ -342,7 +358,7 @@ mod tests {
     }
 
     #[test]
-    fn ranges_are_checked_as_qemu_checks_them() {
+    fn ranges_are_checked_in_qemus_order() {
         let g = geo();
         let range = |sector: u64, n: u32, flags: u32| {
             let mut b = Vec::new();
@@ -373,6 +389,9 @@ mod tests {
         assert_eq!(parse_ranges(&g, true, &range(8, 16, 2)), Err(S_UNSUPP));
         assert_eq!(parse_ranges(&g, false, &range(2040, 16, 0)), Err(S_IOERR));
         assert_eq!(parse_ranges(&g, false, &range(8, 4, 0)), Err(S_IOERR));
+        // QEMU's order: the range is checked before the flags.
+        assert_eq!(parse_ranges(&g, false, &range(2040, 16, 1)), Err(S_IOERR));
+        assert_eq!(parse_ranges(&g, true, &range(u64::MAX, 8, 2)), Err(S_IOERR));
     }
 
     #[test]
