@@ -37,6 +37,9 @@ use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
 
+/// Buffers a virtqueue keeps for reuse.
+const SPARE_BUFFERS: usize = 64;
+
 /// Guest memory as the backend sees it.
 pub type GuestMem = GuestMemoryAtomic<GuestMemoryMmap>;
 type Mem = GuestMemoryLoadGuard<GuestMemoryMmap>;
@@ -81,7 +84,7 @@ struct VqState {
     slots: Vec<Slot>,
     free: Vec<usize>,
     inflight: usize,
-    /// Read buffers kept for reuse.
+    /// Data buffers kept for reuse ([`VqState::buffer`]).
     spare: Vec<IoBuf>,
     /// Device-readable segments of the chain being started (scratch).
     rd: Vec<(u64, u32)>,
@@ -334,16 +337,12 @@ impl Backend {
                 st.finish(mem, slot, vblk::S_OK, 0)
             }
             Plan::Read { sector, len } => {
-                let mut buf = match st.spare.iter().position(|b| b.capacity() >= len as usize) {
-                    Some(i) => st.spare.swap_remove(i),
-                    None => IoBuf::new(len as usize),
-                };
-                buf.set_len(len as usize);
+                let buf = st.buffer(len as usize);
                 st.slots[slot].read_len = len;
                 st.submit(slot, bio(ReqOp::Read, sector, len / 512).with_buf(buf));
             }
             Plan::Write { sector, len } => {
-                let mut buf = IoBuf::new(len as usize);
+                let mut buf = st.buffer(len as usize);
                 if gather(mem, &rd, vblk::HEADER_BYTES, buf.as_mut_slice()).is_err() {
                     st.finish(mem, slot, vblk::S_IOERR, 0);
                 } else {
@@ -405,6 +404,19 @@ impl Backend {
 }
 
 impl VqState {
+    /// A buffer of `len` bytes for a read or a write, from the spare ones where one is
+    /// large enough: no allocation, and no zeroing of fresh pages, per request. A write's
+    /// buffer is filled whole from guest memory and a read's by the driver, so what a
+    /// spare buffer held before never reaches the guest or the device.
+    fn buffer(&mut self, len: usize) -> IoBuf {
+        let mut b = match self.spare.iter().position(|b| b.capacity() >= len) {
+            Some(i) => self.spare.swap_remove(i),
+            None => IoBuf::new(len),
+        };
+        b.set_len(len);
+        b
+    }
+
     /// Submits a request's one bio.
     fn submit(&mut self, slot: usize, bio: Bio) {
         self.slots[slot].bios = 1;
@@ -431,7 +443,8 @@ impl VqState {
                     s.status = vblk::S_IOERR;
                 }
             }
-            if bio.op == ReqOp::Read && self.spare.len() < 64 {
+            // Its data has been copied out or written: the buffer serves the next request.
+            if self.spare.len() < SPARE_BUFFERS {
                 if let Some(b) = bio.buf.take() {
                     self.spare.push(b);
                 }
