@@ -19,6 +19,13 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
+/// A bad `mqblk sim` option as its one-line message (without the command's prefix).
+fn opts_error(e: &clap::Error) -> String {
+    let argv: Vec<String> = ["mqblk", "sim"].iter().map(|s| s.to_string()).collect();
+    let line = crate::args::one_line_error(&argv, e);
+    line.trim_start_matches("mqblk sim: ").to_string()
+}
+
 /// `--plant=BUG:N`.
 fn parse_plant(value: &str) -> Result<mqblk_sim::driver::Plant, String> {
     use mqblk_sim::driver::Plant;
@@ -61,11 +68,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             );
             return Ok(0);
         }
-        Err(e) => {
-            let argv: Vec<String> = ["mqblk", "sim"].iter().map(|s| s.to_string()).collect();
-            let line = crate::args::one_line_error(&argv, &e);
-            return Err(line.trim_start_matches("mqblk sim: ").to_string());
-        }
+        Err(e) => return Err(opts_error(&e)),
     };
     let plant = a.plant.as_deref().map(parse_plant).transpose()?;
     let mut cost = CostTable::default();
@@ -132,11 +135,7 @@ pub struct Simulated {
 /// `mqblk sim ARGS` without printing: the same options and job files, the same report
 /// (what the Python bindings call). `--fuzz` is refused here.
 pub fn simulate_args(args: &[String]) -> Result<Simulated, String> {
-    let (a, rest) = split_known::<SimOpts>(args).map_err(|e| {
-        let argv: Vec<String> = ["mqblk", "sim"].iter().map(|s| s.to_string()).collect();
-        let line = crate::args::one_line_error(&argv, &e);
-        line.trim_start_matches("mqblk sim: ").to_string()
-    })?;
+    let (a, rest) = split_known::<SimOpts>(args).map_err(|e| opts_error(&e))?;
     if a.fuzz || a.plant.is_some() {
         return Err("--fuzz and --plant run from the command line only".into());
     }

@@ -52,12 +52,7 @@ fn run(args: &[String]) -> Result<i32, String> {
     if cl.parse_only {
         return parse_only(&cl);
     }
-    if cl.jobs.is_empty() {
-        cl.add_job_text("default job", DEFAULT_JOB)
-            .map_err(|e| e.to_string())?;
-    }
-    let mut plan = Plan::from_specs(&cl.jobs)?;
-    plan.plot = cl.plot.is_some();
+    let plan = plan_of(&mut cl)?;
     // fio's Ctrl-C: the first ends the jobs and the report shows what they did; a second
     // one exits at once.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -94,13 +89,19 @@ pub fn bench_args(args: &[String]) -> Result<Benched, String> {
     if cl.help || cl.preset.is_some() || cl.parse_only {
         return Err("--help, --preset and --parse-only run from the command line only".into());
     }
+    let plan = plan_of(&mut cl)?;
+    bench_plan(&cl, &plan, false)
+}
+
+/// The plan of the command line's jobs (the default job where none is given).
+fn plan_of(cl: &mut CommandLine) -> Result<Plan, String> {
     if cl.jobs.is_empty() {
         cl.add_job_text("default job", DEFAULT_JOB)
             .map_err(|e| e.to_string())?;
     }
     let mut plan = Plan::from_specs(&cl.jobs)?;
     plan.plot = cl.plot.is_some();
-    bench_plan(&cl, &plan, false)
+    Ok(plan)
 }
 
 /// Runs a plan: the device, the jobs, their logs and charts, and the report.
