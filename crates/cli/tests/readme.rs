@@ -52,7 +52,7 @@ fn not_run(block: &str) -> Option<&'static str> {
             "installs from PyPI; python/test.sh builds the package the same way and runs its tests",
         )
     } else if block.starts_with("bash scripts/guest-bench.sh") {
-        Some("minutes of guest boots; guest.rs runs both scripts with one round of one second")
+        Some("minutes of guest boots; guest.rs runs both scripts with one short round, the seed direction checked")
     } else if block.starts_with("bash scripts/guest-test.sh") {
         Some("boots a guest twice; guest.rs runs the script")
     } else if block.contains("trace capture --device=/dev/loop0") {
