@@ -48,6 +48,9 @@ pub enum Cmd {
     /// [--output=FILE.csv|.json|.parquet]); runs in the Python package (python -m mqblk sweep)
     #[command(disable_help_flag = true)]
     Sweep(Passthrough),
+    /// Make a private CA and server and client certificates for TLS in DIR (ca-cert.pem,
+    /// server-cert.pem, server-key.pem, client-cert.pem, ...): for tests and private setups
+    TlsCerts(TlsCertsArgs),
     /// List the I/O schedulers and their tunables
     Schedulers,
     /// Print the version
@@ -278,6 +281,17 @@ pub struct ServeArgs {
     /// quiet may need)
     #[arg(long = "idle-timeout", value_name = "SECS")]
     pub idle_timeout: Option<u64>,
+    /// TLS as nbdkit's --tls: off (STARTTLS refused), on (offered, clients choose), require
+    /// (only STARTTLS or ABORT in the clear). Default: on with --tls-certificates, else off
+    #[arg(long, value_name = "off|on|require")]
+    pub tls: Option<String>,
+    /// The TLS credentials directory as nbdkit and QEMU lay it out: server-cert.pem and
+    /// server-key.pem, and ca-cert.pem for --tls-verify-peer (mqblk tls-certs DIR makes one)
+    #[arg(long = "tls-certificates", value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// With TLS: clients must present a certificate signed by the directory's ca-cert.pem
+    #[arg(long = "tls-verify-peer")]
+    pub tls_verify_peer: bool,
     /// Serve the export to a virtual machine as a vhost-user-blk device on this Unix socket
     /// (QEMU: -chardev socket,path=SOCKET -device vhost-user-blk-pci) instead of over NBD
     #[arg(
@@ -294,6 +308,16 @@ pub struct ServeArgs {
     /// (default: one per virtqueue; 1 is QEMU's dataplane, one I/O thread for them all)
     #[arg(long = "vq-threads", requires = "vhost_user_blk")]
     pub vq_threads: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TlsCertsArgs {
+    /// The directory to write (created if missing; existing files are never overwritten)
+    pub dir: PathBuf,
+    /// A name or IP address the server certificate is valid for (repeatable; default
+    /// localhost)
+    #[arg(long)]
+    pub hostname: Vec<String>,
 }
 
 #[derive(Args, Debug)]

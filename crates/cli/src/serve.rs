@@ -252,6 +252,43 @@ struct Config {
     listen: Vec<String>,
     stats: Option<PathBuf>,
     admin: Option<PathBuf>,
+    tls: TlsCfg,
+}
+
+/// TLS settings from the flags or `[server]`: `tls`, `tls-certificates`, `tls-verify-peer`.
+#[derive(serde::Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct TlsCfg {
+    #[serde(rename = "tls")]
+    mode: Option<String>,
+    #[serde(rename = "tls-certificates")]
+    certificates: Option<PathBuf>,
+    #[serde(rename = "tls-verify-peer", default)]
+    verify_peer: bool,
+}
+
+impl TlsCfg {
+    /// What the server offers; `None` when TLS is off.
+    fn build(&self) -> Result<Option<mqblk_nbd::tls::Tls>, String> {
+        use mqblk_nbd::tls::TlsMode;
+        let mode = match &self.mode {
+            Some(m) => m.parse::<TlsMode>().map_err(|e| format!("--tls={e}"))?,
+            None if self.certificates.is_some() => TlsMode::On,
+            None => TlsMode::Off,
+        };
+        if mode == TlsMode::Off {
+            return Ok(None);
+        }
+        let Some(dir) = &self.certificates else {
+            return Err(format!(
+                "--tls={}: needs --tls-certificates=DIR (server-cert.pem, server-key.pem; mqblk tls-certs DIR makes one)",
+                self.mode.as_deref().unwrap_or("on")
+            ));
+        };
+        let config = mqblk_nbd::tls::server_config(dir, self.verify_peer)
+            .map_err(|e| format!("--tls-certificates: {e}"))?;
+        Ok(Some(mqblk_nbd::tls::Tls { mode, config }))
+    }
 }
 
 /// A config file in TOML: `[server]` with `listen` (a list), `stats` and `admin`, and one
@@ -273,6 +310,8 @@ struct ServerTable {
     listen: Vec<String>,
     stats: Option<PathBuf>,
     admin: Option<PathBuf>,
+    #[serde(flatten)]
+    tls: TlsCfg,
 }
 
 /// Reads a config file: exports and `[server]` settings (listen addresses, stats file,
@@ -337,6 +376,7 @@ fn read_config(path: &std::path::Path) -> Result<Config, String> {
         listen: file.server.listen,
         stats: file.server.stats,
         admin: file.server.admin,
+        tls: file.server.tls,
     })
 }
 
@@ -413,6 +453,7 @@ fn read_ini_config(path: &str, text: &str) -> Result<Config, String> {
         listen: listens,
         stats,
         admin,
+        tls: TlsCfg::default(),
     })
 }
 
@@ -422,6 +463,11 @@ fn run(args: ServeArgs) -> Result<i32, String> {
     let mut admin_path = args.admin.clone();
     let trace = args.trace.clone();
     let config = args.config.clone();
+    let mut tls = TlsCfg {
+        mode: args.tls.clone(),
+        certificates: args.tls_certificates.clone(),
+        verify_peer: args.tls_verify_peer,
+    };
     let one = ExportCfg::from_args(&args)?;
     let mut cfgs = vec![one];
     if let Some(path) = &config {
@@ -432,9 +478,19 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         }
         stats_file = stats_file.or(file.stats);
         admin_path = admin_path.or(file.admin);
+        tls = TlsCfg {
+            mode: tls.mode.or(file.tls.mode),
+            certificates: tls.certificates.or(file.tls.certificates),
+            verify_peer: tls.verify_peer || file.tls.verify_peer,
+        };
     }
     for c in &cfgs {
         c.check()?;
+    }
+    // Credentials are read before anything is bound or built, so a bad one stops nothing.
+    let tls_offer = tls.build()?;
+    if tls_offer.is_some() && cfgs.iter().all(|c| c.vhost.is_some()) {
+        return Err("--tls: every export is served over vhost-user-blk, which has no TLS".into());
     }
     let any_nbd = cfgs.iter().any(|c| c.vhost.is_none());
     if listens.is_empty() && any_nbd {
@@ -467,6 +523,11 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         .filter(|(_, c)| c.vhost.is_none())
         .map(|(e, _)| e.clone())
         .collect();
+    let (scheme, tls_note) = match tls_offer.as_ref().map(|t| t.mode) {
+        Some(mqblk_nbd::tls::TlsMode::Require) => ("nbds", " (TLS required)"),
+        Some(_) => ("nbd", " (TLS offered)"),
+        None => ("nbd", ""),
+    };
     let mut listeners = Vec::new();
     for l in &listens {
         if let Some(addr) = l.strip_prefix("tcp:") {
@@ -474,7 +535,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             let at = t.local_addr().map_err(|e| e.to_string())?;
             for e in &nbd_exports {
                 eprintln!(
-                    "mqblk serve: export '{}' ({} bytes) on nbd://{at}/{}",
+                    "mqblk serve: export '{}' ({} bytes) on {scheme}://{at}/{}{tls_note}",
                     e.name, e.size, e.name
                 );
             }
@@ -487,7 +548,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             )?;
             for e in &nbd_exports {
                 eprintln!(
-                    "mqblk serve: export '{}' ({} bytes) on nbd+unix:///{}?socket={path}",
+                    "mqblk serve: export '{}' ({} bytes) on {scheme}+unix:///{}?socket={path}{tls_note}",
                     e.name, e.size, e.name
                 );
             }
@@ -497,6 +558,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         }
     }
     let mut server = Server::new(nbd_exports, mqblk_nbd::server::MAX_HANDSHAKES);
+    server.tls = tls_offer;
     if let Some(secs) = args.idle_timeout {
         server.idle_timeout = (secs > 0).then(|| std::time::Duration::from_secs(secs));
     }

@@ -97,7 +97,7 @@ fn every_readme_command_runs_as_written() {
             eprintln!("not run: {}: {why}", block.lines().next().unwrap_or(""));
             continue;
         }
-        let missing: Vec<&str> = ["blkparse", "nbdinfo", "nbdcopy", "fio"]
+        let missing: Vec<&str> = ["blkparse", "nbdinfo", "nbdcopy", "fio", "qemu-img"]
             .into_iter()
             .filter(|t| block.lines().any(|l| l.trim_start().starts_with(t)) && !have(t))
             .collect();

@@ -9,11 +9,18 @@ fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }
 
+/// Whether a client is installed. In CI (`CI` set) a missing one fails the test instead:
+/// `.ci/run` installs them all, so a skip there would hide a check that never ran.
 fn have(tool: &str) -> bool {
-    Command::new("sh")
+    let found = Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "CI lacks {tool}, which .ci/run installs"
+    );
+    found
 }
 
 struct Serve {
@@ -282,6 +289,175 @@ fn qemu_img_and_qemu_io_read_back_patterns() {
         text(&o.stderr)
     );
     s.stop();
+}
+
+/// TLS with the real clients: libnbd (nbdinfo, nbdcopy) and QEMU (qemu-io, qemu-img) with
+/// certificates from `mqblk tls-certs`, client certificates verified; clients in the clear
+/// and without a client certificate refused.
+#[test]
+fn tls_with_nbdinfo_nbdcopy_and_qemu() {
+    if !have("nbdinfo") || !have("nbdcopy") || !have("qemu-io") || !have("qemu-img") {
+        return eprintln!("SKIP: libnbd-bin or qemu-utils not installed");
+    }
+    let creds = std::env::temp_dir().join(format!("mqblk-tls-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&creds);
+    let o = run(
+        env!("CARGO_BIN_EXE_mqblk"),
+        &["tls-certs", &creds.display().to_string()],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // Run again: nothing is overwritten, one line says so.
+    let again = run(
+        env!("CARGO_BIN_EXE_mqblk"),
+        &["tls-certs", &creds.display().to_string()],
+    );
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("exists; not overwritten"));
+    let dir = creds.display().to_string();
+    let s = Serve::start(
+        "tls",
+        &[
+            "--size=32m",
+            "--tls=require",
+            "--tls-verify-peer",
+            &format!("--tls-certificates={dir}"),
+        ],
+    );
+    let sock = s.sock.display().to_string();
+    let tls_uri = format!("nbds+unix:///mqblk?socket={sock}&tls-certificates={dir}");
+    let o = run("nbdinfo", &["--size", &tls_uri]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout).trim(), (32u64 << 20).to_string());
+    // In the clear: refused (TLS_REQD), and so is a client whose directory has only the CA.
+    let o = run("nbdinfo", &["--size", &s.uri()]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("TLS"), "{}", text(&o.stderr));
+    let ca_only = s.dir.join("ca-only");
+    std::fs::create_dir_all(&ca_only).unwrap();
+    std::fs::copy(creds.join("ca-cert.pem"), ca_only.join("ca-cert.pem")).unwrap();
+    let o = run(
+        "nbdinfo",
+        &[
+            "--size",
+            &format!(
+                "nbds+unix:///mqblk?socket={sock}&tls-certificates={}",
+                ca_only.display()
+            ),
+        ],
+    );
+    assert!(!o.status.success(), "no client certificate: refused");
+    // Data through TLS both ways, four connections.
+    let src = s.dir.join("src.raw");
+    random_file(&src, 32 << 20, 11);
+    let back = s.dir.join("back.raw");
+    for (from, to) in [
+        (src.display().to_string(), tls_uri.clone()),
+        (tls_uri.clone(), back.display().to_string()),
+    ] {
+        let o = run("nbdcopy", &["--connections=4", &from, &to]);
+        assert!(
+            o.status.success(),
+            "nbdcopy {from} {to}: {}",
+            text(&o.stderr)
+        );
+    }
+    assert!(std::fs::read(&src).unwrap() == std::fs::read(&back).unwrap());
+    // QEMU's client, its x509 credentials from the same directory.
+    let object = format!("tls-creds-x509,id=tls0,dir={dir},endpoint=client");
+    let image = format!(
+        "driver=nbd,server.type=unix,server.path={sock},export=mqblk,tls-creds=tls0,tls-hostname=localhost"
+    );
+    let o = run(
+        "qemu-io",
+        &[
+            "--object",
+            &object,
+            "--image-opts",
+            &image,
+            "-c",
+            "write -P 0x3c 4M 128k",
+            "-c",
+            "read -P 0x3c 4M 128k",
+        ],
+    );
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success() && !out.contains("Pattern verification failed"),
+        "{out}{}",
+        text(&o.stderr)
+    );
+    let img = s.dir.join("qemu.raw");
+    let o = run(
+        "qemu-img",
+        &[
+            "convert",
+            "-O",
+            "raw",
+            "--object",
+            &object,
+            "--image-opts",
+            &image,
+            &img.display().to_string(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let data = std::fs::read(&img).unwrap();
+    let mut want = std::fs::read(&src).unwrap();
+    want[4 << 20..(4 << 20) + (128 << 10)].fill(0x3c);
+    assert!(
+        data == want,
+        "qemu-img read back what nbdcopy and qemu-io wrote"
+    );
+    let (err, _) = s.stop();
+    assert!(err.contains("nbds+unix://"), "{err}");
+    let _ = std::fs::remove_dir_all(&creds);
+}
+
+/// Bad TLS settings stop the server before it binds anything, with one line.
+#[test]
+fn bad_tls_settings_are_one_line_errors() {
+    let dir = std::env::temp_dir().join(format!("mqblk-tls-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("server-cert.pem"), "not a certificate\n").unwrap();
+    let sock = dir.join("s.sock");
+    let listen = format!("--listen=unix:{}", sock.display());
+    let certs = format!("--tls-certificates={}", dir.display());
+    for (args, says) in [
+        (vec!["--tls=require"], "needs --tls-certificates"),
+        (vec!["--tls=maybe"], "expected off, on or require"),
+        (vec![certs.as_str()], "server-cert.pem"),
+    ] {
+        let mut a = vec!["serve", listen.as_str()];
+        a.extend(args.iter().copied());
+        let o = run(env!("CARGO_BIN_EXE_mqblk"), &a);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!sock.exists(), "nothing bound");
+    }
+    // The same keys under a config file's [server].
+    let cfg = dir.join("serve.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = [\"unix:{}\"]\ntls = \"require\"\ntls-verify-peer = true\n\n[export.a]\nsize = \"16m\"\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let o = run(
+        env!("CARGO_BIN_EXE_mqblk"),
+        &["serve", &format!("--config={}", cfg.display())],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("needs --tls-certificates"),
+        "{}",
+        text(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -56,6 +56,7 @@ pub mod rep {
     pub const ERR_UNSUP: u32 = 0x8000_0001;
     pub const ERR_POLICY: u32 = 0x8000_0002;
     pub const ERR_INVALID: u32 = 0x8000_0003;
+    pub const ERR_TLS_REQD: u32 = 0x8000_0005;
     pub const ERR_UNKNOWN: u32 = 0x8000_0006;
     pub const ERR_SHUTDOWN: u32 = 0x8000_0007;
 }

@@ -9,6 +9,7 @@
 //! (their replies are dropped); the Ctx is released only when nothing of it is in flight.
 
 use crate::proto::{self, cflag, cmd, err, info, opt, rep, tflag, Framing, ProtoError, Request};
+use crate::tls::{Tls, TlsMode};
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, ReqFlags, ReqOp, RequestQueue};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use parking_lot::Mutex;
@@ -203,11 +204,26 @@ impl Stream {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
         })
     }
-    fn shutdown(&self) {
+    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Unix(s) => s.set_nonblocking(on),
+        }
+    }
+    pub(crate) fn shutdown(&self) {
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
         };
+    }
+}
+
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
     }
 }
 
@@ -251,6 +267,8 @@ pub struct Server {
     /// Clients at once in their handshake; more are closed at once. Sessions do not count:
     /// each export bounds its own ([`Export::with_sessions`]).
     pub max_handshakes: usize,
+    /// TLS offered or required (`NBD_OPT_STARTTLS`); `None` refuses it.
+    pub tls: Option<crate::tls::Tls>,
     pub stop: Arc<AtomicBool>,
     active: Arc<AtomicUsize>,
     handshaking: Arc<AtomicUsize>,
@@ -262,6 +280,7 @@ impl Server {
             exports,
             idle_timeout: Some(IDLE_TIMEOUT),
             max_handshakes,
+            tls: None,
             stop: Arc::new(AtomicBool::new(false)),
             active: Arc::new(AtomicUsize::new(0)),
             handshaking: Arc::new(AtomicUsize::new(0)),
@@ -319,11 +338,13 @@ impl Server {
             let active = self.active.clone();
             let handshaking = self.handshaking.clone();
             let idle = self.idle_timeout;
+            let tls = self.tls.clone();
             let spawned = std::thread::Builder::new()
                 .name("nbd-conn".into())
                 .spawn(move || {
                     let end = s.try_clone();
-                    if let Err(e) = serve_connection(s, &exports, &handshaking, idle) {
+                    if let Err(e) = serve_connection(s, &exports, &handshaking, idle, tls.as_ref())
+                    {
                         eprintln!("mqblk serve: connection: {e}");
                     }
                     // The client sees the end now, though the server's handle on the socket
@@ -446,20 +467,42 @@ struct Session {
 /// The export a client chose, how it talks, and the software queue its session holds.
 type Chosen = (Arc<Export>, Session, u16);
 
-/// The handshake; `Ok(None)` when the client aborted or left.
-fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Chosen>> {
+/// The handshake; `Ok(None)` when the client aborted or left. After STARTTLS, `s` is the
+/// plaintext end of the TLS proxy, whose thread is left in `proxy`.
+fn handshake(
+    s: &mut Stream,
+    exports: &[Arc<Export>],
+    tls: Option<&Tls>,
+    proxy: &mut Option<std::thread::JoinHandle<()>>,
+) -> io::Result<Option<Chosen>> {
     s.write_all(&proto::greeting())?;
     let no_zeroes = proto::client_flags(read_u32(s)?).map_err(protocol)?;
     let mut structured = false;
     let mut extended = false;
     let mut meta = false;
     let mut sizes = false;
+    let mut secure = false;
+    let offered = tls.filter(|t| t.mode != TlsMode::Off);
+    let required = offered.is_some_and(|t| t.mode == TlsMode::Require);
     loop {
         let mut h = [0u8; 16];
         s.read_exact(&mut h)?;
         let (option, len) = proto::option_header(&h).map_err(protocol)?;
         let mut data = vec![0u8; len as usize];
         s.read_exact(&mut data)?;
+        if required && !secure && option != opt::STARTTLS && option != opt::ABORT {
+            // Forced TLS: nothing but the upgrade (or leaving) in the clear. EXPORT_NAME
+            // cannot carry the error, so the connection ends.
+            if option == opt::EXPORT_NAME {
+                return Ok(None);
+            }
+            s.write_all(&proto::option_reply(
+                option,
+                rep::ERR_TLS_REQD,
+                b"this server requires TLS: send NBD_OPT_STARTTLS first",
+            ))?;
+            continue;
+        }
         let framing = if extended {
             Framing::Extended
         } else if structured {
@@ -637,11 +680,35 @@ fn handshake(s: &mut Stream, exports: &[Arc<Export>]) -> io::Result<Option<Chose
                 }
             }
             opt::STARTTLS => {
-                s.write_all(&proto::option_reply(
-                    option,
-                    rep::ERR_POLICY,
-                    b"TLS is not offered",
-                ))?;
+                let Some(t) = offered else {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::ERR_POLICY,
+                        b"TLS is not offered",
+                    ))?;
+                    continue;
+                };
+                if !data.is_empty() || secure {
+                    s.write_all(&proto::option_reply(
+                        option,
+                        rep::ERR_INVALID,
+                        if secure {
+                            &b"TLS is already on"[..]
+                        } else {
+                            &b"STARTTLS takes no data"[..]
+                        },
+                    ))?;
+                    continue;
+                }
+                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+                let (plain, h) = crate::tls::start(t.config.clone(), s.try_clone()?)?;
+                *proxy = Some(h);
+                *s = Stream::Unix(plain);
+                s.set_timeouts(Some(HANDSHAKE_TIMEOUT), Some(IO_TIMEOUT));
+                secure = true;
+                // What was agreed in the clear is forgotten (the spec; nbdkit's
+                // CVE-2021-3716 was a structured-reply state kept across STARTTLS).
+                (structured, extended, meta, sizes) = (false, false, false, false);
             }
             _ => {
                 s.write_all(&proto::option_reply(option, rep::ERR_UNSUP, &[]))?;
@@ -704,17 +771,42 @@ fn serve_connection(
     exports: &[Arc<Export>],
     handshaking: &AtomicUsize,
     idle: Option<Duration>,
+    tls: Option<&Tls>,
 ) -> io::Result<()> {
     // A client may not stall the handshake, nor leave replies unread, for long.
     s.set_timeouts(Some(HANDSHAKE_TIMEOUT), Some(IO_TIMEOUT));
-    let chosen = handshake(&mut s, exports);
+    let mut proxy = None;
+    let chosen = handshake(&mut s, exports, tls, &mut proxy);
     handshaking.fetch_sub(1, Ordering::AcqRel);
-    let Some((export, session, ctx)) = chosen? else {
-        return Ok(());
+    let res = match chosen {
+        Ok(Some((export, session, ctx))) => {
+            // Whatever way the session ends, its software queue is free again after it.
+            let res = serve_session(s, &export, session, ctx, idle);
+            export.put_ctx(ctx);
+            res
+        }
+        Ok(None) => {
+            s.shutdown();
+            Ok(())
+        }
+        Err(e) => {
+            s.shutdown();
+            Err(e)
+        }
     };
-    // Whatever way the session ends, its software queue is free again after it.
-    let res = serve_session(s, &export, session, ctx, idle);
-    export.put_ctx(ctx);
+    // The session's end of a TLS proxy is closed by now: the proxy sends what it still
+    // holds and a close_notify, and ends.
+    if let Some(h) = proxy {
+        let _ = h.join();
+        // A failed TLS handshake was reported by the proxy; the plaintext side only saw
+        // its end.
+        if res
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::UnexpectedEof)
+        {
+            return Ok(());
+        }
+    }
     res
 }
 
