@@ -313,3 +313,44 @@ fn clients_that_break_tls_only_hurt_themselves() {
     drop(good);
     settled(&r);
 }
+
+#[test]
+fn stopping_the_server_ends_tls_sessions_in_flight_and_idle() {
+    let (r, dir) = rig("stop", TlsMode::Require, false);
+    // One session idle inside TLS, one with reads in flight, one mid-handshake.
+    let mut idle = upgrade(greet(&r.sock), client_config(&dir, false));
+    go(&mut idle);
+    let mut busy = upgrade(greet(&r.sock), client_config(&dir, false));
+    go(&mut busy);
+    for i in 0..32 {
+        request(&mut busy, cmd::READ, i, i * 65536, 65536, &[]);
+    }
+    let mut half = greet(&r.sock);
+    option(&mut half, opt::STARTTLS, &[]);
+    assert_eq!(reply(&mut half).0, rep::ACK);
+    // The client takes its replies while the server stops (one that does not is dropped
+    // after 30 s, as in the clear).
+    let replies = std::thread::spawn(move || {
+        for _ in 0..32 {
+            assert_eq!(simple_reply(&mut busy).1, 0);
+            read_n(&mut busy, 65536);
+        }
+        busy
+    });
+    let t0 = Instant::now();
+    let mut r = r;
+    r.server
+        .stop
+        .store(true, std::sync::atomic::Ordering::Release);
+    r.thread.take().unwrap().join().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "stopped in {:?}",
+        t0.elapsed()
+    );
+    // The reads in flight were answered before the end.
+    let busy = replies.join().expect("every read answered");
+    assert_eq!(r.server.active(), 0);
+    assert_eq!(r.queue.nr_allocated(), 0, "no tag leaked");
+    drop((idle, half, busy));
+}

@@ -15,7 +15,7 @@ pub struct Rig {
     pub sock: PathBuf,
     pub server: Arc<Server>,
     pub queue: Arc<RequestQueue>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    pub thread: Option<std::thread::JoinHandle<()>>,
 }
 
 pub fn rig_full(
