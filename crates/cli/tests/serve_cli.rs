@@ -951,3 +951,27 @@ fn nbdinfo_map_shows_discarded_ranges_as_holes() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A client that hangs up in its handshake (a probe, a client giving up) has only left: no
+/// line. A protocol violation gets one, naming it.
+#[test]
+fn handshake_hang_ups_are_quiet_and_violations_are_one_line() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let s = Serve::start("quiet", &["--size=16m"]);
+    let mut greeting = [0u8; 18];
+    for _ in 0..3 {
+        let mut c = UnixStream::connect(&s.sock).unwrap();
+        c.read_exact(&mut greeting).unwrap();
+    }
+    let mut c = UnixStream::connect(&s.sock).unwrap();
+    c.read_exact(&mut greeting).unwrap();
+    c.write_all(&3u32.to_be_bytes()).unwrap();
+    c.write_all(b"not an option header").unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let (err, _) = s.stop();
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("connection:")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("bad option magic"), "{err}");
+}

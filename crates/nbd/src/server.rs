@@ -343,9 +343,18 @@ impl Server {
                 .name("nbd-conn".into())
                 .spawn(move || {
                     let end = s.try_clone();
-                    if let Err(e) = serve_connection(s, &exports, &handshaking, idle, tls.as_ref())
-                    {
-                        eprintln!("mqblk serve: connection: {e}");
+                    match serve_connection(s, &exports, &handshaking, idle, tls.as_ref()) {
+                        // A client that hangs up in its handshake (a probe, `nbdinfo`
+                        // giving up) has only left.
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::UnexpectedEof
+                                    | io::ErrorKind::ConnectionReset
+                                    | io::ErrorKind::BrokenPipe
+                            ) => {}
+                        Err(e) => eprintln!("mqblk serve: connection: {e}"),
+                        Ok(()) => {}
                     }
                     // The client sees the end now, though the server's handle on the socket
                     // lives on until the list of connections is next pruned.
@@ -797,15 +806,9 @@ fn serve_connection(
     // The session's end of a TLS proxy is closed by now: the proxy sends what it still
     // holds and a close_notify, and ends.
     if let Some(h) = proxy {
-        let _ = h.join();
         // A failed TLS handshake was reported by the proxy; the plaintext side only saw
-        // its end.
-        if res
-            .as_ref()
-            .is_err_and(|e| e.kind() == io::ErrorKind::UnexpectedEof)
-        {
-            return Ok(());
-        }
+        // its end (an EOF, not logged).
+        let _ = h.join();
     }
     res
 }
