@@ -45,6 +45,9 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 const IDLE_POLL: Duration = Duration::from_secs(1);
 /// How often the server looks at its stop flag (set by SIGINT/SIGTERM).
 const STOP_POLL: Duration = Duration::from_millis(50);
+/// The reader's buffer: a pipelining client's requests are parsed from it, many per
+/// `recv`.
+const READ_BUFFER: usize = 64 << 10;
 /// How long a client may take over each step of its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -773,6 +776,8 @@ enum Item {
     Status(u64, u64, u64, bool),
     /// The client is gone or said goodbye.
     End,
+    /// Nothing: wakes the I/O thread to reap what the reader submitted itself.
+    Kick,
 }
 
 fn serve_connection(
@@ -815,7 +820,7 @@ fn serve_connection(
 
 /// Serves one session on software queue `ctx` of `export` until it ends.
 fn serve_session(
-    mut s: Stream,
+    s: Stream,
     export: &Arc<Export>,
     session: Session,
     ctx: u16,
@@ -830,6 +835,22 @@ fn serve_session(
     let ex = export.clone();
     let shared = Arc::new(Shared::default());
     let shared_r = shared.clone();
+    let cs = ConnStats {
+        ctx,
+        hctx: export
+            .queue
+            .map_queue(CtxIdx(ctx), mqblk_core::HctxType::Default)
+            .0,
+        ..ConnStats::default()
+    };
+    let state = Arc::new(Mutex::new(IoState::new(
+        s.try_clone()?,
+        export.clone(),
+        ctx,
+        session.framing,
+        cs,
+    )));
+    let state_r = state.clone();
     let reader = std::thread::Builder::new()
         .name("nbd-read".into())
         .spawn(move || {
@@ -839,7 +860,10 @@ fn serve_session(
                 last: std::time::Instant::now(),
                 busy: &shared_r.busy,
             };
-            let end = read_requests(&mut patient, &ex, session, &tx, &shared_r);
+            // Buffered: a pipelining client's requests come many to a `recv`, and the
+            // replies of those served here go out together once the buffer runs dry.
+            let mut buffered = io::BufReader::with_capacity(READ_BUFFER, &mut patient);
+            let end = read_requests(&mut buffered, &ex, session, &tx, &shared_r, &state_r);
             if let Err(e) = end {
                 // A client that closes without NBD_CMD_DISC (fio's engine does) is normal,
                 // and so is a reader told to stop because the I/O side is done.
@@ -855,15 +879,7 @@ fn serve_session(
             }
             let _ = tx.send(Item::End);
         })?;
-    let mut cs = ConnStats {
-        ctx,
-        hctx: export
-            .queue
-            .map_queue(CtxIdx(ctx), mqblk_core::HctxType::Default)
-            .0,
-        ..ConnStats::default()
-    };
-    let res = io_loop(&mut s, export, ctx, session.framing, &rx, &shared, &mut cs);
+    let res = io_loop(&state, &rx, &shared);
     // Every way out of the I/O side (client gone, unread replies past the timeout, DISC)
     // must also end the reader, wherever it waits: on the socket (shut down), on a full
     // request channel (its receiver dropped) or for payload room (`closing`).
@@ -871,6 +887,7 @@ fn serve_session(
     s.shutdown();
     drop(rx);
     let _ = reader.join();
+    let cs = std::mem::take(&mut state.lock().cs);
     let mut log = export.stats.per_connection.lock();
     if log.len() >= 1024 {
         log.remove(0);
@@ -934,16 +951,24 @@ impl Read for Patient<'_> {
 }
 
 /// Reads requests until DISC, EOF or a protocol error.
-fn read_requests(
-    s: &mut Patient<'_>,
+fn read_requests<R: Read>(
+    s: &mut io::BufReader<R>,
     e: &Export,
     session: Session,
     tx: &std::sync::mpsc::SyncSender<Item>,
     shared: &Shared,
+    state: &Mutex<IoState>,
 ) -> io::Result<()> {
     let (held, closing, busy) = (&shared.held, &shared.closing, &shared.busy);
     let extended = session.framing == Framing::Extended;
     loop {
+        if s.buffer().is_empty() {
+            // The next read may wait for the client: what was served here goes out first.
+            // (If the I/O thread holds the state, it sends everything before letting go.)
+            if let Some(mut st) = state.try_lock() {
+                st.flush();
+            }
+        }
         let r = if extended {
             let mut h = [0u8; 32];
             s.read_exact(&mut h)?;
@@ -954,10 +979,7 @@ fn read_requests(
             proto::parse_request(&h).map_err(protocol)?
         };
         e.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let send = |item| {
-            tx.send(item)
-                .map_err(|_| io::Error::other("I/O thread gone"))
-        };
+        let send = |item| deliver(item, tx, shared, state);
         if r.kind == cmd::DISC {
             return Ok(());
         }
@@ -1102,222 +1124,318 @@ struct Pending {
     error: u32,
 }
 
-fn io_loop(
-    s: &mut Stream,
-    e: &Export,
-    ctx: u16,
+/// The I/O side of a session: its software queue, the requests in flight and the replies
+/// being gathered. The I/O thread holds it to serve what the reader queued and to reap; the
+/// reader holds it to serve a request itself when nobody else does ([`deliver`]), which
+/// saves the hand-over (a wake-up and two context switches) whenever the device completes
+/// at submission (memory, null). Whoever lets it go with replies gathered sends them first,
+/// unless it is the reader with more requests already buffered.
+struct IoState {
+    s: Stream,
+    e: Arc<Export>,
     framing: Framing,
-    rx: &Receiver<Item>,
-    shared: &Shared,
-    cs: &mut ConnStats,
-) -> io::Result<()> {
-    let (held, busy) = (&shared.held, &shared.busy);
-    let clock = MonotonicClock::new();
-    let mut h = SubmitterHandle::new(e.queue.clone(), CtxIdx(ctx), clock);
-    let mut slots: Vec<Option<Pending>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let mut inflight = 0usize;
-    let mut ended = false;
-    // Once the client is gone, replies are dropped but requests still run to completion.
-    let mut dead = false;
-    let mut out: Vec<u8> = Vec::with_capacity(1 << 16);
-    let mut spare: Vec<IoBuf> = Vec::new();
-    let chunk = (e.queue.limits().max_sectors as u64).min(1 << 16) * 512;
-    while !(ended && inflight == 0) {
-        // Take new requests: wait for one when idle, else only what is ready.
-        let mut got = 0;
-        loop {
-            let item = if inflight == 0 && got == 0 && !ended {
-                match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok(i) => i,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => Item::End,
-                }
-            } else if ended {
-                break;
-            } else {
-                match rx.try_recv() {
-                    Ok(i) => i,
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => Item::End,
-                }
-            };
-            got += 1;
-            match item {
-                Item::End => ended = true,
-                Item::Ok(cookie, offset) => {
-                    proto::reply_no_data(framing, cookie, offset, 0, &mut out);
-                }
-                Item::Status(cookie, offset, len, one) => {
-                    let extents = allocation(e, offset, len, one);
-                    proto::block_status_reply(framing, cookie, offset, &extents, &mut out);
-                }
-                Item::Fail(cookie, offset, code) => {
-                    e.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    cs.requests += 1;
-                    cs.errors += 1;
-                    proto::reply_no_data(framing, cookie, offset, code, &mut out);
-                }
-                Item::Req(r, data) if !aligned(e, &r) => {
-                    // Only from a client that did not negotiate block sizes (`check`).
-                    cs.requests += 1;
-                    let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
-                        r.length
-                    } else {
-                        0
-                    };
-                    let (code, bytes) = serve_unaligned(&mut h, e, &r, data);
-                    held.fetch_sub(cost, Ordering::AcqRel);
-                    busy.fetch_sub(1, Ordering::AcqRel);
-                    if code != 0 {
-                        cs.errors += 1;
-                        e.stats.errors.fetch_add(1, Ordering::Relaxed);
-                        proto::reply_no_data(framing, r.cookie, r.offset, code, &mut out);
-                    } else if let Some(b) = bytes {
-                        cs.bytes_read += b.len() as u64;
-                        e.stats
-                            .bytes_read
-                            .fetch_add(b.len() as u64, Ordering::Relaxed);
-                        proto::read_reply_header(
-                            framing,
-                            r.cookie,
-                            r.offset,
-                            b.len() as u64,
-                            &mut out,
-                        );
-                        out.extend_from_slice(&b);
-                    } else {
-                        if r.kind == cmd::WRITE {
-                            cs.bytes_written += r.length;
-                            e.stats.bytes_written.fetch_add(r.length, Ordering::Relaxed);
-                        }
-                        proto::reply_no_data(framing, r.cookie, r.offset, 0, &mut out);
-                    }
-                }
-                Item::Req(r, data) => {
-                    let slot = free.pop().unwrap_or_else(|| {
-                        slots.push(None);
-                        slots.len() - 1
-                    });
-                    // Reads reuse the buffers of earlier reads: no allocation and no zeroing
-                    // of fresh pages per request.
-                    let data = if r.kind == cmd::READ {
-                        let len = r.length as usize;
-                        let mut b = match spare.iter().position(|b: &IoBuf| b.capacity() >= len) {
-                            Some(i) => spare.swap_remove(i),
-                            None => IoBuf::new(len),
-                        };
-                        b.set_len(len);
-                        Some(b)
-                    } else {
-                        data
-                    };
-                    let bios = submit(&mut h, e, &r, data, slot as u64, chunk);
-                    let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
-                        r.length
-                    } else {
-                        0
-                    };
-                    cs.requests += 1;
-                    slots[slot] = Some(Pending {
-                        cookie: r.cookie,
-                        offset: r.offset,
-                        cost,
-                        read: r.kind == cmd::READ,
-                        bios,
-                        error: 0,
-                    });
-                    inflight += 1;
-                }
-            }
-            if got >= MAX_INFLIGHT {
-                break;
-            }
-        }
-        if inflight > 0 {
-            if out.is_empty() {
-                h.reap(1, 200_000);
-            } else {
-                h.poll();
-            }
-            let mut done = std::mem::take(h.done());
-            for mut bio in done.drain(..) {
-                let slot = bio.private as usize;
-                let Some(p) = slots[slot].as_mut() else {
-                    continue;
-                };
-                p.bios -= 1;
-                if p.error == 0 {
-                    p.error = nbd_error(bio.status);
-                }
-                if p.bios > 0 {
-                    continue;
-                }
-                let p = slots[slot].take().expect("pending");
-                free.push(slot);
-                inflight -= 1;
-                held.fetch_sub(p.cost, Ordering::AcqRel);
-                busy.fetch_sub(1, Ordering::AcqRel);
-                if p.error != 0 {
-                    cs.errors += 1;
-                } else if p.read {
-                    cs.bytes_read += p.cost;
-                } else if bio.op == ReqOp::Write {
-                    cs.bytes_written += p.cost;
-                }
-                if p.error != 0 {
-                    e.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    proto::reply_no_data(framing, p.cookie, p.offset, p.error, &mut out);
-                } else if p.read {
-                    let buf = bio.buf.as_ref().expect("a read carries its buffer");
-                    e.stats
-                        .bytes_read
-                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                    proto::read_reply_header(
-                        framing,
-                        p.cookie,
-                        p.offset,
-                        buf.len() as u64,
-                        &mut out,
-                    );
-                    if buf.len() >= 64 * 1024 {
-                        // Large data goes straight from the bio's buffer to the socket.
-                        if !dead
-                            && (s.write_all(&out).is_err() || s.write_all(buf.as_slice()).is_err())
-                        {
-                            dead = true;
-                            ended = true;
-                        }
-                        out.clear();
-                    } else {
-                        out.extend_from_slice(buf.as_slice());
-                    }
-                } else {
-                    proto::reply_no_data(framing, p.cookie, p.offset, 0, &mut out);
-                    if bio.op == ReqOp::Write {
-                        e.stats
-                            .bytes_written
-                            .fetch_add(bio.bytes(), Ordering::Relaxed);
-                    }
-                }
-                // Its data has been copied out or written: the buffer can serve the next read.
-                if p.read && spare.len() < MAX_INFLIGHT {
-                    if let Some(b) = bio.buf.take() {
-                        spare.push(b);
-                    }
-                }
-            }
-            *h.done() = done;
-        }
-        if !out.is_empty() {
-            if !dead && s.write_all(&out).is_err() {
-                dead = true;
-                ended = true;
-            }
-            out.clear();
+    h: SubmitterHandle,
+    slots: Vec<Option<Pending>>,
+    free: Vec<usize>,
+    inflight: usize,
+    /// The client is gone: replies are dropped, requests still run to completion.
+    dead: bool,
+    /// No more requests are taken (the reader ended, or the client is gone).
+    ended: bool,
+    /// The I/O thread has returned: nothing may be submitted any more.
+    closed: bool,
+    out: Vec<u8>,
+    spare: Vec<IoBuf>,
+    chunk: u64,
+    cs: ConnStats,
+}
+
+impl IoState {
+    fn new(s: Stream, e: Arc<Export>, ctx: u16, framing: Framing, cs: ConnStats) -> IoState {
+        let chunk = (e.queue.limits().max_sectors as u64).min(1 << 16) * 512;
+        IoState {
+            s,
+            h: SubmitterHandle::new(e.queue.clone(), CtxIdx(ctx), MonotonicClock::new()),
+            e,
+            framing,
+            slots: Vec::new(),
+            free: Vec::new(),
+            inflight: 0,
+            dead: false,
+            ended: false,
+            closed: false,
+            out: Vec::with_capacity(1 << 16),
+            spare: Vec::new(),
+            chunk,
+            cs,
         }
     }
+
+    /// Serves one item from the reader: an answer gathered in `out`, or requests submitted.
+    fn take(&mut self, item: Item, shared: &Shared) {
+        let (held, busy) = (&shared.held, &shared.busy);
+        let (framing, chunk) = (self.framing, self.chunk);
+        let IoState {
+            e,
+            h,
+            slots,
+            free,
+            inflight,
+            ended,
+            out,
+            spare,
+            cs,
+            ..
+        } = self;
+        let e: &Export = e;
+        match item {
+            Item::End => *ended = true,
+            Item::Kick => {}
+            Item::Ok(cookie, offset) => {
+                proto::reply_no_data(framing, cookie, offset, 0, out);
+            }
+            Item::Status(cookie, offset, len, one) => {
+                let extents = allocation(e, offset, len, one);
+                proto::block_status_reply(framing, cookie, offset, &extents, out);
+            }
+            Item::Fail(cookie, offset, code) => {
+                e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                cs.requests += 1;
+                cs.errors += 1;
+                proto::reply_no_data(framing, cookie, offset, code, out);
+            }
+            Item::Req(r, data) if !aligned(e, &r) => {
+                // Only from a client that did not negotiate block sizes (`check`).
+                cs.requests += 1;
+                let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
+                    r.length
+                } else {
+                    0
+                };
+                let (code, bytes) = serve_unaligned(h, e, &r, data);
+                held.fetch_sub(cost, Ordering::AcqRel);
+                busy.fetch_sub(1, Ordering::AcqRel);
+                if code != 0 {
+                    cs.errors += 1;
+                    e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    proto::reply_no_data(framing, r.cookie, r.offset, code, out);
+                } else if let Some(b) = bytes {
+                    cs.bytes_read += b.len() as u64;
+                    e.stats
+                        .bytes_read
+                        .fetch_add(b.len() as u64, Ordering::Relaxed);
+                    proto::read_reply_header(framing, r.cookie, r.offset, b.len() as u64, out);
+                    out.extend_from_slice(&b);
+                } else {
+                    if r.kind == cmd::WRITE {
+                        cs.bytes_written += r.length;
+                        e.stats.bytes_written.fetch_add(r.length, Ordering::Relaxed);
+                    }
+                    proto::reply_no_data(framing, r.cookie, r.offset, 0, out);
+                }
+            }
+            Item::Req(r, data) => {
+                let slot = free.pop().unwrap_or_else(|| {
+                    slots.push(None);
+                    slots.len() - 1
+                });
+                // Reads reuse the buffers of earlier reads: no allocation and no zeroing
+                // of fresh pages per request.
+                let data = if r.kind == cmd::READ {
+                    let len = r.length as usize;
+                    let mut b = match spare.iter().position(|b: &IoBuf| b.capacity() >= len) {
+                        Some(i) => spare.swap_remove(i),
+                        None => IoBuf::new(len),
+                    };
+                    b.set_len(len);
+                    Some(b)
+                } else {
+                    data
+                };
+                let bios = submit(h, e, &r, data, slot as u64, chunk);
+                let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
+                    r.length
+                } else {
+                    0
+                };
+                cs.requests += 1;
+                slots[slot] = Some(Pending {
+                    cookie: r.cookie,
+                    offset: r.offset,
+                    cost,
+                    read: r.kind == cmd::READ,
+                    bios,
+                    error: 0,
+                });
+                *inflight += 1;
+            }
+        }
+    }
+
+    /// Reaps completions (waiting up to 200 us for one with `wait`) and answers the requests
+    /// they finish.
+    fn reap(&mut self, wait: bool, shared: &Shared) {
+        if self.inflight == 0 {
+            return;
+        }
+        if wait {
+            self.h.reap(1, 200_000);
+        } else {
+            self.h.poll();
+        }
+        let (held, busy) = (&shared.held, &shared.busy);
+        let framing = self.framing;
+        let IoState {
+            s,
+            e,
+            h,
+            slots,
+            free,
+            inflight,
+            dead,
+            ended,
+            out,
+            spare,
+            cs,
+            ..
+        } = self;
+        let e: &Export = e;
+        let mut done = std::mem::take(h.done());
+        for mut bio in done.drain(..) {
+            let slot = bio.private as usize;
+            let Some(p) = slots[slot].as_mut() else {
+                continue;
+            };
+            p.bios -= 1;
+            if p.error == 0 {
+                p.error = nbd_error(bio.status);
+            }
+            if p.bios > 0 {
+                continue;
+            }
+            let p = slots[slot].take().expect("pending");
+            free.push(slot);
+            *inflight -= 1;
+            held.fetch_sub(p.cost, Ordering::AcqRel);
+            busy.fetch_sub(1, Ordering::AcqRel);
+            if p.error != 0 {
+                cs.errors += 1;
+            } else if p.read {
+                cs.bytes_read += p.cost;
+            } else if bio.op == ReqOp::Write {
+                cs.bytes_written += p.cost;
+            }
+            if p.error != 0 {
+                e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                proto::reply_no_data(framing, p.cookie, p.offset, p.error, out);
+            } else if p.read {
+                let buf = bio.buf.as_ref().expect("a read carries its buffer");
+                e.stats
+                    .bytes_read
+                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                proto::read_reply_header(framing, p.cookie, p.offset, buf.len() as u64, out);
+                if buf.len() >= 64 * 1024 {
+                    // Large data goes straight from the bio's buffer to the socket.
+                    if !*dead && (s.write_all(out).is_err() || s.write_all(buf.as_slice()).is_err())
+                    {
+                        *dead = true;
+                        *ended = true;
+                    }
+                    out.clear();
+                } else {
+                    out.extend_from_slice(buf.as_slice());
+                }
+            } else {
+                proto::reply_no_data(framing, p.cookie, p.offset, 0, out);
+                if bio.op == ReqOp::Write {
+                    e.stats
+                        .bytes_written
+                        .fetch_add(bio.bytes(), Ordering::Relaxed);
+                }
+            }
+            // Its data has been copied out or written: the buffer can serve the next read.
+            if p.read && spare.len() < MAX_INFLIGHT {
+                if let Some(b) = bio.buf.take() {
+                    spare.push(b);
+                }
+            }
+        }
+        *h.done() = done;
+    }
+
+    /// Sends the replies gathered; a client that cannot take them is gone.
+    fn flush(&mut self) {
+        if !self.out.is_empty() {
+            if !self.dead && self.s.write_all(&self.out).is_err() {
+                self.dead = true;
+                self.ended = true;
+            }
+            self.out.clear();
+        }
+    }
+}
+
+/// The reader's hand-over of one item: served here at once when the I/O state is free and
+/// the I/O thread has not returned, else queued for the I/O thread (woken by a `Kick` when
+/// something served here is still in flight).
+fn deliver(
+    item: Item,
+    tx: &std::sync::mpsc::SyncSender<Item>,
+    shared: &Shared,
+    state: &Mutex<IoState>,
+) -> io::Result<()> {
+    let gone = || io::Error::other("I/O thread gone");
+    let Some(mut st) = state.try_lock() else {
+        return tx.send(item).map_err(|_| gone());
+    };
+    if st.closed || st.ended {
+        return Err(gone());
+    }
+    st.take(item, shared);
+    st.reap(false, shared);
+    let pending = st.inflight > 0;
+    drop(st);
+    if pending {
+        tx.send(Item::Kick).map_err(|_| gone())?;
+    }
     Ok(())
+}
+
+/// The I/O thread: serves what the reader queued, reaps, and sends replies, until the reader
+/// has ended and nothing is in flight.
+fn io_loop(state: &Mutex<IoState>, rx: &Receiver<Item>, shared: &Shared) -> io::Result<()> {
+    loop {
+        let mut st = state.lock();
+        if st.ended && st.inflight == 0 {
+            st.flush();
+            st.closed = true;
+            return Ok(());
+        }
+        if st.inflight == 0 {
+            // Nothing to reap: wait for the reader without holding the state.
+            st.flush();
+            drop(st);
+            let item = match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(i) => i,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => Item::End,
+            };
+            st = state.lock();
+            st.take(item, shared);
+        }
+        let mut got = 0;
+        while !st.ended && got < MAX_INFLIGHT {
+            match rx.try_recv() {
+                Ok(i) => st.take(i, shared),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => st.take(Item::End, shared),
+            }
+            got += 1;
+        }
+        let wait = st.out.is_empty();
+        st.reap(wait, shared);
+        st.flush();
+    }
 }
 
 /// The `base:allocation` extents of `len` bytes from `offset`: the driver's holes and data
