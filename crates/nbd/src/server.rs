@@ -1389,7 +1389,11 @@ fn deliver(
         return tx.send(item).map_err(|_| gone());
     };
     if st.closed || st.ended {
-        return Err(gone());
+        // The client stopped taking replies, or the session is over: not worth a line.
+        return Err(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "the session is over",
+        ));
     }
     st.take(item, shared);
     st.reap(false, shared);
