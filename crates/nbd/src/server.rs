@@ -3,10 +3,12 @@
 //! Each connection is a submitter of its own: it takes a free software queue (Ctx) of the
 //! export's queue, which maps it to a hardware queue, so N connections spread over the
 //! hardware queues as the kernel's nbd driver spreads its sockets. Per connection a reader
-//! thread parses requests (and write payloads) and hands them over a bounded channel to the
-//! connection's I/O thread, which owns the Ctx, submits bios, reaps completions and writes the
-//! replies in completion order. A client that disappears leaves its requests to complete
-//! (their replies are dropped); the Ctx is released only when nothing of it is in flight.
+//! thread parses requests (and write payloads) and an I/O thread reaps completions and
+//! writes the replies in completion order; the Ctx and what is in flight are an `IoState`
+//! both can hold. The reader serves a request itself (submits, polls, gathers the reply)
+//! when the state is free, and hands it over a bounded channel only when the I/O thread
+//! holds it. A client that disappears leaves its requests to complete (their replies are
+//! dropped); the Ctx is released only when nothing of it is in flight.
 
 use crate::proto::{self, cflag, cmd, err, info, opt, rep, tflag, Framing, ProtoError, Request};
 use crate::tls::{Tls, TlsMode};
