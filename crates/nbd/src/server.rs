@@ -194,6 +194,8 @@ impl Export {
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// Inside TLS (after STARTTLS), over one of the others.
+    Tls(crate::tls::TlsStream),
 }
 
 impl Stream {
@@ -201,33 +203,43 @@ impl Stream {
         let _ = match self {
             Stream::Tcp(s) => s.set_read_timeout(read).and(s.set_write_timeout(write)),
             Stream::Unix(s) => s.set_read_timeout(read).and(s.set_write_timeout(write)),
+            Stream::Tls(t) => {
+                t.socket().set_timeouts(read, write);
+                Ok(())
+            }
         };
     }
     fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls(t) => Stream::Tls(t.try_clone()),
         })
-    }
-    pub(crate) fn set_nonblocking(&self, on: bool) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.set_nonblocking(on),
-            Stream::Unix(s) => s.set_nonblocking(on),
-        }
     }
     pub(crate) fn shutdown(&self) {
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Both),
             Stream::Unix(s) => s.shutdown(Shutdown::Both),
+            Stream::Tls(t) => {
+                t.shutdown();
+                Ok(())
+            }
         };
     }
-}
-
-impl std::os::fd::AsFd for Stream {
-    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    /// Reads the socket itself (under TLS: its records), from any thread holding a clone.
+    pub(crate) fn raw_read(&self, b: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Tcp(s) => s.as_fd(),
-            Stream::Unix(s) => s.as_fd(),
+            Stream::Tcp(s) => (&*s).read(b),
+            Stream::Unix(s) => (&*s).read(b),
+            Stream::Tls(t) => t.socket().raw_read(b),
+        }
+    }
+    /// Writes the socket itself (under TLS: records rustls made).
+    pub(crate) fn raw_write(&self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write(b),
+            Stream::Unix(s) => (&*s).write(b),
+            Stream::Tls(t) => t.socket().raw_write(b),
         }
     }
 }
@@ -237,6 +249,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(b),
             Stream::Unix(s) => s.read(b),
+            Stream::Tls(t) => t.read(b),
         }
     }
 }
@@ -246,12 +259,14 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(b),
             Stream::Unix(s) => s.write(b),
+            Stream::Tls(t) => t.write(b),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
+            Stream::Tls(t) => t.flush(),
         }
     }
 }
@@ -482,12 +497,11 @@ struct Session {
 type Chosen = (Arc<Export>, Session, u16);
 
 /// The handshake; `Ok(None)` when the client aborted or left. After STARTTLS, `s` is the
-/// plaintext end of the TLS proxy, whose thread is left in `proxy`.
+/// TLS session on the client's socket.
 fn handshake(
     s: &mut Stream,
     exports: &[Arc<Export>],
     tls: Option<&Tls>,
-    proxy: &mut Option<std::thread::JoinHandle<()>>,
 ) -> io::Result<Option<Chosen>> {
     s.write_all(&proto::greeting())?;
     let no_zeroes = proto::client_flags(read_u32(s)?).map_err(protocol)?;
@@ -715,10 +729,7 @@ fn handshake(
                     continue;
                 }
                 s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
-                let (plain, h) = crate::tls::start(t.config.clone(), s.try_clone()?)?;
-                *proxy = Some(h);
-                *s = Stream::Unix(plain);
-                s.set_timeouts(Some(HANDSHAKE_TIMEOUT), Some(IO_TIMEOUT));
+                *s = crate::tls::wrap(t.config.clone(), s.try_clone()?)?;
                 secure = true;
                 // What was agreed in the clear is forgotten (the spec; nbdkit's
                 // CVE-2021-3716 was a structured-reply state kept across STARTTLS).
@@ -791,10 +802,9 @@ fn serve_connection(
 ) -> io::Result<()> {
     // A client may not stall the handshake, nor leave replies unread, for long.
     s.set_timeouts(Some(HANDSHAKE_TIMEOUT), Some(IO_TIMEOUT));
-    let mut proxy = None;
-    let chosen = handshake(&mut s, exports, tls, &mut proxy);
+    let chosen = handshake(&mut s, exports, tls);
     handshaking.fetch_sub(1, Ordering::AcqRel);
-    let res = match chosen {
+    match chosen {
         Ok(Some((export, session, ctx))) => {
             // Whatever way the session ends, its software queue is free again after it.
             let res = serve_session(s, &export, session, ctx, idle);
@@ -809,15 +819,7 @@ fn serve_connection(
             s.shutdown();
             Err(e)
         }
-    };
-    // The session's end of a TLS proxy is closed by now: the proxy sends what it still
-    // holds and a close_notify, and ends.
-    if let Some(h) = proxy {
-        // A failed TLS handshake was reported by the proxy; the plaintext side only saw
-        // its end (an EOF, not logged).
-        let _ = h.join();
     }
-    res
 }
 
 /// Serves one session on software queue `ctx` of `export` until it ends.

@@ -2,13 +2,13 @@
 //!
 //! The protocol upgrades a connection in the middle of its option haggling: the server ACKs
 //! STARTTLS in the clear, the TLS handshake follows on the same socket, and everything after
-//! it (the rest of the options, then the session) runs inside TLS. A session here is a
-//! reader thread and an I/O thread sharing one socket, which a rustls connection (one state
-//! for both directions) cannot be split across. So an upgraded connection gets a proxy: one
-//! thread owns the client's socket and the rustls state, and hands the session the other end
-//! of a socket pair carrying plaintext. The session code is the same with and without TLS.
-//! (nbdkit and qemu-nbd instead wrap the socket in their GnuTLS channel; the extra copy
-//! through the pair costs less than the encryption itself.)
+//! it (the rest of the options, then the session) runs inside TLS. A session is a reader
+//! thread and whoever writes replies (the I/O thread, or the reader serving a request
+//! itself), sharing one socket; a rustls connection is one state for both directions, so
+//! [`TlsStream`] keeps it under a mutex that readers take only to feed what arrived and
+//! take out plaintext (they wait for the socket without it) and writers take to encrypt and
+//! send. The session code is the same with and without TLS. (nbdkit and qemu-nbd wrap the
+//! socket in a GnuTLS session the same way, with their own locking.)
 //!
 //! Credentials follow nbdkit's and QEMU's `tls-creds-x509` layout, one directory:
 //! `server-cert.pem` and `server-key.pem` (served), `ca-cert.pem` (needed to verify client
@@ -20,18 +20,14 @@
 //! Pre-shared keys (nbdkit's `--tls-psk`) are not offered: rustls has no external-PSK
 //! support (rustls/rustls#174).
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use parking_lot::Mutex;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, ServerConnection};
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use crate::server::Stream;
 
@@ -216,213 +212,167 @@ fn write_new(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     f.write_all(data)
 }
 
-/// Plaintext the proxy holds for the session before it stops reading TLS records.
-const HOLD: usize = 256 << 10;
-/// How long the proxy waits for a client that neither reads nor writes while it has bytes
-/// to hand over, before it gives up on it.
-const STUCK: Duration = Duration::from_secs(30);
-
-/// Takes over `net`, the client's socket right after the server ACKed STARTTLS, and returns
-/// the session's plaintext end and the proxy thread. The TLS handshake runs in the proxy;
-/// if it fails, the plaintext end reads EOF. The proxy ends when both sides are done: the
-/// client closed (its end of the pair reads EOF) and the session closed its end (the client
-/// gets a `close_notify`), or a side failed.
-pub fn start(config: Arc<ServerConfig>, net: Stream) -> io::Result<(UnixStream, JoinHandle<()>)> {
-    let (session, ours) = UnixStream::pair()?;
-    let conn = ServerConnection::new(config).map_err(io::Error::other)?;
-    let h = std::thread::Builder::new()
-        .name("nbd-tls".into())
-        .spawn(move || {
-            if let Err(e) = proxy(conn, net, ours) {
-                if !matches!(
-                    e.kind(),
-                    io::ErrorKind::UnexpectedEof
-                        | io::ErrorKind::ConnectionReset
-                        | io::ErrorKind::BrokenPipe
-                ) {
-                    eprintln!("mqblk serve: TLS: {e}");
-                }
-            }
-        })?;
-    Ok((session, h))
+/// A TLS session on a client's socket, shared by every thread that uses the connection:
+/// the handshake, then the session's reader and whoever writes replies. One rustls state
+/// serves both directions, so it sits under a mutex; a reader waits for the socket without
+/// it, and takes it only to feed what arrived and take out plaintext. Writers encrypt and
+/// send under it, which keeps records in order.
+struct Shared {
+    sock: Stream,
+    state: Mutex<State>,
 }
 
-/// Moves bytes between the client's TLS stream and the session's plaintext socket until
-/// both are done. Both sockets are non-blocking; `poll` waits for whichever can move.
-fn proxy(mut conn: ServerConnection, mut net: Stream, mut local: UnixStream) -> io::Result<()> {
-    net.set_nonblocking(true)?;
-    local.set_nonblocking(true)?;
-    // Plaintext from the client not yet taken by the session, and from the session not yet
-    // taken by rustls.
-    let mut to_session: Vec<u8> = Vec::new();
-    let mut from_session: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 << 10];
-    // The client sent its last byte (EOF or close_notify); the session closed its end.
-    let (mut net_done, mut local_done) = (false, false);
-    let mut told_session = false;
-    let mut close_sent = false;
-    loop {
-        // Towards the client: the session's plaintext into rustls (which bounds what it
-        // buffers), records out to the socket, again until one of them stalls. Stopping
-        // after one round would leave plaintext here with nothing polled to move it.
+struct State {
+    conn: ServerConnection,
+    /// Bytes read from the socket that rustls has not taken yet (it takes no more while its
+    /// plaintext buffer is full).
+    raw: Vec<u8>,
+}
+
+/// One thread's handle on a TLS connection ([`Stream::Tls`]): the shared session and a
+/// buffer of its own for reading the socket.
+pub struct TlsStream {
+    shared: Arc<Shared>,
+    scratch: Vec<u8>,
+}
+
+/// Takes over `sock`, the client's socket right after the server ACKed STARTTLS. The TLS
+/// handshake runs on the first read (the client speaks first); a failed one is an
+/// `InvalidData` error, after the alert has been sent.
+pub fn wrap(config: Arc<ServerConfig>, sock: Stream) -> io::Result<Stream> {
+    let conn = ServerConnection::new(config).map_err(io::Error::other)?;
+    Ok(Stream::Tls(TlsStream {
+        shared: Arc::new(Shared {
+            sock,
+            state: Mutex::new(State {
+                conn,
+                raw: Vec::new(),
+            }),
+        }),
+        scratch: vec![0u8; 64 << 10],
+    }))
+}
+
+/// Sends whatever rustls has queued (records, handshake flights, alerts).
+fn send_tls(conn: &mut ServerConnection, sock: &Stream) -> io::Result<()> {
+    let mut w = RawWriter(sock);
+    while conn.wants_write() {
+        conn.write_tls(&mut w)?;
+    }
+    Ok(())
+}
+
+struct RawWriter<'a>(&'a Stream);
+
+impl Write for RawWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.raw_write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TlsStream {
+    pub(crate) fn try_clone(&self) -> TlsStream {
+        TlsStream {
+            shared: self.shared.clone(),
+            scratch: vec![0u8; 64 << 10],
+        }
+    }
+
+    /// The client's socket underneath.
+    pub(crate) fn socket(&self) -> &Stream {
+        &self.shared.sock
+    }
+
+    /// A `close_notify` if the session is free to send one now (a writer stuck on a client
+    /// that takes nothing must not hold this up), then the socket shut down both ways.
+    pub(crate) fn shutdown(&self) {
+        if let Some(mut st) = self.shared.state.try_lock() {
+            st.conn.send_close_notify();
+            let _ = send_tls(&mut st.conn, &self.shared.sock);
+        }
+        self.shared.sock.shutdown();
+    }
+}
+
+impl Read for TlsStream {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
         loop {
-            let before = from_session.len();
-            if !from_session.is_empty() {
-                let n = conn.writer().write(&from_session)?;
-                from_session.drain(..n);
-            }
-            if local_done && from_session.is_empty() && !close_sent {
-                conn.send_close_notify();
-                close_sent = true;
-            }
-            let mut wrote = false;
-            let mut blocked = false;
-            while conn.wants_write() {
-                match conn.write_tls(&mut net) {
-                    Ok(_) => wrote = true,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        blocked = true;
-                        break;
+            {
+                let mut st = self.shared.state.lock();
+                let State { conn, raw } = &mut *st;
+                // What arrived goes into rustls, as much as it takes.
+                let mut refused = None;
+                while !raw.is_empty() {
+                    match conn.read_tls(&mut &raw[..]) {
+                        Ok(k) => {
+                            raw.drain(..k);
+                        }
+                        // Its plaintext buffer is full: hand some out first.
+                        Err(e) => {
+                            refused = Some(e);
+                            break;
+                        }
                     }
-                    Err(e) => return Err(e),
-                }
-            }
-            if from_session.is_empty() || blocked || (!wrote && from_session.len() == before) {
-                break;
-            }
-        }
-        // Towards the session: what rustls decrypted, through `to_session` (at most
-        // `HOLD`), into the socket pair, until rustls has no more or the session's socket
-        // is full.
-        loop {
-            while to_session.len() < HOLD && !net_done {
-                match conn.reader().read(&mut buf) {
-                    Ok(0) => net_done = true,
-                    Ok(n) => to_session.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // EOF without close_notify: the client is gone; what it sent stays valid.
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => net_done = true,
-                    Err(e) => return Err(e),
-                }
-            }
-            if to_session.is_empty() {
-                break;
-            }
-            match local.write(&to_session) {
-                Ok(n) => {
-                    to_session.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                // The session is gone: nothing more is wanted from the client.
-                Err(_) => {
-                    to_session.clear();
-                    net_done = true;
-                    local_done = true;
-                }
-            }
-        }
-        if net_done && to_session.is_empty() && !told_session {
-            let _ = local.shutdown(std::net::Shutdown::Write);
-            told_session = true;
-        }
-        if local_done && from_session.is_empty() && !close_sent {
-            conn.send_close_notify();
-            close_sent = true;
-            while conn.wants_write() {
-                match conn.write_tls(&mut net) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        if close_sent && !conn.wants_write() {
-            net.shutdown();
-            return Ok(());
-        }
-        // Wait for whatever can move next.
-        let mut net_ev = PollFlags::empty();
-        if !net_done && to_session.len() < HOLD && conn.wants_read() {
-            net_ev |= PollFlags::POLLIN;
-        }
-        if conn.wants_write() {
-            net_ev |= PollFlags::POLLOUT;
-        }
-        let mut local_ev = PollFlags::empty();
-        if !local_done && from_session.is_empty() {
-            local_ev |= PollFlags::POLLIN;
-        }
-        if !to_session.is_empty() {
-            local_ev |= PollFlags::POLLOUT;
-        }
-        let pending = conn.wants_write() || !to_session.is_empty();
-        // A side with nothing to wait for is left out: poll reports a hang-up whatever one
-        // asks for, and would spin.
-        let (net_ready, local_ready) = {
-            let mut fds = Vec::with_capacity(2);
-            if !net_ev.is_empty() {
-                fds.push(PollFd::new(net.as_fd(), net_ev));
-            }
-            if !local_ev.is_empty() {
-                fds.push(PollFd::new(local.as_fd(), local_ev));
-            }
-            if fds.is_empty() {
-                // Nothing can move any more (both sides done, or stuck on each other).
-                net.shutdown();
-                return Ok(());
-            }
-            let timeout = if pending {
-                PollTimeout::try_from(STUCK).unwrap_or(PollTimeout::MAX)
-            } else {
-                PollTimeout::NONE
-            };
-            match poll(&mut fds, timeout) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the client took nothing for 30 s",
-                    ))
-                }
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(e.into()),
-            }
-            let ready = |i: usize| fds[i].revents().unwrap_or(PollFlags::empty());
-            match (net_ev.is_empty(), local_ev.is_empty()) {
-                (false, false) => (ready(0), ready(1)),
-                (false, true) => (ready(0), PollFlags::empty()),
-                _ => (PollFlags::empty(), ready(0)),
-            }
-        };
-        let gone = PollFlags::POLLHUP | PollFlags::POLLERR;
-        if net_ready.intersects(PollFlags::POLLIN | gone) && net_ev.contains(PollFlags::POLLIN) {
-            match conn.read_tls(&mut net) {
-                Ok(0) => net_done = true,
-                Ok(_) => {
                     if let Err(e) = conn.process_new_packets() {
-                        // Send the alert rustls queued, then give up on the client.
-                        let _ = conn.write_tls(&mut net);
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                        // The alert rustls queued goes to the client, then this ends.
+                        let _ = send_tls(conn, &self.shared.sock);
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("TLS: {e}"),
+                        ));
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+                match conn.reader().read(b) {
+                    // Plaintext, or the end after the client's close_notify.
+                    Ok(n) => {
+                        send_tls(conn, &self.shared.sock)?;
+                        return Ok(n);
+                    }
+                    // Nothing to hand out, yet rustls takes no more: it never will.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if let Some(e) = refused {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("TLS: {e}"),
+                            ));
+                        }
+                    }
+                    // The socket ended without a close_notify: the end all the same.
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                    Err(e) => return Err(e),
+                }
+                // Nothing to hand out: what rustls has to say (the handshake's flights,
+                // tickets) goes first, then wait for the client.
+                send_tls(conn, &self.shared.sock)?;
             }
-        } else if net_ready.intersects(gone) {
-            // Hung up or failed while only writing was wanted: nothing reaches the client.
-            return Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "the client hung up",
-            ));
-        }
-        if local_ready.intersects(PollFlags::POLLIN | gone) && local_ev.contains(PollFlags::POLLIN)
-        {
-            match local.read(&mut buf) {
-                Ok(0) => local_done = true,
-                Ok(n) => from_session.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => local_done = true,
+            let n = self.shared.sock.raw_read(&mut self.scratch)?;
+            let mut st = self.shared.state.lock();
+            if n == 0 {
+                // Tell rustls the socket ended; the next round reports it.
+                let _ = st.conn.read_tls(&mut io::empty());
+            } else {
+                st.raw.extend_from_slice(&self.scratch[..n]);
             }
         }
+    }
+}
+
+impl Write for TlsStream {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        let mut st = self.shared.state.lock();
+        let mut n = st.conn.writer().write(b)?;
+        if n == 0 && !b.is_empty() {
+            // rustls' buffer is full: send it, then there is room.
+            send_tls(&mut st.conn, &self.shared.sock)?;
+            n = st.conn.writer().write(b)?;
+        }
+        send_tls(&mut st.conn, &self.shared.sock)?;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
