@@ -7,8 +7,7 @@
 //! itself), sharing one socket; a rustls connection is one state for both directions, so
 //! [`TlsStream`] keeps it under a mutex that readers take only to feed what arrived and
 //! take out plaintext (they wait for the socket without it) and writers take to encrypt and
-//! send. The session code is the same with and without TLS. (nbdkit and qemu-nbd wrap the
-//! socket in a GnuTLS session the same way, with their own locking.)
+//! send. The session code is the same with and without TLS.
 //!
 //! Credentials follow nbdkit's and QEMU's `tls-creds-x509` layout, one directory:
 //! `server-cert.pem` and `server-key.pem` (served), `ca-cert.pem` (needed to verify client
@@ -31,9 +30,9 @@ use std::sync::Arc;
 
 use crate::server::Stream;
 
-/// When the server offers TLS (nbdkit's `--tls=off|on|require`; the NBD spec's "no TLS",
-/// "selective TLS" is not used: `On` offers it for every export, and `Require` is the spec's
-/// forced TLS).
+/// When the server offers TLS, as nbdkit's `--tls=off|on|require`: `Off` is the NBD spec's
+/// no-TLS mode, `Require` its forced TLS; `On` offers TLS with every export reachable both
+/// ways (the spec's selective TLS, where some exports need TLS, is not offered).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TlsMode {
@@ -230,7 +229,8 @@ struct State {
 }
 
 /// One thread's handle on a TLS connection ([`Stream::Tls`]): the shared session and a
-/// buffer of its own for reading the socket.
+/// buffer of its own for reading the socket (allocated on its first read: most clones only
+/// write).
 pub struct TlsStream {
     shared: Arc<Shared>,
     scratch: Vec<u8>,
@@ -249,7 +249,7 @@ pub fn wrap(config: Arc<ServerConfig>, sock: Stream) -> io::Result<Stream> {
                 raw: Vec::new(),
             }),
         }),
-        scratch: vec![0u8; 64 << 10],
+        scratch: Vec::new(),
     }))
 }
 
@@ -277,7 +277,7 @@ impl TlsStream {
     pub(crate) fn try_clone(&self) -> TlsStream {
         TlsStream {
             shared: self.shared.clone(),
-            scratch: vec![0u8; 64 << 10],
+            scratch: Vec::new(),
         }
     }
 
@@ -347,6 +347,9 @@ impl Read for TlsStream {
                 // Nothing to hand out: what rustls has to say (the handshake's flights,
                 // tickets) goes first, then wait for the client.
                 send_tls(conn, &self.shared.sock)?;
+            }
+            if self.scratch.is_empty() {
+                self.scratch = vec![0u8; 64 << 10];
             }
             let n = self.shared.sock.raw_read(&mut self.scratch)?;
             let mut st = self.shared.state.lock();
