@@ -256,14 +256,10 @@ struct Config {
 }
 
 /// TLS settings from the flags or `[server]`: `tls`, `tls-certificates`, `tls-verify-peer`.
-#[derive(serde::Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
+#[derive(Default, Clone)]
 struct TlsCfg {
-    #[serde(rename = "tls")]
     mode: Option<String>,
-    #[serde(rename = "tls-certificates")]
     certificates: Option<PathBuf>,
-    #[serde(rename = "tls-verify-peer", default)]
     verify_peer: bool,
 }
 
@@ -310,8 +306,11 @@ struct ServerTable {
     listen: Vec<String>,
     stats: Option<PathBuf>,
     admin: Option<PathBuf>,
-    #[serde(flatten)]
-    tls: TlsCfg,
+    tls: Option<String>,
+    #[serde(rename = "tls-certificates")]
+    tls_certificates: Option<PathBuf>,
+    #[serde(rename = "tls-verify-peer", default)]
+    tls_verify_peer: bool,
 }
 
 /// Reads a config file: exports and `[server]` settings (listen addresses, stats file,
@@ -376,7 +375,11 @@ fn read_config(path: &std::path::Path) -> Result<Config, String> {
         listen: file.server.listen,
         stats: file.server.stats,
         admin: file.server.admin,
-        tls: file.server.tls,
+        tls: TlsCfg {
+            mode: file.server.tls,
+            certificates: file.server.tls_certificates,
+            verify_peer: file.server.tls_verify_peer,
+        },
     })
 }
 
