@@ -88,6 +88,30 @@ pub struct ConnStats {
     pub errors: u64,
 }
 
+/// What an answered request adds to a connection's and its export's figures.
+enum Tally {
+    Error,
+    Read(u64),
+    Written(u64),
+    /// Answered without data moved (FLUSH, TRIM, WRITE_ZEROES).
+    Other,
+}
+
+impl ConnStats {
+    /// Counts one answered request here and in the export's totals.
+    fn tally(&mut self, export: &ExportStats, t: Tally) {
+        self.requests += 1;
+        let (mine, total, n) = match t {
+            Tally::Error => (&mut self.errors, &export.errors, 1),
+            Tally::Read(n) => (&mut self.bytes_read, &export.bytes_read, n),
+            Tally::Written(n) => (&mut self.bytes_written, &export.bytes_written, n),
+            Tally::Other => return,
+        };
+        *mine += n;
+        total.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 #[derive(Default)]
 pub struct ExportStats {
     /// Finished connections (the most recent 1024).
@@ -1001,11 +1025,7 @@ fn read_requests<R: Read>(
             ));
         }
         // Hold back while this connection's payload bytes are at their bound.
-        let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) && r.length <= MAX_REQUEST_BYTES {
-            r.length
-        } else {
-            0
-        };
+        let cost = held_bytes(&r);
         while cost > 0
             && held.load(Ordering::Acquire) > 0
             && held.load(Ordering::Acquire) + cost > MAX_CONN_BYTES
@@ -1043,6 +1063,17 @@ fn read_requests<R: Read>(
                 send(Item::Req(r, data))?
             }
         }
+    }
+}
+
+/// Payload bytes a request holds against the connection's bound (`MAX_CONN_BYTES`) while it
+/// is served: a READ's data to come or a WRITE's data read in. Taken when the reader hands
+/// it over and given back when it is answered, so both sides compute it here.
+fn held_bytes(r: &Request) -> u64 {
+    if matches!(r.kind, cmd::READ | cmd::WRITE) && r.length <= MAX_REQUEST_BYTES {
+        r.length
+    } else {
+        0
     }
 }
 
@@ -1203,38 +1234,30 @@ impl IoState {
                 proto::block_status_reply(framing, cookie, offset, &extents, out);
             }
             Item::Fail(cookie, offset, code) => {
-                e.stats.errors.fetch_add(1, Ordering::Relaxed);
-                cs.requests += 1;
-                cs.errors += 1;
+                cs.tally(&e.stats, Tally::Error);
                 proto::reply_no_data(framing, cookie, offset, code, out);
             }
             Item::Req(r, data) if !aligned(e, &r) => {
                 // Only from a client that did not negotiate block sizes (`check`).
-                cs.requests += 1;
-                let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
-                    r.length
-                } else {
-                    0
-                };
                 let (code, bytes) = serve_unaligned(h, e, &r, data);
-                held.fetch_sub(cost, Ordering::AcqRel);
+                held.fetch_sub(held_bytes(&r), Ordering::AcqRel);
                 busy.fetch_sub(1, Ordering::AcqRel);
                 if code != 0 {
-                    cs.errors += 1;
-                    e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    cs.tally(&e.stats, Tally::Error);
                     proto::reply_no_data(framing, r.cookie, r.offset, code, out);
                 } else if let Some(b) = bytes {
-                    cs.bytes_read += b.len() as u64;
-                    e.stats
-                        .bytes_read
-                        .fetch_add(b.len() as u64, Ordering::Relaxed);
+                    cs.tally(&e.stats, Tally::Read(b.len() as u64));
                     proto::read_reply_header(framing, r.cookie, r.offset, b.len() as u64, out);
                     out.extend_from_slice(&b);
                 } else {
-                    if r.kind == cmd::WRITE {
-                        cs.bytes_written += r.length;
-                        e.stats.bytes_written.fetch_add(r.length, Ordering::Relaxed);
-                    }
+                    cs.tally(
+                        &e.stats,
+                        if r.kind == cmd::WRITE {
+                            Tally::Written(r.length)
+                        } else {
+                            Tally::Other
+                        },
+                    );
                     proto::reply_no_data(framing, r.cookie, r.offset, 0, out);
                 }
             }
@@ -1257,16 +1280,10 @@ impl IoState {
                     data
                 };
                 let bios = submit(h, e, &r, data, slot as u64, chunk);
-                let cost = if matches!(r.kind, cmd::READ | cmd::WRITE) {
-                    r.length
-                } else {
-                    0
-                };
-                cs.requests += 1;
                 slots[slot] = Some(Pending {
                     cookie: r.cookie,
                     offset: r.offset,
-                    cost,
+                    cost: held_bytes(&r),
                     read: r.kind == cmd::READ,
                     bios,
                     error: 0,
@@ -1323,20 +1340,11 @@ impl IoState {
             held.fetch_sub(p.cost, Ordering::AcqRel);
             busy.fetch_sub(1, Ordering::AcqRel);
             if p.error != 0 {
-                cs.errors += 1;
-            } else if p.read {
-                cs.bytes_read += p.cost;
-            } else if bio.op == ReqOp::Write {
-                cs.bytes_written += p.cost;
-            }
-            if p.error != 0 {
-                e.stats.errors.fetch_add(1, Ordering::Relaxed);
+                cs.tally(&e.stats, Tally::Error);
                 proto::reply_no_data(framing, p.cookie, p.offset, p.error, out);
             } else if p.read {
                 let buf = bio.buf.as_ref().expect("a read carries its buffer");
-                e.stats
-                    .bytes_read
-                    .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                cs.tally(&e.stats, Tally::Read(buf.len() as u64));
                 proto::read_reply_header(framing, p.cookie, p.offset, buf.len() as u64, out);
                 if buf.len() >= 64 * 1024 {
                     // Large data goes straight from the bio's buffer to the socket.
@@ -1350,12 +1358,15 @@ impl IoState {
                     out.extend_from_slice(buf.as_slice());
                 }
             } else {
+                cs.tally(
+                    &e.stats,
+                    if bio.op == ReqOp::Write {
+                        Tally::Written(bio.bytes())
+                    } else {
+                        Tally::Other
+                    },
+                );
                 proto::reply_no_data(framing, p.cookie, p.offset, 0, out);
-                if bio.op == ReqOp::Write {
-                    e.stats
-                        .bytes_written
-                        .fetch_add(bio.bytes(), Ordering::Relaxed);
-                }
             }
             // Its data has been copied out or written: the buffer can serve the next read.
             if p.read && spare.len() < MAX_INFLIGHT {
