@@ -303,13 +303,13 @@ impl Read for TlsStream {
             {
                 let mut st = self.shared.state.lock();
                 let State { conn, raw } = &mut *st;
-                // What arrived goes into rustls, as much as it takes.
+                // What arrived goes into rustls, as much as it takes (a record or so per
+                // call); what it took leaves `raw` once, not after every call.
                 let mut refused = None;
-                while !raw.is_empty() {
-                    match conn.read_tls(&mut &raw[..]) {
-                        Ok(k) => {
-                            raw.drain(..k);
-                        }
+                let mut fed = 0;
+                while fed < raw.len() {
+                    match conn.read_tls(&mut &raw[fed..]) {
+                        Ok(k) => fed += k,
                         // Its plaintext buffer is full: hand some out first.
                         Err(e) => {
                             refused = Some(e);
@@ -325,6 +325,7 @@ impl Read for TlsStream {
                         ));
                     }
                 }
+                raw.drain(..fed);
                 match conn.reader().read(b) {
                     // Plaintext, or the end after the client's close_notify.
                     Ok(n) => {
