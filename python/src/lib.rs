@@ -17,35 +17,29 @@ create_exception!(
     "A bad job, option or name: the one-line message `mqblk` prints."
 );
 
+/// Runs `f` without the GIL (other Python threads go on meanwhile); its one-line error
+/// becomes an `MqblkError`.
+fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send) -> PyResult<T> {
+    py.detach(f).map_err(MqblkError::new_err)
+}
+
 /// `mqblk sim ARGS --output-format=json`: the report as JSON text.
 #[pyfunction]
 fn sim(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
-    let r = py.detach(|| mqblk::sim::simulate_args(&args));
-    match r {
-        Ok(s) => Ok(s.out),
-        Err(e) => Err(MqblkError::new_err(e)),
-    }
+    detached(py, || mqblk::sim::simulate_args(&args).map(|s| s.out))
 }
 
 /// `mqblk bench ARGS`: the report's text (give `--output-format=json`).
 #[pyfunction]
 #[pyo3(name = "bench")]
 fn bench_run(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
-    let r = py.detach(|| mqblk::bench::bench_args(&args));
-    match r {
-        Ok(b) => Ok(b.out),
-        Err(e) => Err(MqblkError::new_err(e)),
-    }
+    detached(py, || mqblk::bench::bench_args(&args).map(|b| b.out))
 }
 
 /// `mqblk replay ARGS`: the report's text (give `--output-format=json`).
 #[pyfunction]
 fn replay(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
-    let r = py.detach(|| mqblk::replay::replay_args(&args));
-    match r {
-        Ok((out, _)) => Ok(out),
-        Err(e) => Err(MqblkError::new_err(e)),
-    }
+    detached(py, || mqblk::replay::replay_args(&args).map(|(out, _)| out))
 }
 
 /// `mqblk scenario NAME --json`: the report as JSON text.
@@ -58,11 +52,9 @@ fn scenario(
     quick: bool,
     cost_profile: String,
 ) -> PyResult<String> {
-    let r = py.detach(|| mqblk::sim::scenario_json(&name, seed, quick, &cost_profile));
-    match r {
-        Ok(v) => Ok(v.to_string()),
-        Err(e) => Err(MqblkError::new_err(e)),
-    }
+    detached(py, || {
+        mqblk::sim::scenario_json(&name, seed, quick, &cost_profile).map(|v| v.to_string())
+    })
 }
 
 /// The scenarios (`mqblk scenario list`): (name, seed file, what it shows).
