@@ -126,6 +126,40 @@ pub trait BufHome: Send + Sync {
     fn give_back(&self, pages: Vec<Page>);
 }
 
+/// Data buffers one submitter keeps for reuse: a request's buffer comes from here when one
+/// is large enough, and a finished request's goes back, so the request path allocates and
+/// zeroes no fresh pages. A buffer's old bytes are never shown: its next user overwrites
+/// all of its length (a read's data by the driver, a write's by the caller). Holds at most
+/// `max` buffers; more are dropped.
+pub struct SpareBufs {
+    bufs: Vec<IoBuf>,
+    max: usize,
+}
+
+impl SpareBufs {
+    pub fn new(max: usize) -> SpareBufs {
+        SpareBufs {
+            bufs: Vec::new(),
+            max,
+        }
+    }
+    /// A buffer of `len` bytes: a kept one with room for it, else a new one.
+    pub fn take(&mut self, len: usize) -> IoBuf {
+        let mut b = match self.bufs.iter().position(|b| b.capacity() >= len) {
+            Some(i) => self.bufs.swap_remove(i),
+            None => IoBuf::new(len),
+        };
+        b.set_len(len);
+        b
+    }
+    /// Keeps `b` for a later request, unless `max` are kept already.
+    pub fn give(&mut self, b: IoBuf) {
+        if self.bufs.len() < self.max {
+            self.bufs.push(b);
+        }
+    }
+}
+
 /// A page-aligned data buffer. Its length need not be a multiple of the page size.
 ///
 /// The pages are one heap allocation that does not move when the buffer moves. A buffer may
@@ -310,5 +344,28 @@ impl Bio {
     pub fn mergeable(&self) -> bool {
         !self.flags.intersects(ReqFlags::NOMERGE_FLAGS)
             && matches!(self.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spare_buffers_are_reused_within_their_bound() {
+        let mut spare = SpareBufs::new(1);
+        let mut a = spare.take(8192);
+        a.as_mut_slice()[0] = 7;
+        let pages = a.as_slice().as_ptr();
+        spare.give(a);
+        spare.give(IoBuf::new(4096)); // past the bound: dropped
+                                      // A smaller request takes the kept buffer, at the length asked.
+        let b = spare.take(512);
+        assert_eq!(b.as_slice().as_ptr(), pages, "the same pages");
+        assert_eq!(b.len(), 512);
+        // Nothing is kept now: the next is a fresh, zeroed buffer.
+        let c = spare.take(512);
+        assert_ne!(c.as_slice().as_ptr(), pages);
+        assert!(c.as_slice().iter().all(|&x| x == 0));
     }
 }

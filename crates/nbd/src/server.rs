@@ -12,7 +12,7 @@
 
 use crate::proto::{self, cflag, cmd, err, info, opt, rep, tflag, Framing, ProtoError, Request};
 use crate::tls::{Tls, TlsMode};
-use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, ReqFlags, ReqOp, RequestQueue};
+use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, ReqFlags, ReqOp, RequestQueue, SpareBufs};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use parking_lot::Mutex;
 use std::io::{self, Read, Write};
@@ -1180,7 +1180,8 @@ struct IoState {
     /// The I/O thread has returned: nothing may be submitted any more.
     closed: bool,
     out: Vec<u8>,
-    spare: Vec<IoBuf>,
+    /// Read buffers kept for reuse.
+    spare: SpareBufs,
     chunk: u64,
     cs: ConnStats,
 }
@@ -1200,7 +1201,7 @@ impl IoState {
             ended: false,
             closed: false,
             out: Vec::with_capacity(1 << 16),
-            spare: Vec::new(),
+            spare: SpareBufs::new(MAX_INFLIGHT),
             chunk,
             cs,
         }
@@ -1269,13 +1270,7 @@ impl IoState {
                 // Reads reuse the buffers of earlier reads: no allocation and no zeroing
                 // of fresh pages per request.
                 let data = if r.kind == cmd::READ {
-                    let len = r.length as usize;
-                    let mut b = match spare.iter().position(|b: &IoBuf| b.capacity() >= len) {
-                        Some(i) => spare.swap_remove(i),
-                        None => IoBuf::new(len),
-                    };
-                    b.set_len(len);
-                    Some(b)
+                    Some(spare.take(r.length as usize))
                 } else {
                     data
                 };
@@ -1369,9 +1364,9 @@ impl IoState {
                 proto::reply_no_data(framing, p.cookie, p.offset, 0, out);
             }
             // Its data has been copied out or written: the buffer can serve the next read.
-            if p.read && spare.len() < MAX_INFLIGHT {
+            if p.read {
                 if let Some(b) = bio.buf.take() {
-                    spare.push(b);
+                    spare.give(b);
                 }
             }
         }

@@ -20,7 +20,7 @@
 //! can be written, is returned with nothing written), never a fault in the server.
 
 use crate::virtio_blk::{self as vblk, Geometry, Plan};
-use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, ReqOp, RequestQueue};
+use mqblk_core::{Bio, BlkStatus, CtxIdx, ReqOp, RequestQueue, SpareBufs};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use parking_lot::Mutex;
 use std::io;
@@ -84,8 +84,8 @@ struct VqState {
     slots: Vec<Slot>,
     free: Vec<usize>,
     inflight: usize,
-    /// Data buffers kept for reuse ([`VqState::buffer`]).
-    spare: Vec<IoBuf>,
+    /// Data buffers kept for reuse, by reads and writes alike.
+    spare: SpareBufs,
     /// Device-readable segments of the chain being started (scratch).
     rd: Vec<(u64, u32)>,
     /// Chains finished and not yet in the used ring: (head, bytes written into the guest).
@@ -151,7 +151,7 @@ impl BlkDevice {
                     slots: Vec::new(),
                     free: Vec::new(),
                     inflight: 0,
-                    spare: Vec::new(),
+                    spare: SpareBufs::new(SPARE_BUFFERS),
                     rd: Vec::new(),
                     ready: Vec::new(),
                     stats: VqStats {
@@ -337,12 +337,12 @@ impl Backend {
                 st.finish(mem, slot, vblk::S_OK, 0)
             }
             Plan::Read { sector, len } => {
-                let buf = st.buffer(len as usize);
+                let buf = st.spare.take(len as usize);
                 st.slots[slot].read_len = len;
                 st.submit(slot, bio(ReqOp::Read, sector, len / 512).with_buf(buf));
             }
             Plan::Write { sector, len } => {
-                let mut buf = st.buffer(len as usize);
+                let mut buf = st.spare.take(len as usize);
                 if gather(mem, &rd, vblk::HEADER_BYTES, buf.as_mut_slice()).is_err() {
                     st.finish(mem, slot, vblk::S_IOERR, 0);
                 } else {
@@ -404,19 +404,6 @@ impl Backend {
 }
 
 impl VqState {
-    /// A buffer of `len` bytes for a read or a write, from the spare ones where one is
-    /// large enough: no allocation, and no zeroing of fresh pages, per request. A write's
-    /// buffer is filled whole from guest memory and a read's by the driver, so what a
-    /// spare buffer held before never reaches the guest or the device.
-    fn buffer(&mut self, len: usize) -> IoBuf {
-        let mut b = match self.spare.iter().position(|b| b.capacity() >= len) {
-            Some(i) => self.spare.swap_remove(i),
-            None => IoBuf::new(len),
-        };
-        b.set_len(len);
-        b
-    }
-
     /// Submits a request's one bio.
     fn submit(&mut self, slot: usize, bio: Bio) {
         self.slots[slot].bios = 1;
@@ -443,11 +430,10 @@ impl VqState {
                     s.status = vblk::S_IOERR;
                 }
             }
-            // Its data has been copied out or written: the buffer serves the next request.
-            if self.spare.len() < SPARE_BUFFERS {
-                if let Some(b) = bio.buf.take() {
-                    self.spare.push(b);
-                }
+            // Its data has been copied out or written: the buffer serves the next request
+            // (a write's is filled whole from guest memory, a read's by the driver).
+            if let Some(b) = bio.buf.take() {
+                self.spare.give(b);
             }
             if s.bios > 0 {
                 continue;
