@@ -98,17 +98,15 @@ enum Tally {
 }
 
 impl ConnStats {
-    /// Counts one answered request here and in the export's totals.
-    fn tally(&mut self, export: &ExportStats, t: Tally) {
+    /// Counts one answered request.
+    fn tally(&mut self, t: Tally) {
         self.requests += 1;
-        let (mine, total, n) = match t {
-            Tally::Error => (&mut self.errors, &export.errors, 1),
-            Tally::Read(n) => (&mut self.bytes_read, &export.bytes_read, n),
-            Tally::Written(n) => (&mut self.bytes_written, &export.bytes_written, n),
-            Tally::Other => return,
-        };
-        *mine += n;
-        total.fetch_add(n, Ordering::Relaxed);
+        match t {
+            Tally::Error => self.errors += 1,
+            Tally::Read(n) => self.bytes_read += n,
+            Tally::Written(n) => self.bytes_written += n,
+            Tally::Other => {}
+        }
     }
 }
 
@@ -116,6 +114,8 @@ impl ConnStats {
 pub struct ExportStats {
     /// Finished connections (the most recent 1024).
     pub per_connection: Mutex<Vec<ConnStats>>,
+    /// Totals over finished sessions: each adds its own when it ends (`connections` when it
+    /// starts), so no line is written by every connection per request.
     pub connections: AtomicU64,
     pub requests: AtomicU64,
     pub bytes_read: AtomicU64,
@@ -917,6 +917,13 @@ fn serve_session(
     let _ = reader.join();
     let cs = std::mem::take(&mut state.lock().cs);
     let mut log = export.stats.per_connection.lock();
+    let t = &export.stats;
+    t.requests
+        .fetch_add(shared.parsed.load(Ordering::Relaxed), Ordering::Relaxed);
+    t.bytes_read.fetch_add(cs.bytes_read, Ordering::Relaxed);
+    t.bytes_written
+        .fetch_add(cs.bytes_written, Ordering::Relaxed);
+    t.errors.fetch_add(cs.errors, Ordering::Relaxed);
     if log.len() >= 1024 {
         log.remove(0);
     }
@@ -934,6 +941,8 @@ struct Shared {
     busy: AtomicUsize,
     /// The I/O side is done: a reader waiting for payload room gives up.
     closing: AtomicBool,
+    /// Requests read (DISC, CACHE and BLOCK_STATUS too), for the export's total.
+    parsed: AtomicU64,
 }
 
 /// The reader's side of the socket, which waits out read timeouts (`IDLE_POLL`) while the
@@ -1006,7 +1015,7 @@ fn read_requests<R: Read>(
             s.read_exact(&mut h)?;
             proto::parse_request(&h).map_err(protocol)?
         };
-        e.stats.requests.fetch_add(1, Ordering::Relaxed);
+        shared.parsed.fetch_add(1, Ordering::Relaxed);
         let send = |item| deliver(item, tx, shared, state);
         if r.kind == cmd::DISC {
             return Ok(());
@@ -1235,7 +1244,7 @@ impl IoState {
                 proto::block_status_reply(framing, cookie, offset, &extents, out);
             }
             Item::Fail(cookie, offset, code) => {
-                cs.tally(&e.stats, Tally::Error);
+                cs.tally(Tally::Error);
                 proto::reply_no_data(framing, cookie, offset, code, out);
             }
             Item::Req(r, data) if !aligned(e, &r) => {
@@ -1244,21 +1253,18 @@ impl IoState {
                 held.fetch_sub(held_bytes(&r), Ordering::AcqRel);
                 busy.fetch_sub(1, Ordering::AcqRel);
                 if code != 0 {
-                    cs.tally(&e.stats, Tally::Error);
+                    cs.tally(Tally::Error);
                     proto::reply_no_data(framing, r.cookie, r.offset, code, out);
                 } else if let Some(b) = bytes {
-                    cs.tally(&e.stats, Tally::Read(b.len() as u64));
+                    cs.tally(Tally::Read(b.len() as u64));
                     proto::read_reply_header(framing, r.cookie, r.offset, b.len() as u64, out);
                     out.extend_from_slice(&b);
                 } else {
-                    cs.tally(
-                        &e.stats,
-                        if r.kind == cmd::WRITE {
-                            Tally::Written(r.length)
-                        } else {
-                            Tally::Other
-                        },
-                    );
+                    cs.tally(if r.kind == cmd::WRITE {
+                        Tally::Written(r.length)
+                    } else {
+                        Tally::Other
+                    });
                     proto::reply_no_data(framing, r.cookie, r.offset, 0, out);
                 }
             }
@@ -1303,7 +1309,6 @@ impl IoState {
         let framing = self.framing;
         let IoState {
             s,
-            e,
             h,
             slots,
             free,
@@ -1315,7 +1320,6 @@ impl IoState {
             cs,
             ..
         } = self;
-        let e: &Export = e;
         let mut done = std::mem::take(h.done());
         for mut bio in done.drain(..) {
             let slot = bio.private as usize;
@@ -1335,11 +1339,11 @@ impl IoState {
             held.fetch_sub(p.cost, Ordering::AcqRel);
             busy.fetch_sub(1, Ordering::AcqRel);
             if p.error != 0 {
-                cs.tally(&e.stats, Tally::Error);
+                cs.tally(Tally::Error);
                 proto::reply_no_data(framing, p.cookie, p.offset, p.error, out);
             } else if p.read {
                 let buf = bio.buf.as_ref().expect("a read carries its buffer");
-                cs.tally(&e.stats, Tally::Read(buf.len() as u64));
+                cs.tally(Tally::Read(buf.len() as u64));
                 proto::read_reply_header(framing, p.cookie, p.offset, buf.len() as u64, out);
                 if buf.len() >= 64 * 1024 {
                     // Large data goes straight from the bio's buffer to the socket.
@@ -1353,14 +1357,11 @@ impl IoState {
                     out.extend_from_slice(buf.as_slice());
                 }
             } else {
-                cs.tally(
-                    &e.stats,
-                    if bio.op == ReqOp::Write {
-                        Tally::Written(bio.bytes())
-                    } else {
-                        Tally::Other
-                    },
-                );
+                cs.tally(if bio.op == ReqOp::Write {
+                    Tally::Written(bio.bytes())
+                } else {
+                    Tally::Other
+                });
                 proto::reply_no_data(framing, p.cookie, p.offset, 0, out);
             }
             // Its data has been copied out or written: the buffer can serve the next read.
