@@ -29,24 +29,7 @@ fn main() {
         Some(Cmd::Ctl(a)) => admin::ctl_main(a),
         Some(Cmd::Twin(a)) => twin::main(a),
         Some(Cmd::Sweep(a)) => sweep(&a.args),
-        Some(Cmd::TlsCerts(a)) => match mqblk_nbd::tls::make_certificates(&a.dir, &a.hostname) {
-            Ok(()) => {
-                println!(
-                    "mqblk tls-certs: a private CA, a server certificate for {} and a client certificate in {}",
-                    if a.hostname.is_empty() {
-                        "localhost".to_string()
-                    } else {
-                        a.hostname.join(", ")
-                    },
-                    a.dir.display()
-                );
-                0
-            }
-            Err(e) => {
-                eprintln!("mqblk tls-certs: {e}");
-                2
-            }
-        },
+        Some(Cmd::TlsCerts(a)) => serve::tls_certs_main(a),
         Some(Cmd::Schedulers) => {
             print_schedulers();
             0

@@ -21,6 +21,28 @@ pub fn main(args: ServeArgs) -> i32 {
     }
 }
 
+/// `mqblk tls-certs DIR`: a private CA, a server and a client certificate for `--tls`.
+pub fn tls_certs_main(a: crate::args::TlsCertsArgs) -> i32 {
+    match mqblk_nbd::tls::make_certificates(&a.dir, &a.hostname) {
+        Ok(()) => {
+            let hosts = if a.hostname.is_empty() {
+                "localhost".to_string()
+            } else {
+                a.hostname.join(", ")
+            };
+            println!(
+                "mqblk tls-certs: a private CA, a server certificate for {hosts} and a client certificate in {}",
+                a.dir.display()
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("mqblk tls-certs: {e}");
+            2
+        }
+    }
+}
+
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
     v.parse()
         .map_err(|_| format!("{flag}={v}: not a valid number"))
