@@ -162,6 +162,12 @@ pub struct ReplayArgs {
     /// Open loop: replay F times faster than traced
     #[arg(long, default_value_t = 1.0, value_parser = positive_f64)]
     pub speed: f64,
+    /// Closed loop: inferred: a process that queued an I/O with none of its own in flight
+    /// waits for its I/O to finish, and for the other process's completion that came just
+    /// before (an fsync waiting on the journal's commit); none: only its concurrency holds
+    /// it back
+    #[arg(long, default_value = "inferred", value_parser = ["inferred", "none"])]
+    pub waits: String,
     /// Virtual CPUs (default: enough for the traced CPUs)
     #[arg(long)]
     pub cpus: Option<u16>,

@@ -53,6 +53,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
         Mode::Closed
     };
     let speed = args.speed;
+    let waits = args.waits == "inferred";
     if args.cpus.is_some_and(|n| n == 0 || n > 1024) {
         return Err(format!(
             "--cpus={}: expected 1..=1024",
@@ -75,7 +76,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
     }
     if let Some(driver) = driver {
         return replay_threaded(
-            &trace, &rep, driver, filename, size, sched, tunables, mode, speed, json,
+            &trace, &rep, driver, filename, size, sched, tunables, mode, speed, waits, json,
         );
     }
     let max_cpu = rep.processes.iter().map(|p| p.cpu).max().unwrap_or(0);
@@ -98,7 +99,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
         },
         ..SimConfig::default()
     };
-    let jobs = rep.jobs(mode, speed, nr_cpus, capacity);
+    let jobs = rep.jobs(mode, speed, nr_cpus, capacity, waits, 0);
     let host = Instant::now();
     let res = Sim::new(cfg, jobs)
         .and_then(Sim::run)
@@ -145,6 +146,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
                     driver: None,
                     scheduler: None,
                     mode: mode_name(mode),
+                    waits: wait_counts(mode, waits, &rep),
                     trace_ios: rep.total_ios,
                     trace_bytes: rep.total_bytes,
                     replayed_ios,
@@ -168,11 +170,10 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
         out.push_str(&text_report(&report));
         let _ = writeln!(
             out,
-            "\nreplay: {} ({} processes, {} mode{}): {} I/Os / {} bytes in the trace, {} / {} replayed, {} skipped",
+            "\nreplay: {} ({} processes, {}): {} I/Os / {} bytes in the trace, {} / {} replayed, {} skipped",
             trace.display(),
             rep.processes.len(),
-            if mode == Mode::Open { "open" } else { "closed" },
-            if mode == Mode::Open { format!(" x{speed}") } else { String::new() },
+            mode_text(mode, speed, waits, &rep),
             rep.total_ios,
             rep.total_bytes,
             replayed_ios,
@@ -224,6 +225,8 @@ struct ReplaySummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     scheduler: Option<String>,
     mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waits: Option<WaitCounts>,
     trace_ios: u64,
     trace_bytes: u64,
     replayed_ios: u64,
@@ -239,6 +242,34 @@ struct ReplaySummary {
     original_lat_ns: Vec<Option<u64>>,
     replayed_lat_ns: Vec<Option<u64>>,
     percentiles: Vec<f64>,
+}
+
+/// The waits a closed-loop replay honoured ([`mqblk_sim::replay::Wait`]).
+#[derive(serde::Serialize)]
+struct WaitCounts {
+    /// I/Os queued with nothing of their process in flight: it waited for its own first.
+    drains: u64,
+    /// Of those, the ones that also waited for another process's completion.
+    on_other_processes: u64,
+}
+
+fn wait_counts(mode: Mode, waits: bool, rep: &Replayable) -> Option<WaitCounts> {
+    (mode == Mode::Closed && waits).then_some(WaitCounts {
+        drains: rep.drains,
+        on_other_processes: rep.cross_waits,
+    })
+}
+
+/// "closed mode, waits as traced (...)", "closed mode, no waits", "open mode x2".
+fn mode_text(mode: Mode, speed: f64, waits: bool, rep: &Replayable) -> String {
+    match (mode, wait_counts(mode, waits, rep)) {
+        (Mode::Open, _) => format!("open mode x{speed}"),
+        (_, Some(w)) => format!(
+            "closed mode, waits as traced: {} drains, {} on another process",
+            w.drains, w.on_other_processes
+        ),
+        _ => "closed mode, no waits".into(),
+    }
 }
 
 fn mode_name(mode: Mode) -> &'static str {
@@ -265,6 +296,7 @@ fn replay_threaded(
     tunables: Vec<(String, String)>,
     mode: Mode,
     speed: f64,
+    waits: bool,
     json: bool,
 ) -> Result<(String, i32), String> {
     use std::fmt::Write as _;
@@ -275,7 +307,7 @@ fn replay_threaded(
         .flat_map(|p| {
             p.ios
                 .iter()
-                .map(|(_, io)| (io.sector + io.nr_sectors as u64) * 512)
+                .map(|t| (t.io.sector + t.io.nr_sectors as u64) * 512)
         })
         .max()
         .unwrap_or(0);
@@ -299,7 +331,7 @@ fn replay_threaded(
         // A null device as large as the traced range (it stores nothing).
         opts.size_bytes = size.unwrap_or(end.max(1 << 30).next_multiple_of(1 << 20));
     }
-    let out = crate::replay_real::replay(rep, opts, mode, speed)?;
+    let out = crate::replay_real::replay(rep, opts, mode, speed, waits)?;
     let mut orig = rep.original_lat.clone();
     orig.sort_unstable();
     let points = [50.0, 90.0, 99.0, 99.9];
@@ -312,6 +344,7 @@ fn replay_threaded(
                 driver: Some(driver.clone()),
                 scheduler: Some(sched.clone()),
                 mode: mode_name(mode),
+                waits: wait_counts(mode, waits, rep),
                 trace_ios: rep.total_ios,
                 trace_bytes: rep.total_bytes,
                 replayed_ios: out.ios,
@@ -333,10 +366,10 @@ fn replay_threaded(
     } else {
         let _ = writeln!(
             text,
-            "replay: {} ({} processes, {} mode, driver {driver}, scheduler {sched}): {} I/Os / {} bytes in the trace, {} / {} replayed, {} errors, {:.3} s",
+            "replay: {} ({} processes, {}, driver {driver}, scheduler {sched}): {} I/Os / {} bytes in the trace, {} / {} replayed, {} errors, {:.3} s",
             trace.display(),
             rep.processes.len(),
-            if mode == Mode::Open { "open" } else { "closed" },
+            mode_text(mode, speed, waits, rep),
             rep.total_ios,
             rep.total_bytes,
             out.ios,

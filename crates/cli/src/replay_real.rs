@@ -1,14 +1,15 @@
 //! `mqblk replay --driver=null|uring`: a trace replayed through the threaded runtime on a
 //! real driver. One thread per traced process, each with its own software queue, issuing the
-//! process's queue events in closed loop (its traced concurrency) or open loop (its traced
-//! times, scaled).
+//! process's queue events in closed loop (its traced concurrency, and the waits the trace
+//! shows when asked) or open loop (its traced times, scaled).
 
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, Nanos, ReqOp};
 use mqblk_device::{DeviceConfig, DriverKind};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use mqblk_sim::replay::{Mode, Replayable};
 use mqblk_workload::LatStat;
-use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a threaded replay measured.
@@ -20,91 +21,121 @@ pub struct RealOutcome {
     pub wall: Duration,
 }
 
-/// Replays `rep` on a device built from `opts` (its `nr_ctx` set to one per process).
+/// Which traced I/Os have completed, for processes that wait on another's
+/// ([`mqblk_sim::replay::Wait`]); waiters sleep on `bell` between checks.
+struct Board {
+    done: Vec<Vec<AtomicBool>>,
+    bell: (Mutex<()>, Condvar),
+}
+
+/// What one replay thread counts, and its in-flight I/O.
+struct Tally {
+    inflight: usize,
+    ios: u64,
+    bytes: u64,
+    errors: u64,
+    lat: LatStat,
+}
+
+/// Replays `rep` on a device built from `opts` (its `nr_ctx` set to one per process); in
+/// closed loop with `waits`, each process waits where the trace shows it waited.
 pub fn replay(
     rep: &Replayable,
     mut opts: DeviceConfig,
     mode: Mode,
     speed: f64,
+    waits: bool,
 ) -> Result<RealOutcome, String> {
     let nr = rep.processes.len();
     opts.nr_ctx = nr as u16;
     let dev = mqblk_device::build(&opts, nr)?;
     let capacity = dev.queue.limits().capacity_sectors;
     let with_data = opts.driver == DriverKind::Uring || opts.memory_backed;
+    let waits = waits && mode == Mode::Closed;
+    let board = Board {
+        done: rep
+            .processes
+            .iter()
+            // Kept only when some process may wait on another.
+            .map(|p| {
+                let n = if waits { p.ios.len() } else { 0 };
+                (0..n).map(|_| AtomicBool::new(false)).collect()
+            })
+            .collect(),
+        bell: (Mutex::new(()), Condvar::new()),
+    };
     let clock = MonotonicClock::new();
     let start = Barrier::new(nr);
     let t0 = Instant::now();
-    let results: Vec<(u64, u64, u64, LatStat)> = std::thread::scope(|s| {
+    let results: Vec<Tally> = std::thread::scope(|s| {
         let handles: Vec<_> = rep
             .processes
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let (q, clock, start) = (dev.queue.clone(), clock.clone(), &start);
+                let (q, clock, start, board) = (dev.queue.clone(), clock.clone(), &start, &board);
                 s.spawn(move || {
                     let mut h = SubmitterHandle::new(q, CtxIdx(i as u16), clock);
                     let depth = match mode {
                         Mode::Closed => p.max_inflight as usize,
                         Mode::Open => usize::MAX,
                     };
-                    let (mut ios, mut bytes, mut errors) = (0u64, 0u64, 0u64);
-                    let mut lat = LatStat::with_hist();
-                    let mut inflight = 0usize;
+                    let mut t = Tally {
+                        inflight: 0,
+                        ios: 0,
+                        bytes: 0,
+                        errors: 0,
+                        lat: LatStat::with_hist(),
+                    };
+                    let mine = &board.done[i];
                     start.wait();
                     let base = h.now().0;
-                    for &(t, io) in &p.ios {
+                    for (index, traced) in p.ios.iter().enumerate() {
                         if mode == Mode::Open {
-                            let due = base + (t as f64 / speed) as u64;
+                            let due = base + (traced.at as f64 / speed) as u64;
                             while h.now().0 < due {
                                 h.poll();
-                                drain(
-                                    &mut h,
-                                    &mut inflight,
-                                    &mut ios,
-                                    &mut bytes,
-                                    &mut errors,
-                                    &mut lat,
-                                );
+                                drain(&mut h, &mut t, mine, board);
                                 std::thread::sleep(Duration::from_micros(20));
                             }
                         }
-                        while inflight >= depth {
+                        let limit = if waits && traced.wait.drain { 1 } else { depth };
+                        while t.inflight >= limit {
                             h.reap(1, 1_000_000_000);
-                            drain(
-                                &mut h,
-                                &mut inflight,
-                                &mut ios,
-                                &mut bytes,
-                                &mut errors,
-                                &mut lat,
-                            );
+                            drain(&mut h, &mut t, mine, board);
                         }
-                        let mut io = io;
+                        if let Some(a) = traced.wait.after.filter(|_| waits) {
+                            let flag = &board.done[a.process as usize][a.index as usize];
+                            while !flag.load(Ordering::Acquire) {
+                                h.poll();
+                                drain(&mut h, &mut t, mine, board);
+                                let g = board.bell.0.lock().unwrap_or_else(|e| e.into_inner());
+                                if !flag.load(Ordering::Acquire) {
+                                    // Our own completions need reaping meanwhile: a short nap.
+                                    let _ =
+                                        board.bell.1.wait_timeout(g, Duration::from_micros(200));
+                                }
+                            }
+                        }
+                        let mut io = traced.io;
                         if io.op != ReqOp::Flush && io.sector + io.nr_sectors as u64 > capacity {
                             io.sector %= capacity.saturating_sub(io.nr_sectors as u64).max(1);
                         }
-                        let mut bio =
-                            Bio::new(io.op, io.sector, io.nr_sectors).with_flags(io.flags);
+                        let mut bio = Bio::new(io.op, io.sector, io.nr_sectors)
+                            .with_flags(io.flags)
+                            .with_private(index as u64);
                         bio = bio.with_issuer(p.pid, 0);
                         if with_data && io.op.has_data() {
                             bio = bio.with_buf(IoBuf::new(io.nr_sectors as usize * 512));
                         }
                         h.submit(bio);
-                        inflight += 1;
+                        t.inflight += 1;
                     }
-                    while inflight > 0 {
+                    while t.inflight > 0 {
                         h.reap(1, 1_000_000_000);
-                        drain(
-                            &mut h,
-                            &mut inflight,
-                            &mut ios,
-                            &mut bytes,
-                            &mut errors,
-                            &mut lat,
-                        );
+                        drain(&mut h, &mut t, mine, board);
                     }
-                    (ios, bytes, errors, lat)
+                    t
                 })
             })
             .collect();
@@ -122,32 +153,36 @@ pub fn replay(
         lat: LatStat::with_hist(),
         wall,
     };
-    for (i, b, e, l) in results {
-        out.ios += i;
-        out.bytes += b;
-        out.errors += e;
-        out.lat.merge(&l);
+    for t in results {
+        out.ios += t.ios;
+        out.bytes += t.bytes;
+        out.errors += t.errors;
+        out.lat.merge(&t.lat);
     }
     Ok(out)
 }
 
-fn drain(
-    h: &mut SubmitterHandle,
-    inflight: &mut usize,
-    ios: &mut u64,
-    bytes: &mut u64,
-    errors: &mut u64,
-    lat: &mut LatStat,
-) {
+/// Counts the thread's completions and marks them done on the board, ringing it for
+/// processes that wait on them.
+fn drain(h: &mut SubmitterHandle, t: &mut Tally, mine: &[AtomicBool], board: &Board) {
     let now: Nanos = h.now();
+    let mut any = false;
     for bio in h.done().drain(..) {
-        *inflight -= 1;
-        *ios += 1;
+        t.inflight -= 1;
+        t.ios += 1;
         if bio.status == BlkStatus::Ok {
-            *bytes += bio.bytes();
-            lat.record(now.0.saturating_sub(bio.submit_ns.0));
+            t.bytes += bio.bytes();
+            t.lat.record(now.0.saturating_sub(bio.submit_ns.0));
         } else {
-            *errors += 1;
+            t.errors += 1;
         }
+        if let Some(f) = mine.get(bio.private as usize) {
+            f.store(true, Ordering::Release);
+            any = true;
+        }
+    }
+    if any {
+        let _g = board.bell.0.lock().unwrap_or_else(|e| e.into_inner());
+        board.bell.1.notify_all();
     }
 }

@@ -45,6 +45,8 @@ fn not_run(block: &str) -> Option<&'static str> {
         Some("the build-and-run line is `mqblk bench` (run below); the suite is `bash scripts/test` itself")
     } else if block.starts_with("bash scripts/kernel-cost.sh") {
         Some("two minutes of measurement; kernel_scripts.rs runs the script in a one-second form")
+    } else if block.starts_with("bash scripts/dbench-twin.sh") {
+        Some("two minutes of dbench; kernel_scripts.rs runs the script with 2 s runs, one round")
     } else if block.starts_with("bash scripts/find-twin.sh") {
         Some("20 s of measurement; kernel_scripts.rs runs the script with 2,000 files")
     } else if block.starts_with("python3 -m venv") {

@@ -176,6 +176,61 @@ fn corpus_traces_replay_every_request() {
     }
 }
 
+/// Closed-loop replay keeps the waits dbench's trace shows (clients waiting for jbd2's
+/// commits and jbd2 for the clients), in the simulator and on a real driver; the report
+/// counts them, and without them every process runs flat out and the replay ends sooner.
+#[test]
+fn replay_keeps_the_waits_the_dbench_trace_shows() {
+    let trace = corpus("dbench6").display().to_string();
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "replay",
+            trace.as_str(),
+            "--device=ssd",
+            "--output-format=json",
+        ];
+        a.extend(extra);
+        let o = mqblk(&a);
+        assert!(o.status.success(), "{extra:?}: {}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let r = &v["mqblk_replay"];
+        assert_eq!(r["trace_ios"], r["replayed_ios"], "{extra:?}: {r}");
+        v
+    };
+    let runtime = |v: &serde_json::Value| {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["job_runtime"].as_u64().unwrap())
+            .max()
+            .unwrap()
+    };
+    let with = run(&[]);
+    let w = &with["mqblk_replay"]["waits"];
+    let (drains, others) = (
+        w["drains"].as_u64().unwrap(),
+        w["on_other_processes"].as_u64().unwrap(),
+    );
+    assert!(drains > 1000 && others > 1000 && others <= drains, "{w}");
+    let without = run(&["--waits=none"]);
+    assert!(without["mqblk_replay"].get("waits").is_none());
+    assert!(
+        runtime(&with) > runtime(&without),
+        "{} ms with the waits, {} without",
+        runtime(&with),
+        runtime(&without)
+    );
+    let real = run(&["--driver=null", "--ioscheduler=bfq"]);
+    assert_eq!(
+        real["mqblk_replay"]["waits"]["drains"].as_u64(),
+        Some(drains)
+    );
+    let o = mqblk(&["replay", trace.as_str(), "--waits=some"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--waits"), "{}", text(&o.stderr));
+}
+
 #[test]
 fn replay_modes_and_schedulers_run_and_are_reproducible() {
     let trace = corpus("grep-tree").display().to_string();

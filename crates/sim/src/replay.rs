@@ -4,21 +4,60 @@
 //! - *open loop*: each I/O is issued at its traced time (scaled by `speed`), whatever the
 //!   device does; queueing shows as latency.
 //! - *closed loop*: as fast as the device allows, but each process keeps at most as many I/Os
-//!   in flight as it had in the trace, so its concurrency is the original's.
+//!   in flight as it had in the trace, so its concurrency is the original's; and where the
+//!   trace shows a process waiting, it waits in the replay too (see [`Wait`]).
 //!
 //! The original latencies come from pairing each `Q` with the `C` that covers its sectors.
 
-use crate::workload::{IoReq, Limit, Next, SimJob, Source};
+use crate::workload::{IoReq, JobIo, Limit, Next, SimJob, Source};
 use crate::SimRng;
-use mqblk_core::{IoPrio, Nanos, ReqFlags, ReqOp};
+use mqblk_core::{Nanos, ReqFlags, ReqOp};
 use mqblk_trace::format::{ta, tc};
 use mqblk_trace::TraceSet;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
     Open,
     Closed,
+}
+
+/// One of a trace's I/Os: the `index`-th that `process` (an index into
+/// [`Replayable::processes`]) queued.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct IoRef {
+    pub process: u32,
+    pub index: u32,
+}
+
+/// Where a traced process waited before it queued an I/O, as far as the trace shows it.
+///
+/// A process that queues an I/O with none of its own in flight was blocked or busy: it had
+/// waited for everything it issued (`drain`). If the newest completion before that moment
+/// was another process's and came after the process's own last one, that completion is taken
+/// as what woke it (`after`): on a journaling file system, a client's `fsync` returns when
+/// the journal thread's commit record completes, and the journal thread starts a commit when
+/// a client's data writes are done. A coincidence (a process that was computing, not waiting)
+/// makes a wait that was not there; a wait is never dropped. Every `after` points back in
+/// the trace's time, so a replay that honours them cannot deadlock.
+///
+/// `think_ns` is the time from that completion (or the process's own last one) to the queue
+/// event: the process's own work before it issued (CPU time, page-cache copies), which a
+/// closed-loop replay keeps so the device is not the only thing that takes time.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Wait {
+    pub drain: bool,
+    pub after: Option<IoRef>,
+    pub think_ns: u64,
+}
+
+/// One I/O a traced process queued.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TracedIo {
+    /// Time from the trace's first event, ns.
+    pub at: u64,
+    pub io: IoReq,
+    pub wait: Wait,
 }
 
 /// One process's I/O from the trace.
@@ -27,8 +66,7 @@ pub struct ProcessIo {
     pub pid: u32,
     pub name: String,
     pub cpu: u32,
-    /// (time from the trace's first event, the I/O).
-    pub ios: Vec<(u64, IoReq)>,
+    pub ios: Vec<TracedIo>,
     /// Most I/Os it had in flight at once in the trace.
     pub max_inflight: u32,
 }
@@ -48,6 +86,10 @@ pub struct Replayable {
     pub max_io_bytes: u64,
     /// Q events skipped (zero-length non-flush, or beyond what we can replay).
     pub skipped: u64,
+    /// I/Os queued with nothing of their process in flight ([`Wait::drain`]).
+    pub drains: u64,
+    /// Of those, the ones that wait for another process's I/O ([`Wait::after`]).
+    pub cross_waits: u64,
 }
 
 fn op_of(action: u32, bytes: u32) -> Option<(ReqOp, ReqFlags)> {
@@ -83,14 +125,28 @@ fn op_of(action: u32, bytes: u32) -> Option<(ReqOp, ReqFlags)> {
 }
 
 impl Replayable {
-    /// Extracts the queue events per process, their concurrency and original latencies.
+    /// Extracts the queue events per process, their concurrency, the waits the trace shows
+    /// and the original latencies.
     pub fn from_trace(set: &TraceSet) -> Replayable {
         let names = set.process_names();
         let t0 = set.records.first().map_or(0, |r| r.time);
         let mut procs: BTreeMap<u32, ProcessIo> = BTreeMap::new();
-        // Pending queued I/O by start sector: (pid, queue time).
-        let mut pending: BTreeMap<u64, VecDeque<(u32, u64)>> = BTreeMap::new();
+        // Queued data I/O waiting for its completion, by start sector: (pid, queue time,
+        // index in its process).
+        let mut pending: BTreeMap<u64, VecDeque<(u32, u64, u32)>> = BTreeMap::new();
+        // Queued flushes (no range): a flush completion ends every one queued before it, as
+        // blk-flush.c lets one flush serve all that wait for it.
+        let mut pending_flushes: VecDeque<(u32, u64, u32)> = VecDeque::new();
+        // The data I/O last completed at each start sector: a write with PREFLUSH or FUA
+        // completes its data, then (after a post-flush) the whole request again, with no
+        // length; the second is when its issuer hears of it.
+        let mut completed_at: HashMap<u64, (u32, u32)> = HashMap::new();
         let mut inflight: BTreeMap<u32, u32> = BTreeMap::new();
+        // Completions numbered in trace order: the newest (number, pid, index), and each
+        // process's own newest number.
+        let mut done_seq = 0u64;
+        let mut newest: Option<(u64, u32, u32, u64)> = None;
+        let mut own_newest: HashMap<u32, (u64, u64)> = HashMap::new();
         let mut out = Replayable::default();
         for r in set.records.iter().filter(|r| !r.is_notify()) {
             match r.what() {
@@ -105,44 +161,87 @@ impl Replayable {
                         cpu: r.cpu,
                         ..ProcessIo::default()
                     });
-                    p.ios.push((
-                        r.time - t0,
-                        IoReq {
+                    let n = inflight.entry(r.pid).or_insert(0);
+                    let mut wait = Wait::default();
+                    if *n == 0 && !p.ios.is_empty() {
+                        wait.drain = true;
+                        out.drains += 1;
+                    }
+                    if *n == 0 {
+                        let own = own_newest.get(&r.pid).copied();
+                        let mut woken_at = own.map(|(_, t)| t);
+                        if let Some((seq, pid, index, t)) = newest {
+                            if pid != r.pid && own.is_none_or(|(o, _)| seq > o) {
+                                // The process index is known once every process is: pid
+                                // for now, mapped below.
+                                wait.after = Some(IoRef {
+                                    process: pid,
+                                    index,
+                                });
+                                woken_at = Some(t);
+                                out.cross_waits += 1;
+                            }
+                        }
+                        wait.think_ns = woken_at.map_or(0, |t| r.time.saturating_sub(t));
+                    }
+                    let index = p.ios.len() as u32;
+                    p.ios.push(TracedIo {
+                        at: r.time - t0,
+                        io: IoReq {
                             op,
                             sector: r.sector,
                             nr_sectors: r.bytes / 512,
                             flags,
                         },
-                    ));
+                        wait,
+                    });
                     out.total_ios += 1;
                     out.flushes += u64::from(op == ReqOp::Flush);
                     out.total_bytes += r.bytes as u64;
                     out.max_io_bytes = out.max_io_bytes.max(r.bytes as u64);
-                    if op != ReqOp::Flush {
+                    if op == ReqOp::Flush {
+                        pending_flushes.push_back((r.pid, r.time, index));
+                    } else {
                         pending
                             .entry(r.sector)
                             .or_default()
-                            .push_back((r.pid, r.time));
+                            .push_back((r.pid, r.time, index));
                     }
-                    let n = inflight.entry(r.pid).or_insert(0);
                     *n += 1;
                     p.max_inflight = p.max_inflight.max(*n);
                 }
                 ta::COMPLETE => {
-                    // The completed request covers every queued bio that starts inside it.
-                    // Flush completions carry no range (and sector all ones).
-                    if r.bytes == 0 {
-                        continue;
-                    }
-                    let end = r.sector.saturating_add(r.bytes as u64 / 512);
-                    let keys: Vec<u64> = pending.range(r.sector..end).map(|(k, _)| *k).collect();
-                    for k in keys {
-                        let q = pending.get_mut(&k).expect("key just seen");
-                        if let Some((pid, qt)) = q.pop_front() {
+                    let mut finished = |pid: u32, index: u32, qt: Option<u64>| {
+                        if let Some(qt) = qt {
                             out.original_lat.push(r.time.saturating_sub(qt));
                             if let Some(n) = inflight.get_mut(&pid) {
                                 *n = n.saturating_sub(1);
                             }
+                        }
+                        done_seq += 1;
+                        newest = Some((done_seq, pid, index, r.time));
+                        own_newest.insert(pid, (done_seq, r.time));
+                    };
+                    if r.bytes == 0 {
+                        if r.sector == u64::MAX {
+                            // A flush's completion (no range): it serves the flushes queued.
+                            for (pid, qt, index) in pending_flushes.drain(..) {
+                                finished(pid, index, Some(qt));
+                            }
+                        } else if let Some(&(pid, index)) = completed_at.get(&r.sector) {
+                            // The end of a PREFLUSH/FUA write's sequence.
+                            finished(pid, index, None);
+                        }
+                        continue;
+                    }
+                    // The completed request covers every queued bio that starts inside it.
+                    let end = r.sector.saturating_add(r.bytes as u64 / 512);
+                    let keys: Vec<u64> = pending.range(r.sector..end).map(|(k, _)| *k).collect();
+                    for k in keys {
+                        let q = pending.get_mut(&k).expect("key just seen");
+                        if let Some((pid, qt, index)) = q.pop_front() {
+                            finished(pid, index, Some(qt));
+                            completed_at.insert(k, (pid, index));
                         }
                         if q.is_empty() {
                             pending.remove(&k);
@@ -152,12 +251,22 @@ impl Replayable {
                 _ => {}
             }
         }
-        // Flushes and I/O without a completion in the trace leave counts behind; a
-        // process's concurrency is at least one.
+        // I/O without a completion in the trace leaves counts behind; a process's
+        // concurrency is at least one.
+        let index_of: HashMap<u32, u32> = procs
+            .keys()
+            .enumerate()
+            .map(|(i, &pid)| (pid, i as u32))
+            .collect();
         out.processes = procs
             .into_values()
             .map(|mut p| {
                 p.max_inflight = p.max_inflight.max(1);
+                for t in &mut p.ios {
+                    if let Some(a) = &mut t.wait.after {
+                        a.process = index_of[&a.process];
+                    }
+                }
                 p
             })
             .collect();
@@ -165,67 +274,103 @@ impl Replayable {
     }
 
     /// The jobs that replay it on `nr_cpus` virtual CPUs (traced CPU modulo `nr_cpus`),
-    /// sectors wrapped into `capacity` when the device is smaller than the traced one.
-    pub fn jobs(&self, mode: Mode, speed: f64, nr_cpus: u16, capacity: u64) -> Vec<SimJob> {
+    /// sectors wrapped into `capacity` when the device is smaller than the traced one. They
+    /// must be the run's jobs from index `first_job` on, in this order: a closed-loop replay
+    /// with `waits` names the I/O a process waits for by its job. Open loop ignores waits
+    /// (the traced times hold them).
+    pub fn jobs(
+        &self,
+        mode: Mode,
+        speed: f64,
+        nr_cpus: u16,
+        capacity: u64,
+        waits: bool,
+        first_job: u32,
+    ) -> Vec<SimJob> {
         self.processes
             .iter()
-            .map(|p| SimJob {
-                name: if p.name.is_empty() {
+            .map(|p| {
+                let name = if p.name.is_empty() {
                     format!("pid{}", p.pid)
                 } else {
                     format!("{}[{}]", p.name, p.pid)
-                },
-                cpu: (p.cpu % nr_cpus as u32) as u16,
-                iodepth: match mode {
+                };
+                let iodepth = match mode {
                     Mode::Closed => p.max_inflight,
                     // Open loop: never hold an I/O back for lack of depth.
                     Mode::Open => 4096,
-                },
-                batch: 1,
-                issuer: p.pid,
-                group: 0,
-                ioprio: IoPrio::DEFAULT,
-                start_at: Nanos::ZERO,
-                barrier: 0,
-                after: Vec::new(),
-                limit: Limit::default(),
-                ramp: Nanos::ZERO,
-                batch_complete_min: 1,
-                batch_complete_max: u32::MAX,
-                source: Box::new(TraceSource {
+                };
+                let source = Box::new(TraceSource {
                     ios: p.ios.clone().into(),
                     mode,
                     speed,
                     capacity,
-                }),
-                kind: "replay".into(),
-                logs: None,
+                    waits: (mode == Mode::Closed && waits).then_some(first_job),
+                    step: 0,
+                });
+                let cpu = (p.cpu % nr_cpus as u32) as u16;
+                SimJob::new(
+                    name,
+                    cpu,
+                    iodepth,
+                    p.pid,
+                    Limit::default(),
+                    source,
+                    "replay",
+                )
             })
             .collect()
     }
 }
 
 struct TraceSource {
-    ios: VecDeque<(u64, IoReq)>,
+    ios: VecDeque<TracedIo>,
     mode: Mode,
     speed: f64,
     capacity: u64,
+    /// Closed loop with waits: the index of the first replay job.
+    waits: Option<u32>,
+    /// How far the front I/O got: 0 nothing asked, 1 its drain asked, 2 its wait asked, 3
+    /// ready to issue.
+    step: u8,
 }
 
 impl Source for TraceSource {
     fn next(&mut self, _now: mqblk_core::Nanos, _rng: &mut SimRng) -> Next {
-        let Some(&(t, mut io)) = self.ios.front() else {
+        let Some(&TracedIo { at, mut io, wait }) = self.ios.front() else {
             return Next::Done;
         };
         if self.mode == Mode::Open {
-            let at = Nanos((t as f64 / self.speed) as u64);
-            // Ask once for the wait, then issue on the next call.
-            if !matches!(self.ios.front(), Some(&(tt, _)) if tt == u64::MAX) {
-                self.ios.front_mut().expect("front").0 = u64::MAX;
-                return Next::Until(at);
+            // Ask once for the traced time, then issue on the next call.
+            if self.step == 0 {
+                self.step = 2;
+                return Next::Until(Nanos((at as f64 / self.speed) as u64));
+            }
+        } else if let Some(first) = self.waits {
+            if self.step == 0 {
+                self.step = 1;
+                if wait.drain {
+                    return Next::Drain;
+                }
+            }
+            if self.step == 1 {
+                self.step = 2;
+                if let Some(a) = wait.after {
+                    return Next::After(JobIo {
+                        job: first + a.process,
+                        io: a.index as u64,
+                    });
+                }
+            }
+            if self.step == 2 {
+                self.step = 3;
+                if wait.think_ns > 0 {
+                    return Next::Think(Nanos(wait.think_ns));
+                }
             }
         }
         self.ios.pop_front();
+        self.step = 0;
         if io.nr_sectors as u64 >= self.capacity {
             io.nr_sectors = 8;
         }

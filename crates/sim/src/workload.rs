@@ -30,6 +30,13 @@ impl IoReq {
     };
 }
 
+/// The `io`-th I/O (from 0, in the order its source returned them) of the run's job `job`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct JobIo {
+    pub job: u32,
+    pub io: u64,
+}
+
 /// What a job does next.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -40,6 +47,9 @@ pub enum Next {
     Drain,
     /// Wait until this long after the job's start (open-loop replay), then ask again.
     Until(Nanos),
+    /// Wait until another job's I/O has completed (or that job ended without issuing it),
+    /// then ask again: a task woken by another's I/O, as a replayed trace shows it.
+    After(JobIo),
     /// The job is finished.
     Done,
 }
@@ -114,6 +124,40 @@ pub struct SimJob {
     pub source: Box<dyn Source>,
     /// A label the report groups jobs by (`dbench`, `journal`, a fio job name).
     pub kind: String,
+}
+
+impl SimJob {
+    /// A job on `cpu` issuing from `source` with up to `iodepth` in flight, one bio per
+    /// submission, from its start until `limit`; everything else at fio's defaults.
+    pub fn new(
+        name: String,
+        cpu: u16,
+        iodepth: u32,
+        issuer: u32,
+        limit: Limit,
+        source: Box<dyn Source>,
+        kind: &str,
+    ) -> SimJob {
+        SimJob {
+            name,
+            cpu,
+            iodepth,
+            batch: 1,
+            issuer,
+            group: 0,
+            ioprio: IoPrio::DEFAULT,
+            start_at: Nanos::ZERO,
+            barrier: 0,
+            after: Vec::new(),
+            limit,
+            ramp: Nanos::ZERO,
+            batch_complete_min: 1,
+            batch_complete_max: u32::MAX,
+            source,
+            kind: kind.into(),
+            logs: None,
+        }
+    }
 }
 
 /// A fio job: what it issues and when it ends is its [`JobDriver`]'s decision, the same

@@ -134,8 +134,29 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     assert_eq!(cap("bfq, no merging")["queue_merges"].as_u64(), Some(0));
     assert!(cap("bfq, no merging")["idles"].as_u64().unwrap() > 0);
     for x in captured {
-        assert!(x["clients_mbs"].as_f64().unwrap() > 50.0, "{x}");
+        assert!(x["clients_mbs"].as_f64().unwrap() > 5.0, "{x}");
     }
+    let mbs = |mode: &str, key: &str| cap(mode)[key].as_f64().unwrap();
+    // The seed's direction on the captured dbench, with a margin: skipping merging gains.
+    let (with, without) = (
+        mbs("bfq, merging", "clients_mbs"),
+        mbs("bfq, no merging", "clients_mbs"),
+    );
+    assert!(
+        without >= 1.1 * with && r.direction_holds,
+        "{without} vs {with}\n{}\n{}",
+        r.table,
+        r.comparison
+    );
+    // And the kernel's own behaviour here (scripts/dbench-twin.sh: BFQ over mq-deadline 1.00
+    // with jbd2 at the clients' priority, 0.57 at a higher one): BFQ keeps up with
+    // mq-deadline when the journal's weight is the clients', and falls well behind when it is
+    // higher, because it idles for the heavier queue.
+    let same = mbs("bfq, no merging", "journal_be4_clients_mbs")
+        / mbs("mq-deadline", "journal_be4_clients_mbs");
+    let higher = without / mbs("mq-deadline", "clients_mbs");
+    assert!((0.9..=1.1).contains(&same), "be/4: {same}\n{}", r.table);
+    assert!(higher < 0.8, "be/0: {higher}\n{}", r.table);
 }
 
 /// A perturbation reaches the model: the eMMC read at 0.7x its speed gives dd about 0.7x

@@ -355,8 +355,11 @@ fn short(v: f64) -> String {
         format!("{:.1}M", v / 1e6)
     } else if v >= 1e4 {
         format!("{:.0}k", v / 1e3)
-    } else if v == v.trunc() {
+    } else if v == v.trunc() || v >= 100.0 {
         format!("{v:.0}")
+    } else if v >= 10.0 {
+        // Three significant digits: adjacent bars' labels fit beside each other.
+        format!("{v:.1}")
     } else {
         format!("{v:.2}")
     }

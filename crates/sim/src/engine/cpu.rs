@@ -50,6 +50,7 @@ impl Sim {
                 submit_end: s1,
                 bytes,
                 op,
+                index,
                 ..
             }) = job.outstanding.take(slot, seq)
             else {
@@ -110,12 +111,14 @@ impl Sim {
                 }
             }
             job.end = cur;
+            job.completed.mark(index);
             self.total_outstanding -= 1;
             if op != ReqOp::Flush {
                 job.reaped += 1;
             }
         }
         self.cpus[ci].sub.done = done;
+        self.wake_waiters(cur);
         Ok(cur)
     }
 
@@ -155,6 +158,7 @@ impl Sim {
             self.cpus[ci].sub.plug.start();
         }
         let mut in_batch = 0;
+        let nr_jobs = self.jobs.len();
         loop {
             let job = &mut self.jobs[j];
             if job.done_issuing {
@@ -189,8 +193,17 @@ impl Sim {
                 self.wake(c, at);
                 break;
             }
-            let bio = match job.pending.take() {
-                Some(b) => b,
+            if let Some(w) = job.waiting_for {
+                // Woken (by `wake_waiters`) once the awaited I/O is done.
+                if !self.io_done(w) {
+                    break;
+                }
+                self.jobs[j].waiting_for = None;
+                self.nr_waiting -= 1;
+            }
+            let job = &mut self.jobs[j];
+            let (bio, index) = match job.pending.take() {
+                Some(b) => (b, job.pending_index),
                 None => {
                     let lim = job.def.limit;
                     let over = lim.ios.is_some_and(|n| job.issued >= n)
@@ -223,13 +236,27 @@ impl Sim {
                             }
                             continue;
                         }
+                        Next::After(w) => {
+                            if w.job as usize >= nr_jobs || w.job as usize == j {
+                                return Err(self.invariant(format!(
+                                    "job {j} waits for I/O {} of job {}, which is not another job of the run",
+                                    w.io, w.job
+                                )));
+                            }
+                            job.waiting_for = Some(w);
+                            self.nr_waiting += 1;
+                            continue;
+                        }
                         Next::Io(io) => {
                             job.issued += 1;
                             job.issued_bytes += io.nr_sectors as u64 * 512;
-                            Bio::new(io.op, io.sector, io.nr_sectors)
-                                .with_flags(io.flags)
-                                .with_ioprio(job.def.ioprio)
-                                .with_issuer(job.def.issuer, job.def.group)
+                            (
+                                Bio::new(io.op, io.sector, io.nr_sectors)
+                                    .with_flags(io.flags)
+                                    .with_ioprio(job.def.ioprio)
+                                    .with_issuer(job.def.issuer, job.def.group),
+                                job.issued - 1,
+                            )
                         }
                     }
                 }
@@ -247,6 +274,7 @@ impl Sim {
                 job.next_seq += 1;
                 let slot = job.outstanding.insert(Slot {
                     seq,
+                    index,
                     submit_start: cur,
                     submit_end: cur,
                     bytes: bio.bytes(),
@@ -278,6 +306,7 @@ impl Sim {
                         self.total_outstanding -= 1;
                     }
                     self.jobs[j].pending = Some(bio);
+                    self.jobs[j].pending_index = index;
                     self.cpus[ci].tag_wait = true;
                     break;
                 }

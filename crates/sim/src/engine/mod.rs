@@ -31,7 +31,7 @@ pub use result::{HctxFigures, JobResult, LockReport, SimResult};
 use crate::cost::{core_cost, CostProfile, CostTable, LockState};
 use crate::device::{self, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
-use crate::workload::{Next, SimJob};
+use crate::workload::{JobIo, Next, SimJob};
 use crate::SimRng;
 use mqblk_core::{
     Bio, BlkStatus, Blkcg, CtxIdx, Driver, ElvCost, HctxIdx, HctxType, LockScope, Nanos,
@@ -203,6 +203,12 @@ struct JobRun {
     issued: u64,
     issued_bytes: u64,
     pending: Option<Bio>,
+    /// The index (its source's order) of the I/O in `pending`.
+    pending_index: u64,
+    /// Which of its I/Os have completed, for jobs that wait on them ([`Next::After`]).
+    completed: Completed,
+    /// The other job's I/O it waits for.
+    waiting_for: Option<JobIo>,
     think_until: u64,
     /// Waiting at full depth for `batch_complete_min` completions.
     refilling: bool,
@@ -233,10 +239,36 @@ impl JobRun {
 #[derive(Copy, Clone, Debug)]
 struct Slot {
     seq: u64,
+    /// The I/O's index in the order its source returned them.
+    index: u64,
     submit_start: u64,
     submit_end: u64,
     bytes: u64,
     op: ReqOp,
+}
+
+/// The I/O indices of a job that have completed: all below `below`, and those in `above`
+/// (completions out of order; as many as were in flight at once).
+#[derive(Default)]
+struct Completed {
+    below: u64,
+    above: std::collections::BTreeSet<u64>,
+}
+
+impl Completed {
+    fn mark(&mut self, i: u64) {
+        if i == self.below {
+            self.below += 1;
+            while self.above.remove(&self.below) {
+                self.below += 1;
+            }
+        } else if i > self.below {
+            self.above.insert(i);
+        }
+    }
+    fn has(&self, i: u64) -> bool {
+        i < self.below || self.above.contains(&i)
+    }
 }
 
 /// Outstanding bios by slot, reused through a free list (deterministic, no hashing). A bio's
@@ -328,6 +360,8 @@ pub struct Sim {
     last_progress: u64,
     total_outstanding: u64,
     unfinished: usize,
+    /// Jobs waiting for another job's I/O.
+    nr_waiting: u32,
     steps: Vec<Step>,
     staged: Vec<Staged>,
     /// Commands posted and not yet at the device, by key (a slot reused through `transit_free`).
@@ -444,6 +478,9 @@ impl Sim {
                 issued: 0,
                 issued_bytes: 0,
                 pending: None,
+                pending_index: 0,
+                completed: Completed::default(),
+                waiting_for: None,
                 think_until: 0,
                 refilling: false,
                 reaped: 0,
@@ -487,6 +524,7 @@ impl Sim {
             last_progress: 0,
             total_outstanding: 0,
             unfinished,
+            nr_waiting: 0,
             steps: Vec::with_capacity(64),
             staged: Vec::new(),
             in_transit: Vec::new(),
@@ -578,7 +616,32 @@ impl Sim {
 
     /// Job `j` finished at `t`: the jobs waiting for it in an open barrier may start, and
     /// the last job of a barrier out opens the next (fio's `stonewall`).
+    /// Whether a job waiting for `w` may go on: the I/O completed, or its job will never
+    /// issue it.
+    fn io_done(&self, w: JobIo) -> bool {
+        let Some(o) = self.jobs.get(w.job as usize) else {
+            return true;
+        };
+        o.completed.has(w.io) || (o.done_issuing && w.io >= o.issued)
+    }
+
+    /// Wakes the CPUs of jobs whose awaited I/O is done.
+    fn wake_waiters(&mut self, t: u64) {
+        if self.nr_waiting == 0 {
+            return;
+        }
+        for k in 0..self.jobs.len() {
+            if let Some(w) = self.jobs[k].waiting_for {
+                if self.io_done(w) {
+                    let c = self.jobs[k].def.cpu;
+                    self.wake(c, t);
+                }
+            }
+        }
+    }
+
     pub(crate) fn job_finished(&mut self, j: usize, t: u64) {
+        self.wake_waiters(t);
         let barrier = self.jobs[j].def.barrier;
         let open = |jobs: &[JobRun], b: u32| jobs.iter().all(|o| o.def.barrier >= b || o.finished);
         for k in 0..self.jobs.len() {

@@ -4,10 +4,10 @@
 //! driver's asynchronous pre/post request hooks (DMA mapping overlapped with the previous
 //! transfer) on and off.
 
-use super::{device, job, run_sim, Evidence, ScenarioOpts, ScenarioReport};
+use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{BarChart, BarSeries};
-use crate::workload::{DdSource, FindSource, Limit};
+use crate::workload::{DdSource, FindSource, Limit, SimJob};
 use crate::QueueSettings;
 use std::fmt::Write;
 
@@ -53,7 +53,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             ..SimConfig::default()
         };
         // dd: the page cache's read-ahead keeps two 128 KiB reads in flight.
-        let dd = job(
+        let dd = SimJob::new(
             "dd".into(),
             0,
             2,
@@ -77,7 +77,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         // the next is known. Measured on the kernel (scripts/find-twin.sh, ext4 with 100,000
         // files on a loop device, nr_requests 4): 0.69-0.71 reads in flight on average,
         // under every scheduler.
-        let find = job(
+        let find = SimJob::new(
             "find".into(),
             0,
             1,

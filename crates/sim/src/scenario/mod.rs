@@ -15,8 +15,8 @@ mod virtio;
 use crate::cost::CostProfile;
 use crate::device::DeviceSpec;
 use crate::engine::{Sim, SimConfig, SimResult};
-use crate::workload::{FioSource, Limit, SimJob, Source};
-use mqblk_core::{IoPrio, Nanos};
+use crate::workload::{FioSource, Limit, SimJob};
+use mqblk_core::Nanos;
 use mqblk_workload::RwMode;
 
 /// How to run a scenario.
@@ -254,37 +254,6 @@ pub(crate) fn device(spec: &str) -> DeviceSpec {
     DeviceSpec::parse(spec).expect("scenario device specs are well-formed")
 }
 
-/// A job on `cpu` issuing from `source`.
-pub(crate) fn job(
-    name: String,
-    cpu: u16,
-    iodepth: u32,
-    issuer: u32,
-    limit: Limit,
-    source: Box<dyn Source>,
-    kind: &str,
-) -> SimJob {
-    SimJob {
-        name,
-        cpu,
-        iodepth,
-        batch: 1,
-        issuer,
-        group: 0,
-        ioprio: IoPrio::DEFAULT,
-        start_at: Nanos::ZERO,
-        barrier: 0,
-        after: Vec::new(),
-        limit,
-        ramp: Nanos::ZERO,
-        batch_complete_min: 1,
-        batch_complete_max: u32::MAX,
-        source,
-        kind: kind.into(),
-        logs: None,
-    }
-}
-
 /// `n` fio-style random-read jobs of `bs` at `qd`, on CPUs `0..n` (mod `nr_cpus`), for
 /// `runtime` of virtual time.
 pub(crate) fn randread_jobs(
@@ -298,7 +267,7 @@ pub(crate) fn randread_jobs(
 ) -> Vec<SimJob> {
     (0..n)
         .map(|i| {
-            job(
+            SimJob::new(
                 format!("randread.{i}"),
                 (i % nr_cpus as u32) as u16,
                 qd,

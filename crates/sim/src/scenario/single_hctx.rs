@@ -6,10 +6,10 @@
 //! hardware queue runs for a scheduler without `MQ_AWARE`). BFQ runs without stable
 //! merging, which its kernel (2017) did not have.
 
-use super::{device, job, run_sim, Evidence, ScenarioOpts, ScenarioReport};
+use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
-use crate::workload::{DbenchClient, Limit};
+use crate::workload::{DbenchClient, Limit, SimJob};
 use crate::QueueSettings;
 use mqblk_core::Nanos;
 use std::fmt::Write;
@@ -120,7 +120,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 };
                 let jobs = (0..n)
                     .map(|i| {
-                        job(
+                        SimJob::new(
                             format!("client{i}"),
                             (i % NR_CPUS as u32) as u16,
                             1,

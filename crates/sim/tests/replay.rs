@@ -1,0 +1,248 @@
+//! Trace replay: the waits a trace shows (a process idle until another's I/O completed) are
+//! found, and the simulator honours them, without stalling when the awaited I/O never comes.
+
+use mqblk_core::Nanos;
+use mqblk_sim::replay::{IoRef, Mode, Replayable, Wait};
+use mqblk_sim::workload::{FioSource, IoReq, JobIo, Limit, Next, SimJob, Source};
+use mqblk_sim::{DeviceSpec, Sim, SimConfig, SimRng};
+use mqblk_trace::format::{ta, tc, Record};
+use mqblk_trace::TraceSet;
+use mqblk_workload::RwMode;
+
+const US: u64 = 1000;
+
+fn queue(pid: u32, t_us: u64, sector: u64, bytes: u32, cats: u32) -> Record {
+    Record {
+        time: t_us * US,
+        sector,
+        bytes,
+        action: ta::QUEUE | tc::act(tc::QUEUE) | tc::act(tc::WRITE) | cats,
+        pid,
+        ..Record::empty()
+    }
+}
+
+fn complete(t_us: u64, sector: u64, bytes: u32, cats: u32) -> Record {
+    Record {
+        time: t_us * US,
+        sector,
+        bytes,
+        action: ta::COMPLETE | tc::act(tc::COMPLETE) | tc::act(tc::WRITE) | cats,
+        ..Record::empty()
+    }
+}
+
+fn set(mut records: Vec<Record>) -> TraceSet {
+    records.insert(0, Record::process_name(10, "client", 0, 0, 0));
+    records.insert(1, Record::process_name(20, "jbd2", 0, 0, 0));
+    TraceSet {
+        records,
+        files: Vec::new(),
+    }
+}
+
+/// A client's fsync as ext4 does it: the client's data write, then jbd2's commit (journal
+/// blocks, then the commit record with PREFLUSH and FUA, completed again after its
+/// post-flush), then the client goes on; a flush of its own in between.
+#[test]
+fn the_waits_a_trace_shows_are_found() {
+    let sync = tc::act(tc::SYNC);
+    let fua = tc::act(tc::FUA) | tc::act(tc::FLUSH) | sync;
+    let rep = Replayable::from_trace(&set(vec![
+        queue(10, 0, 100, 4096, sync),
+        complete(100, 100, 4096, sync),
+        // jbd2 woken by the client's write 50 us later; two journal blocks at once.
+        queue(20, 150, 1000, 4096, sync),
+        queue(20, 151, 1008, 4096, sync),
+        complete(300, 1000, 8192, sync),
+        // The commit record once its blocks are done: its own completion woke it.
+        queue(20, 310, 1016, 4096, fua),
+        complete(380, 1016, 4096, sync),
+        complete(400, 1016, 0, sync),
+        // The client again, 50 us after the commit record's final completion.
+        queue(10, 450, 200, 4096, sync),
+        complete(500, 200, 4096, sync),
+        // A flush of the client's: a flush completion has no range.
+        Record {
+            bytes: 0,
+            ..queue(10, 520, 0, 0, tc::act(tc::FLUSH) | sync)
+        },
+        complete(600, u64::MAX, 0, tc::act(tc::FLUSH)),
+        queue(10, 610, 300, 4096, sync),
+    ]));
+    assert_eq!(rep.processes.len(), 2);
+    let (client, jbd2) = (&rep.processes[0], &rep.processes[1]);
+    assert_eq!(
+        (client.name.as_str(), jbd2.name.as_str()),
+        ("client", "jbd2")
+    );
+    let waits = |p: &mqblk_sim::replay::ProcessIo| p.ios.iter().map(|t| t.wait).collect::<Vec<_>>();
+    assert_eq!(
+        waits(jbd2),
+        vec![
+            Wait {
+                drain: false,
+                after: Some(IoRef {
+                    process: 0,
+                    index: 0
+                }),
+                think_ns: 50 * US,
+            },
+            Wait::default(),
+            Wait {
+                drain: true,
+                after: None,
+                think_ns: 10 * US,
+            },
+        ]
+    );
+    assert_eq!(
+        waits(client),
+        vec![
+            Wait::default(),
+            Wait {
+                drain: true,
+                after: Some(IoRef {
+                    process: 1,
+                    index: 2
+                }),
+                think_ns: 50 * US,
+            },
+            Wait {
+                drain: true,
+                after: None,
+                think_ns: 20 * US,
+            },
+            // The flush completed: nothing of the client's was in flight.
+            Wait {
+                drain: true,
+                after: None,
+                think_ns: 10 * US,
+            },
+        ]
+    );
+    // The flush's completion took it out of flight: the client never had two.
+    assert_eq!((client.max_inflight, jbd2.max_inflight), (1, 2));
+    assert_eq!((rep.drains, rep.cross_waits), (4, 2));
+}
+
+/// Two processes taking turns (each woken by the other's completion) take twice as long as
+/// the same I/O without the waits, where they run side by side.
+#[test]
+fn a_replay_waits_for_the_io_that_woke_it() {
+    let mut records = Vec::new();
+    for i in 0..20u64 {
+        let (a, b) = (i * 200, i * 200 + 100);
+        records.push(queue(10, a, 8 * i, 4096, 0));
+        records.push(complete(a + 100, 8 * i, 4096, 0));
+        records.push(queue(20, b, 4096 + 8 * i, 4096, 0));
+        records.push(complete(b + 100, 4096 + 8 * i, 4096, 0));
+    }
+    let rep = Replayable::from_trace(&set(records));
+    assert_eq!(rep.cross_waits, 39);
+    let end = |waits: bool| {
+        let cfg = SimConfig {
+            nr_cpus: 2,
+            device: DeviceSpec::parse("null,completion_nsec=1000000").unwrap(),
+            check_every: 1,
+            ..SimConfig::default()
+        };
+        let jobs = rep.jobs(Mode::Closed, 1.0, 2, 1 << 20, waits, 0);
+        let r = Sim::new(cfg, jobs).and_then(Sim::run).unwrap();
+        assert_eq!(r.jobs.iter().map(|j| j.ios).sum::<u64>(), 40);
+        r.end.0
+    };
+    let (with, without) = (end(true), end(false));
+    assert!(with >= 40_000_000, "{with} ns for 40 turns of 1 ms");
+    assert!(without <= 25_000_000, "{without} ns side by side");
+}
+
+/// Waits for a fixed I/O of another job, then issues one write.
+struct WaitThenWrite {
+    wait: Option<JobIo>,
+    done: bool,
+}
+
+impl Source for WaitThenWrite {
+    fn next(&mut self, _now: Nanos, _rng: &mut SimRng) -> Next {
+        if let Some(w) = self.wait.take() {
+            return Next::After(w);
+        }
+        if std::mem::replace(&mut self.done, true) {
+            return Next::Done;
+        }
+        Next::Io(IoReq {
+            op: mqblk_core::ReqOp::Write,
+            sector: 0,
+            nr_sectors: 8,
+            flags: mqblk_core::ReqFlags::empty(),
+        })
+    }
+}
+
+/// A job waiting for an I/O its job never issues (it stopped first) goes on when that job
+/// ends; one waiting for itself, or for a job the run lacks, is an error, not a stall.
+#[test]
+fn a_wait_for_an_io_never_issued_ends_with_its_job() {
+    let cfg = || SimConfig {
+        nr_cpus: 2,
+        device: DeviceSpec::parse("null").unwrap(),
+        check_every: 1,
+        ..SimConfig::default()
+    };
+    let reader = || {
+        SimJob::new(
+            "reader".into(),
+            0,
+            1,
+            1,
+            Limit {
+                ios: Some(5),
+                ..Limit::default()
+            },
+            Box::new(FioSource::new(
+                RwMode::RandRead,
+                100,
+                4096,
+                0,
+                1 << 20,
+                1,
+                0,
+            )),
+            "test",
+        )
+    };
+    let waiter = |target: u32| {
+        SimJob::new(
+            "waiter".into(),
+            1,
+            1,
+            2,
+            Limit::default(),
+            Box::new(WaitThenWrite {
+                wait: Some(JobIo {
+                    job: target,
+                    io: 100,
+                }),
+                done: false,
+            }),
+            "test",
+        )
+    };
+    let r = Sim::new(cfg(), vec![reader(), waiter(0)])
+        .and_then(Sim::run)
+        .unwrap();
+    assert_eq!((r.jobs[0].ios, r.jobs[1].ios), (5, 1));
+    assert!(
+        r.jobs[1].end >= r.jobs[0].end,
+        "{:?}",
+        (r.jobs[0].end, r.jobs[1].end)
+    );
+    for bad in [1, 7] {
+        let e = Sim::new(cfg(), vec![reader(), waiter(bad)])
+            .and_then(Sim::run)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("waits for I/O 100 of job"), "{e}");
+    }
+}
