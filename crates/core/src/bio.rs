@@ -130,10 +130,13 @@ pub trait BufHome: Send + Sync {
 /// is large enough, and a finished request's goes back, so the request path allocates and
 /// zeroes no fresh pages. A buffer's old bytes are never shown: its next user overwrites
 /// all of its length (a read's data by the driver, a write's by the caller). Holds at most
-/// `max` buffers; more are dropped.
+/// `max` buffers and [`SpareBufs::bytes_at_most`] bytes of them; more are dropped.
 pub struct SpareBufs {
     bufs: Vec<IoBuf>,
     max: usize,
+    max_bytes: usize,
+    /// The capacity of the buffers kept.
+    bytes: usize,
 }
 
 impl SpareBufs {
@@ -141,20 +144,33 @@ impl SpareBufs {
         SpareBufs {
             bufs: Vec::new(),
             max,
+            max_bytes: usize::MAX,
+            bytes: 0,
         }
+    }
+    /// Keeps no more than `n` bytes of buffers (a burst of large requests does not stay
+    /// allocated after it).
+    pub fn bytes_at_most(mut self, n: usize) -> SpareBufs {
+        self.max_bytes = n;
+        self
     }
     /// A buffer of `len` bytes: a kept one with room for it, else a new one.
     pub fn take(&mut self, len: usize) -> IoBuf {
         let mut b = match self.bufs.iter().position(|b| b.capacity() >= len) {
-            Some(i) => self.bufs.swap_remove(i),
+            Some(i) => {
+                let b = self.bufs.swap_remove(i);
+                self.bytes -= b.capacity();
+                b
+            }
             None => IoBuf::new(len),
         };
         b.set_len(len);
         b
     }
-    /// Keeps `b` for a later request, unless `max` are kept already.
+    /// Keeps `b` for a later request, unless that would pass the bounds.
     pub fn give(&mut self, b: IoBuf) {
-        if self.bufs.len() < self.max {
+        if self.bufs.len() < self.max && self.bytes + b.capacity() <= self.max_bytes {
+            self.bytes += b.capacity();
             self.bufs.push(b);
         }
     }
@@ -367,5 +383,35 @@ mod tests {
         let c = spare.take(512);
         assert_ne!(c.as_slice().as_ptr(), pages);
         assert!(c.as_slice().iter().all(|&x| x == 0));
+        // The byte bound: an 8 KiB buffer fits in 12 KiB, a second one does not.
+        let mut spare = SpareBufs::new(4).bytes_at_most(12288);
+        spare.give(IoBuf::new(8192));
+        spare.give(IoBuf::new(8192));
+        let kept = spare.take(4096);
+        assert_eq!(kept.capacity(), 8192);
+        assert_eq!(
+            spare
+                .take(4096)
+                .as_slice()
+                .iter()
+                .filter(|&&x| x != 0)
+                .count(),
+            0
+        );
+        // Taking gave its bytes back to the bound: two 4 KiB buffers fit again, and then
+        // the 8 KiB one would pass 12 KiB: dropped, so an 8 KiB request gets fresh pages.
+        spare.give(IoBuf::new(4096));
+        spare.give(IoBuf::new(4096));
+        let kept_pages = kept.as_slice().as_ptr();
+        spare.give(kept);
+        assert_ne!(spare.take(8192).as_slice().as_ptr(), kept_pages);
+        // Within the bound it would have been kept.
+        let mut roomy = SpareBufs::new(4).bytes_at_most(16384);
+        let b = IoBuf::new(8192);
+        let b_pages = b.as_slice().as_ptr();
+        roomy.give(IoBuf::new(4096));
+        roomy.give(IoBuf::new(4096));
+        roomy.give(b);
+        assert_eq!(roomy.take(8192).as_slice().as_ptr(), b_pages);
     }
 }

@@ -932,7 +932,6 @@ fn serve_session(
 }
 
 /// What a session's reader and I/O thread share.
-#[derive(Default)]
 struct Shared {
     /// Payload bytes (write data read in, read data to come) held against `MAX_CONN_BYTES`.
     held: AtomicU64,
@@ -943,6 +942,24 @@ struct Shared {
     closing: AtomicBool,
     /// Requests read (DISC, CACHE and BLOCK_STATUS too), for the export's total.
     parsed: AtomicU64,
+    /// Buffers of answered writes, which the reader reads the next payloads into: no fresh
+    /// pages allocated and zeroed per WRITE. Its own lock, so the reader never waits for the
+    /// session's state to get one.
+    write_bufs: Mutex<SpareBufs>,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared {
+            held: AtomicU64::new(0),
+            busy: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            parsed: AtomicU64::new(0),
+            write_bufs: Mutex::new(
+                SpareBufs::new(MAX_INFLIGHT).bytes_at_most(MAX_CONN_BYTES as usize),
+            ),
+        }
+    }
 }
 
 /// The reader's side of the socket, which waits out read timeouts (`IDLE_POLL`) while the
@@ -1051,7 +1068,7 @@ fn read_requests<R: Read>(
                 send(Item::Fail(r.cookie, r.offset, err::EINVAL))?;
                 continue;
             }
-            let mut buf = IoBuf::new(r.length as usize);
+            let mut buf = shared.write_bufs.lock().take(r.length as usize);
             s.read_exact(buf.as_mut_slice())?;
             data = Some(buf);
         }
@@ -1210,7 +1227,7 @@ impl IoState {
             ended: false,
             closed: false,
             out: Vec::with_capacity(1 << 16),
-            spare: SpareBufs::new(MAX_INFLIGHT),
+            spare: SpareBufs::new(MAX_INFLIGHT).bytes_at_most(MAX_CONN_BYTES as usize),
             chunk,
             cs,
         }
@@ -1364,10 +1381,13 @@ impl IoState {
                 });
                 proto::reply_no_data(framing, p.cookie, p.offset, 0, out);
             }
-            // Its data has been copied out or written: the buffer can serve the next read.
-            if p.read {
-                if let Some(b) = bio.buf.take() {
+            // Its data has been copied out or written: the buffer can serve the next read,
+            // or take the next write's payload.
+            if let Some(b) = bio.buf.take() {
+                if p.read {
                     spare.give(b);
+                } else if bio.op == ReqOp::Write {
+                    shared.write_bufs.lock().give(b);
                 }
             }
         }
