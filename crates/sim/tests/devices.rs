@@ -387,8 +387,9 @@ fn ssd_latency_iops_and_die_parallelism() {
         Load::new(READ, Pattern::Rand, 4096, 128, 60_000).jobs(2),
     );
     let iops = qd128.iops();
-    // Seed 002: 258K IOPS per SSD once the scheduler stopped being the bottleneck.
-    assert!((240e3..262e3).contains(&iops), "QD128 {iops:.0} IOPS");
+    // The default drive's datasheet (Intel DC P4500 1.0 TB): 279,500 IOPS of 4 KiB
+    // random reads, the controller's limit.
+    assert!((265e3..285e3).contains(&iops), "QD128 {iops:.0} IOPS");
     let qd32 = go("ssd", Load::new(READ, Pattern::Rand, 4096, 32, 20_000));
     assert!(
         qd32.iops() > qd1.iops() * 12.0,
