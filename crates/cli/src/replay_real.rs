@@ -117,6 +117,23 @@ pub fn replay(
                                 }
                             }
                         }
+                        if waits && traced.wait.think_ns > 0 {
+                            // The process's own work before it issued, as traced.
+                            let due = h.now().0 + traced.wait.think_ns;
+                            loop {
+                                h.poll();
+                                drain(&mut h, &mut t, mine, board);
+                                let now = h.now().0;
+                                if now >= due {
+                                    break;
+                                }
+                                if due - now > 100_000 {
+                                    std::thread::sleep(Duration::from_micros(20));
+                                } else {
+                                    std::hint::spin_loop();
+                                }
+                            }
+                        }
                         let mut io = traced.io;
                         if io.op != ReqOp::Flush && io.sector + io.nr_sectors as u64 > capacity {
                             io.sector %= capacity.saturating_sub(io.nr_sectors as u64).max(1);

@@ -38,8 +38,9 @@ pub struct IoRef {
 /// as what woke it (`after`): on a journaling file system, a client's `fsync` returns when
 /// the journal thread's commit record completes, and the journal thread starts a commit when
 /// a client's data writes are done. A coincidence (a process that was computing, not waiting)
-/// makes a wait that was not there; a wait is never dropped. Every `after` points back in
-/// the trace's time, so a replay that honours them cannot deadlock.
+/// makes a wait that was not there, and a process that waited with I/O of its own still in
+/// flight is not seen waiting. Every `after` points back in the trace's time, so a replay
+/// that honours them cannot deadlock.
 ///
 /// `think_ns` is the time from that completion (or the process's own last one) to the queue
 /// event: the process's own work before it issued (CPU time, page-cache copies), which a

@@ -614,8 +614,6 @@ impl Sim {
         }
     }
 
-    /// Job `j` finished at `t`: the jobs waiting for it in an open barrier may start, and
-    /// the last job of a barrier out opens the next (fio's `stonewall`).
     /// Whether a job waiting for `w` may go on: the I/O completed, or its job will never
     /// issue it.
     fn io_done(&self, w: JobIo) -> bool {
@@ -640,6 +638,8 @@ impl Sim {
         }
     }
 
+    /// Job `j` finished at `t`: the jobs waiting for it in an open barrier may start, and
+    /// the last job of a barrier out opens the next (fio's `stonewall`).
     pub(crate) fn job_finished(&mut self, j: usize, t: u64) {
         self.wake_waiters(t);
         let barrier = self.jobs[j].def.barrier;
