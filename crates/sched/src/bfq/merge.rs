@@ -146,14 +146,14 @@ impl State {
             self.by_key.insert(Key::Sync(i), dst);
             self.saved.insert(i, saved);
         }
-        let src_weight = self.qr(src).base_weight;
         let d = self.q(dst);
         d.issuers.extend(issuers);
         d.split_coop = false;
-        // The shared queue serves all its members' I/O at the highest of their weights: the
-        // kernel's shared queue takes on the priority of whichever member submits, and seed
-        // 004 describes it "inheriting" a member's high weight.
-        d.base_weight = d.base_weight.max(src_weight);
+        // The shared queue keeps `dst`'s weight: `bfq_merge_bfqqs` changes no weight (it
+        // passes on IO_bound, the waker and weight raising), and a member's priority reaches
+        // the shared queue only when that member's I/O priority changes
+        // (`bfq_check_ioprio_change`). So it "inherits" a higher weight, in seed 004's words,
+        // when the heavier queue is the one the others merge into.
         if self.qr(src).in_tree {
             let (g, c) = (self.qr(src).group, self.qr(src).class);
             self.groups.deactivate(g, src, c);
@@ -174,7 +174,6 @@ impl State {
         q.issuers.retain(|&i| i != issuer);
         if q.issuers.len() <= 1 {
             q.split_coop = false;
-            q.base_weight = q.own_weight;
         }
         self.by_key.remove(&Key::Sync(issuer));
         self.update_pending(id);
@@ -199,7 +198,7 @@ impl State {
             let (a, b) = (self.qr(l), self.qr(qid));
             now.saturating_sub(a.created) <= STABLE_MERGE_WINDOW
                 && a.class == b.class
-                && a.own_weight == b.own_weight
+                && a.base_weight == b.base_weight
                 && a.sync
         });
         let Some(last) = fits else {

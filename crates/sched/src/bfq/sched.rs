@@ -252,10 +252,8 @@ pub(super) struct Bq {
     pub group: u32,
     pub class: usize,
     /// The weight from the I/O priority; the entity's weight is this times `wr.coeff`.
-    /// A shared queue takes the highest of its members' (see `merge`); `own_weight` is the
-    /// creator's, restored when it is alone again.
+    /// A shared queue keeps the weight of the queue the others merged into (see `merge`).
     pub base_weight: u32,
-    pub own_weight: u32,
     pub sync: bool,
     /// Queued requests by (sector, id), and in arrival order with their FIFO deadlines.
     pub sorted: BTreeSet<(u64, u32)>,
@@ -747,7 +745,6 @@ impl State {
             group,
             class,
             base_weight: ioprio_to_weight(rq.ioprio.level()),
-            own_weight: ioprio_to_weight(rq.ioprio.level()),
             sync,
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
