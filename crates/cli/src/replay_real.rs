@@ -93,11 +93,7 @@ pub fn replay(
                     for (index, traced) in p.ios.iter().enumerate() {
                         if mode == Mode::Open {
                             let due = base + (traced.at as f64 / speed) as u64;
-                            while h.now().0 < due {
-                                h.poll();
-                                drain(&mut h, &mut t, mine, board);
-                                std::thread::sleep(Duration::from_micros(20));
-                            }
+                            pass_time_until(due, &mut h, &mut t, mine, board);
                         }
                         let limit = if waits && traced.wait.drain { 1 } else { depth };
                         while t.inflight >= limit {
@@ -120,19 +116,7 @@ pub fn replay(
                         if waits && traced.wait.think_ns > 0 {
                             // The process's own work before it issued, as traced.
                             let due = h.now().0 + traced.wait.think_ns;
-                            loop {
-                                h.poll();
-                                drain(&mut h, &mut t, mine, board);
-                                let now = h.now().0;
-                                if now >= due {
-                                    break;
-                                }
-                                if due - now > 100_000 {
-                                    std::thread::sleep(Duration::from_micros(20));
-                                } else {
-                                    std::hint::spin_loop();
-                                }
-                            }
+                            pass_time_until(due, &mut h, &mut t, mine, board);
                         }
                         let mut io = traced.io;
                         if io.op != ReqOp::Flush && io.sector + io.nr_sectors as u64 > capacity {
@@ -177,6 +161,30 @@ pub fn replay(
         out.lat.merge(&t.lat);
     }
     Ok(out)
+}
+
+/// Lets time pass until `due` (the submitter's clock), reaping meanwhile: naps while far
+/// from it, spins for the last 100 us (a nap oversleeps by tens of microseconds).
+fn pass_time_until(
+    due: u64,
+    h: &mut SubmitterHandle,
+    t: &mut Tally,
+    mine: &[AtomicBool],
+    board: &Board,
+) {
+    loop {
+        h.poll();
+        drain(h, t, mine, board);
+        let now = h.now().0;
+        if now >= due {
+            return;
+        }
+        if due - now > 100_000 {
+            std::thread::sleep(Duration::from_micros(20));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// Counts the thread's completions and marks them done on the board, ringing it for

@@ -135,8 +135,11 @@ impl Replayable {
         // Queued data I/O waiting for its completion, by start sector: (pid, queue time,
         // index in its process).
         let mut pending: BTreeMap<u64, VecDeque<(u32, u64, u32)>> = BTreeMap::new();
-        // Queued flushes (no range): a flush completion ends every one queued before it, as
-        // blk-flush.c lets one flush serve all that wait for it.
+        // Queued flushes (no range): a flush completion ends every one queued before it.
+        // blk-flush.c's `blk_kick_flush` issues one flush for all requests pending when it
+        // is kicked, so a flush queued while another is running waits for the next one; the
+        // trace does not say when a flush was issued (a flush has no D with a sector to
+        // pair), so the replay counts it ended by the first flush completion after it.
         let mut pending_flushes: VecDeque<(u32, u64, u32)> = VecDeque::new();
         // The data I/O last completed at each start sector: a write with PREFLUSH or FUA
         // completes its data, then (after a post-flush) the whole request again, with no

@@ -33,6 +33,17 @@ const CAPACITY_SECTORS: u64 = 1 << 29; // a 256 GiB SSD, as the seed's PLEXTOR P
 /// 73,000), so 1e9 / 73,888 = 13,534 ns. Not from the seed's own figures.
 pub(crate) const SSD: &str = "ssd,ctrl_ns=13534";
 
+/// BFQ's counters printed as each run's evidence: merging, idling (plugging the device for
+/// the in-service queue), injection during idling, waker queues, and how turns ended.
+const BFQ_EVIDENCE: &[&str] = &[
+    "queue_merges",
+    "idles",
+    "injected",
+    "wakers",
+    "expired_timeout",
+    "preempted",
+];
+
 struct Mode {
     name: &'static str,
     scheduler: &'static str,
@@ -273,13 +284,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                     evidence,
                     "{}, seed {seed}: {}",
                     m.name,
-                    Evidence::of(&r).line(&[
-                        "queue_merges",
-                        "idles",
-                        "injected",
-                        "expired_timeout",
-                        "preempted"
-                    ])
+                    Evidence::of(&r).line(BFQ_EVIDENCE)
                 );
             }
             if let mqblk_sched::SchedStats::Bfq(b) = &r.sched {
@@ -325,14 +330,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 evidence,
                 "captured dbench, jbd2 be/0, {}: {}",
                 m.name,
-                Evidence::of(&r).line(&[
-                    "queue_merges",
-                    "idles",
-                    "injected",
-                    "wakers",
-                    "expired_timeout",
-                    "preempted"
-                ])
+                Evidence::of(&r).line(BFQ_EVIDENCE)
             );
         }
         trace_rows.push((m.name, mbs[0], merges, idles, mbs[1]));
