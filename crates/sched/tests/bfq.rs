@@ -460,3 +460,44 @@ fn bfq_finds_a_waker_even_for_a_queue_that_stays_busy() {
     r.drain(us(10));
     r.finish();
 }
+
+#[test]
+fn bfq_a_merged_queue_keeps_the_weight_of_the_queue_merged_into() {
+    // `bfq_merge_bfqqs` passes on IO_bound, the waker and weight raising, never a weight:
+    // a light reader's queue that a heavy reader's interleaved I/O merges into stays light
+    // (a member's priority reaches a shared queue only through `bfq_check_ioprio_change`).
+    let mut r = Rig::simple(BFQ, 4);
+    r.set("queue_merging", "2");
+    r.set("low_latency", "0");
+    let (light, heavy) = (
+        IoPrio::new(IoPrioClass::Be, 7),
+        IoPrio::new(IoPrioClass::Be, 0),
+    );
+    // The light reader (issuer 2) reads the even 4 KiB stripes, the heavy one (issuer 1)
+    // the odd ones just behind it: one sequential stream between them.
+    for i in 0..4u64 {
+        r.queue(0, read(i * 16, 8, i).with_issuer(2, 0).with_ioprio(light));
+    }
+    for i in 0..4u64 {
+        r.queue(
+            0,
+            read(i * 16 + 8, 8, 100 + i)
+                .with_issuer(1, 0)
+                .with_ioprio(heavy),
+        );
+    }
+    assert!(
+        r.bfq().counters.queue_merges >= 1,
+        "{}",
+        r.elv().debug_state()
+    );
+    let state = r.elv().debug_state();
+    let shared = state
+        .lines()
+        .find(|l| l.contains("issuers [2, 1]") || l.contains("issuers [1, 2]"))
+        .unwrap_or_else(|| panic!("no shared queue\n{state}"));
+    // Weights: be/0 80, be/7 10 (`bfq_ioprio_to_weight`). The queue merged into is the
+    // light reader's, which the heavy reader's first read found close to its own.
+    assert!(shared.contains("Sync(2)"), "{shared}");
+    assert!(shared.contains("weight 10 "), "{shared}");
+}
