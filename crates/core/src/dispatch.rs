@@ -43,12 +43,16 @@ impl QueueInner {
         }
     }
 
-    /// Runs "all" hardware queues (`blk_mq_run_hw_queues`). With a scheduler that is not
-    /// `MQ_AWARE` and several hardware queues, only the caller's default hardware queue runs,
-    /// plus any queue with requests on its dispatch list: the scheduler's requests are
-    /// queue-wide, so running every hctx would only contend on its lock (seed 000).
+    /// Runs "all" hardware queues (`blk_mq_run_hw_queues(q, false)`). With a scheduler that
+    /// is not `MQ_AWARE` and several hardware queues, only the caller's default hardware
+    /// queue runs, plus any queue with requests on its dispatch list: the scheduler's
+    /// requests are queue-wide, so running every hctx would only contend on its lock (seed
+    /// 000). Under `kblockd_runs` a queue runs inline only from a CPU of its own (`local`'s);
+    /// the others' runs are armed as work, as `__blk_mq_delay_run_hw_queue` does when the
+    /// current CPU is not in the hctx's mask.
     pub fn run_hw_queues(&self, local: Option<CtxIdx>, now: Nanos, batch: &mut CompletionBatch) {
         let sq_hctx = self.sq_hctx(local);
+        let own = local.map(|c| self.ctxs[c.0 as usize].hctxs[0]);
         for hctx in self.hctxs.iter() {
             let h = hctx.idx;
             if let Some(sq) = sq_hctx {
@@ -57,8 +61,46 @@ impl QueueInner {
                 }
             }
             if self.hctx_has_pending(h) {
-                self.run_hw_queue(h, now, batch);
+                if self.cfg.kblockd_runs && own != Some(h) {
+                    hctx.arm_run(now);
+                } else {
+                    self.run_hw_queue(h, now, batch);
+                }
             }
+        }
+    }
+
+    /// `blk_mq_run_hw_queues(q, true)`: as [`Self::run_hw_queues`], every run armed as work
+    /// under `kblockd_runs`.
+    pub(crate) fn run_hw_queues_async(
+        &self,
+        local: Option<CtxIdx>,
+        now: Nanos,
+        batch: &mut CompletionBatch,
+    ) {
+        if !self.cfg.kblockd_runs {
+            return self.run_hw_queues(local, now, batch);
+        }
+        let sq_hctx = self.sq_hctx(local);
+        for hctx in self.hctxs.iter() {
+            if sq_hctx.is_some_and(|sq| sq != hctx.idx) && hctx.dispatch_list_len() == 0 {
+                continue;
+            }
+            if self.hctx_has_pending(hctx.idx) && !hctx.is_stopped() {
+                hctx.arm_run(now);
+            }
+        }
+    }
+
+    /// `blk_mq_run_hw_queue(hctx, true)`: armed as work under `kblockd_runs`, else at once.
+    pub(crate) fn run_hw_queue_async(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+        if self.cfg.kblockd_runs {
+            let hctx = &self.hctxs[h.0 as usize];
+            if !hctx.is_stopped() {
+                hctx.arm_run(now);
+            }
+        } else {
+            self.run_hw_queue(h, now, batch);
         }
     }
 
@@ -88,15 +130,29 @@ impl QueueInner {
     /// `blk_mq_delay_run_hw_queues`: arms a run of every hardware queue `delay` from `now`,
     /// leaving alone a queue whose run is already armed (`delayed_work_pending`: re-arming
     /// would let queues keep pushing each other's runs back). Under the single-CPU dispatch
-    /// rule only `local`'s queue, and those with requests on their dispatch lists.
+    /// rule only `local`'s queue, and those with requests on their dispatch lists. With
+    /// `delay_run_rearms` (the kernel before 5.17) a pending run is pushed back instead:
+    /// one queue's empty dispatch can postpone another's due run again and again, until
+    /// that queue's worker wins a race. Only with `kblockd_runs`: without workers the
+    /// timer runs due queues in index order, so the lowest would win every race and a
+    /// request on a higher queue's dispatch list could wait for ever (the fuzzer found it).
     pub(crate) fn delay_run_hw_queues(&self, local: Option<CtxIdx>, now: Nanos, delay: Nanos) {
         let sq = self.sq_hctx(local);
+        let at = now.saturating_add(delay);
         for hctx in self.hctxs.iter() {
-            if hctx.is_stopped() || hctx.run_armed_at().is_some() {
+            if hctx.is_stopped() {
                 continue;
             }
-            if sq.is_none_or(|s| s == hctx.idx) || hctx.dispatch_list_len() > 0 {
-                hctx.arm_run(now.saturating_add(delay));
+            if !(sq.is_none_or(|s| s == hctx.idx) || hctx.dispatch_list_len() > 0) {
+                continue;
+            }
+            if self.cfg.delay_run_rearms && self.cfg.kblockd_runs {
+                if hctx.run_at.load(Ordering::Acquire) < at.0 {
+                    hctx.stats.local().postponed.add(1);
+                }
+                hctx.rearm_run(at);
+            } else if hctx.run_armed_at().is_none() {
+                hctx.arm_run(at);
             }
         }
     }

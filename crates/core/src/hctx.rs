@@ -58,6 +58,9 @@ pub struct HctxCounters {
     pub dispatched: [Counter; MAX_DISPATCH_ORDER],
     /// Times the driver answered `Resource`/`DevResource` or budget/tags ran out.
     pub busy: Counter,
+    /// Times another queue's delayed re-run of every queue pushed this queue's armed run
+    /// back (`QueueConfig::delay_run_rearms`).
+    pub postponed: Counter,
 }
 
 /// The counters summed over every thread's share.
@@ -71,6 +74,7 @@ pub struct HctxTotals {
     pub direct: u64,
     pub dispatched: [u64; MAX_DISPATCH_ORDER],
     pub busy: u64,
+    pub postponed: u64,
 }
 
 /// Shards of [`HctxStats`]: threads are spread over them round-robin.
@@ -129,6 +133,7 @@ impl HctxStats {
                 *a += c.get();
             }
             t.busy += s.busy.get();
+            t.postponed += s.postponed.get();
         }
         t
     }
@@ -165,6 +170,9 @@ pub struct Hctx {
     pub(crate) run_again: AtomicBool,
     /// A delayed run is armed for this time (`Nanos::MAX` = none).
     pub(crate) run_at: AtomicU64,
+    /// The armed run's time came and its work waits on the worklist for a worker
+    /// (`QueueConfig::kblockd_runs`): still pending, so a re-arm can take it back.
+    pub(crate) run_queued: AtomicBool,
     /// EWMA of "the driver was busy" (`dispatch_busy`).
     pub(crate) dispatch_busy: AtomicU32,
     pub stats: HctxStats,
@@ -185,6 +193,7 @@ impl Hctx {
             run_lock: Mutex::new(Vec::new()),
             run_again: AtomicBool::new(false),
             run_at: AtomicU64::new(u64::MAX),
+            run_queued: AtomicBool::new(false),
             dispatch_busy: AtomicU32::new(0),
             stats: HctxStats::default(),
         }
@@ -237,6 +246,13 @@ impl Hctx {
     /// Arms a run at `at` unless an earlier one is armed (`blk_mq_delay_run_hw_queue`).
     pub(crate) fn arm_run(&self, at: Nanos) {
         self.run_at.fetch_min(at.0, Ordering::AcqRel);
+    }
+
+    /// `mod_delayed_work` on a pending run: it now runs at `at`, later or not, and a work
+    /// already on the worklist is taken back off it (`try_to_grab_pending`).
+    pub(crate) fn rearm_run(&self, at: Nanos) {
+        self.run_at.store(at.0, Ordering::Release);
+        self.run_queued.store(false, Ordering::Release);
     }
 
     pub fn run_armed_at(&self) -> Option<Nanos> {

@@ -353,6 +353,78 @@ fn an_empty_dispatch_arms_a_run_of_every_hardware_queue_in_3_ms() {
 }
 
 #[test]
+fn a_delayed_rerun_pushes_back_another_queues_pending_run_only_as_before_5_17() {
+    // Four hardware queues, runs as kblockd work. The FIFO says it has work and hands out
+    // nothing (BFQ idling), so hctx 1's run kicks a re-run of every queue 3 ms later. When
+    // those come due, hctx 0's worker starts first, gets nothing again and kicks once more.
+    // Before "blk-mq: avoid extending delays of active hctx from blk_mq_delay_run_hw_queues"
+    // (Linux 5.17) that re-arms the other three runs, still pending on the worklist, 3 ms on,
+    // so hctx 1's worker finds nothing to run; since then they are left alone and hctx 1
+    // runs.
+    for rearm in [false, true] {
+        let d = TestDriver::new(Mode::Inline);
+        let mut cfg = TagSetConfig::new(4, 8);
+        cfg.maps = MapQueues {
+            default: 4,
+            read: 0,
+            poll: 0,
+        };
+        let qc = QueueConfig {
+            nr_ctx: 4,
+            nr_requests: 8,
+            sq_sched_dispatch: false,
+            kblockd_runs: true,
+            delay_run_rearms: rearm,
+            ..Default::default()
+        };
+        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+        with_fifo(&q, |f| f.set_plugged(true));
+        let mut sub1 = q.submitter(CtxIdx(1));
+        submit_ok(&q, &mut sub1, bio4k(ReqOp::Read, 0, 7), T0);
+        let t1 = T0.saturating_add(Nanos::from_millis(3));
+        assert_eq!(q.next_deadline(), Some(t1));
+        let mut due = Vec::new();
+        q.take_due_runs(t1, &mut due);
+        assert_eq!(due, (0..4).map(HctxIdx).collect::<Vec<_>>());
+        // Handed to workers: no longer a deadline of the timer's.
+        assert_eq!(q.next_deadline(), None, "rearm={rearm}");
+        let runs = |q: &RequestQueue, h: u16| q.hctx(HctxIdx(h)).stats.total().run;
+        let mut sub0 = q.submitter(CtxIdx(0));
+        q.run_work(HctxIdx(0), &mut sub0, t1);
+        assert_eq!(runs(&q, 0), 1);
+        let before = runs(&q, 1);
+        q.run_work(
+            HctxIdx(1),
+            &mut sub1,
+            t1.saturating_add(Nanos::from_micros(2)),
+        );
+        let postponed: u64 = (0..4)
+            .map(|h| q.hctx(HctxIdx(h)).stats.total().postponed)
+            .sum();
+        if rearm {
+            assert_eq!(runs(&q, 1), before, "hctx 1's run was pushed back");
+            assert_eq!(postponed, 3);
+            let t2 = t1.saturating_add(Nanos::from_millis(3));
+            assert_eq!(q.hctx(HctxIdx(1)).run_armed_at(), Some(t2));
+            assert_eq!(q.next_deadline(), Some(t2));
+        } else {
+            assert_eq!(runs(&q, 1), before + 1, "hctx 1 ran");
+            assert_eq!(postponed, 0);
+        }
+        // Released, the request goes on the next run of any queue.
+        with_fifo(&q, |f| f.set_plugged(false));
+        let t3 = t1.saturating_add(Nanos::from_millis(10));
+        q.take_due_runs(t3, &mut due);
+        for &h in &due {
+            q.run_work(h, &mut sub1, t3);
+        }
+        assert_eq!(d.issues().len(), 1, "rearm={rearm}");
+        take_done(&mut sub1);
+        common::assert_whole(&q);
+    }
+}
+
+#[test]
 fn a_schedule_dispatch_runs_only_the_local_queue_under_the_single_cpu_rule() {
     // BFQ's `bfq_schedule_dispatch` is `blk_mq_run_hw_queues`: every hardware queue, or under
     // the rule of "blk-mq: Improve performance of non-mq IO schedulers with multiple HW

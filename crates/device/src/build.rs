@@ -188,6 +188,8 @@ pub fn new_queue(
         nr_requests: settings.nr_requests,
         sq_sched_dispatch: settings.sq_sched_dispatch,
         run_all_on_complete: settings.run_all_on_complete,
+        kblockd_runs: settings.kblockd_runs,
+        delay_run_rearms: settings.delay_run_rearms,
         tracer,
         blkcg,
     };

@@ -54,6 +54,12 @@ pub struct QueueSettings {
     pub sq_sched_dispatch: bool,
     /// Run all hardware queues after each completion batch, as SCSI's `scsi_run_queue`.
     pub run_all_on_complete: bool,
+    /// Asynchronous runs are kblockd work the simulator executes on the hctx's CPU
+    /// (`QueueConfig::kblockd_runs`).
+    pub kblockd_runs: bool,
+    /// Delayed runs of every queue push back pending ones, as before Linux 5.17
+    /// (`QueueConfig::delay_run_rearms`).
+    pub delay_run_rearms: bool,
     /// Request timeout (`io_timeout`).
     pub timeout: Nanos,
 }
@@ -69,6 +75,8 @@ impl Default for QueueSettings {
             max_segments: 0,
             sq_sched_dispatch: true,
             run_all_on_complete: false,
+            kblockd_runs: false,
+            delay_run_rearms: false,
             timeout: Nanos::from_secs(30),
         }
     }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use mqblk_core::{IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp, Submit, TunableError};
+use mqblk_core::{HctxIdx, IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp, Submit, TunableError};
 
 const BFQ: &str = "bfq";
 
@@ -500,4 +500,26 @@ fn bfq_a_merged_queue_keeps_the_weight_of_the_queue_merged_into() {
     // light reader's, which the heavy reader's first read found close to its own.
     assert!(shared.contains("Sync(2)"), "{shared}");
     assert!(shared.contains("weight 10 "), "{shared}");
+}
+
+#[test]
+fn bfq_has_work_while_idling_on_an_empty_queue_only_as_before_5_19() {
+    // One process's read completes and BFQ idles on its queue, now empty. `bfq_has_work`
+    // counts queued requests since "block, bfq: make bfq_has_work() more accurate" (5.19):
+    // nothing to do. Before, it counted busy queues, and the queue idled on is still busy,
+    // so every queue run during the idle slice called dispatch for nothing (and re-ran every
+    // hardware queue 3 ms later).
+    for busy in [false, true] {
+        let mut r = Rig::simple(BFQ, 1);
+        if busy {
+            r.set("has_work_busy", "1");
+        }
+        r.queue(0, read(0, 8, 1).with_issuer(1, 0));
+        assert_eq!(r.complete_next(1), 1);
+        assert_eq!(r.bfq().counters.idles, 1, "BFQ idles on the queue");
+        assert_eq!(r.elv().has_work(HctxIdx(0)), busy, "has_work_busy={busy}");
+        r.drain(us(10));
+        r.assert_each_done_once([1]);
+        r.finish();
+    }
 }

@@ -130,7 +130,7 @@ pub fn case_for(
         let w = rng.range(1, 1000) as u32;
         groups.push(blkcg.set_weight(path, w).expect("valid weight"));
     }
-    let cfg = SimConfig {
+    let mut cfg = SimConfig {
         seed,
         nr_cpus,
         device: device.clone(),
@@ -215,11 +215,16 @@ pub fn case_for(
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",");
+    // Drawn last, so the draws above (and the cases they made) stay as they were.
+    cfg.queue.kblockd_runs = rng.below(3) == 0;
+    cfg.queue.delay_run_rearms = rng.below(2) == 0;
     let summary = format!(
-        "cpus={nr_cpus} device={dev} sched={scheduler}[{tun}] nr_requests={} nomerges={nomerges:?} sq_dispatch={} run_all={} faults={:?} jobs={}",
+        "cpus={nr_cpus} device={dev} sched={scheduler}[{tun}] nr_requests={} nomerges={nomerges:?} sq_dispatch={} run_all={} kblockd_runs={} delay_run_rearms={} faults={:?} jobs={}",
         cfg.queue.nr_requests,
         cfg.queue.sq_sched_dispatch,
         cfg.queue.run_all_on_complete,
+        cfg.queue.kblockd_runs,
+        cfg.queue.delay_run_rearms,
         cfg.faults,
         jobs.len()
     );

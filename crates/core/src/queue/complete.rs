@@ -41,9 +41,11 @@ impl QueueInner {
                 runs.sort_unstable();
                 runs.dedup();
             }
+            // All of these the kernel runs asynchronously (`blk_mq_sched_restart`, the tag
+            // and token wake-ups, `bfq_schedule_dispatch`).
             let to_run = std::mem::take(runs);
             for &h in &to_run {
-                self.run_hw_queue(h, now, batch);
+                self.run_hw_queue_async(h, now, batch);
             }
             *runs = to_run;
             if self.cfg.run_all_on_complete {
@@ -56,7 +58,7 @@ impl QueueInner {
                         .compare_exchange(old, 0, Ordering::AcqRel, Ordering::Relaxed)
                         .is_ok()
                 {
-                    self.run_hw_queues(local, now, batch);
+                    self.run_hw_queues_async(local, now, batch);
                 }
             }
         }

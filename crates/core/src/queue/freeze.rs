@@ -318,6 +318,24 @@ impl RequestQueue {
         e.inner.next_deadline()
     }
 
+    /// With `QueueConfig::kblockd_runs`: the hardware queues whose armed run came due and
+    /// has no worker yet, onto `out`. The caller executes each with [`Self::run_work`] on a
+    /// CPU of the queue once a worker would be there; until then the run stays pending
+    /// (a re-arm may still push it back) and out of [`Self::next_deadline`].
+    pub fn take_due_runs(&self, now: Nanos, out: &mut Vec<HctxIdx>) {
+        let e = self.enter_outside(None);
+        e.inner.take_due_runs(now, out);
+    }
+
+    /// A worker executes hardware queue `h`'s run work (`blk_mq_run_work_fn`) on `sub`'s
+    /// CPU: the queue runs unless its run was pushed back since it came due.
+    pub fn run_work(&self, h: HctxIdx, sub: &mut Submitter, now: Nanos) {
+        let inner = self.enter(sub);
+        inner.run_work(h, now, &mut sub.batch);
+        inner.end_sub_batch(sub, now);
+        self.exit(sub, inner);
+    }
+
     /// Ends the requests a driver reported in `batch` (`blk_mq_end_request_batch`): bios of
     /// `local`'s software queue go to `done`, others to their submitter's remote list, and
     /// hardware queues that should run again to `runs`.

@@ -71,6 +71,22 @@ pub struct QueueConfig {
     /// 5.10 on, so in seed 000's kernel too). With a scheduler that is not `MQ_AWARE` every
     /// hctx of the 64-queue RAID card of seed 000 then dispatches from the scheduler.
     pub run_all_on_complete: bool,
+    /// Runs the kernel makes asynchronously (`blk_mq_run_hw_queue(hctx, true)`: BFQ's
+    /// `bfq_schedule_dispatch`, SCHED_RESTART, tag and token wake-ups, SCSI's completion
+    /// path; and `blk_mq_run_hw_queues(q, false)` from a CPU outside the hctx's mask, as the
+    /// requeue work does) are armed as kblockd work (`hctx->run_work`) for the caller to
+    /// execute ([`RequestQueue::take_due_runs`], [`RequestQueue::run_work`]) on the hctx's
+    /// CPU after a worker's wake-up, instead of running inline. The simulator turns it on
+    /// where the race between those works is the experiment (seed 000); off, `timer` runs
+    /// them at once.
+    pub kblockd_runs: bool,
+    /// `blk_mq_delay_run_hw_queues` re-arms a queue whose run is already pending
+    /// (`mod_delayed_work`), pushing it back, as the kernel did until "blk-mq: avoid
+    /// extending delays of active hctx from blk_mq_delay_run_hw_queues" (Linux 5.17): seed
+    /// 000's kernel (5.10-rc6) did. Off: a pending run is left alone, as since then. Takes
+    /// effect only with `kblockd_runs` (whose racing workers it needs; see
+    /// `delay_run_hw_queues`).
+    pub delay_run_rearms: bool,
     /// Receives every request event (blktrace-style tracing, the simulator's cost model).
     pub tracer: TraceHook,
     /// The cgroup hierarchy bios name in `bio.group` (group schedulers read weights here).
@@ -87,6 +103,8 @@ impl Default for QueueConfig {
             nr_requests: 0,
             sq_sched_dispatch: true,
             run_all_on_complete: false,
+            kblockd_runs: false,
+            delay_run_rearms: false,
             tracer: TraceHook::default(),
             blkcg: Arc::new(Blkcg::new()),
         }

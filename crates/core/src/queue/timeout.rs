@@ -31,6 +31,10 @@ impl QueueInner {
             self.requeue_work(local, now, batch);
         }
         for hctx in self.hctxs.iter() {
+            if self.cfg.kblockd_runs {
+                // The caller executes due runs as work (`take_due_runs`, `run_work`).
+                break;
+            }
             let at = hctx.run_at.load(Ordering::Acquire);
             if at <= now.0
                 && hctx
@@ -52,7 +56,7 @@ impl QueueInner {
                 let mut runs = Vec::new();
                 self.elevator_runs(local, &mut runs);
                 for h in runs {
-                    self.run_hw_queue(h, now, batch);
+                    self.run_hw_queue_async(h, now, batch);
                 }
             }
         }
@@ -66,9 +70,44 @@ impl QueueInner {
             t = t.min(t_elv.0);
         }
         for hctx in self.hctxs.iter() {
-            t = t.min(hctx.run_at.load(Ordering::Acquire));
+            if !hctx.run_queued.load(Ordering::Acquire) {
+                t = t.min(hctx.run_at.load(Ordering::Acquire));
+            }
         }
         (t != u64::MAX).then_some(Nanos(t))
+    }
+
+    /// Under `kblockd_runs`: the hardware queues whose armed run is due and not yet handed
+    /// to a worker, onto `out`; each is now queued (its timer fired, its work waits on the
+    /// worklist, still pending).
+    pub(crate) fn take_due_runs(&self, now: Nanos, out: &mut Vec<HctxIdx>) {
+        for hctx in self.hctxs.iter() {
+            if hctx.run_at.load(Ordering::Acquire) <= now.0
+                && !hctx.run_queued.swap(true, Ordering::AcqRel)
+            {
+                out.push(hctx.idx);
+            }
+        }
+    }
+
+    /// Under `kblockd_runs`: the worker of hardware queue `h` starts its run work
+    /// (`blk_mq_run_work_fn`). If the run was pushed back meanwhile (a re-arm took the work
+    /// off the worklist) there is nothing to do; otherwise the run is no longer pending and
+    /// the queue runs.
+    pub(crate) fn run_work(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
+        let hctx = &self.hctxs[h.0 as usize];
+        let at = hctx.run_at.load(Ordering::Acquire);
+        if at > now.0 {
+            return;
+        }
+        hctx.run_queued.store(false, Ordering::Release);
+        if hctx
+            .run_at
+            .compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.run_hw_queue(h, now, batch);
+        }
     }
 
     /// Starts a request for the driver: IDLE → IN_FLIGHT and its timeout armed.

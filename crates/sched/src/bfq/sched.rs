@@ -39,11 +39,12 @@ pub(super) const T_STRICT: usize = 7;
 pub(super) const T_LOW_LATENCY: usize = 8;
 pub(super) const T_QUEUE_MERGING: usize = 9;
 pub(super) const T_STABLE_MERGING: usize = 10;
+pub(super) const T_HAS_WORK_BUSY: usize = 11;
 
 // The ranges are the kernel's store clamps (`STORE_FUNCTION`, `USEC_STORE_FUNCTION`,
 // `bfq_timeout_sync_store`, `bfq_max_budget_store` in bfq-iosched.c): every value it keeps
 // as given is taken; what it would clamp is refused in one line.
-static TUNABLES: [TunableDesc; 11] = [
+static TUNABLES: [TunableDesc; 12] = [
     TunableDesc {
         name: "slice_idle_us",
         unit: "us",
@@ -136,6 +137,18 @@ static TUNABLES: [TunableDesc; 11] = [
         min: 0,
         max: 1,
         help: "merge a new queue with the one its group made just before it (bfq_do_or_sched_stable_merge); 0 as kernels before 5.13",
+    },
+    // Not a kernel attribute: until "block, bfq: make bfq_has_work() more accurate" (Linux
+    // 5.19) `bfq_has_work` said yes while any queue was busy, the in-service queue BFQ idles
+    // on included, so every queue run during an idle slice found work, got none, and had
+    // every hardware queue run again 3 ms later (seed 000's kernel, 5.10).
+    TunableDesc {
+        name: "has_work_busy",
+        unit: "bool",
+        default: 0,
+        min: 0,
+        max: 1,
+        help: "has_work is true while any queue is busy, even one idled on with nothing queued; 1 as kernels before 5.19",
     },
 ];
 
@@ -597,6 +610,8 @@ pub struct Bfq {
     /// `nr_queued` and `wr_busy`, readable without the lock (`has_work`, `limit_depth`),
     /// published at the end of every operation that holds it.
     queued: AtomicU32,
+    /// Busy queues (`bfq_tot_busy_queues`), for `has_work_busy`.
+    busy: AtomicU32,
     raised: AtomicU32,
     pub(super) tunables: Tunables,
     nr_hw: u16,
@@ -682,6 +697,7 @@ impl Bfq {
                 stats: BfqCounters::default(),
             }),
             queued: AtomicU32::new(0),
+            busy: AtomicU32::new(0),
             raised: AtomicU32::new(0),
             tunables: Tunables::new("bfq", &TUNABLES).with_aliases(&ALIASES),
             nr_hw: init.nr_hw_queues,
@@ -694,6 +710,8 @@ impl Bfq {
     fn publish(&self, st: &State) {
         self.queued
             .store(st.nr_queued + st.dispatch.len() as u32, Ordering::Release);
+        self.busy
+            .store(st.load.busy_classes.iter().sum(), Ordering::Release);
         self.raised.store(st.load.wr_busy, Ordering::Release);
     }
 
@@ -1759,8 +1777,11 @@ impl Elevator for Bfq {
         rq
     }
 
+    /// `bfq_has_work`: requests queued here or on `bfqd->dispatch`; with `has_work_busy`,
+    /// as before Linux 5.19, any busy queue instead of queued requests.
     fn has_work(&self, _hctx: HctxIdx) -> bool {
         self.queued.load(Ordering::Acquire) > 0
+            || (self.tunables.get(T_HAS_WORK_BUSY) != 0 && self.busy.load(Ordering::Acquire) > 0)
     }
 
     fn completed_request(&self, rq: &ElvRq, now: Nanos) {

@@ -9,6 +9,9 @@
 //! - `Dev`: the device model's next internal event; finished commands raise interrupts.
 //! - `Timer`: the queue's next deadline (delayed runs, requeue work, timeouts, the
 //!   elevator's timer), run on CPU 0 as kblockd would.
+//! - `Work(h)`: with `kblockd_runs`, hardware queue `h`'s run work starts on the queue's
+//!   CPU, a worker's wake-up after its run came due (drawn around `wake_ns`, so which of
+//!   several due queues runs first is a race, as between the kernel's per-CPU workers).
 //! - `Start(job)`: a job begins.
 //!
 //! Each CPU operation executes the shared core code at once (with `now` = the operation's
@@ -138,6 +141,8 @@ enum Ev {
     Dev,
     Timer,
     Start(u32),
+    /// Hardware queue `h`'s run work starts (`QueueSettings::kblockd_runs`).
+    Work(u32),
 }
 
 impl Ev {
@@ -155,6 +160,7 @@ impl Ev {
             Ev::Dev => (2, 0),
             Ev::Timer => (3, 0),
             Ev::Start(j) => (4, u64::from(j)),
+            Ev::Work(h) => (5, u64::from(h)),
         };
         // In-flight commands and jobs are far fewer than 2^21; more would be a bug.
         assert!(
@@ -172,7 +178,8 @@ impl Ev {
             1 => Ev::Arrive(payload as u32),
             2 => Ev::Dev,
             3 => Ev::Timer,
-            _ => Ev::Start(payload as u32),
+            4 => Ev::Start(payload as u32),
+            _ => Ev::Work(payload as u32),
         }
     }
 }
@@ -371,6 +378,9 @@ pub struct Sim {
     dev_scratch: Vec<mqblk_models::port::Finished>,
     hw_scratch: Vec<u16>,
     wake_list: Vec<u16>,
+    /// Draws the kblockd workers' wake-ups.
+    work_rng: SimRng,
+    due_runs: Vec<HctxIdx>,
 }
 
 impl Sim {
@@ -533,6 +543,8 @@ impl Sim {
             dev_scratch: Vec::new(),
             hw_scratch: Vec::new(),
             wake_list: Vec::new(),
+            work_rng: rng.fork(3),
+            due_runs: Vec::new(),
         })
     }
 
@@ -741,6 +753,25 @@ impl Sim {
                     if !self.cpus[0].sub.done.is_empty() {
                         self.wake(0, end);
                     }
+                    if self.cfg.queue.kblockd_runs {
+                        self.queue_due_runs(end);
+                    }
+                }
+                Ev::Work(h) => {
+                    // The worker runs once the CPU is free (a kblockd worker is high
+                    // priority, but what the CPU is doing is a few microseconds of
+                    // block-layer work at most).
+                    let c = self.irq_cpu[h as usize];
+                    let start = t.max(self.cpus[c as usize].busy_until);
+                    let end = self.op(c, start, |q, sub, now| {
+                        q.run_work(HctxIdx(h as u16), sub, now)
+                    });
+                    let cpu = &mut self.cpus[c as usize];
+                    cpu.busy_ns += end - start;
+                    cpu.busy_until = end;
+                    if !cpu.sub.done.is_empty() {
+                        self.wake(c, end);
+                    }
                 }
             }
             self.arm_timer();
@@ -762,6 +793,20 @@ impl Sim {
         }
         self.check()?;
         self.finish()
+    }
+
+    /// Hands every due hardware-queue run to its worker: each starts on the queue's first
+    /// CPU after a wake-up drawn uniformly from half to one and a half `wake_ns`.
+    fn queue_due_runs(&mut self, t: u64) {
+        let mut due = std::mem::take(&mut self.due_runs);
+        due.clear();
+        self.queue.take_due_runs(Nanos(t), &mut due);
+        let wake = self.cfg.cost.wake_ns as f64;
+        for &h in &due {
+            let at = t + (wake * (0.5 + self.work_rng.unit())) as u64;
+            self.push(at, Ev::Work(u32::from(h.0)));
+        }
+        self.due_runs = due;
     }
 
     fn dev_tick(&mut self, t: u64) {

@@ -96,6 +96,9 @@ pub struct HctxFigures {
     /// Times a dispatch stopped on a busy driver, no budget or no tag: the request waits on
     /// the hardware queue's dispatch list (`hctx->dispatch`), out of the scheduler's hands.
     pub busy: u64,
+    /// Times an armed run was pushed back by another queue's delayed re-run of all
+    /// (`delay_run_rearms`, the kernel before 5.17).
+    pub postponed: u64,
 }
 
 impl SimResult {
@@ -146,6 +149,7 @@ impl Sim {
                     runs: s.run,
                     issued: s.issued,
                     busy: s.busy,
+                    postponed: s.postponed,
                 }
             })
             .collect();

@@ -109,6 +109,8 @@ pub struct Evidence {
     pub dispatch_parks: u64,
     /// `get_budget` refusals.
     pub budget_denied: u64,
+    /// Armed runs pushed back by another queue's delayed re-run of every queue.
+    pub runs_postponed: u64,
     pub device: Vec<(&'static str, u64)>,
     pub scheduler: Vec<(&'static str, u64)>,
 }
@@ -130,6 +132,7 @@ impl Evidence {
             issued: r.hctx.iter().map(|h| h.issued).sum(),
             dispatch_parks: r.hctx.iter().map(|h| h.busy).sum(),
             budget_denied: r.driver.budget_denied,
+            runs_postponed: r.hctx.iter().map(|h| h.postponed).sum(),
             device: r.model_stats.clone(),
             scheduler: r.sched.pairs(),
         }
