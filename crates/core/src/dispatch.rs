@@ -51,23 +51,7 @@ impl QueueInner {
     /// the others' runs are armed as work, as `__blk_mq_delay_run_hw_queue` does when the
     /// current CPU is not in the hctx's mask.
     pub fn run_hw_queues(&self, local: Option<CtxIdx>, now: Nanos, batch: &mut CompletionBatch) {
-        let sq_hctx = self.sq_hctx(local);
-        let own = local.map(|c| self.ctxs[c.0 as usize].hctxs[0]);
-        for hctx in self.hctxs.iter() {
-            let h = hctx.idx;
-            if let Some(sq) = sq_hctx {
-                if h != sq && hctx.dispatch_list_len() == 0 {
-                    continue;
-                }
-            }
-            if self.hctx_has_pending(h) {
-                if self.cfg.kblockd_runs && own != Some(h) {
-                    hctx.arm_run(now);
-                } else {
-                    self.run_hw_queue(h, now, batch);
-                }
-            }
-        }
+        self.run_hw_queues_as(local, false, now, batch);
     }
 
     /// `blk_mq_run_hw_queues(q, true)`: as [`Self::run_hw_queues`], every run armed as work
@@ -78,25 +62,45 @@ impl QueueInner {
         now: Nanos,
         batch: &mut CompletionBatch,
     ) {
-        if !self.cfg.kblockd_runs {
-            return self.run_hw_queues(local, now, batch);
-        }
+        self.run_hw_queues_as(local, true, now, batch);
+    }
+
+    fn run_hw_queues_as(
+        &self,
+        local: Option<CtxIdx>,
+        asynchronous: bool,
+        now: Nanos,
+        batch: &mut CompletionBatch,
+    ) {
         let sq_hctx = self.sq_hctx(local);
+        // The queue `local`'s CPU may run inline, unless the run is asynchronous.
+        let inline_ok = local
+            .filter(|_| !asynchronous)
+            .map(|c| self.ctxs[c.0 as usize].hctxs[0]);
         for hctx in self.hctxs.iter() {
-            if sq_hctx.is_some_and(|sq| sq != hctx.idx) && hctx.dispatch_list_len() == 0 {
+            let h = hctx.idx;
+            if sq_hctx.is_some_and(|sq| h != sq) && hctx.dispatch_list_len() == 0 {
                 continue;
             }
-            if self.hctx_has_pending(hctx.idx) && !hctx.is_stopped() {
-                hctx.arm_run(now);
+            if !self.hctx_has_pending(h) {
+                continue;
+            }
+            if self.cfg.kblockd_runs && inline_ok != Some(h) {
+                if !hctx.is_stopped() {
+                    hctx.arm_run(now);
+                }
+            } else {
+                self.run_hw_queue(h, now, batch);
             }
         }
     }
 
-    /// `blk_mq_run_hw_queue(hctx, true)`: armed as work under `kblockd_runs`, else at once.
+    /// `blk_mq_run_hw_queue(hctx, true)`: armed as work under `kblockd_runs` if the queue has
+    /// something to dispatch (the kernel's `need_run`), else run at once.
     pub(crate) fn run_hw_queue_async(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
         if self.cfg.kblockd_runs {
             let hctx = &self.hctxs[h.0 as usize];
-            if !hctx.is_stopped() {
+            if !hctx.is_stopped() && self.hctx_has_pending(h) {
                 hctx.arm_run(now);
             }
         } else {
@@ -138,7 +142,7 @@ impl QueueInner {
     /// request on a higher queue's dispatch list could wait for ever (the fuzzer found it).
     pub(crate) fn delay_run_hw_queues(&self, local: Option<CtxIdx>, now: Nanos, delay: Nanos) {
         let sq = self.sq_hctx(local);
-        let at = now.saturating_add(delay);
+        let at = self.delayed(now, delay);
         for hctx in self.hctxs.iter() {
             if hctx.is_stopped() {
                 continue;
@@ -155,6 +159,18 @@ impl QueueInner {
                 hctx.arm_run(at);
             }
         }
+    }
+
+    /// When a run delayed by `delay` from `now` is due. Under `kblockd_runs` it is delayed
+    /// work on the timer wheel: `msecs_to_jiffies` rounds the delay up to whole ticks, counted
+    /// from the current tick, so runs armed within one tick come due together at a tick
+    /// boundary (and race there). Without it, exactly `delay` later.
+    fn delayed(&self, now: Nanos, delay: Nanos) -> Nanos {
+        if !self.cfg.kblockd_runs {
+            return now.saturating_add(delay);
+        }
+        let tick = crate::time::JIFFY.0;
+        Nanos((now.0 / tick + delay.0.div_ceil(tick)).saturating_mul(tick))
     }
 
     /// The device's budget for one more request (`blk_mq_get_dispatch_budget`); a refusal is
@@ -292,7 +308,7 @@ impl QueueInner {
                 // Only SCSI has budgets in the kernel, and its completion path runs the
                 // queues again once a budget was refused (`scsi_run_queue_async`); the
                 // delayed run covers a device that never frees one.
-                hctx.arm_run(now.saturating_add(RESOURCE_DELAY));
+                hctx.arm_run(self.delayed(now, RESOURCE_DELAY));
             }
             if kick && list.is_empty() {
                 // `__blk_mq_do_dispatch_sched`: has_work said yes and nothing came out ("kick
@@ -498,7 +514,7 @@ impl QueueInner {
         if !restart {
             hctx.arm_run(now);
         } else if resource {
-            hctx.arm_run(now.saturating_add(RESOURCE_DELAY));
+            hctx.arm_run(self.delayed(now, RESOURCE_DELAY));
         }
     }
 }

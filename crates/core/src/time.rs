@@ -6,6 +6,13 @@
 
 use std::fmt;
 
+/// The kernel's tick rate (`CONFIG_HZ`): 250, this machine's kernel's (`/proc/config.gz`) and
+/// Debian's and openSUSE's default on x86. Timers (delayed work, BFQ's jiffy-counted windows)
+/// run in whole ticks of it.
+pub const HZ: u64 = 250;
+/// One tick (`1 / HZ` s).
+pub const JIFFY: Nanos = Nanos(1_000_000_000 / HZ);
+
 /// A point in time or a duration, in nanoseconds. The origin is the caller's clock's.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Nanos(pub u64);

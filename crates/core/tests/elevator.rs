@@ -6,6 +6,7 @@ mod common;
 
 use common::{bio4k, submit_ok, take_done, Mode, Reply, TestDriver, FIFO, FIFO_MQ};
 use mqblk_core::tag::MapQueues;
+use mqblk_core::time::JIFFY;
 use mqblk_core::{
     Bio, CtxIdx, ElevatorType, HctxIdx, Nanos, QueueConfig, ReqOp, RequestQueue, RqFlags, Submit,
     TagSet, TagSetConfig,
@@ -41,6 +42,22 @@ fn multi_queue(
     sq: bool,
     run_all: bool,
 ) -> Arc<RequestQueue> {
+    let qc = QueueConfig {
+        sq_sched_dispatch: sq,
+        run_all_on_complete: run_all,
+        ..Default::default()
+    };
+    queue_of(d, elv, nr_hw, qc)
+}
+
+/// `nr_hw` hardware queues of 8 tags, one software queue each, 8 scheduler tags, the rest
+/// from `qc`.
+fn queue_of(
+    d: &Arc<TestDriver>,
+    elv: &ElevatorType,
+    nr_hw: u16,
+    qc: QueueConfig,
+) -> Arc<RequestQueue> {
     let mut cfg = TagSetConfig::new(nr_hw, 8);
     cfg.maps = MapQueues {
         default: nr_hw,
@@ -50,11 +67,20 @@ fn multi_queue(
     let qc = QueueConfig {
         nr_ctx: nr_hw,
         nr_requests: 8,
-        sq_sched_dispatch: sq,
-        run_all_on_complete: run_all,
-        ..Default::default()
+        ..qc
     };
     RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(elv), qc).unwrap()
+}
+
+/// Four hardware queues whose asynchronous runs are kblockd work (`kblockd_runs`).
+fn kblockd_queue(d: &Arc<TestDriver>, elv: &ElevatorType, rearm: bool) -> Arc<RequestQueue> {
+    let qc = QueueConfig {
+        sq_sched_dispatch: false,
+        kblockd_runs: true,
+        delay_run_rearms: rearm,
+        ..Default::default()
+    };
+    queue_of(d, elv, 4, qc)
 }
 
 /// Calls `f` with the queue's FIFO scheduler (the test's handle on its switches).
@@ -355,33 +381,22 @@ fn an_empty_dispatch_arms_a_run_of_every_hardware_queue_in_3_ms() {
 #[test]
 fn a_delayed_rerun_pushes_back_another_queues_pending_run_only_as_before_5_17() {
     // Four hardware queues, runs as kblockd work. The FIFO says it has work and hands out
-    // nothing (BFQ idling), so hctx 1's run kicks a re-run of every queue 3 ms later. When
-    // those come due, hctx 0's worker starts first, gets nothing again and kicks once more.
-    // Before "blk-mq: avoid extending delays of active hctx from blk_mq_delay_run_hw_queues"
-    // (Linux 5.17) that re-arms the other three runs, still pending on the worklist, 3 ms on,
-    // so hctx 1's worker finds nothing to run; since then they are left alone and hctx 1
-    // runs.
+    // nothing (BFQ idling), so hctx 1's run kicks a re-run of every queue 3 ms (a tick) on.
+    // When those come due, hctx 0's worker starts first, gets nothing again and kicks once
+    // more. Before "blk-mq: avoid extending delays of active hctx from
+    // blk_mq_delay_run_hw_queues" (Linux 5.17) that re-arms the other three runs, still
+    // pending on the worklist, a tick on, so hctx 1's worker finds nothing to run; since then
+    // they are left alone and hctx 1 runs.
     for rearm in [false, true] {
         let d = TestDriver::new(Mode::Inline);
-        let mut cfg = TagSetConfig::new(4, 8);
-        cfg.maps = MapQueues {
-            default: 4,
-            read: 0,
-            poll: 0,
-        };
-        let qc = QueueConfig {
-            nr_ctx: 4,
-            nr_requests: 8,
-            sq_sched_dispatch: false,
-            kblockd_runs: true,
-            delay_run_rearms: rearm,
-            ..Default::default()
-        };
-        let q = RequestQueue::new(TagSet::new(cfg).unwrap(), d.clone(), Some(&FIFO), qc).unwrap();
+        let q = kblockd_queue(&d, &FIFO, rearm);
         with_fifo(&q, |f| f.set_plugged(true));
         let mut sub1 = q.submitter(CtxIdx(1));
         submit_ok(&q, &mut sub1, bio4k(ReqOp::Read, 0, 7), T0);
-        let t1 = T0.saturating_add(Nanos::from_millis(3));
+        // As delayed work the 3 ms are whole ticks from the current one (`msecs_to_jiffies`:
+        // one tick at HZ=250), so the re-run is due at the next tick boundary.
+        let next_tick = |t: Nanos| Nanos((t.0 / JIFFY.0 + 1) * JIFFY.0);
+        let t1 = next_tick(T0);
         assert_eq!(q.next_deadline(), Some(t1));
         let mut due = Vec::new();
         q.take_due_runs(t1, &mut due);
@@ -404,7 +419,7 @@ fn a_delayed_rerun_pushes_back_another_queues_pending_run_only_as_before_5_17() 
         if rearm {
             assert_eq!(runs(&q, 1), before, "hctx 1's run was pushed back");
             assert_eq!(postponed, 3);
-            let t2 = t1.saturating_add(Nanos::from_millis(3));
+            let t2 = next_tick(t1);
             assert_eq!(q.hctx(HctxIdx(1)).run_armed_at(), Some(t2));
             assert_eq!(q.next_deadline(), Some(t2));
         } else {
@@ -414,6 +429,7 @@ fn a_delayed_rerun_pushes_back_another_queues_pending_run_only_as_before_5_17() 
         // Released, the request goes on the next run of any queue.
         with_fifo(&q, |f| f.set_plugged(false));
         let t3 = t1.saturating_add(Nanos::from_millis(10));
+        due.clear();
         q.take_due_runs(t3, &mut due);
         for &h in &due {
             q.run_work(h, &mut sub1, t3);
@@ -422,6 +438,45 @@ fn a_delayed_rerun_pushes_back_another_queues_pending_run_only_as_before_5_17() 
         take_done(&mut sub1);
         common::assert_whole(&q);
     }
+}
+
+#[test]
+fn the_requeue_work_runs_on_the_kicking_cpu_as_kblockd_work() {
+    // `blk_mq_kick_requeue_list` queues the requeue work on the local CPU's kblockd worker;
+    // its `blk_mq_run_hw_queues(q, false)` runs that CPU's own hardware queue inline. With
+    // `kblockd_runs` the timer leaves it to the caller, who learns the CPU (the requeued
+    // request's own) and runs it there: the request goes out on its queue at once, with no
+    // run of its queue left pending behind it.
+    let d = TestDriver::new(Mode::Inline);
+    let q = kblockd_queue(&d, &FIFO_MQ, false);
+    let mut sub = q.submitter(CtxIdx(2));
+    d.script(&[Reply::Requeue]);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 7), T0);
+    assert_eq!(d.issues().len(), 1);
+    // The timer does not run it; it is due, on CPU 2's worker.
+    let mut other = q.submitter(CtxIdx(0));
+    q.timer(&mut other, T0);
+    assert_eq!(d.issues().len(), 1, "the timer left the requeue work alone");
+    assert_eq!(q.take_due_requeue(T0), Some(CtxIdx(2)));
+    assert_eq!(q.take_due_requeue(T0), None, "handed to one worker only");
+    assert!(
+        q.next_deadline().is_none_or(|t| t > T0),
+        "no longer a deadline of the timer's"
+    );
+    q.requeue_work(&mut sub, T0);
+    let is = d.issues();
+    assert_eq!(is.len(), 2);
+    assert!(
+        is.iter().all(|x| x.hctx == HctxIdx(2)),
+        "issued on its own hctx"
+    );
+    assert_eq!(
+        q.hctx(HctxIdx(2)).run_armed_at(),
+        None,
+        "run inline, not armed"
+    );
+    assert_eq!(take_done(&mut sub), vec![(7, mqblk_core::BlkStatus::Ok)]);
+    common::assert_whole(&q);
 }
 
 #[test]

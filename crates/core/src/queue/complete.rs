@@ -213,7 +213,7 @@ impl QueueInner {
     /// its scheduler tag but not its driver tag; it is re-inserted at the head by the requeue
     /// work, which runs on the next `timer` call (at once: the requeue deadline is `now`).
     pub fn requeue_request(&self, id: RqId, now: Nanos) {
-        let (h, snap, use_sched, drv_tag) = {
+        let (h, snap, use_sched, drv_tag, ctx) = {
             let mut rq = self.rqs.lock(id);
             if let Some(t) = self.cfg.tracer.get() {
                 t.event(&TraceEvent::of_rq(TraceAction::Requeue, &rq, now));
@@ -227,7 +227,7 @@ impl QueueInner {
             } else {
                 None
             };
-            (rq.hctx, rq.elv(), use_sched, drv_tag)
+            (rq.hctx, rq.elv(), use_sched, drv_tag, rq.ctx)
         };
         if let Some(t) = drv_tag {
             self.put_driver_tag(h, t);
@@ -239,7 +239,28 @@ impl QueueInner {
         }
         self.hctxs[h.0 as usize].stats.local().requeued.add(1);
         self.requeue_list.lock().push(id);
+        self.kick_requeue_work(ctx, now);
+    }
+
+    /// `blk_mq_kick_requeue_list`: the requeue work runs at once, as kblockd work on the
+    /// kicking CPU (`kblockd_mod_delayed_work_on(WORK_CPU_UNBOUND, ...)`: the local one).
+    /// That CPU is taken to be `ctx`'s, the request's own: its submitter, or the CPU its
+    /// hardware queue interrupts, the same one where each CPU has a queue of its own.
+    pub(crate) fn kick_requeue_work(&self, ctx: CtxIdx, now: Nanos) {
+        self.requeue_ctx.store(u32::from(ctx.0), Ordering::Release);
         self.requeue_at.fetch_min(now.0, Ordering::AcqRel);
+    }
+
+    /// Under `kblockd_runs`: the software queue on whose CPU the requeue work is to run, if
+    /// it is due and no worker has it yet; it is now handed to one.
+    pub(crate) fn take_due_requeue(&self, now: Nanos) -> Option<CtxIdx> {
+        if self.requeue_at.load(Ordering::Acquire) > now.0
+            || self.requeue_queued.swap(true, Ordering::AcqRel)
+        {
+            return None;
+        }
+        let c = self.requeue_ctx.load(Ordering::Acquire);
+        Some(CtxIdx(if c == u32::MAX { 0 } else { c as u16 }))
     }
 
     /// `blk_mq_requeue_work`: re-insert requeued requests at the head, then run the queues.
@@ -250,6 +271,7 @@ impl QueueInner {
         batch: &mut CompletionBatch,
     ) {
         self.requeue_at.store(u64::MAX, Ordering::Release);
+        self.requeue_queued.store(false, Ordering::Release);
         let ids = std::mem::take(&mut *self.requeue_list.lock());
         for &id in ids.iter().rev() {
             let (h, ctx, flags, op) = {

@@ -129,7 +129,7 @@ impl QueueInner {
             let st = hctx.stats.total();
             let _ = writeln!(
                 s,
-                "hctx{} ({}): queued {} issued {} direct {} completed {} requeued {} runs {} busy {} dispatch_list {} restart {} stopped {}",
+                "hctx{} ({}): queued {} issued {} direct {} completed {} requeued {} runs {} busy {} dispatch_list {} restart {} stopped {} run_armed {} postponed {}{}",
                 hctx.idx.0,
                 hctx.ty.name(),
                 st.queued,
@@ -142,6 +142,13 @@ impl QueueInner {
                 hctx.dispatch_list_len(),
                 hctx.test_state(state::SCHED_RESTART) as u8,
                 hctx.is_stopped() as u8,
+                hctx.run_armed_at().map_or("-".to_string(), |t| t.0.to_string()),
+                st.postponed,
+                if hctx.run_queued.load(Ordering::Acquire) {
+                    " (with a worker)"
+                } else {
+                    ""
+                },
             );
         }
         if let Some(e) = &self.elevator {

@@ -287,8 +287,9 @@ impl QueueInner {
     /// Puts a request on the requeue list and has the requeue work run at once
     /// (`blk_mq_kick_requeue_list`).
     fn kick_requeue(&self, id: RqId, now: Nanos) {
+        let ctx = self.rqs.lock(id).ctx;
         self.requeue_list.lock().push(id);
-        self.requeue_at.fetch_min(now.0, Ordering::AcqRel);
+        self.kick_requeue_work(ctx, now);
     }
 
     /// `flush_end_io`: the flush request of hardware queue `f` completed. Every request that

@@ -327,6 +327,23 @@ impl RequestQueue {
         e.inner.take_due_runs(now, out);
     }
 
+    /// With `QueueConfig::kblockd_runs`: the software queue on whose CPU the requeue work
+    /// (`blk_mq_requeue_work`) is to run, if it came due and has no worker yet. The caller
+    /// executes it with [`Self::requeue_work`].
+    pub fn take_due_requeue(&self, now: Nanos) -> Option<CtxIdx> {
+        let e = self.enter_outside(None);
+        e.inner.take_due_requeue(now)
+    }
+
+    /// A worker on `sub`'s CPU executes the requeue work: requeued requests go back, and the
+    /// hardware queues run (inline only `sub`'s own).
+    pub fn requeue_work(&self, sub: &mut Submitter, now: Nanos) {
+        let inner = self.enter(sub);
+        inner.requeue_work(Some(sub.ctx), now, &mut sub.batch);
+        inner.end_sub_batch(sub, now);
+        self.exit(sub, inner);
+    }
+
     /// A worker executes hardware queue `h`'s run work (`blk_mq_run_work_fn`) on `sub`'s
     /// CPU: the queue runs unless its run was pushed back since it came due.
     pub fn run_work(&self, h: HctxIdx, sub: &mut Submitter, now: Nanos) {

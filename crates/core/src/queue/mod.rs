@@ -76,9 +76,11 @@ pub struct QueueConfig {
     /// path; and `blk_mq_run_hw_queues(q, false)` from a CPU outside the hctx's mask, as the
     /// requeue work does) are armed as kblockd work (`hctx->run_work`) for the caller to
     /// execute ([`RequestQueue::take_due_runs`], [`RequestQueue::run_work`]) on the hctx's
-    /// CPU after a worker's wake-up, instead of running inline. The simulator turns it on
-    /// where the race between those works is the experiment (seed 000); off, `timer` runs
-    /// them at once.
+    /// CPU after a worker's wake-up, instead of running inline; delayed ones come due on
+    /// whole ticks (`time::HZ`). The requeue work, too, is left to the caller, to run on the
+    /// CPU that kicked it ([`RequestQueue::take_due_requeue`],
+    /// [`RequestQueue::requeue_work`]). The simulator turns it on where the race between
+    /// those works is the experiment (seed 000); off, `timer` runs them at once.
     pub kblockd_runs: bool,
     /// `blk_mq_delay_run_hw_queues` re-arms a queue whose run is already pending
     /// (`mod_delayed_work`), pushing it back, as the kernel did until "blk-mq: avoid
@@ -266,6 +268,11 @@ pub(crate) struct QueueInner {
     users: Arc<[ActiveUser]>,
     requeue_list: Mutex<Vec<RqId>>,
     requeue_at: AtomicU64,
+    /// The software queue whose CPU last kicked the requeue work (`u32::MAX`: none), where a
+    /// caller executing it as kblockd work runs it (`kblockd_runs`).
+    requeue_ctx: AtomicU32,
+    /// The requeue work is due and handed to a worker (`kblockd_runs`).
+    requeue_queued: AtomicBool,
     next_timeout: AtomicU64,
     /// Hardware queues waiting for a driver tag.
     pub(crate) tag_waiters: Arc<AtomicU32>,
@@ -397,6 +404,8 @@ impl QueueInner {
             users: p.users,
             requeue_list: Mutex::new(Vec::new()),
             requeue_at: AtomicU64::new(u64::MAX),
+            requeue_ctx: AtomicU32::new(u32::MAX),
+            requeue_queued: AtomicBool::new(false),
             next_timeout: AtomicU64::new(u64::MAX),
             tag_waiters: p.tag_waiters,
             budget_restarts: AtomicU32::new(0),

@@ -27,22 +27,22 @@ impl QueueInner {
         batch: &mut CompletionBatch,
         now: Nanos,
     ) {
-        if self.requeue_at.load(Ordering::Acquire) <= now.0 {
-            self.requeue_work(local, now, batch);
-        }
-        for hctx in self.hctxs.iter() {
-            if self.cfg.kblockd_runs {
-                // The caller executes due runs as work (`take_due_runs`, `run_work`).
-                break;
+        // Under `kblockd_runs` the caller executes the requeue work and due runs as work on
+        // their CPUs (`take_due_requeue`, `take_due_runs`, `run_work`).
+        if !self.cfg.kblockd_runs {
+            if self.requeue_at.load(Ordering::Acquire) <= now.0 {
+                self.requeue_work(local, now, batch);
             }
-            let at = hctx.run_at.load(Ordering::Acquire);
-            if at <= now.0
-                && hctx
-                    .run_at
-                    .compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                self.run_hw_queue(hctx.idx, now, batch);
+            for hctx in self.hctxs.iter() {
+                let at = hctx.run_at.load(Ordering::Acquire);
+                if at <= now.0
+                    && hctx
+                        .run_at
+                        .compare_exchange(at, u64::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    self.run_hw_queue(hctx.idx, now, batch);
+                }
             }
         }
         if self.next_timeout.load(Ordering::Acquire) <= now.0 {
@@ -64,7 +64,11 @@ impl QueueInner {
 
     /// The earliest time `timer` has work to do, if any.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        let mut t = self.requeue_at.load(Ordering::Acquire);
+        let mut t = if self.requeue_queued.load(Ordering::Acquire) {
+            u64::MAX
+        } else {
+            self.requeue_at.load(Ordering::Acquire)
+        };
         t = t.min(self.next_timeout.load(Ordering::Acquire));
         if let Some(t_elv) = self.elevator.as_ref().and_then(|e| e.next_timer()) {
             t = t.min(t_elv.0);

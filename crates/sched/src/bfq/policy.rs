@@ -75,8 +75,8 @@ const REF_RATE: [u64; 2] = [(14_000 * 1_000_000) >> 16, (33_000 * 1_000_000) >> 
 const REF_WR_DURATION: [Nanos; 2] = [Nanos::from_millis(7000), Nanos::from_millis(2500)];
 const WR_DURATION_MIN: Nanos = Nanos::from_secs(3);
 const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
-/// 4 jiffies at `CONFIG_HZ=250`, this machine's kernel's (and Debian's) tick.
-const FOUR_JIFFIES: Nanos = Nanos::from_millis(16);
+/// 4 jiffies.
+const FOUR_JIFFIES: Nanos = Nanos(4 * mqblk_core::time::JIFFY.0);
 /// `bfq_wr_min_inter_arr_async`.
 const WR_MIN_INTER_ARR_ASYNC: Nanos = Nanos::from_millis(500);
 /// `bfq_update_io_intensity`'s window.

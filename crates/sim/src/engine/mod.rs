@@ -9,9 +9,10 @@
 //! - `Dev`: the device model's next internal event; finished commands raise interrupts.
 //! - `Timer`: the queue's next deadline (delayed runs, requeue work, timeouts, the
 //!   elevator's timer), run on CPU 0 as kblockd would.
-//! - `Work(h)`: with `kblockd_runs`, hardware queue `h`'s run work starts on the queue's
-//!   CPU, a worker's wake-up after its run came due (drawn around `wake_ns`, so which of
-//!   several due queues runs first is a race, as between the kernel's per-CPU workers).
+//! - `Work`: with `kblockd_runs`, a kblockd worker starts a wake-up after its work came due
+//!   (drawn around `wake_ns`, so which of several due queues runs first is a race, as
+//!   between the kernel's per-CPU workers): a hardware queue's run on the queue's CPU, or
+//!   the requeue work on the CPU that kicked it.
 //! - `Start(job)`: a job begins.
 //!
 //! Each CPU operation executes the shared core code at once (with `now` = the operation's
@@ -141,8 +142,17 @@ enum Ev {
     Dev,
     Timer,
     Start(u32),
-    /// Hardware queue `h`'s run work starts (`QueueSettings::kblockd_runs`).
-    Work(u32),
+    /// A kblockd worker starts (`QueueSettings::kblockd_runs`).
+    Work(Work),
+}
+
+/// What a kblockd worker executes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Work {
+    /// Hardware queue `h`'s run work (`blk_mq_run_work_fn`).
+    Run(u16),
+    /// The requeue work (`blk_mq_requeue_work`), on this CPU.
+    Requeue(u16),
 }
 
 impl Ev {
@@ -160,7 +170,8 @@ impl Ev {
             Ev::Dev => (2, 0),
             Ev::Timer => (3, 0),
             Ev::Start(j) => (4, u64::from(j)),
-            Ev::Work(h) => (5, u64::from(h)),
+            Ev::Work(Work::Run(h)) => (5, u64::from(h)),
+            Ev::Work(Work::Requeue(c)) => (6, u64::from(c)),
         };
         // In-flight commands and jobs are far fewer than 2^21; more would be a bug.
         assert!(
@@ -179,7 +190,8 @@ impl Ev {
             2 => Ev::Dev,
             3 => Ev::Timer,
             4 => Ev::Start(payload as u32),
-            _ => Ev::Work(payload as u32),
+            5 => Ev::Work(Work::Run(payload as u16)),
+            _ => Ev::Work(Work::Requeue(payload as u16)),
         }
     }
 }
@@ -754,17 +766,23 @@ impl Sim {
                         self.wake(0, end);
                     }
                     if self.cfg.queue.kblockd_runs {
-                        self.queue_due_runs(end);
+                        self.queue_due_work(end);
                     }
                 }
-                Ev::Work(h) => {
+                Ev::Work(w) => {
                     // The worker runs once the CPU is free (a kblockd worker is high
                     // priority, but what the CPU is doing is a few microseconds of
                     // block-layer work at most).
-                    let c = self.irq_cpu[h as usize];
-                    let start = t.max(self.cpus[c as usize].busy_until);
-                    let end = self.op(c, start, |q, sub, now| {
-                        q.run_work(HctxIdx(h as u16), sub, now)
+                    let (c, start) = match w {
+                        Work::Requeue(c) => (c, t.max(self.cpus[c as usize].busy_until)),
+                        Work::Run(h) => {
+                            let c = self.irq_cpu[h as usize];
+                            (c, t.max(self.cpus[c as usize].busy_until))
+                        }
+                    };
+                    let end = self.op(c, start, |q, sub, now| match w {
+                        Work::Requeue(_) => q.requeue_work(sub, now),
+                        Work::Run(h) => q.run_work(HctxIdx(h), sub, now),
                     });
                     let cpu = &mut self.cpus[c as usize];
                     cpu.busy_ns += end - start;
@@ -795,16 +813,23 @@ impl Sim {
         self.finish()
     }
 
-    /// Hands every due hardware-queue run to its worker: each starts on the queue's first
-    /// CPU after a wake-up drawn uniformly from half to one and a half `wake_ns`.
-    fn queue_due_runs(&mut self, t: u64) {
+    /// Hands the due requeue work and every due hardware-queue run to their workers: the
+    /// requeue work starts on the CPU that kicked it, a run on the queue's first CPU (the
+    /// kernel's `blk_mq_hctx_next_cpu` rotates over the queue's CPUs every
+    /// `BLK_MQ_CPU_WORK_BATCH` runs; the scenarios that use this map one CPU per queue), each
+    /// after a wake-up drawn uniformly from half to one and a half `wake_ns`.
+    fn queue_due_work(&mut self, t: u64) {
+        let wake = self.cfg.cost.wake_ns as f64;
+        if let Some(c) = self.queue.take_due_requeue(Nanos(t)) {
+            let at = t + (wake * (0.5 + self.work_rng.unit())) as u64;
+            self.push(at, Ev::Work(Work::Requeue(c.0)));
+        }
         let mut due = std::mem::take(&mut self.due_runs);
         due.clear();
         self.queue.take_due_runs(Nanos(t), &mut due);
-        let wake = self.cfg.cost.wake_ns as f64;
         for &h in &due {
             let at = t + (wake * (0.5 + self.work_rng.unit())) as u64;
-            self.push(at, Ev::Work(u32::from(h.0)));
+            self.push(at, Ev::Work(Work::Run(h.0)));
         }
         self.due_runs = due;
     }
