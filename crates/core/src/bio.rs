@@ -374,8 +374,9 @@ mod tests {
         a.as_mut_slice()[0] = 7;
         let pages = a.as_slice().as_ptr();
         spare.give(a);
-        spare.give(IoBuf::new(4096)); // past the bound: dropped
-                                      // A smaller request takes the kept buffer, at the length asked.
+        // Past the bound of one buffer: dropped.
+        spare.give(IoBuf::new(4096));
+        // A smaller request takes the kept buffer, at the length asked.
         let b = spare.take(512);
         assert_eq!(b.as_slice().as_ptr(), pages, "the same pages");
         assert_eq!(b.len(), 512);

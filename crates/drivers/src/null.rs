@@ -335,11 +335,16 @@ impl PageMap {
         }
         e.get_or_insert_with(|| Box::new([0; PAGE_SIZE]))
     }
+    /// Drops the page, and its leaf if that was the leaf's last page (a discard path, not
+    /// the request path: the check reads the leaf's 4 KiB of pointers).
     fn remove(&mut self, k: u64) {
         let (leaf, slot) = Self::split(k);
         if let Some(l) = self.leaves.get_mut(&leaf) {
             if l[slot].take().is_some() {
                 self.len -= 1;
+                if l.iter().all(Option::is_none) {
+                    self.leaves.remove(&leaf);
+                }
             }
         }
     }
@@ -841,6 +846,11 @@ mod tests {
         m.remove(99);
         assert_eq!(m.len(), 399);
         assert!(m.get_mut(99).is_none());
+        // The last page of leaf 0 removed one by one: the leaf goes too.
+        for k in 0..99 {
+            m.remove(k);
+        }
+        assert_eq!((m.len(), m.leaves.len()), (300, 1));
     }
 
     #[test]
