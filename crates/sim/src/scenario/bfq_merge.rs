@@ -309,7 +309,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     }
     // The captured dbench, replayed under each mode, with jbd2 at the higher priority (the
     // seed's case) and at the clients' own (the control: no asymmetry for BFQ to honour).
-    let mut trace_rows = Vec::new();
+    let mut trace_rows: Vec<CapturedRow> = Vec::new();
     for m in &modes {
         let mut mbs = [0.0; 2];
         let (mut merges, mut idles) = (0, 0);
@@ -333,16 +333,23 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 Evidence::of(&r).line(BFQ_EVIDENCE)
             );
         }
-        trace_rows.push((m.name, mbs[0], merges, idles, mbs[1]));
+        trace_rows.push(CapturedRow {
+            mode: m.name,
+            clients_mbs: mbs[0],
+            queue_merges: merges,
+            idles,
+            journal_be4_clients_mbs: mbs[1],
+        });
     }
     let _ = writeln!(
         table,
         "\ncaptured dbench (6 clients, 1 s on ext4), replayed closed-loop with its waits and think times:\nscheduler                  clients MB/s, jbd2 be/0   queue merges   idles   jbd2 be/4"
     );
-    for (name, mbs, merges, idles, mbs4) in &trace_rows {
+    for r in &trace_rows {
         let _ = writeln!(
             table,
-            "{name:<26} {mbs:>24.1}   {merges:>12}   {idles:>5}   {mbs4:>9.1}"
+            "{:<26} {:>24.1}   {:>12}   {:>5}   {:>9.1}",
+            r.mode, r.clients_mbs, r.queue_merges, r.idles, r.journal_be4_clients_mbs
         );
     }
     let find = |n: &str| rows.iter().find(|r| r.0 == n).map(|r| r.1);
@@ -369,15 +376,15 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             a / b.max(1e-9)
         );
     }
-    let trace_find = |n: &str| trace_rows.iter().find(|r| r.0 == n).map(|r| r.1);
+    let trace_row = |n: &str| trace_rows.iter().find(|r| r.mode == n);
+    let trace_find = |n: &str| trace_row(n).map(|r| r.clients_mbs);
     // BFQ as it is now over mq-deadline on the captured trace, beside the kernel's own.
-    let deadline = trace_rows.iter().find(|r| r.0 == MODES[2].name);
-    if let (Some(b), Some(d)) = (trace_rows.iter().find(|r| r.0 == MODES[1].name), deadline) {
+    if let (Some(b), Some(d)) = (trace_row(MODES[1].name), trace_row(MODES[2].name)) {
         let _ = writeln!(
             cmp,
             "bfq (no merging) / mq-deadline, captured dbench: jbd2 be/4 {:.2}, be/0 {:.2}; the kernel here (dbench-twin.sh): be/4 {:.2}, be/0 {:.2}",
-            b.4 / d.4.max(1e-9),
-            b.1 / d.1.max(1e-9),
+            b.journal_be4_clients_mbs / d.journal_be4_clients_mbs.max(1e-9),
+            b.clients_mbs / d.clients_mbs.max(1e-9),
             KERNEL_TWIN.0,
             KERNEL_TWIN.1
         );
@@ -415,30 +422,33 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let chart = BarChart {
         title: "dbench, 6 clients, ext4 journal, PLEXTOR PX-256M5S model (seed 004)".into(),
         y_label: "clients MB/s".into(),
-        categories: trace_rows.iter().map(|r| r.0.to_string()).collect(),
+        categories: trace_rows.iter().map(|r| r.mode.to_string()).collect(),
         series: vec![
             BarSeries::ours(
                 "captured dbench, jbd2 be/0",
                 0,
-                trace_rows.iter().map(|r| Some(r.1)).collect(),
+                trace_rows.iter().map(|r| Some(r.clients_mbs)).collect(),
             ),
             BarSeries::ours(
                 "captured dbench, jbd2 be/4",
                 1,
-                trace_rows.iter().map(|r| Some(r.4)).collect(),
+                trace_rows
+                    .iter()
+                    .map(|r| Some(r.journal_be4_clients_mbs))
+                    .collect(),
             ),
             BarSeries::ours(
                 "dbench model, jbd2 be/0",
                 2,
                 trace_rows
                     .iter()
-                    .map(|t| rows.iter().find(|r| r.0 == t.0).map(|r| r.1))
+                    .map(|t| rows.iter().find(|r| r.0 == t.mode).map(|r| r.1))
                     .collect(),
             ),
             BarSeries::seed(
                 "seed (dbench's MB/s)",
                 0,
-                trace_rows.iter().map(|r| seed_of(r.0)).collect(),
+                trace_rows.iter().map(|r| seed_of(r.mode)).collect(),
             ),
         ],
     };
@@ -460,18 +470,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                     idles: r.4,
                 })
                 .collect(),
-            captured: trace_rows
-                .iter()
-                .map(
-                    |&(mode, clients_mbs, queue_merges, idles, journal_be4_mbs)| CapturedRow {
-                        mode,
-                        clients_mbs,
-                        queue_merges,
-                        idles,
-                        journal_be4_clients_mbs: journal_be4_mbs,
-                    }
-                )
-                .collect(),
+            captured: trace_rows,
             kernel_twin_bfq_over_deadline: KernelTwin {
                 journal_be4: KERNEL_TWIN.0,
                 journal_be0: KERNEL_TWIN.1,
