@@ -9,10 +9,10 @@
 //! - `Dev`: the device model's next internal event; finished commands raise interrupts.
 //! - `Timer`: the queue's next deadline (delayed runs, requeue work, timeouts, the
 //!   elevator's timer), run on CPU 0 as kblockd would.
-//! - `Work`: with `kblockd_runs`, a kblockd worker starts a wake-up after its work came due
-//!   (drawn around `wake_ns`, so which of several due queues runs first is a race, as
-//!   between the kernel's per-CPU workers): a hardware queue's run on the queue's CPU, or
-//!   the requeue work on the CPU that kicked it.
+//! - `Work`: with `kblockd_runs`, a kblockd worker starts a while after its work came due
+//!   (drawn from the kernel's start latencies measured here, so which of several due queues
+//!   runs first is a race, as between the kernel's per-CPU workers): a hardware queue's run
+//!   on the queue's CPU, or the requeue work on the CPU that kicked it.
 //! - `Start(job)`: a job begins.
 //!
 //! Each CPU operation executes the shared core code at once (with `now` = the operation's
@@ -32,7 +32,7 @@ mod result;
 
 pub use result::{HctxFigures, JobResult, LockReport, SimResult};
 
-use crate::cost::{core_cost, CostProfile, CostTable, LockState};
+use crate::cost::{core_cost, kblockd_start_ns, CostProfile, CostTable, LockState};
 use crate::device::{self, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{JobIo, Next, SimJob};
@@ -817,18 +817,18 @@ impl Sim {
     /// requeue work starts on the CPU that kicked it, a run on the queue's first CPU (the
     /// kernel's `blk_mq_hctx_next_cpu` rotates over the queue's CPUs every
     /// `BLK_MQ_CPU_WORK_BATCH` runs; the scenarios that use this map one CPU per queue), each
-    /// after a wake-up drawn uniformly from half to one and a half `wake_ns`.
+    /// after a start latency drawn from the kernel's, measured here
+    /// ([`crate::cost::KBLOCKD_START_US`]).
     fn queue_due_work(&mut self, t: u64) {
-        let wake = self.cfg.cost.wake_ns as f64;
         if let Some(c) = self.queue.take_due_requeue(Nanos(t)) {
-            let at = t + (wake * (0.5 + self.work_rng.unit())) as u64;
+            let at = t + kblockd_start_ns(self.work_rng.unit());
             self.push(at, Ev::Work(Work::Requeue(c.0)));
         }
         let mut due = std::mem::take(&mut self.due_runs);
         due.clear();
         self.queue.take_due_runs(Nanos(t), &mut due);
         for &h in &due {
-            let at = t + (wake * (0.5 + self.work_rng.unit())) as u64;
+            let at = t + kblockd_start_ns(self.work_rng.unit());
             self.push(at, Ev::Work(Work::Run(h.0)));
         }
         self.due_runs = due;
