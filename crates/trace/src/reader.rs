@@ -6,8 +6,8 @@ use crate::TraceError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The records of every per-CPU file of one or more traces, merged by time (ties keep the
-/// order of the files as given, then each file's own order).
+/// The records of every per-CPU file of one or more traces, merged by time as blkparse merges
+/// them (see [`merge`]: at equal times the file already giving events goes on).
 #[derive(Debug, Default)]
 pub struct TraceSet {
     pub records: Vec<Record>,
@@ -147,15 +147,79 @@ impl TraceSet {
     }
 }
 
-/// Merges per-file record lists, each in time order, into one: by time, then device, then
-/// sequence number, as blkparse's `trace_rb_insert` orders events (two CPUs' events at the
-/// same nanosecond come out by their per-CPU sequence), then by file and place in it.
+/// Merges per-file record lists into one, as blkparse merges its input files
+/// (`do_file`: one stream per per-CPU file, `ms_sort`, `ms_resort`): the streams are kept
+/// ordered by the time of their next event; the first stream gives its next event and stays
+/// first unless that stream's following event is later (strictly) than the second stream's;
+/// a stream that has to move goes behind every stream whose next event is at the same time
+/// or earlier, as does each new stream, in file order. So events at the same time come out
+/// by which file got there first, not by CPU or sequence; a file's own events keep their
+/// order in it. Notify records are not events to blkparse (it handles them as it reads);
+/// here they come out just before the event that follows them in their file, those after a
+/// file's last event when the file ends.
 fn merge(per_file: Vec<Vec<Record>>) -> Vec<Record> {
-    let mut all: Vec<(usize, usize, Record)> = per_file
+    // Each file's records, and where its next event (non-notify record) is.
+    struct Stream {
+        recs: std::vec::IntoIter<Record>,
+        pending: Vec<Record>,
+        head: Option<Record>,
+    }
+    impl Stream {
+        /// Moves the notify records before the next event to `pending` and that event to
+        /// `head` (none at the file's end).
+        fn prime(&mut self) {
+            self.head = None;
+            for r in self.recs.by_ref() {
+                if r.is_notify() {
+                    self.pending.push(r);
+                } else {
+                    self.head = Some(r);
+                    break;
+                }
+            }
+        }
+        fn time(&self) -> u64 {
+            self.head.as_ref().map_or(u64::MAX, |r| r.time)
+        }
+    }
+    let total = per_file.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(total);
+    let mut streams: Vec<Stream> = per_file
         .into_iter()
-        .enumerate()
-        .flat_map(|(fi, recs)| recs.into_iter().enumerate().map(move |(i, r)| (fi, i, r)))
+        .map(|recs| Stream {
+            recs: recs.into_iter(),
+            pending: Vec::new(),
+            head: None,
+        })
         .collect();
-    all.sort_by_key(|(fi, i, r)| (r.time, r.device, r.sequence, *fi, *i));
-    all.into_iter().map(|x| x.2).collect()
+    // `ms_sort`: behind every listed stream whose next event is no later.
+    let insert = |order: &mut Vec<usize>, streams: &[Stream], s: usize| {
+        let t = streams[s].time();
+        let at = order.partition_point(|&o| streams[o].time() <= t);
+        order.insert(at, s);
+    };
+    let mut order: Vec<usize> = Vec::with_capacity(streams.len());
+    for s in 0..streams.len() {
+        streams[s].prime();
+        if streams[s].head.is_some() {
+            insert(&mut order, &streams, s);
+        } else {
+            out.append(&mut streams[s].pending);
+        }
+    }
+    while let Some(&s) = order.first() {
+        let st = &mut streams[s];
+        out.append(&mut st.pending);
+        out.extend(st.head.take());
+        st.prime();
+        if st.head.is_none() {
+            out.append(&mut st.pending);
+            order.remove(0);
+        } else if order.len() > 1 && streams[s].time() > streams[order[1]].time() {
+            // `ms_resort`
+            order.remove(0);
+            insert(&mut order, &streams, s);
+        }
+    }
+    out
 }
