@@ -300,7 +300,8 @@ pub struct Bio {
     pub status: BlkStatus,
     /// The software queue it was submitted from; completions are routed back to it.
     pub ctx: CtxIdx,
-    /// When it was submitted, for the submission latency.
+    /// When it was first submitted, for the latency: set by the queue on a bio's first
+    /// submission and kept when it comes back busy and is submitted again.
     pub submit_ns: Nanos,
     /// For a piece of a bio the queue split (or the rest of one that came back busy): the
     /// original's slot in the queue's split table. `None` for every bio a submitter makes.

@@ -188,9 +188,14 @@ impl QueueInner {
     /// that queue is not stopped (a stopped one leaves every queue to run, as in the kernel).
     fn sq_hctx(&self, local: Option<CtxIdx>) -> Option<HctxIdx> {
         let elv = self.elevator.as_ref()?;
+        // With 5.10's per-hctx request counts the rule steps aside: the local queue may
+        // count none of the requests waiting, and no other queue would run (the series
+        // that brought the rule reverted the counts first for that reason). Together they
+        // never shipped; we run every queue as 5.10 did rather than stall.
         if elv.features().contains(ElvFeatures::MQ_AWARE)
             || self.hctxs.len() == 1
             || !self.cfg.sq_sched_dispatch
+            || elv.counts_per_hctx()
         {
             return None;
         }

@@ -36,8 +36,8 @@ pub use cpumap::{HctxType, QueueMap};
 pub use ctx::Ctx;
 pub use driver::{CompletionBatch, Driver, EhReturn, Extent, MAX_EXTENTS};
 pub use elevator::{
-    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures, LockScope,
-    TunableAlias, TunableDesc, TunableError, Tunables,
+    BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures, HctxQueued,
+    LockScope, TunableAlias, TunableDesc, TunableError, Tunables,
 };
 pub use fault::{FaultConfig, FaultError, FaultInjector, FaultSpec, Injected};
 pub use hctx::Hctx;

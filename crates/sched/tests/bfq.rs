@@ -523,3 +523,39 @@ fn bfq_has_work_while_idling_on_an_empty_queue_only_as_before_5_19() {
         r.finish();
     }
 }
+
+/// Linux 5.10's `hctx->elevator_queued`: `bfq_has_work` says no for a hardware queue with
+/// no request inserted through it that is still unfinished; BFQ drops the count when a
+/// started request finishes (`bfq_finish_requeue_request`), not at dispatch as mq-deadline
+/// does, so a queue whose request is on the device still has work.
+#[test]
+fn bfq_has_work_per_hardware_queue_until_its_requests_finish_only_as_linux_5_10() {
+    for counted in [false, true] {
+        let mut r = Rig::new(RigCfg {
+            nr_hw: 2,
+            nr_ctx: 2,
+            ..RigCfg::new(BFQ, 1)
+        });
+        if counted {
+            r.set("elevator_queued", "1");
+        }
+        // Queue 0's device side takes nothing yet (the slots are per hardware queue).
+        r.drv.set_slots(0, 0);
+        r.queue(1, read(1000, 8, 1).with_issuer(1, 0));
+        assert_eq!(r.drv.last_issue().map(|i| i.hctx.0), Some(1));
+        r.queue(0, read(5000, 8, 2).with_issuer(2, 0));
+        r.queue(0, read(5008 + 64, 8, 3).with_issuer(2, 0));
+        assert_eq!(r.drv.nr_issues(), 1);
+        let has = |r: &Rig, h| r.elv().has_work(HctxIdx(h));
+        // Request 1 is on the device: queue 1 still counts it.
+        assert!(has(&r, 0) && has(&r, 1), "elevator_queued={counted}");
+        assert_eq!(r.complete_next(1), 1);
+        // Finished: queue 1 has nothing of its own left, queue 0 two requests.
+        assert!(has(&r, 0), "elevator_queued={counted}");
+        assert_eq!(has(&r, 1), !counted, "elevator_queued={counted}");
+        r.drv.set_slots(0, 1);
+        r.drain(us(10));
+        r.assert_each_done_once([1, 2, 3]);
+        r.finish();
+    }
+}

@@ -611,7 +611,13 @@ impl QueueInner {
             "submit after teardown"
         );
         bio.ctx = sub.ctx;
-        bio.submit_ns = now;
+        // Stamped once: a bio handed back for want of a tag keeps the time it was first
+        // submitted, so the wait counts in its latency as the submitter's sleep in
+        // `blk_mq_get_tag` counts in the system call's. (A bio first submitted at time zero
+        // of a simulation is stamped again; the simulator times its I/Os itself.)
+        if bio.submit_ns == Nanos::ZERO {
+            bio.submit_ns = now;
+        }
         if let Err(status) = self.check_bio(&bio) {
             bio.status = status;
             sub.done.push(bio);

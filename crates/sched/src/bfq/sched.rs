@@ -19,8 +19,8 @@
 use super::groups::Groups;
 use mqblk_core::{
     merge, Bio, BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx,
-    ElvFeatures, ElvRq, HctxIdx, IoPrioClass, LockScope, Nanos, NoMerges, ReqFlags, ReqOp, RqId,
-    TunableAlias, TunableDesc, Tunables,
+    ElvFeatures, ElvRq, HctxIdx, HctxQueued, IoPrioClass, LockScope, Nanos, NoMerges, ReqFlags,
+    ReqOp, RqId, TunableAlias, TunableDesc, Tunables,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -40,11 +40,12 @@ pub(super) const T_LOW_LATENCY: usize = 8;
 pub(super) const T_QUEUE_MERGING: usize = 9;
 pub(super) const T_STABLE_MERGING: usize = 10;
 pub(super) const T_HAS_WORK_BUSY: usize = 11;
+pub(super) const T_ELEVATOR_QUEUED: usize = 12;
 
 // The ranges are the kernel's store clamps (`STORE_FUNCTION`, `USEC_STORE_FUNCTION`,
 // `bfq_timeout_sync_store`, `bfq_max_budget_store` in bfq-iosched.c): every value it keeps
 // as given is taken; what it would clamp is refused in one line.
-static TUNABLES: [TunableDesc; 12] = [
+static TUNABLES: [TunableDesc; 13] = [
     TunableDesc {
         name: "slice_idle_us",
         unit: "us",
@@ -149,6 +150,15 @@ static TUNABLES: [TunableDesc; 12] = [
         min: 0,
         max: 1,
         help: "has_work is true while any queue is busy, even one idled on with nothing queued; 1 as kernels before 5.19",
+    },
+    // Not a kernel attribute: Linux 5.10 only (see `HctxQueued`).
+    TunableDesc {
+        name: "elevator_queued",
+        unit: "bool",
+        default: 0,
+        min: 0,
+        max: 1,
+        help: "has_work is false on a hardware queue with no request inserted through it and not yet finished; 1 as Linux 5.10",
     },
 ];
 
@@ -383,6 +393,9 @@ pub(super) struct RqInfo {
     /// requests (`bic->requests`: from insertion to completion).
     pub issuer: u32,
     pub counted: bool,
+    /// Counted in `Bfq::hctx_queued` on its hardware queue, until it finishes or is
+    /// requeued after being started.
+    pub hctx_counted: bool,
 }
 
 /// BFQ's statistics (`Bfq::typed_stats`): its counters and the device estimates they led to.
@@ -612,6 +625,8 @@ pub struct Bfq {
     queued: AtomicU32,
     /// Busy queues (`bfq_tot_busy_queues`), for `has_work_busy`.
     busy: AtomicU32,
+    /// Requests inserted per hardware queue and not yet finished (Linux 5.10).
+    hctx_queued: HctxQueued,
     raised: AtomicU32,
     pub(super) tunables: Tunables,
     nr_hw: u16,
@@ -698,11 +713,20 @@ impl Bfq {
             }),
             queued: AtomicU32::new(0),
             busy: AtomicU32::new(0),
+            hctx_queued: HctxQueued::new(init.nr_hw_queues),
             raised: AtomicU32::new(0),
             tunables: Tunables::new("bfq", &TUNABLES).with_aliases(&ALIASES),
             nr_hw: init.nr_hw_queues,
             nr_requests: init.nr_requests,
             blkcg: init.blkcg.clone(),
+        }
+    }
+
+    /// `atomic_dec(&rq->mq_hctx->elevator_queued)` in `bfq_finish_requeue_request` (5.10),
+    /// for a started request that finishes or is handed back.
+    fn drop_hctx_count(&self, st: &mut State, rq: &ElvRq) {
+        if std::mem::take(&mut st.rqs[rq.id.index()].hctx_counted) {
+            self.hctx_queued.dec(rq.hctx);
         }
     }
 
@@ -1674,7 +1698,7 @@ impl Elevator for Bfq {
     fn insert_requests(
         &self,
         q: &ElvCtx<'_>,
-        _hctx: HctxIdx,
+        hctx: HctxIdx,
         rqs: &[RqId],
         at_head: bool,
         now: Nanos,
@@ -1687,6 +1711,9 @@ impl Elevator for Bfq {
         st.groups.refresh_weights(&self.blkcg);
         st.merging_on = st.merging_enabled(&k);
         for &id in rqs {
+            // `bfq_insert_requests` (5.10): counted on the queue it came through, also when
+            // it is folded into another here and freed unstarted (never dropped then).
+            self.hctx_queued.inc(hctx);
             let e = q.rqs.lock(id).elv();
             // `blk_mq_sched_try_insert_merge`: a request that starts where a queued one
             // ends joins it, whichever queue that one is in, before BFQ sees it.
@@ -1708,6 +1735,7 @@ impl Elevator for Bfq {
                     sector: e.sector,
                     end,
                     parked: true,
+                    hctx_counted: true,
                     ..RqInfo::default()
                 };
                 st.count(id.0, e.issuer);
@@ -1725,6 +1753,7 @@ impl Elevator for Bfq {
                 end,
                 queued: true,
                 owned: true,
+                hctx_counted: true,
                 ..RqInfo::default()
             };
             st.count(id.0, e.issuer);
@@ -1777,9 +1806,18 @@ impl Elevator for Bfq {
         rq
     }
 
+    fn counts_per_hctx(&self) -> bool {
+        self.tunables.get(T_ELEVATOR_QUEUED) != 0
+    }
+
     /// `bfq_has_work`: requests queued here or on `bfqd->dispatch`; with `has_work_busy`,
     /// as before Linux 5.19, any busy queue instead of queued requests.
-    fn has_work(&self, _hctx: HctxIdx) -> bool {
+    /// With `elevator_queued`, as Linux 5.10, only for a hardware queue with requests
+    /// inserted through it and not finished.
+    fn has_work(&self, hctx: HctxIdx) -> bool {
+        if self.counts_per_hctx() && self.hctx_queued.get(hctx) == 0 {
+            return false;
+        }
         self.queued.load(Ordering::Acquire) > 0
             || (self.tunables.get(T_HAS_WORK_BUSY) != 0 && self.busy.load(Ordering::Acquire) > 0)
     }
@@ -1788,8 +1826,15 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let mut st = self.st.lock();
         st.now = now;
+        self.drop_hctx_count(&mut st, rq);
         st.completed(rq.id.0, now, &k);
         self.publish(&st);
+    }
+
+    /// `bfq_finish_requeue_request` of a request never started (one merged away): its
+    /// `elevator_queued` count stays, as in 5.10.
+    fn finish_request(&self, rq: &ElvRq) {
+        self.st.lock().rqs[rq.id.index()].hctx_counted = false;
     }
 
     fn requeue_request(&self, rq: &ElvRq, now: Nanos) {
@@ -1799,6 +1844,7 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let mut st = self.st.lock();
         st.now = now;
+        self.drop_hctx_count(&mut st, rq);
         st.completed(rq.id.0, now, &k);
         self.publish(&st);
     }

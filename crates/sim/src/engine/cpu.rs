@@ -202,8 +202,12 @@ impl Sim {
                 self.nr_waiting -= 1;
             }
             let job = &mut self.jobs[j];
+            let mut since = None;
             let (bio, index) = match job.pending.take() {
-                Some(b) => (b, job.pending_index),
+                Some(b) => {
+                    since = job.pending_since.take();
+                    (b, job.pending_index)
+                }
                 None => {
                     let lim = job.def.limit;
                     let over = lim.ios.is_some_and(|n| job.issued >= n)
@@ -293,7 +297,7 @@ impl Sim {
                 Submit::Queued | Submit::Merged | Submit::Failed | Submit::Done => {
                     if let Some(e) = self.jobs[j].outstanding.get_mut(slot) {
                         if !rest {
-                            e.submit_start = start;
+                            e.submit_start = since.unwrap_or(start);
                         }
                         e.submit_end = cur;
                     }
@@ -303,6 +307,7 @@ impl Sim {
                     // split and partly went in stays outstanding; its rest waits.
                     if bio.split.is_none() {
                         self.jobs[j].outstanding.take(slot, seq);
+                        self.jobs[j].pending_since = Some(since.unwrap_or(start));
                         self.total_outstanding -= 1;
                     }
                     self.jobs[j].pending = Some(bio);

@@ -224,6 +224,10 @@ struct JobRun {
     pending: Option<Bio>,
     /// The index (its source's order) of the I/O in `pending`.
     pending_index: u64,
+    /// When the I/O in `pending` was first submitted: the time it sleeps for a tag is part
+    /// of its latency, as the submitter's sleep in `blk_mq_get_tag` is part of the
+    /// system call fio and dbench time.
+    pending_since: Option<u64>,
     /// Which of its I/Os have completed, for jobs that wait on them ([`Next::After`]).
     completed: Completed,
     /// The other job's I/O it waits for.
@@ -501,6 +505,7 @@ impl Sim {
                 issued_bytes: 0,
                 pending: None,
                 pending_index: 0,
+                pending_since: None,
                 completed: Completed::default(),
                 waiting_for: None,
                 think_until: 0,

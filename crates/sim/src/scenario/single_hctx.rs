@@ -6,8 +6,10 @@
 //! hardware queue runs for a scheduler without `MQ_AWARE`). The queue and BFQ behave as in
 //! the seed's kernel, 5.10-rc6: no stable merging (5.13), `bfq_has_work` true while any
 //! queue is busy (until 5.19), asynchronous runs as per-CPU kblockd work that races
-//! (`kblockd_runs`), and `blk_mq_delay_run_hw_queues` pushing back pending runs (until
-//! 5.17, `delay_run_rearms`).
+//! (`kblockd_runs`), `blk_mq_delay_run_hw_queues` pushing back pending runs (until
+//! 5.17, `delay_run_rearms`), and BFQ's requests counted per hardware queue
+//! (`elevator_queued`, 5.10 only: MQ and SQ have it, MQ-patched not, as the seed's series
+//! reverted it first).
 
 use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
@@ -28,6 +30,9 @@ struct Mode {
     name: &'static str,
     queues: u32,
     sq_dispatch: bool,
+    /// `hctx->elevator_queued` (5.10): the stock kernel's; the seed's series reverts it in
+    /// its first patch, before the single-CPU dispatch of its second.
+    elevator_queued: bool,
 }
 
 const MODES: [Mode; 3] = [
@@ -35,16 +40,19 @@ const MODES: [Mode; 3] = [
         name: "MQ",
         queues: 64,
         sq_dispatch: false,
+        elevator_queued: true,
     },
     Mode {
         name: "SQ",
         queues: 1,
         sq_dispatch: false,
+        elevator_queued: true,
     },
     Mode {
         name: "MQ-patched",
         queues: 64,
         sq_dispatch: true,
+        elevator_queued: false,
     },
 ];
 
@@ -115,12 +123,19 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                         // the others' pending runs.
                         kblockd_runs: true,
                         delay_run_rearms: true,
-                        // BFQ as the seed's kernel had it: stable merging came in 5.13, and
-                        // until 5.19 `bfq_has_work` counted busy queues, not queued requests.
+                        // BFQ as the seed's kernel had it: stable merging came in 5.13, until
+                        // 5.19 `bfq_has_work` counted busy queues, not queued requests, and
+                        // 5.10 counted requests per hardware queue (not in MQ-patched: the
+                        // seed's series reverted that first). Our mq-deadline has no 5.10
+                        // counts (see `HctxQueued`).
                         sched_tunables: if sched == "bfq" {
                             vec![
                                 ("stable_merging".into(), "0".into()),
                                 ("has_work_busy".into(), "1".into()),
+                                (
+                                    "elevator_queued".into(),
+                                    u8::from(m.elevator_queued).to_string(),
+                                ),
                             ]
                         } else {
                             Vec::new()
