@@ -93,6 +93,7 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         rotational: opts.rotational,
         virtqueue_size: opts.virtqueue_size,
         more_files: opts.more_files(),
+        single_issuer: opts.single_issuer,
         ..UringConfig::default()
     };
 

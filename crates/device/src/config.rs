@@ -185,6 +185,10 @@ pub struct DeviceConfig {
     pub sqpoll_cpu: Option<u32>,
     /// For the uring driver: register the files with the rings (fio's `registerfiles`).
     pub register_files: bool,
+    /// For the uring driver: each ring belongs to the first thread that uses it
+    /// (`UringConfig::single_issuer`). Not a job option: the runtime sets it where every
+    /// job has a hardware queue of its own (`mqblk_runtime::build_device`).
+    pub single_issuer: bool,
     /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
     pub fixed_buffers: bool,
     pub fixed_buf_count: u32,
@@ -222,6 +226,7 @@ impl Default for DeviceConfig {
             sqpoll: false,
             sqpoll_cpu: None,
             register_files: false,
+            single_issuer: false,
             fixed_buffers: false,
             fixed_buf_count: 0,
             fixed_buf_size: 0,
@@ -401,6 +406,8 @@ impl DeviceConfig {
             sqpoll,
             sqpoll_cpu,
             register_files,
+            // Set by the runtime for the whole device, never by a job.
+            single_issuer: _,
             fixed_buffers,
             fixed_buf_count: _,
             fixed_buf_size: _,

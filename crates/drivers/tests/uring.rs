@@ -484,11 +484,30 @@ fn several_files(register_files: bool) {
 fn several_hardware_queues_from_several_threads() {
     let dir = TempDir::new("multiq");
     let nr = 4u16;
-    let cfg = UringConfig {
-        nr_hw_queues: nr,
-        queue_depth: 16,
-        ..file_cfg(dir.file("dev.img"), 8 * MIB, true)
-    };
+    let q = round_trips_per_thread(
+        UringConfig {
+            nr_hw_queues: nr,
+            queue_depth: 16,
+            ..file_cfg(dir.file("dev.img"), 8 * MIB, true)
+        },
+        16,
+        32,
+    );
+    for h in 0..nr {
+        assert!(
+            // 64 bios; fewer requests if some merged while waiting on the software queue.
+            q.hctx(HctxIdx(h)).stats.total().completed > 0,
+            "hctx {h} served nothing"
+        );
+    }
+    assert_eq!(q.nr_allocated(), 0);
+    q.teardown();
+}
+
+/// A thread per hardware queue, each writing `n` chunks of `chunk_lbs` blocks into its own
+/// 2 MiB region and reading them back; every byte must match and nothing stay in flight.
+fn round_trips_per_thread(cfg: UringConfig, chunk_lbs: u64, n: usize) -> Arc<RequestQueue> {
+    let nr = cfg.nr_hw_queues;
     let r = rig_ctx(cfg, nr);
     let lbs = r.lbs_sectors();
     let Rig { q, subs, dev, .. } = r;
@@ -500,9 +519,9 @@ fn several_hardware_queues_from_several_threads() {
                 let mut rng = Rng(0xabc + c as u64);
                 let mut now = Nanos(1_000);
                 let region = c as u64 * 2 * MIB / 512;
-                let chunk = 16 * lbs;
+                let chunk = chunk_lbs * lbs;
                 let datas: Vec<Vec<u8>> =
-                    (0..32).map(|_| rng.bytes((chunk * 512) as usize)).collect();
+                    (0..n).map(|_| rng.bytes((chunk * 512) as usize)).collect();
                 let writes = datas
                     .iter()
                     .enumerate()
@@ -511,7 +530,7 @@ fn several_hardware_queues_from_several_threads() {
                 for bio in submit_all(q, &mut sub, &mut now, writes) {
                     assert_eq!(bio.status, BlkStatus::Ok);
                 }
-                let reads = (0..32)
+                let reads = (0..n)
                     .map(|i| read_bio(region + i as u64 * chunk, chunk as u32))
                     .collect();
                 for (i, bio) in submit_all(q, &mut sub, &mut now, reads)
@@ -528,14 +547,82 @@ fn several_hardware_queues_from_several_threads() {
         }
     });
     for h in 0..nr {
-        assert!(
-            // 64 bios; fewer requests if some merged while waiting on the software queue.
-            q.hctx(HctxIdx(h)).stats.total().completed > 0,
-            "hctx {h} served nothing"
-        );
         assert_eq!(dev.inflight(HctxIdx(h)), 0);
     }
-    assert_eq!(q.nr_allocated(), 0);
+    assert!(q.tag_set().all_free());
+    q
+}
+
+/// Rings owned by their first user (`single_issuer`): each thread's hardware queue is its
+/// own, as `mqblk bench` sets it up; every byte comes back as written.
+#[test]
+fn single_issuer_rings_serve_the_thread_that_owns_each() {
+    let dir = TempDir::new("owned");
+    let q = round_trips_per_thread(
+        UringConfig {
+            nr_hw_queues: 2,
+            queue_depth: 16,
+            single_issuer: true,
+            ..file_cfg(dir.file("dev.img"), 4 * MIB, true)
+        },
+        8,
+        48,
+    );
+    q.teardown();
+}
+
+/// A thread that does not own a single-issuer ring may still queue on it: it never enters
+/// the ring (the kernel would refuse it), and the owner submits its entries and reaps its
+/// completion at its next poll, which the core routes back to the submitter.
+#[test]
+fn a_foreign_thread_queues_on_an_owned_ring_and_the_owner_submits_it() {
+    let dir = TempDir::new("foreign");
+    let cfg = UringConfig {
+        single_issuer: true,
+        ..file_cfg(dir.file("dev.img"), MIB, true)
+    };
+    let r = rig_ctx(cfg, 2);
+    let lbs = r.lbs_sectors() as u32;
+    let Rig { q, subs, .. } = r;
+    let mut subs = subs.into_iter();
+    let (mut owner_sub, mut guest) = (subs.next().unwrap(), subs.next().unwrap());
+    assert_eq!(
+        owner_sub.hctxs(),
+        guest.hctxs(),
+        "one hardware queue for both"
+    );
+    let data = vec![0xc3u8; (lbs * 512) as usize];
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (q, stop) = (&q, &stop);
+        let data = &data;
+        let owner = s.spawn(move || {
+            // The first to enter: the ring is this thread's from now on.
+            let mut now = Nanos(1_000);
+            let back = submit_all(q, &mut owner_sub, &mut now, vec![write_bio(0, data)]);
+            assert_eq!(back[0].status, BlkStatus::Ok);
+            while !stop.load(Ordering::Acquire) {
+                now = now.saturating_add(Nanos::from_micros(10));
+                q.poll(&mut owner_sub, now);
+                std::thread::yield_now();
+            }
+        });
+        // This thread never owns it: its read goes in through the owner.
+        let start = Instant::now();
+        while q.nr_allocated() > 0 || start.elapsed() < Duration::from_millis(20) {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the owner's write never finished"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut now = Nanos(1_000_000);
+        let back = submit_all(q, &mut guest, &mut now, vec![read_bio(0, lbs)]);
+        assert_eq!(back[0].status, BlkStatus::Ok);
+        assert!(back[0].buf.as_ref().unwrap().as_slice() == &data[..]);
+        stop.store(true, Ordering::Release);
+        owner.join().unwrap();
+    });
     assert!(q.tag_set().all_free());
     q.teardown();
 }

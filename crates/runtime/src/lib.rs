@@ -21,6 +21,6 @@ pub use cpu::{
     pin_current_thread, pin_current_thread_to, process_cpu_time, thread_cpu_time, CpuTime,
 };
 pub use job::{run_job, Completed, JobOutcome, LatSink, Progress, RunJob};
-pub use run::{execute, execute_on, Execution, Plan, Sink};
+pub use run::{build_device, execute, execute_on, Execution, Plan, Sink};
 pub use submitter::SubmitterHandle;
 pub use workers::{CompletionMode, CompletionWorkers};

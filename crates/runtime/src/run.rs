@@ -210,8 +210,46 @@ impl Execution {
 
 /// Builds the device and runs every job clone on its own thread.
 pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
-    let device = mqblk_device::build(&plan.device, plan.jobs.len())?;
-    execute_on(device, plan, show_progress)
+    execute_on(build_device(plan, None)?, plan, show_progress)
+}
+
+/// Builds the plan's device, its events going to `tracer` if given. On the uring driver,
+/// where every job clone has a hardware queue of its own that nothing else runs (no
+/// scheduler to hand one queue's requests to another's run, no completion workers, no
+/// SQPOLL thread), each ring belongs to the job that uses it
+/// (`DeviceConfig::single_issuer`): the jobs' threads are the only ones to enter them, and
+/// each drains what it has in flight before it ends.
+pub fn build_device(
+    plan: &Plan,
+    tracer: Option<Arc<dyn mqblk_core::Tracer>>,
+) -> Result<Device, String> {
+    let n = plan.jobs.len();
+    let d = &plan.device;
+    if d.driver == DriverKind::Uring && !d.hctx_workers && !d.sqpoll {
+        let mut owned = d.clone();
+        owned.single_issuer = true;
+        let device = mqblk_device::build_traced(&owned, n, tracer.clone())?;
+        if own_queues(plan, &device.queue) {
+            return Ok(device);
+        }
+        // Built for nothing: its rings were never entered. Dropped before the file is
+        // opened again.
+        drop(device);
+    }
+    Ok(mqblk_device::build_traced(d, n, tracer)?)
+}
+
+/// Whether each job clone's software queue maps to one hardware queue of its own, and no
+/// scheduler runs (one could hand a queue's requests to another queue's run).
+fn own_queues(plan: &Plan, queue: &RequestQueue) -> bool {
+    if queue.elevator().is_some() {
+        return false;
+    }
+    let mut seen = std::collections::HashSet::new();
+    plan.jobs.iter().all(|j| {
+        (j.ctx.0 as usize) < queue.nr_ctx()
+            && matches!(queue.submitter(j.ctx).hctxs(), [h] if seen.insert(*h))
+    })
 }
 
 /// Runs a plan on an existing device (whose software queues must cover the plan's Ctxs).

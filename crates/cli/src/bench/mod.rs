@@ -109,8 +109,7 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
     let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let exec = match &writer {
         Some(w) => {
-            let device =
-                mqblk_device::build_traced(&plan.device, plan.jobs.len(), Some(w.tracer()))?;
+            let device = mqblk_runtime::build_device(plan, Some(w.tracer()))?;
             execute_on(device, plan, show_progress)?
         }
         None => execute(plan, show_progress)?,
@@ -507,6 +506,36 @@ mod tests {
         ));
         assert!(on_file.jobs.iter().all(|j| j.plug_each));
         assert!(plan("[n]\nsize=1m\n").jobs.iter().all(|j| !j.plug_each));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Each job with a hardware queue of its own and no scheduler gets its rings as their
+    /// single issuer (and the run completes on them); two jobs on one queue, or a
+    /// scheduler, keep the shared rings.
+    #[test]
+    fn rings_belong_to_their_job_only_where_each_job_has_a_queue_of_its_own() {
+        let dir = std::env::temp_dir().join(format!("mqblk-owned-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("data");
+        let job = |extra: &str| {
+            plan(&format!(
+                "[f]\nioengine=io_uring\nfilename={}\nsize=1m\nrw=randwrite\nbs=4k\niodepth=4\nnumjobs=2\n{extra}",
+                f.display()
+            ))
+        };
+        for (extra, owned) in [
+            ("nr_hw_queues=2\nioscheduler=none\n", true),
+            ("nr_hw_queues=1\nioscheduler=none\n", false),
+            ("nr_hw_queues=2\nioscheduler=kyber\n", false),
+        ] {
+            let p = job(extra);
+            let device = mqblk_runtime::build_device(&p, None).unwrap();
+            let uring = device.uring.clone().unwrap();
+            assert_eq!(uring.config().single_issuer, owned, "{extra:?}");
+            let exec = execute_on(device, &p, false).unwrap();
+            assert_eq!(exec.total_ios(), 512, "{extra:?}");
+            exec.queue.teardown();
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -146,6 +146,9 @@ pub(crate) struct RingConfig {
     pub iopoll: bool,
     /// Register the files with the ring (`IORING_REGISTER_FILES`) and submit by index.
     pub register_files: bool,
+    /// The ring is entered by one thread only, the first to use it (see
+    /// `UringConfig::single_issuer`).
+    pub single_issuer: bool,
 }
 
 /// One hardware queue's io_uring and the tracker of what it has in flight.
@@ -156,6 +159,11 @@ pub(crate) struct Ring {
     files: Arc<[File]>,
     /// The files are registered: submissions name them by index (`IOSQE_FIXED_FILE`).
     registered: bool,
+    /// Made with `IORING_SETUP_SINGLE_ISSUER`: only `owner` may enter it.
+    single_issuer: bool,
+    /// The thread that enabled the ring (`IORING_REGISTER_ENABLE_RINGS`) and so is its
+    /// submitter task; `None` until a thread first enters it.
+    owner: Option<std::thread::ThreadId>,
     pub(crate) tracker: Tracker,
     sq_entries: usize,
     cq_entries: usize,
@@ -176,11 +184,21 @@ impl Ring {
         // which a busy submitter makes for every batch and `wait` makes when idle. Without
         // it one submitter reached 0.37 of fio's IOPS on tmpfs (randread 4k QD32), with it
         // 0.97. The kernel refuses it with SQPOLL, whose own thread submits.
+        //
+        // A single-issuer ring is made disabled, so that the thread that first enters it,
+        // not the one building the device, becomes the task the kernel lets enter it; its
+        // completions are then deferred task work, run only when that thread enters with
+        // GETEVENTS (the TASKRUN flag tells it when some is pending).
         if cfg.sqpoll {
             b.setup_sqpoll(SQPOLL_IDLE_MS);
             if let Some(cpu) = cfg.sqpoll_cpu {
                 b.setup_sqpoll_cpu(cpu);
             }
+        } else if cfg.single_issuer {
+            b.setup_r_disabled();
+            b.setup_single_issuer();
+            b.setup_defer_taskrun();
+            b.setup_taskrun_flag();
         } else {
             b.setup_coop_taskrun();
         }
@@ -198,6 +216,8 @@ impl Ring {
             uring,
             files,
             registered: cfg.register_files,
+            single_issuer: cfg.single_issuer,
+            owner: None,
             tracker: Tracker::new(nr_tags),
             sq_entries,
             cq_entries,
@@ -283,8 +303,29 @@ impl Ring {
     /// Hands the pushed submissions to the kernel: one `io_uring_enter`, or none with
     /// SQPOLL while its thread is awake. A failure (`EAGAIN`, `EBUSY`, `EINTR`) leaves
     /// them in the SQ, and the next poll tries again.
+    /// Whether this thread may enter the ring: always, unless it is a single-issuer ring
+    /// that another thread owns. The first thread to ask owns it from then on.
+    fn may_enter(&mut self) -> bool {
+        if !self.single_issuer {
+            return true;
+        }
+        let me = std::thread::current().id();
+        match self.owner {
+            Some(o) => o == me,
+            None => {
+                // A failure leaves the ring disabled: every enter then fails and requests
+                // time out, so say it; it cannot fail on a ring made disabled here.
+                if let Err(e) = self.uring.submitter().register_enable_rings() {
+                    eprintln!("mqblk: uring: enabling a single-issuer ring failed: {e}");
+                }
+                self.owner = Some(me);
+                true
+            }
+        }
+    }
+
     pub(crate) fn submit(&mut self) {
-        if self.uring.submission().is_empty() {
+        if self.uring.submission().is_empty() || !self.may_enter() {
             return;
         }
         // Deliberately ignored, see above: nothing is lost, and the caller cannot act on it.
@@ -297,6 +338,9 @@ impl Ring {
     pub(crate) fn submit_due(&mut self) -> Option<(RawFd, u32)> {
         if self.uring.params().is_setup_sqpoll() {
             self.submit();
+            return None;
+        }
+        if !self.may_enter() {
             return None;
         }
         let n = self.uring.submission().len() as u32;
@@ -314,7 +358,7 @@ impl Ring {
     /// [`submit_due`]: Self::submit_due
     pub(crate) fn wait_due(&mut self) -> Option<(RawFd, u32)> {
         let in_kernel = self.tracker.nr_sqes() - self.tracker.nr_ready();
-        if in_kernel == 0 || !self.uring.completion().is_empty() {
+        if in_kernel == 0 || !self.uring.completion().is_empty() || !self.may_enter() {
             return None;
         }
         let pushed = self.submit_due().map_or(0, |(_, n)| n);
@@ -345,7 +389,7 @@ impl Ring {
             return 0;
         }
         let (cqes, mut rqs) = self.reap(done);
-        if cqes == 0 {
+        if cqes == 0 && self.may_enter() {
             self.push_ready();
             // `submit` with nothing to submit still enters: what we want here. Errors as in
             // `Self::submit`.
@@ -363,8 +407,18 @@ impl Ring {
 impl Drop for Ring {
     /// Waits until the kernel is done with every submission that reached the SQ: it may
     /// still write into request buffers (clause 3). Submissions only described stay unsent.
+    ///
+    /// A single-issuer ring can only be waited for by its owner: dropped elsewhere with
+    /// submissions in the kernel, it says so (the contract of `UringConfig::single_issuer`
+    /// was broken) and the kernel cancels them when the ring closes.
     fn drop(&mut self) {
         let mut in_kernel = self.tracker.nr_sqes() - self.tracker.nr_ready();
+        if in_kernel > 0 && !self.may_enter() {
+            eprintln!(
+                "mqblk: uring: a single-issuer ring dropped by another thread with {in_kernel} submissions in the kernel"
+            );
+            return;
+        }
         while in_kernel > 0 {
             match self.uring.submit_and_wait(1) {
                 Ok(_) => {}
