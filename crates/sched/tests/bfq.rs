@@ -466,7 +466,8 @@ fn bfq_a_merged_queue_keeps_the_weight_of_the_queue_merged_into() {
     // `bfq_merge_bfqqs` passes on IO_bound, the waker and weight raising, never a weight:
     // a light reader's queue that a heavy reader's interleaved I/O merges into stays light
     // (a member's priority reaches a shared queue only through `bfq_check_ioprio_change`).
-    let mut r = Rig::simple(BFQ, 4);
+    // One slot: the light reader's reads wait in its queue, which is in service.
+    let mut r = Rig::simple(BFQ, 1);
     r.set("queue_merging", "2");
     r.set("low_latency", "0");
     let (light, heavy) = (
@@ -500,6 +501,19 @@ fn bfq_a_merged_queue_keeps_the_weight_of_the_queue_merged_into() {
     // light reader's, which the heavy reader's first read found close to its own.
     assert!(shared.contains("Sync(2)"), "{shared}");
     assert!(shared.contains("weight 10 "), "{shared}");
+    // The merge is a redirection of the heavy reader (`bfq_merge_bfqqs` for its io_cq):
+    // its first read, queued before any merge (one busy queue: no search), stays in its
+    // own queue, which nobody sends to any more.
+    let old = state
+        .lines()
+        .find(|l| l.contains("Sync(1)"))
+        .unwrap_or_else(|| panic!("the heavy reader's queue is gone\n{state}"));
+    assert!(
+        old.contains("queued 1 ") && old.contains("issuers []"),
+        "{old}"
+    );
+    r.drain(us(10));
+    r.finish();
 }
 
 #[test]

@@ -137,17 +137,21 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
         assert!(x["clients_mbs"].as_f64().unwrap() > 5.0, "{x}");
     }
     let mbs = |mode: &str, key: &str| cap(mode)[key].as_f64().unwrap();
-    // The seed's direction on the captured dbench, with a margin: skipping merging gains.
+    // The seed's direction does not follow on the captured dbench since queues merge as the
+    // kernel's source has it (a redirection of one issuer, never of a seeky queue, not
+    // with one queue busy; 2026-11-26): skipping merging gains 4%, the seed 33%. What is
+    // asserted is that the scenario says so, and that merging never gains.
     let (with, without) = (
         mbs("bfq, merging", "clients_mbs"),
         mbs("bfq, no merging", "clients_mbs"),
     );
-    assert!(
-        without >= 1.1 * with && r.direction_holds,
-        "{without} vs {with}\n{}\n{}",
-        r.table,
+    assert_eq!(
+        r.direction_holds,
+        without >= 1.1 * with,
+        "{without} vs {with}\n{}",
         r.comparison
     );
+    assert!(without >= 0.95 * with, "{without} vs {with}\n{}", r.table);
     // And the kernel's own behaviour here (scripts/dbench-twin.sh: BFQ over mq-deadline 1.00
     // with jbd2 at the clients' priority, 0.57 at a higher one): BFQ keeps up with
     // mq-deadline when the journal's weight is the clients', and falls well behind when it is

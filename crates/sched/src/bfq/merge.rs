@@ -6,11 +6,11 @@
 //! threads reading interleaved parts of one file) are served best from one queue, ordered by
 //! position. Each group keeps a tree of the head positions of its busy synchronous queues;
 //! a new synchronous request close (within `CLOSE_THR` sectors) to the in-service queue's
-//! position, or to another queue's head, merges its queue into that one: its queued requests
-//! move over and its issuer's later requests go there too; the shared queue has the higher
-//! of the two weights. A shared queue that turns seeky
-//! is marked at expiry, and each of its issuers gets a queue of its own again with its next
-//! request.
+//! position, or to another queue's head, redirects its issuer to that queue, as the kernel
+//! does: the issuer's queue keeps what it has queued and is served until it runs dry, its
+//! other issuers follow at their next request, and no weight changes. A shared queue that
+//! turns seeky is marked at expiry, and each of its issuers gets a queue of its own again
+//! with its next request.
 //!
 //! Merging is only tried within `MERGE_TIME_LIMIT` of a queue's creation (cooperators show
 //! up together), and not at all on non-rotational devices with internal queueing, whose own
@@ -43,11 +43,28 @@ impl State {
         }
     }
 
-    fn may_cooperate(&self, id: u32, now: Nanos) -> bool {
+    /// `bfq_too_late_for_merging`: a queue that has had service and is older than
+    /// `MERGE_TIME_LIMIT` is not merged (cooperators show up together).
+    fn too_late(&self, id: u32, now: Nanos) -> bool {
         let q = self.qr(id);
-        let too_late =
-            q.service_from_backlogged > 0 && now.saturating_sub(q.created) > MERGE_TIME_LIMIT;
-        q.sync && q.class != 2 && !too_late && !q.split_coop
+        q.service_from_backlogged > 0 && now.saturating_sub(q.created) > MERGE_TIME_LIMIT
+    }
+
+    /// `bfq_may_be_close_cooperator`: `new` is not too late, neither is of the idle class,
+    /// both have one class, neither is seeky (merging it is unlikely to give sequential
+    /// I/O), both are synchronous. (Ours also keeps a shared queue marked for splitting
+    /// out, as its issuers are about to leave it.)
+    fn may_be_close_cooperator(&self, id: u32, new: u32, now: Nanos) -> bool {
+        let (a, b) = (self.qr(id), self.qr(new));
+        !self.too_late(new, now)
+            && a.class != 2
+            && b.class != 2
+            && a.class == b.class
+            && !self.is_seeky(id)
+            && !self.is_seeky(new)
+            && a.sync
+            && b.sync
+            && !b.split_coop
     }
 
     /// Keeps queue `id`'s entry in its group's position tree at its lowest queued sector.
@@ -82,36 +99,79 @@ impl State {
         }
     }
 
-    /// The queue a new request at `sector` of queue `qid` should go to, merging queues if a
-    /// cooperator is found; `None` when it stays where it is.
-    pub(super) fn setup_cooperator(&mut self, qid: u32, sector: u64, now: Nanos) -> Option<u32> {
-        if !self.may_cooperate(qid, now) {
+    /// A merge already set up for queue `qid` (`bfqq->new_bfqq`, followed to its end):
+    /// `issuer`, sending its next request, moves to that queue (`bfq_setup_cooperator`'s
+    /// first step, then `bfq_merge_bfqqs`). Returns where the request goes.
+    pub(super) fn follow_merge(&mut self, qid: u32, issuer: u32) -> Option<u32> {
+        let mut dst = self.qr(qid).new_q?;
+        let mut hops = 0;
+        while let Some(n) = self.queues[dst as usize].as_ref().and_then(|q| q.new_q) {
+            hops += 1;
+            if n == qid || hops > self.queues.len() {
+                break;
+            }
+            dst = n;
+        }
+        if self.queues[dst as usize].is_none() || dst == qid {
+            self.q(qid).new_q = None;
             return None;
         }
-        let (group, class) = (self.qr(qid).group, self.qr(qid).class);
-        // Cooperators share a group and a class (a merge must not move I/O between classes).
+        self.redirect(qid, dst, issuer);
+        Some(dst)
+    }
+
+    /// `bfq_setup_cooperator`: for a synchronous request of `issuer` at `sector`, queue
+    /// `qid` is redirected to the in-service queue if the request is close to where that
+    /// one's head is, or else to the queue of the group whose next request is closest
+    /// (`bfq_find_close_cooperator`), both subject to `bfq_may_be_close_cooperator`;
+    /// `bfq_setup_merge` then follows that queue's own pending merge and gives up on a
+    /// cycle. Not while `qid` is too late for merging, nor with one queue busy. The
+    /// direction is always `qid` to the other, also when `qid` is the one in service:
+    /// "we are in the context of the process owning bfqq". Returns where the request goes.
+    pub(super) fn setup_cooperator(
+        &mut self,
+        qid: u32,
+        issuer: u32,
+        sector: u64,
+        now: Nanos,
+    ) -> Option<u32> {
+        if self.too_late(qid, now) || self.load.busy_classes.iter().sum::<u32>() == 1 {
+            return None;
+        }
+        let group = self.qr(qid).group;
         let candidate = self
             .in_service
             .filter(|&s| {
                 s != qid
                     && self.qr(s).group == group
                     && self.qr(s).last_pos.abs_diff(sector) <= CLOSE_THR
-                    && self.may_cooperate(s, now)
+                    && self.may_be_close_cooperator(qid, s, now)
             })
-            .or_else(|| self.closest_head(group, qid, sector, now))
-            .filter(|&c| self.qr(c).class == class)?;
-        // The queue in service cannot be merged away: the other one joins it.
-        let (src, dst) = if self.in_service == Some(qid) {
-            (candidate, qid)
-        } else {
-            (qid, candidate)
-        };
-        self.merge_queues(src, dst);
+            .or_else(|| {
+                self.closest_head(group, qid, sector)
+                    .filter(|&c| self.may_be_close_cooperator(qid, c, now))
+            })?;
+        // `bfq_setup_merge`: skip interim merges, never back to `qid`, and only into a
+        // queue some issuer still sends to.
+        let mut dst = candidate;
+        let mut hops = 0;
+        while let Some(n) = self.qr(dst).new_q {
+            hops += 1;
+            if n == qid || hops > self.queues.len() || self.queues[n as usize].is_none() {
+                return None;
+            }
+            dst = n;
+        }
+        if self.qr(dst).issuers.is_empty() || self.qr(dst).group != group {
+            return None;
+        }
+        self.q(qid).new_q = Some(dst);
+        self.redirect(qid, dst, issuer);
         Some(dst)
     }
 
     /// The queue of `group` other than `qid` whose head is nearest `sector`, if close.
-    fn closest_head(&self, group: u32, qid: u32, sector: u64, now: Nanos) -> Option<u32> {
+    fn closest_head(&self, group: u32, qid: u32, sector: u64) -> Option<u32> {
         let tree = &self.groups.slots[group as usize].pos_tree;
         let after = tree.range((sector, 0)..).take(2);
         let before = tree.range(..(sector, 0)).rev().take(2);
@@ -120,21 +180,19 @@ impl State {
             .filter(|&&(s, id)| id != qid && s.abs_diff(sector) <= CLOSE_THR)
             .min_by_key(|&&(s, _)| s.abs_diff(sector))
             .map(|&(_, id)| id)
-            .filter(|&id| self.may_cooperate(id, now))
     }
 
-    /// Moves `src`'s queued requests and issuers into `dst` (`bfq_merge_bfqqs`).
-    fn merge_queues(&mut self, src: u32, dst: u32) {
-        debug_assert_ne!(self.in_service, Some(src));
-        let moved: Vec<(u32, Nanos)> = self.q(src).fifo.drain(..).collect();
-        self.q(src).sorted.clear();
-        for (rq, deadline) in moved {
-            let sector = self.rqs[rq as usize].sector;
-            self.add_request(dst, rq, sector, deadline);
-        }
-        let issuers = std::mem::take(&mut self.q(src).issuers);
-        let q = self.qr(src);
-        let saved = Saved {
+    /// `bfq_merge_bfqqs` for one issuer: `issuer`'s requests go to `dst` from now on, with
+    /// the state its queue had saved for when it leaves again. `src` keeps what it has
+    /// queued and is served as before until it runs dry; once no issuer sends to it, it
+    /// leaves the service tree if empty (`bfq_release_process_ref`) and is freed when
+    /// nothing of it is left. IO_bound passes to `dst`; no weight changes: a member's
+    /// priority reaches a shared queue only when that member's I/O priority changes
+    /// (`bfq_check_ioprio_change`), so it "inherits" a higher weight, in the words of
+    /// "block, bfq: do not merge queues on flash storage with queueing", when the heavier
+    /// queue is the one the others move to.
+    pub(super) fn redirect(&mut self, src: u32, dst: u32, issuer: u32) {
+        let save = |q: &super::sched::Bq| Saved {
             wr: q.wr,
             ttime: q.ttime,
             io_bound: q.io_bound,
@@ -142,25 +200,33 @@ impl State {
             idle: q.idle,
             in_large_burst: q.in_large_burst,
         };
-        for &i in &issuers {
-            self.by_key.insert(Key::Sync(i), dst);
-            self.saved.insert(i, saved);
+        // `bfq_bfqq_save_state` of both: each issuer that owned a queue alone keeps what it
+        // was, for when it is split off again.
+        let s = save(self.qr(src));
+        self.saved.insert(issuer, s);
+        if let [owner] = self.qr(dst).issuers[..] {
+            let d = save(self.qr(dst));
+            self.saved.insert(owner, d);
         }
+        if self.qr(src).io_bound {
+            self.q(dst).io_bound = true;
+        }
+        self.q(src).io_bound = false;
+        self.by_key.insert(Key::Sync(issuer), dst);
+        self.q(src).issuers.retain(|&i| i != issuer);
         let d = self.q(dst);
-        d.issuers.extend(issuers);
+        if !d.issuers.contains(&issuer) {
+            d.issuers.push(issuer);
+        }
         d.split_coop = false;
-        // The shared queue keeps `dst`'s weight: `bfq_merge_bfqqs` changes no weight (it
-        // passes on IO_bound, the waker and weight raising), and a member's priority reaches
-        // the shared queue only when that member's I/O priority changes
-        // (`bfq_check_ioprio_change`). So it "inherits" a higher weight, in seed 004's words,
-        // when the heavier queue is the one the others merge into.
-        if self.qr(src).in_tree {
-            let (g, c) = (self.qr(src).group, self.qr(src).class);
+        let q = self.qr(src);
+        if q.issuers.is_empty() && q.in_tree && q.sorted.is_empty() && self.in_service != Some(src)
+        {
+            let (g, c) = (q.group, q.class);
             self.groups.deactivate(g, src, c);
             self.q(src).in_tree = false;
             self.became_idle(src, Nanos::ZERO);
         }
-        self.pos_remove(src);
         self.update_pending(src);
         self.update_pending(dst);
         self.maybe_free(src);
@@ -216,7 +282,11 @@ impl State {
         if self.qr(last).issuers.is_empty() || self.in_service == Some(qid) {
             return qid;
         }
-        self.merge_queues(qid, last);
+        // Its one issuer, for which it was just made, goes to `last` instead.
+        if let [issuer] = self.qr(qid).issuers[..] {
+            self.q(qid).new_q = Some(last);
+            self.redirect(qid, last, issuer);
+        }
         self.q(last).stably_merged = true;
         self.stats.stable_merges += 1;
         last
@@ -224,7 +294,13 @@ impl State {
 
     /// The scheduled stable merge of queue `qid`, once it is due (`bfq_setup_stable_merge`);
     /// the queue its request goes to if it happened.
-    pub(super) fn delayed_stable_merge(&mut self, qid: u32, now: Nanos, k: &Knobs) -> Option<u32> {
+    pub(super) fn delayed_stable_merge(
+        &mut self,
+        qid: u32,
+        issuer: u32,
+        now: Nanos,
+        k: &Knobs,
+    ) -> Option<u32> {
         let q = self.qr(qid);
         let target = q.stable_merge?;
         if q.fresh
@@ -242,15 +318,13 @@ impl State {
         {
             return None;
         }
-        let (src, dst) = if self.in_service == Some(qid) {
-            (target, qid)
-        } else {
-            (qid, target)
-        };
-        self.merge_queues(src, dst);
-        self.q(dst).stably_merged = true;
+        // `bfq_setup_stable_merge` through `bfq_setup_merge`: `qid` to the target, as
+        // every merge goes.
+        self.q(qid).new_q = Some(target);
+        self.redirect(qid, target, issuer);
+        self.q(target).stably_merged = true;
         self.stats.stable_merges += 1;
-        Some(dst)
+        Some(target)
     }
 
     /// A queue just made for `issuer` on leaving a shared queue takes back what its old

@@ -345,6 +345,9 @@ pub(super) struct Bq {
     pub in_large_burst: bool,
     /// A stable merge into this queue is scheduled for later (`stable_merge_bfqq`).
     pub stable_merge: Option<u32>,
+    /// The queue this one's issuers are to move to at their next request (`new_bfqq`,
+    /// set by `bfq_setup_merge`).
+    pub new_q: Option<u32>,
     /// Shares its issuers' I/O by a stable merge: never split (`stably_merged`).
     pub stably_merged: bool,
     /// When it was made for an issuer leaving a shared queue (`split_time`).
@@ -837,6 +840,7 @@ impl State {
             retire_at: None,
             in_large_burst: false,
             stable_merge: None,
+            new_q: None,
             stably_merged: false,
             split_time: Nanos::ZERO,
             last_wr_start_finish: now,
@@ -1760,14 +1764,24 @@ impl Elevator for Bfq {
             st.nr_queued += 1;
             // A stable merge scheduled when the queue was made, done once it has shown what
             // it is (`bfq_setup_cooperator`'s first step, off fast queueing devices).
-            if sync && k.merging != 0 && !st.dev.nonrot_with_queueing() {
-                if let Some(dst) = st.delayed_stable_merge(qid, now, &k) {
-                    qid = dst;
-                }
-            }
-            // Interleaved I/O of cooperating issuers goes to one queue (`bfq_setup_cooperator`).
-            if sync && st.merging_on {
-                if let Some(dst) = st.setup_cooperator(qid, e.sector, now) {
+            // Interleaved I/O of cooperating issuers goes to one queue
+            // (`bfq_setup_cooperator`): a merge set up earlier takes this issuer along first
+            // (`bfqq->new_bfqq`), then a stable merge that is due, then a close cooperator.
+            if sync {
+                let stable = |st: &mut State| {
+                    (k.merging != 0 && !st.dev.nonrot_with_queueing())
+                        .then(|| st.delayed_stable_merge(qid, e.issuer, now, &k))
+                        .flatten()
+                };
+                let dst = st
+                    .follow_merge(qid, e.issuer)
+                    .or_else(|| stable(&mut st))
+                    .or_else(|| {
+                        st.merging_on
+                            .then(|| st.setup_cooperator(qid, e.issuer, e.sector, now))
+                            .flatten()
+                    });
+                if let Some(dst) = dst {
                     qid = dst;
                 }
             }
