@@ -300,9 +300,6 @@ impl Ring {
         n
     }
 
-    /// Hands the pushed submissions to the kernel: one `io_uring_enter`, or none with
-    /// SQPOLL while its thread is awake. A failure (`EAGAIN`, `EBUSY`, `EINTR`) leaves
-    /// them in the SQ, and the next poll tries again.
     /// Whether this thread may enter the ring: always, unless it is a single-issuer ring
     /// that another thread owns. The first thread to ask owns it from then on.
     fn may_enter(&mut self) -> bool {
@@ -324,6 +321,9 @@ impl Ring {
         }
     }
 
+    /// Hands the pushed submissions to the kernel: one `io_uring_enter`, or none with
+    /// SQPOLL while its thread is awake. A failure (`EAGAIN`, `EBUSY`, `EINTR`) leaves
+    /// them in the SQ, and the next poll tries again.
     pub(crate) fn submit(&mut self) {
         if self.uring.submission().is_empty() || !self.may_enter() {
             return;
