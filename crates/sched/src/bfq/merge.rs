@@ -112,7 +112,13 @@ impl State {
             }
             dst = n;
         }
-        if self.queues[dst as usize].is_none() || dst == qid {
+        // The kernel's pending merge holds a reference on its target; ours does not, so a
+        // target freed meanwhile (and its slot perhaps reused) is given up, as
+        // `bfq_setup_merge` gives up one no process sends to.
+        let gone = self.queues[dst as usize]
+            .as_ref()
+            .is_none_or(|d| !d.sync || d.issuers.is_empty() || d.group != self.qr(qid).group);
+        if gone || dst == qid {
             self.q(qid).new_q = None;
             return None;
         }
