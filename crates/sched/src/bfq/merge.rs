@@ -192,7 +192,8 @@ impl State {
     /// the state its queue had saved for when it leaves again. `src` keeps what it has
     /// queued and is served as before until it runs dry; once no issuer sends to it, it
     /// leaves the service tree if empty (`bfq_release_process_ref`) and is freed when
-    /// nothing of it is left. IO_bound passes to `dst`; no weight changes: a member's
+    /// nothing of it is left. IO_bound, the waker and weight raising pass to `dst` (raising
+    /// only to a queue not raised; `src` loses its own); no weight changes: a member's
     /// priority reaches a shared queue only when that member's I/O priority changes
     /// (`bfq_check_ioprio_change`), so it "inherits" a higher weight, in the words of
     /// "block, bfq: do not merge queues on flash storage with queueing", when the heavier
@@ -218,6 +219,31 @@ impl State {
             self.q(dst).io_bound = true;
         }
         self.q(src).io_bound = false;
+        // The waker of `src`'s issuers may inject for the shared queue too.
+        let w = self.qr(src).waker;
+        if w.is_some() && self.qr(dst).waker.is_none() && w != Some(dst) {
+            let d = self.q(dst);
+            d.waker = w;
+            d.tentative_waker = None;
+        }
+        // Weight raising passes to a queue not raised, and leaves `src` either way.
+        let busy = |st: &State, id: u32| st.qr(id).in_tree || st.in_service == Some(id);
+        let (sw, dw) = (self.qr(src).wr, self.qr(dst).wr);
+        if dw.coeff <= 1 && sw.coeff > 1 {
+            let finish = self.qr(src).last_wr_start_finish;
+            let d = self.q(dst);
+            d.wr = sw;
+            d.last_wr_start_finish = finish;
+            if busy(self, dst) {
+                self.load.wr_busy += 1;
+            }
+        }
+        if sw.coeff > 1 {
+            self.q(src).wr = Wr::default();
+            if busy(self, src) {
+                self.load.wr_busy -= 1;
+            }
+        }
         self.by_key.insert(Key::Sync(issuer), dst);
         self.q(src).issuers.retain(|&i| i != issuer);
         let d = self.q(dst);
