@@ -25,7 +25,7 @@ use mqblk_core::{
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 pub(super) const T_SLICE_IDLE_US: usize = 0;
@@ -396,9 +396,6 @@ pub(super) struct RqInfo {
     /// requests (`bic->requests`: from insertion to completion).
     pub issuer: u32,
     pub counted: bool,
-    /// Counted in `Bfq::hctx_queued` on its hardware queue, until it finishes or is
-    /// requeued after being started.
-    pub hctx_counted: bool,
 }
 
 /// BFQ's statistics (`Bfq::typed_stats`): its counters and the device estimates they led to.
@@ -628,8 +625,11 @@ pub struct Bfq {
     queued: AtomicU32,
     /// Busy queues (`bfq_tot_busy_queues`), for `has_work_busy`.
     busy: AtomicU32,
-    /// Requests inserted per hardware queue and not yet finished (Linux 5.10).
+    /// Requests inserted per hardware queue and not yet finished (Linux 5.10), and per
+    /// request whether it is counted there: outside the lock, so the free of a request
+    /// (`finish_request`) needs no lock.
     hctx_queued: HctxQueued,
+    hctx_counted: Box<[AtomicBool]>,
     raised: AtomicU32,
     pub(super) tunables: Tunables,
     nr_hw: u16,
@@ -717,6 +717,9 @@ impl Bfq {
             queued: AtomicU32::new(0),
             busy: AtomicU32::new(0),
             hctx_queued: HctxQueued::new(init.nr_hw_queues),
+            hctx_counted: (0..init.nr_rq_ids)
+                .map(|_| AtomicBool::new(false))
+                .collect(),
             raised: AtomicU32::new(0),
             tunables: Tunables::new("bfq", &TUNABLES).with_aliases(&ALIASES),
             nr_hw: init.nr_hw_queues,
@@ -727,8 +730,8 @@ impl Bfq {
 
     /// `atomic_dec(&rq->mq_hctx->elevator_queued)` in `bfq_finish_requeue_request` (5.10),
     /// for a started request that finishes or is handed back.
-    fn drop_hctx_count(&self, st: &mut State, rq: &ElvRq) {
-        if std::mem::take(&mut st.rqs[rq.id.index()].hctx_counted) {
+    fn drop_hctx_count(&self, rq: &ElvRq) {
+        if self.hctx_counted[rq.id.index()].swap(false, Ordering::AcqRel) {
             self.hctx_queued.dec(rq.hctx);
         }
     }
@@ -1739,10 +1742,10 @@ impl Elevator for Bfq {
                     sector: e.sector,
                     end,
                     parked: true,
-                    hctx_counted: true,
                     ..RqInfo::default()
                 };
                 st.count(id.0, e.issuer);
+                self.hctx_counted[id.index()].store(true, Ordering::Release);
                 let q = st.q(qid);
                 q.parked += 1;
                 q.retire_at = None;
@@ -1757,10 +1760,10 @@ impl Elevator for Bfq {
                 end,
                 queued: true,
                 owned: true,
-                hctx_counted: true,
                 ..RqInfo::default()
             };
             st.count(id.0, e.issuer);
+            self.hctx_counted[id.index()].store(true, Ordering::Release);
             st.nr_queued += 1;
             // A stable merge scheduled when the queue was made, done once it has shown what
             // it is (`bfq_setup_cooperator`'s first step, off fast queueing devices).
@@ -1840,7 +1843,7 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let mut st = self.st.lock();
         st.now = now;
-        self.drop_hctx_count(&mut st, rq);
+        self.drop_hctx_count(rq);
         st.completed(rq.id.0, now, &k);
         self.publish(&st);
     }
@@ -1848,7 +1851,7 @@ impl Elevator for Bfq {
     /// `bfq_finish_requeue_request` of a request never started (one merged away): its
     /// `elevator_queued` count stays, as in 5.10.
     fn finish_request(&self, rq: &ElvRq) {
-        self.st.lock().rqs[rq.id.index()].hctx_counted = false;
+        self.hctx_counted[rq.id.index()].store(false, Ordering::Release);
     }
 
     fn requeue_request(&self, rq: &ElvRq, now: Nanos) {
@@ -1858,7 +1861,7 @@ impl Elevator for Bfq {
         let k = self.knobs();
         let mut st = self.st.lock();
         st.now = now;
-        self.drop_hctx_count(&mut st, rq);
+        self.drop_hctx_count(rq);
         st.completed(rq.id.0, now, &k);
         self.publish(&st);
     }
