@@ -4,7 +4,7 @@
 
 use crate::config::{DeviceConfig, DriverKind, QueueSettings};
 use crate::DeviceError;
-use mqblk_core::{Blkcg, Driver, QueueLimits, TagSetConfig, TraceHook};
+use mqblk_core::{Blkcg, CtxIdx, Driver, HctxType, QueueLimits, QueueMap, TagSetConfig, TraceHook};
 use mqblk_core::{QueueConfig, RequestQueue, TagSet, TagSetFlags};
 use mqblk_drivers::{NullConfig, NullDevice, UringConfig, UringDevice};
 use std::sync::Arc;
@@ -73,7 +73,42 @@ fn build_model(opts: &DeviceConfig) -> Result<Built, DeviceError> {
     })
 }
 
-fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
+/// The tag set a device's driver asks for, with `shared_tags` applied.
+fn with_shared_tags(opts: &DeviceConfig, mut set_cfg: TagSetConfig) -> TagSetConfig {
+    if opts.shared_tags {
+        set_cfg.flags = set_cfg.flags.union(TagSetFlags::TAG_HCTX_SHARED);
+    }
+    set_cfg
+}
+
+/// Whether, with one thread on each of `nr_ctx` software queues, every hardware queue is
+/// entered by one thread only: no scheduler (one may hand a queue's requests to another
+/// queue's run) and no two software queues on one hardware queue in any map.
+fn one_thread_per_hctx(
+    opts: &DeviceConfig,
+    set_cfg: &TagSetConfig,
+    nr_ctx: u16,
+) -> Result<bool, DeviceError> {
+    if opts.queue.elevator_type(set_cfg)?.name != "none" {
+        return Ok(false);
+    }
+    let map = QueueMap::new(nr_ctx, set_cfg.maps);
+    let mut owner = std::collections::HashMap::new();
+    for c in 0..nr_ctx {
+        for ty in [HctxType::Default, HctxType::Read, HctxType::Poll] {
+            if *owner.entry(map.hctx(ty, CtxIdx(c))).or_insert(c) != c {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+fn build_uring(
+    opts: &DeviceConfig,
+    nr_ctx: u16,
+    nr_submitters: usize,
+) -> Result<Built, DeviceError> {
     let path = opts.filename.as_ref().ok_or_else(|| {
         DeviceError::Invalid("driver=uring: needs filename= (a file or block device)".into())
     })?;
@@ -93,7 +128,6 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
         rotational: opts.rotational,
         virtqueue_size: opts.virtqueue_size,
         more_files: opts.more_files(),
-        single_issuer: opts.single_issuer,
         ..UringConfig::default()
     };
 
@@ -103,6 +137,15 @@ fn build_uring(opts: &DeviceConfig) -> Result<Built, DeviceError> {
     };
     cfg.validate().map_err(uring)?;
     let set_cfg = cfg.tag_set_config();
+    // Rings a thread of its own enters (`DeviceConfig::single_issuer`): only where the
+    // submitters, one per software queue, each have a hardware queue to themselves and
+    // nothing else runs one (no completion workers, no SQPOLL thread).
+    let mut cfg = cfg;
+    cfg.single_issuer = opts.single_issuer
+        && !opts.sqpoll
+        && !opts.hctx_workers
+        && usize::from(nr_ctx) >= nr_submitters
+        && one_thread_per_hctx(opts, &with_shared_tags(opts, set_cfg.clone()), nr_ctx)?;
     let dev = UringDevice::open(cfg).map_err(uring)?;
     let limits = dev.queue_limits();
     Ok(Built {
@@ -131,21 +174,17 @@ pub fn build_traced(
         ));
     }
     opts.faults.validate()?;
-    let built = match opts.driver {
-        DriverKind::Null => build_null(opts)?,
-        DriverKind::Uring => build_uring(opts)?,
-        DriverKind::Model => build_model(opts)?,
-    };
-    let mut set_cfg = built.set_cfg;
-    if opts.shared_tags {
-        set_cfg.flags = set_cfg.flags.union(TagSetFlags::TAG_HCTX_SHARED);
-    }
-    let set = TagSet::new(set_cfg)?;
     let nr_ctx = if opts.nr_ctx == 0 {
         nr_submitters.max(1) as u16
     } else {
         opts.nr_ctx
     };
+    let built = match opts.driver {
+        DriverKind::Null => build_null(opts)?,
+        DriverKind::Uring => build_uring(opts, nr_ctx, nr_submitters)?,
+        DriverKind::Model => build_model(opts)?,
+    };
+    let set = TagSet::new(with_shared_tags(opts, built.set_cfg))?;
     let queue = new_queue(
         set,
         built.driver,

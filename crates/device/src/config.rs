@@ -185,9 +185,10 @@ pub struct DeviceConfig {
     pub sqpoll_cpu: Option<u32>,
     /// For the uring driver: register the files with the rings (fio's `registerfiles`).
     pub register_files: bool,
-    /// For the uring driver: each ring belongs to the first thread that uses it
-    /// (`UringConfig::single_issuer`). Not a job option: the runtime sets it where every
-    /// job has a hardware queue of its own (`mqblk_runtime::build_device`).
+    /// For the uring driver: the caller runs one thread per software queue, each polling
+    /// until what it submitted is back, for the device's whole life (as `mqblk bench`'s
+    /// jobs do, not `serve`'s sessions); the builder then makes each ring its thread's own
+    /// (`UringConfig::single_issuer`) where that thread alone enters it. Not a job option.
     pub single_issuer: bool,
     /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
     pub fixed_buffers: bool,

@@ -213,43 +213,17 @@ pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
     execute_on(build_device(plan, None)?, plan, show_progress)
 }
 
-/// Builds the plan's device, its events going to `tracer` if given. On the uring driver,
-/// where every job clone has a hardware queue of its own that nothing else runs (no
-/// scheduler to hand one queue's requests to another's run, no completion workers, no
-/// SQPOLL thread), each ring belongs to the job that uses it
-/// (`DeviceConfig::single_issuer`): the jobs' threads are the only ones to enter them, and
-/// each drains what it has in flight before it ends.
+/// Builds the plan's device, its events going to `tracer` if given. Each job clone is one
+/// thread on a software queue of its own that drains what it has in flight before it ends,
+/// so the device may give each hardware queue's ring to the thread that alone enters it
+/// (`DeviceConfig::single_issuer`).
 pub fn build_device(
     plan: &Plan,
     tracer: Option<Arc<dyn mqblk_core::Tracer>>,
 ) -> Result<Device, String> {
-    let n = plan.jobs.len();
-    let d = &plan.device;
-    if d.driver == DriverKind::Uring && !d.hctx_workers && !d.sqpoll {
-        let mut owned = d.clone();
-        owned.single_issuer = true;
-        let device = mqblk_device::build_traced(&owned, n, tracer.clone())?;
-        if own_queues(plan, &device.queue) {
-            return Ok(device);
-        }
-        // Built for nothing: its rings were never entered. Dropped before the file is
-        // opened again.
-        drop(device);
-    }
-    Ok(mqblk_device::build_traced(d, n, tracer)?)
-}
-
-/// Whether each job clone's software queue maps to one hardware queue of its own, and no
-/// scheduler runs (one could hand a queue's requests to another queue's run).
-fn own_queues(plan: &Plan, queue: &RequestQueue) -> bool {
-    if queue.elevator().is_some() {
-        return false;
-    }
-    let mut seen = std::collections::HashSet::new();
-    plan.jobs.iter().all(|j| {
-        (j.ctx.0 as usize) < queue.nr_ctx()
-            && matches!(queue.submitter(j.ctx).hctxs(), [h] if seen.insert(*h))
-    })
+    let mut d = plan.device.clone();
+    d.single_issuer = true;
+    Ok(mqblk_device::build_traced(&d, plan.jobs.len(), tracer)?)
 }
 
 /// Runs a plan on an existing device (whose software queues must cover the plan's Ctxs).
