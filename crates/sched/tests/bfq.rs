@@ -461,32 +461,44 @@ fn bfq_finds_a_waker_even_for_a_queue_that_stays_busy() {
     r.finish();
 }
 
-#[test]
-fn bfq_a_merged_queue_keeps_the_weight_of_the_queue_merged_into() {
-    // `bfq_merge_bfqqs` passes on IO_bound, the waker and weight raising, never a weight:
-    // a light reader's queue that a heavy reader's interleaved I/O merges into stays light
-    // (a member's priority reaches a shared queue only through `bfq_check_ioprio_change`).
-    // One slot: the light reader's reads wait in its queue, which is in service.
-    let mut r = Rig::simple(BFQ, 1);
+/// The light (be/7, issuer 2) and heavy (be/0, issuer 1) readers of the merge tests, on a
+/// one-slot device with early queue merging on everywhere. Two priorities, so their
+/// requests never merge with each other's (`blk_rq_merge_ok` wants one I/O priority) and
+/// only their queues can.
+const LIGHT: IoPrio = IoPrio::new(IoPrioClass::Be, 7);
+const HEAVY: IoPrio = IoPrio::new(IoPrioClass::Be, 0);
+
+fn merging_rig() -> Rig {
+    let r = Rig::simple(BFQ, 1);
     r.set("queue_merging", "2");
     r.set("low_latency", "0");
-    let (light, heavy) = (
-        IoPrio::new(IoPrioClass::Be, 7),
-        IoPrio::new(IoPrioClass::Be, 0),
-    );
-    // The light reader (issuer 2) reads the even 4 KiB stripes, the heavy one (issuer 1)
-    // the odd ones just behind it: one sequential stream between them.
+    r
+}
+
+/// The light reader reads the even 4 KiB stripes, then the heavy one the odd ones just
+/// behind it: one sequential stream between them.
+fn interleave(r: &mut Rig) {
     for i in 0..4u64 {
-        r.queue(0, read(i * 16, 8, i).with_issuer(2, 0).with_ioprio(light));
+        r.queue(0, read(i * 16, 8, i).with_issuer(2, 0).with_ioprio(LIGHT));
     }
     for i in 0..4u64 {
         r.queue(
             0,
             read(i * 16 + 8, 8, 100 + i)
                 .with_issuer(1, 0)
-                .with_ioprio(heavy),
+                .with_ioprio(HEAVY),
         );
     }
+}
+
+#[test]
+fn bfq_a_merged_queue_keeps_the_weight_of_the_queue_merged_into() {
+    // `bfq_merge_bfqqs` passes on IO_bound, the waker and weight raising, never a weight:
+    // a light reader's queue that a heavy reader's interleaved I/O merges into stays light
+    // (a member's priority reaches a shared queue only through `bfq_check_ioprio_change`).
+    // One slot: the light reader's reads wait in its queue, which is in service.
+    let mut r = merging_rig();
+    interleave(&mut r);
     assert!(
         r.bfq().counters.queue_merges >= 1,
         "{}",
@@ -570,6 +582,43 @@ fn bfq_has_work_per_hardware_queue_until_its_requests_finish_only_as_linux_5_10(
         r.drv.set_slots(0, 1);
         r.drain(us(10));
         r.assert_each_done_once([1, 2, 3]);
+        r.finish();
+    }
+}
+
+/// `bfq_may_be_close_cooperator`: "if either of the queues has already been detected as
+/// seeky, then merging it with the other queue is unlikely to lead to sequential I/O". The
+/// same interleaved readers merge when the heavy one read sequentially before, and not when
+/// it read far-apart blocks (more than 19 of its last 32 requests seeks: `BFQQ_SEEKY`).
+#[test]
+fn a_seeky_queue_is_never_merged_with_a_close_one() {
+    for seeky in [false, true] {
+        let mut r = merging_rig();
+        // The heavy reader's history: 24 reads, one after the other or 1 GiB apart.
+        for i in 0..24u64 {
+            let sector = if seeky {
+                (i + 1) << 21
+            } else {
+                (1 << 21) + i * 8
+            };
+            r.queue(
+                0,
+                read(sector, 8, 1000 + i)
+                    .with_issuer(1, 0)
+                    .with_ioprio(HEAVY),
+            );
+            assert_eq!(r.complete_next(1), 1);
+        }
+        // Past its idle slice, well within the merge window of 100 ms.
+        r.advance_to(ms(30));
+        interleave(&mut r);
+        let merges = r.bfq().counters.queue_merges;
+        if seeky {
+            assert_eq!(merges, 0, "{}", r.elv().debug_state());
+        } else {
+            assert!(merges >= 1, "{}", r.elv().debug_state());
+        }
+        r.drain(us(10));
         r.finish();
     }
 }

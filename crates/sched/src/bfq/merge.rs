@@ -99,29 +99,39 @@ impl State {
         }
     }
 
-    /// A merge already set up for queue `qid` (`bfqq->new_bfqq`, followed to its end):
-    /// `issuer`, sending its next request, moves to that queue (`bfq_setup_cooperator`'s
-    /// first step, then `bfq_merge_bfqqs`). Returns where the request goes.
-    pub(super) fn follow_merge(&mut self, qid: u32, issuer: u32) -> Option<u32> {
-        let mut dst = self.qr(qid).new_q?;
-        let mut hops = 0;
-        while let Some(n) = self.queues[dst as usize].as_ref().and_then(|q| q.new_q) {
-            hops += 1;
-            if n == qid || hops > self.queues.len() {
-                break;
+    /// `bfq_setup_merge`'s target for `qid` starting at `start`: the end of the chain of
+    /// pending merges from there (`new_bfqq->new_bfqq`, "skip interim queue merges"), if
+    /// it does not lead back to `qid` ("avoid a circular list") and some issuer of `qid`'s
+    /// group still sends to it. The kernel's pending merge holds a reference on its
+    /// target; ours does not, so a target freed meanwhile (its slot perhaps reused) fails
+    /// the same test.
+    fn merge_target(&self, qid: u32, start: u32) -> Option<u32> {
+        let mut dst = start;
+        for _ in 0..self.queues.len() {
+            if dst == qid {
+                return None;
             }
-            dst = n;
+            let q = self.queues[dst as usize].as_ref()?;
+            match q.new_q {
+                Some(n) => dst = n,
+                None => {
+                    let live = q.sync && !q.issuers.is_empty() && q.group == self.qr(qid).group;
+                    return live.then_some(dst);
+                }
+            }
         }
-        // The kernel's pending merge holds a reference on its target; ours does not, so a
-        // target freed meanwhile (and its slot perhaps reused) is given up, as
-        // `bfq_setup_merge` gives up one no process sends to.
-        let gone = self.queues[dst as usize]
-            .as_ref()
-            .is_none_or(|d| !d.sync || d.issuers.is_empty() || d.group != self.qr(qid).group);
-        if gone || dst == qid {
+        None
+    }
+
+    /// A merge already set up for queue `qid` (`bfqq->new_bfqq`): `issuer`, sending its
+    /// next request, moves to its target (`bfq_setup_cooperator`'s first step, then
+    /// `bfq_merge_bfqqs`). Returns where the request goes.
+    pub(super) fn follow_merge(&mut self, qid: u32, issuer: u32) -> Option<u32> {
+        let start = self.qr(qid).new_q?;
+        let Some(dst) = self.merge_target(qid, start) else {
             self.q(qid).new_q = None;
             return None;
-        }
+        };
         self.redirect(qid, dst, issuer);
         Some(dst)
     }
@@ -157,21 +167,7 @@ impl State {
                 self.closest_head(group, qid, sector)
                     .filter(|&c| self.may_be_close_cooperator(qid, c, now))
             })?;
-        // `bfq_setup_merge`: skip interim merges, never back to `qid`, and only into a
-        // queue some issuer still sends to.
-        let mut dst = candidate;
-        let mut hops = 0;
-        while let Some(n) = self.qr(dst).new_q {
-            hops += 1;
-            if n == qid || hops > self.queues.len() || self.queues[n as usize].is_none() {
-                return None;
-            }
-            dst = n;
-        }
-        if self.qr(dst).issuers.is_empty() || self.qr(dst).group != group {
-            return None;
-        }
-        self.q(qid).new_q = Some(dst);
+        let dst = self.merge_target(qid, candidate)?;
         self.redirect(qid, dst, issuer);
         Some(dst)
     }
@@ -245,6 +241,8 @@ impl State {
             }
         }
         self.by_key.insert(Key::Sync(issuer), dst);
+        // `bfqq->new_bfqq`: `src`'s other issuers follow at their next request.
+        self.q(src).new_q = Some(dst);
         self.q(src).issuers.retain(|&i| i != issuer);
         let d = self.q(dst);
         if !d.issuers.contains(&issuer) {
@@ -287,7 +285,7 @@ impl State {
     /// happens now; otherwise it is scheduled, and done after `LATE_STABLE_MERGE` unless
     /// idling then boosts the queue's throughput (sequential I/O on a disk). Returns the
     /// queue the issuer's I/O goes to.
-    pub(super) fn stable_merge_on_create(&mut self, qid: u32, now: Nanos) -> u32 {
+    pub(super) fn stable_merge_on_create(&mut self, qid: u32, issuer: u32, now: Nanos) -> u32 {
         let group = self.qr(qid).group;
         let last = self.groups.slots[group as usize]
             .last_created
@@ -314,11 +312,8 @@ impl State {
         if self.qr(last).issuers.is_empty() || self.in_service == Some(qid) {
             return qid;
         }
-        // Its one issuer, for which it was just made, goes to `last` instead.
-        if let [issuer] = self.qr(qid).issuers[..] {
-            self.q(qid).new_q = Some(last);
-            self.redirect(qid, last, issuer);
-        }
+        // The issuer it was just made for goes to `last` instead.
+        self.redirect(qid, last, issuer);
         self.q(last).stably_merged = true;
         self.stats.stable_merges += 1;
         last
@@ -352,7 +347,6 @@ impl State {
         }
         // `bfq_setup_stable_merge` through `bfq_setup_merge`: `qid` to the target, as
         // every merge goes.
-        self.q(qid).new_q = Some(target);
         self.redirect(qid, target, issuer);
         self.q(target).stably_merged = true;
         self.stats.stable_merges += 1;
