@@ -86,9 +86,7 @@ impl QueueInner {
                 continue;
             }
             if self.cfg.kblockd_runs && inline_ok != Some(h) {
-                if !hctx.is_stopped() {
-                    hctx.arm_run(now);
-                }
+                self.arm_run_work(h, now);
             } else {
                 self.run_hw_queue(h, now, batch);
             }
@@ -98,13 +96,19 @@ impl QueueInner {
     /// `blk_mq_run_hw_queue(hctx, true)`: armed as work under `kblockd_runs` if the queue has
     /// something to dispatch (the kernel's `need_run`), else run at once.
     pub(crate) fn run_hw_queue_async(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
-        if self.cfg.kblockd_runs {
-            let hctx = &self.hctxs[h.0 as usize];
-            if !hctx.is_stopped() && self.hctx_has_pending(h) {
-                hctx.arm_run(now);
-            }
-        } else {
+        if !self.cfg.kblockd_runs {
             self.run_hw_queue(h, now, batch);
+        } else if self.hctx_has_pending(h) {
+            self.arm_run_work(h, now);
+        }
+    }
+
+    /// Queues hardware queue `h`'s run work now (`kblockd_mod_delayed_work_on(.., 0)`),
+    /// unless the queue is stopped.
+    fn arm_run_work(&self, h: HctxIdx, now: Nanos) {
+        let hctx = &self.hctxs[h.0 as usize];
+        if !hctx.is_stopped() {
+            hctx.arm_run(now);
         }
     }
 

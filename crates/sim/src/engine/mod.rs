@@ -778,13 +778,11 @@ impl Sim {
                     // The worker runs once the CPU is free (a kblockd worker is high
                     // priority, but what the CPU is doing is a few microseconds of
                     // block-layer work at most).
-                    let (c, start) = match w {
-                        Work::Requeue(c) => (c, t.max(self.cpus[c as usize].busy_until)),
-                        Work::Run(h) => {
-                            let c = self.irq_cpu[h as usize];
-                            (c, t.max(self.cpus[c as usize].busy_until))
-                        }
+                    let c = match w {
+                        Work::Requeue(c) => c,
+                        Work::Run(h) => self.irq_cpu[h as usize],
                     };
+                    let start = t.max(self.cpus[c as usize].busy_until);
                     let end = self.op(c, start, |q, sub, now| match w {
                         Work::Requeue(_) => q.requeue_work(sub, now),
                         Work::Run(h) => q.run_work(HctxIdx(h), sub, now),
