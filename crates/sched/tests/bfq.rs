@@ -622,3 +622,126 @@ fn a_seeky_queue_is_never_merged_with_a_close_one() {
         r.finish();
     }
 }
+
+/// `bfq_too_late_for_merging` counts `bfq_merge_time_limit` (100 ms) from a queue's first
+/// service in its current backlogged period (`first_IO_time`, set in `bfq_bfqq_served` while
+/// `service_from_backlogged` is 0, which `bfq_bfqq_handle_idle_busy_switch` resets). A
+/// reader whose queue stayed busy for 120 ms (each read queued as the last completes, so
+/// its queue is still in service, idled for) cannot be merged; the same reader after a
+/// pause that let its queue go idle can, though it is older.
+#[test]
+fn the_merge_window_opens_again_each_time_a_queue_becomes_busy() {
+    for pause in [false, true] {
+        let mut r = merging_rig();
+        for i in 0..24u64 {
+            r.queue(
+                0,
+                read((1 << 21) + i * 8, 8, 1000 + i)
+                    .with_issuer(1, 0)
+                    .with_ioprio(HEAVY),
+            );
+            r.advance_to(ms(5 * i + 5));
+            assert_eq!(r.complete_next(1), 1);
+        }
+        if pause {
+            // Well past its idle slice: the turn ends and the queue goes idle. Then one
+            // more read, served at once: a new backlogged period, with service in it.
+            r.advance_to(ms(500));
+            r.queue(
+                0,
+                read((1 << 21) + 24 * 8, 8, 2000)
+                    .with_issuer(1, 0)
+                    .with_ioprio(HEAVY),
+            );
+            assert_eq!(r.complete_next(1), 1);
+        }
+        interleave(&mut r);
+        let merges = r.bfq().counters.queue_merges;
+        if pause {
+            assert!(merges >= 1, "{}", r.elv().debug_state());
+        } else {
+            assert_eq!(merges, 0, "{}", r.elv().debug_state());
+        }
+        r.drain(us(10));
+        r.finish();
+    }
+}
+
+/// `bfq_check_fifo` serves at most one expired request a turn: the FIFO is looked at when
+/// a dispatch picks what comes next (`bfq_find_next_rq`), and marked looked at for the
+/// rest of the turn (`BFQQF_fifo_expire`) whatever it found. Five reads of one process,
+/// far apart; the first goes to the one-slot device at once, and picking its successor
+/// uses up the turn's look (the FIFO holds only it). The others arrive behind it, the
+/// next one chosen against where the head is (`bfq_choose_req`, backward seeks counted
+/// double): 5. The device takes the next at 200 ms, every read expired by then
+/// (`fifo_expire_sync` 125 ms). If the turn lasted (`timeout_sync` 500 ms) the queue goes
+/// by position alone: 3, 2, 1 behind 5. If it ended at 125 ms (the default), the new turn
+/// looks at the FIFO once: 1, the oldest, then on by position from there: 2, 3.
+#[test]
+fn bfq_serves_one_expired_request_a_turn_then_goes_by_position() {
+    for (timeout, want) in [("500", [4u64, 5, 3, 2, 1]), ("125", [4, 5, 1, 2, 3])] {
+        let mut r = Rig::simple(BFQ, 1);
+        r.set("low_latency", "0");
+        r.set("timeout_sync", timeout);
+        // Arrival order, in MiB: 4, 1, 3, 5, 2.
+        for (i, s) in [4u64, 1, 3, 5, 2].into_iter().enumerate() {
+            r.queue(0, read(s << 11, 8, i as u64).with_issuer(1, 0));
+        }
+        r.advance_to(ms(200));
+        r.complete_until_issued(5);
+        let got: Vec<u64> = r.drv.issues().iter().map(|i| i.sector >> 11).collect();
+        assert_eq!(
+            got,
+            want,
+            "timeout_sync {timeout}: {}",
+            r.elv().debug_state()
+        );
+        r.drain(us(10));
+        r.finish();
+    }
+}
+
+/// `bfq_allow_bio_merge` "takes advantage of [being asked] to perform an early merge of the
+/// queues of possible cooperating processes": a bio that continues another process's
+/// queued request is put to `bfq_setup_cooperator` before it may join it, and its issuer
+/// is redirected to that queue there (the in-service one, whose last dispatch ended right
+/// before it); the bio then joins the request, which is now in its own queue. Both readers
+/// at one priority, so their I/O may share a request (`blk_rq_merge_ok`).
+#[test]
+fn bfq_a_bio_continuing_another_queues_request_merges_the_queues_first() {
+    let mut r = merging_rig();
+    r.set("stable_merging", "0");
+    // Reader 2 is served: its first read on the device, its second queued.
+    r.queue(0, read(0, 8, 1).with_issuer(2, 0));
+    r.queue(0, read(8, 8, 2).with_issuer(2, 0));
+    // Reader 1 has a queue (busy with a read far away).
+    r.queue(0, read(1 << 20, 8, 3).with_issuer(1, 0));
+    assert_eq!(r.bfq().counters.queue_merges, 0);
+    // Reader 1's next bio continues reader 2's queued read.
+    match r.submit(0, read(16, 8, 4).with_issuer(1, 0)) {
+        Submit::Merged => {}
+        other => panic!("expected a bio merge, got {other:?}"),
+    }
+    assert_eq!(
+        r.bfq().counters.queue_merges,
+        1,
+        "{}",
+        r.elv().debug_state()
+    );
+    let state = r.elv().debug_state();
+    assert!(
+        state
+            .lines()
+            .any(|l| l.contains("Sync(2)") && l.contains("issuers [2, 1]")),
+        "{state}"
+    );
+    r.drain(us(10));
+    r.assert_each_done_once([1, 2, 3, 4]);
+    // One request carried reads 2 and 4.
+    assert!(
+        r.drv.issues().iter().any(|i| i.privates == vec![2, 4]),
+        "{:?}",
+        r.drv.issues()
+    );
+    r.finish();
+}

@@ -31,7 +31,7 @@ pub struct Group {
     pub trees: [ServiceTree; 3],
     /// Queues of this group with requests queued or in flight.
     pub pending_queues: u32,
-    /// Head positions of this group's busy sync queues, for queue merging (`rq_pos_tree`).
+    /// Where its queues' next requests start, for queue merging (`rq_pos_tree`).
     pub pos_tree: BTreeSet<(u64, u32)>,
     /// The sync queue created last in this group, for stable merging (`last_bfqq_created`).
     pub last_created: Option<u32>,

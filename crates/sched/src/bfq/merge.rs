@@ -4,18 +4,19 @@
 //!
 //! Issuers whose own I/O looks random but whose I/O together is sequential (several
 //! threads reading interleaved parts of one file) are served best from one queue, ordered by
-//! position. Each group keeps a tree of the head positions of its busy synchronous queues;
-//! a new synchronous request close (within `CLOSE_THR` sectors) to the in-service queue's
-//! position, or to another queue's head, redirects its issuer to that queue, as the kernel
-//! does: the issuer's queue keeps what it has queued and is served until it runs dry, its
-//! other issuers follow at their next request, and no weight changes. A shared queue that
-//! turns seeky is marked at expiry, and each of its issuers gets a queue of its own again
-//! with its next request.
+//! position. Each group keeps a tree of where its queues' next requests start
+//! (`rq_pos_tree`); a new synchronous request close (within `CLOSE_THR` sectors) to where
+//! the in-service queue's last dispatch ended, or to another queue's next request,
+//! redirects its issuer to that queue, as the kernel does: the issuer's queue keeps what it
+//! has queued and is served until it runs dry, its other issuers follow at their next
+//! request, and no weight changes. A shared queue that turns seeky is marked at expiry, and
+//! each of its issuers gets a queue of its own again with its next request.
 //!
-//! Merging is only tried within `MERGE_TIME_LIMIT` of a queue's creation (cooperators show
-//! up together), and not at all on non-rotational devices with internal queueing, whose own
-//! scheduling already makes interleaved I/O sequential (`nonrot_with_queueing`, seed 004);
-//! the position tree is not even kept up to date there, which is the cost that seed saves.
+//! Merging is only tried within `MERGE_TIME_LIMIT` of a queue's first service since it last
+//! became busy (cooperators show up together), and not at all on non-rotational devices
+//! with internal queueing, whose own scheduling already makes interleaved I/O sequential
+//! (`nonrot_with_queueing`, seed 004); the position tree is not even kept up to date there,
+//! which is the cost that seed saves.
 
 use super::sched::{Key, Knobs, Saved, State, Wr};
 use mqblk_core::Nanos;
@@ -43,11 +44,14 @@ impl State {
         }
     }
 
-    /// `bfq_too_late_for_merging`: a queue that has had service and is older than
-    /// `MERGE_TIME_LIMIT` is not merged (cooperators show up together).
+    /// `bfq_too_late_for_merging`: a queue first served more than `MERGE_TIME_LIMIT` ago
+    /// in its current backlogged period is not merged (cooperators show up together).
+    /// The period starts afresh each time the queue becomes busy again, so a queue that
+    /// runs dry often (a process waiting on each of its reads, or on each `fsync`) may be
+    /// merged at any age.
     fn too_late(&self, id: u32, now: Nanos) -> bool {
         let q = self.qr(id);
-        q.service_from_backlogged > 0 && now.saturating_sub(q.created) > MERGE_TIME_LIMIT
+        q.service_from_backlogged > 0 && now.saturating_sub(q.first_io_time) > MERGE_TIME_LIMIT
     }
 
     /// `bfq_may_be_close_cooperator`: `new` is not too late, neither is of the idle class,
@@ -67,16 +71,22 @@ impl State {
             && !b.split_coop
     }
 
-    /// Keeps queue `id`'s entry in its group's position tree at its lowest queued sector.
+    /// `bfq_pos_tree_add_move`: queue `id`'s entry in its group's position tree, keyed by
+    /// where its next request starts. None for a queue too late for merging (it could not
+    /// be merged anyway), of the idle class, or with nothing queued, and none while
+    /// another queue holds that very key (the kernel's lookup finds that one and leaves
+    /// this queue out). Asynchronous queues are in it too; `bfq_may_be_close_cooperator`
+    /// turns them down when found. Called where the kernel calls it: when a queue's next
+    /// request changes or one of its requests leaves, and when its turn ends with
+    /// requests left.
     pub(super) fn pos_update(&mut self, id: u32) {
-        let on = self.merging_on;
         let q = self.qr(id);
-        let want = if on && q.sync && q.class != 2 {
-            q.sorted.first().map(|&(s, _)| s)
+        let want = if self.merging_on && q.class != 2 && !self.too_late(id, self.now) {
+            q.next_rq.map(|r| self.rqs[r as usize].sector)
         } else {
             None
         };
-        if want == q.pos_key {
+        if want.is_some() && want == q.pos_key {
             return;
         }
         let (old, group) = (q.pos_key, q.group);
@@ -84,10 +94,11 @@ impl State {
         if let Some(s) = old {
             tree.remove(&(s, id));
         }
-        if let Some(s) = want {
+        let key = want.filter(|&s| tree.range((s, 0)..=(s, u32::MAX)).next().is_none());
+        if let Some(s) = key {
             tree.insert((s, id));
         }
-        self.q(id).pos_key = want;
+        self.q(id).pos_key = key;
     }
 
     pub(super) fn pos_remove(&mut self, id: u32) {
@@ -160,11 +171,11 @@ impl State {
             .filter(|&s| {
                 s != qid
                     && self.qr(s).group == group
-                    && self.qr(s).last_pos.abs_diff(sector) <= CLOSE_THR
+                    && self.dev.in_serv_last_pos.abs_diff(sector) <= CLOSE_THR
                     && self.may_be_close_cooperator(qid, s, now)
             })
             .or_else(|| {
-                self.closest_head(group, qid, sector)
+                self.find_close_cooperator(group, qid, sector)
                     .filter(|&c| self.may_be_close_cooperator(qid, c, now))
             })?;
         let dst = self.merge_target(qid, candidate)?;
@@ -172,16 +183,25 @@ impl State {
         Some(dst)
     }
 
-    /// The queue of `group` other than `qid` whose head is nearest `sector`, if close.
-    fn closest_head(&self, group: u32, qid: u32, sector: u64) -> Option<u32> {
+    /// `bfq_find_close_cooperator` (`bfqq_find_close`): the queue of `group` whose next
+    /// request starts at `sector`, else the one whose next request is nearest below or
+    /// above it, if within `CLOSE_THR`; none if that is `qid` itself. The kernel looks at
+    /// the red-black tree's parent of where `sector` would go first, which is one of the
+    /// two neighbours, and then at the other; we take the nearer first, so where both are
+    /// close the kernel may take the farther.
+    fn find_close_cooperator(&self, group: u32, qid: u32, sector: u64) -> Option<u32> {
         let tree = &self.groups.slots[group as usize].pos_tree;
-        let after = tree.range((sector, 0)..).take(2);
-        let before = tree.range(..(sector, 0)).rev().take(2);
-        after
-            .chain(before)
-            .filter(|&&(s, id)| id != qid && s.abs_diff(sector) <= CLOSE_THR)
-            .min_by_key(|&&(s, _)| s.abs_diff(sector))
-            .map(|&(_, id)| id)
+        let exact = tree.range((sector, 0)..=(sector, u32::MAX)).next();
+        let found = exact.or_else(|| {
+            let below = tree.range(..(sector, 0)).next_back();
+            let above = tree.range((sector + 1, 0)..).next();
+            [below, above]
+                .into_iter()
+                .flatten()
+                .filter(|&&(s, _)| s.abs_diff(sector) <= CLOSE_THR)
+                .min_by_key(|&&(s, _)| s.abs_diff(sector))
+        });
+        found.map(|&(_, id)| id).filter(|&id| id != qid)
     }
 
     /// `bfq_merge_bfqqs` for one issuer: `issuer`'s requests go to `dst` from now on, with

@@ -248,7 +248,7 @@ impl State {
     /// it (at least its next request's charge), an empty one keeps its turn's budget
     /// until it has requests again (`update_budget_for_activation`). A preempted queue not
     /// raised changes nothing.
-    pub(super) fn recalc_budget(&mut self, id: u32, why: Expire, now: Nanos, k: &Knobs) {
+    pub(super) fn recalc_budget(&mut self, id: u32, why: Expire, k: &Knobs) {
         let min_budget = self.min_budget(k);
         let raw = self.raw_max_budget(k);
         let used = self.service;
@@ -277,13 +277,16 @@ impl State {
         }
         self.q(id).max_budget = b;
         if !self.qr(id).sorted.is_empty() {
-            self.q(id).budget = self.budget_for_next(id, now, k);
+            self.q(id).budget = self.budget_for_next(id);
         }
     }
 
     /// `max(max_budget, the next request's charge)`: the budget a turn starts with.
-    pub(super) fn budget_for_next(&self, id: u32, now: Nanos, k: &Knobs) -> u64 {
-        let rq = self.pick(id, k, now);
+    pub(super) fn budget_for_next(&self, id: u32) -> u64 {
+        let rq = self
+            .qr(id)
+            .next_rq
+            .expect("a queue with requests has a next one");
         let info = &self.rqs[rq as usize];
         let charge = self.serv_to_charge(id, (info.end - info.sector).max(1));
         self.qr(id).max_budget.max(charge)
@@ -609,7 +612,7 @@ impl State {
                 true
             }
             _ => {
-                let b = self.budget_for_next(qid, now, k);
+                let b = self.budget_for_next(qid);
                 self.q(qid).budget = b;
                 false
             }
@@ -781,7 +784,7 @@ impl State {
                 .is_some_and(|x| x.in_tree && !x.sorted.is_empty())
         });
         let (c, rq) = match waker {
-            Some(w) => (w, self.pick(w, k, now)),
+            Some(w) => (w, self.qr(w).next_rq.expect("queued")),
             None => {
                 // `bfq_select_queue`: no injection for a queue that delivers more without
                 // other I/O in the middle (idling boosts its throughput, as for a sequential
@@ -829,7 +832,7 @@ impl State {
                 }
                 // Its next request must fit what is left of its budget, and a non-rotational
                 // device takes one large (32 KiB and more) request at a time.
-                let rq = self.pick(c, k, now);
+                let rq = cq.next_rq.expect("queued");
                 let next = self.rqs[rq as usize];
                 let sectors = (next.end - next.sector).max(1);
                 if self.serv_to_charge(c, sectors) > cq.budget.saturating_sub(cq.injected) {
@@ -844,10 +847,10 @@ impl State {
             }
         };
         self.rqs[rq as usize].injected = true;
-        let sectors = self.take(c, rq, now);
+        let sectors = self.take(c, rq, now, k);
+        self.served(c, sectors, now);
         let cq = self.q(c);
         cq.injected += sectors;
-        cq.service_from_backlogged += sectors;
         let (group, class, empty) = (cq.group, cq.class, cq.sorted.is_empty());
         self.groups.served(group, class, sectors);
         if empty {

@@ -281,6 +281,14 @@ pub(super) struct Bq {
     /// Queued requests by (sector, id), and in arrival order with their FIFO deadlines.
     pub sorted: BTreeSet<(u64, u32)>,
     pub fifo: VecDeque<(u32, Nanos)>,
+    /// The request it serves next (`bfqq->next_rq`): chosen among the new one and this one
+    /// at each arrival (`bfq_choose_req`), and among the neighbours of the one dispatched,
+    /// or the FIFO's expired head, at each dispatch (`bfq_find_next_rq`). `None` exactly
+    /// when nothing is queued.
+    pub next_rq: Option<u32>,
+    /// The FIFO was looked at in this turn (`BFQQF_fifo_expire`): `bfq_check_fifo` serves
+    /// at most one expired request a turn, looked for at the turn's first dispatch.
+    pub fifo_checked: bool,
     /// Dispatched and not yet completed.
     pub dispatched: u32,
     /// The budget of its current or next turn (`entity.budget`), and the feedback value
@@ -292,8 +300,6 @@ pub(super) struct Bq {
     pub parked: u32,
     /// In the service tree (backlogged and not in service).
     pub in_tree: bool,
-    /// Where the head ended after its last dispatch.
-    pub last_pos: u64,
     pub created: Nanos,
     pub wr: Wr,
     pub ttime: TTime,
@@ -306,6 +312,9 @@ pub(super) struct Bq {
     /// When it last became backlogged, and the service since (soft real-time detection).
     pub last_backlogged: Nanos,
     pub service_from_backlogged: u64,
+    /// Its first service since it last became backlogged (`first_IO_time`, set in
+    /// `bfq_bfqq_served`): merging is tried only in the `bfq_merge_time_limit` after it.
+    pub first_io_time: Nanos,
     pub soft_rt_next_start: Nanos,
     /// `soft_rt_next_start` is due at the completion of its last request in flight
     /// (`bfq_bfqq_softrt_update`).
@@ -396,6 +405,8 @@ pub(super) struct RqInfo {
     /// requests (`bic->requests`: from insertion to completion).
     pub issuer: u32,
     pub counted: bool,
+    /// `REQ_META`: preferred as a queue's next request (`bfq_choose_req`).
+    pub meta: bool,
 }
 
 /// BFQ's statistics (`Bfq::typed_stats`): its counters and the device estimates they led to.
@@ -501,6 +512,9 @@ pub(super) struct Device {
     pub last_rq_max_size: u64,
     /// `last_position` and `last_dispatch`.
     pub last_dispatch_end: u64,
+    /// Where the in-service queue's last dispatch ended (`in_serv_last_pos`): a request
+    /// this close may join that queue (`bfq_setup_cooperator`).
+    pub in_serv_last_pos: u64,
     pub last_dispatch: Nanos,
     /// The last completion (`bfqd->last_completion`).
     pub last_rate_completion: Nanos,
@@ -697,6 +711,7 @@ impl Bfq {
                     delta_from_first: Nanos::ZERO,
                     last_rq_max_size: 0,
                     last_dispatch_end: 0,
+                    in_serv_last_pos: 0,
                     last_dispatch: Nanos::ZERO,
                     last_rate_completion: Nanos::ZERO,
                 },
@@ -796,13 +811,14 @@ impl State {
             sync,
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
+            next_rq: None,
+            fifo_checked: false,
             dispatched: 0,
             // `bfq_init_bfqq`: two thirds of the device's largest budget.
             budget: 2 * self.max_budget(k) / 3,
             max_budget: 2 * self.max_budget(k) / 3,
             parked: 0,
             in_tree: false,
-            last_pos: rq.sector,
             created: now,
             wr: Wr::default(),
             // `bfq_init_bfqq`: the last completion "now", so a new queue has not been idle.
@@ -816,6 +832,7 @@ impl State {
             last_idle: Nanos::ZERO,
             last_backlogged: now,
             service_from_backlogged: 0,
+            first_io_time: now,
             // `bfq_init_bfqq`: "has consumed no bandwidth so far".
             soft_rt_next_start: now,
             softrt_update: false,
@@ -1056,7 +1073,7 @@ impl State {
         self.q(id).hole = (!stays_busy
             && !matches!(why, Expire::BudgetTimeout | Expire::BudgetExhausted))
         .then_some(left);
-        self.recalc_budget(id, why, now, k);
+        self.recalc_budget(id, why, k);
         self.update_wr(id, now, k);
         if self.qr(id).is_coop() && self.is_seeky(id) {
             // A shared queue that went seeky: its issuers cooperate no more.
@@ -1092,60 +1109,133 @@ impl State {
         } else {
             self.q(id).last_idle = now;
         }
+        if !self.qr(id).sorted.is_empty() {
+            // `__bfq_bfqq_expire`: "resort priority tree of potential close cooperators".
+            self.pos_update(id);
+        }
         self.update_pending(id);
         self.maybe_free(id);
     }
 
-    /// The next request of queue `id`: FIFO-expired first, else by position.
-    pub(super) fn pick(&self, id: u32, k: &Knobs, now: Nanos) -> u32 {
-        let q = self.qr(id);
-        if let Some(&(rq, deadline)) = q.fifo.front() {
-            if deadline <= now {
-                return rq;
-            }
+    /// `bfq_choose_req` (from the anticipatory scheduler): which of two requests of one
+    /// queue to serve first with the head at `last`. A metadata request first; else the
+    /// nearer, a request behind the head counting `back_seek_penalty` times its distance
+    /// and only within `back_seek_max`; one farther behind than that "wraps" and goes
+    /// last; of two that wrap, the lower. At equal distances the higher sector. (The kernel
+    /// also puts a synchronous request before an asynchronous one; a queue's requests are
+    /// all one or the other.)
+    pub(super) fn choose_req(
+        &self,
+        a: Option<u32>,
+        b: Option<u32>,
+        last: u64,
+        k: &Knobs,
+    ) -> Option<u32> {
+        let (a, b) = match (a, b) {
+            (None, b) => return b,
+            (Some(a), Some(b)) if a == b => return Some(b),
+            (Some(a), None) => return Some(a),
+            (Some(a), Some(b)) => (a, b),
+        };
+        let (ra, rb) = (&self.rqs[a as usize], &self.rqs[b as usize]);
+        if ra.meta != rb.meta {
+            return Some(if ra.meta { a } else { b });
         }
-        let pos = q.last_pos;
-        let ahead = q.sorted.range((pos, 0)..).next().copied();
-        let behind = q.sorted.range(..(pos, 0)).next_back().copied();
-        match (ahead, behind) {
-            (Some(a), Some(b)) => {
-                let fwd = a.0 - pos;
-                let back = pos - b.0;
-                if back <= k.back_max && back * k.back_penalty < fwd {
-                    b.1
+        let dist = |s: u64| {
+            if s >= last {
+                Some(s - last)
+            } else if s + k.back_max >= last {
+                Some((last - s) * k.back_penalty)
+            } else {
+                None
+            }
+        };
+        let (s1, s2) = (ra.sector, rb.sector);
+        Some(match (dist(s1), dist(s2)) {
+            (Some(d1), Some(d2)) if d1 != d2 => {
+                if d1 < d2 {
+                    a
                 } else {
-                    a.1
+                    b
                 }
             }
-            (Some(a), None) => a.1,
-            (None, Some(b)) => b.1,
-            (None, None) => unreachable!("pick from an empty queue"),
+            (Some(_), Some(_)) => {
+                if s1 >= s2 {
+                    a
+                } else {
+                    b
+                }
+            }
+            (Some(_), None) => a,
+            (None, Some(_)) => b,
+            (None, None) => {
+                if s1 <= s2 {
+                    a
+                } else {
+                    b
+                }
+            }
+        })
+    }
+
+    /// `bfq_find_next_rq`: the request to serve after `last` (still queued), dispatched
+    /// now from queue `id`. The FIFO's head if it expired and the FIFO was not yet looked
+    /// at this turn (`bfq_check_fifo`, which marks it looked at either way); else the
+    /// better of `last`'s neighbours by position (the next one wrapping round to the
+    /// lowest), seen from where `last` starts.
+    fn find_next_rq(&mut self, id: u32, last: u32, now: Nanos, k: &Knobs) -> Option<u32> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let q = self.q(id);
+        if !std::mem::replace(&mut q.fifo_checked, true) {
+            if let Some(&(head, deadline)) = q.fifo.front() {
+                if head != last && now >= deadline {
+                    return Some(head);
+                }
+            }
         }
+        let key = (self.rqs[last as usize].sector, last);
+        let q = self.qr(id);
+        let prev = q.sorted.range(..key).next_back().map(|x| x.1);
+        let next = q
+            .sorted
+            .range((Excluded(key), Unbounded))
+            .next()
+            .or_else(|| q.sorted.first().filter(|&&x| x != key))
+            .map(|x| x.1);
+        self.choose_req(next, prev, key.0, k)
     }
 
     /// Takes request `rq` out of queue `id` for dispatch; returns the sectors it moves.
-    pub(super) fn take(&mut self, id: u32, rq: u32, now: Nanos) -> u64 {
+    pub(super) fn take(&mut self, id: u32, rq: u32, now: Nanos, k: &Knobs) -> u64 {
         let info = self.rqs[rq as usize];
+        // `bfq_remove_request`.
+        if self.qr(id).next_rq == Some(rq) {
+            let next = self.find_next_rq(id, rq, now, k);
+            self.q(id).next_rq = next;
+        }
         let q = self.q(id);
-        let head_changed = q.sorted.first().map(|x| x.1) == Some(rq);
         q.sorted.remove(&(info.sector, rq));
+        if q.sorted.is_empty() {
+            q.next_rq = None;
+        }
         if q.fifo.front().map(|x| x.0) == Some(rq) {
             q.fifo.pop_front();
         } else if let Some(i) = q.fifo.iter().position(|&(r, _)| r == rq) {
             q.fifo.remove(i);
         }
         q.dispatched += 1;
-        q.last_pos = info.end;
         self.rqs[rq as usize].queued = false;
         if self.last_merge == Some(rq) {
             self.last_merge = None;
         }
         self.nr_queued -= 1;
-        if head_changed {
-            self.pos_update(id);
-        }
+        self.pos_update(id);
         let sectors = (info.end - info.sector).max(1);
         self.note_dispatch(info.sector, sectors, now);
+        if self.in_service == Some(id) {
+            // `bfq_update_peak_rate`: where the in-service queue's I/O ended.
+            self.dev.in_serv_last_pos = info.end;
+        }
         sectors
     }
 
@@ -1168,6 +1258,7 @@ impl State {
     fn set_in_service(&mut self, id: u32, now: Nanos, k: &Knobs) {
         self.in_service = Some(id);
         // `__bfq_set_in_service_queue`.
+        self.q(id).fifo_checked = false;
         self.budgets_assigned = (self.budgets_assigned * 7 + 256) / 8;
         self.idle_until = None;
         self.slice_start = now;
@@ -1188,14 +1279,14 @@ impl State {
     }
 
     /// Dispatches request `rq` of queue `id`, charging `charge` sectors of service to it.
-    fn dispatch_from(&mut self, id: u32, rq: u32, charge: u64, now: Nanos) -> RqId {
+    fn dispatch_from(&mut self, id: u32, rq: u32, charge: u64, now: Nanos, k: &Knobs) -> RqId {
         // `bfq_dispatch_rq_from_bfqq`: the request to time for the injection limit.
         if std::mem::take(&mut self.inject.wait_dispatch) {
             self.inject.waited_rq = Some(rq);
         }
-        let sectors = self.take(id, rq, now);
+        let sectors = self.take(id, rq, now, k);
+        self.served(id, sectors, now);
         let q = self.q(id);
-        q.service_from_backlogged += sectors;
         if q.wr.coeff > 1 {
             q.wr.service += sectors;
         }
@@ -1204,6 +1295,15 @@ impl State {
         self.groups.served(group, class, charge);
         self.stats.dispatched += 1;
         RqId(rq)
+    }
+
+    /// `bfq_bfqq_served`'s account of the service since queue `id` became backlogged.
+    pub(super) fn served(&mut self, id: u32, sectors: u64, now: Nanos) {
+        let q = self.q(id);
+        if q.service_from_backlogged == 0 {
+            q.first_io_time = now;
+        }
+        q.service_from_backlogged += sectors;
     }
 
     /// Keeps the asymmetry bookkeeping of queue `id` in step with whether it has requests
@@ -1279,7 +1379,14 @@ impl State {
     }
 
     /// Merges `bio` into queued request `id` of queue `qid`, keeping the sort order.
-    fn merge_bio_into(&mut self, q: &ElvCtx<'_>, qid: u32, id: u32, bio: Bio) -> Result<(), Bio> {
+    fn merge_bio_into(
+        &mut self,
+        q: &ElvCtx<'_>,
+        qid: u32,
+        id: u32,
+        bio: Bio,
+        k: &Knobs,
+    ) -> Result<(), Bio> {
         let mut rq = q.rqs.lock(RqId(id));
         merge::bio_attempt_merge(&mut rq, bio, q.limits)?;
         let (sector, end) = (rq.sector, rq.end_sector());
@@ -1294,9 +1401,24 @@ impl State {
             bq.last_rq_end = end;
         }
         if old != sector {
+            // `bfq_request_merged`: a front merge that moved the request before its
+            // neighbour below may make it the queue's next request.
             let bq = self.q(qid);
+            let passed = bq
+                .sorted
+                .range(..(old, id))
+                .next_back()
+                .is_some_and(|&(s, _)| sector < s);
             bq.sorted.remove(&(old, id));
             bq.sorted.insert((sector, id));
+            if passed {
+                let next = self.qr(qid).next_rq;
+                let last = self.dev.last_dispatch_end;
+                self.q(qid).next_rq = self.choose_req(next, Some(id), last, k);
+            }
+            // The kernel's position tree reads its queues' next requests' positions as
+            // they are, so a front-merged next request moves its queue's key in place; ours
+            // re-sorts it.
             self.pos_update(qid);
         }
         self.stats.bio_merges += 1;
@@ -1315,8 +1437,12 @@ impl State {
         if !self.fold(q, id, next) {
             return None;
         }
-        // `next` leaves the queue; `id` takes the earlier of the two deadlines.
+        // `bfq_requests_merged`: `next` leaves the queue, `id` takes its place as the next
+        // request to serve if it had it, and the earlier of the two deadlines.
         let bq = self.q(qid);
+        if bq.next_rq == Some(next) {
+            bq.next_rq = Some(id);
+        }
         bq.sorted.remove(&(end, next));
         let mut gone_deadline = Nanos::MAX;
         if let Some(i) = bq.fifo.iter().position(|&(r, _)| r == next) {
@@ -1358,12 +1484,8 @@ impl State {
                 return false;
             }
             target = self
-                .queues
-                .iter()
-                .flatten()
-                .filter_map(|bq| bq.sorted.range(..(sector, 0)).next_back())
-                .map(|&(_, t)| t)
-                .find(|&t| ends_here(self, t));
+                .back_merge_candidate(sector)
+                .filter(|&t| ends_here(self, t));
             match target {
                 Some(t) if self.fold(q, t, id) => {}
                 _ => return false,
@@ -1372,6 +1494,61 @@ impl State {
         self.last_merge = target;
         self.stats.rq_merges += 1;
         true
+    }
+
+    /// `bfq_setup_cooperator` for a synchronous request or bio of `issuer` at `sector`, sent
+    /// to queue `qid`, with the merge it sets up carried out for `issuer`
+    /// (`bfq_merge_bfqqs`): a merge set up earlier takes the issuer along first
+    /// (`bfqq->new_bfqq`), then a stable merge that is due (off fast queueing devices), then
+    /// a close cooperator. Returns the queue the I/O now goes to, if another.
+    fn cooperator(
+        &mut self,
+        qid: u32,
+        issuer: u32,
+        sector: u64,
+        now: Nanos,
+        k: &Knobs,
+    ) -> Option<u32> {
+        self.follow_merge(qid, issuer)
+            .or_else(|| {
+                (k.merging != 0 && !self.dev.nonrot_with_queueing())
+                    .then(|| self.delayed_stable_merge(qid, issuer, now, k))
+                    .flatten()
+            })
+            .or_else(|| {
+                self.merging_on
+                    .then(|| self.setup_cooperator(qid, issuer, sector, now))
+                    .flatten()
+            })
+    }
+
+    /// `bfq_allow_bio_merge`: may `bio`, bound for queue `*qid`, join queued request `t`?
+    /// Not a synchronous bio into an asynchronous request; before deciding, the issuer's
+    /// queue may be merged with a cooperating one (`*qid` follows), and then only a
+    /// request of that queue will do.
+    fn allow_bio_merge(&mut self, qid: &mut u32, t: u32, bio: &Bio, k: &Knobs) -> bool {
+        let sync = is_sync(bio.op, bio.flags);
+        let t_queue = self.rqs[t as usize].queue;
+        if sync && !self.qr(t_queue).sync {
+            return false;
+        }
+        if sync {
+            let now = self.now;
+            if let Some(dst) = self.cooperator(*qid, bio.issuer, bio.sector, now, k) {
+                *qid = dst;
+            }
+        }
+        t_queue == *qid
+    }
+
+    /// `elv_rqhash_find`: a queued request of any queue that ends at `sector`.
+    fn back_merge_candidate(&self, sector: u64) -> Option<u32> {
+        self.queues
+            .iter()
+            .flatten()
+            .filter_map(|bq| bq.sorted.range(..(sector, 0)).next_back())
+            .map(|&(_, t)| t)
+            .find(|&t| self.rqs[t as usize].end == sector)
     }
 
     /// Folds request `next` into queued request `t` if the merge rules allow
@@ -1425,9 +1602,15 @@ impl State {
     }
 
     /// Adds request `rq` to queue `qid` (`bfq_add_request`).
-    pub(super) fn add_request(&mut self, qid: u32, rq: u32, sector: u64, deadline: Nanos) {
+    pub(super) fn add_request(
+        &mut self,
+        qid: u32,
+        rq: u32,
+        sector: u64,
+        deadline: Nanos,
+        k: &Knobs,
+    ) {
         let q = self.q(qid);
-        let new_head = q.sorted.first().is_none_or(|&(s, _)| sector < s);
         q.sorted.insert((sector, rq));
         if q.fifo.back().is_none_or(|&(_, d)| d <= deadline) {
             q.fifo.push_back((rq, deadline));
@@ -1437,7 +1620,12 @@ impl State {
             q.fifo.insert(i, (rq, deadline));
         }
         self.rqs[rq as usize].queue = qid;
-        if new_head {
+        // Is the new request a better one to serve next, seen from where the device's last
+        // dispatch ended (`bfqd->last_position`)?
+        let prev = self.qr(qid).next_rq;
+        let next = self.choose_req(prev, Some(rq), self.dev.last_dispatch_end, k);
+        self.q(qid).next_rq = next;
+        if next != prev {
             self.pos_update(qid);
         }
     }
@@ -1558,8 +1746,7 @@ impl State {
                 self.expire(k, Expire::BudgetTimeout, now);
                 continue;
             }
-            if !self.qr(id).sorted.is_empty() {
-                let rq = self.pick(id, k, now);
+            if let Some(rq) = self.qr(id).next_rq {
                 let info = self.rqs[rq as usize];
                 let charge = self.serv_to_charge(id, (info.end - info.sector).max(1));
                 let budget = self.qr(id).budget;
@@ -1567,7 +1754,7 @@ impl State {
                     self.expire(k, Expire::BudgetExhausted, now);
                     continue;
                 }
-                let rq = self.dispatch_from(id, rq, charge, now);
+                let rq = self.dispatch_from(id, rq, charge, now, k);
                 // `bfq_dispatch_rq_from_bfqq`: an idle-class queue gets one request per turn
                 // while any other queue waits, its turn ending as if its budget ran out.
                 if self.qr(id).class == 2 && self.load.busy_classes.iter().sum::<u32>() > 1 {
@@ -1630,6 +1817,15 @@ impl Elevator for Bfq {
     /// `bfq_bio_merge`: a bio joins a queued request of its issuer's queue that ends where
     /// it starts (back) or starts where it ends (front); the grown request then absorbs its
     /// neighbour if they now touch.
+    /// `bfq_bio_merge`: `elv_merge`'s candidates in its order (the one-hit cache, from any
+    /// queue; with `nomerges=0` the hash's request ending where the bio starts, from any
+    /// queue; a request of the bio's own queue starting where it ends,
+    /// `bfq_request_merge`), each put to `elv_bio_merge_ok`, whose BFQ part
+    /// (`bfq_allow_bio_merge`) first tries to merge the issuer's queue with a cooperating
+    /// one (`bfq_setup_cooperator` on the bio) and then allows the merge only into a request
+    /// of the queue the bio now goes to. The first candidate that passes and lies next to
+    /// the bio decides. Times for the cooperator checks are the last the scheduler saw
+    /// (this hook is given none).
     fn bio_merge(&self, q: &ElvCtx<'_>, _hctx: HctxIdx, bio: Bio) -> BioMerge {
         if q.nomerges == NoMerges::None
             || !bio.mergeable()
@@ -1637,30 +1833,60 @@ impl Elevator for Bfq {
         {
             return BioMerge::NotMerged(bio);
         }
+        let k = self.knobs();
         let mut st = self.st.lock();
-        let Some(qid) = st.queue_of_bio(&bio) else {
+        // `bfqd->bio_bfqq`: without a queue for the bio's issuer no merge is allowed.
+        let Some(mut qid) = st.queue_of_bio(&bio) else {
             return BioMerge::NotMerged(bio);
         };
-        if q.nomerges == NoMerges::Simple {
-            // `elv_merge` with `nomerges=1`: the one-hit cache only, which BFQ takes only
-            // when it is in the bio's own queue (`bfq_allow_bio_merge`).
-            let hit = st.last_merge.filter(|&id| {
-                let r = &st.rqs[id as usize];
-                r.queued && r.queue == qid && (r.end == bio.sector || r.sector == bio.end_sector())
-            });
-            let Some(id) = hit else {
+        let mut candidates = Vec::with_capacity(3);
+        candidates.extend(st.last_merge.filter(|&t| st.rqs[t as usize].queued));
+        let mut tried_hash = false;
+        let mut tried_front = false;
+        loop {
+            let Some(t) = candidates.pop() else {
+                // The next candidate, in `elv_merge`'s order.
+                if !tried_hash && q.nomerges == NoMerges::All {
+                    tried_hash = true;
+                    candidates.extend(st.back_merge_candidate(bio.sector));
+                    continue;
+                }
+                if !tried_front && q.nomerges == NoMerges::All {
+                    tried_front = true;
+                    let end = bio.end_sector();
+                    candidates.extend(
+                        st.qr(qid)
+                            .sorted
+                            .range((end, 0)..(end + 1, 0))
+                            .next()
+                            .map(|x| x.1),
+                    );
+                    continue;
+                }
                 return BioMerge::NotMerged(bio);
             };
-            let back = st.rqs[id as usize].end == bio.sector;
-            return match st.merge_bio_into(q, qid, id, bio) {
+            let ok = merge::rq_merge_ok(&q.rqs.lock(RqId(t)), &bio);
+            if !ok || !st.allow_bio_merge(&mut qid, t, &bio, &k) {
+                continue;
+            }
+            let (back, front) = {
+                let r = &st.rqs[t as usize];
+                (r.end == bio.sector, r.sector == bio.end_sector())
+            };
+            if !back && !front {
+                // The one-hit cache, passed but not adjoining: on to the hash.
+                continue;
+            }
+            // `blk_mq_sched_try_merge`: the bio joins this candidate or none.
+            return match st.merge_bio_into(q, qid, t, bio, &k) {
                 Ok(()) => {
-                    st.last_merge = Some(id);
+                    st.last_merge = Some(t);
                     // `attempt_back_merge` / `attempt_front_merge`, as after any bio merge.
                     let freed = if back {
-                        let end = st.rqs[id as usize].end;
-                        st.fold_next(q, qid, id, end)
+                        let end = st.rqs[t as usize].end;
+                        st.fold_next(q, qid, t, end)
                     } else {
-                        st.fold_into_prev(q, qid, id)
+                        st.fold_into_prev(q, qid, t)
                     };
                     self.publish(&st);
                     BioMerge::Merged { freed }
@@ -1668,38 +1894,6 @@ impl Elevator for Bfq {
                 Err(b) => BioMerge::NotMerged(b),
             };
         }
-        let (back, front) = {
-            let bq = st.qr(qid);
-            let back = bq.sorted.range(..(bio.sector, 0)).next_back().copied();
-            let end = bio.end_sector();
-            let front = bq.sorted.range((end, 0)..(end + 1, 0)).next().copied();
-            (back, front)
-        };
-        let mut bio = bio;
-        if let Some((_, id)) = back.filter(|&(_, id)| st.rqs[id as usize].end == bio.sector) {
-            match st.merge_bio_into(q, qid, id, bio) {
-                Ok(()) => {
-                    st.last_merge = Some(id);
-                    let end = st.rqs[id as usize].end;
-                    let freed = st.fold_next(q, qid, id, end);
-                    self.publish(&st);
-                    return BioMerge::Merged { freed };
-                }
-                Err(b) => bio = b,
-            }
-        }
-        if let Some((_, id)) = front {
-            match st.merge_bio_into(q, qid, id, bio) {
-                Ok(()) => {
-                    st.last_merge = Some(id);
-                    let freed = st.fold_into_prev(q, qid, id);
-                    self.publish(&st);
-                    return BioMerge::Merged { freed };
-                }
-                Err(b) => bio = b,
-            }
-        }
-        BioMerge::NotMerged(bio)
     }
 
     fn insert_requests(
@@ -1760,6 +1954,7 @@ impl Elevator for Bfq {
                 end,
                 queued: true,
                 owned: true,
+                meta: e.cmd_flags.contains(ReqFlags::META),
                 ..RqInfo::default()
             };
             st.count(id.0, e.issuer);
@@ -1771,20 +1966,7 @@ impl Elevator for Bfq {
             // (`bfq_setup_cooperator`): a merge set up earlier takes this issuer along first
             // (`bfqq->new_bfqq`), then a stable merge that is due, then a close cooperator.
             if sync {
-                let stable = |st: &mut State| {
-                    (k.merging != 0 && !st.dev.nonrot_with_queueing())
-                        .then(|| st.delayed_stable_merge(qid, e.issuer, now, &k))
-                        .flatten()
-                };
-                let dst = st
-                    .follow_merge(qid, e.issuer)
-                    .or_else(|| stable(&mut st))
-                    .or_else(|| {
-                        st.merging_on
-                            .then(|| st.setup_cooperator(qid, e.issuer, e.sector, now))
-                            .flatten()
-                    });
-                if let Some(dst) = dst {
+                if let Some(dst) = st.cooperator(qid, e.issuer, e.sector, now, &k) {
                     qid = dst;
                 }
             }
@@ -1792,7 +1974,7 @@ impl Elevator for Bfq {
                 st.note_lone_arrival(qid, now, &k);
             }
             st.note_arrival(qid, e.sector, end, now, &k);
-            st.add_request(qid, id.0, e.sector, deadline);
+            st.add_request(qid, id.0, e.sector, deadline, &k);
             let mergeable = !e.cmd_flags.intersects(ReqFlags::NOMERGE_FLAGS)
                 && matches!(e.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard);
             if st.last_merge.is_none() && mergeable {
@@ -2016,11 +2198,29 @@ impl Elevator for Bfq {
                 q.counted.is_some(),
                 "bfq: q{i} weight count out of step"
             );
-            for &(_, rq) in &q.sorted {
+            for &(sector, rq) in &q.sorted {
                 let info = &st.rqs[rq as usize];
                 assert!(
-                    info.queued && info.queue == i as u32,
+                    info.queued && info.queue == i as u32 && info.sector == sector,
                     "bfq: rq {rq} in q{i} misfiled"
+                );
+            }
+            assert!(
+                q.next_rq.map(|r| (st.rqs[r as usize].sector, r)) == q.sorted.first().copied()
+                    || q.next_rq.is_some_and(|r| {
+                        let info = &st.rqs[r as usize];
+                        info.queued && info.queue == i as u32
+                    }),
+                "bfq: q{i}'s next request {:?} is not one of its own",
+                q.next_rq
+            );
+            if let Some(s) = q.pos_key {
+                assert!(
+                    q.next_rq.is_some_and(|r| st.rqs[r as usize].sector == s)
+                        && st.groups.slots[q.group as usize]
+                            .pos_tree
+                            .contains(&(s, i as u32)),
+                    "bfq: q{i}'s position key {s} is not its next request's"
                 );
             }
         }

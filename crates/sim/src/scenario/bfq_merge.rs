@@ -1,6 +1,8 @@
 //! Seed 004: BFQ skips queue merging on non-rotational devices with internal queueing.
 //! dbench-like clients (6 in the seed) on a file system with a journal, the journaling daemon
-//! at a higher weight (I/O priority level 0: weight 80 against the clients' 40), on an SSD
+//! at a higher weight (I/O priority level 0: weight 80 against the clients' 40; ext4 gives
+//! jbd2 be/3 by default, `DEFAULT_JOURNAL_IOPRIO`, weight 50, and the figures come out the
+//! same there, since BFQ idles for any difference in weight), on an SSD
 //! that queues commands. BFQ with queue merging (as before the patch, `queue_merging=2`)
 //! against BFQ as it is now (merging skipped on this device), with mq-deadline and none
 //! beside them: the seed's "same peak throughput reached by any of the other schedulers".
