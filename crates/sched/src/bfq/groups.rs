@@ -12,8 +12,9 @@
 //! the registry when its generation changes and apply from a group's next turn.
 
 use super::engine::ServiceTree;
+use super::pos_tree::PosTree;
 use mqblk_core::Blkcg;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 /// Entity ids of groups in their parent's tree carry this bit; queue ids never do.
 pub const GROUP_BIT: u32 = 1 << 31;
@@ -32,7 +33,7 @@ pub struct Group {
     /// Queues of this group with requests queued or in flight.
     pub pending_queues: u32,
     /// Where its queues' next requests start, for queue merging (`rq_pos_tree`).
-    pub pos_tree: BTreeSet<(u64, u32)>,
+    pub pos_tree: PosTree,
     /// The sync queue created last in this group, for stable merging (`last_bfqq_created`).
     pub last_created: Option<u32>,
 }
@@ -45,7 +46,7 @@ impl Group {
             weight,
             trees: Default::default(),
             pending_queues: 0,
-            pos_tree: BTreeSet::new(),
+            pos_tree: PosTree::default(),
             last_created: None,
         }
     }
@@ -238,6 +239,7 @@ impl Groups {
             for t in &g.trees {
                 t.check();
             }
+            g.pos_tree.check();
             if i != 0 {
                 let active = self.slots[g.parent as usize].trees[GROUP_CLASS]
                     .is_active(GROUP_BIT | i as u32);

@@ -78,7 +78,8 @@ impl State {
     /// this queue out). Asynchronous queues are in it too; `bfq_may_be_close_cooperator`
     /// turns them down when found. Called where the kernel calls it: when a queue's next
     /// request changes or one of its requests leaves, and when its turn ends with
-    /// requests left.
+    /// requests left; each call takes the queue out and puts it back, as the kernel's
+    /// does, which reshapes the tree even when the key stays.
     pub(super) fn pos_update(&mut self, id: u32) {
         let q = self.qr(id);
         let want = if self.merging_on && q.class != 2 && !self.too_late(id, self.now) {
@@ -86,26 +87,20 @@ impl State {
         } else {
             None
         };
-        if want.is_some() && want == q.pos_key {
-            return;
-        }
         let (old, group) = (q.pos_key, q.group);
         let tree = &mut self.groups.slots[group as usize].pos_tree;
-        if let Some(s) = old {
-            tree.remove(&(s, id));
+        if old.is_some() {
+            tree.remove(id);
         }
-        let key = want.filter(|&s| tree.range((s, 0)..=(s, u32::MAX)).next().is_none());
-        if let Some(s) = key {
-            tree.insert((s, id));
-        }
+        let key = want.filter(|&s| tree.insert(s, id));
         self.q(id).pos_key = key;
     }
 
     pub(super) fn pos_remove(&mut self, id: u32) {
         let q = self.qr(id);
-        if let Some(s) = q.pos_key {
+        if q.pos_key.is_some() {
             let g = q.group;
-            self.groups.slots[g as usize].pos_tree.remove(&(s, id));
+            self.groups.slots[g as usize].pos_tree.remove(id);
             self.q(id).pos_key = None;
         }
     }
@@ -184,24 +179,27 @@ impl State {
     }
 
     /// `bfq_find_close_cooperator` (`bfqq_find_close`): the queue of `group` whose next
-    /// request starts at `sector`, else the one whose next request is nearest below or
-    /// above it, if within `CLOSE_THR`; none if that is `qid` itself. The kernel looks at
-    /// the red-black tree's parent of where `sector` would go first, which is one of the
-    /// two neighbours, and then at the other; we take the nearer first, so where both are
-    /// close the kernel may take the farther.
+    /// request starts at `sector`; else the tree's node under whose empty child `sector`
+    /// would go, if its key is within `CLOSE_THR`; else that node's neighbour on the far
+    /// side of `sector`, if close. None if what it finds is `qid` itself.
     fn find_close_cooperator(&self, group: u32, qid: u32, sector: u64) -> Option<u32> {
+        use super::pos_tree::Lookup;
         let tree = &self.groups.slots[group as usize].pos_tree;
-        let exact = tree.range((sector, 0)..=(sector, u32::MAX)).next();
-        let found = exact.or_else(|| {
-            let below = tree.range(..(sector, 0)).next_back();
-            let above = tree.range((sector + 1, 0)..).next();
-            [below, above]
-                .into_iter()
-                .flatten()
-                .filter(|&&(s, _)| s.abs_diff(sector) <= CLOSE_THR)
-                .min_by_key(|&&(s, _)| s.abs_diff(sector))
-        });
-        found.map(|&(_, id)| id).filter(|&id| id != qid)
+        let close = |r| tree.key(r).abs_diff(sector) <= CLOSE_THR;
+        let found = match tree.lookup(sector) {
+            Lookup::Exact(q) => Some(q),
+            Lookup::Parent(None) => None,
+            Lookup::Parent(Some(p)) if close(p) => Some(tree.queue(p)),
+            Lookup::Parent(Some(p)) => {
+                let other = if tree.key(p) < sector {
+                    tree.next(p)
+                } else {
+                    tree.prev(p)
+                };
+                other.filter(|&r| close(r)).map(|r| tree.queue(r))
+            }
+        };
+        found.filter(|&id| id != qid)
     }
 
     /// `bfq_merge_bfqqs` for one issuer: `issuer`'s requests go to `dst` from now on, with

@@ -2219,7 +2219,7 @@ impl Elevator for Bfq {
                     q.next_rq.is_some_and(|r| st.rqs[r as usize].sector == s)
                         && st.groups.slots[q.group as usize]
                             .pos_tree
-                            .contains(&(s, i as u32)),
+                            .contains(s, i as u32),
                     "bfq: q{i}'s position key {s} is not its next request's"
                 );
             }
