@@ -1522,6 +1522,17 @@ impl State {
             })
     }
 
+    /// Whether [`State::cooperator`] could redirect `bio`'s issuer from queue `qid`: a
+    /// synchronous bio, and a pending merge, early merging on, or a stable merge scheduled
+    /// on a device that allows one.
+    fn may_cooperate(&self, qid: u32, bio: &Bio, k: &Knobs) -> bool {
+        let q = self.qr(qid);
+        is_sync(bio.op, bio.flags)
+            && (q.new_q.is_some()
+                || self.merging_on
+                || (q.stable_merge.is_some() && k.merging != 0 && !self.dev.nonrot_with_queueing()))
+    }
+
     /// `bfq_allow_bio_merge`: may `bio`, bound for queue `*qid`, join queued request `t`?
     /// Not a synchronous bio into an asynchronous request; before deciding, the issuer's
     /// queue may be merged with a cooperating one (`*qid` follows), and then only a
@@ -1865,14 +1876,19 @@ impl Elevator for Bfq {
                 }
                 return BioMerge::NotMerged(bio);
             };
-            let ok = merge::rq_merge_ok(&q.rqs.lock(RqId(t)), &bio);
-            if !ok || !st.allow_bio_merge(&mut qid, t, &bio, &k) {
-                continue;
-            }
             let (back, front) = {
                 let r = &st.rqs[t as usize];
                 (r.end == bio.sector, r.sector == bio.end_sector())
             };
+            // A candidate the bio cannot join matters only for the merge of queues its
+            // check may set up; skipped unlocked where none can be.
+            if !back && !front && !st.may_cooperate(qid, &bio, &k) {
+                continue;
+            }
+            let ok = merge::rq_merge_ok(&q.rqs.lock(RqId(t)), &bio);
+            if !ok || !st.allow_bio_merge(&mut qid, t, &bio, &k) {
+                continue;
+            }
             if !back && !front {
                 // The one-hit cache, passed but not adjoining: on to the hash.
                 continue;
