@@ -257,18 +257,49 @@ fn an_idle_class_queue_gets_one_request_per_turn_while_others_wait() {
 #[test]
 fn synchronous_readers_are_idled_for_and_it_pays_on_a_disk() {
     // Two sequential readers at depth 1 on a disk: idling keeps each one's stream going
-    // instead of seeking between them after every request.
+    // instead of seeking between them after every request. Without weight raising: new
+    // readers are raised as interactive for their first seconds, and no queue is idled for
+    // its throughput while one is raised (below).
     let jobs = || {
         vec![
             reader("a", 0, RwMode::Read, 1, IoPrio::DEFAULT, 0, 3),
             reader("b", 1, RwMode::Read, 1, IoPrio::DEFAULT, 400 << 30, 3),
         ]
     };
-    let idling = run("hdd", &[], jobs());
-    let none = run("hdd", &[("slice_idle", "0")], jobs());
+    let idling = run("hdd", &[("low_latency", "0")], jobs());
+    let none = run("hdd", &[("low_latency", "0"), ("slice_idle", "0")], jobs());
     assert!(bfq(&idling).counters.idles > 0 && bfq(&none).counters.idles == 0);
     let (t1, t0) = (idling.total_bw_mbs(), none.total_bw_mbs());
     assert!(t1 > 1.5 * t0, "idling {t1:.1} MB/s vs none {t0:.1} MB/s");
+}
+
+#[test]
+fn no_queue_is_idled_for_its_throughput_while_queues_are_raised() {
+    // `idling_boosts_thr_without_issues` ends in `&& bfqd->wr_busy_queues == 0`: while any
+    // queue is raised, idling for throughput stops, so raised queues get the device's
+    // requests sooner. The same two new sequential readers, both raised as interactive
+    // (`low_latency`, the default) for longer than this second: neither is the only busy
+    // queue, the weights tree holds no raised queue (no asymmetry), and neither is raised
+    // while others are not (`idling_needed_for_service_guarantees`), so they are not idled
+    // for and the disk seeks between them.
+    let jobs = || {
+        vec![
+            reader("a", 0, RwMode::Read, 1, IoPrio::DEFAULT, 0, 1),
+            reader("b", 1, RwMode::Read, 1, IoPrio::DEFAULT, 400 << 30, 1),
+        ]
+    };
+    let raised = run("hdd", &[], jobs());
+    let plain = run("hdd", &[("low_latency", "0")], jobs());
+    let (i1, i0) = (bfq(&raised).counters.idles, bfq(&plain).counters.idles);
+    assert!(
+        i0 > 20 && i1 * 10 < i0,
+        "idles raised {i1}, not raised {i0}"
+    );
+    let (t1, t0) = (raised.total_bw_mbs(), plain.total_bw_mbs());
+    assert!(
+        t0 > 1.5 * t1,
+        "raised {t1:.1} MB/s vs not raised {t0:.1} MB/s"
+    );
 }
 
 /// A job of `source` on CPU `cpu` for issuer `cpu + 1` in cgroup `group`.
@@ -446,7 +477,9 @@ fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
         // Two issuers reading alternate 16 KiB stripes of one file.
         // The position-based merge (`bfq_setup_cooperator`) alone: stable merging, which
         // merges queues made together on any device, is off on the SSD.
-        let hdd = interleaved("hdd", &[], 2, 32, None, seed);
+        // Without weight raising, which stops idling for new readers (see
+        // `no_queue_is_idled_for_its_throughput_while_queues_are_raised`).
+        let hdd = interleaved("hdd", &[("low_latency", "0")], 2, 32, None, seed);
         let ssd = interleaved("ssd", &[("stable_merging", "0")], 2, 32, None, seed);
         assert!(
             bfq(&hdd).counters.queue_merges >= 1,
@@ -461,8 +494,15 @@ fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
         assert_eq!(u64::from(bfq(&hdd).nonrot_with_queueing), 0);
         // Four issuers with 128 KiB stripes: each one's gaps are larger than the disk's
         // read-ahead covers, so apart they seek; merged they are one sequential stream.
-        let merged = interleaved("hdd", &[], 4, 256, None, seed);
-        let apart = interleaved("hdd", &[("queue_merging", "0")], 4, 256, None, seed);
+        let merged = interleaved("hdd", &[("low_latency", "0")], 4, 256, None, seed);
+        let apart = interleaved(
+            "hdd",
+            &[("low_latency", "0"), ("queue_merging", "0")],
+            4,
+            256,
+            None,
+            seed,
+        );
         let (m, a) = (merged.total_bw_mbs(), apart.total_bw_mbs());
         eprintln!(
             "4 interleaved readers on hdd, seed {seed}: merged {m:.1} MB/s, apart {a:.1} MB/s"
@@ -485,14 +525,14 @@ fn interleaved_readers_are_merged_on_a_disk_and_not_on_a_queueing_ssd() {
 fn a_merged_queue_splits_when_the_pattern_stops() {
     for seed in SEEDS {
         // After 500 reads each, the issuers read at random places of the file.
-        let r = interleaved("hdd", &[], 2, 32, Some(500), seed);
+        let r = interleaved("hdd", &[("low_latency", "0")], 2, 32, Some(500), seed);
         assert!(bfq(&r).counters.queue_merges >= 1, "seed {seed}: no merge");
         assert!(
             bfq(&r).counters.queue_splits >= 1,
             "seed {seed}: no split after the pattern stopped"
         );
         // Still cooperating: never split.
-        let r = interleaved("hdd", &[], 2, 32, None, seed);
+        let r = interleaved("hdd", &[("low_latency", "0")], 2, 32, None, seed);
         assert_eq!(
             bfq(&r).counters.queue_splits,
             0,
@@ -805,8 +845,11 @@ fn the_automatic_max_budget_is_what_the_peak_rate_serves_in_timeout_sync() {
             reader("b", 1, RwMode::Read, 1, IoPrio::DEFAULT, 400 << 30, 2),
         ]
     };
-    let hdd = run("hdd", &[], jobs());
-    let ssd = run("ssd", &[], jobs());
+    // Without weight raising, which would stop idling for the new readers and keep the
+    // disk seeking, a pattern the peak-rate estimator does not sample.
+    let plain = [("low_latency", "0")];
+    let hdd = run("hdd", &plain, jobs());
+    let ssd = run("ssd", &plain, jobs());
     let (peak, auto) = (bfq(&hdd).peak_rate_sectors_per_s, bfq(&hdd).max_budget);
     eprintln!(
         "max_budget: hdd {auto} sectors at {peak} sectors/s; ssd {} at {}",
@@ -817,10 +860,18 @@ fn the_automatic_max_budget_is_what_the_peak_rate_serves_in_timeout_sync() {
     assert!(peak > 0 && auto == peak * 125 / 1000, "{:?}", hdd.sched);
     assert_ne!(auto, 16384);
     assert!(bfq(&ssd).max_budget > 4 * auto, "{:?}", ssd.sched);
-    let longer = run("hdd", &[("timeout_sync", "250")], jobs());
+    let longer = run(
+        "hdd",
+        &[("low_latency", "0"), ("timeout_sync", "250")],
+        jobs(),
+    );
     let p2 = bfq(&longer).peak_rate_sectors_per_s;
     assert_eq!(bfq(&longer).max_budget, p2 * 250 / 1000);
-    let fixed = run("hdd", &[("max_budget", "1000")], jobs());
+    let fixed = run(
+        "hdd",
+        &[("low_latency", "0"), ("max_budget", "1000")],
+        jobs(),
+    );
     assert_eq!(bfq(&fixed).max_budget, 1000);
 }
 

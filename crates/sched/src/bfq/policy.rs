@@ -702,12 +702,12 @@ impl State {
         if k.strict {
             return true;
         }
-        // Differs from `idling_boosts_thr_without_issues` (`&& wr_busy_queues == 0`): a raised
-        // queue whose throughput idling boosts is idled for even while queues are raised.
-        // With the kernel's rule two new sequential readers on a disk, both raised as
-        // interactive for their first seconds, are not idled for and seek (ARCHITECTURE.md).
-        let boosts_without_issues =
-            self.idling_boosts_thr(id, k) && (self.load.wr_busy == 0 || q.wr.coeff > 1);
+        // `idling_boosts_thr_without_issues`: not while any queue is raised, so that raised
+        // queues get the device's requests first; a raised queue is idled for only where
+        // its guarantees need it (`idling_needed_for_service_guarantees`). So two new
+        // sequential readers on a disk, both raised as interactive for their first
+        // seconds, are not idled for, and seek.
+        let boosts_without_issues = self.idling_boosts_thr(id, k) && self.load.wr_busy == 0;
         boosts_without_issues || self.idling_needed_for_service_guarantees(id)
     }
 
