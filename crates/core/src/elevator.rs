@@ -7,7 +7,7 @@
 //! core never calls an elevator hook while it holds a slot lock. Hooks never call back into
 //! the queue: anything the core must do afterwards (free a request merged away) is returned.
 
-use crate::bio::{Bio, ReqFlags, ReqOp};
+use crate::bio::Bio;
 use crate::blkcg::Blkcg;
 use crate::merge::{NoMerges, QueueLimits};
 use crate::request::{ElvRq, RequestTable, RqId};
@@ -122,9 +122,10 @@ pub trait Elevator: Send + Sync {
     fn name(&self) -> &'static str;
     fn features(&self) -> ElvFeatures;
 
-    /// At allocation: the shallow depth (in scheduler tags) this kind of request may use, or
-    /// `u32::MAX` for the whole map (`limit_depth`). Called with no lock held.
-    fn limit_depth(&self, _op: ReqOp, _flags: ReqFlags) -> u32 {
+    /// At allocation: the shallow depth (in scheduler tags) a request for `bio` may use, or
+    /// `u32::MAX` for the whole map (`limit_depth`, called in the submitting task, whose I/O
+    /// context is `bio`'s issuer). Called with no queue lock held.
+    fn limit_depth(&self, _bio: &Bio) -> u32 {
         u32::MAX
     }
 

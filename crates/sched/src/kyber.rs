@@ -401,9 +401,9 @@ impl Elevator for Kyber {
     }
 
     /// Async requests are limited to 75% of the scheduler tags, leaving room for sync ones.
-    fn limit_depth(&self, op: ReqOp, flags: ReqFlags) -> u32 {
-        let sync = op.is_read()
-            || flags.intersects(
+    fn limit_depth(&self, bio: &Bio) -> u32 {
+        let sync = bio.op.is_read()
+            || bio.flags.intersects(
                 ReqFlags::SYNC
                     .union(ReqFlags::FUA)
                     .union(ReqFlags::PREFLUSH),

@@ -18,8 +18,7 @@
 
 use mqblk_core::{
     merge, Bio, BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures,
-    ElvRq, HctxIdx, IoPrioClass, LockScope, Nanos, NoMerges, ReqFlags, ReqOp, RqId, TunableDesc,
-    Tunables,
+    ElvRq, HctxIdx, IoPrioClass, LockScope, Nanos, NoMerges, ReqOp, RqId, TunableDesc, Tunables,
 };
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeSet, VecDeque};
@@ -724,8 +723,8 @@ impl Elevator for MqDeadline {
 
     /// Reads (always synchronous) are never throttled; everything else may use
     /// `async_depth` tags.
-    fn limit_depth(&self, op: ReqOp, _flags: ReqFlags) -> u32 {
-        if op.is_read() {
+    fn limit_depth(&self, bio: &Bio) -> u32 {
+        if bio.op.is_read() {
             return u32::MAX;
         }
         self.tunables.get(T_ASYNC_DEPTH) as u32

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use mqblk_core::{HctxIdx, IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp, Submit, TunableError};
+use mqblk_core::{Bio, HctxIdx, IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp, Submit, TunableError};
 
 const BFQ: &str = "bfq";
 
@@ -136,7 +136,7 @@ fn bfq_limits_writes_to_part_of_the_scheduler_tags() {
     // quarters; while a queue is weight-raised, 3/16 and 6/16.
     let mut r = Rig::simple(BFQ, 1);
     let n = r.q.nr_requests();
-    let depth = |r: &Rig, op, flags| r.elv().limit_depth(op, flags);
+    let depth = |r: &Rig, op, flags| r.elv().limit_depth(&Bio::new(op, 0, 8).with_flags(flags));
     assert_eq!(depth(&r, ReqOp::Read, ReqFlags::SYNC), u32::MAX);
     assert_eq!(depth(&r, ReqOp::Write, ReqFlags::empty()), n / 2);
     assert_eq!(depth(&r, ReqOp::Write, ReqFlags::SYNC), n * 3 / 4);
@@ -219,9 +219,10 @@ fn bfq_a_newly_raised_queue_gets_a_short_first_turn() {
             r.queue(0, read(100_000 + i * 16, 8, 1000 + i).with_issuer(1, 0));
         }
         // A second reader at a lower weight of its own (never raised, never preempting),
-        // waiting its turn.
+        // waiting its turn. Two reads: beside a raised queue (weight 40 x 30) its share of
+        // the scheduler tags is 256 x 10 / 1210, two (`bfqq_request_over_limit`).
         let be7 = IoPrio::new(IoPrioClass::Be, 7);
-        for i in 0..40 {
+        for i in 0..2 {
             r.queue(
                 0,
                 read(900_000 + i * 16, 8, 5000 + i)
@@ -744,4 +745,41 @@ fn bfq_a_bio_continuing_another_queues_request_merges_the_queues_first() {
         r.drv.issues()
     );
     r.finish();
+}
+
+/// `bfqq_request_over_limit` (Linux 5.16): a queue holding its weight's share of the
+/// scheduler tags (from insertion to finish) gets a depth of one, so one queue cannot take
+/// the tags another needs. Beside a reader at be/0 (weight 80) whose read is on the device
+/// (its queue in service, waited for: the weights differ), a reader at be/4 (weight 40) may
+/// hold 64 x 40 / 120 = 21 of the 64 tags, and after that only what the tag map's depth-one
+/// region has free (a tag or two); with the limit off (`tags_by_weight=0`, as kernels
+/// before 5.16) all the 63 left. (Shares count active queues only: had the be/0 queue
+/// expired, the other would have them all.)
+#[test]
+fn bfq_a_queue_past_its_weights_share_of_the_tags_gets_one_at_a_time() {
+    for (limit, want) in [("1", 21..=23), ("0", 63..=63)] {
+        let mut r = Rig::new(RigCfg {
+            nr_requests: 64,
+            ..RigCfg::new(BFQ, 1)
+        });
+        r.set("low_latency", "0");
+        r.set("tags_by_weight", limit);
+        let heavy = IoPrio::new(IoPrioClass::Be, 0);
+        r.queue(0, read(1 << 20, 8, 1).with_issuer(2, 0).with_ioprio(heavy));
+        let mut taken = 0;
+        for i in 0..64u64 {
+            match r.submit(0, read(i * 64, 8, 100 + i).with_issuer(1, 0)) {
+                Submit::Queued => taken += 1,
+                Submit::Busy(_) => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(
+            want.contains(&taken),
+            "tags_by_weight={limit}: {taken}\n{}",
+            r.elv().debug_state()
+        );
+        r.drain(us(10));
+        r.finish();
+    }
 }

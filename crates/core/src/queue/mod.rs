@@ -768,7 +768,7 @@ impl QueueInner {
         let tag = match sched {
             Some(e) => {
                 let shallow = if use_sched {
-                    e.limit_depth(bio.op, bio.flags)
+                    e.limit_depth(&bio)
                 } else {
                     u32::MAX
                 };

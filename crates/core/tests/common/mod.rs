@@ -692,8 +692,8 @@ impl mqblk_core::Elevator for Fifo {
         }
     }
 
-    fn limit_depth(&self, op: ReqOp, _flags: mqblk_core::ReqFlags) -> u32 {
-        if op == ReqOp::Write {
+    fn limit_depth(&self, bio: &mqblk_core::Bio) -> u32 {
+        if bio.op == ReqOp::Write {
             self.write_depth
         } else {
             u32::MAX

@@ -104,6 +104,11 @@ impl ServiceTree {
         self.len() == 0
     }
 
+    /// The weights of its active entities, the one in service included (`st->wsum`).
+    pub fn wsum(&self) -> u64 {
+        self.wsum
+    }
+
     pub fn is_active(&self, id: u32) -> bool {
         self.stamps.get(id).is_some_and(|s| s.active)
     }

@@ -22,7 +22,7 @@ pub const GROUP_BIT: u32 = 1 << 31;
 /// charged the service its queues actually received.
 const GROUP_BUDGET: u64 = 16 * 1024;
 /// Groups are entities of the BE class of their parent.
-const GROUP_CLASS: usize = 1;
+pub(super) const GROUP_CLASS: usize = 1;
 
 pub struct Group {
     pub blkcg_id: u32,
@@ -36,6 +36,8 @@ pub struct Group {
     pub pos_tree: PosTree,
     /// The sync queue created last in this group, for stable merging (`last_bfqq_created`).
     pub last_created: Option<u32>,
+    /// Requests of its queues and subgroups from insertion to finish (`entity.allocated`).
+    pub allocated: u32,
 }
 
 impl Group {
@@ -48,6 +50,7 @@ impl Group {
             pending_queues: 0,
             pos_tree: PosTree::default(),
             last_created: None,
+            allocated: 0,
         }
     }
 

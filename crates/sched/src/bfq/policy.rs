@@ -36,7 +36,7 @@
 //!   other one outstanding is timed (`bfq_add_request`), from its arrival to its completion
 //!   (`waited_rq`): an issuer that keeps several requests queued never moves its limit.
 
-use super::groups::GROUP_BIT;
+use super::groups::{GROUP_BIT, GROUP_CLASS};
 use super::sched::ioprio_to_weight;
 use super::sched::{Bq, Expire, Knobs, RqInfo, State, Wr};
 use mqblk_core::{IoPrio, Nanos, RqId};
@@ -79,6 +79,9 @@ const WR_DURATION_MAX: Nanos = Nanos::from_secs(25);
 const FOUR_JIFFIES: Nanos = Nanos(4 * mqblk_core::time::JIFFY.0);
 /// `bfq_wr_min_inter_arr_async`.
 const WR_MIN_INTER_ARR_ASYNC: Nanos = Nanos::from_millis(500);
+/// `IOPRIO_BE_NR`: how many times a higher class's weights count over a lower's in
+/// `bfqq_request_over_limit`.
+const IOPRIO_BE_NR: u64 = 8;
 /// `bfq_update_io_intensity`'s window.
 const IO_INTENSITY_WINDOW: Nanos = Nanos::from_millis(200);
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
@@ -279,6 +282,49 @@ impl State {
         if !self.qr(id).sorted.is_empty() {
             self.q(id).budget = self.budget_for_next(id);
         }
+    }
+
+    /// `bfqq_request_over_limit`: whether queue `qid`, or a group above it, already holds
+    /// at least its weight's share of `limit` requests (`entity.allocated`). Shares are taken
+    /// from the top down, each of what the level above got: a group's of the weights in its
+    /// parent's tree, the queue's of its group's trees of its own and every higher class,
+    /// a higher class's sum counted 8 times over (`IOPRIO_BE_NR`) so that a light queue of
+    /// a higher class gets more than a heavy one of a lower. Never while the queue, or a
+    /// group above it, is inactive: its request must get in to activate it.
+    pub(super) fn request_over_limit(&self, qid: u32, limit: u32) -> bool {
+        let q = self.qr(qid);
+        if !(q.in_tree || self.in_service == Some(qid)) {
+            return false;
+        }
+        let mut above = Vec::new();
+        let mut g = q.group;
+        while g != 0 {
+            let parent = self.groups.slots[g as usize].parent;
+            if !self.groups.slots[parent as usize].trees[GROUP_CLASS].is_active(GROUP_BIT | g) {
+                return false;
+            }
+            above.push(g);
+            g = parent;
+        }
+        // `DIV_ROUND_CLOSEST(limit * weight, wsum)`.
+        let share = |limit: u64, weight: u64, wsum: u64| (limit * weight + wsum / 2) / wsum;
+        let mut limit = u64::from(limit);
+        for &g in above.iter().rev() {
+            let grp = &self.groups.slots[g as usize];
+            let wsum = self.groups.slots[grp.parent as usize].trees[GROUP_CLASS].wsum();
+            if wsum == 0 {
+                continue;
+            }
+            limit = share(limit, u64::from(grp.weight), wsum);
+            if u64::from(grp.allocated) >= limit {
+                return true;
+            }
+        }
+        let trees = &self.groups.slots[q.group as usize].trees;
+        let wsum = trees[..=q.class]
+            .iter()
+            .fold(0, |sum, t| sum * IOPRIO_BE_NR + t.wsum());
+        wsum > 0 && u64::from(q.allocated) >= share(limit, u64::from(q.weight()), wsum)
     }
 
     /// `max(max_budget, the next request's charge)`: the budget a turn starts with.

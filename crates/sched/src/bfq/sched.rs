@@ -41,11 +41,12 @@ pub(super) const T_QUEUE_MERGING: usize = 9;
 pub(super) const T_STABLE_MERGING: usize = 10;
 pub(super) const T_HAS_WORK_BUSY: usize = 11;
 pub(super) const T_ELEVATOR_QUEUED: usize = 12;
+pub(super) const T_TAGS_BY_WEIGHT: usize = 13;
 
 // The ranges are the kernel's store clamps (`STORE_FUNCTION`, `USEC_STORE_FUNCTION`,
 // `bfq_timeout_sync_store`, `bfq_max_budget_store` in bfq-iosched.c): every value it keeps
 // as given is taken; what it would clamp is refused in one line.
-static TUNABLES: [TunableDesc; 13] = [
+static TUNABLES: [TunableDesc; 14] = [
     TunableDesc {
         name: "slice_idle_us",
         unit: "us",
@@ -159,6 +160,17 @@ static TUNABLES: [TunableDesc; 13] = [
         min: 0,
         max: 1,
         help: "has_work is false on a hardware queue with no request inserted through it and not yet finished; 1 as Linux 5.10",
+    },
+    // Not a kernel attribute: "bfq: Limit number of requests consumed by each cgroup"
+    // (`bfqq_request_over_limit`) came with Linux 5.16; 0 runs BFQ as kernels before it,
+    // such as the seeds' (5.2 and 5.10).
+    TunableDesc {
+        name: "tags_by_weight",
+        unit: "bool",
+        default: 1,
+        min: 0,
+        max: 1,
+        help: "a queue or cgroup holding its weight's share of the scheduler tags gets one tag at a time (bfqq_request_over_limit); 0 as kernels before 5.16",
     },
 ];
 
@@ -291,6 +303,9 @@ pub(super) struct Bq {
     pub fifo_checked: bool,
     /// Dispatched and not yet completed.
     pub dispatched: u32,
+    /// Its requests from insertion to finish (`entity.allocated`, `bfqq_request_allocated`),
+    /// which `bfqq_request_over_limit` holds against its share of the scheduler tags.
+    pub allocated: u32,
     /// The budget of its current or next turn (`entity.budget`), and the feedback value
     /// that sets it (`bfqq->max_budget`, `__bfq_bfqq_recalc_budget`).
     pub budget: u64,
@@ -814,6 +829,7 @@ impl State {
             next_rq: None,
             fifo_checked: false,
             dispatched: 0,
+            allocated: 0,
             // `bfq_init_bfqq`: two thirds of the device's largest budget.
             budget: 2 * self.max_budget(k) / 3,
             max_budget: 2 * self.max_budget(k) / 3,
@@ -1590,11 +1606,29 @@ impl State {
     }
 
     /// Request `rq` counts among its issuer's (`bic->requests++` in `bfq_init_rq`).
+    /// And it counts among its queue's and that queue's groups' (`bfqq_request_allocated`
+    /// in `bfq_init_rq`), for the queue it finally goes to.
     fn count(&mut self, rq: u32, issuer: u32) {
         let info = &mut self.rqs[rq as usize];
         info.issuer = issuer;
         info.counted = true;
+        let qid = info.queue;
         *self.bic_requests.entry(issuer).or_default() += 1;
+        self.allocated(qid, true);
+    }
+
+    /// One request more or fewer for queue `id` and each group above it (not the root,
+    /// which has no entity).
+    fn allocated(&mut self, id: u32, more: bool) {
+        let step = |n: &mut u32| *n = if more { *n + 1 } else { *n - 1 };
+        let q = self.q(id);
+        step(&mut q.allocated);
+        let mut g = q.group;
+        while g != 0 {
+            let grp = &mut self.groups.slots[g as usize];
+            step(&mut grp.allocated);
+            g = grp.parent;
+        }
     }
 
     /// Request `rq` is done with, completed or merged away (`bic->requests--`).
@@ -1603,7 +1637,8 @@ impl State {
         if !std::mem::take(&mut info.counted) {
             return;
         }
-        let issuer = info.issuer;
+        let (issuer, qid) = (info.issuer, info.queue);
+        self.allocated(qid, false);
         if let Some(n) = self.bic_requests.get_mut(&issuer) {
             *n -= 1;
             if *n == 0 {
@@ -1809,25 +1844,40 @@ impl Elevator for Bfq {
 
     /// `bfq_limit_depth`: asynchronous I/O may take half of the scheduler tags and
     /// synchronous writes three quarters, so reads always find some; while a queue is
-    /// weight-raised, 3/16 and 6/16.
-    fn limit_depth(&self, op: ReqOp, flags: ReqFlags) -> u32 {
-        if op.is_read() {
-            return u32::MAX;
-        }
-        let raised = self.raised.load(Ordering::Acquire) > 0;
+    /// weight-raised, 3/16 and 6/16. And the issuer's queue for this kind of I/O, if it
+    /// (or a group above it) already holds its weight's share of what this request could
+    /// take (`bfqq_request_over_limit`), gets a depth of one tag, so that one queue or
+    /// cgroup cannot take the tags another needs for its share.
+    fn limit_depth(&self, bio: &Bio) -> u32 {
         let n = self.nr_requests.max(4);
-        let d = match (is_sync(op, flags), raised) {
-            (false, false) => n / 2,
-            (true, false) => n * 3 / 4,
-            (false, true) => n * 3 / 16,
-            (true, true) => n * 6 / 16,
+        let depth = if bio.op.is_read() {
+            u32::MAX
+        } else {
+            let raised = self.raised.load(Ordering::Acquire) > 0;
+            let d = match (is_sync(bio.op, bio.flags), raised) {
+                (false, false) => n / 2,
+                (true, false) => n * 3 / 4,
+                (false, true) => n * 3 / 16,
+                (true, true) => n * 6 / 16,
+            };
+            d.max(1)
         };
-        d.max(1)
+        // A queue alone holds every share there is (and no more tags than the map has):
+        // skip the lock unless two or more queues are busy (the count as last published).
+        if self.tunables.get(T_TAGS_BY_WEIGHT) == 0 || self.busy.load(Ordering::Acquire) <= 1 {
+            return depth;
+        }
+        let st = self.st.lock();
+        let over = st
+            .queue_of_bio(bio)
+            .is_some_and(|qid| st.request_over_limit(qid, depth.min(n)));
+        if over {
+            1
+        } else {
+            depth
+        }
     }
 
-    /// `bfq_bio_merge`: a bio joins a queued request of its issuer's queue that ends where
-    /// it starts (back) or starts where it ends (front); the grown request then absorbs its
-    /// neighbour if they now touch.
     /// `bfq_bio_merge`: `elv_merge`'s candidates in its order (the one-hit cache, from any
     /// queue; with `nomerges=0` the hash's request ending where the bio starts, from any
     /// queue; a request of the bio's own queue starting where it ends,
@@ -1973,7 +2023,6 @@ impl Elevator for Bfq {
                 meta: e.cmd_flags.contains(ReqFlags::META),
                 ..RqInfo::default()
             };
-            st.count(id.0, e.issuer);
             self.hctx_counted[id.index()].store(true, Ordering::Release);
             st.nr_queued += 1;
             // A stable merge scheduled when the queue was made, done once it has shown what
@@ -1986,6 +2035,10 @@ impl Elevator for Bfq {
                     qid = dst;
                 }
             }
+            // Counted for the queue it goes to (`__bfq_insert_request` moves the count from
+            // the issuer's old queue to a cooperator's).
+            st.rqs[id.index()].queue = qid;
+            st.count(id.0, e.issuer);
             if st.qr(qid).sync && st.bic_requests.get(&e.issuer).copied().unwrap_or(0) <= 1 {
                 st.note_lone_arrival(qid, now, &k);
             }
@@ -2260,6 +2313,27 @@ impl Elevator for Bfq {
         for (i, q) in st.queues.iter().enumerate() {
             let n = q.as_ref().map_or(0, |q| q.parked);
             assert_eq!(n, parked[i], "bfq: q{i}'s dispatch-list count out of step");
+        }
+        // `entity.allocated`: each queue's counted requests, and each group's its queues'.
+        let mut allocated = vec![0u32; st.queues.len()];
+        let mut in_group = vec![0u32; st.groups.slots.len()];
+        for r in st.rqs.iter().filter(|r| r.counted) {
+            allocated[r.queue as usize] += 1;
+            let mut g = st.qr(r.queue).group;
+            while g != 0 {
+                in_group[g as usize] += 1;
+                g = st.groups.slots[g as usize].parent;
+            }
+        }
+        for (i, q) in st.queues.iter().enumerate() {
+            let n = q.as_ref().map_or(0, |q| q.allocated);
+            assert_eq!(n, allocated[i], "bfq: q{i}'s allocated count out of step");
+        }
+        for (g, grp) in st.groups.slots.iter().enumerate().skip(1) {
+            assert_eq!(
+                grp.allocated, in_group[g],
+                "bfq: group {g}'s allocated count out of step"
+            );
         }
         let counted: u32 = st.load.weights.iter().map(|e| e.1).sum();
         let pending = st
