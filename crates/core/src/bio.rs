@@ -306,6 +306,10 @@ pub struct Bio {
     /// For a piece of a bio the queue split (or the rest of one that came back busy): the
     /// original's slot in the queue's split table. `None` for every bio a submitter makes.
     pub split: Option<u32>,
+    /// The queue has seen it (stamped `submit_ns`, traced `Q`): a bio handed back for want
+    /// of a tag and submitted again is neither stamped nor traced again, as the kernel's
+    /// task sleeps for the tag after `trace_block_bio_queue`.
+    pub queued: bool,
 }
 
 impl Bio {
@@ -328,6 +332,7 @@ impl Bio {
             ctx: CtxIdx(0),
             submit_ns: Nanos::ZERO,
             split: None,
+            queued: false,
         }
     }
     pub fn with_flags(mut self, flags: ReqFlags) -> Bio {

@@ -96,3 +96,34 @@ fn busy_driver_shows_a_requeue_before_the_reissue() {
     assert_eq!(log.letters(), "QGDRDC");
     assert_eq!(take_done(&mut sub), vec![(1, BlkStatus::Ok)]);
 }
+
+/// A bio handed back for want of a tag and submitted again is traced as queued once, as the
+/// kernel's task sleeps for the tag after `trace_block_bio_queue`: one tag, two bios, the
+/// second retried after the first completes.
+#[test]
+fn a_bio_retried_for_a_tag_is_traced_queued_once() {
+    let d = TestDriver::new(Mode::Hold);
+    let log = Arc::new(Log::default());
+    let cfg = QueueConfig {
+        tracer: TraceHook::new(log.clone()),
+        ..QueueConfig::default()
+    };
+    let q = queue(&d, 1, 1, cfg);
+    let mut sub = q.submitter(CtxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 10, 1), Nanos(1));
+    let second = match q.submit_bio(&mut sub, bio4k(ReqOp::Read, 20, 2), Nanos(2)) {
+        mqblk_core::Submit::Busy(b) => b,
+        other => panic!("expected no tag, got {other:?}"),
+    };
+    assert_eq!(d.release(1), 1);
+    q.poll(&mut sub, Nanos(3));
+    submit_ok(&q, &mut sub, second, Nanos(4));
+    let queued: Vec<u64> = log
+        .0
+        .lock()
+        .iter()
+        .filter(|e| e.action == TraceAction::Queue)
+        .map(|e| e.sector)
+        .collect();
+    assert_eq!(queued, vec![80, 160], "{}", log.letters());
+}

@@ -613,9 +613,9 @@ impl QueueInner {
         bio.ctx = sub.ctx;
         // Stamped once: a bio handed back for want of a tag keeps the time it was first
         // submitted, so the wait counts in its latency as the submitter's sleep in
-        // `blk_mq_get_tag` counts in the system call's. (A bio first submitted at time zero
-        // of a simulation is stamped again; the simulator times its I/Os itself.)
-        if bio.submit_ns == Nanos::ZERO {
+        // `blk_mq_get_tag` counts in the system call's; and traced as queued once.
+        let first = !std::mem::replace(&mut bio.queued, true);
+        if first {
             bio.submit_ns = now;
         }
         if let Err(status) = self.check_bio(&bio) {
@@ -630,7 +630,7 @@ impl QueueInner {
         }
         let tracer = self.cfg.tracer.get();
         // The rest of a split bio was traced when it first came (`BIO_TRACE_COMPLETION`).
-        if let (Some(t), None) = (tracer, bio.split) {
+        if let (Some(t), None, true) = (tracer, bio.split, first) {
             t.event(&TraceEvent::of_bio(TraceAction::Queue, &bio, sub.ctx, now));
         }
         if self.needs_split(&bio) {

@@ -135,6 +135,7 @@ impl QueueInner {
                     rest.split = Some(key);
                     rest.ctx = sub.ctx;
                     rest.submit_ns = p.bio.submit_ns;
+                    rest.queued = true;
                     return Submit::Busy(rest);
                 }
                 Submit::Failed | Submit::Done => {
@@ -158,6 +159,7 @@ impl QueueInner {
         piece.flags = p.flags;
         piece.ctx = ctx;
         piece.submit_ns = p.submit_ns;
+        piece.queued = true;
         piece.split = Some(key);
         if let Some(buf) = &p.buf {
             let off = ((sector - p.sector) << SECTOR_SHIFT) as usize;
