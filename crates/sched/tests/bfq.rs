@@ -783,3 +783,27 @@ fn bfq_a_queue_past_its_weights_share_of_the_tags_gets_one_at_a_time() {
         r.finish();
     }
 }
+
+/// `bfq_select_queue`'s first injection choice: while the in-service queue is idled for,
+/// its own process's asynchronous I/O goes out at once, whatever the injection limit
+/// (`bic->bfqq[0]`, a request of that process at its head). A new reader, raised as
+/// interactive, is idled for while its read is on the device (raised beside a queue that is
+/// not); a write of its own goes out meanwhile, and another process's write in the same
+/// asynchronous queue waits (a raised queue with a short think time takes no general
+/// injection).
+#[test]
+fn bfq_injects_the_idled_for_process_own_async_io_first() {
+    for (writer, issued) in [(1u32, 2), (2, 1)] {
+        let mut r = Rig::simple(BFQ, 2);
+        r.queue(0, read(0, 8, 1).with_issuer(1, 0));
+        r.queue(0, write(1 << 20, 8, 2).with_issuer(writer, 0));
+        assert_eq!(
+            r.drv.nr_issues(),
+            issued,
+            "writer {writer}: {}",
+            r.elv().debug_state()
+        );
+        r.drain(us(10));
+        r.finish();
+    }
+}

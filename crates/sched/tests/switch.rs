@@ -251,10 +251,10 @@ fn switch_under_load(with_workers: bool) {
                             .with_private(issued + 8),
                     );
                     issued += 9;
-                    let mut back = submit_all(&q, &mut sub, bios, &now);
+                    let mut back = submit_all(&q, &mut sub, bios, &now, with_workers);
                     let reads: Vec<Bio> = (0..8).map(|i| read(base + i, issued + i)).collect();
                     issued += 8;
-                    back.extend(submit_all(&q, &mut sub, reads, &now));
+                    back.extend(submit_all(&q, &mut sub, reads, &now, with_workers));
                     for b in back {
                         assert!(b.status.is_ok(), "{:?} failed: {:?}", b.op, b.status);
                         assert!(seen.insert(b.private), "bio {} completed twice", b.private);
@@ -312,19 +312,30 @@ fn switch_under_load(with_workers: bool) {
 
 /// Submits every bio, retrying those that come back busy (no tag, or the queue frozen)
 /// after reaping, and returns them all once completed.
+/// Submits every bio, polling for completions while a tag is short and until all are back.
+/// `patient`: wait 50 us before each poll, so the completion workers spinning beside the
+/// submitters reap their share (BFQ's tag shares make submitters wait for tags often, and
+/// a submitter that always polls first could leave the workers nothing).
 fn submit_all(
     q: &RequestQueue,
     sub: &mut Submitter,
     bios: Vec<Bio>,
     now: &dyn Fn() -> Nanos,
+    patient: bool,
 ) -> Vec<Bio> {
     let n = bios.len();
     let mut out = Vec::new();
+    let wait = || {
+        if patient {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    };
     for bio in bios {
         let mut next = Some(bio);
         while let Some(bio) = next.take() {
             if let Submit::Busy(b) = q.submit_bio(sub, bio, now()) {
                 next = Some(b);
+                wait();
                 q.poll(sub, now());
                 out.append(&mut sub.done);
                 std::thread::yield_now();
@@ -334,6 +345,7 @@ fn submit_all(
     let deadline = Instant::now() + Duration::from_secs(20);
     while out.len() + sub.done.len() < n {
         assert!(Instant::now() < deadline, "bios lost: {} of {n}", out.len());
+        wait();
         q.poll(sub, now());
     }
     out.append(&mut sub.done);

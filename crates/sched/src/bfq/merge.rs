@@ -236,8 +236,10 @@ impl State {
         // The waker of `src`'s issuers may inject for the shared queue too.
         let w = self.qr(src).waker;
         if w.is_some() && self.qr(dst).waker.is_none() && w != Some(dst) {
+            let now = self.now;
             let d = self.q(dst);
             d.waker = w;
+            d.woken_at = now;
             d.tentative_waker = None;
         }
         // Weight raising passes to a queue not raised, and leaves `src` either way.

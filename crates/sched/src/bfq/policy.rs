@@ -38,7 +38,7 @@
 
 use super::groups::{GROUP_BIT, GROUP_CLASS};
 use super::sched::ioprio_to_weight;
-use super::sched::{Bq, Expire, Knobs, RqInfo, State, Wr};
+use super::sched::{Bq, Expire, Key, Knobs, RqInfo, State, Wr};
 use mqblk_core::{IoPrio, Nanos, RqId};
 
 /// `bfq_default_max_budget`, until the peak rate is known.
@@ -582,6 +582,7 @@ impl State {
         q.fresh = false;
         q.retire_at = None;
         q.last_backlogged = now;
+        q.woken_at = now;
         q.service_from_backlogged = 0;
         q.softrt_update = false;
         // `bfq_update_bfqq_wr_on_rq_arrival`.
@@ -730,6 +731,7 @@ impl State {
             q.waker_hits += 1;
             if q.waker_hits >= WAKER_HITS {
                 q.waker = Some(w);
+                q.woken_at = now;
                 self.stats.wakers += 1;
             }
         } else {
@@ -815,22 +817,52 @@ impl State {
         }
     }
 
-    /// While the in-service queue `id` is idled for, another queue's request, if the limit
-    /// allows (`bfq_choose_bfqq_for_injection`).
+    /// The next request of busy queue `c`, if it fits what is left of the queue's budget
+    /// (service it got by injection counts against it; `bfq_bfqq_budget_left`).
+    fn next_within_budget(&self, c: u32) -> Option<u32> {
+        let cq = self.queues[c as usize].as_ref()?;
+        let rq = cq.next_rq.filter(|_| cq.in_tree)?;
+        let info = &self.rqs[rq as usize];
+        let charge = self.serv_to_charge(c, (info.end - info.sector).max(1));
+        (charge <= cq.budget.saturating_sub(cq.injected)).then_some(rq)
+    }
+
+    /// While the in-service queue `id` is idled for, another queue's request
+    /// (`bfq_select_queue`'s four choices, in order): its own process's asynchronous I/O
+    /// (`bic->bfqq[0]`, for a queue not shared); the queue whose completions wake it; a
+    /// queue it wakes; none of which waits for the injection limit, as holding them back
+    /// helps nobody; else any other within the limit (`bfq_choose_bfqq_for_injection`).
+    /// Of the queues it wakes only the head of its `woken_list` is tried: the one whose waker
+    /// was set, or which became busy, last (`inject_woken`, Linux 5.13).
     pub(super) fn inject(&mut self, id: u32, k: &Knobs, now: Nanos) -> Option<RqId> {
         if k.strict || self.nr_queued == 0 {
             return None;
         }
         let q = self.qr(id);
-        // The queue whose completions wake this one is served whatever the limit: waiting
-        // for this queue's next request while holding back what it waits on helps nobody.
-        let waker = q.waker.filter(|&w| {
-            self.queues[w as usize]
-                .as_ref()
-                .is_some_and(|x| x.in_tree && !x.sorted.is_empty())
-        });
-        let (c, rq) = match waker {
-            Some(w) => (w, self.qr(w).next_rq.expect("queued")),
+        let own_async = match (q.key, &q.issuers[..]) {
+            (Key::Sync(issuer), [only]) if *only == issuer => self
+                .by_key
+                .get(&Key::Async(q.group, q.class as u8, q.level))
+                .and_then(|&a| Some((a, self.next_within_budget(a)?)))
+                .filter(|&(_, rq)| self.rqs[rq as usize].issuer == issuer),
+            _ => None,
+        };
+        let waker = || q.waker.and_then(|w| Some((w, self.next_within_budget(w)?)));
+        let blocked = || {
+            let woken = |j: u32| {
+                self.queues[j as usize]
+                    .as_ref()
+                    .filter(|x| x.waker == Some(id))
+            };
+            let head = (0..self.queues.len() as u32)
+                .filter_map(|j| Some((woken(j)?.woken_at, j)))
+                .max()?
+                .1;
+            Some((head, self.next_within_budget(head)?))
+        };
+        let blocked = || k.inject_woken.then(blocked).flatten();
+        let (c, rq) = match own_async.or_else(waker).or_else(blocked) {
+            Some(pick) => pick,
             None => {
                 // `bfq_select_queue`: no injection for a queue that delivers more without
                 // other I/O in the middle (idling boosts its throughput, as for a sequential

@@ -42,11 +42,12 @@ pub(super) const T_STABLE_MERGING: usize = 10;
 pub(super) const T_HAS_WORK_BUSY: usize = 11;
 pub(super) const T_ELEVATOR_QUEUED: usize = 12;
 pub(super) const T_TAGS_BY_WEIGHT: usize = 13;
+pub(super) const T_INJECT_WOKEN: usize = 14;
 
 // The ranges are the kernel's store clamps (`STORE_FUNCTION`, `USEC_STORE_FUNCTION`,
 // `bfq_timeout_sync_store`, `bfq_max_budget_store` in bfq-iosched.c): every value it keeps
 // as given is taken; what it would clamp is refused in one line.
-static TUNABLES: [TunableDesc; 14] = [
+static TUNABLES: [TunableDesc; 15] = [
     TunableDesc {
         name: "slice_idle_us",
         unit: "us",
@@ -172,6 +173,16 @@ static TUNABLES: [TunableDesc; 14] = [
         max: 1,
         help: "a queue or cgroup holding its weight's share of the scheduler tags gets one tag at a time (bfqq_request_over_limit); 0 as kernels before 5.16",
     },
+    // Not a kernel attribute: "block, bfq: always inject I/O of queues blocked by wakers"
+    // came with Linux 5.13; 0 runs BFQ as kernels before it, such as the seeds' (5.2, 5.10).
+    TunableDesc {
+        name: "inject_woken",
+        unit: "bool",
+        default: 1,
+        min: 0,
+        max: 1,
+        help: "while idling for a queue, inject the I/O of a queue it wakes, whatever the injection limit; 0 as kernels before 5.13",
+    },
 ];
 
 /// `slice_idle` is the same variable as `slice_idle_us`, in milliseconds.
@@ -286,6 +297,8 @@ pub(super) struct Bq {
     pub key: Key,
     pub group: u32,
     pub class: usize,
+    /// The I/O priority level it was made with (names its process's asynchronous queue).
+    pub level: u8,
     /// The weight from the I/O priority; the entity's weight is this times `wr.coeff`.
     /// A shared queue keeps the weight of the queue the others merged into (see `merge`).
     pub base_weight: u32,
@@ -337,6 +350,9 @@ pub(super) struct Bq {
     /// The queue whose completions this one's requests follow (`waker_bfqq`), and the
     /// candidate being confirmed.
     pub waker: Option<u32>,
+    /// When it last went to the head of its waker's `woken_list`: its waker was set, or it
+    /// became busy (`bfq_add_bfqq_busy`).
+    pub woken_at: Nanos,
     pub tentative_waker: Option<u32>,
     pub waker_hits: u32,
     pub waker_since: Nanos,
@@ -679,6 +695,7 @@ pub(super) struct Knobs {
     pub low_latency: bool,
     pub merging: u8,
     pub stable_merging: bool,
+    pub inject_woken: bool,
 }
 
 impl Bfq {
@@ -795,6 +812,7 @@ impl Bfq {
             low_latency: t.get(T_LOW_LATENCY) != 0,
             merging: t.get(T_QUEUE_MERGING) as u8,
             stable_merging: t.get(T_STABLE_MERGING) != 0,
+            inject_woken: t.get(T_INJECT_WOKEN) != 0,
         }
     }
 }
@@ -822,6 +840,7 @@ impl State {
             key,
             group,
             class,
+            level: rq.ioprio.level(),
             base_weight: ioprio_to_weight(rq.ioprio.level()),
             sync,
             sorted: BTreeSet::new(),
@@ -853,6 +872,7 @@ impl State {
             soft_rt_next_start: now,
             softrt_update: false,
             waker: None,
+            woken_at: Nanos::ZERO,
             tentative_waker: None,
             waker_hits: 0,
             waker_since: Nanos::ZERO,

@@ -11,7 +11,8 @@
 //! queue's share of the scheduler tags (`tags_by_weight=0`, `bfqq_request_over_limit`, Linux
 //! 5.16), which caps the journal's and a shared queue's requests: with it the captured
 //! dbench makes 41 merges instead of 99 and gains from them (0.88x), so the seed's mechanism
-//! would not show on a kernel that has it.
+//! would not show on a kernel that has it; nor the injection of queues the idled-for one
+//! wakes (`inject_woken=0`, Linux 5.13).
 //!
 //! Two workloads: dbench captured on this project's machine (`testdata/traces/dbench6`),
 //! replayed closed-loop with the waits and think times the trace shows (the clients' `fsync`s
@@ -64,12 +65,17 @@ const MODES: [Mode; 4] = [
             ("queue_merging", "2"),
             ("stable_merging", "0"),
             ("tags_by_weight", "0"),
+            ("inject_woken", "0"),
         ],
     },
     Mode {
         name: "bfq, no merging (after)",
         scheduler: "bfq",
-        tunables: &[("stable_merging", "0"), ("tags_by_weight", "0")],
+        tunables: &[
+            ("stable_merging", "0"),
+            ("tags_by_weight", "0"),
+            ("inject_woken", "0"),
+        ],
     },
     Mode {
         name: "mq-deadline",

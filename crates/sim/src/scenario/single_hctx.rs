@@ -131,8 +131,9 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                         // the others' pending runs.
                         kblockd_runs: true,
                         delay_run_rearms: true,
-                        // BFQ as the seed's kernel had it: stable merging came in 5.13, the cap
-                        // on a queue's share of the scheduler tags in 5.16, until
+                        // BFQ as the seed's kernel had it: stable merging and the injection of
+                        // woken queues came in 5.13, the cap on a queue's share of the
+                        // scheduler tags in 5.16, until
                         // 5.19 `bfq_has_work` counted busy queues, not queued requests, and
                         // 5.10 counted requests per hardware queue (not in MQ-patched: the
                         // seed's series reverted that first). Our mq-deadline has no 5.10
@@ -142,6 +143,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                                 ("stable_merging".into(), "0".into()),
                                 ("has_work_busy".into(), "1".into()),
                                 ("tags_by_weight".into(), "0".into()),
+                                ("inject_woken".into(), "0".into()),
                                 (
                                     "elevator_queued".into(),
                                     u8::from(m.elevator_queued).to_string(),
