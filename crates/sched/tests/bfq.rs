@@ -807,3 +807,62 @@ fn bfq_injects_the_idled_for_process_own_async_io_first() {
         r.finish();
     }
 }
+
+/// `bfq_select_queue`'s third injection choice (Linux 5.13, "always inject I/O of queues
+/// blocked by wakers"): while the in-service queue is idled for, a queue it wakes gets its
+/// I/O in whatever the injection limit, since it only has I/O when the waker is served.
+/// Reader B (be/5, never raised) first thinks 5 ms after each of its reads (80 samples:
+/// not a short think time), then three times sends a read 1 ms after one of reader W's
+/// completes (and waits while W is idled for): W becomes its waker (`bfq_check_waker`). Then W (new, raised) has a read on
+/// the device and B one queued; W's completes and W is idled for (raised beside a queue
+/// that is not). B's read goes out at once; with `inject_woken=0` (before 5.13) it waits,
+/// as a raised queue with a short think time takes no general injection.
+#[test]
+fn bfq_injects_a_queue_the_idled_for_one_wakes() {
+    for (woken, at_once) in [("1", true), ("0", false)] {
+        let mut r = Rig::simple(BFQ, 1);
+        r.set("inject_woken", woken);
+        let be5 = IoPrio::new(IoPrioClass::Be, 5);
+        let b = |i: u64| {
+            read((1 << 22) + i * 8, 8, 100 + i)
+                .with_issuer(2, 0)
+                .with_ioprio(be5)
+        };
+        let w = |i: u64| read(i * 8, 8, 10 + i).with_issuer(1, 0);
+        let mut t = ms(0);
+        for i in 0..85 {
+            r.advance_to(t);
+            r.queue(0, b(i));
+            assert_eq!(r.complete_next(1), 1);
+            t = t.saturating_add(ms(5));
+        }
+        for i in 0..3 {
+            t = t.saturating_add(ms(20));
+            r.advance_to(t);
+            r.queue(0, w(i));
+            assert_eq!(r.complete_next(1), 1);
+            r.advance_to(t.saturating_add(ms(1)));
+            r.queue(0, b(100 + i));
+            // W is idled for (raised): B's read goes out when that ends.
+            r.advance_to(t.saturating_add(ms(40)));
+            assert_eq!(r.complete_next(1), 1, "{}", r.elv().debug_state());
+            t = t.saturating_add(ms(40));
+        }
+        assert!(r.bfq().counters.wakers >= 1, "{}", r.elv().debug_state());
+        t = t.saturating_add(ms(20));
+        r.advance_to(t);
+        r.queue(0, w(3));
+        r.queue(0, b(200));
+        let before = r.drv.nr_issues();
+        assert_eq!(r.complete_next(1), 1);
+        let went = r.drv.nr_issues() > before;
+        assert_eq!(
+            went,
+            at_once,
+            "inject_woken={woken}: {}",
+            r.elv().debug_state()
+        );
+        r.drain(us(10));
+        r.finish();
+    }
+}
