@@ -94,7 +94,7 @@ cpu_of() {
 # Runs one boot for backend $1 with $2 virtqueues; prints "numjobs iops cpu_us_per_req" rows.
 run_one() {
     local be=$1 nq=$2 sock=$work/vu.sock con=$work/console server="" sampler="" qargs
-    rm -f "$sock" "$work/cpu"
+    rm -f "$sock" "$work/cpu" "$work/server.log"
     case "$be" in
     mqblk)
         local dargs=(--driver=memory --size=${size}M)
@@ -147,7 +147,12 @@ run_one() {
         kill "$server" 2>/dev/null
         wait "$server" 2>/dev/null
     fi
-    [ $ok = 0 ] || { echo "guest-bench.sh: $be nq=$nq: the guest failed (console $con)" >&2; return 1; }
+    if [ $ok != 0 ]; then
+        echo "guest-bench.sh: $be nq=$nq: the guest failed; its console's last lines, then the server's:" >&2
+        [ -f "$con" ] && tail -n 20 "$con" >&2
+        [ -f "$work/server.log" ] && tail -n 20 "$work/server.log" >&2
+        return 1
+    fi
     local hz
     hz=$(getconf CLK_TCK)
     local total_ios=0 rows=""
@@ -170,13 +175,18 @@ print(r["iops"], r["total_ios"])') || { echo "guest-bench.sh: $be nq=$nq jobs=$j
 
 results=$work/results
 : >"$results"
+# A boot that fails is reported (above) and leaves its row out; the script then exits 1
+# after printing what the others measured.
+failed=0
 for round in $(seq "$rounds"); do
     for nq in ${nqs//,/ }; do
         for be in ${backends//,/ }; do
             guest_log "round $round: $be, $nq virtqueue(s)"
-            run_one "$be" "$nq" | while read -r j iops us; do
+            if ! run_one "$be" "$nq" | while read -r j iops us; do
                 echo "$be $nq $j $iops $us" >>"$results"
-            done
+            done; then
+                failed=1
+            fi
         done
     done
 done
@@ -203,3 +213,4 @@ else:
         print(f"{r['backend']:8} {r['num_queues']:>4} {r['numjobs']:>5} {r['iops']:>10.0f} {r['host_cpu_us_per_req']:>12.2f}  "
               + " ".join(f"{x:.0f}" for x in r["runs"]))
 PY
+exit $failed
