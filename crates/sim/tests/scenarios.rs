@@ -139,7 +139,7 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     let mbs = |mode: &str, key: &str| cap(mode)[key].as_f64().unwrap();
     // Queues merge as the kernel's source has it (a redirection of one issuer, never of a
     // seeky queue, not with one queue busy, within 100 ms of a queue's first service since
-    // it became busy, at bio-merge time too): skipping merging gains 25% in full runs (the
+    // it became busy, at bio-merge time too): skipping merging gains 19% in full runs (the
     // seed 33%), less in this short one. Asserted: the scenario's verdict is the ratio's,
     // and merging never gains.
     let (with, without) = (

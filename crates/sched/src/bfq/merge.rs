@@ -44,6 +44,12 @@ impl State {
         }
     }
 
+    /// A stable merge scheduled at a queue's creation is carried out later only where early
+    /// merging may run at all (`bfq_setup_cooperator`: not on fast queueing devices).
+    pub(super) fn delayed_stable_merge_allowed(&self, k: &Knobs) -> bool {
+        k.merging != 0 && !self.dev.nonrot_with_queueing()
+    }
+
     /// `bfq_too_late_for_merging`: a queue first served more than `MERGE_TIME_LIMIT` ago
     /// in its current backlogged period is not merged (cooperators show up together).
     /// The period starts afresh each time the queue becomes busy again, so a queue that
@@ -82,6 +88,10 @@ impl State {
     /// does, which reshapes the tree even when the key stays.
     pub(super) fn pos_update(&mut self, id: u32) {
         let q = self.qr(id);
+        if !self.merging_on && q.pos_key.is_none() {
+            // Not kept where merging is off (every dispatch comes here).
+            return;
+        }
         let want = if self.merging_on && q.class != 2 && !self.too_late(id, self.now) {
             q.next_rq.map(|r| self.rqs[r as usize].sector)
         } else {

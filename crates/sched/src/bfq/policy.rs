@@ -904,18 +904,14 @@ impl State {
                     g = e & !GROUP_BIT;
                     skip = u32::MAX;
                 };
-                let cq = self.qr(c);
-                if cq.sorted.is_empty() || !(always || cq.wr.coeff > 1) {
+                if !(always || self.qr(c).wr.coeff > 1) {
                     return None;
                 }
                 // Its next request must fit what is left of its budget, and a non-rotational
                 // device takes one large (32 KiB and more) request at a time.
-                let rq = cq.next_rq.expect("queued");
+                let rq = self.next_within_budget(c)?;
                 let next = self.rqs[rq as usize];
                 let sectors = (next.end - next.sector).max(1);
-                if self.serv_to_charge(c, sectors) > cq.budget.saturating_sub(cq.injected) {
-                    return None;
-                }
                 if !self.dev.rotational && sectors >= SECT_THR_NONROT && self.dev.rq_in_driver >= 1
                 {
                     return None;

@@ -1547,7 +1547,7 @@ impl State {
     ) -> Option<u32> {
         self.follow_merge(qid, issuer)
             .or_else(|| {
-                (k.merging != 0 && !self.dev.nonrot_with_queueing())
+                self.delayed_stable_merge_allowed(k)
                     .then(|| self.delayed_stable_merge(qid, issuer, now, k))
                     .flatten()
             })
@@ -1566,7 +1566,7 @@ impl State {
         is_sync(bio.op, bio.flags)
             && (q.new_q.is_some()
                 || self.merging_on
-                || (q.stable_merge.is_some() && k.merging != 0 && !self.dev.nonrot_with_queueing()))
+                || (q.stable_merge.is_some() && self.delayed_stable_merge_allowed(k)))
     }
 
     /// `bfq_allow_bio_merge`: may `bio`, bound for queue `*qid`, join queued request `t`?
@@ -1920,32 +1920,19 @@ impl Elevator for Bfq {
         let Some(mut qid) = st.queue_of_bio(&bio) else {
             return BioMerge::NotMerged(bio);
         };
-        let mut candidates = Vec::with_capacity(3);
-        candidates.extend(st.last_merge.filter(|&t| st.rqs[t as usize].queued));
-        let mut tried_hash = false;
-        let mut tried_front = false;
-        loop {
-            let Some(t) = candidates.pop() else {
-                // The next candidate, in `elv_merge`'s order.
-                if !tried_hash && q.nomerges == NoMerges::All {
-                    tried_hash = true;
-                    candidates.extend(st.back_merge_candidate(bio.sector));
-                    continue;
-                }
-                if !tried_front && q.nomerges == NoMerges::All {
-                    tried_front = true;
+        for stage in 0..3 {
+            // `elv_merge`'s candidates in its order; with `nomerges=1` the cache alone.
+            let t = match stage {
+                0 => st.last_merge.filter(|&t| st.rqs[t as usize].queued),
+                _ if q.nomerges != NoMerges::All => None,
+                1 => st.back_merge_candidate(bio.sector),
+                _ => {
                     let end = bio.end_sector();
-                    candidates.extend(
-                        st.qr(qid)
-                            .sorted
-                            .range((end, 0)..(end + 1, 0))
-                            .next()
-                            .map(|x| x.1),
-                    );
-                    continue;
+                    let own = &st.qr(qid).sorted;
+                    own.range((end, 0)..(end + 1, 0)).next().map(|x| x.1)
                 }
-                return BioMerge::NotMerged(bio);
             };
+            let Some(t) = t else { continue };
             let (back, front) = {
                 let r = &st.rqs[t as usize];
                 (r.end == bio.sector, r.sector == bio.end_sector())
@@ -1980,6 +1967,7 @@ impl Elevator for Bfq {
                 Err(b) => BioMerge::NotMerged(b),
             };
         }
+        BioMerge::NotMerged(bio)
     }
 
     fn insert_requests(
