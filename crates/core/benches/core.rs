@@ -51,7 +51,7 @@ fn tags(c: &mut Criterion) {
     g.bench_function("tags_get_put_depth64", |b| {
         b.iter(|| {
             let tag = t.get(&hint, false, u32::MAX).expect("free tag");
-            t.put(black_box(tag));
+            t.put(black_box(tag), &hint);
         })
     });
     // With half the map held, so the search has to skip taken bits.
@@ -61,11 +61,11 @@ fn tags(c: &mut Criterion) {
     g.bench_function("tags_get_put_depth64_half_full", |b| {
         b.iter(|| {
             let tag = t.get(&hint, false, u32::MAX).expect("free tag");
-            t.put(black_box(tag));
+            t.put(black_box(tag), &hint);
         })
     });
     for tag in held {
-        t.put(tag);
+        t.put(tag, &hint);
     }
     let sb = Sbitmap::new(64, false);
     let hint = AtomicU32::new(0);

@@ -460,7 +460,7 @@ impl QueueInner {
                     if rq.rq_flags.contains(RqFlags::SCHED_TAGS) {
                         let t = rq.tag;
                         rq.tag = crate::request::Tag::NONE;
-                        self.put_driver_tag(h, t);
+                        self.put_driver_tag(h, t, rq.ctx);
                     }
                     rq.rq_flags.remove(RqFlags::BUDGET);
                     self.driver.put_budget(h);

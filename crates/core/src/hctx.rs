@@ -235,6 +235,13 @@ impl Hctx {
         }
     }
 
+    /// True if the software queue at `pos` may hold requests (`blk_mq_hctx_has_pending`
+    /// for one Ctx): set when one is inserted, cleared once its list is drained.
+    pub(crate) fn ctx_pending(&self, pos: u16) -> bool {
+        let (w, b) = (pos as usize / 64, pos % 64);
+        self.ctx_map[w].load(Ordering::Acquire) & (1 << b) != 0
+    }
+
     pub(crate) fn any_ctx_pending(&self) -> bool {
         self.ctx_map.iter().any(|w| w.load(Ordering::Acquire) != 0)
     }

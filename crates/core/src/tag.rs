@@ -135,10 +135,15 @@ impl Sbitmap {
     }
 
     /// Allocates a bit, starting at `hint`, with at most `shallow` usable bits in the whole
-    /// map (pass `u32::MAX` for no limit). Updates the hint for the next call.
+    /// map (pass `u32::MAX` for no limit), and moves the hint as `sbitmap_get` does
+    /// (`update_alloc_hint_after_get`): past the bit taken if it was the hinted one (always,
+    /// for a round-robin map), to 0 when the map is full, and otherwise not at all, so a
+    /// submitter keeps allocating where its own tags were last freed (`clear_with_hint`).
     pub fn get(&self, hint: &AtomicU32, shallow: u32) -> Option<u32> {
         let mut h = hint.load(Ordering::Relaxed);
         if h >= self.depth {
+            // `update_alloc_hint_before_get` draws a random bit; we start the map over, so
+            // runs stay deterministic.
             h = 0;
         }
         let nr_words = self.words.len();
@@ -152,11 +157,21 @@ impl Sbitmap {
             };
             if let Some(bit) = self.get_from_word(w, self.word_limit(w, shallow), start) {
                 let nr = ((w as u32) << self.shift) + bit;
-                let next = if self.round_robin { nr + 1 } else { nr };
-                hint.store(if next >= self.depth { 0 } else { next }, Ordering::Relaxed);
+                if nr == h || self.round_robin {
+                    // The kernel wraps at `depth - 1`, so the last bit is never a hint.
+                    let next = nr + 1;
+                    let next = if next >= self.depth.saturating_sub(1) {
+                        0
+                    } else {
+                        next
+                    };
+                    hint.store(next, Ordering::Relaxed);
+                }
                 return Some(nr);
             }
         }
+        // "If the map is full, a hint won't do us much good."
+        hint.store(0, Ordering::Relaxed);
         None
     }
 
@@ -248,10 +263,16 @@ impl SbitmapQueue {
         self.wake_seq.load(Ordering::Acquire)
     }
 
-    /// Frees `nr` and, when a batch of frees has gathered and someone waits, wakes them.
-    pub fn clear(&self, nr: u32) {
+    /// Frees `nr` and, when a batch of frees has gathered and someone waits, wakes them
+    /// (`sbitmap_queue_clear`). The freeing submitter's `hint` then points at `nr`
+    /// (`sbitmap_update_cpu_hint`, for the CPU the request was allocated on): its next
+    /// allocation starts in the word it just freed into, whose lines it already holds.
+    pub fn clear(&self, nr: u32, hint: &AtomicU32) {
         self.sb.clear(nr);
         self.note_frees(1);
+        if !self.sb.round_robin {
+            hint.store(nr, Ordering::Relaxed);
+        }
     }
 
     fn note_frees(&self, n: u32) {
@@ -324,11 +345,16 @@ impl Tags {
             .map(|t| t + self.nr_reserved)
     }
 
-    pub fn put(&self, tag: u32) {
+    /// Frees a tag (`blk_mq_put_tag`); `hint` is the allocating software queue's, which
+    /// the free points at the tag (see [`SbitmapQueue::clear`]).
+    pub fn put(&self, tag: u32, hint: &AtomicU32) {
         if tag < self.nr_reserved {
-            self.reserved.clear(tag);
+            // The kernel's reserved map has hints of its own; ours share the normal map's,
+            // so a reserved free leaves them alone.
+            self.reserved.sb.clear(tag);
+            self.reserved.note_frees(1);
         } else {
-            self.bitmap.clear(tag - self.nr_reserved);
+            self.bitmap.clear(tag - self.nr_reserved, hint);
         }
     }
 

@@ -26,7 +26,7 @@ impl Alloc for Tags {
         Tags::get(self, hint, false, shallow)
     }
     fn put(&self, tag: u32) {
-        Tags::put(self, tag)
+        Tags::put(self, tag, &AtomicU32::new(0))
     }
 }
 
@@ -121,7 +121,7 @@ fn concurrent_get_put_never_hands_out_a_tag_twice() {
                 "depth {depth}: map not whole"
             );
             for t in all {
-                tags.put(t);
+                tags.put(t, &AtomicU32::new(0));
             }
 
             let rr = Tags::new(depth + 2, 2, true);
@@ -189,6 +189,66 @@ fn round_robin_hint_advances() {
 }
 
 #[test]
+fn a_submitter_reallocates_where_it_last_freed() {
+    // lib/sbitmap.c: `sbitmap_queue_clear` points the freeing CPU's hint at the freed bit,
+    // and `sbitmap_get` moves a hint only when it handed out the hinted bit itself (to the
+    // next bit) or found the map full (to 0).
+    let tags = Tags::new(64, 0, false);
+    let (a, b) = (AtomicU32::new(0), AtomicU32::new(48));
+    let mine: Vec<u32> = (0..4)
+        .map(|_| tags.get(&a, false, u32::MAX).unwrap())
+        .collect();
+    assert_eq!(mine, vec![0, 1, 2, 3], "from the hinted word's first bit");
+    assert_eq!(
+        a.load(Ordering::Relaxed),
+        4,
+        "each grant of the hinted bit moves it on"
+    );
+    let d = AtomicU32::new(1);
+    assert_eq!(tags.get(&d, false, u32::MAX), Some(4));
+    assert_eq!(
+        d.load(Ordering::Relaxed),
+        1,
+        "another bit's grant leaves the hint"
+    );
+    tags.put(4, &d);
+    let theirs = tags.get(&b, false, u32::MAX).unwrap();
+    assert_eq!(theirs, 48, "another submitter starts in its own word");
+    assert_eq!(b.load(Ordering::Relaxed), 49);
+    // A free points the freeing submitter's hint at the tag, so its next tag comes from that
+    // word (16 bits here), not from wherever it last allocated. The freed bit itself is
+    // parked until its word fills (the deferred clear), as in the kernel.
+    let c = AtomicU32::new(0);
+    let far = tags.get(&AtomicU32::new(40), false, u32::MAX).unwrap();
+    assert_eq!(far, 32, "the hinted word's first free bit");
+    tags.put(far, &c);
+    assert_eq!(c.load(Ordering::Relaxed), 32);
+    assert_eq!(
+        tags.get(&c, false, u32::MAX),
+        Some(33),
+        "next to its own freed tag"
+    );
+    tags.put(theirs, &b);
+    assert_eq!(b.load(Ordering::Relaxed), 48);
+    assert_eq!(tags.get(&b, false, u32::MAX), Some(49));
+    // A full map resets the hint.
+    let e = AtomicU32::new(33);
+    while tags.get(&e, false, u32::MAX).is_some() {}
+    assert_eq!(
+        e.load(Ordering::Relaxed),
+        0,
+        "a full map leaves the hint at 0"
+    );
+    // Round-robin maps keep their own order: a free does not move the hint.
+    let rr = Tags::new(16, 0, true);
+    let h = AtomicU32::new(3);
+    let t = rr.get(&h, false, u32::MAX).unwrap();
+    assert_eq!((t, h.load(Ordering::Relaxed)), (3, 4));
+    rr.put(t, &h);
+    assert_eq!(h.load(Ordering::Relaxed), 4);
+}
+
+#[test]
 fn shallow_depth_is_respected() {
     for depth in [1u32, 4, 7, 16, 64, 100, 256, 1000] {
         let mut shallows: Vec<u32> =
@@ -239,7 +299,10 @@ fn shallow_depth_holds_under_churn() {
                         held.push(t);
                     }
                 } else if !held.is_empty() {
-                    tags.put(held.swap_remove(rng.below(held.len() as u64) as usize));
+                    tags.put(
+                        held.swap_remove(rng.below(held.len() as u64) as usize),
+                        &AtomicU32::new(0),
+                    );
                 }
                 assert!(
                     held.len() as u32 <= d,
@@ -276,11 +339,11 @@ fn reserved_tags_come_first() {
         );
         assert_eq!(tags.busy(), depth);
         // Putting a reserved tag frees the reserved pool, not the normal one.
-        tags.put(0);
         let hint = AtomicU32::new(0);
+        tags.put(0, &hint);
         assert_eq!(tags.get(&hint, false, u32::MAX), None);
         assert_eq!(tags.get(&hint, true, u32::MAX), Some(0));
-        tags.put(depth - 1);
+        tags.put(depth - 1, &hint);
         assert_eq!(tags.get(&hint, true, u32::MAX), None);
         assert_eq!(tags.get(&hint, false, u32::MAX), Some(depth - 1));
     }
@@ -310,7 +373,7 @@ fn wake_batching() {
 
         // Frees with nobody waiting do not count towards a wake-up.
         for _ in 0..batch {
-            sbq.clear(held.next().unwrap());
+            sbq.clear(held.next().unwrap(), &hint);
         }
         let token = sbq.prepare_to_wait();
         for i in 0..batch {
@@ -318,7 +381,7 @@ fn wake_batching() {
                 !sbq.woken_since(token),
                 "depth {depth}: woken after {i} of {batch} frees"
             );
-            sbq.clear(held.next().unwrap());
+            sbq.clear(held.next().unwrap(), &hint);
         }
         assert!(
             sbq.woken_since(token),
@@ -332,7 +395,7 @@ fn wake_batching() {
                 !sbq.woken_since(token),
                 "depth {depth}: second batch woke after {i} frees"
             );
-            sbq.clear(held.next().unwrap());
+            sbq.clear(held.next().unwrap(), &hint);
         }
         assert!(sbq.woken_since(token));
         sbq.finish_wait();
@@ -340,7 +403,7 @@ fn wake_batching() {
         // Without waiters frees are not counted; wake_all always wakes.
         let token = sbq.wake_seq();
         for t in held {
-            sbq.clear(t);
+            sbq.clear(t, &hint);
         }
         assert!(
             !sbq.woken_since(token),
@@ -425,7 +488,7 @@ fn tag_set_validation() {
         1,
         "a tag taken through hctx 3 is held in the one map"
     );
-    shared.tags[1].put(t);
+    shared.tags[1].put(t, &hint);
     assert!(shared.all_free());
 }
 

@@ -123,7 +123,7 @@ impl QueueInner {
             let (ctx, h) = (rq.ctx, rq.hctx);
             drop(rq);
             if let Some(t) = tag {
-                self.put_driver_tag(h, t);
+                self.put_driver_tag(h, t, ctx);
             }
             let mut ends = Vec::new();
             self.flush_data_end_io(id, ctx, h, status, now, &mut ends);
@@ -230,7 +230,7 @@ impl QueueInner {
             (rq.hctx, rq.elv(), use_sched, drv_tag, rq.ctx)
         };
         if let Some(t) = drv_tag {
-            self.put_driver_tag(h, t);
+            self.put_driver_tag(h, t, ctx);
         }
         if use_sched {
             if let Some(e) = &self.elevator {

@@ -303,7 +303,7 @@ impl QueueInner {
     ) {
         let f = (fid.0 - self.flush_base) as usize;
         let mut fq = self.flush_queues[f].lock();
-        let (hctx, tag) = {
+        let (hctx, tag, fctx) = {
             let mut rq = self.rqs.lock(fid);
             assert_eq!(
                 rq.state,
@@ -315,12 +315,12 @@ impl QueueInner {
             // Freed, but not through `free_released`: its scheduler tag was borrowed, and
             // its driver tag is put (with a scheduler) or handed back (without) below.
             let r = Self::release_slot(&mut rq);
-            (r.snap.hctx, r.tag)
+            (r.snap.hctx, r.tag, r.snap.ctx)
         };
         self.hctxs[hctx.0 as usize].stats.local().completed.add(1);
         if self.elevator.is_some() {
             if !tag.is_none() {
-                self.put_driver_tag(hctx, tag);
+                self.put_driver_tag(hctx, tag, fctx);
             }
         } else if let Some(orig) = fq.orig.take() {
             // The borrowed driver tag names its owner again.

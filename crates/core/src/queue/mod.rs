@@ -738,10 +738,19 @@ impl QueueInner {
         self.ctx_list_merge(sub.ctx, bio)
     }
 
-    /// `blk_bio_list_merge` over the last few requests of the software queue.
+    /// `blk_bio_list_merge` over the last few requests of the software queue. As
+    /// `blk_mq_sched_bio_merge` looks at the list (`list_empty_careful`) before taking the
+    /// Ctx's lock, we look at its pending bit: with direct issue the list is nearly always
+    /// empty, and the lock would be taken for nothing on every bio.
     fn ctx_list_merge(&self, ctx: CtxIdx, mut bio: Bio) -> Result<bool, Bio> {
-        let ty = HctxType::of(bio.op, bio.flags) as usize;
         let c = &self.ctxs[ctx.0 as usize];
+        // The list of the hardware queue the bio maps to, by that queue's type (a READ map
+        // without queues of its own falls back to the default one).
+        let hctx = &self.hctxs[c.hctxs[HctxType::of(bio.op, bio.flags) as usize].0 as usize];
+        let ty = hctx.ty as usize;
+        if !hctx.ctx_pending(c.index_hw[ty]) {
+            return Err(bio);
+        }
         let lists = c.lists.lock();
         for &id in lists[ty].iter().rev().take(CTX_MERGE_SCAN) {
             let mut rq = self.rqs.lock(id);
@@ -1061,13 +1070,14 @@ impl QueueInner {
             }
         }
         let h = r.snap.hctx;
+        let c = r.snap.ctx;
         if !r.tag.is_none() {
-            self.put_driver_tag(h, r.tag);
+            self.put_driver_tag(h, r.tag, c);
         }
         if !r.internal_tag.is_none() {
             self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize]
                 .tags
-                .put(r.internal_tag.0 as u32);
+                .put(r.internal_tag.0 as u32, &self.ctxs[c.0 as usize].sched_hint);
         }
         debug_assert!(r.id.0 < self.rqs.len() as u32);
     }
