@@ -358,6 +358,16 @@ impl Tags {
         }
     }
 
+    /// True while `tag` is held (a freed tag reads as free at once).
+    pub fn is_held(&self, tag: u32) -> bool {
+        if tag < self.nr_reserved {
+            self.reserved.sb.test(tag)
+        } else {
+            tag - self.nr_reserved < self.bitmap.sb.depth()
+                && self.bitmap.sb.test(tag - self.nr_reserved)
+        }
+    }
+
     /// Tags currently held.
     pub fn busy(&self) -> u32 {
         let r = if self.nr_reserved > 0 {

@@ -532,12 +532,30 @@ impl QueueInner {
     pub fn nr_allocated(&self) -> u32 {
         self.rqs.iter().filter(|slot| slot.lock().allocated).count() as u32
     }
-    /// The request holding driver tag `tag` of hardware queue `hctx` (`blk_mq_tag_to_rq`).
+    /// The request holding driver tag `tag` of hardware queue `hctx` (`blk_mq_tag_to_rq`),
+    /// `None` once the tag is free. A free leaves the entry as it was, as the kernel leaves
+    /// `tags->rqs[tag]`: the tag map says whether it is held.
     pub fn tag_to_rq(&self, hctx: HctxIdx, tag: Tag) -> Option<RqId> {
         let m = self.set.map_index(hctx.0 as usize);
-        match self.drv_rqs[m].get(tag.0 as usize)?.load(Ordering::Acquire) {
+        let entry = self.drv_rqs[m].get(tag.0 as usize)?;
+        if !self.set.tags[hctx.0 as usize].is_held(tag.0 as u32) {
+            return None;
+        }
+        match entry.load(Ordering::Acquire) {
             u32::MAX => None,
             id => Some(RqId(id)),
+        }
+    }
+
+    /// Records that `id` holds driver tag `tag` of map `m` (`tags->rqs[tag] = rq`). The
+    /// entry is written only when it changes: without a scheduler each tag always names
+    /// the same request, and submitters sharing a map would otherwise write each other's
+    /// lines of the array on every request.
+    #[inline]
+    pub(crate) fn set_drv_rq(&self, m: usize, tag: u32, id: RqId) {
+        let entry = &self.drv_rqs[m][tag as usize];
+        if entry.load(Ordering::Relaxed) != id.0 {
+            entry.store(id.0, Ordering::Release);
         }
     }
     pub(crate) fn elv_ctx(&self) -> ElvCtx<'_> {
@@ -817,8 +835,7 @@ impl QueueInner {
         } else {
             rq.tag = Tag(tag as u16);
             rq.internal_tag = Tag::NONE;
-            self.drv_rqs[self.set.map_index(h.0 as usize)][tag as usize]
-                .store(id.0, Ordering::Release);
+            self.set_drv_rq(self.set.map_index(h.0 as usize), tag, id);
         }
         rq.op = bio.op;
         rq.cmd_flags = bio.flags;

@@ -50,16 +50,13 @@ impl QueueInner {
         };
         self.driver_tag_busy(h);
         rq.tag = Tag(t as u16);
-        self.drv_rqs[self.set.map_index(h.0 as usize)][t as usize]
-            .store(rq.id.0, Ordering::Release);
+        self.set_drv_rq(self.set.map_index(h.0 as usize), t, rq.id);
         true
     }
 
     /// `__blk_mq_put_driver_tag`; `ctx` is the request's software queue, whose hint the
     /// free moves.
     pub(crate) fn put_driver_tag(&self, h: HctxIdx, tag: Tag, ctx: CtxIdx) {
-        let m = self.set.map_index(h.0 as usize);
-        self.drv_rqs[m][tag.0 as usize].store(u32::MAX, Ordering::Release);
         self.set.tags[h.0 as usize].put(tag.0 as u32, &self.ctxs[ctx.0 as usize].tag_hint);
         if self.set.is_shared() {
             self.user(h).nr_active.fetch_sub(1, Ordering::Relaxed);
