@@ -138,7 +138,7 @@ impl Sbitmap {
     /// map (pass `u32::MAX` for no limit), and moves the hint as `sbitmap_get` does
     /// (`update_alloc_hint_after_get`): past the bit taken if it was the hinted one (always,
     /// for a round-robin map), to 0 when the map is full, and otherwise not at all, so a
-    /// submitter keeps allocating where its own tags were last freed (`clear_with_hint`).
+    /// submitter keeps allocating where its own tags were last freed ([`SbitmapQueue::clear`]).
     pub fn get(&self, hint: &AtomicU32, shallow: u32) -> Option<u32> {
         let mut h = hint.load(Ordering::Relaxed);
         if h >= self.depth {
