@@ -766,21 +766,80 @@ fn bfq_a_queue_past_its_weights_share_of_the_tags_gets_one_at_a_time() {
         r.set("tags_by_weight", limit);
         let heavy = IoPrio::new(IoPrioClass::Be, 0);
         r.queue(0, read(1 << 20, 8, 1).with_issuer(2, 0).with_ioprio(heavy));
-        let mut taken = 0;
-        for i in 0..64u64 {
-            match r.submit(0, read(i * 64, 8, 100 + i).with_issuer(1, 0)) {
-                Submit::Queued => taken += 1,
-                Submit::Busy(_) => break,
-                other => panic!("{other:?}"),
-            }
+        assert_tags_taken(r, limit, want, |i| {
+            read(i * 64, 8, 100 + i).with_issuer(1, 0)
+        });
+    }
+}
+
+/// Submits `bio(0)`, `bio(1)`, ... (64 at most) until one is refused a tag, checks that the
+/// number queued is in `want`, then drains the rig.
+fn assert_tags_taken(
+    mut r: Rig,
+    limit: &str,
+    want: std::ops::RangeInclusive<usize>,
+    bio: impl Fn(u64) -> Bio,
+) {
+    let mut taken = 0;
+    for i in 0..64u64 {
+        match r.submit(0, bio(i)) {
+            Submit::Queued => taken += 1,
+            Submit::Busy(_) => break,
+            other => panic!("{other:?}"),
         }
-        assert!(
-            want.contains(&taken),
-            "tags_by_weight={limit}: {taken}\n{}",
-            r.elv().debug_state()
-        );
-        r.drain(us(10));
-        r.finish();
+    }
+    assert!(
+        want.contains(&taken),
+        "tags_by_weight={limit}: {taken}\n{}",
+        r.elv().debug_state()
+    );
+    r.drain(us(10));
+    r.finish();
+}
+
+/// `bfqq_request_over_limit` takes the shares from the top down, and a cgroup over its share
+/// limits its queues before their own shares do ("bfq: Limit number of requests consumed by
+/// each cgroup"). Cgroup A (weight 300) has reader 2 waiting with reads queued; cgroup B
+/// (weight 100) gets 16 of the 64 tags. In B, reader 3 (be/7, weight 10) holds 8 on the
+/// device, still in service; reader 1 (be/4, weight 40) would get 16 x 40 / 50 = 13 by its
+/// queue's share, but B holds 8 already: reader 1 gets 8, and a tag or so from the map's
+/// depth-one region (by its queue's share alone it got 14). With no limit (`tags_by_weight=0`)
+/// reader 1 takes the 52 left.
+#[test]
+fn bfq_a_cgroup_past_its_share_of_the_tags_limits_its_queues() {
+    for (limit, want) in [("1", 8..=10), ("0", 52..=52)] {
+        let blkcg = std::sync::Arc::new(mqblk_core::Blkcg::new());
+        let a = blkcg.set_weight("/a", 300).unwrap();
+        let b = blkcg.set_weight("/b", 100).unwrap();
+        let mut r = Rig::new(RigCfg {
+            nr_requests: 64,
+            blkcg,
+            ..RigCfg::new(BFQ, 8)
+        });
+        r.set("low_latency", "0");
+        r.set("slice_idle_us", "0");
+        r.set("tags_by_weight", limit);
+        let be = |level| IoPrio::new(IoPrioClass::Be, level);
+        for i in 0..8u64 {
+            r.queue(
+                0,
+                read(i * 64, 8, 1 + i).with_issuer(3, b).with_ioprio(be(7)),
+            );
+        }
+        assert_eq!(r.drv.nr_issues(), 8, "{}", r.elv().debug_state());
+        for i in 0..4u64 {
+            r.queue(
+                0,
+                read((1 << 20) + i * 64, 8, 20 + i)
+                    .with_issuer(2, a)
+                    .with_ioprio(be(4)),
+            );
+        }
+        assert_tags_taken(r, limit, want, |i| {
+            read((2 << 20) + i * 64, 8, 100 + i)
+                .with_issuer(1, b)
+                .with_ioprio(be(4))
+        });
     }
 }
 

@@ -82,6 +82,11 @@ const WR_MIN_INTER_ARR_ASYNC: Nanos = Nanos::from_millis(500);
 /// `IOPRIO_BE_NR`: how many times a higher class's weights count over a lower's in
 /// `bfqq_request_over_limit`.
 const IOPRIO_BE_NR: u64 = 8;
+
+/// `DIV_ROUND_CLOSEST(limit * weight, wsum)`: a weight's share of `limit`.
+fn round_share(limit: u64, weight: u64, wsum: u64) -> u64 {
+    (limit * weight + wsum / 2) / wsum
+}
 /// `bfq_update_io_intensity`'s window.
 const IO_INTENSITY_WINDOW: Nanos = Nanos::from_millis(200);
 /// `bfq_burst_interval`, `bfq_large_burst_thresh`.
@@ -296,35 +301,41 @@ impl State {
         if !(q.in_tree || self.in_service == Some(qid)) {
             return false;
         }
-        let mut above = Vec::new();
+        // The kernel gathers the entities above first and gives up if any is inactive.
         let mut g = q.group;
         while g != 0 {
             let parent = self.groups.slots[g as usize].parent;
             if !self.groups.slots[parent as usize].trees[GROUP_CLASS].is_active(GROUP_BIT | g) {
                 return false;
             }
-            above.push(g);
             g = parent;
         }
-        // `DIV_ROUND_CLOSEST(limit * weight, wsum)`.
-        let share = |limit: u64, weight: u64, wsum: u64| (limit * weight + wsum / 2) / wsum;
-        let mut limit = u64::from(limit);
-        for &g in above.iter().rev() {
-            let grp = &self.groups.slots[g as usize];
-            let wsum = self.groups.slots[grp.parent as usize].trees[GROUP_CLASS].wsum();
-            if wsum == 0 {
-                continue;
-            }
-            limit = share(limit, u64::from(grp.weight), wsum);
-            if u64::from(grp.allocated) >= limit {
-                return true;
-            }
-        }
+        let Some(limit) = self.group_request_limit(q.group, u64::from(limit)) else {
+            return true;
+        };
         let trees = &self.groups.slots[q.group as usize].trees;
         let wsum = trees[..=q.class]
             .iter()
             .fold(0, |sum, t| sum * IOPRIO_BE_NR + t.wsum());
-        wsum > 0 && u64::from(q.allocated) >= share(limit, u64::from(q.weight()), wsum)
+        wsum > 0 && u64::from(q.allocated) >= round_share(limit, u64::from(q.weight()), wsum)
+    }
+
+    /// The requests group `g` may hold of the `limit` at the root, its share taken from the
+    /// top down (`bfqq_request_over_limit`'s walk over the levels above the queue), or
+    /// `None` if it or a group above it already holds its share. A level whose tree has no
+    /// weight passes the limit on as it is.
+    fn group_request_limit(&self, g: u32, limit: u64) -> Option<u64> {
+        if g == 0 {
+            return Some(limit);
+        }
+        let grp = &self.groups.slots[g as usize];
+        let limit = self.group_request_limit(grp.parent, limit)?;
+        let wsum = self.groups.slots[grp.parent as usize].trees[GROUP_CLASS].wsum();
+        if wsum == 0 {
+            return Some(limit);
+        }
+        let limit = round_share(limit, u64::from(grp.weight), wsum);
+        (u64::from(grp.allocated) < limit).then_some(limit)
     }
 
     /// `max(max_budget, the next request's charge)`: the budget a turn starts with.

@@ -470,6 +470,8 @@ pub struct RigCfg {
     pub full: Full,
     /// The queue's `nomerges` knob.
     pub nomerges: mqblk_core::NoMerges,
+    /// The cgroups the queue's bios name (`Bio::group`), with their weights.
+    pub blkcg: Arc<mqblk_core::Blkcg>,
 }
 
 impl RigCfg {
@@ -483,6 +485,7 @@ impl RigCfg {
             slots,
             full: Full::Budget,
             nomerges: mqblk_core::NoMerges::All,
+            blkcg: Arc::new(mqblk_core::Blkcg::new()),
         }
     }
 }
@@ -515,6 +518,7 @@ impl Rig {
                 nr_ctx: cfg.nr_ctx,
                 nr_requests: cfg.nr_requests,
                 nomerges: cfg.nomerges,
+                blkcg: cfg.blkcg,
                 ..Default::default()
             },
         )
@@ -794,6 +798,7 @@ pub fn chaos_run(sched: &'static str, seed: u64) {
         } else {
             mqblk_core::NoMerges::All
         },
+        blkcg: Arc::new(mqblk_core::Blkcg::new()),
     });
     r.drv.set_all_latencies(Some(us(100)));
     r.drv.set_faults(Some(Faults {
