@@ -2282,12 +2282,12 @@ impl Elevator for Bfq {
                     "bfq: rq {rq} in q{i} misfiled"
                 );
             }
+            // `next_rq` is one of its queued requests, and there is one while any is queued.
             assert!(
-                q.next_rq.map(|r| (st.rqs[r as usize].sector, r)) == q.sorted.first().copied()
-                    || q.next_rq.is_some_and(|r| {
-                        let info = &st.rqs[r as usize];
-                        info.queued && info.queue == i as u32
-                    }),
+                match q.next_rq {
+                    Some(r) => q.sorted.contains(&(st.rqs[r as usize].sector, r)),
+                    None => q.sorted.is_empty(),
+                },
                 "bfq: q{i}'s next request {:?} is not one of its own",
                 q.next_rq
             );
