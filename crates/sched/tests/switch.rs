@@ -312,7 +312,6 @@ fn switch_under_load(with_workers: bool) {
 
 /// Submits every bio, retrying those that come back busy (no tag, or the queue frozen)
 /// after reaping, and returns them all once completed.
-/// Submits every bio, polling for completions while a tag is short and until all are back.
 /// `patient`: wait 50 us before each poll, so the completion workers spinning beside the
 /// submitters reap their share (BFQ's tag shares make submitters wait for tags often, and
 /// a submitter that always polls first could leave the workers nothing).
