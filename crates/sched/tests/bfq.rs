@@ -492,6 +492,54 @@ fn interleave(r: &mut Rig) {
     }
 }
 
+/// A merge counts by the weights of the two queues: the heavy reader sent to the light
+/// reader's queue (the light one queued first and is in service) is a merge into a lighter
+/// queue; the other way round, the light reader sent to the heavy one's, into a heavier
+/// one. Seed 004's mechanism is the second ("the shared queue may inherit such a high
+/// weight"); the scenario prints both.
+#[test]
+fn bfq_merges_are_counted_by_the_weights_of_the_queues() {
+    for heavy_first in [false, true] {
+        let mut r = merging_rig();
+        let (first, second) = if heavy_first {
+            ((1, HEAVY), (2, LIGHT))
+        } else {
+            ((2, LIGHT), (1, HEAVY))
+        };
+        for i in 0..4u64 {
+            r.queue(
+                0,
+                read(i * 16, 8, i)
+                    .with_issuer(first.0, 0)
+                    .with_ioprio(first.1),
+            );
+        }
+        for i in 0..4u64 {
+            r.queue(
+                0,
+                read(i * 16 + 8, 8, 100 + i)
+                    .with_issuer(second.0, 0)
+                    .with_ioprio(second.1),
+            );
+        }
+        let c = r.bfq().counters;
+        assert!(c.queue_merges >= 1, "{}", r.elv().debug_state());
+        let (into, other) = if heavy_first {
+            (c.merges_into_heavier, c.merges_into_lighter)
+        } else {
+            (c.merges_into_lighter, c.merges_into_heavier)
+        };
+        assert_eq!(
+            (into, other),
+            (c.queue_merges, 0),
+            "heavy first: {heavy_first}\n{}",
+            r.elv().debug_state()
+        );
+        r.drain(us(10));
+        r.finish();
+    }
+}
+
 #[test]
 fn bfq_a_merged_queue_keeps_the_weight_of_the_queue_merged_into() {
     // `bfq_merge_bfqqs` passes on IO_bound, the waker and weight raising, never a weight:

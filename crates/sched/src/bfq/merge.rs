@@ -233,6 +233,7 @@ impl State {
         };
         // `bfq_bfqq_save_state` of both: each issuer that owned a queue alone keeps what it
         // was, for when it is split off again.
+        let (src_weight, dst_weight) = (self.qr(src).base_weight, self.qr(dst).base_weight);
         let s = save(self.qr(src));
         self.saved.insert(issuer, s);
         if let [owner] = self.qr(dst).issuers[..] {
@@ -291,6 +292,11 @@ impl State {
         self.update_pending(dst);
         self.maybe_free(src);
         self.stats.queue_merges += 1;
+        match dst_weight.cmp(&src_weight) {
+            std::cmp::Ordering::Greater => self.stats.merges_into_heavier += 1,
+            std::cmp::Ordering::Less => self.stats.merges_into_lighter += 1,
+            std::cmp::Ordering::Equal => {}
+        }
     }
 
     /// `issuer` leaves shared queue `id` (`bfq_split_bfqq`): its next request gets a queue of

@@ -474,6 +474,8 @@ impl BfqStats {
             ("wr_async", c.wr_async),
             ("queue_merges", c.queue_merges),
             ("stable_merges", c.stable_merges),
+            ("merges_into_heavier", c.merges_into_heavier),
+            ("merges_into_lighter", c.merges_into_lighter),
             ("queue_splits", c.queue_splits),
             ("charged_time", c.charged_time),
             ("peak_rate_updates", c.peak_rate_updates),
@@ -509,6 +511,12 @@ pub struct BfqCounters {
     /// Queue merges (all), and those of them that were stable merges.
     pub queue_merges: u64,
     pub stable_merges: u64,
+    /// Queue merges that sent an issuer to a queue of a higher weight than its own (it
+    /// "inherits" that weight, in the words of "block, bfq: do not merge queues on flash
+    /// storage with queueing"), and to one of a lower weight (its own is lost while it is
+    /// there); ours, not the kernel's. Weights as set by I/O priority, before raising.
+    pub merges_into_heavier: u64,
+    pub merges_into_lighter: u64,
     pub queue_splits: u64,
     pub charged_time: u64,
     pub peak_rate_updates: u64,

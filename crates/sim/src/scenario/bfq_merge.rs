@@ -21,6 +21,12 @@
 //! also runs with jbd2 at the clients' priority, beside the kernel's own figures for both
 //! cases measured here (`scripts/dbench-twin.sh`): whether BFQ loses to mq-deadline because
 //! of the journal's weight, as the seed says.
+//!
+//! The evidence says which of the seed's two mechanisms is at work on the captured dbench:
+//! merges that send a client to the journal's heavier queue (or the journal to a client's:
+//! BFQ's `merges_into_heavier` / `merges_into_lighter`), and shared queues that stay
+//! non-empty to the end of their budgets (turns ended with the budget spent against turns
+//! ended with the queue empty).
 
 use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::{SimConfig, SimResult};
@@ -44,11 +50,17 @@ pub(crate) const SSD: &str = "ssd,ctrl_ns=13534";
 /// the in-service queue), injection during idling, waker queues, and how turns ended.
 const BFQ_EVIDENCE: &[&str] = &[
     "queue_merges",
+    "merges_into_heavier",
+    "merges_into_lighter",
     "idles",
     "injected",
     "wakers",
     "expired_timeout",
+    "expired_budget",
+    "expired_too_idle",
+    "expired_empty",
     "preempted",
+    "dispatched",
 ];
 
 struct Mode {
@@ -234,7 +246,16 @@ struct CapturedRow {
     mode: &'static str,
     clients_mbs: f64,
     queue_merges: u64,
+    /// Of the merges, those that sent an issuer to a queue of a higher weight (a client to
+    /// the journal's) and of a lower one (the journal to a client's).
+    merges_into_heavier: u64,
+    merges_into_lighter: u64,
     idles: u64,
+    /// BFQ's turns that ended with the budget spent, and with the queue empty: a shared
+    /// queue "remaining non empty for incomparably more time than normal queues" (the
+    /// seed) ends its turns the first way.
+    expired_budget: u64,
+    expired_empty: u64,
     journal_be4_clients_mbs: f64,
 }
 
@@ -328,7 +349,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let mut trace_rows: Vec<CapturedRow> = Vec::new();
     for m in &modes {
         let mut mbs = [0.0; 2];
-        let (mut merges, mut idles) = (0, 0);
+        let (mut merges, mut idles, mut heavier, mut lighter) = (0, 0, 0, 0);
+        let (mut budget, mut empty) = (0, 0);
         for (k, prio) in [0u8, 4].into_iter().enumerate() {
             let r = run_sim(
                 o,
@@ -341,6 +363,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             }
             if let mqblk_sched::SchedStats::Bfq(b) = &r.sched {
                 (merges, idles) = (b.counters.queue_merges, b.counters.idles);
+                (heavier, lighter) = (
+                    b.counters.merges_into_heavier,
+                    b.counters.merges_into_lighter,
+                );
+                (budget, empty) = (b.counters.expired_budget, b.counters.expired_empty);
             }
             let _ = writeln!(
                 evidence,
@@ -353,7 +380,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             mode: m.name,
             clients_mbs: mbs[0],
             queue_merges: merges,
+            merges_into_heavier: heavier,
+            merges_into_lighter: lighter,
             idles,
+            expired_budget: budget,
+            expired_empty: empty,
             journal_be4_clients_mbs: mbs[1],
         });
     }
@@ -468,6 +499,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             ),
         ],
     };
+    let trace_mech = trace_mechanism(&trace_rows);
     Ok(ScenarioReport {
         name: "bfq-no-merge",
         title: "BFQ: no queue merging on flash with queueing (seed 004)".into(),
@@ -497,12 +529,50 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             },
         }),
         svg: chart.svg(),
-        evidence: evidence + &mechanism(&bfq_counts),
+        evidence: evidence + &mechanism(&bfq_counts) + &trace_mech,
         direction_holds: holds,
         key_ratio,
         key_label: "clients' MB/s of the captured dbench, BFQ without queue merging over with"
             .into(),
     })
+}
+
+/// What the captured dbench's merges were, by the weights of the queues they joined: the
+/// seed's mechanism is a shared queue holding the journal's higher weight.
+fn trace_mechanism(rows: &[CapturedRow]) -> String {
+    let (Some(with), Some(without)) = (
+        rows.iter().find(|r| r.mode == MODES[0].name),
+        rows.iter().find(|r| r.mode == MODES[1].name),
+    ) else {
+        return String::new();
+    };
+    let equal = with.queue_merges - with.merges_into_heavier - with.merges_into_lighter;
+    let which = if with.merges_into_heavier + with.merges_into_lighter == 0 {
+        "every shared queue held clients only, at their own weight; none took the journal's"
+    } else if with.merges_into_heavier > 0 {
+        "clients were sent to the journal's heavier queue, as the seed describes"
+    } else {
+        "the journal was sent to a client's lighter queue"
+    };
+    let uneven = if with.expired_budget > without.expired_budget
+        && with.expired_empty < without.expired_empty
+    {
+        "shared queues stay non-empty to the end of their budgets, as the seed says"
+    } else {
+        "not the seed's shared queues that stay non-empty"
+    };
+    format!(
+        "mechanism, captured dbench (jbd2 be/0): with merging {} queue merges, {} into a heavier queue, {} into a lighter one, {equal} between equal weights ({which}); turns ended with the budget spent {} times with merging and {} without, with the queue empty {} and {} times ({uneven}); BFQ idled {} and {} times\n",
+        with.queue_merges,
+        with.merges_into_heavier,
+        with.merges_into_lighter,
+        with.expired_budget,
+        without.expired_budget,
+        with.expired_empty,
+        without.expired_empty,
+        with.idles,
+        without.idles
+    )
 }
 
 /// Which of BFQ's decisions changed most between merging and not (counters summed over the
