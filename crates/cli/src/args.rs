@@ -269,7 +269,7 @@ pub struct ServeArgs {
     /// Write the requests as blktrace files NAME.blktrace.N (first export)
     #[arg(long, value_name = "NAME")]
     pub trace: Option<PathBuf>,
-    /// Exports from a TOML file: [server] (listen, stats, admin) and [export.NAME] tables with the
+    /// Exports from a TOML file: `[server]` (listen, stats, admin) and `[export.NAME]` tables with the
     /// keys of the export options
     #[arg(long)]
     pub config: Option<PathBuf>,

@@ -3,7 +3,7 @@
 //! `queue_rq` does not hand commands to the model at once: the engine first works out, from
 //! the operation's CPU cost, *when* in virtual time the doorbell rang, and delivers each
 //! command then ([`OpLog::take_staged`]). Completions go the other way: the engine lets
-//! the model advance, [`SimDriver::deliver`] files what finished as a raised interrupt, and
+//! the model advance, [`SimDriver::advance`] files what finished as a raised interrupt, and
 //! the core's `poll` on the interrupt CPU collects it.
 //!
 //! Faults mirror what real devices do to a block layer: refuse for a while (`BLK_STS_RESOURCE`

@@ -1,6 +1,6 @@
 //! blktrace: the binary trace format, read and written.
 //!
-//! - [`format`]: the record layout (versions 7 and 8, either byte order), action and
+//! - [`format`](mod@format): the record layout (versions 7 and 8, either byte order), action and
 //!   category codes, decoding with errors that name the file and offset.
 //! - [`writer`]: [`TraceWriter`], a core [`mqblk_core::Tracer`] that writes the queue's
 //!   events as `NAME.blktrace.N` files blkparse and btt read.

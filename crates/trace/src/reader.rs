@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The records of every per-CPU file of one or more traces, merged by time as blkparse merges
-/// them (see [`merge`]: at equal times the file already giving events goes on).
+/// them (see `merge`: at equal times the file already giving events goes on).
 #[derive(Debug, Default)]
 pub struct TraceSet {
     pub records: Vec<Record>,

@@ -181,7 +181,7 @@ impl JobLogs {
         self.bucket_ns *= 2;
     }
 
-    /// The job's time line for plots: about [`PLOT_POINTS`] spans of equal length over the
+    /// The job's time line for plots: about `PLOT_POINTS` spans of equal length over the
     /// time it ran, each with its IOPS, bandwidth and mean completion latency.
     pub fn series(&self) -> Vec<Point> {
         let span_buckets = (self.end_ns / self.bucket_ns / PLOT_POINTS).max(1) as usize;

@@ -229,7 +229,7 @@ struct ActiveUser {
 }
 
 /// One block device's queue (`struct request_queue`). What an elevator switch replaces (the
-/// elevator, the scheduler tags, the request table) lives in a [`QueueInner`] the queue swaps
+/// elevator, the scheduler tags, the request table) lives in a `QueueInner` the queue swaps
 /// while frozen (`freeze.rs`); everything else outlives the switch and is shared by both.
 pub struct RequestQueue {
     inner: arc_swap::ArcSwap<QueueInner>,

@@ -161,7 +161,7 @@ pub struct UringConfig {
     /// of waking it or kicking it with task work at every one, which on tmpfs was 8.6% of the
     /// time spent waking the kernel's idle io-wq workers alone. Another thread may still
     /// queue entries and reap what is posted, but never enters the ring: the owner submits
-    /// them at its next poll or wait (within [`WAIT_BACKSTOP`]). So set it only where one
+    /// them at its next poll or wait (within `WAIT_BACKSTOP`). So set it only where one
     /// thread serves each hardware queue and keeps polling it while it has requests in
     /// flight, as `mqblk bench` does when every job has a hardware queue of its own; the
     /// device must be dropped only after the owners reaped everything. Ignored with

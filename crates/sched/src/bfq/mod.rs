@@ -5,8 +5,8 @@
 //!   service in proportion to its weight;
 //! - [`groups`]: the H-WF2Q+ hierarchy of cgroups, each with its own service trees;
 //! - [`sched`]: the queues and the elevator operations (insert, dispatch, complete, timer);
-//! - [`policy`]: budgets, charging, idling, weight raising, injection, device estimates;
-//! - [`merge`]: cooperating queues, merged and split;
+//! - `policy`: budgets, charging, idling, weight raising, injection, device estimates;
+//! - `merge`: cooperating queues, merged and split;
 //! - [`pos_tree`]: the red-black tree of queue positions in which merging looks for
 //!   cooperators.
 //!

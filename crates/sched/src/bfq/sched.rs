@@ -1,7 +1,7 @@
 //! BFQ's queues and its elevator operations (`block/bfq-iosched.c`): what a request does
 //! from insertion to completion. The decisions live next door: budgets, idling, weight
-//! raising, injection and device estimates in [`super::policy`], cooperating queues in
-//! [`super::merge`], the hierarchy in [`super::groups`], the fair-queueing engine in
+//! raising, injection and device estimates in `policy`, cooperating queues in
+//! `merge`, the hierarchy in [`super::groups`], the fair-queueing engine in
 //! [`super::engine`].
 //!
 //! - Each issuer's synchronous requests go to a queue of its own; asynchronous ones share a
