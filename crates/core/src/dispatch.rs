@@ -157,6 +157,9 @@ impl QueueInner {
             if self.cfg.delay_run_rearms && self.cfg.kblockd_runs {
                 if hctx.run_at.load(Ordering::Acquire) < at.0 {
                     hctx.stats.local().postponed.add(1);
+                    if self.hctx_has_pending(hctx.idx) {
+                        hctx.stats.local().postponed_pending.add(1);
+                    }
                 }
                 hctx.rearm_run(at);
             } else if hctx.run_armed_at().is_none() {

@@ -61,6 +61,9 @@ pub struct HctxCounters {
     /// Times another queue's delayed re-run of every queue pushed this queue's armed run
     /// back (`QueueConfig::delay_run_rearms`).
     pub postponed: Counter,
+    /// Of those, the push-backs while this queue had work its run would have looked at
+    /// (`blk_mq_hctx_has_pending`): a request waited longer for it.
+    pub postponed_pending: Counter,
 }
 
 /// The counters summed over every thread's share.
@@ -75,6 +78,7 @@ pub struct HctxTotals {
     pub dispatched: [u64; MAX_DISPATCH_ORDER],
     pub busy: u64,
     pub postponed: u64,
+    pub postponed_pending: u64,
 }
 
 /// Shards of [`HctxStats`]: threads are spread over them round-robin.
@@ -134,6 +138,7 @@ impl HctxStats {
             }
             t.busy += s.busy.get();
             t.postponed += s.postponed.get();
+            t.postponed_pending += s.postponed_pending.get();
         }
         t
     }

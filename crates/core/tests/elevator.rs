@@ -393,12 +393,18 @@ fn a_delayed_rerun_pushes_back_another_queues_pending_run_only_as_before_5_17() 
         with_fifo(&q, |f| f.set_plugged(true));
         let mut sub1 = q.submitter(CtxIdx(1));
         submit_ok(&q, &mut sub1, bio4k(ReqOp::Read, 0, 7), T0);
+        // The submission's own run is kblockd work too (`blk_mq_run_hw_queue(hctx, true)`
+        // after the insert), due at once on hctx 1's worker.
+        let mut due = Vec::new();
+        q.take_due_runs(T0, &mut due);
+        assert_eq!(due, vec![HctxIdx(1)], "rearm={rearm}");
+        q.run_work(HctxIdx(1), &mut sub1, T0);
         // As delayed work the 3 ms are whole ticks from the current one (`msecs_to_jiffies`:
         // one tick at HZ=250), so the re-run is due at the next tick boundary.
         let next_tick = |t: Nanos| Nanos((t.0 / JIFFY.0 + 1) * JIFFY.0);
         let t1 = next_tick(T0);
         assert_eq!(q.next_deadline(), Some(t1));
-        let mut due = Vec::new();
+        due.clear();
         q.take_due_runs(t1, &mut due);
         assert_eq!(due, (0..4).map(HctxIdx).collect::<Vec<_>>());
         // Handed to workers: no longer a deadline of the timer's.
@@ -452,6 +458,13 @@ fn the_requeue_work_runs_on_the_kicking_cpu_as_kblockd_work() {
     let mut sub = q.submitter(CtxIdx(2));
     d.script(&[Reply::Requeue]);
     submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 0, 7), T0);
+    // Inserted into the scheduler, the request waits for its queue's run, kblockd work on
+    // CPU 2 (`blk_mq_run_hw_queue(hctx, true)`).
+    assert!(d.issues().is_empty());
+    let mut due = Vec::new();
+    q.take_due_runs(T0, &mut due);
+    assert_eq!(due, vec![HctxIdx(2)]);
+    q.run_work(HctxIdx(2), &mut sub, T0);
     assert_eq!(d.issues().len(), 1);
     // The timer does not run it; it is due, on CPU 2's worker.
     let mut other = q.submitter(CtxIdx(0));

@@ -722,8 +722,13 @@ impl QueueInner {
             self.bypass_insert(h, id, true, now);
             self.run_hw_queue(h, now, &mut sub.batch);
         } else if rq.sched.is_some() {
+            // `blk_mq_submit_bio` inserts an unplugged request into the scheduler and runs
+            // the queue asynchronously (5.10: `blk_mq_sched_insert_request(rq, false, true,
+            // true)`; today `blk_mq_insert_request` and `blk_mq_run_hw_queue(hctx, true)`):
+            // kblockd work under `kblockd_runs`, which a concurrent
+            // `blk_mq_delay_run_hw_queues` may push back; inline otherwise.
             self.insert_sched(h, &[id], false, now);
-            self.run_hw_queue(h, now, &mut sub.batch);
+            self.run_hw_queue_async(h, now, &mut sub.batch);
         } else {
             self.issue_new(sub, h, id, now);
         }

@@ -99,6 +99,8 @@ pub struct HctxFigures {
     /// Times an armed run was pushed back by another queue's delayed re-run of all
     /// (`delay_run_rearms`, the kernel before 5.17).
     pub postponed: u64,
+    /// Of those, the ones while the queue had work pending.
+    pub postponed_pending: u64,
 }
 
 impl SimResult {
@@ -150,6 +152,7 @@ impl Sim {
                     issued: s.issued,
                     busy: s.busy,
                     postponed: s.postponed,
+                    postponed_pending: s.postponed_pending,
                 }
             })
             .collect();

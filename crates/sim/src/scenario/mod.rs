@@ -111,6 +111,8 @@ pub struct Evidence {
     pub budget_denied: u64,
     /// Armed runs pushed back by another queue's delayed re-run of every queue.
     pub runs_postponed: u64,
+    /// Of those, the ones while the queue had work pending (a request waited longer).
+    pub runs_postponed_pending: u64,
     pub device: Vec<(&'static str, u64)>,
     pub scheduler: Vec<(&'static str, u64)>,
 }
@@ -133,6 +135,7 @@ impl Evidence {
             dispatch_parks: r.hctx.iter().map(|h| h.busy).sum(),
             budget_denied: r.driver.budget_denied,
             runs_postponed: r.hctx.iter().map(|h| h.postponed).sum(),
+            runs_postponed_pending: r.hctx.iter().map(|h| h.postponed_pending).sum(),
             device: r.model_stats.clone(),
             scheduler: r.sched.pairs(),
         }
