@@ -973,3 +973,38 @@ fn bfq_injects_a_queue_the_idled_for_one_wakes() {
         r.finish();
     }
 }
+
+/// `bfq_update_hw_tag` returns at once while `hw_tag` is 1: a device once seen with more than
+/// three commands in flight is taken to queue commands for good, though BFQ may later keep
+/// it shallow (and the largest number in flight, which caps the injection limit, is no
+/// longer reset). Ours sampled on and, with at most three in flight over a window of
+/// samples, took it back, which turned queue merging on again on an SSD (seed 004's dbench
+/// model merged 118 times with merging meant to be off).
+#[test]
+fn bfq_keeps_a_device_queueing_once_it_has_seen_it_queue() {
+    let mut r = Rig::simple(BFQ, 8);
+    let mut next = 0u64;
+    let mut one_more = |r: &mut Rig| {
+        r.queue(0, read(next * 64, 8, next).with_issuer(1, 0));
+        next += 1;
+    };
+    for _ in 0..8 {
+        one_more(&mut r);
+    }
+    // Eight in flight at every completion: a window of valid samples says it queues.
+    for _ in 0..40 {
+        assert_eq!(r.complete_next(1), 1);
+        one_more(&mut r);
+    }
+    assert!(r.bfq().nonrot_with_queueing, "{}", r.elv().debug_state());
+    // Now at most three in the device, five waiting in BFQ: still valid samples (more than
+    // three in flight or queued), each seeing three in flight.
+    r.drv.set_slots(0, 3);
+    for _ in 0..80 {
+        r.complete_next(1);
+        one_more(&mut r);
+    }
+    assert!(r.bfq().nonrot_with_queueing, "{}", r.elv().debug_state());
+    r.drain(us(10));
+    r.finish();
+}

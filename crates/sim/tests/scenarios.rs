@@ -124,10 +124,9 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
             .unwrap_or_else(|| panic!("no row {mode}\n{}", r.table))
     };
     // Before seed 004 BFQ merged the clients' and the journal's interleaved queues on any
-    // device; now it does not on an SSD that queues commands, as long as BFQ sees it queue:
-    // while idling keeps the SSD's queue short its command queueing goes undetected
-    // (`bfq_update_hw_tag`: at most 4 in flight over a sampling window), and a merge may
-    // then happen, as in the kernel. At least ten times fewer.
+    // device; now it does not on an SSD that queues commands once BFQ has seen it queue
+    // (`bfq_update_hw_tag`, which keeps `hw_tag` for good once it is 1; until then a merge
+    // may happen, as in the kernel). At least ten times fewer.
     let with = row("bfq, merging")["queue_merges"].as_u64().unwrap();
     let without = row("bfq, no merging")["queue_merges"].as_u64().unwrap();
     assert!(

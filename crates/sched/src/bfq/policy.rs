@@ -1027,9 +1027,17 @@ impl State {
         });
         let d = &mut self.dev;
         d.max_rq_in_driver = d.max_rq_in_driver.max(d.rq_in_driver);
-        if d.rq_in_driver + self.nr_queued > HW_QUEUE_THRESHOLD && !idling_limited {
+        // Once queueing is seen it is never unseen (`if (bfqd->hw_tag == 1) return;`), and
+        // from then on the largest number ever in flight (which caps the injection limit)
+        // is no longer reset. A verdict comes on the 33rd valid sample
+        // (`hw_tag_samples++ < BFQ_HW_QUEUE_SAMPLES`).
+        if d.hw_tag != Some(true)
+            && d.rq_in_driver + self.nr_queued > HW_QUEUE_THRESHOLD
+            && !idling_limited
+        {
+            let seen = d.hw_tag_samples;
             d.hw_tag_samples += 1;
-            if d.hw_tag_samples >= HW_QUEUE_SAMPLES {
+            if seen >= HW_QUEUE_SAMPLES {
                 d.hw_tag = Some(d.max_rq_in_driver > HW_QUEUE_THRESHOLD);
                 d.hw_tag_samples = 0;
                 d.max_rq_in_driver = 0;
