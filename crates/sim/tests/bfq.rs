@@ -744,13 +744,17 @@ impl Source for WriteThenRead {
 }
 
 #[test]
-fn a_queue_waiting_on_its_writeback_finds_its_waker() {
+fn a_queue_waiting_on_its_writeback_gets_it_served_while_idled_for() {
     // The issuer's sync queue runs dry while its own asynchronous writes sit in the async
-    // queue; idling for it would hold those writes back. BFQ learns that the async queue
-    // wakes it and serves that queue while idling, so the issuer goes about as fast as with
-    // idling off. The two queues are made together, so BFQ may also merge them for good
-    // (stable merging: whether it does depends on the app's queue looking seeky at the
-    // moment it is checked), which is not what this test is about.
+    // queue; idling for it would hold those writes back. BFQ serves that queue while idling
+    // (`bfq_select_queue`: the process's own async queue first, then a waker once learnt),
+    // so the issuer goes about as fast as with idling off. Until the late evening of
+    // 2026-11-26 the async queue's injected service was kept against it after it ran dry,
+    // so injection soon stopped and BFQ learnt it as a waker instead (one detection); the
+    // kernel resets both when a queue not in service runs dry (`bfq_remove_request`). The
+    // two queues are made together, so BFQ may also merge them for good (stable merging:
+    // whether it does depends on the app's queue looking seeky at the moment it is
+    // checked), which is not what this test is about.
     let jobs = || {
         vec![
             job(
@@ -779,7 +783,8 @@ fn a_queue_waiting_on_its_writeback_finds_its_waker() {
         "waker: app {a} I/Os with idling, {b} without; {:?}",
         dflt.sched
     );
-    assert!(bfq(&dflt).counters.wakers >= 1, "{:?}", dflt.sched);
+    let c = bfq(&dflt).counters;
+    assert!(c.idles > 0 && c.injected > 0, "{:?}", dflt.sched);
     assert!(a >= 0.7 * b, "app {a} I/Os with idling, {b} without");
 }
 #[test]

@@ -940,7 +940,15 @@ impl State {
         self.groups.served(group, class, sectors);
         if empty {
             self.groups.deactivate(group, c, class);
-            self.q(c).in_tree = false;
+            // `bfq_remove_request`: a queue emptied while not in service has its budget and
+            // service reset ("to avoid inconsistencies"), so what it was given by injection
+            // does not count against its next turn, and its next request starts a fresh
+            // one (no service hole to recover).
+            let cq = self.q(c);
+            cq.in_tree = false;
+            cq.injected = 0;
+            cq.budget = 0;
+            cq.hole = None;
             self.became_idle(c, now);
         }
         self.update_pending(c);

@@ -9,10 +9,10 @@
 //! Both BFQ runs leave out stable merging (`stable_merging=0`), which came two years after the
 //! seed (Linux 5.13) and would merge the clients' queues on any device, and the cap on each
 //! queue's share of the scheduler tags (`tags_by_weight=0`, `bfqq_request_over_limit`, Linux
-//! 5.16), which caps the journal's and a shared queue's requests: with it the captured
-//! dbench makes 41 merges instead of 99 and gains from them (0.88x), so the seed's mechanism
-//! would not show on a kernel that has it; nor the injection of queues the idled-for one
-//! wakes (`inject_woken=0`, Linux 5.13).
+//! 5.16), which caps the journal's and a shared queue's requests (with it, measured before
+//! the late evening of 2026-11-26, the captured dbench made 41 merges instead of 99 and
+//! gained from them, 0.88x); nor the injection of queues the idled-for one wakes
+//! (`inject_woken=0`, Linux 5.13).
 //!
 //! Two workloads: dbench captured on this project's machine (`testdata/traces/dbench6`),
 //! replayed closed-loop with the waits and think times the trace shows (the clients' `fsync`s
