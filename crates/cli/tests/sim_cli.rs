@@ -13,6 +13,16 @@ fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }
 
+/// `mqblk sim` on a job file with `args` before it, which must succeed: its JSON report.
+fn sim_job_file_json(args: &[&str], job: &std::path::Path) -> serde_json::Value {
+    let mut all = vec!["sim"];
+    all.extend_from_slice(args);
+    all.extend([job.to_str().unwrap(), "--output-format=json"]);
+    let o = mqblk(&all);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("JSON")
+}
+
 #[test]
 fn sim_prints_the_same_bytes_for_the_same_seed() {
     let args = [
@@ -232,15 +242,7 @@ fn cgroup_weights_from_a_job_file_split_bandwidth_under_bfq() {
          [light]\ncgroup=light\ncgroup_weight=100\noffset=100g\n",
     )
     .unwrap();
-    let o = mqblk(&[
-        "sim",
-        "--device=ssd",
-        "--cpus=2",
-        job.to_str().unwrap(),
-        "--output-format=json",
-    ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let v = sim_job_file_json(&["--device=ssd", "--cpus=2"], &job);
     let bytes = |i: usize| v["jobs"][i]["read"]["io_bytes"].as_f64().unwrap();
     let ratio = bytes(0) / bytes(1);
     assert!((1.8..=2.2).contains(&ratio), "200:100 gave {ratio:.2}");
@@ -271,15 +273,7 @@ fn a_lighter_reader_fills_the_idle_windows_of_a_thinking_heavier_one_under_bfq()
             ),
         )
         .unwrap();
-        let o = mqblk(&[
-            "sim",
-            "--device=virtio",
-            "--ioscheduler=bfq",
-            job.to_str().unwrap(),
-            "--output-format=json",
-        ]);
-        assert!(o.status.success(), "{}", text(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        let v = sim_job_file_json(&["--device=virtio", "--ioscheduler=bfq"], &job);
         let ios = |i: usize| v["jobs"][i]["read"]["total_ios"].as_f64().unwrap();
         ios(1) / (ios(0) + ios(1))
     };
