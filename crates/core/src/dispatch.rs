@@ -309,11 +309,12 @@ impl QueueInner {
                     }
                 }
             }
-            if (kick || no_budget) && list.is_empty() {
-                // A completion may free what the scheduler waits for (a token, an in-flight
-                // higher class), or the budget: RESTART re-runs this queue then. (Where we
-                // differ: the kernel sets no RESTART after an empty dispatch; ARCHITECTURE.md
-                // says what that changes.)
+            if no_budget && list.is_empty() {
+                // A completion frees the budget: RESTART re-runs this queue then (SCSI's
+                // completion path re-runs the queues after a refused budget). An empty
+                // dispatch sets no RESTART, as in the kernel: what the scheduler holds back
+                // (an in-flight higher class, a token) waits for the delayed re-run below, a
+                // new request's run, or the scheduler's own wake-up (kyber's token waits).
                 hctx.set_state(state::SCHED_RESTART);
             }
             if no_budget && list.is_empty() {

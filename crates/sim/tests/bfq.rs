@@ -788,9 +788,9 @@ fn a_queue_waiting_on_its_writeback_gets_it_served_while_idled_for() {
     assert!(a >= 0.7 * b, "app {a} I/Os with idling, {b} without");
 }
 #[test]
-fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs() {
+fn injection_on_a_queueing_device_spares_the_idled_for_reader_and_backs_off_where_it_costs() {
     // BFQ idles for the heavier sequential reader (weights differ). On an SSD that queues
-    // commands, the lighter random reader's requests are injected meanwhile: it gets its
+    // commands, the lighter random reader's requests may be injected meanwhile: it gets some
     // I/O done without slowing the other. On an SSD without queueing, injected requests
     // delay the idled-for queue, so the injection limit falls and stays near zero.
     let jobs = || {
@@ -830,10 +830,16 @@ fn injection_fills_a_queueing_device_while_idling_and_backs_off_where_it_costs()
         inj.jobs[0].ios,
         none.jobs[0].ios
     );
-    assert!(bfq(&inj).counters.injected > 1000, "{:?}", inj.sched);
-    // The light reader gets I/O done while the heavy one is idled for, within the kernel's
-    // limits (`bfq_choose_bfqq_for_injection`: the limit counts every request in the
-    // driver, the idled-for queue's own too), and the heavy one is not slowed.
+    // Injection happens when the queue runs while the heavy one is idled for: at the
+    // arrivals of either reader and at the 3 ms re-run after an empty dispatch, not at
+    // completions (an empty dispatch sets no RESTART, as in the kernel). The heavy reader
+    // sends its next read at once, so the windows are short and injection is rare here
+    // (18 since the late evening of 2026-11-26, more than 1000 while completions re-ran
+    // the queue); a heavy reader that thinks leaves windows the light one fills (the sim
+    // CLI test of the thinking reader). The light reader still gets I/O done, within the
+    // kernel's limits (`bfq_choose_bfqq_for_injection`: the limit counts every request in
+    // the driver, the idled-for queue's own too), and the heavy one is not slowed.
+    assert!(bfq(&inj).counters.injected > 0, "{:?}", inj.sched);
     assert!(inj.jobs[1].ios > 1000, "light {} I/Os", inj.jobs[1].ios);
     assert!(inj.jobs[0].ios >= none.jobs[0].ios);
     let serial = run("ssd,queueing=0", &plain, jobs());
