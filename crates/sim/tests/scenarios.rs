@@ -157,10 +157,10 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     let mbs = |mode: &str, key: &str| cap(mode)[key].as_f64().unwrap();
     // Queues merge as the kernel's source has it (a redirection of one issuer, never of a
     // seeky queue, not with one queue busy, within 100 ms of a queue's first service since
-    // it became busy, at bio-merge time too), and a queue that runs dry out of service has
-    // its budget and service reset as the kernel does: skipping merging gains nothing (0.99;
-    // the seed 33%; 19% before that reset). Asserted: the scenario's verdict is the ratio's,
-    // and merging gains at most 5%.
+    // it became busy, at bio-merge time too), a queue that runs dry out of service has its
+    // budget and service reset, and an empty dispatch sets no RESTART, as in the kernel:
+    // then merging *helps* the captured dbench's clients (0.77 in full runs; the seed 1.33;
+    // 1.19 before those two fixes). Asserted: the scenario's verdict is the ratio's.
     let (with, without) = (
         mbs("bfq, merging", "clients_mbs"),
         mbs("bfq, no merging", "clients_mbs"),
@@ -171,7 +171,6 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
         "{without} vs {with}\n{}",
         r.comparison
     );
-    assert!(without >= 0.95 * with, "{without} vs {with}\n{}", r.table);
     // The seed's general mechanism, in the counters: shared queues stay non-empty, so with
     // merging BFQ's turns end with the budget spent far more often, and with the queue
     // empty less (the full run: 38 and 51 against 0 and 194), whether or not it costs the
