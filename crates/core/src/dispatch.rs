@@ -310,17 +310,14 @@ impl QueueInner {
                 }
             }
             if no_budget && list.is_empty() {
-                // A completion frees the budget: RESTART re-runs this queue then (SCSI's
-                // completion path re-runs the queues after a refused budget). An empty
-                // dispatch sets no RESTART, as in the kernel: what the scheduler holds back
-                // (an in-flight higher class, a token) waits for the delayed re-run below, a
-                // new request's run, or the scheduler's own wake-up (kyber's token waits).
-                hctx.set_state(state::SCHED_RESTART);
-            }
-            if no_budget && list.is_empty() {
                 // Only SCSI has budgets in the kernel, and its completion path runs the
-                // queues again once a budget was refused (`scsi_run_queue_async`); the
-                // delayed run covers a device that never frees one.
+                // queues again once a budget was refused (`scsi_run_queue_async`): RESTART
+                // re-runs this queue at a completion, and the delayed run covers a device
+                // that never frees one. An empty dispatch (below) sets no RESTART, as in the
+                // kernel (`__blk_mq_do_dispatch_sched`): what the scheduler holds back (an
+                // in-flight higher class, a token) waits for the delayed re-run, a new
+                // request's run, or the scheduler's own wake-up (kyber's token waits).
+                hctx.set_state(state::SCHED_RESTART);
                 hctx.arm_run(self.delayed(now, RESOURCE_DELAY));
             }
             if kick && list.is_empty() {
