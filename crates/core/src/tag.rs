@@ -268,11 +268,16 @@ impl SbitmapQueue {
     /// (`sbitmap_update_cpu_hint`, for the CPU the request was allocated on): its next
     /// allocation starts in the word it just freed into, whose lines it already holds.
     pub fn clear(&self, nr: u32, hint: &AtomicU32) {
-        self.sb.clear(nr);
-        self.note_frees(1);
+        self.free(nr);
         if !self.sb.round_robin {
             hint.store(nr, Ordering::Relaxed);
         }
+    }
+
+    /// Frees `nr` and counts it towards a wake-up, leaving every hint alone.
+    fn free(&self, nr: u32) {
+        self.sb.clear(nr);
+        self.note_frees(1);
     }
 
     fn note_frees(&self, n: u32) {
@@ -351,8 +356,7 @@ impl Tags {
         if tag < self.nr_reserved {
             // The kernel's reserved map has hints of its own; ours share the normal map's,
             // so a reserved free leaves them alone.
-            self.reserved.sb.clear(tag);
-            self.reserved.note_frees(1);
+            self.reserved.free(tag);
         } else {
             self.bitmap.clear(tag - self.nr_reserved, hint);
         }
