@@ -476,19 +476,24 @@ fn merging_rig() -> Rig {
     r
 }
 
-/// The light reader reads the even 4 KiB stripes, then the heavy one the odd ones just
-/// behind it: one sequential stream between them.
+/// The light reader (issuer 2) reads the even 4 KiB stripes, then the heavy one (issuer 1)
+/// the odd ones just behind it: one sequential stream between them.
 fn interleave(r: &mut Rig) {
-    for i in 0..4u64 {
-        r.queue(0, read(i * 16, 8, i).with_issuer(2, 0).with_ioprio(LIGHT));
-    }
-    for i in 0..4u64 {
-        r.queue(
-            0,
-            read(i * 16 + 8, 8, 100 + i)
-                .with_issuer(1, 0)
-                .with_ioprio(HEAVY),
-        );
+    interleave_from(r, (2, LIGHT), (1, HEAVY));
+}
+
+/// `first` (issuer, priority) reads the even 4 KiB stripes, then `second` the odd ones.
+fn interleave_from(r: &mut Rig, first: (u32, IoPrio), second: (u32, IoPrio)) {
+    for (k, (issuer, prio)) in [first, second].into_iter().enumerate() {
+        for i in 0..4u64 {
+            let (sector, private) = (i * 16 + 8 * k as u64, 100 * k as u64 + i);
+            r.queue(
+                0,
+                read(sector, 8, private)
+                    .with_issuer(issuer, 0)
+                    .with_ioprio(prio),
+            );
+        }
     }
 }
 
@@ -501,26 +506,10 @@ fn interleave(r: &mut Rig) {
 fn bfq_merges_are_counted_by_the_weights_of_the_queues() {
     for heavy_first in [false, true] {
         let mut r = merging_rig();
-        let (first, second) = if heavy_first {
-            ((1, HEAVY), (2, LIGHT))
+        if heavy_first {
+            interleave_from(&mut r, (1, HEAVY), (2, LIGHT));
         } else {
-            ((2, LIGHT), (1, HEAVY))
-        };
-        for i in 0..4u64 {
-            r.queue(
-                0,
-                read(i * 16, 8, i)
-                    .with_issuer(first.0, 0)
-                    .with_ioprio(first.1),
-            );
-        }
-        for i in 0..4u64 {
-            r.queue(
-                0,
-                read(i * 16 + 8, 8, 100 + i)
-                    .with_issuer(second.0, 0)
-                    .with_ioprio(second.1),
-            );
+            interleave(&mut r);
         }
         let c = r.bfq().counters;
         assert!(c.queue_merges >= 1, "{}", r.elv().debug_state());
@@ -991,11 +980,14 @@ fn bfq_keeps_a_device_queueing_once_it_has_seen_it_queue() {
     for _ in 0..8 {
         one_more(&mut r);
     }
-    // Eight in flight at every completion: a window of valid samples says it queues.
+    // Eight in flight at every completion: a window of valid samples says it queues (an
+    // unknown `hw_tag` is taken to queue too, so the verdict itself is checked).
     for _ in 0..40 {
         assert_eq!(r.complete_next(1), 1);
         one_more(&mut r);
     }
+    let state = r.elv().debug_state();
+    assert!(state.contains("hw_tag Some(true)"), "{state}");
     assert!(r.bfq().nonrot_with_queueing, "{}", r.elv().debug_state());
     // Now at most three in the device, five waiting in BFQ: still valid samples (more than
     // three in flight or queued), each seeing three in flight.
