@@ -173,7 +173,7 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     );
     // The seed's general mechanism, in the counters: shared queues stay non-empty, so with
     // merging BFQ's turns end with the budget spent far more often, and with the queue
-    // empty less (the full run: 38 and 51 against 0 and 194), whether or not it costs the
+    // empty less (the full run: 20 and 22 against 0 and 282), whether or not it costs the
     // clients. Every merge is counted by the weights of the queues it joins.
     let count = |mode: &str, key: &str| cap(mode)[key].as_u64().unwrap();
     assert!(
