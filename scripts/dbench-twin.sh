@@ -5,20 +5,39 @@
 # higher one (be/0, the seed's "journaling daemon enjoying a higher weight"). Prints dbench's
 # throughput per run and the median per case. Needs root (losetup, mount) and dbench.
 #
-#   bash scripts/dbench-twin.sh [--json] [SECONDS [ROUNDS [SCHEDULERS]]]    (default: 10 3 "bfq mq-deadline")
+#   bash scripts/dbench-twin.sh [--json] [--merges] [SECONDS [ROUNDS [SCHEDULERS]]]    (default: 10 3 "bfq mq-deadline")
 #
 # --json: the medians as JSON on stdout (the runs on stderr).
+# --merges: under BFQ, count the queue merges BFQ makes in each run, from its own log (the
+#   `blk` tracer on the loop device: "merging with queue" messages, read as they come from
+#   trace_pipe). Tracing slows dbench by a fifth, so throughput is best taken without it.
+#   On this machine's kernel (Linux 6.18) BFQ merges here although the device is marked
+#   non-rotational: the loop device never has more than about four requests in the driver,
+#   so BFQ decides it does not queue (`bfq_update_hw_tag`) and `nonrot_with_queueing`, which
+#   would skip merging, stays false.
 # A round runs every case once, in turn, so a drift of the machine lands on all of them.
 set -euo pipefail
 json=0
-if [ "${1:-}" = "--json" ]; then json=1; shift; fi
+merges=0
+while [ "${1:-}" = "--json" ] || [ "${1:-}" = "--merges" ]; do
+    [ "$1" = "--json" ] && json=1
+    [ "$1" = "--merges" ] && merges=1
+    shift
+done
 secs=${1:-10}
 rounds=${2:-3}
 scheds=${3:-bfq mq-deadline}
 command -v dbench >/dev/null || { echo "dbench-twin: dbench is not installed (apt-get install dbench)" >&2; exit 2; }
 work=$(mktemp -d)
 loop=
+T=/sys/kernel/tracing
+reader=
 cleanup() {
+    if [ "$merges" = 1 ]; then
+        echo 0 > "$T/tracing_on" 2>/dev/null || true
+        echo nop > "$T/current_tracer" 2>/dev/null || true
+        [ -n "$reader" ] && kill "$reader" 2>/dev/null || true
+    fi
     umount "$work/mnt" 2>/dev/null || true
     [ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
     rm -rf "$work"
@@ -39,9 +58,34 @@ for round in $(seq "$rounds"); do
             mount "$loop" "$work/mnt"
             jbd=$(pgrep -f "jbd2/$dev" | head -1)
             ionice -c2 -n"$prio" -p "$jbd"
+            traced=0
+            if [ "$merges" = 1 ] && [ "$s" = bfq ]; then
+                traced=1
+                echo 0 > "$T/tracing_on"
+                echo > "$T/trace"
+                echo blk > "$T/current_tracer"
+                echo 1 > "/sys/block/$dev/trace/enable"
+                echo 0 > "$work/merges"
+                awk -v f="$work/merges" '/merging with queue/ {n++; print n > f; close(f)}' < "$T/trace_pipe" &
+                reader=$!
+                echo 1 > "$T/tracing_on"
+            fi
             mbs=$(dbench -t "$secs" -D "$work/mnt" 6 2>/dev/null | awk '/^Throughput/ {print $2}')
             [ -n "$mbs" ] || { echo "dbench-twin: dbench printed no throughput ($s, jbd2 be/$prio)" >&2; exit 1; }
-            echo "round $round: $s jbd2 be/$prio: $mbs MB/s ($(ionice -p "$jbd"))" >&2
+            note=""
+            if [ "$traced" = 1 ]; then
+                echo 0 > "$T/tracing_on"
+                sleep 0.5
+                kill "$reader" 2>/dev/null || true
+                wait "$reader" 2>/dev/null || true
+                reader=
+                echo 0 > "/sys/block/$dev/trace/enable"
+                echo nop > "$T/current_tracer"
+                n=$(cat "$work/merges")
+                got["merges $prio"]+="$n "
+                note=", $n queue merges"
+            fi
+            echo "round $round: $s jbd2 be/$prio: $mbs MB/s ($(ionice -p "$jbd")$note)" >&2
             got["$s $prio"]+="$mbs "
             umount "$work/mnt"
             losetup -d "$loop"
@@ -54,8 +98,13 @@ if [ "$json" = 1 ]; then
     printf '{"seconds": %s, "rounds": %s, "schedulers": {' "$secs" "$rounds"
     sep=""
     for s in $scheds; do
-        printf '%s"%s": {"journal_be4_mbs": %s, "journal_be0_mbs": %s}' "$sep" "$s" \
+        printf '%s"%s": {"journal_be4_mbs": %s, "journal_be0_mbs": %s' "$sep" "$s" \
             "$(median "${got["$s 4"]}")" "$(median "${got["$s 0"]}")"
+        if [ "$merges" = 1 ] && [ "$s" = bfq ]; then
+            printf ', "queue_merges_be4": %s, "queue_merges_be0": %s' \
+                "$(median "${got["merges 4"]}")" "$(median "${got["merges 0"]}")"
+        fi
+        printf '}'
         sep=", "
     done
     echo '}}'
@@ -63,7 +112,9 @@ else
     echo "median of $rounds rounds, dbench 6 clients, ${secs} s, ext4 on a non-rotational loop device (direct I/O):"
     for s in $scheds; do
         for prio in 4 0; do
-            echo "$s jbd2 be/$prio: $(median "${got["$s $prio"]}") MB/s"
+            extra=""
+            [ "$merges" = 1 ] && [ "$s" = bfq ] && extra=", $(median "${got["merges $prio"]}") queue merges"
+            echo "$s jbd2 be/$prio: $(median "${got["$s $prio"]}") MB/s$extra"
         done
     done
 fi
