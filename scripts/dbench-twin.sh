@@ -5,7 +5,8 @@
 # higher one (be/0, the seed's "journaling daemon enjoying a higher weight"). Prints dbench's
 # throughput per run and the median per case. Needs root (losetup, mount) and dbench.
 #
-#   bash scripts/dbench-twin.sh [--json] [--merges] [SECONDS [ROUNDS [SCHEDULERS]]]    (default: 10 3 "bfq mq-deadline")
+#   bash scripts/dbench-twin.sh [--json] [--merges] [--rotational] [SECONDS [ROUNDS [SCHEDULERS]]]
+#                                   (default: 10 3 "bfq mq-deadline")
 #
 # --json: the medians as JSON on stdout (the runs on stderr).
 # --merges: under BFQ, count the queue merges BFQ makes in each run, from its own log (the
@@ -15,13 +16,19 @@
 #   non-rotational: the loop device never has more than about four requests in the driver,
 #   so BFQ decides it does not queue (`bfq_update_hw_tag`) and `nonrot_with_queueing`, which
 #   would skip merging, stays false.
+# --rotational: mark the loop device rotational (BFQ's heuristics for disks) instead.
 # A round runs every case once, in turn, so a drift of the machine lands on all of them.
 set -euo pipefail
 json=0
 merges=0
-while [ "${1:-}" = "--json" ] || [ "${1:-}" = "--merges" ]; do
-    [ "$1" = "--json" ] && json=1
-    [ "$1" = "--merges" ] && merges=1
+rot=0
+while [[ "${1:-}" == --* ]]; do
+    case "$1" in
+        --json) json=1 ;;
+        --merges) merges=1 ;;
+        --rotational) rot=1 ;;
+        *) echo "dbench-twin: unknown option $1" >&2; exit 2 ;;
+    esac
     shift
 done
 secs=${1:-10}
@@ -52,7 +59,12 @@ for round in $(seq "$rounds"); do
             truncate -s 2G "$work/fs.img"
             loop=$(losetup -f --show --direct-io=on "$work/fs.img")
             dev=$(basename "$loop")
-            echo 0 > "/sys/block/$dev/queue/rotational"
+            echo "$rot" > "/sys/block/$dev/queue/rotational"
+            # Through `none`, so every run gets a fresh scheduler instance: a loop device keeps
+            # its queue, and its scheduler's state, from one attachment to the next, and a
+            # BFQ instance that served earlier runs here went on to hold a lone reader to one
+            # request in flight ("too many requests: allocated 1 limit 1" in its log).
+            echo none > "/sys/block/$dev/queue/scheduler"
             echo "$s" > "/sys/block/$dev/queue/scheduler"
             mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
             mount "$loop" "$work/mnt"
@@ -95,7 +107,7 @@ for round in $(seq "$rounds"); do
 done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 if [ "$json" = 1 ]; then
-    printf '{"seconds": %s, "rounds": %s, "schedulers": {' "$secs" "$rounds"
+    printf '{"seconds": %s, "rounds": %s, "rotational": %s, "schedulers": {' "$secs" "$rounds" "$rot"
     sep=""
     for s in $scheds; do
         printf '%s"%s": {"journal_be4_mbs": %s, "journal_be0_mbs": %s' "$sep" "$s" \
@@ -109,7 +121,9 @@ if [ "$json" = 1 ]; then
     done
     echo '}}'
 else
-    echo "median of $rounds rounds, dbench 6 clients, ${secs} s, ext4 on a non-rotational loop device (direct I/O):"
+    kind=non-rotational
+    [ "$rot" = 1 ] && kind=rotational
+    echo "median of $rounds rounds, dbench 6 clients, ${secs} s, ext4 on a $kind loop device (direct I/O):"
     for s in $scheds; do
         for prio in 4 0; do
             extra=""

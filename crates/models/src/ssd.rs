@@ -13,7 +13,9 @@
 //!
 //! Parameters: `size` (bytes, 1.0 TB), `channels` (8), `dies` (per channel, 4),
 //! `read_us` (60), `program_us` (700), `page_kb` (16), `channel_mbs` (800), `ctrl_ns` (3578),
-//! `wbuf_mb` (64), `queue_depth` (per hardware queue, 128), `hw_queues` (1), `queueing` (1).
+//! `wbuf_mb` (64), `queue_depth` (per hardware queue, 128), `hw_queues` (1), `queueing` (1),
+//! `rotational` (0: the flag the queue reports to schedulers, as `/sys/block/DEV/queue/
+//! rotational`, which a user may set on any Linux device; the flash behind it is unchanged).
 
 use crate::hdd::ranged;
 use crate::ModelError;
@@ -36,6 +38,7 @@ pub struct SsdModel {
     depth: u32,
     nr_hw: u16,
     queueing: bool,
+    rotational: bool,
     ctrl_free: u64,
     die_free: Vec<u64>,
     ch_free: Vec<u64>,
@@ -80,6 +83,7 @@ impl SsdModel {
             depth: ranged(p, m, "queue_depth", 128, 1, 4096)? as u32,
             nr_hw: ranged(p, m, "hw_queues", 1, 1, 256)? as u16,
             queueing: p.bool("queueing", true)?,
+            rotational: p.bool("rotational", false)?,
             ctrl_free: 0,
             die_free: vec![0; (channels * dies) as usize],
             ch_free: vec![0; channels as usize],
@@ -199,7 +203,7 @@ impl DeviceModel for SsdModel {
         self.capacity
     }
     fn rotational(&self) -> bool {
-        false
+        self.rotational
     }
     /// The DRAM write buffer is a volatile cache; NVMe writes carry FUA.
     fn write_cache(&self) -> bool {

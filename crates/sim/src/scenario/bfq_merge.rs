@@ -144,28 +144,47 @@ fn trace_jobs(nr_cpus: u16, journal_prio: u8) -> Result<Vec<SimJob>, String> {
     Ok(jobs)
 }
 
+/// One run of the twin script: (BFQ, mq-deadline) MB/s with jbd2 at be/4, then at be/0.
+type TwinRun = ((f64, f64), (f64, f64));
+
 /// The kernel on this project's machine (`bash scripts/dbench-twin.sh 10 3`, Linux 6.18:
-/// dbench, 6 clients, 10 s, on ext4 over a loop device with direct I/O on the machine's virtio
-/// disk, marked non-rotational; dbench's MB/s, medians of 3 alternating rounds, three runs of
-/// the script): BFQ over mq-deadline with jbd2 at the clients' priority (be/4: 1075 / 1080 and
-/// 1114 / 1096 on 2026-11-26, 1037 / 1014 on 2026-11-27) and at a higher one (be/0: 621 /
-/// 1089, 795 / 1113 and 1007 / 1081; the kernel's BFQ lands per run at ~0.6-0.7 or ~1.0 of
-/// mq-deadline there, e.g. 1049, 1007 and 712 MB/s in the last three); the means of the
-/// three runs' ratios. The kernel's BFQ *merges* queues on that device although it is marked
-/// non-rotational (BFQ's own log, `blk` tracer, 2026-11-27: 93-170 "merging with queue" in a
-/// 10 s run, as many as marked rotational): the loop device never has more than about four
-/// requests in the driver, so `bfq_update_hw_tag` decides it does not queue and
-/// `nonrot_with_queueing` stays false. [`TWIN_SSD`] is the simulator's device for the same
-/// comparison.
-const KERNEL_TWIN: (f64, f64) = (
-    (1075.0 / 1080.0 + 1114.0 / 1096.0 + 1037.0 / 1014.0) / 3.0,
-    (621.0 / 1089.0 + 795.0 / 1113.0 + 1007.0 / 1081.0) / 3.0,
-);
+/// dbench, 6 clients, 10 s, on a fresh ext4 over a loop device with direct I/O on the
+/// machine's virtio disk, marked non-rotational, a fresh scheduler instance each run; dbench's
+/// MB/s, medians of 3 alternating rounds, two runs of the script on 2026-11-27): BFQ over
+/// mq-deadline with jbd2 at the clients' priority (be/4) and at a higher one (be/0); the
+/// means of the two runs' ratios (`KERNEL_TWIN_RUNS`). The kernel's BFQ *merges* queues on
+/// that device although it is marked non-rotational (its own log, `--merges`: 4-6 merges in
+/// a 10 s run): the loop device never has more than about four requests in the driver, so
+/// `bfq_update_hw_tag` decides it does not queue and `nonrot_with_queueing` stays false.
+/// (Before 2026-11-27 the script re-selected a scheduler the loop device already had, so BFQ
+/// kept its state from run to run, and ran 0.57-0.93 of mq-deadline at be/0, its log showing
+/// 75-205 merges a run and a lone reader held to one request in flight.)
+const KERNEL_TWIN_RUNS: [TwinRun; 2] = [
+    ((1049.68, 1037.93), (697.47, 1084.65)),
+    ((1012.21, 1045.96), (595.89, 1063.23)),
+];
+
+/// The same, the loop device marked rotational (`--rotational`): BFQ's rules for disks,
+/// merging on as before; two runs of the script on 2026-11-27.
+const KERNEL_TWIN_ROT_RUNS: [TwinRun; 2] = [
+    ((1065.65, 1036.98), (1001.8, 1036.68)),
+    ((1033.8, 1063.66), (1011.35, 1068.13)),
+];
+
+/// Means over runs of BFQ's MB/s over mq-deadline's: (be/4, be/0).
+fn twin_means(runs: &[TwinRun]) -> (f64, f64) {
+    let n = runs.len() as f64;
+    (
+        runs.iter().map(|((b, d), _)| b / d).sum::<f64>() / n,
+        runs.iter().map(|(_, (b, d))| b / d).sum::<f64>() / n,
+    )
+}
 
 /// The kernel twin's device as BFQ sees it: the seed's drive taking one command at a time
 /// (`queueing=0`), so that BFQ, by its own rule, finds no queueing and merges queues, as the
 /// kernel's BFQ does on the twin's loop device. (The loop device's own speed is not
-/// modelled; the twin compares ratios to mq-deadline on the same device.)
+/// modelled; the twin compares ratios to mq-deadline on the same device.) `rotational=1`
+/// makes it the twin's `--rotational` case.
 pub(crate) const TWIN_SSD: &str = "ssd,ctrl_ns=13534,queueing=0";
 
 /// The twin's schedulers with every rule of the kernel it ran (Linux 6.18): BFQ's merging,
@@ -183,17 +202,26 @@ const TWIN_MODES: [Mode; 2] = [
     },
 ];
 
-/// The captured dbench on [`TWIN_SSD`] under the twin's schedulers: BFQ's clients' MB/s over
-/// mq-deadline's with jbd2 at be/4 and at be/0, and BFQ's queue merges in the be/0 run.
+/// The captured dbench on [`TWIN_SSD`] (marked rotational or not) under the twin's
+/// schedulers: BFQ's clients' MB/s over mq-deadline's with jbd2 at be/4 and at be/0, and
+/// BFQ's queue merges in the be/0 run, beside the kernel's.
 #[derive(serde::Serialize)]
 struct SimTwin {
-    device: &'static str,
+    device: String,
     bfq_over_deadline_be4: f64,
     bfq_over_deadline_be0: f64,
     bfq_queue_merges_be0: u64,
+    kernel_be4: f64,
+    kernel_be0: f64,
 }
 
-fn sim_twin(o: &ScenarioOpts, clients: u32, evidence: &mut String) -> Result<SimTwin, String> {
+fn sim_twin(
+    o: &ScenarioOpts,
+    clients: u32,
+    rotational: bool,
+    evidence: &mut String,
+) -> Result<SimTwin, String> {
+    let dev = format!("{TWIN_SSD},rotational={}", u8::from(rotational));
     // [be/4, be/0] per scheduler.
     let mut mbs = [[0.0; 2]; 2];
     let mut merges = 0;
@@ -201,7 +229,7 @@ fn sim_twin(o: &ScenarioOpts, clients: u32, evidence: &mut String) -> Result<Sim
         for (k, prio) in [4u8, 0].into_iter().enumerate() {
             let r = run_sim(
                 o,
-                config_on(TWIN_SSD, m, o, o.seed, clients),
+                config_on(&dev, m, o, o.seed, clients),
                 trace_jobs(clients as u16 + 1, prio)?,
             )?;
             mbs[i][k] = trace_clients_mbs(&r);
@@ -209,17 +237,24 @@ fn sim_twin(o: &ScenarioOpts, clients: u32, evidence: &mut String) -> Result<Sim
                 merges = b.counters.queue_merges;
                 let _ = writeln!(
                     evidence,
-                    "captured dbench, jbd2 be/0, twin device {TWIN_SSD}, bfq: {}",
+                    "captured dbench, jbd2 be/0, twin device {dev}, bfq: {}",
                     Evidence::of(&r).line(BFQ_EVIDENCE)
                 );
             }
         }
     }
+    let kernel = twin_means(if rotational {
+        &KERNEL_TWIN_ROT_RUNS
+    } else {
+        &KERNEL_TWIN_RUNS
+    });
     Ok(SimTwin {
-        device: TWIN_SSD,
+        device: dev,
         bfq_over_deadline_be4: mbs[0][0] / mbs[1][0].max(1e-9),
         bfq_over_deadline_be0: mbs[0][1] / mbs[1][1].max(1e-9),
         bfq_queue_merges_be0: merges,
+        kernel_be4: kernel.0,
+        kernel_be0: kernel.1,
     })
 }
 
@@ -308,9 +343,10 @@ struct Outcome {
     rows: Vec<Row>,
     /// The captured dbench replayed under each mode.
     captured: Vec<CapturedRow>,
-    kernel_twin_bfq_over_deadline: KernelTwin,
-    /// The same comparison in the simulator, on the device as the kernel's BFQ saw it.
+    /// The kernel twin beside the simulator on the device as the kernel's BFQ saw it: marked
+    /// non-rotational, and rotational.
     sim_twin: Option<SimTwin>,
+    sim_twin_rotational: Option<SimTwin>,
     seed: SeedFigures,
 }
 
@@ -332,13 +368,6 @@ struct CapturedRow {
     expired_budget: u64,
     expired_empty: u64,
     journal_be4_clients_mbs: f64,
-}
-
-/// BFQ's dbench throughput over mq-deadline's on the kernel here ([`KERNEL_TWIN`]).
-#[derive(serde::Serialize)]
-struct KernelTwin {
-    journal_be4: f64,
-    journal_be0: f64,
 }
 
 #[derive(serde::Serialize)]
@@ -511,24 +540,29 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     }
     // The kernel twin: BFQ against mq-deadline where the kernel's BFQ sees no queueing and
     // merges, in the kernel here and in the simulator.
-    let twin = if ["bfq", "mq-deadline"]
+    let both = ["bfq", "mq-deadline"]
         .iter()
-        .all(|s| modes.iter().any(|m| m.scheduler == *s))
-    {
-        Some(sim_twin(o, clients, &mut evidence)?)
+        .all(|s| modes.iter().any(|m| m.scheduler == *s));
+    let (twin, twin_rot) = if both {
+        (
+            Some(sim_twin(o, clients, false, &mut evidence)?),
+            Some(sim_twin(o, clients, true, &mut evidence)?),
+        )
     } else {
-        None
+        (None, None)
     };
-    if let Some(t) = &twin {
-        let _ = writeln!(
-            cmp,
-            "bfq / mq-deadline, where BFQ sees no queueing and merges queues: the kernel here (dbench-twin.sh, a loop device) jbd2 be/4 {:.2}, be/0 {:.2}; ours, captured dbench on the seed's drive taking one command at a time ({} merges), be/4 {:.2}, be/0 {:.2}",
-            KERNEL_TWIN.0,
-            KERNEL_TWIN.1,
-            t.bfq_queue_merges_be0,
-            t.bfq_over_deadline_be4,
-            t.bfq_over_deadline_be0
-        );
+    for (t, marked) in [(&twin, "non-rotational"), (&twin_rot, "rotational")] {
+        if let Some(t) = t {
+            let _ = writeln!(
+                cmp,
+                "kernel twin, device marked {marked}, bfq / mq-deadline (BFQ sees no queueing and merges queues): the kernel here (dbench-twin.sh, a loop device) jbd2 be/4 {:.2}, be/0 {:.2}; ours, captured dbench on the seed's drive taking one command at a time ({} merges), be/4 {:.2}, be/0 {:.2}",
+                t.kernel_be4,
+                t.kernel_be0,
+                t.bfq_queue_merges_be0,
+                t.bfq_over_deadline_be4,
+                t.bfq_over_deadline_be0
+            );
+        }
     }
     let trace_ratio = match (trace_find(MODES[0].name), trace_find(MODES[1].name)) {
         (Some(b), Some(a)) => Some(a / b.max(1e-9)),
@@ -613,11 +647,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 })
                 .collect(),
             captured: trace_rows,
-            kernel_twin_bfq_over_deadline: KernelTwin {
-                journal_be4: KERNEL_TWIN.0,
-                journal_be0: KERNEL_TWIN.1,
-            },
             sim_twin: twin,
+            sim_twin_rotational: twin_rot,
             seed: SeedFigures {
                 bfq_merging_mbs: SEED.0,
                 bfq_no_merging_mbs: SEED.1,
