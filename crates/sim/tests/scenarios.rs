@@ -198,21 +198,25 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     let higher = without / mbs("mq-deadline", "clients_mbs");
     assert!((0.9..=1.1).contains(&same), "be/4: {same}\n{}", r.table);
     assert!(higher < 0.8, "be/0: {higher}\n{}", r.table);
-    // The kernel twin (scripts/dbench-twin.sh on a loop device marked non-rotational, where
-    // the kernel's BFQ sees no queueing and merges queues: BFQ over mq-deadline 1.01 with
-    // jbd2 at the clients' priority, 0.64 at a higher one). The simulator on the seed's drive
-    // taking one command at a time, BFQ's rules left alone: BFQ merges there too, keeps up at
-    // be/4 and falls behind at be/0.
+    // The kernel twin (scripts/dbench-twin.sh, a loop device marked non-rotational; the
+    // kernel's BFQ merged only dbench's clients, made together, at their start: BFQ over
+    // mq-deadline 0.99 with jbd2 at the clients' priority, 0.60 at a higher one). The
+    // simulator with every BFQ rule as the kernel's: BFQ merges the same way (stable
+    // merging), keeps up at be/4 and falls behind at be/0.
     let twin = &r.json["sim_twin"];
     let be4 = twin["bfq_over_deadline_be4"].as_f64().unwrap();
     let be0 = twin["bfq_over_deadline_be0"].as_f64().unwrap();
     assert!(twin["bfq_queue_merges_be0"].as_u64().unwrap() > 0, "{twin}");
     assert!((0.9..=1.1).contains(&be4), "twin be/4: {twin}");
-    assert!((0.55..=0.9).contains(&be0), "twin be/0: {twin}");
-    // Marked rotational, the kernel's BFQ keeps up at be/0 too (0.96); ours does not (open,
-    // ARCHITECTURE.md): here only that the case runs and BFQ merges.
+    assert!(be0 > 0.5 && be0 <= 0.92 * be4, "twin be/0: {twin}");
+    // Marked rotational, the kernel's BFQ merges and splits queues by position and keeps
+    // level with mq-deadline at both priorities (1.00, 0.96). Ours keeps level at be/4 and
+    // not at be/0 (0.37): open, ARCHITECTURE.md. Here: the case runs, BFQ merges by
+    // position, and be/4 is the kernel's.
     let rot = &r.json["sim_twin_rotational"];
-    assert!(rot["bfq_queue_merges_be0"].as_u64().unwrap() > 0, "{rot}");
+    assert!(rot["bfq_queue_merges_be0"].as_u64().unwrap() > 10, "{rot}");
+    let rot_be4 = rot["bfq_over_deadline_be4"].as_f64().unwrap();
+    assert!((0.9..=1.1).contains(&rot_be4), "{rot}");
     assert!(rot["kernel_be0"].as_f64().unwrap() > 0.9, "{rot}");
 }
 

@@ -18,11 +18,10 @@
 //! replayed closed-loop with the waits and think times the trace shows (the clients' `fsync`s
 //! wait for jbd2's commit records, jbd2's commits for the clients' data), which decides the
 //! scenario; and a dbench-like model whose journal commits on a timer. The captured dbench
-//! also runs with jbd2 at the clients' priority, and both cases run once more on a device
-//! BFQ sees no queueing on ([`TWIN_SSD`]), beside the kernel's own figures measured here
-//! (`scripts/dbench-twin.sh`, whose loop device the kernel's BFQ never sees queue, so it
-//! merges queues there): whether BFQ loses to mq-deadline because of the journal's weight,
-//! as the seed says.
+//! also runs with jbd2 at the clients' priority, and both cases run once more with BFQ's
+//! rules all as today's kernel has them, the device marked non-rotational and rotational
+//! ([`TWIN_SSD`]), beside the kernel's own figures for the same (`scripts/dbench-twin.sh`):
+//! whether BFQ loses to mq-deadline because of the journal's weight, as the seed says.
 //!
 //! The evidence says which of the seed's two mechanisms is at work on the captured dbench:
 //! merges that send a client to the journal's heavier queue (or the journal to a client's:
@@ -152,20 +151,22 @@ type TwinRun = ((f64, f64), (f64, f64));
 /// machine's virtio disk, marked non-rotational, a fresh scheduler instance each run; dbench's
 /// MB/s, medians of 3 alternating rounds, two runs of the script on 2026-11-27): BFQ over
 /// mq-deadline with jbd2 at the clients' priority (be/4) and at a higher one (be/0); the
-/// means of the two runs' ratios (`KERNEL_TWIN_RUNS`). The kernel's BFQ *merges* queues on
-/// that device although it is marked non-rotational (its own log, `--merges`: 4-6 merges in
-/// a 10 s run): the loop device never has more than about four requests in the driver, so
-/// `bfq_update_hw_tag` decides it does not queue and `nonrot_with_queueing` stays false.
-/// (Before 2026-11-27 the script re-selected a scheduler the loop device already had, so BFQ
-/// kept its state from run to run, and ran 0.57-0.93 of mq-deadline at be/0, its log showing
-/// 75-205 merges a run and a lone reader held to one request in flight.)
+/// means of the two runs' ratios. The kernel's BFQ makes 4-6 queue merges in such a run (its
+/// own log, `--merges`), all within the first 35 ms: the stable merges of dbench's clients,
+/// whose queues are made together (Linux 5.13; done at once where BFQ takes the device for
+/// a queueing SSD, as at first it takes any non-rotational one); no merge by position, as
+/// after the seed's patch. (Before 2026-11-27 the script re-selected a scheduler the loop
+/// device already had, so BFQ kept its state from run to run, and ran 0.57-0.93 of
+/// mq-deadline at be/0, its log showing 75-205 merges a run and a lone reader held to one
+/// request in flight.)
 const KERNEL_TWIN_RUNS: [TwinRun; 2] = [
     ((1049.68, 1037.93), (697.47, 1084.65)),
     ((1012.21, 1045.96), (595.89, 1063.23)),
 ];
 
-/// The same, the loop device marked rotational (`--rotational`): BFQ's rules for disks,
-/// merging on as before; two runs of the script on 2026-11-27.
+/// The same, the loop device marked rotational (`--rotational`): BFQ's rules for disks, which
+/// merge queues by position (152 merges and as many splits in one traced 10 s run at be/0);
+/// two runs of the script on 2026-11-27.
 const KERNEL_TWIN_ROT_RUNS: [TwinRun; 2] = [
     ((1065.65, 1036.98), (1001.8, 1036.68)),
     ((1033.8, 1063.66), (1011.35, 1068.13)),
@@ -180,12 +181,12 @@ fn twin_means(runs: &[TwinRun]) -> (f64, f64) {
     )
 }
 
-/// The kernel twin's device as BFQ sees it: the seed's drive taking one command at a time
-/// (`queueing=0`), so that BFQ, by its own rule, finds no queueing and merges queues, as the
-/// kernel's BFQ does on the twin's loop device. (The loop device's own speed is not
-/// modelled; the twin compares ratios to mq-deadline on the same device.) `rotational=1`
-/// makes it the twin's `--rotational` case.
-pub(crate) const TWIN_SSD: &str = "ssd,ctrl_ns=13534,queueing=0";
+/// The kernel twin's device in the simulator: the seed's drive, marked as the twin marks its
+/// loop device (`rotational=0` or `1`). Marked rotational, the kernel's BFQ keeps level with
+/// mq-deadline, which it would not if it took the device for a disk that does not queue (it
+/// would idle for every queue), so the twin's device is a queueing one. (The loop device's
+/// own speed is not modelled; the twin compares ratios to mq-deadline on the same device.)
+pub(crate) const TWIN_SSD: &str = "ssd,ctrl_ns=13534";
 
 /// The twin's schedulers with every rule of the kernel it ran (Linux 6.18): BFQ's merging,
 /// stable merging, tag shares and woken-queue injection all left on and to BFQ's own tests.
@@ -555,7 +556,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         if let Some(t) = t {
             let _ = writeln!(
                 cmp,
-                "kernel twin, device marked {marked}, bfq / mq-deadline (BFQ sees no queueing and merges queues): the kernel here (dbench-twin.sh, a loop device) jbd2 be/4 {:.2}, be/0 {:.2}; ours, captured dbench on the seed's drive taking one command at a time ({} merges), be/4 {:.2}, be/0 {:.2}",
+                "kernel twin, device marked {marked}, bfq / mq-deadline, BFQ's rules all as the kernel's: the kernel here (dbench-twin.sh, a loop device) jbd2 be/4 {:.2}, be/0 {:.2}; ours, captured dbench on the seed's drive ({} merges), be/4 {:.2}, be/0 {:.2}",
                 t.kernel_be4,
                 t.kernel_be0,
                 t.bfq_queue_merges_be0,
