@@ -12,10 +12,9 @@
 # --merges: under BFQ, count the queue merges BFQ makes in each run, from its own log (the
 #   `blk` tracer on the loop device: "merging with queue" messages, read as they come from
 #   trace_pipe). Tracing slows dbench by a fifth, so throughput is best taken without it.
-#   On this machine's kernel (Linux 6.18) BFQ merges here although the device is marked
-#   non-rotational: the loop device never has more than about four requests in the driver,
-#   so BFQ decides it does not queue (`bfq_update_hw_tag`) and `nonrot_with_queueing`, which
-#   would skip merging, stays false.
+#   On this machine's kernel (Linux 6.18), non-rotational, BFQ merges only dbench's clients,
+#   whose queues are made together (stable merging), at their start: 4-6 merges a run;
+#   marked rotational it also merges queues by position, and splits them (150 a run).
 # --rotational: mark the loop device rotational (BFQ's heuristics for disks) instead.
 # A round runs every case once, in turn, so a drift of the machine lands on all of them.
 set -euo pipefail

@@ -116,9 +116,9 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
 /// behind with the heavier journal: 0.53-0.62 of mq-deadline in 10 s runs here, 0.75-1.02 in
 /// 4-8 s ones) needs minutes of runs to stand out of this machine's noise, so this short form
 /// checks the script, not that direction; the simulator's test asserts it. What it does check
-/// of the kernel: BFQ merges queues on this loop device although it is marked non-rotational
-/// (it never sees the device queue), which is why the simulator's twin of it is a device
-/// taking one command at a time.
+/// of the kernel: BFQ merges queues on this non-rotational loop device (dbench's clients,
+/// whose queues are made together, stably merged at their start), as the simulator's twin
+/// of it does.
 #[test]
 fn the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities() {
     let Some(v) = run_script(
