@@ -1,7 +1,8 @@
 //! `mqblk replay --driver=null|uring`: a trace replayed through the threaded runtime on a
 //! real driver. One thread per traced process, each with its own software queue, issuing the
 //! process's queue events in closed loop (its traced concurrency, and the waits the trace
-//! shows when asked) or open loop (its traced times, scaled).
+//! shows when asked) or open loop (its traced times, scaled), under a plug where the trace
+//! shows one, as the simulator replays it.
 
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, Nanos, ReqOp};
 use mqblk_device::{DeviceConfig, DriverKind};
@@ -90,12 +91,23 @@ pub fn replay(
                     let mine = &board.done[i];
                     start.wait();
                     let base = h.now().0;
+                    // Held between I/Os the trace shows under one plug
+                    // (`TracedIo::new_plug`), and flushed before any wait, as a task's
+                    // plug is when it sleeps.
+                    let mut plugged = false;
                     for (index, traced) in p.ios.iter().enumerate() {
+                        let limit = if waits && traced.wait.drain { 1 } else { depth };
+                        let due = base + (traced.at as f64 / speed) as u64;
+                        let will_wait = (mode == Mode::Open && h.now().0 < due)
+                            || t.inflight >= limit
+                            || (waits && (traced.wait.after.is_some() || traced.wait.think_ns > 0));
+                        if plugged && (traced.new_plug || will_wait) {
+                            h.finish_plug();
+                            plugged = false;
+                        }
                         if mode == Mode::Open {
-                            let due = base + (traced.at as f64 / speed) as u64;
                             pass_time_until(due, &mut h, &mut t, mine, board);
                         }
-                        let limit = if waits && traced.wait.drain { 1 } else { depth };
                         while t.inflight >= limit {
                             h.reap(1, 1_000_000_000);
                             drain(&mut h, &mut t, mine, board);
@@ -129,8 +141,15 @@ pub fn replay(
                         if with_data && io.op.has_data() {
                             bio = bio.with_buf(IoBuf::new(io.nr_sectors as usize * 512));
                         }
+                        if !plugged {
+                            h.start_plug();
+                            plugged = true;
+                        }
                         h.submit(bio);
                         t.inflight += 1;
+                    }
+                    if plugged {
+                        h.finish_plug();
                     }
                     while t.inflight > 0 {
                         h.reap(1, 1_000_000_000);

@@ -59,6 +59,13 @@ pub struct TracedIo {
     pub at: u64,
     pub io: IoReq,
     pub wait: Wait,
+    /// It starts a new plug: its process inserted requests (`I`) since its previous I/O,
+    /// which a task holding a plug does only when the plug is flushed. I/Os queued with no
+    /// insert of their process between them were submitted under one plug (`blk_start_plug`
+    /// in writeback, a journal commit, a direct-I/O batch), where a bio that joins the
+    /// request before it merges in the plug without reaching the scheduler. The trace has
+    /// no plug events of its own; an insert by the process is what shows the flush.
+    pub new_plug: bool,
 }
 
 /// One process's I/O from the trace.
@@ -151,6 +158,8 @@ impl Replayable {
         let mut done_seq = 0u64;
         let mut newest: Option<(u64, u32, u32, u64)> = None;
         let mut own_newest: HashMap<u32, (u64, u64)> = HashMap::new();
+        // Processes that inserted a request since their last queued I/O (a plug flushed).
+        let mut inserted: HashMap<u32, bool> = HashMap::new();
         let mut out = Replayable::default();
         for r in set.records.iter().filter(|r| !r.is_notify()) {
             match r.what() {
@@ -189,6 +198,7 @@ impl Replayable {
                         wait.think_ns = woken_at.map_or(0, |t| r.time.saturating_sub(t));
                     }
                     let index = p.ios.len() as u32;
+                    let new_plug = inserted.insert(r.pid, false).unwrap_or(true);
                     p.ios.push(TracedIo {
                         at: r.time - t0,
                         io: IoReq {
@@ -198,6 +208,7 @@ impl Replayable {
                             flags,
                         },
                         wait,
+                        new_plug,
                     });
                     out.total_ios += 1;
                     out.flushes += u64::from(op == ReqOp::Flush);
@@ -213,6 +224,9 @@ impl Replayable {
                     }
                     *n += 1;
                     p.max_inflight = p.max_inflight.max(*n);
+                }
+                ta::INSERT => {
+                    inserted.insert(r.pid, true);
                 }
                 ta::COMPLETE => {
                     let mut finished = |pid: u32, index: u32, qt: Option<u64>| {
@@ -311,9 +325,10 @@ impl Replayable {
                     capacity,
                     waits: (mode == Mode::Closed && waits).then_some(first_job),
                     step: 0,
+                    unplugged: false,
                 });
                 let cpu = (p.cpu % nr_cpus as u32) as u16;
-                SimJob::new(
+                let mut job = SimJob::new(
                     name,
                     cpu,
                     iodepth,
@@ -321,7 +336,11 @@ impl Replayable {
                     Limit::default(),
                     source,
                     "replay",
-                )
+                );
+                // Under a plug, flushed where the trace shows it ([`TracedIo::new_plug`])
+                // and whenever the process waits.
+                job.batch = u32::MAX;
+                job
             })
             .collect()
     }
@@ -337,13 +356,25 @@ struct TraceSource {
     /// How far the front I/O got: 0 nothing asked, 1 its drain asked, 2 its wait asked, 3
     /// ready to issue.
     step: u8,
+    /// The front I/O's plug flush was asked for.
+    unplugged: bool,
 }
 
 impl Source for TraceSource {
     fn next(&mut self, _now: mqblk_core::Nanos, _rng: &mut SimRng) -> Next {
-        let Some(&TracedIo { at, mut io, wait }) = self.ios.front() else {
+        let Some(&TracedIo {
+            at,
+            mut io,
+            wait,
+            new_plug,
+        }) = self.ios.front()
+        else {
             return Next::Done;
         };
+        if new_plug && !self.unplugged {
+            self.unplugged = true;
+            return Next::Unplug;
+        }
         if self.mode == Mode::Open {
             // Ask once for the traced time, then issue on the next call.
             if self.step == 0 {
@@ -375,6 +406,7 @@ impl Source for TraceSource {
         }
         self.ios.pop_front();
         self.step = 0;
+        self.unplugged = false;
         if io.nr_sectors as u64 >= self.capacity {
             io.nr_sectors = 8;
         }

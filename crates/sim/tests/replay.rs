@@ -246,3 +246,69 @@ fn a_wait_for_an_io_never_issued_ends_with_its_job() {
         assert!(e.contains("waits for I/O 100 of job"), "{e}");
     }
 }
+
+fn insert(pid: u32, t_us: u64, sector: u64, bytes: u32) -> Record {
+    Record {
+        time: t_us * US,
+        sector,
+        bytes,
+        action: ta::INSERT | tc::act(tc::WRITE),
+        pid,
+        ..Record::empty()
+    }
+}
+
+/// A process that queues bios back to back with no insert of its own between them held
+/// them in a plug (writeback, a journal commit); one whose requests are inserted at once did
+/// not. Replayed, the plugged bios merge in the plug, before the scheduler sees them; the
+/// others go to the scheduler one by one.
+#[test]
+fn a_replay_plugs_where_the_trace_shows_a_plug() {
+    let mut records = Vec::new();
+    // jbd2: eight contiguous 4 KiB writes queued back to back, then inserted as one request
+    // at the flush of its plug.
+    for i in 0..8u64 {
+        records.push(queue(20, i, 1000 + 8 * i, 4096, 0));
+    }
+    records.push(insert(20, 9, 1000, 8 * 4096));
+    records.push(complete(100, 1000, 8 * 4096, 0));
+    // The client: the same, each write inserted at once (no plug).
+    for i in 0..8u64 {
+        records.push(queue(10, 200 + 2 * i, 5000 + 8 * i, 4096, 0));
+        records.push(insert(10, 201 + 2 * i, 5000 + 8 * i, 4096));
+    }
+    records.push(complete(300, 5000, 8 * 4096, 0));
+    let rep = Replayable::from_trace(&set(records));
+    let plugs = |name: &str| -> Vec<bool> {
+        let p = rep.processes.iter().find(|p| p.name == name).unwrap();
+        p.ios.iter().map(|t| t.new_plug).collect()
+    };
+    let mut one_plug = vec![false; 8];
+    one_plug[0] = true;
+    assert_eq!(plugs("jbd2"), one_plug);
+    assert_eq!(plugs("client"), vec![true; 8]);
+    // Replayed alone on a device that takes each request at once: the plugged writes reach
+    // the device as one request, the others as eight.
+    for (name, requests) in [("jbd2", 1), ("client", 8)] {
+        let mut jobs = rep.jobs(Mode::Closed, 1.0, 1, 1 << 20, false, 0);
+        jobs.retain(|j| j.name.starts_with(name));
+        for j in &mut jobs {
+            // All eight at once, as traced.
+            j.iodepth = 8;
+        }
+        let cfg = SimConfig {
+            nr_cpus: 1,
+            device: DeviceSpec::parse("null,completion_nsec=1000000").unwrap(),
+            queue: mqblk_sim::QueueSettings {
+                scheduler: Some("bfq".into()),
+                ..Default::default()
+            },
+            check_every: 1,
+            ..SimConfig::default()
+        };
+        let r = Sim::new(cfg, jobs).and_then(Sim::run).unwrap();
+        assert_eq!(r.completed, 8, "{name}");
+        let issued: u64 = r.hctx.iter().map(|h| h.issued).sum();
+        assert_eq!(issued, requests, "{name}");
+    }
+}

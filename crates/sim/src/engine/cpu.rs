@@ -240,6 +240,12 @@ impl Sim {
                             }
                             continue;
                         }
+                        Next::Unplug => {
+                            if plugged {
+                                cur = self.op(c, cur, |q, sub, now| q.flush_plug(sub, now));
+                            }
+                            continue;
+                        }
                         Next::After(w) => {
                             if w.job as usize >= nr_jobs || w.job as usize == j {
                                 return Err(self.invariant(format!(
