@@ -973,21 +973,27 @@ fn queues_made_together_are_merged_for_good_at_once_on_a_queueing_ssd() {
 #[test]
 fn on_a_disk_a_stable_merge_waits_and_is_dropped_for_sequential_readers() {
     // Off fast queueing devices the merge is scheduled and done after 600 ms
-    // (`bfq_late_stable_merging`), unless idling then boosts the queue's throughput
-    // (`bfq_setup_stable_merge`): sequential readers on a disk keep their queues, random
-    // ones are merged.
-    let two = |rw: RwMode| {
+    // (`bfq_late_stable_merging`), unless idling then boosts the queue's throughput without
+    // issues (`bfq_setup_stable_merge`, `idling_boosts_thr_without_issues`): sequential
+    // readers on a disk keep their queues, random ones are merged. While queues are raised
+    // (new ones are, as interactive) idling is not taken to boost anything, and sequential
+    // readers are merged too.
+    let two = |rw: RwMode, tunables: &[(&str, &str)]| {
         let jobs = vec![
             reader("a", 0, rw, 1, IoPrio::DEFAULT, 0, 2),
             reader("b", 1, rw, 1, IoPrio::DEFAULT, 100 << 30, 2),
         ];
-        let r = run("hdd", &[], jobs);
+        let r = run("hdd", tunables, jobs);
         bfq(&r).counters
     };
-    let random = two(RwMode::RandRead);
+    let no_raising = [("low_latency", "0")];
+    let random = two(RwMode::RandRead, &no_raising);
     assert_eq!(random.stable_merges, 1, "{random:?}");
-    let sequential = two(RwMode::Read);
+    let sequential = two(RwMode::Read, &no_raising);
     assert_eq!(sequential.stable_merges, 0, "{sequential:?}");
+    let raised = two(RwMode::Read, &[]);
+    assert!(raised.wr_interactive > 0, "{raised:?}");
+    assert_eq!(raised.stable_merges, 1, "{raised:?}");
 }
 
 #[test]

@@ -374,7 +374,10 @@ impl State {
         }
         // Done or given up now, either way.
         self.q(qid).stable_merge = None;
-        if self.idling_boosts_thr(qid, k)
+        // `bfq_setup_stable_merge`: not where idling would boost the queue's throughput
+        // without issues (`idling_boosts_thr_without_issues`, which says no while any queue
+        // is raised, as new queues of a burst are).
+        if self.idling_boosts_thr_without_issues(qid, k)
             || self.qr(qid).issuers.is_empty()
             || self.qr(target).issuers.is_empty()
             || self.qr(target).group != self.qr(qid).group

@@ -766,8 +766,8 @@ impl State {
         // its guarantees need it (`idling_needed_for_service_guarantees`). So two new
         // sequential readers on a disk, both raised as interactive for their first
         // seconds, are not idled for, and seek.
-        let boosts_without_issues = self.idling_boosts_thr(id, k) && self.load.wr_busy == 0;
-        boosts_without_issues || self.idling_needed_for_service_guarantees(id)
+        self.idling_boosts_thr_without_issues(id, k)
+            || self.idling_needed_for_service_guarantees(id)
     }
 
     /// `idling_needed_for_service_guarantees`, whatever the think time: queue `id` is raised
@@ -781,15 +781,20 @@ impl State {
             || busy == 1
     }
 
-    /// Whether idling for queue `id` boosts the throughput (`idling_boosts_thr` in
-    /// `idling_boosts_thr_without_issues`): a disk without command queueing, or a disk or a
-    /// device without queueing and a sequential queue with a short think time.
-    pub(super) fn idling_boosts_thr(&self, id: u32, k: &Knobs) -> bool {
+    /// `idling_boosts_thr_without_issues`: idling for queue `id` boosts the throughput (a
+    /// disk without command queueing, or a disk or a device without queueing and a
+    /// sequential queue with a short think time), and no queue is raised, so raised queues
+    /// get the device's requests first. No queue a process still uses, no idling.
+    pub(super) fn idling_boosts_thr_without_issues(&self, id: u32, k: &Knobs) -> bool {
         let q = self.qr(id);
+        if q.issuers.is_empty() {
+            return false;
+        }
         let hw_tag = self.dev.hw_tag.unwrap_or(true);
         let rot_without_queueing = self.dev.rotational && !hw_tag;
         let seq_io_bound = !self.is_seeky(id) && q.io_bound && Self::has_short_ttime(q, k);
-        rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound)
+        let boosts = rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound);
+        boosts && self.load.wr_busy == 0
     }
 
     /// A request of sync queue `id` arrives from an issuer with no other request
@@ -880,7 +885,7 @@ impl State {
                 // reader on a disk), nor for a raised one with a short think time unless
                 // several are raised.
                 let short = Self::has_short_ttime(q, k);
-                if (self.idling_boosts_thr(id, k) && self.load.wr_busy == 0)
+                if self.idling_boosts_thr_without_issues(id, k)
                     || !(q.wr.coeff <= 1 || self.load.wr_busy > 1 || !short)
                 {
                     return None;
