@@ -997,6 +997,37 @@ fn on_a_disk_a_stable_merge_waits_and_is_dropped_for_sequential_readers() {
 }
 
 #[test]
+fn on_a_fast_disk_sequential_readers_lose_their_raising_before_a_stable_merge_is_due() {
+    // The kernel on this project's machine (2026-11-27; `vda`, virtio, rotational, BFQ; two
+    // fio jobs of 64 KiB reads at QD1 started together a second after fio forked, so no other
+    // queue was made just before; BFQ's log via the `blk` tracer): two random readers were
+    // stably merged ("scheduling merge"), two sequential ones were not, with `low_latency` 1
+    // or 0. A sequential reader's interactive raising ends after 120,000 sectors
+    // (`max_service_from_wr`), before the merge comes due at 600 ms, and then idling boosts
+    // its throughput (`idling_boosts_thr_without_issues`). The simulator's virtio model
+    // gives the same.
+    for ll in ["1", "0"] {
+        let two = |rw: RwMode| {
+            let jobs = vec![
+                reader("a", 0, rw, 1, IoPrio::DEFAULT, 0, 2),
+                reader("b", 1, rw, 1, IoPrio::DEFAULT, 2 << 30, 2),
+            ];
+            bfq(&run("virtio", &[("low_latency", ll)], jobs)).counters
+        };
+        let random = two(RwMode::RandRead);
+        assert_eq!(random.stable_merges, 1, "low_latency={ll}: {random:?}");
+        let sequential = two(RwMode::Read);
+        assert_eq!(
+            sequential.stable_merges, 0,
+            "low_latency={ll}: {sequential:?}"
+        );
+        if ll == "1" {
+            assert!(sequential.wr_ended >= 1, "{sequential:?}");
+        }
+    }
+}
+
+#[test]
 fn a_random_workload_on_a_disk_leaves_the_peak_rate_where_it_started() {
     // `bfq_init_queue` starts the peak rate at 2/3 of `ref_rate` (14000 sectors/us << 16 on
     // a rotational device: 142,415 sectors/s) and `max_budget` at `bfq_default_max_budget`;
