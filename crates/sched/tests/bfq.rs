@@ -1000,3 +1000,44 @@ fn bfq_keeps_a_device_queueing_once_it_has_seen_it_queue() {
     r.drain(us(10));
     r.finish();
 }
+
+/// `bfq_bfqq_handle_idle_busy_switch`: a raising starts only for a queue of one process or
+/// one shared by a stable merge (`bfqq->bic || stably_merged`); queues merged as cooperators
+/// are kept out of it. Two readers at the default priority, interleaved close together (no
+/// request of one adjoins the other's), are merged with raising off; then, raising on, the
+/// shared queue comes back from three seconds idle (interactive by its idleness) beside a
+/// new reader: only the new reader is raised.
+#[test]
+fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("queue_merging", "2");
+    r.set("stable_merging", "0");
+    r.set("low_latency", "0");
+    for (k, issuer) in [1u32, 2].into_iter().enumerate() {
+        for i in 0..4u64 {
+            let sector = i * 32 + 16 * k as u64;
+            r.queue(
+                0,
+                read(sector, 8, 100 * k as u64 + i).with_issuer(issuer, 0),
+            );
+        }
+    }
+    assert!(
+        r.bfq().counters.queue_merges >= 1,
+        "{}",
+        r.elv().debug_state()
+    );
+    r.drain(us(10));
+    r.set("low_latency", "1");
+    r.advance_to(r.now.saturating_add(ms(3000)));
+    r.queue(0, read(4096, 8, 500).with_issuer(2, 0));
+    r.queue(0, read(1 << 20, 8, 501).with_issuer(3, 0));
+    let c = r.bfq().counters;
+    assert_eq!(
+        (c.wr_interactive, c.wr_soft_rt),
+        (1, 0),
+        "{}",
+        r.elv().debug_state()
+    );
+    r.finish();
+}

@@ -608,8 +608,12 @@ impl State {
             soft_rt: false,
             interactive_start: None,
         };
+        // A raising starts only for a queue of one issuer, or one shared by a stable merge:
+        // queues merged as cooperators are kept out of it (`bfqq->bic ||
+        // stably_merged` in `bfq_bfqq_handle_idle_busy_switch`).
+        let may_start = !q.is_coop() || q.stably_merged;
         if old.coeff <= 1 {
-            if interactive || soft_rt {
+            if may_start && (interactive || soft_rt) {
                 q.wr = if interactive {
                     n_interactive += 1;
                     interactive_wr(0)
