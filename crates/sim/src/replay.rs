@@ -14,7 +14,7 @@ use crate::SimRng;
 use mqblk_core::{Nanos, ReqFlags, ReqOp};
 use mqblk_trace::format::{ta, tc};
 use mqblk_trace::TraceSet;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -159,7 +159,7 @@ impl Replayable {
         let mut newest: Option<(u64, u32, u32, u64)> = None;
         let mut own_newest: HashMap<u32, (u64, u64)> = HashMap::new();
         // Processes that inserted a request since their last queued I/O (a plug flushed).
-        let mut inserted: HashMap<u32, bool> = HashMap::new();
+        let mut flushed: HashSet<u32> = HashSet::new();
         let mut out = Replayable::default();
         for r in set.records.iter().filter(|r| !r.is_notify()) {
             match r.what() {
@@ -198,7 +198,7 @@ impl Replayable {
                         wait.think_ns = woken_at.map_or(0, |t| r.time.saturating_sub(t));
                     }
                     let index = p.ios.len() as u32;
-                    let new_plug = inserted.insert(r.pid, false).unwrap_or(true);
+                    let new_plug = flushed.remove(&r.pid) || p.ios.is_empty();
                     p.ios.push(TracedIo {
                         at: r.time - t0,
                         io: IoReq {
@@ -226,7 +226,7 @@ impl Replayable {
                     p.max_inflight = p.max_inflight.max(*n);
                 }
                 ta::INSERT => {
-                    inserted.insert(r.pid, true);
+                    flushed.insert(r.pid);
                 }
                 ta::COMPLETE => {
                     let mut finished = |pid: u32, index: u32, qt: Option<u64>| {

@@ -51,8 +51,8 @@ pub enum Next {
     /// then ask again: a task woken by another's I/O, as a replayed trace shows it.
     After(JobIo),
     /// Flush the job's plug, so what it holds goes to the scheduler, then ask again: where a
-    /// replayed trace shows its process inserting what it had plugged
-    /// (`blk_finish_plug`). Nothing without a plug (`batch` 1).
+    /// replayed trace shows its process inserting what it had plugged (`blk_flush_plug`;
+    /// the plug stays, as a task's does). Nothing without a plug (`batch` 1).
     Unplug,
     /// The job is finished.
     Done,

@@ -20,7 +20,7 @@
 //! scenario; and a dbench-like model whose journal commits on a timer. The captured dbench
 //! also runs with jbd2 at the clients' priority, and both cases run once more with BFQ's
 //! rules all as today's kernel has them, the device marked non-rotational and rotational
-//! ([`TWIN_SSD`]), beside the kernel's own figures for the same (`scripts/dbench-twin.sh`):
+//! (`sim_twin`), beside the kernel's own figures for the same (`scripts/dbench-twin.sh`):
 //! whether BFQ loses to mq-deadline because of the journal's weight, as the seed says.
 //!
 //! The evidence says which of the seed's two mechanisms is at work on the captured dbench:
@@ -181,13 +181,6 @@ fn twin_means(runs: &[TwinRun]) -> (f64, f64) {
     )
 }
 
-/// The kernel twin's device in the simulator: the seed's drive, marked as the twin marks its
-/// loop device (`rotational=0` or `1`). Marked rotational, the kernel's BFQ keeps level with
-/// mq-deadline, which it would not if it took the device for a disk that does not queue (it
-/// would idle for every queue), so the twin's device is a queueing one. (The loop device's
-/// own speed is not modelled; the twin compares ratios to mq-deadline on the same device.)
-pub(crate) const TWIN_SSD: &str = "ssd,ctrl_ns=13534";
-
 /// The twin's schedulers with every rule of the kernel it ran (Linux 6.18): BFQ's merging,
 /// stable merging, tag shares and woken-queue injection all left on and to BFQ's own tests.
 const TWIN_MODES: [Mode; 2] = [
@@ -203,9 +196,13 @@ const TWIN_MODES: [Mode; 2] = [
     },
 ];
 
-/// The captured dbench on [`TWIN_SSD`] (marked rotational or not) under the twin's
-/// schedulers: BFQ's clients' MB/s over mq-deadline's with jbd2 at be/4 and at be/0, and
-/// BFQ's queue merges in the be/0 run, beside the kernel's.
+/// The captured dbench under the twin's schedulers on the seed's drive ([`SSD`]), marked as
+/// the twin script marks its loop device (`rotational=0` or `1`): BFQ's clients' MB/s over
+/// mq-deadline's with jbd2 at be/4 and at be/0, and BFQ's queue merges in the be/0 run,
+/// beside the kernel's. Marked rotational the kernel's BFQ keeps level with mq-deadline,
+/// which it would not if it took the device for a disk that does not queue (it would idle
+/// for every queue), so the twin's device is a queueing one. (The loop device's own speed
+/// is not modelled; the twin compares ratios to mq-deadline on the same device.)
 #[derive(serde::Serialize)]
 struct SimTwin {
     device: String,
@@ -222,17 +219,13 @@ fn sim_twin(
     rotational: bool,
     evidence: &mut String,
 ) -> Result<SimTwin, String> {
-    let dev = format!("{TWIN_SSD},rotational={}", u8::from(rotational));
+    let dev = format!("{SSD},rotational={}", u8::from(rotational));
     // [be/4, be/0] per scheduler.
     let mut mbs = [[0.0; 2]; 2];
     let mut merges = 0;
     for (i, m) in TWIN_MODES.iter().enumerate() {
         for (k, prio) in [4u8, 0].into_iter().enumerate() {
-            let r = run_sim(
-                o,
-                config_on(&dev, m, o, o.seed, clients),
-                trace_jobs(clients as u16 + 1, prio)?,
-            )?;
+            let r = run_captured(o, &dev, m, clients, prio)?;
             mbs[i][k] = trace_clients_mbs(&r);
             if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.sched, prio) {
                 merges = b.counters.queue_merges;
@@ -257,6 +250,22 @@ fn sim_twin(
         kernel_be4: kernel.0,
         kernel_be0: kernel.1,
     })
+}
+
+/// The captured dbench replayed once under mode `m` on device `dev`, the journal at
+/// best-effort level `journal_prio`, from the run's own seed.
+fn run_captured(
+    o: &ScenarioOpts,
+    dev: &str,
+    m: &Mode,
+    clients: u32,
+    journal_prio: u8,
+) -> Result<SimResult, String> {
+    run_sim(
+        o,
+        config_on(dev, m, o, o.seed, clients),
+        trace_jobs(clients as u16 + 1, journal_prio)?,
+    )
 }
 
 /// The clients' throughput over a replay: their bytes over the time until the last of them
@@ -457,11 +466,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let (mut merges, mut idles, mut heavier, mut lighter) = (0, 0, 0, 0);
         let (mut budget, mut empty) = (0, 0);
         for (k, prio) in [0u8, 4].into_iter().enumerate() {
-            let r = run_sim(
-                o,
-                config(m, o, o.seed, clients),
-                trace_jobs(clients as u16 + 1, prio)?,
-            )?;
+            let r = run_captured(o, SSD, m, clients, prio)?;
             mbs[k] = trace_clients_mbs(&r);
             if prio != 0 {
                 continue;
@@ -539,8 +544,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             b.clients_mbs / d.clients_mbs.max(1e-9),
         );
     }
-    // The kernel twin: BFQ against mq-deadline where the kernel's BFQ sees no queueing and
-    // merges, in the kernel here and in the simulator.
+    // The kernel twin: BFQ against mq-deadline with every BFQ rule as the kernel's, the
+    // device marked non-rotational and rotational, in the kernel here and in the simulator.
     let both = ["bfq", "mq-deadline"]
         .iter()
         .all(|s| modes.iter().any(|m| m.scheduler == *s));
