@@ -609,9 +609,12 @@ impl State {
             interactive_start: None,
         };
         // A raising starts only for a queue of one issuer, or one shared by a stable merge:
-        // queues merged as cooperators are kept out of it (`bfqq->bic ||
-        // stably_merged` in `bfq_bfqq_handle_idle_busy_switch`).
-        let may_start = !q.is_coop() || q.stably_merged;
+        // queues merged as cooperators are kept out of it (`bfqq->bic || stably_merged` in
+        // `bfq_bfqq_handle_idle_busy_switch`; `bfq_init_rq` sets `bfqq->bic` while one
+        // process holds the queue, and a queue whose issuers all moved on has none). The
+        // kernel's `stably_merged` is the requesting process's (its io context's); ours is
+        // the shared queue's.
+        let may_start = q.issuers.len() == 1 || q.stably_merged;
         if old.coeff <= 1 {
             if may_start && (interactive || soft_rt) {
                 q.wr = if interactive {
