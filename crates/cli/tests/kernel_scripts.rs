@@ -140,4 +140,24 @@ fn the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities() {
         "BFQ merged no queues on the loop device\n{v}"
     );
     assert_eq!(v["rounds"].as_u64(), Some(1), "{v}");
+    assert_eq!(v["rotational"].as_u64(), Some(0), "{v}");
+}
+
+/// `--rotational` marks the loop device rotational (BFQ's rules for disks), and the report
+/// says so; BFQ alone, one short round.
+#[test]
+fn the_dbench_twin_marks_the_device_rotational_when_asked() {
+    let Some(v) = run_script(
+        "dbench-twin.sh",
+        &["dbench", "mkfs.ext4", "losetup", "ionice"],
+        &["--rotational", "2", "1", "bfq"],
+    ) else {
+        return;
+    };
+    assert_eq!(v["rotational"].as_u64(), Some(1), "{v}");
+    for key in ["journal_be4_mbs", "journal_be0_mbs"] {
+        let x = v["schedulers"]["bfq"][key].as_f64().unwrap_or(0.0);
+        assert!(x > 0.0, "bfq {key}: {x}\n{v}");
+    }
+    assert!(v["schedulers"].get("mq-deadline").is_none(), "{v}");
 }
