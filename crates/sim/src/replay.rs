@@ -63,8 +63,11 @@ pub struct TracedIo {
     /// which a task holding a plug does only when the plug is flushed. I/Os queued with no
     /// insert of their process between them were submitted under one plug (`blk_start_plug`
     /// in writeback, a journal commit, a direct-I/O batch), where a bio that joins the
-    /// request before it merges in the plug without reaching the scheduler. The trace has
-    /// no plug events of its own; an insert by the process is what shows the flush.
+    /// request before it merges in the plug without reaching the scheduler
+    /// (`blk_attempt_plug_merge`). The trace has no plug events of its own; an insert by
+    /// the process is what shows the flush. A replaying job also flushes its plug whenever
+    /// it waits, as a task's plug is flushed when it sleeps (`sched_submit_work` calls
+    /// `blk_flush_plug`).
     pub new_plug: bool,
 }
 

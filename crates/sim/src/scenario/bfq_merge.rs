@@ -199,10 +199,10 @@ const TWIN_MODES: [Mode; 2] = [
 /// The captured dbench under the twin's schedulers on the seed's drive ([`SSD`]), marked as
 /// the twin script marks its loop device (`rotational=0` or `1`): BFQ's clients' MB/s over
 /// mq-deadline's with jbd2 at be/4 and at be/0, and BFQ's queue merges in the be/0 run,
-/// beside the kernel's. Marked rotational the kernel's BFQ keeps level with mq-deadline,
-/// which it would not if it took the device for a disk that does not queue (it would idle
-/// for every queue), so the twin's device is a queueing one. (The loop device's own speed
-/// is not modelled; the twin compares ratios to mq-deadline on the same device.)
+/// beside the kernel's. The drive queues commands, as the twin's loop device does for BFQ:
+/// under fio at QD32 it held up to four requests in the driver (BFQ's `blk` trace, a fresh
+/// instance, 2026-11-27), more than `BFQ_HW_QUEUE_THRESHOLD` (three). (The loop device's own
+/// speed is not modelled; the twin compares ratios to mq-deadline on the same device.)
 #[derive(serde::Serialize)]
 struct SimTwin {
     device: String,
