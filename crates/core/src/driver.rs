@@ -148,8 +148,17 @@ pub trait Driver: Send + Sync {
         None
     }
 
-    /// Requests issued to `hctx` and not yet handed back.
+    /// Requests issued to `hctx` and not yet handed back, of those the calling thread's
+    /// `poll` reaps (all of them, for a driver whose queues any thread may reap).
     fn inflight(&self, _hctx: HctxIdx) -> usize {
+        0
+    }
+
+    /// Requests in flight on `hctx` that only the calling thread can bring back, because
+    /// the device completes them only when that thread asks (an io_uring a thread owns). A
+    /// thread that issued any must keep polling `hctx` until none is left before it ends
+    /// (`SubmitterHandle::retire` in the runtime). The default: none.
+    fn inflight_owned(&self, _hctx: HctxIdx) -> usize {
         0
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::config::{DeviceConfig, DriverKind, QueueSettings};
 use crate::DeviceError;
-use mqblk_core::{Blkcg, CtxIdx, Driver, HctxType, QueueLimits, QueueMap, TagSetConfig, TraceHook};
+use mqblk_core::{Blkcg, Driver, QueueLimits, TagSetConfig, TraceHook};
 use mqblk_core::{QueueConfig, RequestQueue, TagSet, TagSetFlags};
 use mqblk_drivers::{NullConfig, NullDevice, UringConfig, UringDevice};
 use std::sync::Arc;
@@ -81,29 +81,6 @@ fn with_shared_tags(opts: &DeviceConfig, mut set_cfg: TagSetConfig) -> TagSetCon
     set_cfg
 }
 
-/// Whether, with one thread on each of `nr_ctx` software queues, every hardware queue is
-/// entered by one thread only: no scheduler (one may hand a queue's requests to another
-/// queue's run) and no two software queues on one hardware queue in any map.
-fn one_thread_per_hctx(
-    opts: &DeviceConfig,
-    set_cfg: &TagSetConfig,
-    nr_ctx: u16,
-) -> Result<bool, DeviceError> {
-    if opts.queue.elevator_type(set_cfg)?.name != "none" {
-        return Ok(false);
-    }
-    let map = QueueMap::new(nr_ctx, set_cfg.maps);
-    let mut owner = std::collections::HashMap::new();
-    for c in 0..nr_ctx {
-        for ty in [HctxType::Default, HctxType::Read, HctxType::Poll] {
-            if *owner.entry(map.hctx(ty, CtxIdx(c))).or_insert(c) != c {
-                return Ok(false);
-            }
-        }
-    }
-    Ok(true)
-}
-
 fn build_uring(
     opts: &DeviceConfig,
     nr_ctx: u16,
@@ -137,15 +114,21 @@ fn build_uring(
     };
     cfg.validate().map_err(uring)?;
     let set_cfg = cfg.tag_set_config();
-    // Rings a thread of its own enters (`DeviceConfig::single_issuer`): only where the
-    // submitters, one per software queue, each have a hardware queue to themselves and
-    // nothing else runs one (no completion workers, no SQPOLL thread).
+    // Rings of their own for the threads that reap each queue (`DeviceConfig::
+    // single_issuer`): only where the submitters, one per software queue, are all that
+    // reaps (no completion workers, no SQPOLL thread) and no scheduler hands one
+    // submitter's requests to another's queue run: those would wait on the runner's ring
+    // until it next enters the kernel.
     let mut cfg = cfg;
     cfg.single_issuer = opts.single_issuer
         && !opts.sqpoll
         && !opts.hctx_workers
         && usize::from(nr_ctx) >= nr_submitters
-        && one_thread_per_hctx(opts, &with_shared_tags(opts, set_cfg.clone()), nr_ctx)?;
+        && opts
+            .queue
+            .elevator_type(&with_shared_tags(opts, set_cfg.clone()))?
+            .name
+            == "none";
     let dev = UringDevice::open(cfg).map_err(uring)?;
     let limits = dev.queue_limits();
     Ok(Built {

@@ -186,9 +186,11 @@ pub struct DeviceConfig {
     /// For the uring driver: register the files with the rings (fio's `registerfiles`).
     pub register_files: bool,
     /// For the uring driver: the caller runs one thread per software queue, each polling
-    /// until what it submitted is back, for the device's whole life (as `mqblk bench`'s
-    /// jobs do, not `serve`'s sessions); the builder then makes each ring its thread's own
-    /// (`UringConfig::single_issuer`) where that thread alone enters it. Not a job option.
+    /// while it has anything in flight and retiring before it ends
+    /// (`SubmitterHandle::retire`), as `mqblk bench`'s jobs do, not `serve`'s sessions; the
+    /// builder then gives each thread a ring of its own on each queue it reaps
+    /// (`UringConfig::single_issuer`) where no scheduler, completion worker or SQPOLL
+    /// thread hands one thread's requests to another. Not a job option.
     pub single_issuer: bool,
     /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
     pub fixed_buffers: bool,

@@ -8,5 +8,5 @@ pub use mqblk_core::{FaultConfig, FaultSpec};
 pub use null::{IrqMode, NullConfig, NullDevice, NullError};
 pub use uring::{
     errno_to_status, BackingKind, Extend, FixedPool, UringConfig, UringDevice, UringError,
-    UringFile, MAX_FIXED_BUFFERS,
+    UringFile, MAX_FIXED_BUFFERS, OWNED_RINGS,
 };

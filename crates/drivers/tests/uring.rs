@@ -9,7 +9,7 @@ use mqblk_core::{
     Bio, BlkStatus, CtxIdx, Driver, HctxIdx, IoBuf, Nanos, QueueConfig, ReqFlags, ReqOp,
     RequestQueue, Submit, Submitter, TagSet,
 };
-use mqblk_drivers::{BackingKind, UringConfig, UringDevice, UringError};
+use mqblk_drivers::{BackingKind, UringConfig, UringDevice, UringError, OWNED_RINGS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -484,12 +484,13 @@ fn several_files(register_files: bool) {
 fn several_hardware_queues_from_several_threads() {
     let dir = TempDir::new("multiq");
     let nr = 4u16;
-    let q = round_trips_per_thread(
+    let (q, _) = round_trips_per_thread(
         UringConfig {
             nr_hw_queues: nr,
             queue_depth: 16,
             ..file_cfg(dir.file("dev.img"), 8 * MIB, true)
         },
+        nr,
         16,
         32,
     );
@@ -504,18 +505,27 @@ fn several_hardware_queues_from_several_threads() {
     q.teardown();
 }
 
-/// A thread per hardware queue, each writing `n` chunks of `chunk_lbs` blocks into its own
-/// 2 MiB region and reading them back; every byte must match and nothing stay in flight.
-fn round_trips_per_thread(cfg: UringConfig, chunk_lbs: u64, n: usize) -> Arc<RequestQueue> {
+/// `threads` threads, each on a software queue of its own, writing `n` chunks of
+/// `chunk_lbs` blocks into its own 2 MiB region and reading them back; every byte must
+/// match and nothing stay in flight. With as many threads as hardware queues, each thread
+/// has a queue of its own.
+fn round_trips_per_thread(
+    cfg: UringConfig,
+    threads: u16,
+    chunk_lbs: u64,
+    n: usize,
+) -> (Arc<RequestQueue>, Arc<UringDevice>) {
     let nr = cfg.nr_hw_queues;
-    let r = rig_ctx(cfg, nr);
+    let r = rig_ctx(cfg, threads);
     let lbs = r.lbs_sectors();
     let Rig { q, subs, dev, .. } = r;
     std::thread::scope(|s| {
         for (c, mut sub) in subs.into_iter().enumerate() {
             let q = &q;
             s.spawn(move || {
-                assert_eq!(sub.hctxs(), &[HctxIdx(c as u16)], "one queue per submitter");
+                if threads == nr {
+                    assert_eq!(sub.hctxs(), &[HctxIdx(c as u16)], "one queue per submitter");
+                }
                 let mut rng = Rng(0xabc + c as u64);
                 let mut now = Nanos(1_000);
                 let region = c as u64 * 2 * MIB / 512;
@@ -550,80 +560,55 @@ fn round_trips_per_thread(cfg: UringConfig, chunk_lbs: u64, n: usize) -> Arc<Req
         assert_eq!(dev.inflight(HctxIdx(h)), 0);
     }
     assert!(q.tag_set().all_free());
-    q
+    (q, dev)
 }
 
-/// Rings owned by their first user (`single_issuer`): each thread's hardware queue is its
-/// own, as `mqblk bench` sets it up; every byte comes back as written.
+/// Rings owned by the threads that reap them (`single_issuer`): each thread's hardware
+/// queue is its own, as `mqblk bench` sets it up; every byte comes back as written.
 #[test]
 fn single_issuer_rings_serve_the_thread_that_owns_each() {
     let dir = TempDir::new("owned");
-    let q = round_trips_per_thread(
+    let (q, dev) = round_trips_per_thread(
         UringConfig {
             nr_hw_queues: 2,
             queue_depth: 16,
             single_issuer: true,
             ..file_cfg(dir.file("dev.img"), 4 * MIB, true)
         },
+        2,
         8,
         48,
     );
+    for h in 0..2 {
+        assert_eq!(dev.owned_rings(HctxIdx(h)), 1, "hctx {h}");
+    }
     q.teardown();
 }
 
-/// A thread that does not own a single-issuer ring may still queue on it: it never enters
-/// the ring (the kernel would refuse it), and the owner submits its entries and reaps its
-/// completion at its next poll, which the core routes back to the submitter.
+/// Threads sharing one hardware queue each get a ring of their own on it, up to
+/// `OWNED_RINGS`; the threads past them share the queue's ring. Every byte comes back
+/// as written, with the tags of one queue shared by all.
 #[test]
-fn a_foreign_thread_queues_on_an_owned_ring_and_the_owner_submits_it() {
-    let dir = TempDir::new("foreign");
+fn threads_sharing_a_queue_get_rings_of_their_own_and_the_rest_share_one() {
+    let dir = TempDir::new("owned-shared");
+    let threads = OWNED_RINGS as u16 + 2;
     let cfg = UringConfig {
+        nr_hw_queues: 1,
+        queue_depth: 32,
         single_issuer: true,
-        ..file_cfg(dir.file("dev.img"), MIB, true)
+        ..file_cfg(dir.file("dev.img"), threads as u64 * 2 * MIB, true)
     };
-    let r = rig_ctx(cfg, 2);
-    let lbs = r.lbs_sectors() as u32;
-    let Rig { q, subs, .. } = r;
-    let mut subs = subs.into_iter();
-    let (mut owner_sub, mut guest) = (subs.next().unwrap(), subs.next().unwrap());
-    assert_eq!(
-        owner_sub.hctxs(),
-        guest.hctxs(),
-        "one hardware queue for both"
-    );
-    let data = vec![0xc3u8; (lbs * 512) as usize];
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let (q, stop) = (&q, &stop);
-        let data = &data;
-        let owner = s.spawn(move || {
-            // The first to enter: the ring is this thread's from now on.
-            let mut now = Nanos(1_000);
-            let back = submit_all(q, &mut owner_sub, &mut now, vec![write_bio(0, data)]);
-            assert_eq!(back[0].status, BlkStatus::Ok);
-            while !stop.load(Ordering::Acquire) {
-                now = now.saturating_add(Nanos::from_micros(10));
-                q.poll(&mut owner_sub, now);
-                std::thread::yield_now();
-            }
-        });
-        // This thread never owns it: its read goes in through the owner.
-        let start = Instant::now();
-        while q.nr_allocated() > 0 || start.elapsed() < Duration::from_millis(20) {
-            assert!(
-                start.elapsed() < DEADLINE,
-                "the owner's write never finished"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let mut now = Nanos(1_000_000);
-        let back = submit_all(q, &mut guest, &mut now, vec![read_bio(0, lbs)]);
-        assert_eq!(back[0].status, BlkStatus::Ok);
-        assert!(back[0].buf.as_ref().unwrap().as_slice() == &data[..]);
-        stop.store(true, Ordering::Release);
-        owner.join().unwrap();
-    });
-    assert!(q.tag_set().all_free());
+    let (q, dev) = round_trips_per_thread(cfg, threads, 4, 24);
+    assert_eq!(dev.owned_rings(HctxIdx(0)), OWNED_RINGS);
+    q.teardown();
+    // Without `single_issuer` no thread has a ring of its own.
+    let dir = TempDir::new("shared-only");
+    let cfg = UringConfig {
+        single_issuer: false,
+        ..file_cfg(dir.file("dev.img"), 4 * 2 * MIB, true)
+    };
+    let (q, dev) = round_trips_per_thread(cfg, 4, 4, 8);
+    assert_eq!(dev.owned_rings(HctxIdx(0)), 0);
     q.teardown();
 }
 

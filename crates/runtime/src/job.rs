@@ -359,6 +359,8 @@ pub fn run_job<S: LatSink>(
     };
     st.run();
     st.drain();
+    // Requests of other jobs that this thread's queue runs issued on its own rings.
+    st.h.retire();
     let t1 = st.h.now().0;
     st.out.cpu = thread_cpu_time().since(cpu0);
     // From the ramp's end, or from where the latency-target search restarted the

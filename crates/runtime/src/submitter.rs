@@ -1,7 +1,9 @@
 //! A submitting thread's handle on a queue.
 
 use crate::clock::MonotonicClock;
-use mqblk_core::{Bio, Clock, CtxIdx, Nanos, RequestQueue, Submit, Submitter};
+use mqblk_core::{
+    Bio, Clock, CompletionBatch, CtxIdx, HctxIdx, Nanos, RequestQueue, Submit, Submitter,
+};
 use std::sync::Arc;
 
 /// Owns one software queue of `queue` for the calling thread.
@@ -86,6 +88,31 @@ impl SubmitterHandle {
     pub fn poll(&mut self) -> usize {
         let now = self.clock.now();
         self.queue.poll(&mut self.sub, now)
+    }
+
+    /// Before the thread ends: reaps until nothing is left on a ring only this thread can
+    /// reap ([`mqblk_core::Driver::inflight_owned`]: an io_uring it owns), where a queue run
+    /// from this thread may have issued other submitters' requests. Their bios go to their
+    /// submitters; this thread's own land in [`Self::done`].
+    pub fn retire(&mut self) {
+        let q = self.queue.clone();
+        let mut batch = CompletionBatch::new();
+        loop {
+            let mut held = false;
+            for h in (0..q.nr_hw_queues()).map(|h| HctxIdx(h as u16)) {
+                if q.driver().inflight_owned(h) == 0 {
+                    continue;
+                }
+                held = true;
+                if q.poll_hctx(h, &mut batch, self.clock.now()) == 0 {
+                    q.driver().wait(h);
+                }
+            }
+            if !held {
+                break;
+            }
+        }
+        self.poll();
     }
 
     /// Reaps until at least `min` completed bios are held (or `max_wait_ns` passed),

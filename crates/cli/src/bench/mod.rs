@@ -509,11 +509,12 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Each job with a hardware queue of its own and no scheduler gets its rings as their
-    /// single issuer (and the run completes on them); two jobs on one queue, or a
-    /// scheduler, keep the shared rings.
+    /// Without a scheduler each job gets rings of its own (single issuer), whether it has
+    /// a hardware queue to itself or shares one, and the run completes on them; under a
+    /// scheduler, which hands one job's requests to another's queue run, the jobs keep the
+    /// shared rings.
     #[test]
-    fn rings_belong_to_their_job_only_where_each_job_has_a_queue_of_its_own() {
+    fn rings_belong_to_their_job_only_where_no_scheduler_hands_requests_between_jobs() {
         let dir = std::env::temp_dir().join(format!("mqblk-owned-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("data");
@@ -525,7 +526,7 @@ mod tests {
         };
         for (extra, owned) in [
             ("nr_hw_queues=2\nioscheduler=none\n", true),
-            ("nr_hw_queues=1\nioscheduler=none\n", false),
+            ("nr_hw_queues=1\nioscheduler=none\n", true),
             ("nr_hw_queues=2\nioscheduler=kyber\n", false),
         ] {
             let p = job(extra);
@@ -534,6 +535,10 @@ mod tests {
             assert_eq!(uring.config().single_issuer, owned, "{extra:?}");
             let exec = execute_on(device, &p, false).unwrap();
             assert_eq!(exec.total_ios(), 512, "{extra:?}");
+            let rings: usize = (0..p.device.nr_hw_queues)
+                .map(|h| uring.owned_rings(mqblk_core::HctxIdx(h)))
+                .sum();
+            assert_eq!(rings, if owned { 2 } else { 0 }, "{extra:?}");
             exec.queue.teardown();
         }
         std::fs::remove_dir_all(&dir).unwrap();

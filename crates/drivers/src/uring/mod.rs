@@ -45,8 +45,8 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 use tracker::{FlushPlan, OpKind, SegSpec, Tracker};
 
@@ -61,6 +61,9 @@ pub const MAX_SEGMENTS: u16 = 128;
 pub const MAX_BLOCK_SIZE: u32 = 65536;
 /// The kernel's limit on SQ entries (`IORING_MAX_ENTRIES`).
 const MAX_RING_ENTRIES: u32 = 32768;
+/// Rings of their own per hardware queue for the threads that reap it, with
+/// [`UringConfig::single_issuer`]; threads past them share the queue's ring.
+pub const OWNED_RINGS: usize = 8;
 /// The longest a submitter sleeps for a completion before it looks again: a backstop for
 /// the completion another submitter reaped first, short beside a disk's service time.
 const WAIT_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(1);
@@ -155,17 +158,21 @@ pub struct UringConfig {
     /// empty for a device of one file. A request must lie inside one file (the block
     /// layer never merges across the gaps between them); a flush syncs them all.
     pub more_files: Vec<UringFile>,
-    /// Each hardware queue's ring belongs to the first thread that uses it
-    /// (`IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`, as fio's engine sets up
-    /// its rings): completions wait in the kernel until that thread asks for them, instead
-    /// of waking it or kicking it with task work at every one, which on tmpfs was 8.6% of the
-    /// time spent waking the kernel's idle io-wq workers alone. Another thread may still
-    /// queue entries and reap what is posted, but never enters the ring: the owner submits
-    /// them at its next poll or wait (within `WAIT_BACKSTOP`). So set it only where one
-    /// thread serves each hardware queue and keeps polling it while it has requests in
-    /// flight, as `mqblk bench` does when every job has a hardware queue of its own; the
-    /// device must be dropped only after the owners reaped everything. Ignored with
-    /// `sqpoll`, whose kernel thread submits.
+    /// Each thread that reaps a hardware queue gets a ring of its own on it, made at its
+    /// first poll of the queue and owned by it (`IORING_SETUP_SINGLE_ISSUER |
+    /// IORING_SETUP_DEFER_TASKRUN`, as fio's engine sets up its rings); it issues what it
+    /// dispatches there from then on. Up to [`OWNED_RINGS`] per queue; further threads, and
+    /// a thread before its first poll, use the queue's shared ring. Completions wait in the
+    /// kernel until the owner asks for them, instead of waking it or kicking it with task
+    /// work at every one (on tmpfs, 8.6% of the time went to waking the kernel's idle io-wq
+    /// workers alone), and submitters sharing a queue neither wait on one ring's lock nor
+    /// wake each other at every completion. The price: a request on a thread's ring
+    /// completes only when that thread polls or waits, and that includes other threads'
+    /// requests that its queue runs dispatched. So set it only where every thread that
+    /// issues keeps polling while it has anything in flight and, before it ends, polls
+    /// until [`Driver::inflight_owned`] is zero on every queue (`SubmitterHandle::retire`
+    /// in the runtime), as `mqblk bench`'s jobs do. Ignored with `sqpoll`, whose kernel
+    /// thread submits.
     pub single_issuer: bool,
 }
 
@@ -371,11 +378,50 @@ struct OpenedFile {
     lbs: u32,
 }
 
-/// One hardware queue: its ring (with its tracker) and scratch space for building a
+/// One ring of a hardware queue (with its tracker) and scratch space for building a
 /// request's submissions, so the issue path does not allocate.
-struct UringHctx {
+struct HctxRing {
     ring: Ring,
     specs: Vec<SegSpec>,
+}
+
+impl HctxRing {
+    fn new(ring: Ring) -> HctxRing {
+        HctxRing {
+            ring,
+            specs: Vec::with_capacity(MAX_SEGMENTS as usize),
+        }
+    }
+}
+
+/// A ring one thread owns on a hardware queue ([`UringConfig::single_issuer`]).
+struct OwnedRing {
+    /// The owning thread's [`engine::thread_token`]; 0 while the slot is free.
+    owner: AtomicU64,
+    /// Set once by the owner; `None` if its ring could not be set up (it then uses the
+    /// queue's shared ring).
+    ring: OnceLock<Option<CachePadded<Mutex<HctxRing>>>>,
+}
+
+/// One hardware queue: the ring any thread may use, and with `single_issuer` the rings of
+/// the threads that reap it, one each.
+struct UringHctx {
+    shared: CachePadded<Mutex<HctxRing>>,
+    /// Submissions in the shared ring (its tracker's `nr_sqes`, stored after every change
+    /// under its lock), so that with owned rings a poll takes the shared lock only when the
+    /// shared ring has something in flight.
+    shared_sqes: AtomicUsize,
+    owned: Box<[OwnedRing]>,
+    /// Device ring descriptors held by requests in flight on every ring of this queue
+    /// ([`UringConfig::virtqueue_size`]).
+    descs: CachePadded<AtomicU32>,
+}
+
+/// Which of a hardware queue's rings a call is about.
+#[derive(Clone, Copy)]
+enum Which<'a> {
+    Shared,
+    Owned(&'a Mutex<HctxRing>),
 }
 
 /// A block device doing its I/O through io_uring. Build its tag set from the same
@@ -396,7 +442,9 @@ pub struct UringDevice {
     write_cache: bool,
     /// The disk under the file or device, as sysfs describes its queue.
     backing: Option<crate::sysfs::QueueShape>,
-    hctxs: Box<[CachePadded<Mutex<UringHctx>>]>,
+    hctxs: Box<[UringHctx]>,
+    /// How an owned ring is made (`single_issuer`).
+    owned_cfg: RingConfig,
     pool: Option<FixedPool>,
     /// Reads and writes issued from registered buffers, and from others.
     fixed_ios: AtomicU64,
@@ -490,22 +538,39 @@ impl UringDevice {
             sqpoll_cpu: cfg.sqpoll_cpu,
             iopoll: cfg.iopoll,
             register_files: cfg.register_files,
-            single_issuer: cfg.single_issuer && !cfg.sqpoll,
+            single_issuer: false,
+        };
+        let owned_cfg = RingConfig {
+            single_issuer: true,
+            ..ring_cfg
+        };
+        let owned_slots = if cfg.single_issuer && !cfg.sqpoll {
+            OWNED_RINGS
+        } else {
+            0
         };
         let mut hctxs = Vec::with_capacity(cfg.nr_hw_queues as usize);
         for h in 0..cfg.nr_hw_queues {
             let ring = Ring::new(files.clone(), ring_cfg, cfg.queue_depth)
                 .map_err(|source| UringError::Setup { hctx: h, source })?;
-            hctxs.push(CachePadded::new(Mutex::new(UringHctx {
-                ring,
-                specs: Vec::with_capacity(MAX_SEGMENTS as usize),
-            })));
+            hctxs.push(UringHctx {
+                shared: CachePadded::new(Mutex::new(HctxRing::new(ring))),
+                shared_sqes: AtomicUsize::new(0),
+                owned: (0..owned_slots)
+                    .map(|_| OwnedRing {
+                        owner: AtomicU64::new(0),
+                        ring: OnceLock::new(),
+                    })
+                    .collect(),
+                descs: CachePadded::new(AtomicU32::new(0)),
+            });
         }
         let pool = if cfg.fixed_buffers {
             let (count, size) = (cfg.fixed_buf_count(), cfg.fixed_buf_size);
             let pool = FixedPool::new(count, size as usize);
             for h in hctxs.iter() {
-                h.lock()
+                h.shared
+                    .lock()
                     .ring
                     .register_buffers(pool.inner())
                     .map_err(|source| UringError::Register {
@@ -530,6 +595,7 @@ impl UringDevice {
             needed.push(engine::OP_FALLOCATE);
         }
         let missing = hctxs[0]
+            .shared
             .lock()
             .ring
             .unsupported(&needed)
@@ -549,6 +615,7 @@ impl UringDevice {
             write_cache,
             backing,
             hctxs: hctxs.into(),
+            owned_cfg,
             pool,
             fixed_ios: AtomicU64::new(0),
             plain_ios: AtomicU64::new(0),
@@ -701,6 +768,16 @@ impl UringDevice {
         &self.cfg.path
     }
 
+    /// Rings of their own that threads have on hardware queue `hctx`
+    /// ([`UringConfig::single_issuer`]).
+    pub fn owned_rings(&self, hctx: HctxIdx) -> usize {
+        self.hctx(hctx)
+            .owned
+            .iter()
+            .filter(|o| o.ring.get().is_some_and(|r| r.is_some()))
+            .count()
+    }
+
     pub fn kind(&self) -> BackingKind {
         self.kind
     }
@@ -738,8 +815,99 @@ impl UringDevice {
         self.virtqueue_size
     }
 
-    fn hctx(&self, hctx: HctxIdx) -> &Mutex<UringHctx> {
+    fn hctx(&self, hctx: HctxIdx) -> &UringHctx {
         &self.hctxs[hctx.0 as usize]
+    }
+
+    /// The calling thread's own ring on `hctx`, if it has one; with `make`, one is made if
+    /// it has none and a slot is free. Slots are claimed in order and never released, so
+    /// the first free one ends the search.
+    fn own_ring(&self, hctx: HctxIdx, make: bool) -> Option<&Mutex<HctxRing>> {
+        let q = self.hctx(hctx);
+        if q.owned.is_empty() {
+            return None;
+        }
+        let me = engine::thread_token();
+        for slot in q.owned.iter() {
+            match slot.owner.load(Ordering::Acquire) {
+                o if o == me => return slot.ring.get().and_then(|r| r.as_deref()),
+                0 if !make => return None,
+                0 => {
+                    let claimed = slot
+                        .owner
+                        .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok();
+                    if claimed {
+                        return slot.ring.get_or_init(|| self.make_owned(hctx)).as_deref();
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// A ring for the calling thread alone, with the pool's buffers registered. `None`
+    /// (said once, on standard error) when the kernel refuses one: the thread then keeps
+    /// to the shared ring.
+    fn make_owned(&self, hctx: HctxIdx) -> Option<CachePadded<Mutex<HctxRing>>> {
+        let made = Ring::new(self.files.clone(), self.owned_cfg, self.cfg.queue_depth).and_then(
+            |mut ring| {
+                if let Some(pool) = &self.pool {
+                    ring.register_buffers(pool.inner())?;
+                }
+                Ok(ring)
+            },
+        );
+        match made {
+            Ok(ring) => Some(CachePadded::new(Mutex::new(HctxRing::new(ring)))),
+            Err(e) => {
+                eprintln!(
+                    "mqblk: uring: hardware queue {}: a ring of the thread's own could not be set up ({e}); it shares the queue's ring",
+                    hctx.0
+                );
+                None
+            }
+        }
+    }
+
+    /// The ring the calling thread issues to on `hctx`: its own if it has one, else the
+    /// shared one.
+    fn issuer_ring(&self, hctx: HctxIdx) -> Which<'_> {
+        self.own_ring(hctx, false)
+            .map_or(Which::Shared, Which::Owned)
+    }
+
+    /// Whether the shared ring of `hctx` may hold something: always without owned rings.
+    fn shared_busy(&self, hctx: HctxIdx) -> bool {
+        let q = self.hctx(hctx);
+        q.owned.is_empty() || q.shared_sqes.load(Ordering::Relaxed) > 0
+    }
+
+    /// Runs `f` on one ring of `hctx` under its lock, then gives back the device
+    /// descriptors its completions released and notes what the shared ring holds.
+    fn with_ring<R>(
+        &self,
+        hctx: HctxIdx,
+        which: Which<'_>,
+        f: impl FnOnce(&UringHctx, &mut HctxRing) -> R,
+    ) -> R {
+        let hq = self.hctx(hctx);
+        let mut q = match which {
+            Which::Shared => hq.shared.lock(),
+            Which::Owned(r) => r.lock(),
+        };
+        let before = q.ring.tracker.descs_held();
+        let r = f(hq, &mut q);
+        let released = before.saturating_sub(q.ring.tracker.descs_held());
+        if released > 0 {
+            hq.descs.fetch_sub(released, Ordering::Relaxed);
+        }
+        if matches!(which, Which::Shared) && !hq.owned.is_empty() {
+            hq.shared_sqes
+                .store(q.ring.tracker.nr_sqes(), Ordering::Relaxed);
+        }
+        r
     }
 
     /// Runs the request at once if this device does it synchronously: discard and
@@ -869,8 +1037,9 @@ impl UringDevice {
         })
     }
 
-    /// Issues a request to the ring of `q`: everything but the synchronous cases.
-    fn issue_ring(&self, q: &mut UringHctx, rq: &mut Request) -> BlkStatus {
+    /// Issues a request to ring `q` of hardware queue `hq`: everything but the synchronous
+    /// cases.
+    fn issue_ring(&self, hq: &UringHctx, q: &mut HctxRing, rq: &mut Request) -> BlkStatus {
         let plan = self.flush_plan(rq);
         q.specs.clear();
         if rq.op == ReqOp::Flush {
@@ -898,17 +1067,6 @@ impl UringDevice {
             // One that could never fit takes the whole ring when it is empty.
             (2 + q.specs.iter().map(descriptors).sum::<u32>()).min(size)
         });
-        if let (Some(size), Some(d)) = (self.virtqueue_size, descs) {
-            if q.ring.tracker.descs_held() + d > size {
-                // The ring is full: the request waits on the dispatch list for a completion.
-                // (`virtio_queue_rq` also stops the queue; `virtio_queue_rqs`, which takes
-                // plugged requests, does not, and new requests then go straight to the
-                // ring, as here. Stopping it here made mqblk's reader beside a write flood
-                // under `none` wait behind merged writes: 780-890 IOPS against 1000-1250
-                // without, the kernel's 1290-2730.)
-                return BlkStatus::DevResource;
-            }
-        }
         let n = Tracker::first_phase_sqes(&q.specs, plan);
         if !q.ring.fits(n) {
             // More bios than the ring holds: the queue limits were not ours.
@@ -922,10 +1080,31 @@ impl UringDevice {
                 return BlkStatus::Resource;
             }
         }
+        if let (Some(size), Some(d)) = (self.virtqueue_size, descs) {
+            // Taken on the queue's count, which every ring of the queue shares, as one
+            // virtqueue's descriptors are (`virtqueue_add` under the queue's lock).
+            let took = hq
+                .descs
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                    (held + d <= size).then_some(held + d)
+                });
+            if took.is_err() {
+                // The ring is full: the request waits on the dispatch list for a completion.
+                // (`virtio_queue_rq` also stops the queue; `virtio_queue_rqs`, which takes
+                // plugged requests, does not, and new requests then go straight to the
+                // ring, as here. Stopping it here made mqblk's reader beside a write flood
+                // under `none` wait behind merged writes: 780-890 IOPS against 1000-1250
+                // without, the kernel's 1290-2730.)
+                return BlkStatus::DevResource;
+            }
+        }
         if self.sync_flushes() && rq.cmd_flags.contains(ReqFlags::PREFLUSH) && rq.op != ReqOp::Flush
         {
             let s = self.sync_data();
             if !s.is_ok() {
+                if let Some(d) = descs {
+                    hq.descs.fetch_sub(d, Ordering::Relaxed);
+                }
                 return s;
             }
         }
@@ -1010,12 +1189,12 @@ impl Driver for UringDevice {
             }
             return BlkStatus::Ok;
         }
-        let (status, due) = {
-            let mut q = self.hctx(hctx).lock();
-            let status = self.issue_ring(&mut q, rq);
+        let which = self.issuer_ring(hctx);
+        let (status, due) = self.with_ring(hctx, which, |hq, q| {
+            let status = self.issue_ring(hq, q, rq);
             // Also when this request was refused: earlier ones of the batch are queued.
             (status, if last { q.ring.submit_due() } else { None })
-        };
+        });
         if let Some((fd, n)) = due {
             engine::enter_submit(fd, n);
         }
@@ -1023,34 +1202,69 @@ impl Driver for UringDevice {
     }
 
     fn commit_rqs(&self, hctx: HctxIdx) {
-        let due = {
-            let mut q = self.hctx(hctx).lock();
+        let which = self.issuer_ring(hctx);
+        let due = self.with_ring(hctx, which, |_, q| {
             q.ring.push_ready();
             q.ring.submit_due()
-        };
+        });
         if let Some((fd, n)) = due {
             engine::enter_submit(fd, n);
         }
     }
 
+    /// Reaps the calling thread's own ring (made here, with `single_issuer`, the first
+    /// time the thread reaps this queue: the threads that reap a queue are its
+    /// submitters), and the shared ring when it holds anything.
     fn poll(&self, hctx: HctxIdx, _now: Nanos, done: &mut CompletionBatch) -> usize {
-        self.hctx(hctx).lock().ring.poll(done)
+        let mut n = 0;
+        if let Some(own) = self.own_ring(hctx, true) {
+            n += self.with_ring(hctx, Which::Owned(own), |_, q| q.ring.poll(done));
+        }
+        if self.shared_busy(hctx) {
+            n += self.with_ring(hctx, Which::Shared, |_, q| q.ring.poll(done));
+        }
+        n
     }
 
     /// Sleeps in `io_uring_enter` until a completion is posted (the submitter's wait for
-    /// the interrupt), when something is in flight and nothing is posted yet; without the
-    /// hardware queue's lock, which a sleeper would hold against every other submitter of
-    /// the queue until the next completion.
+    /// the interrupt), when something is in flight and nothing is posted yet: on the
+    /// calling thread's own ring if it holds anything, else on the shared one. Without the
+    /// ring's lock, which a sleeper would hold against every other submitter of the queue
+    /// until the next completion.
     fn wait(&self, hctx: HctxIdx) {
-        let due = self.hctx(hctx).lock().ring.wait_due();
+        let own = self.own_ring(hctx, false).and_then(|r| {
+            self.with_ring(hctx, Which::Owned(r), |_, q| {
+                (q.ring.tracker.nr_sqes() > 0).then(|| q.ring.wait_due())
+            })
+        });
+        let due = match own {
+            Some(due) => due,
+            None if self.shared_busy(hctx) => {
+                self.with_ring(hctx, Which::Shared, |_, q| q.ring.wait_due())
+            }
+            None => None,
+        };
         if let Some((fd, pushed)) = due {
             engine::wait_for_cqe(fd, pushed, WAIT_BACKSTOP);
         }
     }
 
-    /// Requests issued to the ring and not yet reaped. Synchronous ones never count.
+    /// Requests issued to the calling thread's own ring and to the shared ring and not yet
+    /// reaped: what its `poll` and `wait` look at. Synchronous ones never count.
     fn inflight(&self, hctx: HctxIdx) -> usize {
-        self.hctx(hctx).lock().ring.tracker.nr_requests()
+        self.inflight_owned(hctx)
+            + if self.shared_busy(hctx) {
+                self.hctx(hctx).shared.lock().ring.tracker.nr_requests()
+            } else {
+                0
+            }
+    }
+
+    /// Requests in flight on the calling thread's own ring: the kernel completes them only
+    /// when this thread enters it (`IORING_SETUP_DEFER_TASKRUN`).
+    fn inflight_owned(&self, hctx: HctxIdx) -> usize {
+        self.own_ring(hctx, false)
+            .map_or(0, |r| r.lock().ring.tracker.nr_requests())
     }
 
     /// A regular file's holes (`SEEK_DATA`/`SEEK_HOLE`), which read as zeroes; a block
