@@ -38,6 +38,7 @@ work=$(mktemp -d)
 loop=
 T=/sys/kernel/tracing
 reader=
+mounted_tracefs=
 cleanup() {
     if [ "$merges" = 1 ]; then
         echo 0 > "$T/tracing_on" 2>/dev/null || true
@@ -47,9 +48,19 @@ cleanup() {
     umount "$work/mnt" 2>/dev/null || true
     [ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
     rm -rf "$work"
+    [ -n "$mounted_tracefs" ] && umount "$T" 2>/dev/null || true
 }
 trap cleanup EXIT
 mkdir "$work/mnt"
+# BFQ's log comes through tracefs, which a fresh machine may not have mounted yet (it is
+# unmounted again at the end, as `mqblk trace capture` does).
+if [ "$merges" = 1 ] && [ ! -e "$T/trace_pipe" ]; then
+    mount -t tracefs nodev "$T" 2>/dev/null || {
+        echo "dbench-twin: --merges needs tracefs at $T and could not mount it" >&2
+        exit 2
+    }
+    mounted_tracefs=1
+fi
 declare -A got
 for round in $(seq "$rounds"); do
     for s in $scheds; do
