@@ -1007,12 +1007,9 @@ fn bfq_keeps_a_device_queueing_once_it_has_seen_it_queue() {
 /// request of one adjoins the other's), are merged with raising off; then, raising on, the
 /// shared queue comes back from three seconds idle (interactive by its idleness) beside a
 /// new reader: only the new reader is raised.
-#[test]
-fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
-    let mut r = Rig::simple(BFQ, 1);
-    r.set("queue_merging", "2");
-    r.set("stable_merging", "0");
-    r.set("low_latency", "0");
+/// Issuers 1 and 2 read interleaved 4 KiB blocks of one region: their queues merge as
+/// cooperators.
+fn merge_two_issuers(r: &mut Rig) {
     for (k, issuer) in [1u32, 2].into_iter().enumerate() {
         for i in 0..4u64 {
             let sector = i * 32 + 16 * k as u64;
@@ -1027,6 +1024,15 @@ fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
         "{}",
         r.elv().debug_state()
     );
+}
+
+#[test]
+fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("queue_merging", "2");
+    r.set("stable_merging", "0");
+    r.set("low_latency", "0");
+    merge_two_issuers(&mut r);
     r.drain(us(10));
     r.set("low_latency", "1");
     r.advance_to(r.now.saturating_add(ms(3000)));
@@ -1039,5 +1045,63 @@ fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
         "{}",
         r.elv().debug_state()
     );
+    r.finish();
+}
+
+/// A queue made when its issuer leaves a shared queue that turned seeky starts no raising
+/// for `bfq_wr_min_idle_time` (2 s) after the split: `bfq_bfqq_handle_idle_busy_switch`
+/// updates raising only once `split_time + bfq_wr_min_idle_time` has passed. Its issuer,
+/// back after 100 ms with one small read (soft real-time by its rate), is not raised; after
+/// the 2 s it is, as any queue idle that long.
+#[test]
+fn bfq_a_queue_split_off_a_shared_one_is_not_raised_for_two_seconds() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("queue_merging", "2");
+    r.set("stable_merging", "0");
+    merge_two_issuers(&mut r);
+    // The shared queue turns seeky: scattered reads of both issuers, served one at a time.
+    for i in 0..40u64 {
+        let issuer = 1 + (i % 2) as u32;
+        r.queue(
+            0,
+            read((i * 7919 % 997) * 4096, 8, 1000 + i).with_issuer(issuer, 0),
+        );
+        r.drain(us(10));
+    }
+    let split_at = r.now.saturating_add(ms(50));
+    r.advance_to(split_at);
+    r.queue(0, read(1 << 22, 8, 2000).with_issuer(2, 0));
+    r.drain(us(10));
+    assert_eq!(
+        r.bfq().counters.queue_splits,
+        1,
+        "{}",
+        r.elv().debug_state()
+    );
+    let before = r.bfq().counters;
+    // The idle slice for it runs out, and its turn ends.
+    r.advance_to(split_at.saturating_add(ms(30)));
+    r.advance_to(split_at.saturating_add(ms(100)));
+    r.queue(0, read(1 << 23, 8, 2001).with_issuer(2, 0));
+    r.drain(us(10));
+    let c = r.bfq().counters;
+    assert_eq!(
+        (c.wr_interactive, c.wr_soft_rt),
+        (before.wr_interactive, before.wr_soft_rt),
+        "raised within 2 s of its split\n{}",
+        r.elv().debug_state()
+    );
+    // Past the 2 s, the same small read raises it again.
+    r.advance_to(split_at.saturating_add(ms(2200)));
+    r.advance_to(split_at.saturating_add(ms(2300)));
+    r.queue(0, read(1 << 24, 8, 2002).with_issuer(2, 0));
+    let c = r.bfq().counters;
+    assert_eq!(
+        c.wr_interactive + c.wr_soft_rt,
+        before.wr_interactive + before.wr_soft_rt + 1,
+        "not raised 2 s after its split\n{}",
+        r.elv().debug_state()
+    );
+    r.drain(us(10));
     r.finish();
 }

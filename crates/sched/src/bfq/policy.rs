@@ -615,7 +615,15 @@ impl State {
         // kernel's `stably_merged` is the requesting process's (its io context's); ours is
         // the shared queue's.
         let may_start = q.issuers.len() == 1 || q.stably_merged;
-        if old.coeff <= 1 {
+        // A queue made when its issuer left a shared queue (`split_time`) keeps what it
+        // resumed for `bfq_wr_min_idle_time`: its arrivals start, renew, switch and end no
+        // raising until then (`bfq_bfqq_handle_idle_busy_switch` calls
+        // `bfq_update_bfqq_wr_on_rq_arrival` only once `split_time + bfq_wr_min_idle_time`
+        // has passed).
+        let just_split =
+            q.split_time > Nanos::ZERO && now <= q.split_time.saturating_add(WR_MIN_IDLE);
+        if just_split {
+        } else if old.coeff <= 1 {
             if may_start && (interactive || soft_rt) {
                 q.wr = if interactive {
                     n_interactive += 1;
