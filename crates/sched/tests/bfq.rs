@@ -1105,3 +1105,45 @@ fn bfq_a_queue_split_off_a_shared_one_is_not_raised_for_two_seconds() {
     r.drain(us(10));
     r.finish();
 }
+
+/// Issuer 3 reads, thinks 8 ms, and reads again right after a read of issuer 1 completes,
+/// twelve times: issuer 1's queue is found as its waker (`bfq_check_waker`), unless that
+/// queue is shared (issuers 1 and 2 merged into it), whose completions clear the last
+/// completed queue instead (`bfq_completed_request`: "a false waker will unjustly steal
+/// bandwidth to its supposedly woken queue").
+fn wakers_found_after(r: &mut Rig) -> u64 {
+    for round in 0..12u64 {
+        r.queue(0, read(1 << 24, 8, 3000 + round).with_issuer(3, 0));
+        r.drain(us(100));
+        r.advance_to(r.now.saturating_add(ms(8)));
+        r.queue(0, read(round * 64, 8, 4000 + round).with_issuer(1, 0));
+        r.drain(us(100));
+        r.advance_to(r.now.saturating_add(us(500)));
+    }
+    r.drain(us(100));
+    r.bfq().counters.wakers
+}
+
+#[test]
+fn bfq_a_shared_queue_is_nobodys_waker() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    r.set("queue_merging", "0");
+    let alone = wakers_found_after(&mut r);
+    r.finish();
+    assert!(alone >= 1, "issuer 1's own queue is not found as the waker");
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    r.set("queue_merging", "2");
+    r.set("stable_merging", "0");
+    merge_two_issuers(&mut r);
+    r.drain(us(10));
+    let shared = wakers_found_after(&mut r);
+    assert_eq!(
+        shared,
+        0,
+        "a shared queue became a waker\n{}",
+        r.elv().debug_state()
+    );
+    r.finish();
+}

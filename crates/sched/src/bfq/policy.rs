@@ -1072,7 +1072,13 @@ impl State {
             }
         }
         self.dev.rq_in_driver = self.dev.rq_in_driver.saturating_sub(1);
-        self.last_completion = Some((info.queue, now));
+        // `bfq_completed_request`: a shared queue is no waker candidate ("a false waker
+        // will unjustly steal bandwidth to its supposedly woken queue"): its completion
+        // clears the last completed queue rather than becoming it.
+        let shared = self.queues[info.queue as usize]
+            .as_ref()
+            .is_some_and(|q| q.is_coop());
+        self.last_completion = (!shared).then_some((info.queue, now));
         // A completion so late that the device served under 1/1024 sector per microsecond
         // (about 977 sectors/s) ends the rate window at the previous event
         // (`bfq_completed_request`).
