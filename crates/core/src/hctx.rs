@@ -5,7 +5,7 @@ use crate::request::RqId;
 use crate::{CtxIdx, HctxIdx, Nanos};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// `BLK_MQ_MAX_DISPATCH_ORDER`: dispatch batch sizes are counted in power-of-two buckets.
 pub const MAX_DISPATCH_ORDER: usize = 7;
@@ -84,24 +84,34 @@ pub struct HctxTotals {
 /// Shards of [`HctxStats`]: threads are spread over them round-robin.
 const SHARDS: usize = 8;
 
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
-    /// This thread's shard, handed out in turn as threads first count something (`SHARDS`
-    /// until then). A constant initialiser keeps the hot read a plain thread-local load.
-    static SHARD: std::cell::Cell<usize> = const { std::cell::Cell::new(SHARDS) };
+    /// This thread's number ([`thread_number`]), 0 until it first asks. A constant
+    /// initialiser keeps the hot read a plain thread-local load.
+    static THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// The calling thread's number: unique in the process, never 0, handed out in turn as
+/// threads first ask. It spreads [`HctxStats`] over their shards, and names the thread
+/// that owns a driver's per-thread state (the uring driver's single-issuer rings), where
+/// `std::thread::current()` would clone an `Arc` at every call.
+#[inline]
+pub fn thread_number() -> u64 {
+    THREAD.with(|t| match t.get() {
+        0 => {
+            let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            t.set(n);
+            n
+        }
+        n => n,
+    })
+}
+
+/// This thread's shard of [`HctxStats`]: threads are spread over them round-robin.
 #[inline]
 fn shard() -> usize {
-    SHARD.with(|s| {
-        let mut i = s.get();
-        if i == SHARDS {
-            i = NEXT_SHARD.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            s.set(i);
-        }
-        i
-    })
+    ((thread_number() - 1) % SHARDS as u64) as usize
 }
 
 /// Counters for the state dump and reports (the kernel's debugfs `dispatched`, `queued`,

@@ -37,6 +37,7 @@
 use super::pool::PoolInner;
 use super::tracker::{Op, OpKind, Tracker};
 use io_uring::{opcode, register::Probe, types, IoUring};
+use mqblk_core::hctx::thread_number;
 use mqblk_core::CompletionBatch;
 use std::fs::File;
 use std::io;
@@ -151,25 +152,6 @@ pub(crate) struct RingConfig {
     pub single_issuer: bool,
 }
 
-/// The calling thread's number, unique in the process and never 0: who owns a
-/// single-issuer ring. A constant-initialised thread-local read, where
-/// `std::thread::current()` clones an `Arc` at every call (0.3% of a submitter's samples
-/// when every poll asked it).
-pub(crate) fn thread_token() -> u64 {
-    use std::cell::Cell;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local!(static TOKEN: Cell<u64> = const { Cell::new(0) });
-    TOKEN.with(|t| match t.get() {
-        0 => {
-            let me = NEXT.fetch_add(1, Ordering::Relaxed);
-            t.set(me);
-            me
-        }
-        me => me,
-    })
-}
-
 /// One io_uring of a hardware queue and the tracker of what it has in flight.
 pub(crate) struct Ring {
     uring: IoUring,
@@ -180,7 +162,7 @@ pub(crate) struct Ring {
     registered: bool,
     /// Made with `IORING_SETUP_SINGLE_ISSUER`: only `owner` may enter it.
     single_issuer: bool,
-    /// The thread ([`thread_token`]) that enabled the ring (`IORING_REGISTER_ENABLE_RINGS`)
+    /// The thread ([`thread_number`]) that enabled the ring (`IORING_REGISTER_ENABLE_RINGS`)
     /// and so is its submitter task; 0 until a thread first enters it.
     owner: u64,
     pub(crate) tracker: Tracker,
@@ -325,7 +307,7 @@ impl Ring {
         if !self.single_issuer {
             return true;
         }
-        let me = thread_token();
+        let me = thread_number();
         match self.owner {
             0 => {
                 // A failure leaves the ring disabled: every enter then fails and requests

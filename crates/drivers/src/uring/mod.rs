@@ -35,6 +35,7 @@ pub use pool::{FixedPool, MAX_FIXED_BUFFERS};
 
 use crossbeam_utils::CachePadded;
 use engine::{Ring, RingConfig};
+use mqblk_core::hctx::thread_number;
 use mqblk_core::tag::MAX_DEPTH;
 use mqblk_core::{
     Bio, BlkStatus, CompletionBatch, Driver, HctxIdx, MapQueues, Nanos, QueueLimits, ReqFlags,
@@ -396,7 +397,7 @@ impl HctxRing {
 
 /// A ring one thread owns on a hardware queue ([`UringConfig::single_issuer`]).
 struct OwnedRing {
-    /// The owning thread's [`engine::thread_token`]; 0 while the slot is free.
+    /// The owning thread's [`thread_number`]; 0 while the slot is free.
     owner: AtomicU64,
     /// Set once by the owner; `None` if its ring could not be set up (it then uses the
     /// queue's shared ring).
@@ -827,7 +828,7 @@ impl UringDevice {
         if q.owned.is_empty() {
             return None;
         }
-        let me = engine::thread_token();
+        let me = thread_number();
         for slot in q.owned.iter() {
             match slot.owner.load(Ordering::Acquire) {
                 o if o == me => return slot.ring.get().and_then(|r| r.as_deref()),
