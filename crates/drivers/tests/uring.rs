@@ -332,7 +332,7 @@ impl Rig {
         assert!(self.q.tag_set().all_free());
         for h in 0..self.q.nr_hw_queues() {
             assert_eq!(
-                self.dev.inflight(HctxIdx(h as u16)),
+                self.dev.inflight_all(HctxIdx(h as u16)),
                 0,
                 "hctx {h} still holds requests"
             );
@@ -557,7 +557,7 @@ fn round_trips_per_thread(
         }
     });
     for h in 0..nr {
-        assert_eq!(dev.inflight(HctxIdx(h)), 0);
+        assert_eq!(dev.inflight_all(HctxIdx(h)), 0, "hctx {h}");
     }
     assert!(q.tag_set().all_free());
     (q, dev)

@@ -769,6 +769,18 @@ impl UringDevice {
         &self.cfg.path
     }
 
+    /// Requests in flight on every ring of hardware queue `hctx`, whoever issued them
+    /// (`Driver::inflight` counts only what the calling thread reaps).
+    pub fn inflight_all(&self, hctx: HctxIdx) -> usize {
+        let q = self.hctx(hctx);
+        q.owned
+            .iter()
+            .filter_map(|o| o.ring.get().and_then(|r| r.as_deref()))
+            .chain([&*q.shared])
+            .map(|r| r.lock().ring.tracker.nr_requests())
+            .sum()
+    }
+
     /// Rings of their own that threads have on hardware queue `hctx`
     /// ([`UringConfig::single_issuer`]).
     pub fn owned_rings(&self, hctx: HctxIdx) -> usize {
