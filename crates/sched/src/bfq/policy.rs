@@ -162,7 +162,10 @@ impl State {
     }
 
     /// `bfq_update_has_short_ttime`: short until 80 samples are in, then while the mean
-    /// think time is at most half of `slice_idle`.
+    /// think time is at most half of `slice_idle`. Where we differ: the kernel keeps the flag
+    /// as a queue resumed it for `bfq_wr_min_idle_time` after a split ("Idle window just
+    /// restored, statistics are meaningless"); ours reads the resumed statistics with the
+    /// samples added since.
     fn has_short_ttime(q: &Bq, k: &Knobs) -> bool {
         q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0 / 2
     }
@@ -470,8 +473,7 @@ impl State {
     pub(super) fn note_creation(&mut self, qid: u32, now: Nanos) {
         let q = self.qr(qid);
         let busy: u32 = self.load.busy_classes.iter().sum();
-        let just_split =
-            q.split_time > Nanos::ZERO && now <= q.split_time.saturating_add(JUST_SPLIT);
+        let just_split = q.split_within(now, JUST_SPLIT);
         if !q.sync
             || !(self.burst.size > 0 || busy == 0)
             || q.in_large_burst
@@ -620,9 +622,8 @@ impl State {
         // raising until then (`bfq_bfqq_handle_idle_busy_switch` calls
         // `bfq_update_bfqq_wr_on_rq_arrival` only once `split_time + bfq_wr_min_idle_time`
         // has passed).
-        let just_split =
-            q.split_time > Nanos::ZERO && now <= q.split_time.saturating_add(WR_MIN_IDLE);
-        if just_split {
+        if q.split_within(now, WR_MIN_IDLE) {
+            // Keeps the raising it resumed, as it is.
         } else if old.coeff <= 1 {
             if may_start && (interactive || soft_rt) {
                 q.wr = if interactive {

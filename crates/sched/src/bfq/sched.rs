@@ -409,6 +409,10 @@ impl Bq {
     pub fn is_coop(&self) -> bool {
         self.issuers.len() > 1
     }
+    /// Made by a split (`split_time` set) no more than `window` before `now`.
+    pub fn split_within(&self, now: Nanos, window: Nanos) -> bool {
+        self.split_time > Nanos::ZERO && now <= self.split_time.saturating_add(window)
+    }
 }
 
 /// An issuer's queue state kept while it shares a queue (`bfq_bfqq_save_state`).
