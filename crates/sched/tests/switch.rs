@@ -8,7 +8,7 @@ use mqblk_core::{
 };
 use mqblk_drivers::{IrqMode, NullConfig, NullDevice};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -205,16 +205,22 @@ fn switch_under_load(with_workers: bool) {
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let now = move || Nanos(t0.elapsed().as_nanos() as u64 + 1);
+    // What the completion workers reaped so far: the load goes on until they reaped
+    // something (or 10 s passed), as on a busy machine the submitters' own polling can take
+    // every completion of a short run.
+    let reaped_so_far = Arc::new(AtomicUsize::new(0));
     let reapers: Vec<_> = (0..2u16)
         .filter(|_| with_workers)
         .map(|h| {
-            let (q, stop) = (q.clone(), stop.clone());
+            let (q, stop, so_far) = (q.clone(), stop.clone(), reaped_so_far.clone());
             std::thread::spawn(move || {
                 let mut batch = mqblk_core::CompletionBatch::new();
                 let mut reaped = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let t = now();
-                    reaped += q.poll_hctx(mqblk_core::HctxIdx(h), &mut batch, t);
+                    let n = q.poll_hctx(mqblk_core::HctxIdx(h), &mut batch, t);
+                    so_far.fetch_add(n, Ordering::Relaxed);
+                    reaped += n;
                     if q.next_deadline().is_some_and(|d| d <= t) {
                         q.timer_detached(&mut batch, t);
                     }
@@ -291,6 +297,10 @@ fn switch_under_load(with_workers: bool) {
         }
         switches += 1;
         std::thread::sleep(Duration::from_millis(2));
+    }
+    let patience = Instant::now() + Duration::from_secs(10);
+    while with_workers && reaped_so_far.load(Ordering::Relaxed) == 0 && Instant::now() < patience {
+        std::thread::sleep(Duration::from_millis(1));
     }
     stop.store(true, Ordering::Relaxed);
     for w in workers {
