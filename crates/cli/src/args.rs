@@ -163,9 +163,10 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 1.0, value_parser = positive_f64)]
     pub speed: f64,
     /// Closed loop: inferred: a process that queued an I/O with none of its own in flight
-    /// waits for its I/O to finish and for the other process's completion that came just
-    /// before (an fsync waiting on the journal's commit), then thinks as long as it did in
-    /// the trace; none: only its concurrency holds it back
+    /// waits for its I/O to finish and for another process's completion since: the newest
+    /// flush or PREFLUSH/FUA write (an fsync waiting on the journal's commit), else the
+    /// newest; then thinks as long as it did in the trace; none: only its concurrency holds
+    /// it back
     #[arg(long, default_value = "inferred", value_parser = ["inferred", "none"])]
     pub waits: String,
     /// Virtual CPUs (default: enough for the traced CPUs)

@@ -790,8 +790,8 @@ fn bfq_a_bio_continuing_another_queues_request_merges_the_queues_first() {
 /// (its queue in service, waited for: the weights differ), a reader at be/4 (weight 40) may
 /// hold 64 x 40 / 120 = 21 of the 64 tags, and after that only what the tag map's depth-one
 /// region has free (a tag or two); with the limit off (`tags_by_weight=0`, as kernels
-/// before 5.16) all the 63 left. (Shares count active queues only: had the be/0 queue
-/// expired, the other would have them all.)
+/// before 5.16) all the 63 left. (Shares count the queues on the trees: had the be/0 queue
+/// expired with its finish time behind the virtual time, the other would have them all.)
 #[test]
 fn bfq_a_queue_past_its_weights_share_of_the_tags_gets_one_at_a_time() {
     for (limit, want) in [("1", 21..=23), ("0", 63..=63)] {
@@ -1145,5 +1145,45 @@ fn bfq_a_shared_queue_is_nobodys_waker() {
         "a shared queue became a waker\n{}",
         r.elv().debug_state()
     );
+    r.finish();
+}
+
+/// `__bfq_set_in_service_queue` forgets where the last queue's I/O ended
+/// (`in_serv_last_pos = 0`, "bfq: Avoid false bfq queue merging"): until the new queue
+/// dispatches, a request near that old position is near nothing of its. Reader A (be/4) is
+/// preempted while waited for by the heavier B (be/0) and stays busy (a lighter C waits, so
+/// the weights differ); once B's turn ends A is in service again with nothing queued.
+/// Reader D's read next to where B's read ended must not merge D's queue into A's (with the
+/// stale position it did).
+#[test]
+fn bfq_a_queue_just_put_in_service_is_near_nothing_until_it_dispatches() {
+    let mut r = merging_rig();
+    r.set("stable_merging", "0");
+    let be = |l| IoPrio::new(IoPrioClass::Be, l);
+    r.queue(0, read(0, 8, 1).with_issuer(1, 0).with_ioprio(be(4)));
+    r.queue(0, read(1 << 26, 8, 2).with_issuer(3, 0).with_ioprio(be(7)));
+    r.complete_next(1);
+    r.queue(0, read(1 << 28, 8, 3).with_issuer(2, 0).with_ioprio(be(0)));
+    r.complete_next(1);
+    // B is waited for in vain; A comes back into service, empty.
+    r.advance_to(r.now.saturating_add(ms(30)));
+    let state = r.elv().debug_state();
+    assert!(
+        state.contains("in_service Some(0) service 0"),
+        "A is not back in service\n{state}"
+    );
+    r.queue(
+        0,
+        read((1 << 28) + 16, 8, 4)
+            .with_issuer(4, 0)
+            .with_ioprio(be(4)),
+    );
+    assert_eq!(
+        r.bfq().counters.queue_merges,
+        0,
+        "{}",
+        r.elv().debug_state()
+    );
+    r.drain(us(10));
     r.finish();
 }

@@ -126,6 +126,60 @@ fn the_waits_a_trace_shows_are_found() {
     assert_eq!((rep.drains, rep.cross_waits), (4, 2));
 }
 
+/// A process that waited for others' I/O is taken to have waited for the newest durability
+/// point since its own last completion (a flush, or a write with PREFLUSH or FUA: what an
+/// `fsync` waits for), not for whichever completion came last: another client's write
+/// that completed after jbd2's commit record, just before this client went on, did not
+/// wake it. With no durability point in between, the newest completion still counts.
+#[test]
+fn a_client_waits_for_the_commit_record_not_the_latest_completion() {
+    let sync = tc::act(tc::SYNC);
+    let fua = tc::act(tc::FUA) | tc::act(tc::FLUSH) | sync;
+    let mut records = vec![
+        queue(10, 0, 100, 4096, sync),
+        complete(100, 100, 4096, sync),
+        // jbd2's commit record, done at 260 after its post-flush.
+        queue(20, 150, 1016, 4096, fua),
+        // Another client's write, done at 300.
+        queue(30, 200, 500, 4096, sync),
+        complete(250, 1016, 4096, sync),
+        complete(260, 1016, 0, sync),
+        complete(300, 500, 4096, sync),
+        // The first client goes on at 320: woken by the commit record, 60 us before.
+        queue(10, 320, 200, 4096, sync),
+        complete(400, 200, 4096, sync),
+        // The other client's next write follows the first client's, no durability point
+        // in between: the newest completion is taken as before.
+        queue(30, 410, 600, 4096, sync),
+    ];
+    records.insert(0, Record::process_name(30, "client2", 0, 0, 0));
+    let rep = Replayable::from_trace(&set(records));
+    let by_name = |n: &str| rep.processes.iter().position(|p| p.name == n).unwrap();
+    let (client, jbd2, other) = (by_name("client"), by_name("jbd2"), by_name("client2"));
+    assert_eq!(
+        rep.processes[client].ios[1].wait,
+        Wait {
+            drain: true,
+            after: Some(IoRef {
+                process: jbd2 as u32,
+                index: 0
+            }),
+            think_ns: 60 * US,
+        }
+    );
+    assert_eq!(
+        rep.processes[other].ios[1].wait,
+        Wait {
+            drain: true,
+            after: Some(IoRef {
+                process: client as u32,
+                index: 1
+            }),
+            think_ns: 10 * US,
+        }
+    );
+}
+
 /// Two processes taking turns (each woken by the other's completion) take twice as long as
 /// the same I/O without the waits, where they run side by side.
 #[test]

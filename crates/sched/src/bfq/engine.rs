@@ -9,6 +9,14 @@
 //! turn ends it is charged what it actually used (F = S + used / weight), and if it is still
 //! backlogged it starts its next turn at that F.
 //!
+//! An entity whose turn ends with nothing left to do goes to the tree's *idle* set if its
+//! finish time is still ahead of V (`bfq_idle_insert`): its weight stays in the sum V
+//! advances by, and it is still "on the tree" (`on_st_or_in_serv`, which
+//! `bfqq_request_over_limit` asks), until V passes its finish time and it is forgotten, one
+//! per update of V (`bfq_forget_idle`), or it becomes backlogged again. So a queue that
+//! empties now and then keeps its share of V's pace and of the scheduler's tags, and V
+//! does not rush ahead of it while it thinks.
+//!
 //! Times are fixed-point (`SCALE` units per sector at weight 1) so the engine is exact and
 //! deterministic; ids are small integers chosen by the caller.
 
@@ -25,6 +33,8 @@ struct Stamp {
     /// Finish time of the entity's last turn, kept while it is idle.
     last_finish: u64,
     active: bool,
+    /// On the idle tree: not backlogged, its weight still in `wsum`, keyed by `finish`.
+    idle: bool,
 }
 
 /// Timestamps by entity id, in two dense tables: ids below `HIGH_BIT` (queues) and ids with
@@ -74,7 +84,8 @@ impl Stamps {
     }
 }
 
-/// One service tree: the active entities of one class (or of one group) and its virtual time.
+/// One service tree: the active entities of one class (or of one group), its idle ones,
+/// and its virtual time.
 #[derive(Default, Debug)]
 pub struct ServiceTree {
     vtime: u64,
@@ -84,6 +95,11 @@ pub struct ServiceTree {
     eligible: BTreeSet<(u64, u32)>,
     /// Not yet eligible entities by (start, id).
     waiting: BTreeSet<(u64, u32)>,
+    /// Idle entities by (finish, id) (`st->idle`, `first_idle` and `last_idle` its ends).
+    idle: BTreeSet<(u64, u32)>,
+    /// The entity last selected, until its turn ends: the kernel takes it off the active
+    /// tree while it is in service, which decides when the idle tree is forgotten whole.
+    in_service: Option<u32>,
 }
 
 impl ServiceTree {
@@ -104,13 +120,74 @@ impl ServiceTree {
         self.len() == 0
     }
 
-    /// The weights of its active entities, the one in service included (`st->wsum`).
+    /// The weights of its active entities, the one in service included, and of its idle
+    /// ones (`st->wsum`).
     pub fn wsum(&self) -> u64 {
         self.wsum
     }
 
     pub fn is_active(&self, id: u32) -> bool {
         self.stamps.get(id).is_some_and(|s| s.active)
+    }
+
+    /// Entities on the idle tree.
+    pub fn idle_len(&self) -> usize {
+        self.idle.len()
+    }
+
+    /// Active or idle: still on the tree (`entity->on_st_or_in_serv`).
+    pub fn on_tree(&self, id: u32) -> bool {
+        self.stamps.get(id).is_some_and(|s| s.active || s.idle)
+    }
+
+    /// Takes `id` off the idle tree, its weight out of the sum.
+    fn idle_extract(&mut self, id: u32) {
+        if let Some(st) = self.stamps.get(id).copied().filter(|s| s.idle) {
+            self.idle.remove(&(st.finish, id));
+            self.wsum -= st.weight as u64;
+            self.stamps.insert(id, Stamp { idle: false, ..st });
+        }
+    }
+
+    /// `bfq_forget_idle`, after V moved: with no active entity but the one in service, V
+    /// jumps to the last idle finish time (the whole idle tree is behind it); then the
+    /// first idle entity, if V has passed its finish time, is forgotten.
+    fn forget_idle(&mut self) {
+        let others = self.len() - usize::from(self.in_service.is_some_and(|s| self.is_active(s)));
+        if others == 0 {
+            if let Some(&(f, _)) = self.idle.last() {
+                self.vtime = self.vtime.max(f);
+            }
+        }
+        if let Some(&(f, id)) = self.idle.first() {
+            if f <= self.vtime {
+                self.idle_extract(id);
+            }
+        }
+    }
+
+    /// An entity's turn is over and it has nothing left: on the idle tree if its finish
+    /// time is ahead of V, else forgotten (`__bfq_deactivate_entity`).
+    fn go_idle(&mut self, id: u32, st: Stamp, end: u64) {
+        if self.in_service == Some(id) {
+            self.in_service = None;
+        }
+        let idle = end > self.vtime;
+        if idle {
+            self.idle.insert((end, id));
+        } else {
+            self.wsum -= st.weight as u64;
+        }
+        self.stamps.insert(
+            id,
+            Stamp {
+                finish: end,
+                last_finish: end,
+                active: false,
+                idle,
+                ..st
+            },
+        );
     }
 
     fn insert(&mut self, id: u32, st: Stamp) {
@@ -138,6 +215,9 @@ impl ServiceTree {
     pub fn activate(&mut self, id: u32, weight: u32, budget: u64, backshift: bool) {
         assert!(weight > 0, "weights are at least 1");
         assert!(!self.is_active(id), "entity {id} activated twice");
+        // Off the idle tree if it is there (`bfq_idle_extract`), its old weight with it: a
+        // weight that changed while it was idle applies now (`prio_changed`).
+        self.idle_extract(id);
         let prev = self.stamps.get(id).map_or(0, |s| s.last_finish);
         let start = if backshift {
             prev
@@ -154,6 +234,7 @@ impl ServiceTree {
                 weight,
                 last_finish: prev,
                 active: true,
+                idle: false,
             },
         );
     }
@@ -162,7 +243,11 @@ impl ServiceTree {
     pub fn select(&mut self) -> Option<u32> {
         if self.eligible.is_empty() {
             let &(s, _) = self.waiting.first()?;
-            self.vtime = self.vtime.max(s);
+            if s > self.vtime {
+                // `bfq_update_vtime`: a jump forgets what it passes.
+                self.vtime = s;
+                self.forget_idle();
+            }
         }
         // Everything whose start time has come is eligible now.
         while let Some(&(s, id)) = self.waiting.first() {
@@ -173,7 +258,9 @@ impl ServiceTree {
             let f = self.stamps.get(id).expect("waiting entity").finish;
             self.eligible.insert((f, id));
         }
-        self.eligible.first().map(|&(_, id)| id)
+        let id = self.eligible.first().map(|&(_, id)| id);
+        self.in_service = id;
+        id
     }
 
     /// What [`Self::select`] would return, without moving the virtual time.
@@ -198,6 +285,7 @@ impl ServiceTree {
     /// `sectors` of service were given (to whichever entity is in service).
     pub fn served(&mut self, sectors: u64) {
         self.vtime += (sectors * SCALE).checked_div(self.wsum).unwrap_or(0);
+        self.forget_idle();
     }
 
     /// Ends `id`'s turn after it used `used` sectors. If it is still backlogged, its next
@@ -212,6 +300,9 @@ impl ServiceTree {
         match next {
             Some((b, weight)) => {
                 assert!(weight > 0, "weights are at least 1");
+                if self.in_service == Some(id) {
+                    self.in_service = None;
+                }
                 self.wsum = self.wsum - st.weight as u64 + weight as u64;
                 let start = end;
                 self.insert(
@@ -222,37 +313,24 @@ impl ServiceTree {
                         weight,
                         last_finish: end,
                         active: true,
+                        idle: false,
                     },
                 );
             }
-            None => {
-                self.wsum -= st.weight as u64;
-                self.stamps.insert(
-                    id,
-                    Stamp {
-                        last_finish: end,
-                        active: false,
-                        ..st
-                    },
-                );
-            }
+            None => self.go_idle(id, st, end),
         }
     }
 
-    /// Takes an active entity that is not in service out of the tree without charging it
-    /// (its requests moved elsewhere: a queue merged into another).
-    pub fn deactivate(&mut self, id: u32) {
+    /// Takes an active entity that is not in service out of the tree, charged the `used`
+    /// sectors it got in the meantime (by injection), as `__bfq_deactivate_entity` computes
+    /// its finish time from `entity->service` (a queue emptied out of turn, or merged into
+    /// another). It goes idle as an expired one does.
+    pub fn deactivate(&mut self, id: u32, used: u64) {
         let Some(st) = self.unlink(id) else {
             panic!("entity {id} deactivated while not active");
         };
-        self.wsum -= st.weight as u64;
-        self.stamps.insert(
-            id,
-            Stamp {
-                active: false,
-                ..st
-            },
-        );
+        let end = st.start + used * SCALE / st.weight as u64;
+        self.go_idle(id, st, end);
     }
 
     /// The entity [`select`](Self::select) would pick if `skip` were not there, without
@@ -271,9 +349,12 @@ impl ServiceTree {
         })
     }
 
-    /// Forgets an idle entity (its queue was freed).
+    /// Forgets an idle entity (its queue was freed). The kernel's idle tree holds a
+    /// reference that keeps the queue until V passes its finish time; ours frees a queue
+    /// only after it has been idle for seconds, and takes it off the idle tree then.
     pub fn forget(&mut self, id: u32) {
         if !self.is_active(id) {
+            self.idle_extract(id);
             self.stamps.remove(id);
         }
     }
@@ -283,7 +364,7 @@ impl ServiceTree {
         let w: u64 = self
             .stamps
             .values()
-            .filter(|s| s.active)
+            .filter(|s| s.active || s.idle)
             .map(|s| s.weight as u64)
             .sum();
         assert_eq!(w, self.wsum, "weight sum out of step");
@@ -291,6 +372,15 @@ impl ServiceTree {
             self.len(),
             self.stamps.values().filter(|s| s.active).count(),
             "active entities out of step"
+        );
+        assert_eq!(
+            self.idle.len(),
+            self.stamps.values().filter(|s| s.idle).count(),
+            "idle entities out of step"
+        );
+        assert!(
+            self.stamps.values().all(|s| !(s.active && s.idle)),
+            "an entity both active and idle"
         );
     }
 }
@@ -389,9 +479,70 @@ mod tests {
         t.check();
         t.activate(other, 500, 64, false);
         assert_eq!(t.peek(id), Some(other));
-        t.deactivate(other);
+        t.deactivate(other, 0);
         assert_eq!(t.peek(id), None);
         assert_eq!(t.len(), 1);
+        t.check();
+    }
+
+    /// `bfq_idle_insert` / `bfq_forget_idle`: an entity that runs dry with its finish time
+    /// ahead of V stays on the tree, its weight in the sum V advances by, so V moves at the
+    /// pace of three weights while two are served; it is forgotten once V passes its finish
+    /// time. An entity that runs dry behind V is forgotten at once.
+    #[test]
+    fn an_entity_that_runs_dry_ahead_of_v_stays_on_the_idle_tree() {
+        let mut t = ServiceTree::new();
+        for id in 0..3 {
+            t.activate(id, 100, 1000, false);
+        }
+        assert_eq!(t.select(), Some(0));
+        // Entity 0 used 100 sectors and has nothing left: its finish, 100 sectors at weight
+        // 100 past its start (0), is ahead of V (100 sectors over three weights).
+        t.served(100);
+        t.expire(0, 100, None);
+        t.check();
+        assert!(t.on_tree(0) && !t.is_active(0), "not idle");
+        assert_eq!(t.wsum(), 300, "its weight left the sum");
+        // Entity 1 is served: V still moves by 100 sectors over three weights.
+        assert_eq!(t.select(), Some(1));
+        t.served(100);
+        assert_eq!(t.vtime(), 2 * 100 * SCALE / 300);
+        assert!(t.on_tree(0), "forgotten too soon");
+        // A little more (V's steps round down) and V passes its finish time: forgotten,
+        // two weights left.
+        t.served(110);
+        assert!(!t.on_tree(0), "never forgotten");
+        assert_eq!(t.wsum(), 200);
+        t.check();
+        // Behind V: forgotten at once.
+        t.expire(1, 1, None);
+        assert!(!t.on_tree(1) && t.wsum() == 100);
+        t.check();
+    }
+
+    /// With no active entity but the one in service, V jumps to the last idle finish time
+    /// (`bfq_forget_idle`: "forget the whole idle tree"), and the idle entities go, one per
+    /// update of V.
+    #[test]
+    fn the_idle_tree_is_forgotten_whole_when_only_the_served_entity_is_left() {
+        let mut t = ServiceTree::new();
+        for id in 0..3 {
+            t.activate(id, 100, 1000, false);
+        }
+        // Entities 1 and 2 run dry out of turn with a big finish time each (charged 1000).
+        t.deactivate(1, 1000);
+        t.deactivate(2, 1000);
+        assert!(t.on_tree(1) && t.on_tree(2));
+        assert_eq!(t.select(), Some(0));
+        t.served(1);
+        assert_eq!(t.vtime(), 1000 * SCALE / 100, "V did not jump");
+        t.served(1);
+        assert!(!t.on_tree(1) && !t.on_tree(2), "idle entities kept");
+        assert_eq!(t.wsum(), 100);
+        t.check();
+        // Back with a new weight: the weight it left with is not counted twice.
+        t.activate(2, 300, 100, false);
+        assert_eq!(t.wsum(), 400);
         t.check();
     }
 

@@ -160,6 +160,15 @@ impl Groups {
         }
     }
 
+    /// Entities (queues and groups) on the idle trees of every group.
+    pub fn idle_entities(&self) -> usize {
+        self.slots
+            .iter()
+            .flat_map(|g| g.trees.iter())
+            .map(ServiceTree::idle_len)
+            .sum()
+    }
+
     /// The weight of group `slot`'s entity in its parent.
     pub fn weight_of(&self, slot: u32) -> u32 {
         self.slots[slot as usize].weight
@@ -181,14 +190,15 @@ impl Groups {
         [0, 1, 2].iter().find_map(|&c| root.trees[c].next_pick()) != Some(GROUP_BIT | top)
     }
 
-    /// Queue `q` leaves its tree without its turn ending (it is not in service); groups left
-    /// with nothing active leave theirs.
-    pub fn deactivate(&mut self, slot: u32, q: u32, class: usize) {
-        self.tree(slot, class).deactivate(q);
+    /// Queue `q` leaves its tree without its turn ending (it is not in service), charged the
+    /// `used` sectors it got meanwhile; groups left with nothing active leave theirs.
+    pub fn deactivate(&mut self, slot: u32, q: u32, class: usize, used: u64) {
+        self.tree(slot, class).deactivate(q, used);
         let mut g = slot;
         while g != 0 && !self.slots[g as usize].has_active() {
             let parent = self.slots[g as usize].parent;
-            self.tree(parent, GROUP_CLASS).deactivate(GROUP_BIT | g);
+            self.tree(parent, GROUP_CLASS)
+                .deactivate(GROUP_BIT | g, used);
             g = parent;
         }
     }

@@ -283,8 +283,8 @@ impl State {
         let q = self.qr(src);
         if q.issuers.is_empty() && q.in_tree && q.sorted.is_empty() && self.in_service != Some(src)
         {
-            let (g, c) = (q.group, q.class);
-            self.groups.deactivate(g, src, c);
+            let (g, c, got) = (q.group, q.class, q.injected);
+            self.groups.deactivate(g, src, c, got);
             self.q(src).in_tree = false;
             self.became_idle(src, Nanos::ZERO);
         }

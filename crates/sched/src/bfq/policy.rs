@@ -298,17 +298,20 @@ impl State {
     /// parent's tree, the queue's of its group's trees of its own and every higher class,
     /// a higher class's sum counted 8 times over (`IOPRIO_BE_NR`) so that a light queue of
     /// a higher class gets more than a heavy one of a lower. Never while the queue, or a
-    /// group above it, is inactive: its request must get in to activate it.
+    /// group above it, is off its tree (`on_st_or_in_serv`: neither backlogged, nor in
+    /// service, nor idle with its finish time ahead): its request must get in to activate
+    /// it. The sums count idle entities too, as `st->wsum` does.
     pub(super) fn request_over_limit(&self, qid: u32, limit: u32) -> bool {
         let q = self.qr(qid);
-        if !(q.in_tree || self.in_service == Some(qid)) {
+        let trees = &self.groups.slots[q.group as usize].trees;
+        if !(trees[q.class].on_tree(qid) || self.in_service == Some(qid)) {
             return false;
         }
-        // The kernel gathers the entities above first and gives up if any is inactive.
+        // The kernel gathers the entities above first and gives up if any is off its tree.
         let mut g = q.group;
         while g != 0 {
             let parent = self.groups.slots[g as usize].parent;
-            if !self.groups.slots[parent as usize].trees[GROUP_CLASS].is_active(GROUP_BIT | g) {
+            if !self.groups.slots[parent as usize].trees[GROUP_CLASS].on_tree(GROUP_BIT | g) {
                 return false;
             }
             g = parent;
@@ -316,7 +319,6 @@ impl State {
         let Some(limit) = self.group_request_limit(q.group, u64::from(limit)) else {
             return true;
         };
-        let trees = &self.groups.slots[q.group as usize].trees;
         let wsum = trees[..=q.class]
             .iter()
             .fold(0, |sum, t| sum * IOPRIO_BE_NR + t.wsum());
@@ -957,10 +959,10 @@ impl State {
         self.served(c, sectors, now);
         let cq = self.q(c);
         cq.injected += sectors;
-        let (group, class, empty) = (cq.group, cq.class, cq.sorted.is_empty());
+        let (group, class, empty, got) = (cq.group, cq.class, cq.sorted.is_empty(), cq.injected);
         self.groups.served(group, class, sectors);
         if empty {
-            self.groups.deactivate(group, c, class);
+            self.groups.deactivate(group, c, class, got);
             // `bfq_remove_request`: a queue emptied while not in service has its budget and
             // service reset ("to avoid inconsistencies"), so what it was given by injection
             // does not count against its next turn, and its next request starts a fresh

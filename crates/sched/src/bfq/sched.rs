@@ -682,6 +682,9 @@ pub struct Bfq {
     queued: AtomicU32,
     /// Busy queues (`bfq_tot_busy_queues`), for `has_work_busy`.
     busy: AtomicU32,
+    /// Busy queues and entities on the idle trees: at most one, and a queue alone holds
+    /// every share of the tags there is (`limit_depth` skips the lock).
+    on_trees: AtomicU32,
     /// Requests inserted per hardware queue and not yet finished (Linux 5.10), and per
     /// request whether it is counted there: outside the lock, so the free of a request
     /// (`finish_request`) needs no lock.
@@ -775,6 +778,7 @@ impl Bfq {
             }),
             queued: AtomicU32::new(0),
             busy: AtomicU32::new(0),
+            on_trees: AtomicU32::new(0),
             hctx_queued: HctxQueued::new(init.nr_hw_queues),
             hctx_counted: (0..init.nr_rq_ids)
                 .map(|_| AtomicBool::new(false))
@@ -799,8 +803,10 @@ impl Bfq {
     fn publish(&self, st: &State) {
         self.queued
             .store(st.nr_queued + st.dispatch.len() as u32, Ordering::Release);
-        self.busy
-            .store(st.load.busy_classes.iter().sum(), Ordering::Release);
+        let busy: u32 = st.load.busy_classes.iter().sum();
+        self.busy.store(busy, Ordering::Release);
+        self.on_trees
+            .store(busy + st.groups.idle_entities() as u32, Ordering::Release);
         self.raised.store(st.load.wr_busy, Ordering::Release);
     }
 
@@ -1305,7 +1311,10 @@ impl State {
     /// Queue `id` gets the device (`bfq_set_in_service_queue`).
     fn set_in_service(&mut self, id: u32, now: Nanos, k: &Knobs) {
         self.in_service = Some(id);
-        // `__bfq_set_in_service_queue`.
+        // `__bfq_set_in_service_queue`. Where the previous queue's I/O ended says nothing
+        // about this one's until it dispatches: forgotten, so that a request near it does
+        // not merge its queue into this one ("bfq: Avoid false bfq queue merging").
+        self.dev.in_serv_last_pos = 0;
         self.q(id).fifo_checked = false;
         self.budgets_assigned = (self.budgets_assigned * 7 + 256) / 8;
         self.idle_until = None;
@@ -1895,8 +1904,9 @@ impl Elevator for Bfq {
             d.max(1)
         };
         // A queue alone holds every share there is (and no more tags than the map has):
-        // skip the lock unless two or more queues are busy (the count as last published).
-        if self.tunables.get(T_TAGS_BY_WEIGHT) == 0 || self.busy.load(Ordering::Acquire) <= 1 {
+        // skip the lock unless two or more entities are on the trees, busy or idle (the
+        // count as last published).
+        if self.tunables.get(T_TAGS_BY_WEIGHT) == 0 || self.on_trees.load(Ordering::Acquire) <= 1 {
             return depth;
         }
         let st = self.st.lock();

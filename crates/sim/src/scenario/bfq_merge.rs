@@ -149,9 +149,9 @@ type TwinRun = ((f64, f64), (f64, f64));
 /// The kernel on this project's machine (`bash scripts/dbench-twin.sh 10 3`, Linux 6.18:
 /// dbench, 6 clients, 10 s, on a fresh ext4 over a loop device with direct I/O on the
 /// machine's virtio disk, marked non-rotational, a fresh scheduler instance each run; dbench's
-/// MB/s, medians of 3 alternating rounds, two runs of the script on 2026-11-27): BFQ over
-/// mq-deadline with jbd2 at the clients' priority (be/4) and at a higher one (be/0); the
-/// means of the two runs' ratios. The kernel's BFQ makes 4-6 queue merges in such a run (its
+/// MB/s, medians of 3 alternating rounds, two runs of the script on 2026-11-27 and a third,
+/// of 5 s runs, later that day, the machine slower then): BFQ over mq-deadline with jbd2 at
+/// the clients' priority (be/4) and at a higher one (be/0); the means of the runs' ratios. The kernel's BFQ makes 4-6 queue merges in such a run (its
 /// own log, `--merges`), all within the first 35 ms: the stable merges of dbench's clients,
 /// whose queues are made together (Linux 5.13; done at once where BFQ takes the device for
 /// a queueing SSD, as at first it takes any non-rotational one); no merge by position, as
@@ -159,17 +159,19 @@ type TwinRun = ((f64, f64), (f64, f64));
 /// device already had, so BFQ kept its state from run to run, and ran 0.57-0.93 of
 /// mq-deadline at be/0, its log showing 75-205 merges a run and a lone reader held to one
 /// request in flight.)
-const KERNEL_TWIN_RUNS: [TwinRun; 2] = [
+const KERNEL_TWIN_RUNS: [TwinRun; 3] = [
     ((1049.68, 1037.93), (697.47, 1084.65)),
     ((1012.21, 1045.96), (595.89, 1063.23)),
+    ((658.97, 744.83), (544.45, 705.27)),
 ];
 
 /// The same, the loop device marked rotational (`--rotational`): BFQ's rules for disks, which
 /// merge queues by position (152 merges and as many splits in one traced 10 s run at be/0);
-/// two runs of the script on 2026-11-27.
-const KERNEL_TWIN_ROT_RUNS: [TwinRun; 2] = [
+/// two runs of the script on 2026-11-27, and a third of 5 s runs later that day.
+const KERNEL_TWIN_ROT_RUNS: [TwinRun; 3] = [
     ((1065.65, 1036.98), (1001.8, 1036.68)),
     ((1033.8, 1063.66), (1011.35, 1068.13)),
+    ((776.92, 800.93), (756.02, 730.24)),
 ];
 
 /// Means over runs of BFQ's MB/s over mq-deadline's: (be/4, be/0).
