@@ -202,16 +202,14 @@ impl Replayable {
                             })
                         };
                         if let Some((_, pid, index, t)) = other(newest_durable).or(other(newest)) {
-                            {
-                                // The process index is known once every process is: pid
-                                // for now, mapped below.
-                                wait.after = Some(IoRef {
-                                    process: pid,
-                                    index,
-                                });
-                                woken_at = Some(t);
-                                out.cross_waits += 1;
-                            }
+                            // The process index is known once every process is: pid for
+                            // now, mapped below.
+                            wait.after = Some(IoRef {
+                                process: pid,
+                                index,
+                            });
+                            woken_at = Some(t);
+                            out.cross_waits += 1;
                         }
                         wait.think_ns = woken_at.map_or(0, |t| r.time.saturating_sub(t));
                     }
