@@ -571,7 +571,6 @@ impl State {
     /// if it is interactive or soft real-time, put it in its tree, and let it preempt the
     /// queue in service if it deserves the device more.
     pub(super) fn idle_to_busy(&mut self, qid: u32, now: Nanos, k: &Knobs) {
-        let wr_duration = self.wr_duration();
         let q = self.q(qid);
         let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
         // Only synchronous queues are raised: nobody waits on asynchronous writes.
@@ -600,80 +599,18 @@ impl State {
         q.woken_at = now;
         q.service_from_backlogged = 0;
         q.softrt_update = false;
-        // `bfq_update_bfqq_wr_on_rq_arrival`.
         let old = q.wr;
-        // What changed, counted once the queue is no longer borrowed.
-        let (mut n_interactive, mut n_soft_rt, mut n_ended) = (0, 0, 0);
-        let interactive_wr = |service| Wr {
-            coeff: WR_COEFF,
-            start: now,
-            max_time: wr_duration,
-            service,
-            soft_rt: false,
-            interactive_start: None,
-        };
-        // A raising starts only for a queue of one issuer, or one shared by a stable merge:
-        // queues merged as cooperators are kept out of it (`bfqq->bic || stably_merged` in
-        // `bfq_bfqq_handle_idle_busy_switch`; `bfq_init_rq` sets `bfqq->bic` while one
-        // process holds the queue, and a queue whose issuers all moved on has none). The
-        // kernel's `stably_merged` is the requesting process's (its io context's); ours is
-        // the shared queue's.
-        let may_start = q.issuers.len() == 1 || q.stably_merged;
         // A queue made when its issuer left a shared queue (`split_time`) keeps what it
         // resumed for `bfq_wr_min_idle_time`: its arrivals start, renew, switch and end no
         // raising until then (`bfq_bfqq_handle_idle_busy_switch` calls
         // `bfq_update_bfqq_wr_on_rq_arrival` only once `split_time + bfq_wr_min_idle_time`
         // has passed).
-        if q.split_within(now, WR_MIN_IDLE) {
-            // Keeps the raising it resumed, as it is.
-        } else if old.coeff <= 1 {
-            if may_start && (interactive || soft_rt) {
-                q.wr = if interactive {
-                    n_interactive += 1;
-                    interactive_wr(0)
-                } else {
-                    n_soft_rt += 1;
-                    Wr {
-                        coeff: WR_COEFF * SOFTRT_FACTOR,
-                        start: now,
-                        max_time: WR_RT_MAX_TIME,
-                        service: 0,
-                        soft_rt: true,
-                        interactive_start: None,
-                    }
-                };
-            }
-        } else if interactive {
-            // Idle long again: the interactive raising starts over.
-            q.wr = interactive_wr(old.service);
-            n_interactive += 1;
-        } else if q.in_large_burst {
-            q.wr = Wr::default();
-            n_ended += 1;
-        } else if soft_rt {
-            // A player (also one raised as interactive until now) is raised as one, and
-            // remembers when its interactive raising began.
-            let interactive_start = if old.soft_rt {
-                old.interactive_start
-            } else {
-                Some(old.start)
-            };
-            q.wr = Wr {
-                coeff: WR_COEFF * SOFTRT_FACTOR,
-                start: now,
-                max_time: WR_RT_MAX_TIME,
-                service: old.service,
-                soft_rt: true,
-                interactive_start,
-            };
-            n_soft_rt += 1;
+        if !q.split_within(now, WR_MIN_IDLE) {
+            self.update_wr_on_rq_arrival(qid, interactive, soft_rt, now);
         }
         if leaves_burst {
             self.burst.list.retain(|&b| b != qid);
         }
-        self.stats.wr_interactive += n_interactive;
-        self.stats.wr_soft_rt += n_soft_rt;
-        self.stats.wr_ended += n_ended;
         // `bfq_bfqq_update_budg_for_activation`: back in time (within three idle slices of
         // its last completion) after running dry with budget left, it resumes that turn at
         // its old place, and may preempt to recover the service hole.
@@ -715,6 +652,77 @@ impl State {
             self.expire(k, Expire::Preempted, now);
             self.restart = true;
         }
+    }
+
+    /// `bfq_update_bfqq_wr_on_rq_arrival`: the raising of queue `qid`, just busy again, as
+    /// its arrival finds it `interactive` or `soft_rt`: started if it has none, restarted
+    /// as interactive, ended for a queue of a large burst, or switched to soft real-time.
+    fn update_wr_on_rq_arrival(&mut self, qid: u32, interactive: bool, soft_rt: bool, now: Nanos) {
+        let wr_duration = self.wr_duration();
+        let q = self.q(qid);
+        let old = q.wr;
+        // What changed, counted once the queue is no longer borrowed.
+        let (mut n_interactive, mut n_soft_rt, mut n_ended) = (0, 0, 0);
+        let interactive_wr = |service| Wr {
+            coeff: WR_COEFF,
+            start: now,
+            max_time: wr_duration,
+            service,
+            soft_rt: false,
+            interactive_start: None,
+        };
+        // A raising starts only for a queue of one issuer, or one shared by a stable merge:
+        // queues merged as cooperators are kept out of it (`bfqq->bic || stably_merged` in
+        // `bfq_bfqq_handle_idle_busy_switch`; `bfq_init_rq` sets `bfqq->bic` while one
+        // process holds the queue, and a queue whose issuers all moved on has none). The
+        // kernel's `stably_merged` is the requesting process's (its io context's); ours is
+        // the shared queue's.
+        let may_start = q.issuers.len() == 1 || q.stably_merged;
+        if old.coeff <= 1 {
+            if may_start && (interactive || soft_rt) {
+                q.wr = if interactive {
+                    n_interactive += 1;
+                    interactive_wr(0)
+                } else {
+                    n_soft_rt += 1;
+                    Wr {
+                        coeff: WR_COEFF * SOFTRT_FACTOR,
+                        start: now,
+                        max_time: WR_RT_MAX_TIME,
+                        service: 0,
+                        soft_rt: true,
+                        interactive_start: None,
+                    }
+                };
+            }
+        } else if interactive {
+            // Idle long again: the interactive raising starts over.
+            q.wr = interactive_wr(old.service);
+            n_interactive += 1;
+        } else if q.in_large_burst {
+            q.wr = Wr::default();
+            n_ended += 1;
+        } else if soft_rt {
+            // A player (also one raised as interactive until now) is raised as one, and
+            // remembers when its interactive raising began.
+            let interactive_start = if old.soft_rt {
+                old.interactive_start
+            } else {
+                Some(old.start)
+            };
+            q.wr = Wr {
+                coeff: WR_COEFF * SOFTRT_FACTOR,
+                start: now,
+                max_time: WR_RT_MAX_TIME,
+                service: old.service,
+                soft_rt: true,
+                interactive_start,
+            };
+            n_soft_rt += 1;
+        }
+        self.stats.wr_interactive += n_interactive;
+        self.stats.wr_soft_rt += n_soft_rt;
+        self.stats.wr_ended += n_ended;
     }
 
     /// `bfq_bfqq_higher_class_or_weight`: a better class, or a higher weight (raising
