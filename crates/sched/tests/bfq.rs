@@ -476,6 +476,16 @@ fn merging_rig() -> Rig {
     r
 }
 
+/// One slot, queue merging by position forced on and stable merging off, so that only
+/// cooperators merge; weight raising as `low_latency` says.
+fn cooperator_rig(low_latency: &str) -> Rig {
+    let r = Rig::simple(BFQ, 1);
+    r.set("queue_merging", "2");
+    r.set("stable_merging", "0");
+    r.set("low_latency", low_latency);
+    r
+}
+
 /// The light reader (issuer 2) reads the even 4 KiB stripes, then the heavy one (issuer 1)
 /// the odd ones just behind it: one sequential stream between them.
 fn interleave(r: &mut Rig) {
@@ -747,8 +757,7 @@ fn bfq_serves_one_expired_request_a_turn_then_goes_by_position() {
 /// at one priority, so their I/O may share a request (`blk_rq_merge_ok`).
 #[test]
 fn bfq_a_bio_continuing_another_queues_request_merges_the_queues_first() {
-    let mut r = merging_rig();
-    r.set("stable_merging", "0");
+    let mut r = cooperator_rig("0");
     // Reader 2 is served: its first read on the device, its second queued.
     r.queue(0, read(0, 8, 1).with_issuer(2, 0));
     r.queue(0, read(8, 8, 2).with_issuer(2, 0));
@@ -1028,10 +1037,7 @@ fn merge_two_issuers(r: &mut Rig) {
 
 #[test]
 fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
-    let mut r = Rig::simple(BFQ, 1);
-    r.set("queue_merging", "2");
-    r.set("stable_merging", "0");
-    r.set("low_latency", "0");
+    let mut r = cooperator_rig("0");
     merge_two_issuers(&mut r);
     r.drain(us(10));
     r.set("low_latency", "1");
@@ -1055,9 +1061,7 @@ fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
 /// the 2 s it is, as any queue idle that long.
 #[test]
 fn bfq_a_queue_split_off_a_shared_one_is_not_raised_for_two_seconds() {
-    let mut r = Rig::simple(BFQ, 1);
-    r.set("queue_merging", "2");
-    r.set("stable_merging", "0");
+    let mut r = cooperator_rig("1");
     merge_two_issuers(&mut r);
     // The shared queue turns seeky: scattered reads of both issuers, served one at a time.
     for i in 0..40u64 {
@@ -1132,10 +1136,7 @@ fn bfq_a_shared_queue_is_nobodys_waker() {
     let alone = wakers_found_after(&mut r);
     r.finish();
     assert!(alone >= 1, "issuer 1's own queue is not found as the waker");
-    let mut r = Rig::simple(BFQ, 1);
-    r.set("low_latency", "0");
-    r.set("queue_merging", "2");
-    r.set("stable_merging", "0");
+    let mut r = cooperator_rig("0");
     merge_two_issuers(&mut r);
     r.drain(us(10));
     let shared = wakers_found_after(&mut r);
@@ -1157,8 +1158,7 @@ fn bfq_a_shared_queue_is_nobodys_waker() {
 /// stale position it did).
 #[test]
 fn bfq_a_queue_just_put_in_service_is_near_nothing_until_it_dispatches() {
-    let mut r = merging_rig();
-    r.set("stable_merging", "0");
+    let mut r = cooperator_rig("0");
     let be = |l| IoPrio::new(IoPrioClass::Be, l);
     r.queue(0, read(0, 8, 1).with_issuer(1, 0).with_ioprio(be(4)));
     r.queue(0, read(1 << 26, 8, 2).with_issuer(3, 0).with_ioprio(be(7)));
