@@ -97,8 +97,11 @@ pub struct ServiceTree {
     waiting: BTreeSet<(u64, u32)>,
     /// Idle entities by (finish, id) (`st->idle`, `first_idle` and `last_idle` its ends).
     idle: BTreeSet<(u64, u32)>,
-    /// The entity last selected, until its turn ends: the kernel takes it off the active
-    /// tree while it is in service, which decides when the idle tree is forgotten whole.
+    /// The entity last selected, until its turn ends: the kernel takes a queue off the
+    /// active tree while it is in service (`bfq_get_next_queue`), which decides when the
+    /// idle tree is forgotten whole. Where we differ: a group in service stays on its
+    /// parent's active tree in the kernel while another of its queues may be next
+    /// (`bfq_no_longer_next_in_service`); ours counts a selected group out as a queue.
     in_service: Option<u32>,
 }
 

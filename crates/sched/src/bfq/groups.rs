@@ -191,7 +191,10 @@ impl Groups {
     }
 
     /// Queue `q` leaves its tree without its turn ending (it is not in service), charged the
-    /// `used` sectors it got meanwhile; groups left with nothing active leave theirs.
+    /// `used` sectors it got meanwhile; groups left with nothing active leave theirs,
+    /// charged the same. Where we differ: the kernel charges a group's entity its own
+    /// `entity->service`, the service of all its queues in its turn, which ours does not
+    /// keep per group.
     pub fn deactivate(&mut self, slot: u32, q: u32, class: usize, used: u64) {
         self.tree(slot, class).deactivate(q, used);
         let mut g = slot;
