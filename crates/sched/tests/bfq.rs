@@ -818,6 +818,47 @@ fn bfq_a_queue_past_its_weights_share_of_the_tags_gets_one_at_a_time() {
     }
 }
 
+/// A queue that ran dry still counts for the tags' shares while it is on B-WF2Q+'s idle
+/// tree (`on_st_or_in_serv`, its weight in `st->wsum`). A be/7 reader (weight 10) reads
+/// once and queues a second read after a be/0 reader (weight 80) and a be/4 one (weight
+/// 40) queued a read each. The be/0 reader's 32 KiB read goes next and is done; with
+/// three weights in the sum while it was served, its finish time is ahead of the virtual
+/// time when it runs dry, so it goes to the idle tree. The be/4 reader, in service now,
+/// may then hold 64 x 40 / 130 = 20 of the 64 tags (and a tag or so of the map's
+/// depth-one region); with the idle queue out of the sums its share was 64 x 40 / 50 =
+/// 51, and it took 50 more beside the one it held.
+#[test]
+fn bfq_a_queue_on_the_idle_tree_keeps_its_share_of_the_tags() {
+    let mut r = Rig::new(RigCfg {
+        nr_requests: 64,
+        ..RigCfg::new(BFQ, 1)
+    });
+    r.set("low_latency", "0");
+    r.set("slice_idle_us", "0");
+    let be = |l| IoPrio::new(IoPrioClass::Be, l);
+    r.queue(0, read(1 << 26, 8, 1).with_issuer(3, 0).with_ioprio(be(7)));
+    r.queue(0, read(1 << 24, 64, 2).with_issuer(2, 0).with_ioprio(be(0)));
+    r.queue(0, read(0, 8, 3).with_issuer(1, 0).with_ioprio(be(4)));
+    r.queue(
+        0,
+        read((1 << 26) + 8, 8, 4)
+            .with_issuer(3, 0)
+            .with_ioprio(be(7)),
+    );
+    r.complete_next(1);
+    r.complete_next(1);
+    let state = r.elv().debug_state();
+    assert!(
+        state.contains("in_service Some(2)"),
+        "the be/4 reader is not in service\n{state}"
+    );
+    assert_tags_taken(r, "1", 19..=22, |i| {
+        read(64 + i * 64, 8, 100 + i)
+            .with_issuer(1, 0)
+            .with_ioprio(be(4))
+    });
+}
+
 /// Submits `bio(0)`, `bio(1)`, ... (64 at most) until one is refused a tag, checks that the
 /// number queued is in `want`, then drains the rig.
 fn assert_tags_taken(
