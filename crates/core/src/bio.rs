@@ -313,6 +313,7 @@ pub struct Bio {
 }
 
 impl Bio {
+    #[inline]
     pub fn new(op: ReqOp, sector: u64, nr_sectors: u32) -> Bio {
         Bio {
             op,
@@ -335,34 +336,42 @@ impl Bio {
             queued: false,
         }
     }
+    #[inline]
     pub fn with_flags(mut self, flags: ReqFlags) -> Bio {
         self.flags = self.flags.union(flags);
         self
     }
+    #[inline]
     pub fn with_ioprio(mut self, ioprio: IoPrio) -> Bio {
         self.ioprio = ioprio;
         self
     }
+    #[inline]
     pub fn with_issuer(mut self, issuer: u32, group: u32) -> Bio {
         self.issuer = issuer;
         self.group = group;
         self
     }
+    #[inline]
     pub fn with_private(mut self, private: u64) -> Bio {
         self.private = private;
         self
     }
+    #[inline]
     pub fn with_buf(mut self, buf: IoBuf) -> Bio {
         self.buf = Some(buf);
         self
     }
+    #[inline]
     pub fn end_sector(&self) -> u64 {
         self.sector + self.nr_sectors as u64
     }
+    #[inline]
     pub fn bytes(&self) -> u64 {
         (self.nr_sectors as u64) << SECTOR_SHIFT
     }
     /// True if this bio may be merged with others (`bio_mergeable`).
+    #[inline]
     pub fn mergeable(&self) -> bool {
         !self.flags.intersects(ReqFlags::NOMERGE_FLAGS)
             && matches!(self.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard)

@@ -147,9 +147,15 @@ impl Sbitmap {
             h = 0;
         }
         let nr_words = self.words.len();
-        let first = (h >> self.shift) as usize;
+        let mut w = (h >> self.shift) as usize;
         for i in 0..nr_words {
-            let w = (first + i) % nr_words;
+            if i > 0 {
+                // The next word, wrapping (no `%`: a division on every allocation).
+                w += 1;
+                if w == nr_words {
+                    w = 0;
+                }
+            }
             let start = if self.round_robin && i == 0 {
                 h & ((1 << self.shift) - 1)
             } else {

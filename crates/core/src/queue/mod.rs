@@ -661,7 +661,8 @@ impl QueueInner {
     /// and queue, plug or issue that.
     fn submit_one(&self, sub: &mut Submitter, mut bio: Bio, now: Nanos) -> Submit {
         let tracer = self.cfg.tracer.get();
-        if self.cfg.nomerges != NoMerges::None && bio.mergeable() {
+        if self.cfg.nomerges != NoMerges::None && bio.mergeable() && self.merge_candidates(sub, &bio)
+        {
             let ev = tracer.map(|_| TraceEvent::of_bio(TraceAction::BackMerge, &bio, sub.ctx, now));
             match self.attempt_bio_merge(sub, bio) {
                 Ok(front) => {
@@ -735,6 +736,13 @@ impl QueueInner {
         self.end_sub_batch(sub, now);
     }
 
+    /// Whether `blk_mq_attempt_bio_merge` has anything to look at: a plugged request, an
+    /// elevator, or a non-empty software queue list. Asked before the bio is handed over by
+    /// value, so the common case (`none`, direct issue) does not move it there and back.
+    fn merge_candidates(&self, sub: &Submitter, bio: &Bio) -> bool {
+        sub.plug.last().is_some() || self.elevator.is_some() || self.ctx_list_pending(sub.ctx, bio)
+    }
+
     /// `blk_mq_attempt_bio_merge`: the plug's last request, then the elevator or the software
     /// queue's tail.
     /// `Ok(true)` for a front merge.
@@ -766,14 +774,11 @@ impl QueueInner {
     /// Ctx's lock, we look at its pending bit: with direct issue the list is nearly always
     /// empty, and the lock would be taken for nothing on every bio.
     fn ctx_list_merge(&self, ctx: CtxIdx, mut bio: Bio) -> Result<bool, Bio> {
-        let c = &self.ctxs[ctx.0 as usize];
-        // The list of the hardware queue the bio maps to, by that queue's type (a READ map
-        // without queues of its own falls back to the default one).
-        let hctx = &self.hctxs[c.hctxs[HctxType::of(bio.op, bio.flags) as usize].0 as usize];
-        let ty = hctx.ty as usize;
-        if !hctx.ctx_pending(c.index_hw[ty]) {
+        if !self.ctx_list_pending(ctx, &bio) {
             return Err(bio);
         }
+        let c = &self.ctxs[ctx.0 as usize];
+        let ty = self.hctxs[c.hctxs[HctxType::of(bio.op, bio.flags) as usize].0 as usize].ty as usize;
         let lists = c.lists.lock();
         for &id in lists[ty].iter().rev().take(CTX_MERGE_SCAN) {
             let mut rq = self.rqs.lock(id);
@@ -783,6 +788,15 @@ impl QueueInner {
             }
         }
         Err(bio)
+    }
+
+    /// Whether the software queue list `bio` would merge into holds anything: the list of the
+    /// hardware queue the bio maps to, by that queue's type (a READ map without queues of its
+    /// own falls back to the default one).
+    fn ctx_list_pending(&self, ctx: CtxIdx, bio: &Bio) -> bool {
+        let c = &self.ctxs[ctx.0 as usize];
+        let hctx = &self.hctxs[c.hctxs[HctxType::of(bio.op, bio.flags) as usize].0 as usize];
+        hctx.ctx_pending(c.index_hw[hctx.ty as usize])
     }
 
     /// Allocates and initialises a request for `bio` (`__blk_mq_alloc_requests` +

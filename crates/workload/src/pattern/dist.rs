@@ -290,7 +290,7 @@ impl Sampler {
                 };
             }
         };
-        ((rank as u128 * self.mul as u128 + self.offset as u128) % n as u128) as u64
+        super::affine_mod(rank, self.mul, self.offset, n)
     }
 }
 

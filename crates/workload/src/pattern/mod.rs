@@ -72,7 +72,20 @@ impl Permutation {
     }
     #[inline]
     fn at(&self, i: u64) -> u64 {
-        ((i as u128 * self.mul as u128 + self.add as u128) % self.n as u128) as u64
+        affine_mod(i, self.mul, self.add, self.n)
+    }
+}
+
+/// `(i * mul + add) mod n` for `i`, `mul`, `add` below `n`. In 64 bits where that cannot
+/// overflow (`n` below 2^32: every file under 16 TiB of 4 KiB blocks), as a 128-bit
+/// remainder (a call to `__umodti3`, several times slower) only beyond.
+#[inline]
+pub(crate) fn affine_mod(i: u64, mul: u64, add: u64, n: u64) -> u64 {
+    debug_assert!(i < n && mul < n.max(2) && add < n.max(1));
+    if n <= u64::from(u32::MAX) {
+        (i * mul + add) % n
+    } else {
+        ((i as u128 * mul as u128 + add as u128) % n as u128) as u64
     }
 }
 
