@@ -661,7 +661,9 @@ impl QueueInner {
     /// and queue, plug or issue that.
     fn submit_one(&self, sub: &mut Submitter, mut bio: Bio, now: Nanos) -> Submit {
         let tracer = self.cfg.tracer.get();
-        if self.cfg.nomerges != NoMerges::None && bio.mergeable() && self.merge_candidates(sub, &bio)
+        if self.cfg.nomerges != NoMerges::None
+            && bio.mergeable()
+            && self.merge_candidates(sub, &bio)
         {
             let ev = tracer.map(|_| TraceEvent::of_bio(TraceAction::BackMerge, &bio, sub.ctx, now));
             match self.attempt_bio_merge(sub, bio) {
@@ -778,7 +780,8 @@ impl QueueInner {
             return Err(bio);
         }
         let c = &self.ctxs[ctx.0 as usize];
-        let ty = self.hctxs[c.hctxs[HctxType::of(bio.op, bio.flags) as usize].0 as usize].ty as usize;
+        let ty =
+            self.hctxs[c.hctxs[HctxType::of(bio.op, bio.flags) as usize].0 as usize].ty as usize;
         let lists = c.lists.lock();
         for &id in lists[ty].iter().rev().take(CTX_MERGE_SCAN) {
             let mut rq = self.rqs.lock(id);
