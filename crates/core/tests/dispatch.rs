@@ -496,7 +496,7 @@ fn busy_when_tags_run_out() {
         submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2 * i, i), T0);
     }
     let bio = match q.submit_bio(&mut sub, bio4k(ReqOp::Read, 100, 4), T0) {
-        mqblk_core::Submit::Busy(b) => b,
+        mqblk_core::Submit::Busy(b) => *b,
         other => panic!("expected Busy, got {other:?}"),
     };
     assert_eq!(bio.private, 4, "the bio comes back untouched");

@@ -194,7 +194,7 @@ impl World {
             Submit::Busy(bio) => {
                 // No tag: issue what the plug holds (the kernel flushes the plug before it
                 // sleeps for a tag) and try again later.
-                self.retry[s].push_front(bio);
+                self.retry[s].push_front(*bio);
                 self.q.flush_plug(&mut self.subs[s], self.now);
                 false
             }
@@ -589,7 +589,7 @@ fn storm_two_threads() {
                                         ledger.accept(p)
                                     }
                                     Submit::Busy(b) => {
-                                        retry = Some(b);
+                                        retry = Some(*b);
                                         q.flush_plug(&mut sub, now);
                                     }
                                     Submit::Failed => panic!("valid bio refused"),

@@ -112,7 +112,7 @@ fn a_bio_retried_for_a_tag_is_traced_queued_once() {
     let mut sub = q.submitter(CtxIdx(0));
     submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 10, 1), Nanos(1));
     let second = match q.submit_bio(&mut sub, bio4k(ReqOp::Read, 20, 2), Nanos(2)) {
-        mqblk_core::Submit::Busy(b) => b,
+        mqblk_core::Submit::Busy(b) => *b,
         other => panic!("expected no tag, got {other:?}"),
     };
     assert_eq!(d.release(1), 1);

@@ -80,7 +80,7 @@ impl Rig {
             self.now = self.now.saturating_add(Nanos::from_micros(100));
             let now = self.now;
             self.q.poll(&mut self.subs[0], now);
-            outcome = self.q.submit_bio(&mut self.subs[0], rest, now);
+            outcome = self.q.submit_bio(&mut self.subs[0], *rest, now);
         }
         for _ in 0..1000 {
             if let Some(bio) = self.subs[0].done.pop() {
@@ -542,7 +542,7 @@ fn drive(cfg: NullConfig, nr_ctx: u16, total: u64) -> Tally {
                 match r.q.submit_bio(&mut r.subs[c], bio, r.now) {
                     Submit::Queued | Submit::Merged | Submit::Done => outstanding[c] += 1,
                     Submit::Busy(bio) => {
-                        held[c] = Some(bio);
+                        held[c] = Some(*bio);
                         break;
                     }
                     Submit::Failed => panic!("bio refused by the queue"),
@@ -1075,7 +1075,7 @@ fn a_split_bio_short_of_tags_comes_back_as_its_rest() {
         .with_private(42);
     let now = r.now;
     let mut rest = match r.q.submit_bio(&mut r.subs[0], bio, now) {
-        Submit::Busy(rest) => rest,
+        Submit::Busy(rest) => *rest,
         other => panic!("8 MiB on 2 tags went in at once: {other:?}"),
     };
     let mut returns = 1;
@@ -1092,7 +1092,7 @@ fn a_split_bio_short_of_tags_comes_back_as_its_rest() {
         );
         match r.q.submit_bio(&mut r.subs[0], rest, now) {
             Submit::Busy(b) => {
-                rest = b;
+                rest = *b;
                 returns += 1;
             }
             Submit::Queued => break r.io_wait(),

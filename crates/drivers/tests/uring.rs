@@ -256,7 +256,7 @@ fn submit_all(q: &RequestQueue, sub: &mut Submitter, now: &mut Nanos, bios: Vec<
             assert!(start.elapsed() < DEADLINE, "no tag for {DEADLINE:?}");
             *now = now.saturating_add(Nanos::from_micros(10));
             q.poll(sub, *now);
-            next = q.submit_bio(sub, bio, *now);
+            next = q.submit_bio(sub, *bio, *now);
         }
     }
     if sub.plug.is_started() {
@@ -1364,7 +1364,7 @@ fn a_virtqueue_without_indirect_descriptors_limits_what_is_in_flight() {
         while let Submit::Busy(bio) = next {
             now = now.saturating_add(Nanos::from_micros(10));
             r.q.poll(&mut r.subs[0], now);
-            next = r.q.submit_bio(&mut r.subs[0], bio, now);
+            next = r.q.submit_bio(&mut r.subs[0], *bio, now);
         }
         most = most.max(r.dev.inflight(HctxIdx(0)));
         assert!(

@@ -56,7 +56,7 @@ impl SubmitterHandle {
     #[inline]
     pub fn submit_at(&mut self, bio: Bio, now: Nanos) -> Result<(), Bio> {
         match self.queue.submit_bio(&mut self.sub, bio, now) {
-            Submit::Busy(bio) => Err(bio),
+            Submit::Busy(bio) => Err(*bio),
             Submit::Queued | Submit::Merged | Submit::Failed | Submit::Done => Ok(()),
         }
     }

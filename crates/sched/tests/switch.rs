@@ -343,7 +343,7 @@ fn submit_all(
         let mut next = Some(bio);
         while let Some(bio) = next.take() {
             if let Submit::Busy(b) = q.submit_bio(sub, bio, now()) {
-                next = Some(b);
+                next = Some(*b);
                 wait();
                 q.poll(sub, now());
                 out.append(&mut sub.done);

@@ -258,7 +258,7 @@ impl RequestQueue {
     pub fn submit_bio(&self, sub: &mut Submitter, bio: Bio, now: Nanos) -> Submit {
         let inner = self.enter(sub);
         let r = if self.freeze.depth.load(Ordering::SeqCst) != 0 {
-            Submit::Busy(bio)
+            Submit::Busy(Box::new(bio))
         } else {
             inner.submit_bio(sub, bio, now)
         };

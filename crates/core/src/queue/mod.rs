@@ -133,7 +133,7 @@ pub enum Submit {
     /// The bio joined an existing request.
     Merged,
     /// No tag was free: the bio comes back. Reap completions and submit it again.
-    Busy(Bio),
+    Busy(Box<Bio>),
     /// The bio was refused (out of range, misaligned) and is already in `Submitter::done`
     /// with its status set.
     Failed,
@@ -682,7 +682,7 @@ impl QueueInner {
         }
         let rq = match self.alloc_request(sub.ctx, bio, now) {
             Ok(rq) => rq,
-            Err(bio) => return Submit::Busy(bio),
+            Err(bio) => return Submit::Busy(Box::new(bio)),
         };
         self.queue_new_request(sub, rq, now);
         Submit::Queued

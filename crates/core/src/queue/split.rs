@@ -125,7 +125,7 @@ impl QueueInner {
                     p.left += nr;
                     if first_try && p.in_flight == 0 && p.left == p.bio.nr_sectors {
                         // Nothing went in: the original comes back as it was.
-                        return Submit::Busy(t.remove(key).bio);
+                        return Submit::Busy(Box::new(t.remove(key).bio));
                     }
                     let mut rest = Bio::new(p.bio.op, sector, (end - sector) as u32)
                         .with_flags(p.bio.flags)
@@ -136,7 +136,7 @@ impl QueueInner {
                     rest.ctx = sub.ctx;
                     rest.submit_ns = p.bio.submit_ns;
                     rest.queued = true;
-                    return Submit::Busy(rest);
+                    return Submit::Busy(Box::new(rest));
                 }
                 Submit::Failed | Submit::Done => {
                     unreachable!("a piece of a checked bio with data failed or needed no I/O")

@@ -882,7 +882,7 @@ pub fn chaos_run(sched: &'static str, seed: u64) {
                     Submit::Queued | Submit::Merged | Submit::Done => {}
                     Submit::Busy(b) => {
                         busy_seen += 1;
-                        queue.push_front(b);
+                        queue.push_front(*b);
                         break;
                     }
                     Submit::Failed => panic!("seed {seed}: bio refused"),

@@ -316,7 +316,7 @@ impl Sim {
                         self.jobs[j].pending_since = Some(since.unwrap_or(start));
                         self.total_outstanding -= 1;
                     }
-                    self.jobs[j].pending = Some(bio);
+                    self.jobs[j].pending = Some(*bio);
                     self.jobs[j].pending_index = index;
                     self.cpus[ci].tag_wait = true;
                     break;
