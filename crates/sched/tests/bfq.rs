@@ -958,11 +958,13 @@ fn bfq_injects_the_idled_for_process_own_async_io_first() {
 /// blocked by wakers"): while the in-service queue is idled for, a queue it wakes gets its
 /// I/O in whatever the injection limit, since it only has I/O when the waker is served.
 /// Reader B (be/5, never raised) first thinks 5 ms after each of its reads (80 samples:
-/// not a short think time), then three times sends a read 1 ms after one of reader W's
-/// completes (and waits while W is idled for): W becomes its waker (`bfq_check_waker`). Then W (new, raised) has a read on
-/// the device and B one queued; W's completes and W is idled for (raised beside a queue
-/// that is not). B's read goes out at once; with `inject_woken=0` (before 5.13) it waits,
-/// as a raised queue with a short think time takes no general injection.
+/// not a short think time). Reader W (new, so raised) then sends 85 reads each the moment
+/// the last completes: a short think time, which two later pauses of 20 ms do not undo
+/// (`bfq_update_has_short_ttime` at each arrival). Three times B sends a read 1 ms after
+/// one of W's completes, while W is idled for (raised beside a queue that is not): the
+/// third makes W its waker (`bfq_check_waker`), and that read goes out at once; with
+/// `inject_woken=0` (before 5.13) it waits, as a raised queue with a short think time
+/// takes no general injection.
 #[test]
 fn bfq_injects_a_queue_the_idled_for_one_wakes() {
     for (woken, at_once) in [("1", true), ("0", false)] {
@@ -974,7 +976,7 @@ fn bfq_injects_a_queue_the_idled_for_one_wakes() {
                 .with_issuer(2, 0)
                 .with_ioprio(be5)
         };
-        let w = |i: u64| read(i * 8, 8, 10 + i).with_issuer(1, 0);
+        let w = |i: u64| read(i * 8, 8, 1000 + i).with_issuer(1, 0);
         let mut t = ms(0);
         for i in 0..85 {
             r.advance_to(t);
@@ -982,32 +984,39 @@ fn bfq_injects_a_queue_the_idled_for_one_wakes() {
             assert_eq!(r.complete_next(1), 1);
             t = t.saturating_add(ms(5));
         }
-        for i in 0..3 {
-            t = t.saturating_add(ms(20));
-            r.advance_to(t);
+        r.advance_to(t);
+        for i in 0..85 {
             r.queue(0, w(i));
             assert_eq!(r.complete_next(1), 1);
-            r.advance_to(t.saturating_add(ms(1)));
-            r.queue(0, b(100 + i));
-            // W is idled for (raised): B's read goes out when that ends.
-            r.advance_to(t.saturating_add(ms(40)));
-            assert_eq!(r.complete_next(1), 1, "{}", r.elv().debug_state());
-            t = t.saturating_add(ms(40));
         }
-        assert!(r.bfq().counters.wakers >= 1, "{}", r.elv().debug_state());
-        t = t.saturating_add(ms(20));
-        r.advance_to(t);
-        r.queue(0, w(3));
-        r.queue(0, b(200));
-        let before = r.drv.nr_issues();
-        assert_eq!(r.complete_next(1), 1);
-        let went = r.drv.nr_issues() > before;
-        assert_eq!(
-            went,
-            at_once,
-            "inject_woken={woken}: {}",
-            r.elv().debug_state()
-        );
+        for round in 0..3u64 {
+            if round > 0 {
+                t = t.saturating_add(ms(20));
+                r.advance_to(t);
+            }
+            r.queue(0, w(100 + round));
+            assert_eq!(r.complete_next(1), 1);
+            t = r.now.saturating_add(ms(1));
+            r.advance_to(t);
+            let before = r.drv.nr_issues();
+            r.queue(0, b(100 + round));
+            if round < 2 {
+                // Not yet woken by W, which is idled for: B's read goes out when that ends.
+                assert_eq!(r.drv.nr_issues(), before, "{}", r.elv().debug_state());
+                t = t.saturating_add(ms(40));
+                r.advance_to(t);
+                assert_eq!(r.complete_next(1), 1, "{}", r.elv().debug_state());
+            } else {
+                assert_eq!(r.bfq().counters.wakers, 1, "{}", r.elv().debug_state());
+                let went = r.drv.nr_issues() > before;
+                assert_eq!(
+                    went,
+                    at_once,
+                    "inject_woken={woken}: {}",
+                    r.elv().debug_state()
+                );
+            }
+        }
         r.drain(us(10));
         r.finish();
     }
@@ -1095,16 +1104,11 @@ fn bfq_a_queue_shared_by_cooperators_is_not_raised() {
     r.finish();
 }
 
-/// A queue made when its issuer leaves a shared queue that turned seeky starts no raising
-/// for `bfq_wr_min_idle_time` (2 s) after the split: `bfq_bfqq_handle_idle_busy_switch`
-/// updates raising only once `split_time + bfq_wr_min_idle_time` has passed. Its issuer,
-/// back after 100 ms with one small read (soft real-time by its rate), is not raised; after
-/// the 2 s it is, as any queue idle that long.
-#[test]
-fn bfq_a_queue_split_off_a_shared_one_is_not_raised_for_two_seconds() {
-    let mut r = cooperator_rig("1");
-    merge_two_issuers(&mut r);
-    // The shared queue turns seeky: scattered reads of both issuers, served one at a time.
+/// Issuers 1 and 2 merge as cooperators, their shared queue turns seeky (scattered reads of
+/// both, served one at a time), and issuer 2's next read, 50 ms later, splits it off into a
+/// queue of its own. Returns when.
+fn split_issuer_2(r: &mut Rig) -> Nanos {
+    merge_two_issuers(r);
     for i in 0..40u64 {
         let issuer = 1 + (i % 2) as u32;
         r.queue(
@@ -1123,6 +1127,64 @@ fn bfq_a_queue_split_off_a_shared_one_is_not_raised_for_two_seconds() {
         "{}",
         r.elv().debug_state()
     );
+    split_at
+}
+
+/// Issuer `issuer`'s own queue, as the state dump shows: its mean think time in us, and
+/// whether it counts as short.
+fn ttime_of(r: &Rig, issuer: u32) -> (u64, bool) {
+    let state = r.elv().debug_state();
+    let line = state
+        .lines()
+        .find(|l| l.contains(&format!("issuers [{issuer}]")))
+        .unwrap_or_else(|| panic!("no queue of issuer {issuer} alone\n{state}"));
+    let mean = line
+        .split(" ttime ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no think time in {line}"));
+    (mean, line.contains("short_ttime true"))
+}
+
+/// `bfq_update_has_short_ttime` leaves a queue split off a shared one with the think-time
+/// state it resumed for `bfq_wr_min_idle_time` (2 s: "Idle window just restored,
+/// statistics are meaningless"), whatever its think time meanwhile. Issuer 2 resumes its
+/// state from before the merge (a new queue: short), then reads every 20 ms: by 1.8 s its
+/// mean think time is long on 90 samples, and the flag is still short; its first read past
+/// the 2 s makes it long. (Ours read the statistics at every use until 2026-11-27.)
+#[test]
+fn bfq_a_queue_split_off_a_shared_one_keeps_its_think_time_state_for_two_seconds() {
+    let mut r = cooperator_rig("0");
+    let split_at = split_issuer_2(&mut r);
+    assert!(ttime_of(&r, 2).1, "{}", r.elv().debug_state());
+    for i in 0..90u64 {
+        r.advance_to(split_at.saturating_add(ms(20 * (i + 1))));
+        r.queue(0, read((1 << 24) + i * 4096, 8, 3000 + i).with_issuer(2, 0));
+        r.drain(us(10));
+    }
+    let (mean, short) = ttime_of(&r, 2);
+    assert!(
+        mean > 4_000 && short,
+        "a long think time ({mean} us) is to be held short until 2 s after the split\n{}",
+        r.elv().debug_state()
+    );
+    r.advance_to(split_at.saturating_add(ms(2100)));
+    r.queue(0, read(1 << 25, 8, 4000).with_issuer(2, 0));
+    r.drain(us(10));
+    assert!(!ttime_of(&r, 2).1, "{}", r.elv().debug_state());
+    r.finish();
+}
+
+/// A queue made when its issuer leaves a shared queue that turned seeky starts no raising
+/// for `bfq_wr_min_idle_time` (2 s) after the split: `bfq_bfqq_handle_idle_busy_switch`
+/// updates raising only once `split_time + bfq_wr_min_idle_time` has passed. Its issuer,
+/// back after 100 ms with one small read (soft real-time by its rate), is not raised; after
+/// the 2 s it is, as any queue idle that long.
+#[test]
+fn bfq_a_queue_split_off_a_shared_one_is_not_raised_for_two_seconds() {
+    let mut r = cooperator_rig("1");
+    let split_at = split_issuer_2(&mut r);
     let before = r.bfq().counters;
     // The idle slice for it runs out, and its turn ends.
     r.advance_to(split_at.saturating_add(ms(30)));
@@ -1167,6 +1229,76 @@ fn wakers_found_after(r: &mut Rig) -> u64 {
     }
     r.drain(us(100));
     r.bfq().counters.wakers
+}
+
+/// Issuer `waker` reads, and 0.5 ms after its read completes issuer 3 reads, then thinks
+/// 8 ms: one arrival of issuer 3 that `bfq_check_waker` sees follow `waker`'s completion.
+fn wake_issuer_3(r: &mut Rig, waker: u32, n: u64) {
+    r.queue(
+        0,
+        read((u64::from(waker) << 20) + n * 64, 8, 5000 + n).with_issuer(waker, 0),
+    );
+    r.drain(us(100));
+    r.advance_to(r.now.saturating_add(us(500)));
+    r.queue(0, read((1 << 24) + n * 64, 8, 6000 + n).with_issuer(3, 0));
+    r.drain(us(100));
+    r.advance_to(r.now.saturating_add(ms(8)));
+}
+
+/// The queue of issuer 3's waker, as the state dump shows it.
+fn waker_of_issuer_3(r: &Rig) -> String {
+    let state = r.elv().debug_state();
+    let line = state
+        .lines()
+        .find(|l| l.contains("issuers [3]"))
+        .unwrap_or_else(|| panic!("no queue of issuer 3\n{state}"));
+    line.split("waker ")
+        .nth(1)
+        .and_then(|w| w.split(' ').next())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Since "bfq: Allow current waker to defend against a tentative one" (Linux 5.19)
+/// `bfq_check_waker` no longer ignores the current waker's wake-ups: one of them restarts the
+/// count of a tentative rival, and three confirm the waker again. Issuer 1 becomes issuer
+/// 3's waker (once its think time is known to be long); then issuer 2, 1, 2, 2 wake it: with the current waker ignored, issuer 2 had
+/// its three in a row and took over; now it has two, and issuer 1 stays. Three more of issuer
+/// 1's confirm it once more (counted as a waker set, as the kernel logs "set waker").
+#[test]
+fn bfq_the_current_waker_defends_against_a_tentative_one() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    r.set("queue_merging", "0");
+    // Until issuer 3's think time is known to be long (a new queue counts as short), its
+    // arrivals are not checked: at most a few more than the three wake-ups.
+    let mut n = 0;
+    while r.bfq().counters.wakers == 0 && n < 8 {
+        wake_issuer_3(&mut r, 1, n);
+        n += 1;
+    }
+    assert_eq!(r.bfq().counters.wakers, 1, "{}", r.elv().debug_state());
+    let first = waker_of_issuer_3(&r);
+    assert_ne!(first, "None", "{}", r.elv().debug_state());
+    for (n, w) in [2u32, 1, 2, 2].into_iter().enumerate() {
+        wake_issuer_3(&mut r, w, 10 + n as u64);
+    }
+    assert_eq!(
+        (r.bfq().counters.wakers, waker_of_issuer_3(&r)),
+        (1, first.clone()),
+        "the tentative waker took over\n{}",
+        r.elv().debug_state()
+    );
+    for n in 0..3 {
+        wake_issuer_3(&mut r, 1, 20 + n);
+    }
+    assert_eq!(
+        (r.bfq().counters.wakers, waker_of_issuer_3(&r)),
+        (2, first),
+        "{}",
+        r.elv().debug_state()
+    );
+    r.finish();
 }
 
 #[test]

@@ -226,6 +226,7 @@ impl State {
         let save = |q: &super::sched::Bq| Saved {
             wr: q.wr,
             ttime: q.ttime,
+            short_ttime: q.short_ttime,
             io_bound: q.io_bound,
             io_start: q.io_start,
             idle: q.idle,
@@ -362,7 +363,6 @@ impl State {
         qid: u32,
         issuer: u32,
         now: Nanos,
-        k: &Knobs,
     ) -> Option<u32> {
         let q = self.qr(qid);
         let target = q.stable_merge?;
@@ -377,7 +377,7 @@ impl State {
         // `bfq_setup_stable_merge`: not where idling would boost the queue's throughput
         // without issues (`idling_boosts_thr_without_issues`, which says no while any queue
         // is raised, as new queues of a burst are).
-        if self.idling_boosts_thr_without_issues(qid, k)
+        if self.idling_boosts_thr_without_issues(qid)
             || self.qr(qid).issuers.is_empty()
             || self.qr(target).issuers.is_empty()
             || self.qr(target).group != self.qr(qid).group
@@ -405,6 +405,7 @@ impl State {
             let wr_left = s.wr.coeff > 1 && now.saturating_sub(s.wr.start) <= s.wr.max_time;
             q.wr = if wr_left { s.wr } else { Wr::default() };
             q.ttime = s.ttime;
+            q.short_ttime = s.short_ttime;
             q.io_bound = s.io_bound;
             q.io_start = s.io_start;
             q.idle = s.idle;

@@ -117,6 +117,9 @@ const WAKER_WINDOW: Nanos = Nanos::from_millis(4);
 const WAKER_HITS: u32 = 3;
 /// Injection is measured afresh this often.
 const INJECT_RESET: Nanos = Nanos::from_secs(1);
+/// `bfq_update_has_short_ttime`: a think-time state change starts the injection limit over
+/// unless the limit fell less than this long ago (and the new state is short).
+const INJECT_STATE_CHANGE: Nanos = Nanos::from_millis(100);
 /// No measurement starts within this of the limit falling (`bfq_add_request`: 10 ms).
 const INJECT_RECENT_DECREASE: Nanos = Nanos::from_millis(10);
 
@@ -161,13 +164,49 @@ impl State {
         self.qr(id).seek_history.count_ones() > SEEKY_BITS
     }
 
-    /// `bfq_update_has_short_ttime`: short until 80 samples are in, then while the mean
-    /// think time is at most half of `slice_idle`. Where we differ: the kernel keeps the flag
-    /// as a queue resumed it for `bfq_wr_min_idle_time` after a split ("Idle window just
-    /// restored, statistics are meaningless"); ours reads the resumed statistics with the
-    /// samples added since.
-    fn has_short_ttime(q: &Bq, k: &Knobs) -> bool {
-        q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0 / 2
+    /// `bfq_bfqq_has_short_ttime`: the flag [`Self::update_has_short_ttime`] keeps.
+    fn has_short_ttime(q: &Bq) -> bool {
+        q.short_ttime
+    }
+
+    /// `bfq_update_has_short_ttime`, at each arrival after the think time is sampled: short
+    /// until 80 samples are in, then while the mean think time is at most half of
+    /// `slice_idle`. Not for an async or idle-class queue, nor with `slice_idle` 0 (no
+    /// idling to decide), and not for `bfq_wr_min_idle_time` after a split ("Idle window
+    /// just restored, statistics are meaningless"): the queue keeps the flag it resumed.
+    /// A change of state before the queue's service time was measured, unless the limit
+    /// fell in the last 100 ms and the new state is short, starts its injection limit over
+    /// for the new state.
+    fn update_has_short_ttime(&mut self, qid: u32, now: Nanos, k: &Knobs) {
+        let q = self.qr(qid);
+        if !q.sync || q.class == 2 || k.slice_idle == Nanos::ZERO {
+            return;
+        }
+        if q.split_within(now, WR_MIN_IDLE) {
+            return;
+        }
+        let short = q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0 / 2;
+        let changed = short != q.short_ttime;
+        self.q(qid).short_ttime = short;
+        let q = self.qr(qid);
+        if changed
+            && q.last_serv_time == 0
+            && (now >= q.decrease_time.saturating_add(INJECT_STATE_CHANGE) || !short)
+        {
+            self.reset_inject_limit(qid, now);
+        }
+    }
+
+    /// `bfq_reset_inject_limit`: the service time is to be measured again, and until then
+    /// the limit is 0 for a queue that sends its next request quickly (it needs its own
+    /// service time measured first) and 1 for one that thinks long.
+    fn reset_inject_limit(&mut self, id: u32, now: Nanos) {
+        let short = Self::has_short_ttime(self.qr(id));
+        let q = self.q(id);
+        q.last_serv_time = 0;
+        q.inject_limit = u32::from(!short);
+        q.decrease_time = now;
+        self.inject.waited_rq = None;
     }
 
     /// How long to wait for queue `id`'s next request once it ran dry
@@ -518,8 +557,9 @@ impl State {
         self.burst.last_ins = now;
     }
 
-    /// A request arrived for queue `qid`: think time and seek history
-    /// (`bfq_update_io_thinktime`, `bfq_update_io_seektime`).
+    /// A request arrived for queue `qid`: think time, its short-or-long state and seek
+    /// history (`bfq_update_io_thinktime`, `bfq_update_has_short_ttime`,
+    /// `bfq_update_io_seektime`).
     pub(super) fn note_arrival(&mut self, qid: u32, sector: u64, end: u64, now: Nanos, k: &Knobs) {
         self.update_io_intensity(qid, now);
         let nonrot = !self.dev.rotational;
@@ -534,6 +574,8 @@ impl State {
             t.total = (7 * t.total + 256 * elapsed) / 8;
             t.mean = (t.total + 128) / t.samples.max(1);
         }
+        self.update_has_short_ttime(qid, now, k);
+        let q = self.q(qid);
         let far = sector.abs_diff(q.last_rq_end) > SEEK_THR;
         let seek = far && (!nonrot || end - sector < SECT_THR_NONROT);
         q.seek_history = (q.seek_history << 1) | u32::from(seek);
@@ -748,6 +790,10 @@ impl State {
     /// own, as a file system's fsync does.
     /// Only a queue that thinks long can be waiting for another: one with a short think
     /// time is never checked. The three hits must come within 128 idle slices of the first.
+    /// The current waker's wake-ups count like any other's ("bfq: Allow current waker to
+    /// defend against a tentative one", Linux 5.19): each restarts the count a tentative
+    /// rival had, and three of them confirm it again, which puts the queue back at the head
+    /// of its waker's `woken_list`.
     fn detect_waker(&mut self, qid: u32, now: Nanos, k: &Knobs) {
         let Some((w, at)) = self.last_completion else {
             return;
@@ -755,26 +801,24 @@ impl State {
         if w == qid
             || now.saturating_sub(at) >= WAKER_WINDOW
             || self.queues[w as usize].is_none()
-            || Self::has_short_ttime(self.qr(qid), k)
+            || Self::has_short_ttime(self.qr(qid))
         {
             return;
         }
         let q = self.q(qid);
-        if q.waker == Some(w) {
-            return;
-        }
         let window = Nanos(128 * k.slice_idle.0);
         if q.tentative_waker == Some(w) && now.saturating_sub(q.waker_since) <= window {
             q.waker_hits += 1;
-            if q.waker_hits >= WAKER_HITS {
-                q.waker = Some(w);
-                q.woken_at = now;
-                self.stats.wakers += 1;
-            }
         } else {
             q.tentative_waker = Some(w);
             q.waker_hits = 1;
             q.waker_since = now;
+        }
+        if q.waker_hits == WAKER_HITS {
+            q.waker = Some(w);
+            q.tentative_waker = None;
+            q.woken_at = now;
+            self.stats.wakers += 1;
         }
     }
 
@@ -792,8 +836,7 @@ impl State {
         // its guarantees need it (`idling_needed_for_service_guarantees`). So two new
         // sequential readers on a disk, both raised as interactive for their first
         // seconds, are not idled for, and seek.
-        self.idling_boosts_thr_without_issues(id, k)
-            || self.idling_needed_for_service_guarantees(id)
+        self.idling_boosts_thr_without_issues(id) || self.idling_needed_for_service_guarantees(id)
     }
 
     /// `idling_needed_for_service_guarantees`, whatever the think time: queue `id` is raised
@@ -811,14 +854,14 @@ impl State {
     /// disk without command queueing, or a disk or a device without queueing and a
     /// sequential queue with a short think time), and no queue is raised, so raised queues
     /// get the device's requests first. No queue a process still uses, no idling.
-    pub(super) fn idling_boosts_thr_without_issues(&self, id: u32, k: &Knobs) -> bool {
+    pub(super) fn idling_boosts_thr_without_issues(&self, id: u32) -> bool {
         let q = self.qr(id);
         if q.issuers.is_empty() {
             return false;
         }
         let hw_tag = self.dev.hw_tag.unwrap_or(true);
         let rot_without_queueing = self.dev.rotational && !hw_tag;
-        let seq_io_bound = !self.is_seeky(id) && q.io_bound && Self::has_short_ttime(q, k);
+        let seq_io_bound = !self.is_seeky(id) && q.io_bound && Self::has_short_ttime(q);
         let boosts = rot_without_queueing || ((self.dev.rotational || !hw_tag) && seq_io_bound);
         boosts && self.load.wr_busy == 0
     }
@@ -835,14 +878,7 @@ impl State {
         // `bfq_check_waker`: whose completion this request followed.
         self.detect_waker(id, now, k);
         if now >= self.qr(id).decrease_time.saturating_add(INJECT_RESET) {
-            // A queue that sends its next request quickly needs its own service time
-            // measured first; one that thinks long may have injection from the start.
-            let short = Self::has_short_ttime(self.qr(id), k);
-            let q = self.q(id);
-            q.last_serv_time = 0;
-            q.inject_limit = u32::from(!short);
-            q.decrease_time = now;
-            self.inject.waited_rq = None;
+            self.reset_inject_limit(id, now);
         }
         let q = self.qr(id);
         let in_driver = self.dev.rq_in_driver;
@@ -910,8 +946,8 @@ impl State {
                 // other I/O in the middle (idling boosts its throughput, as for a sequential
                 // reader on a disk), nor for a raised one with a short think time unless
                 // several are raised.
-                let short = Self::has_short_ttime(q, k);
-                if self.idling_boosts_thr_without_issues(id, k)
+                let short = Self::has_short_ttime(q);
+                if self.idling_boosts_thr_without_issues(id)
                     || !(q.wr.coeff <= 1 || self.load.wr_busy > 1 || !short)
                 {
                     return None;
@@ -1055,12 +1091,12 @@ impl State {
 
     /// A request came back from the device: internal queueing detection, injection limit
     /// (`bfq_update_hw_tag`, `bfq_update_inject_limit`).
-    pub(super) fn note_completion(&mut self, info: &RqInfo, now: Nanos, k: &Knobs) {
+    pub(super) fn note_completion(&mut self, info: &RqInfo, now: Nanos) {
         // A window limited by idling on a queue with few requests says nothing of the
         // device's queueing, and is not sampled.
         let idling_limited = self.in_service.is_some_and(|id| {
             let q = self.qr(id);
-            Self::has_short_ttime(q, k)
+            Self::has_short_ttime(q)
                 && q.dispatched + (q.sorted.len() as u32) < HW_QUEUE_THRESHOLD
                 && self.dev.rq_in_driver < HW_QUEUE_THRESHOLD
         });

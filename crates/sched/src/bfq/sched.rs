@@ -331,6 +331,10 @@ pub(super) struct Bq {
     pub created: Nanos,
     pub wr: Wr,
     pub ttime: TTime,
+    /// `has_short_ttime`: set from the think time at each arrival
+    /// (`bfq_update_has_short_ttime`), held as resumed for `bfq_wr_min_idle_time` after a
+    /// split.
+    pub short_ttime: bool,
     /// One bit per recent request: was it far from the previous one (`seek_history`).
     pub seek_history: u32,
     /// End of the last request inserted (`last_request_pos`).
@@ -420,6 +424,7 @@ impl Bq {
 pub(super) struct Saved {
     pub wr: Wr,
     pub ttime: TTime,
+    pub short_ttime: bool,
     pub io_bound: bool,
     pub io_start: Nanos,
     pub idle: Nanos,
@@ -874,6 +879,9 @@ impl State {
             in_tree: false,
             created: now,
             wr: Wr::default(),
+            // `bfq_init_bfqq`: "tentatively mark as has_short_ttime" a sync queue not of the
+            // idle class.
+            short_ttime: sync && class != 2,
             // `bfq_init_bfqq`: the last completion "now", so a new queue has not been idle.
             ttime: TTime {
                 last_end: now,
@@ -1569,7 +1577,7 @@ impl State {
         self.follow_merge(qid, issuer)
             .or_else(|| {
                 self.delayed_stable_merge_allowed(k)
-                    .then(|| self.delayed_stable_merge(qid, issuer, now, k))
+                    .then(|| self.delayed_stable_merge(qid, issuer, now))
                     .flatten()
             })
             .or_else(|| {
@@ -1730,7 +1738,7 @@ impl State {
             self.update_inject_limit(info.queue, now);
         }
         self.uncount(rq);
-        self.note_completion(&info, now, k);
+        self.note_completion(&info, now);
         let q = self.q(info.queue);
         q.dispatched = q.dispatched.saturating_sub(1);
         q.ttime.last_end = now;
@@ -2237,7 +2245,7 @@ impl Elevator for Bfq {
                 let _ = writeln!(
                     s,
                     "  q{i} {:?} group {} class {} weight {} (wr x{}) queued {} dispatched {} \
-                     budget {}/{} in_tree {} seeky {} ttime {} us inject_limit {} issuers {:?}{}",
+                     budget {}/{} in_tree {} seeky {} ttime {} us short_ttime {} inject_limit {} waker {:?} issuers {:?}{}",
                     q.key,
                     q.group,
                     q.class,
@@ -2250,7 +2258,9 @@ impl Elevator for Bfq {
                     q.in_tree,
                     q.seek_history.count_ones() > super::policy::SEEKY_BITS,
                     q.ttime.mean / 1000,
+                    q.short_ttime,
                     q.inject_limit,
+                    q.waker,
                     q.issuers,
                     if q.split_coop { " split_coop" } else { "" },
                 );
