@@ -1231,27 +1231,31 @@ fn wakers_found_after(r: &mut Rig) -> u64 {
     r.bfq().counters.wakers
 }
 
-/// Issuer `waker` reads, and 0.5 ms after its read completes issuer 3 reads, then thinks
-/// 8 ms: one arrival of issuer 3 that `bfq_check_waker` sees follow `waker`'s completion.
-fn wake_issuer_3(r: &mut Rig, waker: u32, n: u64) {
+/// Issuer `waker` reads, and 0.5 ms after its read completes issuer `woken` reads, then
+/// thinks 8 ms: one arrival of `woken` that `bfq_check_waker` sees follow `waker`'s
+/// completion.
+fn wake(r: &mut Rig, waker: u32, woken: u32, n: u64) {
     r.queue(
         0,
         read((u64::from(waker) << 20) + n * 64, 8, 5000 + n).with_issuer(waker, 0),
     );
     r.drain(us(100));
     r.advance_to(r.now.saturating_add(us(500)));
-    r.queue(0, read((1 << 24) + n * 64, 8, 6000 + n).with_issuer(3, 0));
+    r.queue(
+        0,
+        read((1 << 24) + n * 64, 8, 6000 + n).with_issuer(woken, 0),
+    );
     r.drain(us(100));
     r.advance_to(r.now.saturating_add(ms(8)));
 }
 
-/// The queue of issuer 3's waker, as the state dump shows it.
-fn waker_of_issuer_3(r: &Rig) -> String {
+/// The waker of issuer `issuer`'s own queue, as the state dump shows it.
+fn waker_of(r: &Rig, issuer: u32) -> String {
     let state = r.elv().debug_state();
     let line = state
         .lines()
-        .find(|l| l.contains("issuers [3]"))
-        .unwrap_or_else(|| panic!("no queue of issuer 3\n{state}"));
+        .find(|l| l.contains(&format!("issuers [{issuer}]")))
+        .unwrap_or_else(|| panic!("no queue of issuer {issuer} alone\n{state}"));
     line.split("waker ")
         .nth(1)
         .and_then(|w| w.split(' ').next())
@@ -1274,26 +1278,26 @@ fn bfq_the_current_waker_defends_against_a_tentative_one() {
     // arrivals are not checked: at most a few more than the three wake-ups.
     let mut n = 0;
     while r.bfq().counters.wakers == 0 && n < 8 {
-        wake_issuer_3(&mut r, 1, n);
+        wake(&mut r, 1, 3, n);
         n += 1;
     }
     assert_eq!(r.bfq().counters.wakers, 1, "{}", r.elv().debug_state());
-    let first = waker_of_issuer_3(&r);
+    let first = waker_of(&r, 3);
     assert_ne!(first, "None", "{}", r.elv().debug_state());
     for (n, w) in [2u32, 1, 2, 2].into_iter().enumerate() {
-        wake_issuer_3(&mut r, w, 10 + n as u64);
+        wake(&mut r, w, 3, 10 + n as u64);
     }
     assert_eq!(
-        (r.bfq().counters.wakers, waker_of_issuer_3(&r)),
+        (r.bfq().counters.wakers, waker_of(&r, 3)),
         (1, first.clone()),
         "the tentative waker took over\n{}",
         r.elv().debug_state()
     );
     for n in 0..3 {
-        wake_issuer_3(&mut r, 1, 20 + n);
+        wake(&mut r, 1, 3, 20 + n);
     }
     assert_eq!(
-        (r.bfq().counters.wakers, waker_of_issuer_3(&r)),
+        (r.bfq().counters.wakers, waker_of(&r, 3)),
         (2, first),
         "{}",
         r.elv().debug_state()
@@ -1319,6 +1323,26 @@ fn bfq_a_shared_queue_is_nobodys_waker() {
         "a shared queue became a waker\n{}",
         r.elv().debug_state()
     );
+    r.finish();
+}
+
+/// A queue made when its issuer leaves a shared queue takes the shared queue's waker
+/// (`bfq_init_rq`: `bfqq->waker_bfqq = old_bfqq->waker_bfqq`, at the head of the waker's
+/// `woken_list`), so the journal that wakes a process goes on being injected for it after
+/// the split. Issuer 5 becomes issuer 2's waker; issuers 1 and 2 then merge as cooperators
+/// and issuer 2 is split off again.
+#[test]
+fn bfq_a_queue_split_off_a_shared_one_keeps_its_waker() {
+    let mut r = cooperator_rig("0");
+    let mut n = 0;
+    while r.bfq().counters.wakers == 0 && n < 8 {
+        wake(&mut r, 5, 2, n);
+        n += 1;
+    }
+    let w = waker_of(&r, 2);
+    assert_ne!(w, "None", "{}", r.elv().debug_state());
+    split_issuer_2(&mut r);
+    assert_eq!(waker_of(&r, 2), w, "{}", r.elv().debug_state());
     r.finish();
 }
 

@@ -961,10 +961,18 @@ impl State {
                 return id;
             }
             // The shared queue turned seeky: this issuer leaves it for a queue of its own,
-            // which resumes the state its old queue had when it was merged.
+            // which resumes the state its old queue had when it was merged, and takes the
+            // shared queue's waker, at the head of that waker's `woken_list` (`bfq_init_rq`).
+            let waker = self.qr(id).waker;
             self.split_issuer(id, rq.issuer);
             let nq = self.new_queue(key, group, rq, sync, now, k);
             self.resume_state(nq, rq.issuer, now);
+            if let Some(w) = waker.filter(|&w| w != nq) {
+                let q = self.q(nq);
+                q.waker = Some(w);
+                q.tentative_waker = None;
+                q.woken_at = now;
+            }
             self.note_creation(nq, now);
             return nq;
         }
