@@ -1326,6 +1326,38 @@ fn bfq_a_shared_queue_is_nobodys_waker() {
     r.finish();
 }
 
+/// `bfq_bfqq_save_state` keeps a process's injection state when its queue joins a shared
+/// one, and `bfq_bfqq_resume_state` gives it back on the split: the measured service time,
+/// the injection limit and when the limit last fell. Issuer 2 reads alone, 20 ms apart, on
+/// an empty device: its service time is measured and its limit becomes 1; merged with
+/// issuer 1 and split off again it has that limit, where a queue made fresh has 0.
+#[test]
+fn bfq_a_queue_split_off_a_shared_one_resumes_its_injection_limit() {
+    let mut r = cooperator_rig("0");
+    for i in 0..4u64 {
+        r.advance_to(r.now.saturating_add(ms(20)));
+        r.queue(0, read((1 << 26) + i * 4096, 8, 7000 + i).with_issuer(2, 0));
+        r.drain(us(100));
+    }
+    let limit = |r: &Rig| {
+        let state = r.elv().debug_state();
+        let line = state
+            .lines()
+            .find(|l| l.contains("issuers [2]"))
+            .unwrap_or_else(|| panic!("no queue of issuer 2 alone\n{state}"))
+            .to_string();
+        line.split("inject_limit ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("no limit in {line}"))
+    };
+    assert_eq!(limit(&r), 1, "{}", r.elv().debug_state());
+    split_issuer_2(&mut r);
+    assert_eq!(limit(&r), 1, "{}", r.elv().debug_state());
+    r.finish();
+}
+
 /// A queue made when its issuer leaves a shared queue takes the shared queue's waker
 /// (`bfq_init_rq`: `bfqq->waker_bfqq = old_bfqq->waker_bfqq`, at the head of the waker's
 /// `woken_list`), so the journal that wakes a process goes on being injected for it after

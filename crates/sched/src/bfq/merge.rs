@@ -227,6 +227,9 @@ impl State {
             wr: q.wr,
             ttime: q.ttime,
             short_ttime: q.short_ttime,
+            last_serv_time: q.last_serv_time,
+            inject_limit: q.inject_limit,
+            decrease_time: q.decrease_time,
             io_bound: q.io_bound,
             io_start: q.io_start,
             idle: q.idle,
@@ -406,6 +409,9 @@ impl State {
             q.wr = if wr_left { s.wr } else { Wr::default() };
             q.ttime = s.ttime;
             q.short_ttime = s.short_ttime;
+            q.last_serv_time = s.last_serv_time;
+            q.inject_limit = s.inject_limit;
+            q.decrease_time = s.decrease_time;
             q.io_bound = s.io_bound;
             q.io_start = s.io_start;
             q.idle = s.idle;

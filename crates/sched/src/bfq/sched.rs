@@ -425,6 +425,11 @@ pub(super) struct Saved {
     pub wr: Wr,
     pub ttime: TTime,
     pub short_ttime: bool,
+    /// The injection state (`saved_last_serv_time_ns`, `saved_inject_limit`,
+    /// `saved_decrease_time_jif`).
+    pub last_serv_time: u64,
+    pub inject_limit: u32,
+    pub decrease_time: Nanos,
     pub io_bound: bool,
     pub io_start: Nanos,
     pub idle: Nanos,
