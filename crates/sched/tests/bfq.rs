@@ -1263,6 +1263,26 @@ fn waker_of(r: &Rig, issuer: u32) -> String {
         .to_string()
 }
 
+/// `__bfq_insert_request` samples the think time and updates `has_short_ttime` before
+/// `bfq_add_request` checks for a waker, so the arrival whose think time makes the queue's
+/// mean long is already checked. Issuer 3 thinks 8 ms between reads, each 0.5 ms after one
+/// of issuer 1's completes: its fourth read brings its samples past 80 with a long mean and
+/// counts as the first wake-up; the sixth confirms issuer 1. Checked before the update (ours
+/// until 2026-11-27), the fourth did not count and the seventh confirmed it.
+#[test]
+fn bfq_checks_for_a_waker_with_the_think_time_of_the_same_arrival() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    r.set("queue_merging", "0");
+    let mut reads = 0;
+    while r.bfq().counters.wakers == 0 && reads < 10 {
+        wake(&mut r, 1, 3, reads);
+        reads += 1;
+    }
+    assert_eq!(reads, 6, "{}", r.elv().debug_state());
+    r.finish();
+}
+
 /// Since "bfq: Allow current waker to defend against a tentative one" (Linux 5.19)
 /// `bfq_check_waker` no longer ignores the current waker's wake-ups: one of them restarts the
 /// count of a tentative rival, and three confirm the waker again. Issuer 1 becomes issuer

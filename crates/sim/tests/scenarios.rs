@@ -164,7 +164,8 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     // in full runs since B-WF2Q+'s idle tree and the replay's waits on commit records, 0.80
     // before; 1.32 with BFQ's think-time state the kernel's flag, held 2 s after a split,
     // 0.99 once a split queue also took its shared queue's waker, 1.90 once it resumed its
-    // injection state: it swings with every split rule; the seed 1.33; 1.00 before the raising rule, 0.77 without the plugs, 1.19
+    // injection state, 0.79 once the think time was sampled before the waker check: it
+    // swings with every split rule; the seed 1.33; 1.00 before the raising rule, 0.77 without the plugs, 1.19
     // before the two fixes). Asserted: the scenario's verdict is the ratio's.
     let (with, without) = (
         mbs("bfq, merging", "clients_mbs"),
@@ -217,7 +218,7 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     assert!(be0 > 0.5 && be0 <= 0.95 * be4, "twin be/0: {twin}");
     // Marked rotational, the kernel's BFQ merges and splits queues by position and keeps
     // level with mq-deadline at both priorities (0.99, 0.98). Ours keeps level at be/4 and
-    // not at be/0 (0.24 with the BFQ rules of 2026-11-27's third session; 0.48 before):
+    // not at be/0 (0.53 with the BFQ rules of 2026-11-27's third session; 0.48 before):
     // open, ARCHITECTURE.md. Here: the case runs, BFQ merges by
     // position, and be/4 is the kernel's.
     let rot = &r.json["sim_twin_rotational"];

@@ -2090,10 +2090,13 @@ impl Elevator for Bfq {
             // the issuer's old queue to a cooperator's).
             st.rqs[id.index()].queue = qid;
             st.count(id.0, e.issuer);
+            // `__bfq_insert_request`: think time, its short-or-long state and seek history
+            // first, then `bfq_add_request`, whose waker check and injection bookkeeping read
+            // that state.
+            st.note_arrival(qid, e.sector, end, now, &k);
             if st.qr(qid).sync && st.bic_requests.get(&e.issuer).copied().unwrap_or(0) <= 1 {
                 st.note_lone_arrival(qid, now, &k);
             }
-            st.note_arrival(qid, e.sector, end, now, &k);
             st.add_request(qid, id.0, e.sector, deadline, &k);
             let mergeable = !e.cmd_flags.intersects(ReqFlags::NOMERGE_FLAGS)
                 && matches!(e.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard);
