@@ -1249,6 +1249,17 @@ fn wake(r: &mut Rig, waker: u32, woken: u32, n: u64) {
     r.advance_to(r.now.saturating_add(ms(8)));
 }
 
+/// [`wake`] until BFQ has found a waker (at most ten times): returns the reads of `woken`
+/// it took.
+fn wake_until_a_waker(r: &mut Rig, waker: u32, woken: u32) -> u64 {
+    let mut reads = 0;
+    while r.bfq().counters.wakers == 0 && reads < 10 {
+        wake(r, waker, woken, reads);
+        reads += 1;
+    }
+    reads
+}
+
 /// The waker of issuer `issuer`'s own queue, as the state dump shows it.
 fn waker_of(r: &Rig, issuer: u32) -> String {
     let state = r.elv().debug_state();
@@ -1274,11 +1285,7 @@ fn bfq_checks_for_a_waker_with_the_think_time_of_the_same_arrival() {
     let mut r = Rig::simple(BFQ, 1);
     r.set("low_latency", "0");
     r.set("queue_merging", "0");
-    let mut reads = 0;
-    while r.bfq().counters.wakers == 0 && reads < 10 {
-        wake(&mut r, 1, 3, reads);
-        reads += 1;
-    }
+    let reads = wake_until_a_waker(&mut r, 1, 3);
     assert_eq!(reads, 6, "{}", r.elv().debug_state());
     r.finish();
 }
@@ -1296,11 +1303,7 @@ fn bfq_the_current_waker_defends_against_a_tentative_one() {
     r.set("queue_merging", "0");
     // Until issuer 3's think time is known to be long (a new queue counts as short), its
     // arrivals are not checked: at most a few more than the three wake-ups.
-    let mut n = 0;
-    while r.bfq().counters.wakers == 0 && n < 8 {
-        wake(&mut r, 1, 3, n);
-        n += 1;
-    }
+    wake_until_a_waker(&mut r, 1, 3);
     assert_eq!(r.bfq().counters.wakers, 1, "{}", r.elv().debug_state());
     let first = waker_of(&r, 3);
     assert_ne!(first, "None", "{}", r.elv().debug_state());
@@ -1386,11 +1389,7 @@ fn bfq_a_queue_split_off_a_shared_one_resumes_its_injection_limit() {
 #[test]
 fn bfq_a_queue_split_off_a_shared_one_keeps_its_waker() {
     let mut r = cooperator_rig("0");
-    let mut n = 0;
-    while r.bfq().counters.wakers == 0 && n < 8 {
-        wake(&mut r, 5, 2, n);
-        n += 1;
-    }
+    wake_until_a_waker(&mut r, 5, 2);
     let w = waker_of(&r, 2);
     assert_ne!(w, "None", "{}", r.elv().debug_state());
     split_issuer_2(&mut r);
