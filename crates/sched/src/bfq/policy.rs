@@ -186,8 +186,7 @@ impl State {
             return;
         }
         let short = q.ttime.samples <= 80 || q.ttime.mean <= k.slice_idle.0 / 2;
-        let changed = short != q.short_ttime;
-        self.q(qid).short_ttime = short;
+        let changed = short != std::mem::replace(&mut self.q(qid).short_ttime, short);
         let q = self.qr(qid);
         if changed
             && q.last_serv_time == 0

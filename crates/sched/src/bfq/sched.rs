@@ -693,7 +693,8 @@ pub struct Bfq {
     /// Busy queues (`bfq_tot_busy_queues`), for `has_work_busy`.
     busy: AtomicU32,
     /// Busy queues and entities on the idle trees: at most one, and a queue alone holds
-    /// every share of the tags there is (`limit_depth` skips the lock).
+    /// every share of the tags there is (`limit_depth` skips the lock). Only whether it is
+    /// above one matters, so the idle trees are counted only with at most one queue busy.
     on_trees: AtomicU32,
     /// Requests inserted per hardware queue and not yet finished (Linux 5.10), and per
     /// request whether it is counted there: outside the lock, so the free of a request
@@ -815,8 +816,13 @@ impl Bfq {
             .store(st.nr_queued + st.dispatch.len() as u32, Ordering::Release);
         let busy: u32 = st.load.busy_classes.iter().sum();
         self.busy.store(busy, Ordering::Release);
-        self.on_trees
-            .store(busy + st.groups.idle_entities() as u32, Ordering::Release);
+        // Counting the idle trees walks every group's: not while two queues are busy anyway.
+        let idle = if busy > 1 {
+            0
+        } else {
+            st.groups.idle_entities() as u32
+        };
+        self.on_trees.store(busy + idle, Ordering::Release);
         self.raised.store(st.load.wr_busy, Ordering::Release);
     }
 

@@ -151,11 +151,11 @@ type TwinRun = ((f64, f64), (f64, f64));
 /// machine's virtio disk, marked non-rotational, a fresh scheduler instance each run; dbench's
 /// MB/s, medians of 3 alternating rounds, two runs of the script on 2026-11-27 and a third,
 /// of 5 s runs, later that day, the machine slower then): BFQ over mq-deadline with jbd2 at
-/// the clients' priority (be/4) and at a higher one (be/0); the means of the runs' ratios. The kernel's BFQ makes 4-6 queue merges in such a run (its
-/// own log, `--merges`), all within the first 35 ms: the stable merges of dbench's clients,
-/// whose queues are made together (Linux 5.13; done at once where BFQ takes the device for
-/// a queueing SSD, as at first it takes any non-rotational one); no merge by position, as
-/// after the seed's patch. (Before 2026-11-27 the script re-selected a scheduler the loop
+/// the clients' priority (be/4) and at a higher one (be/0); the means of the runs' ratios.
+/// The kernel's BFQ makes 4-6 queue merges in such a run (its own log, `--merges`), all
+/// within the first 35 ms: the stable merges of dbench's clients, whose queues are made
+/// together (Linux 5.13; done at once where BFQ takes the device for a queueing SSD, as at
+/// first it takes any non-rotational one); no merge by position, as after the seed's patch. (Before 2026-11-27 the script re-selected a scheduler the loop
 /// device already had, so BFQ kept its state from run to run, and ran 0.57-0.93 of
 /// mq-deadline at be/0, its log showing 75-205 merges a run and a lone reader held to one
 /// request in flight.)
