@@ -1130,21 +1130,29 @@ fn split_issuer_2(r: &mut Rig) -> Nanos {
     split_at
 }
 
-/// Issuer `issuer`'s own queue, as the state dump shows: its mean think time in us, and
-/// whether it counts as short.
-fn ttime_of(r: &Rig, issuer: u32) -> (u64, bool) {
+/// The word after `field` on the state dump's line of issuer `issuer`'s own queue (one
+/// with no other issuer).
+fn queue_field(r: &Rig, issuer: u32, field: &str) -> String {
     let state = r.elv().debug_state();
     let line = state
         .lines()
         .find(|l| l.contains(&format!("issuers [{issuer}]")))
         .unwrap_or_else(|| panic!("no queue of issuer {issuer} alone\n{state}"));
-    let mean = line
-        .split(" ttime ")
+    line.split(&format!(" {field} "))
         .nth(1)
         .and_then(|t| t.split(' ').next())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no think time in {line}"));
-    (mean, line.contains("short_ttime true"))
+        .unwrap_or_else(|| panic!("no {field} in {line}"))
+        .to_string()
+}
+
+/// Issuer `issuer`'s own queue, as the state dump shows: its mean think time in us, and
+/// whether it counts as short.
+fn ttime_of(r: &Rig, issuer: u32) -> (u64, bool) {
+    let mean = queue_field(r, issuer, "ttime");
+    let mean = mean
+        .parse()
+        .unwrap_or_else(|_| panic!("think time {mean:?} is no number"));
+    (mean, queue_field(r, issuer, "short_ttime") == "true")
 }
 
 /// `bfq_update_has_short_ttime` leaves a queue split off a shared one with the think-time
@@ -1249,6 +1257,15 @@ fn wake(r: &mut Rig, waker: u32, woken: u32, n: u64) {
     r.advance_to(r.now.saturating_add(ms(8)));
 }
 
+/// One slot, no queue merging and no weight raising: the rig of the waker tests, where
+/// only the order of completions and arrivals decides.
+fn waker_rig() -> Rig {
+    let r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    r.set("queue_merging", "0");
+    r
+}
+
 /// [`wake`] until BFQ has found a waker (at most ten times): returns the reads of `woken`
 /// it took.
 fn wake_until_a_waker(r: &mut Rig, waker: u32, woken: u32) -> u64 {
@@ -1262,16 +1279,7 @@ fn wake_until_a_waker(r: &mut Rig, waker: u32, woken: u32) -> u64 {
 
 /// The waker of issuer `issuer`'s own queue, as the state dump shows it.
 fn waker_of(r: &Rig, issuer: u32) -> String {
-    let state = r.elv().debug_state();
-    let line = state
-        .lines()
-        .find(|l| l.contains(&format!("issuers [{issuer}]")))
-        .unwrap_or_else(|| panic!("no queue of issuer {issuer} alone\n{state}"));
-    line.split("waker ")
-        .nth(1)
-        .and_then(|w| w.split(' ').next())
-        .unwrap_or("")
-        .to_string()
+    queue_field(r, issuer, "waker")
 }
 
 /// `__bfq_insert_request` samples the think time and updates `has_short_ttime` before
@@ -1282,9 +1290,7 @@ fn waker_of(r: &Rig, issuer: u32) -> String {
 /// until 2026-11-27), the fourth did not count and the seventh confirmed it.
 #[test]
 fn bfq_checks_for_a_waker_with_the_think_time_of_the_same_arrival() {
-    let mut r = Rig::simple(BFQ, 1);
-    r.set("low_latency", "0");
-    r.set("queue_merging", "0");
+    let mut r = waker_rig();
     let reads = wake_until_a_waker(&mut r, 1, 3);
     assert_eq!(reads, 6, "{}", r.elv().debug_state());
     r.finish();
@@ -1293,14 +1299,13 @@ fn bfq_checks_for_a_waker_with_the_think_time_of_the_same_arrival() {
 /// Since "bfq: Allow current waker to defend against a tentative one" (Linux 5.19)
 /// `bfq_check_waker` no longer ignores the current waker's wake-ups: one of them restarts the
 /// count of a tentative rival, and three confirm the waker again. Issuer 1 becomes issuer
-/// 3's waker (once its think time is known to be long); then issuer 2, 1, 2, 2 wake it: with the current waker ignored, issuer 2 had
-/// its three in a row and took over; now it has two, and issuer 1 stays. Three more of issuer
+/// 3's waker (once its think time is known to be long); then issuer 2, 1, 2, 2 wake it:
+/// with the current waker ignored, issuer 2 had its three in a row and took over; now it
+/// has two, and issuer 1 stays. Three more of issuer
 /// 1's confirm it once more (counted as a waker set, as the kernel logs "set waker").
 #[test]
 fn bfq_the_current_waker_defends_against_a_tentative_one() {
-    let mut r = Rig::simple(BFQ, 1);
-    r.set("low_latency", "0");
-    r.set("queue_merging", "0");
+    let mut r = waker_rig();
     // Until issuer 3's think time is known to be long (a new queue counts as short), its
     // arrivals are not checked: at most a few more than the three wake-ups.
     wake_until_a_waker(&mut r, 1, 3);
@@ -1330,9 +1335,7 @@ fn bfq_the_current_waker_defends_against_a_tentative_one() {
 
 #[test]
 fn bfq_a_shared_queue_is_nobodys_waker() {
-    let mut r = Rig::simple(BFQ, 1);
-    r.set("low_latency", "0");
-    r.set("queue_merging", "0");
+    let mut r = waker_rig();
     let alone = wakers_found_after(&mut r);
     r.finish();
     assert!(alone >= 1, "issuer 1's own queue is not found as the waker");
@@ -1362,22 +1365,10 @@ fn bfq_a_queue_split_off_a_shared_one_resumes_its_injection_limit() {
         r.queue(0, read((1 << 26) + i * 4096, 8, 7000 + i).with_issuer(2, 0));
         r.drain(us(100));
     }
-    let limit = |r: &Rig| {
-        let state = r.elv().debug_state();
-        let line = state
-            .lines()
-            .find(|l| l.contains("issuers [2]"))
-            .unwrap_or_else(|| panic!("no queue of issuer 2 alone\n{state}"))
-            .to_string();
-        line.split("inject_limit ")
-            .nth(1)
-            .and_then(|t| t.split(' ').next())
-            .and_then(|t| t.parse::<u32>().ok())
-            .unwrap_or_else(|| panic!("no limit in {line}"))
-    };
-    assert_eq!(limit(&r), 1, "{}", r.elv().debug_state());
+    let limit = |r: &Rig| queue_field(r, 2, "inject_limit");
+    assert_eq!(limit(&r), "1", "{}", r.elv().debug_state());
     split_issuer_2(&mut r);
-    assert_eq!(limit(&r), 1, "{}", r.elv().debug_state());
+    assert_eq!(limit(&r), "1", "{}", r.elv().debug_state());
     r.finish();
 }
 

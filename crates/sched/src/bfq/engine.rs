@@ -488,16 +488,22 @@ mod tests {
         t.check();
     }
 
+    /// A tree with entities 0, 1 and 2 active, each of weight 100 with a budget of 1000.
+    fn three_of_weight_100() -> ServiceTree {
+        let mut t = ServiceTree::new();
+        for id in 0..3 {
+            t.activate(id, 100, 1000, false);
+        }
+        t
+    }
+
     /// `bfq_idle_insert` / `bfq_forget_idle`: an entity that runs dry with its finish time
     /// ahead of V stays on the tree, its weight in the sum V advances by, so V moves at the
     /// pace of three weights while two are served; it is forgotten once V passes its finish
     /// time. An entity that runs dry behind V is forgotten at once.
     #[test]
     fn an_entity_that_runs_dry_ahead_of_v_stays_on_the_idle_tree() {
-        let mut t = ServiceTree::new();
-        for id in 0..3 {
-            t.activate(id, 100, 1000, false);
-        }
+        let mut t = three_of_weight_100();
         assert_eq!(t.select(), Some(0));
         // Entity 0 used 100 sectors and has nothing left: its finish, 100 sectors at weight
         // 100 past its start (0), is ahead of V (100 sectors over three weights).
@@ -528,10 +534,7 @@ mod tests {
     /// update of V.
     #[test]
     fn the_idle_tree_is_forgotten_whole_when_only_the_served_entity_is_left() {
-        let mut t = ServiceTree::new();
-        for id in 0..3 {
-            t.activate(id, 100, 1000, false);
-        }
+        let mut t = three_of_weight_100();
         // Entities 1 and 2 run dry out of turn with a big finish time each (charged 1000).
         t.deactivate(1, 1000);
         t.deactivate(2, 1000);
