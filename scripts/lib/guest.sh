@@ -3,6 +3,13 @@
 # guest_prepare   installs QEMU, busybox and fio if missing (apt-get), unpacks Debian's
 #                 cloud kernel (apt-get download + dpkg -x, nothing installed) and builds the
 #                 base initramfs: busybox, the virtio modules, fio with its libraries, an init.
+#                 Set before it, for a guest of another shape (each in a GUEST_DIR of its own):
+#                 GUEST_KERNEL_INDEX="MIRROR SUITE" takes the newest cloud kernel of that
+#                 Debian suite's package index instead of apt's (e.g. an older release);
+#                 GUEST_EXTRA_MODULES adds modules and every module they depend on, listed
+#                 in load order in /lib/modules/extra.order (the job loads them);
+#                 GUEST_EXTRA_FILES adds host files at their own paths, programs with the
+#                 libraries they load.
 # guest_accel     KVM if a probe boot succeeds within 20 s, else TCG (cached; says which).
 # guest_boot      boots the guest once with a job script and collects its console.
 #
@@ -12,7 +19,9 @@
 # "@@END NAME" on the serial console; guest_result NAME extracts one.
 
 GUEST_DIR=${MQBLK_GUEST_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/target/guest}
-GUEST_MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk"
+# What the init loads, with every module these depend on (virtio_ring, virtio, and since
+# Linux 5.14 virtio_pci_modern_dev, virtio_pci_legacy_dev), dependencies first.
+GUEST_MODULES="virtio_pci virtio_blk"
 
 guest_log() { echo "guest: $*" >&2; }
 
@@ -41,6 +50,21 @@ guest_prepare_locked() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null ||
             { guest_log "could not install$need"; return 1; }
     fi
+    if ! command -v modinfo >/dev/null 2>&1 && ! [ -x /sbin/modinfo ]; then
+        guest_log "installing kmod"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q kmod >/dev/null ||
+            { guest_log "could not install kmod"; return 1; }
+    fi
+    if [ -n "${GUEST_KERNEL_INDEX:-}" ] && ! ls "$GUEST_DIR"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
+        local url
+        url=$(guest_kernel_from_index $GUEST_KERNEL_INDEX) || return 1
+        guest_log "unpacking ${url##*/}"
+        rm -rf "$GUEST_DIR/deb" "$GUEST_DIR/kernel" "$GUEST_DIR/base.cpio"
+        mkdir -p "$GUEST_DIR/deb"
+        curl -fsS -o "$GUEST_DIR/deb/k.deb" "$url" || { guest_log "could not download $url"; return 1; }
+        dpkg -x "$GUEST_DIR/deb/k.deb" "$GUEST_DIR/kernel"
+        rm -rf "$GUEST_DIR/deb"
+    fi
     if ! ls "$GUEST_DIR"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
         local pkg
         pkg=$(apt-cache search --names-only '^linux-image-[0-9.]+-[0-9]+-cloud-amd64$' |
@@ -66,20 +90,19 @@ guest_prepare_locked() {
     rm -rf "$root"
     mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,lib/modules,etc}
     cp "$(command -v busybox)" "$root/bin/busybox"
-    for m in $GUEST_MODULES; do
-        f=$(find "$GUEST_DIR"/kernel/lib/modules -name "$m.ko*" | head -1)
-        [ -n "$f" ] || { guest_log "module $m not in the kernel package"; return 1; }
-        case "$f" in
-        *.xz) xz -dc "$f" >"$root/lib/modules/$m.ko" ;;
-        *.zst) zstd -dc "$f" >"$root/lib/modules/$m.ko" ;;
-        *) cp "$f" "$root/lib/modules/$m.ko" ;;
-        esac
-    done
+    local base
+    base=$(guest_add_modules "$root" $GUEST_MODULES) || return 1
+    if [ -n "${GUEST_EXTRA_MODULES:-}" ]; then
+        guest_add_modules "$root" $GUEST_EXTRA_MODULES >"$root/lib/modules/extra.order" || return 1
+    fi
     # fio and every library it loads, at the paths the loader looks for them.
     cp "$(command -v fio)" "$root/bin/fio"
-    for f in $(ldd "$(command -v fio)" | grep -o '/[^ ]*'); do
+    guest_copy_libs "$(command -v fio)" "$root"
+    for f in ${GUEST_EXTRA_FILES:-}; do
+        [ -e "$f" ] || { guest_log "$f: no such file on the host"; return 1; }
         mkdir -p "$root$(dirname "$f")"
         cp -L "$f" "$root$f"
+        [ -x "$f" ] && guest_copy_libs "$f" "$root"
     done
     cat >"$root/init" <<EOF
 #!/bin/busybox sh
@@ -87,7 +110,7 @@ guest_prepare_locked() {
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-for m in $GUEST_MODULES; do insmod /lib/modules/\$m.ko; done
+for m in $base; do insmod /lib/modules/\$m.ko; done
 i=0
 while [ ! -b /dev/vda ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i + 1)); done
 echo "@@BOOTED"
@@ -99,6 +122,69 @@ EOF
     chmod +x "$root/init"
     (cd "$root" && find . | busybox cpio -o -H newc >"$GUEST_DIR/base.cpio" 2>/dev/null)
     rm -rf "$root"
+}
+
+# Module file $1 (compressed or not) as a plain .ko at $2, which busybox's insmod loads.
+guest_unpack_module() {
+    case "$1" in
+    *.xz) xz -dc "$1" >"$2" ;;
+    *.zst) zstd -dc "$1" >"$2" ;;
+    *) cp "$1" "$2" ;;
+    esac
+}
+
+# Modules $2... and their dependencies into root $1's /lib/modules; prints their load order.
+guest_add_modules() {
+    local root=$1 order m f
+    shift
+    order=$(guest_module_order "$@") || return 1
+    for m in $order; do
+        f=$(find "$GUEST_DIR"/kernel/lib/modules -name "$m.ko*" | head -1)
+        guest_unpack_module "$f" "$root/lib/modules/$m.ko"
+    done
+    echo $order
+}
+
+# Every library program $1 loads, copied under root $2 at the paths the loader looks for.
+guest_copy_libs() {
+    local f
+    for f in $(ldd "$1" | grep -o '/[^ ]*'); do
+        mkdir -p "$2$(dirname "$f")"
+        cp -L "$f" "$2$f"
+    done
+}
+
+# The named modules of the unpacked kernel and every module they depend on (modinfo's
+# `depends`), dependencies first; a module built into the kernel is left out.
+guest_module_order() {
+    local modinfo seen="" out=""
+    modinfo=$(command -v modinfo || echo /sbin/modinfo)
+    visit() {
+        local m=$1 f d
+        case " $seen " in *" $m "*) return 0 ;; esac
+        seen="$seen $m"
+        f=$(find "$GUEST_DIR"/kernel/lib/modules -name "$m.ko*" | head -1)
+        if [ -z "$f" ]; then
+            grep -q "/$m.ko" "$GUEST_DIR"/kernel/lib/modules/*/modules.builtin && return 0
+            guest_log "module $m not in the kernel package"
+            return 1
+        fi
+        for d in $("$modinfo" -F depends "$f" | tr ',' ' '); do
+            visit "$d" || return 1
+        done
+        out="$out $m"
+    }
+    for m in "$@"; do visit "$m" || return 1; done
+    echo $out
+}
+
+# The URL of the newest linux-image-*-cloud-amd64 in Debian suite $2 of mirror $1.
+guest_kernel_from_index() {
+    local path
+    path=$(curl -fsS "$1/dists/$2/main/binary-amd64/Packages.xz" | xz -dc |
+        awk '/^Filename: .*\/linux-image-[0-9.]+-[0-9]+-cloud-amd64_/ {print $2}' | sort -V | tail -1)
+    [ -n "$path" ] || { guest_log "no cloud kernel in $1 $2"; return 1; }
+    echo "$1/$path"
 }
 
 # Boots the guest with the job script $1; the console goes to $2. The remaining arguments

@@ -156,3 +156,41 @@ fn the_seed_003_script_runs_the_mails_job_on_one_and_two_virtqueues() {
     }
     assert_eq!(rows[1]["mail_2vq"].as_f64().unwrap(), 199e3);
 }
+
+#[test]
+fn the_seed_000_script_runs_dbench_on_the_stock_and_the_patched_kernel() {
+    // Debian's 5.10 (stock) and 6.1 (patched) kernels, scsi_debug with one hardware queue
+    // per vCPU or one, BFQ and none. What must hold whatever the noise: each mode ran on the
+    // kernel it names, MQ modes had a hardware queue per vCPU and every one of them ran,
+    // SQ one, and dbench moved data in every case.
+    let Some(v) = guest_script(
+        "guest-seed000.sh",
+        &[
+            "--runtime=4",
+            "--clients=4",
+            "--schedulers=bfq,none",
+            "--json",
+        ],
+    ) else {
+        return;
+    };
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 8, "{v}");
+    for r in rows {
+        let (mode, kernel) = (r["mode"].as_str().unwrap(), r["kernel"].as_str().unwrap());
+        let want_kernel = if matches!(mode, "MQ" | "SQ") {
+            "5.10"
+        } else {
+            "6.1"
+        };
+        assert_eq!(kernel, want_kernel, "{r}");
+        let queues = if mode.starts_with("MQ") { 2 } else { 1 };
+        assert_eq!(r["hctxs"], queues, "{r}");
+        assert_eq!(r["hctxs_run"].as_f64().unwrap(), queues as f64, "{r}");
+        assert!(r["mb_per_s"].as_f64().unwrap() > 0.5, "{r}");
+        assert!(r["hctx_runs"].as_f64().unwrap() > 10.0, "{r}");
+    }
+    for k in ["stock_5_10_over_none", "patched_6_1_over_none"] {
+        assert!(v["verdict"][k]["bfq"].as_f64().unwrap() > 0.0, "{v}");
+    }
+}

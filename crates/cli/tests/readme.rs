@@ -55,6 +55,8 @@ fn not_run(block: &str) -> Option<&'static str> {
         )
     } else if block.starts_with("bash scripts/guest-bench.sh") {
         Some("minutes of guest boots; guest.rs runs both scripts with one short round, the seed direction checked")
+    } else if block.starts_with("bash scripts/guest-seed000.sh") {
+        Some("minutes of dbench in guests of two kernels; guest.rs runs the script with 4 s runs, one round")
     } else if block.starts_with("bash scripts/guest-test.sh") {
         Some("boots a guest twice; guest.rs runs the script")
     } else if block.contains("trace capture --device=/dev/loop0") {

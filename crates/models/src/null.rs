@@ -3,7 +3,9 @@
 //! Parameters: `submit_queues` (hardware queues, default 1), `hw_queue_depth` (default 64),
 //! `completion_nsec` (default 10000, null_blk's default timer), `size` (bytes, default 1 GiB;
 //! null_blk's `gb=250` would only slow nothing down and hide range bugs), `cache_size` (MiB,
-//! default 0: non-zero declares a write cache that honours FUA, so flushes reach the device).
+//! default 0: non-zero declares a write cache that honours FUA, so flushes reach the device),
+//! `rotational` (0: the flag the queue reports to schedulers, as `/sys/block/DEV/queue/
+//! rotational`, which a user may set on null_blk or scsi_debug; nothing else changes).
 
 use crate::ModelError;
 use crate::SimRng;
@@ -22,6 +24,7 @@ pub struct NullModel {
     pending: VecDeque<(u64, u16, u64)>,
     completed: u64,
     cache: bool,
+    rotational: bool,
 }
 
 impl NullModel {
@@ -34,6 +37,7 @@ impl NullModel {
             pending: VecDeque::new(),
             completed: 0,
             cache: false,
+            rotational: false,
         }
     }
 
@@ -60,6 +64,7 @@ impl NullModel {
         }
         let mut m = NullModel::new(nr_hw as u16, depth as u32, Nanos(lat), size);
         m.cache = p.u64("cache_size", 0)? > 0;
+        m.rotational = p.bool("rotational", false)?;
         Ok(m)
     }
 }
@@ -72,7 +77,7 @@ impl DeviceModel for NullModel {
         self.capacity
     }
     fn rotational(&self) -> bool {
-        false
+        self.rotational
     }
     fn write_cache(&self) -> bool {
         self.cache

@@ -75,6 +75,79 @@ struct Row {
     elevator_lock_wait_ns: u64,
 }
 
+/// Which kernel a run's queue and BFQ follow: the seed's (5.10-rc6, its MQ and SQ columns;
+/// its MQ-patched column is the same kernel with the series applied) or 6.1 (the kernel
+/// twin's patched one).
+#[derive(Clone, Copy, PartialEq)]
+enum Kernel {
+    Seed,
+    Linux61,
+}
+
+/// The queue of mode `m` under `sched` as kernel `k` runs it.
+fn settings(sched: &str, m: &Mode, k: Kernel) -> QueueSettings {
+    let seed = k == Kernel::Seed;
+    QueueSettings {
+        scheduler: Some(sched.to_string()),
+        sq_sched_dispatch: m.sq_dispatch,
+        run_all_on_complete: true,
+        // Asynchronous runs are per-CPU kblockd work that races; in the seed's kernel a
+        // delayed re-run of every queue also pushed back the others' pending runs (until
+        // "blk-mq: avoid extending delays of active hctx from blk_mq_delay_run_hw_queues",
+        // 5.17).
+        kblockd_runs: true,
+        delay_run_rearms: seed,
+        // BFQ as the seed's kernel had it: stable merging and the injection of woken queues
+        // came in 5.13, the cap on a queue's share of the scheduler tags in 5.16, until 5.19
+        // `bfq_has_work` counted busy queues, not queued requests, and 5.10 counted requests
+        // per hardware queue (not in MQ-patched: the seed's series reverted that first).
+        // 6.1 has all of those but the last. Our mq-deadline has no 5.10 counts (see
+        // `HctxQueued`).
+        sched_tunables: match (sched, seed) {
+            ("bfq", true) => vec![
+                ("stable_merging".into(), "0".into()),
+                ("has_work_busy".into(), "1".into()),
+                ("tags_by_weight".into(), "0".into()),
+                ("inject_woken".into(), "0".into()),
+                (
+                    "elevator_queued".into(),
+                    u8::from(m.elevator_queued).to_string(),
+                ),
+            ],
+            _ => Vec::new(),
+        },
+        ..QueueSettings::default()
+    }
+}
+
+/// `n` dbench-like clients on CPUs `0..n` (mod `nr_cpus`) for `runtime`, each logging every
+/// I/O's latency when `log` (for dbench's own latency figure).
+fn clients_of(n: u32, nr_cpus: u16, runtime: Nanos, log: bool) -> Vec<SimJob> {
+    (0..n)
+        .map(|i| {
+            let mut job = SimJob::new(
+                format!("client{i}"),
+                (i % nr_cpus as u32) as u16,
+                1,
+                i + 1,
+                Limit {
+                    time: Some(runtime),
+                    ..Limit::default()
+                },
+                Box::new(DbenchClient::new(i as u64, CAPACITY_SECTORS)),
+                "dbench",
+            );
+            if log {
+                job.logs = Some(JobLogs::new(LogConfig {
+                    lat: Some(String::new()),
+                    ..LogConfig::default()
+                }));
+            }
+            job
+        })
+        .collect()
+}
+
 pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let clients: Vec<u32> = if o.quick {
         vec![1, 8, 64]
@@ -124,63 +197,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                     seed: o.seed,
                     nr_cpus: NR_CPUS,
                     device: device(&format!("raid,submit_queues={}", m.queues)),
-                    queue: QueueSettings {
-                        scheduler: Some(sched.clone()),
-                        sq_sched_dispatch: m.sq_dispatch,
-                        run_all_on_complete: true,
-                        // The seed's kernel (5.10-rc6): asynchronous runs are per-CPU kblockd
-                        // work that races, and a delayed re-run of every queue pushes back
-                        // the others' pending runs.
-                        kblockd_runs: true,
-                        delay_run_rearms: true,
-                        // BFQ as the seed's kernel had it: stable merging and the injection of
-                        // woken queues came in 5.13, the cap on a queue's share of the
-                        // scheduler tags in 5.16, until
-                        // 5.19 `bfq_has_work` counted busy queues, not queued requests, and
-                        // 5.10 counted requests per hardware queue (not in MQ-patched: the
-                        // seed's series reverted that first). Our mq-deadline has no 5.10
-                        // counts (see `HctxQueued`).
-                        sched_tunables: if sched == "bfq" {
-                            vec![
-                                ("stable_merging".into(), "0".into()),
-                                ("has_work_busy".into(), "1".into()),
-                                ("tags_by_weight".into(), "0".into()),
-                                ("inject_woken".into(), "0".into()),
-                                (
-                                    "elevator_queued".into(),
-                                    u8::from(m.elevator_queued).to_string(),
-                                ),
-                            ]
-                        } else {
-                            Vec::new()
-                        },
-                        ..QueueSettings::default()
-                    },
+                    queue: settings(sched, m, Kernel::Seed),
                     profile: o.profile,
                     ..SimConfig::default()
                 };
-                let jobs = (0..n)
-                    .map(|i| {
-                        let mut job = SimJob::new(
-                            format!("client{i}"),
-                            (i % NR_CPUS as u32) as u16,
-                            1,
-                            i + 1,
-                            Limit {
-                                time: Some(runtime),
-                                ..Limit::default()
-                            },
-                            Box::new(DbenchClient::new(i as u64, CAPACITY_SECTORS)),
-                            "dbench",
-                        );
-                        // Every I/O's latency, for dbench's own figure (below).
-                        job.logs = Some(JobLogs::new(LogConfig {
-                            lat: Some(String::new()),
-                            ..LogConfig::default()
-                        }));
-                        job
-                    })
-                    .collect();
+                let jobs = clients_of(n, NR_CPUS, runtime, true);
                 let r = run_sim(o, cfg, jobs)?;
                 if n == 8 {
                     let e = Evidence::of(&r);
@@ -250,6 +271,29 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let Some((holds, key_ratio)) = key else {
         return Err("single-hctx-dispatch: none of the schedulers asked for exists".into());
     };
+    // The kernel twin: not part of the direction, and left out of the sensitivity runs.
+    let twin = if o.perturb.is_none() {
+        sim_twin(o, runtime)?
+    } else {
+        Vec::new()
+    };
+    if !twin.is_empty() {
+        let list = |f: fn(&(f64, f64)) -> f64| {
+            twin.iter()
+                .map(|t| format!("{:.2}", f(t)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let _ = writeln!(
+            cmp,
+            "kernel twin (scripts/guest-seed000.sh: dbench, {TWIN_CLIENTS} clients, XFS on scsi_debug with {TWIN_QUEUES} hardware queues or 1, {} ms a command, marked rotational, {TWIN_CPUS} vCPUs), BFQ's MB/s with {TWIN_QUEUES} queues over 1, over none's: the kernel 5.10 (stock) {:.2}, 6.1 (patched) {:.2}; ours (our dbench model on null, the same CPUs, queues and command time), seeds 1-5: stock {}, patched {}",
+            TWIN_COMMAND_NS / 1_000_000,
+            KERNEL_TWIN.0,
+            KERNEL_TWIN.1,
+            list(|t| t.0),
+            list(|t| t.1)
+        );
+    }
     let chart = Chart {
         title: "dbench-like clients, HDD behind a 64-queue HBA (seed 000)".into(),
         x_label: "clients".into(),
@@ -262,13 +306,95 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         title: "Single-CPU dispatch for schedulers that are not MQ-aware (seed 000)".into(),
         table,
         comparison: cmp,
-        json: serde_json::json!({ "rows": json_rows }),
+        json: serde_json::json!({
+            "rows": json_rows,
+            "twin": {
+                "kernel_5_10": KERNEL_TWIN.0,
+                "kernel_6_1": KERNEL_TWIN.1,
+                "ours_stock": twin.iter().map(|t| t.0).collect::<Vec<_>>(),
+                "ours_patched": twin.iter().map(|t| t.1).collect::<Vec<_>>(),
+            },
+        }),
         svg: chart.svg(),
         evidence: evidence + &mechanism(&at8, last_ratio),
         direction_holds: holds,
         key_ratio,
         key_label: "mean latency, MQ over MQ-patched, at 8 clients (BFQ)".into(),
     })
+}
+
+/// Seed 000's kernel twin (`bash scripts/guest-seed000.sh --rounds=2`, 2026-11-27: dbench, 8
+/// clients, 20 s, on a fresh XFS over scsi_debug, every command 4 ms however many are queued,
+/// 64 host-wide tags, marked rotational, in a guest of 2 vCPUs under TCG, so 2 hardware
+/// queues or 1; Debian's 5.10 and 6.1 kernels; medians of 2 rounds): BFQ's MB/s with 2 queues
+/// over 1, divided by none's (scsi_debug with one queue is slower here whatever the
+/// scheduler), on the stock 5.10 and the patched 6.1.
+/// (mq-deadline over none: 1.001 and 0.952; each scheduler's MQ over SQ alone 1.33-1.44.)
+const KERNEL_TWIN: (f64, f64) = (1.016, 0.924);
+const TWIN_CLIENTS: u32 = 8;
+const TWIN_QUEUES: u32 = 2;
+const TWIN_CPUS: u16 = 2;
+/// scsi_debug's `ndelay` in the twin: every command completes this long after it came.
+const TWIN_COMMAND_NS: u64 = 4_000_000;
+
+/// The twin in the simulator: the same clients (our dbench model, not dbench on XFS) on the
+/// same number of CPUs and queues, on the null model (every command `TWIN_COMMAND_NS`, any
+/// number at once, marked rotational, with a write cache that takes FUA, as the guest's
+/// kernels see scsi_debug; 64 tags per hardware queue where scsi_debug's 64 are host-wide,
+/// which 8 clients never fill), the seed's kernel for 5.10 and `Kernel::Linux61` for 6.1.
+/// BFQ's MB/s with many queues over one, over none's, as (stock, patched), at seeds 1-5.
+fn sim_twin(o: &ScenarioOpts, runtime: Nanos) -> Result<Vec<(f64, f64)>, String> {
+    let sq61 = Mode {
+        name: "SQ",
+        queues: 1,
+        sq_dispatch: false,
+        elevator_queued: false,
+    };
+    let kernels = [
+        (
+            Kernel::Seed,
+            Mode {
+                queues: TWIN_QUEUES,
+                ..MODES[0]
+            },
+            MODES[1],
+        ),
+        (
+            Kernel::Linux61,
+            Mode {
+                queues: TWIN_QUEUES,
+                ..MODES[2]
+            },
+            sq61,
+        ),
+    ];
+    let mbs = |seed: u64, k: Kernel, sched: &str, m: &Mode| -> Result<f64, String> {
+        let cfg = SimConfig {
+            seed,
+            nr_cpus: TWIN_CPUS,
+            device: device(&format!(
+                "null,submit_queues={},hw_queue_depth=64,completion_nsec={TWIN_COMMAND_NS},rotational=1,cache_size=1,size={}",
+                m.queues,
+                CAPACITY_SECTORS * 512
+            )),
+            queue: settings(sched, m, k),
+            profile: o.profile,
+            ..SimConfig::default()
+        };
+        let jobs = clients_of(TWIN_CLIENTS, TWIN_CPUS, runtime, false);
+        Ok(run_sim(o, cfg, jobs)?.total_bw_mbs())
+    };
+    let mut out = Vec::new();
+    for seed in 1..=5 {
+        let mut r = [0.0; 2];
+        for (i, (k, mq, sq)) in kernels.iter().enumerate() {
+            let bfq = mbs(seed, *k, "bfq", mq)? / mbs(seed, *k, "bfq", sq)?;
+            let none = mbs(seed, *k, "none", mq)? / mbs(seed, *k, "none", sq)?;
+            r[i] = bfq / none;
+        }
+        out.push((r[0], r[1]));
+    }
+    Ok(out)
 }
 
 /// dbench's per-second latency line, averaged over the run: each second dbench prints the
