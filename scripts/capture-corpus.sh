@@ -3,7 +3,8 @@
 # fresh ext4 file system on a loop device, one trace each. Needs root (losetup, mount, tracefs)
 # and, for the dbench trace, dbench (apt-get install dbench).
 #
-#   bash scripts/capture-corpus.sh [OUTDIR [NAME...]]     (NAME: git-clone grep-tree file-copy dbench6)
+#   bash scripts/capture-corpus.sh [OUTDIR [NAME...]]
+#        (NAME: git-clone grep-tree file-copy dbench6 dbench8-xfs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-testdata/traces}
@@ -54,5 +55,17 @@ if want dbench6; then
     mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
     mount "$loop" "$work/mnt"
     capture dbench6 dbench -t 1 -D "$work/mnt" 6
+fi
+# Seed 000's kernel twin's workload (scripts/guest-seed000.sh): dbench, 8 clients, two
+# seconds (its first is warm-up), on XFS, the seed's file system, whose log worker and
+# flusher are among the traced processes; the same 2 GiB loop device with direct I/O.
+if want dbench8-xfs; then
+    umount "$work/mnt" 2>/dev/null || true
+    losetup -d "$loop"
+    truncate -s 2G "$img"
+    loop=$(losetup -f --show --direct-io=on "$img")
+    mkfs.xfs -q -f "$loop"
+    mount "$loop" "$work/mnt"
+    capture dbench8-xfs dbench -t 2 -D "$work/mnt" 8
 fi
 ls -la "$out"

@@ -272,26 +272,31 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         return Err("single-hctx-dispatch: none of the schedulers asked for exists".into());
     };
     // The kernel twin: not part of the direction, and left out of the sensitivity runs.
-    let twin = if o.perturb.is_none() {
-        sim_twin(o, runtime)?
+    let (twin, twin_captured) = if o.perturb.is_none() {
+        (
+            sim_twin(o, TwinLoad::Model, runtime)?,
+            sim_twin(o, TwinLoad::Captured, runtime)?,
+        )
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     if !twin.is_empty() {
-        let list = |f: fn(&(f64, f64)) -> f64| {
-            twin.iter()
+        let list = |t: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| {
+            t.iter()
                 .map(|t| format!("{:.2}", f(t)))
                 .collect::<Vec<_>>()
                 .join(" ")
         };
         let _ = writeln!(
             cmp,
-            "kernel twin (scripts/guest-seed000.sh: dbench, {TWIN_CLIENTS} clients, XFS on scsi_debug with {TWIN_QUEUES} hardware queues or 1, {} ms a command, marked rotational, {TWIN_CPUS} vCPUs), BFQ's MB/s with {TWIN_QUEUES} queues over 1, over none's: the kernel 5.10 (stock) {:.2}, 6.1 (patched) {:.2}; ours (our dbench model on null, the same CPUs, queues and command time), seeds 1-5: stock {}, patched {}",
+            "kernel twin (scripts/guest-seed000.sh: dbench, {TWIN_CLIENTS} clients, XFS on scsi_debug with {TWIN_QUEUES} hardware queues or 1, {} ms a command, marked rotational, {TWIN_CPUS} vCPUs), BFQ's MB/s with {TWIN_QUEUES} queues over 1, over none's: the kernel 5.10 (stock) {:.2}, 6.1 (patched) {:.2}; ours on null with the same CPUs, queues and command time, seeds 1-5: dbench captured on XFS replayed, stock {}, patched {}; our dbench model, stock {}, patched {}",
             TWIN_COMMAND_NS / 1_000_000,
             KERNEL_TWIN.0,
             KERNEL_TWIN.1,
-            list(|t| t.0),
-            list(|t| t.1)
+            list(&twin_captured, |t| t.0),
+            list(&twin_captured, |t| t.1),
+            list(&twin, |t| t.0),
+            list(&twin, |t| t.1)
         );
     }
     let chart = Chart {
@@ -313,6 +318,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 "kernel_6_1": KERNEL_TWIN.1,
                 "ours_stock": twin.iter().map(|t| t.0).collect::<Vec<_>>(),
                 "ours_patched": twin.iter().map(|t| t.1).collect::<Vec<_>>(),
+                "ours_captured_stock": twin_captured.iter().map(|t| t.0).collect::<Vec<_>>(),
+                "ours_captured_patched": twin_captured.iter().map(|t| t.1).collect::<Vec<_>>(),
             },
         }),
         svg: chart.svg(),
@@ -337,13 +344,39 @@ const TWIN_CPUS: u16 = 2;
 /// scsi_debug's `ndelay` in the twin: every command completes this long after it came.
 const TWIN_COMMAND_NS: u64 = 4_000_000;
 
-/// The twin in the simulator: the same clients (our dbench model, not dbench on XFS) on the
-/// same number of CPUs and queues, on the null model (every command `TWIN_COMMAND_NS`, any
-/// number at once, marked rotational, with a write cache that takes FUA, as the guest's
-/// kernels see scsi_debug; 64 tags per hardware queue where scsi_debug's 64 are host-wide,
-/// which 8 clients never fill), the seed's kernel for 5.10 and `Kernel::Linux61` for 6.1.
-/// BFQ's MB/s with many queues over one, over none's, as (stock, patched), at seeds 1-5.
-fn sim_twin(o: &ScenarioOpts, runtime: Nanos) -> Result<Vec<(f64, f64)>, String> {
+/// Seed 000's twin workload captured on this project's machine (`scripts/capture-corpus.sh
+/// testdata/traces dbench8-xfs`): dbench, 8 clients, 2 s, on XFS over a loop device with
+/// direct I/O. XFS's I/O comes from the clients themselves: their `fsync`s write their data
+/// (`WS`, and `FWS` behind a cache flush) and force the log (`FWFSM`); a few flusher writes.
+const DBENCH_XFS_TRACE: [(&str, &[u8]); 2] = [
+    (
+        "dbench8-xfs.blktrace.0",
+        include_bytes!("../../../../testdata/traces/dbench8-xfs.blktrace.0"),
+    ),
+    (
+        "dbench8-xfs.blktrace.1",
+        include_bytes!("../../../../testdata/traces/dbench8-xfs.blktrace.1"),
+    ),
+];
+
+/// What the twin runs in the simulator.
+#[derive(Clone, Copy)]
+enum TwinLoad {
+    /// `TWIN_CLIENTS` of our dbench model, for the scenario's runtime.
+    Model,
+    /// The captured dbench on XFS, each process replayed closed-loop with the waits the
+    /// trace shows (as seed 004's captured dbench).
+    Captured,
+}
+
+/// The twin in the simulator: the same workload (our dbench model, or dbench on XFS
+/// captured here and replayed) on the same number of CPUs and queues, on the null model
+/// (every command `TWIN_COMMAND_NS`, any number at once, marked rotational, with a write
+/// cache that takes FUA, as the guest's kernels see scsi_debug; 64 tags per hardware queue
+/// where scsi_debug's 64 are host-wide, which 8 clients never fill), the seed's kernel for
+/// 5.10 and `Kernel::Linux61` for 6.1. BFQ's MB/s with many queues over one, over none's,
+/// as (stock, patched), at seeds 1-5.
+fn sim_twin(o: &ScenarioOpts, load: TwinLoad, runtime: Nanos) -> Result<Vec<(f64, f64)>, String> {
     let sq61 = Mode {
         name: "SQ",
         queues: 1,
@@ -381,7 +414,21 @@ fn sim_twin(o: &ScenarioOpts, runtime: Nanos) -> Result<Vec<(f64, f64)>, String>
             profile: o.profile,
             ..SimConfig::default()
         };
-        let jobs = clients_of(TWIN_CLIENTS, TWIN_CPUS, runtime, false);
+        let jobs = match load {
+            TwinLoad::Model => clients_of(TWIN_CLIENTS, TWIN_CPUS, runtime, false),
+            TwinLoad::Captured => {
+                let set = mqblk_trace::TraceSet::from_bytes(&DBENCH_XFS_TRACE)
+                    .map_err(|e| e.to_string())?;
+                crate::replay::Replayable::from_trace(&set).jobs(
+                    crate::replay::Mode::Closed,
+                    1.0,
+                    TWIN_CPUS,
+                    CAPACITY_SECTORS,
+                    true,
+                    0,
+                )
+            }
+        };
         Ok(run_sim(o, cfg, jobs)?.total_bw_mbs())
     };
     let mut out = Vec::new();
