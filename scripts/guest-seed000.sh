@@ -68,7 +68,7 @@ if [ -n "$need" ]; then
         { echo "guest-seed000.sh: could not install$need" >&2; exit 1; }
 fi
 
-base=${MQBLK_GUEST_DIR:-target/guest}
+base=${MQBLK_GUEST_DIR:-$PWD/target/guest}
 # Every scheduler goes in (a built-in one is left out), so one initramfs serves each.
 export GUEST_EXTRA_MODULES="scsi_debug sd_mod xfs bfq kyber-iosched mq-deadline"
 export GUEST_EXTRA_FILES="$(command -v dbench) /usr/share/dbench/client.txt $(command -v mkfs.xfs)"

@@ -30,6 +30,8 @@ guest_log() { echo "guest: $*" >&2; }
 # everything done.
 guest_prepare() {
     mkdir -p "$GUEST_DIR" || return 1
+    # Absolute: the initramfs is written from inside its own tree.
+    GUEST_DIR=$(cd "$GUEST_DIR" && pwd)
     local rc
     {
         flock 9
