@@ -10,6 +10,11 @@
 //! 5.17, `delay_run_rearms`), and BFQ's requests counted per hardware queue
 //! (`elevator_queued`, 5.10 only: MQ and SQ have it, MQ-patched not, as the seed's series
 //! reverted it first).
+//!
+//! Beside the table: dbench on XFS captured on this machine, replayed on the same device
+//! in the three modes (`captured_on_raid`), and the kernel twin (`sim_twin`): the shape
+//! `scripts/guest-seed000.sh` gives Debian's 5.10 and 6.1 in a guest (scsi_debug with 2
+//! hardware queues or 1), in the simulator, beside the kernels' figures (`KERNEL_TWIN`).
 
 use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
