@@ -249,13 +249,11 @@ impl State {
         }
         self.q(src).io_bound = false;
         // The waker of `src`'s issuers may inject for the shared queue too.
-        let w = self.qr(src).waker;
-        if w.is_some() && self.qr(dst).waker.is_none() && w != Some(dst) {
-            let now = self.now;
-            let d = self.q(dst);
-            d.waker = w;
-            d.woken_at = now;
-            d.tentative_waker = None;
+        if let Some(w) = self.qr(src).waker.filter(|&w| w != dst) {
+            if self.qr(dst).waker.is_none() {
+                let now = self.now;
+                self.q(dst).set_waker(w, now);
+            }
         }
         // Weight raising passes to a queue not raised, and leaves `src` either way.
         let busy = |st: &State, id: u32| st.qr(id).in_tree || st.in_service == Some(id);

@@ -814,9 +814,7 @@ impl State {
             q.waker_since = now;
         }
         if q.waker_hits == WAKER_HITS {
-            q.waker = Some(w);
-            q.tentative_waker = None;
-            q.woken_at = now;
+            q.set_waker(w, now);
             self.stats.wakers += 1;
         }
     }

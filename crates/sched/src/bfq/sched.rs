@@ -417,6 +417,14 @@ impl Bq {
     pub fn split_within(&self, now: Nanos, window: Nanos) -> bool {
         self.split_time > Nanos::ZERO && now <= self.split_time.saturating_add(window)
     }
+    /// `w` becomes its waker (`waker_bfqq`), any tentative one is dropped, and it goes to
+    /// the head of `w`'s `woken_list` (`hlist_add_head(&bfqq->woken_list_node, ...)`, as
+    /// `bfq_check_waker`, `bfq_init_rq` after a split and `bfq_merge_bfqqs` do).
+    pub fn set_waker(&mut self, w: u32, now: Nanos) {
+        self.waker = Some(w);
+        self.tentative_waker = None;
+        self.woken_at = now;
+    }
 }
 
 /// An issuer's queue state kept while it shares a queue (`bfq_bfqq_save_state`).
@@ -979,10 +987,7 @@ impl State {
             let nq = self.new_queue(key, group, rq, sync, now, k);
             self.resume_state(nq, rq.issuer, now);
             if let Some(w) = waker.filter(|&w| w != nq) {
-                let q = self.q(nq);
-                q.waker = Some(w);
-                q.tentative_waker = None;
-                q.woken_at = now;
+                self.q(nq).set_waker(w, now);
             }
             self.note_creation(nq, now);
             return nq;
