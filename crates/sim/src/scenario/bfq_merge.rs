@@ -29,7 +29,7 @@
 //! non-empty to the end of their budgets (turns ended with the budget spent against turns
 //! ended with the queue empty).
 
-use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
+use super::{device, replayed_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::{SimConfig, SimResult};
 use crate::plot::{BarChart, BarSeries};
 use crate::workload::{DbenchClient, JournalSource, Limit, SimJob};
@@ -122,16 +122,7 @@ const DBENCH_TRACE: [(&str, &[u8]); 2] = [
 /// `fsync` for jbd2's commit record, jbd2 for the client's data) and thinking as long as it
 /// did; the journal at best-effort level `journal_prio` (4 is the clients' own).
 fn trace_jobs(nr_cpus: u16, journal_prio: u8) -> Result<Vec<SimJob>, String> {
-    let set = mqblk_trace::TraceSet::from_bytes(&DBENCH_TRACE).map_err(|e| e.to_string())?;
-    let replay = crate::replay::Replayable::from_trace(&set);
-    let mut jobs = replay.jobs(
-        crate::replay::Mode::Closed,
-        1.0,
-        nr_cpus,
-        CAPACITY_SECTORS,
-        true,
-        0,
-    );
+    let mut jobs = replayed_jobs(&DBENCH_TRACE, nr_cpus, CAPACITY_SECTORS)?;
     for j in &mut jobs {
         if j.name.starts_with("jbd2") {
             j.ioprio = IoPrio::new(IoPrioClass::Be, journal_prio);

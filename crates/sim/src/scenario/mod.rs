@@ -260,6 +260,25 @@ pub(crate) fn device(spec: &str) -> DeviceSpec {
     DeviceSpec::parse(spec).expect("scenario device specs are well-formed")
 }
 
+/// An embedded capture (blktrace files by name) replayed closed-loop: each traced process a
+/// job of its own with the concurrency it had, waiting where the trace shows it waited and
+/// thinking as long as it did, on `nr_cpus` CPUs, sectors wrapped into `capacity`.
+pub(crate) fn replayed_jobs(
+    trace: &[(&str, &[u8])],
+    nr_cpus: u16,
+    capacity: u64,
+) -> Result<Vec<SimJob>, String> {
+    let set = mqblk_trace::TraceSet::from_bytes(trace).map_err(|e| e.to_string())?;
+    Ok(crate::replay::Replayable::from_trace(&set).jobs(
+        crate::replay::Mode::Closed,
+        1.0,
+        nr_cpus,
+        capacity,
+        true,
+        0,
+    ))
+}
+
 /// `n` fio-style random-read jobs of `bs` at `qd`, on CPUs `0..n` (mod `nr_cpus`), for
 /// `runtime` of virtual time.
 pub(crate) fn randread_jobs(

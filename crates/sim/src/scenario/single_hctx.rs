@@ -16,7 +16,7 @@
 //! `scripts/guest-seed000.sh` gives Debian's 5.10 and 6.1 in a guest (scsi_debug with 2
 //! hardware queues or 1), in the simulator, beside the kernels' figures (`KERNEL_TWIN`).
 
-use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
+use super::{device, replayed_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
 use crate::workload::{DbenchClient, Limit, SimJob};
@@ -276,8 +276,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     let Some((holds, key_ratio)) = key else {
         return Err("single-hctx-dispatch: none of the schedulers asked for exists".into());
     };
-    // The kernel twin: not part of the direction, and left out of the sensitivity runs.
-    let (twin, twin_captured) = if o.perturb.is_none() {
+    // BFQ's runs beside the table (the kernel twin, the captured dbench on the seed's
+    // device): not part of the direction, left out of the sensitivity runs, and only where
+    // BFQ is asked for, as they are BFQ's.
+    let beside = o.perturb.is_none() && scheds.iter().any(|s| s == "bfq");
+    let (twin, twin_captured) = if beside {
         (
             sim_twin(o, TwinLoad::Model, runtime)?,
             sim_twin(o, TwinLoad::Captured, runtime)?,
@@ -285,9 +288,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
     } else {
         (Vec::new(), Vec::new())
     };
-    // dbench on XFS as captured, on the seed's device: evidence, also left out of the
-    // sensitivity runs.
-    let raid = if o.perturb.is_none() && scheds.iter().any(|s| s == "bfq") {
+    let raid = if beside {
         captured_on_raid(o)?
     } else {
         Vec::new()
@@ -390,20 +391,6 @@ const DBENCH_XFS_TRACE: [(&str, &[u8]); 2] = [
     ),
 ];
 
-/// The captured dbench on XFS, each process replayed closed-loop with the waits the trace
-/// shows (as seed 004's captured dbench), on `nr_cpus` CPUs.
-fn captured_jobs(nr_cpus: u16) -> Result<Vec<SimJob>, String> {
-    let set = mqblk_trace::TraceSet::from_bytes(&DBENCH_XFS_TRACE).map_err(|e| e.to_string())?;
-    Ok(crate::replay::Replayable::from_trace(&set).jobs(
-        crate::replay::Mode::Closed,
-        1.0,
-        nr_cpus,
-        CAPACITY_SECTORS,
-        true,
-        0,
-    ))
-}
-
 /// The captured dbench on XFS (8 clients) on the seed's own device, in the seed's three
 /// modes under BFQ: (mode, MB/s, ms waited for BFQ's lock). Evidence beside the model's
 /// table, whose client count varies where a capture has one.
@@ -419,7 +406,11 @@ fn captured_on_raid(o: &ScenarioOpts) -> Result<Vec<(&'static str, f64, f64)>, S
                 profile: o.profile,
                 ..SimConfig::default()
             };
-            let r = run_sim(o, cfg, captured_jobs(NR_CPUS)?)?;
+            let r = run_sim(
+                o,
+                cfg,
+                replayed_jobs(&DBENCH_XFS_TRACE, NR_CPUS, CAPACITY_SECTORS)?,
+            )?;
             let e = Evidence::of(&r);
             Ok((m.name, r.total_bw_mbs(), e.elevator_lock_wait_ms))
         })
@@ -483,7 +474,7 @@ fn sim_twin(o: &ScenarioOpts, load: TwinLoad, runtime: Nanos) -> Result<Vec<(f64
         };
         let jobs = match load {
             TwinLoad::Model => clients_of(TWIN_CLIENTS, TWIN_CPUS, runtime, false),
-            TwinLoad::Captured => captured_jobs(TWIN_CPUS)?,
+            TwinLoad::Captured => replayed_jobs(&DBENCH_XFS_TRACE, TWIN_CPUS, CAPACITY_SECTORS)?,
         };
         Ok(run_sim(o, cfg, jobs)?.total_bw_mbs())
     };
