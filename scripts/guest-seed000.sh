@@ -3,9 +3,10 @@
 # kernels: dbench on XFS in a Linux guest whose SCSI disk (scsi_debug) has several hardware
 # queues sharing one host-wide tag set (the mail's RAID card with host_tagset) or one
 # hardware queue (the mail's SQ). The stock columns run Debian's 5.10 kernel (the mail's MQ
-# and SQ were 5.10-rc6; the patch is not in 5.10), the patched one Debian's 6.1 (which has
-# it, as every kernel since 5.14), with 6.1's SQ beside it so each kernel is compared with
-# itself; and each scheduler beside `none` on the same disks, so what the disk's queue count
+# and SQ were 5.10-rc6; the patch, b6e68ee82585, went into the block tree for 5.12 and was
+# in linux-next by 5.11-rc5, January 2021; its 2022 fix went to the 5.18 stable series, none
+# to 5.10's that we found), the patched one Debian's 6.1, with 6.1's SQ beside it so each
+# kernel is compared with itself; and each scheduler beside `none` on the same disks, so what the disk's queue count
 # does by itself (scsi_debug with one queue is slower here, whatever the scheduler) divides
 # out: a scheduler's cost of many queues is its MQ/SQ throughput over none's. Prints
 # dbench's throughput and latency per case, and what blk-mq's debugfs counted on the disk's

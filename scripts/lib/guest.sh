@@ -19,8 +19,9 @@
 # "@@END NAME" on the serial console; guest_result NAME extracts one.
 
 GUEST_DIR=${MQBLK_GUEST_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/target/guest}
-# What the init loads, with every module these depend on (virtio_ring, virtio, and since
-# Linux 5.14 virtio_pci_modern_dev, virtio_pci_legacy_dev), dependencies first.
+# What the init loads, with every module these depend on, dependencies first: virtio_ring
+# and virtio, and in newer kernels than 5.10 (6.1 here) virtio_pci_modern_dev and
+# virtio_pci_legacy_dev as well.
 GUEST_MODULES="virtio_pci virtio_blk"
 
 guest_log() { echo "guest: $*" >&2; }
@@ -88,7 +89,7 @@ guest_prepare_locked() {
     GUEST_KERNEL=$(ls "$GUEST_DIR"/kernel/boot/vmlinuz-* | head -1)
     [ -s "$GUEST_DIR/base.cpio" ] && return 0
     guest_log "building the initramfs"
-    local root="$GUEST_DIR/root" m f
+    local root="$GUEST_DIR/root" f
     rm -rf "$root"
     mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,lib/modules,etc}
     cp "$(command -v busybox)" "$root/bin/busybox"
