@@ -88,11 +88,13 @@ pub struct HddParams {
 
 impl HddParams {
     /// The disk's parameters as `model` (`hdd`, or `raid` for its member disk) spells them;
-    /// `ncq_default` is the NCQ depth when the spec does not give one.
+    /// `ncq_default` is the NCQ depth and `cache_default` whether the kernel sees a
+    /// volatile write cache, when the spec does not say.
     pub fn from_params(
         p: &mut Params<'_>,
         model: &str,
         ncq_default: u32,
+        cache_default: bool,
     ) -> Result<HddParams, ModelError> {
         let us = 1000;
         let hp = HddParams {
@@ -110,7 +112,7 @@ impl HddParams {
             iface_mbs: ranged(p, model, "iface_mbs", 600, 1, 100_000)?,
             cmd_ns: ranged(p, model, "cmd_us", 50, 0, 100_000)? * us,
             ncq: ranged(p, model, "ncq", ncq_default as u64, 1, 256)? as u32,
-            write_cache: p.bool("write_cache", true)?,
+            write_cache: p.bool("write_cache", cache_default)?,
             dirty_limit_sectors: ranged(p, model, "dirty_limit_kb", 8192, 4, 1 << 20)? * 2,
         };
         if hp.inner_mbs > hp.outer_mbs {
@@ -767,7 +769,7 @@ pub struct HddModel {
 
 impl HddModel {
     pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<HddModel, ModelError> {
-        let hp = HddParams::from_params(p, "hdd", 1)?;
+        let hp = HddParams::from_params(p, "hdd", 1, true)?;
         let depth = ranged(p, "hdd", "queue_depth", 32, 1, 4096)? as u32;
         Ok(HddModel {
             depth,

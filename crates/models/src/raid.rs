@@ -11,7 +11,8 @@
 //!
 //! Parameters: `submit_queues` (64), `queue_depth` (per hardware queue, 32), `can_queue`
 //! (64), `ctrl_us` (30), and every `hdd` parameter for the member disk (its `ncq` defaults to
-//! 32 here, as a SATA disk behind an HBA runs with NCQ). Sources in `crates/models/DEVICES.md`.
+//! 32 here, as a SATA disk behind an HBA runs with NCQ, and `write_cache` to 0: the kernel
+//! sees a write-through virtual disk). Sources in `crates/models/DEVICES.md`.
 
 use crate::hdd::{ranged, Disk, HddParams};
 use crate::ModelError;
@@ -45,7 +46,11 @@ impl RaidModel {
         let depth = ranged(p, "raid", "queue_depth", 32, 1, 4096)?;
         let can_queue = ranged(p, "raid", "can_queue", 64, 1, 65_536)?;
         let ctrl_ns = ranged(p, "raid", "ctrl_us", 30, 0, 100_000)? * 1000;
-        let hp = HddParams::from_params(p, "raid", 32)?;
+        // A RAID controller's virtual disk answers no caching mode page, so the kernel takes
+        // it as write-through (`sd_read_cache_type`: "Assuming drive cache: write through")
+        // and sends it no flushes and no FUA; the member disk's cache is the controller's
+        // business.
+        let hp = HddParams::from_params(p, "raid", 32, false)?;
         Ok(RaidModel {
             disk: Disk::new(hp, "raid", rng)?,
             nr_hw: nr_hw as u16,

@@ -96,8 +96,9 @@ fn seed_000_runs_all_three_modes() {
     assert!(!rows.is_empty());
     // The seed's named mechanism, as modelled: in MQ mode BFQ is dispatched from every
     // hardware queue, whose runs contend on its lock; SQ has one queue and MQ-patched runs
-    // one. At 8 clients the lock wait is at least ten times either's (quick run: 38 ms
-    // against 0.15 and 1.1).
+    // one. At 8 clients the lock wait is at least five times either's (quick run, dbench's
+    // clients on XFS: 11.9 ms against 0.009 and 1.3; 38 ms against 0.15 and 1.1 with the
+    // earlier made-up client mix, which read and so idled BFQ more).
     let wait = |mode: &str| {
         rows.iter()
             .find(|x| x["scheduler"] == "bfq" && x["mode"] == mode && x["clients"] == 8)
@@ -108,11 +109,11 @@ fn seed_000_runs_all_three_modes() {
     };
     let (mq, sq, patched) = (wait("MQ"), wait("SQ"), wait("MQ-patched"));
     assert!(
-        mq >= 10 * sq.max(1) && mq >= 10 * patched.max(1),
+        mq >= 5 * sq.max(1) && mq >= 5 * patched.max(1),
         "lock wait MQ {mq} SQ {sq} MQ-patched {patched}\n{}",
         r.evidence
     );
-    // dbench on XFS as captured, on the same device: the same contention in MQ mode (3.2 s
+    // dbench on XFS as captured, on the same device: the same contention in MQ mode (2.8 s
     // of lock waits against none), and the three modes within 2% of each other in MB/s:
     // what the model gives today (README, seed 000's twin paragraph); a mechanism that
     // moves it changes that paragraph and this bound together.
@@ -144,16 +145,18 @@ fn seed_000_runs_all_three_modes() {
 fn seed_000_twin_gives_the_kernels_figures_at_two_queues() {
     // The kernel twin (scripts/guest-seed000.sh: the stock 5.10 and the patched 6.1 in a
     // guest, dbench on XFS over scsi_debug with 2 hardware queues or 1): BFQ's throughput
-    // with two queues over one, over none's, 1.016 and 0.924. Ours on the same shape with
-    // dbench on XFS captured here and replayed: the median over seeds 1-5 within 0.1 of
-    // each (1.00 at every seed). Our dbench model's figures scatter (quick: 0.15-1.82 stock,
-    // 0.56-1.03 patched) and are the open divergence README's seed-000 twin paragraph
-    // describes: not asserted.
+    // with two queues over one, over none's, 1.016 and 0.924. Ours on the same shape, with
+    // dbench on XFS captured here and replayed and with the scenario's own clients (dbench's
+    // loadfile on XFS, measured): the median over seeds 1-5 within 0.1 of each (1.00-1.01
+    // at every seed). Before the clients were XFS's (2026-11-27), a made-up mix of reads
+    // and writes scattered to 0.15-1.82.
     let r = quick("single-hctx-dispatch", 1);
     let t = &r.json["twin"];
     for (ours, kernel) in [
         ("ours_captured_stock", "kernel_5_10"),
         ("ours_captured_patched", "kernel_6_1"),
+        ("ours_stock", "kernel_5_10"),
+        ("ours_patched", "kernel_6_1"),
     ] {
         let mut v: Vec<f64> = t[ours]
             .as_array()

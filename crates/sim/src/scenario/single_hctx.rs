@@ -1,5 +1,6 @@
-//! Seed 000: single-CPU dispatch for schedulers that are not multi-queue aware. dbench-like
-//! clients (1..512) on a rotating disk behind a RAID HBA with 64 hardware queues, through
+//! Seed 000: single-CPU dispatch for schedulers that are not multi-queue aware. dbench's
+//! clients on XFS (1..512; `XfsDbenchClient`, its loadfile as measured here) on a rotating
+//! disk behind a RAID HBA with 64 hardware queues (a write-through virtual disk), through
 //! mq-deadline (and BFQ when registered): stock MQ (every CPU runs every hardware queue
 //! after each completion, as SCSI does, and each run dispatches from the queue-wide
 //! scheduler), SQ (the HBA forced to one hardware queue), and MQ-patched (only the local
@@ -19,11 +20,12 @@
 use super::{device, replayed_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
-use crate::workload::{DbenchClient, Limit, SimJob};
+use crate::workload::{Limit, SimJob, XfsDbenchClient, XfsLog};
 use crate::QueueSettings;
 use mqblk_core::Nanos;
 use mqblk_workload::logs::{JobLogs, Line, LogConfig};
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// The seed's BFQ figures at 8 clients, MQ, SQ, MQ-patched: mmtests' "dbench4 Loadfile
 /// Execution Time" (its rows are "Amean CLIENTS"; the per-second latency report's would be
@@ -32,7 +34,9 @@ use std::fmt::Write;
 const SEED_8: (f64, f64, f64) = (610.95, 363.86, 362.12);
 
 const NR_CPUS: u16 = 32;
-const CAPACITY_SECTORS: u64 = 1 << 31; // the dbench file set spans the first TiB
+/// XFS over the whole disk: our HDD model's default size (1 TB; the seed does not give its
+/// disk's).
+const CAPACITY_SECTORS: u64 = 1_000_000_000_000 / 512;
 
 #[derive(Clone, Copy)]
 struct Mode {
@@ -125,9 +129,11 @@ fn settings(sched: &str, m: &Mode, k: Kernel) -> QueueSettings {
     }
 }
 
-/// `n` dbench-like clients on CPUs `0..n` (mod `nr_cpus`) for `runtime`, each logging every
-/// I/O's latency when `log` (for dbench's own latency figure).
+/// `n` dbench clients on XFS (the seed's file system; [`XfsDbenchClient`], from dbench's
+/// loadfile as measured on XFS here), sharing one log, on CPUs `0..n` (mod `nr_cpus`) for
+/// `runtime`, each logging every I/O's latency when `log` (for dbench's own latency figure).
 fn clients_of(n: u32, nr_cpus: u16, runtime: Nanos, log: bool) -> Vec<SimJob> {
+    let xfs = Arc::new(XfsLog::default());
     (0..n)
         .map(|i| {
             let mut job = SimJob::new(
@@ -139,7 +145,11 @@ fn clients_of(n: u32, nr_cpus: u16, runtime: Nanos, log: bool) -> Vec<SimJob> {
                     time: Some(runtime),
                     ..Limit::default()
                 },
-                Box::new(DbenchClient::new(i as u64, CAPACITY_SECTORS)),
+                Box::new(XfsDbenchClient::new(
+                    i as u64,
+                    CAPACITY_SECTORS,
+                    xfs.clone(),
+                )),
                 "dbench",
             );
             if log {
@@ -315,7 +325,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         };
         let _ = writeln!(
             cmp,
-            "kernel twin (scripts/guest-seed000.sh: dbench, {TWIN_CLIENTS} clients, XFS on scsi_debug with {TWIN_QUEUES} hardware queues or 1, {} ms a command, marked rotational, {TWIN_CPUS} vCPUs), BFQ's MB/s with {TWIN_QUEUES} queues over 1, over none's: the kernel 5.10 (stock) {:.2}, 6.1 (patched) {:.2}; ours on null with the same CPUs, queues and command time, seeds 1-5: dbench captured on XFS replayed, stock {}, patched {}; our dbench model, stock {}, patched {}",
+            "kernel twin (scripts/guest-seed000.sh: dbench, {TWIN_CLIENTS} clients, XFS on scsi_debug with {TWIN_QUEUES} hardware queues or 1, {} ms a command, marked rotational, {TWIN_CPUS} vCPUs), BFQ's MB/s with {TWIN_QUEUES} queues over 1, over none's: the kernel 5.10 (stock) {:.2}, 6.1 (patched) {:.2}; ours on null with the same CPUs, queues and command time, seeds 1-5: dbench captured on XFS replayed, stock {}, patched {}; the scenario's dbench clients, stock {}, patched {}",
             TWIN_COMMAND_NS / 1_000_000,
             KERNEL_TWIN.0,
             KERNEL_TWIN.1,
@@ -326,7 +336,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         );
     }
     let chart = Chart {
-        title: "dbench-like clients, HDD behind a 64-queue HBA (seed 000)".into(),
+        title: "dbench clients on XFS, HDD behind a 64-queue HBA (seed 000)".into(),
         x_label: "clients".into(),
         y_label: "mean latency (ms)".into(),
         log_x: true,
@@ -420,14 +430,15 @@ fn captured_on_raid(o: &ScenarioOpts) -> Result<Vec<(&'static str, f64, f64)>, S
 /// What the twin runs in the simulator.
 #[derive(Clone, Copy)]
 enum TwinLoad {
-    /// `TWIN_CLIENTS` of our dbench model, for the scenario's runtime.
+    /// `TWIN_CLIENTS` of the scenario's own clients (dbench on XFS as measured), for the
+    /// scenario's runtime.
     Model,
     /// The captured dbench on XFS, each process replayed closed-loop with the waits the
     /// trace shows (as seed 004's captured dbench).
     Captured,
 }
 
-/// The twin in the simulator: the same workload (our dbench model, or dbench on XFS
+/// The twin in the simulator: the same workload (the scenario's dbench clients, or dbench on XFS
 /// captured here and replayed) on the same number of CPUs and queues, on the null model
 /// (every command `TWIN_COMMAND_NS`, any number at once, marked rotational, with a write
 /// cache that takes FUA, as the guest's kernels see scsi_debug; 64 tags per hardware queue
