@@ -4,7 +4,7 @@
 # and, for the dbench trace, dbench (apt-get install dbench).
 #
 #   bash scripts/capture-corpus.sh [OUTDIR [NAME...]]
-#        (NAME: git-clone grep-tree file-copy dbench6 dbench8-xfs)
+#        (NAME: git-clone grep-tree file-copy dbench6 dbench8-xfs dbench1-xfs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-testdata/traces}
@@ -56,16 +56,27 @@ if want dbench6; then
     mount "$loop" "$work/mnt"
     capture dbench6 dbench -t 1 -D "$work/mnt" 6
 fi
-# Seed 000's kernel twin's workload (scripts/guest-seed000.sh): dbench, 8 clients, two
-# seconds (its first is warm-up), on XFS, the seed's file system, whose log worker and
-# flusher are among the traced processes; the same 2 GiB loop device with direct I/O.
-if want dbench8-xfs; then
+# Seed 000's workloads, on XFS, the seed's file system, on a fresh 2 GiB loop device with
+# direct I/O (XFS's log worker and flusher are among the traced processes):
+# - dbench8-xfs, the kernel twin's (scripts/guest-seed000.sh): dbench, 8 clients, two
+#   seconds (its first is warm-up);
+# - dbench1-xfs, one client for two seconds: the scenario's clients are its loadfile as
+#   measured here (XfsDbenchClient in crates/sim/src/workload.rs derives them from it).
+fresh_xfs() {
     umount "$work/mnt" 2>/dev/null || true
     losetup -d "$loop"
+    rm -f "$img"
     truncate -s 2G "$img"
     loop=$(losetup -f --show --direct-io=on "$img")
     mkfs.xfs -q -f "$loop"
     mount "$loop" "$work/mnt"
+}
+if want dbench8-xfs; then
+    fresh_xfs
     capture dbench8-xfs dbench -t 2 -D "$work/mnt" 8
+fi
+if want dbench1-xfs; then
+    fresh_xfs
+    capture dbench1-xfs dbench -t 2 -D "$work/mnt" 1
 fi
 ls -la "$out"

@@ -224,15 +224,20 @@ fn fuzz_catches_a_planted_bug_with_its_seed() {
     );
 }
 
-/// dbench's clients on XFS (`XfsDbenchClient`, from the loadfile measured here with one
-/// client): alone, a client forces the log at the `fsync`s whose write pinned the inode,
-/// 32 of the loadfile's 43 (the capture: 2,895 of 3,894 `fsync`s, 0.74); with more clients,
-/// one client's log write carries the others' transactions, so fewer `fsync`s force it
-/// (the capture with 8 clients: 0.40, with the CPU shared by 8 clients on 2).
+/// dbench's clients on XFS (`XfsDbenchClient`), from the loadfile measured here with one
+/// client (`testdata/traces/dbench1-xfs`): the loadfile repeats every 43 `fsync`s (as in a
+/// second capture of 4 s), 32 of which force the log. Alone, a client forces the log at
+/// those, as often as the capture's client did (0.74); with more clients, one client's log
+/// write carries the others' transactions, so fewer `fsync`s force it (the 8-client
+/// capture: 0.40, its 8 clients sharing 2 CPUs).
 #[test]
 fn xfs_dbench_clients_share_log_forces_as_xfs_does() {
-    use mqblk_sim::workload::{XfsDbenchClient, XfsLog};
+    use mqblk_sim::workload::{XfsDbenchClient, XfsLoadfile, XfsLog};
     use std::sync::Arc;
+    let l = XfsLoadfile::measured();
+    assert_eq!(l.steps.len(), 43, "{l:?}");
+    assert!(l.repeat >= 0.95, "{l:?}");
+    assert_eq!(l.steps.iter().filter(|s| s.pins).count(), 32, "{l:?}");
     let share = |n: u32| {
         let log = Arc::new(XfsLog::default());
         let jobs = (0..n)
@@ -265,8 +270,9 @@ fn xfs_dbench_clients_share_log_forces_as_xfs_does() {
     };
     let one = share(1);
     assert!(
-        (0.72..=0.77).contains(&one),
-        "one client forced at {one:.3}"
+        (one - l.forced).abs() <= 0.02,
+        "one client forced at {one:.3}, the capture at {:.3}",
+        l.forced
     );
     let eight = share(8);
     assert!(
