@@ -351,10 +351,21 @@ impl State {
             return qid;
         }
         // The issuer it was just made for goes to `last` instead.
+        self.mark_stably_merged(last, issuer);
         self.redirect(qid, last, issuer);
-        self.q(last).stably_merged = true;
         self.stats.stable_merges += 1;
         last
+    }
+
+    /// A stable merge of `issuer` into queue `target` is about to happen: `issuer` is
+    /// stably merged, and so is `target`'s owner if it has one alone (`bfqq_data->
+    /// stably_merged` and `new_bfqq->bic`'s in `bfq_setup_stable_merge`; a shared queue
+    /// has no `bic`, so its issuers that came as cooperators stay splittable).
+    fn mark_stably_merged(&mut self, target: u32, issuer: u32) {
+        self.stably_merged.insert(issuer);
+        if let [owner] = self.qr(target).issuers[..] {
+            self.stably_merged.insert(owner);
+        }
     }
 
     /// The scheduled stable merge of queue `qid`, once it is due (`bfq_setup_stable_merge`);
@@ -387,8 +398,8 @@ impl State {
         }
         // `bfq_setup_stable_merge` through `bfq_setup_merge`: `qid` to the target, as
         // every merge goes.
+        self.mark_stably_merged(target, issuer);
         self.redirect(qid, target, issuer);
-        self.q(target).stably_merged = true;
         self.stats.stable_merges += 1;
         Some(target)
     }

@@ -611,7 +611,7 @@ impl State {
     /// Queue `qid` has requests again (`bfq_bfqq_handle_idle_busy_switch`): raise its weight
     /// if it is interactive or soft real-time, put it in its tree, and let it preempt the
     /// queue in service if it deserves the device more.
-    pub(super) fn idle_to_busy(&mut self, qid: u32, now: Nanos, k: &Knobs) {
+    pub(super) fn idle_to_busy(&mut self, qid: u32, issuer: u32, now: Nanos, k: &Knobs) {
         let q = self.q(qid);
         let idle_for_long = q.fresh || now.saturating_sub(q.last_idle) >= WR_MIN_IDLE;
         // Only synchronous queues are raised: nobody waits on asynchronous writes.
@@ -647,7 +647,7 @@ impl State {
         // `bfq_update_bfqq_wr_on_rq_arrival` only once `split_time + bfq_wr_min_idle_time`
         // has passed).
         if !q.split_within(now, WR_MIN_IDLE) {
-            self.update_wr_on_rq_arrival(qid, interactive, soft_rt, now);
+            self.update_wr_on_rq_arrival(qid, issuer, interactive, soft_rt, now);
         }
         if leaves_burst {
             self.burst.list.retain(|&b| b != qid);
@@ -698,8 +698,16 @@ impl State {
     /// `bfq_update_bfqq_wr_on_rq_arrival`: the raising of queue `qid`, just busy again, as
     /// its arrival finds it `interactive` or `soft_rt`: started if it has none, restarted
     /// as interactive, ended for a queue of a large burst, or switched to soft real-time.
-    fn update_wr_on_rq_arrival(&mut self, qid: u32, interactive: bool, soft_rt: bool, now: Nanos) {
+    fn update_wr_on_rq_arrival(
+        &mut self,
+        qid: u32,
+        issuer: u32,
+        interactive: bool,
+        soft_rt: bool,
+        now: Nanos,
+    ) {
         let wr_duration = self.wr_duration();
+        let stably_merged = self.stably_merged.contains(&issuer);
         let q = self.q(qid);
         let old = q.wr;
         // What changed, counted once the queue is no longer borrowed.
@@ -712,13 +720,12 @@ impl State {
             soft_rt: false,
             interactive_start: None,
         };
-        // A raising starts only for a queue of one issuer, or one shared by a stable merge:
-        // queues merged as cooperators are kept out of it (`bfqq->bic || stably_merged` in
+        // A raising starts only for a queue of one issuer, or for the request of an issuer
+        // that came to its shared queue by a stable merge: queues merged as cooperators are
+        // kept out of it (`bfqq->bic || RQ_BIC(rq)->stably_merged` in
         // `bfq_bfqq_handle_idle_busy_switch`; `bfq_init_rq` sets `bfqq->bic` while one
-        // process holds the queue, and a queue whose issuers all moved on has none). The
-        // kernel's `stably_merged` is the requesting process's (its io context's); ours is
-        // the shared queue's.
-        let may_start = q.issuers.len() == 1 || q.stably_merged;
+        // process holds the queue, and a queue whose issuers all moved on has none).
+        let may_start = q.issuers.len() == 1 || stably_merged;
         if old.coeff <= 1 {
             if may_start && (interactive || soft_rt) {
                 q.wr = if interactive {

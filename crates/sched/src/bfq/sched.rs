@@ -23,7 +23,7 @@ use mqblk_core::{
     ReqOp, RqId, TunableAlias, TunableDesc, Tunables,
 };
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -392,8 +392,6 @@ pub(super) struct Bq {
     /// The queue this one's issuers are to move to at their next request (`new_bfqq`,
     /// set by `bfq_setup_merge`).
     pub new_q: Option<u32>,
-    /// Shares its issuers' I/O by a stable merge: never split (`stably_merged`).
-    pub stably_merged: bool,
     /// When it was made for an issuer leaving a shared queue (`split_time`).
     pub split_time: Nanos,
     /// For a queue not raised, its last request arrival or expiry (`last_wr_start_finish`):
@@ -672,6 +670,11 @@ pub(super) struct State {
     /// What merged-away queues were like, by issuer, for when they split again
     /// (`bfq_io_cq`'s `saved_*` fields).
     pub saved: HashMap<u32, Saved>,
+    /// Issuers whose queue joined, or was joined by, another in a stable merge
+    /// (`bfq_iocq_bfqq_data.stably_merged`, a process's, not a queue's): their I/O is never
+    /// split off a shared queue, and may start a raising there. An issuer that joined the
+    /// same shared queue later as a cooperator is not among them.
+    pub stably_merged: HashSet<u32>,
     /// The queue of the last completed request, and when (waker detection).
     pub last_completion: Option<(u32, Nanos)>,
     /// The one-hit merge cache (`q->last_merge`): the request last merged into, or the first
@@ -785,6 +788,7 @@ impl Bfq {
                 inject: Inject::default(),
                 merging_on: false,
                 saved: HashMap::new(),
+                stably_merged: HashSet::new(),
                 last_completion: None,
                 last_merge: None,
                 dispatch: VecDeque::new(),
@@ -942,7 +946,6 @@ impl State {
             in_large_burst: false,
             stable_merge: None,
             new_q: None,
-            stably_merged: false,
             split_time: Nanos::ZERO,
             last_wr_start_finish: now,
             hole: None,
@@ -976,7 +979,7 @@ impl State {
         };
         if let Some(&id) = self.by_key.get(&key) {
             let q = self.qr(id);
-            if !(q.split_coop && q.is_coop()) || q.stably_merged {
+            if !(q.split_coop && q.is_coop()) || self.stably_merged.contains(&rq.issuer) {
                 return id;
             }
             // The shared queue turned seeky: this issuer leaves it for a queue of its own,
@@ -2124,7 +2127,7 @@ impl Elevator for Bfq {
                 // The queue we were idling for has work again.
                 st.idle_until = None;
             } else if !bq.in_tree {
-                st.idle_to_busy(qid, now, &k);
+                st.idle_to_busy(qid, e.issuer, now, &k);
             }
         }
         self.publish(&st);
