@@ -6,7 +6,7 @@
 use crate::device::{self, DeviceSpec};
 use crate::driver::{Faults, Plant};
 use crate::engine::{panic_text, Sim, SimConfig, SimError, SimResult};
-use crate::workload::{DbenchClient, FioSource, Limit, SimJob};
+use crate::workload::{DbenchClient, FioSource, Limit, SimJob, XfsDbenchClient, XfsLog};
 use crate::QueueSettings;
 use crate::SimRng;
 use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos, NoMerges};
@@ -45,6 +45,9 @@ fn pick_device(rng: &mut SimRng) -> DeviceSpec {
         params.push(("queue_depth".into(), rng.pick(&[1u64, 4, 32]).to_string()));
         params.push(("can_queue".into(), rng.pick(&[1u64, 2, 16, 64]).to_string()));
         params.push(("ncq".into(), rng.pick(&[1u64, 4, 32]).to_string()));
+        // With the write cache the model had before its default became write-through, so
+        // flushes are sequenced (and no draw is added: every seed keeps its configuration).
+        params.push(("write_cache".into(), "1".into()));
     } else if model == "hdd" {
         params.push(("ncq".into(), rng.pick(&[1u64, 32]).to_string()));
         params.push(("write_cache".into(), rng.below(2).to_string()));
@@ -158,12 +161,22 @@ pub fn case_for(
     };
     let nr_jobs = rng.range(1, 4);
     let mut jobs = Vec::new();
+    // dbench's clients on XFS of this case share one log.
+    let xfs = Arc::new(XfsLog::default());
     for j in 0..nr_jobs {
         let cpu = rng.below(nr_cpus as u64) as u16;
         let ios = rng.range(50, 400);
         let (source, kind, iodepth): (Box<dyn crate::workload::Source>, &str, u32) =
             if rng.below(5) == 0 {
-                (Box::new(DbenchClient::new(j, 1 << 19)), "dbench", 1)
+                // Every third seed's dbench clients are XFS's (log writes with PREFLUSH and
+                // FUA, empty flushes), chosen without a draw so that every seed's
+                // configuration stays what it was before they came.
+                if seed % 3 == 2 {
+                    let c = XfsDbenchClient::new(j, 1 << 19, xfs.clone());
+                    (Box::new(c), "dbench-xfs", 1)
+                } else {
+                    (Box::new(DbenchClient::new(j, 1 << 19)), "dbench", 1)
+                }
             } else {
                 let rw = *rng.pick(&[
                     RwMode::Read,
