@@ -60,14 +60,7 @@ for s in ${scheds//,/ }; do
     esac
 done
 
-need=""
-command -v dbench >/dev/null || need="$need dbench"
-command -v mkfs.xfs >/dev/null || need="$need xfsprogs"
-if [ -n "$need" ]; then
-    apt-get update -q >/dev/null 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null ||
-        { echo "guest-seed000.sh: could not install$need" >&2; exit 1; }
-fi
+guest_host_tools dbench:dbench mkfs.xfs:xfsprogs || exit 1
 
 base=${MQBLK_GUEST_DIR:-$PWD/target/guest}
 # Every scheduler goes in (a built-in one is left out), so one initramfs serves each.

@@ -42,17 +42,21 @@ guest_prepare() {
     return $rc
 }
 
-guest_prepare_locked() {
+# Installs the Debian package of each host program missing: guest_host_tools PROG:PACKAGE...
+guest_host_tools() {
     local need="" t
-    for t in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static fio:fio; do
+    for t in "$@"; do
         command -v "${t%%:*}" >/dev/null 2>&1 || need="$need ${t##*:}"
     done
-    if [ -n "$need" ]; then
-        guest_log "installing$need"
-        apt-get update -q >/dev/null 2>&1 || true
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null ||
-            { guest_log "could not install$need"; return 1; }
-    fi
+    [ -z "$need" ] && return 0
+    guest_log "installing$need"
+    apt-get update -q >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need >/dev/null ||
+        { guest_log "could not install$need"; return 1; }
+}
+
+guest_prepare_locked() {
+    guest_host_tools qemu-system-x86_64:qemu-system-x86 busybox:busybox-static fio:fio || return 1
     if ! command -v modinfo >/dev/null 2>&1 && ! [ -x /sbin/modinfo ]; then
         guest_log "installing kmod"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q kmod >/dev/null ||

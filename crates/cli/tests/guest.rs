@@ -92,6 +92,11 @@ fn guest_test(args: &[&str], want: &[&str]) {
 /// Runs `scripts/NAME ARGS` and parses its JSON, or None where QEMU is missing outside CI.
 fn guest_script(name: &str, args: &[&str]) -> Option<serde_json::Value> {
     let _one_guest = ready(name)?;
+    Some(serde_json::from_slice(&run_script(name, args)).expect("JSON"))
+}
+
+/// What `scripts/NAME ARGS` printed, with this build's mqblk as `$MQBLK`; it must succeed.
+fn run_script(name: &str, args: &[&str]) -> Vec<u8> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("bash")
         .arg(format!("scripts/{name}"))
@@ -106,7 +111,7 @@ fn guest_script(name: &str, args: &[&str]) -> Option<serde_json::Value> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(serde_json::from_slice(&out.stdout).expect("JSON"))
+    out.stdout
 }
 
 #[test]
@@ -193,4 +198,50 @@ fn the_seed_000_script_runs_dbench_on_the_stock_and_the_patched_kernel() {
     for k in ["stock_5_10_over_none", "patched_6_1_over_none"] {
         assert!(v["verdict"][k]["bfq"].as_f64().unwrap() > 0.0, "{v}");
     }
+}
+
+#[test]
+fn the_guest_capture_script_traces_dbench_on_xfs_inside_the_twin() {
+    // scripts/guest-dbench-capture.sh: dbench with one client on XFS over scsi_debug in
+    // Debian's 6.1 guest, traced by `mqblk trace capture` in the guest and brought out as
+    // blktrace files. What must hold: the files parse, and they hold the client's own data
+    // writes (`WS`) and log forces (`FWFSM`), as the loadfile of seed 000's twin needs.
+    let Some(_one_guest) = ready("guest-dbench-capture.sh") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("mqblk-guest-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = dir.join("dbench1").display().to_string();
+    run_script("guest-dbench-capture.sh", &["--runtime=2", &name]);
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!files.is_empty(), "no trace files in {}", dir.display());
+    let dump = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(["trace", "dump"])
+        .args(&files)
+        .output()
+        .unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let queued = |rwbs: &str| {
+        text.lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 7 && f[5] == "Q" && f[6] == rwbs && l.ends_with("[dbench]")
+            })
+            .count()
+    };
+    let (ws, log) = (queued("WS"), queued("FWFSM"));
+    assert!(
+        ws >= 10 && log >= 10,
+        "WS {ws}, FWFSM {log}\n{}",
+        &text[text.len().saturating_sub(2000)..]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -268,6 +268,18 @@ fn xfs_dbench_clients_share_log_forces_as_xfs_does() {
         );
         forces as f64 / fsyncs as f64
     };
+    // The same loadfile measured in seed 000's kernel twin's guest (TCG, 4 ms commands):
+    // the same period, every `fsync` forcing the log, the client's own time far longer.
+    let g = XfsLoadfile::measured_in_guest();
+    assert_eq!(g.steps.len(), 43, "{g:?}");
+    assert!(g.repeat >= 0.95 && g.forced >= 0.95, "{g:?}");
+    let think = |l: &XfsLoadfile| l.steps.iter().map(|s| s.think_ns).sum::<u64>();
+    assert!(
+        think(g) >= 10 * think(l),
+        "guest {} ns, here {} ns",
+        think(g),
+        think(l)
+    );
     let one = share(1);
     assert!(
         (one - l.forced).abs() <= 0.02,

@@ -146,10 +146,10 @@ fn seed_000_twin_gives_the_kernels_figures_at_two_queues() {
     // The kernel twin (scripts/guest-seed000.sh: the stock 5.10 and the patched 6.1 in a
     // guest, dbench on XFS over scsi_debug with 2 hardware queues or 1): BFQ's throughput
     // with two queues over one, over none's, 1.016 and 0.924. Ours on the same shape, with
-    // dbench on XFS captured here and replayed and with the scenario's own clients (dbench's
-    // loadfile on XFS, measured): the median over seeds 1-5 within 0.1 of each (1.00-1.01
-    // at every seed). Before the clients were XFS's (2026-11-27), a made-up mix of reads
-    // and writes scattered to 0.15-1.82.
+    // dbench on XFS captured here and replayed and with the scenario's own clients playing
+    // dbench's loadfile on XFS as measured in the twin's guest: the median over seeds 1-5
+    // within 0.1 of each (0.98-1.01 at every seed). Before the clients were XFS's
+    // (2026-11-27), a made-up mix of reads and writes scattered to 0.15-1.82.
     let r = quick("single-hctx-dispatch", 1);
     let t = &r.json["twin"];
     for (ours, kernel) in [

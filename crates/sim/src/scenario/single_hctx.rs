@@ -20,7 +20,7 @@
 use super::{device, replayed_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
-use crate::workload::{Limit, SimJob, XfsDbenchClient, XfsLog};
+use crate::workload::{Limit, SimJob, XfsDbenchClient, XfsLoadfile, XfsLog};
 use crate::QueueSettings;
 use mqblk_core::Nanos;
 use mqblk_workload::logs::{JobLogs, Line, LogConfig};
@@ -129,10 +129,16 @@ fn settings(sched: &str, m: &Mode, k: Kernel) -> QueueSettings {
     }
 }
 
-/// `n` dbench clients on XFS (the seed's file system; [`XfsDbenchClient`], from dbench's
-/// loadfile as measured on XFS here), sharing one log, on CPUs `0..n` (mod `nr_cpus`) for
-/// `runtime`, each logging every I/O's latency when `log` (for dbench's own latency figure).
-fn clients_of(n: u32, nr_cpus: u16, runtime: Nanos, log: bool) -> Vec<SimJob> {
+/// `n` dbench clients on XFS (the seed's file system; [`XfsDbenchClient`]) playing
+/// `loadfile`, sharing one log, on CPUs `0..n` (mod `nr_cpus`) for `runtime`, each logging
+/// every I/O's latency when `log` (for dbench's own latency figure).
+fn clients_of(
+    n: u32,
+    nr_cpus: u16,
+    runtime: Nanos,
+    log: bool,
+    loadfile: &'static XfsLoadfile,
+) -> Vec<SimJob> {
     let xfs = Arc::new(XfsLog::default());
     (0..n)
         .map(|i| {
@@ -145,7 +151,8 @@ fn clients_of(n: u32, nr_cpus: u16, runtime: Nanos, log: bool) -> Vec<SimJob> {
                     time: Some(runtime),
                     ..Limit::default()
                 },
-                Box::new(XfsDbenchClient::new(
+                Box::new(XfsDbenchClient::playing(
+                    loadfile,
                     i as u64,
                     CAPACITY_SECTORS,
                     xfs.clone(),
@@ -216,7 +223,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                     profile: o.profile,
                     ..SimConfig::default()
                 };
-                let jobs = clients_of(n, NR_CPUS, runtime, true);
+                let jobs = clients_of(n, NR_CPUS, runtime, true, XfsLoadfile::measured());
                 let r = run_sim(o, cfg, jobs)?;
                 if n == 8 {
                     let e = Evidence::of(&r);
@@ -430,8 +437,9 @@ fn captured_on_raid(o: &ScenarioOpts) -> Result<Vec<(&'static str, f64, f64)>, S
 /// What the twin runs in the simulator.
 #[derive(Clone, Copy)]
 enum TwinLoad {
-    /// `TWIN_CLIENTS` of the scenario's own clients (dbench on XFS as measured), for the
-    /// scenario's runtime.
+    /// `TWIN_CLIENTS` of the scenario's own clients, playing the loadfile as measured in
+    /// the twin's guest (`XfsLoadfile::measured_in_guest`: its clients' own time under TCG
+    /// is some twenty times this machine's), for the scenario's runtime.
     Model,
     /// The captured dbench on XFS, each process replayed closed-loop with the waits the
     /// trace shows (as seed 004's captured dbench).
@@ -484,7 +492,13 @@ fn sim_twin(o: &ScenarioOpts, load: TwinLoad, runtime: Nanos) -> Result<Vec<(f64
             ..SimConfig::default()
         };
         let jobs = match load {
-            TwinLoad::Model => clients_of(TWIN_CLIENTS, TWIN_CPUS, runtime, false),
+            TwinLoad::Model => clients_of(
+                TWIN_CLIENTS,
+                TWIN_CPUS,
+                runtime,
+                false,
+                XfsLoadfile::measured_in_guest(),
+            ),
             TwinLoad::Captured => replayed_jobs(&DBENCH_XFS_TRACE, TWIN_CPUS, CAPACITY_SECTORS)?,
         };
         Ok(run_sim(o, cfg, jobs)?.total_bw_mbs())

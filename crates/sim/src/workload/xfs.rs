@@ -42,12 +42,28 @@ const DBENCH1_XFS_TRACE: [(&str, &[u8]); 2] = [
     ),
 ];
 
+/// The same loadfile captured where seed 000's kernel twin runs dbench: Debian's 6.1 in a
+/// QEMU guest under TCG, on a 1 GiB XFS over scsi_debug (every command 4 ms, marked
+/// rotational), one client for 60 s (`scripts/guest-dbench-capture.sh --runtime=60`).
+const DBENCH1_XFS_TCG_TRACE: [(&str, &[u8]); 2] = [
+    (
+        "dbench1-xfs-tcg.blktrace.0",
+        include_bytes!("../../../../testdata/traces/dbench1-xfs-tcg.blktrace.0"),
+    ),
+    (
+        "dbench1-xfs-tcg.blktrace.1",
+        include_bytes!("../../../../testdata/traces/dbench1-xfs-tcg.blktrace.1"),
+    ),
+];
+
 /// XFS's allocation groups on a single disk (`mkfs.xfs` makes four below 4 TiB, as on the
 /// capture's 2 GiB), the internal log at the start of the middle one.
 pub const XFS_AGS: u64 = 4;
-/// The capture's file system, in sectors, and its log's length (`mkfs.xfs`'s 64 MiB for it:
-/// the capture's data in the middle group starts right after it).
+/// The captures' file systems, in sectors: 2 GiB here, 1 GiB in the guest.
 const CAPTURE_SECTORS: u64 = 2 << 21;
+const GUEST_CAPTURE_SECTORS: u64 = 1 << 21;
+/// The log's length (`mkfs.xfs`'s 64 MiB for the 2 GiB file system: the capture's data in
+/// the middle group starts right after it).
 const LOG_SECTORS: u64 = 131_072;
 /// One log write is at most one in-core log buffer (32 KiB, `logbsize`'s default; the
 /// largest log write of the 8-client capture).
@@ -102,21 +118,31 @@ pub struct XfsLoadfile {
 }
 
 impl XfsLoadfile {
-    /// The loadfile from the embedded one-client capture (derived once).
+    /// The loadfile from the embedded one-client capture made on this machine (derived
+    /// once).
     pub fn measured() -> &'static XfsLoadfile {
         static LOADFILE: OnceLock<XfsLoadfile> = OnceLock::new();
-        LOADFILE.get_or_init(|| {
-            let set = TraceSet::from_bytes(&DBENCH1_XFS_TRACE)
-                .expect("the embedded dbench1-xfs capture parses");
-            XfsLoadfile::from_trace(&set).expect("the embedded dbench1-xfs capture has a loadfile")
-        })
+        LOADFILE.get_or_init(|| Self::embedded(&DBENCH1_XFS_TRACE, CAPTURE_SECTORS))
     }
 
-    /// The loadfile of a capture of one dbench client on XFS (a 2 GiB file system, as
-    /// `scripts/capture-corpus.sh` makes): its `fsync`s in order, the period they repeat
-    /// with, and each step of the period as the medians of its repetitions (the commoner
-    /// form where a step's write differed).
-    pub fn from_trace(set: &TraceSet) -> Result<XfsLoadfile, String> {
+    /// The loadfile as seed 000's kernel twin runs it, in its guest under TCG (derived
+    /// once): the same steps, the clients' own time some twenty times as long.
+    pub fn measured_in_guest() -> &'static XfsLoadfile {
+        static LOADFILE: OnceLock<XfsLoadfile> = OnceLock::new();
+        LOADFILE.get_or_init(|| Self::embedded(&DBENCH1_XFS_TCG_TRACE, GUEST_CAPTURE_SECTORS))
+    }
+
+    fn embedded(trace: &[(&str, &[u8])], fs_sectors: u64) -> XfsLoadfile {
+        let set = TraceSet::from_bytes(trace).expect("an embedded dbench capture parses");
+        XfsLoadfile::from_trace(&set, fs_sectors)
+            .expect("an embedded dbench capture has a loadfile")
+    }
+
+    /// The loadfile of a capture of one dbench client on XFS over a file system of
+    /// `fs_sectors`: its `fsync`s in order, the period they repeat with, and each step of
+    /// the period as the medians of its repetitions (the commoner form where a step's write
+    /// differed).
+    pub fn from_trace(set: &TraceSet, fs_sectors: u64) -> Result<XfsLoadfile, String> {
         let r = Replayable::from_trace(set);
         let p = r
             .processes
@@ -176,7 +202,7 @@ impl XfsLoadfile {
             v.sort_unstable();
             v.get(v.len() / 2).copied().unwrap_or(0)
         };
-        let ag_size = CAPTURE_SECTORS / XFS_AGS;
+        let ag_size = fs_sectors / XFS_AGS;
         let mut spreads = Vec::new();
         let steps = (0..period.0)
             .map(|ph| {
@@ -290,10 +316,20 @@ pub struct XfsDbenchClient {
 
 impl XfsDbenchClient {
     /// Client `client` of a run whose clients share `log`, on a file system of `capacity`
-    /// sectors.
+    /// sectors, playing the loadfile measured on this machine.
     pub fn new(client: u64, capacity: u64, log: Arc<XfsLog>) -> XfsDbenchClient {
+        Self::playing(XfsLoadfile::measured(), client, capacity, log)
+    }
+
+    /// The same, playing `loadfile`.
+    pub fn playing(
+        loadfile: &'static XfsLoadfile,
+        client: u64,
+        capacity: u64,
+        log: Arc<XfsLog>,
+    ) -> XfsDbenchClient {
         XfsDbenchClient {
-            loadfile: XfsLoadfile::measured(),
+            loadfile,
             log,
             capacity,
             client,
