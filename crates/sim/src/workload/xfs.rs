@@ -372,7 +372,7 @@ impl Source for XfsDbenchClient {
                             + st.offset
                     }
                 };
-                let sector = sector.min(self.capacity - st.sectors as u64);
+                let sector = sector.min(self.capacity.saturating_sub(st.sectors as u64));
                 self.last = (sector, st.sectors);
                 Next::Io(IoReq {
                     op: ReqOp::Write,
