@@ -15,7 +15,7 @@
 //! repeats with a fixed period of `fsync`s, and each step of the period is the medians of
 //! its repetitions. [`XfsDbenchClient`] plays it; the clients of one run share an [`XfsLog`],
 //! where a log write carries every transaction committed since the last one, so a client
-//! whose transaction another's log write already carried only flushes (94% of the
+//! whose transaction another's log write already carried only flushes (93% of the
 //! `fsync`s of `testdata/traces/dbench8-xfs`, 8 clients, follow that rule).
 //!
 //! Not modelled: the CPU the clients share (the think times are one client's alone), a
