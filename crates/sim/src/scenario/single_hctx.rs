@@ -332,7 +332,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         };
         let _ = writeln!(
             cmp,
-            "kernel twin (scripts/guest-seed000.sh: dbench, {TWIN_CLIENTS} clients, XFS on scsi_debug with {TWIN_QUEUES} hardware queues or 1, {} ms a command, marked rotational, {TWIN_CPUS} vCPUs), BFQ's MB/s with {TWIN_QUEUES} queues over 1, over none's: the kernel 5.10 (stock) {:.2}, 6.1 (patched) {:.2}; ours on null with the same CPUs, queues and command time, seeds 1-5: dbench captured on XFS replayed, stock {}, patched {}; the scenario's dbench clients, stock {}, patched {}",
+            "kernel twin (scripts/guest-seed000.sh: dbench, {TWIN_CLIENTS} clients, XFS on scsi_debug with {TWIN_QUEUES} hardware queues or 1, {} ms a command, marked rotational, {TWIN_CPUS} vCPUs), BFQ's MB/s with {TWIN_QUEUES} queues over 1, over none's: the kernel 5.10 (stock) {:.2}, 6.1 (patched) {:.2}; ours on null with the same CPUs, queues and command time, seeds 1-5: dbench captured on XFS replayed, stock {}, patched {}; the scenario's dbench clients with the loadfile measured in the twin's guest, stock {}, patched {}",
             TWIN_COMMAND_NS / 1_000_000,
             KERNEL_TWIN.0,
             KERNEL_TWIN.1,
