@@ -148,7 +148,7 @@ fn seed_000_twin_gives_the_kernels_figures_at_two_queues() {
     // with two queues over one, over none's, 1.016 and 0.924. Ours on the same shape, with
     // dbench on XFS captured here and replayed and with the scenario's own clients playing
     // dbench's loadfile on XFS as measured in the twin's guest: the median over seeds 1-5
-    // within 0.1 of each (0.98-1.01 at every seed). Before the clients were XFS's
+    // within 0.1 of each (0.98-1.02 at every seed). Before the clients were XFS's
     // (2026-11-27), a made-up mix of reads and writes scattered to 0.15-1.82.
     let r = quick("single-hctx-dispatch", 1);
     let t = &r.json["twin"];

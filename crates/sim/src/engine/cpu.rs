@@ -226,6 +226,15 @@ impl Sim {
                             job.think_until = cur + d.0.max(1);
                             continue;
                         }
+                        Next::Compute(d) => {
+                            // The CPU's user time goes to one job's work at a time, in
+                            // the order they asked for it.
+                            let cpu = &mut self.cpus[ci];
+                            let end = cur.max(cpu.user_until) + d.0.max(1);
+                            cpu.user_until = end;
+                            job.think_until = end;
+                            continue;
+                        }
                         Next::Until(t) => {
                             let at = job.start + t.0;
                             if at > cur {

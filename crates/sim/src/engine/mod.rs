@@ -201,6 +201,8 @@ struct Cpu {
     jobs: Vec<u32>,
     busy_until: u64,
     busy_ns: u64,
+    /// Its jobs' user work (`Next::Compute`) is taken until then.
+    user_until: u64,
     wake_at: Option<u64>,
     irqs: u32,
     woken_remote: bool,
@@ -463,6 +465,7 @@ impl Sim {
                 sub: queue.submitter(CtxIdx(c)),
                 jobs: Vec::new(),
                 busy_until: 0,
+                user_until: 0,
                 busy_ns: 0,
                 wake_at: None,
                 irqs: 0,

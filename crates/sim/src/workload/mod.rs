@@ -47,6 +47,11 @@ pub enum Next {
     Io(IoReq),
     /// Pause this long before asking again (think time).
     Think(Nanos),
+    /// Run this long on the job's CPU before asking again: user work (a client's page-cache
+    /// copies between its I/Os), which the CPU's jobs take their turns at, one after
+    /// another; the kernel's own work there (submissions, completions) goes on meanwhile,
+    /// as interrupts preempt a task.
+    Compute(Nanos),
     /// Wait until every I/O of the job has completed, then ask again.
     Drain,
     /// Wait until this long after the job's start (open-loop replay), then ask again.

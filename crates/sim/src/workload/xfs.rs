@@ -18,9 +18,10 @@
 //! whose transaction another's log write already carried only flushes (93% of the
 //! `fsync`s of `testdata/traces/dbench8-xfs`, 8 clients, follow that rule).
 //!
-//! Not modelled: the CPU the clients share (the think times are one client's alone), a
-//! force waiting for a log write already in flight, a checkpoint larger than one log buffer
-//! (written as one buffer's worth), and log space reservation.
+//! A client's own time between its I/Os is CPU time (`Next::Compute`): clients sharing a
+//! CPU take turns at it. Not modelled: the kernel's own CPU time beside it (the file
+//! system's, the device's), a force waiting for a log write already in flight, a checkpoint
+//! larger than one log buffer (written as one buffer's worth), and log space reservation.
 
 use super::{IoReq, Next, Source};
 use crate::replay::Replayable;
@@ -356,7 +357,7 @@ impl Source for XfsDbenchClient {
         match self.phase {
             0 => {
                 self.phase = 1;
-                Next::Think(self.think(st.think_ns, rng))
+                Next::Compute(self.think(st.think_ns, rng))
             }
             1 => {
                 self.phase = 2;
@@ -388,7 +389,7 @@ impl Source for XfsDbenchClient {
                     self.log.pending.fetch_add(st.log_sectors as u64, Relaxed);
                     self.log.writes.load(Relaxed)
                 });
-                Next::Think(self.think(st.sync_think_ns, rng))
+                Next::Compute(self.think(st.sync_think_ns, rng))
             }
             _ => {
                 self.phase = 0;
