@@ -1168,10 +1168,6 @@ impl State {
             // A shared queue that went seeky: its issuers cooperate no more.
             self.q(id).split_coop = true;
         }
-        if why == Expire::TooIdle && self.service <= self.qr(id).budget / 5 {
-            // Waited for in vain having done little: not I/O bound after all.
-            self.q(id).io_bound = false;
-        }
         // `bfq_bfqq_expire`: whatever the reason, a queue left without requests has the
         // earliest time it may be raised as soft real-time computed, at once if nothing of
         // it is in flight, else at its last completion (only then is it known to wait for
