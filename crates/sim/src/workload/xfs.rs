@@ -142,7 +142,8 @@ impl XfsLoadfile {
     /// The loadfile of a capture of one dbench client on XFS over a file system of
     /// `fs_sectors`: its `fsync`s in order, the period they repeat with, and each step of
     /// the period as the medians of its repetitions (the commoner form where a step's write
-    /// differed).
+    /// differed). The think times are the replay's (`Wait::think_ns`): from the completion
+    /// that woke the client, its own but for the odd one of the file system's workers.
     pub fn from_trace(set: &TraceSet, fs_sectors: u64) -> Result<XfsLoadfile, String> {
         let r = Replayable::from_trace(set);
         let p = r
@@ -301,18 +302,33 @@ impl XfsLog {
 ///
 /// The file system spans the device: [`XFS_AGS`] allocation groups, the log at the start
 /// of the middle one; client `i`'s directories start `i` groups on from the capture's.
+///
+/// Its job's `iodepth` must be 1, as a dbench client's is: the source is asked again only
+/// once its I/O has completed, and takes that as the moment its transaction committed.
 pub struct XfsDbenchClient {
     loadfile: &'static XfsLoadfile,
     log: Arc<XfsLog>,
     capacity: u64,
     client: u64,
     step: usize,
-    /// 0: think, 1: write, 2: the work before the `fsync`, 3: the force or flush.
-    phase: u8,
+    phase: Phase,
     /// The client's last data write (sector, sectors).
     last: (u64, u32),
     /// Log writes issued when this client's transaction committed, if it pinned the inode.
     committed_at: Option<u64>,
+}
+
+/// Where a client is in one `fsync` of its loadfile: what it does when asked next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Its own work before the data write.
+    Work,
+    /// The data write.
+    Write,
+    /// The data write completed (its transaction committed); its work before the `fsync`.
+    Committed,
+    /// The `fsync`'s log write or flush.
+    Fsync,
 }
 
 impl XfsDbenchClient {
@@ -335,7 +351,7 @@ impl XfsDbenchClient {
             capacity,
             client,
             step: 0,
-            phase: 0,
+            phase: Phase::Work,
             last: (0, 8),
             committed_at: None,
         }
@@ -355,12 +371,12 @@ impl Source for XfsDbenchClient {
     fn next(&mut self, _now: Nanos, rng: &mut SimRng) -> Next {
         let st = self.loadfile.steps[self.step];
         match self.phase {
-            0 => {
-                self.phase = 1;
+            Phase::Work => {
+                self.phase = Phase::Write;
                 Next::Compute(self.think(st.think_ns, rng))
             }
-            1 => {
-                self.phase = 2;
+            Phase::Write => {
+                self.phase = Phase::Committed;
                 let sector = match st.write {
                     XfsWrite::Same => self.last.0,
                     XfsWrite::Next => self.last.0 + self.last.1 as u64,
@@ -382,17 +398,17 @@ impl Source for XfsDbenchClient {
                     flags: ReqFlags::SYNC,
                 })
             }
-            2 => {
+            Phase::Committed => {
                 // The write completed: its transaction is in the log, waiting for a force.
-                self.phase = 3;
+                self.phase = Phase::Fsync;
                 self.committed_at = st.pins.then(|| {
                     self.log.pending.fetch_add(st.log_sectors as u64, Relaxed);
                     self.log.writes.load(Relaxed)
                 });
                 Next::Compute(self.think(st.sync_think_ns, rng))
             }
-            _ => {
-                self.phase = 0;
+            Phase::Fsync => {
+                self.phase = Phase::Work;
                 self.step = (self.step + 1) % self.loadfile.steps.len();
                 self.log.fsyncs.fetch_add(1, Relaxed);
                 let force = self
