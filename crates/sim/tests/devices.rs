@@ -674,3 +674,16 @@ fn emmc_has_a_write_cache_only_when_told() {
     assert!(model("emmc,cache=1", 7).write_cache());
     assert!(!model("emmc,cache=1", 7).fua());
 }
+
+#[test]
+fn a_raid_virtual_disk_is_write_through_and_null_reports_what_it_is_told() {
+    // A RAID card's virtual disk answers no caching mode page, so `sd` assumes write-through
+    // and the block layer sends it neither flushes nor FUA (DEVICES.md, [PERC]); the member
+    // disk's own cache is declared only on request. Seed 000's twin marks its null device
+    // rotational, as a user sets /sys/block/DEV/queue/rotational on null_blk or scsi_debug.
+    assert!(!model("raid", 7).write_cache());
+    assert!(model("raid,write_cache=1", 7).write_cache());
+    assert!(model("hdd", 7).write_cache());
+    assert!(!model("null", 7).rotational());
+    assert!(model("null,rotational=1", 7).rotational());
+}
