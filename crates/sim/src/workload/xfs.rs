@@ -58,9 +58,9 @@ const DBENCH1_XFS_TCG_TRACE: [(&str, &[u8]); 2] = [
 ];
 
 /// XFS's allocation groups on a single disk: xfsprogs' `calc_default_ag_geometry` gives a
-/// device with no stripe geometry four from 128 MiB to 4 TiB (the capture's 2 GiB had four;
-/// so would the seed's disk, of that size, on a RAID card that reports no stripe). The
-/// internal log starts the middle one, as the capture shows.
+/// device with no stripe geometry four from 128 MiB to 4 TiB (the capture's 2 GiB had four,
+/// and so does our 1 TB disk if its card reports no stripe; one that does gets more, by
+/// its stripe). The internal log starts the middle one, as the capture shows.
 pub const XFS_AGS: u64 = 4;
 /// The captures' file systems, in sectors: 2 GiB here, 1 GiB in the guest.
 const CAPTURE_SECTORS: u64 = 2 << 21;
