@@ -707,7 +707,12 @@ impl State {
         now: Nanos,
     ) {
         let wr_duration = self.wr_duration();
-        let stably_merged = self.stably_merged.contains(&issuer);
+        // A raising starts only for a queue of one issuer, or for the request of an issuer
+        // that came to its shared queue by a stable merge: queues merged as cooperators are
+        // kept out of it (`bfqq->bic || RQ_BIC(rq)->stably_merged` in
+        // `bfq_bfqq_handle_idle_busy_switch`; `bfq_init_rq` sets `bfqq->bic` while one
+        // process holds the queue, and a queue whose issuers all moved on has none).
+        let may_start = self.qr(qid).issuers.len() == 1 || self.stably_merged.contains(&issuer);
         let q = self.q(qid);
         let old = q.wr;
         // What changed, counted once the queue is no longer borrowed.
@@ -720,12 +725,6 @@ impl State {
             soft_rt: false,
             interactive_start: None,
         };
-        // A raising starts only for a queue of one issuer, or for the request of an issuer
-        // that came to its shared queue by a stable merge: queues merged as cooperators are
-        // kept out of it (`bfqq->bic || RQ_BIC(rq)->stably_merged` in
-        // `bfq_bfqq_handle_idle_busy_switch`; `bfq_init_rq` sets `bfqq->bic` while one
-        // process holds the queue, and a queue whose issuers all moved on has none).
-        let may_start = q.issuers.len() == 1 || stably_merged;
         if old.coeff <= 1 {
             if may_start && (interactive || soft_rt) {
                 q.wr = if interactive {
