@@ -4,7 +4,7 @@
 # and, for the dbench trace, dbench (apt-get install dbench).
 #
 #   bash scripts/capture-corpus.sh [OUTDIR [NAME...]]
-#        (NAME: git-clone grep-tree file-copy dbench6 dbench8-xfs dbench1-xfs)
+#        (NAME: git-clone grep-tree file-copy dbench6 dbench1-ext4 dbench8-xfs dbench1-xfs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-testdata/traces}
@@ -47,14 +47,25 @@ want file-copy && capture file-copy bash -c "dd if=/dev/urandom of='$work/mnt/bi
 # clients' writes reach the block layer as they would a disk. Its own 2 GiB file system:
 # dbench's files do not fit the small one, and lazy initialisation is done at mkfs so that
 # only dbench, jbd2 and the flusher write.
-if want dbench6; then
-    umount "$work/mnt"
+# dbench1-ext4 is one client for two seconds on the same kind of file system: seed 004's
+# clients and journal as a model (Ext4DbenchClient and Jbd2 in
+# crates/sim/src/workload/ext4.rs derive them from it).
+fresh_ext4() {
+    umount "$work/mnt" 2>/dev/null || true
     losetup -d "$loop"
+    rm -f "$img"
     truncate -s 2G "$img"
     loop=$(losetup -f --show --direct-io=on "$img")
     mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
     mount "$loop" "$work/mnt"
+}
+if want dbench6; then
+    fresh_ext4
     capture dbench6 dbench -t 1 -D "$work/mnt" 6
+fi
+if want dbench1-ext4; then
+    fresh_ext4
+    capture dbench1-ext4 dbench -t 2 -D "$work/mnt" 1
 fi
 # Seed 000's workloads, on XFS, the seed's file system, on a fresh 2 GiB loop device with
 # direct I/O (XFS's log worker and flusher are among the traced processes):

@@ -196,6 +196,35 @@ fn fuzz_seeds_pass() {
     assert_fuzz_passes(0..2000, None);
 }
 
+/// Among the fuzzer's cases are dbench's clients on ext4 with jbd2 (every sixth seed's
+/// dbench jobs), waiting for each other through gates: every such case runs to its end and
+/// passes the checks, jbd2 ending asleep once its clients have, and jbd2 commits in most
+/// (a client whose first write outlasts its run, behind faults and timeouts, asks for
+/// none).
+#[test]
+fn fuzz_cases_run_ext4_clients_with_jbd2() {
+    let ext4: Vec<_> = (0..300)
+        .map(|seed| (seed, mqblk_sim::fuzz::run_one_for(seed, None, None)))
+        .filter(|(_, o)| o.summary.contains("dbench-ext4"))
+        .collect();
+    assert!(ext4.len() >= 5, "{} cases with ext4 clients", ext4.len());
+    let mut committed = 0;
+    for (seed, o) in &ext4 {
+        assert!(o.summary.contains("journal"), "seed {seed}: {}", o.summary);
+        let r = o
+            .result
+            .as_ref()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{}\n{}", o.summary, o.dump));
+        let jbd2 = r.jobs.iter().find(|j| j.kind == "journal").unwrap();
+        committed += usize::from(jbd2.ios > 0);
+    }
+    assert!(
+        2 * committed >= ext4.len(),
+        "jbd2 wrote in {committed} of {} cases",
+        ext4.len()
+    );
+}
+
 #[test]
 fn fuzz_seeds_pass_with_bfq() {
     // BFQ has the most state of the schedulers (groups, raising, merged queues, injection):
@@ -303,5 +332,89 @@ fn xfs_dbench_clients_share_log_forces_as_xfs_does() {
     assert!(
         shared <= 0.35 * alone && shared >= 0.2 * alone,
         "8 clients on 2 CPUs: {shared:.0} fsyncs a client a second, on 8: {alone:.0}"
+    );
+}
+
+/// dbench's clients on ext4 as measured here, with jbd2 committing for them: one client
+/// gives the capture back (the share of `fsync`s that waited for a commit, the log blocks
+/// a commit wrote), and six share commits as the six-client capture's did
+/// (`testdata/traces/dbench6`: 1,800 data writes in 676 commits, 95 flushes, a median of
+/// 12 to 14 log blocks a commit), because jbd2 takes every `fsync` that came while it was
+/// busy into the next commit. The gates (`Next::Await`) carry each wait: a client asleep
+/// until its transaction is committed, jbd2 until a commit is asked for.
+#[test]
+fn ext4_clients_share_jbd2_commits_as_ext4_does() {
+    use mqblk_sim::workload::{Ext4DbenchClient, Ext4Journal, Ext4Loadfile, Jbd2};
+    let l = Ext4Loadfile::measured();
+    assert_eq!(l.steps.len(), 43, "{l:?}");
+    assert!(l.repeat >= 0.95, "{l:?}");
+    let capacity = 1u64 << 22;
+    let run_clients = |n: u32, cpus: u16| {
+        let journal = Ext4Journal::new(capacity);
+        let limit = Limit {
+            time: Some(Nanos::from_secs(1)),
+            ..Limit::default()
+        };
+        let mut jobs: Vec<SimJob> = (0..n)
+            .map(|i| {
+                SimJob::new(
+                    format!("client{i}"),
+                    (i % cpus as u32) as u16,
+                    1,
+                    i + 1,
+                    limit,
+                    Box::new(Ext4DbenchClient::new(i as u64, capacity, journal.clone())),
+                    "dbench",
+                )
+            })
+            .collect();
+        jobs.push(SimJob::new(
+            "jbd2".into(),
+            n as u16 % cpus,
+            1,
+            n + 1,
+            limit,
+            Box::new(Jbd2::new(journal.clone())),
+            "journal",
+        ));
+        let r = run(
+            cfg("null,completion_nsec=100000,cache_size=1", "none", cpus),
+            jobs,
+        );
+        assert!(r.total_bw_mbs() > 0.0);
+        journal.counts()
+    };
+    // One client: as many commits as committing `fsync`s, the capture's share of them, and
+    // the capture's log blocks a commit.
+    let one = run_clients(1, 2);
+    let share = one.fsyncs as f64 / (one.fsyncs + one.flushes) as f64;
+    assert_eq!(one.commits, one.fsyncs, "{one:?}");
+    assert!(
+        (share - l.committed).abs() <= 0.02,
+        "one client committed at {share:.3}, the capture at {:.3}",
+        l.committed
+    );
+    let commit_steps = l.steps.iter().filter(|s| s.commits);
+    let step_blocks =
+        commit_steps.clone().map(|s| s.blocks as f64).sum::<f64>() / commit_steps.count() as f64;
+    let blocks = one.blocks as f64 / one.commits as f64;
+    assert!(
+        (blocks / step_blocks - 1.0).abs() <= 0.1,
+        "{blocks:.1} blocks a commit, the capture's steps {step_blocks:.1}"
+    );
+    // Six on two CPUs, as the six-client capture ran: `fsync`s share commits (2.7 data
+    // writes a commit there; one a commit without jbd2's batching) and a commit writes more
+    // (13.1 blocks there).
+    let six = run_clients(6, 2);
+    let per_commit = six.fsyncs as f64 / six.commits as f64;
+    let blocks = six.blocks as f64 / six.commits as f64;
+    assert!(
+        (1.6..=4.0).contains(&per_commit) && (9.0..=18.0).contains(&blocks),
+        "six clients: {six:?}: {per_commit:.2} fsyncs and {blocks:.1} blocks a commit"
+    );
+    let rate = (six.fsyncs + six.flushes) as f64;
+    assert!(
+        (0.7 * 1895.0..=1.6 * 1895.0).contains(&rate),
+        "six clients on 2 CPUs made {rate} fsyncs in 1 s, the capture 1,895"
     );
 }

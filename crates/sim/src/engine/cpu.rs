@@ -193,12 +193,26 @@ impl Sim {
                 self.wake(c, at);
                 break;
             }
-            if let Some(w) = job.waiting_for {
-                // Woken (by `wake_waiters`) once the awaited I/O is done.
-                if !self.io_done(w) {
+            if let Some(w) = job.waiting_for.take() {
+                // Woken (by `wake_waiters`) once the awaited I/O is done or the gate open,
+                // or at its run time's end (a task sleeping on a gate that no longer opens,
+                // as jbd2 for commits once its clients stopped), which the check below ends.
+                let end = job.def.limit.time.map(|d| job.start + d.0);
+                let ended = end.is_some_and(|e| cur >= e);
+                if matches!(w, Awaited::Gate(..)) && !ended && self.alone(j) {
+                    // Nobody is left to raise the gate: the task's work is over.
+                    self.nr_waiting -= 1;
+                    self.jobs[j].done_issuing = true;
                     break;
                 }
-                self.jobs[j].waiting_for = None;
+                if !ended && !self.wait_over(&w) {
+                    if let (Awaited::Gate(..), Some(at)) = (&w, end) {
+                        // Another wake may have taken the CPU's place in line: keep the end's.
+                        self.wake(c, at);
+                    }
+                    self.jobs[j].waiting_for = Some(w);
+                    break;
+                }
                 self.nr_waiting -= 1;
             }
             let job = &mut self.jobs[j];
@@ -217,7 +231,13 @@ impl Sim {
                         job.done_issuing = true;
                         break;
                     }
-                    match job.def.source.next(Nanos(cur - job.start), &mut job.rng) {
+                    let next = job.def.source.next(Nanos(cur - job.start), &mut job.rng);
+                    if self.nr_waiting > 0 {
+                        // Asking a source may have raised a gate another job sleeps on.
+                        self.wake_gate_waiters(cur);
+                    }
+                    let job = &mut self.jobs[j];
+                    match next {
                         Next::Done => {
                             job.done_issuing = true;
                             break;
@@ -262,8 +282,15 @@ impl Sim {
                                     w.io, w.job
                                 )));
                             }
-                            job.waiting_for = Some(w);
+                            job.waiting_for = Some(Awaited::Io(w));
                             self.nr_waiting += 1;
+                            continue;
+                        }
+                        Next::Await(g, n) => {
+                            if g.get() < n {
+                                job.waiting_for = Some(Awaited::Gate(g, n));
+                                self.nr_waiting += 1;
+                            }
                             continue;
                         }
                         Next::Io(io) => {

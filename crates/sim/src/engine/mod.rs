@@ -35,7 +35,7 @@ pub use result::{HctxFigures, JobResult, LockReport, SimResult};
 use crate::cost::{core_cost, kblockd_start_ns, CostProfile, CostTable, LockState};
 use crate::device::{self, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
-use crate::workload::{JobIo, Next, SimJob};
+use crate::workload::{Gate, JobIo, Next, SimJob};
 use crate::SimRng;
 use mqblk_core::{
     Bio, BlkStatus, Blkcg, CtxIdx, Driver, ElvCost, HctxIdx, HctxType, LockScope, Nanos,
@@ -232,8 +232,8 @@ struct JobRun {
     pending_since: Option<u64>,
     /// Which of its I/Os have completed, for jobs that wait on them ([`Next::After`]).
     completed: Completed,
-    /// The other job's I/O it waits for.
-    waiting_for: Option<JobIo>,
+    /// The other job's I/O, or the gate, it waits for.
+    waiting_for: Option<Awaited>,
     think_until: u64,
     /// Waiting at full depth for `batch_complete_min` completions.
     refilling: bool,
@@ -252,6 +252,12 @@ struct JobRun {
     /// and the error that ended it, if any.
     restarted_at: Option<u64>,
     error_text: Option<String>,
+}
+
+/// What a job sleeps for ([`Next::After`], [`Next::Await`]).
+pub(super) enum Awaited {
+    Io(JobIo),
+    Gate(Arc<Gate>, u64),
 }
 
 impl JobRun {
@@ -647,22 +653,48 @@ impl Sim {
     }
 
     /// Whether a job waiting for `w` may go on: the I/O completed, or its job will never
-    /// issue it.
-    fn io_done(&self, w: JobIo) -> bool {
-        let Some(o) = self.jobs.get(w.job as usize) else {
-            return true;
-        };
-        o.completed.has(w.io) || (o.done_issuing && w.io >= o.issued)
+    /// issue it; the gate reached the count.
+    fn wait_over(&self, w: &Awaited) -> bool {
+        match w {
+            Awaited::Io(w) => {
+                let Some(o) = self.jobs.get(w.job as usize) else {
+                    return true;
+                };
+                o.completed.has(w.io) || (o.done_issuing && w.io >= o.issued)
+            }
+            Awaited::Gate(g, n) => g.get() >= *n,
+        }
     }
 
-    /// Wakes the CPUs of jobs whose awaited I/O is done.
-    fn wake_waiters(&mut self, t: u64) {
+    /// Wakes the CPUs of jobs whose awaited I/O is done or whose gate opened.
+    pub(super) fn wake_waiters(&mut self, t: u64) {
         if self.nr_waiting == 0 {
             return;
         }
         for k in 0..self.jobs.len() {
-            if let Some(w) = self.jobs[k].waiting_for {
-                if self.io_done(w) {
+            if let Some(w) = &self.jobs[k].waiting_for {
+                if self.wait_over(w) {
+                    let c = self.jobs[k].def.cpu;
+                    self.wake(c, t);
+                }
+            }
+        }
+    }
+
+    /// Whether every job but `j` has finished (none is left to raise a gate `j` waits on).
+    fn alone(&self, j: usize) -> bool {
+        self.jobs
+            .iter()
+            .enumerate()
+            .all(|(k, o)| k == j || o.finished)
+    }
+
+    /// Wakes the CPUs of jobs whose gate opened (a source raised it as it was asked); the
+    /// jobs waiting for I/O are woken by its completion.
+    pub(super) fn wake_gate_waiters(&mut self, t: u64) {
+        for k in 0..self.jobs.len() {
+            if let Some(w @ Awaited::Gate(..)) = &self.jobs[k].waiting_for {
+                if self.wait_over(w) {
                     let c = self.jobs[k].def.cpu;
                     self.wake(c, t);
                 }
@@ -674,6 +706,13 @@ impl Sim {
     /// the last job of a barrier out opens the next (fio's `stonewall`).
     pub(crate) fn job_finished(&mut self, j: usize, t: u64) {
         self.wake_waiters(t);
+        // A job asleep on a gate with no one left to raise it ends.
+        for k in 0..self.jobs.len() {
+            if matches!(self.jobs[k].waiting_for, Some(Awaited::Gate(..))) && self.alone(k) {
+                let c = self.jobs[k].def.cpu;
+                self.wake(c, t);
+            }
+        }
         let barrier = self.jobs[j].def.barrier;
         let open = |jobs: &[JobRun], b: u32| jobs.iter().all(|o| o.def.barrier >= b || o.finished);
         for k in 0..self.jobs.len() {

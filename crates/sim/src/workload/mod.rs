@@ -4,16 +4,26 @@
 //! [`Source`] that says what to do next: an I/O, a pause ("think"), wait for everything in
 //! flight (a synchronous point such as `fsync`), or stop. Sources exist for fio jobs (the same
 //! generator `mqblk bench` uses) and for the seeds' workloads: dbench's clients on XFS (its
-//! loadfile as measured, sharing one log), a dbench-like client mix, a `dd`-like sequential
-//! reader and a `find`-like walk of small random reads.
+//! loadfile as measured, sharing one log) and on ext4 (with the journal thread, jbd2, that
+//! commits for them: a job of its own, the two waiting for each other through [`Gate`]s), a
+//! dbench-like client mix, a `dd`-like sequential reader and a `find`-like walk of small
+//! random reads.
 
 use crate::SimRng;
 use mqblk_core::{IoPrio, Nanos, ReqFlags, ReqOp};
 use mqblk_workload::pattern::Pattern;
 use mqblk_workload::{Job, JobDriver, JobSpec};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
+mod ext4;
+mod loadfile;
 mod xfs;
-pub use xfs::{XfsDbenchClient, XfsLoadfile, XfsLog, XfsStep, XfsWrite, XFS_AGS};
+pub use ext4::{
+    journal_area, Ext4DbenchClient, Ext4Journal, Ext4Loadfile, Ext4Step, Jbd2, JournalCounts,
+};
+pub use loadfile::FileWrite;
+pub use xfs::{XfsDbenchClient, XfsLoadfile, XfsLog, XfsStep, XFS_AGS};
 
 /// One I/O to submit.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -41,8 +51,36 @@ pub struct JobIo {
     pub io: u64,
 }
 
+/// A count that some jobs' sources raise and other jobs wait for: the condition of a wait
+/// queue, as a task sleeps in `wait_event` until another task's work makes it true
+/// (`jbd2_log_wait_commit` for a transaction's commit, jbd2's own wait for a commit to be
+/// asked). Shared by the sources of one run; a gate is equal only to itself.
+#[derive(Debug, Default)]
+pub struct Gate(AtomicU64);
+
+impl Gate {
+    pub fn new() -> Arc<Gate> {
+        Arc::new(Gate::default())
+    }
+    /// The count so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+    /// Raises the count to `n` if it is below (a count never goes down).
+    pub fn raise_to(&self, n: u64) {
+        self.0.fetch_max(n, Relaxed);
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Gate) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+impl Eq for Gate {}
+
 /// What a job does next.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {
     Io(IoReq),
     /// Pause this long before asking again (think time).
@@ -59,6 +97,9 @@ pub enum Next {
     /// Wait until another job's I/O has completed (or that job ended without issuing it),
     /// then ask again: a task woken by another's I/O, as a replayed trace shows it.
     After(JobIo),
+    /// Sleep until the gate's count reaches this, then ask again: a task waiting for
+    /// another job's source to say its work is done (raised as that source is next asked).
+    Await(Arc<Gate>, u64),
     /// Flush the job's plug, so what it holds goes to the scheduler, then ask again: where a
     /// replayed trace shows its process inserting what it had plugged (`blk_flush_plug`;
     /// the plug stays, as a task's does). Nothing without a plug (`batch` 1).
@@ -277,8 +318,8 @@ impl Source for FioSource {
 /// shared log followed by a flush) for each `fsync`. Every operation is synchronous (depth
 /// 1). The mix is not measured: dbench's own clients on ext4 and on XFS, as captured here,
 /// read nothing from the device and write only through their `fsync`s
-/// ([`XfsDbenchClient`] is that, measured). Seed 004 keeps it as its second workload
-/// (beside its captured dbench), and the fuzzer as a synchronous mix with flushes.
+/// ([`XfsDbenchClient`] and [`Ext4DbenchClient`] are that, measured). The fuzzer keeps it as
+/// a mix of reads, writes and flushes, its writes asynchronous (as writeback's).
 pub struct DbenchClient {
     /// The client's private file area, in sectors.
     area: (u64, u64),
@@ -293,9 +334,6 @@ pub struct DbenchClient {
     pos: u64,
     /// Steps left of a journal commit (write, then flush).
     commit: u8,
-    /// File writes are synchronous, in the client's own queue: the data an fsync writes
-    /// back itself. Without it they are asynchronous, as writeback's are.
-    sync_writes: bool,
 }
 
 /// Sizes of a dbench-like client's file set.
@@ -320,21 +358,7 @@ impl DbenchClient {
             file: 0,
             pos: 0,
             commit: 0,
-            sync_writes: false,
         }
-    }
-
-    /// File writes as the client's fsync issues them: synchronous, from the client.
-    pub fn with_sync_writes(mut self) -> DbenchClient {
-        self.sync_writes = true;
-        self
-    }
-}
-
-impl DbenchClient {
-    /// Where the shared journal lies, (start, sectors).
-    pub fn journal_area(&self) -> (u64, u64) {
-        self.journal
     }
 }
 
@@ -381,11 +405,7 @@ impl Source for DbenchClient {
                 op: ReqOp::Write,
                 sector: file_sector,
                 nr_sectors: len,
-                flags: if self.sync_writes {
-                    ReqFlags::SYNC
-                } else {
-                    ReqFlags::empty()
-                },
+                flags: ReqFlags::empty(),
             })
         } else if pick < 92 {
             let s = self.meta.0 + rng.below(self.meta.1 / 8) * 8;
@@ -512,58 +532,6 @@ impl Source for InterleavedSource {
             op: ReqOp::Read,
             sector: self.start + stripe * self.stripe_sectors as u64,
             nr_sectors: self.stripe_sectors,
-            flags: ReqFlags::SYNC,
-        })
-    }
-}
-
-/// A journaling daemon (`jbd2`): every `period` it commits, writing a burst of
-/// `burst_blocks` 4 KiB blocks sequentially into the log and then a flush, and sleeps in
-/// between. Synchronous, as the commits it serves are waited for.
-pub struct JournalSource {
-    pub log: (u64, u64),
-    pub pos: u64,
-    pub burst_blocks: u32,
-    pub period: Nanos,
-    left: u32,
-    flush: bool,
-}
-
-impl JournalSource {
-    pub fn new(log_start: u64, log_sectors: u64, burst_blocks: u32, period: Nanos) -> Self {
-        JournalSource {
-            log: (log_start, log_sectors.max(64)),
-            pos: 0,
-            burst_blocks: burst_blocks.max(1),
-            period,
-            left: burst_blocks.max(1),
-            flush: false,
-        }
-    }
-}
-
-impl Source for JournalSource {
-    fn next(&mut self, _now: Nanos, rng: &mut SimRng) -> Next {
-        if self.flush {
-            self.flush = false;
-            return Next::Io(IoReq::FLUSH);
-        }
-        if self.left == 0 {
-            self.left = self.burst_blocks;
-            // Commit intervals vary with the clients' fsyncs: +-50% around the period.
-            let jitter = self.period.0 / 2;
-            return Next::Think(Nanos(self.period.0 - jitter + rng.below(2 * jitter + 1)));
-        }
-        self.left -= 1;
-        if self.left == 0 {
-            self.flush = true;
-        }
-        let s = self.log.0 + self.pos;
-        self.pos = (self.pos + 8) % (self.log.1 - 8);
-        Next::Io(IoReq {
-            op: ReqOp::Write,
-            sector: s,
-            nr_sectors: 8,
             flags: ReqFlags::SYNC,
         })
     }

@@ -23,6 +23,7 @@
 //! system's, the device's), a force waiting for a log write already in flight, a checkpoint
 //! larger than one log buffer (written as one buffer's worth), and log space reservation.
 
+use super::loadfile::{commonest, jitter, median, period, FileWrite, Spreads};
 use super::{IoReq, Next, Source};
 use crate::replay::Replayable;
 use crate::SimRng;
@@ -75,23 +76,12 @@ const ICLOG_SECTORS: u64 = 64;
 /// 1,000 sectors from its group's start in the capture).
 const CLIENT_SPACING: u64 = 1024;
 
-/// What a step's data write is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum XfsWrite {
-    /// A newly written file, placed in its directory's allocation group.
-    New,
-    /// Right after the client's previous write (the same file, appended).
-    Next,
-    /// Over the client's previous write (the same block again).
-    Same,
-}
-
 /// One `fsync` of the loadfile: the client's work before its data write, the write, the
 /// work between the write's completion and the `fsync`'s log force or flush, and whether
 /// the write left the inode pinned (so the `fsync` forces the log).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XfsStep {
-    pub write: XfsWrite,
+    pub write: FileWrite,
     pub sectors: u32,
     pub pins: bool,
     /// For a new file: its allocation group (relative to the client's first) and its offset
@@ -158,7 +148,7 @@ impl XfsLoadfile {
         struct Raw {
             sector: u64,
             sectors: u32,
-            write: XfsWrite,
+            write: FileWrite,
             log: Option<u32>,
             think: u64,
             sync_think: u64,
@@ -170,11 +160,7 @@ impl XfsLoadfile {
             let req = io.io;
             let durable = req.op == ReqOp::Flush || req.flags.contains(ReqFlags::FUA);
             if req.op == ReqOp::Write && !durable && req.nr_sectors > 0 {
-                let write = match last {
-                    Some((s, _)) if s == req.sector => XfsWrite::Same,
-                    Some((s, n)) if s + n as u64 == req.sector => XfsWrite::Next,
-                    _ => XfsWrite::New,
-                };
+                let write = FileWrite::after(last, req.sector);
                 last = Some((req.sector, req.nr_sectors));
                 open = Some(Raw {
                     sector: req.sector,
@@ -193,27 +179,17 @@ impl XfsLoadfile {
             }
         }
         let symbol = |w: &Raw| (w.write, w.sectors, w.log.is_some());
-        let period = (2..=200.min(raw.len() / 4))
-            .map(|p| {
-                let same = (0..raw.len() - p)
-                    .filter(|&i| symbol(&raw[i]) == symbol(&raw[i + p]))
-                    .count();
-                (p, same as f64 / (raw.len() - p) as f64)
-            })
-            .find(|&(_, share)| share >= 0.9)
-            .ok_or_else(|| format!("{} fsyncs with no period", raw.len()))?;
-        let median = |mut v: Vec<u64>| {
-            v.sort_unstable();
-            v.get(v.len() / 2).copied().unwrap_or(0)
-        };
+        let symbols: Vec<_> = raw.iter().map(symbol).collect();
+        let period =
+            period(&symbols).ok_or_else(|| format!("{} fsyncs with no period", raw.len()))?;
         let ag_size = fs_sectors / XFS_AGS;
-        let mut spreads = Vec::new();
+        let mut spreads = Spreads::default();
         let steps = (0..period.0)
             .map(|ph| {
                 let reps: Vec<&Raw> = raw.iter().skip(ph).step_by(period.0).collect();
                 let (write, sectors, pins) =
                     commonest(reps.iter().map(|r| symbol(r))).expect("a step has repetitions");
-                let (ag, offset) = if write == XfsWrite::New {
+                let (ag, offset) = if write == FileWrite::New {
                     commonest(reps.iter().map(|r| {
                         let ag = r.sector / ag_size;
                         let past = if ag == XFS_AGS / 2 { LOG_SECTORS } else { 0 };
@@ -223,13 +199,7 @@ impl XfsLoadfile {
                 } else {
                     (0, 0)
                 };
-                let think: Vec<u64> = reps.iter().map(|r| r.think).collect();
-                let think_ns = median(think.clone());
-                let mut sorted = think;
-                sorted.sort_unstable();
-                if think_ns > 0 {
-                    spreads.push(sorted[sorted.len() * 9 / 10] as f64 / think_ns as f64);
-                }
+                let think_ns = spreads.median_of(reps.iter().map(|r| r.think).collect());
                 XfsStep {
                     write,
                     sectors,
@@ -246,33 +216,14 @@ impl XfsLoadfile {
                 }
             })
             .collect();
-        spreads.sort_by(f64::total_cmp);
-        let p90_over_median = spreads.get(spreads.len() / 2).copied().unwrap_or(1.0);
         Ok(XfsLoadfile {
             steps,
             fsyncs: raw.len(),
             forced: raw.iter().filter(|r| r.log.is_some()).count() as f64 / raw.len().max(1) as f64,
             repeat: period.1,
-            // Uniform on [m(1-d), m(1+d)]: the 90th percentile is m(1 + 0.8d).
-            think_spread: ((p90_over_median - 1.0) / 0.8).clamp(0.0, 0.9),
+            think_spread: spreads.spread(),
         })
     }
-}
-
-/// The value seen most often (the first of equals).
-fn commonest<K: PartialEq + Copy>(items: impl Iterator<Item = K>) -> Option<K> {
-    let mut counts: Vec<(K, usize)> = Vec::new();
-    for k in items {
-        match counts.iter_mut().find(|(c, _)| *c == k) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((k, 1)),
-        }
-    }
-    counts
-        .iter()
-        .rev()
-        .max_by_key(|&&(_, n)| n)
-        .map(|&(k, _)| k)
 }
 
 /// The XFS log the clients of one run share: the log writes issued, the transactions
@@ -364,8 +315,7 @@ impl XfsDbenchClient {
     }
 
     fn think(&self, ns: u64, rng: &mut SimRng) -> Nanos {
-        let d = self.loadfile.think_spread;
-        Nanos((ns as f64 * (1.0 + d * (2.0 * rng.unit() - 1.0))) as u64)
+        jitter(ns, self.loadfile.think_spread, rng)
     }
 }
 
@@ -380,9 +330,9 @@ impl Source for XfsDbenchClient {
             Phase::Write => {
                 self.phase = Phase::Committed;
                 let sector = match st.write {
-                    XfsWrite::Same => self.last.0,
-                    XfsWrite::Next => self.last.0 + self.last.1 as u64,
-                    XfsWrite::New => {
+                    FileWrite::Same => self.last.0,
+                    FileWrite::Next => self.last.0 + self.last.1 as u64,
+                    FileWrite::New => {
                         let ag = (st.ag + self.client) % XFS_AGS;
                         let past_log = if ag == XFS_AGS / 2 { LOG_SECTORS } else { 0 };
                         ag * self.ag_size()
