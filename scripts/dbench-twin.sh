@@ -5,7 +5,8 @@
 # higher one (be/0, the seed's "journaling daemon enjoying a higher weight"). Prints dbench's
 # throughput per run and the median per case. Needs root (losetup, mount) and dbench.
 #
-#   bash scripts/dbench-twin.sh [--json] [--merges] [--rotational] [SECONDS [ROUNDS [SCHEDULERS]]]
+#   bash scripts/dbench-twin.sh [--json] [--merges] [--rotational] [--wbt-lat-usec=N]
+#                               [SECONDS [ROUNDS [SCHEDULERS]]]
 #                                   (default: 10 3 "bfq mq-deadline")
 #
 # --json: the medians as JSON on stdout (the runs on stderr).
@@ -16,16 +17,24 @@
 #   whose queues are made together (stable merging), at their start: 4-6 merges a run;
 #   marked rotational it also merges queues by position, and splits them (150 a run).
 # --rotational: mark the loop device rotational (BFQ's heuristics for disks) instead.
+# --wbt-lat-usec=N: writeback throttling's latency target on the loop device (its
+#   `wbt_lat_usec`; 0 turns it off). Loop devices come with it off on this machine's kernel
+#   (6.18: debugfs `rqos/wbt/enabled` 4, min_lat_nsec 0). Set after the scheduler, so it
+#   holds under BFQ too (which turns the default off when it starts, `bfq_init_queue`).
+#   The value the device had is in the report.
 # A round runs every case once, in turn, so a drift of the machine lands on all of them.
 set -euo pipefail
 json=0
 merges=0
 rot=0
+wbt=
+wbt_now=
 while [[ "${1:-}" == --* ]]; do
     case "$1" in
         --json) json=1 ;;
         --merges) merges=1 ;;
         --rotational) rot=1 ;;
+        --wbt-lat-usec=*) wbt=${1#*=} ;;
         *) echo "dbench-twin: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -76,6 +85,8 @@ for round in $(seq "$rounds"); do
             # request in flight ("too many requests: allocated 1 limit 1" in its log).
             echo none > "/sys/block/$dev/queue/scheduler"
             echo "$s" > "/sys/block/$dev/queue/scheduler"
+            [ -n "$wbt" ] && echo "$wbt" > "/sys/block/$dev/queue/wbt_lat_usec"
+            wbt_now=$(cat "/sys/block/$dev/queue/wbt_lat_usec")
             mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
             mount "$loop" "$work/mnt"
             jbd=$(pgrep -f "jbd2/$dev" | head -1)
@@ -117,7 +128,8 @@ for round in $(seq "$rounds"); do
 done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 if [ "$json" = 1 ]; then
-    printf '{"seconds": %s, "rounds": %s, "rotational": %s, "schedulers": {' "$secs" "$rounds" "$rot"
+    printf '{"seconds": %s, "rounds": %s, "rotational": %s, "wbt_lat_usec": %s, "schedulers": {' \
+        "$secs" "$rounds" "$rot" "$wbt_now"
     sep=""
     for s in $scheds; do
         printf '%s"%s": {"journal_be4_mbs": %s, "journal_be0_mbs": %s' "$sep" "$s" \
@@ -133,7 +145,7 @@ if [ "$json" = 1 ]; then
 else
     kind=non-rotational
     [ "$rot" = 1 ] && kind=rotational
-    echo "median of $rounds rounds, dbench 6 clients, ${secs} s, ext4 on a $kind loop device (direct I/O):"
+    echo "median of $rounds rounds, dbench 6 clients, ${secs} s, ext4 on a $kind loop device (direct I/O, wbt_lat_usec $wbt_now at the last run):"
     for s in $scheds; do
         for prio in 4 0; do
             extra=""

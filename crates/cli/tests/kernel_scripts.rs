@@ -143,6 +143,25 @@ fn the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities() {
     assert_eq!(v["rotational"].as_u64(), Some(0), "{v}");
 }
 
+/// `--wbt-lat-usec` sets writeback throttling's target on the loop device (loop devices
+/// come with it off here), and the report gives the value the device had; mq-deadline alone,
+/// one short round.
+#[test]
+fn the_dbench_twin_sets_writeback_throttling_when_asked() {
+    let Some(v) = run_script(
+        "dbench-twin.sh",
+        &["dbench", "mkfs.ext4", "losetup", "ionice"],
+        &["--wbt-lat-usec=2000", "2", "1", "mq-deadline"],
+    ) else {
+        return;
+    };
+    assert_eq!(v["wbt_lat_usec"].as_u64(), Some(2000), "{v}");
+    for key in ["journal_be4_mbs", "journal_be0_mbs"] {
+        let x = v["schedulers"]["mq-deadline"][key].as_f64().unwrap_or(0.0);
+        assert!(x > 0.0, "mq-deadline {key}: {x}\n{v}");
+    }
+}
+
 /// `--rotational` marks the loop device rotational (BFQ's rules for disks), and the report
 /// says so; BFQ alone, one short round.
 #[test]
