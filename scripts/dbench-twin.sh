@@ -6,7 +6,7 @@
 # throughput per run and the median per case. Needs root (losetup, mount) and dbench.
 #
 #   bash scripts/dbench-twin.sh [--json] [--merges] [--rotational] [--wbt-lat-usec=N]
-#                               [SECONDS [ROUNDS [SCHEDULERS]]]
+#                               [--iosched=KEY=VALUE ...] [SECONDS [ROUNDS [SCHEDULERS]]]
 #                                   (default: 10 3 "bfq mq-deadline")
 #
 # --json: the medians as JSON on stdout (the runs on stderr).
@@ -22,6 +22,10 @@
 #   (6.18: debugfs `rqos/wbt/enabled` 4, min_lat_nsec 0). Set after the scheduler, so it
 #   holds under BFQ too (which turns the default off when it starts, `bfq_init_queue`).
 #   The value the device had is in the report.
+# --iosched=KEY=VALUE: set the scheduler's tunable KEY (/sys/block/DEV/queue/iosched/KEY)
+#   for every run of a scheduler that has it (e.g. BFQ's slice_idle=0 or low_latency=0);
+#   repeatable. The report gives each tunable as read back after it was set (one no
+#   scheduler of the run has is left out).
 # A round runs every case once, in turn, so a drift of the machine lands on all of them.
 set -euo pipefail
 json=0
@@ -29,12 +33,15 @@ merges=0
 rot=0
 wbt=
 wbt_now=
+tunables=()
+declare -A applied
 while [[ "${1:-}" == --* ]]; do
     case "$1" in
         --json) json=1 ;;
         --merges) merges=1 ;;
         --rotational) rot=1 ;;
         --wbt-lat-usec=*) wbt=${1#*=} ;;
+        --iosched=*=*) tunables+=("${1#--iosched=}") ;;
         *) echo "dbench-twin: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -85,7 +92,17 @@ for round in $(seq "$rounds"); do
             # request in flight ("too many requests: allocated 1 limit 1" in its log).
             echo none > "/sys/block/$dev/queue/scheduler"
             echo "$s" > "/sys/block/$dev/queue/scheduler"
+            # A loop device keeps its queue's settings from one attachment to the next:
+            # what this run sets is put back after it.
+            wbt_orig=$(cat "/sys/block/$dev/queue/wbt_lat_usec")
             [ -n "$wbt" ] && echo "$wbt" > "/sys/block/$dev/queue/wbt_lat_usec"
+            for t in "${tunables[@]}"; do
+                f="/sys/block/$dev/queue/iosched/${t%%=*}"
+                if [ -e "$f" ]; then
+                    echo "${t#*=}" > "$f"
+                    applied[${t%%=*}]=$(cat "$f")
+                fi
+            done
             wbt_now=$(cat "/sys/block/$dev/queue/wbt_lat_usec")
             mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$loop"
             mount "$loop" "$work/mnt"
@@ -121,6 +138,7 @@ for round in $(seq "$rounds"); do
             echo "round $round: $s jbd2 be/$prio: $mbs MB/s ($(ionice -p "$jbd")$note)" >&2
             got["$s $prio"]+="$mbs "
             umount "$work/mnt"
+            echo "$wbt_orig" > "/sys/block/$dev/queue/wbt_lat_usec"
             losetup -d "$loop"
             loop=
         done
@@ -128,8 +146,9 @@ for round in $(seq "$rounds"); do
 done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 if [ "$json" = 1 ]; then
-    printf '{"seconds": %s, "rounds": %s, "rotational": %s, "wbt_lat_usec": %s, "schedulers": {' \
-        "$secs" "$rounds" "$rot" "$wbt_now"
+    set_json=$(for k in "${!applied[@]}"; do printf '"%s": "%s"\n' "$k" "${applied[$k]}"; done | sort | paste -sd, -)
+    printf '{"seconds": %s, "rounds": %s, "rotational": %s, "wbt_lat_usec": %s, "iosched": {%s}, "schedulers": {' \
+        "$secs" "$rounds" "$rot" "$wbt_now" "$set_json"
     sep=""
     for s in $scheds; do
         printf '%s"%s": {"journal_be4_mbs": %s, "journal_be0_mbs": %s' "$sep" "$s" \
@@ -145,7 +164,7 @@ if [ "$json" = 1 ]; then
 else
     kind=non-rotational
     [ "$rot" = 1 ] && kind=rotational
-    echo "median of $rounds rounds, dbench 6 clients, ${secs} s, ext4 on a $kind loop device (direct I/O, wbt_lat_usec $wbt_now at the last run):"
+    echo "median of $rounds rounds, dbench 6 clients, ${secs} s, ext4 on a $kind loop device (direct I/O, wbt_lat_usec $wbt_now at the last run${tunables[*]:+, iosched ${tunables[*]}}):"
     for s in $scheds; do
         for prio in 4 0; do
             extra=""

@@ -144,18 +144,27 @@ fn the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities() {
 }
 
 /// `--wbt-lat-usec` sets writeback throttling's target on the loop device (loop devices
-/// come with it off here), and the report gives the value the device had; mq-deadline alone,
-/// one short round.
+/// come with it off here) and `--iosched` a scheduler's tunable, and the report gives what
+/// the device had: each tunable read back (one no scheduler has is left out); mq-deadline
+/// alone, one short round.
 #[test]
-fn the_dbench_twin_sets_writeback_throttling_when_asked() {
+fn the_dbench_twin_sets_writeback_throttling_and_tunables_when_asked() {
     let Some(v) = run_script(
         "dbench-twin.sh",
         &["dbench", "mkfs.ext4", "losetup", "ionice"],
-        &["--wbt-lat-usec=2000", "2", "1", "mq-deadline"],
+        &[
+            "--wbt-lat-usec=2000",
+            "--iosched=fifo_batch=8",
+            "--iosched=slice_idle=0",
+            "2",
+            "1",
+            "mq-deadline",
+        ],
     ) else {
         return;
     };
     assert_eq!(v["wbt_lat_usec"].as_u64(), Some(2000), "{v}");
+    assert_eq!(v["iosched"], serde_json::json!({"fifo_batch": "8"}), "{v}");
     for key in ["journal_be4_mbs", "journal_be0_mbs"] {
         let x = v["schedulers"]["mq-deadline"][key].as_f64().unwrap_or(0.0);
         assert!(x > 0.0, "mq-deadline {key}: {x}\n{v}");
