@@ -113,7 +113,8 @@ pub struct Ext4Loadfile {
     pub fsyncs: usize,
     pub committed: f64,
     pub repeat: f64,
-    /// How far a think time strays from its step's median (see [`FileWrite`]'s module).
+    /// How far a think time strays from its step's median: uniformly within this fraction
+    /// either way, which puts the 90th percentile where the capture's median step's is.
     pub think_spread: f64,
     /// jbd2's time from the data write that asked for a commit completing to its first log
     /// block queued (the client's `fsync` path and jbd2's wake-up), and from its log
@@ -184,7 +185,10 @@ impl Ext4Loadfile {
             let open = raw.last_mut().filter(|w| w.commits.is_none());
             match (from_client, req.op, durable) {
                 (true, ReqOp::Write, false) if req.nr_sectors > 0 => {
-                    raw.retain(|w| w.commits.is_some());
+                    // A write with no `fsync` of its own after it is not a step.
+                    if open.is_some() {
+                        raw.pop();
+                    }
                     let write = FileWrite::after(last, req.sector);
                     last = Some((req.sector, req.nr_sectors));
                     raw.push(Raw {
@@ -398,7 +402,9 @@ impl Ext4Journal {
         let mut st = self.state();
         let tid = st.running;
         // The largest member's blocks, and the others' own.
-        let blocks = (st.max_blocks + st.own_blocks - own_blocks(st.max_blocks)).max(1);
+        let blocks = (st.max_blocks + st.own_blocks)
+            .saturating_sub(own_blocks(st.max_blocks))
+            .max(1);
         st.running += 1;
         st.own_blocks = 0;
         st.max_blocks = 0;
@@ -431,8 +437,11 @@ fn own_blocks(blocks: u32) -> u32 {
 /// clients start together): its work, its data write (its metadata joining the running
 /// transaction), then the `fsync`'s wait for that transaction's commit, or its flush.
 ///
-/// Its job's `iodepth` must be 1, as a dbench client's is: the source is asked again only
-/// once its I/O has completed.
+/// Client `i`'s new files lie `i` x 256 sectors past the capture's. Its job's `iodepth` must
+/// be 1, as a dbench client's is (the source is asked again only once its I/O has
+/// completed), and it should stop at a time, with its jbd2: one stopped by an I/O count
+/// between its data write and its `fsync` leaves the transaction it joined waiting for its
+/// data, and jbd2 asleep until the run's end.
 pub struct Ext4DbenchClient {
     loadfile: &'static Ext4Loadfile,
     journal: Arc<Ext4Journal>,
