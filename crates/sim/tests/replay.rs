@@ -3,11 +3,12 @@
 
 use mqblk_core::Nanos;
 use mqblk_sim::replay::{IoRef, Mode, Replayable, Wait};
-use mqblk_sim::workload::{FioSource, IoReq, JobIo, Limit, Next, SimJob, Source};
+use mqblk_sim::workload::{FioSource, Gate, IoReq, JobIo, Limit, Next, SimJob, Source};
 use mqblk_sim::{DeviceSpec, Sim, SimConfig, SimRng};
 use mqblk_trace::format::{ta, tc, Record};
 use mqblk_trace::TraceSet;
 use mqblk_workload::RwMode;
+use std::sync::Arc;
 
 const US: u64 = 1000;
 
@@ -365,4 +366,133 @@ fn a_replay_plugs_where_the_trace_shows_a_plug() {
         let issued: u64 = r.hctx.iter().map(|h| h.issued).sum();
         assert_eq!(issued, requests, "{name}");
     }
+}
+
+/// Sleeps on a gate (once), then issues one write.
+struct AwaitThenWrite {
+    gate: Option<Arc<Gate>>,
+    done: bool,
+}
+
+impl Source for AwaitThenWrite {
+    fn next(&mut self, _now: Nanos, _rng: &mut SimRng) -> Next {
+        if let Some(g) = self.gate.take() {
+            return Next::Await(g, 1);
+        }
+        if std::mem::replace(&mut self.done, true) {
+            return Next::Done;
+        }
+        Next::Io(IoReq {
+            op: mqblk_core::ReqOp::Write,
+            sector: 0,
+            nr_sectors: 8,
+            flags: mqblk_core::ReqFlags::empty(),
+        })
+    }
+}
+
+/// Thinks, then raises a gate (as it is asked again), then stops.
+struct ThinkThenRaise {
+    gate: Arc<Gate>,
+    step: u8,
+}
+
+impl Source for ThinkThenRaise {
+    fn next(&mut self, _now: Nanos, _rng: &mut SimRng) -> Next {
+        self.step += 1;
+        match self.step {
+            1 => Next::Think(Nanos::from_millis(3)),
+            2 => {
+                self.gate.raise_to(1);
+                Next::Done
+            }
+            _ => Next::Done,
+        }
+    }
+}
+
+/// `Next::Await`: a job asleep on a gate goes on when another job's source raises it (at
+/// that moment, not at some later event), and one whose gate nobody is left to raise ends
+/// with the run instead of stalling it; with a time limit it ends at its limit.
+#[test]
+fn a_gate_wait_ends_when_raised_or_when_nobody_is_left() {
+    let cfg = || SimConfig {
+        nr_cpus: 2,
+        device: DeviceSpec::parse("null,completion_nsec=10000").unwrap(),
+        check_every: 1,
+        ..SimConfig::default()
+    };
+    let waiter = |gate: &Arc<Gate>, limit: Limit| {
+        SimJob::new(
+            "waiter".into(),
+            1,
+            1,
+            2,
+            limit,
+            Box::new(AwaitThenWrite {
+                gate: Some(gate.clone()),
+                done: false,
+            }),
+            "test",
+        )
+    };
+    // Raised after 3 ms of the other job's thinking: the write follows at once.
+    let gate = Gate::new();
+    let raiser = SimJob::new(
+        "raiser".into(),
+        0,
+        1,
+        1,
+        Limit::default(),
+        Box::new(ThinkThenRaise {
+            gate: gate.clone(),
+            step: 0,
+        }),
+        "test",
+    );
+    let r = Sim::new(cfg(), vec![raiser, waiter(&gate, Limit::default())])
+        .and_then(Sim::run)
+        .unwrap();
+    assert_eq!(r.jobs[1].ios, 1);
+    let end = r.jobs[1].end.0;
+    assert!(
+        (3_000_000..3_500_000).contains(&end),
+        "the write ended at {end} ns, the gate was raised at 3 ms"
+    );
+    // Nobody raises it: the waiter ends when the other job has, without its write.
+    let gate = Gate::new();
+    let reader = SimJob::new(
+        "reader".into(),
+        0,
+        1,
+        1,
+        Limit {
+            ios: Some(5),
+            ..Limit::default()
+        },
+        Box::new(FioSource::new(
+            RwMode::RandRead,
+            100,
+            4096,
+            0,
+            1 << 20,
+            1,
+            0,
+        )),
+        "test",
+    );
+    let r = Sim::new(cfg(), vec![reader, waiter(&gate, Limit::default())])
+        .and_then(Sim::run)
+        .unwrap();
+    assert_eq!((r.jobs[0].ios, r.jobs[1].ios), (5, 0));
+    // Alone from the start, with a time limit: it ends at the limit.
+    let gate = Gate::new();
+    let limit = Limit {
+        time: Some(Nanos::from_millis(7)),
+        ..Limit::default()
+    };
+    let r = Sim::new(cfg(), vec![waiter(&gate, limit)])
+        .and_then(Sim::run)
+        .unwrap();
+    assert_eq!(r.jobs[0].ios, 0);
 }

@@ -199,13 +199,14 @@ impl Sim {
                 // as jbd2 for commits once its clients stopped), which the check below ends.
                 let end = job.def.limit.time.map(|d| job.start + d.0);
                 let ended = end.is_some_and(|e| cur >= e);
-                if matches!(w, Awaited::Gate(..)) && !ended && self.alone(j) {
+                let over = self.wait_over(&w);
+                if matches!(w, Awaited::Gate(..)) && !ended && !over && self.alone(j) {
                     // Nobody is left to raise the gate: the task's work is over.
                     self.nr_waiting -= 1;
                     self.jobs[j].done_issuing = true;
                     break;
                 }
-                if !ended && !self.wait_over(&w) {
+                if !ended && !over {
                     if let (Awaited::Gate(..), Some(at)) = (&w, end) {
                         // Another wake may have taken the CPU's place in line: keep the end's.
                         self.wake(c, at);
