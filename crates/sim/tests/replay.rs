@@ -212,6 +212,30 @@ fn a_replay_waits_for_the_io_that_woke_it() {
     assert!(without <= 25_000_000, "{without} ns side by side");
 }
 
+/// Five random 4 KiB reads on CPU 0, the run's first job.
+fn reader() -> SimJob {
+    SimJob::new(
+        "reader".into(),
+        0,
+        1,
+        1,
+        Limit {
+            ios: Some(5),
+            ..Limit::default()
+        },
+        Box::new(FioSource::new(
+            RwMode::RandRead,
+            100,
+            4096,
+            0,
+            1 << 20,
+            1,
+            0,
+        )),
+        "test",
+    )
+}
+
 /// Waits for a fixed I/O of another job, then issues one write.
 struct WaitThenWrite {
     wait: Option<JobIo>,
@@ -244,28 +268,6 @@ fn a_wait_for_an_io_never_issued_ends_with_its_job() {
         device: DeviceSpec::parse("null").unwrap(),
         check_every: 1,
         ..SimConfig::default()
-    };
-    let reader = || {
-        SimJob::new(
-            "reader".into(),
-            0,
-            1,
-            1,
-            Limit {
-                ios: Some(5),
-                ..Limit::default()
-            },
-            Box::new(FioSource::new(
-                RwMode::RandRead,
-                100,
-                4096,
-                0,
-                1 << 20,
-                1,
-                0,
-            )),
-            "test",
-        )
     };
     let waiter = |target: u32| {
         SimJob::new(
@@ -461,27 +463,7 @@ fn a_gate_wait_ends_when_raised_or_when_nobody_is_left() {
     );
     // Nobody raises it: the waiter ends when the other job has, without its write.
     let gate = Gate::new();
-    let reader = SimJob::new(
-        "reader".into(),
-        0,
-        1,
-        1,
-        Limit {
-            ios: Some(5),
-            ..Limit::default()
-        },
-        Box::new(FioSource::new(
-            RwMode::RandRead,
-            100,
-            4096,
-            0,
-            1 << 20,
-            1,
-            0,
-        )),
-        "test",
-    );
-    let r = Sim::new(cfg(), vec![reader, waiter(&gate, Limit::default())])
+    let r = Sim::new(cfg(), vec![reader(), waiter(&gate, Limit::default())])
         .and_then(Sim::run)
         .unwrap();
     assert_eq!((r.jobs[0].ios, r.jobs[1].ios), (5, 0));
