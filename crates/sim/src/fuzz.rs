@@ -181,8 +181,8 @@ pub fn case_for(
                     let c = XfsDbenchClient::new(j, 1 << 19, xfs.clone());
                     (Box::new(c), "dbench-xfs", 1)
                 } else if seed % 6 == 3 {
-                    // Half of the rest are ext4's, likewise without a draw (every seed the
-                    // BFQ regressions below name stays as it was).
+                    // Half of the rest are ext4's, likewise without a draw (the seeds the
+                    // BFQ regression tests name are none of these).
                     ext4_clients = true;
                     let c = Ext4DbenchClient::new(j, 1 << 19, ext4.clone());
                     (Box::new(c), "dbench-ext4", 1)
