@@ -202,7 +202,7 @@ impl Sim {
                 let over = self.wait_over(&w);
                 if matches!(w, Awaited::Gate(..)) && !ended && !over && self.alone(j) {
                     // Nobody is left to raise the gate: the task's work is over.
-                    self.nr_waiting -= 1;
+                    self.wait_ended(&w);
                     self.jobs[j].done_issuing = true;
                     break;
                 }
@@ -214,7 +214,7 @@ impl Sim {
                     self.jobs[j].waiting_for = Some(w);
                     break;
                 }
-                self.nr_waiting -= 1;
+                self.wait_ended(&w);
             }
             let job = &mut self.jobs[j];
             let mut since = None;
@@ -233,7 +233,7 @@ impl Sim {
                         break;
                     }
                     let next = job.def.source.next(Nanos(cur - job.start), &mut job.rng);
-                    if self.nr_waiting > 0 {
+                    if self.nr_gate_waiting > 0 {
                         // Asking a source may have raised a gate another job sleeps on.
                         self.wake_gate_waiters(cur);
                     }
@@ -291,6 +291,7 @@ impl Sim {
                             if g.get() < n {
                                 job.waiting_for = Some(Awaited::Gate(g, n));
                                 self.nr_waiting += 1;
+                                self.nr_gate_waiting += 1;
                             }
                             continue;
                         }

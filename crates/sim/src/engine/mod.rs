@@ -391,8 +391,10 @@ pub struct Sim {
     last_progress: u64,
     total_outstanding: u64,
     unfinished: usize,
-    /// Jobs waiting for another job's I/O.
+    /// Jobs waiting for another job's I/O or for a gate, and of those for a gate (which a
+    /// source may raise whenever it is asked: only then is each ask followed by a look).
     nr_waiting: u32,
+    nr_gate_waiting: u32,
     steps: Vec<Step>,
     staged: Vec<Staged>,
     /// Commands posted and not yet at the device, by key (a slot reused through `transit_free`).
@@ -561,6 +563,7 @@ impl Sim {
             total_outstanding: 0,
             unfinished,
             nr_waiting: 0,
+            nr_gate_waiting: 0,
             steps: Vec::with_capacity(64),
             staged: Vec::new(),
             in_transit: Vec::new(),
@@ -678,6 +681,14 @@ impl Sim {
                     self.wake(c, t);
                 }
             }
+        }
+    }
+
+    /// A job's wait `w` is over (or given up): it no longer counts as waiting.
+    fn wait_ended(&mut self, w: &Awaited) {
+        self.nr_waiting -= 1;
+        if matches!(w, Awaited::Gate(..)) {
+            self.nr_gate_waiting -= 1;
         }
     }
 
