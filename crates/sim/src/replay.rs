@@ -140,6 +140,15 @@ fn op_of(action: u32, bytes: u32) -> Option<(ReqOp, ReqFlags)> {
 }
 
 impl Replayable {
+    /// The process with the most I/Os among those whose name `named` accepts (one client of
+    /// a capture, its journal thread).
+    pub fn busiest(&self, named: impl Fn(&str) -> bool) -> Option<&ProcessIo> {
+        self.processes
+            .iter()
+            .filter(|p| named(&p.name))
+            .max_by_key(|p| p.ios.len())
+    }
+
     /// Extracts the queue events per process, their concurrency, the waits the trace shows
     /// and the original latencies.
     pub fn from_trace(set: &TraceSet) -> Replayable {

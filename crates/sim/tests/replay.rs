@@ -236,16 +236,17 @@ fn reader() -> SimJob {
     )
 }
 
-/// Waits for a fixed I/O of another job, then issues one write.
+/// Waits once (`Next::After` another job's I/O, or `Next::Await` a gate), then issues one
+/// write.
 struct WaitThenWrite {
-    wait: Option<JobIo>,
+    wait: Option<Next>,
     done: bool,
 }
 
 impl Source for WaitThenWrite {
     fn next(&mut self, _now: Nanos, _rng: &mut SimRng) -> Next {
         if let Some(w) = self.wait.take() {
-            return Next::After(w);
+            return w;
         }
         if std::mem::replace(&mut self.done, true) {
             return Next::Done;
@@ -277,10 +278,10 @@ fn a_wait_for_an_io_never_issued_ends_with_its_job() {
             2,
             Limit::default(),
             Box::new(WaitThenWrite {
-                wait: Some(JobIo {
+                wait: Some(Next::After(JobIo {
                     job: target,
                     io: 100,
-                }),
+                })),
                 done: false,
             }),
             "test",
@@ -370,29 +371,6 @@ fn a_replay_plugs_where_the_trace_shows_a_plug() {
     }
 }
 
-/// Sleeps on a gate (once), then issues one write.
-struct AwaitThenWrite {
-    gate: Option<Arc<Gate>>,
-    done: bool,
-}
-
-impl Source for AwaitThenWrite {
-    fn next(&mut self, _now: Nanos, _rng: &mut SimRng) -> Next {
-        if let Some(g) = self.gate.take() {
-            return Next::Await(g, 1);
-        }
-        if std::mem::replace(&mut self.done, true) {
-            return Next::Done;
-        }
-        Next::Io(IoReq {
-            op: mqblk_core::ReqOp::Write,
-            sector: 0,
-            nr_sectors: 8,
-            flags: mqblk_core::ReqFlags::empty(),
-        })
-    }
-}
-
 /// Thinks, then raises a gate (as it is asked again), then stops.
 struct ThinkThenRaise {
     gate: Arc<Gate>,
@@ -431,8 +409,8 @@ fn a_gate_wait_ends_when_raised_or_when_nobody_is_left() {
             1,
             2,
             limit,
-            Box::new(AwaitThenWrite {
-                gate: Some(gate.clone()),
+            Box::new(WaitThenWrite {
+                wait: Some(Next::Await(gate.clone(), 1)),
                 done: false,
             }),
             "test",

@@ -148,16 +148,10 @@ impl Ext4Loadfile {
     pub fn from_trace(set: &TraceSet) -> Result<Ext4Loadfile, String> {
         let r = Replayable::from_trace(set);
         let client = r
-            .processes
-            .iter()
-            .filter(|p| p.name == "dbench")
-            .max_by_key(|p| p.ios.len())
+            .busiest(|n| n == "dbench")
             .ok_or("no dbench process in the capture")?;
         let jbd2 = r
-            .processes
-            .iter()
-            .filter(|p| p.name.starts_with("jbd2/"))
-            .max_by_key(|p| p.ios.len())
+            .busiest(|n| n.starts_with("jbd2/"))
             .ok_or("no jbd2 process in the capture")?;
         // Both processes' I/Os in the order they were queued.
         let mut ios: Vec<(bool, &TracedIo)> = client

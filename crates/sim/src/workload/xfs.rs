@@ -139,10 +139,7 @@ impl XfsLoadfile {
     pub fn from_trace(set: &TraceSet, fs_sectors: u64) -> Result<XfsLoadfile, String> {
         let r = Replayable::from_trace(set);
         let p = r
-            .processes
-            .iter()
-            .filter(|p| p.name == "dbench")
-            .max_by_key(|p| p.ios.len())
+            .busiest(|n| n == "dbench")
             .ok_or("no dbench process in the capture")?;
         // Each data write with the flush or log write after it.
         struct Raw {
