@@ -56,6 +56,8 @@ T=/sys/kernel/tracing
 reader=
 mounted_tracefs=
 cleanup() {
+    # A run cut short puts back the loop device's wbt too (it outlives the attachment).
+    [ -n "${loop:-}" ] && [ -n "${wbt_orig:-}" ] && echo "$wbt_orig" > "/sys/block/$(basename "$loop")/queue/wbt_lat_usec" 2>/dev/null
     if [ "$merges" = 1 ]; then
         echo 0 > "$T/tracing_on" 2>/dev/null || true
         echo nop > "$T/current_tracer" 2>/dev/null || true

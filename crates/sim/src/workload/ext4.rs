@@ -24,14 +24,15 @@
 //! starts as soon as the current one ends. So several clients' `fsync`s share a commit,
 //! as jbd2's do.
 //!
-//! Not modelled: jbd2's periodic commit (every 5 s, longer than these runs), the extra
-//! flush an `fsync` issues when its transaction's commit record was already on its way
-//! (`jbd2_trans_will_send_data_barrier`), checkpointing, and log space: the log wraps.
-//! A transaction's blocks are those of its largest `fsync` alone, and of each further one
-//! all but the three every commit here writes once whatever it holds (the descriptor
-//! block, the block bitmap, the group descriptor), at least one (its inode's table block):
-//! with the capture's blocks per `fsync` (6.6 on average) and the six-client capture's
-//! 2.7 data writes a commit that makes 12.6 blocks, where that capture wrote 13.1.
+//! Not modelled: jbd2's periodic commit (`JBD2_DEFAULT_MAX_COMMIT_AGE`, 5 s, longer than
+//! these runs), the extra flush an `fsync` issues when its transaction's commit record was
+//! already on its way (`jbd2_trans_will_send_data_barrier`), checkpointing, and log space:
+//! the log wraps. A transaction's blocks are those of its largest `fsync` alone, and of each
+//! further one all but [`SHARED_BLOCKS`], at least one (its inode's table block). How many
+//! blocks `fsync`s share is not in a capture (the trace shows log positions, not which
+//! metadata each log block copies): three is our assumption, not a measurement, and with
+//! the capture's blocks per `fsync` (6.6 on average) and the six-client capture's 2.7 data
+//! writes a commit it makes 12.6 blocks, where that capture wrote 13.1.
 
 use super::loadfile::{commonest, jitter, median, period, FileWrite, Spreads};
 use super::{Gate, IoReq, Next, Source};
@@ -323,7 +324,7 @@ struct JournalState {
 
 /// What a journal's run did: commits, the `fsync`s that asked for them and the ones that
 /// flushed instead, and the log blocks written (commit records not counted).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JournalCounts {
     pub commits: u64,
     pub fsyncs: u64,
@@ -417,8 +418,10 @@ impl Ext4Journal {
     }
 }
 
-/// The log blocks every commit here writes once whatever it holds: the descriptor block,
-/// the block bitmap and the group descriptor.
+/// The log blocks the `fsync`s of one transaction share, taken as the descriptor block and
+/// the two allocation blocks of one block group a write touches (the block bitmap, the
+/// group descriptor). An assumption, not measured: some commits of the one-client capture
+/// wrote two blocks in all, so not every commit holds all three.
 const SHARED_BLOCKS: u32 = 3;
 
 /// Of an `fsync`'s `blocks` alone, those another's commit does not write anyway: at least
@@ -609,6 +612,8 @@ impl Source for Jbd2 {
                 Next::Compute(jitter(lf.jbd2_record_ns, lf.think_spread, rng))
             }
             Jbd2Phase::RecordIo { tid } => {
+                // `journal_submit_commit_record`: PREFLUSH|FUA on a journal with barriers
+                // (ext4's default) and no async commit.
                 self.phase = Jbd2Phase::Commit { tid };
                 Next::Io(IoReq {
                     op: ReqOp::Write,
