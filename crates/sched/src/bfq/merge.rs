@@ -45,9 +45,11 @@ impl State {
     }
 
     /// A stable merge scheduled at a queue's creation is carried out later only where early
-    /// merging may run at all (`bfq_setup_cooperator`: not on fast queueing devices).
+    /// merging may run at all (`bfq_setup_cooperator`: not on fast queueing devices). Both
+    /// rest on `bfqd->nonrot_with_queueing`, which `queue_merging=2` takes as false, as a
+    /// kernel built with the flag held false does (`scripts/guest-seed004.sh`).
     pub(super) fn delayed_stable_merge_allowed(&self, k: &Knobs) -> bool {
-        k.merging != 0 && !self.dev.nonrot_with_queueing()
+        self.merging_enabled(k)
     }
 
     /// `bfq_too_late_for_merging`: a queue first served more than `MERGE_TIME_LIMIT` ago
@@ -323,7 +325,13 @@ impl State {
     /// happens now; otherwise it is scheduled, and done after `LATE_STABLE_MERGE` unless
     /// idling then boosts the queue's throughput (sequential I/O on a disk). Returns the
     /// queue the issuer's I/O goes to.
-    pub(super) fn stable_merge_on_create(&mut self, qid: u32, issuer: u32, now: Nanos) -> u32 {
+    pub(super) fn stable_merge_on_create(
+        &mut self,
+        qid: u32,
+        issuer: u32,
+        now: Nanos,
+        k: &Knobs,
+    ) -> u32 {
         let group = self.qr(qid).group;
         let last = self.groups.slots[group as usize]
             .last_created
@@ -342,7 +350,9 @@ impl State {
         if now.saturating_sub(self.qr(last).created) > STABLE_MERGE_BURST {
             return qid;
         }
-        if !self.dev.nonrot_with_queueing() {
+        // `bfq_do_or_sched_stable_merge` merges now only where `nonrot_with_queueing` holds,
+        // which merging forced on (`queue_merging=2`) takes as false.
+        if self.merging_enabled(k) || !self.dev.nonrot_with_queueing() {
             self.q(qid).stable_merge = Some(last);
             return qid;
         }

@@ -997,7 +997,7 @@ impl State {
         }
         let id = self.new_queue(key, group, rq, sync, now, k);
         let id = if sync && k.stable_merging && k.merging != 0 {
-            self.stable_merge_on_create(id, rq.issuer, now)
+            self.stable_merge_on_create(id, rq.issuer, now, k)
         } else {
             id
         };
