@@ -11,7 +11,9 @@
 #                 GUEST_EXTRA_FILES adds host files at their own paths, programs with the
 #                 libraries they load.
 # guest_accel     KVM if a probe boot succeeds within 20 s, else TCG (cached; says which).
-# guest_boot      boots the guest once with a job script and collects its console.
+# guest_boot      boots the guest once with a job script and collects its console;
+#                 GUEST_BOOT_FILES adds host files at their own paths to this boot only
+#                 (files that change from run to run, which a cached initramfs would keep).
 #
 # The guest's /init loads virtio_ring .. virtio_blk, runs /job (appended to the base
 # initramfs as a second cpio archive per boot, which the kernel unpacks over the first) and
@@ -203,7 +205,13 @@ guest_boot() {
     d=$(mktemp -d)
     mkdir -p "$d/r"
     cp "$job" "$d/r/job"
-    (cd "$d/r" && echo job | busybox cpio -o -H newc >"$d/job.cpio" 2>/dev/null)
+    local f
+    for f in ${GUEST_BOOT_FILES:-}; do
+        [ -e "$f" ] || { guest_log "$f: no such file on the host"; rm -rf "$d"; return 1; }
+        mkdir -p "$d/r$(dirname "$f")"
+        cp -L "$f" "$d/r$f"
+    done
+    (cd "$d/r" && find . ! -name . | busybox cpio -o -H newc >"$d/job.cpio" 2>/dev/null)
     cat "$GUEST_DIR/base.cpio" "$d/job.cpio" >"$d/initrd"
     local accel=${GUEST_ACCEL:-tcg} cpu=max
     [ "$accel" = kvm ] && cpu=host

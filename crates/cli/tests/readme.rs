@@ -57,6 +57,8 @@ fn not_run(block: &str) -> Option<&'static str> {
         Some("minutes of guest boots; guest.rs runs both scripts with one short round, the seed direction checked")
     } else if block.starts_with("bash scripts/guest-seed000.sh") {
         Some("minutes of dbench in guests of two kernels; guest.rs runs the script with 4 s runs, one round")
+    } else if block.starts_with("bash scripts/guest-seed004.sh") {
+        Some("minutes of dbench in a guest; guest.rs runs the script with 6 s runs, one round, merges counted")
     } else if block.starts_with("bash scripts/guest-dbench-capture.sh") {
         Some("90 s of dbench in a guest; guest.rs runs the script with a 2 s run and reads its trace")
     } else if block.starts_with("bash scripts/guest-test.sh") {
