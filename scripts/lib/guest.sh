@@ -93,7 +93,12 @@ guest_prepare_locked() {
         rm -rf "$GUEST_DIR/deb" "$GUEST_DIR/base.cpio"
     fi
     GUEST_KERNEL=$(ls "$GUEST_DIR"/kernel/boot/vmlinuz-* | head -1)
-    [ -s "$GUEST_DIR/base.cpio" ] && return 0
+    # The initramfs is kept while it holds what is asked of it now (the same modules and
+    # files); anything else rebuilds it.
+    local want="$GUEST_MODULES | ${GUEST_EXTRA_MODULES:-} | ${GUEST_EXTRA_FILES:-}"
+    if [ -s "$GUEST_DIR/base.cpio" ] && [ "$(cat "$GUEST_DIR/base.want" 2>/dev/null)" = "$want" ]; then
+        return 0
+    fi
     guest_log "building the initramfs"
     local root="$GUEST_DIR/root" f
     rm -rf "$root"
@@ -130,6 +135,7 @@ poweroff -f
 EOF
     chmod +x "$root/init"
     (cd "$root" && find . | busybox cpio -o -H newc >"$GUEST_DIR/base.cpio" 2>/dev/null)
+    echo "$want" >"$GUEST_DIR/base.want"
     rm -rf "$root"
 }
 

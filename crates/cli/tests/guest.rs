@@ -251,13 +251,37 @@ fn the_guest_capture_script_traces_dbench_on_xfs_inside_the_twin() {
     // Debian's 6.1 guest, traced by `mqblk trace capture` in the guest and brought out as
     // blktrace files. What must hold: the files parse, and they hold the client's own data
     // writes (`WS`) and log forces (`FWFSM`), as the loadfile of seed 000's twin needs.
+    guest_capture(&[], "dbench");
+}
+
+#[test]
+fn the_guest_capture_script_traces_dbench_on_ext4_as_seed_004_s_guest_runs_it() {
+    // The same with seed 004's guest's shape (`--fs=ext4 --rotational=0 --delay-us=100
+    // --tags=32`): on ext4 the client writes its data (`WS`) and jbd2 the commit records
+    // (`FWFSM`), as `Ext4Loadfile::from_trace` needs.
+    guest_capture(
+        &["--fs=ext4", "--rotational=0", "--delay-us=100", "--tags=32"],
+        "jbd2/sda-8",
+    );
+}
+
+/// Runs the capture script with `args` for 2 s and checks the trace: dbench's data writes
+/// and `logger`'s PREFLUSH|FUA log writes, at least ten of each.
+fn guest_capture(args: &[&str], logger: &str) {
     let Some(_one_guest) = ready("guest-dbench-capture.sh") else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("mqblk-guest-capture-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "mqblk-guest-capture-{}-{}",
+        std::process::id(),
+        args.len()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let name = dir.join("dbench1").display().to_string();
-    run_script("guest-dbench-capture.sh", &["--runtime=2", &name]);
+    let mut all = vec!["--runtime=2"];
+    all.extend_from_slice(args);
+    all.push(&name);
+    run_script("guest-dbench-capture.sh", &all);
     let files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -274,15 +298,15 @@ fn the_guest_capture_script_traces_dbench_on_xfs_inside_the_twin() {
         String::from_utf8_lossy(&dump.stderr)
     );
     let text = String::from_utf8_lossy(&dump.stdout);
-    let queued = |rwbs: &str| {
+    let queued = |rwbs: &str, by: &str| {
         text.lines()
             .filter(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
-                f.len() > 7 && f[5] == "Q" && f[6] == rwbs && l.ends_with("[dbench]")
+                f.len() > 7 && f[5] == "Q" && f[6] == rwbs && l.ends_with(&format!("[{by}]"))
             })
             .count()
     };
-    let (ws, log) = (queued("WS"), queued("FWFSM"));
+    let (ws, log) = (queued("WS", "dbench"), queued("FWFSM", logger));
     assert!(
         ws >= 10 && log >= 10,
         "WS {ws}, FWFSM {log}\n{}",
