@@ -208,9 +208,12 @@ for path in glob.glob(os.path.join(work, "out-*")):
         sys.exit(f"guest-seed004.sh: {case}, round {r}: jbd2 or the disk not as set: {cls.group(0) if cls else text[:200]}")
     m = re.search(r"merges (\d+) splits (\d+)", text)
     mod = re.search(r"module (\S+)", text)
+    # dbench's table of operations: its `fsync`s are "Flush", counted over the run.
+    fl = re.search(r"^\s*Flush\s+(\d+)\s", text, re.M)
     runs.setdefault((case, int(p)), []).append({
         "module": mod.group(1) if mod else None,
         "mb_per_s": float(tp.group(1)),
+        "fsyncs_per_s": int(fl.group(1)) / int(runtime) if fl else None,
         "merges": int(m.group(1)) if m else None,
         "splits": int(m.group(2)) if m else None,
     })
@@ -221,10 +224,12 @@ for p in prios:
         if len(rs) != int(rounds):
             sys.exit(f"guest-seed004.sh: {len(rs)} runs of {case} at be/{p}, expected {rounds}")
         mb = [x["mb_per_s"] for x in rs]
+        fs = [x["fsyncs_per_s"] for x in rs if x["fsyncs_per_s"] is not None]
         mg = [x["merges"] for x in rs if x["merges"] is not None]
         sp = [x["splits"] for x in rs if x["splits"] is not None]
         rows.append({"case": case, "jbd2_prio": p, "module": rs[0]["module"],
                      "mb_per_s": statistics.median(mb), "runs": mb,
+                     "fsyncs_per_s": statistics.median(fs) if fs else None,
                      "merges": statistics.median(mg) if mg else None,
                      "splits": statistics.median(sp) if sp else None})
 get = {(r["case"], r["jbd2_prio"]): r for r in rows}
@@ -243,11 +248,12 @@ if as_json == "1":
 print(f"dbench, {clients} clients, {runtime} s, on ext4 over scsi_debug ({delay_us} us a command, "
       f"{tags} tags, non-rotational), Linux {kver} in a guest of {vcpus} vCPUs under {accel}; "
       f"medians of {rounds} rounds")
-print(f"{'scheduler':>38} {'jbd2':>5} | {'MB/s':>7}  runs{'  merges splits' if merges == '1' else ''}")
+print(f"{'scheduler':>38} {'jbd2':>5} | {'MB/s':>7} {'fsyncs/s':>8}  runs{'  merges splits' if merges == '1' else ''}")
 for r in rows:
     extra = f"  {r['merges']:>6.0f} {r['splits']:>6.0f}" if r["merges"] is not None else ""
     runs_s = " ".join(f"{x:.1f}" for x in r["runs"])
-    print(f"{CASES[r['case']]:>38} be/{r['jbd2_prio']} | {r['mb_per_s']:>7.2f}  {runs_s}{extra}")
+    fsy = f"{r['fsyncs_per_s']:>8.1f}" if r["fsyncs_per_s"] is not None else f"{'-':>8}"
+    print(f"{CASES[r['case']]:>38} be/{r['jbd2_prio']} | {r['mb_per_s']:>7.2f} {fsy}  {runs_s}{extra}")
 for p in prios:
     v = verdict[f"be{p}"]
     print(f"jbd2 be/{p}: without merging over with it {v['without_over_with_merging']} (the mail: 200 / 150 = 1.33); "

@@ -241,6 +241,14 @@ impl<'a> Params<'a> {
         Ok(value)
     }
 
+    /// An unsigned integer parameter that may be absent (absence means something of its own).
+    pub fn opt_u64(&mut self, key: &str) -> Result<Option<u64>, ModelError> {
+        match self.raw(key) {
+            None => Ok(None),
+            Some(_) => self.u64(key, 0).map(Some),
+        }
+    }
+
     pub fn f64(&mut self, key: &str, default: f64) -> Result<f64, ModelError> {
         match self.raw(key) {
             None => Ok(default),

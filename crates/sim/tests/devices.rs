@@ -687,3 +687,46 @@ fn a_raid_virtual_disk_is_write_through_and_null_reports_what_it_is_told() {
     assert!(!model("null", 7).rotational());
     assert!(model("null,rotational=1", 7).rotational());
 }
+
+/// `null` with `flush_nsec` flushes as scsi_debug does (the kernel twins' guests): a flush
+/// after a write takes `flush_nsec` (scsi_debug: 48 ms at HZ=250), one with nothing written
+/// since the last completes at once; without it a flush is a command like any other.
+#[test]
+fn null_flushes_as_scsi_debug_when_told_its_flush_time() {
+    let cmd = |id, op| Cmd {
+        id,
+        op,
+        sector: 0,
+        nr_sectors: if op == ReqOp::Flush { 0 } else { 8 },
+        fua: false,
+    };
+    let done_at = |spec: &str, ops: &[ReqOp]| -> Vec<u64> {
+        let mut m = model(spec, 7);
+        let mut now = Nanos(0);
+        ops.iter()
+            .enumerate()
+            .map(|(i, &op)| {
+                m.submit(0, cmd(i as u64, op), now);
+                let t = m.next_event().unwrap();
+                let mut out = Vec::new();
+                m.advance(t, &mut out);
+                assert_eq!(out.len(), 1);
+                let took = t.0 - now.0;
+                now = t;
+                took
+            })
+            .collect()
+    };
+    let ops = [
+        ReqOp::Write,
+        ReqOp::Flush,
+        ReqOp::Flush,
+        ReqOp::Read,
+        ReqOp::Flush,
+    ];
+    assert_eq!(
+        done_at("null,completion_nsec=100000,flush_nsec=48000000", &ops),
+        [100_000, 48_000_000, 0, 100_000, 0]
+    );
+    assert_eq!(done_at("null,completion_nsec=100000", &ops), [100_000; 5]);
+}

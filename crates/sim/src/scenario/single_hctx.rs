@@ -392,6 +392,11 @@ const TWIN_QUEUES: u32 = 2;
 const TWIN_CPUS: u16 = 2;
 /// scsi_debug's `ndelay` in the twin: every command completes this long after it came.
 const TWIN_COMMAND_NS: u64 = 4_000_000;
+/// scsi_debug's SYNCHRONIZE CACHE after a write (`ndelay` above 10 us): 12 jiffies at the
+/// guests' HZ=250 (`F_SYNC_DELAY`: a twentieth of a second), 48 ms; the guest's capture
+/// (`testdata/traces/dbench1-xfs-tcg`) measures 53.1 ms from queueing to completion for
+/// the clients' log forces, which carry the flush.
+const TWIN_FLUSH_NS: u64 = 48_000_000;
 
 /// Seed 000's twin workload captured on this project's machine (`scripts/capture-corpus.sh
 /// testdata/traces dbench8-xfs`): dbench, 8 clients, 2 s, on XFS over a loop device with
@@ -483,7 +488,7 @@ fn sim_twin(o: &ScenarioOpts, load: TwinLoad, runtime: Nanos) -> Result<Vec<(f64
             seed,
             nr_cpus: TWIN_CPUS,
             device: device(&format!(
-                "null,submit_queues={},hw_queue_depth=64,completion_nsec={TWIN_COMMAND_NS},rotational=1,cache_size=1,size={}",
+                "null,submit_queues={},hw_queue_depth=64,completion_nsec={TWIN_COMMAND_NS},flush_nsec={TWIN_FLUSH_NS},rotational=1,cache_size=1,size={}",
                 m.queues,
                 CAPACITY_SECTORS * 512
             )),
