@@ -64,7 +64,12 @@ kver=${kver#vmlinuz-}
 # The two BFQ modules for kernel $kver, kept in $GUEST_DIR/bfq/{stock,merging}/bfq.ko.
 build_bfq() {
     local out=$GUEST_DIR/bfq v src deb series d
-    if [ -s "$out/stock/bfq.ko" ] && [ -s "$out/merging/bfq.ko" ]; then
+    # Kept while both are built for this kernel (a newer guest kernel needs them again).
+    local modinfo
+    modinfo=$(command -v modinfo || echo /sbin/modinfo)
+    if [ -s "$out/stock/bfq.ko" ] && [ -s "$out/merging/bfq.ko" ] &&
+        "$modinfo" -F vermagic "$out/stock/bfq.ko" | grep -q "^$kver " &&
+        "$modinfo" -F vermagic "$out/merging/bfq.ko" | grep -q "^$kver "; then
         return 0
     fi
     guest_log "building BFQ for $kver (linux-headers-$kver, linux-source)"
@@ -247,7 +252,7 @@ if as_json == "1":
     sys.exit(0)
 print(f"dbench, {clients} clients, {runtime} s, on ext4 over scsi_debug ({delay_us} us a command, "
       f"{tags} tags, non-rotational), Linux {kver} in a guest of {vcpus} vCPUs under {accel}; "
-      f"medians of {rounds} rounds")
+      f"medians of {rounds} round{'' if rounds == '1' else 's'}")
 print(f"{'scheduler':>38} {'jbd2':>5} | {'MB/s':>7} {'fsyncs/s':>8}  runs{'  merges splits' if merges == '1' else ''}")
 for r in rows:
     extra = f"  {r['merges']:>6.0f} {r['splits']:>6.0f}" if r["merges"] is not None else ""
