@@ -8,11 +8,13 @@
 //! rotational`, which a user may set on null_blk or scsi_debug; nothing else changes),
 //! `flush_nsec` (unset: a flush is a command like any other, as null_blk's timer makes it):
 //! how long a cache flush takes when something was written since the last one; one with
-//! nothing written since completes at once. scsi_debug does this (`resp_sync_cache` answers at once without `write_since_sync`; with it,
-//! `schedule_cmd_rsp` gives SYNCHRONIZE CACHE a twentieth of START STOP UNIT's second,
-//! `mult_frac(USER_HZ, HZ, 20 * USER_HZ)` jiffies: 12 at HZ=250, 48 ms, whenever `ndelay`
-//! is above 10 us), which the kernel twins' guests measure (a flush's queue-to-completion
-//! time 48.9 ms in `testdata/traces/dbench1-ext4-tcg`, 53.1 in `dbench1-xfs-tcg`).
+//! nothing written since completes at once. scsi_debug does this (`resp_sync_cache`
+//! answers at once without `write_since_sync`; with it, `scsi_debug_queuecommand` hands
+//! `schedule_resp` a twentieth of START STOP UNIT's second for SYNCHRONIZE CACHE,
+//! `F_SYNC_DELAY`, `mult_frac(USER_HZ, HZ, 20 * USER_HZ)` jiffies: 12 at HZ=250, 48 ms,
+//! whenever `ndelay` is above 10 us), which the kernel twins' guests measure (a flush's
+//! queue-to-completion time 48.9 ms in `testdata/traces/dbench1-ext4-tcg`, 53.1 in
+//! `dbench1-xfs-tcg`).
 
 use crate::ModelError;
 use crate::SimRng;

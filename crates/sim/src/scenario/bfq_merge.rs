@@ -295,7 +295,7 @@ const GUEST_CPUS: u16 = 2;
 const GUEST_COMMAND_NS: u64 = 100_000;
 const GUEST_TAGS: u32 = 32;
 /// scsi_debug's SYNCHRONIZE CACHE after a write, when `ndelay` is above 10 us: a twentieth
-/// of a second in whole jiffies, 12 at the guest kernel's HZ=250 (`schedule_cmd_rsp`,
+/// of a second in whole jiffies, 12 at the guest kernel's HZ=250 (`scsi_debug_queuecommand`,
 /// `F_SYNC_DELAY`); the guest's capture measures 48.9 ms from queueing to completion for
 /// jbd2's commit records, which carry the flush.
 const GUEST_FLUSH_NS: u64 = 48_000_000;
