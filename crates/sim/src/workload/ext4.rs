@@ -475,7 +475,7 @@ fn own_blocks(blocks: u32) -> u32 {
 /// between its data write and its `fsync` leaves the transaction it joined waiting for its
 /// data, and jbd2 asleep until the run's end.
 pub struct Ext4DbenchClient {
-    loadfile: &'static Ext4Loadfile,
+    /// Its journal, which also holds the loadfile it plays.
     journal: Arc<Ext4Journal>,
     capacity: u64,
     client: u64,
@@ -505,7 +505,6 @@ impl Ext4DbenchClient {
     /// Client `i` of a file system spanning `capacity` sectors, sharing `journal`.
     pub fn new(client: u64, capacity: u64, journal: Arc<Ext4Journal>) -> Ext4DbenchClient {
         Ext4DbenchClient {
-            loadfile: journal.loadfile,
             journal,
             capacity,
             client,
@@ -520,7 +519,7 @@ impl Ext4DbenchClient {
 
 impl Source for Ext4DbenchClient {
     fn next(&mut self, now: Nanos, rng: &mut SimRng) -> Next {
-        let lf = self.loadfile;
+        let lf = self.journal.loadfile;
         let st = lf.steps[self.step];
         match self.phase {
             Phase::Work => {
@@ -577,8 +576,8 @@ impl Source for Ext4DbenchClient {
 /// merged write) and then its commit record (PREFLUSH|FUA), and wakes the waiters. Its
 /// job's `iodepth` must be at least 1; it waits for its own writes.
 pub struct Jbd2 {
+    /// Its journal, which also holds the loadfile whose jbd2 timing it keeps.
     journal: Arc<Ext4Journal>,
-    loadfile: &'static Ext4Loadfile,
     phase: Jbd2Phase,
 }
 
@@ -603,7 +602,6 @@ enum Jbd2Phase {
 impl Jbd2 {
     pub fn new(journal: Arc<Ext4Journal>) -> Jbd2 {
         Jbd2 {
-            loadfile: journal.loadfile,
             journal,
             phase: Jbd2Phase::Idle,
         }
@@ -613,7 +611,7 @@ impl Jbd2 {
 impl Source for Jbd2 {
     fn next(&mut self, _now: Nanos, rng: &mut SimRng) -> Next {
         let j = self.journal.clone();
-        let lf = self.loadfile;
+        let lf = self.journal.loadfile;
         match self.phase {
             Jbd2Phase::Idle => {
                 let done = j.committed.get();
