@@ -300,8 +300,9 @@ const GUEST_TAGS: u32 = 32;
 /// jbd2's commit records, which carry the flush.
 const GUEST_FLUSH_NS: u64 = 48_000_000;
 const GUEST_FS_SECTORS: u64 = 1 << 21;
-/// How long the simulator runs the guest's shape: the guest's dbench ran 20 s; its
-/// clients' think times under TCG (about 11 ms a step) give some 3,000 `fsync`s in 6 s.
+/// How long the simulator runs the guest's shape: the guest's dbench ran 20 s; with its
+/// clients' think times under TCG (about 11 ms a step) and scsi_debug's flush, ours make
+/// some 260 `fsync`s in 6 s (41-44 a second, seeds 1-3).
 const GUEST_RUNTIME: Nanos = Nanos::from_secs(6);
 
 /// The guest twin's three cases: the kernel's BFQ, BFQ with merging kept (the flag held
@@ -362,14 +363,25 @@ fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, Stri
         for (i, m) in GUEST_MODES.iter().enumerate() {
             let mut cfg = config_on(&dev, m, o, o.seed, GUEST_CLIENTS);
             cfg.nr_cpus = GUEST_CPUS;
-            let (jobs, journal) = guest_jobs(limit, prio);
+            // The guest's dbench: the loadfile measured there, the clients on its CPUs in
+            // turn.
+            let journal =
+                Ext4Journal::with_loadfile(GUEST_FS_SECTORS, Ext4Loadfile::measured_in_guest());
+            let jobs = ext4_jobs(
+                &journal,
+                GUEST_FS_SECTORS,
+                GUEST_CLIENTS,
+                |i| (i % u32::from(GUEST_CPUS)) as u16,
+                limit,
+                prio,
+            );
             let r = run_sim(o, cfg, jobs)?;
             ours[k][i] = clients_mbs(&r);
             if prio == 0 {
                 fsyncs[i] = journal.counts().fsyncs as f64 / (r.end.0.max(1) as f64 / 1e9);
             }
             if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.sched, prio) {
-                merges[i.min(1)] = b.counters.queue_merges;
+                merges[i] = b.counters.queue_merges;
                 let _ = writeln!(
                     evidence,
                     "guest twin, jbd2 be/0, {}: {}",
@@ -387,43 +399,6 @@ fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, Stri
         kernel_fsyncs_per_s_be0: GUEST_KERNEL_FSYNCS,
         ours_merges_be0: merges,
     })
-}
-
-/// The guest's dbench: [`GUEST_CLIENTS`] clients and jbd2 on a 1 GiB ext4, playing the
-/// loadfile measured in the guest, the clients on the guest's CPUs in turn and jbd2 on the
-/// first, jbd2 at best-effort level `journal_prio`; with their journal.
-fn guest_jobs(limit: Limit, journal_prio: u8) -> (Vec<SimJob>, Arc<Ext4Journal>) {
-    let journal = Ext4Journal::with_loadfile(GUEST_FS_SECTORS, Ext4Loadfile::measured_in_guest());
-    let cpu = |i: u32| (i % u32::from(GUEST_CPUS)) as u16;
-    let mut jobs: Vec<SimJob> = (0..GUEST_CLIENTS)
-        .map(|i| {
-            SimJob::new(
-                format!("client.{i}"),
-                cpu(i),
-                1,
-                i + 1,
-                limit,
-                Box::new(Ext4DbenchClient::new(
-                    i as u64,
-                    GUEST_FS_SECTORS,
-                    journal.clone(),
-                )),
-                "dbench",
-            )
-        })
-        .collect();
-    let mut jbd = SimJob::new(
-        "jbd2".into(),
-        cpu(GUEST_CLIENTS),
-        1,
-        GUEST_CLIENTS + 1,
-        limit,
-        Box::new(Jbd2::new(journal.clone())),
-        "journal",
-    );
-    jbd.ioprio = IoPrio::new(IoPrioClass::Be, journal_prio);
-    jobs.push(jbd);
-    (jobs, journal)
 }
 
 /// The captured dbench replayed once under mode `m` on device `dev`, the journal at
@@ -490,30 +465,47 @@ fn config_on(dev: &str, m: &Mode, o: &ScenarioOpts, seed: u64, clients: u32) -> 
 /// weight"; 4 is the clients' own).
 fn jobs(clients: u32, limit: Limit, journal_prio: u8) -> Vec<SimJob> {
     let journal = Ext4Journal::new(CAPACITY_SECTORS);
+    ext4_jobs(
+        &journal,
+        CAPACITY_SECTORS,
+        clients,
+        |i| i as u16,
+        limit,
+        journal_prio,
+    )
+}
+
+/// `clients` dbench clients and jbd2 sharing `journal` on a file system of `fs_sectors`,
+/// client `i` on CPU `cpu(i)` and jbd2 on `cpu(clients)`, jbd2 at best-effort level
+/// `journal_prio`.
+fn ext4_jobs(
+    journal: &Arc<Ext4Journal>,
+    fs_sectors: u64,
+    clients: u32,
+    cpu: impl Fn(u32) -> u16,
+    limit: Limit,
+    journal_prio: u8,
+) -> Vec<SimJob> {
     let mut jobs: Vec<SimJob> = (0..clients)
         .map(|i| {
             SimJob::new(
                 format!("client.{i}"),
-                i as u16,
+                cpu(i),
                 1,
                 i + 1,
                 limit,
-                Box::new(Ext4DbenchClient::new(
-                    i as u64,
-                    CAPACITY_SECTORS,
-                    journal.clone(),
-                )),
+                Box::new(Ext4DbenchClient::new(i as u64, fs_sectors, journal.clone())),
                 "dbench",
             )
         })
         .collect();
     let mut jbd = SimJob::new(
         "jbd2".into(),
-        clients as u16,
+        cpu(clients),
         1,
         clients + 1,
         limit,
-        Box::new(Jbd2::new(journal)),
+        Box::new(Jbd2::new(journal.clone())),
         "journal",
     );
     jbd.ioprio = IoPrio::new(IoPrioClass::Be, journal_prio);
@@ -761,7 +753,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         for (k, prio) in [(0, 0), (1, 4)] {
             let _ = writeln!(
                 cmp,
-                "guest twin (guest-seed004.sh: Linux 6.1 under TCG, scsi_debug 100 us, 32 tags, non-rotational, 2 CPUs), jbd2 be/{prio}: bfq without merging over with it kept, the kernel {:.2}, ours {:.2}; bfq / mq-deadline, the kernel {:.2}, ours {:.2}; with merging kept / mq-deadline, the kernel {:.2}, ours {:.2}",
+                "guest twin (guest-seed004.sh: Linux 6.1 under TCG, scsi_debug {} us, {GUEST_TAGS} tags, non-rotational, {GUEST_CPUS} CPUs), jbd2 be/{prio}: bfq without merging over with it kept, the kernel {:.2}, ours {:.2}; bfq / mq-deadline, the kernel {:.2}, ours {:.2}; with merging kept / mq-deadline, the kernel {:.2}, ours {:.2}",
+                GUEST_COMMAND_NS / 1000,
                 r(&g.kernel_mbs, k, 0, 1),
                 r(&g.ours_mbs, k, 0, 1),
                 r(&g.kernel_mbs, k, 0, 2),
