@@ -23,9 +23,10 @@
 #   run (the `blk` tracer, notify messages only, read from trace_pipe); tracing costs time,
 #   so measure throughput without it.
 #
-# What differs from the mail: the kernel is 6.1 (the mail's patch went into 5.3), whose
-# BFQ also merges queues created in a burst ("stable merging", since 5.13) even on such a
-# device; the disk is scsi_debug under a guest under QEMU (TCG on this machine, whose
+# What differs from the mail: the kernel is 6.1, years after the mail's (which it does not
+# name), whose BFQ also merges queues created in a burst even on such a device
+# (`bfq_do_or_sched_stable_merge`, "block, bfq: merge bursts of newly-created queues"; the
+# log shows these merges in the stock module too); the disk is scsi_debug under a guest under QEMU (TCG on this machine, whose
 # emulated CPUs are far slower than the mail's), not a PLEXTOR SSD.
 set -uo pipefail
 cd "$(dirname "$0")/.."
