@@ -1528,3 +1528,55 @@ fn bfq_only_the_issuers_of_a_stable_merge_stay_merged_for_good() {
     );
     r.finish();
 }
+
+#[test]
+fn bfq_a_turn_begun_to_recover_a_service_hole_leaves_the_right_to_recover_one_again() {
+    // `bfq_bfqq_update_budg_for_activation` leaves `non_blocking_wait_rq` set when a queue
+    // comes back in time to recover a service hole ("We do not clear the flag ... here"),
+    // and `bfq_bfqq_expire` neither sets nor clears it when a turn ends timed out or with
+    // its budget spent: it only zeroes the turn's service. So a queue whose recovered turn
+    // times out while it is empty, and that comes back within three idle slices, may
+    // preempt again, with what its budget holds. Two readers of one weight, idled for
+    // whatever their pattern (`strict_guarantees`), one slot: A's first turn ends too idle
+    // (empty: the flag is set), A comes back and preempts B, A's one read then takes 130
+    // ms (past `timeout_sync`) and its turn ends timed out after the idle wait, and A
+    // comes back 13 ms after that read's completion: it preempts B again.
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    r.set("strict_guarantees", "1");
+    r.set("stable_merging", "0");
+    let (a, b) = (1, 2);
+    r.queue(0, read(0, 8, 1).with_issuer(a, 0));
+    for i in 0..40 {
+        r.queue(0, read(1_000_000 + i * 64, 8, 100 + i).with_issuer(b, 0));
+    }
+    r.advance_to(ms(1));
+    assert_eq!(r.complete_next(1), 1);
+    // A is waited for in vain; B takes the device.
+    r.advance_to(ms(10));
+    let c = r.bfq().counters;
+    assert_eq!((c.expired_too_idle, c.preempted), (1, 0), "{c:?}");
+    // B's read on the device completes; A comes back in time and preempts B.
+    assert_eq!(r.complete_next(1), 1);
+    r.advance_to(ms(12));
+    r.queue(0, read(8, 8, 2).with_issuer(a, 0));
+    assert_eq!(r.bfq().counters.preempted, 1);
+    // B's read dispatched before the preemption, then A's, which takes 130 ms.
+    r.advance_to(ms(13));
+    assert_eq!(r.complete_next(1), 1);
+    r.advance_to(ms(143));
+    assert_eq!(r.complete_next(1), 1);
+    r.advance_to(ms(152));
+    let c = r.bfq().counters;
+    assert_eq!(c.expired_timeout, 1, "{c:?}\n{}", r.elv().debug_state());
+    r.advance_to(ms(156));
+    r.queue(0, read(16, 8, 3).with_issuer(a, 0));
+    assert_eq!(
+        r.bfq().counters.preempted,
+        2,
+        "A did not preempt B\n{}",
+        r.elv().debug_state()
+    );
+    r.drain(us(10));
+    r.finish();
+}

@@ -660,17 +660,16 @@ impl State {
         // keep its turn close to its backlog (`bfq_update_bfqq_wr_on_rq_arrival`).
         let q = self.q(qid);
         let arrived_in_time = now <= q.ttime.last_end.saturating_add(Nanos(3 * k.slice_idle.0));
-        let wants_to_preempt = match q.hole.take() {
-            Some(left) if arrived_in_time && left > 0 => {
-                q.budget = left.min(q.max_budget);
-                true
-            }
-            _ => {
-                let b = self.budget_for_next(qid);
-                self.q(qid).budget = b;
-                false
-            }
-        };
+        // The flag stays set when the turn is resumed ("We do not clear the flag
+        // non_blocking_wait_rq here").
+        let wants_to_preempt = q.non_blocking_wait_rq && arrived_in_time && q.hole_left > 0;
+        if wants_to_preempt {
+            q.budget = q.hole_left.min(q.max_budget);
+        } else {
+            q.non_blocking_wait_rq = false;
+            let b = self.budget_for_next(qid);
+            self.q(qid).budget = b;
+        }
         if old.coeff <= 1 && self.qr(qid).wr.coeff > 1 {
             let cap = 2 * self.min_budget(k);
             let q = self.q(qid);
@@ -1018,7 +1017,7 @@ impl State {
             cq.in_tree = false;
             cq.injected = 0;
             cq.budget = 0;
-            cq.hole = None;
+            cq.hole_left = 0;
             self.became_idle(c, now);
         }
         self.update_pending(c);

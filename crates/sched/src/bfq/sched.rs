@@ -398,10 +398,16 @@ pub(super) struct Bq {
     /// an async queue still busy whose next request comes later than
     /// `bfq_wr_min_inter_arr_async` after it is raised.
     pub last_wr_start_finish: Nanos,
-    /// Ran dry in service with budget left (`non_blocking_wait_rq`): the sectors left of
-    /// that turn, which it resumes with, at its old place, if its next request comes in
-    /// time (`bfq_bfqq_update_budg_for_activation`).
-    pub hole: Option<u64>,
+    /// `non_blocking_wait_rq`: a turn of it ended with it empty, neither timed out nor out
+    /// of budget; it may come back in time to resume that turn
+    /// (`bfq_bfqq_update_budg_for_activation`). Cleared only by an arrival that does not
+    /// resume a turn: one that does leaves it set.
+    pub non_blocking_wait_rq: bool,
+    /// What a resumed turn would get: `entity->budget - entity->service` as the kernel
+    /// leaves them (the sectors left of the turn that set the flag; the whole budget after a
+    /// turn ended timed out or spent, which zeroes the service; none once the queue was
+    /// emptied out of service).
+    pub hole_left: u64,
 }
 
 impl Bq {
@@ -948,7 +954,8 @@ impl State {
             new_q: None,
             split_time: Nanos::ZERO,
             last_wr_start_finish: now,
-            hole: None,
+            non_blocking_wait_rq: false,
+            hole_left: 0,
         };
         let id = match self.free_slots.pop() {
             Some(i) => {
@@ -1155,14 +1162,27 @@ impl State {
         let stays_busy = !self.qr(id).sorted.is_empty()
             || (why == Expire::Preempted && self.idling_needed_for_service_guarantees(id));
         let charged = self.charge_for_turn(id, why, now, k);
-        // `non_blocking_wait_rq`: out of the tree, not out of budget or time; what is left
-        // of the turn is kept for a prompt return (the kernel keeps `entity->budget` and
-        // `entity->service` as they are).
-        let left = self.qr(id).budget.saturating_sub(charged);
-        self.q(id).hole = (!stays_busy
-            && !matches!(why, Expire::BudgetTimeout | Expire::BudgetExhausted))
-        .then_some(left);
+        // `bfq_bfqq_expire`: out of the tree, not out of budget or time, the queue is marked
+        // `non_blocking_wait_rq` and what is left of the turn is kept for a prompt return
+        // (`entity->budget` and `entity->service` as they are). Otherwise the turn's
+        // service is zeroed and the flag left as it was: set by an earlier turn, it lets
+        // the next prompt arrival resume with the whole budget (`bfq_bfqq_charge_time`
+        // raised it to the time charged, if more). The budget of a queue with requests
+        // left is then the next turn's, set below.
+        let budget = self.qr(id).budget;
+        let marks = !stays_busy && !matches!(why, Expire::BudgetTimeout | Expire::BudgetExhausted);
+        let q = self.q(id);
+        if marks {
+            q.non_blocking_wait_rq = true;
+            q.hole_left = budget.saturating_sub(charged);
+        } else {
+            q.hole_left = budget.max(charged);
+        }
         self.recalc_budget(id, why, k);
+        if !marks && stays_busy {
+            let q = self.q(id);
+            q.hole_left = q.budget;
+        }
         self.update_wr(id, now, k);
         if self.qr(id).is_coop() && self.is_seeky(id) {
             // A shared queue that went seeky: its issuers cooperate no more.
