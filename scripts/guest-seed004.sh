@@ -14,7 +14,7 @@
 # flag are not where it expects them).
 #
 #   bash scripts/guest-seed004.sh [--clients=6] [--runtime=20] [--rounds=2] [--prios=0,4]
-#        [--delay-us=100] [--tags=32] [--vcpus=2] [--merges] [--json]
+#        [--delay-us=100] [--tags=32] [--vcpus=2] [--merges] [--hw-tag] [--json]
 # --delay-us is scsi_debug's response time (ndelay): every command completes that long after
 #   it was queued, however many are queued (a RAM disk behind a timer, not a flash chip).
 # --tags is the disk's queue depth (scsi_debug's max_queue): above BFQ's threshold of 3
@@ -22,6 +22,12 @@
 # --merges counts the queue merges ("merging with queue") and splits BFQ logs in each BFQ
 #   run (the `blk` tracer, notify messages only, read from trace_pipe); tracing costs time,
 #   so measure throughput without it.
+# --hw-tag reads, at every dispatch of each BFQ run, whether BFQ has seen the disk queue
+#   commands (`bfqd->hw_tag`: -1 undecided, 0 no, 1 yes, from `bfq_update_hw_tag`) and the
+#   flag the patch is about (`bfqd->nonrot_with_queueing`), with a kprobe on
+#   `bfq_dispatch_request` whose field offsets gdb reads from the module built here; it
+#   reports the last values and the share of dispatches made with the flag set (for the
+#   module with merging kept, always 0). The patch can only matter where that share is high.
 #
 # What differs from the mail: the kernel is 6.1, years after the mail's (which it does not
 # name), whose BFQ also merges queues created in a burst even on such a device
@@ -32,7 +38,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/guest.sh
 
-clients=6 runtime=20 rounds=2 prios=0,4 delay_us=100 tags=32 vcpus=2 merges=0 json=0
+clients=6 runtime=20 rounds=2 prios=0,4 delay_us=100 tags=32 vcpus=2 merges=0 hw_tag=0 json=0
 for a in "$@"; do
     case "$a" in
     --clients=*) clients=${a#*=} ;;
@@ -43,6 +49,7 @@ for a in "$@"; do
     --tags=*) tags=${a#*=} ;;
     --vcpus=*) vcpus=${a#*=} ;;
     --merges) merges=1 ;;
+    --hw-tag) hw_tag=1 ;;
     --json) json=1 ;;
     *) echo "guest-seed004.sh: unknown argument '$a'" >&2; exit 2 ;;
     esac
@@ -53,7 +60,9 @@ done
 [[ $prios =~ ^[0-7](,[0-7])*$ ]] ||
     { echo "guest-seed004.sh: --prios=$prios: expected best-effort levels 0-7, e.g. 0,4" >&2; exit 2; }
 
-guest_host_tools dbench:dbench mkfs.ext4:e2fsprogs make:make gcc:gcc perl:perl || exit 1
+tools="dbench:dbench mkfs.ext4:e2fsprogs make:make gcc:gcc perl:perl"
+[ $hw_tag = 1 ] && tools="$tools gdb:gdb"
+guest_host_tools $tools || exit 1
 base=${MQBLK_GUEST_DIR:-$PWD/target/guest}
 export GUEST_DIR=$base/seed004-6.1 GUEST_KERNEL_INDEX=""
 export GUEST_EXTRA_MODULES="scsi_debug sd_mod"
@@ -111,6 +120,24 @@ build_bfq() {
     rm -rf "$src"
 }
 build_bfq || exit 1
+
+# --hw-tag: the kprobe's fetch of a bfq_data field at offset $1 from the hctx in %di
+# (hctx->queue->elevator->elevator_data), offsets from the stock module's debug info.
+probe_args=""
+if [ $hw_tag = 1 ]; then
+    offsetof() {
+        gdb -batch -ex "print/x (unsigned long) &((struct $1 *) 0)->$2" "$GUEST_DIR/bfq/stock/bfq.ko" 2>/dev/null |
+            awk '/^\$1 = 0x/ {print $3}'
+    }
+    o_queue=$(offsetof blk_mq_hw_ctx queue) o_elv=$(offsetof request_queue elevator)
+    o_data=$(offsetof elevator_queue elevator_data) o_hw=$(offsetof bfq_data hw_tag)
+    o_nrq=$(offsetof bfq_data nonrot_with_queueing)
+    for o in o_queue o_elv o_data o_hw o_nrq; do
+        [[ ${!o} =~ ^0x[0-9a-f]+$ ]] || { guest_log "--hw-tag: gdb found no offset for $o in bfq.ko"; exit 1; }
+    done
+    bfqd="+$o_data(+$o_elv(+$o_queue(%di)))"
+    probe_args="hw=+$o_hw($bfqd):s32 nrq=+$o_nrq($bfqd):u8"
+fi
 guest_accel
 n_runs=$((rounds * 3 * $(echo "${prios//,/ }" | wc -w)))
 export GUEST_CPUS=$vcpus GUEST_MEM=2G GUEST_TIMEOUT=$((600 + 3 * (runtime + 40) * n_runs))
@@ -129,7 +156,7 @@ i=0
 while [ ! -b /dev/sda ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i + 1)); done
 echo 0 > /sys/block/sda/queue/rotational
 T=/sys/kernel/tracing
-[ $merges = 1 ] && { mount -t tracefs none \$T || echo "@@ERROR tracefs"; }
+[ $merges = 1 ] || [ $hw_tag = 1 ] && { mount -t tracefs none \$T || echo "@@ERROR tracefs"; }
 # BFQ built as the kernel has it (stock) or with merging kept (merging); a scheduler
 # switched through none, so every run starts a fresh instance.
 use() {
@@ -155,13 +182,24 @@ mount -t ext4 /dev/sda /mnt || echo "@@ERROR mount"
 jbd=\$(pidof jbd2/sda-8)
 ionice -c 2 -n $p -p \$jbd || echo "@@ERROR ionice jbd2"
 traced=0
-if [ $merges = 1 ] && [ $c != mq-deadline ]; then
+if [ $merges = 1 ] || [ $hw_tag = 1 ] && [ $c != mq-deadline ]; then
     traced=1
     echo 0 > \$T/tracing_on; echo > \$T/trace
-    echo blk > \$T/current_tracer
-    echo notify > /sys/block/sda/trace/act_mask
-    echo 1 > /sys/block/sda/trace/enable
-    awk '/merging with queue/ {m++} /splitting queue/ {s++} END {print "merges", m + 0, "splits", s + 0}' < \$T/trace_pipe > /tmp/merges &
+    if [ $merges = 1 ]; then
+        echo blk > \$T/current_tracer
+        echo notify > /sys/block/sda/trace/act_mask
+        echo 1 > /sys/block/sda/trace/enable
+    fi
+    if [ $hw_tag = 1 ]; then
+        echo 'p:bfqhw bfq:bfq_dispatch_request $probe_args' > \$T/kprobe_events || echo "@@ERROR kprobe on bfq_dispatch_request"
+        echo 1 > \$T/events/kprobes/bfqhw/enable || echo "@@ERROR kprobe enable"
+    fi
+    awk -v merges=$merges -v hw=$hw_tag '
+        /merging with queue/ {m++} /splitting queue/ {s++}
+        /bfqhw:/ { for (i = 1; i <= NF; i++) { split(\$i, kv, "="); if (kv[1] == "hw") h = kv[2]; if (kv[1] == "nrq") f = kv[2] }
+                   n++; if (f == 1) nf++ }
+        END { if (merges) print "merges", m + 0, "splits", s + 0
+              if (hw) print "hw_tag", (n ? h : "none"), "nonrot_with_queueing", (n ? f : "none"), "dispatches", n + 0, "with_flag", nf + 0 }' < \$T/trace_pipe > /tmp/merges &
     reader=\$!
     echo 1 > \$T/tracing_on
 fi
@@ -170,7 +208,11 @@ echo 3 > /proc/sys/vm/drop_caches
 dbench -c /usr/share/dbench/client.txt -D /mnt -t $runtime $clients >/tmp/out 2>&1
 if [ \$traced = 1 ]; then
     echo 0 > \$T/tracing_on; sleep 1
-    echo 0 > /sys/block/sda/trace/enable
+    [ $merges = 1 ] && echo 0 > /sys/block/sda/trace/enable
+    if [ $hw_tag = 1 ]; then
+        echo 0 > \$T/events/kprobes/bfqhw/enable
+        echo '-:bfqhw' >> \$T/kprobe_events
+    fi
     kill \$reader; wait \$reader 2>/dev/null
 fi
 echo "@@BEGIN $r+$c+$p"
@@ -195,9 +237,9 @@ for n in $(tr -d '\r' <"$work/console" | awk '/^@@BEGIN / {print $2}'); do
     guest_result "$work/console" "$n" >"$work/out-$n"
 done
 
-python3 - "$work" "$json" "$clients" "$runtime" "$rounds" "$prios" "$delay_us" "$tags" "$vcpus" "$kver" "$GUEST_ACCEL" "$merges" <<'PY'
+python3 - "$work" "$json" "$clients" "$runtime" "$rounds" "$prios" "$delay_us" "$tags" "$vcpus" "$kver" "$GUEST_ACCEL" "$merges" "$hw_tag" <<'PY'
 import glob, json, os, re, statistics, sys
-work, as_json, clients, runtime, rounds, prios, delay_us, tags, vcpus, kver, accel, merges = sys.argv[1:]
+work, as_json, clients, runtime, rounds, prios, delay_us, tags, vcpus, kver, accel, merges, hw_tag = sys.argv[1:]
 prios = [int(p) for p in prios.split(",")]
 CASES = {"stock": "BFQ (the kernel's: no merging here)", "merging": "BFQ with queue merging kept",
          "mq-deadline": "mq-deadline"}
@@ -213,6 +255,9 @@ for path in glob.glob(os.path.join(work, "out-*")):
     if not cls or cls.group(1) != f"best-effort:_prio_{p}" or cls.group(2) != "0":
         sys.exit(f"guest-seed004.sh: {case}, round {r}: jbd2 or the disk not as set: {cls.group(0) if cls else text[:200]}")
     m = re.search(r"merges (\d+) splits (\d+)", text)
+    hw = re.search(r"hw_tag (\S+) nonrot_with_queueing (\S+) dispatches (\d+) with_flag (\d+)", text)
+    if hw_tag == "1" and case != "mq-deadline" and (not hw or hw.group(3) == "0"):
+        sys.exit(f"guest-seed004.sh: --hw-tag: the kprobe saw no dispatch of {case}, round {r}: {hw.group(0) if hw else 'no report'}")
     mod = re.search(r"module (\S+)", text)
     # dbench's table of operations: its `fsync`s are "Flush", counted over the run.
     fl = re.search(r"^\s*Flush\s+(\d+)\s", text, re.M)
@@ -222,6 +267,10 @@ for path in glob.glob(os.path.join(work, "out-*")):
         "fsyncs_per_s": int(fl.group(1)) / int(runtime) if fl else None,
         "merges": int(m.group(1)) if m else None,
         "splits": int(m.group(2)) if m else None,
+        # At the run's last dispatch, and the share of dispatches made with the flag set.
+        "hw_tag": int(hw.group(1)) if hw else None,
+        "nonrot_with_queueing": int(hw.group(2)) if hw else None,
+        "flag_share": int(hw.group(4)) / int(hw.group(3)) if hw else None,
     })
 rows = []
 for p in prios:
@@ -233,11 +282,15 @@ for p in prios:
         fs = [x["fsyncs_per_s"] for x in rs if x["fsyncs_per_s"] is not None]
         mg = [x["merges"] for x in rs if x["merges"] is not None]
         sp = [x["splits"] for x in rs if x["splits"] is not None]
+        fl = [x["flag_share"] for x in rs if x["flag_share"] is not None]
         rows.append({"case": case, "jbd2_prio": p, "module": rs[0]["module"],
                      "mb_per_s": statistics.median(mb), "runs": mb,
                      "fsyncs_per_s": statistics.median(fs) if fs else None,
                      "merges": statistics.median(mg) if mg else None,
-                     "splits": statistics.median(sp) if sp else None})
+                     "splits": statistics.median(sp) if sp else None,
+                     "hw_tag": [x["hw_tag"] for x in rs] if fl else None,
+                     "nonrot_with_queueing": [x["nonrot_with_queueing"] for x in rs] if fl else None,
+                     "flag_share": round(statistics.median(fl), 3) if fl else None})
 get = {(r["case"], r["jbd2_prio"]): r for r in rows}
 verdict = {}
 for p in prios:
@@ -247,16 +300,20 @@ for p in prios:
                          "with_merging_over_mq_deadline": round(mg / dl, 3)}
 setup = {"kernel": kver, "clients": int(clients), "runtime_s": int(runtime), "rounds": int(rounds),
          "device": "scsi_debug, non-rotational", "delay_us": int(delay_us), "tags": int(tags),
-         "vcpus": int(vcpus), "accel": accel, "fs": "ext4", "merges_counted": merges == "1"}
+         "vcpus": int(vcpus), "accel": accel, "fs": "ext4", "merges_counted": merges == "1",
+         "hw_tag_read": hw_tag == "1"}
 if as_json == "1":
     print(json.dumps({"setup": setup, "rows": rows, "verdict": verdict}, indent=1))
     sys.exit(0)
 print(f"dbench, {clients} clients, {runtime} s, on ext4 over scsi_debug ({delay_us} us a command, "
       f"{tags} tags, non-rotational), Linux {kver} in a guest of {vcpus} vCPUs under {accel}; "
       f"medians of {rounds} round{'' if rounds == '1' else 's'}")
-print(f"{'scheduler':>38} {'jbd2':>5} | {'MB/s':>7} {'fsyncs/s':>8}  runs{'  merges splits' if merges == '1' else ''}")
+print(f"{'scheduler':>38} {'jbd2':>5} | {'MB/s':>7} {'fsyncs/s':>8}  runs"
+      f"{'  merges splits' if merges == '1' else ''}{'  hw_tag flag share' if hw_tag == '1' else ''}")
 for r in rows:
     extra = f"  {r['merges']:>6.0f} {r['splits']:>6.0f}" if r["merges"] is not None else ""
+    if r["flag_share"] is not None:
+        extra += f"  {','.join(map(str, r['hw_tag'])):>6} {','.join(map(str, r['nonrot_with_queueing'])):>4} {r['flag_share']:>5.2f}"
     runs_s = " ".join(f"{x:.1f}" for x in r["runs"])
     fsy = f"{r['fsyncs_per_s']:>8.1f}" if r["fsyncs_per_s"] is not None else f"{'-':>8}"
     print(f"{CASES[r['case']]:>38} be/{r['jbd2_prio']} | {r['mb_per_s']:>7.2f} {fsy}  {runs_s}{extra}")

@@ -210,7 +210,7 @@ fn the_seed_004_script_runs_bfq_with_and_without_the_patch_on_one_kernel() {
     // measured 1-3 a run, the other 1-15), and dbench moved data in every case. The
     // throughput ratios are printed, not asserted: under TCG the guest's emulated CPUs, not
     // the disk, set dbench's pace (README, "Seed 004, asked of the kernel with and without
-    // its patch").
+    // its patch"). `--hw-tag` reads BFQ's `hw_tag` and `nonrot_with_queueing` with a kprobe.
     let Some(v) = guest_script(
         "guest-seed004.sh",
         &[
@@ -219,6 +219,7 @@ fn the_seed_004_script_runs_bfq_with_and_without_the_patch_on_one_kernel() {
             "--prios=0",
             "--delay-us=2000",
             "--merges",
+            "--hw-tag",
             "--json",
         ],
     ) else {
@@ -229,6 +230,19 @@ fn the_seed_004_script_runs_bfq_with_and_without_the_patch_on_one_kernel() {
     let row = |case: &str| rows.iter().find(|r| r["case"] == case).unwrap();
     let (stock, merging) = (row("stock"), row("merging"));
     assert_ne!(stock["module"], merging["module"], "{v}");
+    // The kprobe reads the fields the patch is about: with merging kept the flag is never
+    // set; the kernel's own sets it exactly while BFQ has not found the disk without
+    // queueing (`nonrot && hw_tag`, where -1, undecided, keeps the value it started with).
+    assert_eq!(merging["flag_share"].as_f64(), Some(0.0), "{merging}");
+    assert_eq!(merging["nonrot_with_queueing"][0], 0, "{merging}");
+    assert!(stock["flag_share"].as_f64().unwrap() > 0.0, "{stock}");
+    let hw = stock["hw_tag"][0].as_i64().unwrap();
+    assert!((-1..=1).contains(&hw), "{stock}");
+    assert_eq!(
+        stock["nonrot_with_queueing"][0],
+        i64::from(hw != 0),
+        "{stock}"
+    );
     assert_eq!(row("mq-deadline")["module"], "built-in", "{v}");
     for r in [stock, merging] {
         assert!(r["merges"].as_f64().unwrap() >= 1.0, "{r}");

@@ -58,7 +58,7 @@ fn not_run(block: &str) -> Option<&'static str> {
     } else if block.starts_with("bash scripts/guest-seed000.sh") {
         Some("minutes of dbench in guests of two kernels; guest.rs runs the script with 4 s runs, one round")
     } else if block.starts_with("bash scripts/guest-seed004.sh") {
-        Some("minutes of dbench in a guest; guest.rs runs the script with 6 s runs, one round, merges counted")
+        Some("minutes of dbench in a guest; guest.rs runs the script with 6 s runs, one round, merges counted and BFQ's hw_tag read")
     } else if block.starts_with("bash scripts/guest-dbench-capture.sh") {
         Some("90 s of dbench in a guest; guest.rs runs the script with a 2 s run and reads its trace")
     } else if block.starts_with("bash scripts/guest-test.sh") {

@@ -477,6 +477,9 @@ pub struct BfqStats {
     pub max_budget: u64,
     /// The device queues commands and does not rotate (`nonrot_with_queueing`).
     pub nonrot_with_queueing: bool,
+    /// Whether BFQ has seen the device queue commands (`hw_tag`: more than three in the
+    /// driver within its samples); `None` until it has decided (the kernel's -1).
+    pub hw_tag: Option<bool>,
 }
 
 impl BfqStats {
@@ -511,6 +514,8 @@ impl BfqStats {
             ("peak_rate_sectors_per_s", self.peak_rate_sectors_per_s),
             ("max_budget", self.max_budget),
             ("nonrot_with_queueing", self.nonrot_with_queueing as u64),
+            ("hw_tag_decided", u64::from(self.hw_tag.is_some())),
+            ("hw_tag", u64::from(self.hw_tag == Some(true))),
         ]
     }
 }
@@ -750,6 +755,7 @@ impl Bfq {
             peak_rate_sectors_per_s: st.dev.peak_rate,
             max_budget: st.max_budget(&self.knobs()),
             nonrot_with_queueing: st.dev.nonrot_with_queueing(),
+            hw_tag: st.dev.hw_tag,
         }
     }
 

@@ -72,6 +72,8 @@ const BFQ_EVIDENCE: &[&str] = &[
     "expired_empty",
     "preempted",
     "dispatched",
+    "hw_tag_decided",
+    "hw_tag",
 ];
 
 struct Mode {
@@ -345,6 +347,18 @@ struct GuestTwin {
     kernel_fsyncs_per_s_be0: [f64; 3],
     /// BFQ's queue merges in the be/0 runs, without and with merging kept.
     ours_merges_be0: [u64; 2],
+    /// Whether BFQ saw the device queue commands (`hw_tag`) at the end of those runs: where
+    /// it did not, `nonrot_with_queueing` is false and both modules merge by position.
+    ours_hw_tag_be0: [Option<bool>; 2],
+}
+
+/// BFQ's `hw_tag` as the kernel keeps it: -1 undecided, 0 no queueing seen, 1 seen.
+fn hw_tag_name(t: Option<bool>) -> &'static str {
+    match t {
+        None => "-1",
+        Some(false) => "0",
+        Some(true) => "1",
+    }
 }
 
 fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, String> {
@@ -359,6 +373,7 @@ fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, Stri
     let mut ours = [[0.0; 3]; 2];
     let mut fsyncs = [0.0; 3];
     let mut merges = [0; 2];
+    let mut hw_tag = [None; 2];
     for (k, prio) in [0u8, 4].into_iter().enumerate() {
         for (i, m) in GUEST_MODES.iter().enumerate() {
             let mut cfg = config_on(&dev, m, o, o.seed, GUEST_CLIENTS);
@@ -382,6 +397,7 @@ fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, Stri
             }
             if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.sched, prio) {
                 merges[i] = b.counters.queue_merges;
+                hw_tag[i] = b.hw_tag;
                 let _ = writeln!(
                     evidence,
                     "guest twin, jbd2 be/0, {}: {}",
@@ -398,6 +414,7 @@ fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, Stri
         ours_fsyncs_per_s_be0: fsyncs,
         kernel_fsyncs_per_s_be0: GUEST_KERNEL_FSYNCS,
         ours_merges_be0: merges,
+        ours_hw_tag_be0: hw_tag,
     })
 }
 
@@ -766,10 +783,12 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let (kf, of) = (g.kernel_fsyncs_per_s_be0, g.ours_fsyncs_per_s_be0);
         let _ = writeln!(
             cmp,
-            "guest twin, fsyncs a second at be/0 (bfq, merging kept, mq-deadline): the kernel {:.0} / {:.0} / {:.0}, ours {:.0} / {:.0} / {:.0}; ours merged {} and {} times",
+            "guest twin, fsyncs a second at be/0 (bfq, merging kept, mq-deadline): the kernel {:.0} / {:.0} / {:.0}, ours {:.0} / {:.0} / {:.0}; ours merged {} and {} times, BFQ seeing the device queue (hw_tag) {} and {}",
             kf[0], kf[1], kf[2], of[0], of[1], of[2],
             g.ours_merges_be0[0],
-            g.ours_merges_be0[1]
+            g.ours_merges_be0[1],
+            hw_tag_name(g.ours_hw_tag_be0[0]),
+            hw_tag_name(g.ours_hw_tag_be0[1]),
         );
     }
     let trace_ratio = match (trace_find(MODES[0].name), trace_find(MODES[1].name)) {
