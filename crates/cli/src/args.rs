@@ -137,6 +137,11 @@ pub struct ScenarioArgs {
     /// ratio it rests on (exit 3 if it fails anywhere)
     #[arg(long)]
     pub sensitivity: bool,
+    /// Write each simulated run's events as blktrace files, run N (in the order runs start)
+    /// as PREFIX.N.blktrace.* (stderr says which device and scheduler each ran), for
+    /// `mqblk trace stats`, blkparse or btt
+    #[arg(long, value_name = "PREFIX")]
+    pub trace: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -215,6 +220,17 @@ pub enum TraceCmd {
         /// Trace names or files
         #[arg(required = true)]
         traces: Vec<PathBuf>,
+    },
+    /// What each traced device did: requests issued, mean time in the scheduler (I2D) and on
+    /// the device (D2C), requests in the driver, and the share of time the device was busy,
+    /// idle while requests waited in the scheduler, or empty
+    Stats {
+        /// Trace names or files (merged by time)
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// normal or json
+        #[arg(long = "output-format", default_value = "normal", value_parser = ["normal", "json"])]
+        output_format: String,
     },
 }
 

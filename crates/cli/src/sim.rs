@@ -482,6 +482,7 @@ pub fn scenario_json(
         schedulers: Vec::new(),
         profile: mqblk_sim::cost::CostProfile::parse(cost_profile)?,
         perturb: None,
+        trace: None,
     };
     let sc = find_scenario(name)?;
     let rep = (sc.run)(&opts)?;
@@ -541,6 +542,10 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
         schedulers: args.schedulers,
         profile: mqblk_sim::cost::CostProfile::parse(&args.cost_profile)?,
         perturb: None,
+        trace: args
+            .trace
+            .as_deref()
+            .map(|p| std::sync::Arc::new(mqblk_sim::scenario::TraceRuns::new(p))),
     };
     let (name, svg, json) = (args.name, args.svg, args.json);
     let name = name.ok_or("which scenario? (mqblk scenario list)")?;

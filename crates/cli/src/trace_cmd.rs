@@ -1,5 +1,5 @@
-//! `mqblk trace`: capture a real block device's requests as blktrace files, and print trace
-//! files one event per line.
+//! `mqblk trace`: capture a real block device's requests as blktrace files, print trace
+//! files one event per line, and sum up what they say of each device.
 
 use crate::args::TraceCmd;
 use mqblk_trace::capture;
@@ -17,6 +17,10 @@ pub fn main(cmd: TraceCmd) -> i32 {
             output,
         } => capture_cmd(device, duration.map(Duration::from_secs_f64), output),
         TraceCmd::Dump { traces } => dump(&traces),
+        TraceCmd::Stats {
+            traces,
+            output_format,
+        } => stats(&traces, output_format == "json"),
     };
     match r {
         Ok(c) => c,
@@ -84,6 +88,58 @@ fn dump(args: &[PathBuf]) -> Result<i32, String> {
     // A reader that goes away early (`| head`) is not an error.
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    Ok(0)
+}
+
+fn stats(args: &[PathBuf], json: bool) -> Result<i32, String> {
+    let set = TraceSet::open_all(args)?;
+    let devices = mqblk_trace::stats::device_stats(&set.records);
+    if devices.is_empty() {
+        return Err(format!(
+            "{}: no request events (I, D, C) to follow",
+            args.iter()
+                .map(|a| a.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    if json {
+        let v = serde_json::json!({ "devices": devices });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(0);
+    }
+    let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    for d in &devices {
+        println!(
+            "device {},{}: {} requests issued in {:.3} s ({} reads, {} writes, {:.1} KiB each)",
+            d.device >> 20,
+            d.device & 0xfffff,
+            d.issued,
+            d.span_ns as f64 / 1e9,
+            d.issued_reads,
+            d.issued_writes,
+            d.mean_kib
+        );
+        println!(
+            "  in the scheduler (I2D) {} us; on the device (D2C) reads {} us, writes {} us, flushes and FUA writes ({}) {} us",
+            us(d.i2d_us),
+            us(d.d2c_read_us),
+            us(d.d2c_write_us),
+            d.issued_flush_fua,
+            us(d.d2c_flush_fua_us)
+        );
+        println!(
+            "  in the driver {:.2} on average, {} at most; time busy {:.1}%, idle with requests waiting {:.1}%, empty {:.1}%",
+            d.mean_in_driver,
+            d.max_in_driver,
+            100.0 * d.busy,
+            100.0 * d.waiting,
+            100.0 * d.empty
+        );
+    }
     Ok(0)
 }
 

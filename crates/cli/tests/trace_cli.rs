@@ -797,3 +797,100 @@ fn a_trace_without_events_on_cpu_0_is_still_read_by_blkparse() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `mqblk trace stats NAME --output-format=json`: the first device's figures.
+fn stats_of(name: &Path) -> serde_json::Value {
+    let o = mqblk(&[
+        "trace",
+        "stats",
+        &name.display().to_string(),
+        "--output-format=json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["devices"][0].clone()
+}
+
+#[test]
+fn trace_stats_sees_the_devices_time_and_the_schedulers_plugging() {
+    // A null device that takes 200 us a request. One job at depth 4: four in the driver
+    // at once, every one 200 us on the device, the device never empty. Two readers of one
+    // request at a time, a heavier one (be/0) thinking 4 ms between reads: BFQ (without
+    // weight raising, which would raise only the other, default-weight one) keeps the
+    // device for the heavier one while it thinks (its weight makes the scenario
+    // asymmetric), so the other's read sometimes waits on an idle device; mq-deadline
+    // never leaves it idle with a request waiting.
+    let d = tmpdir("stats");
+    let run = |name: &str, extra: &[&str]| {
+        let base = d.join(name);
+        let mut args = vec![
+            "sim",
+            "--device=null,completion_nsec=200000",
+            "--rw=randread",
+            "--bs=4k",
+            "--runtime=500ms",
+        ];
+        args.extend_from_slice(extra);
+        let trace = format!("--trace={}", base.display());
+        args.push(&trace);
+        let o = mqblk(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        stats_of(&base)
+    };
+    let full = run("full", &["--iodepth=4", "--ioscheduler=none", "--name=s"]);
+    let d2c = full["d2c_read_us"].as_f64().unwrap();
+    assert!((d2c - 200.0).abs() < 5.0, "{full}");
+    assert_eq!(full["max_in_driver"], 4, "{full}");
+    assert!(full["busy"].as_f64().unwrap() > 0.99, "{full}");
+    let waiting = |sched: &str, tunable: &[&str]| {
+        let sched = format!("--ioscheduler={sched}");
+        let mut extra = vec!["--iodepth=1", sched.as_str()];
+        extra.extend_from_slice(tunable);
+        extra.extend_from_slice(&[
+            "--name=heavy",
+            "--prioclass=2",
+            "--prio=0",
+            "--thinktime=4000",
+            "--thinktime_blocks=1",
+            "--name=light",
+        ]);
+        run(&sched[14..], &extra)["waiting"].as_f64().unwrap()
+    };
+    let bfq = waiting("bfq", &["--sched.low_latency=0"]);
+    let dl = waiting("mq-deadline", &[]);
+    assert!(
+        dl < 0.005,
+        "mq-deadline left the device idle with work {dl}"
+    );
+    assert!(bfq > 0.02, "bfq {bfq} against mq-deadline {dl}");
+    // Bad input: one line naming the file.
+    let o = mqblk(&["trace", "stats", &d.join("nothing").display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(text(&o.stderr).lines().count(), 1, "{}", text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_scenario_writes_each_runs_trace_when_asked() {
+    let d = tmpdir("scenario");
+    let prefix = d.join("run");
+    let o = mqblk(&[
+        "scenario",
+        "mmc-blk-mq",
+        "--quick",
+        "--svg=-",
+        &format!("--trace={}", prefix.display()),
+    ]);
+    assert!(
+        o.status.success() || o.status.code() == Some(3),
+        "{}",
+        text(&o.stderr)
+    );
+    let err = text(&o.stderr);
+    let runs: Vec<&str> = err.lines().filter(|l| l.starts_with("trace ")).collect();
+    assert!(runs.len() >= 2, "{err}");
+    assert!(runs[0].contains(" on emmc"), "{}", runs[0]);
+    let s = stats_of(&d.join("run.0"));
+    assert!(s["issued"].as_u64().unwrap() > 0, "{s}");
+    let _ = std::fs::remove_dir_all(&d);
+}

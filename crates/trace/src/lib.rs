@@ -7,10 +7,13 @@
 //! - [`reader`]: [`TraceSet`], the per-CPU files of a trace merged by time.
 //! - [`capture`]: a block device's requests from the tracefs block tracepoints, written as
 //!   blktrace files (for kernels whose lockdown stops `blktrace` itself).
+//! - [`stats`]: what a trace says of its device: times in the scheduler and the driver, and
+//!   how the time divides between busy, idle with requests waiting, and empty.
 
 pub mod capture;
 pub mod format;
 pub mod reader;
+pub mod stats;
 pub mod writer;
 
 pub use format::{FormatError, Record};

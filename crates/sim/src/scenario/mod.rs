@@ -32,6 +32,37 @@ pub struct ScenarioOpts {
     pub profile: CostProfile,
     /// One model or cost parameter scaled in every run (`--sensitivity`).
     pub perturb: Option<Perturb>,
+    /// Write each simulated run's events as a blktrace set (`--trace=PREFIX`).
+    pub trace: Option<std::sync::Arc<TraceRuns>>,
+}
+
+/// `mqblk scenario --trace=PREFIX`: run N of the scenario (in the order runs start) goes to
+/// `PREFIX.N.blktrace.*`, and a line on stderr says which device and scheduler it ran.
+#[derive(Debug)]
+pub struct TraceRuns {
+    prefix: std::path::PathBuf,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl TraceRuns {
+    pub fn new(prefix: &std::path::Path) -> TraceRuns {
+        TraceRuns {
+            prefix: prefix.to_path_buf(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The writer of the next run, and its name.
+    fn writer(&self) -> (std::sync::Arc<mqblk_trace::TraceWriter>, std::path::PathBuf) {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut name = self.prefix.clone().into_os_string();
+        name.push(format!(".{n}"));
+        let name = std::path::PathBuf::from(name);
+        (
+            std::sync::Arc::new(mqblk_trace::TraceWriter::new(&name)),
+            name,
+        )
+    }
 }
 
 /// A parameter scaled by a factor: a device model's physical parameter (as `--device`
@@ -85,6 +116,7 @@ impl Default for ScenarioOpts {
             schedulers: Vec::new(),
             profile: CostProfile::Kernel,
             perturb: None,
+            trace: None,
         }
     }
 }
@@ -250,10 +282,29 @@ pub(crate) fn run_sim(
     if let Some(p) = &o.perturb {
         p.apply(&mut cfg)?;
     }
-    Sim::new(cfg, jobs).and_then(Sim::run).map_err(|e| {
+    let traced = o.trace.as_ref().map(|t| {
+        let (w, name) = t.writer();
+        let params = cfg.device.params.iter().map(|(k, v)| format!(",{k}={v}"));
+        eprintln!(
+            "trace {}: {} on {}{}, {} jobs",
+            name.display(),
+            cfg.queue.scheduler.as_deref().unwrap_or("none"),
+            cfg.device.model,
+            params.collect::<String>(),
+            jobs.len()
+        );
+        cfg.tracer = Some(w.clone());
+        (w, name)
+    });
+    let r = Sim::new(cfg, jobs).and_then(Sim::run).map_err(|e| {
         let dump: String = e.dump().lines().take(30).collect::<Vec<_>>().join("\n");
         format!("{e}\n{dump}")
-    })
+    })?;
+    if let Some((w, name)) = traced {
+        w.finish()
+            .map_err(|e| format!("--trace={}: {e}", name.display()))?;
+    }
+    Ok(r)
 }
 
 pub(crate) fn device(spec: &str) -> DeviceSpec {

@@ -1,0 +1,327 @@
+//! What a trace says about its device: how long requests sat in the scheduler and in the
+//! driver, and how the time divides between a device with requests on it, a device left idle
+//! while requests wait to be dispatched (a scheduler plugging it, as BFQ does while it idles
+//! for the queue in service), and nothing to do at all. btt reports the first two as I2D
+//! and D2C; the division of time is what it does not give, and what tells a simulated twin
+//! whose device is faster or slower than the kernel's from one whose scheduler differs.
+//!
+//! Requests are followed by start sector and direction, first in first out: an insert (`I`)
+//! waits until an issue (`D`) of the same sector, which is in the driver until its
+//! completion (`C`). A front merge (`F`) moves a waiting request's start to the bio's
+//! sector; a requeue (`R`) puts an issued request back to wait. An issue with no insert
+//! before it (a request dispatched directly, or an insert the trace missed) counts in the
+//! driver but not in the scheduler's times. Flushes without data are followed as one
+//! stream, in order.
+
+use crate::format::{ta, tc};
+use crate::Record;
+use std::collections::{HashMap, VecDeque};
+
+/// A request's identity while it waits or runs: start sector, and write (or flush) or read.
+type Key = (u64, bool);
+
+/// One device's figures, in the trace's time span (first event to last).
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
+pub struct DeviceStats {
+    /// `dev_t` as blktrace records it (major << 20 | minor).
+    pub device: u32,
+    pub span_ns: u64,
+    /// Requests issued to the driver (`D`), and of them reads and writes.
+    pub issued: u64,
+    pub issued_reads: u64,
+    pub issued_writes: u64,
+    /// Mean size of an issued request that carries data, KiB.
+    pub mean_kib: f64,
+    /// Mean time from issue to completion (btt's D2C), microseconds: reads, writes, and
+    /// flushes with FUA writes (a journal's commit records: what a cache flush costs).
+    pub d2c_read_us: Option<f64>,
+    pub d2c_write_us: Option<f64>,
+    pub d2c_flush_fua_us: Option<f64>,
+    /// Of the issued requests, flushes and FUA writes.
+    pub issued_flush_fua: u64,
+    /// Mean time from insert to issue (btt's I2D), microseconds.
+    pub i2d_us: Option<f64>,
+    /// Requests in the driver: time-weighted mean, and the most at once.
+    pub mean_in_driver: f64,
+    pub max_in_driver: u32,
+    /// Shares of the span: some request in the driver; none in the driver while some
+    /// inserted request waits; neither.
+    pub busy: f64,
+    pub waiting: f64,
+    pub empty: f64,
+}
+
+#[derive(Default)]
+struct Follow {
+    waiting: HashMap<Key, VecDeque<u64>>,
+    in_driver: HashMap<Key, VecDeque<u64>>,
+    n_waiting: u64,
+    n_driver: u32,
+    first: Option<u64>,
+    last: u64,
+    // Time spent in each state, and the in-driver count integrated over time.
+    busy_ns: u64,
+    waiting_ns: u64,
+    empty_ns: u64,
+    driver_area: u128,
+    max_driver: u32,
+    issued: [u64; 2],
+    data_bytes: u64,
+    data_issued: u64,
+    d2c: [(u64, u64); 3],
+    flush_fua: u64,
+    i2d: (u64, u64),
+}
+
+impl Follow {
+    fn advance(&mut self, t: u64) {
+        let Some(first) = self.first else {
+            self.first = Some(t);
+            self.last = t;
+            return;
+        };
+        let t = t.max(first).max(self.last);
+        let dt = t - self.last;
+        if self.n_driver > 0 {
+            self.busy_ns += dt;
+        } else if self.n_waiting > 0 {
+            self.waiting_ns += dt;
+        } else {
+            self.empty_ns += dt;
+        }
+        self.driver_area += u128::from(dt) * u128::from(self.n_driver);
+        self.last = t;
+    }
+
+    fn take(map: &mut HashMap<Key, VecDeque<u64>>, key: Key) -> Option<u64> {
+        let q = map.get_mut(&key)?;
+        let t = q.pop_front();
+        if q.is_empty() {
+            map.remove(&key);
+        }
+        t
+    }
+
+    fn event(&mut self, r: &Record) {
+        if r.is_notify() {
+            return;
+        }
+        let what = r.what();
+        if !matches!(
+            what,
+            ta::INSERT | ta::ISSUE | ta::COMPLETE | ta::REQUEUE | ta::FRONTMERGE
+        ) {
+            return;
+        }
+        self.advance(r.time);
+        let write = r.has(tc::WRITE) || r.has(tc::FLUSH);
+        // A flush without data has no sector of its own: the kernel's tracepoints give its
+        // issue sector 0 and its completion -1. One key for all of them.
+        let key = if r.bytes == 0 && r.has(tc::FLUSH) {
+            (u64::MAX, true)
+        } else {
+            (r.sector, write)
+        };
+        let durable = r.has(tc::FUA) || (r.bytes == 0 && r.has(tc::FLUSH));
+        let dir = if durable { 2 } else { usize::from(write) };
+        match what {
+            ta::INSERT => {
+                self.waiting.entry(key).or_default().push_back(r.time);
+                self.n_waiting += 1;
+            }
+            ta::FRONTMERGE => {
+                // The bio goes in front of a waiting request that started right after it.
+                let old = (r.sector + u64::from(r.bytes >> 9), write);
+                if let Some(t) = Self::take(&mut self.waiting, old) {
+                    self.waiting.entry(key).or_default().push_back(t);
+                }
+            }
+            ta::ISSUE => {
+                if let Some(t) = Self::take(&mut self.waiting, key) {
+                    self.n_waiting -= 1;
+                    self.i2d.0 += r.time.saturating_sub(t);
+                    self.i2d.1 += 1;
+                }
+                self.in_driver.entry(key).or_default().push_back(r.time);
+                self.n_driver += 1;
+                self.max_driver = self.max_driver.max(self.n_driver);
+                self.issued[usize::from(write)] += 1;
+                self.flush_fua += u64::from(durable);
+                if r.bytes > 0 {
+                    self.data_bytes += u64::from(r.bytes);
+                    self.data_issued += 1;
+                }
+            }
+            ta::COMPLETE => {
+                if let Some(t) = Self::take(&mut self.in_driver, key) {
+                    self.n_driver -= 1;
+                    self.d2c[dir].0 += r.time.saturating_sub(t);
+                    self.d2c[dir].1 += 1;
+                }
+            }
+            ta::REQUEUE if Self::take(&mut self.in_driver, key).is_some() => {
+                self.n_driver -= 1;
+                self.waiting.entry(key).or_default().push_back(r.time);
+                self.n_waiting += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(self, device: u32) -> DeviceStats {
+        let span = self.last - self.first.unwrap_or(self.last);
+        let share = |ns: u64| {
+            if span == 0 {
+                0.0
+            } else {
+                ns as f64 / span as f64
+            }
+        };
+        let mean_us = |(sum, n): (u64, u64)| (n > 0).then(|| sum as f64 / n as f64 / 1e3);
+        DeviceStats {
+            device,
+            span_ns: span,
+            issued: self.issued[0] + self.issued[1],
+            issued_reads: self.issued[0],
+            issued_writes: self.issued[1],
+            mean_kib: if self.data_issued == 0 {
+                0.0
+            } else {
+                self.data_bytes as f64 / self.data_issued as f64 / 1024.0
+            },
+            d2c_read_us: mean_us(self.d2c[0]),
+            d2c_write_us: mean_us(self.d2c[1]),
+            d2c_flush_fua_us: mean_us(self.d2c[2]),
+            issued_flush_fua: self.flush_fua,
+            i2d_us: mean_us(self.i2d),
+            mean_in_driver: if span == 0 {
+                0.0
+            } else {
+                self.driver_area as f64 / span as f64
+            },
+            max_in_driver: self.max_driver,
+            busy: share(self.busy_ns),
+            waiting: share(self.waiting_ns),
+            empty: share(self.empty_ns),
+        }
+    }
+}
+
+/// The figures of each device in `records` (in time order, as [`crate::TraceSet`] merges
+/// them), by device number.
+pub fn device_stats(records: &[Record]) -> Vec<DeviceStats> {
+    let mut per: HashMap<u32, Follow> = HashMap::new();
+    for r in records {
+        per.entry(r.device).or_default().event(r);
+    }
+    let mut out: Vec<DeviceStats> = per
+        .into_iter()
+        .filter(|(_, f)| f.first.is_some())
+        .map(|(d, f)| f.finish(d))
+        .collect();
+    out.sort_by_key(|s| s.device);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(time_us: u64, what: u32, sector: u64, kib: u32, write: bool) -> Record {
+        let dir = if write { tc::WRITE } else { tc::READ };
+        Record {
+            time: time_us * 1000,
+            sector,
+            bytes: kib * 1024,
+            action: what | tc::act(dir),
+            device: 7 << 20,
+            ..Record::empty()
+        }
+    }
+
+    #[test]
+    fn time_divides_between_busy_waiting_and_empty() {
+        // 0-10 us: a read waits in the scheduler; 10-40: it is on the device; 40-100:
+        // nothing; 100-150: a write on the device, another queued behind it from 120 that
+        // goes to the device at 150 and completes at 200 (requeued once at 160 and issued
+        // again at 170).
+        let t = [
+            rec(0, ta::INSERT, 8, 4, false),
+            rec(10, ta::ISSUE, 8, 4, false),
+            rec(40, ta::COMPLETE, 8, 4, false),
+            rec(100, ta::ISSUE, 64, 16, true),
+            rec(120, ta::INSERT, 128, 4, true),
+            rec(150, ta::COMPLETE, 64, 16, true),
+            rec(150, ta::ISSUE, 128, 4, true),
+            rec(160, ta::REQUEUE, 128, 4, true),
+            rec(170, ta::ISSUE, 128, 4, true),
+            rec(200, ta::COMPLETE, 128, 4, true),
+        ];
+        let s = &device_stats(&t)[0];
+        assert_eq!(s.span_ns, 200_000);
+        assert_eq!((s.issued, s.issued_reads, s.issued_writes), (4, 1, 3));
+        // busy: 10-40, 100-160, 170-200 = 120 us; waiting: 0-10, 160-170 = 20; empty 60.
+        assert!((s.busy - 0.6).abs() < 1e-9, "{s:?}");
+        assert!((s.waiting - 0.1).abs() < 1e-9, "{s:?}");
+        assert!((s.empty - 0.3).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.d2c_read_us, Some(30.0));
+        // The 16 KiB write 50 us, the 4 KiB one 30 us after its second issue.
+        assert_eq!(s.d2c_write_us, Some(40.0));
+        // The read waited 10 us, the second write 30 and then 10 after its requeue.
+        assert_eq!(s.i2d_us, Some(50.0 / 3.0));
+        assert_eq!(s.max_in_driver, 1);
+        assert!((s.mean_in_driver - 0.6).abs() < 1e-9);
+        assert!((s.mean_kib - 7.0).abs() < 1e-9, "{s:?}");
+    }
+
+    #[test]
+    fn flushes_and_fua_writes_are_timed_apart_from_plain_writes() {
+        let mut fua = rec(10, ta::ISSUE, 64, 4, true);
+        fua.action |= tc::act(tc::FUA);
+        let mut fua_done = rec(110, ta::COMPLETE, 64, 4, true);
+        fua_done.action |= tc::act(tc::FUA);
+        // The kernel's tracepoints give a flush without data sector 0 at issue, -1 at
+        // completion.
+        let flush = |t, sector| Record {
+            time: t * 1000,
+            sector,
+            action: t_what(t) | tc::act(tc::FLUSH),
+            device: 7 << 20,
+            ..Record::empty()
+        };
+        fn t_what(t: u64) -> u32 {
+            if t < 100 {
+                ta::ISSUE
+            } else {
+                ta::COMPLETE
+            }
+        }
+        let t = [
+            rec(0, ta::ISSUE, 8, 4, true),
+            flush(5, 0),
+            fua,
+            rec(20, ta::COMPLETE, 8, 4, true),
+            flush(305, u64::MAX),
+            fua_done,
+        ];
+        let s = &device_stats(&t)[0];
+        assert_eq!(s.d2c_write_us, Some(20.0));
+        // The flush 300 us, the FUA write 100.
+        assert_eq!(s.d2c_flush_fua_us, Some(200.0));
+        assert_eq!((s.issued, s.issued_writes, s.issued_flush_fua), (3, 3, 2));
+    }
+
+    #[test]
+    fn a_front_merge_moves_a_waiting_request_to_the_bios_sector() {
+        let t = [
+            rec(0, ta::INSERT, 16, 4, true),
+            rec(5, ta::FRONTMERGE, 8, 4, true),
+            rec(20, ta::ISSUE, 8, 8, true),
+            rec(30, ta::COMPLETE, 8, 8, true),
+        ];
+        let s = &device_stats(&t)[0];
+        assert_eq!(s.i2d_us, Some(20.0));
+        assert_eq!(s.d2c_write_us, Some(10.0));
+        assert!((s.waiting - 20.0 / 30.0).abs() < 1e-9, "{s:?}");
+    }
+}
