@@ -5,8 +5,9 @@
 # higher one (be/0, the seed's "journaling daemon enjoying a higher weight"). Prints dbench's
 # throughput per run and the median per case. Needs root (losetup, mount) and dbench.
 #
-#   bash scripts/dbench-twin.sh [--json] [--merges] [--rotational] [--wbt-lat-usec=N]
-#                               [--iosched=KEY=VALUE ...] [SECONDS [ROUNDS [SCHEDULERS]]]
+#   bash scripts/dbench-twin.sh [--json] [--merges] [--device-stats] [--rotational]
+#                               [--wbt-lat-usec=N] [--iosched=KEY=VALUE ...]
+#                               [SECONDS [ROUNDS [SCHEDULERS]]]
 #                                   (default: 10 3 "bfq mq-deadline")
 #
 # --json: the medians as JSON on stdout (the runs on stderr).
@@ -16,6 +17,14 @@
 #   On this machine's kernel (Linux 6.18), non-rotational, BFQ merges only dbench's clients,
 #   whose queues are made together (stable merging), at their start: 4-6 merges a run;
 #   marked rotational it also merges queues by position, and splits them (150 a run).
+#   Also counted: the shared queues those merges made (the queues merged into while still
+#   one process's), which decide BFQ's be/0 result here: all six clients in one shared
+#   queue keep it near mq-deadline, two shared queues (or a client left alone) preempt each
+#   other thousands of times a run (ARCHITECTURE, "BFQ with a heavier journal").
+# --device-stats: capture each run with `mqblk trace capture` (target/release/mqblk, built
+#   by `cargo build --release`) and report what `mqblk trace stats` makes of it: the loop
+#   device's mean time per write and per flush or FUA write, and the share of time it was
+#   busy and idle with requests waiting in the scheduler (BFQ plugging it).
 # --rotational: mark the loop device rotational (BFQ's heuristics for disks) instead.
 # --wbt-lat-usec=N: writeback throttling's latency target on the loop device (its
 #   `wbt_lat_usec`; 0 turns it off). Loop devices come with it off on this machine's kernel
@@ -30,6 +39,7 @@
 set -euo pipefail
 json=0
 merges=0
+devstats=0
 rot=0
 wbt=
 wbt_now=
@@ -39,6 +49,7 @@ while [[ "${1:-}" == --* ]]; do
     case "$1" in
         --json) json=1 ;;
         --merges) merges=1 ;;
+        --device-stats) devstats=1 ;;
         --rotational) rot=1 ;;
         --wbt-lat-usec=*) wbt=${1#*=} ;;
         --iosched=*=*) tunables+=("${1#--iosched=}") ;;
@@ -50,7 +61,13 @@ secs=${1:-10}
 rounds=${2:-3}
 scheds=${3:-bfq mq-deadline}
 command -v dbench >/dev/null || { echo "dbench-twin: dbench is not installed (apt-get install dbench)" >&2; exit 2; }
+mqblk=$(cd "$(dirname "$0")/.." && pwd)/target/release/mqblk
+if [ "$devstats" = 1 ] && [ ! -x "$mqblk" ]; then
+    echo "dbench-twin: --device-stats needs $mqblk (cargo build --release)" >&2
+    exit 2
+fi
 work=$(mktemp -d)
+capturer=
 loop=
 T=/sys/kernel/tracing
 reader=
@@ -63,6 +80,7 @@ cleanup() {
         echo nop > "$T/current_tracer" 2>/dev/null || true
         [ -n "$reader" ] && kill "$reader" 2>/dev/null || true
     fi
+    [ -n "$capturer" ] && kill -INT "$capturer" 2>/dev/null && wait "$capturer" 2>/dev/null
     umount "$work/mnt" 2>/dev/null || true
     [ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
     rm -rf "$work"
@@ -117,10 +135,19 @@ for round in $(seq "$rounds"); do
                 echo > "$T/trace"
                 echo blk > "$T/current_tracer"
                 echo 1 > "/sys/block/$dev/trace/enable"
-                echo 0 > "$work/merges"
-                awk -v f="$work/merges" '/merging with queue/ {n++; print n > f; close(f)}' < "$T/trace_pipe" &
+                echo 0 0 > "$work/merges"
+                # A merge into a queue one process still owns makes a shared queue; later
+                # merges into it name it -1 (2^64 - 1 as printed).
+                awk -v f="$work/merges" '/merging with queue/ {n++; if ($NF != "-1" && $NF != "18446744073709551615") made++; print n, made + 0 > f; close(f)}' < "$T/trace_pipe" &
                 reader=$!
                 echo 1 > "$T/tracing_on"
+            fi
+            if [ "$devstats" = 1 ]; then
+                rm -f "$work"/cap.blktrace.*
+                "$mqblk" trace capture --device="$loop" -o "$work/cap" >"$work/cap.log" 2>&1 &
+                capturer=$!
+                # The capture is live once its instance is set up.
+                for _ in $(seq 50); do grep -q capturing "$work/cap.log" && break; sleep 0.1; done
             fi
             mbs=$(dbench -t "$secs" -D "$work/mnt" 6 2>/dev/null | awk '/^Throughput/ {print $2}')
             [ -n "$mbs" ] || { echo "dbench-twin: dbench printed no throughput ($s, jbd2 be/$prio)" >&2; exit 1; }
@@ -133,9 +160,26 @@ for round in $(seq "$rounds"); do
                 reader=
                 echo 0 > "/sys/block/$dev/trace/enable"
                 echo nop > "$T/current_tracer"
-                n=$(cat "$work/merges")
+                read -r n made < "$work/merges"
                 got["merges $prio"]+="$n "
-                note=", $n queue merges"
+                got["shared $prio"]+="$made "
+                note=", $n queue merges into $made shared queues"
+            fi
+            if [ "$devstats" = 1 ]; then
+                kill -INT "$capturer"
+                wait "$capturer" || { cat "$work/cap.log" >&2; exit 1; }
+                capturer=
+                st=$("$mqblk" trace stats "$work/cap" --output-format=json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["devices"][0]
+f = lambda v: "null" if v is None else f"{v:.1f}"
+print(f(d["d2c_write_us"]), f(d["d2c_flush_fua_us"]), f"{100 * d['"'"'busy'"'"']:.1f}", f"{100 * d['"'"'waiting'"'"']:.1f}")')
+                read -r w fl busy waiting <<<"$st"
+                got["write $s $prio"]+="$w "
+                got["flush $s $prio"]+="$fl "
+                got["busy $s $prio"]+="$busy "
+                got["waiting $s $prio"]+="$waiting "
+                note="$note, the device ${w} us a write, ${fl} us a flush, busy ${busy}%, idle with requests waiting ${waiting}%"
             fi
             echo "round $round: $s jbd2 be/$prio: $mbs MB/s ($(ionice -p "$jbd")$note)" >&2
             got["$s $prio"]+="$mbs "
@@ -158,6 +202,16 @@ if [ "$json" = 1 ]; then
         if [ "$merges" = 1 ] && [ "$s" = bfq ]; then
             printf ', "queue_merges_be4": %s, "queue_merges_be0": %s' \
                 "$(median "${got["merges 4"]}")" "$(median "${got["merges 0"]}")"
+            printf ', "shared_queues_be4": [%s], "shared_queues_be0": [%s]' \
+                "$(tr ' ' '\n' <<<"${got["shared 4"]}" | grep . | paste -sd,)" \
+                "$(tr ' ' '\n' <<<"${got["shared 0"]}" | grep . | paste -sd,)"
+        fi
+        if [ "$devstats" = 1 ]; then
+            for prio in 4 0; do
+                printf ', "device_be%s": {"write_us": %s, "flush_fua_us": %s, "busy_pct": %s, "waiting_pct": %s}' "$prio" \
+                    "$(median "${got["write $s $prio"]}")" "$(median "${got["flush $s $prio"]}")" \
+                    "$(median "${got["busy $s $prio"]}")" "$(median "${got["waiting $s $prio"]}")"
+            done
         fi
         printf '}'
         sep=", "
@@ -170,7 +224,8 @@ else
     for s in $scheds; do
         for prio in 4 0; do
             extra=""
-            [ "$merges" = 1 ] && [ "$s" = bfq ] && extra=", $(median "${got["merges $prio"]}") queue merges"
+            [ "$merges" = 1 ] && [ "$s" = bfq ] && extra=", $(median "${got["merges $prio"]}") queue merges (shared queues made per run: ${got["shared $prio"]% })"
+            [ "$devstats" = 1 ] && extra="$extra; the device $(median "${got["write $s $prio"]}") us a write, $(median "${got["flush $s $prio"]}") us a flush, busy $(median "${got["busy $s $prio"]}")%, idle with requests waiting $(median "${got["waiting $s $prio"]}")%"
             echo "$s jbd2 be/$prio: $(median "${got["$s $prio"]}") MB/s$extra"
         done
     done

@@ -118,13 +118,13 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
 /// checks the script, not that direction; the simulator's test asserts it. What it does check
 /// of the kernel: BFQ merges queues on this non-rotational loop device (dbench's clients,
 /// whose queues are made together, stably merged at their start), as the simulator's twin
-/// of it does.
+/// of it does; and `--device-stats` reads each run's capture with `mqblk trace stats`.
 #[test]
 fn the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities() {
     let Some(v) = run_script(
         "dbench-twin.sh",
         &["dbench", "mkfs.ext4", "losetup", "ionice"],
-        &["--merges", "2", "1"],
+        &["--merges", "--device-stats", "2", "1"],
     ) else {
         return;
     };
@@ -141,6 +141,35 @@ fn the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities() {
     );
     assert_eq!(v["rounds"].as_u64(), Some(1), "{v}");
     assert_eq!(v["rotational"].as_u64(), Some(0), "{v}");
+    // Each run's shared queues: at least one where BFQ merged at all, never more than the
+    // merges.
+    for prio in ["be4", "be0"] {
+        let made = v["schedulers"]["bfq"][format!("shared_queues_{prio}")][0]
+            .as_u64()
+            .unwrap();
+        assert!(made <= merges(&format!("queue_merges_{prio}")), "{v}");
+        assert_eq!(
+            made == 0,
+            merges(&format!("queue_merges_{prio}")) == 0,
+            "{v}"
+        );
+    }
+    // --device-stats: what `mqblk trace stats` made of each run's capture. The loop device
+    // takes tens to hundreds of microseconds a write, and mq-deadline does not hold
+    // requests back from an idle device.
+    for sched in ["bfq", "mq-deadline"] {
+        for prio in ["be4", "be0"] {
+            let d = &v["schedulers"][sched][format!("device_{prio}")];
+            let w = d["write_us"].as_f64().unwrap_or(0.0);
+            assert!((10.0..100_000.0).contains(&w), "{sched} {prio}: {d}");
+            let busy = d["busy_pct"].as_f64().unwrap();
+            assert!(busy > 0.0 && busy <= 100.0, "{sched} {prio}: {d}");
+        }
+    }
+    for prio in ["be4", "be0"] {
+        let d = &v["schedulers"]["mq-deadline"][format!("device_{prio}")];
+        assert!(d["waiting_pct"].as_f64().unwrap() < 3.0, "{d}");
+    }
 }
 
 /// `--wbt-lat-usec` sets writeback throttling's target on the loop device (loop devices

@@ -46,7 +46,7 @@ fn not_run(block: &str) -> Option<&'static str> {
     } else if block.starts_with("bash scripts/kernel-cost.sh") {
         Some("two minutes of measurement; kernel_scripts.rs runs the script in a one-second form")
     } else if block.starts_with("bash scripts/dbench-twin.sh") {
-        Some("minutes of dbench; kernel_scripts.rs runs the script with 2 s runs, one round, with --merges, with --rotational and with --wbt-lat-usec")
+        Some("minutes of dbench; kernel_scripts.rs runs the script with 2 s runs, one round, with --merges and --device-stats, with --rotational and with --wbt-lat-usec")
     } else if block.starts_with("bash scripts/find-twin.sh") {
         Some("20 s of measurement; kernel_scripts.rs runs the script with 2,000 files")
     } else if block.starts_with("python3 -m venv") {

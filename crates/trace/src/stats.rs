@@ -11,11 +11,14 @@
 //! sector; a requeue (`R`) puts an issued request back to wait. An issue with no insert
 //! before it (a request dispatched directly, or an insert the trace missed) counts in the
 //! driver but not in the scheduler's times. Flushes without data are followed as one
-//! stream, in order.
+//! stream, in order. A waiting request that another absorbed (a request merge, which
+//! blktrace records no event for) leaves the wait when a request covering its start sector
+//! is issued; an insert in the same microsecond as an issue of its sector that came first
+//! (two CPUs' events tied in a capture read as text) is taken as issued.
 
 use crate::format::{ta, tc};
 use crate::Record;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A request's identity while it waits or runs: start sector, and write (or flush) or read.
 type Key = (u64, bool);
@@ -53,8 +56,11 @@ pub struct DeviceStats {
 
 #[derive(Default)]
 struct Follow {
-    waiting: HashMap<Key, VecDeque<u64>>,
+    // By (direction, sector), so that the requests an issued one covers can be found.
+    waiting: BTreeMap<(bool, u64), VecDeque<u64>>,
     in_driver: HashMap<Key, VecDeque<u64>>,
+    // Issues with no insert before them, by key: the time of each.
+    uninserted: HashMap<Key, VecDeque<u64>>,
     n_waiting: u64,
     n_driver: u32,
     first: Option<u64>,
@@ -102,6 +108,37 @@ impl Follow {
         t
     }
 
+    fn wait(&mut self, (sector, write): Key, t: u64) {
+        self.waiting
+            .entry((write, sector))
+            .or_default()
+            .push_back(t);
+        self.n_waiting += 1;
+    }
+
+    fn take_waiting(&mut self, (sector, write): Key) -> Option<u64> {
+        let q = self.waiting.get_mut(&(write, sector))?;
+        let t = q.pop_front();
+        if q.is_empty() {
+            self.waiting.remove(&(write, sector));
+        }
+        self.n_waiting -= u64::from(t.is_some());
+        t
+    }
+
+    /// Requests waiting that start inside `sectors` after `key`'s: merged into it.
+    fn absorbed(&mut self, (sector, write): Key, sectors: u64) {
+        let inside: Vec<_> = self
+            .waiting
+            .range((write, sector + 1)..(write, sector + sectors))
+            .map(|(k, q)| (*k, q.len() as u64))
+            .collect();
+        for (k, n) in inside {
+            self.waiting.remove(&k);
+            self.n_waiting -= n;
+        }
+    }
+
     fn event(&mut self, r: &Record) {
         if r.is_notify() {
             return;
@@ -126,21 +163,35 @@ impl Follow {
         let dir = if durable { 2 } else { usize::from(write) };
         match what {
             ta::INSERT => {
-                self.waiting.entry(key).or_default().push_back(r.time);
-                self.n_waiting += 1;
+                // An insert stamped with the same microsecond as an issue of its request
+                // that came first in the merged order (the kernel's tracepoints, read as
+                // text, have microseconds; two CPUs' events tie) has already been issued.
+                let issued = self.uninserted.get(&key).and_then(|q| q.front()).copied();
+                if issued.is_some_and(|t| r.time.abs_diff(t) <= 1_000) {
+                    Self::take(&mut self.uninserted, key);
+                } else {
+                    self.wait(key, r.time);
+                }
             }
             ta::FRONTMERGE => {
                 // The bio goes in front of a waiting request that started right after it.
                 let old = (r.sector + u64::from(r.bytes >> 9), write);
-                if let Some(t) = Self::take(&mut self.waiting, old) {
-                    self.waiting.entry(key).or_default().push_back(t);
+                if let Some(t) = self.take_waiting(old) {
+                    self.wait(key, t);
                 }
             }
             ta::ISSUE => {
-                if let Some(t) = Self::take(&mut self.waiting, key) {
-                    self.n_waiting -= 1;
+                if let Some(t) = self.take_waiting(key) {
                     self.i2d.0 += r.time.saturating_sub(t);
                     self.i2d.1 += 1;
+                } else {
+                    let q = self.uninserted.entry(key).or_default();
+                    // Only the latest matters: an insert ties with an issue or none.
+                    q.clear();
+                    q.push_back(r.time);
+                }
+                if key.0 != u64::MAX {
+                    self.absorbed(key, u64::from(r.bytes >> 9));
                 }
                 self.in_driver.entry(key).or_default().push_back(r.time);
                 self.n_driver += 1;
@@ -161,8 +212,7 @@ impl Follow {
             }
             ta::REQUEUE if Self::take(&mut self.in_driver, key).is_some() => {
                 self.n_driver -= 1;
-                self.waiting.entry(key).or_default().push_back(r.time);
-                self.n_waiting += 1;
+                self.wait(key, r.time);
             }
             _ => {}
         }
@@ -309,6 +359,36 @@ mod tests {
         // The flush 300 us, the FUA write 100.
         assert_eq!(s.d2c_flush_fua_us, Some(200.0));
         assert_eq!((s.issued, s.issued_writes, s.issued_flush_fua), (3, 3, 2));
+    }
+
+    #[test]
+    fn a_waiting_request_merged_into_another_stops_waiting_when_that_one_is_issued() {
+        // Two adjacent writes wait; the first absorbs the second (no event) and goes to
+        // the device 8 KiB long; afterwards the device is empty, not waiting.
+        let t = [
+            rec(0, ta::INSERT, 8, 4, true),
+            rec(1, ta::INSERT, 16, 4, true),
+            rec(10, ta::ISSUE, 8, 8, true),
+            rec(20, ta::COMPLETE, 8, 8, true),
+            rec(100, ta::INSERT, 200, 4, false),
+        ];
+        let s = &device_stats(&t)[0];
+        assert!((s.waiting - 0.1).abs() < 1e-9, "{s:?}");
+        assert!((s.empty - 0.8).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.i2d_us, Some(10.0));
+    }
+
+    #[test]
+    fn an_insert_tied_with_its_issue_on_another_cpu_does_not_wait() {
+        let t = [
+            rec(0, ta::ISSUE, 8, 4, true),
+            rec(0, ta::INSERT, 8, 4, true),
+            rec(10, ta::COMPLETE, 8, 4, true),
+            rec(100, ta::INSERT, 64, 4, false),
+        ];
+        let s = &device_stats(&t)[0];
+        assert_eq!(s.waiting, 0.0, "{s:?}");
+        assert!((s.empty - 0.9).abs() < 1e-9, "{s:?}");
     }
 
     #[test]
