@@ -296,6 +296,9 @@ impl State {
         self.update_pending(dst);
         self.maybe_free(src);
         self.stats.queue_merges += 1;
+        if !std::mem::replace(&mut self.q(dst).shared, true) {
+            self.stats.shared_queues_made += 1;
+        }
         match dst_weight.cmp(&src_weight) {
             std::cmp::Ordering::Greater => self.stats.merges_into_heavier += 1,
             std::cmp::Ordering::Less => self.stats.merges_into_lighter += 1,

@@ -379,6 +379,9 @@ pub(super) struct Bq {
     pub issuers: Vec<u32>,
     /// Turned seeky while shared: its issuers get queues of their own again.
     pub split_coop: bool,
+    /// Some queue was merged into it: the kernel's `bfqq->pid = -1` (logged "SHARED"
+    /// from then on, whoever is left in it), set in `bfq_merge_bfqqs`.
+    pub shared: bool,
     /// Key in the group's position tree.
     pub pos_key: Option<u64>,
     /// Never busy yet: counts as interactive when it first is.
@@ -505,6 +508,7 @@ impl BfqStats {
             ("stable_merges", c.stable_merges),
             ("merges_into_heavier", c.merges_into_heavier),
             ("merges_into_lighter", c.merges_into_lighter),
+            ("shared_queues_made", c.shared_queues_made),
             ("queue_splits", c.queue_splits),
             ("charged_time", c.charged_time),
             ("peak_rate_updates", c.peak_rate_updates),
@@ -548,6 +552,9 @@ pub struct BfqCounters {
     /// there); ours, not the kernel's. Weights as set by I/O priority, before raising.
     pub merges_into_heavier: u64,
     pub merges_into_lighter: u64,
+    /// Merges into a queue never merged into before (one that becomes shared: the merges
+    /// the kernel's log names a pid for, not SHARED).
+    pub shared_queues_made: u64,
     pub queue_splits: u64,
     pub charged_time: u64,
     pub peak_rate_updates: u64,
@@ -952,6 +959,7 @@ impl State {
                 Key::Async(..) => Vec::new(),
             },
             split_coop: false,
+            shared: false,
             pos_key: None,
             fresh: true,
             retire_at: None,

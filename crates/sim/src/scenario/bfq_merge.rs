@@ -61,6 +61,7 @@ pub(crate) const SSD: &str = "ssd,ctrl_ns=13534";
 /// the in-service queue), injection during idling, waker queues, and how turns ended.
 const BFQ_EVIDENCE: &[&str] = &[
     "queue_merges",
+    "shared_queues_made",
     "merges_into_heavier",
     "merges_into_lighter",
     "idles",
@@ -177,6 +178,14 @@ const KERNEL_TWIN_ROT_RUNS: [TwinRun; 3] = [
     ((776.92, 800.93), (756.02, 730.24)),
 ];
 
+/// How the kernel's BFQ grouped dbench's clients at be/0 in the twin, non-rotational, and
+/// what each grouping gave (BFQ over mq-deadline): the shared queues its stable merges made
+/// decide it. Measured 2026-11-27, ninth session: `bash scripts/dbench-twin.sh --merges
+/// --device-stats 5 3` (three runs), and six runs traced with the `blk` tracer's notify
+/// messages (ARCHITECTURE, "BFQ with a heavier journal").
+const KERNEL_TWIN_GROUPING: &str = "4 merges into 2 shared queues in 7 of 9 runs (0.69-0.94), 5 into 1 in one (0.91), 4 into 1 and a client alone in one (0.66)";
+const KERNEL_TWIN_GROUPING_RUNS: &str = "9 runs of 5 s, its log";
+
 /// Means over runs of BFQ's MB/s over mq-deadline's: (be/4, be/0).
 fn twin_means(runs: &[TwinRun]) -> (f64, f64) {
     let n = runs.len() as f64;
@@ -217,9 +226,12 @@ struct SimTwin {
     bfq_over_deadline_be4: f64,
     bfq_over_deadline_be0: f64,
     bfq_queue_merges_be0: u64,
+    /// The shared queues those merges made (how the clients were grouped).
+    bfq_shared_queues_be0: u64,
     model_bfq_over_deadline_be4: f64,
     model_bfq_over_deadline_be0: f64,
     model_bfq_queue_merges_be0: u64,
+    model_bfq_shared_queues_be0: u64,
     kernel_be4: f64,
     kernel_be0: f64,
 }
@@ -234,7 +246,7 @@ fn sim_twin(
     let dev = format!("{SSD},rotational={}", u8::from(rotational));
     // [be/4, be/0] per scheduler, the captured dbench's and the model's.
     let (mut mbs, mut model) = ([[0.0; 2]; 2], [[0.0; 2]; 2]);
-    let (mut merges, mut model_merges) = (0, 0);
+    let (mut merges, mut model_merges) = ((0, 0), (0, 0));
     for (i, m) in TWIN_MODES.iter().enumerate() {
         for (k, prio) in [4u8, 0].into_iter().enumerate() {
             let r = run_captured(o, &dev, m, clients, prio)?;
@@ -246,7 +258,7 @@ fn sim_twin(
             )?;
             model[i][k] = clients_mbs(&rm);
             if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.sched, prio) {
-                merges = b.counters.queue_merges;
+                merges = (b.counters.queue_merges, b.counters.shared_queues_made);
                 let _ = writeln!(
                     evidence,
                     "captured dbench, jbd2 be/0, twin device {dev}, bfq: {}",
@@ -254,7 +266,7 @@ fn sim_twin(
                 );
             }
             if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&rm.sched, prio) {
-                model_merges = b.counters.queue_merges;
+                model_merges = (b.counters.queue_merges, b.counters.shared_queues_made);
                 let _ = writeln!(
                     evidence,
                     "dbench model, jbd2 be/0, twin device {dev}, bfq: {}",
@@ -272,10 +284,12 @@ fn sim_twin(
         device: dev,
         bfq_over_deadline_be4: mbs[0][0] / mbs[1][0].max(1e-9),
         bfq_over_deadline_be0: mbs[0][1] / mbs[1][1].max(1e-9),
-        bfq_queue_merges_be0: merges,
+        bfq_queue_merges_be0: merges.0,
+        bfq_shared_queues_be0: merges.1,
         model_bfq_over_deadline_be4: model[0][0] / model[1][0].max(1e-9),
         model_bfq_over_deadline_be0: model[0][1] / model[1][1].max(1e-9),
-        model_bfq_queue_merges_be0: model_merges,
+        model_bfq_queue_merges_be0: model_merges.0,
+        model_bfq_shared_queues_be0: model_merges.1,
         kernel_be4: kernel.0,
         kernel_be0: kernel.1,
     })
@@ -748,16 +762,29 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         if let Some(t) = t {
             let _ = writeln!(
                 cmp,
-                "kernel twin, device marked {marked}, bfq / mq-deadline, BFQ's rules all as the kernel's: the kernel here (dbench-twin.sh, a loop device) jbd2 be/4 {:.2}, be/0 {:.2}; ours, captured dbench on the seed's drive ({} merges), be/4 {:.2}, be/0 {:.2}; ours, dbench model ({} merges), be/4 {:.2}, be/0 {:.2}",
+                "kernel twin, device marked {marked}, bfq / mq-deadline, BFQ's rules all as the kernel's: the kernel here (dbench-twin.sh, a loop device) jbd2 be/4 {:.2}, be/0 {:.2}; ours, captured dbench on the seed's drive ({} merges into {} shared queues), be/4 {:.2}, be/0 {:.2}; ours, dbench model ({} merges into {}), be/4 {:.2}, be/0 {:.2}",
                 t.kernel_be4,
                 t.kernel_be0,
                 t.bfq_queue_merges_be0,
+                t.bfq_shared_queues_be0,
                 t.bfq_over_deadline_be4,
                 t.bfq_over_deadline_be0,
                 t.model_bfq_queue_merges_be0,
+                t.model_bfq_shared_queues_be0,
                 t.model_bfq_over_deadline_be4,
                 t.model_bfq_over_deadline_be0
             );
+            if marked == "non-rotational" {
+                let _ = writeln!(
+                    cmp,
+                    "kernel twin, non-rotational, how BFQ grouped dbench's clients at be/0: the kernel {} ({KERNEL_TWIN_GROUPING_RUNS}), ours {} merges into {} shared queues (captured dbench) and {} into {} (model)",
+                    KERNEL_TWIN_GROUPING,
+                    t.bfq_queue_merges_be0,
+                    t.bfq_shared_queues_be0,
+                    t.model_bfq_queue_merges_be0,
+                    t.model_bfq_shared_queues_be0
+                );
+            }
         }
     }
     let guest = if both {
