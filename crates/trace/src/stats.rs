@@ -20,8 +20,26 @@ use crate::format::{ta, tc};
 use crate::Record;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-/// A request's identity while it waits or runs: start sector, and write (or flush) or read.
-type Key = (u64, bool);
+/// A request's identity while it waits or runs: write (or flush) or read, and start sector
+/// (in that order, so that the requests an issued one covers are a range).
+type Key = (bool, u64);
+
+/// The key every flush without data shares: the kernel's tracepoints give a flush's issue
+/// sector 0 and its completion -1.
+const FLUSH: Key = (true, u64::MAX);
+
+/// Requests by key, each key's in the order they came: the time each came.
+type Queue = BTreeMap<Key, VecDeque<u64>>;
+
+/// The time of the first request under `key`, taken out.
+fn take(map: &mut Queue, key: Key) -> Option<u64> {
+    let q = map.get_mut(&key)?;
+    let t = q.pop_front();
+    if q.is_empty() {
+        map.remove(&key);
+    }
+    t
+}
 
 /// One device's figures, in the trace's time span (first event to last).
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize)]
@@ -56,11 +74,10 @@ pub struct DeviceStats {
 
 #[derive(Default)]
 struct Follow {
-    // By (direction, sector), so that the requests an issued one covers can be found.
-    waiting: BTreeMap<(bool, u64), VecDeque<u64>>,
-    in_driver: HashMap<Key, VecDeque<u64>>,
-    // Issues with no insert before them, by key: the time of each.
-    uninserted: HashMap<Key, VecDeque<u64>>,
+    waiting: Queue,
+    in_driver: Queue,
+    // The last issue of each key with no insert before it: its time.
+    uninserted: HashMap<Key, u64>,
     n_waiting: u64,
     n_driver: u32,
     first: Option<u64>,
@@ -99,35 +116,19 @@ impl Follow {
         self.last = t;
     }
 
-    fn take(map: &mut HashMap<Key, VecDeque<u64>>, key: Key) -> Option<u64> {
-        let q = map.get_mut(&key)?;
-        let t = q.pop_front();
-        if q.is_empty() {
-            map.remove(&key);
-        }
-        t
-    }
-
-    fn wait(&mut self, (sector, write): Key, t: u64) {
-        self.waiting
-            .entry((write, sector))
-            .or_default()
-            .push_back(t);
+    fn wait(&mut self, key: Key, t: u64) {
+        self.waiting.entry(key).or_default().push_back(t);
         self.n_waiting += 1;
     }
 
-    fn take_waiting(&mut self, (sector, write): Key) -> Option<u64> {
-        let q = self.waiting.get_mut(&(write, sector))?;
-        let t = q.pop_front();
-        if q.is_empty() {
-            self.waiting.remove(&(write, sector));
-        }
+    fn take_waiting(&mut self, key: Key) -> Option<u64> {
+        let t = take(&mut self.waiting, key);
         self.n_waiting -= u64::from(t.is_some());
         t
     }
 
     /// Requests waiting that start inside `sectors` after `key`'s: merged into it.
-    fn absorbed(&mut self, (sector, write): Key, sectors: u64) {
+    fn absorbed(&mut self, (write, sector): Key, sectors: u64) {
         let inside: Vec<_> = self
             .waiting
             .range((write, sector + 1)..(write, sector + sectors))
@@ -152,30 +153,25 @@ impl Follow {
         }
         self.advance(r.time);
         let write = r.has(tc::WRITE) || r.has(tc::FLUSH);
-        // A flush without data has no sector of its own: the kernel's tracepoints give its
-        // issue sector 0 and its completion -1. One key for all of them.
-        let key = if r.bytes == 0 && r.has(tc::FLUSH) {
-            (u64::MAX, true)
-        } else {
-            (r.sector, write)
-        };
-        let durable = r.has(tc::FUA) || (r.bytes == 0 && r.has(tc::FLUSH));
+        let flush = r.bytes == 0 && r.has(tc::FLUSH);
+        let key = if flush { FLUSH } else { (write, r.sector) };
+        let durable = flush || r.has(tc::FUA);
         let dir = if durable { 2 } else { usize::from(write) };
         match what {
             ta::INSERT => {
                 // An insert stamped with the same microsecond as an issue of its request
                 // that came first in the merged order (the kernel's tracepoints, read as
                 // text, have microseconds; two CPUs' events tie) has already been issued.
-                let issued = self.uninserted.get(&key).and_then(|q| q.front()).copied();
-                if issued.is_some_and(|t| r.time.abs_diff(t) <= 1_000) {
-                    Self::take(&mut self.uninserted, key);
+                let issued = self.uninserted.get(&key);
+                if issued.is_some_and(|t| r.time.abs_diff(*t) <= 1_000) {
+                    self.uninserted.remove(&key);
                 } else {
                     self.wait(key, r.time);
                 }
             }
             ta::FRONTMERGE => {
                 // The bio goes in front of a waiting request that started right after it.
-                let old = (r.sector + u64::from(r.bytes >> 9), write);
+                let old = (write, r.sector + u64::from(r.bytes >> 9));
                 if let Some(t) = self.take_waiting(old) {
                     self.wait(key, t);
                 }
@@ -185,12 +181,10 @@ impl Follow {
                     self.i2d.0 += r.time.saturating_sub(t);
                     self.i2d.1 += 1;
                 } else {
-                    let q = self.uninserted.entry(key).or_default();
                     // Only the latest matters: an insert ties with an issue or none.
-                    q.clear();
-                    q.push_back(r.time);
+                    self.uninserted.insert(key, r.time);
                 }
-                if key.0 != u64::MAX {
+                if !flush {
                     self.absorbed(key, u64::from(r.bytes >> 9));
                 }
                 self.in_driver.entry(key).or_default().push_back(r.time);
@@ -204,13 +198,13 @@ impl Follow {
                 }
             }
             ta::COMPLETE => {
-                if let Some(t) = Self::take(&mut self.in_driver, key) {
+                if let Some(t) = take(&mut self.in_driver, key) {
                     self.n_driver -= 1;
                     self.d2c[dir].0 += r.time.saturating_sub(t);
                     self.d2c[dir].1 += 1;
                 }
             }
-            ta::REQUEUE if Self::take(&mut self.in_driver, key).is_some() => {
+            ta::REQUEUE if take(&mut self.in_driver, key).is_some() => {
                 self.n_driver -= 1;
                 self.wait(key, r.time);
             }
@@ -220,13 +214,7 @@ impl Follow {
 
     fn finish(self, device: u32) -> DeviceStats {
         let span = self.last - self.first.unwrap_or(self.last);
-        let share = |ns: u64| {
-            if span == 0 {
-                0.0
-            } else {
-                ns as f64 / span as f64
-            }
-        };
+        let per_ns = |x: f64| if span == 0 { 0.0 } else { x / span as f64 };
         let mean_us = |(sum, n): (u64, u64)| (n > 0).then(|| sum as f64 / n as f64 / 1e3);
         DeviceStats {
             device,
@@ -244,15 +232,11 @@ impl Follow {
             d2c_flush_fua_us: mean_us(self.d2c[2]),
             issued_flush_fua: self.flush_fua,
             i2d_us: mean_us(self.i2d),
-            mean_in_driver: if span == 0 {
-                0.0
-            } else {
-                self.driver_area as f64 / span as f64
-            },
+            mean_in_driver: per_ns(self.driver_area as f64),
             max_in_driver: self.max_driver,
-            busy: share(self.busy_ns),
-            waiting: share(self.waiting_ns),
-            empty: share(self.empty_ns),
+            busy: per_ns(self.busy_ns as f64),
+            waiting: per_ns(self.waiting_ns as f64),
+            empty: per_ns(self.empty_ns as f64),
         }
     }
 }
