@@ -173,7 +173,7 @@ for round in $(seq "$rounds"); do
 import json, sys
 d = json.load(sys.stdin)["devices"][0]
 f = lambda v: "null" if v is None else f"{v:.1f}"
-print(f(d["d2c_write_us"]), f(d["d2c_flush_fua_us"]), f"{100 * d['"'"'busy'"'"']:.1f}", f"{100 * d['"'"'waiting'"'"']:.1f}")')
+print(f(d["d2c_write_us"]), f(d["d2c_flush_fua_us"]), f(100 * d["busy"]), f(100 * d["waiting"]))')
                 read -r w fl busy waiting <<<"$st"
                 got["write $s $prio"]+="$w "
                 got["flush $s $prio"]+="$fl "

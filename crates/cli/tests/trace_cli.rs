@@ -842,8 +842,8 @@ fn trace_stats_sees_the_devices_time_and_the_schedulers_plugging() {
     assert!((d2c - 200.0).abs() < 5.0, "{full}");
     assert_eq!(full["max_in_driver"], 4, "{full}");
     assert!(full["busy"].as_f64().unwrap() > 0.99, "{full}");
-    let waiting = |sched: &str, tunable: &[&str]| {
-        let sched = format!("--ioscheduler={sched}");
+    let waiting = |name: &str, tunable: &[&str]| {
+        let sched = format!("--ioscheduler={name}");
         let mut extra = vec!["--iodepth=1", sched.as_str()];
         extra.extend_from_slice(tunable);
         extra.extend_from_slice(&[
@@ -854,7 +854,7 @@ fn trace_stats_sees_the_devices_time_and_the_schedulers_plugging() {
             "--thinktime_blocks=1",
             "--name=light",
         ]);
-        run(&sched[14..], &extra)["waiting"].as_f64().unwrap()
+        run(name, &extra)["waiting"].as_f64().unwrap()
     };
     let bfq = waiting("bfq", &["--sched.low_latency=0"]);
     let dl = waiting("mq-deadline", &[]);
