@@ -1185,18 +1185,16 @@ impl State {
         // left is then the next turn's, set below.
         let budget = self.qr(id).budget;
         let marks = !stays_busy && !matches!(why, Expire::BudgetTimeout | Expire::BudgetExhausted);
-        let q = self.q(id);
-        if marks {
-            q.non_blocking_wait_rq = true;
-            q.hole_left = budget.saturating_sub(charged);
-        } else {
-            q.hole_left = budget.max(charged);
-        }
         self.recalc_budget(id, why, k);
-        if !marks && stays_busy {
-            let q = self.q(id);
-            q.hole_left = q.budget;
-        }
+        let q = self.q(id);
+        q.non_blocking_wait_rq |= marks;
+        q.hole_left = if marks {
+            budget.saturating_sub(charged)
+        } else if stays_busy {
+            q.budget
+        } else {
+            budget.max(charged)
+        };
         self.update_wr(id, now, k);
         if self.qr(id).is_coop() && self.is_seeky(id) {
             // A shared queue that went seeky: its issuers cooperate no more.
