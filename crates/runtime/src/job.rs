@@ -13,6 +13,7 @@ use mqblk_core::{
     RequestQueue, SECTOR_SHIFT,
 };
 use mqblk_workload::{verify, Ddir, IoKind, Job, JobDriver, JobIo, Next};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -285,6 +286,8 @@ struct JobState<'a, S: LatSink> {
     progress: &'a Progress,
     count: &'a JobCount,
     pending: Option<Bio>,
+    /// Completions reaped and not yet handled (beyond `iodepth_batch_complete_max`).
+    reaped: VecDeque<Bio>,
     /// The last clock reading, and whether nothing happened since it was taken. Reading the
     /// clock is a visible part of the per-I/O cost on a null device, so each reading serves
     /// every purpose it can: a batch's end time is also the completion time of what
@@ -353,6 +356,7 @@ pub fn run_job<S: LatSink>(
         progress,
         count: &progress.counts[slot],
         pending: None,
+        reaped: VecDeque::new(),
         now: t0,
         fresh: true,
         restarted_at: None,
@@ -543,20 +547,26 @@ impl<S: LatSink> JobState<'_, S> {
         }
     }
 
+    /// Completions held: reaped and not yet handled, and handed back by the queue since.
+    fn held(&mut self) -> usize {
+        self.reaped.len() + self.h.done().len()
+    }
+
     fn reap(&mut self, min: usize) {
         // Completions that happened inline during the batch just submitted are timed at the
         // batch's end; anything reaped later gets a fresh reading.
-        let inline = self.fresh && self.h.done().len() >= min.max(1);
+        let inline = self.fresh && self.held() >= min.max(1);
         if !inline {
             // Like fio, reap only once the queue is full (or nothing more can be submitted);
             // until then, completions that already arrived are taken as they are.
-            if min > 0 {
+            let need = min.saturating_sub(self.reaped.len());
+            if need > 0 {
                 // While a split bio's rest waits for a tag, its pieces' completions free
                 // tags without completing a bio: poll once and go back to resubmit it.
                 let wait = if self.rest_waits() { 0 } else { 1_000_000_000 };
-                self.h.reap(min, wait);
+                self.h.reap(need, wait);
             }
-            if self.h.done().is_empty() {
+            if self.held() == 0 {
                 return;
             }
             (self.now, self.fresh) = (self.h.now().0, true);
@@ -564,69 +574,31 @@ impl<S: LatSink> JobState<'_, S> {
         let now = self.now;
         let measured = self.driver.measures(now - self.t0);
         let checks = self.job.verify && self.driver.checks_reads();
-        let mut done = std::mem::take(self.h.done());
-        // Handle at most `iodepth_batch_complete_max`; the rest wait for the next reap.
-        let max = self.job.batch_complete_max as usize;
-        let rest = if done.len() > max {
-            done.split_off(max)
-        } else {
-            Vec::new()
-        };
         let (mut n, mut bytes) = (0u64, 0u64);
-        for mut bio in done.drain(..) {
-            self.inflight -= 1;
-            let write = bio.op.is_write();
-            if bio.op == ReqOp::Flush {
-                if bio.status == BlkStatus::Ok {
-                    if measured {
-                        self.sink.sync(now.saturating_sub(bio.submit_ns.0));
-                    }
-                } else {
-                    self.note_error(&bio);
-                }
-                continue;
-            }
-            n += 1;
-            let len = bio.bytes();
-            bytes += len;
-            if bio.status != BlkStatus::Ok {
-                self.note_error(&bio);
-            } else {
-                // A read-only job checks what it reads; a job that writes checks its own
-                // blocks in the verify pass instead (its reads may hit blocks it never
-                // wrote), as fio does.
-                if checks && !write {
-                    self.check_block(&bio);
-                }
-                if measured && matches!(bio.op, ReqOp::Read | ReqOp::Write) {
-                    // fio's latency_target and max_latency judge the total latency.
-                    let lat = now.saturating_sub(bio.submit_ns.0);
-                    self.driver.completed(now.saturating_sub(self.t0), lat);
-                }
-                if measured {
-                    let submit = bio.submit_ns.0;
-                    let end = self.batches.end_of(bio.private).max(submit);
-                    let dir = match bio.op {
-                        ReqOp::Read => Ddir::Read,
-                        ReqOp::Discard => Ddir::Trim,
-                        _ => Ddir::Write,
-                    };
-                    self.sink.record(Completed {
-                        dir,
-                        bytes: len,
-                        offset: bio.sector << SECTOR_SHIFT,
-                        at_ns: now.saturating_sub(self.t0),
-                        slat: end - submit,
-                        clat: now.saturating_sub(end),
-                    });
+        let max = self.job.batch_complete_max as usize;
+        let mut done = std::mem::take(self.h.done());
+        if self.reaped.is_empty() && done.len() <= max {
+            // All of it, in the order reaped (the common case: nothing left over).
+            for bio in done.drain(..) {
+                if let Some(len) = self.handle(bio, now, measured, checks) {
+                    (n, bytes) = (n + 1, bytes + len);
                 }
             }
-            if let Some(buf) = bio.buf.take() {
-                self.free_bufs.push(buf);
+        } else {
+            // At most `iodepth_batch_complete_max` (fio's default: one), oldest first; the
+            // rest wait here for the next reap, as fio leaves them in the ring's CQ. They
+            // wait in a ring buffer: taking them from the front of the queue's vector, or
+            // splitting it, moved every later one at every reap.
+            let mut reaped = std::mem::take(&mut self.reaped);
+            reaped.extend(done.drain(..));
+            for bio in reaped.drain(..max.min(reaped.len())) {
+                if let Some(len) = self.handle(bio, now, measured, checks) {
+                    (n, bytes) = (n + 1, bytes + len);
+                }
             }
+            self.reaped = reaped;
         }
         *self.h.done() = done;
-        self.h.done().extend(rest);
         self.sink.completed(n);
         if self.driver.take_stats_reset() {
             self.sink.restart();
@@ -643,6 +615,60 @@ impl<S: LatSink> JobState<'_, S> {
         self.out.ios += n;
         self.count.ios.fetch_add(n, Ordering::Relaxed);
         self.count.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Accounts one completed bio (of `reap`'s batch, timed `now`); returns its length
+    /// when it counts as an I/O done (anything but a flush).
+    fn handle(&mut self, mut bio: Bio, now: u64, measured: bool, checks: bool) -> Option<u64> {
+        self.inflight -= 1;
+        let write = bio.op.is_write();
+        if bio.op == ReqOp::Flush {
+            if bio.status == BlkStatus::Ok {
+                if measured {
+                    self.sink.sync(now.saturating_sub(bio.submit_ns.0));
+                }
+            } else {
+                self.note_error(&bio);
+            }
+            return None;
+        }
+        let len = bio.bytes();
+        if bio.status != BlkStatus::Ok {
+            self.note_error(&bio);
+        } else {
+            // A read-only job checks what it reads; a job that writes checks its own
+            // blocks in the verify pass instead (its reads may hit blocks it never
+            // wrote), as fio does.
+            if checks && !write {
+                self.check_block(&bio);
+            }
+            if measured && matches!(bio.op, ReqOp::Read | ReqOp::Write) {
+                // fio's latency_target and max_latency judge the total latency.
+                let lat = now.saturating_sub(bio.submit_ns.0);
+                self.driver.completed(now.saturating_sub(self.t0), lat);
+            }
+            if measured {
+                let submit = bio.submit_ns.0;
+                let end = self.batches.end_of(bio.private).max(submit);
+                let dir = match bio.op {
+                    ReqOp::Read => Ddir::Read,
+                    ReqOp::Discard => Ddir::Trim,
+                    _ => Ddir::Write,
+                };
+                self.sink.record(Completed {
+                    dir,
+                    bytes: len,
+                    offset: bio.sector << SECTOR_SHIFT,
+                    at_ns: now.saturating_sub(self.t0),
+                    slat: end - submit,
+                    clat: now.saturating_sub(end),
+                });
+            }
+        }
+        if let Some(buf) = bio.buf.take() {
+            self.free_bufs.push(buf);
+        }
+        Some(len)
     }
 
     /// Checks a block read back against its verify header.
