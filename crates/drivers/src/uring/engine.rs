@@ -336,7 +336,7 @@ impl Ring {
     /// What is pushed and not yet handed to the kernel, for a submitter to hand over
     /// without the hardware queue's lock ([`enter_submit`]): the ring's fd and the count.
     /// With SQPOLL the kernel's thread takes them (woken here if it sleeps), under the lock.
-    pub(crate) fn submit_due(&mut self) -> Option<(RawFd, u32)> {
+    pub(crate) fn submit_due(&mut self) -> Option<Due> {
         if self.uring.params().is_setup_sqpoll() {
             self.submit();
             return None;
@@ -345,7 +345,11 @@ impl Ring {
             return None;
         }
         let n = self.uring.submission().len() as u32;
-        (n > 0).then(|| (self.uring.as_raw_fd(), n))
+        (n > 0).then(|| Due {
+            fd: self.uring.as_raw_fd(),
+            n,
+            getevents: self.single_issuer,
+        })
     }
 
     /// Whether a submitter with nothing else to do should sleep until a completion is
@@ -362,7 +366,7 @@ impl Ring {
         if in_kernel == 0 || !self.uring.completion().is_empty() || !self.may_enter() {
             return None;
         }
-        let pushed = self.submit_due().map_or(0, |(_, n)| n);
+        let pushed = self.submit_due().map_or(0, |d| d.n);
         Some((self.uring.as_raw_fd(), pushed))
     }
 
@@ -558,7 +562,6 @@ pub(crate) fn wait_for_cqe(fd: RawFd, to_submit: u32, timeout: std::time::Durati
         min_wait_usec: u32,
         ts: u64,
     }
-    const IORING_ENTER_GETEVENTS: u32 = 1;
     const IORING_ENTER_EXT_ARG: u32 = 8;
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
@@ -587,25 +590,47 @@ pub(crate) fn wait_for_cqe(fd: RawFd, to_submit: u32, timeout: std::time::Durati
     }
 }
 
-/// Hands `n` pushed submissions of ring `fd` to the kernel (`io_uring_enter` without
-/// waiting), outside the hardware queue's lock: the kernel serialises entries on a ring
+/// `io_uring_enter`'s flag to reap: run this task's pending completion work, post what it
+/// finished, and wait for `min_complete` completions (none, when that is 0).
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
+/// Pushed submissions of a ring, to be handed to the kernel without the hardware queue's
+/// lock ([`enter_submit`]).
+pub(crate) struct Due {
+    pub(crate) fd: RawFd,
+    pub(crate) n: u32,
+    /// Enter with `GETEVENTS` and no minimum, as fio's engine commits its submissions
+    /// (`io_uring_enter(nr, 0, IORING_ENTER_GETEVENTS)`): a single-issuer ring's
+    /// completions wait as deferred task work until its owner enters so, and this posts
+    /// them on the way, for the next reap to find in the CQ without a system call of
+    /// its own.
+    pub(crate) getevents: bool,
+}
+
+/// Hands a ring's pushed submissions to the kernel (`io_uring_enter` without waiting),
+/// outside the hardware queue's lock: the kernel serialises entries on a ring
 /// itself (`ctx->uring_lock`) and takes what the submission queue's tail publishes, so a
 /// second submitter may push and enter meanwhile; one that finds fewer entries than it
 /// counted (another took them) submits what is there. On tmpfs and the page cache the
 /// kernel does the copy inside this call, which under the lock made every other
 /// submitter of the queue wait for it. Errors (`EAGAIN`, `EBUSY`, `EINTR`) leave the
 /// entries queued for the next poll, as [`Ring::submit`]'s do.
-pub(crate) fn enter_submit(fd: RawFd, n: u32) {
+pub(crate) fn enter_submit(due: Due) {
+    let flags = if due.getevents {
+        IORING_ENTER_GETEVENTS
+    } else {
+        0
+    };
     // SAFETY: only the ring's fd and counts go to the kernel; the entries it consumes were
     // pushed under the hardware queue's lock with their memory valid until completion
     // (clauses 1-5, upheld by `push_ready`). `fd` is open while the device is (clause 2).
     unsafe {
         libc::syscall(
             libc::SYS_io_uring_enter,
-            fd,
-            n,
+            due.fd,
+            due.n,
             0u32,
-            0u32,
+            flags,
             std::ptr::null::<libc::c_void>(),
             0usize,
         );

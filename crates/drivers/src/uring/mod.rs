@@ -1208,8 +1208,8 @@ impl Driver for UringDevice {
             // Also when this request was refused: earlier ones of the batch are queued.
             (status, if last { q.ring.submit_due() } else { None })
         });
-        if let Some((fd, n)) = due {
-            engine::enter_submit(fd, n);
+        if let Some(due) = due {
+            engine::enter_submit(due);
         }
         status
     }
@@ -1220,8 +1220,8 @@ impl Driver for UringDevice {
             q.ring.push_ready();
             q.ring.submit_due()
         });
-        if let Some((fd, n)) = due {
-            engine::enter_submit(fd, n);
+        if let Some(due) = due {
+            engine::enter_submit(due);
         }
     }
 
