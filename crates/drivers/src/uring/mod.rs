@@ -384,6 +384,11 @@ struct OpenedFile {
 struct HctxRing {
     ring: Ring,
     specs: Vec<SegSpec>,
+    /// Reads and writes issued on this ring from registered buffers, and from others.
+    /// Counted here, under the ring's lock, rather than on the device, whose counters every
+    /// submitter wrote at every I/O next to fields every I/O reads.
+    fixed_ios: u64,
+    plain_ios: u64,
 }
 
 impl HctxRing {
@@ -391,6 +396,8 @@ impl HctxRing {
         HctxRing {
             ring,
             specs: Vec::with_capacity(MAX_SEGMENTS as usize),
+            fixed_ios: 0,
+            plain_ios: 0,
         }
     }
 }
@@ -447,9 +454,6 @@ pub struct UringDevice {
     /// How an owned ring is made (`single_issuer`).
     owned_cfg: RingConfig,
     pool: Option<FixedPool>,
-    /// Reads and writes issued from registered buffers, and from others.
-    fixed_ios: AtomicU64,
-    plain_ios: AtomicU64,
 }
 
 impl std::fmt::Debug for UringDevice {
@@ -618,8 +622,6 @@ impl UringDevice {
             hctxs: hctxs.into(),
             owned_cfg,
             pool,
-            fixed_ios: AtomicU64::new(0),
-            plain_ios: AtomicU64::new(0),
         }))
     }
 
@@ -757,12 +759,18 @@ impl UringDevice {
         self.pool.as_ref()
     }
 
-    /// Reads and writes issued so far from registered buffers and from others.
+    /// Reads and writes issued so far from registered buffers and from others, summed over
+    /// every ring of every hardware queue.
     pub fn fixed_stats(&self) -> (u64, u64) {
-        (
-            self.fixed_ios.load(Ordering::Relaxed),
-            self.plain_ios.load(Ordering::Relaxed),
-        )
+        let mut sum = (0, 0);
+        for hq in self.hctxs.iter() {
+            let owned = hq.owned.iter().filter_map(|o| o.ring.get()?.as_deref());
+            for q in std::iter::once(&*hq.shared).chain(owned) {
+                let q = q.lock();
+                sum = (sum.0 + q.fixed_ios, sum.1 + q.plain_ios);
+            }
+        }
+        sum
     }
 
     pub fn path(&self) -> &Path {
@@ -1026,11 +1034,6 @@ impl UringDevice {
                 .pool
                 .as_ref()
                 .and_then(|p| p.inner().index_of(addr, len as usize));
-            if buf_index.is_some() {
-                self.fixed_ios.fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.plain_ios.fetch_add(1, Ordering::Relaxed);
-            }
         }
         // The file the bio lies in; one that straddles two, or the gap between them, is an
         // I/O error (the block layer never builds one from a file set's jobs).
@@ -1069,7 +1072,14 @@ impl UringDevice {
             let fua = rq.cmd_flags.contains(ReqFlags::FUA);
             for bio in rq.bios.iter_mut() {
                 match self.bio_spec(rq.op, fua, bio) {
-                    Ok(spec) => q.specs.push(spec),
+                    Ok(spec) => {
+                        if spec.buf_index.is_some() {
+                            q.fixed_ios += 1;
+                        } else if matches!(spec.kind, OpKind::Read | OpKind::Write) {
+                            q.plain_ios += 1;
+                        }
+                        q.specs.push(spec);
+                    }
                     Err(status) => return status,
                 }
             }
