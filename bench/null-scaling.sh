@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The null-device targets of "many submitters": one job against fio's null engine, and how
+# two jobs scale over one, on a hardware queue each and sharing one. 4 KiB random reads at
+# QD32, scheduler none, the null device completing inline (irqmode none). Each round runs
+# fio's null engine, then mqblk with 1 job, 2 jobs on 2 hardware queues and 2 jobs on 1, back
+# to back, so the ratios of a round come from the same minute of this shared machine.
+# Prints every round (IOPS, CPU per I/O: bench/measure.py) and then, per ratio, its median
+# and its smallest value ("in every run").
+#
+#   bash bench/null-scaling.sh [RUNTIME_S] [REPS]
+#
+# fio is installed from Debian's packages if missing. MQBLK=path runs that mqblk binary
+# instead of building one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runtime=${1:-2}
+reps=${2:-3}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+job="--name=r --rw=randread --bs=4k --iodepth=32 --runtime=$runtime --time_based --output-format=json"
+
+fio_null() { measure fio $job --ioengine=null --size=1g; }
+ours() { # $1 = jobs, $2 = hardware queues
+    measure "$mqblk" bench $job --ioscheduler=none --numjobs="$1" --nr_hw_queues="$2"
+}
+
+one_vs_fio=""; two_on_two=""; two_on_one=""
+for r in $(seq "$reps"); do
+    # Assigned first, so that a failed run stops the script (set -e).
+    fo=$(fio_null); o1=$(ours 1 1); o22=$(ours 2 2); o21=$(ours 2 1)
+    read -r f fu fs <<<"$fo"
+    read -r a au as <<<"$o1"
+    read -r b _ _ <<<"$o22"
+    read -r c _ _ <<<"$o21"
+    read -r x y z <<<"$(python3 -c "print(f'{$a / $f:.2f}', f'{$b / $a:.2f}', f'{$c / $a:.2f}')")"
+    printf 'round %d  fio null %7.2fM IOPS (%3.0f ns/IO)  1 job %7.2fM (%3.0f ns/IO, %sx fio)  2 jobs 2 hctx %7.2fM (%sx)  2 jobs 1 hctx %7.2fM (%sx)\n' \
+        "$r" "$(python3 -c "print($f / 1e6)")" "$(python3 -c "print(($fu + $fs) * 1e3)")" \
+        "$(python3 -c "print($a / 1e6)")" "$(python3 -c "print(($au + $as) * 1e3)")" "$x" \
+        "$(python3 -c "print($b / 1e6)")" "$y" "$(python3 -c "print($c / 1e6)")" "$z"
+    one_vs_fio="$one_vs_fio $x"; two_on_two="$two_on_two $y"; two_on_one="$two_on_one $z"
+done
+echo
+summary() { # $1 = label, rest = ratios
+    local label=$1; shift
+    python3 -c "import statistics,sys; v=list(map(float, sys.argv[2:])); print(f'{sys.argv[1]:<34} median {statistics.median(v):.2f}  smallest {min(v):.2f}')" "$label" "$@"
+}
+# shellcheck disable=SC2086 # each ratio is one word
+summary "1 job / fio's null engine" $one_vs_fio
+# shellcheck disable=SC2086
+summary "2 jobs on 2 hctx / 1 job" $two_on_two
+# shellcheck disable=SC2086
+summary "2 jobs on 1 hctx / 1 job" $two_on_one

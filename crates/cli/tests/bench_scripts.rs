@@ -1,0 +1,122 @@
+//! The comparisons with fio that README's benchmark section shows run as written, in a short
+//! form (one round of one-second runs) with this build's `mqblk`: `bench/vs-fio.sh` (fio's
+//! io_uring engine against the uring driver) and `bench/null-scaling.sh` (fio's null engine
+//! against the null device, and two jobs over one). Only what they print is checked, never a
+//! speed: speed targets live in the benchmarks themselves. fio is needed; CI installs it
+//! (`.ci/run`), elsewhere its absence is a visible skip.
+
+use std::path::Path;
+use std::process::Command;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs `bash bench/NAME ARGS` with this build's mqblk and returns its stdout, or None (a
+/// visible skip) without fio outside CI.
+fn run(name: &str, args: &[&str]) -> Option<String> {
+    if !have("fio") {
+        assert!(std::env::var_os("CI").is_none(), "CI installs fio");
+        eprintln!("SKIP bench/{name}: fio is not installed");
+        return None;
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("bash")
+        .arg(format!("bench/{name}"))
+        .args(args)
+        .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "bench/{name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(stdout)
+}
+
+/// The number after `key` on `line`.
+fn number_after(line: &str, key: &str) -> f64 {
+    let rest = &line[line
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {line:?}"))
+        + key.len()..];
+    rest.split_whitespace()
+        .next()
+        .and_then(|w| {
+            w.trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no number after {key:?} in {line:?}"))
+}
+
+#[test]
+fn the_null_scaling_script_prints_each_round_and_every_ratio() {
+    let Some(out) = run("null-scaling.sh", &["1", "1"]) else {
+        return;
+    };
+    let round = out
+        .lines()
+        .find(|l| l.starts_with("round 1"))
+        .unwrap_or_else(|| panic!("no round line:\n{out}"));
+    for key in ["fio null", "1 job", "2 jobs 2 hctx", "2 jobs 1 hctx"] {
+        assert!(number_after(round, key) > 0.0, "{key}: {round}");
+    }
+    for label in [
+        "1 job / fio's null engine",
+        "2 jobs on 2 hctx / 1 job",
+        "2 jobs on 1 hctx / 1 job",
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} summary:\n{out}"));
+        let (median, smallest) = (number_after(line, "median"), number_after(line, "smallest"));
+        // One round: its median is its only value.
+        assert!(median > 0.0 && median == smallest, "{line}");
+    }
+}
+
+#[test]
+fn the_io_uring_comparison_prints_iops_and_cpu_per_io_of_every_workload() {
+    let Some(out) = run("vs-fio.sh", &["", "64m", "1", "1"]) else {
+        return;
+    };
+    let workloads = [
+        "randread 4k qd32 1 job ",
+        "randread 4k qd32 2 jobs ",
+        "randread 4k qd32 2 jobs 1 hctx",
+        "randread 4k qd4 4 jobs 1 hctx",
+        "read 128k qd8 1 job",
+        "randread 4k qd32 fixedbufs",
+    ];
+    for w in workloads {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(w) && l.contains("rep 1"))
+            .unwrap_or_else(|| panic!("no row for {w:?}:\n{out}"));
+        assert!(
+            number_after(row, "fio") > 0.0 && number_after(row, "mqblk") > 0.0,
+            "{row}"
+        );
+        assert!(number_after(row, "ratio") > 0.0, "{row}");
+        // CPU per I/O is measured, so never zero: both tools use the CPU to move data.
+        assert!(number_after(row, "cpu") > 0.0, "{row}");
+        let summary = out
+            .lines()
+            .find(|l| l.starts_with(w) && l.contains("median"))
+            .unwrap_or_else(|| panic!("no median for {w:?}:\n{out}"));
+        assert_eq!(
+            number_after(summary, "median mqblk/fio"),
+            number_after(row, "ratio"),
+            "{summary}"
+        );
+        assert!(number_after(summary, "cpu per I/O") > 0.0, "{summary}");
+    }
+}
