@@ -589,14 +589,15 @@ impl<S: LatSink> JobState<'_, S> {
             // rest wait here for the next reap, as fio leaves them in the ring's CQ. They
             // wait in a ring buffer: taking them from the front of the queue's vector, or
             // splitting it, moved every later one at every reap.
-            let mut reaped = std::mem::take(&mut self.reaped);
-            reaped.extend(done.drain(..));
-            for bio in reaped.drain(..max.min(reaped.len())) {
+            self.reaped.extend(done.drain(..));
+            for _ in 0..max {
+                let Some(bio) = self.reaped.pop_front() else {
+                    break;
+                };
                 if let Some(len) = self.handle(bio, now, measured, checks) {
                     (n, bytes) = (n + 1, bytes + len);
                 }
             }
-            self.reaped = reaped;
         }
         *self.h.done() = done;
         self.sink.completed(n);
