@@ -27,6 +27,10 @@ impl CompletionBatch {
     pub fn complete(&mut self, id: RqId, status: BlkStatus) {
         self.done.push((id, status));
     }
+    /// The requests finished so far in this batch, in order, with their status.
+    pub fn finished(&self) -> &[(RqId, BlkStatus)] {
+        &self.done
+    }
     /// The driver gives the request back to be issued again (`blk_mq_requeue_request`).
     pub fn requeue(&mut self, id: RqId) {
         self.requeue.push(id);

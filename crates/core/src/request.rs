@@ -91,6 +91,11 @@ pub struct Request {
     pub nr_segments: u16,
     pub ctx: CtxIdx,
     pub hctx: HctxIdx,
+    /// The thread that allocated it ([`crate::hctx::thread_number`]), which waits for its
+    /// bios; 0 for the queue's own flush requests. A driver that completes it on another
+    /// thread may have to wake that one, as the kernel compares the completing CPU with
+    /// `rq->mq_ctx->cpu` to send an IPI (`blk_mq_complete_need_ipi`).
+    pub submitter: u64,
     /// The merged bios in sector order.
     pub bios: Vec<Bio>,
     pub alloc_ns: Nanos,
@@ -123,6 +128,7 @@ impl Request {
             nr_segments: 0,
             ctx: CtxIdx(0),
             hctx: HctxIdx(0),
+            submitter: 0,
             bios: Vec::with_capacity(2),
             alloc_ns: Nanos::ZERO,
             insert_ns: Nanos::ZERO,

@@ -1,5 +1,7 @@
 //! A thread that ends must first bring back what only it can: requests its queue runs
-//! issued for other submitters on an io_uring it owns (`SubmitterHandle::retire`).
+//! issued for other submitters on an io_uring it owns (`SubmitterHandle::retire`). While
+//! such a request is in flight, the device counts it, so that submitters sleeping on their
+//! own rings keep a timeout (`UringDevice::foreign_inflight`).
 
 use mqblk_core::{Bio, BlkStatus, CtxIdx, Driver, HctxIdx, IoBuf, ReqOp};
 use mqblk_device::{DeviceConfig, DriverKind};
@@ -39,6 +41,11 @@ fn a_retiring_thread_brings_back_what_it_issued_for_another() {
     a.poll();
     a.submit(Bio::new(ReqOp::Write, 8, 8).with_buf(data));
     assert_eq!(uring.inflight_owned(h0), 1, "A's write on A's ring");
+    assert_eq!(
+        uring.foreign_inflight(),
+        0,
+        "A's own write is nobody else's"
+    );
     // B, on a thread of its own: its read finds the device ring full.
     let b = std::thread::scope(|s| {
         s.spawn(|| {
@@ -61,11 +68,15 @@ fn a_retiring_thread_brings_back_what_it_issued_for_another() {
         a.poll();
         std::thread::yield_now();
     }
+    // While B's read is on A's ring, every wait on an own ring keeps its 1 ms backstop:
+    // B, asleep on its own ring, would look again within a millisecond.
+    assert_eq!(uring.foreign_inflight(), 1, "B's read, issued on A's ring");
     let back = std::mem::take(a.done());
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].status, BlkStatus::Ok);
     a.retire();
     assert_eq!(uring.inflight_owned(h0), 0, "A's ring is empty");
+    assert_eq!(uring.foreign_inflight(), 0, "B's read reaped by A");
     // B, on yet another thread, finds its read done.
     std::thread::scope(|s| {
         s.spawn(move || {

@@ -869,6 +869,7 @@ impl QueueInner {
         rq.nr_segments = u16::from(bio.op.has_data());
         rq.ctx = ctx;
         rq.hctx = h;
+        rq.submitter = crate::hctx::thread_number();
         rq.init_life(now);
         rq.bios.push(bio);
         if let Some(t) = self.cfg.tracer.get() {

@@ -549,11 +549,11 @@ pub(crate) fn dio_offset_align(file: &File) -> io::Result<Option<u32>> {
 }
 
 /// Hands `to_submit` pushed entries of ring `fd` to the kernel and sleeps in
-/// `io_uring_enter(GETEVENTS)` until a completion is posted or `timeout` passes, whichever is
-/// first (`IORING_ENTER_EXT_ARG`). The timeout bounds a wait whose completion another
-/// submitter reaped first (the wait then needs the next one). Errors (`ETIME`, `EINTR` and
-/// the like) just return: the caller polls, and entries not taken stay queued.
-pub(crate) fn wait_for_cqe(fd: RawFd, to_submit: u32, timeout: std::time::Duration) {
+/// `io_uring_enter(GETEVENTS)` until a completion is posted or `timeout`, if any, passes,
+/// whichever is first (`IORING_ENTER_EXT_ARG`). The timeout bounds a wait whose completion
+/// another submitter reaped first (the wait then needs the next one). Errors (`ETIME`,
+/// `EINTR` and the like) just return: the caller polls, and entries not taken stay queued.
+pub(crate) fn wait_for_cqe(fd: RawFd, to_submit: u32, timeout: Option<std::time::Duration>) {
     /// `struct io_uring_getevents_arg`.
     #[repr(C)]
     struct GeteventsArg {
@@ -563,29 +563,39 @@ pub(crate) fn wait_for_cqe(fd: RawFd, to_submit: u32, timeout: std::time::Durati
         ts: u64,
     }
     const IORING_ENTER_EXT_ARG: u32 = 8;
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    let arg = GeteventsArg {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let arg = ts.as_ref().map(|ts| GeteventsArg {
         sigmask: 0,
         sigmask_sz: 0,
         min_wait_usec: 0,
-        ts: &ts as *const libc::timespec as u64,
+        ts: ts as *const libc::timespec as u64,
+    });
+    // Without a timeout, no extended argument: a plain wait, as fio's engine makes it.
+    let (flags, argp, argsz) = match &arg {
+        Some(a) => (
+            IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+            a as *const GeteventsArg,
+            std::mem::size_of::<GeteventsArg>(),
+        ),
+        None => (IORING_ENTER_GETEVENTS, std::ptr::null(), 0),
     };
     // SAFETY: `arg` and the timespec it points at live on this stack until the call
-    // returns. The entries it may consume were pushed under the hardware queue's lock with
-    // their memory valid until completion (clauses 1-5, upheld by `push_ready`), as for
-    // `enter_submit`. `fd` is a ring of this device, open while the device is (clause 2).
+    // returns (or are absent, and the kernel reads no argument). The entries it may
+    // consume were pushed under the hardware queue's lock with their memory valid until
+    // completion (clauses 1-5, upheld by `push_ready`), as for `enter_submit`. `fd` is a
+    // ring of this device, open while the device is (clause 2).
     unsafe {
         libc::syscall(
             libc::SYS_io_uring_enter,
             fd,
             to_submit,
             1u32,
-            IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
-            &arg as *const GeteventsArg,
-            std::mem::size_of::<GeteventsArg>(),
+            flags,
+            argp,
+            argsz,
         );
     }
 }
