@@ -28,15 +28,20 @@ one_vs_fio=""; two_on_two=""; two_on_one=""
 for r in $(seq "$reps"); do
     # Assigned first, so that a failed run stops the script (set -e).
     fo=$(fio_null); o1=$(ours 1 1); o22=$(ours 2 2); o21=$(ours 2 1)
-    read -r f fu fs <<<"$fo"
-    read -r a au as <<<"$o1"
-    read -r b _ _ <<<"$o22"
-    read -r c _ _ <<<"$o21"
-    read -r x y z <<<"$(python3 -c "print(f'{$a / $f:.2f}', f'{$b / $a:.2f}', f'{$c / $a:.2f}')")"
-    printf 'round %d  fio null %7.2fM IOPS (%3.0f ns/IO)  1 job %7.2fM (%3.0f ns/IO, %sx fio)  2 jobs 2 hctx %7.2fM (%sx)  2 jobs 1 hctx %7.2fM (%sx)\n' \
-        "$r" "$(python3 -c "print($f / 1e6)")" "$(python3 -c "print(($fu + $fs) * 1e3)")" \
-        "$(python3 -c "print($a / 1e6)")" "$(python3 -c "print(($au + $as) * 1e3)")" "$x" \
-        "$(python3 -c "print($b / 1e6)")" "$y" "$(python3 -c "print($c / 1e6)")" "$z"
+    # One line for the round; its three ratios come back on the last line.
+    out=$(python3 - "$r" "$fo" "$o1" "$o22" "$o21" <<'PY'
+import sys
+r = sys.argv[1]
+(f, fu, fs), (a, au, as_), (b, _, _), (c, _, _) = (map(float, x.split()) for x in sys.argv[2:])
+x, y, z = a / f, b / a, c / a
+print(f"round {r}  fio null {f / 1e6:5.2f}M IOPS ({(fu + fs) * 1e3:3.0f} ns/IO)  "
+      f"1 job {a / 1e6:5.2f}M ({(au + as_) * 1e3:3.0f} ns/IO, {x:.2f}x fio)  "
+      f"2 jobs 2 hctx {b / 1e6:5.2f}M ({y:.2f}x)  2 jobs 1 hctx {c / 1e6:5.2f}M ({z:.2f}x)")
+print(f"{x:.2f} {y:.2f} {z:.2f}")
+PY
+)
+    echo "${out%$'\n'*}"
+    read -r x y z <<<"${out##*$'\n'}"
     one_vs_fio="$one_vs_fio $x"; two_on_two="$two_on_two $y"; two_on_one="$two_on_one $z"
 done
 echo
