@@ -435,6 +435,18 @@ struct UringHctx {
     descs: CachePadded<AtomicU32>,
 }
 
+impl UringHctx {
+    /// The rings threads own on this queue (those set up; one that failed is not).
+    fn owned_rings(&self) -> impl Iterator<Item = &Mutex<HctxRing>> {
+        self.owned.iter().filter_map(|o| o.ring.get()?.as_deref())
+    }
+
+    /// Every ring of this queue: the owned ones, then the shared one.
+    fn rings(&self) -> impl Iterator<Item = &Mutex<HctxRing>> {
+        self.owned_rings().chain([&*self.shared])
+    }
+}
+
 /// Which of a hardware queue's rings a call is about.
 #[derive(Clone, Copy)]
 enum Which<'a> {
@@ -778,15 +790,13 @@ impl UringDevice {
     /// Reads and writes issued so far from registered buffers and from others, summed over
     /// every ring of every hardware queue.
     pub fn fixed_stats(&self) -> (u64, u64) {
-        let mut sum = (0, 0);
-        for hq in self.hctxs.iter() {
-            let owned = hq.owned.iter().filter_map(|o| o.ring.get()?.as_deref());
-            for q in std::iter::once(&*hq.shared).chain(owned) {
+        self.hctxs
+            .iter()
+            .flat_map(UringHctx::rings)
+            .fold((0, 0), |(fixed, plain), q| {
                 let q = q.lock();
-                sum = (sum.0 + q.fixed_ios, sum.1 + q.plain_ios);
-            }
-        }
-        sum
+                (fixed + q.fixed_ios, plain + q.plain_ios)
+            })
     }
 
     pub fn path(&self) -> &Path {
@@ -796,11 +806,8 @@ impl UringDevice {
     /// Requests in flight on every ring of hardware queue `hctx`, whoever issued them
     /// (`Driver::inflight` counts only what the calling thread reaps).
     pub fn inflight_all(&self, hctx: HctxIdx) -> usize {
-        let q = self.hctx(hctx);
-        q.owned
-            .iter()
-            .filter_map(|o| o.ring.get().and_then(|r| r.as_deref()))
-            .chain([&*q.shared])
+        self.hctx(hctx)
+            .rings()
             .map(|r| r.lock().ring.tracker.nr_requests())
             .sum()
     }
@@ -815,11 +822,7 @@ impl UringDevice {
     /// Rings of their own that threads have on hardware queue `hctx`
     /// ([`UringConfig::single_issuer`]).
     pub fn owned_rings(&self, hctx: HctxIdx) -> usize {
-        self.hctx(hctx)
-            .owned
-            .iter()
-            .filter(|o| o.ring.get().is_some_and(|r| r.is_some()))
-            .count()
+        self.hctx(hctx).owned_rings().count()
     }
 
     pub fn kind(&self) -> BackingKind {
