@@ -334,8 +334,9 @@ impl Ring {
     }
 
     /// What is pushed and not yet handed to the kernel, for a submitter to hand over
-    /// without the hardware queue's lock ([`enter_submit`]): the ring's fd and the count.
-    /// With SQPOLL the kernel's thread takes them (woken here if it sleeps), under the lock.
+    /// without the hardware queue's lock ([`enter_submit`]): the ring's fd, the count, and
+    /// whether to post deferred completions on the way ([`Due`]). With SQPOLL the kernel's
+    /// thread takes them (woken here if it sleeps), under the lock.
     pub(crate) fn submit_due(&mut self) -> Option<Due> {
         if self.uring.params().is_setup_sqpoll() {
             self.submit();
