@@ -5,15 +5,8 @@
 //! speed: speed targets live in the benchmarks themselves. fio is needed; CI installs it
 //! (`.ci/run`), elsewhere its absence is a visible skip.
 
-use std::path::Path;
-use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+mod common;
+use common::{have, run_repo_script};
 
 /// Runs `bash bench/NAME ARGS` with this build's mqblk and returns its stdout, or None (a
 /// visible skip) without fio outside CI.
@@ -23,21 +16,8 @@ fn run(name: &str, args: &[&str]) -> Option<String> {
         eprintln!("SKIP bench/{name}: fio is not installed");
         return None;
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("bash")
-        .arg(format!("bench/{name}"))
-        .args(args)
-        .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "bench/{name} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(stdout)
+    let out = run_repo_script(&format!("bench/{name}"), args);
+    Some(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The number after `key` on `line`.

@@ -6,7 +6,8 @@
 //! fio (the script installs them with apt-get, and `.ci/run` does so too) and Debian's cloud
 //! kernel package; in CI a machine without them fails, elsewhere the test is skipped visibly.
 
-use std::path::Path;
+mod common;
+use common::{have, run_repo_script};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
@@ -37,13 +38,6 @@ fn ready(what: &str) -> Option<MutexGuard<'static, ()>> {
     Some(ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn a_linux_guest_writes_and_verifies_across_a_reboot_on_two_virtqueues() {
     guest_test(
@@ -69,20 +63,8 @@ fn guest_test(args: &[&str], want: &[&str]) {
     let Some(_one_guest) = ready("guest-test.sh") else {
         return;
     };
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("bash")
-        .arg("scripts/guest-test.sh")
-        .args(args)
-        .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "guest-test.sh {args:?} failed:\n{stdout}\n{stderr}"
-    );
+    let out = run_script("guest-test.sh", args);
+    let stdout = String::from_utf8_lossy(&out);
     // Each virtqueue went through its own hardware queue.
     for w in want {
         assert!(stdout.contains(w), "missing '{w}':\n{stdout}");
@@ -97,21 +79,7 @@ fn guest_script(name: &str, args: &[&str]) -> Option<serde_json::Value> {
 
 /// What `scripts/NAME ARGS` printed, with this build's mqblk as `$MQBLK`; it must succeed.
 fn run_script(name: &str, args: &[&str]) -> Vec<u8> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("bash")
-        .arg(format!("scripts/{name}"))
-        .args(args)
-        .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
-        .current_dir(&repo)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{name} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    run_repo_script(&format!("scripts/{name}"), args)
 }
 
 #[test]

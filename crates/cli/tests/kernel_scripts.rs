@@ -5,15 +5,9 @@
 //! the kernel. They need root and a loop device; they fail in CI without them (`.ci/run`
 //! installs fio and dbench) and are skipped visibly elsewhere.
 
-use std::path::Path;
+mod common;
+use common::{have, repo};
 use std::process::Command;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// Runs `scripts/NAME --json ARGS` and parses its JSON, or returns None (after printing a
 /// visible skip) where the machine cannot run it and this is not CI.
@@ -31,12 +25,11 @@ fn run_script(name: &str, tools: &[&str], args: &[&str]) -> Option<serde_json::V
         eprintln!("SKIP {name}: needs root and {tools:?}");
         return None;
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("bash")
         .arg(format!("scripts/{name}"))
         .arg("--json")
         .args(args)
-        .current_dir(&repo)
+        .current_dir(repo())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

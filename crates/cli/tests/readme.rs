@@ -3,12 +3,10 @@
 //! `examples/` and `testdata/` are the repository's. A block that needs a tool which is not
 //! installed fails in CI (where `.ci/run` installs it) and is skipped visibly elsewhere.
 
+mod common;
+use common::{have, repo};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The `sh` blocks of README.md, in order.
 fn blocks() -> Vec<String> {
@@ -30,13 +28,6 @@ fn blocks() -> Vec<String> {
         }
     }
     out
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 /// Blocks not run here, each with the reason and where it is covered instead.

@@ -1,0 +1,39 @@
+//! Helpers shared by the command-line tests that run the repository's scripts and the tools
+//! they need.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Whether `tool` is on the PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// What `bash PATH ARGS` printed, run from the repository's root with this build's mqblk as
+/// `$MQBLK`; the script must succeed.
+pub fn run_repo_script(path: &str, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("bash")
+        .arg(path)
+        .args(args)
+        .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{path} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
