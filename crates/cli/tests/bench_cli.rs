@@ -470,6 +470,46 @@ fn fixedbufs_on_a_real_file_verifies_and_uses_registered_buffers() {
     assert_eq!(job["uring_plain_ios"], 0);
 }
 
+/// Two jobs on one hardware queue each get a ring of their own, and each ring counts the
+/// registered-buffer I/O issued on it: the job's figure is the sum over every ring.
+#[test]
+fn fixedbufs_counts_every_ring_of_a_shared_hardware_queue() {
+    let dir = std::env::temp_dir().join(format!("mqblk-fixedbufs2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dev.img");
+    let o = mqblk(&[
+        "bench",
+        "--ioengine=io_uring",
+        &format!("--filename={}", file.display()),
+        "--size=8m",
+        "--direct=1",
+        "--fixedbufs=1",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--iodepth=8",
+        "--numjobs=2",
+        "--nr_hw_queues=1",
+        "--name=fb",
+        "--output-format=json",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{v}");
+    let ios: u64 = jobs
+        .iter()
+        .map(|j| j["write"]["total_ios"].as_u64().unwrap())
+        .sum();
+    assert_eq!(ios, 2 * 2048, "{v}");
+    let fixed = jobs[0]["uring_fixed_ios"].as_u64().unwrap();
+    assert!(
+        fixed >= ios,
+        "both jobs' I/O counted, on both rings: {fixed} < {ios}"
+    );
+    assert_eq!(jobs[0]["uring_plain_ios"], 0);
+}
+
 #[test]
 fn fixedbufs_needs_the_uring_driver() {
     let o = mqblk(&["bench", "--fixedbufs=1", "--name=x", "--runtime=10ms"]);

@@ -93,8 +93,10 @@ pub struct Request {
     pub hctx: HctxIdx,
     /// The thread that allocated it ([`crate::hctx::thread_number`]), which waits for its
     /// bios; 0 for the queue's own flush requests. A driver that completes it on another
-    /// thread may have to wake that one, as the kernel compares the completing CPU with
-    /// `rq->mq_ctx->cpu` to send an IPI (`blk_mq_complete_need_ipi`).
+    /// thread may have to wake that one. The kernel keeps the submitting CPU instead, in
+    /// the request's software queue, and compares it with the completing CPU to decide on
+    /// an IPI (`blk_mq_complete_need_ipi`, with `rq_affinity` set); our software queues
+    /// are not tied to threads, so the request keeps the thread.
     pub submitter: u64,
     /// The merged bios in sector order.
     pub bios: Vec<Bio>,
