@@ -6,17 +6,17 @@
 //! (`.ci/run`), elsewhere its absence is a visible skip.
 
 mod common;
-use common::{have, run_repo_script};
+use common::{have, repo, run_repo_script_env};
 
-/// Runs `bash bench/NAME ARGS` with this build's mqblk and returns its stdout, or None (a
-/// visible skip) without fio outside CI.
-fn run(name: &str, args: &[&str]) -> Option<String> {
+/// Runs `bash bench/NAME ARGS` with this build's mqblk (and `env`) and returns its stdout, or
+/// None (a visible skip) without fio outside CI.
+fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
     if !have("fio") {
         assert!(std::env::var_os("CI").is_none(), "CI installs fio");
         eprintln!("SKIP bench/{name}: fio is not installed");
         return None;
     }
-    let out = run_repo_script(&format!("bench/{name}"), args);
+    let out = run_repo_script_env(&format!("bench/{name}"), args, env);
     Some(String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -36,22 +36,36 @@ fn number_after(line: &str, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("no number after {key:?} in {line:?}"))
 }
 
+/// With `BASE` set (here to this very build), every round also runs one job of that build
+/// and the summary gives ours over it.
 #[test]
 fn the_null_scaling_script_prints_each_round_and_every_ratio() {
-    let Some(out) = run("null-scaling.sh", &["1", "1"]) else {
+    let Some(out) = run(
+        "null-scaling.sh",
+        &["1", "1"],
+        &[("BASE", env!("CARGO_BIN_EXE_mqblk"))],
+    ) else {
         return;
     };
     let round = out
         .lines()
         .find(|l| l.starts_with("round 1"))
         .unwrap_or_else(|| panic!("no round line:\n{out}"));
-    for key in ["fio null", "1 job", "2 jobs 2 hctx", "2 jobs 1 hctx"] {
+    for key in [
+        "fio null",
+        "1 job",
+        "base 1 job",
+        "ours",
+        "2 jobs 2 hctx",
+        "2 jobs 1 hctx",
+    ] {
         assert!(number_after(round, key) > 0.0, "{key}: {round}");
     }
     for label in [
         "1 job / fio's null engine",
         "2 jobs on 2 hctx / 1 job",
         "2 jobs on 1 hctx / 1 job",
+        "1 job / 1 job of BASE",
     ] {
         let line = out
             .lines()
@@ -65,7 +79,7 @@ fn the_null_scaling_script_prints_each_round_and_every_ratio() {
 
 #[test]
 fn the_io_uring_comparison_prints_iops_and_cpu_per_io_of_every_workload() {
-    let Some(out) = run("vs-fio.sh", &["", "64m", "1", "1"]) else {
+    let Some(out) = run("vs-fio.sh", &["", "64m", "1", "1"], &[]) else {
         return;
     };
     let workloads = [
@@ -99,4 +113,24 @@ fn the_io_uring_comparison_prints_iops_and_cpu_per_io_of_every_workload() {
         );
         assert!(number_after(summary, "cpu per I/O") > 0.0, "{summary}");
     }
+}
+
+/// A `BASE` that is not a program is refused in one line before anything runs (no fio
+/// needed).
+#[test]
+fn the_null_scaling_script_refuses_a_base_that_is_not_a_program() {
+    let out = std::process::Command::new("bash")
+        .args(["bench/null-scaling.sh", "1", "1"])
+        .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
+        .env("BASE", "/nonexistent/mqblk")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "null-scaling.sh: BASE=/nonexistent/mqblk is not an executable"
+    );
+    assert!(out.stdout.is_empty());
 }

@@ -22,10 +22,16 @@ pub fn have(tool: &str) -> bool {
 /// What `bash PATH ARGS` printed, run from the repository's root with this build's mqblk as
 /// `$MQBLK`; the script must succeed.
 pub fn run_repo_script(path: &str, args: &[&str]) -> Vec<u8> {
+    run_repo_script_env(path, args, &[])
+}
+
+/// [`run_repo_script`] with more variables in the script's environment.
+pub fn run_repo_script_env(path: &str, args: &[&str], env: &[(&str, &str)]) -> Vec<u8> {
     let out = Command::new("bash")
         .arg(path)
         .args(args)
         .env("MQBLK", env!("CARGO_BIN_EXE_mqblk"))
+        .envs(env.iter().copied())
         .current_dir(repo())
         .output()
         .unwrap();
