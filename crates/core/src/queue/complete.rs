@@ -186,20 +186,11 @@ impl QueueInner {
         done: &mut Vec<Bio>,
     ) {
         for mut bio in rq.bios.drain(..) {
-            if Some(bio.ctx) == local && bio.split.is_none() {
-                // The status is set where the bio lands, not before the move: a one-byte
-                // store followed at once by the move's wide loads of the same bytes cannot
-                // be forwarded, and stalled every completion (a third of this function's
-                // samples).
-                done.push(bio);
-                if let Some(b) = done.last_mut() {
-                    b.status = status;
-                }
-                continue;
-            }
             bio.status = status;
             if bio.split.is_some() {
                 self.split_piece_done(bio, local, done);
+            } else if Some(bio.ctx) == local {
+                done.push(bio);
             } else {
                 self.ctxs[bio.ctx.0 as usize].push_remote(bio);
             }
