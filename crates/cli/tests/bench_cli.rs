@@ -436,28 +436,40 @@ fn progress_line_shows_live_iops_when_asked() {
     );
 }
 
-#[test]
-fn fixedbufs_on_a_real_file_verifies_and_uses_registered_buffers() {
-    let dir = std::env::temp_dir().join(format!("mqblk-fixedbufs-{}", std::process::id()));
+/// The JSON report of a 4 KiB `--fixedbufs=1` job with O_DIRECT through io_uring on a
+/// scratch file (`mqblk-TAG-PID/dev.img`, removed afterwards), plus `args`; the run must
+/// succeed.
+fn fixedbufs_json(tag: &str, args: &[&str]) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("mqblk-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("dev.img");
-    let o = mqblk(&[
+    let filename = format!("--filename={}", dir.join("dev.img").display());
+    let mut all = vec![
         "bench",
         "--ioengine=io_uring",
-        &format!("--filename={}", file.display()),
-        "--size=16m",
+        &filename,
         "--direct=1",
         "--fixedbufs=1",
-        "--rw=randrw",
         "--bs=4k",
-        "--iodepth=16",
-        "--verify=crc32c",
-        "--name=fb",
-        "--output-format=json",
-    ]);
+    ];
+    all.extend_from_slice(args);
+    all.extend(["--name=fb", "--output-format=json"]);
+    let o = mqblk(&all);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn fixedbufs_on_a_real_file_verifies_and_uses_registered_buffers() {
+    let v = fixedbufs_json(
+        "fixedbufs",
+        &[
+            "--size=16m",
+            "--rw=randrw",
+            "--iodepth=16",
+            "--verify=crc32c",
+        ],
+    );
     let job = &v["jobs"][0];
     assert_eq!(job["error"], 0, "{job}");
     assert!(job["verified_blocks"].as_u64().unwrap() > 1000, "{job}");
@@ -474,27 +486,16 @@ fn fixedbufs_on_a_real_file_verifies_and_uses_registered_buffers() {
 /// registered-buffer I/O issued on it: the job's figure is the sum over every ring.
 #[test]
 fn fixedbufs_counts_every_ring_of_a_shared_hardware_queue() {
-    let dir = std::env::temp_dir().join(format!("mqblk-fixedbufs2-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("dev.img");
-    let o = mqblk(&[
-        "bench",
-        "--ioengine=io_uring",
-        &format!("--filename={}", file.display()),
-        "--size=8m",
-        "--direct=1",
-        "--fixedbufs=1",
-        "--rw=randwrite",
-        "--bs=4k",
-        "--iodepth=8",
-        "--numjobs=2",
-        "--nr_hw_queues=1",
-        "--name=fb",
-        "--output-format=json",
-    ]);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = fixedbufs_json(
+        "fixedbufs2",
+        &[
+            "--size=8m",
+            "--rw=randwrite",
+            "--iodepth=8",
+            "--numjobs=2",
+            "--nr_hw_queues=1",
+        ],
+    );
     let jobs = v["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 2, "{v}");
     let ios: u64 = jobs
