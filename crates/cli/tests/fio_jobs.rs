@@ -449,9 +449,10 @@ fn flow_splits_a_group_by_weight_in_bench_and_sim() {
 }
 
 /// fio's latency-target search: on the SSD model (about 257K IOPS at saturation, so its
-/// latency grows with the depth), a 150 µs target met by 99% of the I/Os settles near
-/// depth 37, where the mean is just under it; the report is the final window at that
-/// depth. `max_latency` ends a job with fio's ETIMEDOUT.
+/// latency grows with the depth), a 300 µs target met by 99% of the I/Os settles near
+/// depth 34; fio's random offsets land on busy dies now and then, so the 99th percentile
+/// is about twice the mean there (289 µs against 126 µs at depth 32). The report is the
+/// final window at that depth. `max_latency` ends a job with fio's ETIMEDOUT.
 #[test]
 fn latency_target_finds_the_deepest_queue_within_the_target() {
     let args = [
@@ -460,7 +461,7 @@ fn latency_target_finds_the_deepest_queue_within_the_target() {
         "--name=l",
         "--rw=randread",
         "--iodepth=64",
-        "--latency_target=150us",
+        "--latency_target=300us",
         "--latency_window=50ms",
         "--latency_percentile=99",
         "--runtime=10",
@@ -480,7 +481,7 @@ fn latency_target_finds_the_deepest_queue_within_the_target() {
             let d = j["latency_depth"].as_u64().unwrap();
             let mean = j["read"]["lat_ns"]["mean"].as_f64().unwrap();
             let ms = j["job_runtime"].as_u64().unwrap();
-            if (28..=44).contains(&d) && mean < 150_000.0 && ms <= 1000 {
+            if (28..=44).contains(&d) && mean < 300_000.0 && ms <= 1000 {
                 break;
             }
             eprintln!(
@@ -496,18 +497,18 @@ fn latency_target_finds_the_deepest_queue_within_the_target() {
         // overshot goes past 44.
         let depths = if cmd == "sim" { 28..=44 } else { 8..=44 };
         assert!(depths.contains(&depth), "{cmd}: depth {depth}");
-        assert_eq!(j["latency_target"].as_u64(), Some(150), "{cmd}");
+        assert_eq!(j["latency_target"].as_u64(), Some(300), "{cmd}");
         assert_eq!(j["latency_window"].as_u64(), Some(50_000), "{cmd}");
         assert_eq!(j["latency_percentile"].as_f64(), Some(99.0), "{cmd}");
         // The report covers the final window (in real time a window there may miss and
         // the search move again before it settles), found well before the 10 s runtime.
         let runtime = j["job_runtime"].as_u64().unwrap();
         if cmd == "sim" {
-            assert_eq!(runtime, 50);
+            assert_eq!(runtime, 100);
         }
         assert!((50..=1000).contains(&runtime), "{cmd}: {runtime} ms");
         let mean = j["read"]["lat_ns"]["mean"].as_f64().unwrap();
-        assert!(mean < 150_000.0, "{cmd}: mean {mean} ns");
+        assert!(mean < 300_000.0, "{cmd}: mean {mean} ns");
     }
     // A device the target is far beyond: the job ends with ETIMEDOUT at depth 1.
     let o = mqblk(&[

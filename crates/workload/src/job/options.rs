@@ -685,6 +685,19 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "random_generator",
+        aliases: &[],
+        default: "tausworthe",
+        help: "The generator of random offsets, as fio's: tausworthe (32-bit), lfsr (every block once without a map) or tausworthe64.",
+        kind: Kind::Enum {
+            values: &["tausworthe", "lfsr", "tausworthe64"],
+            set: |j, i| {
+                use crate::pattern::frand::RandomGenerator as G;
+                j.random_generator = [G::Tausworthe, G::Lfsr, G::Tausworthe64][i];
+            },
+        },
+    },
+    OptDef {
         name: "norandommap",
         aliases: &[],
         default: "0",

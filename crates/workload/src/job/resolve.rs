@@ -9,7 +9,8 @@ use super::files::{FileLayout, LayoutFile};
 use super::spec::{FileService, JobSpec, RwMode, VerifyMode};
 use crate::flow::{Flow, FlowGroup};
 use crate::logs::LogConfig;
-use crate::pattern::{BlockSizes, Distribution, Rng, Shape, Zones};
+use crate::pattern::frand::{jhash, slot, Seeds, DEFAULT_RANDSEED};
+use crate::pattern::{BlockSizes, Distribution, Shape, Zones};
 use crate::Ddir;
 use std::sync::Arc;
 
@@ -109,8 +110,11 @@ pub struct Job {
     /// `rate_iops` and `rate` per direction (0: none), counted from the job's start.
     pub rate_iops: [u64; 3],
     pub rate: [u64; 3],
-    /// The seed of this clone's offsets and read/write mix.
+    /// A seed for what fio does not draw from its per-purpose streams (verify data).
     pub seed: u64,
+    /// The clone's random streams' seeds, as fio 3.33 makes them (see
+    /// [`crate::pattern::frand`]).
+    pub seeds: Seeds,
     /// Verify headers in written blocks (`verify=`, any algorithm).
     pub verify: bool,
     /// Which checksum they carry.
@@ -169,19 +173,16 @@ impl Job {
     /// (each file's offsets drawn from their own seed; the first
     /// file's is the clone's).
     pub fn shapes(&self) -> Vec<Shape> {
-        self.files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| self.shape_of(f, i))
-            .collect()
+        self.files.iter().map(|f| self.shape_of(f)).collect()
     }
 
-    fn shape_of(&self, f: &JobFile, i: usize) -> Shape {
+    fn shape_of(&self, f: &JobFile) -> Shape {
         Shape {
             rw: self.rw,
             rwmixread: self.rwmixread,
             sizes: self.sizes.clone(),
             grid: self.grid(),
+            blockalign: self.align.is_some(),
             offset: f.offset,
             size: f.size,
             modifier: self.rw_modifier,
@@ -190,7 +191,14 @@ impl Job {
             dist: self.random_distribution.clone(),
             percentage_random: self.percentage_random,
             norandommap: self.norandommap,
-            seed: self.seed ^ (i as u64).wrapping_mul(0xA076_1D64_78BD_642F),
+            seeds: self.seeds.clone(),
+            // fio's `__init_rand_distribution`: with randrepeat the file's name hashed times
+            // the thread number, else the offsets' seed.
+            dist_seed: if self.seeds.repeatable {
+                jhash(f.name.as_bytes(), 0).wrapping_mul(self.seeds.thread_number)
+            } else {
+                self.seeds.slots[slot::BLOCK] as u32
+            },
             zones: self.zones,
         }
     }
@@ -263,10 +271,16 @@ pub fn resolve(
             (None, None) => None,
             (class, level) => Some((class.unwrap_or(2), level.unwrap_or(4))),
         };
-        let base_seed = match (s.randseed, s.randrepeat) {
-            (Some(seed), _) => seed,
-            (None, true) => RANDREPEAT_SEED,
-            (None, false) => entropy ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+        // fio's `setup_random_seeds`: `randseed` (default 0x89) and the thread number make
+        // every clone's seeds; `randrepeat=0` without `randseed` takes fresh ones (here
+        // from `entropy`). fio 3.33 leaves `randrepeat` on when `randseed` is given.
+        let (rand_seed, repeatable) = match (s.randseed, s.randrepeat) {
+            (Some(seed), r) => (seed, r),
+            (None, true) => (DEFAULT_RANDSEED, true),
+            (None, false) => (
+                entropy ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                false,
+            ),
         };
         let sizes = [
             s.sizes_for(Ddir::Read),
@@ -323,10 +337,23 @@ pub fn resolve(
                 (None, None) => None,
             };
             let io_bytes = io_size.map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
-            let seed = base_seed ^ (clone as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            // fio's thread number: the job's place among every job and clone of the file,
+            // from 1. fio makes clones counting down (`add_job`): the first made is named
+            // NAME.{numjobs-1} and takes the number after the job's own, so clone k of n
+            // has the job's number plus n - k.
+            let first = (index - clone as usize) as u32 + 1;
+            let thread_number = match clone {
+                0 => first,
+                k => first + s.numjobs.max(1) - k,
+            };
+            let seeds = Seeds::fio(rand_seed, thread_number, repeatable, s.random_generator);
+            let seed = seeds.slots[slot::VER];
+            // fio's `startdelay=LOW-HIGH`: `rand_between` its delay generator, in
+            // microseconds.
             let (lo, hi) = s.startdelay_ns;
             let start_delay_ns = if hi > lo {
-                lo + Rng::new(seed ^ 0x005D_E1A7).below(hi - lo + 1)
+                let mut delay = seeds.state(slot::START_DELAY);
+                delay.between(lo / 1000, hi / 1000) * 1000
             } else {
                 lo
             };
@@ -382,6 +409,7 @@ pub fn resolve(
                 rate_iops: s.rate_iops,
                 rate: s.rate,
                 seed,
+                seeds,
                 verify: s.verify != VerifyMode::None,
                 verify_mode: s.verify,
                 verify_pattern: s.verify_pattern.clone(),

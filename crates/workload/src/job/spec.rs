@@ -316,6 +316,8 @@ pub struct JobSpec {
     pub randrepeat: bool,
     /// Explicit random seed.
     pub randseed: Option<u64>,
+    /// fio's `random_generator`: which generator draws offsets.
+    pub random_generator: crate::pattern::frand::RandomGenerator,
     /// Do not track coverage of random offsets.
     pub norandommap: bool,
     /// Data verification method.
@@ -533,6 +535,7 @@ impl Default for JobSpec {
             offset_increment: 0,
             randrepeat: true,
             randseed: None,
+            random_generator: Default::default(),
             norandommap: false,
             verify: VerifyMode::None,
             verify_pattern: None,

@@ -1,6 +1,6 @@
 //! The size of each I/O in one direction: fio's `bs`, `bsrange` and `bssplit`.
 
-use super::Rng;
+use super::frand::FRand;
 
 /// How a job picks the size of its next I/O in one direction.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,29 +51,58 @@ impl BlockSizes {
         self.min() == self.max()
     }
 
-    /// The size of the next I/O.
+    /// The size of the next I/O, drawn as fio's `get_next_buflen` draws it from the
+    /// direction's size generator: `fits(len)` says whether an I/O of `len` bytes ends in
+    /// the region (fio's `io_u_fits`); sizes that do not are drawn again. 0 when not even
+    /// the smallest fits.
     #[inline]
-    pub fn pick(&self, rng: &mut Rng) -> u32 {
-        match self {
-            BlockSizes::Fixed(b) => *b,
-            BlockSizes::Range { min, max } => {
-                let (min, max) = (u64::from(*min), u64::from(*max));
-                let raw = min + rng.below(max);
-                (raw / min * min).min(max) as u32
-            }
-            BlockSizes::Split(entries) => {
-                // Hundredths of a percent: 0..10_000.
-                let draw = rng.below(10_000) as u32;
-                let mut sum = 0;
-                for e in entries {
-                    sum += e.share;
-                    if draw < sum {
-                        return e.size;
-                    }
+    pub fn pick(&self, rand: &mut FRand, fits: impl Fn(u64) -> bool) -> u32 {
+        let (min, max) = (u64::from(self.min()), u64::from(self.max()));
+        if min == max {
+            return min as u32;
+        }
+        if !fits(min) {
+            return 0;
+        }
+        let frand_max = rand.max();
+        // fio loops until a size fits; a split whose fitting sizes have no share could
+        // loop forever there, so the smallest size ends the search after many tries.
+        for _ in 0..100_000 {
+            let r = rand.rand();
+            let mut len = match self {
+                BlockSizes::Fixed(b) => u64::from(*b),
+                BlockSizes::Range { .. } => {
+                    min + (max as f64 * (r as f64 / (frand_max as f64 + 1.0))) as u64
                 }
-                entries.last().map_or(512, |e| e.size)
+                BlockSizes::Split(entries) => {
+                    // fio keeps whole percentages.
+                    let mut len = 0;
+                    let mut perc = 0u64;
+                    for e in entries {
+                        let p = u64::from(e.share / 100);
+                        if p == 0 {
+                            continue;
+                        }
+                        len = u64::from(e.size);
+                        perc += p;
+                        if r / perc <= frand_max / 100 && fits(len) {
+                            break;
+                        }
+                    }
+                    len
+                }
+            };
+            if min.is_power_of_two() {
+                len &= !(min - 1);
+            } else {
+                len -= len % min;
+            }
+            len = len.min(max);
+            if fits(len) {
+                return len as u32;
             }
         }
+        min as u32
     }
 }
 
@@ -135,11 +164,11 @@ mod tests {
     use super::*;
 
     fn shares(b: &BlockSizes) -> std::collections::BTreeMap<u32, f64> {
-        let mut rng = Rng::new(3);
+        let mut rng = FRand::new(3, false);
         let n = 200_000;
         let mut m = std::collections::BTreeMap::new();
         for _ in 0..n {
-            *m.entry(b.pick(&mut rng)).or_insert(0.0) += 100.0 / n as f64;
+            *m.entry(b.pick(&mut rng, |_| true)).or_insert(0.0) += 100.0 / n as f64;
         }
         m
     }

@@ -1,15 +1,14 @@
 //! Where random I/O lands: fio's `random_distribution` (uniform, zipf, pareto, normal,
-//! zoned, zoned_abs) as a sampler of block numbers.
+//! zoned, zoned_abs), drawn as fio 3.33 draws it.
 //!
-//! The skewed ones follow fio's generators (`lib/zipf.c`, `lib/gauss.c`): a rank is drawn
-//! with the distribution's shape, then spread over the region by a multiplier plus a random
-//! offset, so the hot blocks lie spread out rather than at the start (fio's default; a
-//! `:center` given after the parameter replaces the random offset by that fraction of the
-//! region, as in fio). Zoned distributions are not scattered: each zone is its stretch of
-//! the region, in order. The spreading is ours, not fio's hash, so the hot blocks are other
-//! ones than fio's for the same seed; how much I/O each share of blocks gets is the same.
+//! The skewed ones are fio's generators (`lib/zipf.c`, `lib/gauss.c`) with their own
+//! 32-bit Tausworthe state: a rank is drawn with the distribution's shape, scattered by
+//! fio's 64-bit golden-ratio hash and moved by a random offset (or, with a `:center`
+//! after the parameter, that fraction of the region), so the hot blocks are the very ones
+//! fio picks for the same job. The zoned ones pick a zone with the job's zone generator
+//! and draw uniformly inside it with the job's offset generator ([`super::Generator`]).
 
-use super::Rng;
+use super::frand::{hash_u64, FRand};
 
 /// fio's cap on the terms summed for zipf's normalisation constant (`ZIPF_MAX_GEN`).
 const ZIPF_MAX_GEN: u64 = 10_000_000;
@@ -143,161 +142,164 @@ impl Distribution {
     }
 }
 
-/// Draws block numbers in `0..n` with a [`Distribution`]'s shape.
+/// fio's skewed generators (`struct zipf_state`, `struct gauss_state`): block numbers in
+/// `0..nranges` with the distribution's shape.
 #[derive(Debug, Clone)]
 pub(crate) struct Sampler {
-    n: u64,
+    nranges: u64,
     kind: Kind,
-    /// Where rank 0 lands (fio's `rand_off`).
-    offset: u64,
-    /// The spread: rank r lands `r * mul` blocks on (mod n), `mul` coprime with n and
-    /// near n/phi, so neighbouring ranks land far apart and no two ranks share a block
-    /// (fio multiplies by a golden-ratio constant to the same end).
-    mul: u64,
+    rand: FRand,
+    rand_off: u64,
+    /// fio's `disable_hash`: ranks are not scattered (its file choice).
+    no_hash: bool,
 }
 
 #[derive(Debug, Clone)]
 enum Kind {
-    Uniform,
-    Zipf {
-        theta: f64,
-        zetan: f64,
-        eta: f64,
-        alpha: f64,
-    },
-    Pareto {
-        pow: f64,
-    },
-    Normal {
-        width: u64,
-    },
-    /// Zones as (cumulative access share, first block, blocks), in order.
-    Zones(Vec<(f64, u64, u64)>),
+    Zipf { theta: f64, zeta2: f64, zetan: f64 },
+    Pareto { pow: f64 },
+    Normal { stddev: u32 },
 }
 
 impl Sampler {
-    /// A sampler over `n` blocks of `block` bytes each.
-    pub(crate) fn new(dist: &Distribution, n: u64, block: u64, rng: &mut Rng) -> Sampler {
-        let n = n.max(1);
-        let offset_of = |center: &Option<f64>, rng: &mut Rng| match center {
-            Some(c) => (c * (n - 1) as f64) as u64,
-            None => rng.below(n),
+    /// fio's `zipf_init`, `pareto_init` or `gauss_init` over `nranges` ranges with the
+    /// 32-bit `seed`; `None` for the distributions fio draws otherwise (uniform, zoned).
+    pub(crate) fn new(dist: &Distribution, nranges: u64, seed: u32) -> Option<Sampler> {
+        let mut rand = FRand::new(u64::from(seed), false);
+        // fio's `shared_rand_init`: the offset is drawn even when a center replaces it.
+        let shared = |rand: &mut FRand, center: &Option<f64>| {
+            let drawn = rand.rand();
+            match center {
+                Some(c) => (nranges as f64 * c) as u64,
+                None => drawn,
+            }
         };
-        let (kind, offset) = match dist {
-            Distribution::Uniform => (Kind::Uniform, 0),
+        let (kind, rand_off) = match dist {
+            Distribution::Uniform | Distribution::Zoned(_) | Distribution::ZonedAbs(_) => {
+                return None
+            }
             Distribution::Zipf { theta, center } => {
-                let terms = n.min(ZIPF_MAX_GEN);
-                let zetan: f64 = (1..=terms).map(|i| (i as f64).powf(-theta)).sum();
-                let zeta2 = 1.0 + 0.5f64.powf(*theta);
-                // Gray et al.'s inverse for the zipf CDF, as fio's `zipf_next` uses it.
-                let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
-                let kind = Kind::Zipf {
-                    theta: *theta,
-                    zetan,
-                    eta,
-                    alpha: 1.0 / (1.0 - theta),
-                };
-                (kind, offset_of(center, rng))
+                let off = shared(&mut rand, center);
+                let zeta2 = 1.0f64.powf(*theta) + 0.5f64.powf(*theta);
+                let mut zetan = 0.0;
+                for i in 0..nranges.min(ZIPF_MAX_GEN) {
+                    zetan += (1.0 / (i + 1) as f64).powf(*theta);
+                }
+                (
+                    Kind::Zipf {
+                        theta: *theta,
+                        zeta2,
+                        zetan,
+                    },
+                    off,
+                )
             }
             Distribution::Pareto { h, center } => {
-                let pow = h.ln() / (1.0 - h).ln();
-                (Kind::Pareto { pow }, offset_of(center, rng))
+                let off = shared(&mut rand, center);
+                (
+                    Kind::Pareto {
+                        pow: h.ln() / (1.0 - h).ln(),
+                    },
+                    off,
+                )
             }
             Distribution::Normal { dev, center } => {
-                let width = ((n as f64 * dev) / 100.0).ceil() as u64;
-                let kind = Kind::Normal {
-                    width: width.min(n / 2),
+                let mut stddev = 0u32;
+                if *dev != 0.0 {
+                    stddev = ((nranges as f64 * dev) / 100.0).ceil() as u32;
+                    stddev = stddev.min((nranges / 2) as u32);
+                }
+                // fio keeps gauss's offset in an unsigned int.
+                let off = match center {
+                    None => 0,
+                    Some(c) => u64::from((nranges as f64 * (c - 0.5)) as i64 as u32),
                 };
-                (kind, offset_of(center, rng))
-            }
-            Distribution::Zoned(zones) => {
-                let mut out = Vec::new();
-                let (mut acc, mut first) = (0.0, 0u64);
-                for (access, size) in zones {
-                    let blocks = ((n as f64 * size / 100.0).round() as u64).min(n - first);
-                    acc += access;
-                    out.push((acc, first, blocks));
-                    first += blocks;
-                }
-                (Kind::Zones(out), 0)
-            }
-            Distribution::ZonedAbs(zones) => {
-                let mut out = Vec::new();
-                let (mut acc, mut first) = (0.0, 0u64);
-                for (access, bytes) in zones {
-                    let blocks = (bytes / block.max(1)).min(n - first);
-                    acc += access;
-                    out.push((acc, first, blocks));
-                    first += blocks;
-                }
-                (Kind::Zones(out), 0)
+                (Kind::Normal { stddev }, off)
             }
         };
-        let mut mul = ((n as f64) * 0.618_033_988_75) as u64 | 1;
-        while n > 1 && super::gcd(mul, n) != 1 {
-            mul += 2;
-        }
-        Sampler {
-            n,
+        Some(Sampler {
+            nranges,
             kind,
-            offset,
-            mul: mul % n.max(2),
-        }
+            rand,
+            rand_off,
+            no_hash: false,
+        })
     }
 
-    /// The next block number, in `0..n`.
-    #[inline]
-    pub(crate) fn next(&self, rng: &mut Rng) -> u64 {
-        let n = self.n;
-        let rank = match &self.kind {
-            Kind::Uniform => return rng.below(n),
+    /// fio's `zipf_disable_hash`/`gauss_disable_hash`, for the choice of a file.
+    pub(crate) fn without_hash(mut self) -> Sampler {
+        self.no_hash = true;
+        self
+    }
+
+    /// The next range number, in `0..nranges` (`zipf_next`, `pareto_next`, `gauss_next`).
+    pub(crate) fn next(&mut self) -> u64 {
+        let n = self.nranges.max(1);
+        let val = match self.kind {
             Kind::Zipf {
                 theta,
+                zeta2,
                 zetan,
-                eta,
-                alpha,
             } => {
-                let u = unit(rng);
-                let uz = u * zetan;
-                let value = if uz < 1.0 {
+                let alpha = 1.0 / (1.0 - theta);
+                let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+                let rand_uni = self.rand.rand() as f64 / f64::from(u32::MAX);
+                let rand_z = rand_uni * zetan;
+                let val: u64 = if rand_z < 1.0 {
                     1
-                } else if uz < 1.0 + 0.5f64.powf(*theta) {
+                } else if rand_z < 1.0 + 0.5f64.powf(theta) {
                     2
                 } else {
-                    1 + (n as f64 * (eta * u - eta + 1.0).powf(*alpha)) as u64
+                    1 + (n as f64 * (eta * rand_uni - eta + 1.0).powf(alpha)) as u64
                 };
-                value.clamp(1, n) - 1
+                val.wrapping_sub(1)
             }
-            Kind::Pareto { pow } => ((n - 1) as f64 * unit(rng).powf(*pow)) as u64,
-            Kind::Normal { width } => {
-                // The sum of GAUSS_ITERS uniform steps of `width` centred on rank 0 (an
-                // Irwin-Hall sum: close to normal, with `width` its standard deviation).
-                let mut sum: i64 = 0;
+            Kind::Pareto { pow } => {
+                let r = self.rand.rand() as f64 / f64::from(u32::MAX);
+                ((n - 1) as f64 * r.powf(pow)) as u64
+            }
+            Kind::Normal { stddev } => {
+                let mut sum: u64 = 0;
                 for _ in 0..GAUSS_ITERS {
-                    sum += rng.below((*width).max(1)) as i64 - (*width / 2) as i64;
+                    sum = sum.wrapping_add(self.rand.rand() % (n + 1));
                 }
-                sum.rem_euclid(n as i64) as u64
-            }
-            Kind::Zones(zones) => {
-                let draw = unit(rng) * 100.0;
-                let zone = zones
-                    .iter()
-                    .find(|z| draw < z.0 && z.2 > 0)
-                    .or_else(|| zones.iter().rev().find(|z| z.2 > 0));
-                return match zone {
-                    Some(&(_, first, blocks)) => first + rng.below(blocks),
-                    None => rng.below(n),
-                };
+                sum = sum.div_ceil(GAUSS_ITERS);
+                if stddev != 0 {
+                    let r = self.rand.rand();
+                    let vr = (f64::from(stddev) * (r as f64 / 4_294_967_296.0)) as i32;
+                    let mut dev = vr.wrapping_sub((stddev / 2) as i32);
+                    while (dev as i64 as u64).wrapping_add(sum) >= n {
+                        dev /= 2;
+                    }
+                    sum = sum.wrapping_add(dev as i64 as u64);
+                }
+                sum
             }
         };
-        super::affine_mod(rank, self.mul, self.offset, n)
+        let val = if self.no_hash { val } else { hash_u64(val) };
+        val.wrapping_add(self.rand_off) % n
     }
 }
 
-/// A uniform draw in `[0, 1)`.
-#[inline]
-fn unit(rng: &mut Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+/// fio's zone index (`__td_zone_gen_index`): for each of the 100 access percentiles, the
+/// zone it falls in, as (start, end) in percent of the region (`zoned`) or in bytes
+/// (`zoned_abs`). fio keeps whole percentages.
+pub(crate) fn zone_index(dist: &Distribution) -> Option<Vec<(u64, u64)>> {
+    let zones: Vec<(u32, u64)> = match dist {
+        Distribution::Zoned(z) => z.iter().map(|&(a, s)| (a as u32, s as u64)).collect(),
+        Distribution::ZonedAbs(z) => z.iter().map(|&(a, s)| (a as u32, s)).collect(),
+        _ => return None,
+    };
+    let mut index = vec![(0, u64::MAX); 100];
+    let (mut aprev, mut sprev) = (0usize, 0u64);
+    for (access, size) in zones {
+        for slot in index.iter_mut().skip(aprev).take(access as usize) {
+            *slot = (sprev, sprev + size);
+        }
+        aprev += access as usize;
+        sprev += size;
+    }
+    Some(index)
 }
 
 #[cfg(test)]
@@ -306,11 +308,10 @@ mod tests {
 
     /// The share of draws that land on the most-hit `top` percent of blocks.
     fn top_share(dist: &Distribution, n: u64, draws: u64, top: f64) -> f64 {
-        let mut rng = Rng::new(11);
-        let s = Sampler::new(dist, n, 4096, &mut rng);
+        let mut s = Sampler::new(dist, n, 11).unwrap();
         let mut hits = vec![0u64; n as usize];
         for _ in 0..draws {
-            hits[s.next(&mut rng) as usize] += 1;
+            hits[s.next() as usize] += 1;
         }
         hits.sort_unstable_by(|a, b| b.cmp(a));
         let k = ((n as f64) * top / 100.0).ceil() as usize;
@@ -320,8 +321,6 @@ mod tests {
     #[test]
     fn skew_is_what_the_distribution_says() {
         let n = 16384;
-        let uniform = top_share(&Distribution::Uniform, n, 200_000, 10.0);
-        assert!(uniform < 17.0, "{uniform}");
         let zipf = |t| {
             top_share(
                 &Distribution::Zipf {
@@ -338,9 +337,24 @@ mod tests {
             z08 > 50.0 && z12 > z08,
             "zipf top 10%: 0.8 {z08:.1}, 1.2 {z12:.1}"
         );
-        let zoned = Distribution::parse("zoned:90/10:10/90", crate::parse_size).unwrap();
-        let z = top_share(&zoned, n, 200_000, 10.0);
-        assert!((z - 90.0).abs() < 1.0, "zoned 90/10: {z:.1}");
+        let normal = |dev| {
+            top_share(
+                &Distribution::Normal { dev, center: None },
+                n,
+                200_000,
+                10.0,
+            )
+        };
+        assert!(
+            normal(5.0) > normal(40.0),
+            "a narrower normal is more skewed"
+        );
+        let index =
+            zone_index(&Distribution::parse("zoned:90/10:10/90", crate::parse_size).unwrap());
+        let index = index.unwrap();
+        assert_eq!(index[0], (0, 10));
+        assert_eq!(index[89], (0, 10));
+        assert_eq!(index[90], (10, 100));
     }
 
     #[test]

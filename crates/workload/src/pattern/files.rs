@@ -13,8 +13,12 @@
 //! whose pass is done starts over (fio's `fio_file_reset`) until the set's bytes are done.
 
 use super::dist::Sampler;
-use super::{Generator, Io, Rng, Shape};
+use super::frand::slot;
+use super::{Generator, Io, Shape, Streams};
 use crate::job::{FileService, FileServiceKind};
+
+/// fio's `FIO_FSERVICE_SHIFT`: a skewed file choice draws among 1024 ranges a file.
+const FSERVICE_SHIFT: u32 = 10;
 
 /// The generators of a job's files and the choice between them; see the module
 /// documentation.
@@ -33,7 +37,10 @@ pub struct FileSet {
     /// Position in `open` of the file being served, and I/Os left for it.
     cur: usize,
     left: u64,
-    rng: Rng,
+    /// The job's random streams (every file draws from them, as fio's do).
+    streams: Streams,
+    verify: bool,
+    trimwrite: bool,
     /// A skewed choice (`file_service_type=zipf:1.2`): the sampler over the files, and the
     /// bytes issued against one pass over all of them.
     skew: Option<Sampler>,
@@ -44,7 +51,10 @@ pub struct FileSet {
 impl FileSet {
     /// One generator per shape (a file's region on the device), at most `openfiles` (0:
     /// all) open at once.
-    pub fn new(shapes: &[Shape], service: FileService, openfiles: u32) -> FileSet {
+    ///
+    /// `verify` and `trimwrite` seed the size generators as fio does for such jobs (writes
+    /// like reads, trims like writes).
+    pub fn new(shapes: &[Shape], service: FileService, openfiles: u32, verify: bool) -> FileSet {
         assert!(!shapes.is_empty(), "a job has at least one file");
         let files: Vec<Generator> = shapes.iter().map(Generator::new).collect();
         let mut first_block = Vec::with_capacity(files.len());
@@ -53,11 +63,21 @@ impl FileSet {
             first_block.push(nr_blocks);
             nr_blocks += g.nr_blocks();
         }
-        let mut rng = Rng::new(shapes[0].seed ^ 0x00F1_1E5E_7000_0001);
+        let seeds = &shapes[0].seeds;
+        let trimwrite = matches!(
+            shapes[0].rw,
+            super::Pattern::TrimWrite | super::Pattern::RandTrimWrite
+        );
+        let streams = Streams::new(seeds, verify, trimwrite);
         // A skewed choice draws among all the files (fio keeps them open and resets a
-        // finished one).
-        let skew = (service.kind == FileServiceKind::Skewed)
-            .then(|| Sampler::new(&service.dist, files.len() as u64, 1, &mut rng));
+        // finished one): fio's `init_rand_file_service`, 1024 ranges a file, unhashed.
+        let skew = if service.kind == FileServiceKind::Skewed {
+            let nranges = (files.len() as u64) << FSERVICE_SHIFT;
+            Sampler::new(&service.dist, nranges, seeds.slots[slot::FILE] as u32)
+                .map(Sampler::without_hash)
+        } else {
+            None
+        };
         let open_max = match openfiles as usize {
             _ if skew.is_some() => files.len(),
             0 => files.len(),
@@ -74,7 +94,9 @@ impl FileSet {
             next_closed: 0,
             cur: 0,
             left: 0,
-            rng,
+            streams,
+            verify,
+            trimwrite,
             skew,
             issued: 0,
             total,
@@ -118,8 +140,13 @@ impl FileSet {
         }
     }
 
-    /// Starts another pass: every file rewound and the first `openfiles` open again.
-    pub fn rewind(&mut self) {
+    /// Starts another pass: every file rewound and the first `openfiles` open again. A
+    /// `new_loop` (a further `loops` or `io_size` pass, not a time-based wrap) also starts
+    /// the random streams over, as fio's `clear_io_state` does with `randrepeat`.
+    pub fn rewind(&mut self, new_loop: bool) {
+        if new_loop {
+            self.streams.new_loop(self.verify, self.trimwrite);
+        }
         for g in &mut self.files {
             g.rewind();
         }
@@ -166,13 +193,24 @@ impl FileSet {
                 // has moved into its place).
                 FileServiceKind::RoundRobin => {}
                 FileServiceKind::Sequential => self.cur = 0,
+                // fio's `__get_next_fileno_rand`: a file drawn among all of them, again
+                // while the one drawn is closed.
                 FileServiceKind::Random => {
-                    self.cur = self.rng.below(self.open.len() as u64) as usize;
+                    let n = self.files.len() as u64;
+                    self.cur = loop {
+                        let f = self.streams.next_file.scaled(n) as usize;
+                        if let Some(i) = self.open.iter().position(|&o| o == f) {
+                            break i;
+                        }
+                        if self.open.len() == 1 {
+                            break 0;
+                        }
+                    };
                 }
                 // Every file stays open, in file order.
                 FileServiceKind::Skewed => {
-                    let s = self.skew.as_ref().expect("a skewed set has its sampler");
-                    self.cur = s.next(&mut self.rng) as usize;
+                    let s = self.skew.as_mut().expect("a skewed set has its sampler");
+                    self.cur = ((s.next() >> FSERVICE_SHIFT) as usize).min(self.open.len() - 1);
                 }
             }
             self.left = self.service.nr;
@@ -186,26 +224,42 @@ impl FileSet {
     }
 
     /// The next I/O and the number of the file it goes to: a picked file whose pass is
-    /// done is closed and another picked, unless it is the last one left.
+    /// done is closed and another picked, unless it is the last one left. `None` once the
+    /// last file's pass ended early (fio found no next I/O in it).
     #[inline]
-    pub fn next_io(&mut self) -> (usize, Io) {
+    pub fn next_io(&mut self) -> Option<(usize, Io)> {
         loop {
             let f = self.pick();
             if self.skew.is_some() {
                 // fio's `fio_file_reset`: a finished file starts over.
                 if self.files[f].pass_done() {
+                    self.files[f].draw_on_done(&mut self.streams);
                     self.files[f].rewind();
                 }
-                let io = self.files[f].next_io();
+                let io = match self.files[f].next_io(&mut self.streams) {
+                    Some(io) => io,
+                    None => {
+                        self.files[f].rewind();
+                        self.files[f].next_io(&mut self.streams)?
+                    }
+                };
                 self.issued += u64::from(io.len);
-                return (f, io);
+                return Some((f, io));
             }
             let last = self.open.len() == 1 && self.next_closed >= self.files.len();
             if self.files[f].pass_done() && !last {
+                self.files[f].draw_on_done(&mut self.streams);
                 self.close(f);
                 continue;
             }
-            return (f, self.files[f].next_io());
+            match self.files[f].next_io(&mut self.streams) {
+                Some(io) => return Some((f, io)),
+                None if last => return None,
+                None => {
+                    self.close(f);
+                    continue;
+                }
+            }
         }
     }
 

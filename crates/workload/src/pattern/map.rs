@@ -77,16 +77,29 @@ impl RandomMap {
         None
     }
 
-    /// Takes up to `want` blocks starting at `b` (or the next free block after it): returns
-    /// the first block and how many were free in a row (at least one), now marked used.
-    pub(crate) fn take(&mut self, b: u64, want: u64) -> Option<(u64, u64)> {
-        let start = self.next_free(b % self.blocks)?;
+    /// fio's check-then-`axmap_next_free`: `b` if it is free, else the next free block
+    /// after it (wrapping); `None` when every block is done.
+    pub(crate) fn free_from(&self, b: u64) -> Option<u64> {
+        self.next_free(b % self.blocks)
+    }
+
+    /// fio's `axmap_set_nr`: marks up to `want` blocks from `start`, stopping at the first
+    /// one already done or at the end; returns how many it marked.
+    pub(crate) fn set_run(&mut self, start: u64, want: u64) -> u64 {
         let mut n = 0;
         while n < want.max(1) && start + n < self.blocks && !self.is_used(start + n) {
             self.mark(start + n);
             n += 1;
         }
-        Some((start, n))
+        n
+    }
+
+    /// Takes up to `want` blocks starting at `b` (or the next free block after it): returns
+    /// the first block and how many were free in a row (at least one), now marked used.
+    #[cfg(test)]
+    fn take(&mut self, b: u64, want: u64) -> Option<(u64, u64)> {
+        let start = self.free_from(b)?;
+        Some((start, self.set_run(start, want)))
     }
 }
 

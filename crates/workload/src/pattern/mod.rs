@@ -6,6 +6,8 @@
 mod bs;
 mod dist;
 mod files;
+pub mod frand;
+mod lfsr;
 mod map;
 
 use crate::Ddir;
@@ -14,13 +16,14 @@ pub use bs::{parse_split, BlockSizes, SplitEntry};
 pub use dist::Distribution;
 use dist::Sampler;
 pub use files::FileSet;
+use frand::{slot, FRand, Seeds};
 use map::RandomMap;
 
 /// The access pattern is fio's `rw=`, as parsed.
 pub use crate::RwMode as Pattern;
 
-/// A small, fast, seedable generator (xorshift64*); the same seed gives the same offsets,
-/// as fio's `randrepeat=1` does.
+/// A small, fast, seedable generator (xorshift64*) for what fio does not draw from its own
+/// streams (the simulator's choices, file sizes); the I/O itself draws from [`frand`].
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
 
@@ -46,54 +49,6 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
-}
-
-/// A full-period permutation of `0..n` (an affine map modulo `n` with a multiplier coprime to
-/// `n`), so a random pass touches every block exactly once, like fio's random map.
-#[derive(Clone, Debug)]
-struct Permutation {
-    n: u64,
-    mul: u64,
-    add: u64,
-}
-
-impl Permutation {
-    fn new(n: u64, rng: &mut Rng) -> Permutation {
-        let n = n.max(1);
-        let mut mul = (rng.below(n) | 1).max(1);
-        while gcd(mul, n) != 1 {
-            mul += 1;
-        }
-        Permutation {
-            n,
-            mul: mul % n.max(2),
-            add: rng.below(n),
-        }
-    }
-    #[inline]
-    fn at(&self, i: u64) -> u64 {
-        affine_mod(i, self.mul, self.add, self.n)
-    }
-}
-
-/// `(i * mul + add) mod n` for `i`, `mul`, `add` below `n`. In 64 bits where that cannot
-/// overflow (`n` below 2^32: every file under 16 TiB of 4 KiB blocks), as a 128-bit
-/// remainder (a call to `__umodti3`, several times slower) only beyond.
-#[inline]
-pub(crate) fn affine_mod(i: u64, mul: u64, add: u64, n: u64) -> u64 {
-    debug_assert!(i < n && mul < n.max(2) && add < n.max(1));
-    if n <= u64::from(u32::MAX) {
-        (i * mul + add) % n
-    } else {
-        ((i as u128 * mul as u128 + add as u128) % n as u128) as u64
-    }
-}
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
 }
 
 /// One planned I/O.
@@ -128,6 +83,8 @@ pub struct Shape {
     pub sizes: [BlockSizes; 3],
     /// Offsets are multiples of this from `offset` (fio's `blockalign`, or the job's grid).
     pub grid: u32,
+    /// `grid` is the job's `blockalign` (random offsets in its units, as fio's `ba`).
+    pub blockalign: bool,
     /// Start and length of the region.
     pub offset: u64,
     pub size: u64,
@@ -144,12 +101,113 @@ pub struct Shape {
     pub percentage_random: [u32; 3],
     /// Draw random blocks independently instead of each once per pass.
     pub norandommap: bool,
-    pub seed: u64,
+    /// The job's random streams' seeds (fio's `rand_seeds[]`), the same for every file of
+    /// the job.
+    pub seeds: Seeds,
+    /// The seed of this file's skewed distribution: fio's `jhash(file_name) *
+    /// thread_number` with `randrepeat`, else the offsets' seed.
+    pub dist_seed: u32,
     /// `zonemode=strided`, when on.
     pub zones: Option<Zones>,
 }
 
-/// Generates the I/Os of one job over `[offset, offset + size)`.
+/// A job's random streams, one per purpose as fio keeps them in its `thread_data`, with
+/// the read/write mix's state: shared by every file of the job.
+#[derive(Clone, Debug)]
+pub struct Streams {
+    seeds: Seeds,
+    /// Offsets (`random_state`).
+    random: FRand,
+    /// Sizes per direction (`bsrange_state[]`).
+    bsrange: [FRand; 3],
+    /// The read/write mix (`rwmix_state`).
+    rwmix: FRand,
+    /// percentage_random's coin per direction (`seq_rand_state[]`).
+    seq_rand: [FRand; 3],
+    /// The zone of a zoned distribution (`zone_state`).
+    zone: FRand,
+    /// The file of `file_service_type=random` (`next_file_state`).
+    pub(crate) next_file: FRand,
+    /// fio's `rwmix_ddir`, `rwmix_issues` and `io_issues[]`.
+    rwmix_ddir: usize,
+    rwmix_issues: u64,
+    io_issues: [u64; 3],
+    /// fio's `td->ddir_seq_nr`: I/Os left until a random `:N` job draws a new offset.
+    ddir_seq_nr: u64,
+}
+
+impl Streams {
+    /// fio's `td_fill_rand_seeds` for a job whose verify and trimwrite settings are given.
+    pub fn new(seeds: &Seeds, verify: bool, trimwrite: bool) -> Streams {
+        let mut bs_seed = [
+            seeds.slots[slot::BS],
+            seeds.slots[slot::BS1],
+            seeds.slots[slot::BS2],
+        ];
+        if verify {
+            bs_seed[1] = bs_seed[0];
+        }
+        if trimwrite {
+            bs_seed[2] = bs_seed[1];
+        }
+        let use64 = seeds.use64;
+        let seq = FRand::new(seeds.slots[slot::SEQ_RAND_READ], false);
+        Streams {
+            random: seeds.state(slot::BLOCK),
+            bsrange: bs_seed.map(|s| FRand::new(s, use64)),
+            rwmix: seeds.state32(slot::MIX),
+            seq_rand: [seq.clone(), seq.clone(), seq],
+            zone: seeds.state32(slot::ZONE),
+            next_file: seeds.state(slot::FILE),
+            seeds: seeds.clone(),
+            rwmix_ddir: 0,
+            rwmix_issues: 0,
+            io_issues: [0; 3],
+            ddir_seq_nr: 1,
+        }
+    }
+
+    /// A new loop of a job that is not time based (fio's `clear_io_state`): the counters
+    /// start over and, with `randrepeat`, every stream from its seed again.
+    pub fn new_loop(&mut self, verify: bool, trimwrite: bool) {
+        let fresh = Streams::new(&self.seeds, verify, trimwrite);
+        let keep = !self.seeds.repeatable;
+        let old = std::mem::replace(self, fresh);
+        self.io_issues = old.io_issues;
+        if keep {
+            self.random = old.random;
+            self.bsrange = old.bsrange;
+            self.rwmix = old.rwmix;
+            self.seq_rand = old.seq_rand;
+            self.zone = old.zone;
+            self.next_file = old.next_file;
+        }
+        self.rwmix_ddir = old.rwmix_ddir;
+        self.ddir_seq_nr = old.ddir_seq_nr;
+    }
+
+    /// fio's `get_rw_ddir` for a mixed job: a new direction is drawn only once the current
+    /// one has issued its run (`rwmix_issues`, set by `set_rwmix_bytes` at a switch).
+    fn mixed_ddir(&mut self, rwmixread: u32) -> usize {
+        if self.io_issues[self.rwmix_ddir] >= self.rwmix_issues {
+            let v = self.rwmix.between(1, 100);
+            let ddir = if v <= u64::from(rwmixread) { 0 } else { 1 };
+            if ddir != self.rwmix_ddir {
+                let share = if ddir == 0 {
+                    rwmixread
+                } else {
+                    100 - rwmixread
+                };
+                self.rwmix_issues = self.io_issues[self.rwmix_ddir] * u64::from(share) / 100;
+            }
+            self.rwmix_ddir = ddir;
+        }
+        self.rwmix_ddir
+    }
+}
+
+/// Generates the I/Os of one file of a job over `[offset, offset + size)`, drawing from the
+/// job's [`Streams`] as fio's `fill_io_u` does: the direction, then the offset, then the size.
 #[derive(Clone, Debug)]
 pub struct Generator {
     pattern: Pattern,
@@ -162,23 +220,30 @@ pub struct Generator {
     nr_blocks: u64,
     modifier: u64,
     backward: bool,
-    /// I/Os and bytes issued in the current pass.
+    /// I/Os and bytes issued in the current pass, and whether it ended early (fio found
+    /// no next I/O: see [`Generator::next_io`]).
     pos: u64,
     bytes: u64,
-    /// Random blocks come from the permutation (each once per pass).
-    use_map: bool,
-    perm: Permutation,
-    /// fio's random map, for sizes that vary (see [`map`]).
+    ended: bool,
+    /// Random offsets' unit per direction (fio's `ba[]`: blockalign, else the smallest
+    /// size; the random map, kept only where that is the smallest size, has one bit per
+    /// smallest size of any direction, fio's `rw_min_bs`).
+    ba: [u64; 3],
+    /// fio's random map (`io_axmap`), when the job keeps one.
     map: Option<RandomMap>,
+    /// `random_generator=lfsr`: the register over the file's blocks, and its seed.
+    lfsr: Option<lfsr::Lfsr>,
+    lfsr_seed: u64,
     sampler: Option<Sampler>,
-    rng: Rng,
+    /// A zoned distribution's index (see [`dist::zone_index`]) and whether its sizes are
+    /// bytes (`zoned_abs`) rather than percent.
+    zone_index: Option<Vec<(u64, u64)>>,
+    zone_abs: bool,
     /// Sequential cursors (bytes into the region), one per direction when mixed.
     read_cursor: u64,
     write_cursor: u64,
-    /// Random with a `:N` modifier: where each direction's last I/O ended, and how many
-    /// sequential I/Os follow before the next random offset.
+    /// Where each direction's last I/O ended (fio's `last_pos[]`, relative).
     last_end: [u64; 3],
-    seq_left: [u64; 3],
     pct_random: [u32; 3],
     /// `trimwrite`: the block just trimmed, to be written next.
     then_write: Option<(u64, u64)>,
@@ -192,19 +257,6 @@ impl Generator {
     pub fn new(shape: &Shape) -> Generator {
         let grid = u64::from(shape.grid.max(512));
         let nr_blocks = (shape.size / grid).max(1);
-        let mut rng = Rng::new(shape.seed);
-        let perm = Permutation::new(nr_blocks, &mut rng);
-        let issued = [
-            shape.rw.does_read(),
-            shape.rw.does_write(),
-            shape.rw.does_trim(),
-        ];
-        let mut sizes = shape.sizes.iter().zip(issued).filter(|(_, on)| *on);
-        let first = sizes.next().map(|(s, _)| s.clone());
-        // One size for every I/O the job issues.
-        let fixed = first
-            .as_ref()
-            .is_some_and(|f| f.is_fixed() && sizes.all(|(s, _)| s == f));
         // fio 3.33, `--rw=write:-192k --bs=64k --offset=16m --size=8m`: the first write at
         // 16m + 8m - 192k.
         let first_cursor = if shape.backward && shape.from_end {
@@ -212,10 +264,31 @@ impl Generator {
         } else {
             0
         };
-        let sampler = shape
-            .dist
-            .is_skewed()
-            .then(|| Sampler::new(&shape.dist, nr_blocks, grid, &mut rng));
+        let min_bs = [0, 1, 2].map(|d| u64::from(shape.sizes[d].min().max(512)));
+        // fio's `ba[]`: blockalign where given (the job's grid), else each direction's
+        // smallest size; any blockalign other than the smallest size turns the map off.
+        let ba = if shape.blockalign { [grid; 3] } else { min_bs };
+        let map_off = ba != min_bs;
+        let map_bs = min_bs.into_iter().min().unwrap_or(512);
+        // fio's `init_random_map` and `init_rand_distribution`: a skewed distribution has
+        // its own generator over ranges of the smallest read or write size, and no map.
+        let range = min_bs[0].min(min_bs[1]);
+        let sampler = if shape.rw.is_random() {
+            Sampler::new(&shape.dist, shape.size.div_ceil(range), shape.dist_seed)
+        } else {
+            None
+        };
+        let zone_index = dist::zone_index(&shape.dist);
+        let uniform = matches!(shape.dist, Distribution::Uniform);
+        // Strided zones keep a map over one zone's range (fio's `init_random_map`).
+        let map_bytes = shape.zones.map_or(shape.size, |z| z.range.min(shape.size));
+        let use_lfsr = shape.seeds.generator == frand::RandomGenerator::Lfsr;
+        let lfsr_seed = shape.seeds.slots[slot::BLOCK];
+        let lfsr = (shape.rw.is_random() && uniform && use_lfsr)
+            .then(|| lfsr::Lfsr::new((map_bytes / map_bs).max(1), lfsr_seed))
+            .flatten();
+        let map = (shape.rw.is_random() && !shape.norandommap && !map_off && uniform && !use_lfsr)
+            .then(|| RandomMap::new((map_bytes / map_bs).max(1)));
         Generator {
             pattern: shape.rw,
             rwmixread: shape.rwmixread,
@@ -228,25 +301,17 @@ impl Generator {
             backward: shape.backward,
             pos: 0,
             bytes: 0,
-            // fio's random map: each block once per pass, reads and writes of a mixed job
-            // sharing it (fio 3.33, `rw=randrw --size=4m --bs=4k`: 1024 I/Os on 1024
-            // blocks; with norandommap on 639). Variable sizes draw independently (fio
-            // shrinks an I/O to the free run it lands in; we do not), as do skewed
-            // distributions (fio uses no map for them either).
-            use_map: !shape.norandommap && fixed && sampler.is_none() && shape.zones.is_none(),
-            map: (shape.rw.is_random()
-                && !shape.norandommap
-                && !fixed
-                && sampler.is_none()
-                && shape.zones.is_none())
-            .then(|| RandomMap::new(nr_blocks)),
-            perm,
+            ended: false,
+            ba,
+            map,
+            lfsr,
+            lfsr_seed,
             sampler,
-            rng,
+            zone_abs: matches!(shape.dist, Distribution::ZonedAbs(_)),
+            zone_index,
             read_cursor: first_cursor,
             write_cursor: first_cursor,
             last_end: [0; 3],
-            seq_left: [0; 3],
             pct_random: shape.percentage_random,
             then_write: None,
             zones: shape.zones,
@@ -263,30 +328,37 @@ impl Generator {
     /// True once one pass over the region is complete (`size` bytes issued).
     pub fn pass_done(&self) -> bool {
         // A trimwrite's write still follows its trim.
-        self.then_write.is_none() && self.bytes >= self.span
+        self.then_write.is_none() && (self.ended || self.bytes >= self.span)
     }
 
-    /// Starts another pass (time_based jobs loop over the region).
+    /// Starts another pass (fio's `fio_file_reset`: the cursors back to the start, the
+    /// random map emptied).
     pub fn rewind(&mut self) {
         self.pos = 0;
         self.bytes = 0;
+        self.ended = false;
         self.zone_start = 0;
         self.zone_pos = 0;
+        self.last_end = [0; 3];
         if let Some(m) = &mut self.map {
             m.clear();
         }
+        if let Some(l) = &mut self.lfsr {
+            l.reset(self.lfsr_seed);
+        }
     }
 
+    /// The direction of the next I/O (fio's `get_rw_ddir`).
     #[inline]
-    fn direction(&mut self) -> Ddir {
+    fn direction(&mut self, st: &mut Streams) -> Ddir {
         match self.pattern {
             Pattern::Read | Pattern::RandRead => Ddir::Read,
             Pattern::Write | Pattern::RandWrite => Ddir::Write,
             Pattern::RandRw | Pattern::ReadWrite => {
-                if self.rng.below(100) >= self.rwmixread as u64 {
-                    Ddir::Write
-                } else {
+                if st.mixed_ddir(self.rwmixread) == 0 {
                     Ddir::Read
+                } else {
+                    Ddir::Write
                 }
             }
             // A trimwrite's write follows its trim (`next_io`).
@@ -296,38 +368,63 @@ impl Generator {
         }
     }
 
+    /// The next I/O, drawing from the job's streams `st`; `None` where fio finds no next
+    /// I/O in the file before its pass is done, which ends the pass.
     #[inline]
-    pub fn next_io(&mut self) -> Io {
+    pub fn next_io(&mut self, st: &mut Streams) -> Option<Io> {
         // fio's trimwrite: the blocks are trimmed, then the same blocks written; a pass is
         // `size` bytes trimmed (and as many written).
         if let Some((rel, len)) = self.then_write.take() {
-            return Io {
+            st.io_issues[1] += 1;
+            return Some(Io {
                 dir: Ddir::Write,
                 offset: self.base + rel,
                 len: len as u32,
-            };
+            });
         }
-        let d = self.direction();
+        let d = self.direction(st);
         let write = d == Ddir::Write;
         let dir = d.index();
-        let mut len = u64::from(self.sizes[dir].pick(&mut self.rng)).min(self.span);
-        let rel = if let Some(z) = self.zones {
-            self.zoned_offset(z, len)
+        let span = self.span;
+        // fio's `io_u_fits`: an I/O ends within the region.
+        let pick = |sizes: &BlockSizes, rand: &mut FRand, at: u64| -> u64 {
+            u64::from(sizes.pick(rand, |len| at + len <= span)).min(span)
+        };
+        let (rel, len) = if let Some(z) = self.zones {
+            let min = u64::from(self.sizes[dir].min());
+            let (at, block) = self.zoned_offset(z, dir, min, st);
+            let mut len = pick(&self.sizes[dir], &mut st.bsrange[dir], at);
+            if let (Some(b), Some(map)) = (block, &mut self.map) {
+                let ba = self.ba[dir];
+                let n = map.set_run(b, len.div_ceil(ba));
+                if n > 0 {
+                    len = len.min(n * ba);
+                }
+            }
+            (at, len)
         } else if self.pattern.is_random() {
-            let (at, cut) = self.random_offset(dir, len);
-            len = cut;
-            at
+            match self.random_io(dir, st) {
+                Some(io) => io,
+                None => {
+                    self.ended = true;
+                    return None;
+                }
+            }
         } else {
-            let (hole, back, span, grid) = (self.modifier, self.backward, self.span, self.grid);
+            let (hole, back, grid) = (self.modifier, self.backward, self.grid);
+            let min = u64::from(self.sizes[dir].min());
             let cursor = if write && self.pattern.is_mixed() {
                 &mut self.write_cursor
             } else {
                 &mut self.read_cursor
             };
-            if *cursor + len > span {
-                *cursor = if back { (span - len) / grid * grid } else { 0 };
+            if *cursor + min > span {
+                *cursor = if back { (span - min) / grid * grid } else { 0 };
             }
             let at = *cursor;
+            let len = u64::from(self.sizes[dir].pick(&mut st.bsrange[dir], |l| at + l <= span))
+                .min(span - at)
+                .max(1);
             *cursor = match (back, at + len) {
                 (false, end) => end + hole,
                 // fio's get_next_seq_offset going backwards: `hole` before the end of
@@ -336,26 +433,53 @@ impl Generator {
                 (true, end) if end >= hole => end - hole,
                 (true, _) => span.saturating_sub(hole),
             };
-            at
+            (at, len)
         };
         self.pos += 1;
         self.bytes += len;
+        self.last_end[dir] = rel + len;
+        st.io_issues[dir] += 1;
         if matches!(self.pattern, Pattern::TrimWrite | Pattern::RandTrimWrite) {
             self.then_write = Some((rel, len));
         }
-        Io {
+        Some(Io {
             dir: d,
             offset: self.base + rel,
             len: len as u32,
-        }
+        })
     }
 
-    /// The offset of the next I/O of `len` bytes in strided zones (see [`Zones`]).
-    fn zoned_offset(&mut self, z: Zones, len: u64) -> u64 {
+    /// The offset of the next I/O of at least `len` bytes in strided zones (see [`Zones`]),
+    /// and for a random job with a map, the map block it takes. fio's
+    /// `setup_strided_zone_mode`: a zone's visit starts at its start with the map empty,
+    /// and a random I/O lands in the zone's range through the map.
+    fn zoned_offset(
+        &mut self,
+        z: Zones,
+        dir: usize,
+        len: u64,
+        st: &mut Streams,
+    ) -> (u64, Option<u64>) {
+        if self.zone_pos == 0 {
+            if let Some(m) = &mut self.map {
+                m.clear();
+            }
+        }
         let start = self.zone_start;
+        let mut block = None;
         let mut at = if self.pattern.is_random() {
-            let blocks = (z.range.min(self.span - start) / self.grid).max(1);
-            start + self.rng.below(blocks) * self.grid
+            let ba = self.ba[dir];
+            let lastb = (z.range / ba).max(1);
+            let b = st.random.scaled(lastb);
+            let b = match &mut self.map {
+                Some(map) => {
+                    let free = map.free_from(b).unwrap_or(b);
+                    block = Some(free);
+                    free
+                }
+                None => b,
+            };
+            start + b * ba
         } else {
             start + self.zone_pos
         };
@@ -370,53 +494,127 @@ impl Generator {
                 self.zone_start = 0;
             }
         }
-        at
+        (at, block)
     }
 
-    /// A random I/O's offset in the region and its length (cut short by the random map);
-    /// with a `:N` modifier, N-1 sequential ones follow each random one (fio's
-    /// `rw_sequencer=sequential`), unless that would run past the end.
+    /// A random job's next I/O in direction `dir`: offset and length, as fio's
+    /// `get_next_offset`, `get_next_buflen` and `mark_random_map` make them.
     #[inline]
-    fn random_offset(&mut self, dir: usize, len: u64) -> (u64, u64) {
-        // fio's percentage_random: the rest of the I/Os follow on from the last one (a
-        // draw only where it is below 100, so fully random jobs keep their sequence).
-        let pct = self.pct_random[dir];
-        if pct < 100 && self.rng.below(100) >= u64::from(pct) {
-            let next = self.last_end[dir];
-            if next + len <= self.span {
-                self.last_end[dir] = next + len;
-                return (next, len);
-            }
-        }
+    fn random_io(&mut self, dir: usize, st: &mut Streams) -> Option<(u64, u64)> {
+        // fio's `rw=randread:N`: a new random offset every N I/Os, sequential ones between
+        // (the first I/O draws: fio starts `ddir_seq_nr` at 1).
+        let mut hit = true;
         if self.modifier > 0 {
-            let next = self.last_end[dir];
-            if self.seq_left[dir] > 0 && next + len <= self.span {
-                self.seq_left[dir] -= 1;
-                self.last_end[dir] = next + len;
-                return (next, len);
-            }
-            self.seq_left[dir] = self.modifier - 1;
-        }
-        if let Some(map) = &mut self.map {
-            let drawn = self.rng.below(self.nr_blocks);
-            if let Some((first, n)) = map.take(drawn, len.div_ceil(self.grid)) {
-                let at = first * self.grid;
-                let len = (n * self.grid).min(len).min(self.span - at);
-                self.last_end[dir] = at + len;
-                return (at, len);
+            st.ddir_seq_nr -= 1;
+            if st.ddir_seq_nr == 0 {
+                st.ddir_seq_nr = self.modifier;
+            } else {
+                hit = false;
             }
         }
-        let block = match &self.sampler {
-            Some(s) => s.next(&mut self.rng),
-            None if self.use_map => self.perm.at(self.pos % self.nr_blocks),
-            None => self.rng.below(self.nr_blocks),
+        // fio's percentage_random (`should_do_random`): a coin only where it is below 100.
+        let random = hit
+            && (self.pct_random[dir] >= 100
+                || st.seq_rand[dir].between(1, 100) <= u64::from(self.pct_random[dir]));
+        let ba = self.ba[dir];
+        let mut marked = false;
+        let at = match (random, self.last_end[dir]) {
+            // fio's `get_next_seq_offset`: on from where this direction's last I/O ended,
+            // unmarked in the map; past the region's end a random block instead.
+            (false, next) if next < self.span => next,
+            _ => {
+                let (b, from_map) = self.rand_block(dir, st)?;
+                marked = from_map;
+                b * ba
+            }
         };
-        let mut at = block * self.grid;
-        if at + len > self.span {
-            at = (self.span - len) / self.grid * self.grid;
+        let span = self.span;
+        // fio's `get_next_offset` and `get_next_buflen` fail past the region's end (a block
+        // the map found beyond where this direction's I/O may start) and where not even
+        // the smallest size fits: the file's pass ends there.
+        if at >= span {
+            return None;
         }
-        self.last_end[dir] = at + len;
-        (at, len)
+        let mut len = u64::from(self.sizes[dir].pick(&mut st.bsrange[dir], |l| at + l <= span));
+        if len == 0 {
+            return None;
+        }
+        len = len.min(span - at);
+        if marked {
+            if let Some(map) = &mut self.map {
+                // fio's `mark_random_map`: the I/O is cut at the first block already done.
+                // fio counts those blocks in the direction's smallest size, though the map
+                // has one bit per smallest size of any direction: with `bs=4k,16k` a write
+                // marks one bit per 16 KiB. We do the same, to issue what fio issues.
+                let n = map.set_run(at / ba, len.div_ceil(ba));
+                if n > 0 {
+                    len = len.min(n * ba);
+                }
+            }
+        }
+        Some((at, len))
+    }
+
+    /// fio's `get_next_rand_offset`: a block number in units of `ba[dir]`, and whether it
+    /// came through the random map (and must be marked).
+    fn rand_block(&mut self, dir: usize, st: &mut Streams) -> Option<(u64, bool)> {
+        let ba = self.ba[dir];
+        let min = u64::from(self.sizes[dir].min());
+        // fio's `last_block`: the blocks an I/O of the smallest size may start at.
+        let mut max_size = self.span;
+        if min > ba {
+            max_size -= min - ba;
+        }
+        let lastb = (max_size / ba).max(1);
+        if let Some(s) = &mut self.sampler {
+            return Some((s.next(), false));
+        }
+        if let Some(index) = &self.zone_index {
+            let v = st.zone.between(1, 100) as usize;
+            let (lo, hi) = index[v - 1];
+            if hi != u64::MAX {
+                return Some(if self.zone_abs {
+                    // fio's `__get_next_rand_offset_zoned_abs`: zone bounds in bytes.
+                    let (stotal, send) = (lo / ba, (hi / ba).min(lastb));
+                    (
+                        stotal + st.random.scaled(send.saturating_sub(stotal)),
+                        false,
+                    )
+                } else {
+                    let offset = lo * lastb / 100;
+                    let part = lastb * (hi - lo) / 100;
+                    (st.random.scaled(part) + offset, false)
+                });
+            }
+        }
+        // fio's LFSR: every block once a pass, then no more (the pass is over).
+        if let Some(l) = &mut self.lfsr {
+            return l.next().map(|b| (b, false));
+        }
+        let b = st.random.scaled(lastb);
+        let Some(map) = &mut self.map else {
+            return Some((b, false));
+        };
+        match map.free_from(b) {
+            Some(free) => Some((free, true)),
+            // A full map (a pass that only partly marked it): fio's `fio_file_reset`, then
+            // a new draw.
+            None => {
+                map.clear();
+                let b = st.random.scaled(lastb);
+                Some((map.free_from(b).unwrap_or(b), true))
+            }
+        }
+    }
+
+    /// What fio draws when it finds this file's pass done (`fill_io_u` failing in
+    /// `set_io_u_file`): the direction, and for a random job the offset that the full map
+    /// refuses.
+    pub fn draw_on_done(&mut self, st: &mut Streams) {
+        self.direction(st);
+        if self.pattern.is_random() && self.map.is_some() {
+            st.random.rand();
+        }
     }
 
     /// The number of the grid block at device offset `offset` of the region.
@@ -424,15 +622,9 @@ impl Generator {
         (offset - self.base) / self.grid
     }
 
-    /// The block at permutation position `i` of the first pass (used by verify to walk the
-    /// written blocks again in the same order).
+    /// Block `i` of the region in order (verify reads the written blocks back by it).
     pub fn block_offset(&self, i: u64) -> u64 {
-        let b = if self.pattern.is_random() && self.use_map {
-            self.perm.at(i)
-        } else {
-            i % self.nr_blocks
-        };
-        self.base + b * self.grid
+        self.base + (i % self.nr_blocks) * self.grid
     }
 }
 
@@ -441,6 +633,7 @@ mod tests {
     use super::*;
 
     fn shape(rw: Pattern, rwmixread: u32, bs: u32, offset: u64, size: u64, seed: u64) -> Shape {
+        let seeds = Seeds::fio(seed, 1, false, frand::RandomGenerator::Tausworthe);
         Shape {
             rw,
             rwmixread,
@@ -450,6 +643,7 @@ mod tests {
                 BlockSizes::Fixed(bs),
             ],
             grid: bs,
+            blockalign: false,
             offset,
             size,
             modifier: 0,
@@ -458,15 +652,29 @@ mod tests {
             dist: Distribution::Uniform,
             percentage_random: [100; 3],
             norandommap: false,
-            seed,
+            seeds,
+            dist_seed: seed as u32,
             zones: None,
         }
     }
 
+    /// A generator over `shape` with its job's streams.
+    fn gen(shape: &Shape) -> (Generator, Streams) {
+        (
+            Generator::new(shape),
+            Streams::new(&shape.seeds, false, false),
+        )
+    }
+
+    /// The next `n` I/Os.
+    fn ios(shape: &Shape, n: usize) -> Vec<Io> {
+        let (mut g, mut st) = gen(shape);
+        (0..n).map(|_| g.next_io(&mut st).unwrap()).collect()
+    }
+
     /// The offsets of `n` I/Os.
     fn offsets(shape: &Shape, n: usize) -> Vec<u64> {
-        let mut g = Generator::new(shape);
-        (0..n).map(|_| g.next_io().offset).collect()
+        ios(shape, n).iter().map(|io| io.offset).collect()
     }
 
     #[test]
@@ -476,10 +684,10 @@ mod tests {
             modifier: 4096,
             ..shape(Pattern::Read, 100, 4096, 0, 64 << 10, 1)
         };
-        let mut g = Generator::new(&s);
+        let (mut g, mut st) = gen(&s);
         let mut offs = Vec::new();
         while !g.pass_done() {
-            offs.push(g.next_io().offset / 1024);
+            offs.push(g.next_io(&mut st).unwrap().offset / 1024);
         }
         assert_eq!(
             offs,
@@ -513,9 +721,9 @@ mod tests {
             grid: 4096,
             ..shape(Pattern::RandRead, 100, 4096, 1 << 20, 1 << 20, 5)
         };
-        let mut g = Generator::new(&s);
+        let (mut g, mut st) = gen(&s);
         for _ in 0..10_000 {
-            let io = g.next_io();
+            let io = g.next_io(&mut st).unwrap();
             assert_eq!(io.offset % 4096, 0);
             assert!(
                 io.offset >= 1 << 20 && io.offset + io.len as u64 <= 2 << 20,
@@ -526,19 +734,18 @@ mod tests {
             rw: Pattern::Read,
             ..s
         };
-        let mut g = Generator::new(&s);
-        let a = g.next_io();
-        let b = g.next_io();
+        let io = ios(&s, 2);
+        let (a, b) = (io[0], io[1]);
         assert_eq!(b.offset, a.offset + a.len as u64);
     }
 
     #[test]
     fn random_pass_touches_every_block_once() {
         for n in [1u64, 2, 7, 64, 1000, 4096] {
-            let mut g = Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, n * 4096, 42));
+            let (mut g, mut st) = gen(&shape(Pattern::RandRead, 100, 4096, 0, n * 4096, 42));
             let mut seen = vec![false; n as usize];
             while !g.pass_done() {
-                let io = g.next_io();
+                let io = g.next_io(&mut st).unwrap();
                 let b = (io.offset / 4096) as usize;
                 assert!(!seen[b], "block {b} of {n} issued twice in one pass");
                 seen[b] = true;
@@ -549,33 +756,33 @@ mod tests {
 
     #[test]
     fn same_seed_same_offsets_and_different_seed_differs() {
-        let a: Vec<_> = (0..100)
-            .scan(
-                Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7)),
-                |g, _| Some(g.next_io()),
-            )
-            .collect();
-        let b: Vec<_> = (0..100)
-            .scan(
-                Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7)),
-                |g, _| Some(g.next_io()),
-            )
-            .collect();
-        let c: Vec<_> = (0..100)
-            .scan(
-                Generator::new(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 8)),
-                |g, _| Some(g.next_io()),
-            )
-            .collect();
+        let a = ios(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7), 100);
+        let b = ios(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 7), 100);
+        let c = ios(&shape(Pattern::RandRead, 100, 4096, 0, 1 << 30, 8), 100);
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
 
     #[test]
+    fn fios_first_offsets_for_its_default_seeds() {
+        // fio 3.33, `--ioengine=null --rw=randread --size=16m --bs=4k`, its write_iolog:
+        // the first job's and the second job's first offsets (thread numbers 1 and 2).
+        let first = |thread| {
+            let s = Shape {
+                seeds: Seeds::fio(frand::DEFAULT_RANDSEED, thread, true, Default::default()),
+                ..shape(Pattern::RandRead, 100, 4096, 0, 16 << 20, 0)
+            };
+            offsets(&s, 3)
+        };
+        assert_eq!(first(1), [1_011_712, 12_419_072, 14_143_488]);
+        assert_ne!(first(2), first(1), "a second job draws its own offsets");
+    }
+
+    #[test]
     fn rwmixread_splits_directions() {
-        let mut g = Generator::new(&shape(Pattern::RandRw, 70, 4096, 0, 1 << 30, 1));
-        let reads = (0..100_000)
-            .filter(|_| g.next_io().dir == Ddir::Read)
+        let reads = ios(&shape(Pattern::RandRw, 70, 4096, 0, 1 << 30, 1), 100_000)
+            .iter()
+            .filter(|io| io.dir == Ddir::Read)
             .count();
         assert!(
             (68_000..72_000).contains(&reads),
@@ -585,8 +792,15 @@ mod tests {
 
     #[test]
     fn sequential_read_wraps_at_size_and_respects_offset() {
-        let mut g = Generator::new(&shape(Pattern::Read, 100, 4096, 1 << 20, 3 * 4096, 1));
-        let offs: Vec<u64> = (0..4).map(|_| g.next_io().offset).collect();
+        let s = shape(Pattern::Read, 100, 4096, 1 << 20, 3 * 4096, 1);
+        let (mut g, mut st) = gen(&s);
+        let mut offs = Vec::new();
+        for _ in 0..4 {
+            if g.pass_done() {
+                g.rewind();
+            }
+            offs.push(g.next_io(&mut st).unwrap().offset);
+        }
         assert_eq!(
             offs,
             vec![1 << 20, (1 << 20) + 4096, (1 << 20) + 8192, 1 << 20]
