@@ -415,15 +415,17 @@ fn bfq_finds_a_waker_even_for_a_queue_that_stays_busy() {
     // issuer has no other one outstanding, busy queue or not: a queue whose request comes
     // within 4 ms of another queue's completion three times in a row (and which thinks long
     // enough not to count as short) gets that queue as its waker. Here the heavier reader
-    // thinks 5 ms after each of its completions, so BFQ is still waiting for it (idling for
-    // the heavier of two weights lasts 8 ms) when its next read arrives: it never goes idle,
-    // and only the per-arrival check can see that the lighter queue's completions, injected
-    // meanwhile, come just before its reads.
+    // first thinks 20 ms after each of ten completions: longer than BFQ idles for it (8 ms
+    // for the heavier of two weights), so it goes idle and each gap is a think-time sample
+    // (`bfq_update_io_thinktime` samples only a queue that is not busy), a long one. Then it
+    // thinks 5 ms, so BFQ is still waiting for it when its next read arrives: it never goes
+    // idle, no more samples are taken, and only the per-arrival check can see that the
+    // lighter queue's completions, injected meanwhile, come just before its reads.
     let mut r = Rig::simple(BFQ, 4);
     r.set("low_latency", "0");
     let be0 = IoPrio::new(IoPrioClass::Be, 0);
     let be7 = IoPrio::new(IoPrioClass::Be, 7);
-    for i in 0..200 {
+    for i in 0..100 {
         r.queue(
             0,
             read(5_000_000 + i * 64, 8, i)
@@ -438,6 +440,7 @@ fn bfq_finds_a_waker_even_for_a_queue_that_stays_busy() {
     heavy(&mut r, 0);
     r.drv.auto_complete(r.now, us(1000));
     let (mut sent, mut seen, mut due) = (1u64, 0usize, None::<Nanos>);
+    let mut light = 100u64;
     while sent < 150 {
         let t = [r.next_event(), due]
             .into_iter()
@@ -451,13 +454,30 @@ fn bfq_finds_a_waker_even_for_a_queue_that_stays_busy() {
             due = None;
         }
         if r.done[seen..].iter().any(|b| b.private >= 10_000) {
-            due = Some(r.now.saturating_add(ms(5)));
+            let think = if sent <= 10 { ms(20) } else { ms(5) };
+            due = Some(r.now.saturating_add(think));
+        }
+        // The lighter reader stays backlogged: a new read for each one done, as far as its
+        // share of the tags lets it (`bfq_limit_depth`).
+        let light_done = r.done[seen..].iter().filter(|b| b.private < 10_000).count();
+        for _ in 0..light_done {
+            let bio = read(5_000_000 + light * 64, 8, light)
+                .with_issuer(2, 0)
+                .with_ioprio(be7);
+            if !matches!(r.submit(0, bio), Submit::Queued) {
+                break;
+            }
+            light += 1;
         }
         seen = r.done.len();
     }
     let c = r.bfq().counters;
     eprintln!("{c:?}");
-    assert!(c.wakers >= 1, "no waker found: {c:?}");
+    assert!(
+        c.wakers >= 1,
+        "no waker found: {c:?} {}",
+        r.elv().debug_state()
+    );
     r.drain(us(10));
     r.finish();
 }
@@ -957,8 +977,9 @@ fn bfq_injects_the_idled_for_process_own_async_io_first() {
 /// `bfq_select_queue`'s third injection choice (Linux 5.13, "always inject I/O of queues
 /// blocked by wakers"): while the in-service queue is idled for, a queue it wakes gets its
 /// I/O in whatever the injection limit, since it only has I/O when the waker is served.
-/// Reader B (be/5, never raised) first thinks 5 ms after each of its reads (80 samples:
-/// not a short think time). Reader W (new, so raised) then sends 85 reads each the moment
+/// Reader B (be/5, never raised) first thinks 20 ms after each of its reads, longer than
+/// BFQ idles for it, so each gap is a think-time sample (`bfq_update_io_thinktime` skips a
+/// busy queue) and a long one. Reader W (new, so raised) then sends 85 reads each the moment
 /// the last completes: a short think time, which two later pauses of 20 ms do not undo
 /// (`bfq_update_has_short_ttime` at each arrival). Three times B sends a read 1 ms after
 /// one of W's completes, while W is idled for (raised beside a queue that is not): the
@@ -982,7 +1003,7 @@ fn bfq_injects_a_queue_the_idled_for_one_wakes() {
             r.advance_to(t);
             r.queue(0, b(i));
             assert_eq!(r.complete_next(1), 1);
-            t = t.saturating_add(ms(5));
+            t = t.saturating_add(ms(20));
         }
         r.advance_to(t);
         for i in 0..85 {
@@ -1617,6 +1638,197 @@ fn bfq_a_queue_of_another_priority_made_among_others_splits_their_stable_merges(
             .collect::<Vec<_>>(),
         vec![vec![1, 2, 3], vec![4, 5, 6]]
     );
+    r.drain(us(10));
+    r.finish();
+}
+
+/// The think time of a debug_state line's queue `q`, in microseconds.
+fn ttime_us(r: &Rig, q: u32) -> u64 {
+    let state = r.elv().debug_state();
+    let line = state
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("q{q} ")))
+        .unwrap_or_else(|| panic!("no q{q} in {state}"));
+    line.split("ttime ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no ttime in {line}"))
+}
+
+/// `bfq_update_io_thinktime` returns at once for a busy queue: a lone reader that thinks
+/// 5 ms after each read, while BFQ idles for it (8 ms), is never idle when its next read
+/// comes, so no gap is sampled and its think time stays 0. Sampling every gap would give
+/// 5 ms, and a think time biased short (which gates waker detection and injection).
+#[test]
+fn bfq_samples_think_time_only_for_a_queue_that_is_not_busy() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    let mut t = ms(0);
+    for i in 0..20u64 {
+        r.advance_to(t);
+        r.queue(0, read(i * 8, 8, i).with_issuer(1, 0));
+        assert_eq!(r.complete_next(1), 1);
+        t = r.now.saturating_add(ms(5));
+    }
+    assert_eq!(ttime_us(&r, 0), 0, "{}", r.elv().debug_state());
+    // Gaps longer than the idle window end the turn first: those are sampled (capped at
+    // twice slice_idle).
+    for i in 20..40u64 {
+        t = r.now.saturating_add(ms(30));
+        r.advance_to(t);
+        r.queue(0, read(i * 8, 8, i).with_issuer(1, 0));
+        assert_eq!(r.complete_next(1), 1);
+    }
+    let mean = ttime_us(&r, 0);
+    assert!((12_000..=16_500).contains(&mean), "{mean} us");
+    r.drain(us(10));
+    r.finish();
+}
+
+/// The end of `bfq_add_request` notes the arrival time of every request of a queue not
+/// raised, idle-to-busy ones included: an asynchronous queue that comes back after a long
+/// pause is measured from its first new write, so its second one, 10 ms later, does not
+/// raise it (`bfq_wr_min_inter_arr_async` is 500 ms). Noting only busy arrivals raised it x30.
+#[test]
+fn bfq_does_not_raise_an_async_queue_on_its_second_write_after_a_pause() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.queue(0, write(0, 8, 1).with_issuer(1, 0));
+    assert_eq!(r.complete_next(1), 1);
+    r.advance_to(ms(1000));
+    // A reader holds the one slot, so the writes stay queued and their queue busy.
+    r.queue(0, read(1 << 20, 8, 2).with_issuer(2, 0));
+    r.queue(0, write(1000, 8, 3).with_issuer(1, 0));
+    r.advance_to(ms(1010));
+    r.queue(0, write(2000, 8, 4).with_issuer(1, 0));
+    assert_eq!(r.bfq().counters.wr_async, 0, "{}", r.elv().debug_state());
+    // 600 ms after that, still busy: raised, as the kernel raises a held-back writer.
+    r.advance_to(ms(1610));
+    r.queue(0, write(3000, 8, 5).with_issuer(1, 0));
+    assert_eq!(r.bfq().counters.wr_async, 1, "{}", r.elv().debug_state());
+    r.drain(us(10));
+    r.finish();
+}
+
+/// `bfq_serv_to_charge` asks `bfq_asymmetric_scenario(bfqd, bfqq)` of the queue itself:
+/// weights that differ do not make the scenario asymmetric for the queue of the smallest
+/// weight, so an asynchronous be/7 writer beside a be/4 reader is charged three times its
+/// sectors (`bfq_async_charge_factor`), not once.
+#[test]
+fn bfq_charges_the_lightest_async_queue_three_times_its_sectors() {
+    let mut r = Rig::simple(BFQ, 2);
+    r.set("low_latency", "0");
+    r.set("slice_idle", "0");
+    let be = |level| IoPrio::new(IoPrioClass::Be, level);
+    r.queue(0, read(0, 8, 1).with_issuer(2, 0).with_ioprio(be(4)));
+    r.queue(0, write(1 << 20, 8, 2).with_issuer(1, 0).with_ioprio(be(7)));
+    let state = r.elv().debug_state();
+    assert!(state.contains("service 24 "), "{state}");
+    r.drain(us(10));
+    r.finish();
+}
+
+/// `bfq_better_to_idle` and `idling_needed_for_service_guarantees` return false at once
+/// for a queue no process uses any more (`bfqq_process_refs`): after the heavy reader's
+/// issuer is redirected to the light reader's queue, its old queue still holds a request;
+/// served, it runs dry and is expired at once, where waiting for it (the weights differ)
+/// would hold the device idle for nothing.
+#[test]
+fn bfq_does_not_idle_for_a_queue_no_process_uses_any_more() {
+    let mut r = merging_rig();
+    interleave(&mut r);
+    assert_eq!(
+        r.bfq().counters.queue_merges,
+        1,
+        "{}",
+        r.elv().debug_state()
+    );
+    assert_eq!(r.complete_next(1), 1);
+    assert_eq!(r.complete_next(1), 1);
+    let c = r.bfq().counters;
+    assert_eq!(
+        (c.idles, c.expired_empty),
+        (0, 1),
+        "{}",
+        r.elv().debug_state()
+    );
+    r.drain(us(10));
+    r.finish();
+}
+
+/// `bfq_update_io_seektime` compares each inserted request with where the queue's last
+/// inserted request ended (`last_request_pos`, set in `bfq_rq_enqueued`); a bio merged at
+/// the back of a queued request does not move it. A writer whose 4 KiB requests each grow
+/// by a 500 KiB back merge before the next arrives, 4 KiB past the grown end, is seeky.
+#[test]
+fn bfq_seek_history_ignores_back_merges() {
+    let mut r = Rig::simple(BFQ, 1);
+    r.set("low_latency", "0");
+    r.set("queue_merging", "0");
+    // Holds the one slot, so the requests below stay queued and can grow.
+    r.queue(0, read(1 << 30, 8, 1).with_issuer(2, 0));
+    let mut at = 0u64;
+    for i in 0..32u64 {
+        r.queue(0, sync_write(at, 8, 10 + 2 * i).with_issuer(1, 0));
+        let grown = r.submit(0, sync_write(at + 8, 1000, 11 + 2 * i).with_issuer(1, 0));
+        assert!(matches!(grown, Submit::Merged), "{grown:?}");
+        at += 1016;
+    }
+    let state = r.elv().debug_state();
+    let line = state.lines().find(|l| l.contains("Sync(1)")).expect(&state);
+    assert!(line.contains("issuers [1]"), "{state}");
+    assert!(line.contains("seeky true"), "{state}");
+    r.drain(us(10));
+    r.finish();
+}
+
+/// `bfq_choose_bfqq_for_injection` scans every active queue (`active_list`), whatever its
+/// group: two readers in two cgroups of equal weight, one read at a time each. Groups with
+/// pending I/O make the scenario asymmetric, so BFQ idles for the reader in service, and
+/// the other group's reads go out in those gaps once the injection limit is up. Looking
+/// only in the in-service queue's group, nothing is ever injected.
+#[test]
+fn bfq_injects_from_another_cgroup() {
+    let blkcg = std::sync::Arc::new(mqblk_core::Blkcg::new());
+    let a = blkcg.set_weight("/a", 100).unwrap();
+    let b = blkcg.set_weight("/b", 100).unwrap();
+    let mut r = Rig::new(RigCfg {
+        blkcg,
+        ..RigCfg::new(BFQ, 4)
+    });
+    r.set("low_latency", "0");
+    let mut next = [1u64, 1];
+    let reader = |k: usize, n: u64| {
+        let (issuer, group) = [(1, a), (2, b)][k];
+        read(
+            (k as u64) << 30 | (n * 4096 % (1 << 29)),
+            8,
+            (k as u64) << 32 | n,
+        )
+        .with_issuer(issuer, group)
+    };
+    for k in 0..2 {
+        r.queue(0, reader(k, 0));
+    }
+    r.drv.auto_complete(r.now, us(100));
+    let mut seen = 0;
+    while r.now < ms(500) {
+        let Some(t) = r.next_event() else { break };
+        r.advance_to(t);
+        // Each reader sends its next read 50 us after its last one completes.
+        let done: Vec<u64> = r.done[seen..].iter().map(|b| b.private >> 32).collect();
+        seen = r.done.len();
+        if !done.is_empty() {
+            r.advance_to(r.now.saturating_add(us(50)));
+            for k in done {
+                let k = k as usize;
+                r.queue(0, reader(k, next[k]));
+                next[k] += 1;
+            }
+        }
+    }
+    let c = r.bfq().counters;
+    assert!(c.injected > 100, "{c:?}\n{}", r.elv().debug_state());
     r.drain(us(10));
     r.finish();
 }

@@ -240,9 +240,12 @@ impl State {
     }
 
     /// Service to charge for `sectors` of queue `id` (`bfq_serv_to_charge`).
+    /// The scenario is judged for the queue (`bfq_asymmetric_scenario(bfqd, bfqq)`): an
+    /// asynchronous queue of the smallest weight is charged the async factor even where
+    /// other weights differ.
     pub(super) fn serv_to_charge(&self, id: u32, sectors: u64) -> u64 {
         let q = self.qr(id);
-        if q.sync || q.wr.coeff > 1 || self.asymmetric() {
+        if q.sync || q.wr.coeff > 1 || self.asymmetric_for(Some(id)) {
             sectors
         } else {
             sectors * ASYNC_CHARGE
@@ -419,7 +422,8 @@ impl State {
 
     /// `bfq_add_request` for a queue already busy: an asynchronous one not raised whose
     /// request comes more than `bfq_wr_min_inter_arr_async` after its last arrival or expiry
-    /// is raised as interactive (its writes were held back), then the clock moves on.
+    /// is raised as interactive (its writes were held back). The caller moves the clock on
+    /// at every arrival.
     pub(super) fn raise_async_on_arrival(&mut self, qid: u32, now: Nanos, k: &Knobs) {
         let d = self.wr_duration();
         let q = self.q(qid);
@@ -441,9 +445,7 @@ impl State {
             self.load.wr_busy += 1;
             self.stats.wr_async += 1;
             self.update_pending(qid);
-            return;
         }
-        q.last_wr_start_finish = now;
     }
 
     /// `bfq_bfqq_end_wr`. The end of interactive raising also forgets how much bandwidth
@@ -562,8 +564,12 @@ impl State {
     pub(super) fn note_arrival(&mut self, qid: u32, sector: u64, end: u64, now: Nanos, k: &Knobs) {
         self.update_io_intensity(qid, now);
         let nonrot = !self.dev.rotational;
+        // `bfq_update_io_thinktime` samples only a queue with nothing in flight that is not
+        // busy: not one in its tree, and not the in-service queue idled for (a gap shorter
+        // than the idling window is never a sample).
+        let busy = self.in_service == Some(qid) || self.qr(qid).in_tree;
         let q = self.q(qid);
-        if q.dispatched == 0 && q.sorted.is_empty() && !q.fresh {
+        if q.dispatched == 0 && q.sorted.is_empty() && !q.fresh && !busy {
             let elapsed = now
                 .saturating_sub(q.ttime.last_end)
                 .0
@@ -825,13 +831,20 @@ impl State {
     }
 
     /// Whether to keep the device for queue `id`, which ran dry (`bfq_better_to_idle`).
+    /// In the kernel's order: no idling for a queue no process uses any more (its issuers
+    /// were redirected by a queue merge: `bfqq_process_refs`), then `strict_guarantees`
+    /// idles for anything, then no idling without `slice_idle`, for an async queue or for
+    /// the idle class.
     pub(super) fn better_to_idle(&self, id: u32, k: &Knobs) -> bool {
         let q = self.qr(id);
-        if k.slice_idle == Nanos::ZERO || q.class == 2 || (!q.sync && !k.strict) {
+        if q.issuers.is_empty() {
             return false;
         }
         if k.strict {
             return true;
+        }
+        if k.slice_idle == Nanos::ZERO || q.class == 2 || !q.sync {
+            return false;
         }
         // `idling_boosts_thr_without_issues`: not while any queue is raised, so that raised
         // queues get the device's requests first; a raised queue is idled for only where
@@ -846,6 +859,9 @@ impl State {
     /// scenario is asymmetric (`bfq_asymmetric_scenario`), or it is the only busy queue.
     pub(super) fn idling_needed_for_service_guarantees(&self, id: u32) -> bool {
         let q = self.qr(id);
+        if q.issuers.is_empty() {
+            return false;
+        }
         let busy: u32 = self.load.busy_classes.iter().sum();
         (q.wr.coeff > 1 && (self.load.wr_busy < busy || self.dev.rq_in_driver >= q.dispatched + 4))
             || self.asymmetric_for(Some(id))
@@ -956,46 +972,41 @@ impl State {
                 }
                 // `bfq_choose_bfqq_for_injection`: nothing while the device holds the limit's
                 // worth of requests, the in-service queue's own included
-                // (`tot_rq_in_driver`); a raised queue with a short think time lets only
-                // raised queues in.
-                // With no limit and no base time yet, one request may go in once the queue
-                // has been waited for a whole idle slice.
-                let mut limit = q.inject_limit;
-                if limit == 0
-                    && q.last_serv_time == 0
-                    && self.idle_until.is_some()
-                    && now >= self.last_idling_start.saturating_add(k.slice_idle)
-                {
-                    limit = 1;
-                }
-                if self.dev.rq_in_driver >= limit {
+                // (`tot_rq_in_driver`). The kernel's raise of a zero limit to one after a
+                // whole idle slice compares jiffies with `bfq_slice_idle` in nanoseconds, so
+                // it never fires there, and not here either.
+                if self.dev.rq_in_driver >= q.inject_limit {
                     return None;
                 }
+                // A raised queue with a short think time lets only raised queues in.
                 let always = q.wr.coeff <= 1 || !short;
-                // The best other entity of the in-service queue's group, down to a queue.
-                let mut g = q.group;
-                let mut skip = id;
-                let c = loop {
-                    let grp = &self.groups.slots[g as usize];
-                    let e = [0, 1, 2].iter().find_map(|&c| grp.trees[c].peek(skip))?;
-                    if e & GROUP_BIT == 0 {
-                        break e;
+                // Every active queue of every group, most recently inserted first (the
+                // `active_list`): the first with a request that fits its budget, passing
+                // over a large request on a non-rotational device with anything in flight.
+                let mut active: Vec<(u64, u32)> = self
+                    .queues
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, x)| {
+                        let x = x.as_ref()?;
+                        (x.in_tree && j as u32 != id).then_some((x.active_seq, j as u32))
+                    })
+                    .collect();
+                active.sort_unstable_by(|a, b| b.cmp(a));
+                let pick = active.into_iter().find_map(|(_, c)| {
+                    if !(always || self.qr(c).wr.coeff > 1) {
+                        return None;
                     }
-                    g = e & !GROUP_BIT;
-                    skip = u32::MAX;
-                };
-                if !(always || self.qr(c).wr.coeff > 1) {
-                    return None;
-                }
-                // Its next request must fit what is left of its budget, and a non-rotational
-                // device takes one large (32 KiB and more) request at a time.
-                let rq = self.next_within_budget(c)?;
-                let next = self.rqs[rq as usize];
-                let sectors = (next.end - next.sector).max(1);
-                if !self.dev.rotational && sectors >= SECT_THR_NONROT && self.dev.rq_in_driver >= 1
-                {
-                    return None;
-                }
+                    let rq = self.next_within_budget(c)?;
+                    let next = self.rqs[rq as usize];
+                    let sectors = (next.end - next.sector).max(1);
+                    let large = sectors >= SECT_THR_NONROT;
+                    if !self.dev.rotational && large && self.dev.rq_in_driver >= 1 {
+                        return None;
+                    }
+                    Some((c, rq))
+                });
+                let (c, rq) = pick?;
                 self.inject.injected = true;
                 (c, rq)
             }

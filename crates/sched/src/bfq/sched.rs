@@ -328,6 +328,8 @@ pub(super) struct Bq {
     pub parked: u32,
     /// In the service tree (backlogged and not in service).
     pub in_tree: bool,
+    /// [`State::active_seq`] when it last went into its tree.
+    pub active_seq: u64,
     pub created: Nanos,
     pub wr: Wr,
     pub ttime: TTime,
@@ -660,6 +662,10 @@ pub(super) struct Burst {
 pub(super) struct State {
     pub queues: Vec<Option<Bq>>,
     free_slots: Vec<u32>,
+    /// Insertions into the active trees so far: each queue keeps the count at its last one,
+    /// which orders the kernel's `active_list` (`bfq_active_insert` puts a queue at its
+    /// head), the order injection scans candidates in.
+    pub active_seq: u64,
     pub by_key: KeyMap,
     pub rqs: Vec<RqInfo>,
     pub groups: Groups,
@@ -771,6 +777,7 @@ impl Bfq {
             st: Mutex::new(State {
                 queues: Vec::new(),
                 free_slots: Vec::new(),
+                active_seq: 0,
                 by_key: KeyMap::default(),
                 rqs: vec![RqInfo::default(); init.nr_rq_ids as usize],
                 groups: Groups::new(),
@@ -919,6 +926,7 @@ impl State {
             max_budget: 2 * self.max_budget(k) / 3,
             parked: 0,
             in_tree: false,
+            active_seq: 0,
             created: now,
             wr: Wr::default(),
             // `bfq_init_bfqq`: "tentatively mark as has_short_ttime" a sync queue not of the
@@ -1125,9 +1133,12 @@ impl State {
     /// time when `backshift`, resuming a turn it left with budget when it ran dry
     /// (`__bfq_activate_entity` with `non_blocking_wait_rq`).
     pub(super) fn activate_at(&mut self, id: u32, backshift: bool) {
+        self.active_seq += 1;
+        let seq = self.active_seq;
         let q = self.q(id);
         debug_assert!(!q.in_tree);
         q.in_tree = true;
+        q.active_seq = seq;
         let (group, class, weight, budget) = (q.group, q.class, q.weight(), q.budget);
         if q.wr.coeff > 1 {
             self.load.wr_busy += 1;
@@ -1221,6 +1232,10 @@ impl State {
             stays_busy.then_some((budget, weight)),
         );
         self.q(id).in_tree = stays_busy;
+        if stays_busy {
+            self.active_seq += 1;
+            self.q(id).active_seq = self.active_seq;
+        }
         if !stays_busy {
             self.became_idle(id, now);
         } else {
@@ -1514,12 +1529,11 @@ impl State {
         let info = &mut self.rqs[id as usize];
         let (old, old_end) = (info.sector, info.end);
         (info.sector, info.end) = (sector, end);
-        // The issuer's stream now ends further on: its next request continues it, not a
-        // seek (the seek history compares each new request with this position).
-        let bq = self.q(qid);
-        if bq.last_rq_end == old_end {
-            bq.last_rq_end = end;
-        }
+        // The queue's seek position (`last_request_pos`) stays where the request ended
+        // when it was inserted: the kernel moves it only in `bfq_rq_enqueued`, not when a
+        // bio grows a queued request, so the next request after a back merge may count as
+        // a seek.
+        let _ = old_end;
         if old != sector {
             // `bfq_request_merged`: a front merge that moved the request before its
             // neighbour below may make it the queue's next request.
@@ -2149,6 +2163,7 @@ impl Elevator for Bfq {
                 st.last_merge = Some(id.0);
             }
             st.update_pending(qid);
+            let old_coeff = st.qr(qid).wr.coeff;
             let bq = st.qr(qid);
             if st.in_service == Some(qid) || bq.in_tree {
                 st.raise_async_on_arrival(qid, now, &k);
@@ -2159,6 +2174,13 @@ impl Elevator for Bfq {
                 st.idle_until = None;
             } else if !bq.in_tree {
                 st.idle_to_busy(qid, e.issuer, now, &k);
+            }
+            // The end of `bfq_add_request`: a queue not raised before or after this arrival
+            // notes its time, idle-to-busy included, so an asynchronous queue's next request
+            // is measured from this one, not from before a pause.
+            let bq = st.q(qid);
+            if k.low_latency && (old_coeff <= 1 || bq.wr.coeff <= 1) {
+                bq.last_wr_start_finish = now;
             }
         }
         self.publish(&st);
