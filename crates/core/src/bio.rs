@@ -21,6 +21,18 @@ pub enum ReqOp {
     WriteZeroes,
 }
 
+/// `op_is_sync`: reads, and anything flagged SYNC, FUA or PREFLUSH (the kernel counts a
+/// PREFLUSH write as synchronous even without REQ_SYNC).
+#[inline]
+pub fn op_is_sync(op: ReqOp, flags: ReqFlags) -> bool {
+    op.is_read()
+        || flags.intersects(
+            ReqFlags::SYNC
+                .union(ReqFlags::FUA)
+                .union(ReqFlags::PREFLUSH),
+        )
+}
+
 impl ReqOp {
     /// True for operations that move data from the device to memory.
     pub fn is_read(self) -> bool {

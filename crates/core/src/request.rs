@@ -155,12 +155,9 @@ impl Request {
             && !self.rq_flags.contains(RqFlags::FLUSH_SEQ)
             && matches!(self.op, ReqOp::Read | ReqOp::Write | ReqOp::Discard)
     }
-    /// True if the request is synchronous (reads, and writes flagged SYNC or FUA).
+    /// True if the request is synchronous ([`crate::op_is_sync`]).
     pub fn is_sync(&self) -> bool {
-        self.op.is_read()
-            || self
-                .cmd_flags
-                .intersects(ReqFlags::SYNC.union(ReqFlags::FUA))
+        crate::op_is_sync(self.op, self.cmd_flags)
     }
     /// Starts a new life at `now` (`blk_mq_rq_ctx_init`): fresh timestamps, no deadline, no
     /// status, no flush steps done.

@@ -242,42 +242,85 @@ fn a_requeued_flush_is_issued_again_and_serves_its_waiters_once() {
     common::assert_whole(&q);
 }
 
+fn fifo_queue(d: &Arc<TestDriver>, flush_via_sched: bool) -> Arc<RequestQueue> {
+    RequestQueue::new(
+        common::tag_set(1, 4),
+        d.clone(),
+        Some(&common::FIFO),
+        QueueConfig {
+            nr_ctx: 1,
+            flush_via_sched,
+            ..QueueConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+fn with_fifo(q: &RequestQueue, f: impl FnOnce(&common::Fifo)) {
+    let e = q.elevator();
+    f(e.as_deref()
+        .and_then(|e| e.as_any().downcast_ref::<common::Fifo>())
+        .expect("a FIFO queue"));
+}
+
 #[test]
-fn sequenced_requests_bypass_the_elevator_and_give_back_every_tag() {
-    // The FIFO test scheduler panics if a request it never prepared is inserted: flush and
-    // FUA requests must not reach it (no RQF_USE_SCHED for op_is_flush). The flush request
-    // borrows a scheduler tag and takes a driver tag at dispatch.
-    for fua in [true, false] {
-        let d = TestDriver::with_cache(Mode::Hold, true, fua);
-        let q = RequestQueue::new(
-            common::tag_set(1, 4),
-            d.clone(),
-            Some(&common::FIFO),
-            QueueConfig {
-                nr_ctx: 1,
-                ..QueueConfig::default()
-            },
-        )
-        .unwrap();
-        let mut sub = q.submitter(CtxIdx(0));
-        submit(&q, &mut sub, bio4k(ReqOp::Read, 40, 1), T0);
-        let w = bio4k(ReqOp::Write, 0, 2).with_flags(ReqFlags::PREFLUSH | ReqFlags::FUA);
-        submit(&q, &mut sub, w, T0);
-        submit(&q, &mut sub, flush(3), T0);
-        for _ in 0..8 {
+fn sequenced_requests_keep_the_elevator_s_books_and_give_back_every_tag() {
+    // The FIFO test scheduler panics if a request it never prepared is inserted, completed or
+    // finished, or one is finished twice. Since 6.5 a PREFLUSH|FUA write is prepared at
+    // allocation and its data step goes through it (finished when the data completes, not
+    // again at the end of the sequence); before, no `op_is_flush` request reached it. Either
+    // way the flush request borrows a scheduler tag and takes a driver tag at dispatch.
+    for via_sched in [true, false] {
+        for fua in [true, false] {
+            let d = TestDriver::with_cache(Mode::Hold, true, fua);
+            let q = fifo_queue(&d, via_sched);
+            let mut sub = q.submitter(CtxIdx(0));
+            submit(&q, &mut sub, bio4k(ReqOp::Read, 40, 1), T0);
+            let w = bio4k(ReqOp::Write, 0, 2).with_flags(ReqFlags::PREFLUSH | ReqFlags::FUA);
+            submit(&q, &mut sub, w, T0);
+            submit(&q, &mut sub, flush(3), T0);
+            for _ in 0..8 {
+                settle(&q, &mut sub, T0);
+                q.check_invariants();
+                d.release_all();
+            }
             settle(&q, &mut sub, T0);
-            q.check_invariants();
-            d.release_all();
+            let mut done: Vec<u64> = take_done(&mut sub).iter().map(|x| x.0).collect();
+            done.sort_unstable();
+            assert_eq!(done, vec![1, 2, 3], "fua={fua}");
+            let flushes = seen(&d).iter().filter(|x| x.0 == ReqOp::Flush).count();
+            assert_eq!(flushes as u64, q.flushes_issued());
+            // Without FUA the write's POSTFLUSH and the flush bio, which waited behind the
+            // write's data (C2), share the second flush.
+            assert_eq!(flushes, 2, "fua={fua}: {:?}", seen(&d));
+            common::assert_whole(&q);
         }
+    }
+}
+
+#[test]
+fn since_6_5_a_fua_write_waits_in_the_scheduler_like_any_write() {
+    // On a device that honours FUA a FUA write needs no flush step (`blk_insert_flush`
+    // returns false): since 6.5 it is an elevator request and is inserted into the
+    // scheduler, so a scheduler holding its requests back holds it too. Before 6.5 it went
+    // past the scheduler to the dispatch list and reached the device at once.
+    for (via_sched, issued) in [(true, 0), (false, 1)] {
+        let d = TestDriver::with_cache(Mode::Hold, true, true);
+        let q = fifo_queue(&d, via_sched);
+        let mut sub = q.submitter(CtxIdx(0));
+        with_fifo(&q, |f| f.set_plugged(true));
+        let w = bio4k(ReqOp::Write, 0, 1).with_flags(ReqFlags::FUA);
+        submit(&q, &mut sub, w, T0);
         settle(&q, &mut sub, T0);
-        let mut done: Vec<u64> = take_done(&mut sub).iter().map(|x| x.0).collect();
-        done.sort_unstable();
-        assert_eq!(done, vec![1, 2, 3], "fua={fua}");
-        let flushes = seen(&d).iter().filter(|x| x.0 == ReqOp::Flush).count();
-        assert_eq!(flushes as u64, q.flushes_issued());
-        // Without FUA the write's POSTFLUSH and the flush bio, which waited behind the
-        // write's data (C2), share the second flush.
-        assert_eq!(flushes, 2, "fua={fua}: {:?}", seen(&d));
+        assert_eq!(d.nr_issues(), issued, "flush_via_sched={via_sched}");
+        // The scheduler's empty dispatch armed a re-run 3 ms on.
+        with_fifo(&q, |f| f.set_plugged(false));
+        let t = T0.saturating_add(Nanos::from_millis(3));
+        q.timer(&mut sub, t);
+        d.release_all();
+        settle(&q, &mut sub, t);
+        assert_eq!(seen(&d), vec![(ReqOp::Write, "fua", vec![1])]);
+        assert_eq!(take_done(&mut sub).len(), 1);
         common::assert_whole(&q);
     }
 }

@@ -213,6 +213,7 @@ pub fn new_queue(
         run_all_on_complete: settings.run_all_on_complete,
         kblockd_runs: settings.kblockd_runs,
         delay_run_rearms: settings.delay_run_rearms,
+        flush_via_sched: settings.flush_via_sched,
         tracer,
         blkcg,
     };

@@ -60,6 +60,9 @@ pub struct QueueSettings {
     /// Delayed runs of every queue push back pending ones, as before Linux 5.17
     /// (`QueueConfig::delay_run_rearms`).
     pub delay_run_rearms: bool,
+    /// PREFLUSH and FUA writes go through the scheduler, as since Linux 6.5 (the default);
+    /// off, they bypass it as before (`QueueConfig::flush_via_sched`).
+    pub flush_via_sched: bool,
     /// Request timeout (`io_timeout`).
     pub timeout: Nanos,
 }
@@ -77,6 +80,7 @@ impl Default for QueueSettings {
             run_all_on_complete: false,
             kblockd_runs: false,
             delay_run_rearms: false,
+            flush_via_sched: true,
             timeout: Nanos::from_secs(30),
         }
     }
@@ -97,6 +101,7 @@ impl QueueSettings {
             max_sectors_kb: s.max_sectors_kb,
             max_segments: s.max_segments.min(u16::MAX as u32) as u16,
             sq_sched_dispatch: s.sq_sched_dispatch,
+            flush_via_sched: s.flush_via_sched,
             ..QueueSettings::default()
         }
     }

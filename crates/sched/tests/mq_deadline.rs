@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use mqblk_core::{IoPrio, IoPrioClass, ReqOp, RqFlags, Submit, TunableError};
+use mqblk_core::{IoPrio, IoPrioClass, ReqFlags, ReqOp, RqFlags, Submit, TunableError};
 
 const DD: &str = "mq-deadline";
 
@@ -26,6 +26,37 @@ fn runs_by_op(issues: &[Issue]) -> Vec<Vec<Issue>> {
         }
     }
     runs
+}
+
+/// Since Linux 6.5 ("blk-mq: use the I/O scheduler for writes from the flush state
+/// machine") a FUA write on a device that honours FUA is inserted into the scheduler as any
+/// write: mq-deadline serves the waiting reads first (reads are preferred, and the write
+/// has not waited `write_expire`). Before 6.5 it went past mq-deadline to the head of the
+/// dispatch list and reached the device next.
+#[test]
+fn deadline_schedules_a_fua_write_with_the_writes_since_6_5() {
+    for (via_sched, order) in [
+        (true, vec![900, 1, 2, 3, 50]),
+        (false, vec![900, 50, 1, 2, 3]),
+    ] {
+        let mut r = Rig::new(RigCfg {
+            cache_fua: true,
+            flush_via_sched: via_sched,
+            ..RigCfg::new(DD, 1)
+        });
+        r.queue(0, read(0, 8, 900));
+        for i in 1..4u64 {
+            r.queue(0, read(1000 * i, 8, i));
+        }
+        r.queue(0, write(1 << 20, 8, 50).with_flags(ReqFlags::FUA));
+        r.drain(us(10));
+        assert_eq!(
+            firsts(&r.drv.issues()),
+            order,
+            "flush_via_sched={via_sched}"
+        );
+        r.finish();
+    }
 }
 
 #[test]

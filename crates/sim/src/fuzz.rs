@@ -272,13 +272,15 @@ pub fn case_for(
     // Drawn last, so the draws above (and the cases they made) stay as they were.
     cfg.queue.kblockd_runs = rng.below(3) == 0;
     cfg.queue.delay_run_rearms = rng.below(2) == 0;
+    cfg.queue.flush_via_sched = rng.below(2) == 0;
     let summary = format!(
-        "cpus={nr_cpus} device={dev} sched={scheduler}[{tun}] nr_requests={} nomerges={nomerges:?} sq_dispatch={} run_all={} kblockd_runs={} delay_run_rearms={} faults={:?} jobs={} ({})",
+        "cpus={nr_cpus} device={dev} sched={scheduler}[{tun}] nr_requests={} nomerges={nomerges:?} sq_dispatch={} run_all={} kblockd_runs={} delay_run_rearms={} flush_via_sched={} faults={:?} jobs={} ({})",
         cfg.queue.nr_requests,
         cfg.queue.sq_sched_dispatch,
         cfg.queue.run_all_on_complete,
         cfg.queue.kblockd_runs,
         cfg.queue.delay_run_rearms,
+        cfg.queue.flush_via_sched,
         cfg.faults,
         jobs.len(),
         jobs.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>().join(",")

@@ -121,7 +121,18 @@ impl QueueInner {
             let tag = (rq.rq_flags.contains(RqFlags::SCHED_TAGS) && !rq.tag.is_none())
                 .then(|| std::mem::replace(&mut rq.tag, Tag::NONE));
             let (ctx, h) = (rq.ctx, rq.hctx);
+            // A data step that went through the elevator (6.5 on) is done with it here:
+            // `__blk_mq_end_request` calls `finish_request` before `mq_flush_data_end_io`
+            // and clears `RQF_USE_SCHED`, so the end of the sequence does not again.
+            let sched = rq.rq_flags.contains(RqFlags::USE_SCHED).then(|| {
+                rq.rq_flags.remove(RqFlags::USE_SCHED);
+                rq.elv()
+            });
             drop(rq);
+            if let (Some(snap), Some(e)) = (sched, &self.elevator) {
+                e.completed_request(&snap, now);
+                e.finish_request(&snap);
+            }
             if let Some(t) = tag {
                 self.put_driver_tag(h, t, ctx);
             }

@@ -19,20 +19,28 @@
 //! borrows the first waiter's tag (its driver tag without a scheduler, its scheduler tag
 //! with one, taking a driver tag at dispatch), as `blk_kick_flush` does.
 //!
-//! A sequenced request never goes through the elevator (`RQF_USE_SCHED` is not set for
-//! `op_is_flush`), is never merged (`RQF_FLUSH_SEQ`), and is completed twice, as in the
-//! kernel: its data's completion moves the sequence on (`mq_flush_data_end_io`) and only the
-//! end of the whole sequence hands its bio back.
+//! Through the elevator or past it (`QueueConfig::flush_via_sched`). Since Linux 6.5 every
+//! write with PREFLUSH or FUA is an elevator request (`RQF_USE_SCHED`): one that needs no
+//! flush step (FUA on a device that honours it, or DATA with a POSTFLUSH to follow) is
+//! inserted into the scheduler as any write, and a sequence's data step goes back in at the
+//! head of the elevator from the requeue work (`blk_flush_complete_seq` moves it to the
+//! requeue list, `blk_mq_requeue_work` inserts it `BLK_MQ_INSERT_AT_HEAD`); the data's
+//! completion ends its time in the elevator (`finish_request`). Only the flush request
+//! itself goes to the head of the dispatch list. Before 6.5 (the setting off), no
+//! `op_is_flush` request went through the elevator: they and their data steps went to the
+//! head of the hardware queue's dispatch list.
 //!
-//! Where we differ: the kernel inserts a data step at the head of the elevator
-//! (`blk_mq_insert_request(rq, BLK_MQ_INSERT_AT_HEAD)` from the requeue work); here, as for
-//! every requeued request that bypasses the scheduler, it goes to the head of the hardware
-//! queue's dispatch list, which mq-deadline and BFQ would also serve first (kyber would
-//! count it against its write domain). A FUA write the device honours is issued directly
-//! in the kernel when a driver tag is free (`blk_mq_try_issue_directly`); here it goes to the
-//! head of the dispatch list and the queue is run. The kernel accepts PREFLUSH and FUA only
-//! on writes; here FUA on a discard or write-zeroes (which NBD allows) becomes a POSTFLUSH
-//! on a device with a write cache.
+//! A sequenced request is never merged (`RQF_FLUSH_SEQ`), and is completed twice, as in
+//! the kernel: its data's completion moves the sequence on (`mq_flush_data_end_io`) and only
+//! the end of the whole sequence hands its bio back.
+//!
+//! Where we differ: a FUA write the device honours is issued directly in the kernel, when
+//! no scheduler is in use and a driver tag is free (`blk_mq_try_issue_directly`); here it
+//! goes to the dispatch list and the queue is run. An empty flush bio is `ReqOp::Flush`
+//! here, where Linux sends a `REQ_OP_WRITE|REQ_PREFLUSH` with no data, which since 6.5 also
+//! takes `limit_depth`. The kernel accepts PREFLUSH and FUA only on writes; here FUA on a
+//! discard or write-zeroes (which NBD allows) becomes a POSTFLUSH on a device with a write
+//! cache.
 
 use super::*;
 

@@ -89,6 +89,15 @@ pub struct QueueConfig {
     /// effect only with `kblockd_runs` (whose racing workers it needs; see
     /// `delay_run_hw_queues`).
     pub delay_run_rearms: bool,
+    /// Writes with PREFLUSH or FUA go through the elevator, as since Linux 6.5 ("blk-mq: use
+    /// the I/O scheduler for writes from the flush state machine"): they take
+    /// `limit_depth` and `prepare_request`, a write that needs no flush step is inserted
+    /// into the scheduler as any other, and a sequence's data step goes in at the head
+    /// (`blk_mq_requeue_work`, "block: queue data commands from the flush state machine at
+    /// the head"). Only the flush request itself (`REQ_OP_FLUSH`) bypasses it. Off: the
+    /// routing before 6.5, where every `op_is_flush` request bypassed the scheduler to the
+    /// head of the dispatch list (the seed mails' kernels).
+    pub flush_via_sched: bool,
     /// Receives every request event (blktrace-style tracing, the simulator's cost model).
     pub tracer: TraceHook,
     /// The cgroup hierarchy bios name in `bio.group` (group schedulers read weights here).
@@ -107,6 +116,7 @@ impl Default for QueueConfig {
             run_all_on_complete: false,
             kblockd_runs: false,
             delay_run_rearms: false,
+            flush_via_sched: true,
             tracer: TraceHook::default(),
             blkcg: Arc::new(Blkcg::new()),
         }
@@ -692,6 +702,14 @@ impl QueueInner {
     /// dispatch list (flushes), or straight to the driver.
     fn queue_new_request(&self, sub: &mut Submitter, rq: NewRq, now: Nanos) {
         let (id, h) = (rq.id, rq.hctx);
+        // `blk_mq_rq_ctx_init` prepares a request for the elevator when it is allocated,
+        // before the flush state machine sees it.
+        if let Some(snap) = &rq.sched {
+            self.elevator
+                .as_ref()
+                .expect("USE_SCHED without elevator")
+                .prepare_request(snap);
+        }
         if rq.flush {
             let mut ends = Vec::new();
             if self.insert_flush(id, now, &mut ends) {
@@ -707,12 +725,6 @@ impl QueueInner {
                 }
                 return;
             }
-        }
-        if let Some(snap) = &rq.sched {
-            self.elevator
-                .as_ref()
-                .expect("USE_SCHED without elevator")
-                .prepare_request(snap);
         }
         if sub.plug.is_started() {
             sub.plug.has_elevator |= rq.sched.is_some();
@@ -810,10 +822,17 @@ impl QueueInner {
         let h = c.hctxs[ty as usize];
         let am = &self.alloc_maps[self.hctx_alloc[h.0 as usize] as usize];
         let sched = self.elevator.as_ref();
-        // Flush and FUA requests take scheduler tags but bypass the scheduler
-        // (`blk_mq_rq_ctx_init`: no RQF_USE_SCHED for `op_is_flush`).
+        // Every request takes scheduler tags with an elevator; which go through it
+        // (`RQF_USE_SCHED`, and `limit_depth`): since 6.5 all but the flush request itself
+        // (`__blk_mq_alloc_requests`: `(opf & REQ_OP_MASK) != REQ_OP_FLUSH`); before, none
+        // that `op_is_flush`.
         let flush = flush::op_is_flush(bio.op, bio.flags);
-        let use_sched = sched.is_some() && !flush;
+        let bypasses = if self.cfg.flush_via_sched {
+            bio.op == ReqOp::Flush
+        } else {
+            flush
+        };
+        let use_sched = sched.is_some() && !bypasses;
         let tag = match sched {
             Some(e) => {
                 let shallow = if use_sched {

@@ -203,10 +203,7 @@ pub fn ioprio_to_weight(level: u8) -> u32 {
     (8 - level.min(7) as u32) * 10
 }
 
-/// `op_is_sync`: reads, and writes flagged SYNC or FUA.
-fn is_sync(op: ReqOp, flags: ReqFlags) -> bool {
-    op.is_read() || flags.intersects(ReqFlags::SYNC.union(ReqFlags::FUA))
-}
+use mqblk_core::op_is_sync as is_sync;
 
 fn class_index(c: IoPrioClass) -> usize {
     match c {

@@ -485,6 +485,9 @@ fn config_on(dev: &str, m: &Mode, o: &ScenarioOpts, seed: u64, clients: u32) -> 
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            // The seed's kernel predates 6.5: jbd2's PREFLUSH|FUA commit records and
+            // fsync's flushes bypassed the scheduler.
+            flush_via_sched: false,
             ..QueueSettings::default()
         },
         ..SimConfig::default()

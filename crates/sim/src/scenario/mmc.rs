@@ -47,6 +47,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             device: device(&format!("emmc,async_prep={async_prep}")),
             queue: QueueSettings {
                 scheduler: Some(sched.into()),
+                // The seed's kernel predates 6.5: flushes bypassed the scheduler.
+                flush_via_sched: false,
                 ..QueueSettings::default()
             },
             profile: o.profile,

@@ -50,6 +50,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             queue: QueueSettings {
                 scheduler: Some("mq-deadline".into()),
                 sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
+                // The seed's kernel predates 6.5: flushes bypassed the scheduler.
+                flush_via_sched: false,
                 ..QueueSettings::default()
             },
             profile: o.profile,

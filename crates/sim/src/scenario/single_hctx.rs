@@ -106,6 +106,8 @@ fn settings(sched: &str, m: &Mode, k: Kernel) -> QueueSettings {
         // 5.17).
         kblockd_runs: true,
         delay_run_rearms: seed,
+        // Both kernels (5.10-rc6 and 6.1) predate 6.5: flushes bypassed the scheduler.
+        flush_via_sched: false,
         // BFQ as the seed's kernel had it: stable merging and the injection of woken queues
         // came in 5.13, the cap on a queue's share of the scheduler tags in 5.16, until 5.19
         // `bfq_has_work` counted busy queues, not queued requests, and 5.10 counted requests

@@ -48,6 +48,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 device: device(&format!("virtio,num_queues={queues}")),
                 queue: QueueSettings {
                     scheduler: Some("none".into()),
+                    // The seed's kernel predates 6.5: flushes bypassed the scheduler.
+                    flush_via_sched: false,
                     ..QueueSettings::default()
                 },
                 profile: o.profile,

@@ -1429,6 +1429,15 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "flush_via_sched",
+        aliases: &[],
+        default: "1",
+        help: "PREFLUSH and FUA writes (a journal's commit records, NBD and vhost clients' FUA writes) go through the I/O scheduler, as since Linux 6.5; 0 sends them past it to the dispatch list, as before.",
+        kind: Kind::Bool {
+            set: |j, v| j.flush_via_sched = v,
+        },
+    },
+    OptDef {
         name: "hctx_workers",
         aliases: &[],
         default: "0",

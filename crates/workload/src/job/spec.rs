@@ -455,6 +455,8 @@ pub struct JobSpec {
     pub nomerges: u8,
     /// For a scheduler that is not MQ-aware, run only the submitter's hardware queue.
     pub sq_sched_dispatch: bool,
+    /// PREFLUSH and FUA writes go through the scheduler (Linux 6.5 on); 0: they bypass it.
+    pub flush_via_sched: bool,
     /// Reap completions from one worker thread per hardware queue.
     pub hctx_workers: bool,
     /// Use polled queues.
@@ -605,6 +607,7 @@ impl Default for JobSpec {
             max_segments: 0,
             nomerges: 0,
             sq_sched_dispatch: true,
+            flush_via_sched: true,
             hctx_workers: false,
             hipri: false,
             fixedbufs: false,
