@@ -791,7 +791,7 @@ fn the_admin_socket_switches_schedulers_while_fio_verifies() {
             "no scheduler 'cfq'",
         ),
         (
-            vec!["store", "mqblk/queue/nr_requests", "3"],
+            vec!["store", "mqblk/queue/nr_requests", "100000"],
             "out of range 4..=",
         ),
         (vec!["show", "other/queue/scheduler"], "no export 'other'"),

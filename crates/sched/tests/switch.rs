@@ -133,11 +133,14 @@ fn a_switch_resets_tunables_and_nr_requests_but_a_depth_change_keeps_them() {
     drop(e);
     q.freeze_start();
     assert!(q.freeze_drained());
-    // `queue_requests_store`'s range with an elevator: BLKDEV_MIN_RQ..=MAX_SCHED_RQ.
+    // `queue_requests_store` with an elevator: below BLKDEV_MIN_RQ raised to it, past
+    // MAX_SCHED_RQ refused.
+    q.set_nr_requests(3).unwrap();
+    assert_eq!(q.nr_requests(), 4);
     assert_eq!(
-        q.set_nr_requests(3),
+        q.set_nr_requests(MAX_SCHED_RQ + 1),
         Err(FreezeError::NrRequests {
-            value: 3,
+            value: MAX_SCHED_RQ + 1,
             min: 4,
             max: MAX_SCHED_RQ
         })

@@ -570,8 +570,15 @@ impl RequestQueue {
     /// an elevator, `MIN_RQ..=MAX_SCHED_RQ` scheduler requests per hardware queue and the
     /// elevator keeps its tunables (`depth_updated`); without one, at most the tag set's
     /// queue depth, which is what the driver tags allow anyway. The caller unfreezes.
+    ///
+    /// As 6.18's `queue_requests_store`: the current value changes nothing, a value below
+    /// `BLKDEV_MIN_RQ` (4) is raised to it, and one past the limit is refused.
     pub fn set_nr_requests(&self, nr: u32) -> Result<(), FreezeError> {
         let cur = self.current();
+        if nr == cur.nr_requests {
+            return Ok(());
+        }
+        let nr = nr.max(MIN_RQ);
         let max = match cur.elv_init {
             Some(_) => MAX_SCHED_RQ.max(cur.nr_requests),
             None => self.set.cfg.queue_depth,

@@ -14,8 +14,9 @@ use crate::pattern::{BlockSizes, Distribution, Shape, Zones};
 use crate::Ddir;
 use std::sync::Arc;
 
-/// The seed of every job whose `randseed` is not given while `randrepeat=1` (fio's
-/// default): the same offsets on every run, whichever runner runs the job.
+/// The seed of the sizes `filesize=LOW-HIGH` draws for a job without `randseed`. fio draws
+/// them from its per-job file-size stream (`get_rand_file_size`); ours come from this seed,
+/// so a range gives fio's spread of sizes but not fio's sizes.
 pub const RANDREPEAT_SEED: u64 = 0x6d71_626b;
 
 /// One of a clone's files, and the clone's region of it.
