@@ -26,7 +26,7 @@ pub use cli::{parse_command_line, CommandLine, OutputFormat};
 pub use error::{JobError, JobErrorKind, Location};
 pub use files::{FileLayout, LayoutFile, FILE_GAP};
 pub use options::{option_table, options_help, OptDef};
-pub use resolve::{resolve, Job, JobFile, RANDREPEAT_SEED};
+pub use resolve::{resolve, Job, JobFile};
 pub use spec::{
     Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode, VerifyMode,
     DEFAULT_PERCENTILES,

@@ -11,9 +11,8 @@
 //! either, as a rule). A run on one file has it at offset 0, the whole device.
 
 use super::error::{JobError, JobErrorKind, Location};
-use super::resolve::RANDREPEAT_SEED;
 use super::spec::{Fallocate, JobSpec};
-use crate::pattern::Rng;
+use crate::pattern::frand::{slot, FRand, Seeds};
 
 /// Alignment of, and distance between, the files on the device.
 pub const FILE_GAP: u64 = 1 << 20;
@@ -54,7 +53,11 @@ impl FileLayout {
         mut stat: impl FnMut(&JobSpec, &str) -> Result<Option<u64>, String>,
     ) -> Result<FileLayout, JobError> {
         let mut layout = FileLayout::default();
+        // fio's thread numbers: every job and clone of the file counts, files or not.
+        let mut first_thread = 1u32;
         for (i, s) in specs.iter().enumerate() {
+            let first = first_thread;
+            first_thread += s.numjobs.max(1);
             let bad = |m: String| {
                 JobError::new(
                     Location::Job {
@@ -78,9 +81,14 @@ impl FileLayout {
                     .offset
                     .saturating_add(s.offset_increment.saturating_mul(u64::from(clone)));
                 let mut used = Vec::with_capacity(names.len());
-                for (f, path) in names.into_iter().enumerate() {
+                // fio's `file_size_state`: the clone's own stream, one draw per file.
+                let (rand_seed, repeatable) = super::resolve::rand_seed_of(s, i, 0);
+                let thread = super::resolve::thread_number_of(first, s.numjobs, clone);
+                let mut sizes = Seeds::fio(rand_seed, thread, repeatable, s.random_generator)
+                    .state(slot::FILE_SIZE);
+                for path in names.into_iter() {
                     let given = match (s.filesize, s.size) {
-                        (Some((lo, hi)), _) => Some(draw_filesize(s, i, clone, f, lo, hi)),
+                        (Some((lo, hi)), _) => Some(draw_filesize(s, &mut sizes, lo, hi)),
                         (None, Some(size)) => Some(start.saturating_add(size / n)),
                         (None, None) => None,
                     };
@@ -151,18 +159,13 @@ impl FileLayout {
     }
 }
 
-/// A size from `filesize=lo-hi` for file `f` of clone `clone` of job `spec`: drawn anew
-/// per file as fio does, on the job's smallest block size, the same on every run with the
-/// same seed.
-fn draw_filesize(s: &JobSpec, spec: usize, clone: u32, f: usize, lo: u64, hi: u64) -> u64 {
+/// A size from `filesize=lo-hi`, as fio's `get_rand_file_size` draws it from the clone's
+/// file-size stream: a fraction of the range above `lo`, rounded down to the job's smallest
+/// block size.
+fn draw_filesize(s: &JobSpec, sizes: &mut FRand, lo: u64, hi: u64) -> u64 {
     if lo == hi {
         return lo;
     }
-    let step = s.min_bs();
-    let seed = s.randseed.unwrap_or(RANDREPEAT_SEED)
-        ^ (spec as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ u64::from(clone).wrapping_mul(0xD1B5_4A32_D192_ED03)
-        ^ (f as u64).wrapping_mul(0x94D0_49BB_1331_11EB);
-    let drawn = lo + Rng::new(seed).below(hi - lo + 1);
-    (drawn / step * step).max(lo)
+    let drawn = lo + sizes.scaled(hi - lo);
+    drawn - drawn % s.min_bs().max(1)
 }

@@ -14,11 +14,6 @@ use crate::pattern::{BlockSizes, Distribution, Shape, Zones};
 use crate::Ddir;
 use std::sync::Arc;
 
-/// The seed of the sizes `filesize=LOW-HIGH` draws for a job without `randseed`. fio draws
-/// them from its per-job file-size stream (`get_rand_file_size`); ours come from this seed,
-/// so a range gives fio's spread of sizes but not fio's sizes.
-pub const RANDREPEAT_SEED: u64 = 0x6d71_626b;
-
 /// One of a clone's files, and the clone's region of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobFile {
@@ -210,6 +205,30 @@ impl Job {
     }
 }
 
+/// fio's `setup_random_seeds` inputs for job section `i`: `randseed` (default 0x89) and
+/// whether `randrepeat` holds; `randrepeat=0` without `randseed` takes fresh seeds (here from
+/// `entropy`). fio 3.33 leaves `randrepeat` on when `randseed` is given.
+pub(crate) fn rand_seed_of(s: &JobSpec, i: usize, entropy: u64) -> (u64, bool) {
+    match (s.randseed, s.randrepeat) {
+        (Some(seed), r) => (seed, r),
+        (None, true) => (DEFAULT_RANDSEED, true),
+        (None, false) => (
+            entropy ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
+            false,
+        ),
+    }
+}
+
+/// fio's thread number of clone `clone` of a job whose first clone has `first`: fio makes
+/// clones counting down (`add_job`), so the first made is named NAME.{numjobs-1} and takes
+/// the number after the job's own; clone k of n has the job's number plus n - k.
+pub(crate) fn thread_number_of(first: u32, numjobs: u32, clone: u32) -> u32 {
+    match clone {
+        0 => first,
+        k => first + numjobs.max(1) - k,
+    }
+}
+
 /// Resolves every clone of `specs`.
 ///
 /// `layout` places the files jobs name on the device ([`FileLayout::plan`]; the default
@@ -272,17 +291,7 @@ pub fn resolve(
             (None, None) => None,
             (class, level) => Some((class.unwrap_or(2), level.unwrap_or(4))),
         };
-        // fio's `setup_random_seeds`: `randseed` (default 0x89) and the thread number make
-        // every clone's seeds; `randrepeat=0` without `randseed` takes fresh ones (here
-        // from `entropy`). fio 3.33 leaves `randrepeat` on when `randseed` is given.
-        let (rand_seed, repeatable) = match (s.randseed, s.randrepeat) {
-            (Some(seed), r) => (seed, r),
-            (None, true) => (DEFAULT_RANDSEED, true),
-            (None, false) => (
-                entropy ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03),
-                false,
-            ),
-        };
+        let (rand_seed, repeatable) = rand_seed_of(s, i, entropy);
         let sizes = [
             s.sizes_for(Ddir::Read),
             s.sizes_for(Ddir::Write),
@@ -338,15 +347,8 @@ pub fn resolve(
                 (None, None) => None,
             };
             let io_bytes = io_size.map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
-            // fio's thread number: the job's place among every job and clone of the file,
-            // from 1. fio makes clones counting down (`add_job`): the first made is named
-            // NAME.{numjobs-1} and takes the number after the job's own, so clone k of n
-            // has the job's number plus n - k.
             let first = (index - clone as usize) as u32 + 1;
-            let thread_number = match clone {
-                0 => first,
-                k => first + s.numjobs.max(1) - k,
-            };
+            let thread_number = thread_number_of(first, s.numjobs, clone);
             let seeds = Seeds::fio(rand_seed, thread_number, repeatable, s.random_generator);
             let seed = seeds.slots[slot::VER];
             // fio's `startdelay=LOW-HIGH`: `rand_between` its delay generator, in
