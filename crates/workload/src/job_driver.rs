@@ -112,6 +112,11 @@ pub struct JobDriver {
     /// With a verify pass: one bit per grid block the main phase wrote.
     written: Vec<u64>,
     verify_at: u64,
+    /// Written blocks in the order first written, for a verify pass that reads them back in
+    /// that order (fio's `io_hist_list`: a sequential job, or a random one with a random
+    /// map); `None` where fio keeps its history sorted by offset (an rbtree: random writes
+    /// without a map, which may overwrite), read back in block order.
+    write_order: Option<Vec<(u32, u64)>>,
     drained: bool,
     /// The verify pass has issued its first read (everything before it has completed).
     verify_reading: bool,
@@ -206,6 +211,7 @@ impl JobDriver {
             job.verify,
         );
         let verify_pass = job.verify && job.do_verify && job.rw.does_write();
+        let in_write_order = !job.rw.is_random() || gen.keeps_random_map();
         JobDriver {
             written: if verify_pass {
                 vec![0; gen.nr_blocks().div_ceil(64) as usize]
@@ -233,6 +239,7 @@ impl JobDriver {
             writes_since_sync: 0,
             flush_due: false,
             verify_at: 0,
+            write_order: (verify_pass && in_write_order).then(Vec::new),
             drained: false,
             verify_reading: false,
             backlog_every: if verify_pass { job.verify_backlog } else { 0 },
@@ -455,7 +462,13 @@ impl JobDriver {
                         return Next::Drain;
                     }
                     while self.verify_at < self.gen.nr_blocks() {
-                        let (file, offset) = self.gen.block_offset(self.verify_at);
+                        let (file, offset) = match &self.write_order {
+                            Some(order) => match order.get(self.verify_at as usize) {
+                                Some(&(f, o)) => (f as usize, o),
+                                None => break,
+                            },
+                            None => self.gen.block_offset(self.verify_at),
+                        };
                         let b = self.gen.block_index(file, offset);
                         self.verify_at += 1;
                         if self.written[(b / 64) as usize] & (1 << (b % 64)) != 0 {
@@ -626,7 +639,11 @@ impl JobDriver {
         if write {
             if self.verify_pass {
                 let b = self.gen.block_index(file, io.offset);
+                let first = self.written[(b / 64) as usize] & (1 << (b % 64)) == 0;
                 self.written[(b / 64) as usize] |= 1 << (b % 64);
+                if let (true, Some(order)) = (first, &mut self.write_order) {
+                    order.push((file as u32, io.offset));
+                }
                 if self.backlog_every > 0 {
                     self.backlog.push_back((file as u32, io.offset));
                 }
@@ -1042,6 +1059,27 @@ mod tests {
             assert!(r.iter().all(|io| io.kind == IoKind::Read));
             let offs = |v: &[JobIo]| v.iter().map(|io| io.offset).collect::<Vec<_>>();
             assert_eq!(offs(w), offs(r));
+        }
+    }
+
+    #[test]
+    fn verify_reads_back_in_write_order_with_a_random_map_and_by_offset_without() {
+        // fio 3.33 (`--ioengine=null --rw=randwrite --size=64k --verify=crc32c`, its
+        // write_iolog): with the random map its history is a list, read back in the order
+        // written; with norandommap a tree by offset.
+        for (extra, in_write_order) in [("", true), ("norandommap=1\n", false)] {
+            let mut d = driver(&format!(
+                "[j]\nrw=randwrite\nsize=64k\nverify=crc32c\n{extra}"
+            ));
+            let ios = all(&mut d, 0);
+            let (w, r): (Vec<_>, Vec<_>) = ios.iter().partition(|io| io.kind == IoKind::Write);
+            let offs = |v: &[&JobIo]| v.iter().map(|io| io.offset).collect::<Vec<_>>();
+            let mut want: Vec<u64> = offs(&w);
+            if !in_write_order {
+                want.sort_unstable();
+                want.dedup();
+            }
+            assert_eq!(offs(&r), want, "{extra}");
         }
     }
 

@@ -117,6 +117,11 @@ impl FileSet {
         self.nr_blocks
     }
 
+    /// Whether every file keeps fio's random map (its random offsets each once a pass).
+    pub fn keeps_random_map(&self) -> bool {
+        self.files.iter().all(Generator::keeps_random_map)
+    }
+
     /// How many files the set has.
     pub fn len(&self) -> usize {
         self.files.len()

@@ -320,6 +320,12 @@ impl Generator {
         }
     }
 
+    /// Whether random offsets go through fio's random map (or its LFSR): each block once a
+    /// pass.
+    pub fn keeps_random_map(&self) -> bool {
+        self.map.is_some() || self.lfsr.is_some()
+    }
+
     /// Blocks in one pass.
     pub fn nr_blocks(&self) -> u64 {
         self.nr_blocks
