@@ -200,7 +200,7 @@ impl FRand {
         }
     }
 
-    /// fio's `rand_max`: the largest number [`FRand::next`] gives.
+    /// fio's `rand_max`: the largest number [`FRand::rand`] gives.
     #[inline]
     pub fn max(&self) -> u64 {
         match self {
