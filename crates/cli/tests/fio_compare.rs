@@ -3,9 +3,11 @@
 //! offsets, compared through fio's own I/O log (`write_iolog`).
 //!
 //! Both run each file with `ioengine=null` (fio's null engine and mqblk's null device), so
-//! timing does not matter. Where the two draw random numbers, the logs are compared by what
-//! the job file asks for (the mix, the sizes' shares, every block once per pass, the skew),
-//! not offset by offset. fio is installed in CI by `.ci/run`; elsewhere the test prints a
+//! timing does not matter. mqblk draws fio's own random streams, so every job whose seeds fio
+//! fixes (`randrepeat=1`, the default, or a `randseed`) is compared I/O for I/O, random
+//! offsets included; a job with `randrepeat=0` and no seed draws fresh seeds in fio, and is
+//! compared by what the job file asks for (the mix, the sizes' shares, every block once per
+//! pass, the skew). fio is installed in CI by `.ci/run`; elsewhere the test prints a
 //! visible skip without it. fio's clones append to one `write_iolog` file at once and
 //! lines go missing (255 of 256 in one run here), so for a job with `numjobs` fio's I/O is
 //! read from its `--debug=io` trace instead, clone by clone.
