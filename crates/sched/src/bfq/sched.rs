@@ -17,6 +17,7 @@
 //!   `back_seek_penalty`, closer.
 
 use super::groups::Groups;
+use mqblk_core::op_is_sync as is_sync;
 use mqblk_core::{
     merge, Bio, BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx,
     ElvFeatures, ElvRq, HctxIdx, HctxQueued, IoPrioClass, LockScope, Nanos, NoMerges, ReqFlags,
@@ -202,8 +203,6 @@ const RETIRE_AFTER: Nanos = Nanos::from_secs(10);
 pub fn ioprio_to_weight(level: u8) -> u32 {
     (8 - level.min(7) as u32) * 10
 }
-
-use mqblk_core::op_is_sync as is_sync;
 
 fn class_index(c: IoPrioClass) -> usize {
     match c {
