@@ -145,10 +145,23 @@ impl FileSet {
         }
     }
 
+    /// Whether the set's pass ended because its files ran out ([`Generator::ran_out`]).
+    pub fn ran_out(&self) -> bool {
+        self.files.iter().all(Generator::ran_out)
+    }
+
     /// Starts another pass: every file rewound and the first `openfiles` open again. A
     /// `new_loop` (a further `loops` or `io_size` pass, not a time-based wrap) also starts
-    /// the random streams over, as fio's `clear_io_state` does with `randrepeat`.
+    /// the random streams over, as fio's `clear_io_state` does with `randrepeat`, when the
+    /// files ran out; a random set without a map that only issued its bytes draws on.
     pub fn rewind(&mut self, new_loop: bool) {
+        if new_loop && !self.ran_out() {
+            for g in &mut self.files {
+                g.continue_pass();
+            }
+            self.issued = 0;
+            return;
+        }
         if new_loop {
             self.streams.new_loop(self.verify, self.trimwrite);
         }

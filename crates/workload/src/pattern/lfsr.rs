@@ -116,6 +116,11 @@ impl Lfsr {
         self.last = ((v >> 1) | self.top_bit) ^ ((v & 1).wrapping_sub(1) & self.xormask);
     }
 
+    /// Whether the pass has given every block.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.drawn > self.max_val
+    }
+
     /// fio's `lfsr_next`: the next block, `None` once the pass has given every block.
     pub(crate) fn next(&mut self) -> Option<u64> {
         let n = self.drawn;

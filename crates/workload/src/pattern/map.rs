@@ -27,6 +27,11 @@ impl RandomMap {
         }
     }
 
+    /// Whether every block is done.
+    pub(crate) fn is_full(&self) -> bool {
+        self.next_free(0).is_none()
+    }
+
     /// Forgets the pass.
     pub(crate) fn clear(&mut self) {
         self.used.iter_mut().for_each(|w| *w = 0);

@@ -320,6 +320,27 @@ impl Generator {
         }
     }
 
+    /// Whether this file's pass ended because it has no next I/O, as fio finds it when
+    /// `fill_io_u` fails: a sequential job at the region's end, a random one whose map or
+    /// LFSR has given every block, or one that found no I/O that fits. A random job without
+    /// either never runs out: fio draws on until the job's bytes are done (`size` times
+    /// `loops`, or `io_size`), without starting its streams over.
+    pub fn ran_out(&self) -> bool {
+        !self.pattern.is_random()
+            || self.ended
+            || self.map.as_ref().is_some_and(RandomMap::is_full)
+            || self.lfsr.as_ref().is_some_and(lfsr::Lfsr::exhausted)
+    }
+
+    /// Counts a new pass without touching where the file's draws stand (a random job
+    /// without a map that has issued a pass's bytes, see [`Generator::ran_out`]).
+    pub fn continue_pass(&mut self) {
+        // What the last I/O issued past the pass's bytes counts toward this one: fio's limit
+        // is the job's total, not each pass's.
+        self.pos = 0;
+        self.bytes = self.bytes.saturating_sub(self.span);
+    }
+
     /// Whether random offsets go through fio's random map (or its LFSR): each block once a
     /// pass.
     pub fn keeps_random_map(&self) -> bool {
