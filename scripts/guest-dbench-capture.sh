@@ -56,7 +56,7 @@ export GUEST_EXTRA_FILES="$(command -v dbench) /usr/share/dbench/client.txt $(co
 export GUEST_BOOT_FILES="$work/bin/mqblk"
 guest_prepare || exit 1
 guest_accel
-export GUEST_CPUS=$vcpus GUEST_MEM=2G GUEST_TIMEOUT=$((900 + 10 * runtime))
+export GUEST_CPUS=$vcpus GUEST_MEM=2G GUEST_TIMEOUT=$((300 + 10 * runtime))
 
 truncate -s 64M "$work/out.img"
 cat >"$work/job.sh" <<EOF
