@@ -22,35 +22,6 @@ use map::RandomMap;
 /// The access pattern is fio's `rw=`, as parsed.
 pub use crate::RwMode as Pattern;
 
-/// A small, fast, seedable generator (xorshift64*) for what fio does not draw from its own
-/// streams (the simulator's choices, file sizes); the I/O itself draws from [`frand`].
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        // splitmix64 scrambles the seed so that nearby seeds give unrelated streams.
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Rng((z ^ (z >> 31)) | 1)
-    }
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is negligible for block counts).
-    #[inline]
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-}
-
 /// One planned I/O.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Io {
