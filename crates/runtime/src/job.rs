@@ -36,9 +36,10 @@ pub struct RunJob {
 }
 
 /// The operation and flags of a job's I/O as a bio carries them (shared with the
-/// simulator, so both issue the same bios).
+/// simulator, so both issue the same bios). A FUA write (`sync=`) carries `REQ_FUA` beside
+/// its other flags, as `dio_bio_write_op` adds it.
 #[inline]
-pub fn op_flags(kind: IoKind, sync: bool) -> (ReqOp, ReqFlags) {
+pub fn op_flags(kind: IoKind, sync: bool, fua: bool) -> (ReqOp, ReqFlags) {
     let op = match kind {
         IoKind::Read => ReqOp::Read,
         IoKind::Write => ReqOp::Write,
@@ -49,6 +50,11 @@ pub fn op_flags(kind: IoKind, sync: bool) -> (ReqOp, ReqFlags) {
         (false, _) => ReqFlags::empty(),
         (true, ReqOp::Write) => ReqFlags::SYNC.union(ReqFlags::IDLE),
         (true, _) => ReqFlags::SYNC,
+    };
+    let flags = if fua && op == ReqOp::Write {
+        flags.union(ReqFlags::FUA)
+    } else {
+        flags
     };
     (op, flags)
 }
@@ -440,7 +446,7 @@ impl<S: LatSink> JobState<'_, S> {
     }
 
     fn make_bio(&mut self, io: JobIo) -> Bio {
-        let (op, flags) = op_flags(io.kind, io.sync);
+        let (op, flags) = op_flags(io.kind, io.sync, io.fua);
         let (offset, len) = (io.offset, io.len);
         let mut bio = Bio::new(op, offset >> SECTOR_SHIFT, len >> SECTOR_SHIFT)
             .with_flags(flags)

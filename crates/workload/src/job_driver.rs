@@ -38,10 +38,15 @@ pub struct JobIo {
     pub file: u32,
     /// The issuing task waits for it (`REQ_SYNC`): flushes, and writes of an `O_DIRECT`
     /// job, which block/fops.c's `dio_bio_write_op` marks `REQ_OP_WRITE | REQ_SYNC |
-    /// REQ_IDLE` (it adds `REQ_FUA` for `O_DSYNC`, which no supported option asks for);
-    /// buffered writes reach the device from writeback, asynchronously. Reads go as plain
-    /// `REQ_OP_READ` there: synchronous by their operation (`op_is_sync`), with no flag.
+    /// REQ_IDLE`; buffered writes reach the device from writeback, asynchronously. Reads go
+    /// as plain `REQ_OP_READ` there: synchronous by their operation (`op_is_sync`), with no
+    /// flag.
     pub sync: bool,
+    /// A write of an `O_SYNC`/`O_DSYNC` job (`sync=`): `dio_bio_write_op` adds `REQ_FUA`
+    /// when `iocb_is_dsync`. A buffered one is written and then synced in the kernel
+    /// (`generic_write_sync`); here it goes as one FUA write, which asks the same of the
+    /// device.
+    pub fua: bool,
 }
 
 impl JobIo {
@@ -51,6 +56,7 @@ impl JobIo {
         len: 0,
         file: 0,
         sync: true,
+        fua: false,
     };
 }
 
@@ -102,6 +108,8 @@ pub struct JobDriver {
     end_fsync: bool,
     verify_pass: bool,
     direct: bool,
+    /// `sync=`: writes carry FUA.
+    sync_writes: bool,
     phase: Phase,
     /// I/Os (not flushes) issued so far.
     issued: u64,
@@ -233,6 +241,7 @@ impl JobDriver {
             end_fsync: job.end_fsync,
             verify_pass,
             direct: job.direct,
+            sync_writes: job.sync_writes,
             phase: Phase::Main,
             issued: 0,
             pass_start: 0,
@@ -480,6 +489,7 @@ impl JobDriver {
                                 len: self.bs[1],
                                 file: file as u32,
                                 sync: false,
+                                fua: false,
                             });
                         }
                     }
@@ -542,6 +552,7 @@ impl JobDriver {
                         len: self.bs[1],
                         file,
                         sync: false,
+                        fua: false,
                     }));
                 }
                 Backlog::Settling => {
@@ -665,7 +676,8 @@ impl JobDriver {
             offset: io.offset,
             len: io.len,
             file: file as u32,
-            sync: write && self.direct,
+            sync: write && (self.direct || self.sync_writes),
+            fua: write && self.sync_writes,
         })
     }
 
@@ -831,6 +843,33 @@ mod tests {
                 Write, Flush
             ]
         );
+    }
+
+    #[test]
+    fn sync_writes_carry_fua_and_reads_do_not() {
+        // dio_bio_write_op: O_DIRECT writes are REQ_SYNC, and REQ_FUA when iocb_is_dsync.
+        for (opt, fua) in [
+            ("", false),
+            ("sync=0\n", false),
+            ("sync=none\n", false),
+            ("sync=1\n", true),
+            ("sync=sync\n", true),
+            ("sync=dsync\n", true),
+        ] {
+            let mut d = driver(&format!("[j]\nrw=randrw\ndirect=1\nsize=64k\n{opt}"));
+            let ios = all(&mut d, 0);
+            assert!(ios.iter().any(|i| i.kind == IoKind::Read), "{opt}");
+            for io in &ios {
+                let write = io.kind == IoKind::Write;
+                assert_eq!(io.fua, write && fua, "{opt}: {io:?}");
+                assert_eq!(io.sync, write, "{opt}: {io:?}");
+            }
+        }
+        // Buffered O_SYNC writes are synced as they go (generic_write_sync): still sync.
+        let mut d = driver("[j]\nrw=write\nsize=16k\nsync=dsync\n");
+        assert!(all(&mut d, 0).iter().all(|i| i.sync && i.fua));
+        let mut d = driver("[j]\nrw=write\nsize=16k\n");
+        assert!(all(&mut d, 0).iter().all(|i| !i.sync && !i.fua));
     }
 
     #[test]

@@ -297,7 +297,7 @@ impl Source for FioSource {
     fn next(&mut self, now: Nanos, _rng: &mut SimRng) -> Next {
         match self.driver.next(now.0) {
             mqblk_workload::Next::Io(io) => {
-                let (op, flags) = mqblk_runtime::job::op_flags(io.kind, io.sync);
+                let (op, flags) = mqblk_runtime::job::op_flags(io.kind, io.sync, io.fua);
                 Next::Io(IoReq {
                     op,
                     sector: io.offset >> 9,

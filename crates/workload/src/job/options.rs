@@ -813,6 +813,16 @@ static OPTIONS: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "sync",
+        aliases: &[],
+        default: "none",
+        help: "Open for synchronous writes, as fio does: none/0, sync/1 (O_SYNC) or dsync (O_DSYNC); either way every write carries FUA, as the kernel's block-device writes do.",
+        kind: Kind::Enum {
+            values: &["none", "0", "sync", "1", "dsync"],
+            set: |j, i| j.sync_writes = i >= 2,
+        },
+    },
+    OptDef {
         name: "group_reporting",
         aliases: &[],
         default: "0",

@@ -128,6 +128,8 @@ pub struct Job {
     pub fsync: u64,
     /// A flush when the job ends.
     pub end_fsync: bool,
+    /// Writes carry `REQ_FUA` (`sync=1` or `sync=dsync`).
+    pub sync_writes: bool,
     /// `O_DIRECT`: writes go to the device from the issuing task, not from writeback.
     pub direct: bool,
     /// `(class, level)` of `prioclass`/`prio` (1 RT, 2 BE, 3 IDLE; level 0..7), `None`
@@ -422,6 +424,7 @@ pub fn resolve(
                 verify_backlog_batch: s.verify_backlog_batch,
                 fsync: s.fsync,
                 end_fsync: s.end_fsync,
+                sync_writes: s.sync_writes,
                 direct: s.direct,
                 ioprio,
                 cgroup: s.cgroup.clone(),

@@ -336,6 +336,9 @@ pub struct JobSpec {
     pub fsync: u64,
     /// Issue a flush at the end of the job.
     pub end_fsync: bool,
+    /// `sync=`: writes open the file `O_SYNC`/`O_DSYNC` (`sync`/`1`, `dsync`), which the
+    /// kernel's block-device writes carry as `REQ_FUA` (block/fops.c, `dio_bio_write_op`).
+    pub sync_writes: bool,
     /// Report the jobs of a group as one.
     pub group_reporting: bool,
     /// Wait for earlier jobs to finish before starting (starts a new group).
@@ -547,6 +550,7 @@ impl Default for JobSpec {
             verify_backlog_batch: 0,
             fsync: 0,
             end_fsync: false,
+            sync_writes: false,
             group_reporting: false,
             stonewall: false,
             wait_for: None,
