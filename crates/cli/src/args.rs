@@ -533,13 +533,19 @@ mod tests {
 )]
 pub struct TwinArgs {
     /// The fio job file
-    pub jobfile: PathBuf,
+    #[arg(required_unless_present = "suite", conflicts_with = "suite")]
+    pub jobfile: Option<PathBuf>,
+    /// Run the suite of a directory instead: every workload its `suite.toml` lists, each
+    /// with its own schedulers, and one table judging every effect against the kernel's
+    #[arg(long, value_name = "DIR")]
+    pub suite: Option<PathBuf>,
     /// The block device, or a file on one (its disk's scheduler is the kernel's side)
     #[arg(long)]
     pub filename: PathBuf,
-    /// Schedulers to compare (none is always run, as the baseline)
-    #[arg(long, value_delimiter = ',', default_value = "mq-deadline,kyber,bfq")]
-    pub schedulers: Vec<String>,
+    /// Schedulers to compare (none is always run, as the baseline); default
+    /// mq-deadline,kyber,bfq. With --suite: only these, in the workloads that list them
+    #[arg(long, value_delimiter = ',')]
+    pub schedulers: Option<Vec<String>>,
     /// Repeats of the whole round (medians need at least 3)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeats: u32,

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod suite;
+
 /// Runs `mqblk twin`; returns the process exit code.
 pub fn main(a: TwinArgs) -> i32 {
     let stop = Arc::new(AtomicBool::new(false));
@@ -51,7 +53,7 @@ impl From<String> for Failure {
 }
 
 /// The disk whose queue the kernel's side runs on.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Disk {
     /// `/sys/dev/block/MAJ:MIN` of the disk (a partition's parent), resolved.
     sys: PathBuf,
@@ -163,13 +165,13 @@ impl Disk {
 }
 
 /// Puts the disk's scheduler and its tunables back when dropped.
-struct Restore<'a> {
-    disk: &'a Disk,
+struct Restore {
+    disk: Disk,
     scheduler: String,
     tunables: Vec<(String, String)>,
 }
 
-impl Drop for Restore<'_> {
+impl Drop for Restore {
     fn drop(&mut self) {
         // Switching resets the tunables to their defaults; then the saved values go back.
         // `none` first, so the switch happens even when the original is already set.
@@ -397,53 +399,152 @@ fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, 
     Ok(stdout)
 }
 
-/// One run of the job file through `stack` with scheduler `sched`.
-fn run_once(
-    a: &TwinArgs,
-    disk: &Disk,
-    stack: Stack,
-    sched: &str,
-    tunables: &[(String, String, String)],
-    cgroups: Option<&Cgroups>,
-    stop: &AtomicBool,
-) -> Result<Vec<Figures>, Failure> {
-    let filename = format!("--filename={}", a.filename.display());
-    let mut cmd;
-    let mut jobfile = a.jobfile.clone();
-    match stack {
-        Stack::Kernel => {
-            disk.set_scheduler(sched)?;
-            for (_, k, v) in tunables_for(tunables, sched) {
-                disk.set_tunable(k, v)?;
+/// What every measurement of one twin invocation shares: the disk, what it offers, the
+/// tunables asked for, and the progress over the whole invocation.
+struct Twin<'a> {
+    a: &'a TwinArgs,
+    disk: Disk,
+    offered: Vec<String>,
+    tunables: Vec<(String, String, String)>,
+    stop: &'a AtomicBool,
+    /// Runs done and to do, for the progress lines.
+    done: usize,
+    total: usize,
+}
+
+impl Twin<'_> {
+    /// `none` and then each named scheduler the kernel offers, by its canonical name;
+    /// `what` names where the names came from in an error.
+    fn schedulers(&self, names: &[String], what: &str) -> Result<Vec<String>, String> {
+        let mut scheds = vec!["none".to_string()];
+        for s in names {
+            let Some(t) = mqblk_sched::lookup(s) else {
+                return Err(format!("{what}: unknown scheduler '{s}'"));
+            };
+            let name = t.name.to_string();
+            if !self.offered.contains(&name) {
+                return Err(format!(
+                    "{what}: the kernel offers no '{name}' on {} (it has: {})",
+                    self.disk.name(),
+                    self.offered.join(", ")
+                ));
             }
-            cmd = Command::new(&a.fio);
-            cmd.arg("--output-format=json").arg(&filename);
-            if let Some(cg) = cgroups {
-                cg.prepare()?;
-                cmd.arg("--cgroup_nodelete=1");
-                jobfile = cg.fio_job.clone();
-            }
-        }
-        Stack::Mqblk => {
-            disk.set_scheduler("none")?;
-            let exe = std::env::current_exe().map_err(|e| format!("finding mqblk: {e}"))?;
-            cmd = Command::new(exe);
-            cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
-                .arg(&filename)
-                .args(disk.queue_shape())
-                .arg(format!("--ioscheduler={sched}"));
-            for (_, k, v) in tunables_for(tunables, sched) {
-                cmd.arg(format!("--sched.{k}={v}"));
+            if !scheds.contains(&name) {
+                scheds.push(name);
             }
         }
+        Ok(scheds)
     }
-    cmd.arg(&jobfile);
-    let who = match stack {
-        Stack::Kernel => format!("fio ({sched} in the kernel)"),
-        Stack::Mqblk => format!("mqblk bench ({sched})"),
-    };
-    let out = run_child(cmd, &who, stop)?;
-    Ok(figures(&out, &who)?)
+
+    /// The runs one job file takes with `scheds` (`none` included).
+    fn runs_of(&self, scheds: &[String]) -> usize {
+        self.a.repeats as usize * scheds.len() * 2
+    }
+
+    /// One run of `jobfile` through `stack` with scheduler `sched`.
+    fn run_once(
+        &self,
+        jobfile: &Path,
+        stack: Stack,
+        sched: &str,
+        cgroups: Option<&Cgroups>,
+    ) -> Result<Vec<Figures>, Failure> {
+        let a = self.a;
+        let disk = &self.disk;
+        let tunables = &self.tunables;
+        let filename = format!("--filename={}", a.filename.display());
+        let mut cmd;
+        let mut jobfile = jobfile.to_path_buf();
+        match stack {
+            Stack::Kernel => {
+                disk.set_scheduler(sched)?;
+                for (_, k, v) in tunables_for(tunables, sched) {
+                    disk.set_tunable(k, v)?;
+                }
+                cmd = Command::new(&a.fio);
+                cmd.arg("--output-format=json").arg(&filename);
+                if let Some(cg) = cgroups {
+                    cg.prepare()?;
+                    cmd.arg("--cgroup_nodelete=1");
+                    jobfile = cg.fio_job.clone();
+                }
+            }
+            Stack::Mqblk => {
+                disk.set_scheduler("none")?;
+                let exe = std::env::current_exe().map_err(|e| format!("finding mqblk: {e}"))?;
+                cmd = Command::new(exe);
+                cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
+                    .arg(&filename)
+                    .args(disk.queue_shape())
+                    .arg(format!("--ioscheduler={sched}"));
+                for (_, k, v) in tunables_for(tunables, sched) {
+                    cmd.arg(format!("--sched.{k}={v}"));
+                }
+            }
+        }
+        cmd.arg(&jobfile);
+        let who = match stack {
+            Stack::Kernel => format!("fio ({sched} in the kernel)"),
+            Stack::Mqblk => format!("mqblk bench ({sched})"),
+        };
+        let out = run_child(cmd, &who, self.stop)?;
+        Ok(figures(&out, &who)?)
+    }
+
+    /// Every repeat of `jobfile` under `scheds` through both stacks, and what they show.
+    fn measure(&mut self, jobfile: &Path, scheds: &[String]) -> Result<Report, Failure> {
+        if !jobfile.is_file() {
+            return Err(format!("{}: no such job file", jobfile.display()).into());
+        }
+        let cgroups = Cgroups::of(jobfile)?;
+        let name = jobfile
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut runs = Vec::new();
+        for r in 0..self.a.repeats {
+            // Alternate the order from one repeat to the next, so a drift of the machine over
+            // the run does not side with one scheduler or one stack.
+            let mut order: Vec<&String> = scheds.iter().collect();
+            if r % 2 == 1 {
+                order.reverse();
+            }
+            for s in order {
+                let stacks = if r % 2 == 0 {
+                    [Stack::Kernel, Stack::Mqblk]
+                } else {
+                    [Stack::Mqblk, Stack::Kernel]
+                };
+                for stack in stacks {
+                    self.done += 1;
+                    let via = match stack {
+                        Stack::Kernel => "kernel (fio)",
+                        Stack::Mqblk => "mqblk (io_uring, kernel at none)",
+                    };
+                    eprintln!(
+                        "twin: [{}/{}] {name} repeat {} {s} through the {via}",
+                        self.done,
+                        self.total,
+                        r + 1
+                    );
+                    let f = self.run_once(jobfile, stack, s, cgroups.as_ref())?;
+                    runs.push((r, stack, s.clone(), f));
+                }
+            }
+        }
+        let effects = effects(&runs, scheds);
+        let shares = shares(&runs, scheds);
+        Ok(Report {
+            jobfile: jobfile.display().to_string(),
+            filename: self.a.filename.display().to_string(),
+            disk: self.disk.name(),
+            repeats: self.a.repeats,
+            schedulers: scheds.to_vec(),
+            runs,
+            effects,
+            shares,
+        })
+    }
 }
 
 /// Median, smallest and largest of a set of effects.
@@ -474,7 +575,7 @@ fn spread(xs: &[f64]) -> Option<Spread> {
 }
 
 /// One line of the comparison.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 struct Effect {
     scheduler: String,
     job: String,
@@ -487,6 +588,7 @@ struct Effect {
 /// Everything a twin run measured.
 #[derive(Debug, Serialize)]
 struct Report {
+    jobfile: String,
     filename: String,
     disk: String,
     repeats: u32,
@@ -565,83 +667,58 @@ fn run(a: &TwinArgs, stop: &AtomicBool) -> Result<(), Failure> {
     }
     let disk = Disk::of(&a.filename)?;
     let (offered, original) = disk.schedulers()?;
-    let tunables = parse_tunables(&a.tunables)?;
-    let mut scheds = vec!["none".to_string()];
-    for s in &a.schedulers {
-        let Some(t) = mqblk_sched::lookup(s) else {
-            return Err(format!("--schedulers: unknown scheduler '{s}'").into());
-        };
-        let name = t.name.to_string();
-        if !offered.contains(&name) {
-            return Err(format!(
-                "--schedulers: the kernel offers no '{name}' on {} (it has: {})",
-                disk.name(),
-                offered.join(", ")
-            )
-            .into());
+    let mut twin = Twin {
+        a,
+        tunables: parse_tunables(&a.tunables)?,
+        disk: disk.clone(),
+        offered,
+        stop,
+        done: 0,
+        total: 0,
+    };
+    let default = ["mq-deadline", "kyber", "bfq"].map(String::from).to_vec();
+    // Everything is checked before the first run; then the device's state is saved.
+    let plan = match (&a.suite, &a.jobfile) {
+        (Some(dir), _) => suite::plan(&twin, dir, a.schedulers.as_deref())?,
+        (None, Some(job)) => {
+            let names = a.schedulers.as_deref().unwrap_or(&default);
+            vec![(job.clone(), twin.schedulers(names, "--schedulers")?)]
         }
-        if !scheds.contains(&name) {
-            scheds.push(name);
+        (None, None) => return Err("a job file or --suite DIR is needed".to_string().into()),
+    };
+    for (job, _) in &plan {
+        if !job.is_file() {
+            return Err(format!("{}: no such job file", job.display()).into());
         }
     }
-    if !a.jobfile.is_file() {
-        return Err(format!("{}: no such job file", a.jobfile.display()).into());
-    }
-    let cgroups = Cgroups::of(&a.jobfile)?;
-    let _restore = Restore {
-        disk: &disk,
-        scheduler: original.clone(),
+    twin.total = plan.iter().map(|(_, s)| twin.runs_of(s)).sum();
+    let restore = Restore {
         tunables: disk.tunables(),
+        disk,
+        scheduler: original,
     };
-    let total = a.repeats as usize * scheds.len() * 2;
-    let mut done = 0;
-    let mut runs = Vec::new();
-    for r in 0..a.repeats {
-        // Alternate the order from one repeat to the next, so a drift of the machine over
-        // the run does not side with one scheduler or one stack.
-        let mut order: Vec<&String> = scheds.iter().collect();
-        if r % 2 == 1 {
-            order.reverse();
-        }
-        for s in order {
-            let stacks = if r % 2 == 0 {
-                [Stack::Kernel, Stack::Mqblk]
-            } else {
-                [Stack::Mqblk, Stack::Kernel]
-            };
-            for stack in stacks {
-                done += 1;
-                let via = match stack {
-                    Stack::Kernel => "kernel (fio)",
-                    Stack::Mqblk => "mqblk (io_uring, kernel at none)",
-                };
-                eprintln!(
-                    "twin: [{done}/{total}] repeat {} {s} through the {via}",
-                    r + 1
-                );
-                let f = run_once(a, &disk, stack, s, &tunables, cgroups.as_ref(), stop)?;
-                runs.push((r, stack, s.clone(), f));
-            }
-        }
+    let mut reports = Vec::new();
+    for (job, scheds) in &plan {
+        reports.push(twin.measure(job, scheds)?);
     }
-    drop(_restore);
-    let effects = effects(&runs, &scheds);
-    let shares = shares(&runs, &scheds);
-    let report = Report {
-        filename: a.filename.display().to_string(),
-        disk: disk.name(),
-        repeats: a.repeats,
-        schedulers: scheds,
-        runs,
-        effects,
-        shares,
-    };
-    if a.output_format == "json" {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        println!("{text}");
+    drop(restore);
+    let json = a.output_format == "json";
+    let text = if a.suite.is_some() {
+        let s = suite::Suite::of(reports);
+        if json {
+            serde_json::to_string_pretty(&s).map_err(|e| e.to_string())? + "\n"
+        } else {
+            s.table()
+        }
     } else {
-        print!("{}", table(&report));
-    }
+        let report = reports.pop().expect("one job file, one report");
+        if json {
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"
+        } else {
+            table(&report)
+        }
+    };
+    print!("{text}");
     Ok(())
 }
 

@@ -38,6 +38,8 @@ fn not_run(block: &str) -> Option<&'static str> {
         Some("two minutes of measurement; kernel_scripts.rs runs the script in a one-second form")
     } else if block.starts_with("bash scripts/dbench-twin.sh") {
         Some("minutes of dbench; kernel_scripts.rs runs the script with 2 s runs, one round, with --merges and --device-stats, with --rotational and with --wbt-lat-usec")
+    } else if block.starts_with("mqblk twin --suite") {
+        Some("half an hour per device; twin_cli.rs runs a suite of two workloads on a loop device")
     } else if block.starts_with("bash scripts/find-twin.sh") {
         Some("20 s of measurement; kernel_scripts.rs runs the script with 2,000 files")
     } else if block.starts_with("python3 -m venv") {

@@ -304,3 +304,101 @@ fn twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up() {
         );
     }
 }
+
+/// `--suite DIR`: every workload of `DIR/suite.toml` with its own schedulers, one judged
+/// row per IOPS and p99 effect, `--schedulers` keeping to the workloads that list them;
+/// a broken manifest refused before the device is touched.
+#[test]
+fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
+    if skip("twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect") {
+        return;
+    }
+    let l = Loop::new("suite");
+    std::fs::write(l.queue().join("scheduler"), "kyber").unwrap();
+    let suite = l.dir.join("suite");
+    std::fs::create_dir_all(&suite).unwrap();
+    let job = |rw: &str, jobs: &[&str]| {
+        let mut s = format!(
+            "[global]\nioengine=io_uring\ndirect=1\nsize=32m\nruntime=1\ntime_based\nrw={rw}\nbs=4k\niodepth=4\n"
+        );
+        for (i, j) in jobs.iter().enumerate() {
+            s += &format!("\n[{j}]\noffset={}m\n", 32 * i);
+        }
+        s
+    };
+    std::fs::write(suite.join("reads.fio"), job("randread", &["r"])).unwrap();
+    std::fs::write(suite.join("two.fio"), job("randwrite", &["w0", "w1"])).unwrap();
+    std::fs::write(
+        suite.join("suite.toml"),
+        "[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"mq-deadline\"]\n\n\
+         [[workload]]\nfile = \"two.fio\"\nschedulers = [\"deadline\", \"bfq\"]\n",
+    )
+    .unwrap();
+    let dev = format!("--filename={}", l.dev);
+    let dir = format!("--suite={}", suite.display());
+    let o = mqblk(&["twin", &dev, &dir, "--repeats=1", "--output-format=json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w = v["workloads"].as_array().unwrap();
+    assert_eq!(w.len(), 2);
+    assert_eq!(w[0]["schedulers"], serde_json::json!(["none", "mq-deadline"]));
+    assert_eq!(
+        w[1]["schedulers"],
+        serde_json::json!(["none", "mq-deadline", "bfq"])
+    );
+    // Rows: reads.fio 1 scheduler x 1 job x 2 metrics; two.fio 2 x 2 x 2.
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 + 8, "{v}");
+    assert_eq!(v["summary"]["rows"], 10);
+    for r in rows {
+        assert!(
+            ["within", "off", "wide_holds", "wide_off"].contains(&r["verdict"].as_str().unwrap()),
+            "{r}"
+        );
+        assert!(r["kernel"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["mqblk"]["median"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let n = &v["summary"];
+    let sum: u64 = ["within", "off", "wide_holds", "wide_off", "missing"]
+        .iter()
+        .map(|k| n[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, 10);
+    assert_eq!(l.scheduler(), "kyber", "the scheduler is put back");
+
+    // --schedulers keeps to the workloads listing them; the table says how rows fared.
+    let o = mqblk(&["twin", &dev, &dir, "--repeats=1", "--schedulers=bfq"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("twin suite: 1 workloads"), "{out}");
+    assert!(out.contains("two") && !out.contains("reads "), "{out}");
+    assert!(out.contains("4 effects"), "{out}");
+
+    // A manifest naming a scheduler nobody has, or a missing job: one line, nothing run.
+    std::fs::write(
+        suite.join("suite.toml"),
+        "[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"cfq\"]\n",
+    )
+    .unwrap();
+    let o = mqblk(&["twin", &dev, &dir]);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("suite.toml: workload 1 (reads.fio): unknown scheduler 'cfq'")
+            && e.trim_end().lines().count() == 1,
+        "{e}"
+    );
+    std::fs::write(
+        suite.join("suite.toml"),
+        "[[workload]]\nfile = \"gone.fio\"\nschedulers = [\"bfq\"]\n",
+    )
+    .unwrap();
+    let o = mqblk(&["twin", &dev, &dir]);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("no such job file") && e.contains("gone.fio"), "{e}");
+    let o = mqblk(&["twin", &dev]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--suite"), "{}", text(&o.stderr));
+    assert_eq!(l.scheduler(), "kyber");
+}

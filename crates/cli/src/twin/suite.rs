@@ -1,0 +1,396 @@
+//! `mqblk twin --suite DIR`: the workloads `DIR/suite.toml` lists, each job file with its
+//! own schedulers, and one table that judges every IOPS and p99 effect against the
+//! kernel's.
+//!
+//! The judgement is the one a scheduler developer applies before trusting a result: where
+//! the kernel's own effect is steady (its range over the repeats within 25% of its median),
+//! mqblk's median must be within 25% of the kernel's; where the kernel itself spreads wider
+//! than that, mqblk must show the kernel's direction (both above or both below `none`, or
+//! within 25% of it).
+
+use super::{Effect, Report, Spread, Twin};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The manifest's name inside a suite directory.
+pub const MANIFEST: &str = "suite.toml";
+
+/// `suite.toml`: the suite's workloads, in the order they run.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub workload: Vec<Entry>,
+}
+
+/// One workload: a job file beside the manifest and the schedulers it is run with.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub file: PathBuf,
+    pub schedulers: Vec<String>,
+}
+
+impl Manifest {
+    /// Reads `dir/suite.toml`; a problem is one line naming the file (and where in it).
+    pub fn read(dir: &Path) -> Result<Manifest, String> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "{}: {e} (a suite directory lists its workloads there)",
+                path.display()
+            )
+        })?;
+        let m: Manifest = toml::from_str(&text).map_err(|e| {
+            let msg = e.message().to_string();
+            match e.span() {
+                Some(sp) => {
+                    let line = text[..sp.start].matches('\n').count() + 1;
+                    format!("{}:{line}: {msg}", path.display())
+                }
+                None => format!("{}: {msg}", path.display()),
+            }
+        })?;
+        if m.workload.is_empty() {
+            return Err(format!("{}: lists no [[workload]]", path.display()));
+        }
+        Ok(m)
+    }
+}
+
+/// Which job files run with which schedulers (`none` first in each): the manifest's, kept
+/// to the schedulers in `only` when given. Every name and file is checked here, before
+/// the first run.
+pub(super) fn plan(
+    twin: &Twin,
+    dir: &Path,
+    only: Option<&[String]>,
+) -> Result<Vec<(PathBuf, Vec<String>)>, String> {
+    let m = Manifest::read(dir)?;
+    let canon = |s: &str| mqblk_sched::lookup(s).map(|t| t.name.to_string());
+    let only: Option<Vec<String>> = match only {
+        None => None,
+        Some(names) => Some(
+            names
+                .iter()
+                .map(|s| canon(s).ok_or_else(|| format!("--schedulers: unknown scheduler '{s}'")))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    let manifest = dir.join(MANIFEST);
+    let mut plan = Vec::new();
+    for (i, w) in m.workload.iter().enumerate() {
+        let what = format!(
+            "{}: workload {} ({})",
+            manifest.display(),
+            i + 1,
+            w.file.display()
+        );
+        let job = dir.join(&w.file);
+        if !job.is_file() {
+            return Err(format!("{what}: no such job file {}", job.display()));
+        }
+        mqblk_workload::parse_job_file(&job).map_err(|e| format!("{what}: {e}"))?;
+        // Checked even when --schedulers leaves them out, so a broken manifest shows.
+        let all = twin.schedulers(&w.schedulers, &what)?;
+        let kept: Vec<String> = all
+            .into_iter()
+            .filter(|s| s != "none")
+            .filter(|s| only.as_ref().is_none_or(|o| o.contains(s)))
+            .collect();
+        if kept.is_empty() {
+            continue;
+        }
+        plan.push((job, twin.schedulers(&kept, &what)?));
+    }
+    if plan.is_empty() {
+        return Err(format!(
+            "{}: no workload lists any of --schedulers",
+            manifest.display()
+        ));
+    }
+    Ok(plan)
+}
+
+/// How mqblk's effect compares with the kernel's.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The kernel's range is within 25% of its median, and mqblk's median within 25% of it.
+    Within,
+    /// The kernel's range is narrow, and mqblk's median more than 25% away from it.
+    Off,
+    /// The kernel's range is wider than 25%; mqblk holds its direction.
+    WideHolds,
+    /// The kernel's range is wider than 25%; mqblk goes the other way.
+    WideOff,
+    /// One stack has no figure (a job did no I/O in that direction).
+    Missing,
+}
+
+/// The margin of both rules.
+const MARGIN: f64 = 0.25;
+
+impl Verdict {
+    pub fn of(kernel: Option<Spread>, mqblk: Option<Spread>) -> Verdict {
+        let (Some(k), Some(m)) = (kernel, mqblk) else {
+            return Verdict::Missing;
+        };
+        if k.median <= 0.0 {
+            return Verdict::Missing;
+        }
+        let close = (m.median / k.median - 1.0).abs() <= MARGIN;
+        if (k.max - k.min) / k.median <= MARGIN {
+            if close {
+                Verdict::Within
+            } else {
+                Verdict::Off
+            }
+        } else {
+            // An effect within the margin of 1 has no direction: mqblk holds it by being
+            // within the margin of 1 too, or of the kernel's median.
+            let side = |x: f64| {
+                if x > 1.0 + MARGIN {
+                    1
+                } else if x < 1.0 / (1.0 + MARGIN) {
+                    -1
+                } else {
+                    0
+                }
+            };
+            if close || side(k.median) == side(m.median) {
+                Verdict::WideHolds
+            } else {
+                Verdict::WideOff
+            }
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Within => "within 25%",
+            Verdict::Off => "OFF",
+            Verdict::WideHolds => "wide, holds",
+            Verdict::WideOff => "wide, OFF",
+            Verdict::Missing => "-",
+        }
+    }
+}
+
+/// The metrics the suite judges: what a scheduler does to throughput and to the tail.
+const JUDGED: [&str; 2] = ["iops", "clat_p99_us"];
+
+/// One judged effect.
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub workload: String,
+    #[serde(flatten)]
+    pub effect: Effect,
+    pub verdict: Verdict,
+}
+
+/// The counts under the table.
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub rows: usize,
+    pub within: usize,
+    pub off: usize,
+    pub wide_holds: usize,
+    pub wide_off: usize,
+    pub missing: usize,
+}
+
+/// A whole suite's result: every workload's report, the judged rows and their counts.
+#[derive(Debug, Serialize)]
+pub struct Suite {
+    pub rows: Vec<Row>,
+    pub summary: Summary,
+    pub workloads: Vec<Report>,
+}
+
+impl Suite {
+    pub(super) fn of(workloads: Vec<Report>) -> Suite {
+        let mut rows = Vec::new();
+        let mut summary = Summary::default();
+        for r in &workloads {
+            let workload = Path::new(&r.jobfile)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            for e in r.effects.iter().filter(|e| JUDGED.contains(&e.metric)) {
+                let verdict = Verdict::of(e.kernel, e.mqblk);
+                summary.rows += 1;
+                *match verdict {
+                    Verdict::Within => &mut summary.within,
+                    Verdict::Off => &mut summary.off,
+                    Verdict::WideHolds => &mut summary.wide_holds,
+                    Verdict::WideOff => &mut summary.wide_off,
+                    Verdict::Missing => &mut summary.missing,
+                } += 1;
+                rows.push(Row {
+                    workload: workload.clone(),
+                    effect: e.clone(),
+                    verdict,
+                });
+            }
+        }
+        Suite {
+            rows,
+            summary,
+            workloads,
+        }
+    }
+
+    /// The one table: a row per judged effect, then the counts.
+    pub fn table(&self) -> String {
+        let (disk, file, repeats) = self
+            .workloads
+            .first()
+            .map(|r| (r.disk.as_str(), r.filename.as_str(), r.repeats))
+            .unwrap_or_default();
+        let mut s = format!(
+            "twin suite: {} workloads on {file} (disk {disk}), {repeats} repeats; effect = metric under the scheduler / under none, median [min-max]\n",
+            self.workloads.len()
+        );
+        s += &format!(
+            "{:<24} {:<11} {:<12} {:<5} {:<6} {:>22} {:>22} {:>7}  {}\n",
+            "workload",
+            "scheduler",
+            "job",
+            "dir",
+            "metric",
+            "kernel",
+            "mqblk",
+            "mq/kern",
+            "verdict"
+        );
+        let cell = |x: &Option<Spread>| match x {
+            Some(v) => format!("x{:.2} [{:.2}-{:.2}]", v.median, v.min, v.max),
+            None => "-".to_string(),
+        };
+        for r in &self.rows {
+            let e = &r.effect;
+            let ratio = match (e.kernel, e.mqblk) {
+                (Some(k), Some(m)) if k.median > 0.0 => format!("{:.2}", m.median / k.median),
+                _ => "-".to_string(),
+            };
+            let metric = if e.metric == "iops" { "iops" } else { "p99" };
+            s += &format!(
+                "{:<24} {:<11} {:<12} {:<5} {:<6} {:>22} {:>22} {:>7}  {}\n",
+                r.workload,
+                e.scheduler,
+                e.job,
+                e.dir,
+                metric,
+                cell(&e.kernel),
+                cell(&e.mqblk),
+                ratio,
+                r.verdict.label()
+            );
+        }
+        let n = &self.summary;
+        s += &format!(
+            "\n{} effects: the kernel steady in {} (mqblk within 25% in {}, off in {}); the kernel spread wider than 25% in {} (mqblk holds its direction in {}, not in {}){}\n",
+            n.rows,
+            n.within + n.off,
+            n.within,
+            n.off,
+            n.wide_holds + n.wide_off,
+            n.wide_holds,
+            n.wide_off,
+            if n.missing > 0 {
+                format!("; {} without a figure in one stack", n.missing)
+            } else {
+                String::new()
+            }
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sp(median: f64, min: f64, max: f64) -> Option<Spread> {
+        Some(Spread { median, min, max })
+    }
+
+    #[test]
+    fn a_steady_kernel_effect_must_be_met_within_25_percent() {
+        let k = sp(2.0, 1.9, 2.1);
+        assert_eq!(Verdict::of(k, sp(2.4, 2.0, 3.0)), Verdict::Within);
+        assert_eq!(Verdict::of(k, sp(1.55, 1.5, 1.6)), Verdict::Within);
+        assert_eq!(Verdict::of(k, sp(2.6, 2.5, 2.7)), Verdict::Off);
+        assert_eq!(Verdict::of(k, sp(1.4, 1.3, 1.5)), Verdict::Off);
+        assert_eq!(Verdict::of(k, None), Verdict::Missing);
+    }
+
+    #[test]
+    fn a_spread_kernel_effect_needs_only_its_direction() {
+        // 0.5 to 1.5 around 1.0: wider than 25%.
+        let up = sp(3.0, 2.0, 4.0);
+        assert_eq!(Verdict::of(up, sp(1.5, 1.4, 1.6)), Verdict::WideHolds);
+        assert_eq!(Verdict::of(up, sp(0.7, 0.6, 0.8)), Verdict::WideOff);
+        let down = sp(0.3, 0.1, 0.5);
+        assert_eq!(Verdict::of(down, sp(0.6, 0.5, 0.7)), Verdict::WideHolds);
+        assert_eq!(Verdict::of(down, sp(1.0, 0.9, 1.1)), Verdict::WideOff);
+        // No direction in the kernel: mqblk must show none either.
+        let flat = sp(1.05, 0.7, 1.4);
+        assert_eq!(Verdict::of(flat, sp(0.9, 0.8, 1.0)), Verdict::WideHolds);
+        assert_eq!(Verdict::of(flat, sp(2.0, 1.9, 2.1)), Verdict::WideOff);
+    }
+
+    #[test]
+    fn the_examples_suite_lists_parseable_jobs_with_known_schedulers() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/twin");
+        let m = Manifest::read(&dir).unwrap();
+        assert!(m.workload.len() >= 16, "{} workloads", m.workload.len());
+        for w in &m.workload {
+            let job = dir.join(&w.file);
+            mqblk_workload::parse_job_file(&job)
+                .unwrap_or_else(|e| panic!("{}: {e}", job.display()));
+            assert!(!w.schedulers.is_empty(), "{}", w.file.display());
+            for s in &w.schedulers {
+                assert!(
+                    mqblk_sched::lookup(s).is_some(),
+                    "{}: {s}",
+                    w.file.display()
+                );
+            }
+        }
+        // Every job file of the directory but the one-second demo is in the suite.
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".fio") && n != "quick.fio")
+            .collect();
+        files.sort();
+        let mut listed: Vec<String> = m
+            .workload
+            .iter()
+            .map(|w| w.file.display().to_string())
+            .collect();
+        listed.sort();
+        assert_eq!(files, listed);
+    }
+
+    #[test]
+    fn a_broken_manifest_is_one_line_naming_the_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("mqblk-suite-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(MANIFEST),
+            "[[workload]]\nfile = \"a.fio\"\nschedulers = [\"bfq\"]\nweight = 3\n",
+        )
+        .unwrap();
+        let e = Manifest::read(&dir).unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+        assert!(e.contains("suite.toml:4"), "{e}");
+        assert!(e.contains("weight"), "{e}");
+        std::fs::write(dir.join(MANIFEST), "").unwrap();
+        let e = Manifest::read(&dir).unwrap_err();
+        assert!(e.contains("suite.toml"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
