@@ -341,7 +341,10 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let w = v["workloads"].as_array().unwrap();
     assert_eq!(w.len(), 2);
-    assert_eq!(w[0]["schedulers"], serde_json::json!(["none", "mq-deadline"]));
+    assert_eq!(
+        w[0]["schedulers"],
+        serde_json::json!(["none", "mq-deadline"])
+    );
     assert_eq!(
         w[1]["schedulers"],
         serde_json::json!(["none", "mq-deadline", "bfq"])
@@ -396,7 +399,10 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     let o = mqblk(&["twin", &dev, &dir]);
     let e = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains("no such job file") && e.contains("gone.fio"), "{e}");
+    assert!(
+        e.contains("no such job file") && e.contains("gone.fio"),
+        "{e}"
+    );
     let o = mqblk(&["twin", &dev]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--suite"), "{}", text(&o.stderr));

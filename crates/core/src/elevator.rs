@@ -39,6 +39,10 @@ pub struct ElevatorInit {
     pub nr_requests: u32,
     /// Size of the request-id space, for per-request side tables.
     pub nr_rq_ids: u32,
+    /// The largest request-id space a later `nr_requests` change can give the queue
+    /// ([`Elevator::depth_updated`]): tables the scheduler reads without its lock are
+    /// sized for it once, so a depth change never reallocates them.
+    pub max_rq_ids: u32,
     /// Driver tags per hardware queue.
     pub queue_depth: u32,
     /// The device is rotational (an HDD): BFQ and others adapt to it.
@@ -214,6 +218,13 @@ pub trait Elevator: Send + Sync {
 
     /// Detach: the scheduler must be empty (`exit_sched`). Panics if it still holds requests.
     fn exit_sched(&self);
+
+    /// `depth_updated` (`blk_mq_update_nr_requests`): the queue, frozen and drained, now
+    /// has `nr_requests` scheduler requests per map and request ids below `nr_rq_ids` (at
+    /// most the init's `max_rq_ids`). The scheduler keeps its state (its queues and what
+    /// it has learned of them, its tunables) and redoes only what it derives from the
+    /// depth.
+    fn depth_updated(&self, nr_requests: u32, nr_rq_ids: u32);
 }
 
 /// Builds a scheduler instance for a queue (`init_sched`).

@@ -206,7 +206,7 @@ pub struct Kyber {
     /// The domain whose token each request holds, by request id.
     token_of: Box<[AtomicU8]>,
     hctxs: Box<[Hctx]>,
-    async_depth: u32,
+    async_depth: AtomicU32,
     hist: Histograms,
     /// Timer state, only touched by `timer` (the kernel's timer function is serialised too).
     timer_state: Mutex<TimerState>,
@@ -262,11 +262,12 @@ impl Kyber {
                 completion_cnt: AtomicU32::new(0),
                 wakeup_cnt: AtomicU32::new(0),
             }),
-            token_of: (0..init.nr_rq_ids)
+            // Sized for any depth `nr_requests` may later give (`depth_updated`).
+            token_of: (0..init.max_rq_ids.max(init.nr_rq_ids))
                 .map(|_| AtomicU8::new(NO_TOKEN))
                 .collect(),
             hctxs,
-            async_depth: (init.nr_requests * ASYNC_PERCENT / 100).max(1),
+            async_depth: AtomicU32::new(async_depth(init.nr_requests)),
             hist: Histograms {
                 buckets: Default::default(),
             },
@@ -411,7 +412,7 @@ impl Elevator for Kyber {
         if sync {
             u32::MAX
         } else {
-            self.async_depth
+            self.async_depth.load(Ordering::Relaxed)
         }
     }
 
@@ -614,7 +615,7 @@ impl Elevator for Kyber {
         let _ = writeln!(
             s,
             "kyber: async_depth {} adjustments {}",
-            self.async_depth,
+            self.async_depth.load(Ordering::Relaxed),
             self.adjustments.load(Ordering::Relaxed)
         );
         for d in 0..NUM_DOMAINS {
@@ -697,6 +698,17 @@ impl Elevator for Kyber {
         );
     }
 
+    /// `kyber_depth_updated`: asynchronous requests may take `KYBER_ASYNC_PERCENT` of the
+    /// new depth; the token pools and latency history stay.
+    fn depth_updated(&self, nr_requests: u32, nr_rq_ids: u32) {
+        assert!(
+            nr_rq_ids as usize <= self.token_of.len(),
+            "kyber: request ids past max_rq_ids"
+        );
+        self.async_depth
+            .store(async_depth(nr_requests), Ordering::Relaxed);
+    }
+
     fn exit_sched(&self) {
         self.check_invariants();
         for (h, hc) in self.hctxs.iter().enumerate() {
@@ -715,6 +727,11 @@ impl Elevator for Kyber {
             );
         }
     }
+}
+
+/// `kqd->async_depth`: `KYBER_ASYNC_PERCENT` of the scheduler tags.
+fn async_depth(nr_requests: u32) -> u32 {
+    (nr_requests * ASYNC_PERCENT / 100).max(1)
 }
 
 fn init(init: &ElevatorInit) -> Box<dyn Elevator> {

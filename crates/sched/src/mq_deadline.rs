@@ -1031,6 +1031,18 @@ impl Elevator for MqDeadline {
         );
     }
 
+    /// `dd_depth_updated`: `async_depth` becomes the new `nr_requests`, whatever was
+    /// written to it (as in 6.18); the other tunables and the statistics stay.
+    fn depth_updated(&self, nr_requests: u32, nr_rq_ids: u32) {
+        self.tunables
+            .store("async_depth", &nr_requests.max(1).to_string())
+            .expect("nr_requests is within async_depth's range");
+        let mut st = self.lock();
+        // The ids name other requests now (none is allocated: the queue is drained).
+        st.rqs = vec![DdRq::default(); nr_rq_ids as usize];
+        st.last_merge = None;
+    }
+
     fn exit_sched(&self) {
         self.check_invariants();
         let st = self.lock();

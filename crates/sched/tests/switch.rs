@@ -145,9 +145,16 @@ fn a_switch_resets_tunables_and_nr_requests_but_a_depth_change_keeps_them() {
             max: MAX_SCHED_RQ
         })
     );
+    // dd_depth_updated (6.18): async_depth follows nr_requests, whatever was written to it.
+    q.elevator()
+        .unwrap()
+        .tunables()
+        .store("async_depth", "10")
+        .unwrap();
     q.set_nr_requests(64).unwrap();
     assert_eq!(q.nr_requests(), 64);
     assert_eq!(q.elevator().unwrap().tunables().show("fifo_batch"), Ok(4));
+    assert_eq!(q.elevator().unwrap().tunables().show("async_depth"), Ok(64));
     // `elevator_switch`: a fresh instance, its defaults, and the default depth again
     // (`blk_mq_init_sched`: 2 * min(queue_depth, 128) = 32 here).
     q.elevator_switch(mqblk_sched::lookup("mq-deadline"))
@@ -362,4 +369,77 @@ fn submit_all(
     }
     out.append(&mut sub.done);
     out
+}
+
+/// `blk_mq_update_nr_requests` keeps the elevator and calls its `depth_updated`: what the
+/// scheduler learned of the queue's I/O (here BFQ's counters, and kyber's depth for
+/// asynchronous requests) survives a depth change, where an elevator switch starts over.
+#[test]
+fn a_depth_change_keeps_the_elevator_and_its_state() {
+    for sched in ["bfq", "kyber", "mq-deadline"] {
+        let q = queue(1, Some(sched));
+        let mut sub = q.submitter(CtxIdx(0));
+        for i in 0..8 {
+            q.submit_bio(&mut sub, write(i, 1, i), Nanos(1));
+        }
+        assert_eq!(reap(&q, &mut sub, 8).len(), 8);
+        // What the scheduler counted of the I/O (its lock's own counters aside).
+        let counted = |q: &RequestQueue| -> Vec<(&'static str, u64)> {
+            let e = q.elevator().unwrap();
+            e.stats()
+                .into_iter()
+                .filter(|(k, _)| !k.starts_with("lock_"))
+                .collect()
+        };
+        let stats = counted(&q);
+        q.freeze_start();
+        assert!(q.freeze_drained());
+        q.set_nr_requests(8).unwrap();
+        q.unfreeze();
+        assert_eq!(q.nr_requests(), 8);
+        assert_eq!(counted(&q), stats, "{sched}: state kept");
+        if sched == "kyber" {
+            // kyber_depth_updated: KYBER_ASYNC_PERCENT (75) of the new depth.
+            let d = q.elevator().unwrap().debug_state();
+            assert!(d.contains("async_depth 6 "), "{d}");
+        }
+        // I/O runs on with the new depth, every request id within the elevator's tables.
+        for round in 0..3 {
+            for i in 0..8 {
+                assert!(matches!(
+                    q.submit_bio(&mut sub, read(i, 100 + i), Nanos(2 + round)),
+                    Submit::Queued | Submit::Merged
+                ));
+            }
+            assert_eq!(reap(&q, &mut sub, 8).len(), 8);
+        }
+        q.check_invariants();
+        // Deeper than at the start: the tables were sized for it.
+        q.freeze_start();
+        assert!(q.freeze_drained());
+        q.set_nr_requests(MAX_SCHED_RQ).unwrap();
+        q.unfreeze();
+        // (Reads: BFQ would give the writes' queue a share of the tags beside the raised
+        // reader's queue it still has, bfqq_request_over_limit.)
+        for i in 0..40 {
+            let r = q.submit_bio(&mut sub, read(2 * i, 200 + i), Nanos(9));
+            assert!(
+                matches!(r, Submit::Queued | Submit::Merged),
+                "{sched}: read {i}: {r:?}"
+            );
+        }
+        assert_eq!(reap(&q, &mut sub, 40).len(), 40);
+        q.check_invariants();
+        // A switch starts over.
+        q.freeze_start();
+        assert!(q.freeze_drained());
+        q.elevator_switch(mqblk_sched::lookup(sched)).unwrap();
+        q.unfreeze();
+        let fresh = counted(&q);
+        if sched != "kyber" {
+            // (Kyber's counters are its domain depths, which no I/O here moves.)
+            assert_ne!(fresh, stats, "{sched}: a switch makes a fresh elevator");
+        }
+        q.teardown();
+    }
 }

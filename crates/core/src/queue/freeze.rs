@@ -179,7 +179,7 @@ impl RequestQueue {
         let inner = QueueInner::build(
             set.clone(),
             driver.clone(),
-            elv.and_then(|e| e.init),
+            Elv::of(elv.and_then(|e| e.init)),
             cfg.clone(),
             limits,
             nr_requests,
@@ -563,13 +563,15 @@ impl RequestQueue {
     /// (it has no requests) before this returns. The caller unfreezes.
     pub fn elevator_switch(&self, elv: Option<&ElevatorType>) -> Result<(), FreezeError> {
         let nr = QueueInner::default_nr_requests(&self.set, elv.and_then(|e| e.init).is_some());
-        self.replace_inner(elv.and_then(|e| e.init), nr, false)
+        self.replace_inner(Elv::of(elv.and_then(|e| e.init)), nr)
     }
 
     /// `queue_requests_store` / `blk_mq_update_nr_requests` on a frozen, drained queue: with
-    /// an elevator, `MIN_RQ..=MAX_SCHED_RQ` scheduler requests per hardware queue and the
-    /// elevator keeps its tunables (`depth_updated`); without one, at most the tag set's
-    /// queue depth, which is what the driver tags allow anyway. The caller unfreezes.
+    /// an elevator, `MIN_RQ..=MAX_SCHED_RQ` scheduler requests per hardware queue, new
+    /// scheduler tags, and the same elevator, its state and tunables kept, told of the new
+    /// depth (`depth_updated`: mq-deadline's `async_depth` becomes `nr_requests` again,
+    /// kyber's and BFQ's limits follow); without one, at most the tag set's queue depth,
+    /// which is what the driver tags allow anyway. The caller unfreezes.
     ///
     /// As 6.18's `queue_requests_store`: the current value changes nothing, a value below
     /// `BLKDEV_MIN_RQ` (4) is raised to it, and one past the limit is refused.
@@ -590,44 +592,39 @@ impl RequestQueue {
                 max,
             });
         }
-        self.replace_inner(cur.elv_init, nr, true)
+        let elv = match (&cur.elevator, cur.elv_init) {
+            (Some(e), Some(init)) => Elv::Keep(e.clone(), init),
+            _ => Elv::None,
+        };
+        drop(cur);
+        self.replace_inner(elv, nr)
     }
 
-    fn replace_inner(
-        &self,
-        elv_init: Option<ElevatorInitFn>,
-        nr_requests: u32,
-        keep_tunables: bool,
-    ) -> Result<(), FreezeError> {
+    fn replace_inner(&self, elv: Elv, nr_requests: u32) -> Result<(), FreezeError> {
         // Held throughout: no unfreeze and no other change meanwhile.
         let at = self.freeze.at_freeze.lock();
         self.drained_at(&at)?;
         let old = self.current();
+        let kept = matches!(elv, Elv::Keep(..));
         let new = QueueInner::build(
             self.set.clone(),
             self.driver.clone(),
-            elv_init,
+            elv,
             self.cfg.clone(),
             self.limits,
             nr_requests,
             old.persistent_parts(),
         );
-        if keep_tunables {
-            if let (Some(o), Some(n)) = (&old.elevator, &new.elevator) {
-                let t = o.tunables();
-                for (i, d) in t.descs().iter().enumerate() {
-                    n.tunables().store(d.name, &t.get(i).to_string())?;
-                }
-            }
-        }
         // Fresh software-queue hints: the old ones may point past the new maps' depth.
         for c in self.ctxs.iter() {
             c.sched_hint.store(c.idx.0 as u32 * 16, Ordering::Relaxed);
         }
         self.inner.store(Arc::new(new));
         self.freeze.gen.fetch_add(1, Ordering::SeqCst);
-        if let Some(e) = &old.elevator {
-            e.exit_sched();
+        if !kept {
+            if let Some(e) = &old.elevator {
+                e.exit_sched();
+            }
         }
         // Quiesce: whoever entered with the old inner leaves before anything is submitted
         // to the new one.

@@ -253,6 +253,23 @@ pub struct RequestQueue {
     hctxs: Arc<[CachePadded<Hctx>]>,
 }
 
+/// Where a new configuration's elevator comes from.
+pub(crate) enum Elv {
+    /// None (`none`).
+    None,
+    /// A fresh instance (`blk_mq_init_sched`).
+    Init(ElevatorInitFn),
+    /// The running one, told of its new depth (`blk_mq_update_nr_requests`), with how it
+    /// was made.
+    Keep(Arc<dyn Elevator>, ElevatorInitFn),
+}
+
+impl Elv {
+    pub(crate) fn of(init: Option<ElevatorInitFn>) -> Elv {
+        init.map_or(Elv::None, Elv::Init)
+    }
+}
+
 /// The parts of a queue an elevator switch or an `nr_requests` change rebuilds, with shared
 /// handles on the rest. Every blk-mq mechanism is written against this; [`RequestQueue`]'s
 /// methods only pick the current one and keep switches out while they run.
@@ -270,7 +287,9 @@ pub(crate) struct QueueInner {
     /// for requests whose driver tag was taken at dispatch (`tags->rqs[]`).
     drv_rqs: Vec<Box<[AtomicU32]>>,
     pub(crate) driver: Arc<dyn Driver>,
-    pub(crate) elevator: Option<Box<dyn Elevator>>,
+    /// Shared with the configuration an `nr_requests` change replaces this one with: the
+    /// kernel keeps the elevator across it (`depth_updated`).
+    pub(crate) elevator: Option<Arc<dyn Elevator>>,
     /// How `elevator` was made, to make it again at another `nr_requests`.
     elv_init: Option<ElevatorInitFn>,
     pub(crate) nr_requests: u32,
@@ -354,7 +373,7 @@ impl QueueInner {
     fn build(
         set: Arc<TagSet>,
         driver: Arc<dyn Driver>,
-        elv_init: Option<ElevatorInitFn>,
+        elv: Elv,
         cfg: QueueConfig,
         limits: QueueLimits,
         nr_requests: u32,
@@ -362,6 +381,11 @@ impl QueueInner {
     ) -> QueueInner {
         let nr_hw = set.nr_hw_queues() as usize;
         let host_shared = set.cfg.flags.contains(TagSetFlags::TAG_HCTX_SHARED);
+        let elv_init = match &elv {
+            Elv::None => None,
+            Elv::Init(init) => Some(*init),
+            Elv::Keep(_, init) => Some(*init),
+        };
         let use_sched = elv_init.is_some();
         let (alloc_maps, hctx_alloc) = if use_sched {
             Self::sched_maps(
@@ -384,18 +408,30 @@ impl QueueInner {
                     .collect()
             })
             .collect();
-        let elevator = elv_init.map(|init| {
-            init(&ElevatorInit {
-                nr_hw_queues: nr_hw as u16,
-                nr_ctx: cfg.nr_ctx,
-                nr_requests,
-                nr_rq_ids,
-                queue_depth: set.cfg.queue_depth,
-                rotational: driver.rotational(),
-                limits,
-                blkcg: cfg.blkcg.clone(),
-            })
-        });
+        let elevator = match elv {
+            Elv::None => None,
+            Elv::Init(init) => {
+                // The most `queue_requests_store` may later set: MAX_SCHED_RQ, or more if
+                // the queue starts deeper.
+                let maps = if host_shared { 1 } else { nr_hw as u32 };
+                let max_rq_ids = maps * freeze::MAX_SCHED_RQ.max(nr_requests);
+                Some(Arc::from(init(&ElevatorInit {
+                    nr_hw_queues: nr_hw as u16,
+                    nr_ctx: cfg.nr_ctx,
+                    nr_requests,
+                    nr_rq_ids,
+                    max_rq_ids,
+                    queue_depth: set.cfg.queue_depth,
+                    rotational: driver.rotational(),
+                    limits,
+                    blkcg: cfg.blkcg.clone(),
+                })))
+            }
+            Elv::Keep(e, _) => {
+                e.depth_updated(nr_requests, nr_rq_ids);
+                Some(e)
+            }
+        };
         QueueInner {
             rqs: RequestTable::new(nr_rq_ids + nr_hw as u32),
             flush_queues: p.flush_queues,

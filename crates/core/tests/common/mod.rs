@@ -839,6 +839,13 @@ impl mqblk_core::Elevator for Fifo {
         }
     }
 
+    fn depth_updated(&self, _nr_requests: u32, _nr_rq_ids: u32) {
+        assert!(
+            self.lists.lock().iter().all(|l| l.is_empty()),
+            "fifo: a depth change with queued requests"
+        );
+    }
+
     fn exit_sched(&self) {
         assert!(
             self.lists.lock().iter().all(|l| l.is_empty()),

@@ -735,7 +735,7 @@ pub struct Bfq {
     raised: AtomicU32,
     pub(super) tunables: Tunables,
     nr_hw: u16,
-    nr_requests: u32,
+    nr_requests: AtomicU32,
     blkcg: Arc<Blkcg>,
 }
 
@@ -825,13 +825,14 @@ impl Bfq {
             busy: AtomicU32::new(0),
             on_trees: AtomicU32::new(0),
             hctx_queued: HctxQueued::new(init.nr_hw_queues),
-            hctx_counted: (0..init.nr_rq_ids)
+            // Sized for any depth `nr_requests` may later give (`depth_updated`).
+            hctx_counted: (0..init.max_rq_ids.max(init.nr_rq_ids))
                 .map(|_| AtomicBool::new(false))
                 .collect(),
             raised: AtomicU32::new(0),
             tunables: Tunables::new("bfq", &TUNABLES).with_aliases(&ALIASES),
             nr_hw: init.nr_hw_queues,
-            nr_requests: init.nr_requests,
+            nr_requests: AtomicU32::new(init.nr_requests),
             blkcg: init.blkcg.clone(),
         }
     }
@@ -1966,7 +1967,7 @@ impl Elevator for Bfq {
     /// take (`bfqq_request_over_limit`), gets a depth of one tag, so that one queue or
     /// cgroup cannot take the tags another needs for its share.
     fn limit_depth(&self, bio: &Bio) -> u32 {
-        let n = self.nr_requests.max(4);
+        let n = self.nr_requests.load(Ordering::Relaxed).max(4);
         let depth = if bio.op.is_read() {
             u32::MAX
         } else {
@@ -2463,6 +2464,24 @@ impl Elevator for Bfq {
             .count() as u32;
         assert_eq!(counted, pending, "bfq: weights tree out of step");
         st.groups.check();
+    }
+
+    /// `bfq_depth_updated`: the tag limits of `bfq_limit_depth` follow the new depth
+    /// (`bfq_update_depths`); the queues, groups and everything learned of them stay.
+    fn depth_updated(&self, nr_requests: u32, nr_rq_ids: u32) {
+        assert!(
+            nr_rq_ids as usize <= self.hctx_counted.len(),
+            "bfq: request ids past max_rq_ids"
+        );
+        self.nr_requests.store(nr_requests, Ordering::Relaxed);
+        let mut st = self.st.lock();
+        assert!(
+            st.nr_queued == 0,
+            "bfq: a depth change with requests queued"
+        );
+        // The ids name other requests now (none is allocated: the queue is drained).
+        st.rqs = vec![RqInfo::default(); nr_rq_ids as usize];
+        st.last_merge = None;
     }
 
     fn exit_sched(&self) {
