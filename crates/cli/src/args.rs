@@ -529,11 +529,11 @@ mod tests {
 /// `mqblk twin`'s options.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "The job file holds fio options both stacks accept (no filename or ioscheduler: twin sets them). Each repeat runs every scheduler in both stacks, alternating the order; the device's scheduler and its tunables are restored on every exit, Ctrl-C included. An effect is the metric under a scheduler divided by the metric under none in the same stack and repeat; the table gives the median and the range over repeats."
+    after_help = "The job file holds fio options both stacks accept (no filename or ioscheduler: twin sets them). Each repeat runs every scheduler in both stacks, alternating the order; the device's scheduler and its tunables are restored on every exit, Ctrl-C included. An effect is the metric under a scheduler divided by the metric under none in the same stack and repeat; the table gives the median and the range over repeats.",
+    group(clap::ArgGroup::new("what").required(true).args(["jobfile", "suite"]))
 )]
 pub struct TwinArgs {
     /// The fio job file
-    #[arg(required_unless_present = "suite", conflicts_with = "suite")]
     pub jobfile: Option<PathBuf>,
     /// Run the suite of a directory instead: every workload its `suite.toml` lists, each
     /// with its own schedulers, and one table judging every effect against the kernel's
