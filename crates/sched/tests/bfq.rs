@@ -1832,3 +1832,52 @@ fn bfq_injects_from_another_cgroup() {
     r.drain(us(10));
     r.finish();
 }
+
+/// `bfq_updated_next_req`: when a larger request becomes the next one of a queue that waits
+/// for its turn, the queue's budget grows to what that request asks for (past its
+/// `max_budget`), and its finish time with it (`bfq_requeue_bfqq`), so a queue that would
+/// have finished after it now finishes first. Issuers 2 and 3 each had a turn of one read
+/// (which left their queues' `max_budget` at `bfq_min_budget`, 512 sectors), then wait
+/// behind issuer 1's read with one read each; issuer 3, whose queue is due first, goes
+/// first, unless a 1024-sector read becomes its next one.
+#[test]
+fn bfq_a_waiting_queue_whose_next_request_asks_more_finishes_later() {
+    let first_after = |big: bool| -> u64 {
+        let mut r = Rig::simple(BFQ, 1);
+        r.set("low_latency", "0");
+        r.set("slice_idle", "0");
+        r.set("queue_merging", "0");
+        r.set("stable_merging", "0");
+        for (i, issuer) in [2u32, 3].into_iter().enumerate() {
+            r.queue(
+                0,
+                read(3_000_000 + i as u64 * 8, 8, 10 + i as u64).with_issuer(issuer, 0),
+            );
+            r.drain(us(10));
+        }
+        // From here the device holds what it gets until the test lets it complete.
+        r.drv.set_all_latencies(None);
+        r.queue(0, read(0, 8, 1).with_issuer(1, 0));
+        r.queue(0, read(1_000_000, 8, 2).with_issuer(2, 0));
+        r.queue(0, read(2_000_000, 8, 3).with_issuer(3, 0));
+        assert_eq!(queue_field(&r, 3, "budget"), "512/512");
+        if big {
+            // Nearer the device's last position than issuer 3's queued read: its next one.
+            r.queue(0, read(500_000, 1024, 4).with_issuer(3, 0));
+            assert_eq!(queue_field(&r, 3, "budget"), "1024/512");
+        }
+        let before = r.drv.nr_issues();
+        assert_eq!(r.complete_next(1), 1);
+        r.advance_to(Nanos(r.now.0 + 100_000));
+        let first = r.drv.issues_from(before)[0].privates[0];
+        r.drain(us(10));
+        r.finish();
+        first
+    };
+    assert_eq!(first_after(false), 3);
+    assert_eq!(
+        first_after(true),
+        2,
+        "issuer 3's grown budget puts it after issuer 2"
+    );
+}

@@ -324,6 +324,21 @@ impl ServiceTree {
         }
     }
 
+    /// An active entity that is not in service gets a new budget: it stays where it starts
+    /// and finishes where the new budget takes it (`__bfq_requeue_entity` for an entity
+    /// queued on its active tree: `bfq_active_extract`, then `bfq_update_fin_time_enqueue`
+    /// with the start kept). Nothing for one in service or not active.
+    pub fn rebudget(&mut self, id: u32, budget: u64) {
+        if self.in_service == Some(id) {
+            return;
+        }
+        let Some(mut st) = self.unlink(id) else {
+            return;
+        };
+        st.finish = st.start + budget.max(1) * SCALE / st.weight as u64;
+        self.insert(id, st);
+    }
+
     /// Takes an active entity that is not in service out of the tree, charged the `used`
     /// sectors it got in the meantime (by injection), as `__bfq_deactivate_entity` computes
     /// its finish time from `entity->service` (a queue emptied out of turn, or merged into
@@ -549,6 +564,26 @@ mod tests {
         // Back with a new weight: the weight it left with is not counted twice.
         t.activate(2, 300, 100, false);
         assert_eq!(t.wsum(), 400);
+        t.check();
+    }
+
+    #[test]
+    fn a_new_budget_moves_a_waiting_entity_finish_not_its_start() {
+        // Two entities of one weight start together; the one served first is the one that
+        // finishes first. A larger budget for the second moves its finish past the first's
+        // (`bfq_updated_next_req` -> `__bfq_requeue_entity`), a smaller one back before it.
+        let mut t = ServiceTree::new();
+        t.activate(1, 100, 64, false);
+        t.activate(2, 100, 32, false);
+        assert_eq!(t.next_pick(), Some(2));
+        t.rebudget(2, 128);
+        assert_eq!(t.next_pick(), Some(1));
+        t.rebudget(2, 16);
+        assert_eq!(t.next_pick(), Some(2));
+        // In service: its turn's budget is fixed.
+        assert_eq!(t.select(), Some(2));
+        t.rebudget(2, 4096);
+        t.expire(2, 16, Some((16, 100)));
         t.check();
     }
 

@@ -134,6 +134,13 @@ impl Groups {
         &mut self.slots[slot as usize].trees[class]
     }
 
+    /// Queue `q` of group `slot`, queued and not in service, gets a new budget
+    /// ([`ServiceTree::rebudget`]). The groups above keep theirs: a group's turns here are
+    /// of a fixed budget, not its next queue's.
+    pub fn rebudget(&mut self, slot: u32, q: u32, class: usize, budget: u64) {
+        self.tree(slot, class).rebudget(q, budget);
+    }
+
     /// Queue `q` of group `slot` becomes backlogged; its ancestors become active as needed.
     /// With `backshift` every entity activated on the way up starts at its old finish time
     /// (`bfq_activate_requeue_entity` passing `non_blocking_wait_rq` up the hierarchy).

@@ -384,6 +384,29 @@ impl State {
         (u64::from(grp.allocated) < limit).then_some(limit)
     }
 
+    /// `bfq_updated_next_req`: a queued queue not in service whose next request changed
+    /// gets the budget that request asks for, `max(max_budget, its charge, the service it
+    /// already got by injection)`, and if that differs from its budget, its place on the
+    /// tree follows (`bfq_requeue_bfqq`). A queue in service keeps its budget ("budgets
+    /// cannot be changed after an entity has been selected").
+    pub(super) fn updated_next_req(&mut self, id: u32) {
+        if self.in_service == Some(id) || !self.qr(id).in_tree {
+            return;
+        }
+        let Some(rq) = self.qr(id).next_rq else {
+            return;
+        };
+        let info = &self.rqs[rq as usize];
+        let charge = self.serv_to_charge(id, (info.end - info.sector).max(1));
+        let q = self.qr(id);
+        let budget = q.max_budget.max(charge).max(q.injected);
+        if budget != q.budget {
+            let (group, class) = (q.group, q.class);
+            self.q(id).budget = budget;
+            self.groups.rebudget(group, id, class, budget);
+        }
+    }
+
     /// `max(max_budget, the next request's charge)`: the budget a turn starts with.
     pub(super) fn budget_for_next(&self, id: u32) -> u64 {
         let rq = self
@@ -1018,6 +1041,11 @@ impl State {
         cq.injected += sectors;
         let (group, class, empty, got) = (cq.group, cq.class, cq.sorted.is_empty(), cq.injected);
         self.groups.served(group, class, sectors);
+        if !empty {
+            // `bfq_dispatch_rq_from_bfqq` charges the service before `bfq_remove_request`
+            // moves the queue's next request.
+            self.updated_next_req(c);
+        }
         if empty {
             self.groups.deactivate(group, c, class, got);
             // `bfq_remove_request`: a queue emptied while not in service has its budget and

@@ -1546,6 +1546,9 @@ impl State {
                 let next = self.qr(qid).next_rq;
                 let last = self.dev.last_dispatch_end;
                 self.q(qid).next_rq = self.choose_req(next, Some(id), last, k);
+                if self.qr(qid).next_rq != next {
+                    self.updated_next_req(qid);
+                }
             }
             // The kernel's position tree reads its queues' next requests' positions as
             // they are, so a front-merged next request moves its queue's key in place; ours
@@ -1787,6 +1790,9 @@ impl State {
         let next = self.choose_req(prev, Some(rq), self.dev.last_dispatch_end, k);
         self.q(qid).next_rq = next;
         if next != prev {
+            // `bfq_add_request`, for a queue already busy (a queue becoming busy gets its
+            // budget when it is activated).
+            self.updated_next_req(qid);
             self.pos_update(qid);
         }
     }
