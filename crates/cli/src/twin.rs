@@ -493,9 +493,6 @@ impl Twin<'_> {
 
     /// Every repeat of `jobfile` under `scheds` through both stacks, and what they show.
     fn measure(&mut self, jobfile: &Path, scheds: &[String]) -> Result<Report, Failure> {
-        if !jobfile.is_file() {
-            return Err(format!("{}: no such job file", jobfile.display()).into());
-        }
         let cgroups = Cgroups::of(jobfile)?;
         let name = jobfile
             .file_name()
