@@ -177,7 +177,7 @@ fn the_seed_004_script_runs_bfq_with_and_without_the_patch_on_one_kernel() {
     // queues (the kernel's merges only the clients' queues made together, stable merging;
     // measured 1-3 a run, the other 1-15), and dbench moved data in every case. The
     // throughput ratios are printed, not asserted: under TCG the guest's emulated CPUs, not
-    // the disk, set dbench's pace (README, "Seed 004, asked of the kernel with and without
+    // the disk, set dbench's pace (docs/results/seeds.md, "Seed 004, asked of the kernel with and without
     // its patch"). `--hw-tag` reads BFQ's `hw_tag` and `nonrot_with_queueing` with a kprobe.
     let Some(v) = guest_script(
         "guest-seed004.sh",

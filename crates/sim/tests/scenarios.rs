@@ -115,7 +115,7 @@ fn seed_000_runs_all_three_modes() {
     );
     // dbench on XFS as captured, on the same device: the same contention in MQ mode (2.8 s
     // of lock waits against none), and the three modes within 2% of each other in MB/s:
-    // what the model gives today (README, seed 000's twin paragraph); a mechanism that
+    // what the model gives today (docs/results/seeds.md, seed 000's twin paragraph); a mechanism that
     // moves it changes that paragraph and this bound together.
     let raid = r.json["captured_raid"].as_array().unwrap();
     let field = |mode: &str, k: &str| {
