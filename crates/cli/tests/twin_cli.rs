@@ -378,27 +378,20 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     assert!(out.contains("4 effects"), "{out}");
 
     // A manifest naming a scheduler nobody has, or a missing job: one line, nothing run.
-    std::fs::write(
-        suite.join("suite.toml"),
-        "[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"cfq\"]\n",
-    )
-    .unwrap();
-    let o = mqblk(&["twin", &dev, &dir]);
-    let e = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{e}");
+    let refused = |manifest: &str| -> String {
+        std::fs::write(suite.join("suite.toml"), manifest).unwrap();
+        let o = mqblk(&["twin", &dev, &dir]);
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        e
+    };
+    let e = refused("[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"cfq\"]\n");
     assert!(
         e.contains("suite.toml: workload 1 (reads.fio): unknown scheduler 'cfq'")
             && e.trim_end().lines().count() == 1,
         "{e}"
     );
-    std::fs::write(
-        suite.join("suite.toml"),
-        "[[workload]]\nfile = \"gone.fio\"\nschedulers = [\"bfq\"]\n",
-    )
-    .unwrap();
-    let o = mqblk(&["twin", &dev, &dir]);
-    let e = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{e}");
+    let e = refused("[[workload]]\nfile = \"gone.fio\"\nschedulers = [\"bfq\"]\n");
     assert!(
         e.contains("no such job file") && e.contains("gone.fio"),
         "{e}"

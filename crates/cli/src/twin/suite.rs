@@ -91,16 +91,14 @@ pub(super) fn plan(
         }
         mqblk_workload::parse_job_file(&job).map_err(|e| format!("{what}: {e}"))?;
         // Checked even when --schedulers leaves them out, so a broken manifest shows.
-        let all = twin.schedulers(&w.schedulers, &what)?;
-        let kept: Vec<String> = all
+        let scheds: Vec<String> = twin
+            .schedulers(&w.schedulers, &what)?
             .into_iter()
-            .filter(|s| s != "none")
-            .filter(|s| only.as_ref().is_none_or(|o| o.contains(s)))
+            .filter(|s| s == "none" || only.as_ref().is_none_or(|o| o.contains(s)))
             .collect();
-        if kept.is_empty() {
-            continue;
+        if scheds.len() > 1 {
+            plan.push((job, scheds));
         }
-        plan.push((job, twin.schedulers(&kept, &what)?));
     }
     if plan.is_empty() {
         return Err(format!(
