@@ -286,6 +286,48 @@ impl std::fmt::Debug for IoBuf {
     }
 }
 
+/// How a bio's buffer lies in physical memory: the runs of adjoining pages the kernel's
+/// multi-page bvecs describe (`bio_iov_iter_get_pages` joins a page to the bvec before it when
+/// they adjoin). Segment counting and splitting (`bio_split_rw_at`) walk these runs.
+///
+/// Every run starts at a boundary of its own length and is `run` bytes long, the bio starting
+/// `skip` bytes into its first run (the rest of a bio split off mid-run). `run == 0` is a
+/// buffer the core cannot see into and counts as one segment: the threaded runtime hands its
+/// driver whole buffers, and a kernel beneath it splits them by their real pages.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct BvecLayout {
+    /// Bytes per physically contiguous run (0: the whole buffer, one segment).
+    pub run: u32,
+    /// Bytes into its first run where the bio's data starts.
+    pub skip: u32,
+}
+
+impl BvecLayout {
+    /// A buffer whose layout the core does not see: one segment.
+    pub const WHOLE: BvecLayout = BvecLayout { run: 0, skip: 0 };
+    /// A process's buffer in 4 KiB pages that seldom adjoin (what fio's default
+    /// `iomem=malloc` gives an O_DIRECT job: 32 segments per 128 KiB in a
+    /// `/proc/self/pagemap` check on this project's VM).
+    pub const PAGES: BvecLayout = BvecLayout {
+        run: PAGE_BYTES,
+        skip: 0,
+    };
+
+    /// The layout of the part of a buffer laid out as `self` that starts `bytes` into it.
+    pub fn advanced(self, bytes: u64) -> BvecLayout {
+        if self.run == 0 {
+            return self;
+        }
+        BvecLayout {
+            run: self.run,
+            skip: ((self.skip as u64 + bytes) % self.run as u64) as u32,
+        }
+    }
+}
+
+/// The page size segments are counted in.
+pub const PAGE_BYTES: u32 = 4096;
+
 /// A block I/O as submitted by a frontend.
 ///
 /// Required fields are positional in [`Bio::new`]; the rest have chained setters. The core
@@ -322,6 +364,9 @@ pub struct Bio {
     /// of a tag and submitted again is neither stamped nor traced again, as the kernel's
     /// task sleeps for the tag after `trace_block_bio_queue`.
     pub queued: bool,
+    /// How the buffer lies in memory, for segment counting ([`BvecLayout::WHOLE`] unless
+    /// the submitter says).
+    pub bvecs: BvecLayout,
 }
 
 impl Bio {
@@ -346,6 +391,7 @@ impl Bio {
             submit_ns: Nanos::ZERO,
             split: None,
             queued: false,
+            bvecs: BvecLayout::WHOLE,
         }
     }
     #[inline]
@@ -367,6 +413,11 @@ impl Bio {
     #[inline]
     pub fn with_private(mut self, private: u64) -> Bio {
         self.private = private;
+        self
+    }
+    #[inline]
+    pub fn with_bvecs(mut self, bvecs: BvecLayout) -> Bio {
+        self.bvecs = bvecs;
         self
     }
     #[inline]

@@ -28,8 +28,8 @@ pub mod time;
 pub mod trace;
 
 pub use bio::{
-    op_is_sync, Bio, BufHome, IoBuf, IoPrio, IoPrioClass, Page, ReqFlags, ReqOp, SpareBufs,
-    SECTOR_SHIFT, SECTOR_SIZE,
+    op_is_sync, Bio, BufHome, BvecLayout, IoBuf, IoPrio, IoPrioClass, Page, ReqFlags, ReqOp,
+    SpareBufs, PAGE_BYTES, SECTOR_SHIFT, SECTOR_SIZE,
 };
 pub use blkcg::{Blkcg, BlkcgError, GroupInfo};
 pub use cpumap::{HctxType, QueueMap};

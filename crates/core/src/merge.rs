@@ -4,18 +4,38 @@
 //! These are pure functions on locked requests; the caller decides where to look for a
 //! candidate (the plug's last request, the software queue's tail, an elevator's index).
 
-use crate::bio::Bio;
+use crate::bio::{Bio, BvecLayout, ReqOp};
 use crate::request::{Request, RqState};
 
-/// Queue limits that bound merging (`struct queue_limits`).
+/// Queue limits that bound merging and splitting (`struct queue_limits`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct QueueLimits {
     /// Largest request in sectors (`max_sectors`; sysfs `max_sectors_kb` * 2).
     pub max_sectors: u32,
-    /// Most bios (segments) in one request (`max_segments`).
+    /// Most physical segments in one request (`max_segments`).
     pub max_segments: u16,
+    /// Largest segment in bytes (`max_segment_size`).
+    pub max_segment_size: u32,
+    /// A segment may not cross an address where these bits roll over
+    /// (`seg_boundary_mask`).
+    pub seg_boundary_mask: u64,
+    /// Segments after the first must start, and those before the last end, on this boundary
+    /// (`virt_boundary_mask`, NVMe's PRP rule); 0: no rule.
+    pub virt_boundary_mask: u32,
     /// `logical_block_size` in bytes; bios must be aligned to it.
     pub logical_block_size: u32,
+    /// `physical_block_size` in bytes: a split piece ends on it where it can
+    /// (`get_max_io_size`).
+    pub physical_block_size: u32,
+    /// A request may not cross a multiple of this many sectors (`chunk_sectors`, RAID
+    /// stripes); 0: no boundary.
+    pub chunk_sectors: u32,
+    /// Largest discard in sectors (`max_discard_sectors`).
+    pub max_discard_sectors: u32,
+    /// Discards split on this many bytes (`discard_granularity`; 0 counts as a sector).
+    pub discard_granularity: u32,
+    /// Largest write-zeroes in sectors (`max_write_zeroes_sectors`; 0: not split).
+    pub max_write_zeroes_sectors: u32,
     /// Device capacity in sectors.
     pub capacity_sectors: u64,
     /// The device has a volatile write cache (`BLK_FEAT_WRITE_CACHE`); set from the driver.
@@ -24,18 +44,193 @@ pub struct QueueLimits {
     pub fua: bool,
 }
 
+/// `BLK_DEF_MAX_SECTORS_CAP` as of Linux 6.16 (4 MiB; 1280 KiB before): the most sectors a
+/// request takes by default whatever the driver allows.
+pub const BLK_DEF_MAX_SECTORS_CAP: u32 = 8192;
+/// `BLK_MAX_SEGMENT_SIZE`: a driver's segments unless it says otherwise.
+pub const BLK_MAX_SEGMENT_SIZE: u32 = 65536;
+/// `BLK_MAX_SEGMENTS`.
+pub const BLK_MAX_SEGMENTS: u16 = 128;
+/// `BLK_SEG_BOUNDARY_MASK`.
+pub const BLK_SEG_BOUNDARY_MASK: u64 = 0xFFFF_FFFF;
+/// `UINT_MAX >> SECTOR_SHIFT`: the largest discard a bio can describe (null_blk's
+/// `max_hw_discard_sectors`).
+pub const UINT_MAX_SECTORS: u32 = u32::MAX >> 9;
+
 impl Default for QueueLimits {
+    /// The limits of a driver that declares no hardware bounds of its own
+    /// (`blk_validate_limits` fills in the defaults, and `max_sectors` is capped at
+    /// [`BLK_DEF_MAX_SECTORS_CAP`]); discards and write-zeroes as null_blk offers them.
     fn default() -> QueueLimits {
-        // BLK_DEF_MAX_SECTORS_CAP (2560 sectors = 1280 KiB) and BLK_MAX_SEGMENTS (128).
         QueueLimits {
-            max_sectors: 2560,
-            max_segments: 128,
+            max_sectors: BLK_DEF_MAX_SECTORS_CAP,
+            max_segments: BLK_MAX_SEGMENTS,
+            max_segment_size: BLK_MAX_SEGMENT_SIZE,
+            seg_boundary_mask: BLK_SEG_BOUNDARY_MASK,
+            virt_boundary_mask: 0,
             logical_block_size: 512,
+            physical_block_size: 512,
+            chunk_sectors: 0,
+            max_discard_sectors: UINT_MAX_SECTORS,
+            discard_granularity: 0,
+            max_write_zeroes_sectors: UINT_MAX_SECTORS,
             capacity_sectors: 1 << 21,
             write_cache: false,
             fua: false,
         }
     }
+}
+
+impl QueueLimits {
+    /// The bytes of one segment at most: `max_segment_size`, and no further than the
+    /// segment boundary (`get_max_segment_size`, for a segment that starts on one).
+    fn seg_unit(&self) -> u64 {
+        let boundary = self.seg_boundary_mask.saturating_add(1);
+        (self.max_segment_size.max(512) as u64).min(boundary.max(512))
+    }
+
+    /// Physical segments a bio of `bytes` laid out as `layout` takes (`bio_split_rw_at`'s
+    /// count for a bio that needs no split).
+    pub fn phys_segments(&self, layout: BvecLayout, bytes: u64) -> u32 {
+        if bytes == 0 {
+            return 0;
+        }
+        if layout.run == 0 {
+            return 1;
+        }
+        let unit = self.seg_unit();
+        let run = layout.run as u64;
+        let segs = |len: u64| len.div_ceil(unit);
+        let first = bytes.min(run - layout.skip as u64 % run);
+        let rest = bytes - first;
+        let total = segs(first) + rest / run * segs(run) + segs(rest % run);
+        total.min(u32::MAX as u64) as u32
+    }
+
+    /// How many bytes from the start of a bio of `bytes` laid out as `layout` fit in one
+    /// request of at most `max_bytes` and `max_segments` segments (`bio_split_rw_at`,
+    /// with `bvec_split_segs` taking part of a run), before the logical block alignment.
+    pub fn segment_fit(&self, layout: BvecLayout, bytes: u64, max_bytes: u64) -> u64 {
+        let cap = bytes.min(max_bytes);
+        if layout.run == 0 {
+            return cap;
+        }
+        let unit = self.seg_unit();
+        let run = layout.run as u64;
+        let max_segs = self.max_segments.max(1) as u64;
+        let (mut taken, mut segs) = (0u64, 0u64);
+        let mut in_run = layout.skip as u64 % run;
+        while taken < cap {
+            let chunk = (run - in_run).min(cap - taken);
+            let need = chunk.div_ceil(unit);
+            if segs + need <= max_segs {
+                taken += chunk;
+                segs += need;
+                in_run = 0;
+                continue;
+            }
+            // Only some of this run's segments fit.
+            taken += (max_segs - segs) * unit;
+            break;
+        }
+        taken.min(cap)
+    }
+
+    /// `get_max_io_size`: the most sectors one request takes from a bio of `op` starting at
+    /// `sector`: `max_sectors` (`max_write_zeroes_sectors` for write-zeroes), not past the
+    /// next chunk boundary, and ending on a physical block where that leaves anything.
+    pub fn max_io_sectors(&self, op: ReqOp, sector: u64) -> u32 {
+        let mut max = if op == ReqOp::WriteZeroes {
+            self.max_write_zeroes_sectors
+        } else {
+            self.max_sectors
+        };
+        if self.chunk_sectors > 0 {
+            let chunk = self.chunk_sectors as u64;
+            max = max.min((chunk - sector % chunk) as u32);
+        }
+        let pbs = (self.physical_block_size >> 9).max(1) as u64;
+        let lbs = (self.logical_block_size >> 9).max(1);
+        let start = sector % pbs;
+        let end = (start + max as u64) / pbs * pbs;
+        if end > start {
+            (end - start) as u32
+        } else {
+            max / lbs * lbs
+        }
+    }
+
+    /// The sectors the first request takes of a bio of `op`, `nr_sectors` long from
+    /// `sector`, laid out as `layout` (`bio_split_to_limits`): all of them when it needs
+    /// no split. Read and write split on size and segments (`bio_split_rw`), discard on
+    /// `max_discard_sectors` ending on the granularity (`bio_split_discard`), write-zeroes
+    /// on `max_write_zeroes_sectors` (`bio_split_write_zeroes`); other operations never.
+    pub fn split_sectors(
+        &self,
+        op: ReqOp,
+        sector: u64,
+        nr_sectors: u32,
+        layout: BvecLayout,
+    ) -> u32 {
+        match op {
+            ReqOp::Read | ReqOp::Write => {
+                let max_bytes = (self.max_io_sectors(op, sector) as u64) << 9;
+                let bytes = (nr_sectors as u64) << 9;
+                let fit = self.segment_fit(layout, bytes, max_bytes);
+                if fit >= bytes {
+                    return nr_sectors;
+                }
+                // `bio_split_alignment`: the piece ends on a logical block.
+                let lbs = self.logical_block_size.max(512) as u64;
+                let aligned = (fit / lbs * lbs).max(lbs);
+                (aligned >> 9).min(nr_sectors as u64) as u32
+            }
+            ReqOp::Discard => {
+                let gran = (self.discard_granularity >> 9).max(1);
+                let lbs = (self.logical_block_size >> 9).max(1);
+                let allowed = UINT_MAX_SECTORS / lbs * lbs;
+                let mut max = self.max_discard_sectors.min(allowed);
+                max -= max % gran;
+                if max == 0 || nr_sectors <= max {
+                    return nr_sectors;
+                }
+                // End on the granularity when the next piece would start off it.
+                let off = ((sector + max as u64) % gran as u64) as u32;
+                if max > off {
+                    max - off
+                } else {
+                    max
+                }
+            }
+            ReqOp::WriteZeroes => {
+                let max = self.max_io_sectors(op, sector);
+                if max == 0 || nr_sectors <= max {
+                    nr_sectors
+                } else {
+                    max
+                }
+            }
+            _ => nr_sectors,
+        }
+    }
+
+    /// `bio_will_gap`: would a segment ending `end_in_run` bytes into its run, followed by
+    /// one starting `start_in_run` bytes into its own, leave a gap the virtual boundary
+    /// forbids?
+    fn will_gap(&self, end_in_run: u64, start_in_run: u64) -> bool {
+        let mask = self.virt_boundary_mask as u64;
+        mask != 0 && ((end_in_run & mask) != 0 || (start_in_run & mask) != 0)
+    }
+}
+
+/// Where the data of `bio` ends in its last run, and where it starts in its first.
+fn bio_edges(bio: &Bio) -> (u64, u64) {
+    let l = bio.bvecs;
+    let run = if l.run == 0 { u64::MAX } else { l.run as u64 };
+    let start = l.skip as u64 % run;
+    let end = (start + bio.bytes()) % run;
+    // A bio ending exactly on a run boundary ends at its run's end, which is aligned.
+    (end, start)
 }
 
 /// Where a bio attaches (`enum elv_merge`).
@@ -77,15 +272,29 @@ pub fn try_merge(rq: &Request, bio: &Bio) -> ElvMerge {
     }
 }
 
-/// `ll_back_merge_fn` / `ll_front_merge_fn`: size and segment limits.
-fn fits(rq: &Request, extra_sectors: u32, extra_segments: u16, limits: &QueueLimits) -> bool {
+/// `ll_back_merge_fn` / `ll_front_merge_fn` / `ll_merge_requests_fn`: size and segment
+/// limits.
+fn fits(rq: &Request, extra_sectors: u32, extra_segments: u32, limits: &QueueLimits) -> bool {
     rq.nr_sectors as u64 + extra_sectors as u64 <= limits.max_sectors as u64
-        && rq.nr_segments as u32 + extra_segments as u32 <= limits.max_segments as u32
+        && rq.nr_segments as u32 + extra_segments <= limits.max_segments as u32
 }
 
-/// Segments a bio adds: one per buffer; discards carry none (as in `ll_new_hw_segment`).
-fn bio_segments(bio: &Bio) -> u16 {
-    u16::from(bio.op.has_data())
+/// Segments a bio adds (the count `bio_split_to_limits` leaves it with); discards carry
+/// none (as in `ll_new_hw_segment`).
+pub fn bio_segments(bio: &Bio, limits: &QueueLimits) -> u32 {
+    if bio.op.has_data() {
+        limits.phys_segments(bio.bvecs, bio.bytes()).max(1)
+    } else {
+        0
+    }
+}
+
+/// `req_gap_back_merge` / `req_gap_front_merge`: would `next` following `prev` leave a gap
+/// the queue's virtual boundary forbids?
+fn bios_gap(prev: &Bio, next: &Bio, limits: &QueueLimits) -> bool {
+    limits.virt_boundary_mask != 0
+        && prev.op.has_data()
+        && limits.will_gap(bio_edges(prev).0, bio_edges(next).1)
 }
 
 /// Tries to merge `bio` into `rq`. On success the bio is consumed and the merge direction
@@ -99,11 +308,25 @@ pub fn bio_attempt_merge(
         return Err(bio);
     }
     let kind = try_merge(rq, &bio);
-    if kind == ElvMerge::None || !fits(rq, bio.nr_sectors, bio_segments(&bio), limits) {
+    let segs = bio_segments(&bio, limits);
+    if kind == ElvMerge::None || !fits(rq, bio.nr_sectors, segs, limits) {
+        return Err(bio);
+    }
+    let gap = match kind {
+        ElvMerge::Back => rq
+            .bios
+            .last()
+            .is_some_and(|last| bios_gap(last, &bio, limits)),
+        _ => rq
+            .bios
+            .first()
+            .is_some_and(|first| bios_gap(&bio, first, limits)),
+    };
+    if gap {
         return Err(bio);
     }
     rq.nr_sectors += bio.nr_sectors;
-    rq.nr_segments += bio_segments(&bio);
+    rq.nr_segments = (rq.nr_segments as u32 + segs).min(u16::MAX as u32) as u16;
     rq.cmd_flags = rq.cmd_flags.union(bio.flags);
     if kind == ElvMerge::Front {
         rq.sector = bio.sector;
@@ -126,14 +349,18 @@ pub fn req_merge_ok(rq: &Request, next: &Request, limits: &QueueLimits) -> bool 
         && rq.ioprio == next.ioprio
         && rq.group == next.group
         && rq.end_sector() == next.sector
-        && fits(rq, next.nr_sectors, next.nr_segments, limits)
+        && fits(rq, next.nr_sectors, next.nr_segments as u32, limits)
+        && !match (rq.bios.last(), next.bios.first()) {
+            (Some(a), Some(b)) => bios_gap(a, b, limits),
+            _ => false,
+        }
 }
 
 /// Folds `next` into `rq` (`attempt_merge`): bios are spliced, the earlier allocation time
 /// kept. The caller frees `next` afterwards.
 pub fn merge_requests(rq: &mut Request, next: &mut Request) {
     rq.nr_sectors += next.nr_sectors;
-    rq.nr_segments += next.nr_segments;
+    rq.nr_segments = rq.nr_segments.saturating_add(next.nr_segments);
     rq.cmd_flags = rq.cmd_flags.union(next.cmd_flags);
     rq.alloc_ns = rq.alloc_ns.min(next.alloc_ns);
     rq.bios.append(&mut next.bios);

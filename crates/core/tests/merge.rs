@@ -7,9 +7,9 @@ use common::{bio4k, simple_queue, submit_ok, take_done, Mode, TestDriver};
 use mqblk_core::merge::{bio_attempt_merge, merge_requests, req_merge_ok, rq_merge_ok, try_merge};
 use mqblk_core::tag::MapQueues;
 use mqblk_core::{
-    Bio, CtxIdx, ElvMerge, HctxIdx, IoPrio, IoPrioClass, Nanos, NoMerges, QueueConfig, QueueLimits,
-    ReqFlags, ReqOp, Request, RequestQueue, RequestTable, RequestsRef, RqId, RqState, Submit,
-    TagSet, TagSetConfig,
+    Bio, BvecLayout, CtxIdx, ElvMerge, HctxIdx, IoPrio, IoPrioClass, Nanos, NoMerges, QueueConfig,
+    QueueLimits, ReqFlags, ReqOp, Request, RequestQueue, RequestTable, RequestsRef, RqId, RqState,
+    Submit, TagSet, TagSetConfig,
 };
 use parking_lot::MutexGuard;
 use std::sync::Arc;
@@ -46,8 +46,12 @@ fn rq_at(
     rq
 }
 
+/// The defaults with the 1280 KiB `max_sectors` the size refusals below are written for.
 fn limits() -> QueueLimits {
-    QueueLimits::default()
+    QueueLimits {
+        max_sectors: 2560,
+        ..QueueLimits::default()
+    }
 }
 
 fn privates(rq: &Request) -> Vec<u64> {
@@ -655,4 +659,132 @@ fn misaligned_bios_are_refused_and_oversized_ones_split() {
         .collect();
     assert_eq!(back, [(0, 72)]);
     common::assert_whole(&q);
+}
+
+/// `bio_split_rw_at` and `get_max_io_size`: where the first request of a bio ends, by its
+/// buffer's pages, the segment limits, the physical block and the chunk.
+#[test]
+fn split_points_follow_segments_physical_blocks_and_chunks() {
+    let lim = QueueLimits::default();
+    let mib = 2048u32;
+    // One segment the core cannot see into: only the size limit (4 MiB) applies.
+    assert_eq!(
+        lim.split_sectors(ReqOp::Read, 0, mib, BvecLayout::WHOLE),
+        mib
+    );
+    // 4 KiB pages: 128 segments hold 512 KiB.
+    assert_eq!(
+        lim.split_sectors(ReqOp::Read, 0, mib, BvecLayout::PAGES),
+        1024
+    );
+    assert_eq!(lim.phys_segments(BvecLayout::PAGES, 1 << 20), 256);
+    // Starting half-way into a page: 2 KiB, 4 KiB, 2 KiB.
+    let mid = BvecLayout {
+        run: 4096,
+        skip: 2048,
+    };
+    assert_eq!(lim.phys_segments(mid, 8192), 3);
+    // Huge pages (2 MiB runs) cut into 64 KiB segments; four of them per request.
+    let huge = BvecLayout {
+        run: 2 << 20,
+        skip: 0,
+    };
+    let four = QueueLimits {
+        max_segments: 4,
+        ..lim
+    };
+    assert_eq!(lim.phys_segments(huge, 1 << 20), 16);
+    assert_eq!(four.split_sectors(ReqOp::Write, 0, mib, huge), 512);
+    // The same with unbounded segments: the size limit alone.
+    let unbounded = QueueLimits {
+        max_segment_size: u32::MAX,
+        ..four
+    };
+    assert_eq!(unbounded.split_sectors(ReqOp::Write, 0, mib, huge), mib);
+    // A piece ends on a physical block (from sector 1 with 64-sector requests on 4 KiB
+    // physical blocks, 63 sectors), and never crosses a chunk boundary.
+    let pbs = QueueLimits {
+        max_sectors: 64,
+        physical_block_size: 4096,
+        ..lim
+    };
+    let chunk = QueueLimits {
+        chunk_sectors: 256,
+        ..lim
+    };
+    for (limits, sector, want) in [(&pbs, 1, 63), (&pbs, 8, 64), (&chunk, 200, 56)] {
+        let got = limits.split_sectors(ReqOp::Read, sector, 128, BvecLayout::WHOLE);
+        assert_eq!(got, want, "from sector {sector}");
+    }
+    // Operations without data never split.
+    assert_eq!(lim.split_sectors(ReqOp::Flush, 0, 0, BvecLayout::WHOLE), 0);
+}
+
+/// `bio_split_discard` and `bio_split_write_zeroes`: discards at `max_discard_sectors`
+/// ending on the granularity, write-zeroes at their own limit; neither at `max_sectors`.
+#[test]
+fn discards_and_write_zeroes_split_at_their_own_limits() {
+    let lim = QueueLimits {
+        max_sectors: 16,
+        max_discard_sectors: 100,
+        discard_granularity: 4096,
+        max_write_zeroes_sectors: 64,
+        ..QueueLimits::default()
+    };
+    let none = QueueLimits {
+        max_write_zeroes_sectors: 0,
+        ..lim
+    };
+    // 100 rounds down to 96 on 8-sector granules; from sector 3 the piece ends on one.
+    for (limits, op, sector, nr, want) in [
+        (&lim, ReqOp::Discard, 3, 1000, 93),
+        (&lim, ReqOp::Discard, 0, 1000, 96),
+        (&lim, ReqOp::Discard, 0, 90, 90),
+        (&lim, ReqOp::WriteZeroes, 0, 1000, 64),
+        (&none, ReqOp::WriteZeroes, 0, 1000, 1000),
+    ] {
+        let got = limits.split_sectors(op, sector, nr, BvecLayout::WHOLE);
+        assert_eq!(got, want, "{op:?} of {nr} from {sector}");
+    }
+}
+
+/// `ll_back_merge_fn`: a bio joins a request only while the request's segments stay within
+/// `max_segments`, counted from the bio's pages, and (`req_gap_back_merge`) only when no
+/// gap at the virtual boundary would open between them.
+#[test]
+fn merging_counts_pages_and_respects_the_virtual_boundary() {
+    let q = scratch();
+    let lim = QueueLimits {
+        max_segments: 32,
+        ..QueueLimits::default()
+    };
+    let pages = |sector: u64, sectors: u32| {
+        Bio::new(ReqOp::Write, sector, sectors).with_bvecs(BvecLayout::PAGES)
+    };
+    // 64 KiB bios: 16 segments each; two fit in 32, a third does not.
+    let mut rq = rq_at(&q, 0, ReqOp::Write, 0, 128);
+    rq.bios[0].bvecs = BvecLayout::PAGES;
+    rq.nr_segments = 16;
+    assert!(bio_attempt_merge(&mut rq, pages(128, 128), &lim).is_ok());
+    assert_eq!(rq.nr_segments, 32);
+    assert!(bio_attempt_merge(&mut rq, pages(256, 128), &lim).is_err());
+    // NVMe's rule: a request ending mid-page takes no bio after it.
+    let nvme = QueueLimits {
+        virt_boundary_mask: 4095,
+        ..QueueLimits::default()
+    };
+    let mut rq = rq_at(&q, 1, ReqOp::Write, 0, 12);
+    rq.bios[0].bvecs = BvecLayout::PAGES;
+    rq.nr_segments = 2;
+    assert!(
+        bio_attempt_merge(&mut rq, pages(12, 8), &nvme).is_err(),
+        "6 KiB then 4 KiB leaves a gap"
+    );
+    assert!(bio_attempt_merge(&mut rq, pages(12, 8), &lim).is_ok());
+    let mut rq = rq_at(&q, 2, ReqOp::Write, 0, 16);
+    rq.bios[0].bvecs = BvecLayout::PAGES;
+    assert!(
+        bio_attempt_merge(&mut rq, pages(16, 8), &nvme).is_ok(),
+        "8 KiB then 4 KiB is gapless"
+    );
 }

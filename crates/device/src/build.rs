@@ -60,10 +60,7 @@ fn build_model(opts: &DeviceConfig) -> Result<Built, DeviceError> {
     let model = mqblk_models::build(&spec, mqblk_models::SimRng::new(1))?;
     let drv = Arc::new(mqblk_models::RealtimeDriver::new(model, &opts.faults));
     let set_cfg = TagSetConfig::new(drv.nr_hw_queues(), drv.queue_depth());
-    let limits = QueueLimits {
-        capacity_sectors: drv.capacity_sectors(),
-        ..QueueLimits::default()
-    };
+    let limits = drv.queue_limits();
     Ok(Built {
         set_cfg,
         driver: drv,

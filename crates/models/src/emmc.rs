@@ -25,7 +25,7 @@ use crate::hdd::ranged;
 use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use mqblk_core::{BlkStatus, Nanos, ReqOp};
+use mqblk_core::{BlkStatus, Nanos, QueueLimits, ReqOp};
 use std::collections::VecDeque;
 
 pub struct EmmcModel {
@@ -123,6 +123,18 @@ impl EmmcModel {
 }
 
 impl DeviceModel for EmmcModel {
+    /// `mmc_setup_queue` over the Ux500's host (`mmci`, variant `ux500`: 24 length bits,
+    /// 2048-byte blocks): 128 segments (`NR_SG`) of up to the 16 MiB a transfer may be, and
+    /// requests of `min(max_blk_count, max_req_size / 512)` = 8191 sectors.
+    fn queue_limits(&self) -> QueueLimits {
+        let max_req = (1u32 << 24) - 1;
+        QueueLimits {
+            max_segments: 128,
+            max_segment_size: max_req / 512 * 512,
+            max_sectors: (max_req >> 11).min(max_req / 512),
+            ..QueueLimits::default()
+        }
+    }
     fn name(&self) -> &'static str {
         "emmc"
     }

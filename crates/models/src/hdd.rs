@@ -42,7 +42,7 @@
 use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use mqblk_core::{BlkStatus, Nanos, ReqOp};
+use mqblk_core::{BlkStatus, Nanos, QueueLimits, ReqOp};
 use std::collections::VecDeque;
 
 /// Reads an integer parameter and checks its range, naming the key on error.
@@ -792,6 +792,16 @@ impl DeviceModel for HddModel {
     }
     fn rotational(&self) -> bool {
         true
+    }
+    /// libahci's SCSI host: 168 scatter-gather entries (`AHCI_MAX_SG`), segments of the SCSI
+    /// default 64 KiB (`BLK_MAX_SEGMENT_SIZE`, as the host template sets none), and an
+    /// Advanced Format drive's 4 KiB physical sectors behind 512-byte logical ones.
+    fn queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            max_segments: 168,
+            physical_block_size: 4096,
+            ..QueueLimits::default()
+        }
     }
     /// A SATA disk with its cache on; libata passes FUA down (its `fua` parameter, on by default
     /// since "ata: libata: Enable fua support by default").

@@ -23,7 +23,7 @@ pub mod rng;
 pub mod ssd;
 pub mod virtio;
 
-use mqblk_core::{BlkStatus, Nanos, ReqOp};
+use mqblk_core::{BlkStatus, Nanos, QueueLimits, ReqOp};
 pub use null::NullModel;
 pub use realtime::RealtimeDriver;
 pub use rng::SimRng;
@@ -110,6 +110,13 @@ pub trait DeviceModel: Send {
     /// an eMMC host's two slots). The driver refuses `queue_rq` with `DEV_RESOURCE` beyond it.
     fn max_outstanding(&self) -> u32 {
         self.nr_hw_queues() as u32 * self.queue_depth()
+    }
+    /// The queue limits the device's Linux driver declares (`max_segments`,
+    /// `max_segment_size`, `virt_boundary_mask`, `physical_block_size`, ...), which decide
+    /// how the block layer splits bios for it. The capacity is filled in from
+    /// [`DeviceModel::capacity_sectors`].
+    fn queue_limits(&self) -> QueueLimits {
+        QueueLimits::default()
     }
     /// The driver's per-command CPU costs.
     fn driver_cost(&self) -> DriverCost {

@@ -7,7 +7,9 @@
 //! commands reach the model in `queue_rq`). They differ only in when they call in here.
 
 use crate::{Cmd, DevCompletion, DeviceModel};
-use mqblk_core::{BlkStatus, CompletionBatch, FaultConfig, FaultInjector, Injected, Nanos, RqId};
+use mqblk_core::{
+    BlkStatus, CompletionBatch, FaultConfig, FaultInjector, Injected, Nanos, QueueLimits, RqId,
+};
 use std::collections::BTreeSet;
 
 /// What a driver over a model tells the block layer about the device, read once from the
@@ -23,6 +25,8 @@ pub struct ModelInfo {
     pub queue_depth: u32,
     /// Commands the device holds at once, over all hardware queues (at least 1).
     pub max_outstanding: u32,
+    /// The queue limits its driver declares, with its capacity.
+    pub limits: QueueLimits,
 }
 
 impl ModelInfo {
@@ -34,6 +38,10 @@ impl ModelInfo {
             write_cache: model.write_cache(),
             fua: model.fua(),
             nr_hw_queues: model.nr_hw_queues(),
+            limits: QueueLimits {
+                capacity_sectors: model.capacity_sectors(),
+                ..model.queue_limits()
+            },
             queue_depth: model.queue_depth(),
             max_outstanding: model.max_outstanding().max(1),
         }

@@ -47,6 +47,11 @@ impl RealtimeDriver {
         self.info.queue_depth
     }
 
+    /// The model's queue limits ([`crate::DeviceModel::queue_limits`]).
+    pub fn queue_limits(&self) -> mqblk_core::QueueLimits {
+        self.info.limits
+    }
+
     /// What the driver saw, faults included.
     pub fn stats(&self) -> DriverStats {
         self.st.lock().port.stats.clone()

@@ -14,6 +14,7 @@
 //! Parameters: `size` (bytes, 1.0 TB), `channels` (8), `dies` (per channel, 4),
 //! `read_us` (60), `program_us` (700), `page_kb` (16), `channel_mbs` (800), `ctrl_ns` (3578),
 //! `wbuf_mb` (64), `queue_depth` (per hardware queue, 128), `hw_queues` (1), `queueing` (1),
+//! `mdts_kb` (0: the controller reports no transfer limit; `nvme id-ctrl` gives a drive's),
 //! `rotational` (0: the flag the queue reports to schedulers, as `/sys/block/DEV/queue/
 //! rotational`, which a user may set on any Linux device; the flash behind it is unchanged).
 
@@ -21,7 +22,7 @@ use crate::hdd::ranged;
 use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use mqblk_core::{BlkStatus, Nanos, ReqOp};
+use mqblk_core::{BlkStatus, Nanos, QueueLimits, ReqOp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -38,6 +39,8 @@ pub struct SsdModel {
     depth: u32,
     nr_hw: u16,
     queueing: bool,
+    /// The controller's largest transfer (MDTS) in KiB; 0: none reported.
+    mdts_kb: u32,
     rotational: bool,
     ctrl_free: u64,
     die_free: Vec<u64>,
@@ -83,6 +86,7 @@ impl SsdModel {
             depth: ranged(p, m, "queue_depth", 128, 1, 4096)? as u32,
             nr_hw: ranged(p, m, "hw_queues", 1, 1, 256)? as u16,
             queueing: p.bool("queueing", true)?,
+            mdts_kb: ranged(p, m, "mdts_kb", 0, 0, 1 << 22)? as u32,
             rotational: p.bool("rotational", false)?,
             ctrl_free: 0,
             die_free: vec![0; (channels * dies) as usize],
@@ -196,6 +200,25 @@ impl SsdModel {
 }
 
 impl DeviceModel for SsdModel {
+    /// `nvme_set_ctrl_limits` for NVMe over PCIe as of Linux 6.18: segments must meet at the
+    /// controller's 4 KiB pages (`virt_boundary_mask`, the PRP rule) and may be of any
+    /// size; at most 256 of them (`NVME_MAX_SEGS`, a page of SGL descriptors); requests up
+    /// to the controller's MDTS and the driver's `NVME_MAX_KB_SZ` (8 MiB), capped by the
+    /// block layer's default.
+    fn queue_limits(&self) -> QueueLimits {
+        let hw_kb = match self.mdts_kb {
+            0 => 8192,
+            kb => kb.min(8192),
+        };
+        let defaults = QueueLimits::default();
+        QueueLimits {
+            max_segments: 256,
+            max_segment_size: u32::MAX,
+            virt_boundary_mask: 4095,
+            max_sectors: defaults.max_sectors.min(hw_kb * 2),
+            ..defaults
+        }
+    }
     fn name(&self) -> &'static str {
         "ssd"
     }

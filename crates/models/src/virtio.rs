@@ -24,7 +24,7 @@ use crate::hdd::ranged;
 use crate::ModelError;
 use crate::SimRng;
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, Params};
-use mqblk_core::{BlkStatus, Nanos};
+use mqblk_core::{BlkStatus, Nanos, QueueLimits};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -95,6 +95,22 @@ impl DeviceModel for VirtioModel {
     }
     fn fua(&self) -> bool {
         false
+    }
+    /// `virtblk_probe`: as many segments as the device's `seg_max`, which QEMU sets to the
+    /// queue size less the request's header and status descriptors (`seg_max_adjust`; this
+    /// machine's 256-descriptor `vda`: `max_segments` 254), segments unbounded in size
+    /// (QEMU offers no `VIRTIO_BLK_F_SIZE_MAX`: `max_segment_size` 4294967295 on `vda`),
+    /// no hardware bound on the request size (`max_sectors` is the block layer's cap), and
+    /// QEMU's discard limits as `vda` reports them (`discard_max_bytes` 1 GiB, granularity
+    /// 4 KiB).
+    fn queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            max_segments: self.queue_size.saturating_sub(2).clamp(1, u16::MAX as u32) as u16,
+            max_segment_size: u32::MAX,
+            max_discard_sectors: 1 << 21,
+            discard_granularity: 4096,
+            ..QueueLimits::default()
+        }
     }
     fn nr_hw_queues(&self) -> u16 {
         self.nr_vq

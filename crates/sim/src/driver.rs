@@ -208,6 +208,10 @@ impl SimDriver {
     pub fn queue_depth(&self) -> u32 {
         self.info.queue_depth
     }
+    /// The model's queue limits ([`mqblk_models::DeviceModel::queue_limits`]).
+    pub fn queue_limits(&self) -> mqblk_core::QueueLimits {
+        self.info.limits
+    }
 
     /// A command reaches the device (its doorbell rang at `now`). Returns the model's next
     /// event.

@@ -403,6 +403,9 @@ fn a_new_reader_gets_low_latency_under_a_heavy_writer_with_low_latency_on() {
     // the writer's arrivals off for over 500 ms, so the writer is raised too
     // (`bfq_add_request`'s async raising); with both raised the reader is no longer idled
     // for (`idling_needed_for_service_guarantees`) and waits behind writes in the disk.
+    // The writer's requests grow by merging to 168 pages (libahci's `max_segments`, 672
+    // KiB), so a read waits behind one for ~10 ms without raising and ~7 ms with it (at
+    // 1280 KiB the wait without raising was 25 ms).
     for seed in SEEDS {
         let jobs = || {
             let mut reader = job(
@@ -443,7 +446,7 @@ fn a_new_reader_gets_low_latency_under_a_heavy_writer_with_low_latency_on() {
             l_off / 1e6
         );
         assert!(
-            l_on * 1.7 < l_off,
+            l_on * 1.3 < l_off,
             "seed {seed}: reader mean latency {:.1} ms with low_latency, {:.1} ms without",
             l_on / 1e6,
             l_off / 1e6

@@ -455,3 +455,29 @@ fn the_guest_loadfile_is_dbench_s_with_the_emulated_cpus_times() {
         think(here)
     );
 }
+
+/// `bio_split_to_limits` on the models' own limits: a 1 MiB read from a process's buffer (4 KiB
+/// pages) on the virtio model, whose `max_segments` is the queue size less two (126 at
+/// `queue_size=128`), reaches the device as pieces of 126, 126 and 4 pages; on NVMe (256
+/// segments) as 1 MiB's 256 pages in one request; on the eMMC host (128 segments) as two.
+#[test]
+fn large_bios_split_at_the_models_segment_limits() {
+    for (device, per_bio) in [
+        ("virtio,queue_size=128", 3u64),
+        ("virtio,queue_size=256", 2),
+        ("ssd", 1),
+        ("emmc", 2),
+    ] {
+        let r = run(
+            cfg(device, "none", 1),
+            vec![fio_job("j", 0, RwMode::Read, 1 << 20, 4, 64, 1)],
+        );
+        assert_eq!(r.completed, 64, "{device}");
+        let issued: u64 = r.hctx.iter().map(|h| h.issued).sum();
+        assert_eq!(
+            issued,
+            64 * per_bio,
+            "{device}: requests for 64 bios of 1 MiB"
+        );
+    }
+}

@@ -921,7 +921,7 @@ impl QueueInner {
         rq.group = bio.group;
         rq.sector = bio.sector;
         rq.nr_sectors = bio.nr_sectors;
-        rq.nr_segments = u16::from(bio.op.has_data());
+        rq.nr_segments = crate::merge::bio_segments(&bio, &self.limits).min(u16::MAX as u32) as u16;
         rq.ctx = ctx;
         rq.hctx = h;
         rq.submitter = crate::hctx::thread_number();

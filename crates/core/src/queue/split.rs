@@ -11,10 +11,17 @@
 //! when the last piece ends. The trace shows one `Q` for the original, as the kernel traces
 //! `block_bio_queue` once (`BIO_TRACE_COMPLETION`), then the pieces' `G`/`I`/`D`/`C`.
 //!
-//! Where we differ: the kernel also splits at `max_segments` and `max_segment_size`
-//! counting the buffer's physical segments, which depend on how the user's pages happen to
-//! lie in memory; a bio here is one segment, so only `max_sectors` splits it. The kernel's
-//! `block_split` (`X`) event is not traced.
+//! Where a piece ends is `bio_split_to_limits`'s rule ([`crate::QueueLimits::split_sectors`]):
+//! reads and writes at `max_sectors` (ending on a physical block, not across `chunk_sectors`)
+//! or at `max_segments` physical segments of at most `max_segment_size`, whichever comes
+//! first, aligned down to the logical block; discards at `max_discard_sectors` ending on the
+//! granularity; write-zeroes at `max_write_zeroes_sectors`. A bio's segments come from how
+//! its buffer lies in memory ([`crate::BvecLayout`]): the simulator's submitters use 4 KiB
+//! pages, as a process's buffers lie; the threaded runtime's bios are one segment each.
+//!
+//! Where we differ: the kernel's `block_split` (`X`) event is not traced, and a bio whose
+//! pages leave a gap inside it at a virtual boundary is not split there (runs here start
+//! page-aligned, so none does).
 //!
 //! A piece that finds no free tag comes back from `submit_bio` as [`Submit::Busy`] carrying
 //! the rest of the original (its slot, no buffer, the original's cookie): submit it again as
@@ -22,7 +29,7 @@
 //! got a tag, the original itself comes back untouched.
 
 use super::{QueueInner, Submit, Submitter};
-use crate::bio::{Bio, IoBuf, SECTOR_SHIFT};
+use crate::bio::{Bio, BvecLayout, IoBuf, ReqOp, SECTOR_SHIFT};
 use crate::status::BlkStatus;
 use crate::{CtxIdx, Nanos};
 
@@ -75,21 +82,21 @@ impl SplitTable {
 }
 
 impl QueueInner {
-    /// The most sectors one request takes for `bio` (`get_max_io_size`: `max_sectors`,
-    /// aligned down to the logical block size).
-    pub(crate) fn split_sectors(&self) -> u32 {
-        let lbs = (self.limits.logical_block_size >> SECTOR_SHIFT).max(1);
-        (self.limits.max_sectors / lbs * lbs).max(lbs)
+    /// The sectors the first request takes of a bio of `op`, `nr` sectors from `sector`, laid
+    /// out as `bvecs` ([`QueueLimits::split_sectors`]).
+    pub(crate) fn split_len(&self, op: ReqOp, sector: u64, nr: u32, bvecs: BvecLayout) -> u32 {
+        self.limits.split_sectors(op, sector, nr, bvecs)
     }
 
     /// True when `bio` must be split or is the rest of one that was.
     #[inline]
     pub(crate) fn needs_split(&self, bio: &Bio) -> bool {
-        bio.split.is_some() || bio.nr_sectors > self.limits.max_sectors
+        bio.split.is_some()
+            || self.split_len(bio.op, bio.sector, bio.nr_sectors, bio.bvecs) < bio.nr_sectors
     }
 
-    /// Submits `bio` (already checked and traced) as pieces of at most
-    /// [`Self::split_sectors`]; see the module comment.
+    /// Submits `bio` (already checked and traced) as pieces that each fit one request
+    /// ([`Self::split_len`]); see the module comment.
     pub(crate) fn submit_split(&self, sub: &mut Submitter, bio: Bio, now: Nanos) -> Submit {
         let first_try = bio.split.is_none();
         let (key, mut sector, end) = match bio.split {
@@ -104,9 +111,17 @@ impl QueueInner {
                 (k, sector, end)
             }
         };
-        let max = self.split_sectors() as u64;
+        let (op, origin, layout) = {
+            let t = self.splits.lock();
+            let p = &t.slots[key as usize]
+                .as_ref()
+                .expect("a split original")
+                .bio;
+            (p.op, p.sector, p.bvecs)
+        };
         while sector < end {
-            let nr = (end - sector).min(max) as u32;
+            let here = layout.advanced((sector - origin) << SECTOR_SHIFT);
+            let nr = self.split_len(op, sector, (end - sector) as u32, here);
             let piece = self.split_piece(key, sector, nr, sub.ctx);
             // Counted before it goes, as a piece may complete inside `submit_one` (a driver
             // that completes inline); the last piece's completion hands the original over.
@@ -133,6 +148,10 @@ impl QueueInner {
                         .with_issuer(p.bio.issuer, p.bio.group)
                         .with_private(p.bio.private);
                     rest.split = Some(key);
+                    rest.bvecs = p
+                        .bio
+                        .bvecs
+                        .advanced((sector - p.bio.sector) << SECTOR_SHIFT);
                     rest.ctx = sub.ctx;
                     rest.submit_ns = p.bio.submit_ns;
                     rest.queued = true;
@@ -161,6 +180,7 @@ impl QueueInner {
         piece.submit_ns = p.submit_ns;
         piece.queued = true;
         piece.split = Some(key);
+        piece.bvecs = p.bvecs.advanced((sector - p.sector) << SECTOR_SHIFT);
         if let Some(buf) = &p.buf {
             let off = ((sector - p.sector) << SECTOR_SHIFT) as usize;
             let len = (nr as usize) << SECTOR_SHIFT;

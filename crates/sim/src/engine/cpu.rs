@@ -299,7 +299,9 @@ impl Sim {
                             job.issued += 1;
                             job.issued_bytes += io.nr_sectors as u64 * 512;
                             (
+                                // A process's buffer: 4 KiB pages that seldom adjoin.
                                 Bio::new(io.op, io.sector, io.nr_sectors)
+                                    .with_bvecs(BvecLayout::PAGES)
                                     .with_flags(io.flags)
                                     .with_ioprio(job.def.ioprio)
                                     .with_issuer(job.def.issuer, job.def.group),

@@ -38,9 +38,8 @@ use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{Gate, JobIo, Next, SimJob};
 use crate::SimRng;
 use mqblk_core::{
-    Bio, BlkStatus, Blkcg, CtxIdx, Driver, ElvCost, HctxIdx, HctxType, LockScope, Nanos,
-    QueueLimits, ReqOp, RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction,
-    TraceHook, Tracer,
+    Bio, BlkStatus, Blkcg, BvecLayout, CtxIdx, ElvCost, HctxIdx, HctxType, LockScope, Nanos, ReqOp,
+    RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
 };
 use mqblk_device::{new_queue, QueueSettings};
 use mqblk_workload::{Ddir, JobStats};
@@ -438,10 +437,7 @@ impl Sim {
         let elv = cfg
             .elv_cost
             .unwrap_or_else(|| cfg.profile.elv_cost(elv_type.name, elv_type.cost));
-        let limits = QueueLimits {
-            capacity_sectors: driver.capacity_sectors(),
-            ..QueueLimits::default()
-        };
+        let limits = driver.queue_limits();
         let queue = new_queue(
             set,
             driver.clone(),
