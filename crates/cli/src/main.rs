@@ -59,7 +59,7 @@ fn sweep(args: &[String]) -> i32 {
         .status();
     if !found.is_ok_and(|s| s.success()) {
         eprintln!(
-            "mqblk sweep: the mqblk Python package is not importable by {py} (set MQBLK_PYTHON, or install it as README.md's Python section shows)"
+            "mqblk sweep: the mqblk Python package is not importable by {py} (set MQBLK_PYTHON, or install it as docs/python.md shows)"
         );
         return 2;
     }

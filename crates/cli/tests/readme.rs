@@ -1,16 +1,60 @@
-//! Every command README.md shows runs as written: each `sh` block runs as a bash script
-//! (`set -euo pipefail`) with this build's `mqblk` first on the PATH, from a directory where
-//! `examples/` and `testdata/` are the repository's. A block that needs a tool which is not
-//! installed fails in CI (where `.ci/run` installs it) and is skipped visibly elsewhere.
+//! Every command README.md and the guides in `docs/` show runs as written: each `sh` block
+//! runs as a bash script (`set -euo pipefail`) with this build's `mqblk` first on the PATH,
+//! from a directory where `examples/` and `testdata/` are the repository's, README's first,
+//! then each guide's in [`GUIDES`] order (a guide's blocks may use files an earlier block of
+//! the same guide made). A block that needs a tool which is not installed fails in CI (where
+//! `.ci/run` installs it) and is skipped visibly elsewhere.
 
 mod common;
 use common::{have, repo};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The `sh` blocks of README.md, in order.
-fn blocks() -> Vec<String> {
-    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+/// The guides in `docs/`, in the order their blocks run.
+const GUIDES: [&str; 11] = [
+    "bench.md",
+    "twin.md",
+    "sim.md",
+    "scenario.md",
+    "serve-nbd.md",
+    "vhost-user-blk.md",
+    "python.md",
+    "trace.md",
+    "schedulers.md",
+    "library.md",
+    "fidelity.md",
+];
+
+/// The `sh` blocks of README.md and then of every guide, each with the file it is in.
+fn blocks() -> Vec<(String, String)> {
+    let mut files = vec![repo().join("README.md")];
+    files.extend(GUIDES.iter().map(|g| repo().join("docs").join(g)));
+    let mut out = Vec::new();
+    for f in files {
+        let name = f.strip_prefix(repo()).unwrap_or(&f).display().to_string();
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{name}: {e}"));
+        out.extend(sh_blocks(&text).into_iter().map(|b| (name.clone(), b)));
+    }
+    out
+}
+
+/// Every guide in `docs/` is one [`GUIDES`] runs: a new guide's commands are not left out.
+#[test]
+fn every_guide_is_run() {
+    let mut found: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .collect();
+    found.sort();
+    let mut listed: Vec<String> = GUIDES.iter().map(|g| g.to_string()).collect();
+    listed.sort();
+    assert_eq!(found, listed, "docs/*.md and the guides this test runs");
+}
+
+/// The `sh` blocks of one Markdown text, in order.
+fn sh_blocks(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur: Option<String> = None;
     for line in text.lines() {
@@ -64,7 +108,7 @@ fn not_run(block: &str) -> Option<&'static str> {
 }
 
 #[test]
-fn every_readme_command_runs_as_written() {
+fn every_readme_and_guide_command_runs_as_written() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_mqblk"));
     let dir = std::env::temp_dir().join(format!("mqblk-readme-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -81,21 +125,29 @@ fn every_readme_command_runs_as_written() {
     let ci = std::env::var_os("CI").is_some();
     // Files the README's commands create; removed afterwards only if they were not there
     // before (a user's own /tmp/data is left alone).
-    let scratch_files = ["/tmp/data", "/tmp/disk.img", "/tmp/twin.img"];
+    let scratch_files = [
+        "/tmp/data",
+        "/tmp/disk.img",
+        "/tmp/twin.img",
+        "/tmp/readme-nbd.sock",
+    ];
     let ours: Vec<&str> = scratch_files
         .into_iter()
         .filter(|f| !Path::new(f).exists())
         .collect();
     let blocks = blocks();
     assert!(
-        blocks.len() >= 6,
-        "README.md has {} sh blocks",
+        blocks.len() >= 20,
+        "README.md and the guides have {} sh blocks",
         blocks.len()
     );
     let mut ran = 0;
-    for block in &blocks {
+    for (file, block) in &blocks {
         if let Some(why) = not_run(block) {
-            eprintln!("not run: {}: {why}", block.lines().next().unwrap_or(""));
+            eprintln!(
+                "not run ({file}): {}: {why}",
+                block.lines().next().unwrap_or("")
+            );
             continue;
         }
         let missing: Vec<&str> = ["blkparse", "nbdinfo", "nbdcopy", "fio", "qemu-img"]
@@ -103,8 +155,8 @@ fn every_readme_command_runs_as_written() {
             .filter(|t| block.lines().any(|l| l.trim_start().starts_with(t)) && !have(t))
             .collect();
         if !missing.is_empty() {
-            assert!(!ci, "CI lacks {missing:?} for README block:\n{block}");
-            eprintln!("SKIP README block (install {missing:?}):\n{block}");
+            assert!(!ci, "CI lacks {missing:?} for a block of {file}:\n{block}");
+            eprintln!("SKIP: {missing:?} missing for a block of {file}:\n{block}");
             continue;
         }
         let script = format!("set -euo pipefail\n{block}");
@@ -116,7 +168,7 @@ fn every_readme_command_runs_as_written() {
             .unwrap();
         assert!(
             out.status.success(),
-            "README block failed ({:?}):\n{block}\nstdout:\n{}\nstderr:\n{}",
+            "{file}: block failed ({:?}):\n{block}\nstdout:\n{}\nstderr:\n{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
@@ -127,7 +179,7 @@ fn every_readme_command_runs_as_written() {
     let o = Command::new(&bin).arg("bench").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("IOPS="));
-    eprintln!("ran {ran} README blocks and the default bench");
+    eprintln!("ran {ran} blocks of README.md and the guides, and the default bench");
     for f in ours {
         let _ = std::fs::remove_file(f);
     }

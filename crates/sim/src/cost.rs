@@ -11,7 +11,7 @@
 //! operations' start times.
 //!
 //! The defaults are per-request figures measured on this project's threaded runtime
-//! (`mqblk bench --preset sched-cost` and `cargo bench -p mqblk-core`, see the README):
+//! (`mqblk bench --preset sched-cost` and `cargo bench -p mqblk-core`, see docs/bench.md):
 //! `none` costs ~190 ns per request from submit to completion on the null driver, mq-deadline
 //! ~200 ns more, kyber ~110 ns more. The application-side costs are fio's (`app_*`), and the
 //! cache-line figures are typical for a two-socket server. Everything can be overridden with
@@ -122,7 +122,7 @@ pub fn scale_elv_cost(c: ElvCost, f: impl Fn(u64) -> u64) -> ElvCost {
 /// scheduler switched between runs in rotated order; CPU time from /proc/stat over all CPUs
 /// less the background, per I/O; the median over repeats of each repeat's difference from
 /// `none`. Five repeats of 5 s on 2026-11-26: `none` 5.7-6.6 us per I/O, mq-deadline
-/// 7.4-8.5, kyber 7.7-8.8, bfq 9.5-12.1 (README, "The kernel cost profile"). The difference
+/// 7.4-8.5, kyber 7.7-8.8, bfq 9.5-12.1 (docs/sim.md, "Cost profiles"). The difference
 /// is the whole path's, not only the hooks': with a scheduler the kernel inserts and then
 /// runs the queue where `none` issues directly. It is charged to the hooks, under the locks
 /// the kernel's hooks take ([`KERNEL_LOCKLESS_COMPLETE`]), which makes the kernel profile's
