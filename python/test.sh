@@ -9,7 +9,7 @@ if ! command -v python3 >/dev/null 2>&1 || ! python3 -m venv --help >/dev/null 2
         echo "python/test.sh: python3 with venv is missing in CI" >&2
         exit 1
     fi
-    echo "SKIP python tests: python3 with venv is missing"
+    echo "SKIP: python tests: python3 with venv is missing"
     exit 0
 fi
 env=${MQBLK_PYENV:-target/pyenv}

@@ -666,7 +666,7 @@ fn a_file_reports_its_disks_rotational_flag_unless_overridden() {
             "{backing} (disk {name})"
         );
     } else {
-        eprintln!("SKIP backing check: {sys} not in sysfs (tmpfs?)");
+        mqblk_testkit::skip("the backing check", &format!("{sys} not in sysfs (tmpfs?)"));
     }
     let o = mqblk(&["sim", "--device=hdd", "--rotational=0", "--name=x"]);
     assert_eq!(o.status.code(), Some(2));

@@ -6,14 +6,12 @@
 //! (`.ci/run`), elsewhere its absence is a visible skip.
 
 mod common;
-use common::{have, repo, run_repo_script_env};
+use common::{need_tools, repo, run_repo_script_env};
 
 /// Runs `bash bench/NAME ARGS` with this build's mqblk (and `env`) and returns its stdout, or
 /// None (a visible skip) without fio outside CI.
 fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
-    if !have("fio") {
-        assert!(std::env::var_os("CI").is_none(), "CI installs fio");
-        eprintln!("SKIP bench/{name}: fio is not installed");
+    if !need_tools(&format!("bench/{name}"), &["fio"]) {
         return None;
     }
     let out = run_repo_script_env(&format!("bench/{name}"), args, env);

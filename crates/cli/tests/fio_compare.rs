@@ -22,11 +22,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn have_fio() -> bool {
-    Command::new("fio")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+fn have_fio(test: &str) -> bool {
+    mqblk_testkit::need_tools(test, &["fio"])
 }
 
 /// Environment the files that use `${VAR}` read, for fio and mqblk alike.
@@ -535,12 +532,7 @@ fn compare(s: &JobSpec, fio: &[Entry], ours: &[Entry]) -> Result<(), String> {
 
 #[test]
 fn every_suite_job_file_issues_what_fio_issues() {
-    if !have_fio() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "fio is missing in CI (.ci/run installs it)"
-        );
-        eprintln!("SKIP every_suite_job_file_issues_what_fio_issues: fio is not installed");
+    if !have_fio("every_suite_job_file_issues_what_fio_issues") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("mqblk-fio-compare-{}", std::process::id()));
@@ -617,12 +609,7 @@ fn dist(report: &serde_json::Value, key: &str) -> BTreeMap<String, f64> {
 
 #[test]
 fn a_qd32_job_on_a_tmpfs_file_keeps_fios_depth_and_batch_distributions() {
-    if !have_fio() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "fio is missing in CI (.ci/run installs it)"
-        );
-        eprintln!("SKIP a_qd32_job_on_a_tmpfs_file_keeps_fios_depth_and_batch_distributions: fio is not installed");
+    if !have_fio("a_qd32_job_on_a_tmpfs_file_keeps_fios_depth_and_batch_distributions") {
         return;
     }
     let shm = Path::new("/dev/shm");
@@ -707,12 +694,7 @@ fn key_paths(v: &serde_json::Value, prefix: &str, out: &mut HashSet<String>) {
 
 #[test]
 fn the_json_report_has_every_key_of_fios_per_job_and_per_direction() {
-    if !have_fio() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "fio is missing in CI (.ci/run installs it)"
-        );
-        eprintln!("SKIP the_json_report_has_every_key_of_fios_per_job_and_per_direction: fio is not installed");
+    if !have_fio("the_json_report_has_every_key_of_fios_per_job_and_per_direction") {
         return;
     }
     let job = [

@@ -7,7 +7,7 @@
 //! kernel package; in CI a machine without them fails, elsewhere the test is skipped visibly.
 
 mod common;
-use common::{have, run_repo_script};
+use common::{need_tools, run_repo_script};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
@@ -24,15 +24,7 @@ fn ready(what: &str) -> Option<MutexGuard<'static, ()>> {
         "busybox",
         "fio",
     ];
-    let missing: Vec<&str> = tools.into_iter().filter(|t| !have(t)).collect();
-    if !missing.is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI installs {missing:?} (.ci/run)"
-        );
-        eprintln!(
-            "SKIP {what}: needs {missing:?} (apt-get install qemu-system-x86 busybox-static fio)"
-        );
+    if !need_tools(what, &tools) {
         return None;
     }
     Some(ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner()))

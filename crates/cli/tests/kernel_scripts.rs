@@ -6,23 +6,13 @@
 //! installs fio and dbench) and are skipped visibly elsewhere.
 
 mod common;
-use common::{have, repo};
+use common::{missing, need_root_and_tools, need_tools, repo};
 use std::process::Command;
 
 /// Runs `scripts/NAME --json ARGS` and parses its JSON, or returns None (after printing a
 /// visible skip) where the machine cannot run it and this is not CI.
 fn run_script(name: &str, tools: &[&str], args: &[&str]) -> Option<serde_json::Value> {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    let missing: Vec<&&str> = tools.iter().filter(|t| !have(t)).collect();
-    if !root || !missing.is_empty() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs as root with {tools:?} installed"
-        );
-        eprintln!("SKIP {name}: needs root and {tools:?}");
+    if !need_root_and_tools(name, tools) {
         return None;
     }
     let out = Command::new("bash")
@@ -35,8 +25,7 @@ fn run_script(name: &str, tools: &[&str], args: &[&str]) -> Option<serde_json::V
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() && (stderr.contains("mount") || stderr.contains("losetup")) {
         // A container that refuses mounts or loop devices cannot measure this.
-        assert!(std::env::var_os("CI").is_none(), "{stderr}");
-        eprintln!("SKIP {name}: {stderr}");
+        missing(name, stderr.trim());
         return None;
     }
     assert!(out.status.success(), "{name}: {stderr}");
@@ -55,9 +44,7 @@ fn the_kernel_cost_script_measures_every_scheduler_of_a_loop_device() {
     }
     assert_eq!(scheds["none"]["over_none_ns"].as_f64(), Some(0.0));
     // With perf, the time in each scheduler's lock-holding functions (CI installs it).
-    if !have("perf") {
-        assert!(std::env::var_os("CI").is_none(), "CI installs linux-perf");
-        eprintln!("SKIP kernel-cost.sh's locked time: perf is not installed");
+    if !need_tools("kernel-cost.sh's locked time", &["perf"]) {
         return;
     }
     assert!(scheds["none"]["locked_ns_per_io"].is_null());

@@ -1,6 +1,7 @@
 //! `mqblk serve` against real NBD clients from Debian's packages (libnbd-bin, qemu-utils, fio).
 //! Each check skips with a printed reason when its client is not installed.
 
+use mqblk_testkit::{missing, need_tools};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -9,18 +10,20 @@ fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }
 
-/// Whether a client is installed. In CI (`CI` set) a missing one fails the test instead:
-/// `.ci/run` installs them all, so a skip there would hide a check that never ran.
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
+/// Whether fio is installed with its nbd engine; where it is not, a failure in CI and a
+/// visible skip elsewhere.
+fn fio_nbd(test: &str) -> bool {
+    let engine_ok = Command::new("fio")
+        .arg("--enghelp")
         .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found || std::env::var_os("CI").is_none(),
-        "CI lacks {tool}, which .ci/run installs"
-    );
-    found
+        .is_ok_and(|o| text(&o.stdout).lines().any(|l| l.trim() == "nbd"));
+    if !engine_ok {
+        missing(
+            test,
+            "fio with the nbd engine missing (apt-get install fio)",
+        );
+    }
+    engine_ok
 }
 
 struct Serve {
@@ -115,8 +118,8 @@ fn random_file(path: &Path, len: usize, seed: u64) {
 
 #[test]
 fn nbdinfo_sees_size_flags_and_block_sizes() {
-    if !have("nbdinfo") {
-        return eprintln!("SKIP: nbdinfo not installed (apt-get install libnbd-bin)");
+    if !need_tools("nbdinfo_sees_size_flags_and_block_sizes", &["nbdinfo"]) {
+        return;
     }
     let s = Serve::start(
         "info",
@@ -151,8 +154,11 @@ fn nbdinfo_sees_size_flags_and_block_sizes() {
 
 #[test]
 fn nbdcopy_in_and_out_with_multi_conn_keeps_every_byte() {
-    if !have("nbdcopy") {
-        return eprintln!("SKIP: nbdcopy not installed (apt-get install libnbd-bin)");
+    if !need_tools(
+        "nbdcopy_in_and_out_with_multi_conn_keeps_every_byte",
+        &["nbdcopy"],
+    ) {
+        return;
     }
     let s = Serve::start(
         "copy",
@@ -197,8 +203,11 @@ fn nbdcopy_in_and_out_with_multi_conn_keeps_every_byte() {
 
 #[test]
 fn qemu_img_and_qemu_io_read_back_patterns() {
-    if !have("qemu-img") || !have("qemu-io") {
-        return eprintln!("SKIP: qemu-img/qemu-io not installed (apt-get install qemu-utils)");
+    if !need_tools(
+        "qemu_img_and_qemu_io_read_back_patterns",
+        &["qemu-img", "qemu-io"],
+    ) {
+        return;
     }
     let s = Serve::start("qemu", &["--size=32m"]);
     let uri = s.uri();
@@ -296,8 +305,11 @@ fn qemu_img_and_qemu_io_read_back_patterns() {
 /// and without a client certificate refused.
 #[test]
 fn tls_with_nbdinfo_nbdcopy_and_qemu() {
-    if !have("nbdinfo") || !have("nbdcopy") || !have("qemu-io") || !have("qemu-img") {
-        return eprintln!("SKIP: libnbd-bin or qemu-utils not installed");
+    if !need_tools(
+        "tls_with_nbdinfo_nbdcopy_and_qemu",
+        &["nbdinfo", "nbdcopy", "qemu-io", "qemu-img"],
+    ) {
+        return;
     }
     let creds = std::env::temp_dir().join(format!("mqblk-tls-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&creds);
@@ -462,12 +474,8 @@ fn bad_tls_settings_are_one_line_errors() {
 
 #[test]
 fn fio_nbd_engine_verifies_with_one_and_four_jobs() {
-    let engine_ok = Command::new("fio")
-        .arg("--enghelp")
-        .output()
-        .is_ok_and(|o| text(&o.stdout).lines().any(|l| l.trim() == "nbd"));
-    if !engine_ok {
-        return eprintln!("SKIP: fio with the nbd engine not installed (apt-get install fio)");
+    if !fio_nbd("fio_nbd_engine_verifies_with_one_and_four_jobs") {
+        return;
     }
     let s = Serve::start("fio", &["--size=128m", "--hw-queues=2"]);
     for nj in ["1", "4"] {
@@ -516,8 +524,8 @@ fn read_only_export_and_bad_flags() {
         .output()
         .unwrap();
     assert!(text(&o.stderr).contains("needs --filename"));
-    if !have("qemu-io") {
-        return eprintln!("SKIP: qemu-io not installed");
+    if !need_tools("read_only_export_and_bad_flags", &["qemu-io"]) {
+        return;
     }
     let s = Serve::start("ro", &["--read-only", "--size=8m"]);
     let o = run(
@@ -576,7 +584,7 @@ fn a_config_file_declares_several_exports() {
     assert!(text(&o.stdout).contains("[mq-deadline]"), "{o:?}");
     let o = ctl(&admin, &["show", "slow/queue/iosched/fifo_batch"]);
     assert_eq!(text(&o.stdout).trim(), "8", "{o:?}");
-    if have("nbdinfo") {
+    if mqblk_testkit::have("nbdinfo") {
         let l = run(
             "nbdinfo",
             &["--list", &format!("nbd+unix:///?socket={}", sock.display())],
@@ -596,7 +604,10 @@ fn a_config_file_declares_several_exports() {
             "{out}"
         );
     } else {
-        eprintln!("SKIP listing: nbdinfo not installed");
+        missing(
+            "the export listing",
+            "nbdinfo missing (apt-get install libnbd-bin)",
+        );
     }
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -651,8 +662,11 @@ fn a_config_file_declares_several_exports() {
 
 #[test]
 fn a_simulated_disk_serves_in_real_time() {
-    if !have("qemu-io") || !have("nbdinfo") {
-        return eprintln!("SKIP: qemu-io/nbdinfo not installed");
+    if !need_tools(
+        "a_simulated_disk_serves_in_real_time",
+        &["qemu-io", "nbdinfo"],
+    ) {
+        return;
     }
     let s = Serve::start(
         "sim",
@@ -702,16 +716,8 @@ fn ctl(admin: &Path, args: &[&str]) -> Output {
 /// and the server keeps serving.
 #[test]
 fn the_admin_socket_switches_schedulers_while_fio_verifies() {
-    let engine_ok = Command::new("fio")
-        .arg("--enghelp")
-        .output()
-        .is_ok_and(|o| text(&o.stdout).lines().any(|l| l.trim() == "nbd"));
-    if !engine_ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "fio with the nbd engine is missing in CI"
-        );
-        return eprintln!("SKIP: fio with the nbd engine not installed (apt-get install fio)");
+    if !fio_nbd("the_admin_socket_switches_schedulers_while_fio_verifies") {
+        return;
     }
     let dir = std::env::temp_dir().join(format!("mqblk-admin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -894,8 +900,11 @@ fn a_unix_listen_path_that_is_not_ours_is_refused() {
 /// (`SEEK_HOLE`).
 #[test]
 fn nbdinfo_map_shows_discarded_ranges_as_holes() {
-    if !have("nbdinfo") || !have("qemu-io") {
-        return eprintln!("SKIP: nbdinfo or qemu-io not installed (libnbd-bin, qemu-utils)");
+    if !need_tools(
+        "nbdinfo_map_shows_discarded_ranges_as_holes",
+        &["nbdinfo", "qemu-io"],
+    ) {
+        return;
     }
     for (name, extra) in [("map-mem", vec![]), ("map-file", vec!["--driver=uring"])] {
         let dir = std::env::temp_dir().join(format!("mqblk-map-{}-{name}", std::process::id()));

@@ -31,8 +31,10 @@ fn corpus(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("-h").output().is_ok()
+/// Whether blkparse is there to check `test`'s trace: a failure in CI where it is not, a
+/// visible skip elsewhere.
+fn have_blkparse(test: &str) -> bool {
+    mqblk_testkit::need_tools(test, &["blkparse"])
 }
 
 /// What `blkparse -i NAME` prints, or `None` when it is not installed.
@@ -112,8 +114,7 @@ fn blkparse_and_btt_read_our_traces_and_agree_on_counts() {
     let dump = mqblk(&["trace", "dump", &base.display().to_string()]);
     assert!(dump.status.success());
     assert!(text(&dump.stdout).contains(&format!("Q={}", ours[&'Q'])));
-    if !have("blkparse") {
-        eprintln!("SKIP blkparse/btt checks: blkparse is not installed (apt-get install blktrace)");
+    if !have_blkparse("the blkparse and btt checks") {
         return;
     }
     let t = blkparse_totals(&base).expect("blkparse summary");
@@ -584,7 +585,7 @@ fn capture_workload(
 ) -> Option<(LoopFs, PathBuf, TraceSet)> {
     let fs = capture_unavailable()
         .map_or_else(|| LoopFs::new(test, partition), Err)
-        .map_err(|why| eprintln!("SKIP {test}: {why}"))
+        .map_err(|why| mqblk_testkit::skip(test, &why))
         .ok()?;
     let _one = TRACEFS.lock().unwrap_or_else(|e| e.into_inner());
     let before = tracing_state();
@@ -762,7 +763,7 @@ fn bench_trace_output_is_read_by_blkparse() {
     let ours = counts_from(&text(&o.stderr));
     assert_eq!(ours[&'Q'], 1024, "two jobs of 512 reads: {ours:?}");
     assert!(d.join("b.blktrace.0").exists() && d.join("b.blktrace.1").exists());
-    if have("blkparse") {
+    if have_blkparse("bench_trace_output_is_read_by_blkparse") {
         let t = blkparse_totals(&base).expect("blkparse summary");
         assert_eq!((t[0], t[2]), (1024, 1024), "blkparse totals {t:?}");
     }
@@ -791,7 +792,7 @@ fn a_trace_without_events_on_cpu_0_is_still_read_by_blkparse() {
         "an empty file for submitter 0"
     );
     assert_eq!(std::fs::metadata(d.join("t.blktrace.0")).unwrap().len(), 0);
-    if have("blkparse") {
+    if have_blkparse("a_trace_without_events_on_cpu_0_is_still_read_by_blkparse") {
         let t = blkparse_totals(&base).expect("blkparse summary");
         assert_eq!(t[0], 256, "{t:?}");
     }

@@ -18,36 +18,10 @@ fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }
 
-/// Why twin cannot run here, if it cannot.
-fn unavailable() -> Option<String> {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| text(&o.stdout).trim() == "0");
-    if !root {
-        return Some("needs root".into());
-    }
-    for tool in ["losetup", "fio"] {
-        if Command::new(tool).arg("--version").output().is_err() {
-            return Some(format!("{tool} is not installed"));
-        }
-    }
-    None
-}
-
-/// Skips (locally) or fails (in CI) when twin cannot run.
+/// Whether twin can run here (root, losetup and fio): a failure in CI where it cannot, a
+/// visible skip elsewhere.
 fn skip(test: &str) -> bool {
-    match unavailable() {
-        None => false,
-        Some(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI cannot run {test}: {why}"
-            );
-            eprintln!("SKIP {test}: {why}");
-            true
-        }
-    }
+    !mqblk_testkit::need_root_and_tools(test, &["losetup", "fio"])
 }
 
 /// A loop device over a scratch file, detached and removed on drop.
@@ -273,9 +247,9 @@ fn twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up() {
     }
     let blkio = Path::new("/sys/fs/cgroup/blkio");
     if !blkio.join("cgroup.procs").exists() {
-        eprintln!(
-            "SKIP twin cgroups: no cgroup v1 blkio hierarchy at {}",
-            blkio.display()
+        mqblk_testkit::skip(
+            "twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up",
+            &format!("no cgroup v1 blkio hierarchy at {}", blkio.display()),
         );
         return;
     }

@@ -161,11 +161,10 @@ impl Drop for Tmpfs {
     }
 }
 
-/// Says why a test did not run. Written to stderr directly, past the test harness's output
-/// capture, so the reason shows in an ordinary `cargo test` run.
+/// Says why a test did not run (a mount or loop device this machine refuses), on a line
+/// `bash scripts/test` counts.
 fn skip(test: &str, why: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{test}: skipped: {why}");
+    mqblk_testkit::skip(test, why);
 }
 
 // ----- the rig ---------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// blkparse's event lines for trace `base` (its summary cut off), or `None` without it.
 fn blkparse(base: &Path) -> Option<Vec<String>> {
+    if !mqblk_testkit::need_tools("the blkparse checks", &["blkparse"]) {
+        return None;
+    }
     let out = Command::new("blkparse")
         .arg("-i")
         .arg(base.file_name().unwrap())
@@ -170,7 +173,6 @@ fn the_writer_counts_what_it_wrote_and_blkparse_agrees() {
     let flush = set.queued().find(|r| r.bytes == 0).unwrap();
     assert_eq!(flush.rwbs(), "FWS");
     let Some(theirs) = blkparse(&base) else {
-        eprintln!("SKIP blkparse checks: blkparse is not installed (apt-get install blktrace)");
         return;
     };
     assert_eq!(counts_of(&theirs), counts, "blkparse's per-action counts");
@@ -238,7 +240,6 @@ fn blkparse_reads_both_byte_orders_alike() {
         let set = TraceSet::open(&base).unwrap();
         assert_eq!(set.records, recs, "{order:?}");
         let Some(theirs) = blkparse(&base) else {
-            eprintln!("SKIP blkparse checks: blkparse is not installed (apt-get install blktrace)");
             return;
         };
         assert_eq!(theirs, our_lines(&set), "{order:?}");
@@ -288,7 +289,6 @@ fn a_pid_named_twice_keeps_its_first_name_as_in_blkparse() {
     assert_eq!(ours.len(), 2);
     assert!(ours.iter().all(|l| l.ends_with("[sh]")), "{ours:?}");
     let Some(theirs) = blkparse(&base) else {
-        eprintln!("SKIP blkparse checks: blkparse is not installed (apt-get install blktrace)");
         return;
     };
     assert_eq!(theirs, ours);
@@ -359,7 +359,6 @@ fn events_at_the_same_time_come_out_as_blkparse_merges_its_files() {
         "CPU 1 holds 3000 until its next event is later; its file keeps its order"
     );
     let Some(theirs) = blkparse(&base) else {
-        eprintln!("SKIP blkparse checks: blkparse is not installed (apt-get install blktrace)");
         return;
     };
     assert_eq!(theirs, our_lines(&set));

@@ -11,13 +11,9 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Whether `tool` is on the PATH.
-pub fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+// Each test binary uses some of these.
+#[allow(unused_imports)]
+pub use mqblk_testkit::{have, missing, need_root_and_tools, need_tools};
 
 /// What `bash PATH ARGS` printed, run from the repository's root with this build's mqblk as
 /// `$MQBLK`; the script must succeed.

@@ -1,0 +1,104 @@
+//! What the test suites share for tests that need something outside the build: an external
+//! tool (blkparse, fio, nbdinfo, QEMU, ...), root, a loop device.
+//!
+//! The rule is one for every test: where what a test needs is missing, it fails in CI (the
+//! `CI` variable set: `.ci/run` installs every tool and runs as root) and elsewhere prints one
+//! line, `SKIP: <test>: <why>`, and returns without checking anything. The line is written
+//! straight to the process's standard error, past the test harness's capture, so a passing
+//! run still shows it and `bash scripts/test` counts it in its last line.
+//!
+//! ```no_run
+//! fn blkparse_reads_our_files() {
+//!     if !mqblk_testkit::need_tools("blkparse_reads_our_files", &["blkparse"]) {
+//!         return;
+//!     }
+//!     // ... run blkparse ...
+//! }
+//! ```
+
+use std::io::Write;
+use std::process::Command;
+
+/// Whether this is a CI run (where everything a test needs must be there).
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// Whether `tool` is on the PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `test` cannot run because `why`: a failure in CI, a visible skip elsewhere. The caller
+/// returns after it.
+pub fn missing(test: &str, why: &str) {
+    assert!(!in_ci(), "CI cannot run {test}: {why}");
+    skip(test, why);
+}
+
+/// `test` skips a check for a reason CI may have too (a kernel without a cgroup v1
+/// hierarchy, a file system sysfs says nothing of): one visible line, never a failure.
+pub fn skip(test: &str, why: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "SKIP: {test}: {why}");
+}
+
+/// True when every tool of `tools` is installed; otherwise [`missing`] says which are not
+/// (with the Debian packages that have them, where known) and this returns false.
+pub fn need_tools(test: &str, tools: &[&str]) -> bool {
+    let absent: Vec<&str> = tools.iter().copied().filter(|t| !have(t)).collect();
+    if absent.is_empty() {
+        return true;
+    }
+    let packages: Vec<&str> = absent.iter().filter_map(|t| package_of(t)).collect();
+    let why = if packages.is_empty() {
+        format!("{} missing", absent.join(", "))
+    } else {
+        format!(
+            "{} missing (apt-get install {})",
+            absent.join(", "),
+            packages.join(" ")
+        )
+    };
+    missing(test, &why);
+    false
+}
+
+/// True when the tests run as root and every tool of `tools` is installed; otherwise a
+/// [`missing`] line and false.
+pub fn need_root_and_tools(test: &str, tools: &[&str]) -> bool {
+    if !is_root() {
+        missing(test, "needs root");
+        return false;
+    }
+    need_tools(test, tools)
+}
+
+/// The Debian package that installs `tool`, for the skip line.
+fn package_of(tool: &str) -> Option<&'static str> {
+    Some(match tool {
+        "blkparse" | "btt" => "blktrace",
+        "fio" => "fio",
+        "nbdinfo" | "nbdcopy" => "libnbd-bin",
+        "qemu-img" | "qemu-io" | "qemu-nbd" => "qemu-utils",
+        "qemu-system-x86_64" => "qemu-system-x86",
+        "qemu-storage-daemon" => "qemu-system-common",
+        "busybox" => "busybox-static",
+        "perf" => "linux-perf",
+        "dbench" => "dbench",
+        "mkfs.ext4" => "e2fsprogs",
+        "mkfs.xfs" => "xfsprogs",
+        "losetup" => "mount",
+        _ => return None,
+    })
+}
