@@ -88,7 +88,7 @@ fn not_run(block: &str) -> Option<&'static str> {
         Some("20 s of measurement; kernel_scripts.rs runs the script with 2,000 files")
     } else if block.starts_with("python3 -m venv") {
         Some(
-            "installs from PyPI; python/test.sh builds the package the same way and runs its tests",
+            "downloads from PyPI; python/test.sh installs the package with pip the same way (into target/pyenv) and runs its tests",
         )
     } else if block.starts_with("bash scripts/guest-bench.sh") {
         Some("minutes of guest boots; guest.rs runs both scripts with one short round, the seed direction checked")
