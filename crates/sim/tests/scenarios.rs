@@ -272,7 +272,7 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     // The simulator with every BFQ rule as the kernel's: BFQ merges the same way (stable
     // merging), keeps up at be/4 and falls behind at be/0, by far less than the kernel's
     // (0.93; 0.90 while the replay took a client that went on after jbd2's commit record to
-    // have waited for whichever client's write completed last: open, ARCHITECTURE.md).
+    // have waited for whichever client's write completed last: open, docs/results/seeds.md).
     let twin = &r.json["sim_twin"];
     let be4 = twin["bfq_over_deadline_be4"].as_f64().unwrap();
     let be0 = twin["bfq_over_deadline_be0"].as_f64().unwrap();
@@ -283,7 +283,7 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     // level with mq-deadline at both priorities (0.99, 0.98). Ours keeps level at be/4 and
     // not at be/0 (0.80 since a queue back in service empty ends its turn at once, the
     // eighth session; 0.53 with the BFQ rules of 2026-11-27's third session; 0.48 before):
-    // open, ARCHITECTURE.md. Here: the case runs, BFQ merges by
+    // open, docs/results/seeds.md. Here: the case runs, BFQ merges by
     // position, and be/4 is the kernel's.
     let rot = &r.json["sim_twin_rotational"];
     assert!(rot["bfq_queue_merges_be0"].as_u64().unwrap() > 10, "{rot}");

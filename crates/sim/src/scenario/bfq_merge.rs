@@ -182,7 +182,7 @@ const KERNEL_TWIN_ROT_RUNS: [TwinRun; 3] = [
 /// what each grouping gave (BFQ over mq-deadline): the shared queues its stable merges made
 /// decide it. Measured 2026-11-27, ninth session: `bash scripts/dbench-twin.sh --merges
 /// --device-stats 5 3` (three runs), and six runs traced with the `blk` tracer's notify
-/// messages (ARCHITECTURE, "BFQ with a heavier journal").
+/// messages (docs/results/investigations.md, "BFQ with a heavier journal").
 const KERNEL_TWIN_GROUPING: &str = "4 merges into 2 shared queues in 7 of 9 runs (0.69-0.94), 5 into 1 in one (0.91), 4 into 1 and a client alone in one (0.66)";
 const KERNEL_TWIN_GROUPING_RUNS: &str = "9 runs of 5 s, its log";
 
