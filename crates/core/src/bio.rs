@@ -9,15 +9,21 @@ use crate::Nanos;
 
 /// 512-byte sectors, the block layer's unit of position and length.
 pub const SECTOR_SHIFT: u32 = 9;
+/// Bytes in a sector, the unit of `sector` and `nr_sectors` (`SECTOR_SIZE`).
 pub const SECTOR_SIZE: u64 = 1 << SECTOR_SHIFT;
 
 /// The operation, as the kernel's `REQ_OP_*`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReqOp {
+    /// Read data from the device (`REQ_OP_READ`).
     Read,
+    /// Write data to the device (`REQ_OP_WRITE`).
     Write,
+    /// Write the device's volatile cache back (`REQ_OP_FLUSH`; no data).
     Flush,
+    /// Tell the device a range is no longer in use (`REQ_OP_DISCARD`; no data).
     Discard,
+    /// Make a range read back as zeroes without sending them (`REQ_OP_WRITE_ZEROES`).
     WriteZeroes,
 }
 
@@ -46,6 +52,7 @@ impl ReqOp {
     pub fn has_data(self) -> bool {
         matches!(self, ReqOp::Read | ReqOp::Write)
     }
+    /// The operation's name in reports and traces (`read`, `write`, `flush`, `discard`, `write-zeroes`).
     pub fn name(self) -> &'static str {
         match self {
             ReqOp::Read => "read",
@@ -90,8 +97,11 @@ impl ReqFlags {
 pub enum IoPrioClass {
     /// No class set: the block layer treats it as best effort.
     None = 0,
+    /// Real time: served before every best-effort request (`IOPRIO_CLASS_RT`).
     Rt = 1,
+    /// Best effort, the default class (`IOPRIO_CLASS_BE`).
     Be = 2,
+    /// Idle: served only when nothing else wants the device (`IOPRIO_CLASS_IDLE`).
     Idle = 3,
 }
 
@@ -101,14 +111,17 @@ pub enum IoPrioClass {
 pub struct IoPrio(pub u16);
 
 impl IoPrio {
+    /// Where the class sits in the 16-bit value (`IOPRIO_CLASS_SHIFT`).
     pub const CLASS_SHIFT: u16 = 13;
     /// Best effort, level 4: the kernel's default for a task without an explicit priority.
     pub const DEFAULT: IoPrio = IoPrio::new(IoPrioClass::Be, 4);
 
+    /// The priority of `class` at `level` (0 highest, 7 lowest; `IOPRIO_PRIO_VALUE`).
     pub const fn new(class: IoPrioClass, level: u8) -> IoPrio {
         assert!(level < 8, "ioprio level must be 0..=7");
         IoPrio(((class as u16) << Self::CLASS_SHIFT) | level as u16)
     }
+    /// The class (`IOPRIO_PRIO_CLASS`); a value without one reads as best effort.
     pub fn class(self) -> IoPrioClass {
         match self.0 >> Self::CLASS_SHIFT {
             1 => IoPrioClass::Rt,
@@ -117,6 +130,7 @@ impl IoPrio {
             _ => IoPrioClass::None,
         }
     }
+    /// The level within the class, 0 (highest) to 7 (`IOPRIO_PRIO_LEVEL`).
     pub fn level(self) -> u8 {
         (self.0 & 0x7) as u8
     }
@@ -152,6 +166,7 @@ pub struct SpareBufs {
 }
 
 impl SpareBufs {
+    /// Keeps at most `max` buffers for reuse.
     pub fn new(max: usize) -> SpareBufs {
         SpareBufs {
             bufs: Vec::new(),
@@ -226,9 +241,11 @@ impl IoBuf {
     pub fn is_pooled(&self) -> bool {
         self.home.is_some()
     }
+    /// The length in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
+    /// True for a buffer of no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -254,9 +271,11 @@ impl IoBuf {
         }
         self.len = len;
     }
+    /// The bytes, as far as the length goes.
     pub fn as_slice(&self) -> &[u8] {
         &bytemuck::cast_slice::<Page, u8>(&self.pages)[..self.len]
     }
+    /// The bytes, writable, as far as the length goes.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut::<Page, u8>(&mut self.pages)[..self.len]
     }
@@ -334,8 +353,11 @@ pub const PAGE_BYTES: u32 = 4096;
 /// fills in `ctx` and `submit_ns` when the bio is submitted and `status` when it completes.
 #[derive(Debug)]
 pub struct Bio {
+    /// What it does (read, write, flush, ...).
     pub op: ReqOp,
+    /// Its flags (`bi_opf`'s upper bits: sync, FUA, PREFLUSH, ...).
     pub flags: ReqFlags,
+    /// Its I/O priority (`bi_ioprio`).
     pub ioprio: IoPrio,
     /// First sector.
     pub sector: u64,
@@ -370,6 +392,7 @@ pub struct Bio {
 }
 
 impl Bio {
+    /// A bio of `op` over `nr_sectors` from `sector`; reads are synchronous (`REQ_SYNC`), as the kernel marks them.
     #[inline]
     pub fn new(op: ReqOp, sector: u64, nr_sectors: u32) -> Bio {
         Bio {
@@ -394,41 +417,49 @@ impl Bio {
             bvecs: BvecLayout::WHOLE,
         }
     }
+    /// Adds `flags` to the bio's.
     #[inline]
     pub fn with_flags(mut self, flags: ReqFlags) -> Bio {
         self.flags = self.flags.union(flags);
         self
     }
+    /// Sets the I/O priority.
     #[inline]
     pub fn with_ioprio(mut self, ioprio: IoPrio) -> Bio {
         self.ioprio = ioprio;
         self
     }
+    /// Sets who issued it and its group (see [`Bio::issuer`], [`Bio::group`]).
     #[inline]
     pub fn with_issuer(mut self, issuer: u32, group: u32) -> Bio {
         self.issuer = issuer;
         self.group = group;
         self
     }
+    /// Sets the submitter's cookie, handed back on completion.
     #[inline]
     pub fn with_private(mut self, private: u64) -> Bio {
         self.private = private;
         self
     }
+    /// Says how the buffer lies in memory, for segment counting.
     #[inline]
     pub fn with_bvecs(mut self, bvecs: BvecLayout) -> Bio {
         self.bvecs = bvecs;
         self
     }
+    /// Gives it its data buffer.
     #[inline]
     pub fn with_buf(mut self, buf: IoBuf) -> Bio {
         self.buf = Some(buf);
         self
     }
+    /// The sector after its last.
     #[inline]
     pub fn end_sector(&self) -> u64 {
         self.sector + self.nr_sectors as u64
     }
+    /// Its length in bytes.
     #[inline]
     pub fn bytes(&self) -> u64 {
         (self.nr_sectors as u64) << SECTOR_SHIFT

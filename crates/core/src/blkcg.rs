@@ -20,20 +20,44 @@ use thiserror::Error;
 pub const DEFAULT_WEIGHT: u32 = 100;
 /// `BFQ_MIN_WEIGHT` and `BFQ_MAX_WEIGHT`.
 pub const MIN_WEIGHT: u32 = 1;
+/// The highest weight.
 pub const MAX_WEIGHT: u32 = 1000;
 /// Deepest hierarchy accepted (the root is depth 0).
 pub const MAX_DEPTH: usize = 16;
 
+/// Why a cgroup cannot be registered.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum BlkcgError {
+    /// A weight outside `MIN_WEIGHT..=MAX_WEIGHT`.
     #[error("cgroup '{path}': weight {weight} out of range {MIN_WEIGHT}..={MAX_WEIGHT}")]
-    Weight { path: String, weight: u32 },
+    Weight {
+        /// The group's path.
+        path: String,
+        /// The weight asked for.
+        weight: u32,
+    },
+    /// A path with an empty component (`a//b`, a leading or trailing `/`).
     #[error("cgroup '{path}': an empty component (paths look like 'a' or 'a/b')")]
-    EmptyComponent { path: String },
+    EmptyComponent {
+        /// The path given.
+        path: String,
+    },
+    /// A path deeper than `MAX_DEPTH`.
     #[error("cgroup '{path}': deeper than {MAX_DEPTH} levels")]
-    TooDeep { path: String },
+    TooDeep {
+        /// The path given.
+        path: String,
+    },
+    /// A group registered again with another weight.
     #[error("cgroup '{path}': weight {weight} conflicts with the weight {was} set before")]
-    Conflict { path: String, weight: u32, was: u32 },
+    Conflict {
+        /// The group's path.
+        path: String,
+        /// The weight asked for now.
+        weight: u32,
+        /// The weight it has.
+        was: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -62,15 +86,20 @@ impl Default for Blkcg {
 /// A snapshot of one group, as schedulers read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupInfo {
+    /// Its id, what bios name it by (`Bio::group`).
     pub id: u32,
+    /// Its path (`a/b`; empty for the root).
     pub path: String,
     /// The parent's id (the root is its own parent).
     pub parent: u32,
+    /// Its weight (`io.bfq.weight`).
     pub weight: u32,
+    /// Its depth (the root is 0).
     pub depth: u8,
 }
 
 impl Blkcg {
+    /// A registry holding only the root group.
     pub fn new() -> Blkcg {
         Blkcg {
             groups: RwLock::new(vec![Group {
@@ -180,10 +209,12 @@ impl Blkcg {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// Groups registered, the root included.
     pub fn len(&self) -> usize {
         self.groups.read().len()
     }
 
+    /// Never true: the root is always there.
     pub fn is_empty(&self) -> bool {
         false
     }

@@ -8,11 +8,15 @@ use crate::{CtxIdx, HctxIdx};
 /// `enum hctx_type`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum HctxType {
+    /// Every request not mapped elsewhere (`HCTX_TYPE_DEFAULT`).
     Default = 0,
+    /// Reads, where the driver gives them queues of their own (`HCTX_TYPE_READ`).
     Read = 1,
+    /// Polled I/O (`HCTX_TYPE_POLL`).
     Poll = 2,
 }
 
+/// The number of map types (`HCTX_MAX_TYPES`).
 pub const HCTX_MAX_TYPES: usize = 3;
 
 impl HctxType {
@@ -26,6 +30,7 @@ impl HctxType {
             HctxType::Default
         }
     }
+    /// The type's name in reports (`default`, `read`, `poll`).
     pub fn name(self) -> &'static str {
         match self {
             HctxType::Default => "default",
@@ -77,10 +82,12 @@ impl QueueMap {
         }
     }
 
+    /// The hardware queue software queue `ctx` maps to for type `ty`.
     pub fn hctx(&self, ty: HctxType, ctx: CtxIdx) -> HctxIdx {
         self.map[ty as usize][ctx.0 as usize]
     }
 
+    /// The number of software queues mapped.
     pub fn nr_ctx(&self) -> usize {
         self.map[0].len()
     }

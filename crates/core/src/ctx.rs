@@ -17,13 +17,19 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 /// Per-Ctx counters (the kernel's `rq_dispatched`, `rq_merged`, `rq_completed`).
 #[derive(Default)]
 pub struct CtxStats {
+    /// Requests inserted into this software queue's lists.
     pub inserted: Counter,
+    /// Bios merged into requests on its lists.
     pub merged: Counter,
+    /// Requests taken from it for dispatch.
     pub dispatched: Counter,
+    /// Requests completed that were submitted from it.
     pub completed: Counter,
 }
 
+/// A software queue (`struct blk_mq_ctx`): one per submitter, holding the requests it queued for each map type until a hardware queue run takes them.
 pub struct Ctx {
+    /// Its index in the queue's software queues.
     pub idx: CtxIdx,
     /// The hardware queue for each map type.
     pub hctxs: [HctxIdx; HCTX_MAX_TYPES],
@@ -33,10 +39,13 @@ pub struct Ctx {
     pub lists: Mutex<[VecDeque<RqId>; HCTX_MAX_TYPES]>,
     /// Bios completed by another thread, waiting for this Ctx's owner.
     pub remote_done: Mutex<Vec<Bio>>,
+    /// Set when `remote_done` holds bios, so the owner looks without taking the lock.
     pub remote_pending: AtomicBool,
     /// Tag allocation hints, driver tags and scheduler tags (the per-CPU `alloc_hint`).
     pub tag_hint: AtomicU32,
+    /// The scheduler tags' allocation hint.
     pub sched_hint: AtomicU32,
+    /// Its counters.
     pub stats: CtxStats,
 }
 

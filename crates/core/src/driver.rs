@@ -17,6 +17,7 @@ pub struct CompletionBatch {
 }
 
 impl CompletionBatch {
+    /// An empty batch.
     pub fn new() -> CompletionBatch {
         CompletionBatch {
             done: Vec::with_capacity(64),
@@ -35,9 +36,11 @@ impl CompletionBatch {
     pub fn requeue(&mut self, id: RqId) {
         self.requeue.push(id);
     }
+    /// Requests in the batch, finished and requeued.
     pub fn len(&self) -> usize {
         self.done.len() + self.requeue.len()
     }
+    /// True when the batch holds nothing.
     pub fn is_empty(&self) -> bool {
         self.done.is_empty() && self.requeue.is_empty()
     }
@@ -47,6 +50,7 @@ impl CompletionBatch {
 /// `base:allocation` describe it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Extent {
+    /// Its length in sectors.
     pub sectors: u64,
     /// Not allocated: writing may need space.
     pub hole: bool,
@@ -67,7 +71,9 @@ pub enum EhReturn {
     ResetTimer,
 }
 
+/// A block driver (`struct blk_mq_ops`): what the queue calls to issue requests, and what it asks of the device. Every method is called through `&self` from any thread; a driver keeps its own per-hardware-queue locks, finishes requests into the [`CompletionBatch`] it is handed and never calls back into the queue.
 pub trait Driver: Send + Sync {
+    /// The driver's name in reports (`null`, `uring`, the model's name).
     fn name(&self) -> &'static str;
 
     /// Device capacity in 512-byte sectors.
@@ -114,6 +120,7 @@ pub trait Driver: Send + Sync {
     fn get_budget(&self, _hctx: HctxIdx) -> bool {
         true
     }
+    /// Gives back a budget [`Driver::get_budget`] granted (`put_budget`).
     fn put_budget(&self, _hctx: HctxIdx) {}
 
     /// A request exceeded its timeout (`timeout`). The default re-arms the timer, as the

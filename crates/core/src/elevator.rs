@@ -33,7 +33,9 @@ bitflags::bitflags! {
 /// What an elevator is told when it is attached (`init_sched` + `init_hctx`).
 #[derive(Clone, Debug)]
 pub struct ElevatorInit {
+    /// Hardware queues of the queue.
     pub nr_hw_queues: u16,
+    /// Software queues of the queue.
     pub nr_ctx: u16,
     /// Scheduler tags per hardware queue (`nr_requests`).
     pub nr_requests: u32,
@@ -47,6 +49,7 @@ pub struct ElevatorInit {
     pub queue_depth: u32,
     /// The device is rotational (an HDD): BFQ and others adapt to it.
     pub rotational: bool,
+    /// The queue's limits.
     pub limits: QueueLimits,
     /// The block cgroups bios are charged to (`bio.group` is an id in it).
     pub blkcg: Arc<Blkcg>,
@@ -54,8 +57,11 @@ pub struct ElevatorInit {
 
 /// The view of the queue an elevator hook gets.
 pub struct ElvCtx<'a> {
+    /// The queue's requests, for the hook to lock the ones it holds.
     pub rqs: &'a RequestTable,
+    /// The queue's limits, for merge checks.
     pub limits: &'a QueueLimits,
+    /// Which merges the queue allows.
     pub nomerges: NoMerges,
 }
 
@@ -66,7 +72,10 @@ pub enum BioMerge {
     NotMerged(Bio),
     /// The bio joined a queued request; if that request then absorbed a neighbour, the
     /// neighbour's id is returned for the core to free.
-    Merged { freed: Option<RqId> },
+    Merged {
+        /// A neighbour absorbed by the grown request, for the core to free.
+        freed: Option<RqId>,
+    },
 }
 
 /// `hctx->elevator_queued` of Linux 5.10 ("blk-mq, elevator: Count requests per hctx to
@@ -94,6 +103,7 @@ pub struct HctxQueued {
 }
 
 impl HctxQueued {
+    /// Every count zero, for `nr_hw_queues` queues (at least one).
     pub fn new(nr_hw_queues: u16) -> HctxQueued {
         HctxQueued {
             counts: (0..nr_hw_queues.max(1))
@@ -123,7 +133,9 @@ impl HctxQueued {
 /// The scheduler operations. Only `insert_requests`, `dispatch_request` and `has_work` are
 /// mandatory, as in the kernel; the rest default to "nothing to do".
 pub trait Elevator: Send + Sync {
+    /// The scheduler's name, as `queue/scheduler` shows it.
     fn name(&self) -> &'static str;
+    /// What it declares to the core (`MQ_AWARE` and the like).
     fn features(&self) -> ElvFeatures;
 
     /// At allocation: the shallow depth (in scheduler tags) a request for `bio` may use, or
@@ -232,9 +244,13 @@ pub type ElevatorInitFn = fn(&ElevatorInit) -> Box<dyn Elevator>;
 
 /// The registration descriptor of a scheduler (`struct elevator_type`).
 pub struct ElevatorType {
+    /// The name `queue/scheduler` takes.
     pub name: &'static str,
+    /// A second name (`deadline` for `mq-deadline`, `elevator_alias`).
     pub alias: Option<&'static str>,
+    /// Its features.
     pub features: ElvFeatures,
+    /// Its tunables (`elevator_attrs`).
     pub tunables: &'static [TunableDesc],
     /// Second names of tunables in other units (BFQ's `slice_idle` beside `slice_idle_us`).
     pub aliases: &'static [TunableAlias],
@@ -247,31 +263,53 @@ pub struct ElevatorType {
 /// One tunable: the kernel's sysfs name, unit and default.
 #[derive(Copy, Clone, Debug)]
 pub struct TunableDesc {
+    /// The sysfs name (`iosched/NAME`).
     pub name: &'static str,
     /// Unit of the value as written to sysfs ("ms", "ns", "requests", "bool", ...).
     pub unit: &'static str,
+    /// The kernel's default.
     pub default: i64,
+    /// The least value a store keeps.
     pub min: i64,
+    /// The most value a store keeps.
     pub max: i64,
+    /// One line saying what it does.
     pub help: &'static str,
 }
 
+/// Why a tunable cannot be read or written.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum TunableError {
+    /// No tunable of that name.
     #[error("unknown tunable '{name}' for {sched} (known: {known})")]
     Unknown {
+        /// The scheduler.
         sched: &'static str,
+        /// The name asked for.
         name: String,
+        /// The names it has, for the message.
         known: String,
     },
+    /// A value that is not an integer.
     #[error("tunable '{name}': '{value}' is not an integer")]
-    NotANumber { name: &'static str, value: String },
+    NotANumber {
+        /// The tunable.
+        name: &'static str,
+        /// The text given.
+        value: String,
+    },
+    /// A value outside the range the kernel's store keeps.
     #[error("tunable '{name}': {value} out of range {min}..={max} ({unit})")]
     OutOfRange {
+        /// The tunable.
         name: &'static str,
+        /// The value given.
         value: i64,
+        /// The least it keeps.
         min: i64,
+        /// The most it keeps.
         max: i64,
+        /// Its unit.
         unit: &'static str,
     },
 }
@@ -281,9 +319,13 @@ pub enum TunableError {
 /// divided by `factor`.
 #[derive(Copy, Clone, Debug)]
 pub struct TunableAlias {
+    /// The alias's sysfs name.
     pub name: &'static str,
+    /// The tunable it reads and writes.
     pub target: &'static str,
+    /// The alias's unit.
     pub unit: &'static str,
+    /// The target's value is the alias's times this.
     pub factor: i64,
 }
 
@@ -296,6 +338,7 @@ pub struct Tunables {
 }
 
 impl Tunables {
+    /// The defaults of scheduler `sched`'s tunables `descs`.
     pub fn new(sched: &'static str, descs: &'static [TunableDesc]) -> Tunables {
         Tunables {
             sched,
@@ -317,9 +360,11 @@ impl Tunables {
         self.aliases = aliases;
         self
     }
+    /// The tunables' second names.
     pub fn aliases(&self) -> &'static [TunableAlias] {
         self.aliases
     }
+    /// The tunables' descriptors, in index order.
     pub fn descs(&self) -> &'static [TunableDesc] {
         self.descs
     }
@@ -346,6 +391,7 @@ impl Tunables {
     fn alias(&self, name: &str) -> Option<&'static TunableAlias> {
         self.aliases.iter().find(|a| a.name == name)
     }
+    /// The value of the tunable or alias `name`, as reading its sysfs file gives it.
     pub fn show(&self, name: &str) -> Result<i64, TunableError> {
         if let Some(a) = self.alias(name) {
             return Ok(self.get(self.index(a.target)?) / a.factor);
@@ -421,14 +467,21 @@ pub enum LockScope {
 /// costed the same whatever name or alias selected it.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct ElvCost {
+    /// CPU per request inserted (`insert_requests`), in ns.
     pub insert_ns: u64,
+    /// The lock `insert_requests` takes.
     pub insert_lock: LockScope,
+    /// CPU per request dispatched (`dispatch_request`), in ns.
     pub dispatch_ns: u64,
     /// A dispatch attempt that finds nothing (every run of a hctx asks once).
     pub probe_ns: u64,
+    /// The lock `dispatch_request` takes.
     pub dispatch_lock: LockScope,
+    /// CPU per request completed (`completed_request`, `finish_request`), in ns.
     pub complete_ns: u64,
+    /// The lock the completion hooks take.
     pub complete_lock: LockScope,
+    /// CPU per bio offered for a merge (`bio_merge`), in ns.
     pub merge_ns: u64,
     /// Per request, the scheduler path's cost outside any scheduler lock: the kernel inserts
     /// and then runs the queue where `none` issues directly, takes a driver tag at dispatch,

@@ -18,6 +18,7 @@ pub struct FaultSpec {
 }
 
 impl FaultSpec {
+    /// No faults.
     pub const OFF: FaultSpec = FaultSpec {
         every_nth: 0,
         probability_pct: 0.0,
@@ -37,6 +38,7 @@ impl FaultSpec {
             probability_pct: pct,
         }
     }
+    /// True when either trigger is on.
     pub fn is_enabled(&self) -> bool {
         self.every_nth != 0 || self.probability_pct != 0.0
     }
@@ -65,13 +67,21 @@ pub struct FaultConfig {
 /// Why a fault configuration cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum FaultError {
+    /// A probability outside 0..=100 (or not a number).
     #[error("faults.{knob}.probability_pct {value} out of range 0..=100")]
-    Probability { knob: &'static str, value: f64 },
+    Probability {
+        /// Which fault (`fail`, `timeout`, `requeue`).
+        knob: &'static str,
+        /// The probability given, in percent.
+        value: f64,
+    },
+    /// Requeues that would hit every attempt, so a request could never complete.
     #[error("faults.requeue every_nth 1 or probability_pct 100 requeues forever; use every_nth 0 or >= 2 and probability_pct < 100")]
     RequeueForever,
 }
 
 impl FaultConfig {
+    /// True when any fault is configured.
     pub fn is_enabled(&self) -> bool {
         self.fail.is_enabled() || self.timeout.is_enabled() || self.requeue.is_enabled()
     }
@@ -102,6 +112,7 @@ impl FaultConfig {
 /// What fault injection decided for one request.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Injected {
+    /// Issue it as usual.
     None,
     /// Refuse it with `Resource`.
     Busy,

@@ -12,8 +12,11 @@ pub const MAX_DISPATCH_ORDER: usize = 7;
 
 /// Hardware-queue state bits (`BLK_MQ_S_*`).
 pub mod state {
+    /// The driver stopped the queue (`BLK_MQ_S_STOPPED`): runs dispatch nothing until it starts it again.
     pub const STOPPED: u32 = 1 << 0;
+    /// The queue counts as a user of a shared tag set (`BLK_MQ_S_TAG_ACTIVE`).
     pub const TAG_ACTIVE: u32 = 1 << 1;
+    /// Run the queue again when a request completes (`BLK_MQ_S_SCHED_RESTART`).
     pub const SCHED_RESTART: u32 = 1 << 2;
     /// Waiting for a driver tag to free up (our stand-in for `dispatch_wait` being queued).
     pub const TAG_WAITING: u32 = 1 << 3;
@@ -27,6 +30,7 @@ pub mod state {
 pub struct Counter(AtomicU64);
 
 impl Counter {
+    /// Adds `n`.
     #[inline]
     pub fn add(&self, n: u64) {
         self.0.store(
@@ -34,6 +38,7 @@ impl Counter {
             Ordering::Relaxed,
         );
     }
+    /// The count.
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -47,7 +52,9 @@ pub struct HctxCounters {
     pub queued: Counter,
     /// Requests the driver accepted.
     pub issued: Counter,
+    /// Requests completed.
     pub completed: Counter,
+    /// Requests handed back for requeue.
     pub requeued: Counter,
     /// Queue runs.
     pub run: Counter,
@@ -69,15 +76,25 @@ pub struct HctxCounters {
 /// The counters summed over every thread's share.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HctxTotals {
+    /// Requests handed to this hardware queue.
     pub queued: u64,
+    /// Requests the driver accepted.
     pub issued: u64,
+    /// Requests completed.
     pub completed: u64,
+    /// Requests handed back for requeue.
     pub requeued: u64,
+    /// Queue runs.
     pub run: u64,
+    /// Direct issues that bypassed the software queue.
     pub direct: u64,
+    /// Dispatch batches by size (see [`HctxCounters::dispatched`]).
     pub dispatched: [u64; MAX_DISPATCH_ORDER],
+    /// Times the driver or its budget or tags turned requests away.
     pub busy: u64,
+    /// Times another queue's delayed re-run pushed this queue's armed run back.
     pub postponed: u64,
+    /// Of those, the push-backs while this queue had work pending.
     pub postponed_pending: u64,
 }
 
@@ -165,8 +182,11 @@ impl HctxCounters {
     }
 }
 
+/// A hardware dispatch context (`struct blk_mq_hw_ctx`): one per driver queue and map type, with the dispatch list, the map of its software queues with pending requests, its state bits and its run serialisation.
 pub struct Hctx {
+    /// Its index in the queue's hardware queues.
     pub idx: HctxIdx,
+    /// The map type it serves.
     pub ty: HctxType,
     state: AtomicU32,
     /// Requests that must go before anything the elevator or the Ctxs hold: left-overs of
@@ -190,6 +210,7 @@ pub struct Hctx {
     pub(crate) run_queued: AtomicBool,
     /// EWMA of "the driver was busy" (`dispatch_busy`).
     pub(crate) dispatch_busy: AtomicU32,
+    /// Its counters, per thread.
     pub stats: HctxStats,
 }
 
@@ -214,6 +235,7 @@ impl Hctx {
         }
     }
 
+    /// True when state bit `bit` ([`state`]) is set.
     pub fn test_state(&self, bit: u32) -> bool {
         self.state.load(Ordering::Acquire) & bit != 0
     }
@@ -224,6 +246,7 @@ impl Hctx {
         self.state.fetch_and(!bit, Ordering::AcqRel) & bit != 0
     }
 
+    /// True while the driver has the queue stopped.
     pub fn is_stopped(&self) -> bool {
         self.test_state(state::STOPPED)
     }
@@ -261,6 +284,7 @@ impl Hctx {
         self.ctx_map.iter().any(|w| w.load(Ordering::Acquire) != 0)
     }
 
+    /// Requests on the dispatch list.
     pub fn dispatch_list_len(&self) -> u32 {
         self.dispatch_len.load(Ordering::Acquire)
     }
@@ -277,6 +301,7 @@ impl Hctx {
         self.run_queued.store(false, Ordering::Release);
     }
 
+    /// When its armed delayed run comes due, if one is armed.
     pub fn run_armed_at(&self) -> Option<Nanos> {
         match self.run_at.load(Ordering::Acquire) {
             u64::MAX => None,

@@ -9,6 +9,8 @@
 //! Nothing here reads a clock, sleeps, spawns or does I/O: time is a [`Nanos`] argument, and
 //! the runtime (threads, or the simulator) decides who calls what and when.
 
+#![warn(missing_docs)]
+
 pub mod bio;
 pub mod blkcg;
 pub mod cpumap;

@@ -236,17 +236,23 @@ fn bio_edges(bio: &Bio) -> (u64, u64) {
 /// Where a bio attaches (`enum elv_merge`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ElvMerge {
+    /// No merge (`ELEVATOR_NO_MERGE`).
     None,
+    /// The bio goes in front of the request (`ELEVATOR_FRONT_MERGE`).
     Front,
+    /// The bio goes after the request (`ELEVATOR_BACK_MERGE`).
     Back,
 }
 
 /// `nomerges` queue knob: 0 all merges, 1 only the cheap one-hit checks, 2 none.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum NoMerges {
+    /// Every merge is tried.
     #[default]
     All = 0,
+    /// Only the cheap one-hit checks (the last merged request, the plug).
     Simple = 1,
+    /// No merging.
     None = 2,
 }
 

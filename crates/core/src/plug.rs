@@ -15,6 +15,7 @@ pub const MAX_REQUEST_COUNT: usize = 32;
 /// `BLK_PLUG_FLUSH_SIZE`: 128 KiB.
 pub const PLUG_FLUSH_SIZE: u64 = 128 * 1024;
 
+/// A submitter's plug (`struct blk_plug`): requests held back while it is started, so bios merge in it and leave together at the flush (`blk_finish_plug`).
 #[derive(Debug, Default)]
 pub struct Plug {
     started: bool,
@@ -26,6 +27,7 @@ pub struct Plug {
 }
 
 impl Plug {
+    /// An empty plug, not started.
     pub fn new() -> Plug {
         Plug {
             list: Vec::with_capacity(2 * MAX_REQUEST_COUNT),
@@ -36,15 +38,18 @@ impl Plug {
     pub fn start(&mut self) {
         self.started = true;
     }
+    /// True between `blk_start_plug` and the plug's flush.
     pub fn is_started(&self) -> bool {
         self.started
     }
     pub(crate) fn stop(&mut self) {
         self.started = false;
     }
+    /// Requests held.
     pub fn len(&self) -> usize {
         self.list.len()
     }
+    /// True when it holds no request.
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }

@@ -23,6 +23,7 @@ pub struct Tag(pub u16);
 impl Tag {
     /// No tag held (`BLK_MQ_NO_TAG`).
     pub const NONE: Tag = Tag(u16::MAX);
+    /// True for [`Tag::NONE`].
     pub fn is_none(self) -> bool {
         self == Tag::NONE
     }
@@ -34,6 +35,7 @@ impl Tag {
 pub struct RqId(pub u32);
 
 impl RqId {
+    /// The index into the request table.
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -42,8 +44,11 @@ impl RqId {
 /// `enum mq_rq_state`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum RqState {
+    /// Allocated or free, not in the driver (`MQ_RQ_IDLE`).
     Idle,
+    /// Issued to the driver (`MQ_RQ_IN_FLIGHT`).
     InFlight,
+    /// The driver completed it (`MQ_RQ_COMPLETE`).
     Complete,
 }
 
@@ -72,24 +77,37 @@ bitflags::bitflags! {
 /// A block request (`struct request`).
 #[derive(Debug)]
 pub struct Request {
+    /// Its index in the request table.
     pub id: RqId,
     /// Driver tag, or `Tag::NONE` until dispatch when a scheduler is attached.
     pub tag: Tag,
     /// Scheduler tag (`internal_tag`), or `Tag::NONE` without a scheduler.
     pub internal_tag: Tag,
+    /// Where it is in its life (`rq->state`).
     pub state: RqState,
     /// True from allocation until free. A tag handed out twice trips the assertion on this.
     pub allocated: bool,
+    /// The operation.
     pub op: ReqOp,
+    /// The bios' flags, unioned as they merge (`cmd_flags`).
     pub cmd_flags: ReqFlags,
+    /// The block layer's own flags (`rq_flags`: `RQF_*`).
     pub rq_flags: RqFlags,
+    /// Its I/O priority.
     pub ioprio: IoPrio,
+    /// The issuer of its first bio.
     pub issuer: u32,
+    /// Its group (cgroup id).
     pub group: u32,
+    /// First sector.
     pub sector: u64,
+    /// Length in sectors.
     pub nr_sectors: u32,
+    /// Physical segments, as `max_segments` counts them (`nr_phys_segments`).
     pub nr_segments: u16,
+    /// The software queue it was allocated from.
     pub ctx: CtxIdx,
+    /// The hardware queue it goes to.
     pub hctx: HctxIdx,
     /// The thread that allocated it ([`crate::hctx::thread_number`]), which waits for its
     /// bios; 0 for the queue's own flush requests. A driver that completes it on another
@@ -100,12 +118,17 @@ pub struct Request {
     pub submitter: u64,
     /// The merged bios in sector order.
     pub bios: Vec<Bio>,
+    /// When it was allocated (`start_time_ns`).
     pub alloc_ns: Nanos,
+    /// When it was inserted into the scheduler or a list.
     pub insert_ns: Nanos,
+    /// When it was issued to the driver (`io_start_time_ns`).
     pub io_start_ns: Nanos,
+    /// When the driver completed it.
     pub complete_ns: Nanos,
     /// Timeout deadline while in flight.
     pub deadline_ns: Nanos,
+    /// How it ended.
     pub status: BlkStatus,
     /// The steps of its PREFLUSH/FUA sequence done so far (`rq->flush.seq`, `REQ_FSEQ_*`).
     pub flush_seq: u8,
@@ -142,9 +165,11 @@ impl Request {
         }
     }
 
+    /// The sector after its last.
     pub fn end_sector(&self) -> u64 {
         self.sector + self.nr_sectors as u64
     }
+    /// Its length in bytes.
     pub fn bytes(&self) -> u64 {
         (self.nr_sectors as u64) << SECTOR_SHIFT
     }
@@ -218,18 +243,31 @@ impl Request {
 /// What elevator hooks that run after the request lock is dropped get to see.
 #[derive(Copy, Clone, Debug)]
 pub struct ElvRq {
+    /// As [`Request::id`].
     pub id: RqId,
+    /// As [`Request::op`].
     pub op: ReqOp,
+    /// As [`Request::cmd_flags`].
     pub cmd_flags: ReqFlags,
+    /// As [`Request::ioprio`].
     pub ioprio: IoPrio,
+    /// As [`Request::issuer`].
     pub issuer: u32,
+    /// As [`Request::group`].
     pub group: u32,
+    /// As [`Request::sector`].
     pub sector: u64,
+    /// As [`Request::nr_sectors`].
     pub nr_sectors: u32,
+    /// As [`Request::ctx`].
     pub ctx: CtxIdx,
+    /// As [`Request::hctx`].
     pub hctx: HctxIdx,
+    /// As [`Request::alloc_ns`].
     pub alloc_ns: Nanos,
+    /// As [`Request::io_start_ns`].
     pub io_start_ns: Nanos,
+    /// As [`Request::complete_ns`].
     pub complete_ns: Nanos,
 }
 
@@ -249,9 +287,11 @@ impl RequestTable {
             .collect();
         RequestTable { slots }
     }
+    /// Requests in the table.
     pub fn len(&self) -> usize {
         self.slots.len()
     }
+    /// True for a table of no requests.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
@@ -259,6 +299,7 @@ impl RequestTable {
     pub fn lock(&self, id: RqId) -> MutexGuard<'_, Request> {
         self.slots[id.index()].lock()
     }
+    /// Every slot, in id order.
     pub fn iter(&self) -> impl Iterator<Item = &Mutex<Request>> {
         self.slots.iter().map(|s| &**s)
     }

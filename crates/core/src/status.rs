@@ -5,8 +5,10 @@
 
 use std::fmt;
 
+/// How a request ended, or why a driver turned it away (`blk_status_t`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum BlkStatus {
+    /// Success (`BLK_STS_OK`).
     #[default]
     Ok,
     /// The driver is out of a resource shared with other queues: requeue and re-run the
@@ -33,6 +35,7 @@ pub enum BlkStatus {
 }
 
 impl BlkStatus {
+    /// True for success.
     pub fn is_ok(self) -> bool {
         self == BlkStatus::Ok
     }

@@ -45,6 +45,7 @@ impl Sbitmap {
         shift
     }
 
+    /// A map of `depth` bits; `round_robin` allocates in order (`BLK_MQ_F_TAG_RR`) rather than from each submitter's hint.
     pub fn new(depth: u32, round_robin: bool) -> Sbitmap {
         let shift = Self::default_shift(depth);
         let per_word = 1u32 << shift;
@@ -68,6 +69,7 @@ impl Sbitmap {
         }
     }
 
+    /// Its number of bits.
     pub fn depth(&self) -> u32 {
         self.depth
     }
@@ -218,6 +220,7 @@ impl Sbitmap {
 
 /// An `Sbitmap` with batched wake-ups for waiters (`sbitmap_queue`).
 pub struct SbitmapQueue {
+    /// The bits.
     pub sb: Sbitmap,
     wake_batch: u32,
     /// Submitters currently waiting for a bit.
@@ -229,6 +232,7 @@ pub struct SbitmapQueue {
 }
 
 impl SbitmapQueue {
+    /// A queue over a map of `depth` bits (see [`Sbitmap::new`]).
     pub fn new(depth: u32, round_robin: bool) -> SbitmapQueue {
         SbitmapQueue {
             sb: Sbitmap::new(depth, round_robin),
@@ -242,6 +246,7 @@ impl SbitmapQueue {
         }
     }
 
+    /// Bits freed per wake-up (`sbq_calc_wake_batch`).
     pub fn wake_batch(&self) -> u32 {
         self.wake_batch
     }
@@ -252,6 +257,7 @@ impl SbitmapQueue {
         self.wake_seq.load(Ordering::Acquire)
     }
 
+    /// Unregisters a waiter (`sbitmap_finish_wait`).
     pub fn finish_wait(&self) {
         let prev = self.ws_active.fetch_sub(1, Ordering::AcqRel);
         assert!(
@@ -265,6 +271,7 @@ impl SbitmapQueue {
         self.wake_seq.load(Ordering::Acquire) != token
     }
 
+    /// The wake-up sequence number, which moves at every wake-up.
     pub fn wake_seq(&self) -> u64 {
         self.wake_seq.load(Ordering::Acquire)
     }
@@ -318,9 +325,13 @@ impl SbitmapQueue {
 
 /// One tag map (`struct blk_mq_tags`): reserved tags `0..nr_reserved`, normal tags above.
 pub struct Tags {
+    /// Tags in the map, reserved ones included.
     pub nr_tags: u32,
+    /// Reserved tags (`0..nr_reserved`).
     pub nr_reserved: u32,
+    /// The normal tags.
     pub bitmap: SbitmapQueue,
+    /// The reserved tags.
     pub reserved: SbitmapQueue,
     /// Users (hardware queues, or queues with host-wide tags) that allocated recently; the
     /// fair-share limit divides the map between them.
@@ -328,6 +339,7 @@ pub struct Tags {
 }
 
 impl Tags {
+    /// A map of `nr_tags` tags, `nr_reserved` of them reserved.
     pub fn new(nr_tags: u32, nr_reserved: u32, round_robin: bool) -> Tags {
         assert!(
             nr_tags > nr_reserved,
@@ -419,21 +431,29 @@ bitflags::bitflags! {
 /// How hardware queues are split between the queue maps (DEFAULT, READ, POLL).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct MapQueues {
+    /// Hardware queues of the default map.
     pub default: u16,
+    /// Hardware queues for reads.
     pub read: u16,
+    /// Hardware queues for polled I/O.
     pub poll: u16,
 }
 
 /// What a driver asks for (`struct blk_mq_tag_set` before `blk_mq_alloc_tag_set`).
 #[derive(Clone, Debug)]
 pub struct TagSetConfig {
+    /// How its hardware queues divide between the maps.
     pub maps: MapQueues,
+    /// Tags per hardware queue.
     pub queue_depth: u32,
+    /// Of those, reserved.
     pub reserved_tags: u32,
+    /// Its flags (`BLK_MQ_F_*`).
     pub flags: TagSetFlags,
 }
 
 impl TagSetConfig {
+    /// `nr_hw_queues` default queues of `queue_depth` tags each.
     pub fn new(nr_hw_queues: u16, queue_depth: u32) -> TagSetConfig {
         TagSetConfig {
             maps: MapQueues {
@@ -446,23 +466,34 @@ impl TagSetConfig {
             flags: TagSetFlags::default(),
         }
     }
+    /// Hardware queues over every map.
     pub fn nr_hw_queues(&self) -> u16 {
         self.maps.default + self.maps.read + self.maps.poll
     }
 }
 
+/// Why a tag set cannot be made.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum TagSetError {
+    /// No default hardware queue.
     #[error("tag set: nr_hw_queues must be at least 1 default queue (got {0})")]
     NoQueues(u16),
+    /// No normal tag beside the reserved ones.
     #[error("tag set: queue_depth {depth} must exceed reserved_tags {reserved}")]
-    DepthTooSmall { depth: u32, reserved: u32 },
+    DepthTooSmall {
+        /// Tags per hardware queue.
+        depth: u32,
+        /// Of those, reserved.
+        reserved: u32,
+    },
+    /// More tags than a map holds.
     #[error("tag set: queue_depth {0} is above the maximum {MAX_DEPTH}")]
     DepthTooLarge(u32),
 }
 
 /// A tag set: the driver tags of every hardware queue, shared by all queues of one host.
 pub struct TagSet {
+    /// What the driver asked for.
     pub cfg: TagSetConfig,
     /// One map per hardware queue, or the same map everywhere with `TAG_HCTX_SHARED`.
     pub tags: Vec<Arc<Tags>>,
@@ -502,6 +533,7 @@ impl TagSet {
         }))
     }
 
+    /// Hardware queues over every map.
     pub fn nr_hw_queues(&self) -> u16 {
         self.cfg.nr_hw_queues()
     }

@@ -18,22 +18,28 @@ pub const JIFFY: Nanos = Nanos(1_000_000_000 / HZ);
 pub struct Nanos(pub u64);
 
 impl Nanos {
+    /// Time zero.
     pub const ZERO: Nanos = Nanos(0);
     /// "Never": used for deadlines that are not armed.
     pub const MAX: Nanos = Nanos(u64::MAX);
 
+    /// `us` microseconds.
     pub const fn from_micros(us: u64) -> Nanos {
         Nanos(us * 1_000)
     }
+    /// `ms` milliseconds.
     pub const fn from_millis(ms: u64) -> Nanos {
         Nanos(ms * 1_000_000)
     }
+    /// `s` seconds.
     pub const fn from_secs(s: u64) -> Nanos {
         Nanos(s * 1_000_000_000)
     }
+    /// The sum, at most `u64::MAX` nanoseconds.
     pub const fn saturating_add(self, other: Nanos) -> Nanos {
         Nanos(self.0.saturating_add(other.0))
     }
+    /// The difference, at least zero.
     pub const fn saturating_sub(self, other: Nanos) -> Nanos {
         Nanos(self.0.saturating_sub(other.0))
     }
@@ -48,5 +54,6 @@ impl fmt::Display for Nanos {
 /// A source of `now` for runtimes. The core never holds one; runtimes read it and pass the
 /// value down.
 pub trait Clock: Send + Sync {
+    /// The current time.
     fn now(&self) -> Nanos;
 }

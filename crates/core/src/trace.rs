@@ -57,11 +57,17 @@ impl TraceAction {
 /// request's, which grows as bios merge into it.
 #[derive(Copy, Clone, Debug)]
 pub struct TraceEvent {
+    /// What happened (`Q`, `G`, `I`, `D`, `C`, ...).
     pub action: TraceAction,
+    /// When.
     pub time: Nanos,
+    /// The operation.
     pub op: ReqOp,
+    /// Its flags.
     pub flags: ReqFlags,
+    /// First sector.
     pub sector: u64,
+    /// Length in sectors.
     pub nr_sectors: u32,
     /// The issuer (process) id of the bio or of the request's first bio.
     pub issuer: u32,
@@ -69,6 +75,7 @@ pub struct TraceEvent {
     pub ctx: CtxIdx,
     /// The hardware queue, where one is known (request events).
     pub hctx: Option<HctxIdx>,
+    /// The request, for request events.
     pub rq: Option<RqId>,
     /// The request goes through the elevator.
     pub sched: bool,
@@ -131,6 +138,7 @@ impl TraceEvent {
 
 /// Receives the queue's events. Called inline on the hot path: keep it short.
 pub trait Tracer: Send + Sync {
+    /// Called with each event as it happens.
     fn event(&self, ev: &TraceEvent);
 }
 
@@ -139,6 +147,7 @@ pub trait Tracer: Send + Sync {
 pub struct TraceHook(pub Option<Arc<dyn Tracer>>);
 
 impl TraceHook {
+    /// A slot holding tracer `t`.
     pub fn new(t: Arc<dyn Tracer>) -> TraceHook {
         TraceHook(Some(t))
     }

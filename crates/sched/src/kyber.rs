@@ -200,6 +200,7 @@ struct Histograms {
     buckets: [[[AtomicU32; LATENCY_BUCKETS]; 2]; NUM_LAT_DOMAINS],
 }
 
+/// The kyber scheduler (`struct kyber_queue_data` with its per-hctx data): token pools per domain, sized by the latency it measures against its targets.
 pub struct Kyber {
     tunables: Tunables,
     tokens: [TokenPool; NUM_DOMAINS],
@@ -237,6 +238,7 @@ impl Kyber {
         }
     }
 
+    /// Kyber for the queue `init` describes, with the kernel's defaults.
     pub fn new(init: &ElevatorInit) -> Kyber {
         let hctxs = (0..init.nr_hw_queues)
             .map(|_| Hctx {
@@ -738,6 +740,7 @@ fn init(init: &ElevatorInit) -> Box<dyn Elevator> {
     Box::new(Kyber::new(init))
 }
 
+/// Kyber's registration (`kyber_sched`): name, tunables, hook costs.
 pub const KYBER: ElevatorType = ElevatorType {
     name: "kyber",
     alias: None,

@@ -3,6 +3,8 @@
 //! Each scheduler lives in one file and ends with its `ElevatorType` descriptor; `lookup`
 //! resolves `ioscheduler=NAME` by name or alias.
 
+#![warn(missing_docs)]
+
 pub mod bfq;
 pub mod kyber;
 pub mod mq_deadline;
@@ -37,8 +39,11 @@ pub enum SchedStats {
     /// No scheduler (`none`), or one outside this registry.
     #[default]
     None,
+    /// mq-deadline's.
     MqDeadline(DdStats),
+    /// Kyber's.
     Kyber(KyberStats),
+    /// BFQ's.
     Bfq(BfqStats),
 }
 

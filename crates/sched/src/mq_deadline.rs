@@ -145,12 +145,15 @@ fn hash_bucket(end: u64) -> usize {
 pub struct DdStats {
     /// How often `dd->lock` was taken, and how often another thread held it.
     pub lock_acquired: u64,
+    /// See `lock_acquired`.
     pub lock_contended: u64,
     /// Per-CPU summing passes of `dd_queued` (with the `queued_sum` tunable).
     pub queued_sum_passes: u64,
     /// Per priority class.
     pub rt: DdClassStats,
+    /// Best effort.
     pub be: DdClassStats,
+    /// Idle.
     pub idle: DdClassStats,
 }
 
@@ -159,9 +162,13 @@ pub struct DdStats {
 pub struct DdClassStats {
     /// Inserted and not finished, in the scheduler or in the driver (`dd_queued`).
     pub queued: u32,
+    /// Requests inserted.
     pub inserted: u64,
+    /// Bios and requests merged into its requests.
     pub merged: u64,
+    /// Requests dispatched.
     pub dispatched: u64,
+    /// Requests completed.
     pub completed: u64,
 }
 
@@ -273,6 +280,7 @@ struct Knobs {
     queued_sum: bool,
 }
 
+/// The mq-deadline scheduler (`struct deadline_data`): per priority class a sorted tree and a FIFO per direction, under one lock.
 pub struct MqDeadline {
     state: Mutex<DdState>,
     tunables: Tunables,
@@ -299,6 +307,7 @@ fn dir_of(op: ReqOp) -> usize {
 }
 
 impl MqDeadline {
+    /// mq-deadline for the queue `init` describes, with the kernel's defaults.
     pub fn new(init: &ElevatorInit) -> MqDeadline {
         let tunables = Tunables::new("mq-deadline", &TUNABLES);
         tunables
@@ -1136,6 +1145,7 @@ fn init(init: &ElevatorInit) -> Box<dyn Elevator> {
     Box::new(MqDeadline::new(init))
 }
 
+/// mq-deadline's registration (`mq_deadline`): name, alias, tunables, hook costs.
 pub const MQ_DEADLINE: ElevatorType = ElevatorType {
     name: "mq-deadline",
     alias: Some("deadline"),

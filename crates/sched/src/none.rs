@@ -3,6 +3,7 @@
 
 use mqblk_core::{ElevatorType, ElvCost, ElvFeatures};
 
+/// No scheduler: registered so `queue/scheduler` can name it; it builds no elevator.
 pub const NONE: ElevatorType = ElevatorType {
     name: "none",
     alias: None,

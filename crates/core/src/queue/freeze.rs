@@ -31,14 +31,26 @@ pub const MAX_SCHED_RQ: u32 = 16 * DEFAULT_RQ;
 /// `BLKDEV_MIN_RQ`: the fewest.
 pub const MIN_RQ: u32 = 4;
 
+/// Why a runtime change (an elevator switch, a depth change) was refused.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum FreezeError {
+    /// The change needs the queue frozen first.
     #[error("queue is not frozen: call freeze_start first")]
     NotFrozen,
+    /// Requests are still allocated; the change waits until they are done.
     #[error("queue is frozen but not drained yet ({0} requests allocated): reap and retry")]
     NotDrained(u32),
+    /// A depth outside the range the queue takes.
     #[error("nr_requests {value} out of range {min}..={max}")]
-    NrRequests { value: u32, min: u32, max: u32 },
+    NrRequests {
+        /// The depth asked for.
+        value: u32,
+        /// The least it may be.
+        min: u32,
+        /// The most it may be.
+        max: u32,
+    },
+    /// The new elevator refused a tunable carried over from the old one.
     #[error("the new elevator kept the old one's tunables but refused one: {0}")]
     Tunable(#[from] TunableError),
 }
@@ -439,27 +451,35 @@ impl RequestQueue {
 
     // ----- accessors -------------------------------------------------------------------------
 
+    /// The number of hardware queues.
     pub fn nr_hw_queues(&self) -> usize {
         self.hctxs.len()
     }
+    /// The number of software queues.
     pub fn nr_ctx(&self) -> usize {
         self.ctxs.len()
     }
+    /// Hardware queue `h`.
     pub fn hctx(&self, h: HctxIdx) -> &Hctx {
         &self.hctxs[h.0 as usize]
     }
+    /// Software queue `c`.
     pub fn ctx(&self, c: CtxIdx) -> &Ctx {
         &self.ctxs[c.0 as usize]
     }
+    /// The queue's limits.
     pub fn limits(&self) -> &QueueLimits {
         &self.limits
     }
+    /// The queue's configuration as it now stands.
     pub fn config(&self) -> &QueueConfig {
         &self.cfg
     }
+    /// The tag set its driver tags come from.
     pub fn tag_set(&self) -> &Arc<TagSet> {
         &self.set
     }
+    /// Its driver.
     pub fn driver(&self) -> &Arc<dyn Driver> {
         &self.driver
     }
@@ -487,6 +507,7 @@ impl RequestQueue {
     pub fn requests(&self) -> RequestsRef {
         RequestsRef(self.current())
     }
+    /// The scheduler tags per hardware queue (`nr_requests`).
     pub fn nr_requests(&self) -> u32 {
         self.current().nr_requests
     }

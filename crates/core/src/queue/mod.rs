@@ -57,8 +57,11 @@ pub use freeze::{ElevatorRef, FreezeError, RequestsRef, MAX_SCHED_RQ, MIN_RQ};
 pub struct QueueConfig {
     /// Software queues (one per submitting thread or simulated CPU).
     pub nr_ctx: u16,
+    /// Limits bios are checked, split and merged against.
     pub limits: QueueLimits,
+    /// Which merges are tried (`nomerges`).
     pub nomerges: NoMerges,
+    /// How long a request may be in the driver before its timeout handler runs (`io_timeout`).
     pub timeout: Nanos,
     /// Scheduler tags per hardware queue; 0 picks `2 * min(queue_depth, 128)`.
     pub nr_requests: u32,
@@ -123,14 +126,19 @@ impl Default for QueueConfig {
     }
 }
 
+/// Why a queue cannot be built.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum QueueError {
+    /// No software queue.
     #[error("queue: nr_ctx must be at least 1")]
     NoCtx,
+    /// A scheduler depth outside 1..=10240.
     #[error("queue: nr_requests {0} out of range 1..=10240")]
     NrRequests(u32),
+    /// A logical block size that is not a power of two from 512 to 65536.
     #[error("queue: logical_block_size {0} must be a power of two between 512 and 65536")]
     BlockSize(u32),
+    /// A request size limit under 4 KiB.
     #[error("queue: max_sectors {0} must be at least 8 (4 KiB)")]
     MaxSectors(u32),
 }
@@ -158,7 +166,9 @@ pub enum Submit {
 /// exactly one `Submitter` at a time (the kernel's per-CPU ctx is shared by the tasks on that
 /// CPU; it routes per bio through `bi_end_io`, which this design replaces).
 pub struct Submitter {
+    /// Its software queue.
     pub ctx: CtxIdx,
+    /// Its plug.
     pub plug: Plug,
     /// Completed bios of this submitter, in completion order. The owner drains it.
     pub done: Vec<Bio>,
@@ -175,6 +185,7 @@ pub struct Submitter {
 }
 
 impl Submitter {
+    /// The hardware queues its software queue maps to.
     pub fn hctxs(&self) -> &[HctxIdx] {
         &self.hctxs
     }

@@ -106,10 +106,12 @@ pub struct ServiceTree {
 }
 
 impl ServiceTree {
+    /// An empty tree at virtual time zero.
     pub fn new() -> ServiceTree {
         ServiceTree::default()
     }
 
+    /// The tree's virtual time (`st->vtime`).
     pub fn vtime(&self) -> u64 {
         self.vtime
     }
@@ -119,6 +121,7 @@ impl ServiceTree {
         self.eligible.len() + self.waiting.len()
     }
 
+    /// True with no active entity.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -129,6 +132,7 @@ impl ServiceTree {
         self.wsum
     }
 
+    /// True while entity `id` is active on this tree (backlogged or in service).
     pub fn is_active(&self, id: u32) -> bool {
         self.stamps.get(id).is_some_and(|s| s.active)
     }

@@ -24,11 +24,15 @@ const GROUP_BUDGET: u64 = 16 * 1024;
 /// Groups are entities of the BE class of their parent.
 pub(super) const GROUP_CLASS: usize = 1;
 
+/// One BFQ group (`struct bfq_group`): an entity of its parent's tree, with a service tree per class of its own.
 pub struct Group {
+    /// The cgroup it stands for.
     pub blkcg_id: u32,
     /// Parent slot (the root is its own parent).
     pub parent: u32,
+    /// Its weight (`io.bfq.weight`).
     pub weight: u32,
+    /// Its service trees, one per class (RT, BE, IDLE).
     pub trees: [ServiceTree; 3],
     /// Queues of this group with requests queued or in flight.
     pub pending_queues: u32,
@@ -54,12 +58,15 @@ impl Group {
         }
     }
 
+    /// True when any of its trees has an active entity.
     pub fn has_active(&self) -> bool {
         self.trees.iter().any(|t| !t.is_empty())
     }
 }
 
+/// Every group of the scheduler, the root first (slot 0), as the H-WF2Q+ hierarchy.
 pub struct Groups {
+    /// The groups, by slot.
     pub slots: Vec<Group>,
     by_blkcg: HashMap<u32, u32>,
     generation: u64,
@@ -74,6 +81,7 @@ impl Default for Groups {
 }
 
 impl Groups {
+    /// The root group alone.
     pub fn new() -> Groups {
         Groups {
             slots: vec![Group::new(0, 0, mqblk_core::blkcg::DEFAULT_WEIGHT)],
@@ -130,6 +138,7 @@ impl Groups {
         }
     }
 
+    /// The service tree of group `slot` for `class`.
     pub fn tree(&mut self, slot: u32, class: usize) -> &mut ServiceTree {
         &mut self.slots[slot as usize].trees[class]
     }
@@ -257,6 +266,7 @@ impl Groups {
         }
     }
 
+    /// Panics when a group's trees or counts disagree (the invariants the simulator checks).
     pub fn check(&self) {
         for (i, g) in self.slots.iter().enumerate() {
             for t in &g.trees {

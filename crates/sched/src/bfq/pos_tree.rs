@@ -40,6 +40,7 @@ pub enum Lookup {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeRef(u32);
 
+/// The red-black tree of queue positions (`bfqg->rq_pos_tree`): one node per queue, keyed by where its next request starts.
 #[derive(Debug, Default)]
 pub struct PosTree {
     nodes: Vec<Node>,
@@ -50,10 +51,12 @@ pub struct PosTree {
 }
 
 impl PosTree {
+    /// True with no queue in it.
     pub fn is_empty(&self) -> bool {
         self.root.is_none()
     }
 
+    /// Queues in it.
     pub fn len(&self) -> usize {
         self.of_queue.len()
     }
@@ -65,10 +68,12 @@ impl PosTree {
             .is_some_and(|&n| self.n(n).key == key)
     }
 
+    /// Node `r`'s key, a sector.
     pub fn key(&self, r: NodeRef) -> u64 {
         self.n(r.0).key
     }
 
+    /// Node `r`'s queue.
     pub fn queue(&self, r: NodeRef) -> u32 {
         self.n(r.0).queue
     }

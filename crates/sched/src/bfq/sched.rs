@@ -471,6 +471,7 @@ pub(super) struct State {
     pub stats: BfqCounters,
 }
 
+/// The BFQ scheduler (`struct bfq_data`): one lock over its queues, groups and trees, with the counts `has_work` and `limit_depth` read without it.
 pub struct Bfq {
     pub(super) st: Mutex<State>,
     /// `nr_queued` and `wr_busy`, readable without the lock (`has_work`, `limit_depth`),
@@ -523,6 +524,7 @@ impl Bfq {
         }
     }
 
+    /// BFQ for the queue `init` describes, with the kernel's defaults.
     pub fn new(init: &ElevatorInit) -> Bfq {
         Bfq {
             st: Mutex::new(State {
@@ -1137,6 +1139,7 @@ fn init(init: &ElevatorInit) -> Box<dyn Elevator> {
     Box::new(Bfq::new(init))
 }
 
+/// BFQ's registration (`iosched_bfq_mq`): name, tunables, hook costs.
 pub const BFQ: ElevatorType = ElevatorType {
     name: "bfq",
     alias: None,
