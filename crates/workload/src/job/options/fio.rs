@@ -1,0 +1,1077 @@
+//! fio's own options, as fio 3.33's HOWTO names them, with their syntax, defaults and setters.
+
+use super::*;
+
+/// fio's own options, as fio 3.33's HOWTO names them, with their syntax, defaults and setters.
+pub(super) static FIO: &[OptDef] = &[
+    OptDef {
+        name: "name",
+        aliases: &[],
+        default: "",
+        help: "Job name; a job file's section name sets it too.",
+        kind: Kind::Str {
+            set: |j, v| j.name = v.to_string(),
+        },
+    },
+    OptDef {
+        name: "description",
+        aliases: &[],
+        default: "",
+        help: "Free-form description printed with the job's results.",
+        kind: Kind::Str {
+            set: |j, v| j.description = v.to_string(),
+        },
+    },
+    OptDef {
+        name: "rw",
+        aliases: &["readwrite"],
+        default: "read",
+        help: "I/O pattern: sequential or random reads, writes, or a mix.",
+        kind: Kind::Custom {
+            syntax: "read|write|randread|randwrite|randrw|readwrite|rw|trim|randtrim|trimwrite|randtrimwrite[:N]",
+            set: set_rw,
+        },
+    },
+    OptDef {
+        name: "rwmixread",
+        aliases: &[],
+        default: "50",
+        help: "Percentage of a mixed workload that is reads.",
+        kind: Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.rwmixread = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "rwmixwrite",
+        aliases: &[],
+        default: "50",
+        help: "Percentage of a mixed workload that is writes (sets rwmixread to 100 minus it).",
+        kind: Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.rwmixread = to_u32(100u64.saturating_sub(v)),
+        },
+    },
+    OptDef {
+        name: "bs",
+        aliases: &["blocksize"],
+        default: "4096",
+        help: "Block size; 'r,w,t' gives one per direction, an empty slot keeps the default.",
+        kind: Kind::Custom {
+            syntax: "size[,size[,size]]",
+            set: set_bs,
+        },
+    },
+    OptDef {
+        name: "bsrange",
+        aliases: &["blocksize_range"],
+        default: "",
+        help: "Block sizes drawn from min-max (multiples of min, as fio); 'r,w,t' per direction.",
+        kind: Kind::Custom {
+            syntax: "min-max[,min-max[,min-max]]",
+            set: set_bsrange,
+        },
+    },
+    OptDef {
+        name: "bssplit",
+        aliases: &[],
+        default: "",
+        help: "Block sizes with their shares, e.g. 4k/10:64k/50:32k/40; ',' separates read,write,trim.",
+        kind: Kind::Custom {
+            syntax: "size/pct:size/pct...[,...]",
+            set: set_bssplit,
+        },
+    },
+    OptDef {
+        name: "blockalign",
+        aliases: &["ba"],
+        default: "",
+        help: "Random offsets are multiples of this (default: the job's block grid).",
+        kind: Kind::Custom {
+            syntax: "size[,size[,size]]",
+            set: set_blockalign,
+        },
+    },
+    OptDef {
+        name: "random_distribution",
+        aliases: &[],
+        default: "random",
+        help: "Where random I/O lands: random, zipf:THETA, pareto:H, normal:DEV, zoned:A/S:..., zoned_abs:A/SIZE:...",
+        kind: Kind::Custom {
+            syntax: "random|zipf:t|pareto:h|normal:dev|zoned:...|zoned_abs:...",
+            set: set_random_distribution,
+        },
+    },
+    OptDef {
+        name: "percentage_random",
+        aliases: &[],
+        default: "100",
+        help: "Share of a random job's I/Os at random offsets, the rest sequential; 'r,w,t' per direction.",
+        kind: Kind::Custom {
+            syntax: "pct[,pct[,pct]]",
+            set: |j, t, o| {
+                j.percentage_random = per_direction(t, 100, |v| {
+                    v.parse::<u32>()
+                        .ok()
+                        .filter(|p| *p <= 100)
+                        .ok_or_else(|| format!("'{v}' is not a percentage from 0 to 100"))
+                })
+                .map_err(|r| unsupported(o, t, r))?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "number_ios",
+        aliases: &[],
+        default: "0",
+        help: "Stop after this many I/Os (0: no limit); never extends the job.",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.number_ios = v,
+        },
+    },
+    OptDef {
+        name: "io_size",
+        aliases: &["io_limit"],
+        default: "",
+        help: "Bytes of I/O to do within the region of size (more than size loops over it), or N% of size.",
+        kind: Kind::Custom {
+            syntax: "size|N%",
+            set: |j, t, o| {
+                let (bytes, pct) = match in_zones(j, "io_size", t) {
+                    true => (None, None),
+                    false => size_or_percent(t, o)?,
+                };
+                j.io_size = bytes;
+                j.io_size_pct = pct;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "loops",
+        aliases: &[],
+        default: "1",
+        help: "Run the job this many times over.",
+        kind: Kind::Int {
+            min: 1,
+            max: u32::MAX as u64,
+            set: |j, v| j.loops = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "startdelay",
+        aliases: &[],
+        default: "0",
+        help: "Wait this long before starting (plain number = seconds); a range 1-5 draws per clone.",
+        kind: Kind::Custom {
+            syntax: "time[-time]",
+            set: set_startdelay,
+        },
+    },
+    OptDef {
+        name: "thinktime",
+        aliases: &[],
+        default: "0",
+        help: "After every thinktime_blocks I/Os, wait for them to complete, then this long (plain number = us).",
+        kind: Kind::Time {
+            unit_ns: 1_000,
+            set: |j, v| j.thinktime_ns = v,
+        },
+    },
+    OptDef {
+        name: "thinktime_spin",
+        aliases: &[],
+        default: "0",
+        help: "The part of thinktime spent spinning on the CPU (plain number = us).",
+        kind: Kind::Time {
+            unit_ns: 1_000,
+            set: |j, v| j.thinktime_spin_ns = v,
+        },
+    },
+    OptDef {
+        name: "write_iolog",
+        aliases: &[],
+        default: "",
+        help: "Log every I/O the job issues to this file, in fio's iolog version 3 format.",
+        kind: Kind::Str {
+            set: |j, v| j.write_iolog = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "write_lat_log",
+        aliases: &[],
+        default: "",
+        help: "Write PREFIX_lat/clat/slat.N.log: every I/O's latency in ns (or window means with log_avg_msec).",
+        kind: Kind::Str {
+            set: |j, v| j.logs.lat = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "write_bw_log",
+        aliases: &[],
+        default: "",
+        help: "Write PREFIX_bw.N.log: bandwidth in KiB/s.",
+        kind: Kind::Str {
+            set: |j, v| j.logs.bw = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "write_iops_log",
+        aliases: &[],
+        default: "",
+        help: "Write PREFIX_iops.N.log: I/Os per second.",
+        kind: Kind::Str {
+            set: |j, v| j.logs.iops = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "log_avg_msec",
+        aliases: &[],
+        default: "0",
+        help: "Average log entries over windows of this many ms (0: a line per I/O).",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.logs.avg_ms = v,
+        },
+    },
+    OptDef {
+        name: "gtod_reduce",
+        aliases: &[],
+        default: "0",
+        help: "Leave out slat, clat, lat and bandwidth measurements (all four disable_* options).",
+        kind: Kind::Bool {
+            set: |j, v| {
+                j.disable_slat = v;
+                j.disable_clat = v;
+                j.disable_lat = v;
+                j.disable_bw = v;
+            },
+        },
+    },
+    OptDef {
+        name: "disable_slat",
+        aliases: &[],
+        default: "0",
+        help: "Leave submission latency out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_slat = v,
+        },
+    },
+    OptDef {
+        name: "disable_clat",
+        aliases: &[],
+        default: "0",
+        help: "Leave completion latency (and its percentiles) out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_clat = v,
+        },
+    },
+    OptDef {
+        name: "disable_lat",
+        aliases: &[],
+        default: "0",
+        help: "Leave total latency out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_lat = v,
+        },
+    },
+    OptDef {
+        name: "disable_bw_measurement",
+        aliases: &["disable_bw"],
+        default: "0",
+        help: "Leave the bandwidth and IOPS samples out of the report.",
+        kind: Kind::Bool {
+            set: |j, v| j.disable_bw = v,
+        },
+    },
+    OptDef {
+        name: "cpus_allowed_policy",
+        aliases: &[],
+        default: "split",
+        help: "split: each clone on its own CPU of cpus_allowed; shared: every clone on any of them.",
+        kind: Kind::Enum {
+            values: &["split", "shared"],
+            set: |j, i| j.cpus_allowed_shared = i == 1,
+        },
+    },
+    OptDef {
+        name: "sqthread_poll",
+        aliases: &[],
+        default: "0",
+        help: "io_uring: a kernel thread polls each ring's submission queue (IORING_SETUP_SQPOLL).",
+        kind: Kind::Bool {
+            set: |j, v| j.sqthread_poll = v,
+        },
+    },
+    OptDef {
+        name: "sqthread_poll_cpu",
+        aliases: &[],
+        default: "",
+        help: "io_uring with sqthread_poll: the CPU the polling kernel threads run on (IORING_SETUP_SQ_AFF).",
+        kind: Kind::Int {
+            min: 0,
+            max: 4095,
+            set: |j, v| j.sqthread_poll_cpu = Some(v as u32),
+        },
+    },
+    OptDef {
+        name: "registerfiles",
+        aliases: &[],
+        default: "0",
+        help: "io_uring: the driver registers its files with each ring (IORING_REGISTER_FILES) and submits by index.",
+        kind: Kind::Bool {
+            set: |j, v| j.registerfiles = v,
+        },
+    },
+    OptDef {
+        name: "thinktime_blocks",
+        aliases: &[],
+        default: "1",
+        help: "I/Os issued between think times.",
+        kind: Kind::Int {
+            min: 1,
+            max: u64::MAX,
+            set: |j, v| j.thinktime_blocks = v,
+        },
+    },
+    OptDef {
+        name: "size",
+        aliases: &[],
+        default: "",
+        help: "Bytes of I/O per job, or N% of the device; unset (or 0) means the device from offset to its end.",
+        kind: Kind::Custom {
+            syntax: "size|N%",
+            set: |j, t, o| {
+                let (bytes, pct) = match in_zones(j, "size", t) {
+                    true => (None, None),
+                    false => size_or_percent(t, o)?,
+                };
+                j.size = bytes.filter(|&v| v != 0);
+                j.size_pct = pct;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "offset",
+        aliases: &[],
+        default: "0",
+        help: "Byte offset where the job's I/O region starts, or N% of the device (aligned up to the block size).",
+        kind: Kind::Custom {
+            syntax: "size|N%",
+            set: |j, t, o| {
+                let (bytes, pct) = match in_zones(j, "offset", t) {
+                    true => (None, None),
+                    false => size_or_percent(t, o)?,
+                };
+                j.offset = bytes.unwrap_or(0);
+                j.offset_pct = pct;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "iodepth",
+        aliases: &[],
+        default: "1",
+        help: "Number of I/Os kept in flight per job.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.iodepth = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "iodepth_batch_submit",
+        aliases: &["iodepth_batch"],
+        default: "1",
+        help: "Number of I/Os submitted at once.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.iodepth_batch_submit = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "iodepth_batch_complete_min",
+        aliases: &["iodepth_batch_complete"],
+        default: "1",
+        help: "Minimum completions to wait for when reaping (0 = never wait).",
+        kind: Kind::Int {
+            min: 0,
+            max: 65536,
+            set: |j, v| j.iodepth_batch_complete_min = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "iodepth_batch_complete_max",
+        aliases: &[],
+        default: "iodepth_batch_complete_min",
+        help: "Maximum completions reaped at once (defaults to iodepth_batch_complete_min, as in fio).",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.iodepth_batch_complete_max = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "numjobs",
+        aliases: &[],
+        default: "1",
+        help: "Number of identical clones of this job, each a thread.",
+        kind: Kind::Int {
+            min: 1,
+            max: 4096,
+            set: |j, v| j.numjobs = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "runtime",
+        aliases: &["timeout"],
+        default: "0",
+        help: "Stop the job after this long (plain number = seconds; 0 = no limit).",
+        kind: Kind::Time {
+            unit_ns: SEC,
+            set: |j, v| j.runtime_ns = v,
+        },
+    },
+    OptDef {
+        name: "time_based",
+        aliases: &[],
+        default: "0",
+        help: "Loop over the region until runtime expires instead of stopping after size.",
+        kind: Kind::Bool {
+            set: |j, v| j.time_based = v,
+        },
+    },
+    OptDef {
+        name: "ramp_time",
+        aliases: &[],
+        default: "0",
+        help: "Run this long before statistics start (plain number = seconds).",
+        kind: Kind::Time {
+            unit_ns: SEC,
+            set: |j, v| j.ramp_time_ns = v,
+        },
+    },
+    OptDef {
+        name: "ioscheduler",
+        aliases: &[],
+        default: "",
+        help: "I/O scheduler for the device queue (none, mq-deadline, kyber, ...).",
+        kind: Kind::Str {
+            set: |j, v| j.ioscheduler = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "prioclass",
+        aliases: &[],
+        default: "",
+        help: "I/O priority class: 1 realtime, 2 best-effort, 3 idle.",
+        kind: Kind::Int {
+            min: 1,
+            max: 3,
+            set: |j, v| j.prioclass = Some(to_u8(v)),
+        },
+    },
+    OptDef {
+        name: "prio",
+        aliases: &[],
+        default: "",
+        help: "I/O priority level within the class, 0 (highest) to 7.",
+        kind: Kind::Int {
+            min: 0,
+            max: 7,
+            set: |j, v| j.prio = Some(to_u8(v)),
+        },
+    },
+    OptDef {
+        name: "cgroup",
+        aliases: &[],
+        default: "",
+        help: "Charge the job's I/O to this cgroup (a path: grp or grp/sub); BFQ shares between groups by weight.",
+        kind: Kind::Str {
+            set: |j, v| j.cgroup = (!v.trim().is_empty()).then(|| v.trim().to_string()),
+        },
+    },
+    OptDef {
+        name: "cgroup_weight",
+        aliases: &[],
+        default: "",
+        help: "Weight of the job's cgroup for BFQ (io.bfq.weight), 1 to 1000; default 100.",
+        kind: Kind::Int {
+            min: 1,
+            max: 1000,
+            set: |j, v| j.cgroup_weight = Some(v as u32),
+        },
+    },
+    OptDef {
+        name: "rate_iops",
+        aliases: &[],
+        default: "0",
+        help: "Cap each direction at this many IOPS; 'r,w,t' per direction (0 or empty = unlimited).",
+        kind: Kind::Custom {
+            syntax: "int[,int[,int]]",
+            set: |j, t, o| {
+                j.rate_iops = per_direction(t, 0, |v| {
+                    parse_size(v).ok_or_else(|| format!("'{v}' is not an integer"))
+                })
+                .map_err(|r| unsupported(o, t, r))?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "rate",
+        aliases: &[],
+        default: "0",
+        help: "Cap each direction's bandwidth in bytes/s; 'r,w,t' per direction (rate=1m,500k).",
+        kind: Kind::Custom {
+            syntax: "size[,size[,size]]",
+            set: |j, t, o| {
+                j.rate = per_direction(t, 0, |v| {
+                    parse_size(v).ok_or_else(|| format!("'{v}' is not a size"))
+                })
+                .map_err(|r| unsupported(o, t, r))?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "offset_increment",
+        aliases: &[],
+        default: "0",
+        help: "Each clone's region starts this much after the previous clone's (offset + increment * clone number).",
+        kind: Kind::Size {
+            set: |j, v| j.offset_increment = v,
+        },
+    },
+    OptDef {
+        name: "randrepeat",
+        aliases: &[],
+        default: "1",
+        help: "Seed the random generators predictably so runs repeat.",
+        kind: Kind::Bool {
+            set: |j, v| j.randrepeat = v,
+        },
+    },
+    OptDef {
+        name: "randseed",
+        aliases: &[],
+        default: "",
+        help: "Explicit seed for the random generators.",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.randseed = Some(v),
+        },
+    },
+    OptDef {
+        name: "random_generator",
+        aliases: &[],
+        default: "tausworthe",
+        help: "The generator of random offsets, as fio's: tausworthe (32-bit), lfsr (every block once without a map) or tausworthe64.",
+        kind: Kind::Enum {
+            values: &["tausworthe", "lfsr", "tausworthe64"],
+            set: |j, i| {
+                use crate::pattern::frand::RandomGenerator as G;
+                j.random_generator = [G::Tausworthe, G::Lfsr, G::Tausworthe64][i];
+            },
+        },
+    },
+    OptDef {
+        name: "norandommap",
+        aliases: &[],
+        default: "0",
+        help: "Pick random offsets without tracking coverage (blocks may repeat).",
+        kind: Kind::Bool {
+            set: |j, v| j.norandommap = v,
+        },
+    },
+    OptDef {
+        name: "verify",
+        aliases: &[],
+        default: "0",
+        help: "Verify written data with a header and checksum per block (0/null = off; meta: the header alone).",
+        kind: Kind::Enum {
+            values: &[
+                "crc32c", "crc32c-intel", "crc32", "crc64", "crc16", "crc7", "md5", "sha1",
+                "sha256", "sha512", "xxhash", "meta", "0", "null", "pattern",
+            ],
+            set: |j, i| {
+                j.verify = match i {
+                    0 | 1 => VerifyMode::Crc32c,
+                    2 => VerifyMode::Crc32,
+                    3 => VerifyMode::Crc64,
+                    4 => VerifyMode::Crc16,
+                    5 => VerifyMode::Crc7,
+                    6 => VerifyMode::Md5,
+                    7 => VerifyMode::Sha1,
+                    8 => VerifyMode::Sha256,
+                    9 => VerifyMode::Sha512,
+                    10 => VerifyMode::Xxhash,
+                    11 => VerifyMode::Meta,
+                    14 => VerifyMode::Pattern,
+                    _ => VerifyMode::None,
+                }
+            },
+        },
+    },
+    OptDef {
+        name: "verify_pattern",
+        aliases: &[],
+        default: "",
+        help: "The bytes verified blocks repeat after their header (checked on read); without verify=, a header and this pattern; with verify=pattern, the pattern alone. 0x hex, decimal, \"text\", 'file', concatenated.",
+        kind: Kind::Custom {
+            syntax: "0xHEX|N|\"text\"|'file'...",
+            set: |j, t, o| {
+                j.verify_pattern = Some(parse_pattern(t).map_err(|r| unsupported(o, t, r))?);
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "buffer_pattern",
+        aliases: &[],
+        default: "",
+        help: "The bytes written buffers repeat (when not verifying). 0x hex, decimal, \"text\", 'file', concatenated.",
+        kind: Kind::Custom {
+            syntax: "0xHEX|N|\"text\"|'file'...",
+            set: |j, t, o| {
+                j.buffer_pattern = Some(parse_pattern(t).map_err(|r| unsupported(o, t, r))?);
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "do_verify",
+        aliases: &[],
+        default: "1",
+        help: "Run the verify phase after the write phase when verify is set.",
+        kind: Kind::Bool {
+            set: |j, v| j.do_verify = v,
+        },
+    },
+    OptDef {
+        name: "verify_backlog",
+        aliases: &[],
+        default: "0",
+        help: "With verify: after this many writes, wait for them and read them back before writing on (0: only at the end).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.verify_backlog = v,
+        },
+    },
+    OptDef {
+        name: "verify_backlog_batch",
+        aliases: &[],
+        default: "0",
+        help: "How many of the backlog's oldest blocks each read-back checks (0: all of them).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.verify_backlog_batch = v,
+        },
+    },
+    OptDef {
+        name: "fsync",
+        aliases: &[],
+        default: "0",
+        help: "Issue a flush after every this many writes (0 = never).",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fsync = v,
+        },
+    },
+    OptDef {
+        name: "end_fsync",
+        aliases: &[],
+        default: "0",
+        help: "Issue a flush when the job ends.",
+        kind: Kind::Bool {
+            set: |j, v| j.end_fsync = v,
+        },
+    },
+    OptDef {
+        name: "sync",
+        aliases: &[],
+        default: "none",
+        help: "Open for synchronous writes, as fio does: none/0, sync/1 (O_SYNC) or dsync (O_DSYNC); either way every write carries FUA, as the kernel's block-device writes do.",
+        kind: Kind::Enum {
+            values: &["none", "0", "sync", "1", "dsync"],
+            set: |j, i| j.sync_writes = i >= 2,
+        },
+    },
+    OptDef {
+        name: "group_reporting",
+        aliases: &[],
+        default: "0",
+        help: "Report all jobs of a group as one.",
+        kind: Kind::Bool {
+            set: |j, v| j.group_reporting = v,
+        },
+    },
+    OptDef {
+        name: "stonewall",
+        aliases: &["wait_for_previous"],
+        default: "0",
+        help: "Wait for earlier jobs to finish before starting; starts a new group.",
+        kind: Kind::Bool {
+            set: |j, v| j.stonewall = v,
+        },
+    },
+    OptDef {
+        name: "wait_for",
+        aliases: &[],
+        default: "",
+        help: "Start once every clone of the named job (defined above this one) has finished.",
+        kind: Kind::Str {
+            set: |j, v| j.wait_for = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "flow",
+        aliases: &[],
+        default: "0",
+        help: "Weight in flow control: the jobs of one flow_id issue in proportion to their weights (0: not in a flow).",
+        kind: Kind::Int {
+            min: 0,
+            max: 1000,
+            set: |j, v| j.flow = v as u32,
+        },
+    },
+    OptDef {
+        name: "flow_id",
+        aliases: &[],
+        default: "0",
+        help: "The flow group of a job with flow=.",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.flow_id = v as u32,
+        },
+    },
+    OptDef {
+        name: "flow_sleep",
+        aliases: &[],
+        default: "0",
+        help: "How long a job held back by flow control waits before trying again (microseconds; 0: retry at once).",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.flow_sleep_ns = v,
+        },
+    },
+    OptDef {
+        name: "latency_target",
+        aliases: &[],
+        default: "0",
+        help: "Find the deepest queue whose I/Os complete within this total latency (microseconds unless given a unit): from depth 1 up to iodepth, a window at each.",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.latency_target_ns = v,
+        },
+    },
+    OptDef {
+        name: "latency_window",
+        aliases: &[],
+        default: "0",
+        help: "How long each depth of the latency_target search runs (microseconds unless given a unit).",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.latency_window_ns = v,
+        },
+    },
+    OptDef {
+        name: "latency_percentile",
+        aliases: &[],
+        default: "100",
+        help: "The share of a window's I/Os that must meet latency_target.",
+        kind: Kind::Percent {
+            set: |j, v| j.latency_percentile = v,
+        },
+    },
+    OptDef {
+        name: "latency_run",
+        aliases: &[],
+        default: "0",
+        help: "Keep adjusting the depth to latency_target instead of ending once it is found.",
+        kind: Kind::Bool {
+            set: |j, v| j.latency_run = v,
+        },
+    },
+    OptDef {
+        name: "max_latency",
+        aliases: &[],
+        default: "0",
+        help: "End the job with an error at the first I/O whose total latency exceeds this (microseconds unless given a unit; 0: no limit).",
+        kind: Kind::Time {
+            unit_ns: 1000,
+            set: |j, v| j.max_latency_ns = v,
+        },
+    },
+    OptDef {
+        name: "new_group",
+        aliases: &[],
+        default: "0",
+        help: "Start a new reporting group at this job.",
+        kind: Kind::Bool {
+            set: |j, v| j.new_group = v,
+        },
+    },
+    OptDef {
+        name: "cpus_allowed",
+        aliases: &[],
+        default: "",
+        help: "CPUs the job's threads may run on, e.g. 0-3,6.",
+        kind: Kind::Custom {
+            syntax: "cpu list",
+            set: set_cpus_allowed,
+        },
+    },
+    OptDef {
+        name: "filename",
+        aliases: &[],
+        default: "",
+        help: "The file or block device the job reads and writes (through mqblk's block layer, the uring driver); without it jobs run on the null device.",
+        kind: Kind::Str {
+            set: |j, v| j.filename = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "directory",
+        aliases: &[],
+        default: "",
+        help: "Directory of the job's file: filename= inside it, or fio's NAME.0.0 without filename= (one file per run).",
+        kind: Kind::Str {
+            set: |j, v| j.directory = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "nrfiles",
+        aliases: &["nr_files"],
+        default: "1",
+        help: "Files per job clone (a file set), named by filename_format, laid out one after another on the device.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.nrfiles = v as u32,
+        },
+    },
+    OptDef {
+        name: "filesize",
+        aliases: &[],
+        default: "",
+        help: "Size of each file of the set (a range lo-hi is drawn per file); size= then caps the job's I/O.",
+        kind: Kind::Custom {
+            syntax: "size[-size]",
+            set: set_filesize,
+        },
+    },
+    OptDef {
+        name: "filename_format",
+        aliases: &[],
+        default: "$jobname.$jobnum.$filenum",
+        help: "Names of a file set's files: $jobname, $jobnum (the clone) and $filenum are replaced.",
+        kind: Kind::Str {
+            set: |j, v| j.filename_format = v.to_string(),
+        },
+    },
+    OptDef {
+        name: "file_service_type",
+        aliases: &[],
+        default: "roundrobin",
+        help: "Which file of a set the next I/O goes to: roundrobin, sequential (each file to its end) or random (:N keeps N I/Os on a file); zipf:THETA, pareto:H, normal:DEV (gauss) skew the choice.",
+        kind: Kind::Custom {
+            syntax: "roundrobin|sequential|random[:N]|zipf:T|pareto:H|normal:D",
+            set: set_file_service,
+        },
+    },
+    OptDef {
+        name: "openfiles",
+        aliases: &[],
+        default: "",
+        help: "Files of a set open at once (unset: all): I/O goes to the open ones, and a finished file makes room for the next.",
+        kind: Kind::Int {
+            min: 1,
+            max: 65536,
+            set: |j, v| j.openfiles = v as u32,
+        },
+    },
+    OptDef {
+        name: "fallocate",
+        aliases: &[],
+        default: "native",
+        help: "How a file the job only writes is made: native/posix/keep/1 allocate its blocks, none/0/truncate leave it sparse (a file a job reads is written out).",
+        kind: Kind::Enum {
+            values: &["none", "native", "posix", "keep", "truncate", "0", "1"],
+            set: |j, i| {
+                j.fallocate = match i {
+                    0 | 5 => Fallocate::None,
+                    4 => Fallocate::Truncate,
+                    _ => Fallocate::Native,
+                }
+            },
+        },
+    },
+    OptDef {
+        name: "create_on_open",
+        aliases: &[],
+        default: "0",
+        help: "fio creates each file when it opens it; mqblk makes every file before the run starts.",
+        kind: Kind::Bool {
+            set: |j, v| j.create_on_open = v,
+        },
+    },
+    OptDef {
+        name: "zonemode",
+        aliases: &[],
+        default: "none",
+        help: "strided: zonesize bytes of I/O in each zone of zonerange bytes, then the next zone (zoneskip further on); none: no zones.",
+        kind: Kind::Custom {
+            syntax: "none|strided",
+            set: |j, t, o| match t {
+                "none" => {
+                    j.zonemode_strided = false;
+                    Ok(())
+                }
+                "strided" => {
+                    j.zonemode_strided = true;
+                    Ok(())
+                }
+                "zbd" => Err(unsupported(
+                    o,
+                    t,
+                    "zoned block devices (host-managed SMR, ZNS) are not modelled; zonemode=strided visits zones of a conventional device".into(),
+                )),
+                _ => Err(unsupported(o, t, "not none, strided or zbd".into())),
+            },
+        },
+    },
+    OptDef {
+        name: "zonerange",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=strided: the size of one zone.",
+        kind: Kind::Size {
+            set: |j, v| j.zonerange = v,
+        },
+    },
+    OptDef {
+        name: "zonesize",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=strided: bytes of I/O in a zone before the next (each visit starts at the zone's start, as fio's); sizes written Nz count these.",
+        kind: Kind::Size {
+            set: |j, v| j.zonesize = v,
+        },
+    },
+    OptDef {
+        name: "zoneskip",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=strided: bytes skipped after each zone, before the next.",
+        kind: Kind::Size {
+            set: |j, v| j.zoneskip = v,
+        },
+    },
+    OptDef {
+        name: "direct",
+        aliases: &[],
+        default: "0",
+        help: "fio's O_DIRECT flag: the file is opened O_DIRECT, and writes are synchronous (REQ_SYNC) as the kernel's direct I/O writes are.",
+        kind: Kind::Bool {
+            set: |j, v| j.direct = v,
+        },
+    },
+    OptDef {
+        name: "buffered",
+        aliases: &[],
+        default: "1",
+        help: "The inverse of direct.",
+        kind: Kind::Bool {
+            set: |j, v| j.direct = !v,
+        },
+    },
+    OptDef {
+        name: "ioengine",
+        aliases: &[],
+        default: "",
+        help: "fio I/O engine: block I/O engines run through mqblk's block layer on filename= (sync ones, psync by default, with one I/O in flight); null is the null device.",
+        kind: Kind::Custom {
+            syntax: "libaio|io_uring|posixaio|psync|sync|pvsync|pvsync2|vsync|mmap|splice|null",
+            set: set_ioengine,
+        },
+    },
+    OptDef {
+        name: "thread",
+        aliases: &[],
+        default: "0",
+        help: "Accepted for fio compatibility; jobs always run as threads.",
+        kind: Kind::Bool {
+            set: |j, v| j.thread = v,
+        },
+    },
+    OptDef {
+        name: "percentile_list",
+        aliases: &[],
+        default: "1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99",
+        help: "Latency percentiles to report, colon separated, at most 20.",
+        kind: Kind::Custom {
+            syntax: "p:p:...",
+            set: set_percentile_list,
+        },
+    },
+    OptDef {
+        name: "clat_percentiles",
+        aliases: &[],
+        default: "1",
+        help: "Report completion-latency percentiles.",
+        kind: Kind::Bool {
+            set: |j, v| j.clat_percentiles = v,
+        },
+    },
+    OptDef {
+        name: "lat_percentiles",
+        aliases: &[],
+        default: "0",
+        help: "Report total-latency percentiles.",
+        kind: Kind::Bool {
+            set: |j, v| j.lat_percentiles = v,
+        },
+    },
+    OptDef {
+        name: "slat_percentiles",
+        aliases: &[],
+        default: "0",
+        help: "Report submission-latency percentiles.",
+        kind: Kind::Bool {
+            set: |j, v| j.slat_percentiles = v,
+        },
+    },
+    OptDef {
+        name: "fixedbufs",
+        aliases: &[],
+        default: "0",
+        help: "io_uring registered buffers: the driver registers a buffer pool and the job's I/O uses READ_FIXED/WRITE_FIXED (driver=uring).",
+        kind: Kind::Bool {
+            set: |j, v| j.fixedbufs = v,
+        },
+    },
+    OptDef {
+        name: "hipri",
+        aliases: &[],
+        default: "0",
+        help: "Use polled queues and poll for completions.",
+        kind: Kind::Bool {
+            set: |j, v| j.hipri = v,
+        },
+    },
+];
