@@ -22,7 +22,7 @@ bitflags::bitflags! {
     pub struct ElvFeatures: u32 {
         /// The scheduler keeps per-hardware-queue state and only returns requests of the hctx
         /// it is asked for, so every hctx may be run (kyber). Without it, and with several
-        /// hardware queues, the core runs only the submitter's own hctx (seed 000,
+        /// hardware queues, the core runs only the submitter's own hctx (the single-hctx dispatch patch,
         /// `QUEUE_FLAG_SQ_SCHED`).
         const MQ_AWARE = 1 << 0;
         /// The scheduler wants zoned sequential-write ordering (unused for now).

@@ -1,4 +1,4 @@
-//! `emmc`: an eMMC card on an SD/MMC host controller, as in seed 001 (Ux500).
+//! `emmc`: an eMMC card on an SD/MMC host controller, as in the MMC/SD blk-mq series (Ux500).
 //!
 //! The host keeps at most two requests at the card (queue depth 2, one hardware queue). Each
 //! request goes through three phases:

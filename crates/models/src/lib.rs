@@ -56,7 +56,7 @@ pub struct DevCompletion {
 
 /// CPU work the *driver* does per command on the submitting CPU, which the engine charges
 /// like core work. `hw_lock` says the driver serialises `queue_rq` per hardware queue with a
-/// lock of its own (virtio-blk's per-virtqueue lock, seed 003), so two CPUs issuing to the
+/// lock of its own (virtio-blk's per-virtqueue lock, the multi-virtqueue virtio-blk series), so two CPUs issuing to the
 /// same hardware queue contend.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct DriverCost {

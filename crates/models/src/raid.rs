@@ -1,5 +1,5 @@
 //! `raid`: a RAID host bus adapter with many hardware queues in front of one member disk, as
-//! in seed 000 (a 64-queue card, one rotating disk, dbench on XFS).
+//! the single-hctx dispatch patch was measured on (a 64-queue card, one rotating disk, dbench on XFS).
 //!
 //! Every hardware queue feeds the controller's firmware, which handles one command at a time
 //! (`ctrl_us` each, on the way in and again on the way out) and passes commands to the member

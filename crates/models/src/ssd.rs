@@ -2,7 +2,7 @@
 //!
 //! A command first passes the controller (one command at a time, `ctrl_ns` each, 3.578 us:
 //! this is what caps 4 KiB random reads at the 279,500 IOPS the datasheet of the default
-//! drive, an Intel DC P4500 1.0 TB, gives; not seed 002's 258K, which its scenario reproduces),
+//! drive, an Intel DC P4500 1.0 TB, gives; not the 258K of the mail on mq-deadline's O(1) queued count, which its scenario reproduces),
 //! then works on the die its LBA stripes to: a read takes the die for `read_us` (60) and then
 //! the channel for the transfer; writes land in the DRAM write buffer (`wbuf_mb`, 64) and
 //! complete after the transfer, and the buffer drains in the background by programming pages

@@ -1,4 +1,4 @@
-//! `virtio`: a virtio-blk disk in a VM with `num_queues` virtqueues (seed 003).
+//! `virtio`: a virtio-blk disk in a VM with `num_queues` virtqueues (the multi-virtqueue virtio-blk series).
 //!
 //! Guest side, the driver posts each request to its hardware queue's virtqueue under that
 //! virtqueue's lock and kicks the host (a VM exit) once per batch: [`DriverCost`] with
@@ -17,7 +17,7 @@
 //! `post_ns` (400), `irq_ns` (3000), `lock_waiter_ns` (800), `rotational` (1: Linux's
 //! virtio_blk leaves the disk rotational, as this machine's `vda` reports it; the
 //! schedulers' idling and BFQ's choices depend on it). The defaults are calibrated so
-//! that the `virtio-multi-vq` scenario points the way seed 003 does; sources in
+//! that the `virtio-multi-vq` scenario points the way the multi-virtqueue virtio-blk series does; sources in
 //! `crates/models/DEVICES.md`.
 
 use crate::hdd::ranged;

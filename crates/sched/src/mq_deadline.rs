@@ -10,9 +10,9 @@
 //!
 //! The whole scheduler sits behind one lock (the kernel's `dd->lock`), and `dispatch_request`
 //! may return a request of any hardware queue, so it is not `MQ_AWARE`: the core runs only the
-//! submitter's hardware queue for it (seed 000).
+//! submitter's hardware queue for it (the single-hctx dispatch patch).
 //!
-//! `nr_queued` per priority is kept as a plain counter updated at insert and finish (seed 002).
+//! `nr_queued` per priority is kept as a plain counter updated at insert and finish (mq-deadline's O(1) queued count).
 //! The benchmark-only tunable `queued_sum` switches to the older way of summing per-Ctx
 //! counters on every dispatch decision, so the cost of that can be measured.
 
@@ -85,7 +85,7 @@ static TUNABLES: [TunableDesc; 8] = [
         default: 0,
         min: 0,
         max: 1,
-        help: "mqblk benchmark-only: count queued requests by summing per-Ctx counters (before seed 002)",
+        help: "mqblk benchmark-only: count queued requests by summing per-Ctx counters (before mq-deadline's O(1) queued count)",
     },
 ];
 

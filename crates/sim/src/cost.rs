@@ -197,7 +197,7 @@ pub struct CostTable {
     pub line_ns: u64,
     /// Extra hand-off delay per CPU spinning on a contended lock.
     pub waiter_ns: u64,
-    /// Reading one other CPU's per-CPU counter line (seed 002's per-CPU sums: 128 CPUs, two
+    /// Reading one other CPU's per-CPU counter line (the per-CPU sums mq-deadline's O(1) queued count removed: 128 CPUs, two
     /// counters each, 2.5 us per `dd_queued` in the mail, about 10 ns a line).
     pub percpu_line_ns: u64,
     /// The application's own work per I/O submitted (fio's io_u setup, system call share).

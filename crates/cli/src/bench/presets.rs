@@ -117,8 +117,8 @@ fn sched_stat(exec: &Execution, name: &str) -> u64 {
 
 /// CPU nanoseconds per request of each scheduler against `none`, 4 KiB random reads at
 /// QD32 on the null device, one job. BFQ runs twice: as the kernel runs it on such a device
-/// (non-rotational with queueing: no queue merging, seed 004) and with the merging path
-/// forced on, to show what seed 004 saves.
+/// (non-rotational with queueing: no queue merging, BFQ's no-merging-on-flash patch) and with the merging path
+/// forced on, to show what BFQ's no-merging-on-flash patch saves.
 fn sched_cost(runtime: &str) -> Result<i32, String> {
     println!("preset sched-cost: driver=null irqmode=none, rw=randread bs=4k iodepth=32, 1 job, runtime={runtime}s");
     println!(
@@ -153,7 +153,7 @@ fn sched_cost(runtime: &str) -> Result<i32, String> {
     Ok(0)
 }
 
-/// Seed 002 (mq-deadline: O(1) queued counter): 128 software queues, two submitters spread
+/// mq-deadline's O(1) queued count ("block/mq-deadline: Speed up the dispatch of low-priority requests"): 128 software queues, two submitters spread
 /// over them, sequential 4 KiB reads at QD128, counting queued requests by summing per-Ctx
 /// counters on every dispatch decision (before) versus the O(1) counter (after).
 fn seed002(runtime: &str) -> Result<i32, String> {
@@ -180,7 +180,7 @@ fn seed002(runtime: &str) -> Result<i32, String> {
     Ok(0)
 }
 
-/// Seed 000 (single-hctx dispatch for schedulers that are not MQ-aware): mq-deadline with 2
+/// The single-hctx dispatch patch ("blk-mq: Improve performance of non-mq IO schedulers with multiple HW queues"): mq-deadline with 2
 /// submitters on a null device whose completions run all hardware queues, as SCSI's do.
 /// MQ runs every hardware queue; SQ has one; MQ-patched runs only the submitter's.
 fn seed000(runtime: &str) -> Result<i32, String> {

@@ -69,13 +69,13 @@ pub struct QueueConfig {
     /// Scheduler tags per hardware queue; 0 picks `2 * min(queue_depth, 128)`.
     pub nr_requests: u32,
     /// Run only the submitter's hardware queue for a scheduler that is not `MQ_AWARE`
-    /// (seed 000). Off reproduces the behaviour before that change.
+    /// (the single-hctx dispatch patch). Off reproduces the behaviour before that change.
     pub sq_sched_dispatch: bool,
     /// Run "all" hardware queues from the completion path once the device has refused a
     /// budget since the last such run, as SCSI does (`scsi_run_queue_async`: only while
     /// `sdev->restarts`, which `scsi_mq_get_budget` raises on a refusal, is non-zero; Linux
-    /// 5.10 on, so in seed 000's kernel too). With a scheduler that is not `MQ_AWARE` every
-    /// hctx of the 64-queue RAID card of seed 000 then dispatches from the scheduler.
+    /// 5.10 on, so in the single-hctx dispatch patch's kernel too). With a scheduler that is not `MQ_AWARE` every
+    /// hctx of the 64-queue RAID card the single-hctx dispatch patch was measured on then dispatches from the scheduler.
     pub run_all_on_complete: bool,
     /// Runs the kernel makes asynchronously (`blk_mq_run_hw_queue(hctx, true)`: BFQ's
     /// `bfq_schedule_dispatch`, SCHED_RESTART, tag and token wake-ups, SCSI's completion
@@ -86,7 +86,7 @@ pub struct QueueConfig {
     /// whole ticks (`time::HZ`). The requeue work, too, is left to the caller, to run on the
     /// CPU that kicked it ([`RequestQueue::take_due_requeue`],
     /// [`RequestQueue::requeue_work`]). The simulator turns it on where the race between
-    /// those works is the experiment (seed 000); off, `timer` runs them at once.
+    /// those works is the experiment (the single-hctx dispatch patch); off, `timer` runs them at once.
     pub kblockd_runs: bool,
     /// `blk_mq_delay_run_hw_queues` re-arms a queue whose run is already pending
     /// (`mod_delayed_work`), pushing it back, as the kernel did until "blk-mq: avoid

@@ -15,7 +15,7 @@
 //! Merging is only tried within `MERGE_TIME_LIMIT` of a queue's first service since it last
 //! became busy (cooperators show up together), and not at all on non-rotational devices
 //! with internal queueing, whose own scheduling already makes interleaved I/O sequential
-//! (`nonrot_with_queueing`, seed 004); the position tree is not even kept up to date there,
+//! (`nonrot_with_queueing`, BFQ's no-merging-on-flash patch); the position tree is not even kept up to date there,
 //! which is the cost that seed saves.
 
 use super::sched::{Key, Knobs, Saved, State, Wr};

@@ -369,7 +369,7 @@ pub struct Sim {
     log: Arc<OpLog>,
     dcost: DriverCost,
     elv: ElvCost,
-    /// mq-deadline's per-CPU sums (seed 002) are on: charge each summing pass it reports.
+    /// mq-deadline's per-CPU sums (before its O(1) queued count) are on: charge each summing pass it reports.
     track_sum_passes: bool,
     sum_passes: u64,
     cpus: Vec<Cpu>,

@@ -13,7 +13,7 @@
 //! `needs_barrier`, `blkdev_issue_flush`). Its `fsync`s repeat with dbench's period of 43.
 //!
 //! [`Ext4DbenchClient`] plays the loadfile and [`Jbd2`] is the journal thread, a job of its
-//! own, as the kernel's is a task of its own with its own I/O priority (seed 004's "journaling
+//! own, as the kernel's is a task of its own with its own I/O priority (the no-merging-on-flash mail's "journaling
 //! daemon enjoying a higher weight"). They meet in an [`Ext4Journal`]: a client's metadata
 //! joins the running transaction when it issues its data write; its `fsync` asks for that
 //! transaction's commit and sleeps until it is done; jbd2 takes the running transaction
@@ -56,7 +56,7 @@ const DBENCH1_EXT4_TRACE: [(&str, &[u8]); 2] = [
     ),
 ];
 
-/// The same loadfile captured where seed 004's kernel twin runs dbench
+/// The same loadfile captured where BFQ's no-merging-on-flash patch's kernel twin runs dbench
 /// (`scripts/guest-seed004.sh`): Debian's 6.1 in a QEMU guest under TCG, one client for 30
 /// s on a 1 GiB ext4 over scsi_debug (every command 100 us, 32 tags, non-rotational;
 /// `scripts/guest-dbench-capture.sh --fs=ext4 --rotational=0 --delay-us=100 --tags=32
@@ -154,7 +154,7 @@ impl Ext4Loadfile {
         LOADFILE.get_or_init(|| Self::embedded(&DBENCH1_EXT4_TRACE))
     }
 
-    /// The loadfile as seed 004's kernel twin runs it, in its guest under TCG (derived
+    /// The loadfile as BFQ's no-merging-on-flash patch's kernel twin runs it, in its guest under TCG (derived
     /// once): the client's and jbd2's own times are the emulated CPUs'.
     pub fn measured_in_guest() -> &'static Ext4Loadfile {
         static LOADFILE: OnceLock<Ext4Loadfile> = OnceLock::new();

@@ -44,7 +44,7 @@ const DBENCH1_XFS_TRACE: [(&str, &[u8]); 2] = [
     ),
 ];
 
-/// The same loadfile captured where seed 000's kernel twin runs dbench: Debian's 6.1 in a
+/// The same loadfile captured where the single-hctx dispatch patch's kernel twin runs dbench: Debian's 6.1 in a
 /// QEMU guest under TCG, on a 1 GiB XFS over scsi_debug (every command 4 ms, marked
 /// rotational), one client for 60 s (`scripts/guest-dbench-capture.sh --runtime=60`).
 const DBENCH1_XFS_TCG_TRACE: [(&str, &[u8]); 2] = [
@@ -118,7 +118,7 @@ impl XfsLoadfile {
         LOADFILE.get_or_init(|| Self::embedded(&DBENCH1_XFS_TRACE, CAPTURE_SECTORS))
     }
 
-    /// The loadfile as seed 000's kernel twin runs it, in its guest under TCG (derived
+    /// The loadfile as the single-hctx dispatch patch's kernel twin runs it, in its guest under TCG (derived
     /// once): the same steps, the clients' own time some twenty times as long.
     pub fn measured_in_guest() -> &'static XfsLoadfile {
         static LOADFILE: OnceLock<XfsLoadfile> = OnceLock::new();

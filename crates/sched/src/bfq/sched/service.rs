@@ -478,11 +478,9 @@ impl State {
             // may be injected. A queue in service with nothing queued, nothing in flight and
             // no wait armed ends its turn here (`bfq_select_queue`: neither
             // `wait_request` nor `dispatched != 0`): as a queue preempted while BFQ idled
-            // for it (kept busy for its guarantees) is when it next comes into service. (Ours
-            // armed the wait here too until 2026-11-27, eighth session; the kernel's log of
-            // seed 004's twin, rotational without raising, shows such a queue, jbd2's,
-            // expire at once 201 times in 5 s and wait in vain 14 times, where ours waited
-            // in vain 1,613 times a second.)
+            // for it (kept busy for its guarantees) is when it next comes into service. (The
+            // kernel's BFQ log of dbench on a rotational loop device shows such a queue,
+            // jbd2's, expire at once 201 times in 5 s: docs/results/investigations.md.)
             match self.idle_until {
                 Some(t) if t <= now => {
                     self.idle_timer_expired(k, now);

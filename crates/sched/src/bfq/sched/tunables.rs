@@ -96,7 +96,7 @@ pub(super) static TUNABLES: [TunableDesc; 15] = [
         help: "raise the weight of interactive and soft real-time queues; 0 ends all raising",
     },
     // Not a kernel attribute: the kernel decides queue merging by itself (auto). The other
-    // two settings exist to measure what seed 004 changed: 2 merges on every device, as the
+    // two settings exist to measure what BFQ's no-merging-on-flash patch changed: 2 merges on every device, as the
     // kernel did before it, 0 never merges.
     TunableDesc {
         name: "queue_merging",
@@ -104,10 +104,10 @@ pub(super) static TUNABLES: [TunableDesc; 15] = [
         default: 1,
         min: 0,
         max: 2,
-        help: "merge cooperating queues: 0 never, 1 auto (not on non-rotational devices with queueing, seed 004), 2 always",
+        help: "merge cooperating queues: 0 never, 1 auto (not on non-rotational devices with queueing, BFQ's no-merging-on-flash patch), 2 always",
     },
     // Not a kernel attribute either: stable merging came with Linux 5.13 ("block, bfq: merge
-    // bursts of newly-created queues"); 0 runs BFQ as kernels before it, as seed 004 did.
+    // bursts of newly-created queues"); 0 runs BFQ as kernels before it, as the no-merging-on-flash patch's kernel did.
     TunableDesc {
         name: "stable_merging",
         unit: "bool",
@@ -119,7 +119,7 @@ pub(super) static TUNABLES: [TunableDesc; 15] = [
     // Not a kernel attribute: until "block, bfq: make bfq_has_work() more accurate" (Linux
     // 5.19) `bfq_has_work` said yes while any queue was busy, the in-service queue BFQ idles
     // on included, so every queue run during an idle slice found work, got none, and had
-    // every hardware queue run again 3 ms later (seed 000's kernel, 5.10).
+    // every hardware queue run again 3 ms later (the single-hctx dispatch patch's kernel, 5.10).
     TunableDesc {
         name: "has_work_busy",
         unit: "bool",

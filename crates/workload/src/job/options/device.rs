@@ -270,7 +270,7 @@ pub(super) static DEVICE: &[OptDef] = &[
         name: "sq_sched_dispatch",
         aliases: &[],
         default: "1",
-        help: "For a scheduler that is not MQ-aware, run only the submitter's hardware queue (seed 000); 0 runs them all.",
+        help: "For a scheduler that is not MQ-aware, run only the submitter's hardware queue (the single-hctx dispatch patch); 0 runs them all.",
         kind: Kind::Bool {
             set: |j, v| j.sq_sched_dispatch = v,
         },
