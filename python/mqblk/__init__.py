@@ -226,8 +226,8 @@ def scenario(name: str, *, seed: int = 1, quick: bool = False, cost_profile: str
 
 
 def scenarios() -> list:
-    """The seed scenarios: dicts of name, seed file and what each shows."""
-    return [dict(name=n, seed=s, about=a) for n, s, a in _mqblk.scenarios()]
+    """The seed scenarios: dicts of name, the kernel mail's subject (`mail`) and what each shows."""
+    return [dict(name=n, mail=m, about=a) for n, m, a in _mqblk.scenarios()]
 
 
 def schedulers() -> list:

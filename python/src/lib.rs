@@ -57,12 +57,12 @@ fn scenario(
     })
 }
 
-/// The scenarios (`mqblk scenario list`): (name, seed file, what it shows).
+/// The scenarios (`mqblk scenario list`): (name, the kernel mail's subject, what it shows).
 #[pyfunction]
 fn scenarios() -> Vec<(String, String, String)> {
     mqblk_sim::scenario::SCENARIOS
         .iter()
-        .map(|s| (s.name.into(), s.seed_file.into(), s.about.into()))
+        .map(|s| (s.name.into(), s.mail.into(), s.about.into()))
         .collect()
 }
 

@@ -551,7 +551,7 @@ fn scenario(args: ScenarioArgs) -> Result<i32, String> {
     let name = name.ok_or("which scenario? (mqblk scenario list)")?;
     if name == "list" {
         for s in mqblk_sim::scenario::SCENARIOS {
-            println!("{:<22} seed {}  {}", s.name, s.seed_file, s.about);
+            println!("{:<22} \"{}\"\n{:<22} {}", s.name, s.mail, "", s.about);
         }
         return Ok(0);
     }

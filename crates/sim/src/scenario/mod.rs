@@ -220,8 +220,11 @@ pub struct ScenarioReport {
 }
 
 pub struct Scenario {
+    /// The name `mqblk scenario` takes.
     pub name: &'static str,
-    pub seed_file: &'static str,
+    /// The subject of the kernel mail whose experiment it reproduces.
+    pub mail: &'static str,
+    /// What it runs, in a line.
     pub about: &'static str,
     /// The device the scenario runs on, as `--device` spells it (whose physical parameters
     /// `--sensitivity` varies, from the values it has there).
@@ -232,14 +235,14 @@ pub struct Scenario {
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "single-hctx-dispatch",
-        seed_file: "000_88252ad05ab668cf.txt",
+        mail: "blk-mq: Improve performance of non-mq IO schedulers with multiple HW queues",
         about: "dbench-like clients on a disk behind a 64-queue RAID HBA: MQ, SQ, MQ-patched",
         model: "raid",
         run: single_hctx::run,
     },
     Scenario {
         name: "mmc-blk-mq",
-        seed_file: "001_f0bfaf8c38192eeb.txt",
+        mail: "multiqueue for MMC/SD third try",
         about:
             "dd and find on eMMC: legacy single queue with a scheduler vs blk-mq, async pre/post",
         model: "emmc",
@@ -247,21 +250,21 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "deadline-nr-queued",
-        seed_file: "002_9fea53793b7248fc.txt",
+        mail: "block/mq-deadline: Speed up the dispatch of low-priority requests",
         about: "96 of 128 CPUs reading 4k at QD128 through mq-deadline: per-CPU sums vs O(1) count",
         model: "ssd",
         run: nr_queued::run,
     },
     Scenario {
         name: "virtio-multi-vq",
-        seed_file: "003_95ba165fe9675751.txt",
+        mail: "block: virtio-blk: support multi vq per virtio-blk",
         about: "4 vCPUs, randread 4k QD64, jobs 2 and 4, virtio-blk with 1 vs 2 virtqueues",
         model: "virtio",
         run: virtio::run,
     },
     Scenario {
         name: "bfq-no-merge",
-        seed_file: "004_cddee4bbcd46cc77.txt",
+        mail: "block, bfq: do not merge queues on flash storage with queueing",
         about: "dbench-like, 6 clients and a journal at higher weight on an SSD: BFQ with and without queue merging",
         model: bfq_merge::SSD,
         run: bfq_merge::run,
