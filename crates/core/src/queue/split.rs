@@ -91,8 +91,20 @@ impl QueueInner {
     /// True when `bio` must be split or is the rest of one that was.
     #[inline]
     pub(crate) fn needs_split(&self, bio: &Bio) -> bool {
-        bio.split.is_some()
-            || self.split_len(bio.op, bio.sector, bio.nr_sectors, bio.bvecs) < bio.nr_sectors
+        if bio.split.is_some() {
+            return true;
+        }
+        let l = &self.limits;
+        // The common case, cheaply: a read or write of one segment, no chunk boundary, and
+        // short enough that no physical-block alignment of `max_sectors` can cut it.
+        if bio.bvecs.run == 0
+            && bio.op.has_data()
+            && l.chunk_sectors == 0
+            && bio.nr_sectors + (l.physical_block_size >> SECTOR_SHIFT) <= l.max_sectors
+        {
+            return false;
+        }
+        self.split_len(bio.op, bio.sector, bio.nr_sectors, bio.bvecs) < bio.nr_sectors
     }
 
     /// Submits `bio` (already checked and traced) as pieces that each fit one request
