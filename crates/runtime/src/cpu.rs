@@ -4,18 +4,24 @@ use nix::sched::{sched_setaffinity, CpuSet};
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::unistd::Pid;
 
+use crate::error::PinError;
+
 /// Pins the calling thread to `cpu` (fio's `cpus_allowed` for one CPU per job).
-pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
+pub fn pin_current_thread(cpu: usize) -> Result<(), PinError> {
     pin_current_thread_to(&[cpu])
 }
 
 /// Lets the calling thread run on any of `cpus` (fio's `cpus_allowed_policy=shared`).
-pub fn pin_current_thread_to(cpus: &[usize]) -> Result<(), String> {
+pub fn pin_current_thread_to(cpus: &[usize]) -> Result<(), PinError> {
+    let fail = |source| PinError {
+        cpus: cpus.to_vec(),
+        source,
+    };
     let mut set = CpuSet::new();
     for &cpu in cpus {
-        set.set(cpu).map_err(|e| format!("cpu {cpu}: {e}"))?;
+        set.set(cpu).map_err(fail)?;
     }
-    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("pinning to cpus {cpus:?}: {e}"))
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(fail)
 }
 
 /// User and system CPU time of a thread or process, with context switches and faults.

@@ -6,6 +6,7 @@
 //! plugging for `iodepth_batch_submit`, reaping by `iodepth_batch_complete_min/max`, the
 //! rate limit's sleeps, and measuring each I/O the way fio does.
 
+use crate::error::RunError;
 use crate::{pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle};
 use crossbeam_utils::CachePadded;
 use mqblk_core::{
@@ -76,12 +77,15 @@ pub fn ioprio(job: &Job) -> IoPrio {
 
 /// The cgroup id of `job` in `blkcg` (0, the root, without `cgroup`), created with the
 /// job's `cgroup_weight` if it does not exist yet.
-pub fn join_cgroup(job: &Job, blkcg: &Blkcg) -> Result<u32, String> {
+pub fn join_cgroup(job: &Job, blkcg: &Blkcg) -> Result<u32, RunError> {
     match &job.cgroup {
         None => Ok(0),
         Some(path) => blkcg
             .join(path, job.cgroup_weight)
-            .map_err(|e| format!("job '{}': {e}", job.name)),
+            .map_err(|source| RunError::Cgroup {
+                job: job.name.clone(),
+                source,
+            }),
     }
 }
 

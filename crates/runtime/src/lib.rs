@@ -10,6 +10,7 @@
 mod clock;
 pub mod control;
 mod cpu;
+mod error;
 pub mod job;
 pub mod run;
 mod submitter;
@@ -20,6 +21,7 @@ pub use clock::MonotonicClock;
 pub use cpu::{
     pin_current_thread, pin_current_thread_to, process_cpu_time, thread_cpu_time, CpuTime,
 };
+pub use error::{PinError, RunError, SocketError};
 pub use job::{run_job, Completed, JobOutcome, LatSink, Progress, RunJob};
 pub use run::{build_device, execute, execute_on, Execution, Plan, Sink};
 pub use submitter::SubmitterHandle;

@@ -2,6 +2,7 @@
 //! per job clone on its own software queue), its execution (a thread per clone, started
 //! together), the measurements in fio's shape ([`Sink`]) and a live progress line.
 
+use crate::error::RunError;
 use crate::{
     process_cpu_time, run_job, Completed, CpuTime, JobOutcome, LatSink, MonotonicClock, Progress,
     RunJob,
@@ -29,9 +30,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn from_specs(specs: &[JobSpec]) -> Result<Plan, String> {
+    pub fn from_specs(specs: &[JobSpec]) -> Result<Plan, RunError> {
         if specs.is_empty() {
-            return Err("no jobs given".into());
+            return Err(RunError::NoJobs);
         }
         let mut device = DeviceConfig::from_jobs(specs)?;
         let total: usize = specs.iter().map(|s| s.numjobs.max(1) as usize).sum();
@@ -43,18 +44,20 @@ impl Plan {
         // Completions are routed to the software queue a bio came from, so each job clone
         // needs a software queue of its own.
         if nr_ctx < total {
-            return Err(format!("nr_ctx={nr_ctx}: fewer software queues than job clones ({total}); each clone needs its own"));
+            return Err(RunError::TooFewCtx {
+                nr_ctx,
+                clones: total,
+            });
         }
         if device.fixed_buffers && device.driver != DriverKind::Uring {
-            return Err("fixedbufs: needs ioengine=io_uring (driver=uring)".into());
+            return Err(RunError::FixedBufsNeedUring);
         }
         let entropy = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
         let resolved =
-            mqblk_workload::resolve(specs, &device.files, |_| Ok(device.size_bytes), entropy)
-                .map_err(|e| e.to_string())?;
+            mqblk_workload::resolve(specs, &device.files, |_| Ok(device.size_bytes), entropy)?;
         // A regular file (or one the run creates), not a block device: the kernel reaches
         // it through a file system, which plugs around every direct I/O.
         let on_file = device.driver == DriverKind::Uring
@@ -68,10 +71,9 @@ impl Plan {
         for job in resolved {
             let s = &specs[job.spec];
             if job.verify && job.bs.iter().any(|&b| b < 512) {
-                return Err(format!(
-                    "job '{}': verify= needs bs of at least 512",
-                    s.name
-                ));
+                return Err(RunError::VerifyBlockSize {
+                    job: s.name.clone(),
+                });
             }
             spec_of.push(job.spec);
             let k = job.index;
@@ -209,7 +211,7 @@ impl Execution {
 }
 
 /// Builds the device and runs every job clone on its own thread.
-pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
+pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, RunError> {
     execute_on(build_device(plan, None)?, plan, show_progress)
 }
 
@@ -220,14 +222,14 @@ pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, String> {
 pub fn build_device(
     plan: &Plan,
     tracer: Option<Arc<dyn mqblk_core::Tracer>>,
-) -> Result<Device, String> {
+) -> Result<Device, RunError> {
     let mut d = plan.device.clone();
     d.single_issuer = true;
     Ok(mqblk_device::build_traced(&d, plan.jobs.len(), tracer)?)
 }
 
 /// Runs a plan on an existing device (whose software queues must cover the plan's Ctxs).
-pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Execution, String> {
+pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Execution, RunError> {
     let queue = device.queue.clone();
     let pool = device.uring.as_ref().and_then(|u| u.buf_pool().cloned());
     let clock = MonotonicClock::new();
@@ -241,10 +243,10 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         .iter()
         .find(|j| j.ctx.0 as usize >= queue.nr_ctx())
     {
-        return Err(format!(
-            "job '{}': no software queue {} on this device",
-            j.job.name, j.ctx.0
-        ));
+        return Err(RunError::NoCtx {
+            job: j.job.name.clone(),
+            ctx: j.ctx.0,
+        });
     }
     let progress = Progress::for_jobs(plan.jobs.len());
     progress.stonewalls.set(plan.jobs.iter().map(|j| &j.job));

@@ -3,6 +3,7 @@
 //! died without cleaning up) and the user asked for such sockets to be replaced; at exit the
 //! path is removed only if it is still the socket this process made.
 
+use crate::error::SocketError;
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -47,42 +48,51 @@ pub fn bind(
     path: &Path,
     what: &str,
     replace_stale: bool,
-) -> Result<(UnixListener, OwnedSocket), String> {
+) -> Result<(UnixListener, OwnedSocket), SocketError> {
+    let what = what.to_string();
+    let io = |doing: &'static str, what: &String| {
+        let what = what.clone();
+        move |source| SocketError::Io {
+            what,
+            doing,
+            source,
+        }
+    };
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{what}: {e}")),
+        Err(e) => return Err(io("", &what)(e)),
         Ok(m) if !m.file_type().is_socket() => {
-            return Err(format!(
-                "{what}: {} exists and is not a socket; refusing to replace it",
-                path.display()
-            ))
+            return Err(SocketError::NotASocket {
+                what,
+                path: path.to_path_buf(),
+            })
         }
         Ok(_) => match UnixStream::connect(path) {
             Ok(_) => {
-                return Err(format!(
-                    "{what}: a server is listening on {} already",
-                    path.display()
-                ))
+                return Err(SocketError::InUse {
+                    what,
+                    path: path.to_path_buf(),
+                })
             }
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                 if !replace_stale {
-                    return Err(format!(
-                        "{what}: {} is a stale socket (nothing listens on it); remove it or pass --replace-stale-socket",
-                        path.display()
-                    ));
+                    return Err(SocketError::Stale {
+                        what,
+                        path: path.to_path_buf(),
+                    });
                 }
-                std::fs::remove_file(path)
-                    .map_err(|e| format!("{what}: removing the stale socket: {e}"))?;
+                std::fs::remove_file(path).map_err(io("removing the stale socket: ", &what))?;
             }
-            Err(e) => {
-                return Err(format!(
-                    "{what}: {} exists and cannot be checked ({e}); refusing to replace it",
-                    path.display()
-                ))
+            Err(source) => {
+                return Err(SocketError::Unchecked {
+                    what,
+                    path: path.to_path_buf(),
+                    source,
+                })
             }
         },
     }
-    let l = UnixListener::bind(path).map_err(|e| format!("{what}: {e}"))?;
+    let l = UnixListener::bind(path).map_err(io("", &what))?;
     let id = file_id(path);
     Ok((
         l,
@@ -111,7 +121,8 @@ mod tests {
         std::fs::write(&p, b"precious").unwrap();
         for replace in [false, true] {
             let e = bind(&p, "--listen=unix:x", replace).unwrap_err();
-            assert!(e.contains("is not a socket"), "{e}");
+            assert!(matches!(e, SocketError::NotASocket { .. }), "{e}");
+            assert!(e.to_string().contains("is not a socket"), "{e}");
         }
         assert_eq!(std::fs::read(&p).unwrap(), b"precious");
         std::fs::remove_dir_all(&d).unwrap();
@@ -123,11 +134,13 @@ mod tests {
         let p = d.join("s");
         let (live, owned) = bind(&p, "--listen", false).unwrap();
         let e = bind(&p, "--listen", true).unwrap_err();
-        assert!(e.contains("is listening"), "{e}");
+        assert!(matches!(e, SocketError::InUse { .. }), "{e}");
+        assert!(e.to_string().contains("is listening"), "{e}");
         drop(live);
         // The file stays behind, as after a server killed with SIGKILL.
         let e = bind(&p, "--listen", false).unwrap_err();
-        assert!(e.contains("stale socket"), "{e}");
+        assert!(matches!(e, SocketError::Stale { .. }), "{e}");
+        assert!(e.to_string().contains("stale socket"), "{e}");
         let (_l, again) = bind(&p, "--listen", true).unwrap();
         // The first owner's removal must not take the new server's socket.
         owned.remove();

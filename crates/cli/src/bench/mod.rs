@@ -465,7 +465,7 @@ mod tests {
         let specs =
             mqblk_workload::parse_job_text("t", "[a]\nnr_hw_queues=2\n[b]\nnr_hw_queues=1\n")
                 .unwrap();
-        let e = Plan::from_specs(&specs).err().unwrap();
+        let e = Plan::from_specs(&specs).err().unwrap().to_string();
         assert!(
             e.contains("job 'b': nr_hw_queues differs from job 'a'"),
             "{e}"
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn a_job_past_the_device_end_is_refused() {
         let specs = mqblk_workload::parse_job_text("t", "[a]\ndev_size=1m\nsize=2m\n").unwrap();
-        let e = Plan::from_specs(&specs).err().unwrap();
+        let e = Plan::from_specs(&specs).err().unwrap().to_string();
         assert!(e.contains("runs past the device"), "{e}");
     }
 

@@ -1,0 +1,129 @@
+//! The threaded runtime's errors: why a plan cannot be made or run, why a thread cannot be
+//! pinned, why a Unix socket cannot be bound. Each prints as one line naming what failed.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a run plan cannot be made or run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// No job to run.
+    #[error("no jobs given")]
+    NoJobs,
+    /// Fewer software queues than job clones (each clone needs its own).
+    #[error("nr_ctx={nr_ctx}: fewer software queues than job clones ({clones}); each clone needs its own")]
+    TooFewCtx {
+        /// The software queues configured.
+        nr_ctx: usize,
+        /// The job clones to run.
+        clones: usize,
+    },
+    /// `fixedbufs` on a device that is not io_uring's.
+    #[error("fixedbufs: needs ioengine=io_uring (driver=uring)")]
+    FixedBufsNeedUring,
+    /// The jobs could not be resolved against the device.
+    #[error(transparent)]
+    Job(#[from] mqblk_workload::JobError),
+    /// A verifying job with blocks smaller than a sector.
+    #[error("job '{job}': verify= needs bs of at least 512")]
+    VerifyBlockSize {
+        /// The job.
+        job: String,
+    },
+    /// The device could not be described or built.
+    #[error(transparent)]
+    Device(#[from] mqblk_device::DeviceError),
+    /// A job's software queue is not on the device it is run on.
+    #[error("job '{job}': no software queue {ctx} on this device")]
+    NoCtx {
+        /// The job.
+        job: String,
+        /// Its software queue.
+        ctx: u16,
+    },
+    /// A job's cgroup could not be joined.
+    #[error("job '{job}': {source}")]
+    Cgroup {
+        /// The job.
+        job: String,
+        /// Why.
+        source: mqblk_core::BlkcgError,
+    },
+}
+
+/// Why the calling thread could not be pinned to CPUs.
+#[derive(Debug, thiserror::Error)]
+#[error("pinning to cpus {cpus:?}: {source}")]
+pub struct PinError {
+    /// The CPUs asked for.
+    pub cpus: Vec<usize>,
+    /// What the kernel said.
+    pub source: nix::Error,
+}
+
+/// Why a Unix socket could not be bound; `what` names the option (`--listen=unix:/tmp/x`).
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// Something that is not a socket is at the path.
+    #[error("{what}: {} exists and is not a socket; refusing to replace it", path.display())]
+    NotASocket {
+        /// The option.
+        what: String,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A server listens on the path.
+    #[error("{what}: a server is listening on {} already", path.display())]
+    InUse {
+        /// The option.
+        what: String,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A socket nothing listens on, and replacing it was not asked for.
+    #[error("{what}: {} is a stale socket (nothing listens on it); remove it or pass --replace-stale-socket", path.display())]
+    Stale {
+        /// The option.
+        what: String,
+        /// The path.
+        path: PathBuf,
+    },
+    /// The socket at the path could not be checked.
+    #[error("{what}: {} exists and cannot be checked ({source}); refusing to replace it", path.display())]
+    Unchecked {
+        /// The option.
+        what: String,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A system call on the path failed (looking at it, removing a stale socket, binding).
+    #[error("{what}: {doing}{source}")]
+    Io {
+        /// The option.
+        what: String,
+        /// What was being done, with a trailing `: `, or empty.
+        doing: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+impl From<RunError> for String {
+    fn from(e: RunError) -> String {
+        e.to_string()
+    }
+}
+
+impl From<PinError> for String {
+    fn from(e: PinError) -> String {
+        e.to_string()
+    }
+}
+
+impl From<SocketError> for String {
+    fn from(e: SocketError) -> String {
+        e.to_string()
+    }
+}
