@@ -91,26 +91,17 @@ impl QueueInner {
     /// True when `bio` must be split or is the rest of one that was.
     #[inline]
     pub(crate) fn needs_split(&self, bio: &Bio) -> bool {
-        if bio.split.is_some() {
-            return true;
-        }
-        let l = &self.limits;
-        // The common case, cheaply: a read or write of one segment, no chunk boundary, and
-        // short enough that no physical-block alignment of `max_sectors` can cut it.
-        if bio.bvecs.run == 0
-            && bio.op.has_data()
-            && l.chunk_sectors == 0
-            && bio.nr_sectors + (l.physical_block_size >> SECTOR_SHIFT) <= l.max_sectors
-        {
-            return false;
-        }
-        self.split_len(bio.op, bio.sector, bio.nr_sectors, bio.bvecs) < bio.nr_sectors
+        bio.split.is_some()
+            || self.split_len(bio.op, bio.sector, bio.nr_sectors, bio.bvecs) < bio.nr_sectors
     }
 
     /// Submits `bio` (already checked and traced) as pieces that each fit one request
     /// ([`Self::split_len`]); see the module comment.
     pub(crate) fn submit_split(&self, sub: &mut Submitter, bio: Bio, now: Nanos) -> Submit {
         let first_try = bio.split.is_none();
+        // Where the bio starts and how its buffer lies from there: a rest handed back busy
+        // carries its own layout, advanced to its first sector.
+        let (op, origin, layout) = (bio.op, bio.sector, bio.bvecs);
         let (key, mut sector, end) = match bio.split {
             Some(k) => (k, bio.sector, bio.end_sector()),
             None => {
@@ -122,14 +113,6 @@ impl QueueInner {
                 });
                 (k, sector, end)
             }
-        };
-        let (op, origin, layout) = {
-            let t = self.splits.lock();
-            let p = &t.slots[key as usize]
-                .as_ref()
-                .expect("a split original")
-                .bio;
-            (p.op, p.sector, p.bvecs)
         };
         while sector < end {
             let here = layout.advanced((sector - origin) << SECTOR_SHIFT);
