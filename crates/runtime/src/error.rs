@@ -98,13 +98,19 @@ pub enum SocketError {
         /// Why.
         source: io::Error,
     },
-    /// A system call on the path failed (looking at it, removing a stale socket, binding).
-    #[error("{what}: {doing}{source}")]
+    /// Looking at the path or binding it failed.
+    #[error("{what}: {source}")]
     Io {
         /// The option.
         what: String,
-        /// What was being done, with a trailing `: `, or empty.
-        doing: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+    /// The stale socket could not be removed.
+    #[error("{what}: removing the stale socket: {source}")]
+    RemoveStale {
+        /// The option.
+        what: String,
         /// Why.
         source: io::Error,
     },

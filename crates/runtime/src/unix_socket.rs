@@ -50,17 +50,9 @@ pub fn bind(
     replace_stale: bool,
 ) -> Result<(UnixListener, OwnedSocket), SocketError> {
     let what = what.to_string();
-    let io = |doing: &'static str, what: &String| {
-        let what = what.clone();
-        move |source| SocketError::Io {
-            what,
-            doing,
-            source,
-        }
-    };
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(io("", &what)(e)),
+        Err(source) => return Err(SocketError::Io { what, source }),
         Ok(m) if !m.file_type().is_socket() => {
             return Err(SocketError::NotASocket {
                 what,
@@ -81,7 +73,9 @@ pub fn bind(
                         path: path.to_path_buf(),
                     });
                 }
-                std::fs::remove_file(path).map_err(io("removing the stale socket: ", &what))?;
+                if let Err(source) = std::fs::remove_file(path) {
+                    return Err(SocketError::RemoveStale { what, source });
+                }
             }
             Err(source) => {
                 return Err(SocketError::Unchecked {
@@ -92,7 +86,7 @@ pub fn bind(
             }
         },
     }
-    let l = UnixListener::bind(path).map_err(io("", &what))?;
+    let l = UnixListener::bind(path).map_err(|source| SocketError::Io { what, source })?;
     let id = file_id(path);
     Ok((
         l,
