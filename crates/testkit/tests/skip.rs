@@ -3,12 +3,11 @@
 
 use std::process::Command;
 
-/// Not a check by itself: asks for a tool no machine has, as a test that needs one would.
+/// Not a check by itself (ignored, so it never counts as a pass): asks for a tool no machine
+/// has, as a test that needs one would; the test below runs it in a child process.
 #[test]
+#[ignore = "run by a_missing_tool_is_a_visible_skip_locally_and_a_failure_in_ci"]
 fn helper_asks_for_a_missing_tool() {
-    if std::env::var_os("MQBLK_TESTKIT_CHILD").is_none() {
-        return;
-    }
     assert!(!mqblk_testkit::need_tools(
         "the helper",
         &["sh", "mqblk-no-such-tool", "fio-no-such-tool"]
@@ -20,9 +19,9 @@ fn child(ci: bool) -> std::process::Output {
     c.args([
         "--exact",
         "helper_asks_for_a_missing_tool",
+        "--ignored",
         "--test-threads=1",
-    ])
-    .env("MQBLK_TESTKIT_CHILD", "1");
+    ]);
     if ci {
         c.env("CI", "true");
     } else {
