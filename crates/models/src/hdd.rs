@@ -794,8 +794,9 @@ impl DeviceModel for HddModel {
         true
     }
     /// libahci's SCSI host: 168 scatter-gather entries (`AHCI_MAX_SG`), segments of the SCSI
-    /// default 64 KiB (`BLK_MAX_SEGMENT_SIZE`, as the host template sets none), and an
-    /// Advanced Format drive's 4 KiB physical sectors behind 512-byte logical ones.
+    /// default 64 KiB (`scsi_host_alloc` gives `BLK_MAX_SEGMENT_SIZE` when the host template
+    /// sets none), and an Advanced Format drive's 4 KiB physical sectors behind 512-byte
+    /// logical ones (an assumption, marked `[A]` in DEVICES.md).
     fn queue_limits(&self) -> QueueLimits {
         QueueLimits {
             max_segments: 168,
