@@ -158,8 +158,8 @@ pub struct ReplayArgs {
     #[arg(long, default_value = "mq-deadline")]
     pub ioscheduler: String,
     /// A scheduler tunable, written --sched.NAME=VALUE (repeatable)
-    #[arg(long = "sched", value_name = "NAME=VALUE")]
-    pub tunables: Vec<String>,
+    #[arg(long = "sched", value_name = "NAME=VALUE", value_parser = tunable_pair)]
+    pub tunables: Vec<(String, String)>,
     /// open: original timing (scaled by --speed); closed: as fast as possible with each
     /// process's original concurrency
     #[arg(long, default_value = "closed", value_parser = ["open", "closed"])]
@@ -245,41 +245,9 @@ pub struct ServeArgs {
     /// Export name (default "mqblk")
     #[arg(long, alias = "name")]
     pub export: Option<String>,
-    /// Export description
-    #[arg(long)]
-    pub description: Option<String>,
-    /// memory (data kept in RAM), null (reads zeroes, writes dropped), uring (--filename),
-    /// sim (a device model in real time, --device; timing only, no data)
-    #[arg(long, value_parser = ["memory", "null", "uring", "sim"])]
-    pub driver: Option<String>,
-    /// The device model for --driver=sim (hdd, ssd,... with parameters)
-    #[arg(long)]
-    pub device: Option<String>,
-    /// File or block device for --driver=uring
-    #[arg(long)]
-    pub filename: Option<String>,
-    /// Export size (memory/null; creates or extends a --filename file)
-    #[arg(long)]
-    pub size: Option<String>,
-    /// Scheduler: none, mq-deadline, kyber, bfq (or an alias)
-    #[arg(long, alias = "scheduler")]
-    pub ioscheduler: Option<String>,
-    /// A scheduler tunable, written --sched.NAME=VALUE (repeatable)
-    #[arg(long = "sched", value_name = "NAME=VALUE")]
-    pub tunables: Vec<String>,
-    /// Hardware queues (default 1)
-    #[arg(long = "hw-queues")]
-    pub hw_queues: Option<String>,
-    /// Tags per hardware queue (default 128)
-    #[arg(long = "queue-depth")]
-    pub queue_depth: Option<String>,
-    /// Refuse writes (EPERM)
-    #[arg(long = "read-only")]
-    pub read_only: bool,
-    /// Sessions at once, per export (default 16); a client past them is refused in its
-    /// handshake with an NBD error (NBD_REP_ERR_POLICY) and may try again
-    #[arg(long = "max-connections")]
-    pub max_connections: Option<String>,
+    /// The export's own options (also the keys of a config file's `[export.NAME]` tables)
+    #[command(flatten)]
+    pub export_opts: crate::serve::ExportOptions,
     /// Per-export and per-hardware-queue statistics as JSON on exit
     #[arg(long)]
     pub stats: Option<PathBuf>,
@@ -315,22 +283,6 @@ pub struct ServeArgs {
     /// With TLS: clients must present a certificate signed by the directory's ca-cert.pem
     #[arg(long = "tls-verify-peer")]
     pub tls_verify_peer: bool,
-    /// Serve the export to a virtual machine as a vhost-user-blk device on this Unix socket
-    /// (QEMU: -chardev socket,path=SOCKET -device vhost-user-blk-pci) instead of over NBD
-    #[arg(
-        long = "vhost-user-blk",
-        value_name = "SOCKET",
-        conflicts_with = "listen"
-    )]
-    pub vhost_user_blk: Option<PathBuf>,
-    /// With --vhost-user-blk: virtqueues offered to the guest, each served by its own thread
-    /// and software queue (default 1; --hw-queues defaults to the same number)
-    #[arg(long = "num-queues", requires = "vhost_user_blk")]
-    pub num_queues: Option<String>,
-    /// With --vhost-user-blk: threads serving the virtqueues, virtqueue i on thread i mod N
-    /// (default: one per virtqueue; 1 is QEMU's dataplane, one I/O thread for them all)
-    #[arg(long = "vq-threads", requires = "vhost_user_blk")]
-    pub vq_threads: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -379,15 +331,11 @@ pub fn sched_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
         .collect()
 }
 
-/// `NAME=VALUE` tunables as pairs.
-pub fn tunable_pairs(list: &[String]) -> Result<Vec<(String, String)>, String> {
-    list.iter()
-        .map(|t| {
-            t.split_once('=')
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .ok_or_else(|| format!("--sched.{t}: expected --sched.NAME=VALUE"))
-        })
-        .collect()
+/// `--sched NAME=VALUE`: one scheduler tunable.
+pub fn tunable_pair(t: &str) -> Result<(String, String), String> {
+    t.split_once('=')
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .ok_or_else(|| format!("'{t}': expected --sched.NAME=VALUE"))
 }
 
 /// A clap error as one line: `mqblk SUBCOMMAND...: what is wrong (mqblk SUBCOMMAND --help)`.
@@ -506,7 +454,7 @@ mod tests {
         match r.cmd {
             Some(Cmd::Replay(a)) => {
                 assert_eq!(a.device, "ssd");
-                assert_eq!(a.tunables, v(&["fifo_batch=8"]));
+                assert_eq!(a.tunables, [("fifo_batch".to_string(), "8".to_string())]);
             }
             other => panic!("{other:?}"),
         }

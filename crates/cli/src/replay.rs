@@ -1,6 +1,7 @@
 //! `mqblk replay`: a blktrace capture replayed through the stack in the simulator.
 
-use crate::args::{tunable_pairs, ReplayArgs};
+use crate::args::ReplayArgs;
+use mqblk_device::{DeviceConfig, DriverConfig, ModelConfig};
 use mqblk_sim::replay::{Mode, Replayable};
 use mqblk_sim::QueueSettings;
 use mqblk_sim::{DeviceSpec, Sim, SimConfig};
@@ -46,7 +47,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
     let trace = args.trace;
     let device = args.device;
     let sched = args.ioscheduler;
-    let tunables = tunable_pairs(&args.tunables)?;
+    let tunables = args.tunables.clone();
     let mode = if args.mode == "open" {
         Mode::Open
     } else {
@@ -64,8 +65,6 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
     let seed = args.seed;
     let out_trace = args.out_trace;
     let json = args.output_format == "json";
-    let driver = args.driver.filter(|d| d != "sim");
-    let (filename, size) = (args.filename, args.size);
     let set = TraceSet::open(&trace)?;
     let rep = Replayable::from_trace(&set);
     if rep.total_ios == 0 {
@@ -74,22 +73,43 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
             trace.display()
         ));
     }
-    if let Some(driver) = driver {
-        return replay_threaded(
-            &trace, &rep, driver, filename, size, sched, tunables, mode, speed, waits, json,
-        );
-    }
-    let max_cpu = rep.processes.iter().map(|p| p.cpu).max().unwrap_or(0);
-    let nr_cpus = cpus.unwrap_or((max_cpu + 1).min(1024) as u16);
-    let spec = DeviceSpec::parse(&device)?;
-    let capacity = mqblk_sim::device::build(&spec, mqblk_sim::SimRng::new(0))?.capacity_sectors();
-    let writer = crate::trace_cmd::TraceOut::open(out_trace.as_deref());
-    let cfg = SimConfig {
-        seed,
-        nr_cpus,
-        device: spec,
-        check_every: 1000,
-        tracer: crate::trace_cmd::tracer_of(&writer),
+    // One device for either replay: a model in virtual time (`--driver=sim`, the default),
+    // or the null or uring driver in real time.
+    let end = rep
+        .processes
+        .iter()
+        .flat_map(|p| {
+            p.ios
+                .iter()
+                .map(|t| (t.io.sector + t.io.nr_sectors as u64) * 512)
+        })
+        .max()
+        .unwrap_or(0);
+    let driver = match DriverConfig::named(args.driver.as_deref().unwrap_or("sim"))? {
+        DriverConfig::Uring(u) => DriverConfig::Uring(mqblk_drivers::UringConfig {
+            path: args
+                .filename
+                .ok_or("--driver=uring needs --filename=PATH")?
+                .into(),
+            queue_depth: 128,
+            direct: true,
+            size_bytes: args.size,
+            ..u
+        }),
+        // A null device as large as the traced range (it stores nothing).
+        DriverConfig::Null(n) => DriverConfig::Null(mqblk_drivers::NullConfig {
+            hw_queue_depth: 128,
+            size_bytes: args
+                .size
+                .unwrap_or(end.max(1 << 30).next_multiple_of(1 << 20)),
+            ..n
+        }),
+        DriverConfig::Model(m) => DriverConfig::Model(ModelConfig {
+            spec: DeviceSpec::parse(&device)?,
+            ..m
+        }),
+    };
+    let dev = DeviceConfig {
         queue: QueueSettings {
             scheduler: Some(sched.clone()),
             sched_tunables: tunables,
@@ -97,6 +117,21 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
             max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
             ..QueueSettings::default()
         },
+        ..DeviceConfig::new(driver)
+    };
+    if !matches!(dev.driver, DriverConfig::Model(_)) {
+        return replay_threaded(&trace, &rep, dev, mode, speed, waits, json);
+    }
+    let max_cpu = rep.processes.iter().map(|p| p.cpu).max().unwrap_or(0);
+    let nr_cpus = cpus.unwrap_or((max_cpu + 1).min(1024) as u16);
+    let capacity = dev.capacity()? / 512;
+    let writer = crate::trace_cmd::TraceOut::open(out_trace.as_deref());
+    let cfg = SimConfig {
+        seed,
+        nr_cpus,
+        device: dev,
+        check_every: 1000,
+        tracer: crate::trace_cmd::tracer_of(&writer),
         ..SimConfig::default()
     };
     let jobs = rep.jobs(mode, speed, nr_cpus, capacity, waits, 0);
@@ -285,15 +320,10 @@ fn pct(v: &[u64], p: f64) -> Option<u64> {
     (!v.is_empty()).then(|| v[((p / 100.0) * (v.len() - 1) as f64).round() as usize])
 }
 
-#[allow(clippy::too_many_arguments)]
 fn replay_threaded(
     trace: &std::path::Path,
     rep: &Replayable,
-    driver: String,
-    filename: Option<String>,
-    size: Option<u64>,
-    sched: String,
-    tunables: Vec<(String, String)>,
+    opts: DeviceConfig,
     mode: Mode,
     speed: f64,
     waits: bool,
@@ -301,36 +331,8 @@ fn replay_threaded(
 ) -> Result<(String, i32), String> {
     use std::fmt::Write as _;
     let mut text = String::new();
-    let end = rep
-        .processes
-        .iter()
-        .flat_map(|p| {
-            p.ios
-                .iter()
-                .map(|t| (t.io.sector + t.io.nr_sectors as u64) * 512)
-        })
-        .max()
-        .unwrap_or(0);
-    let mut opts = mqblk_device::DeviceConfig {
-        driver: mqblk_device::DriverKind::parse(&driver)?,
-        queue: mqblk_device::QueueSettings {
-            scheduler: Some(sched.clone()),
-            sched_tunables: tunables,
-            max_sectors_kb: (rep.max_io_bytes.div_ceil(1024) as u32).max(1280),
-            ..Default::default()
-        },
-        queue_depth: 128,
-        ..Default::default()
-    };
-    if driver == "uring" {
-        let f = filename.ok_or("--driver=uring needs --filename=PATH")?;
-        opts.filename = Some(f);
-        opts.direct = true;
-        opts.create_size = size;
-    } else {
-        // A null device as large as the traced range (it stores nothing).
-        opts.size_bytes = size.unwrap_or(end.max(1 << 30).next_multiple_of(1 << 20));
-    }
+    let driver = opts.driver.name().to_string();
+    let sched = opts.queue.scheduler.clone().unwrap_or_default();
     let out = crate::replay_real::replay(rep, opts, mode, speed, waits)?;
     let mut orig = rep.original_lat.clone();
     orig.sort_unstable();

@@ -5,7 +5,7 @@
 //! shows one, as the simulator replays it.
 
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, Nanos, ReqOp};
-use mqblk_device::{DeviceConfig, DriverKind};
+use mqblk_device::DeviceConfig;
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use mqblk_sim::replay::{Mode, Replayable};
 use mqblk_workload::LatStat;
@@ -51,7 +51,7 @@ pub fn replay(
     opts.nr_ctx = nr as u16;
     let dev = mqblk_device::build(&opts, nr)?;
     let capacity = dev.queue.limits().capacity_sectors;
-    let with_data = opts.driver == DriverKind::Uring || opts.memory_backed;
+    let with_data = opts.stores_data();
     let waits = waits && mode == Mode::Closed;
     let board = Board {
         done: rep

@@ -159,8 +159,7 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     // The device is described as `mqblk bench` describes it (the same job options); in
     // virtual time it is its model.
     let dev = mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;
-    let device = dev.model_spec()?;
-    dev.faults.validate().map_err(|e| e.to_string())?;
+    let model = dev.model_spec()?;
     let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let nr_clones: u32 = cl.jobs.iter().map(|s| s.numjobs.max(1)).sum();
     let max_pinned = cl
@@ -175,30 +174,26 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     let cfg = SimConfig {
         seed: a.seed,
         nr_cpus,
-        device,
+        device: dev,
         cost,
         profile: mqblk_sim::cost::CostProfile::parse(&a.cost_profile)?,
         check_every: a.check_every,
         tracer: crate::trace_cmd::tracer_of(&writer),
-        queue: dev.queue.clone(),
-        // The job's fault options, injected as the null driver injects them.
-        faults: mqblk_sim::driver::Faults {
-            inject: dev.faults,
-            ..Default::default()
-        },
         ..SimConfig::default()
     };
     // The model decides the capacity; build it once to learn it.
     let capacity =
-        mqblk_sim::device::build(&cfg.device, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
-    let mut jobs = mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.blkcg)?;
+        mqblk_sim::device::build(&model, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
+    let mut jobs =
+        mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.device.blkcg)?;
     if cl.plot.is_some() {
         for j in &mut jobs {
             j.logs
                 .get_or_insert_with(|| mqblk_workload::logs::JobLogs::new(Default::default()));
         }
     }
-    let (seed, model, cpus) = (a.seed, cfg.device.model.clone(), cfg.nr_cpus);
+    let model = model.model;
+    let (seed, cpus) = (a.seed, cfg.nr_cpus);
     let profile = cfg.profile.name();
     let host = Instant::now();
     let sim = Sim::new(cfg, jobs).map_err(|e| format!("{e}\n{}", e.dump()))?;

@@ -71,6 +71,34 @@ pub enum EhReturn {
     ResetTimer,
 }
 
+/// How a device hands completions back (null_blk's `irqmode`): shared by the null driver
+/// and the job option that configures it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum IrqMode {
+    /// Complete inside `queue_rq`. This is our default, unlike the kernel's (softirq): in
+    /// userspace there is no interrupt to model unless asked for, and inline completion is
+    /// the cheapest path, which is what a null device is for.
+    #[default]
+    None,
+    /// Queue the completion on the hardware queue; whoever polls that queue completes it,
+    /// as the softirq or IPI that follows an interrupt would.
+    Softirq,
+    /// Complete `completion_nsec` after the request was issued, when the hardware queue is
+    /// polled at or after that time.
+    Timer,
+}
+
+impl IrqMode {
+    /// The option value that selects this mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            IrqMode::None => "none",
+            IrqMode::Softirq => "softirq",
+            IrqMode::Timer => "timer",
+        }
+    }
+}
+
 /// A block driver (`struct blk_mq_ops`): what the queue calls to issue requests, and what it asks of the device. Every method is called through `&self` from any thread; a driver keeps its own per-hardware-queue locks, finishes requests into the [`CompletionBatch`] it is handed and never calls back into the queue.
 pub trait Driver: Send + Sync {
     /// The driver's name in reports (`null`, `uring`, the model's name).

@@ -2,10 +2,10 @@
 //! scheduler and queue. [`new_queue`] is the part the simulator shares: the queue over a
 //! tag set and a driver, with the scheduler resolved by name or alias and its tunables set.
 
-use crate::config::{DeviceConfig, DriverKind, QueueSettings};
+use crate::config::{DeviceConfig, DriverConfig, ModelConfig, QueueSettings};
 use crate::DeviceError;
 use mqblk_core::{Blkcg, Driver, QueueLimits, TagSetConfig, TraceHook};
-use mqblk_core::{QueueConfig, RequestQueue, TagSet, TagSetFlags};
+use mqblk_core::{QueueConfig, RequestQueue, TagSet};
 use mqblk_drivers::{NullConfig, NullDevice, UringConfig, UringDevice};
 use std::sync::Arc;
 
@@ -26,24 +26,10 @@ struct Built {
     uring: Option<Arc<UringDevice>>,
 }
 
-fn build_null(opts: &DeviceConfig) -> Result<Built, DeviceError> {
-    let cfg = NullConfig {
-        submit_queues: opts.nr_hw_queues,
-        hw_queue_depth: opts.queue_depth,
-        irqmode: opts.irqmode,
-        completion_nsec: opts.completion_nsec,
-        shared_tag_bitmap: opts.shared_tags,
-        blocking: opts.blocking,
-        memory_backed: opts.memory_backed,
-        cache_size_mb: opts.cache_size_mb,
-        rotational: opts.rotational.unwrap_or(false),
-        size_bytes: opts.size_bytes,
-        faults: opts.faults,
-        ..NullConfig::default()
-    };
+fn build_null(cfg: &NullConfig) -> Result<Built, DeviceError> {
     cfg.validate()?;
     let set_cfg = cfg.tag_set_config();
-    let null = NullDevice::new(cfg)?;
+    let null = NullDevice::new(cfg.clone())?;
     let limits = null.config().queue_limits();
     Ok(Built {
         set_cfg,
@@ -55,10 +41,10 @@ fn build_null(opts: &DeviceConfig) -> Result<Built, DeviceError> {
 }
 
 /// A device model driven by the wall clock.
-fn build_model(opts: &DeviceConfig) -> Result<Built, DeviceError> {
-    let spec = opts.model_spec()?;
-    let model = mqblk_models::build(&spec, mqblk_models::SimRng::new(1))?;
-    let drv = Arc::new(mqblk_models::RealtimeDriver::new(model, &opts.faults));
+fn build_model(m: &ModelConfig) -> Result<Built, DeviceError> {
+    m.faults.validate()?;
+    let model = mqblk_models::build(&m.spec, mqblk_models::SimRng::new(1))?;
+    let drv = Arc::new(mqblk_models::RealtimeDriver::new(model, &m.faults));
     let set_cfg = TagSetConfig::new(drv.nr_hw_queues(), drv.queue_depth());
     let limits = drv.queue_limits();
     Ok(Built {
@@ -70,62 +56,38 @@ fn build_model(opts: &DeviceConfig) -> Result<Built, DeviceError> {
     })
 }
 
-/// The tag set a device's driver asks for, with `shared_tags` applied.
-fn with_shared_tags(opts: &DeviceConfig, mut set_cfg: TagSetConfig) -> TagSetConfig {
-    if opts.shared_tags {
-        set_cfg.flags = set_cfg.flags.union(TagSetFlags::TAG_HCTX_SHARED);
-    }
-    set_cfg
-}
-
 fn build_uring(
     opts: &DeviceConfig,
+    cfg: &UringConfig,
     nr_ctx: u16,
     nr_submitters: usize,
 ) -> Result<Built, DeviceError> {
-    let path = opts.filename.as_ref().ok_or_else(|| {
-        DeviceError::Invalid("driver=uring: needs filename= (a file or block device)".into())
-    })?;
-    let cfg = UringConfig {
-        path: path.into(),
-        nr_hw_queues: opts.nr_hw_queues,
-        queue_depth: opts.queue_depth,
-        direct: opts.direct,
-        size_bytes: opts.create_size,
-        extend: opts.extend,
-        sqpoll: opts.sqpoll,
-        sqpoll_cpu: opts.sqpoll_cpu,
-        register_files: opts.register_files,
-        fixed_buffers: opts.fixed_buffers,
-        fixed_buf_count: opts.fixed_buf_count,
-        fixed_buf_size: opts.fixed_buf_size.max(4096),
-        rotational: opts.rotational,
-        virtqueue_size: opts.virtqueue_size,
-        more_files: opts.more_files(),
-        ..UringConfig::default()
+    let path = cfg.path.display().to_string();
+    if path.is_empty() {
+        return Err(DeviceError::Invalid(
+            "driver=uring: needs filename= (a file or block device)".into(),
+        ));
+    }
+    let mut cfg = UringConfig {
+        fixed_buf_size: cfg.fixed_buf_size.max(4096),
+        ..cfg.clone()
     };
-
     let uring = |source| DeviceError::Uring {
         path: path.clone(),
         source,
     };
     cfg.validate().map_err(uring)?;
     let set_cfg = cfg.tag_set_config();
-    // Rings of their own for the threads that reap each queue (`DeviceConfig::
-    // single_issuer`): only where the submitters, one per software queue, are all that
-    // reaps (no completion workers, no SQPOLL thread) and no scheduler hands one
-    // submitter's requests to another's queue run: those would wait on the runner's ring
-    // until it next enters the kernel.
-    let mut cfg = cfg;
-    cfg.single_issuer = opts.single_issuer
-        && !opts.sqpoll
+    // Rings of their own for the threads that reap each queue (`UringConfig::
+    // single_issuer`, asked for by the runtime): only where the submitters, one per
+    // software queue, are all that reaps (no completion workers, no SQPOLL thread) and no
+    // scheduler hands one submitter's requests to another's queue run: those would wait on
+    // the runner's ring until it next enters the kernel.
+    cfg.single_issuer = cfg.single_issuer
+        && !cfg.sqpoll
         && !opts.hctx_workers
         && usize::from(nr_ctx) >= nr_submitters
-        && opts
-            .queue
-            .elevator_type(&with_shared_tags(opts, set_cfg.clone()))?
-            .name
-            == "none";
+        && opts.queue.elevator_type(&set_cfg)?.name == "none";
     let dev = UringDevice::open(cfg).map_err(uring)?;
     let limits = dev.queue_limits();
     Ok(Built {
@@ -148,23 +110,17 @@ pub fn build_traced(
     nr_submitters: usize,
     tracer: Option<Arc<dyn mqblk_core::Tracer>>,
 ) -> Result<Device, DeviceError> {
-    if opts.faults.is_enabled() && opts.driver == DriverKind::Uring {
-        return Err(DeviceError::Invalid(
-            "fault injection (fail_*, timeout_*, requeue_*) needs driver=null or a model, not driver=uring".into(),
-        ));
-    }
-    opts.faults.validate()?;
     let nr_ctx = if opts.nr_ctx == 0 {
         nr_submitters.max(1) as u16
     } else {
         opts.nr_ctx
     };
-    let built = match opts.driver {
-        DriverKind::Null => build_null(opts)?,
-        DriverKind::Uring => build_uring(opts, nr_ctx, nr_submitters)?,
-        DriverKind::Model => build_model(opts)?,
+    let built = match &opts.driver {
+        DriverConfig::Null(c) => build_null(c)?,
+        DriverConfig::Uring(c) => build_uring(opts, c, nr_ctx, nr_submitters)?,
+        DriverConfig::Model(m) => build_model(m)?,
     };
-    let set = TagSet::new(with_shared_tags(opts, built.set_cfg))?;
+    let set = TagSet::new(built.set_cfg)?;
     let queue = new_queue(
         set,
         built.driver,

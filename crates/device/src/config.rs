@@ -2,33 +2,74 @@
 
 use crate::DeviceError;
 use mqblk_core::{Nanos, NoMerges, TagSetConfig, TagSetFlags};
-use mqblk_drivers::{FaultConfig, FaultSpec, IrqMode};
+use mqblk_drivers::{FaultConfig, FaultSpec, NullConfig, UringConfig};
 use mqblk_models::DeviceSpec;
 use mqblk_workload::job::engine::EngineKind;
 use mqblk_workload::job::{Fallocate, FileLayout, LayoutFile};
 use mqblk_workload::JobSpec;
 use std::sync::Arc;
 
-/// What carries the I/O.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum DriverKind {
+/// What carries the I/O, with the driver's own settings (null_blk's parameters for the null
+/// driver, fio's `io_uring` engine options for the uring driver, a model's spec).
+#[derive(Clone, Debug, PartialEq)]
+pub enum DriverConfig {
     /// The userspace `null_blk` (optionally memory-backed).
-    Null,
+    Null(NullConfig),
     /// io_uring over a regular file or a block device.
-    Uring,
+    Uring(UringConfig),
     /// A device model (`hdd`, `ssd`, ...) serving I/O in real time; in the simulator every
     /// device is a model.
-    Model,
+    Model(ModelConfig),
 }
 
-impl DriverKind {
-    /// Parses `driver=NAME`.
-    pub fn parse(name: &str) -> Result<DriverKind, DeviceError> {
+/// A device model and the faults its driver injects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// The model and its parameters (`hdd,ncq=32`, `ssd`, ...).
+    pub spec: DeviceSpec,
+    /// Injected as the null driver injects them (`fail_nth`, `timeout_prob`, ...).
+    pub faults: FaultConfig,
+}
+
+impl DriverConfig {
+    /// The driver's name as `driver=` takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DriverConfig::Null(_) => "null",
+            DriverConfig::Uring(_) => "uring",
+            DriverConfig::Model(_) => "sim",
+        }
+    }
+
+    /// The driver `driver=NAME` names, with its defaults.
+    pub fn named(name: &str) -> Result<DriverConfig, DeviceError> {
         match name {
-            "null" => Ok(DriverKind::Null),
-            "uring" => Ok(DriverKind::Uring),
-            "sim" => Ok(DriverKind::Model),
+            "null" => Ok(DriverConfig::Null(NullConfig::default())),
+            "uring" => Ok(DriverConfig::Uring(UringConfig::default())),
+            "sim" => Ok(DriverConfig::Model(ModelConfig {
+                spec: DeviceSpec::parse("hdd")?,
+                faults: FaultConfig::default(),
+            })),
             other => Err(DeviceError::UnknownDriver(other.to_string())),
+        }
+    }
+
+    /// The faults the driver injects, to change (`None` for the uring driver, which has no
+    /// injector).
+    pub fn faults_mut(&mut self) -> Option<&mut FaultConfig> {
+        match self {
+            DriverConfig::Null(c) => Some(&mut c.faults),
+            DriverConfig::Model(m) => Some(&mut m.faults),
+            DriverConfig::Uring(_) => None,
+        }
+    }
+
+    /// The faults the driver injects (none for the uring driver, which has no injector).
+    pub fn faults(&self) -> FaultConfig {
+        match self {
+            DriverConfig::Null(c) => c.faults,
+            DriverConfig::Model(m) => m.faults,
+            DriverConfig::Uring(_) => FaultConfig::default(),
         }
     }
 }
@@ -145,106 +186,60 @@ impl QueueSettings {
 /// it, in real time or in the simulator.
 #[derive(Clone, Debug)]
 pub struct DeviceConfig {
-    pub driver: DriverKind,
-    pub nr_hw_queues: u16,
-    /// Tags per hardware queue (null_blk's `hw_queue_depth`).
-    pub queue_depth: u32,
+    /// What carries the I/O.
+    pub driver: DriverConfig,
+    /// The request queue above the driver.
+    pub queue: QueueSettings,
     /// Software queues (0: one per submitter).
     pub nr_ctx: u16,
-    /// One tag set shared by all hardware queues (`BLK_MQ_F_TAG_HCTX_SHARED`).
-    pub shared_tags: bool,
-    /// The driver may sleep in `queue_rq` (`BLK_MQ_F_BLOCKING`).
-    pub blocking: bool,
-    pub irqmode: IrqMode,
-    pub completion_nsec: u64,
-    pub memory_backed: bool,
-    /// null_blk's `cache_size` (MiB): non-zero gives the null device a write cache.
-    pub cache_size_mb: u64,
-    /// `/sys/block/DEV/queue/rotational` as the queue reports it to schedulers; `None`: the
-    /// driver's own finding (sysfs of the disk under a file for uring, false for null).
-    pub rotational: Option<bool>,
-    /// For the uring driver: ring descriptors per hardware queue of a virtio-blk disk
-    /// without indirect descriptors (`UringConfig::virtqueue_size`); `None` from sysfs.
-    pub virtqueue_size: Option<u32>,
-    /// Capacity in bytes (a real file's is its size, or `create_size`).
-    pub size_bytes: u64,
-    pub faults: FaultConfig,
-    pub queue: QueueSettings,
-    /// For the uring driver: the file or block device, O_DIRECT, and the size to create or
-    /// extend a regular file to (`None`: use it as it is).
-    pub filename: Option<String>,
-    pub direct: bool,
-    pub create_size: Option<u64>,
-    /// How a regular file is grown to `create_size`: written out if a job reads it, as fio
-    /// lays out such a file, else as `fallocate` says.
-    pub extend: mqblk_drivers::Extend,
-    /// The files the jobs name, laid out on the device (the first is `filename`; the uring
-    /// driver opens the rest as [`DeviceConfig::more_files`]).
+    /// For a null or uring device, the model that stands for it in the simulator
+    /// (`device=`); a model driver is its own.
+    pub sim_model: Option<DeviceSpec>,
+    /// The files the jobs name, laid out on the device (for the uring driver the first is
+    /// its `path` and the rest its `more_files`).
     pub files: FileLayout,
     /// Reap completions from a worker thread per hardware queue.
     pub hctx_workers: bool,
-    /// For the uring driver: a kernel thread polls each ring's submission queue (fio's
-    /// `sqthread_poll`).
-    pub sqpoll: bool,
-    /// The CPU of each SQPOLL thread (fio's `sqthread_poll_cpu`), if pinned.
-    pub sqpoll_cpu: Option<u32>,
-    /// For the uring driver: register the files with the rings (fio's `registerfiles`).
-    pub register_files: bool,
-    /// For the uring driver: the caller runs one thread per software queue, each polling
-    /// while it has anything in flight and retiring before it ends
-    /// (`SubmitterHandle::retire`), as `mqblk bench`'s jobs do, not `serve`'s sessions; the
-    /// builder then gives each thread a ring of its own on each queue it reaps
-    /// (`UringConfig::single_issuer`) where no scheduler, completion worker or SQPOLL
-    /// thread hands one thread's requests to another. Not a job option.
-    pub single_issuer: bool,
-    /// For the uring driver: register `fixed_buf_count` buffers of `fixed_buf_size` bytes.
-    pub fixed_buffers: bool,
-    pub fixed_buf_count: u32,
-    pub fixed_buf_size: u32,
-    /// For a model: its spec (`hdd,ncq=32`, `ssd`, ...).
-    pub model: Option<String>,
     /// The cgroups the I/O is charged to.
     pub blkcg: Arc<mqblk_core::Blkcg>,
 }
 
 impl Default for DeviceConfig {
+    /// A null device of 1 GiB (the job model's default device size) with one hardware
+    /// queue of 64 tags.
     fn default() -> DeviceConfig {
-        DeviceConfig {
-            driver: DriverKind::Null,
-            nr_hw_queues: 1,
-            queue_depth: 64,
-            nr_ctx: 0,
-            shared_tags: false,
-            blocking: false,
-            irqmode: IrqMode::None,
-            completion_nsec: 10_000,
-            memory_backed: false,
-            cache_size_mb: 0,
-            rotational: None,
-            virtqueue_size: None,
+        DeviceConfig::new(DriverConfig::Null(NullConfig {
             size_bytes: 1 << 30,
-            faults: FaultConfig::default(),
-            queue: QueueSettings::default(),
-            filename: None,
-            direct: false,
-            create_size: None,
-            extend: mqblk_drivers::Extend::Sparse,
-            files: FileLayout::default(),
-            hctx_workers: false,
-            sqpoll: false,
-            sqpoll_cpu: None,
-            register_files: false,
-            single_issuer: false,
-            fixed_buffers: false,
-            fixed_buf_count: 0,
-            fixed_buf_size: 0,
-            model: None,
-            blkcg: Default::default(),
-        }
+            ..NullConfig::default()
+        }))
     }
 }
 
 impl DeviceConfig {
+    /// `driver` under a queue with the default settings.
+    pub fn new(driver: DriverConfig) -> DeviceConfig {
+        DeviceConfig {
+            driver,
+            queue: QueueSettings::default(),
+            nr_ctx: 0,
+            sim_model: None,
+            files: FileLayout::default(),
+            hctx_workers: false,
+            blkcg: Default::default(),
+        }
+    }
+
+    /// The model `spec` (without faults) under a queue with `queue`'s settings.
+    pub fn model(spec: DeviceSpec, queue: QueueSettings) -> DeviceConfig {
+        DeviceConfig {
+            queue,
+            ..DeviceConfig::new(DriverConfig::Model(ModelConfig {
+                spec,
+                faults: FaultConfig::default(),
+            }))
+        }
+    }
+
     /// The device a job's options describe (fio's `ioengine` picks the driver as `driver=`
     /// does). A real file's capacity is read from it unless `size` creates or extends it.
     pub fn from_job(s: &JobSpec) -> Result<DeviceConfig, DeviceError> {
@@ -253,72 +248,111 @@ impl DeviceConfig {
 
     /// The settings one job gives its device, without its files and their sizes.
     fn settings_of(s: &JobSpec) -> Result<DeviceConfig, DeviceError> {
-        let driver = match (s.engine(), s.driver.as_deref()) {
+        let invalid = |m: String| DeviceError::Invalid(format!("job '{}': {m}", s.name));
+        let name = match (s.engine(), s.driver.as_deref()) {
             // An explicit driver wins: a block engine on it only sets the depth.
-            (_, Some(name)) => DriverKind::parse(name)?,
-            (Some((_, EngineKind::Null)), None) => DriverKind::Null,
+            (_, Some(name)) => name,
+            (Some((_, EngineKind::Null)), None) => "null",
             // Every block I/O engine reads and writes the file through the uring driver.
             (Some((name, _)), None) => {
                 if s.filename.is_none() && s.directory.is_none() {
-                    return Err(DeviceError::Invalid(format!(
-                        "job '{}': ioengine={name} needs filename= or directory= (fio would make a file named after the job in the current directory; mqblk makes it only where told)",
-                        s.name
+                    return Err(invalid(format!(
+                        "ioengine={name} needs filename= or directory= (fio would make a file named after the job in the current directory; mqblk makes it only where told)"
                     )));
                 }
-                DriverKind::Uring
+                "uring"
             }
             // A model named without a driver: the model serves the I/O.
-            (None, None) if s.device.is_some() => DriverKind::Model,
-            (None, None) => DriverKind::Null,
+            (None, None) if s.device.is_some() => "sim",
+            (None, None) => "null",
         };
-        if driver == DriverKind::Model && s.rotational.is_some() {
-            return Err(DeviceError::Invalid(format!(
-                "job '{}': rotational= applies to the null and uring drivers; a device model has its own (hdd is rotational, ssd, emmc and virtio are not)",
-                s.name
-            )));
-        }
-        if driver != DriverKind::Uring && s.virtqueue_size.is_some() {
-            return Err(DeviceError::Invalid(format!(
-                "job '{}': virtqueue_size= applies to driver=uring (the virtio model has its own rings)",
-                s.name
-            )));
-        }
         let spec = |every_nth, probability_pct| FaultSpec {
             every_nth,
             probability_pct,
         };
+        let faults = FaultConfig {
+            fail: spec(s.fail_nth, s.fail_prob),
+            timeout: spec(s.timeout_nth, s.timeout_prob),
+            requeue: spec(s.requeue_nth, s.requeue_prob),
+            seed: s.fault_seed.unwrap_or(0),
+        };
+        let model = s.device.as_deref().map(DeviceSpec::parse).transpose()?;
+        let mut sim_model = None;
+        let driver = match DriverConfig::named(name)? {
+            DriverConfig::Null(d) => {
+                sim_model = model;
+                DriverConfig::Null(NullConfig {
+                    submit_queues: s.nr_hw_queues as u16,
+                    hw_queue_depth: s.queue_depth,
+                    irqmode: s.irqmode,
+                    completion_nsec: s.completion_nsec,
+                    shared_tag_bitmap: s.shared_tags,
+                    blocking: s.blocking,
+                    memory_backed: s.memory_backed,
+                    cache_size_mb: s.cache_size_mb,
+                    rotational: s.rotational.unwrap_or(false),
+                    size_bytes: s.device_size(),
+                    faults,
+                    ..d
+                })
+            }
+            DriverConfig::Uring(d) => {
+                if faults.is_enabled() {
+                    return Err(invalid(
+                        "fault injection (fail_*, timeout_*, requeue_*) needs driver=null or a model, not driver=uring".into(),
+                    ));
+                }
+                sim_model = model;
+                DriverConfig::Uring(UringConfig {
+                    nr_hw_queues: s.nr_hw_queues as u16,
+                    queue_depth: s.queue_depth,
+                    direct: s.direct,
+                    sqpoll: s.sqthread_poll,
+                    sqpoll_cpu: s.sqthread_poll_cpu,
+                    register_files: s.registerfiles,
+                    fixed_buffers: s.fixedbufs,
+                    rotational: s.rotational,
+                    virtqueue_size: s.virtqueue_size,
+                    ..d
+                })
+            }
+            DriverConfig::Model(m) => {
+                if s.rotational.is_some() {
+                    return Err(invalid(
+                        "rotational= applies to the null and uring drivers; a device model has its own (hdd is rotational, ssd, emmc and virtio are not)".into(),
+                    ));
+                }
+                DriverConfig::Model(ModelConfig {
+                    spec: model.unwrap_or(m.spec),
+                    faults,
+                })
+            }
+        };
+        if s.shared_tags && !matches!(driver, DriverConfig::Null(_)) {
+            return Err(invalid(format!(
+                "shared_tags applies to driver=null (null_blk's shared_tag_bitmap), not driver={}",
+                driver.name()
+            )));
+        }
+        if !matches!(driver, DriverConfig::Uring(_)) {
+            if s.virtqueue_size.is_some() {
+                return Err(invalid(
+                    "virtqueue_size= applies to driver=uring (the virtio model has its own rings)"
+                        .into(),
+                ));
+            }
+            if s.fixedbufs {
+                return Err(invalid(
+                    "fixedbufs: needs ioengine=io_uring (driver=uring)".into(),
+                ));
+            }
+        }
         Ok(DeviceConfig {
             driver,
-            nr_hw_queues: s.nr_hw_queues as u16,
-            queue_depth: s.queue_depth,
-            nr_ctx: s.nr_ctx as u16,
-            shared_tags: s.shared_tags,
-            blocking: s.blocking,
-            irqmode: match s.irqmode {
-                mqblk_workload::IrqMode::None => IrqMode::None,
-                mqblk_workload::IrqMode::Softirq => IrqMode::Softirq,
-                mqblk_workload::IrqMode::Timer => IrqMode::Timer,
-            },
-            completion_nsec: s.completion_nsec,
-            memory_backed: s.memory_backed,
-            cache_size_mb: s.cache_size_mb,
-            rotational: s.rotational,
-            virtqueue_size: s.virtqueue_size,
-            size_bytes: s.device_size(),
-            faults: FaultConfig {
-                fail: spec(s.fail_nth, s.fail_prob),
-                timeout: spec(s.timeout_nth, s.timeout_prob),
-                requeue: spec(s.requeue_nth, s.requeue_prob),
-                seed: s.fault_seed.unwrap_or(0),
-            },
             queue: QueueSettings::from_job(s),
-            direct: s.direct,
+            nr_ctx: s.nr_ctx as u16,
+            sim_model,
             hctx_workers: s.hctx_workers,
-            sqpoll: s.sqthread_poll,
-            sqpoll_cpu: s.sqthread_poll_cpu,
-            register_files: s.registerfiles,
-            fixed_buffers: s.fixedbufs,
-            model: s.device.clone(),
             ..DeviceConfig::default()
         })
     }
@@ -339,140 +373,215 @@ impl DeviceConfig {
                     s.name, first.name
                 )));
             }
-            device.size_bytes = device.size_bytes.max(other.size_bytes);
+            if let (DriverConfig::Null(d), DriverConfig::Null(o)) =
+                (&mut device.driver, &other.driver)
+            {
+                d.size_bytes = d.size_bytes.max(o.size_bytes);
+            }
         }
         // The files the jobs name, laid out on the device: real ones are sized by what is
         // on disk unless a job sizes them; on the null device or a model, a file without a
         // size stands for the job's whole device.
-        let layout = if device.driver == DriverKind::Uring {
+        let layout = if let DriverConfig::Uring(_) = device.driver {
             FileLayout::plan(specs, |_, path| real_file_size(path))
         } else {
             FileLayout::plan(specs, |s, _| Ok(Some(s.device_size())))
         }
         .map_err(|e| DeviceError::Invalid(e.to_string()))?;
-        if device.driver == DriverKind::Uring {
-            let f = layout.files.first().ok_or_else(|| {
-                DeviceError::Invalid(format!(
-                    "job '{}': driver=uring needs filename=",
-                    first.name
-                ))
-            })?;
-            device.filename = Some(f.path.clone());
-            device.create_size = f.sized.then_some(f.len);
-            device.extend = extend_of(f);
-            device.size_bytes = layout.end();
-        } else {
-            device.size_bytes = device.size_bytes.max(layout.end());
+        match &mut device.driver {
+            DriverConfig::Uring(u) => {
+                let f = layout.files.first().ok_or_else(|| {
+                    DeviceError::Invalid(format!(
+                        "job '{}': driver=uring needs filename=",
+                        first.name
+                    ))
+                })?;
+                u.path = f.path.clone().into();
+                u.size_bytes = f.sized.then_some(f.len);
+                u.extend = extend_of(f);
+                u.more_files = layout
+                    .files
+                    .iter()
+                    .skip(1)
+                    .map(|f| mqblk_drivers::UringFile {
+                        path: f.path.clone().into(),
+                        base: f.base,
+                        size_bytes: f.sized.then_some(f.len),
+                        extend: extend_of(f),
+                    })
+                    .collect();
+            }
+            DriverConfig::Null(d) => d.size_bytes = d.size_bytes.max(layout.end()),
+            DriverConfig::Model(_) => {}
         }
         device.files = layout;
         Ok(device)
     }
 
-    /// The device's files after the first, as the uring driver takes them.
-    pub fn more_files(&self) -> Vec<mqblk_drivers::UringFile> {
-        self.files
-            .files
-            .iter()
-            .skip(1)
-            .map(|f| mqblk_drivers::UringFile {
-                path: f.path.clone().into(),
-                base: f.base,
-                size_bytes: f.sized.then_some(f.len),
-                extend: extend_of(f),
-            })
-            .collect()
-    }
-
     /// The first setting (by option name) in which `other` describes another device. The
-    /// region (size), the registered-buffer pool (sized later from the jobs) and the cgroup
-    /// registry (one per run) are not settings a job chooses apart from the others.
+    /// region (sizes and files), the registered-buffer pool (sized later from the jobs) and
+    /// the cgroup registry (one per run) are not settings a job chooses apart from the
+    /// others.
     fn differs_from(&self, o: &DeviceConfig) -> Option<&'static str> {
-        // Destructured without `..`: a field added to the configuration must be placed here,
+        // Destructured without `..`: a field added to a configuration must be placed here,
         // as compared or as deliberately left out.
         let DeviceConfig {
             driver,
-            nr_hw_queues,
-            queue_depth,
-            nr_ctx,
-            shared_tags,
-            blocking,
-            irqmode,
-            completion_nsec,
-            memory_backed,
-            cache_size_mb,
-            rotational,
-            virtqueue_size,
-            size_bytes: _,
-            faults,
             queue,
-            filename: _,
+            nr_ctx,
+            sim_model,
             files: _,
-            direct,
-            create_size: _,
-            extend: _,
             hctx_workers,
-            sqpoll,
-            sqpoll_cpu,
-            register_files,
-            // Set by the runtime for the whole device, never by a job.
-            single_issuer: _,
-            fixed_buffers,
-            fixed_buf_count: _,
-            fixed_buf_size: _,
-            model,
             blkcg: _,
         } = self;
-        let checks = [
-            ("driver", *driver == o.driver),
-            ("nr_hw_queues", *nr_hw_queues == o.nr_hw_queues),
-            ("queue_depth", *queue_depth == o.queue_depth),
-            ("nr_ctx", *nr_ctx == o.nr_ctx),
-            ("shared_tags", *shared_tags == o.shared_tags),
-            ("blocking", *blocking == o.blocking),
-            ("irqmode", *irqmode == o.irqmode),
-            ("completion_nsec", *completion_nsec == o.completion_nsec),
-            ("memory_backed", *memory_backed == o.memory_backed),
-            ("cache_size", *cache_size_mb == o.cache_size_mb),
-            ("rotational", *rotational == o.rotational),
-            ("virtqueue_size", *virtqueue_size == o.virtqueue_size),
-            ("fault injection", *faults == o.faults),
+        let mut checks = vec![
+            ("driver", driver.name() == o.driver.name()),
             (
                 "the queue settings (ioscheduler, sched.*, nr_requests, nomerges, limits)",
                 *queue == o.queue,
             ),
-            ("direct", *direct == o.direct),
+            ("nr_ctx", *nr_ctx == o.nr_ctx),
+            ("device", *sim_model == o.sim_model),
             ("hctx_workers", *hctx_workers == o.hctx_workers),
-            ("sqthread_poll", *sqpoll == o.sqpoll),
-            ("sqthread_poll_cpu", *sqpoll_cpu == o.sqpoll_cpu),
-            ("registerfiles", *register_files == o.register_files),
-            ("fixedbufs", *fixed_buffers == o.fixed_buffers),
-            ("device", *model == o.model),
         ];
+        match (driver, &o.driver) {
+            (DriverConfig::Null(a), DriverConfig::Null(b)) => {
+                let NullConfig {
+                    submit_queues,
+                    poll_queues,
+                    hw_queue_depth,
+                    irqmode,
+                    completion_nsec,
+                    shared_tags,
+                    shared_tag_bitmap,
+                    blocking,
+                    memory_backed,
+                    cache_size_mb,
+                    size_bytes: _,
+                    bs,
+                    rotational,
+                    max_sectors,
+                    faults,
+                } = a;
+                checks.extend([
+                    ("nr_hw_queues", *submit_queues == b.submit_queues),
+                    ("poll_queues", *poll_queues == b.poll_queues),
+                    ("queue_depth", *hw_queue_depth == b.hw_queue_depth),
+                    ("irqmode", *irqmode == b.irqmode),
+                    ("completion_nsec", *completion_nsec == b.completion_nsec),
+                    ("tags shared across devices", *shared_tags == b.shared_tags),
+                    ("shared_tags", *shared_tag_bitmap == b.shared_tag_bitmap),
+                    ("blocking", *blocking == b.blocking),
+                    ("memory_backed", *memory_backed == b.memory_backed),
+                    ("cache_size", *cache_size_mb == b.cache_size_mb),
+                    ("bs", *bs == b.bs),
+                    ("rotational", *rotational == b.rotational),
+                    ("max_sectors", *max_sectors == b.max_sectors),
+                    ("fault injection", *faults == b.faults),
+                ]);
+            }
+            (DriverConfig::Uring(a), DriverConfig::Uring(b)) => {
+                let UringConfig {
+                    path: _,
+                    nr_hw_queues,
+                    queue_depth,
+                    direct,
+                    read_only,
+                    sqpoll,
+                    sqpoll_cpu,
+                    register_files,
+                    iopoll,
+                    size_bytes: _,
+                    extend: _,
+                    fixed_buffers,
+                    fixed_buf_count: _,
+                    fixed_buf_size: _,
+                    rotational,
+                    virtqueue_size,
+                    more_files: _,
+                    // Set by the runtime for the whole device, never by a job.
+                    single_issuer: _,
+                } = a;
+                checks.extend([
+                    ("nr_hw_queues", *nr_hw_queues == b.nr_hw_queues),
+                    ("queue_depth", *queue_depth == b.queue_depth),
+                    ("direct", *direct == b.direct),
+                    ("readonly", *read_only == b.read_only),
+                    ("sqthread_poll", *sqpoll == b.sqpoll),
+                    ("sqthread_poll_cpu", *sqpoll_cpu == b.sqpoll_cpu),
+                    ("registerfiles", *register_files == b.register_files),
+                    ("hipri", *iopoll == b.iopoll),
+                    ("fixedbufs", *fixed_buffers == b.fixed_buffers),
+                    ("rotational", *rotational == b.rotational),
+                    ("virtqueue_size", *virtqueue_size == b.virtqueue_size),
+                ]);
+            }
+            (DriverConfig::Model(a), DriverConfig::Model(b)) => {
+                let ModelConfig { spec, faults } = a;
+                checks.extend([
+                    ("device", *spec == b.spec),
+                    ("fault injection", *faults == b.faults),
+                ]);
+            }
+            _ => {}
+        }
         checks.iter().find(|(_, same)| !same).map(|(what, _)| *what)
     }
 
     /// The model that stands for this device in the simulator: the one `device=` names, or
-    /// for the null driver a null model with the same queues, depth, completion time and
-    /// size.
+    /// for the null driver a null model with the same queues, depth, completion time, cache
+    /// and size.
     pub fn model_spec(&self) -> Result<DeviceSpec, DeviceError> {
-        if let Some(m) = &self.model {
-            // A model named with `device=` stands for the device whatever the driver.
-            return Ok(DeviceSpec::parse(m)?);
+        if let Some(m) = &self.sim_model {
+            return Ok(m.clone());
         }
-        match self.driver {
-            DriverKind::Model => Ok(DeviceSpec::parse(self.model.as_deref().unwrap_or("hdd"))?),
-            DriverKind::Null => Ok(DeviceSpec::parse(&format!(
+        match &self.driver {
+            DriverConfig::Model(m) => Ok(m.spec.clone()),
+            DriverConfig::Null(c) => Ok(DeviceSpec::parse(&format!(
                 "null,submit_queues={},hw_queue_depth={},completion_nsec={},size={},cache_size={}",
-                self.nr_hw_queues.max(1),
-                self.queue_depth.max(1),
-                self.completion_nsec,
-                self.size_bytes,
-                self.cache_size_mb
+                c.submit_queues.max(1),
+                c.hw_queue_depth.max(1),
+                c.completion_nsec,
+                c.size_bytes,
+                c.cache_size_mb
             ))?),
-            DriverKind::Uring => Err(DeviceError::Invalid(format!(
+            DriverConfig::Uring(u) => Err(DeviceError::Invalid(format!(
                 "{}: a real file cannot be simulated; describe its device with --device=MODEL",
-                self.filename.as_deref().unwrap_or("driver=uring")
+                u.path.display()
             ))),
+        }
+    }
+
+    /// The model of a model driver, or the one `device=` names for another (`None`: there
+    /// is none to change).
+    pub fn model_spec_mut(&mut self) -> Option<&mut DeviceSpec> {
+        match (&mut self.sim_model, &mut self.driver) {
+            (Some(m), _) => Some(m),
+            (None, DriverConfig::Model(m)) => Some(&mut m.spec),
+            _ => None,
+        }
+    }
+
+    /// The device's capacity in bytes as the jobs see it: the null device's size, the extent
+    /// of the files laid out on a real device, a model's own capacity.
+    pub fn capacity(&self) -> Result<u64, DeviceError> {
+        match &self.driver {
+            DriverConfig::Null(c) => Ok(c.size_bytes),
+            DriverConfig::Uring(_) => Ok(self.files.end()),
+            DriverConfig::Model(m) => {
+                let model = mqblk_models::build(&m.spec, mqblk_models::SimRng::new(0))?;
+                Ok(model.capacity_sectors() * 512)
+            }
+        }
+    }
+
+    /// Whether the device keeps what is written, so a job's buffers must carry data: a
+    /// memory-backed null device or a real file.
+    pub fn stores_data(&self) -> bool {
+        match &self.driver {
+            DriverConfig::Null(c) => c.memory_backed,
+            DriverConfig::Uring(_) => true,
+            DriverConfig::Model(_) => false,
         }
     }
 }

@@ -51,7 +51,10 @@ impl From<DeviceError> for String {
 }
 
 pub use build::{apply_tunables, build, build_traced, new_queue, Device};
-pub use config::{default_scheduler, DeviceConfig, DriverKind, QueueSettings};
+pub use config::{default_scheduler, DeviceConfig, DriverConfig, ModelConfig, QueueSettings};
+/// The drivers' and models' own settings, as [`DriverConfig`]'s variants hold them.
+pub use mqblk_drivers::{NullConfig, UringConfig};
+pub use mqblk_models::DeviceSpec;
 
 #[cfg(test)]
 mod tests {
@@ -122,6 +125,77 @@ mod tests {
                 mqblk_models::ModelError::OutOfRange { .. }
             ))
         ));
+    }
+
+    /// Each driver holds its own settings: the job's null_blk options reach the null
+    /// driver, its io_uring options the uring driver, and a model named beside a real
+    /// driver is what stands for it in the simulator; options of another driver are refused
+    /// where they cannot apply.
+    #[test]
+    fn a_jobs_options_reach_the_driver_that_has_them() {
+        let dev = DeviceConfig::from_jobs(&jobs(
+            "[a]\nnr_hw_queues=2\nqueue_depth=16\nirqmode=2\ncompletion_nsec=5000\nmemory_backed=1\nsize=8m\n[b]\nsize=16m\nnr_hw_queues=2\nqueue_depth=16\nirqmode=2\ncompletion_nsec=5000\nmemory_backed=1\n",
+        ))
+        .unwrap();
+        let DriverConfig::Null(n) = &dev.driver else {
+            panic!("{:?}", dev.driver)
+        };
+        assert_eq!(
+            (n.submit_queues, n.hw_queue_depth, n.completion_nsec),
+            (2, 16, 5000)
+        );
+        assert_eq!(n.irqmode, mqblk_core::IrqMode::Timer);
+        assert!(n.memory_backed && dev.stores_data());
+        assert_eq!(dev.capacity().unwrap(), 16 << 20, "the larger job's size");
+        let spec = dev.model_spec().unwrap();
+        assert_eq!(spec.model, "null");
+        assert!(spec.params.contains(&("submit_queues".into(), "2".into())));
+
+        let f = std::env::temp_dir().join(format!("mqblk-devcfg-{}", std::process::id()));
+        let dev = DeviceConfig::from_jobs(&jobs(&format!(
+            "[a]\nioengine=io_uring\nfilename={}\nsize=1m\nsqthread_poll=1\nregisterfiles=1\ndevice=ssd\n",
+            f.display()
+        )))
+        .unwrap();
+        let DriverConfig::Uring(u) = &dev.driver else {
+            panic!("{:?}", dev.driver)
+        };
+        assert_eq!(u.path, f);
+        assert_eq!(u.size_bytes, Some(1 << 20));
+        assert!(u.sqpoll && u.register_files && dev.stores_data());
+        assert_eq!(dev.model_spec().unwrap().model, "ssd");
+
+        let dev = DeviceConfig::from_jobs(&jobs("[a]\ndevice=hdd,ncq=8\nfail_nth=5\n")).unwrap();
+        let DriverConfig::Model(m) = &dev.driver else {
+            panic!("{:?}", dev.driver)
+        };
+        assert_eq!(m.spec.params, [("ncq".to_string(), "8".to_string())]);
+        assert_eq!(dev.driver.faults().fail.every_nth, 5);
+
+        for (text, want) in [
+            ("[a]\nfixedbufs=1\n", "fixedbufs: needs ioengine=io_uring"),
+            (
+                "[a]\nvirtqueue_size=64\n",
+                "virtqueue_size= applies to driver=uring",
+            ),
+            (
+                "[a]\ndevice=ssd\nrotational=1\n",
+                "rotational= applies to the null",
+            ),
+            (
+                "[a]\ndriver=uring\nfilename=/dev/null\nfail_nth=3\n",
+                "fault injection (fail_*, timeout_*, requeue_*) needs driver=null",
+            ),
+            (
+                "[a]\n[b]\nirqmode=1\n",
+                "job 'b': irqmode differs from job 'a'",
+            ),
+        ] {
+            let e = DeviceConfig::from_jobs(&jobs(text))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use crossbeam_utils::CachePadded;
 use mqblk_core::tag::MAX_DEPTH;
+pub use mqblk_core::IrqMode;
 use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, Extent, HctxIdx, MapQueues, Nanos, QueueLimits,
     ReqOp, Request, RqId, TagSetConfig, TagSetFlags, MAX_EXTENTS, SECTOR_SHIFT,
@@ -30,32 +31,6 @@ pub const MAX_HW_QUEUES: u16 = 1024;
 /// The largest logical block size: the memory store works in 4 KiB pages, and a block must
 /// not straddle two of them.
 pub const MAX_BLOCK_SIZE: u32 = 4096;
-
-/// How the device hands completions back (null_blk's `irqmode`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum IrqMode {
-    /// Complete inside `queue_rq`. This is our default, unlike the kernel's (softirq): in
-    /// userspace there is no interrupt to model unless asked for, and inline completion is
-    /// the cheapest path, which is what a null device is for.
-    #[default]
-    None,
-    /// Queue the completion on the hardware queue; whoever polls that queue completes it,
-    /// as the softirq or IPI that follows an interrupt would.
-    Softirq,
-    /// Complete `completion_nsec` after the request was issued, when the hardware queue is
-    /// polled at or after that time.
-    Timer,
-}
-
-impl IrqMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            IrqMode::None => "none",
-            IrqMode::Softirq => "softirq",
-            IrqMode::Timer => "timer",
-        }
-    }
-}
 
 /// The device's knobs, named and defaulted as null_blk's module parameters.
 #[derive(Clone, Debug, PartialEq)]

@@ -18,9 +18,6 @@ pub enum RunError {
         /// The job clones to run.
         clones: usize,
     },
-    /// `fixedbufs` on a device that is not io_uring's.
-    #[error("fixedbufs: needs ioengine=io_uring (driver=uring)")]
-    FixedBufsNeedUring,
     /// The jobs could not be resolved against the device.
     #[error(transparent)]
     Job(#[from] mqblk_workload::JobError),

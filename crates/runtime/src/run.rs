@@ -8,7 +8,7 @@ use crate::{
     RunJob,
 };
 use mqblk_core::{IoBuf, RequestQueue};
-use mqblk_device::{Device, DeviceConfig, DriverKind};
+use mqblk_device::{Device, DeviceConfig, DriverConfig};
 use mqblk_workload::logs::JobLogs;
 use mqblk_workload::{JobSpec, JobStats};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,23 +49,20 @@ impl Plan {
                 clones: total,
             });
         }
-        if device.fixed_buffers && device.driver != DriverKind::Uring {
-            return Err(RunError::FixedBufsNeedUring);
-        }
         let entropy = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
-        let resolved =
-            mqblk_workload::resolve(specs, &device.files, |_| Ok(device.size_bytes), entropy)?;
+        let capacity = device.capacity()?;
+        let resolved = mqblk_workload::resolve(specs, &device.files, |_| Ok(capacity), entropy)?;
         // A regular file (or one the run creates), not a block device: the kernel reaches
         // it through a file system, which plugs around every direct I/O.
-        let on_file = device.driver == DriverKind::Uring
-            && device.filename.as_ref().is_some_and(|f| {
-                std::fs::metadata(f).map_or(true, |m| {
-                    !std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type())
-                })
-            });
+        let on_file = match &device.driver {
+            DriverConfig::Uring(u) => std::fs::metadata(&u.path).map_or(true, |m| {
+                !std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type())
+            }),
+            _ => false,
+        };
         let mut jobs = Vec::with_capacity(total);
         let mut spec_of = Vec::with_capacity(total);
         for job in resolved {
@@ -79,7 +76,7 @@ impl Plan {
             let k = job.index;
             jobs.push(RunJob {
                 ioprio: crate::job::ioprio(&job),
-                with_data: job.verify || device.memory_backed || device.driver == DriverKind::Uring,
+                with_data: job.verify || device.stores_data(),
                 ctx: mqblk_core::CtxIdx((k * nr_ctx / total.max(1)) as u16),
                 issuer: k as u32 + 1,
                 group: crate::job::join_cgroup(&job, &device.blkcg)?,
@@ -88,14 +85,17 @@ impl Plan {
             });
         }
         // One registered buffer per I/O any job can have in flight, of the largest block.
-        if device.fixed_buffers {
-            device.fixed_buf_count = jobs.iter().map(|j| j.job.iodepth).sum();
-            device.fixed_buf_size = jobs
-                .iter()
-                .map(|j| j.job.max_bs())
-                .max()
-                .unwrap_or(4096)
-                .next_multiple_of(4096);
+        match &mut device.driver {
+            DriverConfig::Uring(u) if u.fixed_buffers => {
+                u.fixed_buf_count = jobs.iter().map(|j| j.job.iodepth).sum();
+                u.fixed_buf_size = jobs
+                    .iter()
+                    .map(|j| j.job.max_bs())
+                    .max()
+                    .unwrap_or(4096)
+                    .next_multiple_of(4096);
+            }
+            _ => {}
         }
         Ok(Plan {
             device,
@@ -218,13 +218,15 @@ pub fn execute(plan: &Plan, show_progress: bool) -> Result<Execution, RunError> 
 /// Builds the plan's device, its events going to `tracer` if given. Each job clone is one
 /// thread on a software queue of its own that drains what it has in flight before it ends,
 /// so the device may give each hardware queue's ring to the thread that alone enters it
-/// (`DeviceConfig::single_issuer`).
+/// (`UringConfig::single_issuer`).
 pub fn build_device(
     plan: &Plan,
     tracer: Option<Arc<dyn mqblk_core::Tracer>>,
 ) -> Result<Device, RunError> {
     let mut d = plan.device.clone();
-    d.single_issuer = true;
+    if let DriverConfig::Uring(u) = &mut d.driver {
+        u.single_issuer = true;
+    }
     Ok(mqblk_device::build_traced(&d, plan.jobs.len(), tracer)?)
 }
 

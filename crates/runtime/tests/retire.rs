@@ -4,7 +4,7 @@
 //! own rings keep a timeout (`UringDevice::foreign_inflight`).
 
 use mqblk_core::{Bio, BlkStatus, CtxIdx, Driver, HctxIdx, IoBuf, ReqOp};
-use mqblk_device::{DeviceConfig, DriverKind};
+use mqblk_device::{DeviceConfig, DriverConfig, UringConfig};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use std::time::{Duration, Instant};
 
@@ -18,14 +18,15 @@ fn a_retiring_thread_brings_back_what_it_issued_for_another() {
     let dir = std::env::temp_dir().join(format!("mqblk-retire-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = DeviceConfig {
-        driver: DriverKind::Uring,
-        filename: Some(dir.join("dev.img").display().to_string()),
-        create_size: Some(1 << 20),
-        direct: true,
-        virtqueue_size: Some(3),
         nr_ctx: 2,
-        single_issuer: true,
-        ..DeviceConfig::default()
+        ..DeviceConfig::new(DriverConfig::Uring(UringConfig {
+            path: dir.join("dev.img"),
+            size_bytes: Some(1 << 20),
+            direct: true,
+            virtqueue_size: Some(3),
+            single_issuer: true,
+            ..UringConfig::default()
+        }))
     };
     let dev = mqblk_device::build(&cfg, 2).unwrap();
     let uring = dev.uring.clone().expect("a uring device");

@@ -108,14 +108,10 @@ impl Tracer for OpLog {
     }
 }
 
-/// What goes wrong in the simulated driver.
+/// What goes wrong in the simulated driver beyond the device's own fault injection (the
+/// null driver's, configured with the device: [`mqblk_device::DriverConfig::faults`]).
 #[derive(Copy, Clone, Debug, Default, PartialEq)]
 pub struct Faults {
-    /// The drivers' fault injection, the null driver's (the job options `fail_nth`,
-    /// `timeout_prob`, ...): a failed command completes from the device with an I/O error,
-    /// a timed-out one is lost until the request timeout ends it, a requeued one is refused
-    /// or handed back by the device, alternately.
-    pub inject: FaultConfig,
     /// Simulator only, per command (0.0 = never): `queue_rq` answers "busy"
     /// (`BLK_STS_RESOURCE`, or `DEV_RESOURCE` with commands in flight).
     pub busy: f64,
@@ -176,6 +172,7 @@ impl SimDriver {
     pub fn new(
         model: Box<dyn DeviceModel>,
         log: Arc<OpLog>,
+        inject: &FaultConfig,
         faults: Faults,
         plant: Option<Plant>,
         rng: SimRng,
@@ -191,7 +188,7 @@ impl SimDriver {
             log,
             has_raised: (0..nr_hw).map(|_| AtomicBool::new(false)).collect(),
             st: Mutex::new(State {
-                port: ModelPort::new(model, &faults.inject),
+                port: ModelPort::new(model, inject),
                 budget: 0,
                 rng,
                 nth_completion: 0,

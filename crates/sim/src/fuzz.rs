@@ -14,6 +14,7 @@ use crate::QueueSettings;
 use crate::SimRng;
 use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos, NoMerges};
 use mqblk_core::{FaultConfig, FaultSpec};
+use mqblk_device::{DeviceConfig, DriverConfig, ModelConfig};
 use mqblk_workload::RwMode;
 use std::sync::Arc;
 
@@ -106,8 +107,10 @@ pub fn case_for(
             sched_tunables.push((t.name.to_string(), v.to_string()));
         }
     }
-    let faults = if rng.below(3) == 0 {
-        Faults::default()
+    // The simulator's own faults at issue and the driver's injected ones, drawn in that
+    // order (a seed's draws are its reproduction).
+    let (faults, inject) = if rng.below(3) == 0 {
+        (Faults::default(), FaultConfig::default())
     } else {
         let mut p = || {
             if rng.below(2) == 0 {
@@ -117,16 +120,17 @@ pub fn case_for(
             }
         };
         let pct = |x: f64| FaultSpec::probability(x * 100.0);
-        Faults {
+        let faults = Faults {
             busy: p(),
             fail_at_issue: p(),
-            inject: FaultConfig {
-                fail: pct(p()),
-                timeout: pct(p()),
-                requeue: pct(p()),
-                seed: rng.below(u64::MAX),
-            },
-        }
+        };
+        let inject = FaultConfig {
+            fail: pct(p()),
+            timeout: pct(p()),
+            requeue: pct(p()),
+            seed: rng.below(u64::MAX),
+        };
+        (faults, inject)
     };
     let nomerges = *rng.pick(&[NoMerges::None, NoMerges::Simple, NoMerges::All]);
     // A small cgroup hierarchy with random weights for the group schedulers.
@@ -136,10 +140,29 @@ pub fn case_for(
         let w = rng.range(1, 1000) as u32;
         groups.push(blkcg.set_weight(path, w).expect("valid weight"));
     }
+    let queue = QueueSettings {
+        scheduler: Some(scheduler.clone()),
+        sched_tunables: sched_tunables.clone(),
+        nr_requests: *rng.pick(&[0u32, 0, 1, 4, 32]),
+        nomerges,
+        max_sectors_kb: *rng.pick(&[16u32, 64, 1280]),
+        sq_sched_dispatch: rng.below(2) == 0,
+        run_all_on_complete: rng.below(3) == 0,
+        timeout: Nanos::from_millis(rng.range(20, 200)),
+        ..QueueSettings::default()
+    };
     let mut cfg = SimConfig {
         seed,
         nr_cpus,
-        device: device.clone(),
+        device: DeviceConfig {
+            driver: DriverConfig::Model(ModelConfig {
+                spec: device.clone(),
+                faults: inject,
+            }),
+            queue,
+            blkcg,
+            ..DeviceConfig::default()
+        },
         faults,
         plant,
         check_every: 1,
@@ -148,18 +171,6 @@ pub fn case_for(
         // 256 KiB writes split small, nearly each one an allocation-unit copy of ~100 ms:
         // seed 1214 needs more than 600 s, seed 12857 with `--ioscheduler=bfq` too).
         max_time: Nanos::from_secs(3600),
-        blkcg,
-        queue: QueueSettings {
-            scheduler: Some(scheduler.clone()),
-            sched_tunables: sched_tunables.clone(),
-            nr_requests: *rng.pick(&[0u32, 0, 1, 4, 32]),
-            nomerges,
-            max_sectors_kb: *rng.pick(&[16u32, 64, 1280]),
-            sq_sched_dispatch: rng.below(2) == 0,
-            run_all_on_complete: rng.below(3) == 0,
-            timeout: Nanos::from_millis(rng.range(20, 200)),
-            ..QueueSettings::default()
-        },
         ..SimConfig::default()
     };
     let nr_jobs = rng.range(1, 4);
@@ -270,17 +281,17 @@ pub fn case_for(
         .collect::<Vec<_>>()
         .join(",");
     // Drawn last, so the draws above (and the cases they made) stay as they were.
-    cfg.queue.kblockd_runs = rng.below(3) == 0;
-    cfg.queue.delay_run_rearms = rng.below(2) == 0;
-    cfg.queue.flush_via_sched = rng.below(2) == 0;
+    cfg.device.queue.kblockd_runs = rng.below(3) == 0;
+    cfg.device.queue.delay_run_rearms = rng.below(2) == 0;
+    cfg.device.queue.flush_via_sched = rng.below(2) == 0;
     let summary = format!(
         "cpus={nr_cpus} device={dev} sched={scheduler}[{tun}] nr_requests={} nomerges={nomerges:?} sq_dispatch={} run_all={} kblockd_runs={} delay_run_rearms={} flush_via_sched={} faults={:?} jobs={} ({})",
-        cfg.queue.nr_requests,
-        cfg.queue.sq_sched_dispatch,
-        cfg.queue.run_all_on_complete,
-        cfg.queue.kblockd_runs,
-        cfg.queue.delay_run_rearms,
-        cfg.queue.flush_via_sched,
+        cfg.device.queue.nr_requests,
+        cfg.device.queue.sq_sched_dispatch,
+        cfg.device.queue.run_all_on_complete,
+        cfg.device.queue.kblockd_runs,
+        cfg.device.queue.delay_run_rearms,
+        cfg.device.queue.flush_via_sched,
         cfg.faults,
         jobs.len(),
         jobs.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>().join(",")

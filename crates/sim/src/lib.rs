@@ -17,7 +17,7 @@ pub mod workload;
 
 pub use device::{Cmd, DevCompletion, DeviceModel, DeviceSpec, DriverCost};
 pub use engine::{JobResult, Sim, SimConfig, SimError, SimResult};
-pub use mqblk_device::QueueSettings;
+pub use mqblk_device::{DeviceConfig, DriverConfig, ModelConfig, QueueSettings};
 /// The device models (moved to `mqblk-models`, which the real-time paths use too).
 pub use mqblk_models as device;
 pub use mqblk_models::SimRng;

@@ -58,22 +58,24 @@ fn run_with(
     blkcg: Arc<Blkcg>,
     seed: u64,
 ) -> SimResult {
-    let cfg = SimConfig {
+    let mut cfg = SimConfig {
         seed,
-        blkcg,
         nr_cpus: jobs.len() as u16,
-        device: DeviceSpec::parse(device).unwrap(),
+        device: mqblk_sim::DeviceConfig::model(
+            DeviceSpec::parse(device).unwrap(),
+            mqblk_sim::QueueSettings {
+                scheduler: Some("bfq".into()),
+                sched_tunables: tunables
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..mqblk_sim::QueueSettings::default()
+            },
+        ),
         check_every: 50,
-        queue: mqblk_sim::QueueSettings {
-            scheduler: Some("bfq".into()),
-            sched_tunables: tunables
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            ..mqblk_sim::QueueSettings::default()
-        },
         ..SimConfig::default()
     };
+    cfg.device.blkcg = blkcg;
     Sim::new(cfg, jobs)
         .and_then(Sim::run)
         .unwrap_or_else(|e| panic!("{e}\n{}", e.dump()))

@@ -566,7 +566,10 @@ fn raid_through_the_simulator_never_exceeds_can_queue() {
         .collect();
     let cfg = SimConfig {
         nr_cpus: 8,
-        device: DeviceSpec::parse("raid,submit_queues=8,can_queue=16").unwrap(),
+        device: mqblk_sim::DeviceConfig::model(
+            DeviceSpec::parse("raid,submit_queues=8,can_queue=16").unwrap(),
+            mqblk_sim::QueueSettings::default(),
+        ),
         check_every: 100,
         ..SimConfig::default()
     };

@@ -35,12 +35,14 @@ fn fio_job(name: &str, cpu: u16, rw: RwMode, bs: u32, qd: u32, ios: u64, seed: u
 fn cfg(device: &str, sched: &str, cpus: u16) -> SimConfig {
     SimConfig {
         nr_cpus: cpus,
-        device: DeviceSpec::parse(device).unwrap(),
+        device: mqblk_sim::DeviceConfig::model(
+            DeviceSpec::parse(device).unwrap(),
+            mqblk_sim::QueueSettings {
+                scheduler: Some(sched.into()),
+                ..mqblk_sim::QueueSettings::default()
+            },
+        ),
         check_every: 1,
-        queue: mqblk_sim::QueueSettings {
-            scheduler: Some(sched.into()),
-            ..mqblk_sim::QueueSettings::default()
-        },
         ..SimConfig::default()
     }
 }
@@ -95,13 +97,13 @@ fn same_seed_same_result_different_seed_differs() {
         c.seed = seed;
         c.faults = Faults {
             busy: 0.01,
-            inject: mqblk_core::FaultConfig {
-                requeue: mqblk_core::FaultSpec::probability(1.0),
-                fail: mqblk_core::FaultSpec::probability(1.0),
-                seed: 3,
-                ..Default::default()
-            },
             ..Faults::default()
+        };
+        *c.device.driver.faults_mut().unwrap() = mqblk_core::FaultConfig {
+            requeue: mqblk_core::FaultSpec::probability(1.0),
+            fail: mqblk_core::FaultSpec::probability(1.0),
+            seed: 3,
+            ..Default::default()
         };
         let r = run(
             c,
@@ -137,7 +139,7 @@ fn planted_double_completion_is_caught() {
 fn planted_dropped_completion_is_a_stall() {
     let mut c = cfg("null", "mq-deadline", 1);
     c.plant = Some(Plant::DropCompletion(50));
-    c.queue.timeout = Nanos::from_millis(100);
+    c.device.queue.timeout = Nanos::from_millis(100);
     let r =
         Sim::new(c, vec![fio_job("j", 0, RwMode::RandRead, 4096, 8, 1000, 1)]).and_then(Sim::run);
     match r {
@@ -152,8 +154,8 @@ fn planted_dropped_completion_is_a_stall() {
 #[test]
 fn lost_commands_end_with_timeouts_and_nothing_leaks() {
     let mut c = cfg("null", "kyber", 2);
-    c.faults.inject.timeout = mqblk_core::FaultSpec::probability(2.0);
-    c.queue.timeout = Nanos::from_millis(50);
+    c.device.driver.faults_mut().unwrap().timeout = mqblk_core::FaultSpec::probability(2.0);
+    c.device.queue.timeout = Nanos::from_millis(50);
     let r = run(
         c,
         vec![

@@ -198,7 +198,10 @@ fn a_replay_waits_for_the_io_that_woke_it() {
     let end = |waits: bool| {
         let cfg = SimConfig {
             nr_cpus: 2,
-            device: DeviceSpec::parse("null,completion_nsec=1000000").unwrap(),
+            device: mqblk_sim::DeviceConfig::model(
+                DeviceSpec::parse("null,completion_nsec=1000000").unwrap(),
+                mqblk_sim::QueueSettings::default(),
+            ),
             check_every: 1,
             ..SimConfig::default()
         };
@@ -266,7 +269,10 @@ impl Source for WaitThenWrite {
 fn a_wait_for_an_io_never_issued_ends_with_its_job() {
     let cfg = || SimConfig {
         nr_cpus: 2,
-        device: DeviceSpec::parse("null").unwrap(),
+        device: mqblk_sim::DeviceConfig::model(
+            DeviceSpec::parse("null").unwrap(),
+            mqblk_sim::QueueSettings::default(),
+        ),
         check_every: 1,
         ..SimConfig::default()
     };
@@ -356,11 +362,13 @@ fn a_replay_plugs_where_the_trace_shows_a_plug() {
         }
         let cfg = SimConfig {
             nr_cpus: 1,
-            device: DeviceSpec::parse("null,completion_nsec=1000000").unwrap(),
-            queue: mqblk_sim::QueueSettings {
-                scheduler: Some("bfq".into()),
-                ..Default::default()
-            },
+            device: mqblk_sim::DeviceConfig::model(
+                DeviceSpec::parse("null,completion_nsec=1000000").unwrap(),
+                mqblk_sim::QueueSettings {
+                    scheduler: Some("bfq".into()),
+                    ..Default::default()
+                },
+            ),
             check_every: 1,
             ..SimConfig::default()
         };
@@ -398,7 +406,10 @@ impl Source for ThinkThenRaise {
 fn a_gate_wait_ends_when_raised_or_when_nobody_is_left() {
     let cfg = || SimConfig {
         nr_cpus: 2,
-        device: DeviceSpec::parse("null,completion_nsec=10000").unwrap(),
+        device: mqblk_sim::DeviceConfig::model(
+            DeviceSpec::parse("null,completion_nsec=10000").unwrap(),
+            mqblk_sim::QueueSettings::default(),
+        ),
         check_every: 1,
         ..SimConfig::default()
     };

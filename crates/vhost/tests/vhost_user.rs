@@ -7,7 +7,7 @@
 //! takes a second front-end after the first hangs up, and stops when asked.
 
 use mqblk_core::RequestQueue;
-use mqblk_device::{DeviceConfig, DriverKind};
+use mqblk_device::{DeviceConfig, DriverConfig, NullConfig};
 use mqblk_vhost::BlkDevice;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -33,12 +33,13 @@ const F_EVENT_IDX: u64 = 1 << 29;
 
 fn device(read_only: bool, nq: u16, threads: u16) -> Arc<BlkDevice> {
     let opts = DeviceConfig {
-        driver: DriverKind::Null,
-        memory_backed: true,
-        size_bytes: DEV_BYTES,
-        nr_hw_queues: nq,
         nr_ctx: nq + 1,
-        ..DeviceConfig::default()
+        ..DeviceConfig::new(DriverConfig::Null(NullConfig {
+            memory_backed: true,
+            size_bytes: DEV_BYTES,
+            submit_queues: nq,
+            ..NullConfig::default()
+        }))
     };
     let dev = mqblk_device::build(&opts, nq as usize + 1).expect("device");
     let blk = BlkDevice::new("test", dev.queue, nq, 1024, read_only).expect("blk device");

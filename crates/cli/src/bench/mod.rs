@@ -481,7 +481,7 @@ mod tests {
         .unwrap();
         let p = Plan::from_specs(&specs).unwrap();
         assert_eq!(
-            p.device.size_bytes,
+            p.device.capacity().unwrap(),
             6 << 20,
             "as large as the largest needs"
         );
@@ -535,7 +535,7 @@ mod tests {
             assert_eq!(uring.config().single_issuer, owned, "{extra:?}");
             let exec = execute_on(device, &p, false).unwrap();
             assert_eq!(exec.total_ios(), 512, "{extra:?}");
-            let rings: usize = (0..p.device.nr_hw_queues)
+            let rings: usize = (0..uring.config().nr_hw_queues)
                 .map(|h| uring.owned_rings(mqblk_core::HctxIdx(h)))
                 .sum();
             assert_eq!(rings, if owned { 2 } else { 0 }, "{extra:?}");

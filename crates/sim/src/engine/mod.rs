@@ -38,10 +38,10 @@ use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{Gate, JobIo, Next, SimJob};
 use crate::SimRng;
 use mqblk_core::{
-    Bio, BlkStatus, Blkcg, BvecLayout, CtxIdx, ElvCost, HctxIdx, HctxType, LockScope, Nanos, ReqOp,
+    Bio, BlkStatus, BvecLayout, CtxIdx, ElvCost, HctxIdx, HctxType, LockScope, Nanos, ReqOp,
     RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
 };
-use mqblk_device::{new_queue, QueueSettings};
+use mqblk_device::{new_queue, DeviceConfig, QueueSettings};
 use mqblk_workload::{Ddir, JobStats};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -52,11 +52,12 @@ use std::sync::Arc;
 pub struct SimConfig {
     pub seed: u64,
     pub nr_cpus: u16,
-    /// The device model.
-    pub device: DeviceSpec,
-    /// The request queue over it: the same settings, and the same construction, as a
-    /// real-time device's.
-    pub queue: QueueSettings,
+    /// The device and the request queue over it, as a real-time run describes them: in
+    /// virtual time the device is its model ([`DeviceConfig::model_spec`]), with the
+    /// driver's fault injection, and the queue is built as a real-time device's. Its
+    /// cgroups are the ones the jobs' `group` ids refer to (BFQ reads their weights).
+    pub device: DeviceConfig,
+    /// The simulator's own faults at issue.
     pub faults: Faults,
     pub plant: Option<Plant>,
     pub cost: CostTable,
@@ -70,8 +71,6 @@ pub struct SimConfig {
     pub max_time: Nanos,
     /// Also send every core event here (blktrace output).
     pub tracer: Option<Arc<dyn Tracer>>,
-    /// The cgroups the jobs' `group` ids refer to (BFQ reads their weights).
-    pub blkcg: Arc<Blkcg>,
 }
 
 impl Default for SimConfig {
@@ -79,11 +78,13 @@ impl Default for SimConfig {
         SimConfig {
             seed: 1,
             nr_cpus: 1,
-            device: DeviceSpec {
-                model: "null".into(),
-                params: Vec::new(),
-            },
-            queue: QueueSettings::default(),
+            device: DeviceConfig::model(
+                DeviceSpec {
+                    model: "null".into(),
+                    params: Vec::new(),
+                },
+                QueueSettings::default(),
+            ),
             faults: Faults::default(),
             plant: None,
             cost: CostTable::default(),
@@ -92,7 +93,6 @@ impl Default for SimConfig {
             check_every: 0,
             max_time: Nanos::from_secs(3600),
             tracer: None,
-            blkcg: Arc::new(Blkcg::new()),
         }
     }
 }
@@ -417,11 +417,16 @@ impl Sim {
         if jobs.is_empty() {
             return Err(SimError::Config("sim: no jobs".into()));
         }
-        let model = device::build(&cfg.device, rng.fork(1))?;
+        let model = device::build(&cfg.device.model_spec()?, rng.fork(1))?;
         let log = Arc::new(OpLog::new(cfg.tracer.clone()));
+        let inject = cfg.device.driver.faults();
+        inject
+            .validate()
+            .map_err(|e| SimError::Config(format!("sim: {e}")))?;
         let driver = Arc::new(SimDriver::new(
             model,
             log.clone(),
+            &inject,
             cfg.faults,
             cfg.plant,
             rng.fork(2),
@@ -431,6 +436,7 @@ impl Sim {
             .map_err(|e| SimError::Config(format!("sim: tag set: {e}")))?;
         // Resolved by name or alias: the type carries its own hooks' costs and locks.
         let elv_type = cfg
+            .device
             .queue
             .elevator_type(&set.cfg)
             .map_err(|e| SimError::Config(format!("sim: {e}")))?;
@@ -441,11 +447,11 @@ impl Sim {
         let queue = new_queue(
             set,
             driver.clone(),
-            &cfg.queue,
+            &cfg.device.queue,
             cfg.nr_cpus,
             limits,
             TraceHook::new(log.clone()),
-            cfg.blkcg.clone(),
+            cfg.device.blkcg.clone(),
         )?;
         // A scheduler that sums per-CPU counters says so; each pass is charged.
         let track_sum_passes = queue
@@ -752,6 +758,7 @@ impl Sim {
         // timeout (30 s by default) is the real bound.
         let stall_after = self
             .cfg
+            .device
             .queue
             .timeout
             .0
@@ -819,7 +826,7 @@ impl Sim {
                     if !self.cpus[0].sub.done.is_empty() {
                         self.wake(0, end);
                     }
-                    if self.cfg.queue.kblockd_runs {
+                    if self.cfg.device.queue.kblockd_runs {
                         self.queue_due_work(end);
                     }
                 }

@@ -477,19 +477,21 @@ fn config_on(dev: &str, m: &Mode, o: &ScenarioOpts, seed: u64, clients: u32) -> 
         seed,
         profile: o.profile,
         nr_cpus: clients as u16 + 1,
-        device: device(dev),
-        queue: QueueSettings {
-            scheduler: Some(m.scheduler.into()),
-            sched_tunables: m
-                .tunables
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            // The seed's kernel predates 6.5: jbd2's PREFLUSH|FUA commit records and
-            // fsync's flushes bypassed the scheduler.
-            flush_via_sched: false,
-            ..QueueSettings::default()
-        },
+        device: device(
+            dev,
+            QueueSettings {
+                scheduler: Some(m.scheduler.into()),
+                sched_tunables: m
+                    .tunables
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                // The seed's kernel predates 6.5: jbd2's PREFLUSH|FUA commit records and
+                // fsync's flushes bypassed the scheduler.
+                flush_via_sched: false,
+                ..QueueSettings::default()
+            },
+        ),
         ..SimConfig::default()
     }
 }

@@ -44,13 +44,15 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let cfg = || SimConfig {
             seed: o.seed,
             nr_cpus: 2,
-            device: device(&format!("emmc,async_prep={async_prep}")),
-            queue: QueueSettings {
-                scheduler: Some(sched.into()),
-                // The seed's kernel predates 6.5: flushes bypassed the scheduler.
-                flush_via_sched: false,
-                ..QueueSettings::default()
-            },
+            device: device(
+                &format!("emmc,async_prep={async_prep}"),
+                QueueSettings {
+                    scheduler: Some(sched.into()),
+                    // The seed's kernel predates 6.5: flushes bypassed the scheduler.
+                    flush_via_sched: false,
+                    ..QueueSettings::default()
+                },
+            ),
             profile: o.profile,
             ..SimConfig::default()
         };

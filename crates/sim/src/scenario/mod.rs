@@ -85,7 +85,13 @@ impl Perturb {
             return Ok(());
         }
         if self.param == SCHED_COST {
-            let Some(elv) = cfg.queue.scheduler.as_deref().and_then(mqblk_sched::lookup) else {
+            let Some(elv) = cfg
+                .device
+                .queue
+                .scheduler
+                .as_deref()
+                .and_then(mqblk_sched::lookup)
+            else {
                 return Ok(());
             };
             let base = cfg
@@ -96,13 +102,17 @@ impl Perturb {
             }));
             return Ok(());
         }
-        let read = mqblk_models::physical_params(&cfg.device)?;
+        let Some(spec) = cfg.device.model_spec_mut() else {
+            return Err(format!(
+                "--sensitivity: {}: the scenario's device is not a model",
+                self.param
+            ));
+        };
+        let read = mqblk_models::physical_params(spec)?;
         if let Some((_, v)) = read.iter().find(|(k, _)| *k == self.param) {
             let scaled = ((*v as f64) * self.factor).round() as u64;
-            cfg.device.params.retain(|(k, _)| *k != self.param);
-            cfg.device
-                .params
-                .push((self.param.clone(), scaled.to_string()));
+            spec.params.retain(|(k, _)| *k != self.param);
+            spec.params.push((self.param.clone(), scaled.to_string()));
         }
         Ok(())
     }
@@ -287,13 +297,17 @@ pub(crate) fn run_sim(
     }
     let traced = o.trace.as_ref().map(|t| {
         let (w, name) = t.writer();
-        let params = cfg.device.params.iter().map(|(k, v)| format!(",{k}={v}"));
+        let model = cfg.device.model_spec().map_or_else(
+            |e| e.to_string(),
+            |s| {
+                let params = s.params.iter().map(|(k, v)| format!(",{k}={v}"));
+                format!("{}{}", s.model, params.collect::<String>())
+            },
+        );
         eprintln!(
-            "trace {}: {} on {}{}, {} jobs",
+            "trace {}: {} on {model}, {} jobs",
             name.display(),
-            cfg.queue.scheduler.as_deref().unwrap_or("none"),
-            cfg.device.model,
-            params.collect::<String>(),
+            cfg.device.queue.scheduler.as_deref().unwrap_or("none"),
             jobs.len()
         );
         cfg.tracer = Some(w.clone());
@@ -310,8 +324,10 @@ pub(crate) fn run_sim(
     Ok(r)
 }
 
-pub(crate) fn device(spec: &str) -> DeviceSpec {
-    DeviceSpec::parse(spec).expect("scenario device specs are well-formed")
+/// The model `spec` under a queue with `queue`'s settings.
+pub(crate) fn device(spec: &str, queue: crate::QueueSettings) -> mqblk_device::DeviceConfig {
+    let spec = DeviceSpec::parse(spec).expect("scenario device specs are well-formed");
+    mqblk_device::DeviceConfig::model(spec, queue)
 }
 
 /// An embedded capture (blktrace files by name) replayed closed-loop: each traced process a

@@ -46,14 +46,16 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         let cfg = SimConfig {
             seed: o.seed,
             nr_cpus: 128,
-            device: device("ssd"),
-            queue: QueueSettings {
-                scheduler: Some("mq-deadline".into()),
-                sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
-                // The seed's kernel predates 6.5: flushes bypassed the scheduler.
-                flush_via_sched: false,
-                ..QueueSettings::default()
-            },
+            device: device(
+                "ssd",
+                QueueSettings {
+                    scheduler: Some("mq-deadline".into()),
+                    sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
+                    // The seed's kernel predates 6.5: flushes bypassed the scheduler.
+                    flush_via_sched: false,
+                    ..QueueSettings::default()
+                },
+            ),
             profile: o.profile,
             ..SimConfig::default()
         };

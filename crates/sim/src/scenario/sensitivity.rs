@@ -102,7 +102,7 @@ impl Sensitivity {
 
 /// The parameters `--sensitivity` scales for `sc`, with their unscaled values.
 pub fn params(sc: &Scenario) -> Result<Vec<(String, Option<u64>)>, String> {
-    let spec = super::device(sc.model);
+    let spec = crate::device::DeviceSpec::parse(sc.model).map_err(|e| e.to_string())?;
     let mut out: Vec<(String, Option<u64>)> = mqblk_models::physical_params(&spec)?
         .into_iter()
         .map(|(k, v)| (k, Some(v)))

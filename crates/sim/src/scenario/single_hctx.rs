@@ -220,8 +220,10 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
                 let cfg = SimConfig {
                     seed: o.seed,
                     nr_cpus: NR_CPUS,
-                    device: device(&format!("raid,submit_queues={}", m.queues)),
-                    queue: settings(sched, m, Kernel::Seed),
+                    device: device(
+                        &format!("raid,submit_queues={}", m.queues),
+                        settings(sched, m, Kernel::Seed),
+                    ),
                     profile: o.profile,
                     ..SimConfig::default()
                 };
@@ -425,8 +427,10 @@ fn captured_on_raid(o: &ScenarioOpts) -> Result<Vec<(&'static str, f64, f64)>, S
             let cfg = SimConfig {
                 seed: o.seed,
                 nr_cpus: NR_CPUS,
-                device: device(&format!("raid,submit_queues={}", m.queues)),
-                queue: settings("bfq", m, Kernel::Seed),
+                device: device(
+                    &format!("raid,submit_queues={}", m.queues),
+                    settings("bfq", m, Kernel::Seed),
+                ),
                 profile: o.profile,
                 ..SimConfig::default()
             };
@@ -493,8 +497,7 @@ fn sim_twin(o: &ScenarioOpts, load: TwinLoad, runtime: Nanos) -> Result<Vec<(f64
                 "null,submit_queues={},hw_queue_depth=64,completion_nsec={TWIN_COMMAND_NS},flush_nsec={TWIN_FLUSH_NS},rotational=1,cache_size=1,size={}",
                 m.queues,
                 CAPACITY_SECTORS * 512
-            )),
-            queue: settings(sched, m, k),
+            ), settings(sched, m, k)),
             profile: o.profile,
             ..SimConfig::default()
         };

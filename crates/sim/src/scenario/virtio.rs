@@ -45,13 +45,15 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
             let cfg = SimConfig {
                 seed: o.seed,
                 nr_cpus: 4,
-                device: device(&format!("virtio,num_queues={queues}")),
-                queue: QueueSettings {
-                    scheduler: Some("none".into()),
-                    // The seed's kernel predates 6.5: flushes bypassed the scheduler.
-                    flush_via_sched: false,
-                    ..QueueSettings::default()
-                },
+                device: device(
+                    &format!("virtio,num_queues={queues}"),
+                    QueueSettings {
+                        scheduler: Some("none".into()),
+                        // The seed's kernel predates 6.5: flushes bypassed the scheduler.
+                        flush_via_sched: false,
+                        ..QueueSettings::default()
+                    },
+                ),
                 profile: o.profile,
                 ..SimConfig::default()
             };

@@ -148,15 +148,7 @@ impl RwMode {
 }
 
 /// How the emulated device completes requests (null_blk's `irqmode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IrqMode {
-    /// Complete inline in the submitting context.
-    None,
-    /// Complete from a deferred per-CPU context, like a softirq.
-    Softirq,
-    /// Complete after `completion_nsec`, from a timer.
-    Timer,
-}
+pub use mqblk_core::IrqMode;
 
 /// Data verification (`verify=`): the checksum each written block's header carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

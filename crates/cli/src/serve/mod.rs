@@ -2,12 +2,15 @@
 //! machines over vhost-user-blk (one software queue per virtqueue).
 
 use crate::args::ServeArgs;
-use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp, RequestQueue};
-use mqblk_device::{DeviceConfig, DriverKind, QueueSettings};
+use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp};
 use mqblk_nbd::{Export, Listener, Server};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use std::net::TcpListener;
 use std::path::PathBuf;
+
+mod export;
+use export::read_config;
+pub use export::{ExportCfg, ExportDriver, ExportOptions, Size};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -43,11 +46,6 @@ pub fn tls_certs_main(a: crate::args::TlsCertsArgs) -> i32 {
     }
 }
 
-fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{flag}={v}: not a valid number"))
-}
-
 /// `--stats`: one export's figures at exit.
 #[derive(serde::Serialize)]
 struct ExportStats {
@@ -71,210 +69,6 @@ struct HctxStats {
     hctx: usize,
     dispatched: u64,
     completed: u64,
-}
-
-/// One export's settings.
-#[derive(Clone, Debug)]
-struct ExportCfg {
-    name: String,
-    description: String,
-    driver: String,
-    filename: Option<String>,
-    size: Option<u64>,
-    /// For `driver=sim`: the device model.
-    device: Option<String>,
-    /// `None`: the device's default, as the kernel picks it (`default_scheduler`).
-    sched: Option<String>,
-    tunables: Vec<(String, String)>,
-    /// `None`: one, or one per virtqueue for a vhost-user-blk export.
-    hw_queues: Option<u16>,
-    depth: u32,
-    read_only: bool,
-    max_conns: usize,
-    /// Served over vhost-user-blk on this socket instead of NBD.
-    vhost: Option<PathBuf>,
-    num_queues: u16,
-    /// `None`: one thread per virtqueue.
-    vq_threads: Option<u16>,
-}
-
-impl Default for ExportCfg {
-    fn default() -> ExportCfg {
-        ExportCfg {
-            name: "mqblk".into(),
-            description: String::new(),
-            driver: "memory".into(),
-            filename: None,
-            size: None,
-            device: None,
-            sched: None,
-            tunables: Vec::new(),
-            hw_queues: None,
-            depth: 128,
-            read_only: false,
-            max_conns: 16,
-            vhost: None,
-            num_queues: 1,
-            vq_threads: None,
-        }
-    }
-}
-
-impl ExportCfg {
-    /// Applies one `key=value` (a flag without its dashes, or a config-file key).
-    fn set(&mut self, key: &str, v: &str) -> Result<bool, String> {
-        match key {
-            "export" | "name" => self.name = v.to_string(),
-            "description" => self.description = v.to_string(),
-            "driver" => match v {
-                "memory" | "null" | "uring" | "sim" => self.driver = v.to_string(),
-                _ => return Err(format!("driver={v}: expected memory, null, uring or sim")),
-            },
-            "device" => self.device = Some(v.to_string()),
-            "filename" => self.filename = Some(v.to_string()),
-            "size" => {
-                self.size = Some(
-                    mqblk_workload::parse_size(v).ok_or_else(|| format!("size={v}: not a size"))?,
-                )
-            }
-            "ioscheduler" | "scheduler" => self.sched = Some(v.to_string()),
-            "hw-queues" => self.hw_queues = Some(num(key, v)?),
-            "queue-depth" => self.depth = num(key, v)?,
-            "read-only" => {
-                self.read_only = match v {
-                    "" | "1" | "true" | "yes" | "on" => true,
-                    "0" | "false" | "no" | "off" => false,
-                    _ => return Err(format!("read-only={v}: expected a boolean")),
-                }
-            }
-            "max-connections" => self.max_conns = num(key, v)?,
-            "vhost-user-blk" => self.vhost = Some(PathBuf::from(v)),
-            "num-queues" => self.num_queues = num(key, v)?,
-            "vq-threads" => self.vq_threads = Some(num(key, v)?),
-            k if k.starts_with("sched.") => self
-                .tunables
-                .push((k["sched.".len()..].to_string(), v.to_string())),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// The export the command-line options describe.
-    fn from_args(a: &ServeArgs) -> Result<ExportCfg, String> {
-        let mut e = ExportCfg::default();
-        let flags: [(&str, &Option<String>); 12] = [
-            ("export", &a.export),
-            ("description", &a.description),
-            ("driver", &a.driver),
-            ("device", &a.device),
-            ("filename", &a.filename),
-            ("size", &a.size),
-            ("ioscheduler", &a.ioscheduler),
-            ("hw-queues", &a.hw_queues),
-            ("queue-depth", &a.queue_depth),
-            ("max-connections", &a.max_connections),
-            ("num-queues", &a.num_queues),
-            ("vq-threads", &a.vq_threads),
-        ];
-        for (k, v) in flags {
-            if let Some(v) = v {
-                e.set(k, v).map_err(|m| format!("--{m}"))?;
-            }
-        }
-        e.read_only = a.read_only;
-        e.vhost = a.vhost_user_blk.clone();
-        e.tunables = crate::args::tunable_pairs(&a.tunables)?;
-        Ok(e)
-    }
-
-    fn check(&self) -> Result<(), String> {
-        if self.name.len() > 4096 {
-            return Err(format!(
-                "export '{}…': names are at most 4096 bytes",
-                &self.name[..16]
-            ));
-        }
-        if !(1..=1024).contains(&self.max_conns) {
-            return Err(format!(
-                "export '{}': max-connections={} must be 1..=1024",
-                self.name, self.max_conns
-            ));
-        }
-        if !(1..=64).contains(&self.num_queues) {
-            return Err(format!(
-                "export '{}': num-queues={} must be 1..=64",
-                self.name, self.num_queues
-            ));
-        }
-        if self.driver == "uring" && self.filename.is_none() {
-            return Err(format!(
-                "export '{}': --driver=uring needs --filename=PATH",
-                self.name
-            ));
-        }
-        Ok(())
-    }
-
-    /// Submitters the export's queue serves: its NBD sessions or its virtqueues.
-    fn sessions(&self) -> usize {
-        if self.vhost.is_some() {
-            self.num_queues as usize
-        } else {
-            self.max_conns
-        }
-    }
-
-    /// Builds the export's device.
-    fn build(
-        &self,
-        tracer: Option<Arc<dyn mqblk_core::Tracer>>,
-    ) -> Result<Arc<RequestQueue>, String> {
-        let mut opts = DeviceConfig {
-            queue: QueueSettings {
-                scheduler: self.sched.clone(),
-                sched_tunables: self.tunables.clone(),
-                // NBD clients send up to 32 MiB in one request.
-                max_sectors_kb: 32 * 1024,
-                ..QueueSettings::default()
-            },
-            nr_hw_queues: self.hw_queues.unwrap_or(if self.vhost.is_some() {
-                self.num_queues
-            } else {
-                1
-            }),
-            queue_depth: self.depth,
-            // One software queue per connection or virtqueue, and one for the server's own
-            // final flush.
-            nr_ctx: self.sessions() as u16 + 1,
-            ..DeviceConfig::default()
-        };
-        if self.driver == "uring" {
-            opts.driver = DriverKind::Uring;
-            opts.filename = self.filename.clone();
-            opts.direct = true;
-            opts.create_size = self.size;
-        } else if self.driver == "sim" {
-            opts.driver = DriverKind::Model;
-            opts.model = Some(self.device.clone().unwrap_or_else(|| "hdd".into()));
-        } else {
-            opts.driver = DriverKind::Null;
-            opts.memory_backed = self.driver == "memory";
-            opts.size_bytes = self.size.unwrap_or(1 << 30);
-        }
-        let dev = mqblk_device::build_traced(&opts, self.sessions() + 1, tracer)
-            .map_err(|e| format!("export '{}': {e}", self.name))?;
-        Ok(dev.queue)
-    }
-}
-
-/// A config file's exports and its `[server]` settings; a flag given on the command line
-/// wins over the file's value.
-struct Config {
-    exports: Vec<ExportCfg>,
-    listen: Vec<String>,
-    stats: Option<PathBuf>,
-    admin: Option<PathBuf>,
-    tls: TlsCfg,
 }
 
 /// TLS settings from the flags or `[server]`: `tls`, `tls-certificates`, `tls-verify-peer`.
@@ -309,179 +103,6 @@ impl TlsCfg {
     }
 }
 
-/// A config file in TOML: `[server]` with `listen` (a list), `stats` and `admin`, and one
-/// `[export.NAME]` table per export with the export options' names as keys
-/// (`sched = { fifo_batch = 8 }` for tunables).
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigFile {
-    #[serde(default)]
-    server: ServerTable,
-    #[serde(default)]
-    export: toml::Table,
-}
-
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ServerTable {
-    #[serde(default)]
-    listen: Vec<String>,
-    stats: Option<PathBuf>,
-    admin: Option<PathBuf>,
-    tls: Option<String>,
-    #[serde(rename = "tls-certificates")]
-    tls_certificates: Option<PathBuf>,
-    #[serde(rename = "tls-verify-peer", default)]
-    tls_verify_peer: bool,
-}
-
-/// Reads a config file: exports and `[server]` settings (listen addresses, stats file,
-/// control socket).
-/// The INI syntax of earlier versions (`[export NAME]` sections) is still read, with a
-/// line saying so.
-fn read_config(path: &std::path::Path) -> Result<Config, String> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--config={shown}: {e}"))?;
-    if text
-        .lines()
-        .any(|l| l.trim_start().starts_with("[export ") || l.trim_start().starts_with("[export\t"))
-    {
-        eprintln!(
-            "mqblk serve: {shown}: the INI config syntax is deprecated; write [export.NAME] tables in TOML (mqblk serve --help)"
-        );
-        return read_ini_config(&shown, &text);
-    }
-    let file: ConfigFile = toml::from_str(&text).map_err(|e| {
-        let line = e.span().map_or(0, |s| {
-            text[..s.start.min(text.len())].lines().count().max(1)
-        });
-        format!(
-            "{shown}:{line}: {}",
-            e.message().trim_end().replace('\n', "; ")
-        )
-    })?;
-    let mut exports = Vec::new();
-    for (name, v) in &file.export {
-        let at = format!("{shown}: [export.{name}]");
-        let table = v
-            .as_table()
-            .ok_or_else(|| format!("{at}: expected a table of export settings"))?;
-        let mut e = ExportCfg {
-            name: name.clone(),
-            ..ExportCfg::default()
-        };
-        for (k, v) in table {
-            if k == "sched" {
-                let t = v
-                    .as_table()
-                    .ok_or_else(|| format!("{at}: sched: expected a table of tunables"))?;
-                for (tk, tv) in t {
-                    e.tunables.push((tk.clone(), toml_scalar(tv)));
-                }
-                continue;
-            }
-            if !e
-                .set(k, &toml_scalar(v))
-                .map_err(|m| format!("{at}: {m}"))?
-            {
-                return Err(format!("{at}: unknown export key '{k}'"));
-            }
-        }
-        exports.push(e);
-    }
-    if exports.is_empty() {
-        return Err(format!("--config={shown}: no [export.NAME] table"));
-    }
-    Ok(Config {
-        exports,
-        listen: file.server.listen,
-        stats: file.server.stats,
-        admin: file.server.admin,
-        tls: TlsCfg {
-            mode: file.server.tls,
-            certificates: file.server.tls_certificates,
-            verify_peer: file.server.tls_verify_peer,
-        },
-    })
-}
-
-/// A TOML value as the text an option takes (`"16m"` and `16` alike, `true` as `1`).
-fn toml_scalar(v: &toml::Value) -> String {
-    match v {
-        toml::Value::String(s) => s.clone(),
-        toml::Value::Boolean(b) => if *b { "1" } else { "0" }.into(),
-        other => other.to_string(),
-    }
-}
-
-/// The earlier INI syntax: `[server]` and `[export NAME]` sections of `key = value` lines.
-fn read_ini_config(path: &str, text: &str) -> Result<Config, String> {
-    let mut exports: Vec<ExportCfg> = Vec::new();
-    let mut listens = Vec::new();
-    let mut stats = None;
-    let mut admin = None;
-    let mut in_server = false;
-    for (i, raw) in text.lines().enumerate() {
-        let at = format!("{path}:{}", i + 1);
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(sec) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            let sec = sec.trim();
-            if sec == "server" {
-                in_server = true;
-            } else if let Some(name) = sec.strip_prefix("export") {
-                in_server = false;
-                let name = name.trim();
-                if name.is_empty() {
-                    return Err(format!("{at}: [export NAME] needs a name"));
-                }
-                if exports.iter().any(|e| e.name == name) {
-                    return Err(format!("{at}: export '{name}' declared twice"));
-                }
-                exports.push(ExportCfg {
-                    name: name.to_string(),
-                    ..ExportCfg::default()
-                });
-            } else {
-                return Err(format!(
-                    "{at}: unknown section [{sec}] (expected [server] or [export NAME])"
-                ));
-            }
-            continue;
-        }
-        let (k, v) = line
-            .split_once('=')
-            .map_or((line, ""), |(k, v)| (k.trim(), v.trim()));
-        if in_server {
-            match k {
-                "listen" => listens.push(v.to_string()),
-                "stats" => stats = Some(PathBuf::from(v)),
-                "admin" => admin = Some(PathBuf::from(v)),
-                _ => return Err(format!("{at}: unknown [server] key '{k}'")),
-            }
-            continue;
-        }
-        let Some(e) = exports.last_mut() else {
-            return Err(format!("{at}: '{k}' outside any section"));
-        };
-        if !e.set(k, v).map_err(|m| format!("{at}: {m}"))? {
-            return Err(format!("{at}: unknown export key '{k}'"));
-        }
-    }
-    if exports.is_empty() {
-        return Err(format!("--config={path}: no [export NAME] section"));
-    }
-    Ok(Config {
-        exports,
-        listen: listens,
-        stats,
-        admin,
-        tls: TlsCfg::default(),
-    })
-}
-
 fn run(args: ServeArgs) -> Result<i32, String> {
     let mut listens = args.listen.clone();
     let mut stats_file = args.stats.clone();
@@ -493,7 +114,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         certificates: args.tls_certificates.clone(),
         verify_peer: args.tls_verify_peer,
     };
-    let one = ExportCfg::from_args(&args)?;
+    let one = ExportCfg::new(args.export.as_deref().unwrap_or("mqblk"), &args.export_opts)?;
     let mut cfgs = vec![one];
     if let Some(path) = &config {
         let file = read_config(path)?;
@@ -508,9 +129,6 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             certificates: tls.certificates.or(file.tls.certificates),
             verify_peer: tls.verify_peer || file.tls.verify_peer,
         };
-    }
-    for c in &cfgs {
-        c.check()?;
     }
     // Credentials are read before anything is bound or built, so a bad one stops nothing.
     let tls_offer = tls.build()?;
