@@ -17,10 +17,13 @@ create_exception!(
     "A bad job, option or name: the one-line message `mqblk` prints."
 );
 
-/// Runs `f` without the GIL (other Python threads go on meanwhile); its one-line error
-/// becomes an `MqblkError`.
-fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, String> + Send) -> PyResult<T> {
-    py.detach(f).map_err(MqblkError::new_err)
+/// Runs `f` without the GIL (other Python threads go on meanwhile); its error becomes an
+/// `MqblkError` with the message `mqblk` prints.
+fn detached<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> Result<T, mqblk::CliError> + Send,
+) -> PyResult<T> {
+    py.detach(f).map_err(|e| MqblkError::new_err(e.to_string()))
 }
 
 /// `mqblk sim ARGS --output-format=json`: the report as JSON text.

@@ -32,11 +32,11 @@ pub fn spawn(
     replace_stale: bool,
     exports: Vec<Arc<Export>>,
     stop: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>, String> {
+) -> Result<std::thread::JoinHandle<()>, crate::CliError> {
     let what = format!("--admin={}", path.display());
     let (l, owned) = mqblk_runtime::unix_socket::bind(path, &what, replace_stale)?;
     l.set_nonblocking(true)
-        .map_err(|e| format!("{what}: {e}"))?;
+        .map_err(|e| crate::CliError::io(what, e))?;
     std::thread::Builder::new()
         .name("mqblk-admin".into())
         .spawn(move || {
@@ -55,7 +55,7 @@ pub fn spawn(
             }
             owned.remove();
         })
-        .map_err(|e| format!("starting the admin thread: {e}"))
+        .map_err(|e| crate::CliError::io("starting the admin thread", e))
 }
 
 fn client(s: UnixStream, exports: &[Arc<Export>]) -> std::io::Result<()> {
@@ -78,35 +78,67 @@ fn client(s: UnixStream, exports: &[Arc<Export>]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A control request refused; the reply is `error: ` and this.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    /// The line (or its verb) is not a request.
+    #[error("'{got}': {expected}")]
+    Syntax { got: String, expected: &'static str },
+    /// The path does not name an attribute.
+    #[error("{0}: expected EXPORT/queue/ATTRIBUTE")]
+    Path(String),
+    #[error("{path}: no export '{name}' (exports: {known})")]
+    NoExport {
+        path: String,
+        name: String,
+        known: String,
+    },
+    /// The attribute is unknown, or the queue refused the value (the reason says which).
+    #[error("{path}: {reason}")]
+    Refused { path: String, reason: String },
+}
+
 /// One request line; the reply's text without its `ok `.
-pub fn handle(exports: &[Arc<Export>], line: &str) -> Result<String, String> {
+pub fn handle(exports: &[Arc<Export>], line: &str) -> Result<String, AdminError> {
+    let syntax = |got: &str, expected| AdminError::Syntax {
+        got: got.to_string(),
+        expected,
+    };
     let mut words = line.split_whitespace();
     let (verb, path) = match (words.next(), words.next()) {
         (Some(v), Some(p)) => (v, p),
-        _ => {
-            return Err(format!(
-                "'{line}': expected 'show PATH' or 'store PATH VALUE'"
-            ))
-        }
+        _ => return Err(syntax(line, "expected 'show PATH' or 'store PATH VALUE'")),
     };
     let value = words.next();
     if words.next().is_some() {
-        return Err(format!("'{line}': one value at most"));
+        return Err(syntax(line, "one value at most"));
     }
     let (name, attr) = path
         .split_once('/')
-        .ok_or_else(|| format!("{path}: expected EXPORT/queue/ATTRIBUTE"))?;
-    let e = exports.iter().find(|e| e.name == name).ok_or_else(|| {
-        let known: Vec<&str> = exports.iter().map(|e| e.name.as_str()).collect();
-        format!("{path}: no export '{name}' (exports: {})", known.join(", "))
-    })?;
+        .ok_or_else(|| AdminError::Path(path.to_string()))?;
+    let e = exports
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| AdminError::NoExport {
+            path: path.to_string(),
+            name: name.to_string(),
+            known: exports
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
     let q = &e.queue;
+    let refused = |reason| AdminError::Refused {
+        path: path.to_string(),
+        reason,
+    };
     match (verb, value) {
-        ("show", None) => show(q, attr).map_err(|m| format!("{path}: {m}")),
-        ("store", Some(v)) => store(q, attr, v).map_err(|m| format!("{path}: {m}")),
-        ("show", Some(_)) => Err(format!("'{line}': show takes no value")),
-        ("store", None) => Err(format!("'{line}': store needs a value")),
-        _ => Err(format!("'{verb}': expected show or store")),
+        ("show", None) => show(q, attr).map_err(refused),
+        ("store", Some(v)) => store(q, attr, v).map_err(refused),
+        ("show", Some(_)) => Err(syntax(line, "show takes no value")),
+        ("store", None) => Err(syntax(line, "store needs a value")),
+        _ => Err(syntax(verb, "expected show or store")),
     }
 }
 

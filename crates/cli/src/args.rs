@@ -332,7 +332,7 @@ pub fn sched_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
 }
 
 /// `--sched NAME=VALUE`: one scheduler tunable.
-pub fn tunable_pair(t: &str) -> Result<(String, String), String> {
+pub(crate) fn tunable_pair(t: &str) -> Result<(String, String), String> {
     t.split_once('=')
         .map(|(n, v)| (n.to_string(), v.to_string()))
         .ok_or_else(|| format!("'{t}': expected --sched.NAME=VALUE"))
@@ -511,8 +511,8 @@ pub struct TwinArgs {
 
 /// Prints a command's error on standard error, every line of it as `mqblk CMD: line`
 /// (a job file's problems come one per line, all at once).
-pub fn print_error(cmd: &str, e: &str) {
-    for line in e.lines() {
+pub fn print_error(cmd: &str, e: &dyn std::fmt::Display) {
+    for line in e.to_string().lines() {
         eprintln!("mqblk {cmd}: {line}");
     }
 }

@@ -5,9 +5,12 @@
 pub mod admin;
 pub mod args;
 pub mod bench;
+mod error;
 pub mod replay;
 pub mod replay_real;
 pub mod serve;
 pub mod sim;
 pub mod trace_cmd;
 pub mod twin;
+
+pub use error::CliError;

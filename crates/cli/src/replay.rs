@@ -24,7 +24,7 @@ pub fn main(args: ReplayArgs) -> i32 {
 
 /// `mqblk ARGS` for replay without printing (the Python bindings): parses `args` as the
 /// command line after `mqblk replay`.
-pub fn replay_args(args: &[String]) -> Result<(String, i32), String> {
+pub fn replay_args(args: &[String]) -> Result<(String, i32), crate::CliError> {
     use clap::Parser;
     let argv: Vec<String> = ["mqblk", "replay"]
         .iter()
@@ -41,7 +41,7 @@ pub fn replay_args(args: &[String]) -> Result<(String, i32), String> {
 }
 
 /// Replays as `mqblk replay` does; returns the report (text or JSON) and the exit code.
-pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
+pub fn replay(args: ReplayArgs) -> Result<(String, i32), crate::CliError> {
     use std::fmt::Write as _;
     let mut out = String::new();
     let trace = args.trace;
@@ -56,10 +56,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
     let speed = args.speed;
     let waits = args.waits == "inferred";
     if args.cpus.is_some_and(|n| n == 0 || n > 1024) {
-        return Err(format!(
-            "--cpus={}: expected 1..=1024",
-            args.cpus.unwrap_or(0)
-        ));
+        return Err(format!("--cpus={}: expected 1..=1024", args.cpus.unwrap_or(0)).into());
     }
     let cpus = args.cpus;
     let seed = args.seed;
@@ -68,10 +65,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
     let set = TraceSet::open(&trace)?;
     let rep = Replayable::from_trace(&set);
     if rep.total_ios == 0 {
-        return Err(format!(
-            "{}: no queue (Q) events to replay",
-            trace.display()
-        ));
+        return Err(format!("{}: no queue (Q) events to replay", trace.display()).into());
     }
     // One device for either replay: a model in virtual time (`--driver=sim`, the default),
     // or the null or uring driver in real time.
@@ -136,9 +130,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), String> {
     };
     let jobs = rep.jobs(mode, speed, nr_cpus, capacity, waits, 0);
     let host = Instant::now();
-    let res = Sim::new(cfg, jobs)
-        .and_then(Sim::run)
-        .map_err(|e| format!("{e}\n{}", e.dump()))?;
+    let res = Sim::new(cfg, jobs).and_then(Sim::run)?;
     let host_s = host.elapsed().as_secs_f64();
     crate::trace_cmd::finish(&writer)?;
     // Flushes move no data and are not counted as I/Os in the report.
@@ -328,7 +320,7 @@ fn replay_threaded(
     speed: f64,
     waits: bool,
     json: bool,
-) -> Result<(String, i32), String> {
+) -> Result<(String, i32), crate::CliError> {
     use std::fmt::Write as _;
     let mut text = String::new();
     let driver = opts.driver.name().to_string();

@@ -46,7 +46,7 @@ pub fn replay(
     mode: Mode,
     speed: f64,
     waits: bool,
-) -> Result<RealOutcome, String> {
+) -> Result<RealOutcome, crate::CliError> {
     let nr = rep.processes.len();
     opts.nr_ctx = nr as u16;
     let dev = mqblk_device::build(&opts, nr)?;

@@ -57,7 +57,7 @@ bs=4k
 iodepth=32
 ";
 
-fn run(args: &[String]) -> Result<i32, String> {
+fn run(args: &[String]) -> Result<i32, crate::CliError> {
     let (a, rest) = match split_known::<SimOpts>(args) {
         Ok(x) => x,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
@@ -68,7 +68,7 @@ fn run(args: &[String]) -> Result<i32, String> {
             );
             return Ok(0);
         }
-        Err(e) => return Err(opts_error(&e)),
+        Err(e) => return Err(opts_error(&e).into()),
     };
     let plant = a.plant.as_deref().map(parse_plant).transpose()?;
     let mut cost = CostTable::default();
@@ -96,7 +96,7 @@ fn run(args: &[String]) -> Result<i32, String> {
                 None => {
                     return Err(format!(
                         "--fuzz picks its own configuration; '{x}' does not apply (only --ioscheduler does)"
-                    ))
+                    ).into())
                 }
             }
         }
@@ -134,7 +134,7 @@ pub struct Simulated {
 
 /// `mqblk sim ARGS` without printing: the same options and job files, the same report
 /// (what the Python bindings call). `--fuzz` is refused here.
-pub fn simulate_args(args: &[String]) -> Result<Simulated, String> {
+pub fn simulate_args(args: &[String]) -> Result<Simulated, crate::CliError> {
     let (a, rest) = split_known::<SimOpts>(args).map_err(|e| opts_error(&e))?;
     if a.fuzz || a.plant.is_some() {
         return Err("--fuzz and --plant run from the command line only".into());
@@ -147,14 +147,13 @@ pub fn simulate_args(args: &[String]) -> Result<Simulated, String> {
 }
 
 /// Runs the jobs of `rest` (fio options and job files) under the simulator.
-fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, String> {
+fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, crate::CliError> {
     if a.cpus.is_some_and(|n| n == 0 || n > 1024) {
-        return Err(format!("--cpus={}: must be 1..=1024", a.cpus.unwrap_or(0)));
+        return Err(format!("--cpus={}: must be 1..=1024", a.cpus.unwrap_or(0)).into());
     }
-    let mut cl = parse_command_line(rest).map_err(|e| e.to_string())?;
+    let mut cl = parse_command_line(rest)?;
     if cl.jobs.is_empty() {
-        cl.add_job_text("default job", DEFAULT_JOB)
-            .map_err(|e| e.to_string())?;
+        cl.add_job_text("default job", DEFAULT_JOB)?;
     }
     // The device is described as `mqblk bench` describes it (the same job options); in
     // virtual time it is its model.
@@ -196,12 +195,12 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     let (seed, cpus) = (a.seed, cfg.nr_cpus);
     let profile = cfg.profile.name();
     let host = Instant::now();
-    let sim = Sim::new(cfg, jobs).map_err(|e| format!("{e}\n{}", e.dump()))?;
+    let sim = Sim::new(cfg, jobs)?;
     let summary = format!(
         "sim: seed {seed} device {model} scheduler {} cpus {cpus} cost-profile {profile}",
         sim.scheduler()
     );
-    let res = sim.run().map_err(|e| format!("{e}\n{}", e.dump()))?;
+    let res = sim.run()?;
     // fio's write_iolog, in virtual time: the clones in the order the simulation ran them.
     let resolved = mqblk_sim::jobs::resolve(&cl.jobs, capacity, seed)?;
     let logs: Vec<_> = resolved
@@ -470,7 +469,7 @@ pub fn scenario_json(
     seed: u64,
     quick: bool,
     cost_profile: &str,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, crate::CliError> {
     let opts = mqblk_sim::scenario::ScenarioOpts {
         quick,
         seed,
@@ -491,7 +490,7 @@ fn sensitivity(
     opts: &mqblk_sim::scenario::ScenarioOpts,
     json: bool,
     host: Instant,
-) -> Result<i32, String> {
+) -> Result<i32, crate::CliError> {
     // A line rewritten in place on a terminal; in a log, a line at every tenth of the runs.
     let tty = std::io::stderr().is_terminal();
     let progress = |done: usize, total: usize| {
@@ -530,7 +529,7 @@ pub fn scenario_main(args: ScenarioArgs) -> i32 {
     }
 }
 
-fn scenario(args: ScenarioArgs) -> Result<i32, String> {
+fn scenario(args: ScenarioArgs) -> Result<i32, crate::CliError> {
     let opts = mqblk_sim::scenario::ScenarioOpts {
         quick: args.quick,
         seed: args.seed,

@@ -31,7 +31,11 @@ pub fn main(cmd: TraceCmd) -> i32 {
     }
 }
 
-fn capture_cmd(device: PathBuf, duration: Option<Duration>, out: PathBuf) -> Result<i32, String> {
+fn capture_cmd(
+    device: PathBuf,
+    duration: Option<Duration>,
+    out: PathBuf,
+) -> Result<i32, crate::CliError> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -72,7 +76,7 @@ fn capture_cmd(device: PathBuf, duration: Option<Duration>, out: PathBuf) -> Res
     Ok(0)
 }
 
-fn dump(args: &[PathBuf]) -> Result<i32, String> {
+fn dump(args: &[PathBuf]) -> Result<i32, crate::CliError> {
     let set = TraceSet::open_all(args)?;
     let mut out = String::new();
     let mut events = 0u64;
@@ -91,7 +95,7 @@ fn dump(args: &[PathBuf]) -> Result<i32, String> {
     Ok(0)
 }
 
-fn stats(args: &[PathBuf], json: bool) -> Result<i32, String> {
+fn stats(args: &[PathBuf], json: bool) -> Result<i32, crate::CliError> {
     let set = TraceSet::open_all(args)?;
     let devices = mqblk_trace::stats::device_stats(&set.records);
     if devices.is_empty() {
@@ -101,7 +105,8 @@ fn stats(args: &[PathBuf], json: bool) -> Result<i32, String> {
                 .map(|a| a.display().to_string())
                 .collect::<Vec<_>>()
                 .join(" ")
-        ));
+        )
+        .into());
     }
     if json {
         let v = serde_json::json!({ "devices": devices });
@@ -165,7 +170,7 @@ impl TraceOut {
     }
 
     /// Flushes the files and prints what they hold.
-    pub fn finish(&self) -> Result<(), String> {
+    pub fn finish(&self) -> Result<(), crate::CliError> {
         let counts = self
             .writer
             .finish()
@@ -185,6 +190,6 @@ pub fn tracer_of(out: &Option<TraceOut>) -> Option<Arc<dyn mqblk_core::Tracer>> 
 }
 
 /// Finishes an optional `--trace` output.
-pub fn finish(out: &Option<TraceOut>) -> Result<(), String> {
+pub fn finish(out: &Option<TraceOut>) -> Result<(), crate::CliError> {
     out.as_ref().map_or(Ok(()), TraceOut::finish)
 }

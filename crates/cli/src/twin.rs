@@ -43,12 +43,12 @@ pub fn main(a: TwinArgs) -> i32 {
 
 enum Failure {
     Interrupted,
-    Error(String),
+    Error(Box<crate::CliError>),
 }
 
-impl From<String> for Failure {
-    fn from(e: String) -> Failure {
-        Failure::Error(e)
+impl<E: Into<crate::CliError>> From<E> for Failure {
+    fn from(e: E) -> Failure {
+        Failure::Error(Box::new(e.into()))
     }
 }
 

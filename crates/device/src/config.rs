@@ -598,17 +598,17 @@ fn extend_of(f: &LayoutFile) -> mqblk_drivers::Extend {
 }
 
 /// The size of a real file or block device a job uses as it is (`None`: it does not exist).
-fn real_file_size(path: &str) -> Result<Option<u64>, String> {
+fn real_file_size(path: &str) -> std::io::Result<Option<u64>> {
     use std::io::{Seek, SeekFrom};
     let len = match std::fs::File::open(path) {
-        Ok(mut f) => f.seek(SeekFrom::End(0)),
+        Ok(mut f) => f.seek(SeekFrom::End(0))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => Err(e),
-    }
-    .map_err(|e| format!("filename={path}: {e}"))?;
+        Err(e) => return Err(e),
+    };
     if len == 0 {
-        return Err(format!(
-            "filename={path}: is empty (give size= to extend it)"
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is empty (give size= to extend it)",
         ));
     }
     Ok(Some(len))

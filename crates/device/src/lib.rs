@@ -43,13 +43,6 @@ pub enum DeviceError {
     Invalid(String),
 }
 
-/// For callers whose errors are one-line messages.
-impl From<DeviceError> for String {
-    fn from(e: DeviceError) -> String {
-        e.to_string()
-    }
-}
-
 pub use build::{apply_tunables, build, build_traced, new_queue, Device};
 pub use config::{default_scheduler, DeviceConfig, DriverConfig, ModelConfig, QueueSettings};
 /// The drivers' and models' own settings, as [`DriverConfig`]'s variants hold them.

@@ -169,13 +169,6 @@ pub enum ModelError {
     Invalid(String),
 }
 
-/// For callers whose errors are one-line messages.
-impl From<ModelError> for String {
-    fn from(e: ModelError) -> String {
-        e.to_string()
-    }
-}
-
 /// How to build a model: its name and `key=value` parameters, as `--device hdd,rpm=5400`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceSpec {

@@ -39,13 +39,8 @@ pub enum RunError {
         ctx: u16,
     },
     /// A job's cgroup could not be joined.
-    #[error("job '{job}': {source}")]
-    Cgroup {
-        /// The job.
-        job: String,
-        /// Why.
-        source: mqblk_core::BlkcgError,
-    },
+    #[error(transparent)]
+    Cgroup(#[from] mqblk_workload::CgroupError),
 }
 
 /// Why the calling thread could not be pinned to CPUs.
@@ -111,22 +106,4 @@ pub enum SocketError {
         /// Why.
         source: io::Error,
     },
-}
-
-impl From<RunError> for String {
-    fn from(e: RunError) -> String {
-        e.to_string()
-    }
-}
-
-impl From<PinError> for String {
-    fn from(e: PinError) -> String {
-        e.to_string()
-    }
-}
-
-impl From<SocketError> for String {
-    fn from(e: SocketError) -> String {
-        e.to_string()
-    }
 }

@@ -6,14 +6,10 @@
 //! plugging for `iodepth_batch_submit`, reaping by `iodepth_batch_complete_min/max`, the
 //! rate limit's sleeps, and measuring each I/O the way fio does.
 
-use crate::error::RunError;
 use crate::{pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle};
 use crossbeam_utils::CachePadded;
-use mqblk_core::{
-    Bio, BlkStatus, Blkcg, CtxIdx, IoBuf, IoPrio, IoPrioClass, Nanos, ReqFlags, ReqOp,
-    RequestQueue, SECTOR_SHIFT,
-};
-use mqblk_workload::{verify, Ddir, IoKind, Job, JobDriver, JobIo, Next};
+use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
+use mqblk_workload::{verify, Ddir, Job, JobDriver, JobIo, Next};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -34,59 +30,6 @@ pub struct RunJob {
     /// (`__iomap_dio_rw`): on a regular file a lone bio leaves the plug through
     /// `blk_mq_plug_issue_direct`, not through `blk_mq_submit_bio`'s busy check.
     pub plug_each: bool,
-}
-
-/// The operation and flags of a job's I/O as a bio carries them (shared with the
-/// simulator, so both issue the same bios). A FUA write (`sync=`) carries `REQ_FUA` beside
-/// its other flags, as `dio_bio_write_op` adds it.
-#[inline]
-pub fn op_flags(kind: IoKind, sync: bool, fua: bool) -> (ReqOp, ReqFlags) {
-    let op = match kind {
-        IoKind::Read => ReqOp::Read,
-        IoKind::Write => ReqOp::Write,
-        IoKind::Flush => ReqOp::Flush,
-        IoKind::Trim => ReqOp::Discard,
-    };
-    let flags = match (sync, op) {
-        (false, _) => ReqFlags::empty(),
-        (true, ReqOp::Write) => ReqFlags::SYNC.union(ReqFlags::IDLE),
-        (true, _) => ReqFlags::SYNC,
-    };
-    let flags = if fua && op == ReqOp::Write {
-        flags.union(ReqFlags::FUA)
-    } else {
-        flags
-    };
-    (op, flags)
-}
-
-/// The priority a resolved job's bios carry (`prioclass`/`prio`).
-pub fn ioprio(job: &Job) -> IoPrio {
-    match job.ioprio {
-        None => IoPrio::DEFAULT,
-        Some((class, level)) => {
-            let class = match class {
-                1 => IoPrioClass::Rt,
-                3 => IoPrioClass::Idle,
-                _ => IoPrioClass::Be,
-            };
-            IoPrio::new(class, level)
-        }
-    }
-}
-
-/// The cgroup id of `job` in `blkcg` (0, the root, without `cgroup`), created with the
-/// job's `cgroup_weight` if it does not exist yet.
-pub fn join_cgroup(job: &Job, blkcg: &Blkcg) -> Result<u32, RunError> {
-    match &job.cgroup {
-        None => Ok(0),
-        Some(path) => blkcg
-            .join(path, job.cgroup_weight)
-            .map_err(|source| RunError::Cgroup {
-                job: job.name.clone(),
-                source,
-            }),
-    }
 }
 
 /// Latency samples of one direction, in nanoseconds.
@@ -450,7 +393,7 @@ impl<S: LatSink> JobState<'_, S> {
     }
 
     fn make_bio(&mut self, io: JobIo) -> Bio {
-        let (op, flags) = op_flags(io.kind, io.sync, io.fua);
+        let (op, flags) = io.op_flags();
         let (offset, len) = (io.offset, io.len);
         let mut bio = Bio::new(op, offset >> SECTOR_SHIFT, len >> SECTOR_SHIFT)
             .with_flags(flags)

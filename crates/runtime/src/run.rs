@@ -75,11 +75,11 @@ impl Plan {
             spec_of.push(job.spec);
             let k = job.index;
             jobs.push(RunJob {
-                ioprio: crate::job::ioprio(&job),
+                ioprio: job.bio_ioprio(),
                 with_data: job.verify || device.stores_data(),
                 ctx: mqblk_core::CtxIdx((k * nr_ctx / total.max(1)) as u16),
                 issuer: k as u32 + 1,
-                group: crate::job::join_cgroup(&job, &device.blkcg)?,
+                group: job.join_cgroup(&device.blkcg)?,
                 plug_each: on_file,
                 job,
             });

@@ -33,17 +33,27 @@ pub enum CostProfile {
     Kernel,
 }
 
+/// A cost profile or a `--cost` override refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CostError {
+    #[error("--cost-profile={0}: expected kernel or mqblk")]
+    UnknownProfile(String),
+    #[error("--cost {0}: expected name=value")]
+    NotAssignment(String),
+    #[error("--cost {assignment}: '{value}' is not a whole number of ns")]
+    NotNanoseconds { assignment: String, value: String },
+    #[error("--cost {assignment}: unknown cost '{name}' (known: {known})", known = CostTable::NAMES.join(", "))]
+    UnknownCost { assignment: String, name: String },
+}
+
 impl CostProfile {
     pub const NAMES: &'static [&'static str] = &["kernel", "mqblk"];
 
-    pub fn parse(s: &str) -> Result<CostProfile, String> {
+    pub fn parse(s: &str) -> Result<CostProfile, CostError> {
         match s {
             "kernel" => Ok(CostProfile::Kernel),
             "mqblk" => Ok(CostProfile::Mqblk),
-            _ => Err(format!(
-                "--cost-profile={s}: expected {}",
-                CostProfile::NAMES.join(" or ")
-            )),
+            _ => Err(CostError::UnknownProfile(s.to_string())),
         }
     }
 
@@ -273,19 +283,17 @@ impl CostTable {
     }
 
     /// Overrides one entry from `name=value`.
-    pub fn set(&mut self, assignment: &str) -> Result<(), String> {
+    pub fn set(&mut self, assignment: &str) -> Result<(), CostError> {
         let (k, v) = assignment
             .split_once('=')
-            .ok_or_else(|| format!("--cost {assignment}: expected name=value"))?;
-        let v: u64 = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("--cost {assignment}: '{v}' is not a whole number of ns"))?;
-        let f = self.field(k.trim()).ok_or_else(|| {
-            format!(
-                "--cost {assignment}: unknown cost '{k}' (known: {})",
-                Self::NAMES.join(", ")
-            )
+            .ok_or_else(|| CostError::NotAssignment(assignment.to_string()))?;
+        let v: u64 = v.trim().parse().map_err(|_| CostError::NotNanoseconds {
+            assignment: assignment.to_string(),
+            value: v.to_string(),
+        })?;
+        let f = self.field(k.trim()).ok_or_else(|| CostError::UnknownCost {
+            assignment: assignment.to_string(),
+            name: k.to_string(),
         })?;
         *f = v;
         Ok(())

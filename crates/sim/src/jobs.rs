@@ -2,32 +2,36 @@
 //! and the same job driver as `mqblk bench`, on virtual CPUs.
 
 use crate::workload::{FioSource, Limit, SimJob};
+use crate::SimError;
 use mqblk_core::{Blkcg, Nanos};
-use mqblk_runtime::job::{ioprio, join_cgroup};
 use mqblk_workload::job::FileLayout;
 use mqblk_workload::logs::JobLogs;
 use mqblk_workload::{Job, JobSpec};
 
 /// The files `specs` name, laid out on a simulated device of `capacity_bytes` (a file
 /// without a size stands for the whole device, as a real file's size would).
-pub fn layout(specs: &[JobSpec], capacity_bytes: u64) -> Result<FileLayout, String> {
-    let layout =
-        FileLayout::plan(specs, |_, _| Ok(Some(capacity_bytes))).map_err(|e| e.to_string())?;
+pub fn layout(specs: &[JobSpec], capacity_bytes: u64) -> Result<FileLayout, SimError> {
+    let layout = FileLayout::plan(specs, |_, _| Ok(Some(capacity_bytes)))?;
     if layout.end() > capacity_bytes {
-        return Err(format!(
+        return Err(SimError::Config(format!(
             "the jobs' files need {} bytes of the device (laid out one after another, {} MiB apart), and it has {capacity_bytes}",
             layout.end(),
             mqblk_workload::job::FILE_GAP >> 20
-        ));
+        )));
     }
     Ok(layout)
 }
 
 /// `specs` resolved on a simulated device of `capacity_bytes`, as `mqblk bench` resolves
 /// them on a real one.
-pub fn resolve(specs: &[JobSpec], capacity_bytes: u64, seed: u64) -> Result<Vec<Job>, String> {
+pub fn resolve(specs: &[JobSpec], capacity_bytes: u64, seed: u64) -> Result<Vec<Job>, SimError> {
     let layout = layout(specs, capacity_bytes)?;
-    mqblk_workload::resolve(specs, &layout, |_| Ok(capacity_bytes), seed).map_err(|e| e.to_string())
+    Ok(mqblk_workload::resolve(
+        specs,
+        &layout,
+        |_| Ok(capacity_bytes),
+        seed,
+    )?)
 }
 
 /// One [`SimJob`] per job clone (`numjobs`), pinned by `cpus_allowed` or spread over the CPUs
@@ -39,7 +43,7 @@ pub fn from_specs(
     capacity_bytes: u64,
     seed: u64,
     blkcg: &Blkcg,
-) -> Result<Vec<SimJob>, String> {
+) -> Result<Vec<SimJob>, SimError> {
     let jobs = resolve(specs, capacity_bytes, seed)?;
     let mut out = Vec::with_capacity(jobs.len());
     for job in &jobs {
@@ -48,10 +52,10 @@ pub fn from_specs(
             None => job.index % nr_cpus as usize,
         };
         if cpu >= nr_cpus as usize {
-            return Err(format!(
+            return Err(SimError::Config(format!(
                 "job '{}': cpus_allowed names CPU {cpu}, but the simulation has {nr_cpus} (set --cpus)",
                 job.name
-            ));
+            )));
         }
         out.push(SimJob {
             name: job.name.clone(),
@@ -59,8 +63,8 @@ pub fn from_specs(
             iodepth: job.iodepth,
             batch: job.batch_submit,
             issuer: job.index as u32 + 1,
-            group: join_cgroup(job, blkcg)?,
-            ioprio: ioprio(job),
+            group: job.join_cgroup(blkcg)?,
+            ioprio: job.bio_ioprio(),
             // fio's `startdelay`.
             start_at: Nanos(job.start_delay_ns),
             barrier: job.barrier,

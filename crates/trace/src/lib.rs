@@ -54,11 +54,5 @@ impl TraceError {
     }
 }
 
-/// For callers whose errors are one-line messages.
-impl From<TraceError> for String {
-    fn from(e: TraceError) -> String {
-        e.to_string()
-    }
-}
 pub use reader::TraceSet;
 pub use writer::{Counts, TraceWriter};

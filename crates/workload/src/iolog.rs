@@ -80,7 +80,7 @@ pub fn render(clones: &[CloneLog]) -> String {
 }
 
 /// Writes every log: `logs` pairs a `write_iolog` path with a clone's log, in job order.
-pub fn write_all(logs: &[(String, CloneLog)]) -> Result<(), String> {
+pub fn write_all(logs: &[(String, CloneLog)]) -> Result<(), crate::WriteError> {
     let mut paths: Vec<&str> = Vec::new();
     for (p, _) in logs {
         if !paths.contains(&p.as_str()) {
@@ -93,7 +93,8 @@ pub fn write_all(logs: &[(String, CloneLog)]) -> Result<(), String> {
             .filter(|(p, _)| p == path)
             .map(|(_, c)| c.clone())
             .collect();
-        std::fs::write(path, render(&clones)).map_err(|e| format!("write_iolog={path}: {e}"))?;
+        std::fs::write(path, render(&clones))
+            .map_err(|e| crate::WriteError::new(format!("write_iolog={path}"), e))?;
     }
     Ok(())
 }

@@ -936,7 +936,10 @@ mod tests {
     fn files_driver(text: &str) -> (Job, JobDriver) {
         use crate::job::FileLayout;
         let specs = parse_job_text("t", text).unwrap();
-        let layout = FileLayout::plan(&specs, |_, p| Err(format!("{p}: unsized"))).unwrap();
+        let layout = FileLayout::plan(&specs, |_, _| {
+            Err(std::io::Error::other("unsized: every file here has a size"))
+        })
+        .unwrap();
         let jobs = resolve(&specs, &layout, |_| Ok(1 << 30), 0).unwrap();
         let d = JobDriver::new(&jobs[0]);
         (jobs[0].clone(), d)
@@ -1024,7 +1027,10 @@ mod tests {
         let text = "[a]\nfilename=/d/x:/d/y\\:z\nsize=128k\n[b]\nfilename=/d/x\nsize=1m\n\
                     [c]\ndirectory=/d\nnrfiles=2\nfilesize=8k-64k\nbs=8k\n";
         let specs = parse_job_text("t", text).unwrap();
-        let layout = FileLayout::plan(&specs, |_, p| Err(format!("{p}: unsized"))).unwrap();
+        let layout = FileLayout::plan(&specs, |_, _| {
+            Err(std::io::Error::other("unsized: every file here has a size"))
+        })
+        .unwrap();
         let names: Vec<&str> = layout.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(names, ["/d/x", "/d/y:z", "/d/c.0.0", "/d/c.0.1"]);
         // x holds b's megabyte; each file starts a gap after the one before.

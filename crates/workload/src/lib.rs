@@ -12,6 +12,7 @@
 //! Nothing here panics on user input: every parse problem comes back as a [`JobError`]
 //! whose `Display` is a single line naming the file and line (or command-line argument).
 
+pub mod bio;
 pub mod flow;
 pub mod iolog;
 pub mod job;
@@ -24,6 +25,7 @@ pub mod report;
 pub mod stats;
 pub mod verify;
 
+pub use bio::CgroupError;
 pub use job::{
     option_table, options_help, parse_command_line, parse_job_file, parse_job_text, parse_size,
     parse_time_ns, resolve, validate, CommandLine, IrqMode, Job, JobError, JobErrorKind, JobSpec,
@@ -35,6 +37,28 @@ pub use report::{
     RunReport,
 };
 pub use stats::{DirStats, JobStats, LatHist, LatStat, SampleStat};
+
+/// A file a run was asked to write (`write_iolog`, `write_lat_log` and the other fio logs,
+/// `--plot` charts) could not be written: one line naming the option or path.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub struct WriteError {
+    /// The option and path (`write_iolog=PATH`, `--plot=DIR`) or the path itself.
+    pub what: String,
+    /// What the file system said.
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl WriteError {
+    /// The error of writing `what`.
+    pub fn new(what: impl Into<String>, source: std::io::Error) -> WriteError {
+        WriteError {
+            what: what.into(),
+            source,
+        }
+    }
+}
 
 /// An I/O direction, used to index the per-direction arrays (`[read, write, trim]`).
 ///

@@ -258,7 +258,7 @@ impl JobLogs {
     }
 
     /// Writes the job's log files; `number` is the job's number in the run (from 1).
-    pub fn write(&self, number: usize) -> Result<(), String> {
+    pub fn write(&self, number: usize) -> Result<(), crate::WriteError> {
         let files: [(&Option<String>, &str, &[Line]); 5] = [
             (&self.cfg.lat, "lat", &self.lat),
             (&self.cfg.lat, "clat", &self.clat),
@@ -277,7 +277,7 @@ impl JobLogs {
                     l.ms, l.value, l.dir, l.bs, l.offset
                 );
             }
-            std::fs::write(&path, text).map_err(|e| format!("{path}: {e}"))?;
+            std::fs::write(&path, text).map_err(|e| crate::WriteError::new(path, e))?;
         }
         Ok(())
     }
@@ -291,9 +291,10 @@ pub fn write_charts(
     stats: &crate::JobStats,
     number: usize,
     logs: Option<&JobLogs>,
-) -> Result<(), String> {
+) -> Result<(), crate::WriteError> {
     use crate::plot::{Chart, Series};
-    std::fs::create_dir_all(dir).map_err(|e| format!("--plot={}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| crate::WriteError::new(format!("--plot={}", dir.display()), e))?;
     let name: String = stats
         .name
         .chars()
@@ -343,7 +344,8 @@ pub fn write_charts(
             series,
         };
         let path = dir.join(format!("{name}.{number}.{file}.svg"));
-        std::fs::write(&path, chart.svg()).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, chart.svg())
+            .map_err(|e| crate::WriteError::new(path.display().to_string(), e))?;
     }
     let cdf: Vec<Series> = dirs
         .iter()
@@ -372,7 +374,8 @@ pub fn write_charts(
         series: cdf,
     };
     let path = dir.join(format!("{name}.{number}.cdf.svg"));
-    std::fs::write(&path, chart.svg()).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(&path, chart.svg())
+        .map_err(|e| crate::WriteError::new(path.display().to_string(), e))
 }
 
 #[cfg(test)]

@@ -167,79 +167,116 @@ pub fn fill(buf: &mut [u8], offset: u64, seed: u64, mode: VerifyMode, pattern: O
     buf[DIGEST_AT..DIGEST_AT + d.len()].copy_from_slice(&d);
 }
 
+/// How a block read back differs from what was written. One line each, naming the
+/// device offset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// A byte of the data does not repeat `verify_pattern`.
+    #[error("verify: pattern mismatch at offset {at}: read {read:#04x}, expected {expected:#04x}")]
+    Pattern { at: u64, read: u8, expected: u8 },
+    /// The block is shorter than a header.
+    #[error("verify: block at offset {offset} is too short ({len} bytes)")]
+    TooShort { offset: u64, len: usize },
+    /// The header's magic is not ours: never written by a verifying job, or overwritten.
+    #[error(
+        "verify: bad magic {magic:#x} at offset {offset} (block never written or overwritten)"
+    )]
+    BadMagic { offset: u64, magic: u32 },
+    /// The header names another offset: the write landed in the wrong place.
+    #[error("verify: block at offset {offset} holds data written for offset {written_for}")]
+    Misplaced { offset: u64, written_for: u64 },
+    /// The header's length is not the block's.
+    #[error("verify: block at offset {offset} has length {header} in its header, read {read}")]
+    Length {
+        offset: u64,
+        header: u32,
+        read: usize,
+    },
+    /// The header names a checksum this build does not know.
+    #[error("verify: block at offset {offset} names checksum {id} in its header, not one of ours")]
+    UnknownChecksum { offset: u64, id: u8 },
+    /// The data's digest is not the header's.
+    #[error("verify: {algorithm} mismatch at offset {offset}: header {header}, data {data}")]
+    Digest {
+        algorithm: &'static str,
+        offset: u64,
+        /// The digests in hexadecimal.
+        header: String,
+        data: String,
+    },
+}
+
 /// The first byte of `data` that does not repeat `pattern` (from `data`'s start), as a
-/// one-line mismatch at device offset `at + index`.
-fn check_pattern(data: &[u8], pattern: &[u8], at: u64) -> Result<(), String> {
+/// mismatch at device offset `at + index`.
+fn check_pattern(data: &[u8], pattern: &[u8], at: u64) -> Result<(), VerifyError> {
     match data
         .iter()
         .zip(pattern.iter().cycle())
         .position(|(d, p)| d != p)
     {
         None => Ok(()),
-        Some(i) => Err(format!(
-            "verify: pattern mismatch at offset {}: read {:#04x}, expected {:#04x}",
-            at + i as u64,
-            data[i],
-            pattern[i % pattern.len()]
-        )),
+        Some(i) => Err(VerifyError::Pattern {
+            at: at + i as u64,
+            read: data[i],
+            expected: pattern[i % pattern.len()],
+        }),
     }
 }
 
 /// Checks a block read back from `offset`: its header (the algorithm it names), and with
-/// `pattern` the data after it (with `VerifyMode::Pattern`, the whole block). Returns a
-/// one-line description of the mismatch.
+/// `pattern` the data after it (with `VerifyMode::Pattern`, the whole block).
 pub fn check(
     buf: &[u8],
     offset: u64,
     mode: VerifyMode,
     pattern: Option<&[u8]>,
-) -> Result<(), String> {
+) -> Result<(), VerifyError> {
     if let (VerifyMode::Pattern, Some(p)) = (mode, pattern) {
         return check_pattern(buf, p, offset);
     }
     if buf.len() < MIN_BLOCK {
-        return Err(format!(
-            "verify: block at offset {offset} is too short ({} bytes)",
-            buf.len()
-        ));
+        return Err(VerifyError::TooShort {
+            offset,
+            len: buf.len(),
+        });
     }
     let u32_at = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4-byte slice"));
     let u64_at = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().expect("8-byte slice"));
     if u32_at(0) != MAGIC {
-        return Err(format!(
-            "verify: bad magic {:#x} at offset {offset} (block never written or overwritten)",
-            u32_at(0)
-        ));
+        return Err(VerifyError::BadMagic {
+            offset,
+            magic: u32_at(0),
+        });
     }
     if u64_at(4) != offset {
-        return Err(format!(
-            "verify: block at offset {offset} holds data written for offset {}",
-            u64_at(4)
-        ));
+        return Err(VerifyError::Misplaced {
+            offset,
+            written_for: u64_at(4),
+        });
     }
     if u32_at(12) as usize != buf.len() {
-        return Err(format!(
-            "verify: block at offset {offset} has length {} in its header, read {}",
-            u32_at(12),
-            buf.len()
-        ));
+        return Err(VerifyError::Length {
+            offset,
+            header: u32_at(12),
+            read: buf.len(),
+        });
     }
     let Some(mode) = mode_of(buf[24]) else {
-        return Err(format!(
-            "verify: block at offset {offset} names checksum {} in its header, not one of ours",
-            buf[24]
-        ));
+        return Err(VerifyError::UnknownChecksum {
+            offset,
+            id: buf[24],
+        });
     };
     let got = digest(mode, buf);
     let want = &buf[DIGEST_AT..DIGEST_AT + got.len()];
     if want != got.as_slice() {
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        return Err(format!(
-            "verify: {} mismatch at offset {offset}: header {}, data {}",
-            mode.name(),
-            hex(want),
-            hex(&got)
-        ));
+        return Err(VerifyError::Digest {
+            algorithm: mode.name(),
+            offset,
+            header: hex(want),
+            data: hex(&got),
+        });
     }
     match pattern {
         Some(p) => check_pattern(&buf[HEADER_LEN..], p, offset + HEADER_LEN as u64),
@@ -266,12 +303,17 @@ mod tests {
                 let caught = check(&c, 8192, mode, None).is_err();
                 assert_eq!(caught, i < 16 || !meta, "{mode:?}: flip at byte {i}");
             }
-            assert!(check(&b, 4096, mode, None)
-                .unwrap_err()
-                .contains("written for offset 8192"));
+            assert_eq!(
+                check(&b, 4096, mode, None),
+                Err(VerifyError::Misplaced {
+                    offset: 4096,
+                    written_for: 8192
+                })
+            );
         }
         assert!(check(&[0u8; 4096], 0, VerifyMode::Crc32c, None)
             .unwrap_err()
+            .to_string()
             .contains("bad magic"));
     }
 
@@ -285,7 +327,10 @@ mod tests {
         check(&b, 4096, VerifyMode::Pattern, Some(&p)).unwrap();
         b[300] ^= 1;
         let e = check(&b, 4096, VerifyMode::Pattern, Some(&p)).unwrap_err();
-        assert!(e.contains("pattern mismatch at offset 4396"), "{e}");
+        assert!(
+            e.to_string().contains("pattern mismatch at offset 4396"),
+            "{e}"
+        );
         // With a header (meta: no checksum), the data after it is the pattern, checked.
         let mut b = vec![0u8; 4096];
         fill(&mut b, 8192, 1, VerifyMode::Meta, Some(&p));

@@ -40,8 +40,8 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-fn run(args: &[String]) -> Result<i32, String> {
-    let mut cl = parse_command_line(args).map_err(|e| e.to_string())?;
+fn run(args: &[String]) -> Result<i32, crate::CliError> {
+    let mut cl = parse_command_line(args)?;
     if cl.help {
         print!("{}", usage());
         return Ok(0);
@@ -84,8 +84,8 @@ pub struct Benched {
 /// `mqblk bench ARGS` without printing (the Python bindings): the same jobs on the same
 /// devices, no progress line, no signal handling. `--help`, `--preset` and `--parse-only`
 /// are the command line's.
-pub fn bench_args(args: &[String]) -> Result<Benched, String> {
-    let mut cl = parse_command_line(args).map_err(|e| e.to_string())?;
+pub fn bench_args(args: &[String]) -> Result<Benched, crate::CliError> {
+    let mut cl = parse_command_line(args)?;
     if cl.help || cl.preset.is_some() || cl.parse_only {
         return Err("--help, --preset and --parse-only run from the command line only".into());
     }
@@ -94,10 +94,9 @@ pub fn bench_args(args: &[String]) -> Result<Benched, String> {
 }
 
 /// The plan of the command line's jobs (the default job where none is given).
-fn plan_of(cl: &mut CommandLine) -> Result<Plan, String> {
+fn plan_of(cl: &mut CommandLine) -> Result<Plan, crate::CliError> {
     if cl.jobs.is_empty() {
-        cl.add_job_text("default job", DEFAULT_JOB)
-            .map_err(|e| e.to_string())?;
+        cl.add_job_text("default job", DEFAULT_JOB)?;
     }
     let mut plan = Plan::from_specs(&cl.jobs)?;
     plan.plot = cl.plot.is_some();
@@ -105,7 +104,11 @@ fn plan_of(cl: &mut CommandLine) -> Result<Plan, String> {
 }
 
 /// Runs a plan: the device, the jobs, their logs and charts, and the report.
-fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benched, String> {
+fn bench_plan(
+    cl: &CommandLine,
+    plan: &Plan,
+    show_progress: bool,
+) -> Result<Benched, crate::CliError> {
     let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let exec = match &writer {
         Some(w) => {
@@ -161,11 +164,11 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
 
 /// `--parse-only`: the jobs parsed and the device they describe checked (a file named
 /// without `size=` must exist), nothing created or run; one line saying what was found.
-fn parse_only(cl: &CommandLine) -> Result<i32, String> {
+fn parse_only(cl: &CommandLine) -> Result<i32, crate::CliError> {
     if cl.jobs.is_empty() {
         return Err("--parse-only: no jobs given (name a job file or --name=)".into());
     }
-    mqblk_device::DeviceConfig::from_jobs(&cl.jobs).map_err(|e| e.to_string())?;
+    mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;
     let names: Vec<&str> = cl.jobs.iter().map(|j| j.name.as_str()).collect();
     let clones: u32 = cl.jobs.iter().map(|j| j.numjobs.max(1)).sum();
     println!(
@@ -178,16 +181,15 @@ fn parse_only(cl: &CommandLine) -> Result<i32, String> {
     Ok(0)
 }
 
-fn write_output(cl: &CommandLine, out: &str) -> Result<(), String> {
+fn write_output(cl: &CommandLine, out: &str) -> Result<(), crate::CliError> {
     match &cl.output_file {
-        Some(path) => {
-            std::fs::write(path, out).map_err(|e| format!("--output={}: {e}", path.display()))
-        }
+        Some(path) => std::fs::write(path, out)
+            .map_err(|e| crate::CliError::io(format!("--output={}", path.display()), e)),
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout
                 .write_all(out.as_bytes())
-                .map_err(|e| format!("writing the report: {e}"))
+                .map_err(|e| crate::CliError::io("writing the report", e))
         }
     }
 }

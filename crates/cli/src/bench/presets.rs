@@ -11,7 +11,7 @@ pub const NAMES: &[&str] = &[
     "deadline-nr-queued",
 ];
 
-pub fn run(name: &str, cl: &CommandLine) -> Result<i32, String> {
+pub fn run(name: &str, cl: &CommandLine) -> Result<i32, crate::CliError> {
     let runtime = cl
         .global_options
         .iter()
@@ -27,12 +27,13 @@ pub fn run(name: &str, cl: &CommandLine) -> Result<i32, String> {
         _ => Err(format!(
             "--preset={name}: unknown preset (available: {})",
             NAMES.join(", ")
-        )),
+        )
+        .into()),
     }
 }
 
 /// Runs one job-file text and returns the execution.
-fn run_text(label: &str, text: &str) -> Result<Execution, String> {
+fn run_text(label: &str, text: &str) -> Result<Execution, crate::CliError> {
     run_text_with(label, text, |_| {})
 }
 
@@ -42,8 +43,8 @@ fn run_text_with(
     label: &str,
     text: &str,
     adjust: impl FnOnce(&mut Plan),
-) -> Result<Execution, String> {
-    let specs = parse_job_text(label, text).map_err(|e| e.to_string())?;
+) -> Result<Execution, crate::CliError> {
+    let specs = parse_job_text(label, text)?;
     let mut plan = Plan::from_specs(&specs)?;
     adjust(&mut plan);
     let exec = execute(&plan, false)?;
@@ -71,7 +72,7 @@ fn row(exec: &Execution) -> Row {
 
 /// `none` on the null device (irqmode none), 4 KiB random reads at QD 1, 32 and 128 with 1
 /// and 2 jobs, each job pinned to its own CPU on its own hardware queue.
-fn null_none(runtime: &str) -> Result<i32, String> {
+fn null_none(runtime: &str) -> Result<i32, crate::CliError> {
     println!("preset null-none: ioscheduler=none, driver=null irqmode=none, rw=randread bs=4k, runtime={runtime}s");
     println!(
         "{:>5} {:>5} {:>12} {:>11} {:>15} {:>14}",
@@ -124,7 +125,7 @@ fn sched_stat(exec: &Execution, name: &str) -> u64 {
 /// QD32 on the null device, one job. BFQ runs twice: as the kernel runs it on such a device
 /// (non-rotational with queueing: no queue merging, BFQ's no-merging-on-flash patch) and with the merging path
 /// forced on, to show what BFQ's no-merging-on-flash patch saves.
-fn sched_cost(runtime: &str) -> Result<i32, String> {
+fn sched_cost(runtime: &str) -> Result<i32, crate::CliError> {
     println!("preset sched-cost: driver=null irqmode=none, rw=randread bs=4k iodepth=32, 1 job, runtime={runtime}s");
     println!(
         "{:>16} {:>12} {:>12} {:>14}",
@@ -161,7 +162,7 @@ fn sched_cost(runtime: &str) -> Result<i32, String> {
 /// mq-deadline's O(1) queued count ("block/mq-deadline: Speed up the dispatch of low-priority requests"): 128 software queues, two submitters spread
 /// over them, sequential 4 KiB reads at QD128, counting queued requests by summing per-Ctx
 /// counters on every dispatch decision (before) versus the O(1) counter (after).
-fn deadline_nr_queued(runtime: &str) -> Result<i32, String> {
+fn deadline_nr_queued(runtime: &str) -> Result<i32, crate::CliError> {
     println!("preset deadline-nr-queued: mq-deadline, nr_ctx=128 (2 submitters spread over them), rw=read bs=4k iodepth=128, runtime={runtime}s");
     println!("{:>22} {:>12} {:>12}", "dd_queued", "IOPS", "CPU ns/req");
     let mut iops = [0.0f64; 2];
@@ -188,7 +189,7 @@ fn deadline_nr_queued(runtime: &str) -> Result<i32, String> {
 /// The single-hctx dispatch patch ("blk-mq: Improve performance of non-mq IO schedulers with multiple HW queues"): mq-deadline with 2
 /// submitters on a null device whose completions run all hardware queues, as SCSI's do.
 /// MQ runs every hardware queue; SQ has one; MQ-patched runs only the submitter's.
-fn single_hctx_dispatch(runtime: &str) -> Result<i32, String> {
+fn single_hctx_dispatch(runtime: &str) -> Result<i32, crate::CliError> {
     println!("preset single-hctx-dispatch: mq-deadline, 2 submitters, rw=randread bs=4k iodepth=32, completions run all hctxs, runtime={runtime}s");
     println!(
         "{:>11} {:>6} {:>12} {:>12} {:>14} {:>14}",

@@ -144,25 +144,25 @@ pub struct ExportCfg {
 impl ExportCfg {
     /// The export `o` describes under `name`; a refusal is one line naming the export and
     /// the option.
-    pub fn new(name: &str, o: &ExportOptions) -> Result<ExportCfg, String> {
+    pub fn new(name: &str, o: &ExportOptions) -> Result<ExportCfg, crate::CliError> {
         let bad = |m: String| format!("export '{}': {m}", short(name));
         if name.len() > 4096 {
-            return Err(bad("names are at most 4096 bytes".into()));
+            return Err(bad("names are at most 4096 bytes".into()).into());
         }
         let max_conns = o.max_connections.unwrap_or(16);
         if !(1..=1024).contains(&max_conns) {
-            return Err(bad(format!("max-connections={max_conns} must be 1..=1024")));
+            return Err(bad(format!("max-connections={max_conns} must be 1..=1024")).into());
         }
         let num_queues = o.num_queues.unwrap_or(1);
         if !(1..=64).contains(&num_queues) {
-            return Err(bad(format!("num-queues={num_queues} must be 1..=64")));
+            return Err(bad(format!("num-queues={num_queues} must be 1..=64")).into());
         }
         let driver = o.driver.unwrap_or_default();
         if o.filename.is_some() && driver != ExportDriver::Uring {
-            return Err(bad("filename applies only to the uring driver".into()));
+            return Err(bad("filename applies only to the uring driver".into()).into());
         }
         if o.device.is_some() && driver != ExportDriver::Sim {
-            return Err(bad("device applies only to the sim driver".into()));
+            return Err(bad("device applies only to the sim driver".into()).into());
         }
         let vhost = o.vhost_user_blk.clone();
         let nr_hw_queues = o
@@ -239,9 +239,13 @@ impl ExportCfg {
     pub fn build(
         &self,
         tracer: Option<std::sync::Arc<dyn mqblk_core::Tracer>>,
-    ) -> Result<std::sync::Arc<mqblk_core::RequestQueue>, String> {
-        let dev = mqblk_device::build_traced(&self.device, self.sessions() + 1, tracer)
-            .map_err(|e| format!("export '{}': {e}", self.name))?;
+    ) -> Result<std::sync::Arc<mqblk_core::RequestQueue>, crate::CliError> {
+        let dev = mqblk_device::build_traced(&self.device, self.sessions() + 1, tracer).map_err(
+            |source| crate::CliError::Export {
+                export: self.name.clone(),
+                source,
+            },
+        )?;
         Ok(dev.queue)
     }
 }
@@ -291,7 +295,7 @@ struct ServerTable {
 
 /// Reads a config file: exports and `[server]` settings (listen addresses, stats file,
 /// control socket, TLS).
-pub fn read_config(path: &std::path::Path) -> Result<Config, String> {
+pub fn read_config(path: &std::path::Path) -> Result<Config, crate::CliError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("--config={shown}: {e}"))?;
     if text
@@ -300,7 +304,7 @@ pub fn read_config(path: &std::path::Path) -> Result<Config, String> {
     {
         return Err(format!(
             "{shown}: [export NAME] is the INI syntax mqblk no longer reads; write [export.NAME] tables in TOML (mqblk serve --help)"
-        ));
+        ).into());
     }
     let file: ConfigFile = toml::from_str(&text).map_err(|e| {
         let line = e.span().map_or(0, |s| {
@@ -317,7 +321,7 @@ pub fn read_config(path: &std::path::Path) -> Result<Config, String> {
         .map(|(name, o)| ExportCfg::new(name, o).map_err(|e| format!("{shown}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     if exports.is_empty() {
-        return Err(format!("--config={shown}: no [export.NAME] table"));
+        return Err(format!("--config={shown}: no [export.NAME] table").into());
     }
     Ok(Config {
         exports,

@@ -81,7 +81,7 @@ struct TlsCfg {
 
 impl TlsCfg {
     /// What the server offers; `None` when TLS is off.
-    fn build(&self) -> Result<Option<mqblk_nbd::tls::Tls>, String> {
+    fn build(&self) -> Result<Option<mqblk_nbd::tls::Tls>, crate::CliError> {
         use mqblk_nbd::tls::TlsMode;
         let mode = match &self.mode {
             Some(m) => m.parse::<TlsMode>().map_err(|e| format!("--tls={e}"))?,
@@ -95,7 +95,7 @@ impl TlsCfg {
             return Err(format!(
                 "--tls={}: needs --tls-certificates=DIR (server-cert.pem, server-key.pem; mqblk tls-certs DIR makes one)",
                 self.mode.as_deref().unwrap_or("on")
-            ));
+            ).into());
         };
         let config = mqblk_nbd::tls::server_config(dir, self.verify_peer)
             .map_err(|e| format!("--tls-certificates: {e}"))?;
@@ -103,7 +103,7 @@ impl TlsCfg {
     }
 }
 
-fn run(args: ServeArgs) -> Result<i32, String> {
+fn run(args: ServeArgs) -> Result<i32, crate::CliError> {
     let mut listens = args.listen.clone();
     let mut stats_file = args.stats.clone();
     let mut admin_path = args.admin.clone();
@@ -143,7 +143,8 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         return Err(format!(
             "--listen={}: every export is served over vhost-user-blk; nothing is left for NBD",
             listens[0]
-        ));
+        )
+        .into());
     }
     let writer = crate::trace_cmd::TraceOut::open(trace.as_deref());
     let mut exports = Vec::new();
@@ -197,7 +198,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
             }
             listeners.push(Listener::Unix(u, owned));
         } else {
-            return Err(format!("--listen={l}: expected tcp:HOST:PORT or unix:PATH"));
+            return Err(format!("--listen={l}: expected tcp:HOST:PORT or unix:PATH").into());
         }
     }
     let mut server = Server::new(nbd_exports, mqblk_nbd::server::MAX_HANDSHAKES);
@@ -228,7 +229,9 @@ fn run(args: ServeArgs) -> Result<i32, String> {
         &mut vhosts,
     ) {
         Err(e) => Err(e),
-        Ok(()) if any_nbd => server.run(listeners).map_err(|e| format!("serving: {e}")),
+        Ok(()) if any_nbd => server
+            .run(listeners)
+            .map_err(|e| crate::CliError::io("serving", e)),
         Ok(()) => {
             while !server.stop.load(Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -244,7 +247,7 @@ fn run(args: ServeArgs) -> Result<i32, String> {
     for v in vhosts {
         match v.thread.join() {
             Ok(Ok(r)) => vhost_conns[v.export] = r.connections,
-            Ok(Err(e)) => served = served.and(Err(e)),
+            Ok(Err(e)) => served = served.and(Err(e.into())),
             Err(_) => served = served.and(Err("a vhost-user-blk server thread failed".into())),
         }
         virtqueues[v.export] = v.dev.stats();
@@ -360,7 +363,7 @@ fn start_vhost(
     stop: &Arc<std::sync::atomic::AtomicBool>,
     replace_stale: bool,
     runs: &mut Vec<VhostRun>,
-) -> Result<(), String> {
+) -> Result<(), crate::CliError> {
     for (i, (e, c)) in exports.iter().zip(cfgs).enumerate() {
         let Some(path) = &c.vhost else { continue };
         let what = format!("--vhost-user-blk={}", path.display());

@@ -32,7 +32,7 @@ pub struct Entry {
 
 impl Manifest {
     /// Reads `dir/suite.toml`; a problem is one line naming the file (and where in it).
-    pub fn read(dir: &Path) -> Result<Manifest, String> {
+    pub fn read(dir: &Path) -> Result<Manifest, crate::CliError> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&path).map_err(|e| {
             format!(
@@ -51,7 +51,7 @@ impl Manifest {
             }
         })?;
         if m.workload.is_empty() {
-            return Err(format!("{}: lists no [[workload]]", path.display()));
+            return Err(format!("{}: lists no [[workload]]", path.display()).into());
         }
         Ok(m)
     }
@@ -64,7 +64,7 @@ pub(super) fn plan(
     twin: &Twin,
     dir: &Path,
     only: Option<&[String]>,
-) -> Result<Vec<(PathBuf, Vec<String>)>, String> {
+) -> Result<Vec<(PathBuf, Vec<String>)>, crate::CliError> {
     let m = Manifest::read(dir)?;
     let canon = |s: &str| mqblk_sched::lookup(s).map(|t| t.name.to_string());
     let only: Option<Vec<String>> = match only {
@@ -87,7 +87,7 @@ pub(super) fn plan(
         );
         let job = dir.join(&w.file);
         if !job.is_file() {
-            return Err(format!("{what}: no such job file {}", job.display()));
+            return Err(format!("{what}: no such job file {}", job.display()).into());
         }
         mqblk_workload::parse_job_file(&job).map_err(|e| format!("{what}: {e}"))?;
         // Checked even when --schedulers leaves them out, so a broken manifest shows.
@@ -104,7 +104,8 @@ pub(super) fn plan(
         return Err(format!(
             "{}: no workload lists any of --schedulers",
             manifest.display()
-        ));
+        )
+        .into());
     }
     Ok(plan)
 }
@@ -382,12 +383,12 @@ mod tests {
             "[[workload]]\nfile = \"a.fio\"\nschedulers = [\"bfq\"]\nweight = 3\n",
         )
         .unwrap();
-        let e = Manifest::read(&dir).unwrap_err();
+        let e = Manifest::read(&dir).unwrap_err().to_string();
         assert!(!e.contains('\n'), "{e}");
         assert!(e.contains("suite.toml:4"), "{e}");
         assert!(e.contains("weight"), "{e}");
         std::fs::write(dir.join(MANIFEST), "").unwrap();
-        let e = Manifest::read(&dir).unwrap_err();
+        let e = Manifest::read(&dir).unwrap_err().to_string();
         assert!(e.contains("suite.toml"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

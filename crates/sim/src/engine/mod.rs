@@ -106,6 +106,12 @@ pub enum SimError {
     /// The device model's parameters.
     #[error(transparent)]
     Model(#[from] mqblk_models::ModelError),
+    /// The jobs' options (as `mqblk bench` would refuse them).
+    #[error(transparent)]
+    Job(#[from] mqblk_workload::JobError),
+    /// A job's cgroup.
+    #[error(transparent)]
+    Cgroup(#[from] mqblk_workload::CgroupError),
     /// The queue over the model (scheduler, tunables, limits).
     #[error("sim: {0}")]
     Device(#[from] mqblk_device::DeviceError),
@@ -123,13 +129,6 @@ impl SimError {
             SimError::Invariant { dump, .. } | SimError::Stall { dump, .. } => dump,
             _ => "",
         }
-    }
-}
-
-/// For callers whose errors are one-line messages.
-impl From<SimError> for String {
-    fn from(e: SimError) -> String {
-        e.to_string()
     }
 }
 

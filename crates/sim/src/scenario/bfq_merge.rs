@@ -38,6 +38,7 @@
 //! non-empty to the end of their budgets (turns ended with the budget spent against turns
 //! ended with the queue empty).
 
+use super::ScenarioError;
 use super::{device, replayed_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::{SimConfig, SimResult};
 use crate::plot::{BarChart, BarSeries};
@@ -134,7 +135,7 @@ const DBENCH_TRACE: [(&str, &[u8]); 2] = [
 /// concurrency it had in the trace, waiting where the trace shows it waited (a client's
 /// `fsync` for jbd2's commit record, jbd2 for the client's data) and thinking as long as it
 /// did; the journal at best-effort level `journal_prio` (4 is the clients' own).
-fn trace_jobs(nr_cpus: u16, journal_prio: u8) -> Result<Vec<SimJob>, String> {
+fn trace_jobs(nr_cpus: u16, journal_prio: u8) -> Result<Vec<SimJob>, ScenarioError> {
     let mut jobs = replayed_jobs(&DBENCH_TRACE, nr_cpus, CAPACITY_SECTORS)?;
     for j in &mut jobs {
         if j.name.starts_with("jbd2") {
@@ -242,7 +243,7 @@ fn sim_twin(
     limit: Limit,
     rotational: bool,
     evidence: &mut String,
-) -> Result<SimTwin, String> {
+) -> Result<SimTwin, ScenarioError> {
     let dev = format!("{SSD},rotational={}", u8::from(rotational));
     // [be/4, be/0] per scheduler, the captured dbench's and the model's.
     let (mut mbs, mut model) = ([[0.0; 2]; 2], [[0.0; 2]; 2]);
@@ -375,7 +376,7 @@ fn hw_tag_name(t: Option<bool>) -> &'static str {
     }
 }
 
-fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, String> {
+fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, ScenarioError> {
     let dev = format!(
         "null,submit_queues=1,hw_queue_depth={GUEST_TAGS},completion_nsec={GUEST_COMMAND_NS},flush_nsec={GUEST_FLUSH_NS},rotational=0,cache_size=1,size={}",
         GUEST_FS_SECTORS << 9
@@ -440,7 +441,7 @@ fn run_captured(
     m: &Mode,
     clients: u32,
     journal_prio: u8,
-) -> Result<SimResult, String> {
+) -> Result<SimResult, ScenarioError> {
     run_sim(
         o,
         config_on(dev, m, o, o.seed, clients),
@@ -601,7 +602,7 @@ struct SeedFigures {
     bfq_no_merging_mbs: f64,
 }
 
-pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
+pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     let clients: u32 = 6;
     let runtime = if o.quick {
         Nanos::from_secs(2)

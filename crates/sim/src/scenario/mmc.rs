@@ -4,6 +4,7 @@
 //! driver's asynchronous pre/post request hooks (DMA mapping overlapped with the previous
 //! transfer) on and off.
 
+use super::ScenarioError;
 use super::{device, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{BarChart, BarSeries};
@@ -29,7 +30,7 @@ struct Row {
     find_s: f64,
 }
 
-pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
+pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     let dd_bytes: u64 = if o.quick { 32 << 20 } else { 1 << 30 };
     let find_reads: u64 = if o.quick { 1000 } else { 12_000 };
     let configs: [(&'static str, &str, &str); 4] = [

@@ -19,6 +19,54 @@ use crate::workload::{FioSource, Limit, SimJob};
 use mqblk_core::Nanos;
 use mqblk_workload::RwMode;
 
+/// Why a scenario or a sweep of one could not give its report.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// One of its runs failed (a stall, a violated invariant, a configuration refused);
+    /// `dump` holds the first lines of the state at the failure.
+    #[error("{source}{dump}")]
+    Run {
+        source: crate::SimError,
+        dump: String,
+    },
+    /// `--trace`'s files could not be written.
+    #[error("--trace={path}: {source}")]
+    Trace {
+        path: std::path::PathBuf,
+        source: mqblk_trace::TraceError,
+    },
+    /// An embedded capture did not parse.
+    #[error(transparent)]
+    Capture(#[from] mqblk_trace::TraceError),
+    /// An embedded capture gave no loadfile.
+    #[error(transparent)]
+    Loadfile(#[from] crate::workload::LoadfileError),
+    #[error(transparent)]
+    Model(#[from] mqblk_models::ModelError),
+    /// A perturbation or an option the scenario cannot take.
+    #[error("{0}")]
+    Invalid(String),
+    /// A run of a sweep (`--sensitivity`): which one, and why.
+    #[error("{run}: {source}")]
+    Sweep {
+        run: String,
+        source: Box<ScenarioError>,
+    },
+}
+
+impl From<crate::SimError> for ScenarioError {
+    /// A failed run, with the first 30 lines of its state dump.
+    fn from(source: crate::SimError) -> ScenarioError {
+        let dump: String = source
+            .dump()
+            .lines()
+            .take(30)
+            .map(|l| format!("\n{l}"))
+            .collect();
+        ScenarioError::Run { source, dump }
+    }
+}
+
 /// How to run a scenario.
 #[derive(Clone, Debug)]
 pub struct ScenarioOpts {
@@ -80,7 +128,7 @@ pub const SCHED_COST: &str = "sched_cost";
 impl Perturb {
     /// Applies the perturbation to one run's configuration. A device parameter the run's
     /// model does not have is left alone (it is some other model's).
-    fn apply(&self, cfg: &mut SimConfig) -> Result<(), String> {
+    fn apply(&self, cfg: &mut SimConfig) -> Result<(), ScenarioError> {
         if cfg.cost.scale(&self.param, self.factor) {
             return Ok(());
         }
@@ -103,10 +151,10 @@ impl Perturb {
             return Ok(());
         }
         let Some(spec) = cfg.device.model_spec_mut() else {
-            return Err(format!(
+            return Err(ScenarioError::Invalid(format!(
                 "--sensitivity: {}: the scenario's device is not a model",
                 self.param
-            ));
+            )));
         };
         let read = mqblk_models::physical_params(spec)?;
         if let Some((_, v)) = read.iter().find(|(k, _)| *k == self.param) {
@@ -239,7 +287,7 @@ pub struct Scenario {
     /// The device the scenario runs on, as `--device` spells it (whose physical parameters
     /// `--sensitivity` varies, from the values it has there).
     pub model: &'static str,
-    pub run: fn(&ScenarioOpts) -> Result<ScenarioReport, String>,
+    pub run: fn(&ScenarioOpts) -> Result<ScenarioReport, ScenarioError>,
 }
 
 pub const SCENARIOS: &[Scenario] = &[
@@ -291,7 +339,7 @@ pub(crate) fn run_sim(
     o: &ScenarioOpts,
     mut cfg: SimConfig,
     jobs: Vec<SimJob>,
-) -> Result<SimResult, String> {
+) -> Result<SimResult, ScenarioError> {
     if let Some(p) = &o.perturb {
         p.apply(&mut cfg)?;
     }
@@ -313,13 +361,10 @@ pub(crate) fn run_sim(
         cfg.tracer = Some(w.clone());
         (w, name)
     });
-    let r = Sim::new(cfg, jobs).and_then(Sim::run).map_err(|e| {
-        let dump: String = e.dump().lines().take(30).collect::<Vec<_>>().join("\n");
-        format!("{e}\n{dump}")
-    })?;
-    if let Some((w, name)) = traced {
+    let r = Sim::new(cfg, jobs).and_then(Sim::run)?;
+    if let Some((w, path)) = traced {
         w.finish()
-            .map_err(|e| format!("--trace={}: {e}", name.display()))?;
+            .map_err(|source| ScenarioError::Trace { path, source })?;
     }
     Ok(r)
 }
@@ -337,8 +382,8 @@ pub(crate) fn replayed_jobs(
     trace: &[(&str, &[u8])],
     nr_cpus: u16,
     capacity: u64,
-) -> Result<Vec<SimJob>, String> {
-    let set = mqblk_trace::TraceSet::from_bytes(trace).map_err(|e| e.to_string())?;
+) -> Result<Vec<SimJob>, ScenarioError> {
+    let set = mqblk_trace::TraceSet::from_bytes(trace)?;
     Ok(crate::replay::Replayable::from_trace(&set).jobs(
         crate::replay::Mode::Closed,
         1.0,

@@ -6,6 +6,7 @@
 //! datacenter NVMe drive from its datasheet (279.5K IOPS of 4 KiB random reads), not the
 //! seed's drives, whose 258K is the figure reproduced here.
 
+use super::ScenarioError;
 use super::{device, iops, kiops, randread_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{BarChart, BarSeries};
@@ -33,7 +34,7 @@ struct SeedRow {
     after: f64,
 }
 
-pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
+pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     let runtime = if o.quick {
         Nanos::from_millis(30)
     } else {

@@ -7,6 +7,7 @@
 //! independent and deterministic, so they go to all cores (`rayon`) and the table does not
 //! depend on how many there are.
 
+use super::ScenarioError;
 use super::{Perturb, Scenario, ScenarioOpts, SCHED_COST};
 use crate::cost::CostTable;
 use rayon::prelude::*;
@@ -101,8 +102,8 @@ impl Sensitivity {
 }
 
 /// The parameters `--sensitivity` scales for `sc`, with their unscaled values.
-pub fn params(sc: &Scenario) -> Result<Vec<(String, Option<u64>)>, String> {
-    let spec = crate::device::DeviceSpec::parse(sc.model).map_err(|e| e.to_string())?;
+pub fn params(sc: &Scenario) -> Result<Vec<(String, Option<u64>)>, ScenarioError> {
+    let spec = crate::device::DeviceSpec::parse(sc.model)?;
     let mut out: Vec<(String, Option<u64>)> = mqblk_models::physical_params(&spec)?
         .into_iter()
         .map(|(k, v)| (k, Some(v)))
@@ -122,7 +123,7 @@ pub fn run(
     sc: &Scenario,
     base: &ScenarioOpts,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Result<Sensitivity, String> {
+) -> Result<Sensitivity, ScenarioError> {
     let mut plan: Vec<(Option<String>, Option<u64>, f64, u64)> = Vec::new();
     for (p, v) in params(sc)? {
         for f in FACTORS {
@@ -135,7 +136,7 @@ pub fn run(
     let done = AtomicUsize::new(0);
     let total = plan.len();
     let mut key_label = String::new();
-    let results: Vec<Result<(SensRun, String), String>> = plan
+    let results: Vec<Result<(SensRun, String), ScenarioError>> = plan
         .into_par_iter()
         .map(|(param, base_value, factor, seed)| {
             let opts = ScenarioOpts {
@@ -143,9 +144,12 @@ pub fn run(
                 perturb: param.clone().map(|param| Perturb { param, factor }),
                 ..base.clone()
             };
-            let rep = (sc.run)(&opts).map_err(|e| match &param {
-                Some(p) => format!("{} with {p} x{factor}: {e}", sc.name),
-                None => format!("{} seed {seed}: {e}", sc.name),
+            let rep = (sc.run)(&opts).map_err(|e| ScenarioError::Sweep {
+                run: match &param {
+                    Some(p) => format!("{} with {p} x{factor}", sc.name),
+                    None => format!("{} seed {seed}", sc.name),
+                },
+                source: Box::new(e),
             })?;
             progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
             Ok((

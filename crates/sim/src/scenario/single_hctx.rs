@@ -17,6 +17,7 @@
 //! `scripts/guest-seed000.sh` gives Debian's 5.10 and 6.1 in a guest (scsi_debug with 2
 //! hardware queues or 1), in the simulator, beside the kernels' figures (`KERNEL_TWIN`).
 
+use super::ScenarioError;
 use super::{device, replayed_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{Chart, Series};
@@ -172,7 +173,7 @@ fn clients_of(
         .collect()
 }
 
-pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
+pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     let clients: Vec<u32> = if o.quick {
         vec![1, 8, 64]
     } else {
@@ -295,7 +296,9 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
         table.push('\n');
     }
     let Some((holds, key_ratio)) = key else {
-        return Err("single-hctx-dispatch: none of the schedulers asked for exists".into());
+        return Err(ScenarioError::Invalid(
+            "single-hctx-dispatch: none of the schedulers asked for exists".into(),
+        ));
     };
     // BFQ's runs beside the table (the kernel twin, the captured dbench on the seed's
     // device): not part of the direction, left out of the sensitivity runs, and only where
@@ -420,7 +423,7 @@ const DBENCH_XFS_TRACE: [(&str, &[u8]); 2] = [
 /// The captured dbench on XFS (8 clients) on the seed's own device, in the seed's three
 /// modes under BFQ: (mode, MB/s, ms waited for BFQ's lock). Evidence beside the model's
 /// table, whose client count varies where a capture has one.
-fn captured_on_raid(o: &ScenarioOpts) -> Result<Vec<(&'static str, f64, f64)>, String> {
+fn captured_on_raid(o: &ScenarioOpts) -> Result<Vec<(&'static str, f64, f64)>, ScenarioError> {
     MODES
         .iter()
         .map(|m| {
@@ -464,7 +467,11 @@ enum TwinLoad {
 /// where scsi_debug's 64 are host-wide, which 8 clients never fill), the seed's kernel for
 /// 5.10 and `Kernel::Linux61` for 6.1. BFQ's MB/s with many queues over one, over none's,
 /// as (stock, patched), at seeds 1-5.
-fn sim_twin(o: &ScenarioOpts, load: TwinLoad, runtime: Nanos) -> Result<Vec<(f64, f64)>, String> {
+fn sim_twin(
+    o: &ScenarioOpts,
+    load: TwinLoad,
+    runtime: Nanos,
+) -> Result<Vec<(f64, f64)>, ScenarioError> {
     let sq61 = Mode {
         name: "SQ",
         queues: 1,
@@ -489,7 +496,7 @@ fn sim_twin(o: &ScenarioOpts, load: TwinLoad, runtime: Nanos) -> Result<Vec<(f64
             sq61,
         ),
     ];
-    let mbs = |seed: u64, k: Kernel, sched: &str, m: &Mode| -> Result<f64, String> {
+    let mbs = |seed: u64, k: Kernel, sched: &str, m: &Mode| -> Result<f64, ScenarioError> {
         let cfg = SimConfig {
             seed,
             nr_cpus: TWIN_CPUS,

@@ -3,6 +3,7 @@
 //! every vCPU takes the same virtqueue lock to post and kick; with two, pairs of vCPUs share
 //! one each and the host serves both queues in parallel.
 
+use super::ScenarioError;
 use super::{device, iops, kiops, randread_jobs, run_sim, Evidence, ScenarioOpts, ScenarioReport};
 use crate::engine::SimConfig;
 use crate::plot::{BarChart, BarSeries};
@@ -31,7 +32,7 @@ impl From<(u32, f64, f64)> for VqRow {
     }
 }
 
-pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, String> {
+pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     let runtime = if o.quick {
         Nanos::from_millis(100)
     } else {

@@ -170,14 +170,14 @@ impl Ext4Loadfile {
     /// data write, then jbd2's commit or the client's flush), the period they repeat with,
     /// and each step of the period as the medians of its repetitions. The think times are
     /// the replay's (`Wait::think_ns`): from the completion that woke the process.
-    pub fn from_trace(set: &TraceSet) -> Result<Ext4Loadfile, String> {
+    pub fn from_trace(set: &TraceSet) -> Result<Ext4Loadfile, super::LoadfileError> {
         let r = Replayable::from_trace(set);
         let client = r
             .busiest(|n| n == "dbench")
-            .ok_or("no dbench process in the capture")?;
+            .ok_or(super::LoadfileError::MissingProcess("dbench"))?;
         let jbd2 = r
             .busiest(|n| n.starts_with("jbd2/"))
-            .ok_or("no jbd2 process in the capture")?;
+            .ok_or(super::LoadfileError::MissingProcess("jbd2"))?;
         // Both processes' I/Os in the order they were queued.
         let mut ios: Vec<(bool, &TracedIo)> = client
             .ios
@@ -267,8 +267,7 @@ impl Ext4Loadfile {
         // allocator's doing and varies more (in the guest's capture 12% of steps differ
         // from the step a period on in that alone), so each step takes its commonest.
         let symbols: Vec<_> = raw.iter().map(|w| (w.sectors, w.commits)).collect();
-        let period =
-            period(&symbols).ok_or_else(|| format!("{} fsyncs with no period", raw.len()))?;
+        let period = period(&symbols).ok_or(super::LoadfileError::NoPeriod(raw.len()))?;
         let mut spreads = Spreads::default();
         let steps = (0..period.0)
             .map(|ph| {

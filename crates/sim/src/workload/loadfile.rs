@@ -91,3 +91,14 @@ impl Spreads {
 pub(crate) fn jitter(ns: u64, spread: f64, rng: &mut SimRng) -> Nanos {
     Nanos((ns as f64 * (1.0 + spread * (2.0 * rng.unit() - 1.0))) as u64)
 }
+
+/// Why a capture yields no loadfile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadfileError {
+    /// The capture has no process of this kind (`dbench`, `jbd2/...`).
+    #[error("no {0} process in the capture")]
+    MissingProcess(&'static str),
+    /// The client's fsyncs do not repeat.
+    #[error("{0} fsyncs with no period")]
+    NoPeriod(usize),
+}

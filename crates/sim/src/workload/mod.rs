@@ -22,7 +22,7 @@ mod xfs;
 pub use ext4::{
     journal_area, Ext4DbenchClient, Ext4Journal, Ext4Loadfile, Ext4Step, Jbd2, JournalCounts,
 };
-pub use loadfile::FileWrite;
+pub use loadfile::{FileWrite, LoadfileError};
 pub use xfs::{XfsDbenchClient, XfsLoadfile, XfsLog, XfsStep, XFS_AGS};
 
 /// One I/O to submit.
@@ -297,7 +297,7 @@ impl Source for FioSource {
     fn next(&mut self, now: Nanos, _rng: &mut SimRng) -> Next {
         match self.driver.next(now.0) {
             mqblk_workload::Next::Io(io) => {
-                let (op, flags) = mqblk_runtime::job::op_flags(io.kind, io.sync, io.fua);
+                let (op, flags) = io.op_flags();
                 Next::Io(IoReq {
                     op,
                     sector: io.offset >> 9,

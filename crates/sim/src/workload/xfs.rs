@@ -136,11 +136,14 @@ impl XfsLoadfile {
     /// the period as the medians of its repetitions (the commoner form where a step's write
     /// differed). The think times are the replay's (`Wait::think_ns`): from the completion
     /// that woke the client, its own but for the odd one of the file system's workers.
-    pub fn from_trace(set: &TraceSet, fs_sectors: u64) -> Result<XfsLoadfile, String> {
+    pub fn from_trace(
+        set: &TraceSet,
+        fs_sectors: u64,
+    ) -> Result<XfsLoadfile, super::LoadfileError> {
         let r = Replayable::from_trace(set);
         let p = r
             .busiest(|n| n == "dbench")
-            .ok_or("no dbench process in the capture")?;
+            .ok_or(super::LoadfileError::MissingProcess("dbench"))?;
         // Each data write with the flush or log write after it.
         struct Raw {
             sector: u64,
@@ -177,8 +180,7 @@ impl XfsLoadfile {
         }
         let symbol = |w: &Raw| (w.write, w.sectors, w.log.is_some());
         let symbols: Vec<_> = raw.iter().map(symbol).collect();
-        let period =
-            period(&symbols).ok_or_else(|| format!("{} fsyncs with no period", raw.len()))?;
+        let period = period(&symbols).ok_or(super::LoadfileError::NoPeriod(raw.len()))?;
         let ag_size = fs_sectors / XFS_AGS;
         let mut spreads = Spreads::default();
         let steps = (0..period.0)

@@ -83,8 +83,26 @@ const NOT_BLOCK_IO: &[(&str, &str)] = &[
     ("solarisaio", "is Solaris' asynchronous I/O"),
 ];
 
+/// The block I/O engines mqblk runs, as a refusal names them.
+const RUNS: &str = "mqblk runs the block I/O engines (libaio, io_uring, posixaio, psync, sync, \
+                    pvsync, pvsync2, vsync, mmap, splice) and null";
+
+/// Why an `ioengine` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// A fio engine that does something other than block I/O (`what` says what).
+    #[error("the {name} engine {what}, not block I/O; {RUNS}")]
+    NotBlockIo { name: String, what: &'static str },
+    /// `external:PATH`: a plugin fio would load.
+    #[error("external engines are not loaded; {RUNS}")]
+    External,
+    /// No fio engine has this name.
+    #[error("not a fio engine; {RUNS}")]
+    Unknown,
+}
+
 /// What `name` is, or why it is refused.
-pub fn classify(name: &str) -> Result<EngineKind, String> {
+pub fn classify(name: &str) -> Result<EngineKind, EngineError> {
     let lower = name.trim().to_ascii_lowercase();
     if lower == "null" {
         return Ok(EngineKind::Null);
@@ -95,15 +113,13 @@ pub fn classify(name: &str) -> Result<EngineKind, String> {
     if SYNC.contains(&lower.as_str()) {
         return Ok(EngineKind::Sync);
     }
-    let runs = "mqblk runs the block I/O engines (libaio, io_uring, posixaio, psync, sync, \
-                pvsync, pvsync2, vsync, mmap, splice) and null";
     if let Some((_, what)) = NOT_BLOCK_IO.iter().find(|(n, _)| *n == lower) {
-        return Err(format!("the {lower} engine {what}, not block I/O; {runs}"));
+        return Err(EngineError::NotBlockIo { name: lower, what });
     }
-    if lower.starts_with("external:") || lower.starts_with("external") {
-        return Err(format!("external engines are not loaded; {runs}"));
+    if lower.starts_with("external") {
+        return Err(EngineError::External);
     }
-    Err(format!("not a fio engine; {runs}"))
+    Err(EngineError::Unknown)
 }
 
 #[cfg(test)]
@@ -117,13 +133,15 @@ mod tests {
         assert_eq!(classify(FIO_DEFAULT), Ok(EngineKind::Sync));
         assert_eq!(classify("pvsync2"), Ok(EngineKind::Sync));
         assert_eq!(classify("null"), Ok(EngineKind::Null));
-        let net = classify("net").unwrap_err();
+        let net = classify("net").unwrap_err().to_string();
         assert!(
             net.starts_with("the net engine sends data over a network socket"),
             "{net}"
         );
+        assert_eq!(classify("libaoi"), Err(EngineError::Unknown));
         assert!(classify("libaoi")
             .unwrap_err()
+            .to_string()
             .starts_with("not a fio engine"));
     }
 }

@@ -47,10 +47,11 @@ pub struct FileLayout {
 impl FileLayout {
     /// Lays out the files of `specs`. `stat(spec, path)` gives the size of a file whose
     /// size the job does not give (`Ok(None)`: it does not exist, or the runner has no real
-    /// files and the device's capacity stands for it).
+    /// files and the device's capacity stands for it); its error is reported as
+    /// `filename=PATH: error`.
     pub fn plan(
         specs: &[JobSpec],
-        mut stat: impl FnMut(&JobSpec, &str) -> Result<Option<u64>, String>,
+        mut stat: impl FnMut(&JobSpec, &str) -> std::io::Result<Option<u64>>,
     ) -> Result<FileLayout, JobError> {
         let mut layout = FileLayout::default();
         // fio's thread numbers: every job and clone of the file counts, files or not.
@@ -94,11 +95,13 @@ impl FileLayout {
                     };
                     let len = match given {
                         Some(len) => len,
-                        None => stat(s, &path).map_err(&bad)?.ok_or_else(|| {
-                            bad(format!(
+                        None => stat(s, &path)
+                            .map_err(|e| bad(format!("filename={path}: {e}")))?
+                            .ok_or_else(|| {
+                                bad(format!(
                                 "file {path}: does not exist; give size= or filesize= to create it"
                             ))
-                        })?,
+                            })?,
                     };
                     used.push(layout.add(&path, len, given.is_some(), s));
                 }

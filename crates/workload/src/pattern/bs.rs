@@ -111,7 +111,7 @@ impl BlockSizes {
 pub fn parse_split(
     text: &str,
     parse_size: impl Fn(&str) -> Option<u64>,
-) -> Result<Vec<SplitEntry>, String> {
+) -> Result<Vec<SplitEntry>, super::PatternError> {
     let mut entries = Vec::new();
     let mut missing = Vec::new();
     let mut given: u32 = 0;
@@ -122,7 +122,7 @@ pub fn parse_split(
         };
         let size = parse_size(size)
             .filter(|&s| s > 0 && s % 512 == 0 && s <= u64::from(u32::MAX / 2))
-            .ok_or_else(|| format!("'{size}' is not a block size (a nonzero multiple of 512)"))?;
+            .ok_or_else(|| super::PatternError::NotBlockSize(size.to_string()))?;
         let share = match share {
             Some(p) => {
                 let pct: f64 = p
@@ -130,7 +130,7 @@ pub fn parse_split(
                     .parse()
                     .ok()
                     .filter(|v: &f64| (0.0..=100.0).contains(v))
-                    .ok_or_else(|| format!("'{p}' is not a percentage from 0 to 100"))?;
+                    .ok_or_else(|| super::PatternError::NotPercentage(p.to_string()))?;
                 let hundredths = (pct * 100.0).round() as u32;
                 given += hundredths;
                 hundredths

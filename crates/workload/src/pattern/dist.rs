@@ -9,6 +9,7 @@
 //! and draw uniformly inside it with the job's offset generator ([`super::Generator`]).
 
 use super::frand::{hash_u64, FRand};
+use super::PatternError;
 
 /// fio's cap on the terms summed for zipf's normalisation constant (`ZIPF_MAX_GEN`).
 const ZIPF_MAX_GEN: u64 = 10_000_000;
@@ -41,22 +42,25 @@ impl Distribution {
     }
 
     /// Parses fio's syntax; `parse_size` reads `zoned_abs` sizes.
-    pub fn parse(text: &str, parse_size: impl Fn(&str) -> Option<u64>) -> Result<Self, String> {
+    pub fn parse(
+        text: &str,
+        parse_size: impl Fn(&str) -> Option<u64>,
+    ) -> Result<Self, PatternError> {
         let text = text.trim();
         let (kind, rest) = match text.split_once(':') {
             Some((k, r)) => (k.trim().to_ascii_lowercase(), Some(r.trim())),
             None => (text.to_ascii_lowercase(), None),
         };
-        let number = |s: &str| -> Result<f64, String> {
+        let number = |s: &str| -> Result<f64, PatternError> {
             s.trim()
                 .parse::<f64>()
                 .ok()
                 .filter(|v| v.is_finite())
-                .ok_or_else(|| format!("'{s}' is not a number"))
+                .ok_or_else(|| PatternError::NotNumber(s.to_string()))
         };
         // `VALUE[:CENTER]` of the skewed distributions.
-        let value_center = |rest: Option<&str>| -> Result<(f64, Option<f64>), String> {
-            let rest = rest.ok_or_else(|| format!("{kind} needs a value ({kind}:VALUE)"))?;
+        let value_center = |rest: Option<&str>| -> Result<(f64, Option<f64>), PatternError> {
+            let rest = rest.ok_or_else(|| PatternError::NeedsValue(kind.clone()))?;
             let (v, c) = match rest.split_once(':') {
                 Some((v, c)) => (v, Some(c)),
                 None => (rest, None),
@@ -65,7 +69,7 @@ impl Distribution {
                 Some(c) => {
                     let c = number(c)?;
                     if !(0.0..=1.0).contains(&c) {
-                        return Err(format!("center {c} is outside 0.0..=1.0"));
+                        return Err(PatternError::Center(c));
                     }
                     Some(c)
                 }
@@ -78,48 +82,48 @@ impl Distribution {
             "zipf" => {
                 let (theta, center) = value_center(rest)?;
                 if theta <= 0.0 || theta == 1.0 {
-                    return Err("zipf theta must be above 0 and other than 1".into());
+                    return Err(PatternError::ZipfTheta);
                 }
                 Ok(Distribution::Zipf { theta, center })
             }
             "pareto" => {
                 let (h, center) = value_center(rest)?;
                 if h <= 0.0 || h >= 1.0 {
-                    return Err("pareto h must lie between 0 and 1".into());
+                    return Err(PatternError::ParetoH);
                 }
                 Ok(Distribution::Pareto { h, center })
             }
             "normal" | "gauss" => {
                 let (dev, center) = value_center(rest)?;
                 if !(0.0..100.0).contains(&dev) {
-                    return Err("normal deviation must be at least 0 and below 100".into());
+                    return Err(PatternError::NormalDeviation);
                 }
                 Ok(Distribution::Normal { dev, center })
             }
             "zoned" | "zoned_abs" => {
-                let rest = rest.ok_or_else(|| format!("{kind} needs zones ({kind}:A/S:...)"))?;
+                let rest = rest.ok_or_else(|| PatternError::NeedsZones(kind.clone()))?;
                 if rest.contains(',') {
-                    return Err("one zone list for all directions is supported".into());
+                    return Err(PatternError::ZonesPerDirection);
                 }
                 let mut zones = Vec::new();
                 for z in rest.split(':') {
                     let (a, s) = z
                         .split_once('/')
-                        .ok_or_else(|| format!("zone '{z}' is not ACCESS/SIZE"))?;
+                        .ok_or_else(|| PatternError::NotZone(z.to_string()))?;
                     zones.push((number(a)?, s.trim()));
                 }
                 let access: f64 = zones.iter().map(|z| z.0).sum();
                 if (access - 100.0).abs() > 1e-6 || zones.iter().any(|z| z.0 < 0.0) {
-                    return Err(format!("zone access shares add up to {access}%, not 100%"));
+                    return Err(PatternError::AccessShares(access));
                 }
                 if kind == "zoned" {
                     let zones = zones
                         .into_iter()
                         .map(|(a, s)| Ok((a, number(s)?)))
-                        .collect::<Result<Vec<_>, String>>()?;
+                        .collect::<Result<Vec<_>, PatternError>>()?;
                     let size: f64 = zones.iter().map(|z| z.1).sum();
                     if (size - 100.0).abs() > 1e-6 || zones.iter().any(|z| z.1 < 0.0) {
-                        return Err(format!("zone sizes add up to {size}%, not 100%"));
+                        return Err(PatternError::ZoneSizes(size));
                     }
                     Ok(Distribution::Zoned(zones))
                 } else {
@@ -128,16 +132,13 @@ impl Distribution {
                         .map(|(a, s)| {
                             parse_size(s)
                                 .map(|b| (a, b))
-                                .ok_or_else(|| format!("'{s}' is not a size"))
+                                .ok_or_else(|| PatternError::NotSize(s.to_string()))
                         })
-                        .collect::<Result<Vec<_>, String>>()?;
+                        .collect::<Result<Vec<_>, PatternError>>()?;
                     Ok(Distribution::ZonedAbs(zones))
                 }
             }
-            _ => Err(
-                "expected random, zipf:THETA, pareto:H, normal:DEV, zoned:A/S:... or zoned_abs:A/SIZE:..."
-                    .into(),
-            ),
+            _ => Err(PatternError::UnknownDistribution),
         }
     }
 }

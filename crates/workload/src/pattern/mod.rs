@@ -19,6 +19,48 @@ pub use files::FileSet;
 use frand::{slot, FRand, Seeds};
 use map::RandomMap;
 
+/// Why a `bssplit` list or a `random_distribution` (or `file_service_type`'s skew) is
+/// refused: one line saying what is wrong with which part.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PatternError {
+    /// A `bssplit` entry's size.
+    #[error("'{0}' is not a block size (a nonzero multiple of 512)")]
+    NotBlockSize(String),
+    /// A `bssplit` entry's share.
+    #[error("'{0}' is not a percentage from 0 to 100")]
+    NotPercentage(String),
+    #[error("'{0}' is not a number")]
+    NotNumber(String),
+    #[error("'{0}' is not a size")]
+    NotSize(String),
+    /// `zipf`, `pareto` or `normal` without its parameter.
+    #[error("{0} needs a value ({0}:VALUE)")]
+    NeedsValue(String),
+    #[error("center {0} is outside 0.0..=1.0")]
+    Center(f64),
+    #[error("zipf theta must be above 0 and other than 1")]
+    ZipfTheta,
+    #[error("pareto h must lie between 0 and 1")]
+    ParetoH,
+    #[error("normal deviation must be at least 0 and below 100")]
+    NormalDeviation,
+    /// `zoned` or `zoned_abs` without zones.
+    #[error("{0} needs zones ({0}:A/S:...)")]
+    NeedsZones(String),
+    #[error("one zone list for all directions is supported")]
+    ZonesPerDirection,
+    #[error("zone '{0}' is not ACCESS/SIZE")]
+    NotZone(String),
+    #[error("zone access shares add up to {0}%, not 100%")]
+    AccessShares(f64),
+    #[error("zone sizes add up to {0}%, not 100%")]
+    ZoneSizes(f64),
+    #[error(
+        "expected random, zipf:THETA, pareto:H, normal:DEV, zoned:A/S:... or zoned_abs:A/SIZE:..."
+    )]
+    UnknownDistribution,
+}
+
 /// The access pattern is fio's `rw=`, as parsed.
 pub use crate::RwMode as Pattern;
 

@@ -949,9 +949,9 @@ pub(super) static FIO: &[OptDef] = &[
                 "zbd" => Err(unsupported(
                     o,
                     t,
-                    "zoned block devices (host-managed SMR, ZNS) are not modelled; zonemode=strided visits zones of a conventional device".into(),
+                    "zoned block devices (host-managed SMR, ZNS) are not modelled; zonemode=strided visits zones of a conventional device",
                 )),
-                _ => Err(unsupported(o, t, "not none, strided or zbd".into())),
+                _ => Err(unsupported(o, t, "not none, strided or zbd")),
             },
         },
     },

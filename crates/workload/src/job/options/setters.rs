@@ -104,11 +104,11 @@ pub(super) fn block_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{text}' is not a block size (a nonzero multiple of 512)"))
 }
 
-pub(super) fn unsupported(option: &str, text: &str, reason: String) -> JobErrorKind {
+pub(super) fn unsupported(option: &str, text: &str, reason: impl ToString) -> JobErrorKind {
     JobErrorKind::Unsupported {
         option: option.to_string(),
         value: text.to_string(),
-        reason,
+        reason: reason.to_string(),
     }
 }
 
@@ -300,8 +300,10 @@ pub(super) fn set_bssplit(job: &mut JobSpec, text: &str, option: &str) -> Result
         size: DEFAULT_BS as u32,
         share: 10_000,
     }];
-    let lists = per_direction(text, default, |slot| parse_split(slot, parse_size))
-        .map_err(|reason| unsupported(option, text, reason))?;
+    let lists = per_direction(text, default, |slot| {
+        parse_split(slot, parse_size).map_err(|e| e.to_string())
+    })
+    .map_err(|reason| unsupported(option, text, reason))?;
     job.bssplit = Some(lists);
     Ok(())
 }
@@ -384,10 +386,10 @@ pub(super) fn set_ioengine(
         job.ioengine = None;
         return Ok(());
     }
-    crate::job::engine::classify(text).map_err(|reason| JobErrorKind::Unsupported {
+    crate::job::engine::classify(text).map_err(|e| JobErrorKind::Unsupported {
         option: option.to_string(),
         value: text.to_string(),
-        reason,
+        reason: e.to_string(),
     })?;
     job.ioengine = Some(text.trim().to_ascii_lowercase());
     Ok(())
