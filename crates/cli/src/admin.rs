@@ -12,6 +12,7 @@
 //! Errors come back as `error: ...` naming what was refused; the export keeps serving.
 
 use crate::args::CtlArgs;
+use crate::CliError;
 use mqblk_nbd::Export;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -32,11 +33,10 @@ pub fn spawn(
     replace_stale: bool,
     exports: Vec<Arc<Export>>,
     stop: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>, crate::CliError> {
+) -> Result<std::thread::JoinHandle<()>, CliError> {
     let what = format!("--admin={}", path.display());
     let (l, owned) = mqblk_runtime::unix_socket::bind(path, &what, replace_stale)?;
-    l.set_nonblocking(true)
-        .map_err(|e| crate::CliError::io(what, e))?;
+    l.set_nonblocking(true).map_err(|e| CliError::io(what, e))?;
     std::thread::Builder::new()
         .name("mqblk-admin".into())
         .spawn(move || {
@@ -55,7 +55,7 @@ pub fn spawn(
             }
             owned.remove();
         })
-        .map_err(|e| crate::CliError::io("starting the admin thread", e))
+        .map_err(|e| CliError::io("starting the admin thread", e))
 }
 
 fn client(s: UnixStream, exports: &[Arc<Export>]) -> std::io::Result<()> {

@@ -1,6 +1,7 @@
 //! `mqblk replay`: a blktrace capture replayed through the stack in the simulator.
 
 use crate::args::ReplayArgs;
+use crate::CliError;
 use mqblk_device::{DeviceConfig, DriverConfig, ModelConfig};
 use mqblk_sim::replay::{Mode, Replayable};
 use mqblk_sim::QueueSettings;
@@ -24,7 +25,7 @@ pub fn main(args: ReplayArgs) -> i32 {
 
 /// `mqblk ARGS` for replay without printing (the Python bindings): parses `args` as the
 /// command line after `mqblk replay`.
-pub fn replay_args(args: &[String]) -> Result<(String, i32), crate::CliError> {
+pub fn replay_args(args: &[String]) -> Result<(String, i32), CliError> {
     use clap::Parser;
     let argv: Vec<String> = ["mqblk", "replay"]
         .iter()
@@ -41,7 +42,7 @@ pub fn replay_args(args: &[String]) -> Result<(String, i32), crate::CliError> {
 }
 
 /// Replays as `mqblk replay` does; returns the report (text or JSON) and the exit code.
-pub fn replay(args: ReplayArgs) -> Result<(String, i32), crate::CliError> {
+pub fn replay(args: ReplayArgs) -> Result<(String, i32), CliError> {
     use std::fmt::Write as _;
     let mut out = String::new();
     let trace = args.trace;
@@ -320,7 +321,7 @@ fn replay_threaded(
     speed: f64,
     waits: bool,
     json: bool,
-) -> Result<(String, i32), crate::CliError> {
+) -> Result<(String, i32), CliError> {
     use std::fmt::Write as _;
     let mut text = String::new();
     let driver = opts.driver.name().to_string();

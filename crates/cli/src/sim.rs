@@ -1,6 +1,7 @@
 //! `mqblk sim`: fio-compatible jobs under the deterministic simulator, and its fuzz mode.
 
 use crate::args::{split_known, ScenarioArgs, SimOpts};
+use crate::CliError;
 use mqblk_sim::cost::{fmt_ns, CostTable};
 use mqblk_sim::fuzz;
 use mqblk_sim::{Sim, SimConfig, SimResult};
@@ -57,7 +58,7 @@ bs=4k
 iodepth=32
 ";
 
-fn run(args: &[String]) -> Result<i32, crate::CliError> {
+fn run(args: &[String]) -> Result<i32, CliError> {
     let (a, rest) = match split_known::<SimOpts>(args) {
         Ok(x) => x,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
@@ -134,7 +135,7 @@ pub struct Simulated {
 
 /// `mqblk sim ARGS` without printing: the same options and job files, the same report
 /// (what the Python bindings call). `--fuzz` is refused here.
-pub fn simulate_args(args: &[String]) -> Result<Simulated, crate::CliError> {
+pub fn simulate_args(args: &[String]) -> Result<Simulated, CliError> {
     let (a, rest) = split_known::<SimOpts>(args).map_err(|e| opts_error(&e))?;
     if a.fuzz || a.plant.is_some() {
         return Err("--fuzz and --plant run from the command line only".into());
@@ -147,7 +148,7 @@ pub fn simulate_args(args: &[String]) -> Result<Simulated, crate::CliError> {
 }
 
 /// Runs the jobs of `rest` (fio options and job files) under the simulator.
-fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, crate::CliError> {
+fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, CliError> {
     if a.cpus.is_some_and(|n| n == 0 || n > 1024) {
         return Err(format!("--cpus={}: must be 1..=1024", a.cpus.unwrap_or(0)).into());
     }
@@ -469,7 +470,7 @@ pub fn scenario_json(
     seed: u64,
     quick: bool,
     cost_profile: &str,
-) -> Result<serde_json::Value, crate::CliError> {
+) -> Result<serde_json::Value, CliError> {
     let opts = mqblk_sim::scenario::ScenarioOpts {
         quick,
         seed,
@@ -490,7 +491,7 @@ fn sensitivity(
     opts: &mqblk_sim::scenario::ScenarioOpts,
     json: bool,
     host: Instant,
-) -> Result<i32, crate::CliError> {
+) -> Result<i32, CliError> {
     // A line rewritten in place on a terminal; in a log, a line at every tenth of the runs.
     let tty = std::io::stderr().is_terminal();
     let progress = |done: usize, total: usize| {
@@ -529,7 +530,7 @@ pub fn scenario_main(args: ScenarioArgs) -> i32 {
     }
 }
 
-fn scenario(args: ScenarioArgs) -> Result<i32, crate::CliError> {
+fn scenario(args: ScenarioArgs) -> Result<i32, CliError> {
     let opts = mqblk_sim::scenario::ScenarioOpts {
         quick: args.quick,
         seed: args.seed,

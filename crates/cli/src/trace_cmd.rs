@@ -2,6 +2,7 @@
 //! files one event per line, and sum up what they say of each device.
 
 use crate::args::TraceCmd;
+use crate::CliError;
 use mqblk_trace::capture;
 use mqblk_trace::TraceSet;
 use std::path::PathBuf;
@@ -31,11 +32,7 @@ pub fn main(cmd: TraceCmd) -> i32 {
     }
 }
 
-fn capture_cmd(
-    device: PathBuf,
-    duration: Option<Duration>,
-    out: PathBuf,
-) -> Result<i32, crate::CliError> {
+fn capture_cmd(device: PathBuf, duration: Option<Duration>, out: PathBuf) -> Result<i32, CliError> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())
@@ -76,7 +73,7 @@ fn capture_cmd(
     Ok(0)
 }
 
-fn dump(args: &[PathBuf]) -> Result<i32, crate::CliError> {
+fn dump(args: &[PathBuf]) -> Result<i32, CliError> {
     let set = TraceSet::open_all(args)?;
     let mut out = String::new();
     let mut events = 0u64;
@@ -95,7 +92,7 @@ fn dump(args: &[PathBuf]) -> Result<i32, crate::CliError> {
     Ok(0)
 }
 
-fn stats(args: &[PathBuf], json: bool) -> Result<i32, crate::CliError> {
+fn stats(args: &[PathBuf], json: bool) -> Result<i32, CliError> {
     let set = TraceSet::open_all(args)?;
     let devices = mqblk_trace::stats::device_stats(&set.records);
     if devices.is_empty() {
@@ -170,7 +167,7 @@ impl TraceOut {
     }
 
     /// Flushes the files and prints what they hold.
-    pub fn finish(&self) -> Result<(), crate::CliError> {
+    pub fn finish(&self) -> Result<(), CliError> {
         let counts = self
             .writer
             .finish()
@@ -190,6 +187,6 @@ pub fn tracer_of(out: &Option<TraceOut>) -> Option<Arc<dyn mqblk_core::Tracer>> 
 }
 
 /// Finishes an optional `--trace` output.
-pub fn finish(out: &Option<TraceOut>) -> Result<(), crate::CliError> {
+pub fn finish(out: &Option<TraceOut>) -> Result<(), CliError> {
     out.as_ref().map_or(Ok(()), TraceOut::finish)
 }

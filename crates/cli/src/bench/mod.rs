@@ -7,6 +7,7 @@
 
 mod presets;
 
+use crate::CliError;
 use mqblk_core::RequestQueue;
 use mqblk_runtime::{execute, execute_on, Execution, Plan};
 use mqblk_workload::{
@@ -40,7 +41,7 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-fn run(args: &[String]) -> Result<i32, crate::CliError> {
+fn run(args: &[String]) -> Result<i32, CliError> {
     let mut cl = parse_command_line(args)?;
     if cl.help {
         print!("{}", usage());
@@ -84,7 +85,7 @@ pub struct Benched {
 /// `mqblk bench ARGS` without printing (the Python bindings): the same jobs on the same
 /// devices, no progress line, no signal handling. `--help`, `--preset` and `--parse-only`
 /// are the command line's.
-pub fn bench_args(args: &[String]) -> Result<Benched, crate::CliError> {
+pub fn bench_args(args: &[String]) -> Result<Benched, CliError> {
     let mut cl = parse_command_line(args)?;
     if cl.help || cl.preset.is_some() || cl.parse_only {
         return Err("--help, --preset and --parse-only run from the command line only".into());
@@ -94,7 +95,7 @@ pub fn bench_args(args: &[String]) -> Result<Benched, crate::CliError> {
 }
 
 /// The plan of the command line's jobs (the default job where none is given).
-fn plan_of(cl: &mut CommandLine) -> Result<Plan, crate::CliError> {
+fn plan_of(cl: &mut CommandLine) -> Result<Plan, CliError> {
     if cl.jobs.is_empty() {
         cl.add_job_text("default job", DEFAULT_JOB)?;
     }
@@ -104,11 +105,7 @@ fn plan_of(cl: &mut CommandLine) -> Result<Plan, crate::CliError> {
 }
 
 /// Runs a plan: the device, the jobs, their logs and charts, and the report.
-fn bench_plan(
-    cl: &CommandLine,
-    plan: &Plan,
-    show_progress: bool,
-) -> Result<Benched, crate::CliError> {
+fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benched, CliError> {
     let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let exec = match &writer {
         Some(w) => {
@@ -164,7 +161,7 @@ fn bench_plan(
 
 /// `--parse-only`: the jobs parsed and the device they describe checked (a file named
 /// without `size=` must exist), nothing created or run; one line saying what was found.
-fn parse_only(cl: &CommandLine) -> Result<i32, crate::CliError> {
+fn parse_only(cl: &CommandLine) -> Result<i32, CliError> {
     if cl.jobs.is_empty() {
         return Err("--parse-only: no jobs given (name a job file or --name=)".into());
     }
@@ -181,15 +178,15 @@ fn parse_only(cl: &CommandLine) -> Result<i32, crate::CliError> {
     Ok(0)
 }
 
-fn write_output(cl: &CommandLine, out: &str) -> Result<(), crate::CliError> {
+fn write_output(cl: &CommandLine, out: &str) -> Result<(), CliError> {
     match &cl.output_file {
         Some(path) => std::fs::write(path, out)
-            .map_err(|e| crate::CliError::io(format!("--output={}", path.display()), e)),
+            .map_err(|e| CliError::io(format!("--output={}", path.display()), e)),
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout
                 .write_all(out.as_bytes())
-                .map_err(|e| crate::CliError::io("writing the report", e))
+                .map_err(|e| CliError::io("writing the report", e))
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Built-in experiments: `mqblk bench --preset=NAME`. Each runs a matrix of configurations
 //! and prints one table, with the figures an issue asks for.
 
+use crate::CliError;
 use mqblk_runtime::{execute, Execution, Plan};
 use mqblk_workload::{parse_job_text, CommandLine};
 
@@ -11,7 +12,7 @@ pub const NAMES: &[&str] = &[
     "deadline-nr-queued",
 ];
 
-pub fn run(name: &str, cl: &CommandLine) -> Result<i32, crate::CliError> {
+pub fn run(name: &str, cl: &CommandLine) -> Result<i32, CliError> {
     let runtime = cl
         .global_options
         .iter()
@@ -33,7 +34,7 @@ pub fn run(name: &str, cl: &CommandLine) -> Result<i32, crate::CliError> {
 }
 
 /// Runs one job-file text and returns the execution.
-fn run_text(label: &str, text: &str) -> Result<Execution, crate::CliError> {
+fn run_text(label: &str, text: &str) -> Result<Execution, CliError> {
     run_text_with(label, text, |_| {})
 }
 
@@ -43,7 +44,7 @@ fn run_text_with(
     label: &str,
     text: &str,
     adjust: impl FnOnce(&mut Plan),
-) -> Result<Execution, crate::CliError> {
+) -> Result<Execution, CliError> {
     let specs = parse_job_text(label, text)?;
     let mut plan = Plan::from_specs(&specs)?;
     adjust(&mut plan);
@@ -72,7 +73,7 @@ fn row(exec: &Execution) -> Row {
 
 /// `none` on the null device (irqmode none), 4 KiB random reads at QD 1, 32 and 128 with 1
 /// and 2 jobs, each job pinned to its own CPU on its own hardware queue.
-fn null_none(runtime: &str) -> Result<i32, crate::CliError> {
+fn null_none(runtime: &str) -> Result<i32, CliError> {
     println!("preset null-none: ioscheduler=none, driver=null irqmode=none, rw=randread bs=4k, runtime={runtime}s");
     println!(
         "{:>5} {:>5} {:>12} {:>11} {:>15} {:>14}",
@@ -125,7 +126,7 @@ fn sched_stat(exec: &Execution, name: &str) -> u64 {
 /// QD32 on the null device, one job. BFQ runs twice: as the kernel runs it on such a device
 /// (non-rotational with queueing: no queue merging, BFQ's no-merging-on-flash patch) and with the merging path
 /// forced on, to show what BFQ's no-merging-on-flash patch saves.
-fn sched_cost(runtime: &str) -> Result<i32, crate::CliError> {
+fn sched_cost(runtime: &str) -> Result<i32, CliError> {
     println!("preset sched-cost: driver=null irqmode=none, rw=randread bs=4k iodepth=32, 1 job, runtime={runtime}s");
     println!(
         "{:>16} {:>12} {:>12} {:>14}",
@@ -162,7 +163,7 @@ fn sched_cost(runtime: &str) -> Result<i32, crate::CliError> {
 /// mq-deadline's O(1) queued count ("block/mq-deadline: Speed up the dispatch of low-priority requests"): 128 software queues, two submitters spread
 /// over them, sequential 4 KiB reads at QD128, counting queued requests by summing per-Ctx
 /// counters on every dispatch decision (before) versus the O(1) counter (after).
-fn deadline_nr_queued(runtime: &str) -> Result<i32, crate::CliError> {
+fn deadline_nr_queued(runtime: &str) -> Result<i32, CliError> {
     println!("preset deadline-nr-queued: mq-deadline, nr_ctx=128 (2 submitters spread over them), rw=read bs=4k iodepth=128, runtime={runtime}s");
     println!("{:>22} {:>12} {:>12}", "dd_queued", "IOPS", "CPU ns/req");
     let mut iops = [0.0f64; 2];
@@ -189,7 +190,7 @@ fn deadline_nr_queued(runtime: &str) -> Result<i32, crate::CliError> {
 /// The single-hctx dispatch patch ("blk-mq: Improve performance of non-mq IO schedulers with multiple HW queues"): mq-deadline with 2
 /// submitters on a null device whose completions run all hardware queues, as SCSI's do.
 /// MQ runs every hardware queue; SQ has one; MQ-patched runs only the submitter's.
-fn single_hctx_dispatch(runtime: &str) -> Result<i32, crate::CliError> {
+fn single_hctx_dispatch(runtime: &str) -> Result<i32, CliError> {
     println!("preset single-hctx-dispatch: mq-deadline, 2 submitters, rw=randread bs=4k iodepth=32, completions run all hctxs, runtime={runtime}s");
     println!(
         "{:>11} {:>6} {:>12} {:>12} {:>14} {:>14}",

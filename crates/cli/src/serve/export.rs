@@ -2,6 +2,7 @@
 //! serde from a config file's `[export.NAME]` tables, and the [`ExportCfg`] they describe,
 //! whose device is a [`DeviceConfig`] as every other front end's.
 
+use crate::CliError;
 use mqblk_device::{DeviceConfig, DriverConfig, ModelConfig, QueueSettings};
 use mqblk_drivers::{NullConfig, UringConfig};
 use std::path::PathBuf;
@@ -144,7 +145,7 @@ pub struct ExportCfg {
 impl ExportCfg {
     /// The export `o` describes under `name`; a refusal is one line naming the export and
     /// the option.
-    pub fn new(name: &str, o: &ExportOptions) -> Result<ExportCfg, crate::CliError> {
+    pub fn new(name: &str, o: &ExportOptions) -> Result<ExportCfg, CliError> {
         let bad = |m: String| format!("export '{}': {m}", short(name));
         if name.len() > 4096 {
             return Err(bad("names are at most 4096 bytes".into()).into());
@@ -239,9 +240,9 @@ impl ExportCfg {
     pub fn build(
         &self,
         tracer: Option<std::sync::Arc<dyn mqblk_core::Tracer>>,
-    ) -> Result<std::sync::Arc<mqblk_core::RequestQueue>, crate::CliError> {
+    ) -> Result<std::sync::Arc<mqblk_core::RequestQueue>, CliError> {
         let dev = mqblk_device::build_traced(&self.device, self.sessions() + 1, tracer).map_err(
-            |source| crate::CliError::Export {
+            |source| CliError::Export {
                 export: self.name.clone(),
                 source,
             },
@@ -295,7 +296,7 @@ struct ServerTable {
 
 /// Reads a config file: exports and `[server]` settings (listen addresses, stats file,
 /// control socket, TLS).
-pub fn read_config(path: &std::path::Path) -> Result<Config, crate::CliError> {
+pub fn read_config(path: &std::path::Path) -> Result<Config, CliError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("--config={shown}: {e}"))?;
     if text

@@ -2,6 +2,7 @@
 //! machines over vhost-user-blk (one software queue per virtqueue).
 
 use crate::args::ServeArgs;
+use crate::CliError;
 use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp};
 use mqblk_nbd::{Export, Listener, Server};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
@@ -81,7 +82,7 @@ struct TlsCfg {
 
 impl TlsCfg {
     /// What the server offers; `None` when TLS is off.
-    fn build(&self) -> Result<Option<mqblk_nbd::tls::Tls>, crate::CliError> {
+    fn build(&self) -> Result<Option<mqblk_nbd::tls::Tls>, CliError> {
         use mqblk_nbd::tls::TlsMode;
         let mode = match &self.mode {
             Some(m) => m.parse::<TlsMode>().map_err(|e| format!("--tls={e}"))?,
@@ -103,7 +104,7 @@ impl TlsCfg {
     }
 }
 
-fn run(args: ServeArgs) -> Result<i32, crate::CliError> {
+fn run(args: ServeArgs) -> Result<i32, CliError> {
     let mut listens = args.listen.clone();
     let mut stats_file = args.stats.clone();
     let mut admin_path = args.admin.clone();
@@ -231,7 +232,7 @@ fn run(args: ServeArgs) -> Result<i32, crate::CliError> {
         Err(e) => Err(e),
         Ok(()) if any_nbd => server
             .run(listeners)
-            .map_err(|e| crate::CliError::io("serving", e)),
+            .map_err(|e| CliError::io("serving", e)),
         Ok(()) => {
             while !server.stop.load(Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -363,7 +364,7 @@ fn start_vhost(
     stop: &Arc<std::sync::atomic::AtomicBool>,
     replace_stale: bool,
     runs: &mut Vec<VhostRun>,
-) -> Result<(), crate::CliError> {
+) -> Result<(), CliError> {
     for (i, (e, c)) in exports.iter().zip(cfgs).enumerate() {
         let Some(path) = &c.vhost else { continue };
         let what = format!("--vhost-user-blk={}", path.display());
