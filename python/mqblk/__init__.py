@@ -88,16 +88,22 @@ class Result:
         return self.json["jobs"]
 
     @property
+    def queue(self) -> dict:
+        """The request queue's settings and counters at the end, the scheduler's statistics
+        (``sched``) among them: the same object from ``bench`` and ``sim``."""
+        return self.json.get("mqblk_queue", {})
+
+    @property
     def sim(self) -> dict:
-        """The simulator's section: virtual time, locks, driver, device and elevator stats."""
+        """The simulator's section: virtual time, CPUs, locks, the driver and the device
+        model's counters."""
         return self.json.get("mqblk_sim", {})
 
     def rows(self) -> list:
         """One dict per job and direction that moved data (what ``to_pandas`` holds)."""
         sim = self.sim
         extra = {}
-        elevator = sim.get("elevator", {})
-        for k, v in _flatten(elevator).items():
+        for k, v in _flatten(self.queue.get("sched", {})).items():
             extra[f"sched.{k}"] = v
         for k, v in sim.get("device", {}).items():
             extra[f"device.{k}"] = v

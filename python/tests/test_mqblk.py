@@ -191,6 +191,15 @@ def test_bench_runs_on_the_threaded_runtime():
     assert list(df["job"]) == ["b"]
     assert df["iops"][0] > 1000
     assert "mqblk_sim" not in r.json
+    # The queue's report has one shape in bench and sim: the same columns, typed alike.
+    s = mqblk.sim("--rw=randread --bs=4k --iodepth=8 --runtime=50ms --time_based --name=b",
+                  scheduler="mq-deadline")
+    assert r.queue.keys() == s.queue.keys()
+    assert (df["sched.scheduler"] == "mq-deadline").all()
+    bench_cols = {c for c in df.columns if c.startswith("sched.")}
+    sim_cols = {c for c in s.to_pandas().columns if c.startswith("sched.")}
+    assert bench_cols == sim_cols and "sched.be.dispatched" in bench_cols
+    assert r.queue["hctx"][0]["dispatched"] > 0
 
 
 def test_replay_replays_a_captured_trace_through_the_simulator():

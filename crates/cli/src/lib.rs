@@ -8,6 +8,7 @@ pub mod bench;
 mod error;
 pub mod replay;
 pub mod replay_real;
+pub mod report;
 pub mod serve;
 pub mod sim;
 pub mod trace_cmd;

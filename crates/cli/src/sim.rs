@@ -5,7 +5,7 @@ use crate::CliError;
 use mqblk_sim::cost::{fmt_ns, CostTable};
 use mqblk_sim::fuzz;
 use mqblk_sim::{Sim, SimConfig, SimResult};
-use mqblk_workload::{json_report, parse_command_line, text_report, OutputFormat, RunReport};
+use mqblk_workload::parse_command_line;
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
@@ -202,74 +202,35 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         sim.scheduler()
     );
     let res = sim.run()?;
-    // fio's write_iolog, in virtual time: the clones in the order the simulation ran them.
+    // fio's files, in virtual time: the clones in the order the simulation ran them.
     let resolved = mqblk_sim::jobs::resolve(&cl.jobs, capacity, seed)?;
-    let logs: Vec<_> = resolved
+    let clones: Vec<_> = resolved
         .iter()
         .zip(&res.jobs)
-        .filter_map(|(job, r)| {
-            let log = mqblk_workload::iolog::CloneLog::of(job, r.iolog.clone());
-            Some((job.write_iolog.clone()?, log))
+        .map(|(job, r)| crate::report::CloneOut {
+            job,
+            iolog: &r.iolog,
+            stats: &r.stats,
+            logs: r.logs.as_ref(),
         })
         .collect();
-    mqblk_workload::iolog::write_all(&logs)?;
-    for (i, r) in res.jobs.iter().enumerate() {
-        if let Some(logs) = &r.logs {
-            logs.write(i + 1)?;
-        }
-        if let Some(dir) = &cl.plot {
-            mqblk_workload::logs::write_charts(dir, &r.stats, i + 1, r.logs.as_ref())?;
-        }
-    }
+    crate::report::write_job_files(&cl, &clones)?;
     let host_s = host.elapsed().as_secs_f64();
     crate::trace_cmd::finish(&writer)?;
-    let report = RunReport {
-        jobs: res
-            .jobs
-            .iter()
-            .zip(&resolved)
-            .zip(mqblk_workload::group_ids(
-                &cl.jobs,
-                &resolved.iter().map(|r| r.spec).collect::<Vec<_>>(),
-            ))
-            .map(|((j, r), group)| {
-                let s = &cl.jobs[r.spec];
-                let mut st = j.stats.clone();
-                st.forget(s.disable_slat, s.disable_clat, s.disable_lat, s.disable_bw);
-                st.groupid = group;
-                st
-            })
-            .collect(),
-        global_options: cl.global_options.clone(),
-        group_reporting: cl.jobs.iter().any(|s| s.group_reporting),
-        percentile_list: cl.jobs[0].percentile_list.clone(),
-        clat_percentiles: cl.jobs[0].clat_percentiles,
-        lat_percentiles: cl.jobs[0].lat_percentiles,
-        slat_percentiles: cl.jobs[0].slat_percentiles,
-        json_plus: cl.output_format == OutputFormat::JsonPlus,
+    let spec_of: Vec<usize> = resolved.iter().map(|r| r.spec).collect();
+    let stats: Vec<_> = res.jobs.iter().map(|j| &j.stats).collect();
+    let out = crate::report::render(
+        &cl,
+        crate::report::job_stats(&cl, &spec_of, &stats),
+        &res.queue,
         // Virtual time: a report of the same seed is the same bytes.
-        timestamp_ms: res.end.0 / 1_000_000,
-        start_lines: mqblk_workload::start_lines(&cl.jobs),
-        elapsed_sec: res.end.0.div_ceil(1_000_000_000),
-    };
-    let out = match cl.output_format {
-        OutputFormat::Normal => {
-            let mut s = text_report(&report);
-            s.push('\n');
-            s.push_str(&summary);
-            s.push('\n');
-            s.push_str(&sim_text(&res));
-            s
-        }
-        OutputFormat::Json | OutputFormat::JsonPlus => {
-            let mut v: serde_json::Value = serde_json::from_str(&json_report(&report))
-                .map_err(|e| format!("internal: report JSON: {e}"))?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("mqblk_sim".into(), sim_json(&res));
-            }
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())? + "\n"
-        }
-    };
+        (res.end.0 / 1_000_000, res.end.0.div_ceil(1_000_000_000)),
+        Some(crate::report::Section {
+            key: "mqblk_sim",
+            json: sim_json(&res),
+            text: format!("{summary}\n{}", sim_text(&res)),
+        }),
+    )?;
     let speed = format!(
         "sim speed: {} requests in {:.3} host s = {:.2} M simulated requests per host second ({} events)",
         res.completed,
@@ -333,11 +294,6 @@ pub fn sim_text(r: &SimResult) -> String {
             .collect();
         s += &format!("device: {}\n", m.join(" "));
     }
-    let elv = r.sched.pairs();
-    if !elv.is_empty() {
-        let m: Vec<String> = elv.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        s += &format!("elevator: {}\n", m.join(" "));
-    }
     s
 }
 
@@ -352,7 +308,6 @@ struct SimSection<'a> {
     locks: &'a [mqblk_sim::engine::LockReport],
     driver: &'a mqblk_sim::driver::DriverStats,
     device: std::collections::BTreeMap<&'static str, u64>,
-    elevator: &'a mqblk_sched::SchedStats,
 }
 
 fn sim_json(r: &SimResult) -> serde_json::Value {
@@ -365,7 +320,6 @@ fn sim_json(r: &SimResult) -> serde_json::Value {
         locks: &r.locks,
         driver: &r.driver,
         device: r.model_stats.iter().copied().collect(),
-        elevator: &r.sched,
     })
 }
 

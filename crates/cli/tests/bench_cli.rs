@@ -71,7 +71,7 @@ fn json_output_has_fio_keys() {
     assert_eq!(job["write"]["total_ios"], 0);
     // No ioscheduler given: the kernel's default for one hardware queue
     // (`elevator_set_default`), as null_blk gets.
-    assert_eq!(job["ioscheduler"], "mq-deadline");
+    assert_eq!(v["mqblk_queue"]["ioscheduler"], "mq-deadline");
     let raw = text(&o.stdout);
     assert!(
         raw.contains("\"99.000000\""),
@@ -336,12 +336,12 @@ fn a_full_virtqueue_holds_writes_back_in_the_scheduler_where_they_merge() {
         ]);
         assert!(o.status.success(), "{vq}: {}", text(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        let job = &v["jobs"][0];
+        let (job, queue) = (&v["jobs"][0], &v["mqblk_queue"]);
         (
             job["write"]["total_ios"].as_u64().unwrap(),
-            job["hctx"][0]["queued"].as_u64().unwrap(),
-            job["hctx"][0]["busy"].as_u64().unwrap(),
-            job["sched_stats"]["be_merged"].as_u64().unwrap(),
+            queue["hctx"][0]["queued"].as_u64().unwrap(),
+            queue["hctx"][0]["busy"].as_u64().unwrap(),
+            queue["sched"]["be"]["merged"].as_u64().unwrap(),
         )
     };
     // 16 KiB takes 4 + 2 descriptors: three requests fill a ring of 20, and a request holds
@@ -640,19 +640,20 @@ fn a_file_reports_its_disks_rotational_flag_unless_overridden() {
         }
         let o = mqblk(&args);
         assert!(o.status.success(), "{}", text(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        v["jobs"][0].clone()
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
     };
-    let job = run(None);
+    let v = run(None);
+    let (queue, job) = (&v["mqblk_queue"], &v["jobs"][0]);
     assert_eq!(
-        job["rotational"].as_u64(),
+        queue["rotational"].as_u64(),
         Some(want),
         "sysfs of {sys} says {want}"
     );
-    assert_eq!(run(Some("0"))["rotational"].as_u64(), Some(0));
-    assert_eq!(run(Some("1"))["rotational"].as_u64(), Some(1));
+    let rotational = |v: Option<&str>| run(v)["mqblk_queue"]["rotational"].as_u64();
+    assert_eq!(rotational(Some("0")), Some(0));
+    assert_eq!(rotational(Some("1")), Some(1));
     // The disk under the file is reported, and a regular file counts as write-back cached.
-    assert_eq!(job["write_cache"], "write back");
+    assert_eq!(queue["write_cache"], "write back");
     if let Ok(dir) = std::fs::canonicalize(&sys) {
         let disk = if dir.join("partition").exists() {
             dir.parent().unwrap().to_path_buf()

@@ -199,6 +199,18 @@ fn nbdcopy_in_and_out_with_multi_conn_keeps_every_byte() {
         vec![0, 1],
         "connections spread over both hardware queues: {stats}"
     );
+    // The queue's report: every hardware queue completed what it dispatched, and the
+    // scheduler is named with its statistics.
+    let queue = &stats["queue"];
+    assert_eq!(queue["ioscheduler"], "mq-deadline", "{stats}");
+    assert_eq!(queue["sched"]["scheduler"], "mq-deadline", "{stats}");
+    for h in queue["hctx"].as_array().unwrap() {
+        assert_eq!(h["completed"], h["dispatched"], "{stats}");
+    }
+    assert!(
+        queue["sched"]["be"]["dispatched"].as_u64().unwrap() > 0,
+        "{stats}"
+    );
 }
 
 #[test]

@@ -314,7 +314,7 @@ fn two_readers_over_one_region_keep_their_own_queues_and_weights_under_bfq() {
     let v = sim_job_file_json(&["--device=virtio", "--ioscheduler=bfq"], &job);
     let ios = |i: usize| v["jobs"][i]["read"]["total_ios"].as_f64().unwrap();
     let light = ios(1) / (ios(0) + ios(1));
-    let merges = v["mqblk_sim"]["elevator"]["queue_merges"].as_u64().unwrap();
+    let merges = v["mqblk_queue"]["sched"]["queue_merges"].as_u64().unwrap();
     assert!(
         light < 0.05 && merges == 0,
         "be/7 share {light:.3}, {merges} queue merges"

@@ -206,12 +206,6 @@ pub trait Elevator: Send + Sync {
     /// The sysfs-like tunables.
     fn tunables(&self) -> &Tunables;
 
-    /// The scheduler's statistics by name, for reports that handle any scheduler: its own
-    /// typed statistics (reached through [`Elevator::as_any`]) flattened.
-    fn stats(&self) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-
     /// The scheduler as its own type, for callers that know it (its typed statistics).
     fn as_any(&self) -> &dyn std::any::Any;
 

@@ -10,6 +10,7 @@
 
 mod build;
 mod config;
+mod report;
 
 /// Why a device cannot be described or built: one line naming the option or file.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +49,7 @@ pub use config::{default_scheduler, DeviceConfig, DriverConfig, ModelConfig, Que
 /// The drivers' and models' own settings, as [`DriverConfig`]'s variants hold them.
 pub use mqblk_drivers::{NullConfig, UringConfig};
 pub use mqblk_models::DeviceSpec;
+pub use report::{HctxCounts, QueueReport};
 
 #[cfg(test)]
 mod tests {

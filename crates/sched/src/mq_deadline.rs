@@ -907,10 +907,6 @@ impl Elevator for MqDeadline {
         &self.tunables
     }
 
-    fn stats(&self) -> Vec<(&'static str, u64)> {
-        self.typed_stats().pairs()
-    }
-
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -385,8 +385,8 @@ fn a_depth_change_keeps_the_elevator_and_its_state() {
         assert_eq!(reap(&q, &mut sub, 8).len(), 8);
         // What the scheduler counted of the I/O (its lock's own counters aside).
         let counted = |q: &RequestQueue| -> Vec<(&'static str, u64)> {
-            let e = q.elevator().unwrap();
-            e.stats()
+            mqblk_sched::SchedStats::of(q.elevator().as_deref())
+                .pairs()
                 .into_iter()
                 .filter(|(k, _)| !k.starts_with("lock_"))
                 .collect()

@@ -83,7 +83,7 @@ fn run_with(
 
 /// BFQ's typed statistics at the end of a run.
 fn bfq(r: &SimResult) -> mqblk_sched::BfqStats {
-    *r.sched.bfq()
+    *r.queue.sched.bfq()
 }
 
 #[test]
@@ -643,7 +643,7 @@ fn a_periodic_low_rate_reader_is_soft_real_time() {
         assert!(
             bfq(&on).counters.wr_soft_rt >= 5,
             "seed {seed}: {:?}",
-            on.sched
+            on.queue.sched
         );
         assert_eq!(bfq(&off).counters.wr_soft_rt, 0);
         let (l_on, l_off) = (on.jobs[1].mean_lat_ns(), off.jobs[1].mean_lat_ns());
@@ -681,8 +681,16 @@ fn strict_guarantees_idle_even_on_a_queueing_ssd_and_never_inject() {
     // other reader's one request is on the device) or while both are raised at the start;
     // strict: idling after every request.
     let plain_c = bfq(&plain).counters;
-    assert!(plain_c.idles * 50 < plain_c.dispatched, "{:?}", plain.sched);
-    assert!(bfq(&strict).counters.idles > 100, "{:?}", strict.sched);
+    assert!(
+        plain_c.idles * 50 < plain_c.dispatched,
+        "{:?}",
+        plain.queue.sched
+    );
+    assert!(
+        bfq(&strict).counters.idles > 100,
+        "{:?}",
+        strict.queue.sched
+    );
     assert_eq!(bfq(&strict).counters.injected, 0);
     assert!(strict.total_iops() < plain.total_iops());
 }
@@ -786,10 +794,10 @@ fn a_queue_waiting_on_its_writeback_gets_it_served_while_idled_for() {
     let (a, b) = (dflt.jobs[0].ios as f64, no_idle.jobs[0].ios as f64);
     eprintln!(
         "waker: app {a} I/Os with idling, {b} without; {:?}",
-        dflt.sched
+        dflt.queue.sched
     );
     let c = bfq(&dflt).counters;
-    assert!(c.idles > 0 && c.injected > 0, "{:?}", dflt.sched);
+    assert!(c.idles > 0 && c.injected > 0, "{:?}", dflt.queue.sched);
     assert!(a >= 0.7 * b, "app {a} I/Os with idling, {b} without");
 }
 #[test]
@@ -844,13 +852,17 @@ fn injection_on_a_queueing_device_spares_the_idled_for_reader_and_backs_off_wher
     // CLI test of the thinking reader). The light reader still gets I/O done, within the
     // kernel's limits (`bfq_choose_bfqq_for_injection`: the limit counts every request in
     // the driver, the idled-for queue's own too), and the heavy one is not slowed.
-    assert!(bfq(&inj).counters.injected > 0, "{:?}", inj.sched);
+    assert!(bfq(&inj).counters.injected > 0, "{:?}", inj.queue.sched);
     assert!(inj.jobs[1].ios > 1000, "light {} I/Os", inj.jobs[1].ios);
     assert!(inj.jobs[0].ios >= none.jobs[0].ios);
     let serial = run("ssd,queueing=0", &plain, jobs());
     let (injected, idles) = (bfq(&serial).counters.injected, bfq(&serial).counters.idles);
     eprintln!("injection on ssd without queueing: {injected} injected in {idles} idles");
-    assert!(idles > 1000 && injected * 100 < idles, "{:?}", serial.sched);
+    assert!(
+        idles > 1000 && injected * 100 < idles,
+        "{:?}",
+        serial.queue.sched
+    );
 }
 
 #[test]
@@ -873,9 +885,13 @@ fn the_automatic_max_budget_is_what_the_peak_rate_serves_in_timeout_sync() {
         bfq(&ssd).peak_rate_sectors_per_s
     );
     // 125 ms (timeout_sync) at the measured peak rate, no longer the 16384 default.
-    assert!(peak > 0 && auto == peak * 125 / 1000, "{:?}", hdd.sched);
+    assert!(
+        peak > 0 && auto == peak * 125 / 1000,
+        "{:?}",
+        hdd.queue.sched
+    );
     assert_ne!(auto, 16384);
-    assert!(bfq(&ssd).max_budget > 4 * auto, "{:?}", ssd.sched);
+    assert!(bfq(&ssd).max_budget > 4 * auto, "{:?}", ssd.queue.sched);
     let longer = run(
         "hdd",
         &[("low_latency", "0"), ("timeout_sync", "250")],
@@ -1300,7 +1316,7 @@ fn a_heavier_queue_with_new_requests_preempts_the_one_in_service() {
     let r = run("hdd", &[("low_latency", "0")], jobs(0));
     let e = run("hdd", &[("low_latency", "0")], jobs(7));
     let (c, ce) = (bfq(&r).counters.preempted, bfq(&e).counters.preempted);
-    assert!(c > 20, "{:?}", r.sched);
+    assert!(c > 20, "{:?}", r.queue.sched);
     assert!(ce * 4 < c, "{ce} preemptions at equal weights, {c} at 0:7");
     // Served at once, the heavy reader's latency is about one disk access.
     let (lat, lat_e) = (r.jobs[1].mean_lat_ns(), e.jobs[1].mean_lat_ns());

@@ -8,11 +8,8 @@
 mod presets;
 
 use crate::CliError;
-use mqblk_core::RequestQueue;
 use mqblk_runtime::{execute, execute_on, Execution, Plan};
-use mqblk_workload::{
-    json_report, parse_command_line, text_report, CommandLine, JobStats, OutputFormat, RunReport,
-};
+use mqblk_workload::{parse_command_line, CommandLine, JobStats, OutputFormat};
 use std::io::{IsTerminal, Write};
 
 /// The job `mqblk bench` runs when none is given: 4 KiB random reads at QD32 on a null
@@ -118,30 +115,28 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
     if plan.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
         eprintln!("mqblk bench: interrupted; results so far follow");
     }
-    let logs: Vec<_> = plan
+    let clones: Vec<_> = plan
         .jobs
         .iter()
         .zip(&exec.results)
-        .filter_map(|(rj, (_, out))| {
-            let path = rj.job.write_iolog.clone()?;
-            let log = mqblk_workload::iolog::CloneLog::of(&rj.job, out.iolog.clone());
-            Some((path, log))
+        .map(|(rj, (sink, out))| crate::report::CloneOut {
+            job: &rj.job,
+            iolog: &out.iolog,
+            stats: &sink.stats,
+            logs: sink.logs.as_ref(),
         })
         .collect();
-    mqblk_workload::iolog::write_all(&logs)?;
-    for (i, (sink, _)) in exec.results.iter().enumerate() {
-        if let Some(logs) = &sink.logs {
-            logs.write(i + 1)?;
-        }
-        if let Some(dir) = &cl.plot {
-            mqblk_workload::logs::write_charts(dir, &sink.stats, i + 1, sink.logs.as_ref())?;
-        }
-    }
-    let report = build_report(cl, plan, &exec);
-    let mut out = match cl.output_format {
-        OutputFormat::Normal => text_report(&report),
-        OutputFormat::Json | OutputFormat::JsonPlus => json_report(&report),
-    };
+    crate::report::write_job_files(cl, &clones)?;
+    let mut out = crate::report::render(
+        cl,
+        job_reports(cl, plan, &exec),
+        &mqblk_device::QueueReport::of(&exec.queue),
+        (
+            exec.started_ms + exec.wall.as_millis() as u64,
+            exec.wall.as_secs().max(1),
+        ),
+        None,
+    )?;
     if cl.dump_sched && cl.output_format == OutputFormat::Normal {
         out.push_str("\nscheduler and hardware queue state:\n");
         out.push_str(&exec.queue.debug_state());
@@ -232,22 +227,12 @@ fn usage() -> String {
     )
 }
 
-/// Turns an execution into fio's report shape.
-fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
-    let mut jobs = Vec::with_capacity(exec.results.len());
-    let groups = mqblk_workload::group_ids(&plan.specs, &plan.spec_of);
-    for (i, (sink, out)) in exec.results.iter().enumerate() {
-        let spec = &plan.specs[plan.spec_of[i]];
-        let mut st = sink.stats.clone();
-        st.forget(
-            spec.disable_slat,
-            spec.disable_clat,
-            spec.disable_lat,
-            spec.disable_bw,
-        );
-        st.groupid = groups[i];
-        st.description = spec.description.clone();
-        st.job_options = spec.set_options.clone();
+/// Each job clone's figures in fio's report shape, with what a real-time run measures
+/// beside the simulator's (CPU use, start times, verification, the device's buffers).
+fn job_reports(cl: &CommandLine, plan: &Plan, exec: &Execution) -> Vec<JobStats> {
+    let stats: Vec<&JobStats> = exec.results.iter().map(|(sink, _)| &sink.stats).collect();
+    let mut jobs = crate::report::job_stats(cl, &plan.spec_of, &stats);
+    for (i, (st, (_, out))) in jobs.iter_mut().zip(&exec.results).enumerate() {
         st.job_start_ms = match out.started_ms {
             0 => exec.started_ms,
             t => t,
@@ -285,10 +270,8 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
                 (out.verify_errors.len() as u64).into(),
             );
         }
-        jobs.push(st);
     }
     if let Some(first) = jobs.first_mut() {
-        add_queue_stats(first, &exec.queue);
         if let Some(shape) = exec.device.uring.as_ref().and_then(|u| u.backing()) {
             first
                 .extra_lines
@@ -312,93 +295,7 @@ fn build_report(cl: &CommandLine, plan: &Plan, exec: &Execution) -> RunReport {
             first.extra.insert("uring_plain_ios".into(), plain.into());
         }
     }
-    RunReport {
-        jobs,
-        global_options: cl.global_options.clone(),
-        group_reporting: plan.specs.iter().any(|s| s.group_reporting),
-        percentile_list: plan.specs[0].percentile_list.clone(),
-        clat_percentiles: plan.specs[0].clat_percentiles,
-        lat_percentiles: plan.specs[0].lat_percentiles,
-        slat_percentiles: plan.specs[0].slat_percentiles,
-        json_plus: cl.output_format == OutputFormat::JsonPlus,
-        timestamp_ms: exec.started_ms + exec.wall.as_millis() as u64,
-        start_lines: mqblk_workload::start_lines(&plan.specs),
-        elapsed_sec: exec.wall.as_secs().max(1),
-    }
-}
-
-/// One hardware queue's counters in the JSON report.
-#[derive(serde::Serialize)]
-struct HctxCounts {
-    hctx: usize,
-    queued: u64,
-    dispatched: u64,
-    direct: u64,
-    completed: u64,
-    requeued: u64,
-    runs: u64,
-    busy: u64,
-}
-
-/// Per-hardware-queue counts and scheduler counters, as extra text lines and JSON keys.
-fn add_queue_stats(st: &mut JobStats, q: &RequestQueue) {
-    let sched = q.elevator().map(|e| e.name()).unwrap_or("none");
-    let mut hctxs = Vec::new();
-    for h in 0..q.nr_hw_queues() {
-        let hctx = q.hctx(mqblk_core::HctxIdx(h as u16));
-        let s = hctx.stats.total();
-        st.extra_lines.push(format!(
-            "hctx{h}  : queued={}, dispatched={}, direct={}, completed={}, requeued={}, runs={}, busy={}",
-            s.queued,
-            s.issued,
-            s.direct,
-            s.completed,
-            s.requeued,
-            s.run,
-            s.busy
-        ));
-        hctxs.push(HctxCounts {
-            hctx: h,
-            queued: s.queued,
-            dispatched: s.issued,
-            direct: s.direct,
-            completed: s.completed,
-            requeued: s.requeued,
-            runs: s.run,
-            busy: s.busy,
-        });
-    }
-    let mut sched_stats = serde_json::Map::new();
-    if let Some(e) = q.elevator() {
-        for (k, v) in e.stats() {
-            st.extra_lines.push(format!("sched  : {sched} {k}={v}"));
-            sched_stats.insert(k.into(), v.into());
-        }
-    }
-    let rotational = q.driver().rotational();
-    let lim = q.limits();
-    let write_cache = if lim.write_cache {
-        "write back"
-    } else {
-        "write through"
-    };
-    st.extra_lines.push(format!(
-        "device : rotational={}, hw_queues={}, nr_requests={}, max_sectors_kb={}, write_cache={write_cache}, fua={}, flushes={}",
-        u8::from(rotational),
-        q.nr_hw_queues(),
-        q.nr_requests(),
-        lim.max_sectors / 2,
-        u8::from(lim.fua),
-        q.flushes_issued()
-    ));
-    st.extra.insert("ioscheduler".into(), sched.into());
-    st.extra
-        .insert("rotational".into(), u8::from(rotational).into());
-    st.extra.insert("write_cache".into(), write_cache.into());
-    st.extra.insert("fua".into(), u8::from(lim.fua).into());
-    st.extra.insert("flushes".into(), q.flushes_issued().into());
-    st.extra.insert("hctx".into(), serde_json::json!(hctxs));
-    st.extra.insert("sched_stats".into(), sched_stats.into());
+    jobs
 }
 
 #[cfg(test)]

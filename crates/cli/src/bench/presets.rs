@@ -109,17 +109,13 @@ fn null_none(runtime: &str) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// A scheduler counter from the elevator's `stats()`, or 0.
+/// A scheduler counter from its typed statistics, or 0.
 fn sched_stat(exec: &Execution, name: &str) -> u64 {
-    exec.queue
-        .elevator()
-        .and_then(|e| {
-            e.stats()
-                .into_iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v)
-        })
-        .unwrap_or(0)
+    mqblk_sched::SchedStats::of(exec.queue.elevator().as_deref())
+        .pairs()
+        .into_iter()
+        .find(|(k, _)| *k == name)
+        .map_or(0, |(_, v)| v)
 }
 
 /// CPU nanoseconds per request of each scheduler against `none`, 4 KiB random reads at

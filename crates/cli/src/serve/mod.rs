@@ -3,7 +3,7 @@
 
 use crate::args::ServeArgs;
 use crate::CliError;
-use mqblk_core::{Bio, CtxIdx, HctxIdx, ReqOp};
+use mqblk_core::{Bio, CtxIdx, ReqOp};
 use mqblk_nbd::{Export, Listener, Server};
 use mqblk_runtime::{MonotonicClock, SubmitterHandle};
 use std::net::TcpListener;
@@ -58,18 +58,12 @@ struct ExportStats {
     bytes_read: u64,
     bytes_written: u64,
     errors: u64,
-    hctx: Vec<HctxStats>,
+    /// The export's queue: settings, hardware queue counters and the scheduler's
+    /// statistics, as `mqblk bench` and `mqblk sim` report theirs.
+    queue: mqblk_device::QueueReport,
     /// A vhost-user-blk export's virtqueues.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     virtqueues: Vec<mqblk_vhost::VqStats>,
-}
-
-/// One hardware queue's figures.
-#[derive(serde::Serialize)]
-struct HctxStats {
-    hctx: usize,
-    dispatched: u64,
-    completed: u64,
 }
 
 /// TLS settings from the flags or `[server]`: `tls`, `tls-certificates`, `tls-verify-peer`.
@@ -300,16 +294,6 @@ fn run(args: ServeArgs) -> Result<i32, CliError> {
             if flush_ok { "ok" } else { "FAILED" }
         );
         }
-        let hctx = (0..queue.nr_hw_queues())
-            .map(|i| {
-                let st = queue.hctx(HctxIdx(i as u16)).stats.total();
-                HctxStats {
-                    hctx: i,
-                    dispatched: st.issued,
-                    completed: st.completed,
-                }
-            })
-            .collect();
         let per_connection = s.per_connection.lock().clone();
         json.push(ExportStats {
             export: e.name.clone(),
@@ -320,7 +304,7 @@ fn run(args: ServeArgs) -> Result<i32, CliError> {
             bytes_read: s.bytes_read.load(Ordering::Relaxed),
             bytes_written: s.bytes_written.load(Ordering::Relaxed),
             errors: s.errors.load(Ordering::Relaxed),
-            hctx,
+            queue: mqblk_device::QueueReport::of(queue),
             virtqueues: vqs,
         });
     }

@@ -1091,10 +1091,6 @@ impl Elevator for Bfq {
         &self.tunables
     }
 
-    fn stats(&self) -> Vec<(&'static str, u64)> {
-        self.typed_stats().pairs()
-    }
-
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }

@@ -80,8 +80,9 @@ pub struct SimResult {
     pub locks: Vec<LockReport>,
     pub driver: crate::driver::DriverStats,
     pub model_stats: Vec<(&'static str, u64)>,
-    /// The scheduler's typed statistics at the end.
-    pub sched: mqblk_sched::SchedStats,
+    /// The queue's settings and counters at the end, its scheduler's typed statistics
+    /// among them, as `mqblk bench` reports a real queue's.
+    pub queue: mqblk_device::QueueReport,
     /// Per hardware queue.
     pub hctx: Vec<HctxFigures>,
 }
@@ -212,7 +213,7 @@ impl Sim {
             locks,
             driver: self.driver.stats(),
             model_stats: self.driver.model_stats(),
-            sched: mqblk_sched::SchedStats::of(self.queue.elevator().as_deref()),
+            queue: mqblk_device::QueueReport::of(&self.queue),
             hctx,
         })
     }

@@ -258,7 +258,7 @@ fn sim_twin(
                 jobs(clients, limit, prio),
             )?;
             model[i][k] = clients_mbs(&rm);
-            if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.sched, prio) {
+            if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.queue.sched, prio) {
                 merges = (b.counters.queue_merges, b.counters.shared_queues_made);
                 let _ = writeln!(
                     evidence,
@@ -266,7 +266,7 @@ fn sim_twin(
                     Evidence::of(&r).line(BFQ_EVIDENCE)
                 );
             }
-            if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&rm.sched, prio) {
+            if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&rm.queue.sched, prio) {
                 model_merges = (b.counters.queue_merges, b.counters.shared_queues_made);
                 let _ = writeln!(
                     evidence,
@@ -410,7 +410,7 @@ fn guest_twin(o: &ScenarioOpts, evidence: &mut String) -> Result<GuestTwin, Scen
             if prio == 0 {
                 fsyncs[i] = journal.counts().fsyncs as f64 / (r.end.0.max(1) as f64 / 1e9);
             }
-            if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.sched, prio) {
+            if let (mqblk_sched::SchedStats::Bfq(b), 0) = (&r.queue.sched, prio) {
                 merges[i] = b.counters.queue_merges;
                 hw_tag[i] = b.hw_tag;
                 let _ = writeln!(
@@ -631,11 +631,11 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
             let r = run_sim(o, config(m, o, seed, clients), jobs(clients, limit, 0))?;
             runs.push(clients_mbs(&r));
             if let Some((_, sum)) = bfq_counts.iter_mut().find(|(n, _)| *n == m.name) {
-                for ((_, acc), (_, v)) in sum.iter_mut().zip(r.sched.pairs()) {
+                for ((_, acc), (_, v)) in sum.iter_mut().zip(r.queue.sched.pairs()) {
                     *acc += v;
                 }
-            } else if matches!(r.sched, mqblk_sched::SchedStats::Bfq(_)) {
-                bfq_counts.push((m.name, r.sched.pairs()));
+            } else if matches!(r.queue.sched, mqblk_sched::SchedStats::Bfq(_)) {
+                bfq_counts.push((m.name, r.queue.sched.pairs()));
             }
             if seed == o.seed {
                 let _ = writeln!(
@@ -645,7 +645,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
                     Evidence::of(&r).line(BFQ_EVIDENCE)
                 );
             }
-            if let mqblk_sched::SchedStats::Bfq(b) = &r.sched {
+            if let mqblk_sched::SchedStats::Bfq(b) = &r.queue.sched {
                 merges += b.counters.queue_merges;
                 idles += b.counters.idles;
             }
@@ -678,7 +678,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
             if prio != 0 {
                 continue;
             }
-            if let mqblk_sched::SchedStats::Bfq(b) = &r.sched {
+            if let mqblk_sched::SchedStats::Bfq(b) = &r.queue.sched {
                 (merges, idles) = (b.counters.queue_merges, b.counters.idles);
                 (heavier, lighter) = (
                     b.counters.merges_into_heavier,

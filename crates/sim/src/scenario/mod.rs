@@ -227,7 +227,7 @@ impl Evidence {
             runs_postponed: r.hctx.iter().map(|h| h.postponed).sum(),
             runs_postponed_pending: r.hctx.iter().map(|h| h.postponed_pending).sum(),
             device: r.model_stats.clone(),
-            scheduler: r.sched.pairs(),
+            scheduler: r.queue.sched.pairs(),
         }
     }
 

@@ -1,0 +1,128 @@
+//! The run report `mqblk bench` and `mqblk sim` both print, assembled once: fio's per-job
+//! figures with the command line's reporting options, the queue's [`QueueReport`] (the
+//! `hctx`, `sched` and `device` lines; `mqblk_queue` in JSON), and the runner's own
+//! [`Section`] (`mqblk_sim` for the simulator); and the per-job files fio writes beside it.
+
+use crate::CliError;
+use mqblk_device::QueueReport;
+use mqblk_workload::iolog::{CloneLog, IoLogEntry};
+use mqblk_workload::logs::JobLogs;
+use mqblk_workload::{
+    json_report, text_report, CommandLine, Job, JobStats, OutputFormat, RunReport,
+};
+
+/// One job clone's outputs, as either runner has them.
+pub struct CloneOut<'a> {
+    pub job: &'a Job,
+    pub iolog: &'a [IoLogEntry],
+    pub stats: &'a JobStats,
+    pub logs: Option<&'a JobLogs>,
+}
+
+/// fio's per-job files of a run: `write_iolog`, the `write_*_log` files and `--plot`'s
+/// charts (numbered from 1 in clone order, as fio numbers its logs).
+pub fn write_job_files(cl: &CommandLine, clones: &[CloneOut]) -> Result<(), CliError> {
+    let logs: Vec<_> = clones
+        .iter()
+        .filter_map(|c| {
+            let path = c.job.write_iolog.clone()?;
+            Some((path, CloneLog::of(c.job, c.iolog.to_vec())))
+        })
+        .collect();
+    mqblk_workload::iolog::write_all(&logs)?;
+    for (i, c) in clones.iter().enumerate() {
+        if let Some(logs) = c.logs {
+            logs.write(i + 1)?;
+        }
+        if let Some(dir) = &cl.plot {
+            mqblk_workload::logs::write_charts(dir, c.stats, i + 1, c.logs)?;
+        }
+    }
+    Ok(())
+}
+
+/// Each clone's figures as its job section reports them: what the section disables
+/// forgotten, its group (`new_group`, `stonewall`), description and options. `spec_of`
+/// gives each clone's section.
+pub fn job_stats(cl: &CommandLine, spec_of: &[usize], stats: &[&JobStats]) -> Vec<JobStats> {
+    let groups = mqblk_workload::group_ids(&cl.jobs, spec_of);
+    stats
+        .iter()
+        .zip(spec_of)
+        .zip(groups)
+        .map(|((st, &spec), group)| {
+            let spec = &cl.jobs[spec];
+            let mut st = (*st).clone();
+            st.forget(
+                spec.disable_slat,
+                spec.disable_clat,
+                spec.disable_lat,
+                spec.disable_bw,
+            );
+            st.groupid = group;
+            st.description = spec.description.clone();
+            st.job_options = spec.set_options.clone();
+            st
+        })
+        .collect()
+}
+
+/// A runner's own part of the report: the key and value of its JSON object and its text,
+/// printed after fio's.
+pub struct Section {
+    pub key: &'static str,
+    pub json: serde_json::Value,
+    pub text: String,
+}
+
+/// The report of `jobs` (from [`job_stats`]) as the command line asks for it: fio's text
+/// with the queue's lines in the first job's block, or fio's JSON with the queue's report
+/// as `mqblk_queue`; then the runner's `section`.
+pub fn render(
+    cl: &CommandLine,
+    mut jobs: Vec<JobStats>,
+    queue: &QueueReport,
+    timestamps: (u64, u64),
+    section: Option<Section>,
+) -> Result<String, CliError> {
+    let (timestamp_ms, elapsed_sec) = timestamps;
+    let first = &cl.jobs[0];
+    if let Some(j) = jobs.first_mut() {
+        j.extra_lines.extend(queue.text_lines());
+    }
+    let report = RunReport {
+        jobs,
+        global_options: cl.global_options.clone(),
+        group_reporting: cl.jobs.iter().any(|s| s.group_reporting),
+        percentile_list: first.percentile_list.clone(),
+        clat_percentiles: first.clat_percentiles,
+        lat_percentiles: first.lat_percentiles,
+        slat_percentiles: first.slat_percentiles,
+        json_plus: cl.output_format == OutputFormat::JsonPlus,
+        timestamp_ms,
+        start_lines: mqblk_workload::start_lines(&cl.jobs),
+        elapsed_sec,
+    };
+    Ok(match cl.output_format {
+        OutputFormat::Normal => {
+            let mut s = text_report(&report);
+            if let Some(sec) = section {
+                s.push('\n');
+                s.push_str(&sec.text);
+            }
+            s
+        }
+        OutputFormat::Json | OutputFormat::JsonPlus => {
+            let mut v: serde_json::Value = serde_json::from_str(&json_report(&report))
+                .map_err(|e| format!("internal: report JSON: {e}"))?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("mqblk_queue".into(), serde_json::json!(queue));
+                if let Some(sec) = section {
+                    o.insert(sec.key.into(), sec.json);
+                }
+            }
+            serde_json::to_string_pretty(&v).map_err(|e| format!("internal: report JSON: {e}"))?
+                + "\n"
+        }
+    })
+}
