@@ -8,6 +8,7 @@
 //! that reads the wall clock, spawns threads or sleeps; the core below it never does.
 
 mod clock;
+pub mod admin;
 pub mod control;
 mod cpu;
 mod error;

@@ -206,10 +206,16 @@ fn run(args: ServeArgs) -> Result<i32, CliError> {
             .map_err(|e| format!("installing the signal handler: {e}"))?;
     }
     let admin = match &admin_path {
-        Some(path) => Some(crate::admin::spawn(
+        Some(path) => Some(mqblk_runtime::admin::spawn(
             path,
             args.replace_stale_socket,
-            exports.clone(),
+            exports
+                .iter()
+                .map(|e| mqblk_runtime::admin::NamedQueue {
+                    name: e.name.clone(),
+                    queue: e.queue.clone(),
+                })
+                .collect(),
             server.stop.clone(),
         )?),
         None => None,
