@@ -7,7 +7,6 @@ pub mod args;
 pub mod bench;
 mod error;
 pub mod replay;
-pub mod replay_real;
 pub mod report;
 pub mod serve;
 pub mod sim;

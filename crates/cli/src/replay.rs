@@ -129,7 +129,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), CliError> {
         tracer: crate::trace_cmd::tracer_of(&writer),
         ..SimConfig::default()
     };
-    let jobs = rep.jobs(mode, speed, nr_cpus, capacity, waits, 0);
+    let jobs = mqblk_sim::replay::jobs(&rep, mode, speed, nr_cpus, capacity, waits, 0);
     let host = Instant::now();
     let res = Sim::new(cfg, jobs).and_then(Sim::run)?;
     let host_s = host.elapsed().as_secs_f64();
@@ -326,7 +326,7 @@ fn replay_threaded(
     let mut text = String::new();
     let driver = opts.driver.name().to_string();
     let sched = opts.queue.scheduler.clone().unwrap_or_default();
-    let out = crate::replay_real::replay(rep, opts, mode, speed, waits)?;
+    let out = mqblk_runtime::replay::replay(rep, opts, mode, speed, waits)?;
     let mut orig = rep.original_lat.clone();
     orig.sort_unstable();
     let points = [50.0, 90.0, 99.0, 99.9];

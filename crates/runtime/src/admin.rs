@@ -214,8 +214,7 @@ fn store(q: &RequestQueue, attr: &str, v: &str) -> Result<String, String> {
             let n: u32 = v
                 .parse()
                 .map_err(|_| format!("'{v}' is not a number of requests"))?;
-            crate::control::set_nr_requests(q, n, DRAIN_TIMEOUT)
-                .map_err(|e| e.to_string())?;
+            crate::control::set_nr_requests(q, n, DRAIN_TIMEOUT).map_err(|e| e.to_string())?;
             Ok(String::new())
         }
         _ => {
@@ -234,4 +233,3 @@ fn tunable_name(attr: &str) -> Result<&str, String> {
             "expected queue/scheduler, queue/nr_requests or queue/iosched/NAME".to_string()
         })
 }
-

@@ -7,12 +7,13 @@
 //! back to their submitters and services delayed runs and timeouts. This is the only layer
 //! that reads the wall clock, spawns threads or sleeps; the core below it never does.
 
-mod clock;
 pub mod admin;
+mod clock;
 pub mod control;
 mod cpu;
 mod error;
 pub mod job;
+pub mod replay;
 pub mod run;
 mod submitter;
 pub mod unix_socket;

@@ -205,7 +205,7 @@ fn a_replay_waits_for_the_io_that_woke_it() {
             check_every: 1,
             ..SimConfig::default()
         };
-        let jobs = rep.jobs(Mode::Closed, 1.0, 2, 1 << 20, waits, 0);
+        let jobs = mqblk_sim::replay::jobs(&rep, Mode::Closed, 1.0, 2, 1 << 20, waits, 0);
         let r = Sim::new(cfg, jobs).and_then(Sim::run).unwrap();
         assert_eq!(r.jobs.iter().map(|j| j.ios).sum::<u64>(), 40);
         r.end.0
@@ -354,7 +354,7 @@ fn a_replay_plugs_where_the_trace_shows_a_plug() {
     // Replayed alone on a device that takes each request at once: the plugged writes reach
     // the device as one request, the others as eight.
     for (name, requests) in [("jbd2", 1), ("client", 8)] {
-        let mut jobs = rep.jobs(Mode::Closed, 1.0, 1, 1 << 20, false, 0);
+        let mut jobs = mqblk_sim::replay::jobs(&rep, Mode::Closed, 1.0, 1, 1 << 20, false, 0);
         jobs.retain(|j| j.name.starts_with(name));
         for j in &mut jobs {
             // All eight at once, as traced.

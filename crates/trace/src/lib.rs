@@ -13,6 +13,7 @@
 pub mod capture;
 pub mod format;
 pub mod reader;
+pub mod replay;
 pub mod stats;
 pub mod writer;
 

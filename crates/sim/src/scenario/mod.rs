@@ -384,7 +384,8 @@ pub(crate) fn replayed_jobs(
     capacity: u64,
 ) -> Result<Vec<SimJob>, ScenarioError> {
     let set = mqblk_trace::TraceSet::from_bytes(trace)?;
-    Ok(crate::replay::Replayable::from_trace(&set).jobs(
+    Ok(crate::replay::jobs(
+        &crate::replay::Replayable::from_trace(&set),
         crate::replay::Mode::Closed,
         1.0,
         nr_cpus,

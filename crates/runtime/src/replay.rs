@@ -1,13 +1,13 @@
-//! `mqblk replay --driver=null|uring`: a trace replayed through the threaded runtime on a
-//! real driver. One thread per traced process, each with its own software queue, issuing the
+//! A blktrace capture ([`Replayable`]) replayed through the threaded runtime on a real
+//! driver (`mqblk replay --driver=null|uring`). One thread per traced process, each with its own software queue, issuing the
 //! process's queue events in closed loop (its traced concurrency, and the waits the trace
 //! shows when asked) or open loop (its traced times, scaled), under a plug where the trace
 //! shows one, as the simulator replays it.
 
+use crate::{MonotonicClock, RunError, SubmitterHandle};
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, Nanos, ReqOp};
 use mqblk_device::DeviceConfig;
-use mqblk_runtime::{MonotonicClock, SubmitterHandle};
-use mqblk_sim::replay::{Mode, Replayable};
+use mqblk_trace::replay::{Mode, Replayable};
 use mqblk_workload::LatStat;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Condvar, Mutex};
@@ -23,7 +23,7 @@ pub struct RealOutcome {
 }
 
 /// Which traced I/Os have completed, for processes that wait on another's
-/// ([`mqblk_sim::replay::Wait`]); waiters sleep on `bell` between checks.
+/// ([`mqblk_trace::replay::Wait`]); waiters sleep on `bell` between checks.
 struct Board {
     done: Vec<Vec<AtomicBool>>,
     bell: (Mutex<()>, Condvar),
@@ -46,7 +46,7 @@ pub fn replay(
     mode: Mode,
     speed: f64,
     waits: bool,
-) -> Result<RealOutcome, crate::CliError> {
+) -> Result<RealOutcome, RunError> {
     let nr = rep.processes.len();
     opts.nr_ctx = nr as u16;
     let dev = mqblk_device::build(&opts, nr)?;
