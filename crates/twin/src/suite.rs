@@ -32,7 +32,7 @@ pub struct Entry {
 
 impl Manifest {
     /// Reads `dir/suite.toml`; a problem is one line naming the file (and where in it).
-    pub fn read(dir: &Path) -> Result<Manifest, crate::CliError> {
+    pub fn read(dir: &Path) -> Result<Manifest, crate::TwinError> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read_to_string(&path).map_err(|e| {
             format!(
@@ -64,7 +64,7 @@ pub(super) fn plan(
     twin: &Twin,
     dir: &Path,
     only: Option<&[String]>,
-) -> Result<Vec<(PathBuf, Vec<String>)>, crate::CliError> {
+) -> Result<Vec<(PathBuf, Vec<String>)>, crate::TwinError> {
     let m = Manifest::read(dir)?;
     let canon = |s: &str| mqblk_sched::lookup(s).map(|t| t.name.to_string());
     let only: Option<Vec<String>> = match only {

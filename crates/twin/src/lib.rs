@@ -1,0 +1,854 @@
+//! The twin harness behind `mqblk twin`: one fio job file on a real block device, through the kernel's schedulers
+//! (set in `/sys/block/DISK/queue/scheduler`, run with fio) and through mqblk's schedulers of
+//! the same names over io_uring (the kernel's set to `none`), repeated and alternated; each
+//! scheduler's effect over `none` in both stacks, side by side.
+//!
+//! An effect is a metric under a scheduler divided by the same metric under `none`, in the
+//! same stack and the same repeat; the report gives its median and range over the repeats.
+//! The device's scheduler and its `iosched/` tunables are put back on every exit path: a
+//! guard restores them when the run ends, fails or is interrupted (SIGINT/SIGTERM stop the
+//! child and end the run).
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+mod suite;
+pub use suite::{Suite, MANIFEST};
+
+/// What a twin invocation runs: `mqblk twin`'s options.
+#[derive(Clone, Debug)]
+pub struct TwinOptions {
+    /// One job file (or `suite`).
+    pub jobfile: Option<PathBuf>,
+    /// A suite directory with its `suite.toml`.
+    pub suite: Option<PathBuf>,
+    /// The file or block device both stacks run on.
+    pub filename: PathBuf,
+    /// The schedulers to compare with `none` (default: mq-deadline, kyber, bfq).
+    pub schedulers: Option<Vec<String>>,
+    /// Repeats of the whole round.
+    pub repeats: u32,
+    /// `SCHED:NAME=VALUE` tunables for one scheduler in both stacks.
+    pub tunables: Vec<String>,
+    /// The fio binary.
+    pub fio: String,
+    /// The mqblk binary (its `bench` runs the mqblk side).
+    pub mqblk: PathBuf,
+}
+
+/// Why a twin run did not give its report.
+#[derive(Debug, thiserror::Error)]
+pub enum TwinError {
+    /// SIGINT or SIGTERM arrived; the device's scheduler and tunables are restored.
+    #[error("interrupted; the device's scheduler is restored")]
+    Interrupted,
+    /// Not root: the kernel's scheduler cannot be set.
+    #[error("needs root, to set the kernel's scheduler in /sys/block/DEV/queue/scheduler")]
+    NotRoot,
+    /// A job file, scheduler, tunable or manifest refused, or a step (sysfs, a child
+    /// process, its report) that failed: one line saying which.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for TwinError {
+    fn from(e: String) -> TwinError {
+        TwinError::Failed(e)
+    }
+}
+
+/// What a twin run gives: one job file's report, or a suite's.
+#[derive(Debug)]
+pub enum Outcome {
+    One(Report),
+    Suite(Suite),
+}
+
+impl Outcome {
+    /// The report as a table.
+    pub fn table(&self) -> String {
+        match self {
+            Outcome::One(r) => table(r),
+            Outcome::Suite(s) => s.table(),
+        }
+    }
+
+    /// The report as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            Outcome::One(r) => serde_json::json!(r),
+            Outcome::Suite(s) => serde_json::json!(s),
+        }
+    }
+}
+
+/// The disk whose queue the kernel's side runs on.
+#[derive(Clone, Debug)]
+struct Disk {
+    /// `/sys/dev/block/MAJ:MIN` of the disk (a partition's parent), resolved.
+    sys: PathBuf,
+}
+
+impl Disk {
+    /// The disk under `path`: the device itself, a partition's disk, or for a regular file
+    /// the disk its file system is on.
+    fn of(path: &Path) -> Result<Disk, String> {
+        use mqblk_drivers::sysfs;
+        let m = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let dev = sysfs::backing_dev(&m)
+            .ok_or_else(|| format!("{}: not a block device or a regular file", path.display()))?;
+        let sys = sysfs::disk_dir(dev).ok_or_else(|| {
+            let (major, minor) = sysfs::dev_numbers(dev);
+            format!(
+                "{}: on device {major}:{minor}, which has no block queue in sysfs (tmpfs, overlay?); use a file on a disk or the disk itself",
+                path.display()
+            )
+        })?;
+        if !sys.join("queue/scheduler").exists() {
+            return Err(format!(
+                "{}: {} has no queue/scheduler",
+                path.display(),
+                sys.display()
+            ));
+        }
+        Ok(Disk { sys })
+    }
+
+    fn name(&self) -> String {
+        self.sys
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    fn scheduler_file(&self) -> PathBuf {
+        self.sys.join("queue/scheduler")
+    }
+
+    /// The schedulers the kernel offers and the one in use (`[name]`).
+    fn schedulers(&self) -> Result<(Vec<String>, String), String> {
+        let f = self.scheduler_file();
+        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let mut all = Vec::new();
+        let mut current = String::new();
+        for w in text.split_whitespace() {
+            let name = w.trim_start_matches('[').trim_end_matches(']');
+            if w.starts_with('[') {
+                current = name.to_string();
+            }
+            all.push(name.to_string());
+        }
+        Ok((all, current))
+    }
+
+    fn set_scheduler(&self, name: &str) -> Result<(), String> {
+        let f = self.scheduler_file();
+        std::fs::write(&f, name).map_err(|e| format!("{}: writing {name}: {e}", f.display()))
+    }
+
+    /// The current scheduler's tunables, as (name, value).
+    fn tunables(&self) -> Vec<(String, String)> {
+        let dir = self.sys.join("queue/iosched");
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, String)> = rd
+            .flatten()
+            .filter_map(|e| {
+                let v = std::fs::read_to_string(e.path()).ok()?;
+                Some((
+                    e.file_name().to_string_lossy().into_owned(),
+                    v.trim().to_string(),
+                ))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The disk's queue as mqblk options, so mqblk's queue over it has the same shape: its
+    /// hardware queues, driver tags per queue (`mq/N/nr_tags`) and largest request, which
+    /// for buffers in 4 KiB pages `max_segments` bounds as much as `max_sectors_kb`
+    /// ([`QueueShape::largest_request_kb`]). A virtio ring without indirect descriptors
+    /// the uring driver finds itself (`virtqueue_size=auto`).
+    ///
+    /// [`QueueShape::largest_request_kb`]: mqblk_drivers::sysfs::QueueShape::largest_request_kb
+    fn queue_shape(&self) -> Vec<String> {
+        let shape = mqblk_drivers::sysfs::QueueShape::of_dir(&self.sys);
+        let mut out = Vec::new();
+        if shape.nr_hw_queues > 0 {
+            out.push(format!("--nr_hw_queues={}", shape.nr_hw_queues));
+        }
+        if let Some(t) = shape.nr_tags {
+            out.push(format!("--queue_depth={t}"));
+        }
+        if let Some(k) = shape.largest_request_kb() {
+            out.push(format!("--max_sectors_kb={k}"));
+        }
+        out
+    }
+
+    fn set_tunable(&self, name: &str, value: &str) -> Result<(), String> {
+        let f = self.sys.join("queue/iosched").join(name);
+        std::fs::write(&f, value).map_err(|e| format!("{}: writing {value}: {e}", f.display()))
+    }
+}
+
+/// Puts the disk's scheduler and its tunables back when dropped.
+struct Restore {
+    disk: Disk,
+    scheduler: String,
+    tunables: Vec<(String, String)>,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        // Switching resets the tunables to their defaults; then the saved values go back.
+        // `none` first, so the switch happens even when the original is already set.
+        let _ = self.disk.set_scheduler("none");
+        if let Err(e) = self.disk.set_scheduler(&self.scheduler) {
+            eprintln!("mqblk twin: restoring the scheduler: {e}");
+        }
+        for (k, v) in &self.tunables {
+            // Some attributes are read-only or refuse their own reading back; skip those.
+            let _ = self.disk.set_tunable(k, v);
+        }
+    }
+}
+
+/// The kernel's side of the job file's `cgroup` / `cgroup_weight` pairs. fio cannot set a
+/// weight BFQ reads (it writes `blkio.weight`, which only CFQ had), so twin makes each
+/// cgroup itself with the weight in `blkio.bfq.weight` (cgroup v1) or `io.bfq.weight` (v2),
+/// fio runs the job in it (`cgroup=`, kept with `cgroup_nodelete`) from a copy of the job
+/// file without `cgroup_weight`, and the cgroups are removed when twin ends.
+struct Cgroups {
+    /// (directory, weight file, weight) per cgroup.
+    groups: Vec<(PathBuf, &'static str, u32)>,
+    /// The job file fio reads: the user's without `cgroup_weight` lines.
+    fio_job: PathBuf,
+}
+
+impl Cgroups {
+    /// `None` when no job sets a cgroup weight.
+    fn of(jobfile: &Path) -> Result<Option<Cgroups>, String> {
+        let specs = mqblk_workload::parse_job_file(jobfile).map_err(|e| e.to_string())?;
+        let mut wanted: Vec<(String, u32)> = Vec::new();
+        for s in &specs {
+            if let (Some(cg), Some(w)) = (&s.cgroup, s.cgroup_weight) {
+                if !wanted.iter().any(|(c, _)| c == cg) {
+                    wanted.push((cg.trim_matches('/').to_string(), w));
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(None);
+        }
+        // fio puts a job into the blkio hierarchy (v1) if there is one, else the unified one.
+        let (root, file) = if Path::new("/sys/fs/cgroup/blkio/cgroup.procs").exists() {
+            (PathBuf::from("/sys/fs/cgroup/blkio"), "blkio.bfq.weight")
+        } else if Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() {
+            (PathBuf::from("/sys/fs/cgroup/unified"), "io.bfq.weight")
+        } else {
+            (PathBuf::from("/sys/fs/cgroup"), "io.bfq.weight")
+        };
+        let text =
+            std::fs::read_to_string(jobfile).map_err(|e| format!("{}: {e}", jobfile.display()))?;
+        let kept: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("cgroup_weight"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let fio_job = std::env::temp_dir().join(format!("mqblk-twin-{}.fio", std::process::id()));
+        std::fs::write(&fio_job, kept).map_err(|e| format!("{}: {e}", fio_job.display()))?;
+        Ok(Some(Cgroups {
+            groups: wanted
+                .into_iter()
+                .map(|(c, w)| (root.join(c), file, w))
+                .collect(),
+            fio_job,
+        }))
+    }
+
+    /// Makes each cgroup (again) with its weight, before a kernel run.
+    fn prepare(&self) -> Result<(), String> {
+        for (dir, file, w) in &self.groups {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let f = dir.join(file);
+            std::fs::write(&f, w.to_string()).map_err(|e| {
+                format!(
+                    "{}: {e} (is BFQ's cgroup support, CONFIG_BFQ_GROUP_IOSCHED, there?)",
+                    f.display()
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cgroups {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.fio_job);
+        // Deepest first; a cgroup still holding a task stays (rmdir refuses it).
+        for (dir, _, _) in self.groups.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// One job's figures for one direction in one run.
+#[derive(Clone, Debug, Serialize)]
+struct Figures {
+    job: String,
+    dir: &'static str,
+    iops: f64,
+    bw_kib: f64,
+    clat_mean_us: f64,
+    clat_p50_us: f64,
+    clat_p99_us: f64,
+}
+
+const METRICS: [&str; 5] = [
+    "iops",
+    "bw_kib",
+    "clat_mean_us",
+    "clat_p50_us",
+    "clat_p99_us",
+];
+
+impl Figures {
+    fn metric(&self, m: &str) -> f64 {
+        match m {
+            "iops" => self.iops,
+            "bw_kib" => self.bw_kib,
+            "clat_mean_us" => self.clat_mean_us,
+            "clat_p50_us" => self.clat_p50_us,
+            _ => self.clat_p99_us,
+        }
+    }
+}
+
+/// The per-job figures of a fio-format JSON report (fio's own, or mqblk bench's).
+fn figures(json: &[u8], who: &str) -> Result<Vec<Figures>, String> {
+    let v: serde_json::Value = serde_json::from_slice(json)
+        .map_err(|e| format!("{who}: its JSON output does not parse: {e}"))?;
+    let jobs = v["jobs"]
+        .as_array()
+        .ok_or_else(|| format!("{who}: no jobs in its JSON output"))?;
+    let mut out = Vec::new();
+    for j in jobs {
+        let name = j["jobname"].as_str().unwrap_or("?").to_string();
+        for dir in ["read", "write"] {
+            let d = &j[dir];
+            if d["total_ios"].as_u64().unwrap_or(0) == 0 {
+                continue;
+            }
+            let pct = |p: &str| d["clat_ns"]["percentile"][p].as_f64().unwrap_or(0.0) / 1000.0;
+            out.push(Figures {
+                job: name.clone(),
+                dir,
+                iops: d["iops"].as_f64().unwrap_or(0.0),
+                bw_kib: d["bw"].as_f64().unwrap_or(0.0),
+                clat_mean_us: d["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
+                clat_p50_us: pct("50.000000"),
+                clat_p99_us: pct("99.000000"),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{who}: the jobs did no I/O"));
+    }
+    Ok(out)
+}
+
+/// Which stack a run went through.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Stack {
+    Kernel,
+    Mqblk,
+}
+
+/// A scheduler's tunables for this run, by scheduler name.
+fn tunables_for<'a>(
+    t: &'a [(String, String, String)],
+    sched: &str,
+) -> Vec<&'a (String, String, String)> {
+    t.iter().filter(|(s, _, _)| s == sched).collect()
+}
+
+fn parse_tunables(raw: &[String]) -> Result<Vec<(String, String, String)>, String> {
+    raw.iter()
+        .map(|t| {
+            let (sched, kv) = t
+                .split_once(':')
+                .ok_or_else(|| format!("--sched={t}: expected SCHED:NAME=VALUE"))?;
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("--sched={t}: expected SCHED:NAME=VALUE"))?;
+            Ok((sched.to_string(), k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// Runs `cmd` to its end, or kills it when `stop` is raised.
+fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, TwinError> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting {who}: {e}"))?;
+    // Drain both pipes on threads so a large report or a chatty child cannot fill a pipe
+    // and stall.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let reader = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let errors = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let status = loop {
+        if stop.load(Ordering::Relaxed) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(TwinError::Interrupted);
+        }
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for {who}: {e}").into()),
+        }
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let err = String::from_utf8_lossy(&errors.join().unwrap_or_default()).into_owned();
+    if !status.success() {
+        let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        return Err(format!("{who} failed ({status}): {first}").into());
+    }
+    Ok(stdout)
+}
+
+/// What every measurement of one twin invocation shares: the disk, what it offers, the
+/// tunables asked for, and the progress over the whole invocation.
+struct Twin<'a> {
+    a: &'a TwinOptions,
+    disk: Disk,
+    offered: Vec<String>,
+    tunables: Vec<(String, String, String)>,
+    stop: &'a AtomicBool,
+    /// Runs done and to do, for the progress lines.
+    done: usize,
+    total: usize,
+}
+
+impl Twin<'_> {
+    /// `none` and then each named scheduler the kernel offers, by its canonical name;
+    /// `what` names where the names came from in an error.
+    fn schedulers(&self, names: &[String], what: &str) -> Result<Vec<String>, String> {
+        let mut scheds = vec!["none".to_string()];
+        for s in names {
+            let Some(t) = mqblk_sched::lookup(s) else {
+                return Err(format!("{what}: unknown scheduler '{s}'"));
+            };
+            let name = t.name.to_string();
+            if !self.offered.contains(&name) {
+                return Err(format!(
+                    "{what}: the kernel offers no '{name}' on {} (it has: {})",
+                    self.disk.name(),
+                    self.offered.join(", ")
+                ));
+            }
+            if !scheds.contains(&name) {
+                scheds.push(name);
+            }
+        }
+        Ok(scheds)
+    }
+
+    /// The runs one job file takes with `scheds` (`none` included).
+    fn runs_of(&self, scheds: &[String]) -> usize {
+        self.a.repeats as usize * scheds.len() * 2
+    }
+
+    /// One run of `jobfile` through `stack` with scheduler `sched`.
+    fn run_once(
+        &self,
+        jobfile: &Path,
+        stack: Stack,
+        sched: &str,
+        cgroups: Option<&Cgroups>,
+    ) -> Result<Vec<Figures>, TwinError> {
+        let a = self.a;
+        let disk = &self.disk;
+        let tunables = &self.tunables;
+        let filename = format!("--filename={}", a.filename.display());
+        let mut cmd;
+        let mut jobfile = jobfile.to_path_buf();
+        match stack {
+            Stack::Kernel => {
+                disk.set_scheduler(sched)?;
+                for (_, k, v) in tunables_for(tunables, sched) {
+                    disk.set_tunable(k, v)?;
+                }
+                cmd = Command::new(&a.fio);
+                cmd.arg("--output-format=json").arg(&filename);
+                if let Some(cg) = cgroups {
+                    cg.prepare()?;
+                    cmd.arg("--cgroup_nodelete=1");
+                    jobfile = cg.fio_job.clone();
+                }
+            }
+            Stack::Mqblk => {
+                disk.set_scheduler("none")?;
+                cmd = Command::new(&a.mqblk);
+                cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
+                    .arg(&filename)
+                    .args(disk.queue_shape())
+                    .arg(format!("--ioscheduler={sched}"));
+                for (_, k, v) in tunables_for(tunables, sched) {
+                    cmd.arg(format!("--sched.{k}={v}"));
+                }
+            }
+        }
+        cmd.arg(&jobfile);
+        let who = match stack {
+            Stack::Kernel => format!("fio ({sched} in the kernel)"),
+            Stack::Mqblk => format!("mqblk bench ({sched})"),
+        };
+        let out = run_child(cmd, &who, self.stop)?;
+        Ok(figures(&out, &who)?)
+    }
+
+    /// Every repeat of `jobfile` under `scheds` through both stacks, and what they show.
+    fn measure(&mut self, jobfile: &Path, scheds: &[String]) -> Result<Report, TwinError> {
+        let cgroups = Cgroups::of(jobfile)?;
+        let name = jobfile
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut runs = Vec::new();
+        for r in 0..self.a.repeats {
+            // Alternate the order from one repeat to the next, so a drift of the machine over
+            // the run does not side with one scheduler or one stack.
+            let mut order: Vec<&String> = scheds.iter().collect();
+            if r % 2 == 1 {
+                order.reverse();
+            }
+            for s in order {
+                let stacks = if r % 2 == 0 {
+                    [Stack::Kernel, Stack::Mqblk]
+                } else {
+                    [Stack::Mqblk, Stack::Kernel]
+                };
+                for stack in stacks {
+                    self.done += 1;
+                    let via = match stack {
+                        Stack::Kernel => "kernel (fio)",
+                        Stack::Mqblk => "mqblk (io_uring, kernel at none)",
+                    };
+                    eprintln!(
+                        "twin: [{}/{}] {name} repeat {} {s} through the {via}",
+                        self.done,
+                        self.total,
+                        r + 1
+                    );
+                    let f = self.run_once(jobfile, stack, s, cgroups.as_ref())?;
+                    runs.push((r, stack, s.clone(), f));
+                }
+            }
+        }
+        let effects = effects(&runs, scheds);
+        let shares = shares(&runs, scheds);
+        Ok(Report {
+            jobfile: jobfile.display().to_string(),
+            filename: self.a.filename.display().to_string(),
+            disk: self.disk.name(),
+            repeats: self.a.repeats,
+            schedulers: scheds.to_vec(),
+            runs,
+            effects,
+            shares,
+        })
+    }
+}
+
+/// Median, smallest and largest of a set of effects.
+#[derive(Copy, Clone, Debug, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+fn spread(xs: &[f64]) -> Option<Spread> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some(Spread {
+        median,
+        min: v[0],
+        max: v[n - 1],
+    })
+}
+
+/// One line of the comparison: a scheduler's effect over `none` on one job, direction and
+/// metric, in each stack.
+#[derive(Clone, Debug, Serialize)]
+pub struct Effect {
+    pub scheduler: String,
+    pub job: String,
+    /// `read`, `write` or `trim`.
+    pub dir: &'static str,
+    /// `iops`, `bw`, `clat_mean_us`, `clat_p99_us`...
+    pub metric: &'static str,
+    pub kernel: Option<Spread>,
+    pub mqblk: Option<Spread>,
+}
+
+/// Everything a twin run of one job file measured.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    jobfile: String,
+    filename: String,
+    disk: String,
+    repeats: u32,
+    schedulers: Vec<String>,
+    /// Every run's figures: (repeat, stack, scheduler, figures).
+    runs: Vec<(u32, Stack, String, Vec<Figures>)>,
+    effects: Vec<Effect>,
+    /// Each job's part of the run's total bandwidth, by scheduler: how a scheduler splits
+    /// the device between jobs (weights, classes), which effects over `none` do not show.
+    shares: Vec<Share>,
+}
+
+/// A job's part of the total bandwidth of its runs under one scheduler.
+#[derive(Debug, Serialize)]
+struct Share {
+    scheduler: String,
+    job: String,
+    kernel: Option<Spread>,
+    mqblk: Option<Spread>,
+}
+
+/// Every job's share of the bandwidth (reads and writes together), per scheduler.
+fn shares(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Vec<Share> {
+    let mut jobs: Vec<String> = Vec::new();
+    for f in runs.iter().flat_map(|x| x.3.iter()) {
+        if !jobs.contains(&f.job) {
+            jobs.push(f.job.clone());
+        }
+    }
+    if jobs.len() < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for s in scheds {
+        for job in &jobs {
+            let of = |stack: Stack| -> Vec<f64> {
+                runs.iter()
+                    .filter(|x| x.1 == stack && &x.2 == s)
+                    .filter_map(|x| {
+                        let total: f64 = x.3.iter().map(|f| f.bw_kib).sum();
+                        let mine: f64 =
+                            x.3.iter().filter(|f| &f.job == job).map(|f| f.bw_kib).sum();
+                        (total > 0.0).then(|| mine / total)
+                    })
+                    .collect()
+            };
+            out.push(Share {
+                scheduler: s.clone(),
+                job: job.clone(),
+                kernel: spread(&of(Stack::Kernel)),
+                mqblk: spread(&of(Stack::Mqblk)),
+            });
+        }
+    }
+    out
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Runs the twin: every job file through both stacks under each scheduler, `repeats`
+/// times, alternating; the device's scheduler and tunables are restored on every exit.
+/// `stop` (set by a signal handler) ends it early.
+pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
+    if !is_root() {
+        return Err(TwinError::NotRoot);
+    }
+    let disk = Disk::of(&a.filename)?;
+    let (offered, original) = disk.schedulers()?;
+    let mut twin = Twin {
+        a,
+        tunables: parse_tunables(&a.tunables)?,
+        disk: disk.clone(),
+        offered,
+        stop,
+        done: 0,
+        total: 0,
+    };
+    let default = ["mq-deadline", "kyber", "bfq"].map(String::from).to_vec();
+    // Everything is checked before the first run; then the device's state is saved.
+    let plan = match (&a.suite, &a.jobfile) {
+        (Some(dir), _) => suite::plan(&twin, dir, a.schedulers.as_deref())?,
+        (None, Some(job)) => {
+            let names = a.schedulers.as_deref().unwrap_or(&default);
+            vec![(job.clone(), twin.schedulers(names, "--schedulers")?)]
+        }
+        (None, None) => return Err("a job file or --suite DIR is needed".to_string().into()),
+    };
+    for (job, _) in &plan {
+        if !job.is_file() {
+            return Err(format!("{}: no such job file", job.display()).into());
+        }
+    }
+    twin.total = plan.iter().map(|(_, s)| twin.runs_of(s)).sum();
+    let restore = Restore {
+        tunables: disk.tunables(),
+        disk,
+        scheduler: original,
+    };
+    let mut reports = Vec::new();
+    for (job, scheds) in &plan {
+        reports.push(twin.measure(job, scheds)?);
+    }
+    drop(restore);
+    Ok(if a.suite.is_some() {
+        Outcome::Suite(suite::Suite::of(reports))
+    } else {
+        Outcome::One(reports.pop().expect("one job file, one report"))
+    })
+}
+
+/// Effects over `none`, paired by repeat and stack.
+fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Vec<Effect> {
+    let find = |r: u32, stack: Stack, s: &str| {
+        runs.iter()
+            .find(|x| x.0 == r && x.1 == stack && x.2 == s)
+            .map(|x| &x.3)
+    };
+    let repeats: Vec<u32> = {
+        let mut v: Vec<u32> = runs.iter().map(|x| x.0).collect();
+        v.dedup();
+        v
+    };
+    // The (job, direction) pairs the baseline has.
+    let keys: Vec<(String, &'static str)> = runs
+        .iter()
+        .filter(|x| x.2 == "none")
+        .flat_map(|x| x.3.iter().map(|f| (f.job.clone(), f.dir)))
+        .fold(Vec::new(), |mut acc, k| {
+            if !acc.contains(&k) {
+                acc.push(k);
+            }
+            acc
+        });
+    let mut out = Vec::new();
+    for s in scheds.iter().filter(|s| *s != "none") {
+        for (job, dir) in &keys {
+            for metric in METRICS {
+                let ratios = |stack: Stack| -> Vec<f64> {
+                    repeats
+                        .iter()
+                        .filter_map(|&r| {
+                            let pick = |fs: &Vec<Figures>| {
+                                fs.iter()
+                                    .find(|f| &f.job == job && f.dir == *dir)
+                                    .map(|f| f.metric(metric))
+                            };
+                            let base = pick(find(r, stack, "none")?)?;
+                            let x = pick(find(r, stack, s)?)?;
+                            (base > 0.0).then(|| x / base)
+                        })
+                        .collect()
+                };
+                out.push(Effect {
+                    scheduler: s.clone(),
+                    job: job.clone(),
+                    dir,
+                    metric,
+                    kernel: spread(&ratios(Stack::Kernel)),
+                    mqblk: spread(&ratios(Stack::Mqblk)),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn table(r: &Report) -> String {
+    let mut s = format!(
+        "twin: {} (disk {}), {} repeats; effect = metric under the scheduler / under none, median [min-max]\n",
+        r.filename, r.disk, r.repeats
+    );
+    s += &format!(
+        "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}\n",
+        "scheduler", "job", "dir", "metric", "kernel", "mqblk", "mq/kern"
+    );
+    let cell = |x: &Option<Spread>| match x {
+        Some(v) => format!("x{:.2} [{:.2}-{:.2}]", v.median, v.min, v.max),
+        None => "-".to_string(),
+    };
+    for e in &r.effects {
+        let ratio = match (e.kernel, e.mqblk) {
+            (Some(k), Some(m)) if k.median > 0.0 => format!("{:.2}", m.median / k.median),
+            _ => "-".to_string(),
+        };
+        s += &format!(
+            "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}\n",
+            e.scheduler,
+            e.job,
+            e.dir,
+            e.metric,
+            cell(&e.kernel),
+            cell(&e.mqblk),
+            ratio
+        );
+    }
+    if !r.shares.is_empty() {
+        s += "\nshare of the bandwidth by job, median [min-max]\n";
+        s += &format!(
+            "{:<12} {:<16} {:>24} {:>24}\n",
+            "scheduler", "job", "kernel", "mqblk"
+        );
+        let pct = |x: &Option<Spread>| match x {
+            Some(v) => format!(
+                "{:.1}% [{:.1}-{:.1}]",
+                100.0 * v.median,
+                100.0 * v.min,
+                100.0 * v.max
+            ),
+            None => "-".to_string(),
+        };
+        for sh in &r.shares {
+            s += &format!(
+                "{:<12} {:<16} {:>24} {:>24}\n",
+                sh.scheduler,
+                sh.job,
+                pct(&sh.kernel),
+                pct(&sh.mqblk)
+            );
+        }
+    }
+    s
+}
