@@ -42,12 +42,12 @@ capture() { # $1 = trace name, $2... = the workload
 want git-clone || want grep-tree && capture git-clone git clone -q "$work" "$work/mnt/clone"
 want grep-tree && capture grep-tree bash -c "grep -r 'fn ' '$work/mnt/clone/crates' > /dev/null"
 want file-copy && capture file-copy bash -c "dd if=/dev/urandom of='$work/mnt/big' bs=1M count=24 status=none && cp '$work/mnt/big' '$work/mnt/big2'"
-# Seed 004's workload: dbench, 6 clients, for one second, on ext4 with its journal (jbd2 is
+# `bfq-no-merge`'s workload: dbench, 6 clients, for one second, on ext4 with its journal (jbd2 is
 # one of the traced processes), on a loop device with direct I/O so the journal's and the
 # clients' writes reach the block layer as they would a disk. Its own 2 GiB file system:
 # dbench's files do not fit the small one, and lazy initialisation is done at mkfs so that
 # only dbench, jbd2 and the flusher write.
-# dbench1-ext4 is one client for two seconds on the same kind of file system: seed 004's
+# dbench1-ext4 is one client for two seconds on the same kind of file system: `bfq-no-merge`'s
 # clients and journal as a model (Ext4DbenchClient and Jbd2 in
 # crates/sim/src/workload/ext4.rs derive them from it).
 fresh_ext4() {
@@ -67,7 +67,7 @@ if want dbench1-ext4; then
     fresh_ext4
     capture dbench1-ext4 dbench -t 2 -D "$work/mnt" 1
 fi
-# Seed 000's workloads, on XFS, the seed's file system, on a fresh 2 GiB loop device with
+# `single-hctx-dispatch`'s workloads, on XFS, the seed's file system, on a fresh 2 GiB loop device with
 # direct I/O (XFS's log worker and flusher are among the traced processes):
 # - dbench8-xfs, the kernel twin's (scripts/guest-seed000.sh): dbench, 8 clients, two
 #   seconds (its first is warm-up);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 004's experiment on this machine's kernel: dbench (6 clients) on a fresh ext4 on a loop
+# `bfq-no-merge`'s experiment on this machine's kernel: dbench (6 clients) on a fresh ext4 on a loop
 # device with direct I/O over a file on the machine's disk, marked non-rotational, under each
 # scheduler, with the journal thread (jbd2) at the clients' I/O priority (be/4) and at a
 # higher one (be/0, the seed's "journaling daemon enjoying a higher weight"). Prints dbench's

@@ -5,8 +5,8 @@
 # back through a virtio disk of its own and lands as OUT.blktrace.CPU files. The point is
 # the clients' own time between their I/Os where the twin runs them (under TCG here, far
 # slower than this machine's CPU), which the simulator's twin then replays
-# (`XfsLoadfile::from_trace`, `Ext4Loadfile::from_trace`). The defaults are seed 000's
-# twin (scripts/guest-seed000.sh: XFS, 4 ms a command, marked rotational); seed 004's
+# (`XfsLoadfile::from_trace`, `Ext4Loadfile::from_trace`). The defaults are `single-hctx-dispatch`'s
+# twin (scripts/guest-seed000.sh: XFS, 4 ms a command, marked rotational); `bfq-no-merge`'s
 # (scripts/guest-seed004.sh) is --fs=ext4 --rotational=0 --delay-us=100 --tags=32.
 #
 #   bash scripts/guest-dbench-capture.sh [--clients=1] [--runtime=2] [--delay-us=4000]

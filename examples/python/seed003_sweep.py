@@ -1,4 +1,4 @@
-"""Seed 003 ("virtio_blk: support multi virt queues") rebuilt as a sweep: the chart of
+"""`virtio-multi-vq` ("virtio_blk: support multi virt queues") rebuilt as a sweep: the chart of
 `mqblk scenario virtio-multi-vq` from plain fio options, beside the mail's figures.
 
 A 4-vCPU guest runs fio randread 4k QD64 with 2 and 4 jobs (spread over the vCPUs, as the
@@ -41,6 +41,6 @@ for n in (2, 4):
 ax = mqblk.plot.iops_over(df.rename(columns={"virtqueues": "param.virtqueues",
                                              "numjobs": "param.numjobs"}),
                           x="numjobs", hue="virtqueues")
-ax.set_title("virtio-blk randread 4k QD64, 4 vCPUs (seed 003), simulated")
+ax.set_title("virtio-blk randread 4k QD64, 4 vCPUs, simulated")
 ax.figure.savefig(out / "seed003.png", dpi=120)
 print(f"chart in {out}/seed003.png")

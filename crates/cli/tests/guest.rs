@@ -169,7 +169,7 @@ fn the_seed_004_script_runs_bfq_with_and_without_the_patch_on_one_kernel() {
     // queues (the kernel's merges only the clients' queues made together, stable merging;
     // measured 1-3 a run, the other 1-15), and dbench moved data in every case. The
     // throughput ratios are printed, not asserted: under TCG the guest's emulated CPUs, not
-    // the disk, set dbench's pace (docs/results/seeds.md, "Seed 004, asked of the kernel with and without
+    // the disk, set dbench's pace (docs/results/seeds.md, "`bfq-no-merge`, asked of the kernel with and without
     // its patch"). `--hw-tag` reads BFQ's `hw_tag` and `nonrot_with_queueing` with a kprobe.
     let Some(v) = guest_script(
         "guest-seed004.sh",
@@ -224,13 +224,13 @@ fn the_guest_capture_script_traces_dbench_on_xfs_inside_the_twin() {
     // scripts/guest-dbench-capture.sh: dbench with one client on XFS over scsi_debug in
     // Debian's 6.1 guest, traced by `mqblk trace capture` in the guest and brought out as
     // blktrace files. What must hold: the files parse, and they hold the client's own data
-    // writes (`WS`) and log forces (`FWFSM`), as the loadfile of seed 000's twin needs.
+    // writes (`WS`) and log forces (`FWFSM`), as the loadfile of `single-hctx-dispatch`'s twin needs.
     guest_capture(&[], "dbench");
 }
 
 #[test]
 fn the_guest_capture_script_traces_dbench_on_ext4_as_seed_004_s_guest_runs_it() {
-    // The same with seed 004's guest's shape (`--fs=ext4 --rotational=0 --delay-us=100
+    // The same with `bfq-no-merge`'s guest's shape (`--fs=ext4 --rotational=0 --delay-us=100
     // --tags=32`): on ext4 the client writes its data (`WS`) and jbd2 the commit records
     // (`FWFSM`), as `Ext4Loadfile::from_trace` needs.
     guest_capture(

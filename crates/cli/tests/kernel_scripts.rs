@@ -1,7 +1,7 @@
 //! The scripts that measure the real kernel on this machine run as the README shows them
 //! (in a shortened form): `scripts/kernel-cost.sh`, which measured the kernel cost profile of
 //! `mqblk sim --cost-profile=kernel`, `scripts/find-twin.sh`, which asks whether the I/O
-//! scheduler changes a cold-cache `find`, and `scripts/dbench-twin.sh`, seed 004's dbench on
+//! scheduler changes a cold-cache `find`, and `scripts/dbench-twin.sh`, `bfq-no-merge`'s dbench on
 //! the kernel. They need root and a loop device; they fail in CI without them (`.ci/run`
 //! installs fio and dbench) and are skipped visibly elsewhere.
 
@@ -91,7 +91,7 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
     );
 }
 
-/// Seed 004 on the kernel: dbench under BFQ and mq-deadline with jbd2 at the clients'
+/// `bfq-no-merge` on the kernel: dbench under BFQ and mq-deadline with jbd2 at the clients'
 /// priority and at a higher one, each run giving dbench's throughput. The direction (BFQ
 /// behind with the heavier journal: 0.53-0.62 of mq-deadline in 10 s runs here, 0.75-1.02 in
 /// 4-8 s ones) needs minutes of runs to stand out of this machine's noise, so this short form

@@ -315,7 +315,7 @@ fn the_scheduler_merges_bios() {
 fn a_queue_wide_scheduler_runs_only_the_submitters_hctx() {
     // Two hctxs, one per submitter. A request of submitter 1 is requeued; the requeue work
     // runs "all" hardware queues. For a scheduler that is not MQ-aware only the submitter's
-    // own hctx runs (seed 000); without that rule hctx 0 runs first and, the scheduler being
+    // own hctx runs; without that rule hctx 0 runs first and, the scheduler being
     // queue-wide, dispatches the request onto hctx 1 itself. An MQ-aware scheduler has no
     // work for hctx 0, so it is not run either way.
     for (elv, sq, hctx0_runs) in [

@@ -530,7 +530,7 @@ fn interleave_from(r: &mut Rig, first: (u32, IoPrio), second: (u32, IoPrio)) {
 /// A merge counts by the weights of the two queues: the heavy reader sent to the light
 /// reader's queue (the light one queued first and is in service) is a merge into a lighter
 /// queue; the other way round, the light reader sent to the heavy one's, into a heavier
-/// one. Seed 004's mechanism is the second ("the shared queue may inherit such a high
+/// one. `bfq-no-merge`'s mechanism is the second ("the shared queue may inherit such a high
 /// weight"); the scenario prints both.
 #[test]
 fn bfq_merges_are_counted_by_the_weights_of_the_queues() {
@@ -1047,7 +1047,7 @@ fn bfq_injects_a_queue_the_idled_for_one_wakes() {
 /// three commands in flight is taken to queue commands for good, though BFQ may later keep
 /// it shallow (and the largest number in flight, which caps the injection limit, is no
 /// longer reset). Ours sampled on and, with at most three in flight over a window of
-/// samples, took it back, which turned queue merging on again on an SSD (seed 004's dbench
+/// samples, took it back, which turned queue merging on again on an SSD (`bfq-no-merge`'s dbench
 /// model merged 118 times with merging meant to be off).
 #[test]
 fn bfq_keeps_a_device_queueing_once_it_has_seen_it_queue() {
@@ -1482,7 +1482,7 @@ fn issuer_sets(r: &Rig) -> Vec<Vec<u32>> {
 /// the three end in one queue (the shared one is redirected to issuer 3's,
 /// `bfq_setup_merge`'s direction); then all three read at random, the queue turns seeky,
 /// and only issuer 3 gets a queue of its own again. With the flag on the queue (ours until
-/// 2026-11-27) nobody left, and in seed 000's twin 7 of 8 dbench clients ended in one
+/// 2026-11-27) nobody left, and in `single-hctx-dispatch`'s twin 7 of 8 dbench clients ended in one
 /// queue for good.
 #[test]
 fn bfq_only_the_issuers_of_a_stable_merge_stay_merged_for_good() {
@@ -1609,7 +1609,7 @@ fn bfq_a_queue_of_another_priority_made_among_others_splits_their_stable_merges(
     // does not rotate; a queue of another priority becomes the last one made instead, so
     // the queues after it start a second shared queue. As dbench's clients and jbd2 (at
     // be/0) on ext4 here: three clients, jbd2, three more: 4 merges into 2 shared queues
-    // (`shared_queues_made`), as the kernel's log shows in most runs of seed 004's twin.
+    // (`shared_queues_made`), as the kernel's log shows in most runs of `bfq-no-merge`'s twin.
     // (Reads here, for sync queues: the writes of ours are async unless marked sync.)
     let mut r = Rig::simple(BFQ, 8);
     let be0 = IoPrio::new(IoPrioClass::Be, 0);

@@ -465,13 +465,13 @@ fn emmc_dd_speed_and_async_pre_post() {
     let load = Load::new(READ, Pattern::Seq, 128 << 10, 2, 400);
     let a = go("emmc", load).mbs(128 << 10);
     let s = go("emmc,async_prep=0", load).mbs(128 << 10);
-    // Seed 001: 22.7 MiB/s (23.8 MB/s) before the series, 19.6-20.8 MiB/s without overlap.
+    // `mmc-blk-mq`: 22.7 MiB/s (23.8 MB/s) before the series, 19.6-20.8 MiB/s without overlap.
     assert!((21.0..24.5).contains(&a), "async {a:.1} MB/s");
     assert!((19.0..22.0).contains(&s), "sync {s:.1} MB/s");
     assert!(a > s * 1.06, "async {a:.1} vs sync {s:.1}");
     let big = go("emmc", Load::new(READ, Pattern::Seq, 1 << 20, 2, 60)).mbs(1 << 20);
     assert!((22.0..26.0).contains(&big), "1 MiB reads {big:.1} MB/s");
-    // Seed 001's iozone: 4 KiB reads ~6 MB/s, i.e. ~690 us each, sequential or random.
+    // `mmc-blk-mq`'s iozone: 4 KiB reads ~6 MB/s, i.e. ~690 us each, sequential or random.
     let r4 = go("emmc", Load::new(READ, Pattern::Rand, 4096, 1, 500)).mean_lat_us();
     assert!((600.0..780.0).contains(&r4), "4 KiB random read {r4:.0} us");
     // Small random writes copy the rest of an allocation unit; sequential ones do not.
@@ -682,7 +682,7 @@ fn emmc_has_a_write_cache_only_when_told() {
 fn a_raid_virtual_disk_is_write_through_and_null_reports_what_it_is_told() {
     // A RAID card's virtual disk answers no caching mode page, so `sd` assumes write-through
     // and the block layer sends it neither flushes nor FUA (DEVICES.md, [PERC]); the member
-    // disk's own cache is declared only on request. Seed 000's twin marks its null device
+    // disk's own cache is declared only on request. `single-hctx-dispatch`'s twin marks its null device
     // rotational, as a user sets /sys/block/DEV/queue/rotational on null_blk or scsi_debug.
     assert!(!model("raid", 7).write_cache());
     assert!(model("raid,write_cache=1", 7).write_cache());

@@ -303,7 +303,7 @@ fn xfs_dbench_clients_share_log_forces_as_xfs_does() {
         assert!(rate >= 500.0, "{n} clients: {rate} fsyncs a client in 1 s");
         share
     };
-    // The same loadfile measured in seed 000's kernel twin's guest (TCG, 4 ms commands):
+    // The same loadfile measured in `single-hctx-dispatch`'s kernel twin's guest (TCG, 4 ms commands):
     // the same period, every `fsync` forcing the log, the client's own time far longer.
     let g = XfsLoadfile::measured_in_guest();
     assert_eq!(g.steps.len(), 43, "{g:?}");
@@ -433,7 +433,7 @@ fn ext4_clients_share_jbd2_commits_as_ext4_does() {
     );
 }
 
-/// The loadfile as seed 004's guest twin runs it (`Ext4Loadfile::measured_in_guest`, one
+/// The loadfile as `bfq-no-merge`'s guest twin runs it (`Ext4Loadfile::measured_in_guest`, one
 /// client captured in Debian's 6.1 under TCG, `scripts/guest-dbench-capture.sh --fs=ext4`)
 /// is the same 43 steps as this machine's, found although where a new file lands varies
 /// more there (12% of the steps differ a period apart in that alone); its client is so slow

@@ -51,7 +51,7 @@ fn seed_002_o1_counter_beats_per_cpu_sums() {
         let before = r.json["before_iops"].as_f64().unwrap();
         let after = r.json["after_iops"].as_f64().unwrap();
         let ratio = after / before;
-        eprintln!("seed 002, {profile:?} profile: after/before {ratio:.2}");
+        eprintln!("`deadline-nr-queued`, {profile:?} profile: after/before {ratio:.2}");
         // The mechanism: the per-CPU sums are what kept the CPUs waiting for `dd->lock`.
         let wait = |k: &str| r.json[k].as_f64().unwrap();
         assert!(
@@ -81,7 +81,7 @@ fn seed_001_async_pre_post_and_blk_mq_keep_dd_speed() {
     let rows = r.json["rows"].as_array().unwrap();
     for row in rows {
         let mbs = row["dd_mbs"].as_f64().unwrap();
-        // Seed 001: 19.6 to 22.7 MB/s across its configurations.
+        // `mmc-blk-mq`: 19.6 to 22.7 MB/s across its configurations.
         assert!((17.0..26.0).contains(&mbs), "{row}");
     }
 }
@@ -115,7 +115,7 @@ fn seed_000_runs_all_three_modes() {
     );
     // dbench on XFS as captured, on the same device: the same contention in MQ mode (2.8 s
     // of lock waits against none), and the three modes within 2% of each other in MB/s:
-    // what the model gives today (docs/results/seeds.md, seed 000's twin paragraph); a mechanism that
+    // what the model gives today (docs/results/seeds.md, `single-hctx-dispatch`'s twin paragraph); a mechanism that
     // moves it changes that paragraph and this bound together.
     let raid = r.json["captured_raid"].as_array().unwrap();
     let field = |mode: &str, k: &str| {
@@ -185,7 +185,7 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
             .find(|x| x["mode"].as_str().unwrap().starts_with(mode))
             .unwrap_or_else(|| panic!("no row {mode}\n{}", r.table))
     };
-    // Before seed 004 BFQ merged the clients' and the journal's interleaved queues on any
+    // Before the patch `bfq-no-merge` reruns, BFQ merged the clients' and the journal's interleaved queues on any
     // device; now it does not on an SSD that queues commands once BFQ has seen it queue
     // (`bfq_update_hw_tag`, which keeps `hw_tag` for good once it is 1; until then a merge
     // may happen, as in the kernel). At least ten times fewer.
@@ -409,9 +409,9 @@ fn the_sensitivity_sweep_covers_every_parameter_and_seed() {
     );
 }
 
-/// Each scenario shows the counters of its mechanism: seed 001's asynchronous hooks hide
+/// Each scenario shows the counters of its mechanism: `mmc-blk-mq`'s asynchronous hooks hide
 /// preparation time behind the card's transfers only when they are asynchronous, and
-/// seed 003's single virtqueue makes the vCPUs wait for its lock, longer at 4 jobs.
+/// `virtio-multi-vq`'s single virtqueue makes the vCPUs wait for its lock, longer at 4 jobs.
 #[test]
 fn scenarios_print_the_counters_of_their_mechanism() {
     let r = quick("mmc-blk-mq", 1);

@@ -1,4 +1,4 @@
-//! Seed 004: BFQ skips queue merging on non-rotational devices with internal queueing.
+//! `bfq-no-merge`: BFQ skips queue merging on non-rotational devices with internal queueing.
 //! dbench-like clients (6 in the seed) on a file system with a journal, the journaling daemon
 //! at a higher weight (I/O priority level 0: weight 80 against the clients' 40; ext4 gives
 //! jbd2 be/3 by default, `DEFAULT_JOURNAL_IOPRIO`, weight 50, and the figures come out the
@@ -116,7 +116,7 @@ const MODES: [Mode; 4] = [
     },
 ];
 
-/// Seed 004's workload captured on this project's machine (`scripts/capture-corpus.sh
+/// `bfq-no-merge`'s workload captured on this project's machine (`scripts/capture-corpus.sh
 /// testdata/traces dbench6`): dbench, 6 clients, one second, on ext4 over a loop device with
 /// direct I/O; its processes are the six clients, jbd2 (the journal), sync and a flusher.
 /// Embedded, so the scenario runs from any directory.
@@ -296,7 +296,7 @@ fn sim_twin(
     })
 }
 
-/// Seed 004's patch asked of one kernel with and without it (`bash scripts/guest-seed004.sh
+/// `bfq-no-merge`'s patch asked of one kernel with and without it (`bash scripts/guest-seed004.sh
 /// --rounds=3`, 2026-11-27, eighth session): dbench, 6 clients, 20 s, on a fresh ext4 over
 /// scsi_debug (every command 100 us however many are queued, 32 tags, non-rotational) in a
 /// guest of 2 vCPUs under TCG, Debian's 6.1; medians of 3 rounds, MB/s of BFQ as the kernel
@@ -562,7 +562,7 @@ struct Outcome {
     /// non-rotational, and rotational.
     sim_twin: Option<SimTwin>,
     sim_twin_rotational: Option<SimTwin>,
-    /// Seed 004's patch in a guest, with and without it, beside the simulator on its shape.
+    /// `bfq-no-merge`'s patch in a guest, with and without it, beside the simulator on its shape.
     guest_twin: Option<GuestTwin>,
     seed: SeedFigures,
 }
@@ -856,7 +856,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
         _ => None,
     };
     let chart = BarChart {
-        title: "dbench, 6 clients, ext4 journal, PLEXTOR PX-256M5S model (seed 004)".into(),
+        title: "dbench, 6 clients, ext4 journal, PLEXTOR PX-256M5S model".into(),
         y_label: "clients MB/s".into(),
         categories: trace_rows.iter().map(|r| r.mode.to_string()).collect(),
         series: vec![
@@ -891,7 +891,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     let trace_mech = trace_mechanism(&trace_rows);
     Ok(ScenarioReport {
         name: "bfq-no-merge",
-        title: "BFQ: no queue merging on flash with queueing (seed 004)".into(),
+        title: "BFQ: no queue merging on flash with queueing".into(),
         table,
         comparison: cmp,
         json: serde_json::json!(Outcome {

@@ -1,4 +1,4 @@
-//! Seed 001: the MMC/SD stack on blk-mq. An eMMC card (queue depth 2) runs `dd` (1 GiB
+//! `mmc-blk-mq`: the MMC/SD stack on blk-mq. An eMMC card (queue depth 2) runs `dd` (1 GiB
 //! sequential read) and `find` (a walk of small metadata reads), first the way the legacy
 //! stack did (one queue with a scheduler in front), then on blk-mq with `none`, each with the
 //! driver's asynchronous pre/post request hooks (DMA mapping overlapped with the previous
@@ -147,7 +147,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     // The seed's four kernels and our four configurations are different steps, so each
     // gets its own group; the seed's bars sit where its step compares with ours.
     let chart = BarChart {
-        title: "eMMC dd throughput (seed 001)".into(),
+        title: "eMMC dd throughput".into(),
         y_label: "MB/s".into(),
         categories: rows.iter().map(|r| r.name.to_string()).collect(),
         series: vec![
@@ -172,7 +172,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     };
     Ok(ScenarioReport {
         name: "mmc-blk-mq",
-        title: "MMC/SD on blk-mq (seed 001)".into(),
+        title: "MMC/SD on blk-mq".into(),
         table,
         comparison: cmp,
         json: serde_json::json!({ "rows": rows }),

@@ -1,4 +1,4 @@
-//! Seed 002: mq-deadline's queued count. 96 of 128 CPUs read 4 KiB at QD128 from one SSD
+//! `deadline-nr-queued`: mq-deadline's queued count. 96 of 128 CPUs read 4 KiB at QD128 from one SSD
 //! through mq-deadline. Before the fix every dispatch decision summed per-CPU counters over
 //! all 128 CPUs (2.5 us under the scheduler lock); after it reads one counter. Our
 //! mq-deadline keeps the old way behind the benchmark-only tunable `queued_sum`, and the cost
@@ -97,7 +97,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
         res[1] / res[0]
     );
     let chart = BarChart {
-        title: "mq-deadline, 96 CPUs, randread 4k QD128 (seed 002)".into(),
+        title: "mq-deadline, 96 CPUs, randread 4k QD128".into(),
         y_label: "IOPS".into(),
         categories: vec!["before: per-CPU sums".into(), "after: O(1) counter".into()],
         series: vec![
@@ -108,7 +108,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     };
     Ok(ScenarioReport {
         name: "deadline-nr-queued",
-        title: "mq-deadline: O(1) queued count (seed 002)".into(),
+        title: "mq-deadline: O(1) queued count".into(),
         table,
         comparison: cmp,
         json: serde_json::json!(NrQueued {

@@ -1,4 +1,4 @@
-//! Seed 000: single-CPU dispatch for schedulers that are not multi-queue aware. dbench's
+//! `single-hctx-dispatch`: single-CPU dispatch for schedulers that are not multi-queue aware. dbench's
 //! clients on XFS (1..512; `XfsDbenchClient`, its loadfile as measured here) on a rotating
 //! disk behind a RAID HBA with 64 hardware queues (a write-through virtual disk), through
 //! mq-deadline (and BFQ when registered): stock MQ (every CPU runs every hardware queue
@@ -350,7 +350,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
         );
     }
     let chart = Chart {
-        title: "dbench clients on XFS, HDD behind a 64-queue HBA (seed 000)".into(),
+        title: "dbench clients on XFS, HDD behind a 64-queue HBA".into(),
         x_label: "clients".into(),
         y_label: "mean latency (ms)".into(),
         log_x: true,
@@ -358,7 +358,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     };
     Ok(ScenarioReport {
         name: "single-hctx-dispatch",
-        title: "Single-CPU dispatch for schedulers that are not MQ-aware (seed 000)".into(),
+        title: "Single-CPU dispatch for schedulers that are not MQ-aware".into(),
         table,
         comparison: cmp,
         json: serde_json::json!({
@@ -386,7 +386,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     })
 }
 
-/// Seed 000's kernel twin (`bash scripts/guest-seed000.sh --rounds=2`, 2026-11-27: dbench, 8
+/// `single-hctx-dispatch`'s kernel twin (`bash scripts/guest-seed000.sh --rounds=2`, 2026-11-27: dbench, 8
 /// clients, 20 s, on a fresh XFS over scsi_debug, every command 4 ms however many are queued,
 /// 64 host-wide tags, marked rotational, in a guest of 2 vCPUs under TCG, so 2 hardware
 /// queues or 1; Debian's 5.10 and 6.1 kernels; medians of 2 rounds): BFQ's MB/s with 2 queues
@@ -405,7 +405,7 @@ const TWIN_COMMAND_NS: u64 = 4_000_000;
 /// the clients' log forces, which carry the flush.
 const TWIN_FLUSH_NS: u64 = 48_000_000;
 
-/// Seed 000's twin workload captured on this project's machine (`scripts/capture-corpus.sh
+/// `single-hctx-dispatch`'s twin workload captured on this project's machine (`scripts/capture-corpus.sh
 /// testdata/traces dbench8-xfs`): dbench, 8 clients, 2 s, on XFS over a loop device with
 /// direct I/O. XFS's I/O comes from the clients themselves: their `fsync`s write their data
 /// (`WS`, and `FWS` behind a cache flush) and force the log (`FWFSM`); a few flusher writes.
@@ -456,7 +456,7 @@ enum TwinLoad {
     /// is some twenty times this machine's), for the scenario's runtime.
     Model,
     /// The captured dbench on XFS, each process replayed closed-loop with the waits the
-    /// trace shows (as seed 004's captured dbench).
+    /// trace shows (as `bfq-no-merge`'s captured dbench).
     Captured,
 }
 

@@ -1,4 +1,4 @@
-//! Seed 003: virtio-blk with several virtqueues. A 4-vCPU guest runs fio randread 4k at QD64
+//! `virtio-multi-vq`: virtio-blk with several virtqueues. A 4-vCPU guest runs fio randread 4k at QD64
 //! with 2 and 4 jobs, on a virtio-blk disk with one virtqueue and with two. With one queue
 //! every vCPU takes the same virtqueue lock to post and kick; with two, pairs of vCPUs share
 //! one each and the host serves both queues in parallel.
@@ -112,7 +112,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
             .collect()
     };
     let chart = BarChart {
-        title: "virtio-blk randread 4k QD64, 4 vCPUs (seed 003)".into(),
+        title: "virtio-blk randread 4k QD64, 4 vCPUs".into(),
         y_label: "IOPS".into(),
         categories: rows.iter().map(|r| format!("{} fio jobs", r.0)).collect(),
         series: vec![
@@ -124,7 +124,7 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
     };
     Ok(ScenarioReport {
         name: "virtio-multi-vq",
-        title: "virtio-blk: one virtqueue per hardware queue (seed 003)".into(),
+        title: "virtio-blk: one virtqueue per hardware queue".into(),
         table,
         comparison: cmp,
         json: serde_json::json!({
