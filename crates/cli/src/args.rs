@@ -44,6 +44,10 @@ pub enum Cmd {
     /// fio) and through mqblk's of the same names (kernel set to none), alternating, and
     /// print each scheduler's effect over none in both stacks side by side (root)
     Twin(TwinArgs),
+    /// Measure a device for the simulator (reads and writes by size, depth and pattern, the
+    /// throughput ceilings, reads beside writes, flushes, the queue's shape) and write a
+    /// profile that --device=profile:FILE.toml fits a model to
+    Profile(ProfileArgs),
     /// Run a grid of simulations from a TOML file (GRID.toml [--backend=local|ray]
     /// [--output=FILE.csv|.json|.parquet]); runs in the Python package (python -m mqblk sweep)
     #[command(disable_help_flag = true)]
@@ -283,6 +287,30 @@ pub struct ServeArgs {
     /// With TLS: clients must present a certificate signed by the directory's ca-cert.pem
     #[arg(long = "tls-verify-peer")]
     pub tls_verify_peer: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ProfileArgs {
+    /// The file or block device to measure (a missing file is made with --size); a block
+    /// device is only read unless --write-ok
+    #[arg(long)]
+    pub filename: Option<PathBuf>,
+    /// Measure a simulator model instead (hdd, ssd,... with parameters): the fitted
+    /// model's check against the model it was measured on
+    #[arg(long)]
+    pub device: Option<String>,
+    /// The region the jobs cover (default: the file's size; 4g for a model)
+    #[arg(long, value_parser = size_arg)]
+    pub size: Option<u64>,
+    /// Write the profile here (default: standard output)
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Each measurement for 1.5 s instead of 8 (about 30 s in all)
+    #[arg(long)]
+    pub quick: bool,
+    /// Measure writes on a block device too (they overwrite the region)
+    #[arg(long = "write-ok")]
+    pub write_ok: bool,
 }
 
 #[derive(Args, Debug)]

@@ -6,6 +6,7 @@ pub mod admin;
 pub mod args;
 pub mod bench;
 mod error;
+pub mod profile;
 pub mod replay;
 pub mod report;
 pub mod serve;

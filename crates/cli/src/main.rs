@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use mqblk::args::{self, Cli, Cmd};
-use mqblk::{admin, bench, replay, serve, sim, trace_cmd, twin};
+use mqblk::{admin, bench, profile, replay, serve, sim, trace_cmd, twin};
 
 fn main() {
     let mut argv: Vec<String> = std::env::args().collect();
@@ -28,6 +28,7 @@ fn main() {
         Some(Cmd::Serve(a)) => serve::main(*a),
         Some(Cmd::Ctl(a)) => admin::ctl_main(a),
         Some(Cmd::Twin(a)) => twin::main(a),
+        Some(Cmd::Profile(a)) => profile::main(a),
         Some(Cmd::Sweep(a)) => sweep(&a.args),
         Some(Cmd::TlsCerts(a)) => serve::tls_certs_main(a),
         Some(Cmd::Schedulers) => {

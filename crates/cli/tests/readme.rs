@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The guides in `docs/`, in the order their blocks run.
-const GUIDES: [&str; 11] = [
+const GUIDES: [&str; 12] = [
     "bench.md",
     "twin.md",
     "sim.md",
+    "profile.md",
     "scenario.md",
     "serve-nbd.md",
     "vhost-user-blk.md",
@@ -128,6 +129,7 @@ fn every_readme_and_guide_command_runs_as_written() {
         "/tmp/data",
         "/tmp/disk.img",
         "/tmp/twin.img",
+        "/tmp/profile.img",
         "/tmp/readme-nbd.sock",
     ];
     let ours: Vec<&str> = scratch_files

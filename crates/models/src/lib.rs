@@ -17,6 +17,7 @@ pub mod emmc;
 pub mod hdd;
 pub mod null;
 pub mod port;
+pub mod profile;
 pub mod raid;
 pub mod realtime;
 pub mod rng;
@@ -143,7 +144,7 @@ pub trait DeviceModel: Send {
 pub enum ModelError {
     #[error("device: empty model name")]
     EmptyName,
-    #[error("device: unknown model '{0}' (known: null, hdd, ssd, emmc, virtio, raid)")]
+    #[error("device: unknown model '{0}' (known: null, hdd, ssd, emmc, virtio, raid, profile:FILE.toml)")]
     UnknownModel(String),
     #[error("device {model}: parameter '{param}' is not key=value")]
     NotKeyValue { model: String, param: String },
@@ -338,6 +339,12 @@ type BuiltAndRead = (Box<dyn DeviceModel>, Vec<(String, u64)>);
 
 fn build_reading(spec: &DeviceSpec, rng: SimRng) -> Result<BuiltAndRead, ModelError> {
     let mut p = Params::new(spec);
+    if let Some(path) = spec.model.strip_prefix("profile:") {
+        // A profile holds all its figures: no parameters beside it.
+        let m = Box::new(profile::FittedModel::from_path(path)?);
+        p.finish()?;
+        return Ok((m, Vec::new()));
+    }
     let model: Box<dyn DeviceModel> = match spec.model.as_str() {
         "null" => Box::new(NullModel::from_params(&mut p, rng)?),
         "hdd" => Box::new(hdd::HddModel::from_params(&mut p, rng)?),

@@ -1,0 +1,439 @@
+//! `mqblk profile`: measures a device for the simulator. Each measurement is a short fio
+//! job run through `mqblk bench` (io_uring, O_DIRECT, no scheduler in mqblk) on a file or
+//! block device, or through `mqblk sim` on a device model (`--device=MODEL`: the fitted
+//! model's own check); the figures and the queue's shape from sysfs go to a TOML profile
+//! ([`mqblk_models::profile::Profile`]) that `--device=profile:FILE.toml` fits a model to.
+
+use crate::args::ProfileArgs;
+use crate::CliError;
+use mqblk_models::profile::{Measure, Profile};
+use std::path::Path;
+use std::time::Instant;
+
+/// One measurement: its name, what it is, and its jobs (the first is the one measured).
+struct Phase {
+    name: &'static str,
+    what: &'static str,
+    op: &'static str,
+    pattern: &'static str,
+    bs: u64,
+    iodepth: u32,
+    /// Options of the measured job beyond rw, bs and iodepth.
+    extra: &'static str,
+    /// A job beside it (the write flood of the interference measurement).
+    beside: Option<&'static str>,
+    writes: bool,
+}
+
+const fn phase(
+    name: &'static str,
+    what: &'static str,
+    op: &'static str,
+    pattern: &'static str,
+    bs: u64,
+    iodepth: u32,
+) -> Phase {
+    Phase {
+        name,
+        what,
+        op,
+        pattern,
+        bs,
+        iodepth,
+        extra: "",
+        beside: None,
+        writes: false,
+    }
+}
+
+/// The measurements, in the order they run: reads first (a block device is only read
+/// unless `--write-ok`), then writes.
+fn phases() -> Vec<Phase> {
+    let mut v = vec![
+        phase(
+            "randread_4k_qd1",
+            "random reads of 4 KiB, one at a time",
+            "read",
+            "random",
+            4096,
+            1,
+        ),
+        phase(
+            "randread_128k_qd1",
+            "random reads of 128 KiB, one at a time",
+            "read",
+            "random",
+            128 << 10,
+            1,
+        ),
+        phase(
+            "read_128k_qd1",
+            "sequential reads of 128 KiB, one at a time",
+            "read",
+            "sequential",
+            128 << 10,
+            1,
+        ),
+        phase(
+            "randread_4k_qd4",
+            "random reads of 4 KiB, 4 in flight",
+            "read",
+            "random",
+            4096,
+            4,
+        ),
+        phase(
+            "randread_4k_qd16",
+            "random reads of 4 KiB, 16 in flight",
+            "read",
+            "random",
+            4096,
+            16,
+        ),
+        phase(
+            "randread_4k_qd64",
+            "random reads of 4 KiB, 64 in flight",
+            "read",
+            "random",
+            4096,
+            64,
+        ),
+        phase(
+            "read_1m_qd16",
+            "sequential reads of 1 MiB, 16 in flight: the read ceiling",
+            "read",
+            "sequential",
+            1 << 20,
+            16,
+        ),
+        phase(
+            "randwrite_4k_qd1",
+            "random writes of 4 KiB, one at a time",
+            "write",
+            "random",
+            4096,
+            1,
+        ),
+        phase(
+            "randwrite_128k_qd1",
+            "random writes of 128 KiB, one at a time",
+            "write",
+            "random",
+            128 << 10,
+            1,
+        ),
+        phase(
+            "write_128k_qd1",
+            "sequential writes of 128 KiB, one at a time",
+            "write",
+            "sequential",
+            128 << 10,
+            1,
+        ),
+        phase(
+            "write_1m_qd16",
+            "sequential writes of 1 MiB, 16 in flight: the write ceiling",
+            "write",
+            "sequential",
+            1 << 20,
+            16,
+        ),
+        Phase {
+            extra: "fsync=1\n",
+            ..phase(
+                "randwrite_4k_qd1_fsync",
+                "random writes of 4 KiB, one at a time, each followed by fsync (a flush)",
+                "write",
+                "random",
+                4096,
+                1,
+            )
+        },
+        Phase {
+            beside: Some("rw=write\nbs=1m\niodepth=4\n"),
+            ..phase(
+                "randread_4k_qd1_under_writes",
+                "random reads of 4 KiB, one at a time, beside sequential 1 MiB writes 4 in flight",
+                "read",
+                "random",
+                4096,
+                1,
+            )
+        },
+    ];
+    for p in &mut v {
+        p.writes = p.op == "write" || p.beside.is_some();
+    }
+    v
+}
+
+impl Phase {
+    fn rw(&self) -> &'static str {
+        match (self.op, self.pattern) {
+            ("read", "random") => "randread",
+            ("read", _) => "read",
+            ("write", "random") => "randwrite",
+            _ => "write",
+        }
+    }
+
+    /// The job file: `device` options in `[global]`, the measured job first.
+    fn job_text(&self, device: &str, seconds: f64) -> String {
+        let mut s = format!(
+            "[global]\n{device}ioscheduler=none\ntime_based\nruntime={}ms\n\n[{}]\nrw={}\nbs={}\niodepth={}\n{}",
+            (seconds * 1000.0).round() as u64,
+            self.name,
+            self.rw(),
+            self.bs,
+            self.iodepth,
+            self.extra
+        );
+        if let Some(b) = self.beside {
+            s.push_str(&format!("\n[beside]\n{b}"));
+        }
+        s
+    }
+}
+
+/// `mqblk profile`.
+pub fn main(a: ProfileArgs) -> i32 {
+    match run(&a) {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::args::print_error("profile", &e);
+            2
+        }
+    }
+}
+
+/// The queue's shape: sysfs of the disk under a real path, or the model's own.
+struct Shape {
+    disk: String,
+    rotational: bool,
+    write_cache: bool,
+    fua: bool,
+    nr_hw_queues: u32,
+    nr_tags: u32,
+    max_sectors_kb: u32,
+    max_segments: u32,
+}
+
+fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError> {
+    use mqblk_drivers::sysfs;
+    let m = std::fs::metadata(path).map_err(|e| CliError::io(path.display().to_string(), e))?;
+    let block = std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type());
+    // A directory (where a file is to be made) is on the device its file system is on.
+    let dev = if m.is_dir() {
+        Some(std::os::unix::fs::MetadataExt::dev(&m))
+    } else {
+        sysfs::backing_dev(&m)
+    };
+    let dir = dev.and_then(sysfs::disk_dir).ok_or_else(|| {
+        format!(
+            "{}: no block queue in sysfs under it (tmpfs, overlay?); profile a file on a disk or the disk itself",
+            path.display()
+        )
+    })?;
+    let q = sysfs::QueueShape::of_dir(&dir);
+    let read = |f: &str| std::fs::read_to_string(dir.join("queue").join(f)).ok();
+    let scheduler = read("scheduler").and_then(|s| {
+        s.split_whitespace()
+            .find(|w| w.starts_with('['))
+            .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+    });
+    Ok((
+        Shape {
+            disk: q.disk.clone(),
+            rotational: q.rotational.unwrap_or(false),
+            write_cache: q.write_cache.unwrap_or(false),
+            fua: read("fua").is_some_and(|s| s.trim() == "1"),
+            nr_hw_queues: q.nr_hw_queues.max(1),
+            nr_tags: q.nr_tags.unwrap_or(64),
+            max_sectors_kb: q.max_sectors_kb.unwrap_or(0),
+            max_segments: q.max_segments.unwrap_or(0),
+        },
+        scheduler,
+        block,
+    ))
+}
+
+/// A model's shape and capacity in bytes.
+fn shape_of_model(spec: &str) -> Result<(Shape, u64), CliError> {
+    let s = mqblk_models::DeviceSpec::parse(spec)?;
+    let m = mqblk_models::build(&s, mqblk_models::SimRng::new(0))?;
+    let lim = m.queue_limits();
+    let shape = Shape {
+        disk: spec.to_string(),
+        rotational: m.rotational(),
+        write_cache: m.write_cache(),
+        fua: m.fua(),
+        nr_hw_queues: m.nr_hw_queues() as u32,
+        nr_tags: m.queue_depth(),
+        max_sectors_kb: lim.max_sectors / 2,
+        max_segments: lim.max_segments as u32,
+    };
+    Ok((shape, m.capacity_sectors() * 512))
+}
+
+/// What a phase's run gave, from fio's JSON.
+fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("internal: {}'s report: {e}", p.name))?;
+    let job = &v["jobs"][0];
+    let d = &job[p.op];
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0);
+    Ok(Measure {
+        name: p.name.to_string(),
+        what: p.what.to_string(),
+        op: p.op.to_string(),
+        pattern: p.pattern.to_string(),
+        bs: p.bs,
+        iodepth: p.iodepth,
+        iops: f(&d["iops"]),
+        mbs: f(&d["bw_bytes"]) / 1e6,
+        mean_us: f(&d["clat_ns"]["mean"]) / 1e3,
+        p99_us: f(&d["clat_ns"]["percentile"]["99.000000"]) / 1e3,
+    })
+}
+
+fn run(a: &ProfileArgs) -> Result<(), CliError> {
+    let seconds = if a.quick { 1.5 } else { 8.0 };
+    let tmp = std::env::temp_dir().join(format!("mqblk-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(|e| CliError::io(tmp.display().to_string(), e))?;
+    let result = measure(a, seconds, &tmp);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let profile = result?;
+    let text = profile.to_toml();
+    // The file must read back as a profile a model can be fitted to.
+    Profile::parse("the profile", &text).map_err(|e| format!("internal: {e}"))?;
+    match &a.output {
+        Some(out) => {
+            std::fs::write(out, &text).map_err(|e| CliError::io(out.display().to_string(), e))?;
+            eprintln!("profile: written to {}", out.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliError> {
+    let (shape, device, path, writes, size) = match (&a.filename, &a.device) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "give --filename=PATH (a real device) or --device=MODEL (a model), not both".into(),
+            )
+        }
+        (None, None) => return Err("--filename=PATH (or --device=MODEL) is needed".into()),
+        (Some(f), None) => {
+            let exists = f.exists();
+            let size = match (a.size, exists) {
+                (Some(s), _) => s,
+                (None, true) => {
+                    use std::io::{Seek, SeekFrom};
+                    std::fs::File::open(f)
+                        .and_then(|mut h| h.seek(SeekFrom::End(0)))
+                        .map_err(|e| CliError::io(f.display().to_string(), e))?
+                }
+                (None, false) => {
+                    return Err(format!(
+                        "{}: does not exist; give --size=SIZE to create it",
+                        f.display()
+                    )
+                    .into())
+                }
+            };
+            if size < (64 << 20) {
+                return Err(format!(
+                    "{}: {size} bytes; profiling needs at least 64 MiB",
+                    f.display()
+                )
+                .into());
+            }
+            // A file is made (or checked) where its parent is; the shape is its disk's.
+            let probe = if exists {
+                f.clone()
+            } else {
+                f.parent().map_or_else(
+                    || ".".into(),
+                    |p| {
+                        if p.as_os_str().is_empty() {
+                            ".".into()
+                        } else {
+                            p.to_path_buf()
+                        }
+                    },
+                )
+            };
+            let (shape, sched, block) = shape_of_path(&probe)?;
+            if let Some(s) = sched.filter(|s| s != "none") {
+                eprintln!(
+                    "profile: the kernel's scheduler on {} is {s}; its cost is in the figures (set it to none to measure the device alone)",
+                    shape.disk
+                );
+            }
+            let writes = !block || a.write_ok;
+            if block && !a.write_ok {
+                eprintln!("profile: {} is a block device: reads only (--write-ok to measure writes too; they overwrite its first {size} bytes)", f.display());
+            }
+            let device = format!(
+                "ioengine=io_uring\ndirect=1\nfilename={}\nsize={size}\n",
+                f.display()
+            );
+            (shape, device, f.display().to_string(), writes, size)
+        }
+        (None, Some(m)) => {
+            let (shape, capacity) = shape_of_model(m)?;
+            let size = a.size.unwrap_or((4u64 << 30).min(capacity));
+            let device = format!("device={m}\nsize={size}\n");
+            (shape, device, format!("model {m}"), true, size)
+        }
+    };
+    let phases: Vec<Phase> = phases()
+        .into_iter()
+        .filter(|p| writes || !p.writes)
+        .collect();
+    let started = Instant::now();
+    let mut measures = Vec::new();
+    for (i, p) in phases.iter().enumerate() {
+        let job = tmp.join(format!("{}.fio", p.name));
+        std::fs::write(&job, p.job_text(&device, seconds))
+            .map_err(|e| CliError::io(job.display().to_string(), e))?;
+        let args = vec![
+            job.display().to_string(),
+            "--output-format=json".to_string(),
+        ];
+        let json = if a.device.is_some() {
+            crate::sim::simulate_args(&args)?.out
+        } else {
+            crate::bench::bench_args(&args)?.out
+        };
+        let m = measured(p, &json)?;
+        eprintln!(
+            "profile: [{}/{}] {}: {:.0} IOPS, {:.1} MB/s, {:.1} us mean, {:.1} us p99 ({:.0} s)",
+            i + 1,
+            phases.len(),
+            p.what,
+            m.iops,
+            m.mbs,
+            m.mean_us,
+            m.p99_us,
+            started.elapsed().as_secs_f64()
+        );
+        measures.push(m);
+    }
+    Ok(Profile {
+        path,
+        disk: shape.disk,
+        size_bytes: size,
+        phase_s: seconds,
+        writes,
+        rotational: shape.rotational,
+        write_cache: shape.write_cache,
+        fua: shape.fua,
+        nr_hw_queues: shape.nr_hw_queues,
+        nr_tags: shape.nr_tags,
+        max_sectors_kb: shape.max_sectors_kb,
+        max_segments: shape.max_segments,
+        measure: measures,
+    })
+}

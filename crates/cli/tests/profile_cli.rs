@@ -1,0 +1,182 @@
+//! `mqblk profile` and the model fitted to a profile (`--device=profile:FILE.toml`), as a
+//! user runs them: a model profiled in the simulator and fitted again reproduces its
+//! source's figures and a scheduler's effect; a file on this machine's disk is profiled
+//! through io_uring; bad profiles get one line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn mqblk(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(args)
+        .output()
+        .expect("running mqblk")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// A scratch directory on the disk (not tmpfs: a profile needs a block queue under it).
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `mqblk sim` of `job` (options) on `device` under `sched`: each job's IOPS.
+fn iops(device: &str, sched: &str, job: &[&str]) -> Vec<f64> {
+    let dev = format!("--device={device}");
+    let sch = format!("--ioscheduler={sched}");
+    let mut args = vec!["sim", &dev, &sch, "--output-format=json"];
+    args.extend_from_slice(job);
+    let o = mqblk(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["read"]["iops"].as_f64().unwrap() + j["write"]["iops"].as_f64().unwrap())
+        .collect()
+}
+
+fn within(a: f64, b: f64, margin: f64) -> bool {
+    (a / b - 1.0).abs() <= margin
+}
+
+/// Profile the `ssd` model, fit a model to the profile, simulate again: the fitted model
+/// gives the source's figures where the profile measured them, and BFQ's effect on a
+/// reader beside a write flood (what `mqblk twin` compares) within 10%.
+#[test]
+fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect() {
+    let dir = scratch("profile-model");
+    let file = dir.join("ssd.toml");
+    let out = format!("--output={}", file.display());
+    let o = mqblk(&["profile", "--device=ssd", "--quick", &out]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("[13/13]"),
+        "progress for every measurement: {err}"
+    );
+    let toml = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        toml.contains("# random reads of 4 KiB, one at a time"),
+        "{toml}"
+    );
+    let fitted = format!("profile:{}", file.display());
+    for job in [
+        ["--rw=randread", "--bs=4k", "--iodepth=1"],
+        ["--rw=read", "--bs=1m", "--iodepth=16"],
+        ["--rw=randread", "--bs=4k", "--iodepth=16"],
+    ] {
+        let mut j = job.to_vec();
+        j.extend(["--runtime=300ms", "--time_based", "--name=x"]);
+        let (src, fit) = (iops("ssd", "none", &j)[0], iops(&fitted, "none", &j)[0]);
+        assert!(
+            within(fit, src, 0.10),
+            "{job:?}: ssd {src:.0} IOPS, fitted {fit:.0}"
+        );
+    }
+    // A QD1 reader beside a 128 KiB write flood: BFQ's effect on the reader over none.
+    let flood = [
+        "--runtime=1s",
+        "--time_based",
+        "--size=4g",
+        "--name=reader",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=1",
+        "--name=writer",
+        "--rw=write",
+        "--bs=128k",
+        "--iodepth=16",
+    ];
+    let effect = |dev: &str| iops(dev, "bfq", &flood)[0] / iops(dev, "none", &flood)[0];
+    let (src, fit) = (effect("ssd"), effect(&fitted));
+    assert!(
+        src > 5.0,
+        "BFQ protects the reader on the source model: x{src:.1}"
+    );
+    assert!(
+        within(fit, src, 0.10),
+        "BFQ's effect: ssd x{src:.1}, fitted x{fit:.1}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file on this machine's disk profiled through io_uring: every measurement ran, the
+/// queue's shape came from sysfs, the fitted model simulates, and the file is left as made.
+#[test]
+fn a_file_on_the_disk_is_profiled_through_io_uring() {
+    let dir = scratch("profile-file");
+    let data = dir.join("data");
+    let file = dir.join("disk.toml");
+    let (f, out) = (
+        format!("--filename={}", data.display()),
+        format!("--output={}", file.display()),
+    );
+    let o = mqblk(&["profile", &f, "--size=64m", "--quick", &out]);
+    let err = text(&o.stderr);
+    if !o.status.success() && err.contains("no block queue in sysfs") {
+        mqblk_testkit::skip("the file profile", "the build directory is not on a disk");
+        return;
+    }
+    assert!(o.status.success(), "{err}");
+    let p = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(p.matches("[[measure]]").count(), 13, "{p}");
+    assert!(
+        p.contains("writes = true") && p.contains("nr_tags = "),
+        "{p}"
+    );
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), 64 << 20);
+    let fitted = format!("profile:{}", file.display());
+    let got = iops(
+        &fitted,
+        "mq-deadline",
+        &[
+            "--rw=randread",
+            "--bs=4k",
+            "--iodepth=8",
+            "--runtime=100ms",
+            "--time_based",
+            "--name=x",
+        ],
+    );
+    assert!(got[0] > 0.0, "{got:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A profile that cannot be read, parsed or fitted is refused in one line naming it.
+#[test]
+fn bad_profiles_get_one_line() {
+    let dir = scratch("profile-bad");
+    let missing = dir.join("none.toml");
+    let truncated = dir.join("truncated.toml");
+    std::fs::write(&truncated, "path = \"x\"\ndisk = \"y\"\n").unwrap();
+    let short = dir.join("short.toml");
+    let o = mqblk(&["profile", "--device=null", "--quick"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // The same profile without its first measurement.
+    let whole = text(&o.stdout);
+    let cut = whole.replacen("name = \"randread_4k_qd1\"", "name = \"renamed\"", 1);
+    std::fs::write(&short, cut).unwrap();
+    for (f, want) in [
+        (&missing, "none.toml: No such file"),
+        (&truncated, "truncated.toml:1: missing field"),
+        (&short, "measurement 'randread_4k_qd1' is missing"),
+    ] {
+        let dev = format!("--device=profile:{}", f.display());
+        let o = mqblk(&["sim", &dev, "--runtime=10ms", "--name=x"]);
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(
+            e.contains(want) && e.trim_end().lines().count() == 1,
+            "{want}: {e}"
+        );
+    }
+    let o = mqblk(&["profile", "--quick"]);
+    assert!(text(&o.stderr).contains("--filename=PATH (or --device=MODEL) is needed"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
