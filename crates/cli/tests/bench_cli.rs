@@ -1,17 +1,8 @@
 //! `mqblk bench` as a user runs it: the real binary, its output and its errors.
 
-use std::process::{Command, Output};
-
-fn mqblk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args(args)
-        .output()
-        .expect("running mqblk")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
+mod common;
+use common::{mqblk, text};
+use std::process::Command;
 
 fn job_file(name: &str, body: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("mqblk-cli-test-{}", std::process::id()));

@@ -3,19 +3,9 @@
 //! source's figures and a scheduler's effect; a file on this machine's disk is profiled
 //! through io_uring; bad profiles get one line.
 
+mod common;
+use common::{mqblk, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn mqblk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args(args)
-        .output()
-        .expect("running mqblk")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
 
 /// A scratch directory on the disk (not tmpfs: a profile needs a block queue under it).
 fn scratch(name: &str) -> PathBuf {

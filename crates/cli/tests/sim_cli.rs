@@ -1,17 +1,7 @@
 //! `mqblk sim` and `mqblk scenario` as a user runs them.
 
-use std::process::{Command, Output};
-
-fn mqblk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args(args)
-        .output()
-        .expect("running mqblk")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
+mod common;
+use common::{mqblk, text};
 
 /// `mqblk sim` on a job file with `args` before it, which must succeed: its JSON report.
 fn sim_job_file_json(args: &[&str], job: &std::path::Path) -> serde_json::Value {

@@ -6,6 +6,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `mqblk ARGS`, this build's binary, with its output.
+pub fn mqblk(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(args)
+        .output()
+        .expect("running mqblk")
+}
+
+/// Output bytes as text.
+pub fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
