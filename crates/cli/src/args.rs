@@ -532,6 +532,14 @@ pub struct TwinArgs {
     /// The fio binary
     #[arg(long, default_value = "fio")]
     pub fio: String,
+    /// Add the simulator's prediction as a third stack: the same jobs in `mqblk sim` on a
+    /// model fitted to the disk's profile (made first, quick, with the kernel at none, unless
+    /// --profile gives one)
+    #[arg(long)]
+    pub sim: bool,
+    /// The profile --sim fits its model to (mqblk profile --output=FILE); implies --sim
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
     /// normal (a table) or json
     #[arg(long = "output-format", default_value = "normal", value_parser = ["normal", "json"])]
     pub output_format: String,

@@ -29,6 +29,8 @@ pub fn main(a: TwinArgs) -> i32 {
         repeats: a.repeats,
         tunables: a.tunables,
         fio: a.fio,
+        sim: a.sim || a.profile.is_some(),
+        profile: a.profile,
         mqblk,
     };
     match mqblk_twin::run(&opts, &stop) {

@@ -375,3 +375,42 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     assert!(text(&o.stderr).contains("--suite"), "{}", text(&o.stderr));
     assert_eq!(l.scheduler(), "kyber");
 }
+
+/// `--sim` adds the simulator's prediction: the device profiled first (with the kernel at
+/// none, its scheduler put back after), the jobs simulated on the fitted model under each
+/// scheduler, a third column beside the kernel's and mqblk's; a bad `--profile` stops
+/// twin before anything runs.
+#[test]
+fn twin_sim_adds_the_fitted_models_prediction() {
+    if skip("twin_sim_adds_the_fitted_models_prediction") {
+        return;
+    }
+    let l = Loop::new("sim");
+    std::fs::write(l.queue().join("scheduler"), "mq-deadline").unwrap();
+    let job = l.job("1");
+    let v = l.twin_json(&["--sim", "--schedulers=bfq"], &job);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "2 schedulers x 3 stacks");
+    assert_eq!(runs.iter().filter(|r| r[1] == "sim").count(), 2, "{v}");
+    let e = v["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["scheduler"] == "bfq" && e["metric"] == "iops" && e["dir"] == "read")
+        .unwrap_or_else(|| panic!("no bfq iops effect: {v}"));
+    let sim = e["sim"]["median"].as_f64().unwrap();
+    assert!(sim > 0.05 && sim < 20.0, "bfq sim effect {sim}");
+    assert_eq!(l.scheduler(), "mq-deadline", "the scheduler is put back");
+    let bad = l.dir.join("bad.toml");
+    std::fs::write(&bad, "disk = 1\n").unwrap();
+    let o = mqblk(&[
+        "twin",
+        &format!("--filename={}", l.dev),
+        &format!("--profile={}", bad.display()),
+        job.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.toml:1:") && err.trim_end().lines().count() == 1, "{err}");
+    assert_eq!(l.scheduler(), "mq-deadline");
+}

@@ -253,6 +253,13 @@ impl DeviceConfig {
             // An explicit driver wins: a block engine on it only sets the depth.
             (_, Some(name)) => name,
             (Some((_, EngineKind::Null)), None) => "null",
+            // A model named for a job with no file: the model serves the I/O whatever the
+            // engine (a job file written for a real disk, simulated as it is).
+            (Some(_), None)
+                if s.device.is_some() && s.filename.is_none() && s.directory.is_none() =>
+            {
+                "sim"
+            }
             // Every block I/O engine reads and writes the file through the uring driver.
             (Some((name, _)), None) => {
                 if s.filename.is_none() && s.directory.is_none() {

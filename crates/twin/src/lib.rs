@@ -35,6 +35,11 @@ pub struct TwinOptions {
     pub tunables: Vec<String>,
     /// The fio binary.
     pub fio: String,
+    /// Add the simulator's prediction: the jobs in `mqblk sim` on a model fitted to the
+    /// disk's profile.
+    pub sim: bool,
+    /// The profile to fit (`None` with `sim`: one is made first, with the kernel at none).
+    pub profile: Option<PathBuf>,
     /// The mqblk binary (its `bench` runs the mqblk side).
     pub mqblk: PathBuf,
 }
@@ -369,6 +374,8 @@ fn figures(json: &[u8], who: &str) -> Result<Vec<Figures>, String> {
 enum Stack {
     Kernel,
     Mqblk,
+    /// The simulator on the disk's fitted model.
+    Sim,
 }
 
 /// A scheduler's tunables for this run, by scheduler name.
@@ -443,6 +450,8 @@ struct Twin<'a> {
     /// Runs done and to do, for the progress lines.
     done: usize,
     total: usize,
+    /// The profile the simulator's stack fits its model to (`--sim`).
+    profile: Option<PathBuf>,
 }
 
 impl Twin<'_> {
@@ -471,7 +480,47 @@ impl Twin<'_> {
 
     /// The runs one job file takes with `scheds` (`none` included).
     fn runs_of(&self, scheds: &[String]) -> usize {
-        self.a.repeats as usize * scheds.len() * 2
+        self.a.repeats as usize * scheds.len() * self.stacks(0).len()
+    }
+
+    /// Profiles the device with the kernel at `none` (quick: the jobs' device, measured in
+    /// about half a minute), into a file named on standard error for `--profile` next time.
+    fn make_profile(&self) -> Result<PathBuf, TwinError> {
+        let a = self.a;
+        let out = std::env::temp_dir().join(format!(
+            "mqblk-twin-{}-{}.toml",
+            self.disk.name(),
+            std::process::id()
+        ));
+        self.disk.set_scheduler("none")?;
+        eprintln!(
+            "twin: profiling {} with the kernel at none for the simulator's model",
+            a.filename.display()
+        );
+        let mut cmd = Command::new(&a.mqblk);
+        cmd.arg("profile")
+            .arg(format!("--filename={}", a.filename.display()))
+            .arg("--quick")
+            .arg(format!("--output={}", out.display()));
+        run_child(cmd, "mqblk profile", self.stop)?;
+        eprintln!(
+            "twin: the profile is {} (--profile={0} reuses it)",
+            out.display()
+        );
+        Ok(out)
+    }
+
+    /// The stacks of repeat `r`, in the order they run (alternating from one repeat to
+    /// the next).
+    fn stacks(&self, r: u32) -> Vec<Stack> {
+        let mut v = vec![Stack::Kernel, Stack::Mqblk];
+        if self.profile.is_some() {
+            v.push(Stack::Sim);
+        }
+        if r % 2 == 1 {
+            v.reverse();
+        }
+        v
     }
 
     /// One run of `jobfile` through `stack` with scheduler `sched`.
@@ -481,6 +530,7 @@ impl Twin<'_> {
         stack: Stack,
         sched: &str,
         cgroups: Option<&Cgroups>,
+        repeat: u32,
     ) -> Result<Vec<Figures>, TwinError> {
         let a = self.a;
         let disk = &self.disk;
@@ -513,11 +563,25 @@ impl Twin<'_> {
                     cmd.arg(format!("--sched.{k}={v}"));
                 }
             }
+            Stack::Sim => {
+                // Virtual time: the jobs as written (their cgroups too) on the fitted
+                // model, the kernel's CPU costs charged, a seed per repeat.
+                let profile = self.profile.as_ref().expect("a profile for the sim stack");
+                cmd = Command::new(&a.mqblk);
+                cmd.args(["sim", "--output-format=json", "--cost-profile=kernel"])
+                    .arg(format!("--device=profile:{}", profile.display()))
+                    .arg(format!("--seed={}", repeat + 1))
+                    .arg(format!("--ioscheduler={sched}"));
+                for (_, k, v) in tunables_for(tunables, sched) {
+                    cmd.arg(format!("--sched.{k}={v}"));
+                }
+            }
         }
         cmd.arg(&jobfile);
         let who = match stack {
             Stack::Kernel => format!("fio ({sched} in the kernel)"),
             Stack::Mqblk => format!("mqblk bench ({sched})"),
+            Stack::Sim => format!("mqblk sim ({sched})"),
         };
         let out = run_child(cmd, &who, self.stop)?;
         Ok(figures(&out, &who)?)
@@ -539,16 +603,12 @@ impl Twin<'_> {
                 order.reverse();
             }
             for s in order {
-                let stacks = if r % 2 == 0 {
-                    [Stack::Kernel, Stack::Mqblk]
-                } else {
-                    [Stack::Mqblk, Stack::Kernel]
-                };
-                for stack in stacks {
+                for stack in self.stacks(r) {
                     self.done += 1;
                     let via = match stack {
                         Stack::Kernel => "kernel (fio)",
                         Stack::Mqblk => "mqblk (io_uring, kernel at none)",
+                        Stack::Sim => "simulator (the disk's fitted model)",
                     };
                     eprintln!(
                         "twin: [{}/{}] {name} repeat {} {s} through the {via}",
@@ -556,7 +616,7 @@ impl Twin<'_> {
                         self.total,
                         r + 1
                     );
-                    let f = self.run_once(jobfile, stack, s, cgroups.as_ref())?;
+                    let f = self.run_once(jobfile, stack, s, cgroups.as_ref(), r)?;
                     runs.push((r, stack, s.clone(), f));
                 }
             }
@@ -615,6 +675,9 @@ pub struct Effect {
     pub metric: &'static str,
     pub kernel: Option<Spread>,
     pub mqblk: Option<Spread>,
+    /// The simulator's prediction, with `--sim`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim: Option<Spread>,
 }
 
 /// Everything a twin run of one job file measured.
@@ -640,6 +703,8 @@ struct Share {
     job: String,
     kernel: Option<Spread>,
     mqblk: Option<Spread>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim: Option<Spread>,
 }
 
 /// Every job's share of the bandwidth (reads and writes together), per scheduler.
@@ -672,6 +737,7 @@ fn shares(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Vec
                 job: job.clone(),
                 kernel: spread(&of(Stack::Kernel)),
                 mqblk: spread(&of(Stack::Mqblk)),
+                sim: spread(&of(Stack::Sim)),
             });
         }
     }
@@ -706,7 +772,17 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
         stop,
         done: 0,
         total: 0,
+        profile: a.profile.clone(),
     };
+    if let Some(p) = &a.profile {
+        // Read and fitted before anything runs: a bad profile stops nothing.
+        mqblk_models::profile::Profile::read(&p.display().to_string())
+            .map_err(|e| e.to_string())?;
+    }
+    if a.sim && a.profile.is_none() {
+        // Made below, once the device's state is saved; counted for the plan.
+        twin.profile = Some(PathBuf::new());
+    }
     let default = ["mq-deadline", "kyber", "bfq"].map(String::from).to_vec();
     // Everything is checked before the first run; then the device's state is saved.
     let plan = match (&a.suite, &a.jobfile) {
@@ -728,6 +804,13 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
         disk,
         scheduler: original,
     };
+    if twin
+        .profile
+        .as_ref()
+        .is_some_and(|p| p.as_os_str().is_empty())
+    {
+        twin.profile = Some(twin.make_profile()?);
+    }
     let mut reports = Vec::new();
     for (job, scheds) in &plan {
         reports.push(twin.measure(job, scheds)?);
@@ -789,6 +872,7 @@ fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Ve
                     metric,
                     kernel: spread(&ratios(Stack::Kernel)),
                     mqblk: spread(&ratios(Stack::Mqblk)),
+                    sim: spread(&ratios(Stack::Sim)),
                 });
             }
         }
@@ -796,40 +880,73 @@ fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Ve
     out
 }
 
+/// An effect as the tables show it: median and range.
+fn cell(x: &Option<Spread>) -> String {
+    match x {
+        Some(v) => format!("x{:.2} [{:.2}-{:.2}]", v.median, v.min, v.max),
+        None => "-".to_string(),
+    }
+}
+
+/// A stack's median effect over the kernel's.
+fn ratio(kernel: Option<Spread>, other: Option<Spread>) -> String {
+    match (kernel, other) {
+        (Some(k), Some(m)) if k.median > 0.0 => format!("{:.2}", m.median / k.median),
+        _ => "-".to_string(),
+    }
+}
+
 fn table(r: &Report) -> String {
     let mut s = format!(
         "twin: {} (disk {}), {} repeats; effect = metric under the scheduler / under none, median [min-max]\n",
         r.filename, r.disk, r.repeats
     );
+    let sim = r.effects.iter().any(|e| e.sim.is_some());
     s += &format!(
-        "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}\n",
-        "scheduler", "job", "dir", "metric", "kernel", "mqblk", "mq/kern"
+        "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}{}\n",
+        "scheduler",
+        "job",
+        "dir",
+        "metric",
+        "kernel",
+        "mqblk",
+        "mq/kern",
+        if sim {
+            format!(" {:>24} {:>8}", "sim", "sim/kern")
+        } else {
+            String::new()
+        }
     );
-    let cell = |x: &Option<Spread>| match x {
-        Some(v) => format!("x{:.2} [{:.2}-{:.2}]", v.median, v.min, v.max),
-        None => "-".to_string(),
-    };
     for e in &r.effects {
-        let ratio = match (e.kernel, e.mqblk) {
-            (Some(k), Some(m)) if k.median > 0.0 => format!("{:.2}", m.median / k.median),
-            _ => "-".to_string(),
+        let sim_cells = if sim {
+            format!(" {:>24} {:>8}", cell(&e.sim), ratio(e.kernel, e.sim))
+        } else {
+            String::new()
         };
         s += &format!(
-            "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}\n",
+            "{:<12} {:<16} {:<5} {:<13} {:>24} {:>24} {:>8}{sim_cells}\n",
             e.scheduler,
             e.job,
             e.dir,
             e.metric,
             cell(&e.kernel),
             cell(&e.mqblk),
-            ratio
+            ratio(e.kernel, e.mqblk)
         );
     }
     if !r.shares.is_empty() {
         s += "\nshare of the bandwidth by job, median [min-max]\n";
         s += &format!(
-            "{:<12} {:<16} {:>24} {:>24}\n",
-            "scheduler", "job", "kernel", "mqblk"
+            "{:<12} {:<16} {:>24} {:>24}{}\n",
+            "scheduler",
+            "job",
+            "kernel",
+            "mqblk",
+            if sim {
+                format!(" {:>24}", "sim")
+            } else {
+                String::new()
+            }
         );
         let pct = |x: &Option<Spread>| match x {
             Some(v) => format!(
@@ -841,8 +958,13 @@ fn table(r: &Report) -> String {
             None => "-".to_string(),
         };
         for sh in &r.shares {
+            let sim_cell = if sim {
+                format!(" {:>24}", pct(&sh.sim))
+            } else {
+                String::new()
+            };
             s += &format!(
-                "{:<12} {:<16} {:>24} {:>24}\n",
+                "{:<12} {:<16} {:>24} {:>24}{sim_cell}\n",
                 sh.scheduler,
                 sh.job,
                 pct(&sh.kernel),

@@ -185,6 +185,9 @@ pub struct Row {
     #[serde(flatten)]
     pub effect: Effect,
     pub verdict: Verdict,
+    /// The simulator's effect judged the same way against the kernel's (`--sim`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_verdict: Option<Verdict>,
 }
 
 /// The counts under the table.
@@ -198,11 +201,46 @@ pub struct Summary {
     pub missing: usize,
 }
 
+impl Summary {
+    fn count(&mut self, v: Verdict) {
+        self.rows += 1;
+        *match v {
+            Verdict::Within => &mut self.within,
+            Verdict::Off => &mut self.off,
+            Verdict::WideHolds => &mut self.wide_holds,
+            Verdict::WideOff => &mut self.wide_off,
+            Verdict::Missing => &mut self.missing,
+        } += 1;
+    }
+
+    /// The counts in words, for `who` (mqblk or the simulator).
+    fn line(&self, who: &str) -> String {
+        format!(
+            "{} effects: the kernel steady in {} ({who} within 25% in {}, off in {}); the kernel spread wider than 25% in {} ({who} holds its direction in {}, not in {}){}",
+            self.rows,
+            self.within + self.off,
+            self.within,
+            self.off,
+            self.wide_holds + self.wide_off,
+            self.wide_holds,
+            self.wide_off,
+            if self.missing > 0 {
+                format!("; {} without a figure in one stack", self.missing)
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
 /// A whole suite's result: every workload's report, the judged rows and their counts.
 #[derive(Debug, Serialize)]
 pub struct Suite {
     pub rows: Vec<Row>,
     pub summary: Summary,
+    /// The simulator's verdicts counted (`--sim`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_summary: Option<Summary>,
     pub workloads: Vec<Report>,
 }
 
@@ -210,6 +248,7 @@ impl Suite {
     pub(super) fn of(workloads: Vec<Report>) -> Suite {
         let mut rows = Vec::new();
         let mut summary = Summary::default();
+        let mut sim_summary: Option<Summary> = None;
         for r in &workloads {
             let workload = Path::new(&r.jobfile)
                 .file_stem()
@@ -217,24 +256,23 @@ impl Suite {
                 .unwrap_or_default();
             for e in r.effects.iter().filter(|e| JUDGED.contains(&e.metric)) {
                 let verdict = Verdict::of(e.kernel, e.mqblk);
-                summary.rows += 1;
-                *match verdict {
-                    Verdict::Within => &mut summary.within,
-                    Verdict::Off => &mut summary.off,
-                    Verdict::WideHolds => &mut summary.wide_holds,
-                    Verdict::WideOff => &mut summary.wide_off,
-                    Verdict::Missing => &mut summary.missing,
-                } += 1;
+                summary.count(verdict);
+                let sim_verdict = e.sim.map(|_| Verdict::of(e.kernel, e.sim));
+                if let Some(v) = sim_verdict {
+                    sim_summary.get_or_insert_with(Summary::default).count(v);
+                }
                 rows.push(Row {
                     workload: workload.clone(),
                     effect: e.clone(),
                     verdict,
+                    sim_verdict,
                 });
             }
         }
         Suite {
             rows,
             summary,
+            sim_summary,
             workloads,
         }
     }
@@ -250,8 +288,9 @@ impl Suite {
             "twin suite: {} workloads on {file} (disk {disk}), {repeats} repeats; effect = metric under the scheduler / under none, median [min-max]\n",
             self.workloads.len()
         );
+        let sim = self.sim_summary.is_some();
         s += &format!(
-            "{:<24} {:<11} {:<12} {:<5} {:<6} {:>22} {:>22} {:>7}  {}\n",
+            "{:<24} {:<11} {:<12} {:<5} {:<6} {:>22} {:>22} {:>7}  {:<11}{}\n",
             "workload",
             "scheduler",
             "job",
@@ -260,48 +299,42 @@ impl Suite {
             "kernel",
             "mqblk",
             "mq/kern",
-            "verdict"
+            "verdict",
+            if sim {
+                format!(" {:>22} {:>8}  verdict", "sim", "sim/kern")
+            } else {
+                String::new()
+            }
         );
-        let cell = |x: &Option<Spread>| match x {
-            Some(v) => format!("x{:.2} [{:.2}-{:.2}]", v.median, v.min, v.max),
-            None => "-".to_string(),
-        };
         for r in &self.rows {
             let e = &r.effect;
-            let ratio = match (e.kernel, e.mqblk) {
-                (Some(k), Some(m)) if k.median > 0.0 => format!("{:.2}", m.median / k.median),
-                _ => "-".to_string(),
-            };
             let metric = if e.metric == "iops" { "iops" } else { "p99" };
+            let sim_cells = match r.sim_verdict {
+                Some(v) if sim => format!(
+                    " {:>22} {:>8}  {}",
+                    super::cell(&e.sim),
+                    super::ratio(e.kernel, e.sim),
+                    v.label()
+                ),
+                _ => String::new(),
+            };
             s += &format!(
-                "{:<24} {:<11} {:<12} {:<5} {:<6} {:>22} {:>22} {:>7}  {}\n",
+                "{:<24} {:<11} {:<12} {:<5} {:<6} {:>22} {:>22} {:>7}  {:<11}{sim_cells}\n",
                 r.workload,
                 e.scheduler,
                 e.job,
                 e.dir,
                 metric,
-                cell(&e.kernel),
-                cell(&e.mqblk),
-                ratio,
+                super::cell(&e.kernel),
+                super::cell(&e.mqblk),
+                super::ratio(e.kernel, e.mqblk),
                 r.verdict.label()
             );
         }
-        let n = &self.summary;
-        s += &format!(
-            "\n{} effects: the kernel steady in {} (mqblk within 25% in {}, off in {}); the kernel spread wider than 25% in {} (mqblk holds its direction in {}, not in {}){}\n",
-            n.rows,
-            n.within + n.off,
-            n.within,
-            n.off,
-            n.wide_holds + n.wide_off,
-            n.wide_holds,
-            n.wide_off,
-            if n.missing > 0 {
-                format!("; {} without a figure in one stack", n.missing)
-            } else {
-                String::new()
-            }
-        );
+        s += &format!("\n{}\n", self.summary.line("mqblk"));
+        if let Some(n) = &self.sim_summary {
+            s += &format!("{}\n", n.line("the simulator"));
+        }
         s
     }
 }
