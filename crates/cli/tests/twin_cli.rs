@@ -411,6 +411,9 @@ fn twin_sim_adds_the_fitted_models_prediction() {
     ]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("bad.toml:1:") && err.trim_end().lines().count() == 1, "{err}");
+    assert!(
+        err.contains("bad.toml:1:") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
     assert_eq!(l.scheduler(), "mq-deadline");
 }
