@@ -350,19 +350,10 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
                 .into());
             }
             // A file is made (or checked) where its parent is; the shape is its disk's.
-            let probe = if exists {
-                f.clone()
-            } else {
-                f.parent().map_or_else(
-                    || ".".into(),
-                    |p| {
-                        if p.as_os_str().is_empty() {
-                            ".".into()
-                        } else {
-                            p.to_path_buf()
-                        }
-                    },
-                )
+            let probe = match f.parent() {
+                _ if exists => f.clone(),
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => ".".into(),
             };
             let (shape, sched, block) = shape_of_path(&probe)?;
             if let Some(s) = sched.filter(|s| s != "none") {
