@@ -216,6 +216,7 @@ struct Shape {
     nr_tags: u32,
     max_sectors_kb: u32,
     max_segments: u32,
+    virtqueue_size: u32,
 }
 
 fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError> {
@@ -251,6 +252,7 @@ fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError>
             nr_tags: q.nr_tags.unwrap_or(64),
             max_sectors_kb: q.max_sectors_kb.unwrap_or(0),
             max_segments: q.max_segments.unwrap_or(0),
+            virtqueue_size: q.virtqueue_size.unwrap_or(0),
         },
         scheduler,
         block,
@@ -271,6 +273,7 @@ fn shape_of_model(spec: &str) -> Result<(Shape, u64), CliError> {
         nr_tags: m.queue_depth(),
         max_sectors_kb: lim.max_sectors / 2,
         max_segments: lim.max_segments as u32,
+        virtqueue_size: m.ring_descriptors().unwrap_or(0),
     };
     Ok((shape, m.capacity_sectors() * 512))
 }
@@ -425,6 +428,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         nr_tags: shape.nr_tags,
         max_sectors_kb: shape.max_sectors_kb,
         max_segments: shape.max_segments,
+        virtqueue_size: shape.virtqueue_size,
         measure: measures,
     })
 }

@@ -119,6 +119,13 @@ pub trait DeviceModel: Send {
     fn queue_limits(&self) -> QueueLimits {
         QueueLimits::default()
     }
+    /// Descriptors in each hardware queue's ring, for a virtio-blk disk whose rings lack
+    /// indirect descriptors: a command takes one per 4 KiB page of its data plus two while
+    /// in flight (`virtblk_add_req`), and one that does not fit is refused with
+    /// `DEV_RESOURCE` until completions free room (`virtio_queue_rq`). `None`: no such limit.
+    fn ring_descriptors(&self) -> Option<u32> {
+        None
+    }
     /// The driver's per-command CPU costs.
     fn driver_cost(&self) -> DriverCost {
         DriverCost::default()

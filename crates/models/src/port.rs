@@ -10,7 +10,7 @@ use crate::{Cmd, DevCompletion, DeviceModel};
 use mqblk_core::{
     BlkStatus, CompletionBatch, FaultConfig, FaultInjector, Injected, Nanos, QueueLimits, RqId,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a driver over a model tells the block layer about the device, read once from the
 /// model (the `Driver` identity every adapter reports without taking its lock).
@@ -82,6 +82,9 @@ pub enum Accept {
     Lose,
     /// Accept it: it goes to the model.
     Take,
+    /// No room in the ring for it (`DeviceModel::ring_descriptors`): refuse it until a
+    /// completion frees some.
+    NoRoom,
 }
 
 /// A command the model finished, with what the driver reports for it.
@@ -106,13 +109,22 @@ pub struct ModelPort {
     /// Accepted commands the device completes with an I/O error.
     dev_fail: BTreeSet<u32>,
     scratch: Vec<DevCompletion>,
+    /// Descriptors per ring (`DeviceModel::ring_descriptors`), those in use per hardware
+    /// queue, and what each command in flight holds.
+    ring: Option<u32>,
+    ring_used: Vec<u32>,
+    ring_held: BTreeMap<u32, u32>,
     pub stats: DriverStats,
 }
 
 impl ModelPort {
     pub fn new(model: Box<dyn DeviceModel>, faults: &FaultConfig) -> ModelPort {
         let nr_hw = model.nr_hw_queues();
+        let ring = model.ring_descriptors();
         ModelPort {
+            ring,
+            ring_used: vec![0; nr_hw as usize],
+            ring_held: BTreeMap::new(),
             model,
             inflight: vec![0; nr_hw as usize],
             raised: vec![Vec::new(); nr_hw as usize],
@@ -125,12 +137,23 @@ impl ModelPort {
         }
     }
 
-    /// Decides the fate of command `id` handed to hardware queue `hw`, and counts it in.
-    pub fn accept(&mut self, hw: u16, id: RqId) -> Accept {
+    /// Decides the fate of command `id` (of `bytes` of data) handed to hardware queue `hw`,
+    /// and counts it in.
+    pub fn accept(&mut self, hw: u16, id: RqId, bytes: u64) -> Accept {
         let h = hw as usize;
+        if let Some(ring) = self.ring {
+            // One descriptor per page of data, and the header's and the status's.
+            let need = bytes.div_ceil(4096) as u32 + 2;
+            if self.ring_used[h] + need > ring {
+                return Accept::NoRoom;
+            }
+            self.ring_used[h] += need;
+            self.ring_held.insert(id.0, need);
+        }
         let injected = self.inject[h].inject();
         if injected == Injected::Busy {
             self.stats.busy += 1;
+            self.release(h, id);
             return Accept::Refuse;
         }
         self.inflight[h] += 1;
@@ -192,7 +215,7 @@ impl ModelPort {
         let raised = std::mem::take(&mut self.raised[h]);
         let n = raised.len();
         for f in &raised {
-            self.finish_one(h);
+            self.finish_one(h, f.id);
             if f.requeue {
                 self.stats.requeued += 1;
                 done.requeue(f.id);
@@ -214,17 +237,25 @@ impl ModelPort {
             return false;
         }
         self.stats.timeouts += 1;
-        self.finish_one(hw as usize);
+        self.finish_one(hw as usize, id);
         done.complete(id, BlkStatus::Timeout);
         true
     }
 
-    fn finish_one(&mut self, h: usize) {
+    fn finish_one(&mut self, h: usize, id: RqId) {
         assert!(
             self.inflight[h] > 0,
             "hctx {h}: a completion with nothing in flight"
         );
         self.inflight[h] -= 1;
+        self.release(h, id);
+    }
+
+    /// Frees the ring descriptors command `id` held.
+    fn release(&mut self, h: usize, id: RqId) {
+        if let Some(n) = self.ring_held.remove(&id.0) {
+            self.ring_used[h] -= n;
+        }
     }
 
     /// Commands accepted on `hw` and not yet polled back.

@@ -92,6 +92,10 @@ pub struct Profile {
     pub max_sectors_kb: u32,
     /// `queue/max_segments`.
     pub max_segments: u32,
+    /// Descriptors per virtqueue of a virtio-blk disk without indirect descriptors (0: no
+    /// such limit), which bounds the large requests in flight.
+    #[serde(default)]
+    pub virtqueue_size: u32,
     /// The measurements, in the order they ran.
     pub measure: Vec<Measure>,
 }
@@ -355,6 +359,11 @@ impl Profile {
             "max_segments",
             self.max_segments.to_string(),
         );
+        kv(
+            "Descriptors per virtqueue of a virtio-blk disk without indirect descriptors (0: none).",
+            "virtqueue_size",
+            self.virtqueue_size.to_string(),
+        );
         for m in &self.measure {
             let _ = writeln!(
                 s,
@@ -427,6 +436,8 @@ pub struct FittedModel {
     write_cache: bool,
     fua: bool,
     limits: QueueLimits,
+    /// Descriptors per ring (virtio-blk without indirect descriptors), if limited.
+    ring: Option<u32>,
     /// When each unit is next free, ns.
     units: Vec<u64>,
     /// When the transfer path is next free, ns.
@@ -468,6 +479,7 @@ impl FittedModel {
             write_cache: profile.write_cache,
             fua: profile.fua,
             limits,
+            ring: (profile.virtqueue_size > 0).then_some(profile.virtqueue_size),
             units: vec![0; fit.units as usize],
             bus_free: 0,
             front_free: 0.0,
@@ -517,6 +529,9 @@ impl DeviceModel for FittedModel {
     }
     fn queue_limits(&self) -> QueueLimits {
         self.limits
+    }
+    fn ring_descriptors(&self) -> Option<u32> {
+        self.ring
     }
     fn driver_cost(&self) -> DriverCost {
         DriverCost::default()
@@ -648,6 +663,7 @@ mod tests {
             nr_tags: 32,
             max_sectors_kb: 512,
             max_segments: 128,
+            virtqueue_size: 0,
             measure: vec![
                 m("randread_4k_qd1", "read", 4096, 1, 10_000.0, 100.0),
                 m("randread_128k_qd1", "read", 128 << 10, 1, 5_000.0, 200.0),
@@ -686,5 +702,52 @@ mod tests {
         assert!(e.to_string().contains("'read_1m_qd16' is missing"), "{e}");
         let e = Profile::parse("p.toml", "disk = 3\n").unwrap_err();
         assert!(e.to_string().starts_with("p.toml:1: "), "{e}");
+    }
+
+    /// A virtio ring without indirect descriptors takes a command's pages plus two: two
+    /// 128 KiB writes (34 each) do not fit in 40 descriptors, the second is refused until
+    /// the first completes, and a 4 KiB read (3) fits beside it.
+    #[test]
+    fn the_ring_refuses_what_does_not_fit_until_a_completion_frees_room() {
+        use crate::port::{Accept, ModelPort};
+        use mqblk_core::{CompletionBatch, RqId};
+        let p = Profile {
+            virtqueue_size: 40,
+            ..serial()
+        };
+        let model = FittedModel::new(&p, "p.toml").unwrap();
+        assert_eq!(model.ring_descriptors(), Some(40));
+        let mut port = ModelPort::new(Box::new(model), &Default::default());
+        let write = |id| Cmd {
+            id,
+            op: ReqOp::Write,
+            sector: id * 1024,
+            nr_sectors: 256,
+            fua: false,
+        };
+        assert_eq!(port.accept(0, RqId(1), 128 << 10), Accept::Take);
+        port.deliver(0, write(1), Nanos(0));
+        assert_eq!(port.accept(0, RqId(2), 128 << 10), Accept::NoRoom);
+        assert_eq!(port.accept(0, RqId(3), 4096), Accept::Take);
+        port.deliver(
+            0,
+            Cmd {
+                id: 3,
+                op: ReqOp::Read,
+                sector: 0,
+                nr_sectors: 8,
+                fua: false,
+            },
+            Nanos(0),
+        );
+        let mut finished = Vec::new();
+        port.advance(Nanos(u64::MAX / 2), &mut finished);
+        assert_eq!(finished.len(), 2);
+        for f in finished {
+            port.raise(f);
+        }
+        let mut done = CompletionBatch::new();
+        assert_eq!(port.poll(0, &mut done), 2);
+        assert_eq!(port.accept(0, RqId(2), 128 << 10), Accept::Take);
     }
 }

@@ -103,8 +103,16 @@ impl Driver for RealtimeDriver {
                 BlkStatus::Resource
             };
         }
-        match st.port.accept(hctx.0, rq.id) {
+        match st.port.accept(hctx.0, rq.id, rq.nr_sectors as u64 * 512) {
             Accept::Refuse => return BlkStatus::Resource,
+            // The ring is full: a completion on this queue frees room and re-runs it.
+            Accept::NoRoom => {
+                return if st.port.inflight(hctx.0) > 0 {
+                    BlkStatus::DevResource
+                } else {
+                    BlkStatus::Resource
+                };
+            }
             Accept::Lose => return BlkStatus::Ok,
             Accept::Take => {}
         }
