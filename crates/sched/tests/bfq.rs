@@ -1415,7 +1415,7 @@ fn bfq_a_queue_split_off_a_shared_one_keeps_its_waker() {
 /// Reader A (be/4) is preempted while waited for by the heavier B (be/0) and stays busy (a
 /// lighter C waits, so the weights differ); once B's wait ends in vain A comes back into
 /// service empty and is expired there, and C is served. (Ours waited `slice_idle` for A
-/// there until 2026-11-27, eighth session.) And `__bfq_set_in_service_queue` forgets where
+/// there until 2026-11-27.) And `__bfq_set_in_service_queue` forgets where
 /// the last queue's I/O ended (`in_serv_last_pos = 0`, "bfq: Avoid false bfq queue
 /// merging"): reader D's read next to where B's read ended merges D's queue into nobody's.
 #[test]

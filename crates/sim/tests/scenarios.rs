@@ -281,8 +281,8 @@ fn seed_004_bfq_merges_queues_only_when_told_to_on_a_queueing_ssd() {
     assert!(be0 > 0.5 && be0 <= 0.95 * be4, "twin be/0: {twin}");
     // Marked rotational, the kernel's BFQ merges and splits queues by position and keeps
     // level with mq-deadline at both priorities (0.99, 0.98). Ours keeps level at be/4 and
-    // not at be/0 (0.80 since a queue back in service empty ends its turn at once, the
-    // eighth session; 0.53 with the BFQ rules of 2026-11-27's third session; 0.48 before):
+    // not at be/0 (0.80 since a queue back in service empty ends its turn at once;
+    // 0.53 with an earlier set of BFQ rules of 2026-11-27; 0.48 before):
     // open, docs/results/seeds.md. Here: the case runs, BFQ merges by
     // position, and be/4 is the kernel's.
     let rot = &r.json["sim_twin_rotational"];

@@ -181,7 +181,7 @@ const KERNEL_TWIN_ROT_RUNS: [TwinRun; 3] = [
 
 /// How the kernel's BFQ grouped dbench's clients at be/0 in the twin, non-rotational, and
 /// what each grouping gave (BFQ over mq-deadline): the shared queues its stable merges made
-/// decide it. Measured 2026-11-27, ninth session: `bash scripts/dbench-twin.sh --merges
+/// decide it. Measured 2026-11-27: `bash scripts/dbench-twin.sh --merges
 /// --device-stats 5 3` (three runs), and six runs traced with the `blk` tracer's notify
 /// messages (docs/results/investigations.md, "BFQ with a heavier journal").
 const KERNEL_TWIN_GROUPING: &str = "4 merges into 2 shared queues in 7 of 9 runs (0.69-0.94), 5 into 1 in one (0.91), 4 into 1 and a client alone in one (0.66)";
@@ -297,7 +297,7 @@ fn sim_twin(
 }
 
 /// `bfq-no-merge`'s patch asked of one kernel with and without it (`bash scripts/guest-seed004.sh
-/// --rounds=3`, 2026-11-27, eighth session): dbench, 6 clients, 20 s, on a fresh ext4 over
+/// --rounds=3`, 2026-11-27): dbench, 6 clients, 20 s, on a fresh ext4 over
 /// scsi_debug (every command 100 us however many are queued, 32 tags, non-rotational) in a
 /// guest of 2 vCPUs under TCG, Debian's 6.1; medians of 3 rounds, MB/s of BFQ as the kernel
 /// has it (no merging on such a device), BFQ built with `nonrot_with_queueing` held false
