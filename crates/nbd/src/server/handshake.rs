@@ -9,6 +9,11 @@ pub(super) fn read_u32(s: &mut Stream) -> io::Result<u32> {
     Ok(u32::from_be_bytes(b))
 }
 
+/// Sends the reply of kind `kind` with `data` to option `option` (`NBD_REP_*`).
+fn reply(s: &mut Stream, option: u32, kind: u32, data: &[u8]) -> io::Result<()> {
+    s.write_all(&proto::option_reply(option, kind, data))
+}
+
 pub(super) fn protocol(e: ProtoError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.to_string())
 }
@@ -56,11 +61,12 @@ pub(super) fn handshake(
             if option == opt::EXPORT_NAME {
                 return Ok(None);
             }
-            s.write_all(&proto::option_reply(
+            reply(
+                s,
                 option,
                 rep::ERR_TLS_REQD,
                 b"this server requires TLS: send NBD_OPT_STARTTLS first",
-            ))?;
+            )?;
             continue;
         }
         let framing = if extended {
@@ -105,34 +111,27 @@ pub(super) fn handshake(
                 return Ok(Some((e, session, ctx)));
             }
             opt::ABORT => {
-                let _ = s.write_all(&proto::option_reply(option, rep::ACK, &[]));
+                let _ = reply(s, option, rep::ACK, &[]);
                 return Ok(None);
             }
             opt::LIST => {
                 if !data.is_empty() {
-                    s.write_all(&proto::option_reply(
-                        option,
-                        rep::ERR_INVALID,
-                        b"LIST takes no data",
-                    ))?;
+                    reply(s, option, rep::ERR_INVALID, b"LIST takes no data")?;
                     continue;
                 }
                 for e in exports {
-                    s.write_all(&proto::option_reply(
+                    reply(
+                        s,
                         option,
                         rep::SERVER,
                         &proto::rep_server(&e.name, &e.description),
-                    ))?;
+                    )?;
                 }
-                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+                reply(s, option, rep::ACK, &[])?;
             }
             opt::STRUCTURED_REPLY | opt::EXTENDED_HEADERS => {
                 if !data.is_empty() {
-                    s.write_all(&proto::option_reply(
-                        option,
-                        rep::ERR_INVALID,
-                        b"takes no data",
-                    ))?;
+                    reply(s, option, rep::ERR_INVALID, b"takes no data")?;
                     continue;
                 }
                 if option == opt::STRUCTURED_REPLY {
@@ -140,35 +139,28 @@ pub(super) fn handshake(
                 } else {
                     extended = true;
                 }
-                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+                reply(s, option, rep::ACK, &[])?;
             }
             opt::LIST_META_CONTEXT | opt::SET_META_CONTEXT => {
                 let set = option == opt::SET_META_CONTEXT;
                 if set && framing == Framing::Simple {
-                    s.write_all(&proto::option_reply(
+                    reply(
+                        s,
                         option,
                         rep::ERR_INVALID,
                         b"negotiate structured replies first",
-                    ))?;
+                    )?;
                     continue;
                 }
                 let (name, queries) = match proto::parse_meta_request(&data) {
                     Ok(x) => x,
                     Err(e) => {
-                        s.write_all(&proto::option_reply(
-                            option,
-                            rep::ERR_INVALID,
-                            e.to_string().as_bytes(),
-                        ))?;
+                        reply(s, option, rep::ERR_INVALID, e.to_string().as_bytes())?;
                         continue;
                     }
                 };
                 if find(&name).is_none() {
-                    s.write_all(&proto::option_reply(
-                        option,
-                        rep::ERR_UNKNOWN,
-                        b"no such export",
-                    ))?;
+                    reply(s, option, rep::ERR_UNKNOWN, b"no such export")?;
                     continue;
                 }
                 let wanted = (!set && queries.is_empty())
@@ -179,32 +171,30 @@ pub(super) fn handshake(
                     meta = wanted;
                 }
                 if wanted {
-                    s.write_all(&proto::option_reply(
+                    reply(
+                        s,
                         option,
                         rep::META_CONTEXT,
                         &proto::rep_meta_context(proto::BASE_ALLOCATION_ID, proto::BASE_ALLOCATION),
-                    ))?;
+                    )?;
                 }
-                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+                reply(s, option, rep::ACK, &[])?;
             }
             opt::INFO | opt::GO => {
                 let (name, wanted) = match proto::parse_info_request(&data) {
                     Ok(x) => x,
                     Err(e) => {
-                        s.write_all(&proto::option_reply(
-                            option,
-                            rep::ERR_INVALID,
-                            e.to_string().as_bytes(),
-                        ))?;
+                        reply(s, option, rep::ERR_INVALID, e.to_string().as_bytes())?;
                         continue;
                     }
                 };
                 let Some(e) = find(&name) else {
-                    s.write_all(&proto::option_reply(
+                    reply(
+                        s,
                         option,
                         rep::ERR_UNKNOWN,
                         format!("no export named '{name}'").as_bytes(),
-                    ))?;
+                    )?;
                     continue;
                 };
                 if wanted.contains(&info::BLOCK_SIZE) {
@@ -214,7 +204,8 @@ pub(super) fn handshake(
                 // GO starts a session: it needs a free slot of the export, held from here.
                 let ctx = if option == opt::GO {
                     let Some(ctx) = e.take_ctx() else {
-                        s.write_all(&proto::option_reply(
+                        reply(
+                            s,
                             option,
                             rep::ERR_POLICY,
                             format!(
@@ -222,7 +213,7 @@ pub(super) fn handshake(
                                 e.name
                             )
                             .as_bytes(),
-                        ))?;
+                        )?;
                         continue;
                     };
                     Some(ctx)
@@ -241,15 +232,12 @@ pub(super) fn handshake(
             }
             opt::STARTTLS => {
                 let Some(t) = offered else {
-                    s.write_all(&proto::option_reply(
-                        option,
-                        rep::ERR_POLICY,
-                        b"TLS is not offered",
-                    ))?;
+                    reply(s, option, rep::ERR_POLICY, b"TLS is not offered")?;
                     continue;
                 };
                 if !data.is_empty() || secure {
-                    s.write_all(&proto::option_reply(
+                    reply(
+                        s,
                         option,
                         rep::ERR_INVALID,
                         if secure {
@@ -257,10 +245,10 @@ pub(super) fn handshake(
                         } else {
                             &b"STARTTLS takes no data"[..]
                         },
-                    ))?;
+                    )?;
                     continue;
                 }
-                s.write_all(&proto::option_reply(option, rep::ACK, &[]))?;
+                reply(s, option, rep::ACK, &[])?;
                 *s = crate::tls::wrap(t.config.clone(), s.try_clone()?)?;
                 secure = true;
                 // What was agreed in the clear is forgotten (the spec; nbdkit's
@@ -268,7 +256,7 @@ pub(super) fn handshake(
                 (structured, extended, meta, sizes) = (false, false, false, false);
             }
             _ => {
-                s.write_all(&proto::option_reply(option, rep::ERR_UNSUP, &[]))?;
+                reply(s, option, rep::ERR_UNSUP, &[])?;
             }
         }
     }
@@ -284,28 +272,27 @@ pub(super) fn info_replies(
     framing: Framing,
 ) -> io::Result<()> {
     if wanted.contains(&info::NAME) {
-        s.write_all(&proto::option_reply(
-            option,
-            rep::INFO,
-            &proto::info_text(info::NAME, &e.name),
-        ))?;
+        reply(s, option, rep::INFO, &proto::info_text(info::NAME, &e.name))?;
     }
     if wanted.contains(&info::DESCRIPTION) && !e.description.is_empty() {
-        s.write_all(&proto::option_reply(
+        reply(
+            s,
             option,
             rep::INFO,
             &proto::info_text(info::DESCRIPTION, &e.description),
-        ))?;
+        )?;
     }
-    s.write_all(&proto::option_reply(
+    reply(
+        s,
         option,
         rep::INFO,
         &proto::info_block_size(e.min_block, e.min_block.max(4096), e.max_payload),
-    ))?;
-    s.write_all(&proto::option_reply(
+    )?;
+    reply(
+        s,
         option,
         rep::INFO,
         &proto::info_export(e.size, e.flags(framing)),
-    ))?;
-    s.write_all(&proto::option_reply(option, rep::ACK, &[]))
+    )?;
+    reply(s, option, rep::ACK, &[])
 }
