@@ -120,9 +120,13 @@ pub trait DeviceModel: Send {
         QueueLimits::default()
     }
     /// Descriptors in each hardware queue's ring, for a virtio-blk disk whose rings lack
-    /// indirect descriptors: a command takes one per 4 KiB page of its data plus two while
-    /// in flight (`virtblk_add_req`), and one that does not fit is refused with
-    /// `DEV_RESOURCE` until completions free room (`virtio_queue_rq`). `None`: no such limit.
+    /// indirect descriptors: `virtblk_add_req` adds the request header, one descriptor per
+    /// data segment (`blk_rq_map_sg`) and the status byte, so a command holds its segments
+    /// plus two while in flight; one that does not fit gets `-ENOSPC`, which
+    /// `virtio_queue_rq` turns into `BLK_STS_DEV_RESOURCE` after stopping the queue until
+    /// `virtblk_done` frees room. We count a segment per 4 KiB page (a process's buffers
+    /// are seldom physically contiguous), as the uring driver's ring model does. `None`: no
+    /// such limit.
     fn ring_descriptors(&self) -> Option<u32> {
         None
     }

@@ -142,7 +142,8 @@ impl ModelPort {
     pub fn accept(&mut self, hw: u16, id: RqId, bytes: u64) -> Accept {
         let h = hw as usize;
         if let Some(ring) = self.ring {
-            // One descriptor per page of data, and the header's and the status's.
+            // A segment per page of data, and the header's and the status's descriptors
+            // (`DeviceModel::ring_descriptors`).
             let need = bytes.div_ceil(4096) as u32 + 2;
             if self.ring_used[h] + need > ring {
                 return Accept::NoRoom;

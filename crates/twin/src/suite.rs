@@ -372,6 +372,70 @@ mod tests {
         assert_eq!(Verdict::of(flat, sp(2.0, 1.9, 2.1)), Verdict::WideOff);
     }
 
+    /// With `--sim` each row also judges the simulator's effect against the kernel's by the
+    /// same rule, and the table counts those verdicts on a line of their own.
+    #[test]
+    fn the_simulators_effects_are_judged_and_counted_beside_mqblks() {
+        let effect = |metric, kernel, mqblk, sim| Effect {
+            scheduler: "bfq".into(),
+            job: "r".into(),
+            dir: "read",
+            metric,
+            kernel,
+            mqblk,
+            sim,
+        };
+        let report = Report {
+            jobfile: "w.fio".into(),
+            filename: "f".into(),
+            disk: "d".into(),
+            repeats: 3,
+            schedulers: vec!["none".into(), "bfq".into()],
+            runs: Vec::new(),
+            effects: vec![
+                effect(
+                    "iops",
+                    sp(2.0, 1.9, 2.1),
+                    sp(2.1, 2.0, 2.2),
+                    sp(3.0, 3.0, 3.0),
+                ),
+                effect(
+                    "clat_p99_us",
+                    sp(0.5, 0.45, 0.55),
+                    sp(0.5, 0.5, 0.5),
+                    sp(0.55, 0.55, 0.55),
+                ),
+                effect("clat_mean_us", sp(0.5, 0.5, 0.5), None, sp(0.5, 0.5, 0.5)),
+            ],
+            shares: Vec::new(),
+        };
+        let s = Suite::of(vec![report]);
+        let verdicts: Vec<_> = s.rows.iter().map(|r| (r.verdict, r.sim_verdict)).collect();
+        assert_eq!(
+            verdicts,
+            [
+                (Verdict::Within, Some(Verdict::Off)),
+                (Verdict::Within, Some(Verdict::Within)),
+            ],
+            "only iops and p99 are judged"
+        );
+        let sim = s.sim_summary.as_ref().expect("counted");
+        assert_eq!((sim.rows, sim.within, sim.off), (2, 1, 1));
+        let table = s.table();
+        assert!(
+            table.contains("the simulator within 25% in 1, off in 1"),
+            "{table}"
+        );
+        assert!(
+            table.contains("sim/kern") && table.contains("1.50"),
+            "{table}"
+        );
+        // Without --sim, no simulator column or count.
+        let mut plain = Suite::of(Vec::new());
+        plain.sim_summary = None;
+        assert!(!plain.table().contains("sim/kern"));
+    }
+
     #[test]
     fn the_examples_suite_lists_parseable_jobs_with_known_schedulers() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/twin");
