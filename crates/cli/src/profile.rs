@@ -223,31 +223,16 @@ fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError>
     use mqblk_drivers::sysfs;
     let m = std::fs::metadata(path).map_err(|e| CliError::io(path.display().to_string(), e))?;
     let block = std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type());
-    // A directory (where a file is to be made) is on the device its file system is on.
-    let dev = if m.is_dir() {
-        Some(std::os::unix::fs::MetadataExt::dev(&m))
-    } else {
-        sysfs::backing_dev(&m)
-    };
-    let dir = dev.and_then(sysfs::disk_dir).ok_or_else(|| {
-        format!(
-            "{}: no block queue in sysfs under it (tmpfs, overlay?); profile a file on a disk or the disk itself",
-            path.display()
-        )
-    })?;
+    let dir =
+        sysfs::disk_dir_of_path(path).map_err(|e| CliError::io(path.display().to_string(), e))?;
     let q = sysfs::QueueShape::of_dir(&dir);
-    let read = |f: &str| std::fs::read_to_string(dir.join("queue").join(f)).ok();
-    let scheduler = read("scheduler").and_then(|s| {
-        s.split_whitespace()
-            .find(|w| w.starts_with('['))
-            .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
-    });
+    let scheduler = sysfs::schedulers(&dir).ok().map(|(_, current)| current);
     Ok((
         Shape {
             disk: q.disk.clone(),
             rotational: q.rotational.unwrap_or(false),
             write_cache: q.write_cache.unwrap_or(false),
-            fua: read("fua").is_some_and(|s| s.trim() == "1"),
+            fua: q.fua.unwrap_or(false),
             nr_hw_queues: q.nr_hw_queues.max(1),
             nr_tags: q.nr_tags.unwrap_or(64),
             max_sectors_kb: q.max_sectors_kb.unwrap_or(0),

@@ -35,6 +35,47 @@ pub fn disk_dir(dev: u64) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// The sysfs directory of the disk a path's I/O lands on: a block device's (a partition's
+/// disk), a regular file's file system's, or for a directory (where a file is to be made)
+/// its file system's. `NotFound` where that device has no block queue (tmpfs, overlay).
+pub fn disk_dir_of_path(path: &Path) -> std::io::Result<PathBuf> {
+    use std::io::{Error, ErrorKind};
+    let m = std::fs::metadata(path)?;
+    let dev = if m.is_dir() {
+        m.dev()
+    } else {
+        backing_dev(&m).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidInput,
+                "not a block device, a regular file or a directory",
+            )
+        })?
+    };
+    disk_dir(dev).ok_or_else(|| {
+        let (major, minor) = dev_numbers(dev);
+        Error::new(
+            ErrorKind::NotFound,
+            format!("on device {major}:{minor}, which has no block queue in sysfs (tmpfs, overlay?); use a file on a disk or the disk itself"),
+        )
+    })
+}
+
+/// The schedulers a disk's queue offers (`queue/scheduler` of its sysfs directory `dir`),
+/// and the one in use (in brackets there).
+pub fn schedulers(dir: &Path) -> std::io::Result<(Vec<String>, String)> {
+    let text = std::fs::read_to_string(dir.join("queue/scheduler"))?;
+    let mut all = Vec::new();
+    let mut current = String::new();
+    for w in text.split_whitespace() {
+        let name = w.trim_start_matches('[').trim_end_matches(']');
+        if w.starts_with('[') {
+            current = name.to_string();
+        }
+        all.push(name.to_string());
+    }
+    Ok((all, current))
+}
+
 /// What a disk's queue looks like in sysfs: its name, hardware queues (`mq/*`), driver tags
 /// per hardware queue (`mq/0/nr_tags`), largest request (`queue/max_sectors_kb`), most
 /// segments per request (`queue/max_segments`), write cache, rotational flag, and for a
@@ -48,6 +89,8 @@ pub struct QueueShape {
     pub max_sectors_kb: Option<u32>,
     pub max_segments: Option<u32>,
     pub write_cache: Option<bool>,
+    /// `queue/fua`: the disk honours FUA writes.
+    pub fua: Option<bool>,
     pub rotational: Option<bool>,
     /// Descriptors in each virtqueue of a virtio-blk disk without
     /// `VIRTIO_RING_F_INDIRECT_DESC`, where every request takes one descriptor per data
@@ -101,6 +144,7 @@ impl QueueShape {
             max_sectors_kb: num("queue/max_sectors_kb"),
             max_segments: num("queue/max_segments"),
             write_cache: read("queue/write_cache").map(|s| s == "write back"),
+            fua: read("queue/fua").map(|s| s == "1"),
             rotational: read("queue/rotational").map(|s| s == "1"),
             virtqueue_size: virtqueue_size(dir, nr_tags),
         }

@@ -101,17 +101,14 @@ impl Disk {
     /// The disk under `path`: the device itself, a partition's disk, or for a regular file
     /// the disk its file system is on.
     fn of(path: &Path) -> Result<Disk, String> {
-        use mqblk_drivers::sysfs;
-        let m = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let dev = sysfs::backing_dev(&m)
-            .ok_or_else(|| format!("{}: not a block device or a regular file", path.display()))?;
-        let sys = sysfs::disk_dir(dev).ok_or_else(|| {
-            let (major, minor) = sysfs::dev_numbers(dev);
-            format!(
-                "{}: on device {major}:{minor}, which has no block queue in sysfs (tmpfs, overlay?); use a file on a disk or the disk itself",
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(format!(
+                "{}: a directory, not a block device or a file",
                 path.display()
-            )
-        })?;
+            ));
+        }
+        let sys = mqblk_drivers::sysfs::disk_dir_of_path(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         if !sys.join("queue/scheduler").exists() {
             return Err(format!(
                 "{}: {} has no queue/scheduler",
@@ -135,18 +132,8 @@ impl Disk {
 
     /// The schedulers the kernel offers and the one in use (`[name]`).
     fn schedulers(&self) -> Result<(Vec<String>, String), String> {
-        let f = self.scheduler_file();
-        let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-        let mut all = Vec::new();
-        let mut current = String::new();
-        for w in text.split_whitespace() {
-            let name = w.trim_start_matches('[').trim_end_matches(']');
-            if w.starts_with('[') {
-                current = name.to_string();
-            }
-            all.push(name.to_string());
-        }
-        Ok((all, current))
+        mqblk_drivers::sysfs::schedulers(&self.sys)
+            .map_err(|e| format!("{}: {e}", self.scheduler_file().display()))
     }
 
     fn set_scheduler(&self, name: &str) -> Result<(), String> {
