@@ -388,7 +388,33 @@ fn twin_sim_adds_the_fitted_models_prediction() {
     let l = Loop::new("sim");
     std::fs::write(l.queue().join("scheduler"), "mq-deadline").unwrap();
     let job = l.job("1");
-    let v = l.twin_json(&["--sim", "--schedulers=bfq"], &job);
+    let dev = format!("--filename={}", l.dev);
+    let o = mqblk(&[
+        "twin",
+        &dev,
+        "--repeats=1",
+        "--output-format=json",
+        "--sim",
+        "--schedulers=bfq",
+        job.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The profile it made is named; a block device is only read without --write-ok.
+    let made = err
+        .lines()
+        .find_map(|l| l.strip_prefix("twin: the profile is "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no profile named: {err}"));
+    let profile = std::fs::read_to_string(made).unwrap();
+    assert!(profile.contains("writes = false"), "{profile}");
+    assert_eq!(
+        profile.matches("[[measure]]").count(),
+        7,
+        "reads only: {profile}"
+    );
+    let _ = std::fs::remove_file(made);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6, "2 schedulers x 3 stacks");
     assert_eq!(runs.iter().filter(|r| r[1] == "sim").count(), 2, "{v}");

@@ -36,7 +36,7 @@ pub struct TwinOptions {
     /// The fio binary.
     pub fio: String,
     /// Add the simulator's prediction: the jobs in `mqblk sim` on a model fitted to the
-    /// disk's profile.
+    /// disk's profile (set it with `profile` too).
     pub sim: bool,
     /// The profile to fit (`None` with `sim`: one is made first, with the kernel at none).
     pub profile: Option<PathBuf>,
@@ -501,7 +501,7 @@ impl Twin<'_> {
     /// the next).
     fn stacks(&self, r: u32) -> Vec<Stack> {
         let mut v = vec![Stack::Kernel, Stack::Mqblk];
-        if self.profile.is_some() {
+        if self.a.sim {
             v.push(Stack::Sim);
         }
         if r % 2 == 1 {
@@ -766,10 +766,6 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
         mqblk_models::profile::Profile::read(&p.display().to_string())
             .map_err(|e| e.to_string())?;
     }
-    if a.sim && a.profile.is_none() {
-        // Made below, once the device's state is saved; counted for the plan.
-        twin.profile = Some(PathBuf::new());
-    }
     let default = ["mq-deadline", "kyber", "bfq"].map(String::from).to_vec();
     // Everything is checked before the first run; then the device's state is saved.
     let plan = match (&a.suite, &a.jobfile) {
@@ -791,11 +787,8 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
         disk,
         scheduler: original,
     };
-    if twin
-        .profile
-        .as_ref()
-        .is_some_and(|p| p.as_os_str().is_empty())
-    {
+    // Made once the device's state is saved, so its scheduler is put back after.
+    if a.sim && twin.profile.is_none() {
         twin.profile = Some(twin.make_profile()?);
     }
     let mut reports = Vec::new();
