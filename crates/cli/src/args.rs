@@ -94,6 +94,12 @@ pub struct SimOpts {
     /// kernel's, measured by scripts/kernel-cost.sh (to predict the kernel)
     #[arg(long = "cost-profile", default_value = "mqblk", value_parser = ["kernel", "mqblk"])]
     pub cost_profile: String,
+    /// The machine's CPUs: a measured machine (xeon-gold-6242-2s, epyc-7773x) whose
+    /// cache-line transfers between cores, LLCs and sockets cost what they cost there,
+    /// NAME,key=value to change one figure, or custom,key=value... (--topology=help lists
+    /// them); default: one line_ns between any two CPUs. --cpus defaults to its CPUs
+    #[arg(long, value_name = "NAME[,KEY=VALUE...]")]
+    pub topology: Option<String>,
     /// Check the queue's invariants every N events (1 = always)
     #[arg(long = "check-every", default_value_t = 1000)]
     pub check_every: u64,

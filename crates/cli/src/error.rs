@@ -38,6 +38,9 @@ pub enum CliError {
     /// `--cost-profile` or `--cost`.
     #[error(transparent)]
     Cost(#[from] mqblk_sim::cost::CostError),
+    /// `--topology`.
+    #[error(transparent)]
+    Topology(#[from] mqblk_sim::topology::TopologyError),
     /// A blktrace capture read or written.
     #[error(transparent)]
     Trace(#[from] mqblk_trace::TraceError),

@@ -80,6 +80,24 @@ fn run(args: &[String]) -> Result<i32, CliError> {
         }
         cost.set(c)?;
     }
+    if a.topology.as_deref() == Some("help") {
+        for name in mqblk_sim::topology::Topology::PRESETS {
+            if let Some(t) = mqblk_sim::topology::Topology::preset(name) {
+                println!(
+                    "{}
+  {}",
+                    t.describe(),
+                    t.source
+                );
+            }
+        }
+        println!(
+            "custom: set every figure, e.g. custom,sockets=2,cores_per_llc=8,llc_ns=40,\
+             socket_ns=40,remote_ns=130\nkeys: {}",
+            mqblk_sim::topology::Topology::KEYS.join(", ")
+        );
+        return Ok(0);
+    }
     if a.fuzz {
         // Only the scheduler may be fixed; everything else is drawn from the seed.
         let mut sched = None;
@@ -168,14 +186,22 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         .flat_map(|s| s.cpus_allowed.iter().copied())
         .max()
         .map_or(0, |c| c + 1);
-    let nr_cpus = a
-        .cpus
-        .unwrap_or_else(|| (nr_clones as usize).max(max_pinned).clamp(1, 1024) as u16);
+    let topology = a
+        .topology
+        .as_deref()
+        .map(mqblk_sim::topology::Topology::parse)
+        .transpose()?;
+    // A machine's topology says how many CPUs it has.
+    let nr_cpus = a.cpus.unwrap_or_else(|| match &topology {
+        Some(t) => t.cpus() as u16,
+        None => (nr_clones as usize).max(max_pinned).clamp(1, 1024) as u16,
+    });
     let cfg = SimConfig {
         seed: a.seed,
         nr_cpus,
         device: dev,
         cost,
+        topology,
         profile: mqblk_sim::cost::CostProfile::parse(&a.cost_profile)?,
         check_every: a.check_every,
         tracer: crate::trace_cmd::tracer_of(&writer),
@@ -195,10 +221,14 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     let model = model.model;
     let (seed, cpus) = (a.seed, cfg.nr_cpus);
     let profile = cfg.profile.name();
+    let machine = cfg
+        .topology
+        .as_ref()
+        .map_or(String::new(), |t| format!(" topology {}", t.name));
     let host = Instant::now();
     let sim = Sim::new(cfg, jobs)?;
     let summary = format!(
-        "sim: seed {seed} device {model} scheduler {} cpus {cpus} cost-profile {profile}",
+        "sim: seed {seed} device {model} scheduler {} cpus {cpus}{machine} cost-profile {profile}",
         sim.scheduler()
     );
     let res = sim.run()?;

@@ -86,6 +86,15 @@ fn bad_sim_input_is_one_line() {
         ),
         (vec!["sim", "--ioscheduler=fifo", "--name=x"], "fifo"),
         (vec!["scenario", "nope"], "unknown scenario 'nope'"),
+        (vec!["sim", "--topology=vax"], "unknown machine"),
+        (
+            vec!["sim", "--topology=custom,cores=8"],
+            "unknown key 'cores'",
+        ),
+        (
+            vec!["sim", "--topology=epyc-7773x", "--cpus=200", "--name=x"],
+            "has 128",
+        ),
     ] {
         let o = mqblk(&args);
         let err = text(&o.stderr);
@@ -97,6 +106,42 @@ fn bad_sim_input_is_one_line() {
             "{args:?}: one line, got:\n{err}"
         );
     }
+}
+
+#[test]
+fn a_topology_names_a_measured_machine_and_brings_its_cpus() {
+    let o = mqblk(&["sim", "--topology=help"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for needle in [
+        "xeon-gold-6242-2s: 2 socket(s) x 1 LLC(s) x 16 cores x 2 threads = 64 CPUs",
+        "141 (across sockets)",
+        "epyc-7773x",
+        "core-to-core-latency",
+        "custom",
+    ] {
+        assert!(
+            out.contains(needle),
+            "{needle}
+{out}"
+        );
+    }
+    // The machine's CPUs by default; the run says which machine it simulated.
+    let o = mqblk(&[
+        "sim",
+        "--topology=xeon-gold-6242-2s",
+        "--ioscheduler=mq-deadline",
+        "--runtime=2ms",
+        "--time_based",
+        "--name=j",
+        "--numjobs=4",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("cpus 64 topology xeon-gold-6242-2s"),
+        "{}",
+        text(&o.stdout)
+    );
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! the timer) is executed for real on the shared core code, which reports its steps through
 //! the tracer hook ([`crate::driver::Step`]). The engine then walks those steps in order and
 //! charges each from this table. A step that needs a lock starts when the lock is free; if
-//! another CPU held it last, the lock's cache line has to move (`line_ns`), and each CPU
+//! another CPU held it last, the lock's cache line has to move (`line_ns`, or with a machine's
+//! topology what a line costs between those two CPUs, [`crate::topology`]), and each CPU
 //! still waiting for it makes the hand-off slower (`waiter_ns`), which is how a spinlock
 //! collapses under contention. Lock hand-off is first come, first served in order of the
 //! operations' start times.
@@ -14,8 +15,8 @@
 //! (`mqblk bench --preset sched-cost` and `cargo bench -p mqblk-core`, see docs/bench.md):
 //! `none` costs ~190 ns per request from submit to completion on the null driver, mq-deadline
 //! ~200 ns more, kyber ~110 ns more. The application-side costs are fio's (`app_*`), and the
-//! cache-line figures are typical for a two-socket server. Everything can be overridden with
-//! `--cost name=value`.
+//! flat cache-line figure is a typical one (`--topology` puts a measured machine's in its
+//! place). Everything can be overridden with `--cost name=value`.
 
 use mqblk_core::{ElvCost, Nanos, TraceAction};
 
@@ -203,7 +204,8 @@ pub struct CostTable {
     pub requeue_ns: u64,
     /// One pass of the timer (requeue work, timeout scan, delayed runs).
     pub timer_ns: u64,
-    /// A cache line moving between CPUs (a lock or counter last touched elsewhere).
+    /// A cache line moving between CPUs (a lock or counter last touched elsewhere), for
+    /// every pair alike; a machine's topology (`SimConfig::topology`) replaces it.
     pub line_ns: u64,
     /// Extra hand-off delay per CPU spinning on a contended lock.
     pub waiter_ns: u64,
@@ -355,7 +357,7 @@ impl LockState {
         t: u64,
         hold: u64,
         now: u64,
-        cost: &CostTable,
+        line: crate::topology::LineCost,
         waiter_ns: u64,
     ) -> u64 {
         while self.held.front().is_some_and(|h| h.1 <= now) {
@@ -382,8 +384,8 @@ impl LockState {
             // Cost of taking it at `s`: the line moves if someone else had it last, and
             // having waited costs a hand-off per CPU ahead of us.
             let mut need = hold;
-            if prev_cpu.is_some_and(|p| p != cpu) {
-                need += cost.line_ns;
+            if let Some(p) = prev_cpu {
+                need += line.between(p, cpu);
             }
             if s > t {
                 need += waiter_ns * waited_behind;
@@ -399,8 +401,8 @@ impl LockState {
             }
         }
         let mut extra = 0;
-        if prev_cpu.is_some_and(|p| p != cpu) {
-            extra += cost.line_ns;
+        if let Some(p) = prev_cpu {
+            extra += line.between(p, cpu);
         }
         if s > t {
             extra += waiter_ns * waited_behind.max(1);

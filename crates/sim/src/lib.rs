@@ -13,6 +13,7 @@ pub mod jobs;
 pub use mqblk_workload::plot;
 pub mod replay;
 pub mod scenario;
+pub mod topology;
 pub mod workload;
 
 pub use device::{Cmd, DevCompletion, DeviceModel, DeviceSpec, DriverCost};

@@ -3,6 +3,7 @@
 //! commands posted to the device arrive when their doorbell step ends.
 
 use super::*;
+use crate::topology::LineCost;
 
 impl Sim {
     #[inline]
@@ -37,7 +38,11 @@ impl Sim {
                 } else {
                     self.cfg.cost.waiter_ns
                 };
-                self.locks[l].acquire(c, t, ns, self.now, &self.cfg.cost, waiter)
+                let line = match &self.cfg.topology {
+                    Some(m) => LineCost::Machine(m),
+                    None => LineCost::Flat(self.cfg.cost.line_ns),
+                };
+                self.locks[l].acquire(c, t, ns, self.now, line, waiter)
             }
             None => t + ns,
         }

@@ -61,6 +61,9 @@ pub struct SimConfig {
     pub faults: Faults,
     pub plant: Option<Plant>,
     pub cost: CostTable,
+    /// The machine's CPUs and what a cache line costs between two of them (`None`: the
+    /// cost table's `line_ns` between any two).
+    pub topology: Option<crate::topology::Topology>,
     /// Whose scheduler hook costs are charged: mqblk's own or the kernel's.
     pub profile: CostProfile,
     /// Overrides the scheduler's costs (whatever the profile).
@@ -88,6 +91,7 @@ impl Default for SimConfig {
             faults: Faults::default(),
             plant: None,
             cost: CostTable::default(),
+            topology: None,
             profile: CostProfile::default(),
             elv_cost: None,
             check_every: 0,
@@ -415,6 +419,18 @@ impl Sim {
         }
         if jobs.is_empty() {
             return Err(SimError::Config("sim: no jobs".into()));
+        }
+        if let Some(t) = cfg
+            .topology
+            .as_ref()
+            .filter(|t| cfg.nr_cpus as u32 > t.cpus())
+        {
+            return Err(SimError::Config(format!(
+                "sim: {} CPUs, but the topology {} has {}",
+                cfg.nr_cpus,
+                t.name,
+                t.cpus()
+            )));
         }
         let model = device::build(&cfg.device.model_spec()?, rng.fork(1))?;
         let log = Arc::new(OpLog::new(cfg.tracer.clone()));

@@ -124,12 +124,28 @@ pub struct Perturb {
 
 /// The name of the perturbation that scales the scheduler's hook costs.
 pub const SCHED_COST: &str = "sched_cost";
+/// The name of the perturbation that scales every line cost of the run's machine
+/// ([`crate::topology::Topology`]; none without one).
+pub const TOPOLOGY_NS: &str = "topology_ns";
 
 impl Perturb {
     /// Applies the perturbation to one run's configuration. A device parameter the run's
     /// model does not have is left alone (it is some other model's).
     fn apply(&self, cfg: &mut SimConfig) -> Result<(), ScenarioError> {
         if cfg.cost.scale(&self.param, self.factor) {
+            return Ok(());
+        }
+        if self.param == TOPOLOGY_NS {
+            if let Some(t) = &mut cfg.topology {
+                for ns in [
+                    &mut t.smt_ns,
+                    &mut t.llc_ns,
+                    &mut t.socket_ns,
+                    &mut t.remote_ns,
+                ] {
+                    *ns = (*ns as f64 * self.factor).round() as u64;
+                }
+            }
             return Ok(());
         }
         if self.param == SCHED_COST {
@@ -287,6 +303,9 @@ pub struct Scenario {
     /// The device the scenario runs on, as `--device` spells it (whose physical parameters
     /// `--sensitivity` varies, from the values it has there).
     pub model: &'static str,
+    /// The machine its CPUs are (`--topology`), whose line costs `--sensitivity` varies
+    /// too; `None`: the cost table's flat `line_ns`.
+    pub topology: Option<&'static str>,
     pub run: fn(&ScenarioOpts) -> Result<ScenarioReport, ScenarioError>,
 }
 
@@ -296,6 +315,7 @@ pub const SCENARIOS: &[Scenario] = &[
         mail: "blk-mq: Improve performance of non-mq IO schedulers with multiple HW queues",
         about: "dbench-like clients on a disk behind a 64-queue RAID HBA: MQ, SQ, MQ-patched",
         model: "raid",
+        topology: Some(single_hctx::MACHINE),
         run: single_hctx::run,
     },
     Scenario {
@@ -304,6 +324,7 @@ pub const SCENARIOS: &[Scenario] = &[
         about:
             "dd and find on eMMC: legacy single queue with a scheduler vs blk-mq, async pre/post",
         model: "emmc",
+        topology: None,
         run: mmc::run,
     },
     Scenario {
@@ -311,6 +332,7 @@ pub const SCENARIOS: &[Scenario] = &[
         mail: "block/mq-deadline: Speed up the dispatch of low-priority requests",
         about: "96 of 128 CPUs reading 4k at QD128 through mq-deadline: per-CPU sums vs O(1) count",
         model: "ssd",
+        topology: None,
         run: nr_queued::run,
     },
     Scenario {
@@ -318,6 +340,7 @@ pub const SCENARIOS: &[Scenario] = &[
         mail: "block: virtio-blk: support multi vq per virtio-blk",
         about: "4 vCPUs, randread 4k QD64, jobs 2 and 4, virtio-blk with 1 vs 2 virtqueues",
         model: "virtio",
+        topology: None,
         run: virtio::run,
     },
     Scenario {
@@ -325,6 +348,7 @@ pub const SCENARIOS: &[Scenario] = &[
         mail: "block, bfq: do not merge queues on flash storage with queueing",
         about: "dbench-like, 6 clients and a journal at higher weight on an SSD: BFQ with and without queue merging",
         model: bfq_merge::SSD,
+        topology: None,
         run: bfq_merge::run,
     },
 ];

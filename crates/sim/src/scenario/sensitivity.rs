@@ -2,13 +2,14 @@
 //! mechanism, or because of one parameter's value? Every physical parameter of the
 //! scenario's device model ([`mqblk_models::is_physical`]: times, rates, speeds; counts and
 //! sizes are the configurations being compared), every entry of the cost table, and the
-//! scheduler's hook costs under the run's profile ([`SCHED_COST`]) are scaled by 0.7 and
+//! scheduler's hook costs under the run's profile ([`SCHED_COST`]) and, on a scenario's
+//! machine, its cache-line costs ([`TOPOLOGY_NS`]) are scaled by 0.7 and
 //! 1.3, one at a time, and the unperturbed scenario runs with seeds 1..5. The runs are
 //! independent and deterministic, so they go to all cores (`rayon`) and the table does not
 //! depend on how many there are.
 
 use super::ScenarioError;
-use super::{Perturb, Scenario, ScenarioOpts, SCHED_COST};
+use super::{Perturb, Scenario, ScenarioOpts, SCHED_COST, TOPOLOGY_NS};
 use crate::cost::CostTable;
 use rayon::prelude::*;
 use std::fmt::Write;
@@ -113,6 +114,9 @@ pub fn params(sc: &Scenario) -> Result<Vec<(String, Option<u64>)>, ScenarioError
         out.push((name.to_string(), table.get(name)));
     }
     out.push((SCHED_COST.to_string(), None));
+    if sc.topology.is_some() {
+        out.push((TOPOLOGY_NS.to_string(), None));
+    }
     Ok(out)
 }
 
