@@ -58,11 +58,12 @@ impl Sim {
     ) -> u64 {
         // Disjoint fields: the queue is only read, the CPU's submitter is only written.
         f(&self.queue, &mut self.cpus[c as usize].sub, Nanos(start));
+        self.queue_touched = true;
         let mut steps = std::mem::take(&mut self.steps);
         self.log.drain_into(&mut steps);
         // The commands the operation's `QueueRq` steps index (none if it posted none).
         self.log.take_staged(&mut self.staged);
-        let has_elv = self.queue.elevator().is_some();
+        let has_elv = self.has_elv;
         // Per-CPU summing passes (one counter line per CPU each) are spread over the
         // operation's scheduler steps, all under the scheduler's dispatch lock.
         let mut sum_extra = 0u64;

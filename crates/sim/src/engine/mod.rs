@@ -409,6 +409,11 @@ pub struct Sim {
     /// Draws the kblockd workers' wake-ups.
     work_rng: SimRng,
     due_runs: Vec<HctxIdx>,
+    /// The queue has a scheduler (the simulator never switches it).
+    has_elv: bool,
+    /// An operation ran on the queue since the timer was last armed: only then can its
+    /// next deadline have moved.
+    queue_touched: bool,
 }
 
 impl Sim {
@@ -553,6 +558,7 @@ impl Sim {
         }
         let nr_locks = 1 + nr_hw as usize + nr_ctx + nr_hw as usize;
         let unfinished = runs.len();
+        let has_elv = queue.elevator().is_some();
         Ok(Sim {
             dcost: driver.cost(),
             elv,
@@ -591,6 +597,8 @@ impl Sim {
             wake_list: Vec::new(),
             work_rng: rng.fork(3),
             due_runs: Vec::new(),
+            has_elv,
+            queue_touched: true,
         })
     }
 
@@ -866,7 +874,9 @@ impl Sim {
                     }
                 }
             }
-            self.arm_timer();
+            if std::mem::take(&mut self.queue_touched) {
+                self.arm_timer();
+            }
             if self.cfg.check_every > 0 && self.events % self.cfg.check_every == 0 {
                 self.check()?;
             }

@@ -57,26 +57,36 @@ impl RandomMap {
 
     /// The first free block at or after `b`, wrapping; `None` when every block is used.
     fn next_free(&self, b: u64) -> Option<u64> {
-        let words = self.used.len();
-        let start = (b / 64) as usize;
-        for step in 0..=words {
-            let w = (start + step) % words;
-            if self.full[w / 64] & (1 << (w % 64)) != 0 {
-                continue;
-            }
-            let mut free = !self.used[w];
-            if step == 0 {
-                // In the first word, only bits at or after `b` (the rest on the way back).
-                free &= u64::MAX << (b % 64);
-            }
-            if step == words {
-                free = !self.used[w] & !(u64::MAX << (b % 64));
-            }
+        self.first_free_in(b, self.blocks)
+            .or_else(|| self.first_free_in(0, b))
+    }
+
+    /// The first free block in `from..to`.
+    fn first_free_in(&self, from: u64, to: u64) -> Option<u64> {
+        if from >= to {
+            return None;
+        }
+        let last = ((to - 1) / 64) as usize;
+        let mut w = (from / 64) as usize;
+        // In the first word, only the bits at or after `from`.
+        let mut mask = u64::MAX << (from % 64);
+        while w <= last {
+            let free = !self.used[w] & mask;
             if free != 0 {
                 let bit = w as u64 * 64 + u64::from(free.trailing_zeros());
-                if bit < self.blocks {
-                    return Some(bit);
+                return (bit < to).then_some(bit);
+            }
+            mask = u64::MAX;
+            w += 1;
+            // Over the words that are full, 64 at a time.
+            while w <= last {
+                let g = w / 64;
+                let open = !self.full[g] & (u64::MAX << (w % 64));
+                if open != 0 {
+                    w = g * 64 + open.trailing_zeros() as usize;
+                    break;
                 }
+                w = (g + 1) * 64;
             }
         }
         None
@@ -128,5 +138,25 @@ mod tests {
             b = (b * 7 + 13) % 200;
         }
         assert_eq!(covered, 200);
+    }
+
+    #[test]
+    fn the_next_free_block_is_found_across_full_stretches_and_wraps() {
+        // 64 words of blocks full, one free block beyond them, one before the start.
+        let mut m = RandomMap::new(64 * 64 * 3 + 10);
+        for b in 5..(64 * 64 * 2 + 7) {
+            m.mark(b);
+        }
+        assert_eq!(m.free_from(5), Some(64 * 64 * 2 + 7));
+        for b in (64 * 64 * 2 + 7)..m.blocks {
+            m.mark(b);
+        }
+        // Past the end it wraps to the blocks before the start, and then none is left.
+        assert_eq!(m.free_from(100), Some(0));
+        for b in 0..5 {
+            m.mark(b);
+        }
+        assert_eq!(m.free_from(100), None);
+        assert!(m.is_full());
     }
 }
