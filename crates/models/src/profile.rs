@@ -10,10 +10,10 @@
 //! The fitted model, in physical terms:
 //! - `units` parallel service units (flash dies or channels, a disk's one head), each block
 //!   of 4 KiB striped onto one of them by its address, so commands in flight collide on a
-//!   unit and queue there as they do on a device's dies: for each depth at which random
-//!   4 KiB reads were measured (4, 16, 64) below the peak, the unit count at which that many
-//!   readers in a closed loop over such units reach the measured IOPS; `units` is their
-//!   median;
+//!   unit and queue there as they do on a device's dies: the unit count at which readers
+//!   in a closed loop over such units (and the front end below) come closest to the
+//!   measured IOPS at every depth random 4 KiB reads were measured at (4, 16, 64), the
+//!   least worst error as a ratio either way;
 //! - a front end that takes each command in order of arrival, `command_ns` each, the
 //!   inverse of the most random 4 KiB reads any depth reached: the controller or the
 //!   host's path that caps a device's IOPS, as the ceiling of the measurements;
@@ -205,8 +205,11 @@ impl Profile {
         };
         let (read_base, read_per_byte) = line(r4, r128);
         let seq_read_base = (s128.mean_us * 1e3 - read_per_byte * s128.bs as f64).max(0.0);
-        // For each depth, the fewest units at which the closed loop reaches the measured
-        // IOPS (it only grows with the units); their median.
+        // The unit count whose closed loop (the front end at the peak's rate included) comes
+        // closest to the measured IOPS at every depth measured: the least worst error, as a
+        // ratio either way. Each depth's figure only grows with the units, so the worst
+        // error falls and then rises: the fewest units at which each depth reaches its
+        // figure bound the search.
         let t1 = r4.mean_us * 1e3;
         let random: Vec<&Measure> = self
             .measure
@@ -214,30 +217,42 @@ impl Profile {
             .filter(|m| m.name.starts_with("randread_4k_qd") && m.iops > 0.0)
             .collect();
         let peak = random.iter().map(|m| m.iops).fold(r4.iops, f64::max);
-        let mut below: Vec<&&Measure> = random
-            .iter()
-            .filter(|m| m.iodepth > 1 && m.iops < 0.9 * peak)
-            .collect();
-        if below.is_empty() {
-            below = random.iter().filter(|m| m.iodepth > 1).collect();
-        }
-        let mut per_depth: Vec<u32> = below
-            .iter()
-            .map(|m| {
-                let (mut lo, mut hi) = (1u32, 1024u32);
-                while lo < hi {
-                    let mid = (lo + hi) / 2;
-                    if closed_loop_iops(mid, m.iodepth, t1) < m.iops {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
+        let command_ns = 1e9 / peak;
+        let deep: Vec<&&Measure> = random.iter().filter(|m| m.iodepth > 1).collect();
+        let worst = |units: u32| {
+            deep.iter()
+                .map(|m| {
+                    (closed_loop_iops(units, m.iodepth, t1, command_ns) / m.iops)
+                        .ln()
+                        .abs()
+                })
+                .fold(0.0, f64::max)
+        };
+        let reaches = |m: &Measure| {
+            let (mut lo, mut hi) = (1u32, 1024u32);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if closed_loop_iops(mid, m.iodepth, t1, command_ns) < m.iops {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
                 }
-                lo
-            })
-            .collect();
-        per_depth.sort_unstable();
-        let units = per_depth.get(per_depth.len() / 2).copied().unwrap_or(1);
+            }
+            lo
+        };
+        let bounds: Vec<u32> = deep.iter().map(|m| reaches(m)).collect();
+        let lo = bounds
+            .iter()
+            .min()
+            .map_or(1, |&b| b.saturating_sub(1).max(1));
+        let hi = bounds.iter().max().copied().unwrap_or(1);
+        let units = (lo..=hi)
+            .map(|u| (u, worst(u)))
+            .fold(
+                (1, f64::INFINITY),
+                |best, (u, e)| if e < best.1 { (u, e) } else { best },
+            )
+            .0;
         let read_rate = r1m.mbs * 1e6 / 1e9;
         let (write_base, write_per_byte, seq_write_base, write_rate, flush) = if self.writes {
             let w4 = need("randwrite_4k_qd1")?;
@@ -275,7 +290,7 @@ impl Profile {
         };
         Ok(Fit {
             units,
-            command_ns: 1e9 / peak,
+            command_ns,
             read_base_ns: read_base,
             read_ns_per_byte: read_per_byte,
             seq_read_base_ns: seq_read_base,
@@ -389,11 +404,13 @@ impl Profile {
 }
 
 /// IOPS of `depth` readers in a closed loop over `units` units, each read of `t_ns` on the
-/// unit its (random) block stripes onto, queueing there behind others: what the fitted
-/// model does with random reads at that depth, without the transfer path.
-fn closed_loop_iops(units: u32, depth: u32, t_ns: f64) -> f64 {
+/// unit its (random) block stripes onto, queueing there behind others, and done no sooner
+/// than the front end, which takes one command each `command_ns`: what the fitted model
+/// does with random reads at that depth, without the transfer path.
+fn closed_loop_iops(units: u32, depth: u32, t_ns: f64, command_ns: f64) -> f64 {
     const READS: u64 = 20_000;
     let mut free = vec![0f64; units as usize];
+    let mut front = 0f64;
     // Each reader's next submission time.
     let mut next: BinaryHeap<Reverse<(u64, u32)>> = (0..depth).map(|r| Reverse((0, r))).collect();
     let mut end = 0f64;
@@ -402,7 +419,8 @@ fn closed_loop_iops(units: u32, depth: u32, t_ns: f64) -> f64 {
             break;
         };
         let u = (mix(i) % units as u64) as usize;
-        let done = (at as f64).max(free[u]) + t_ns;
+        front = front.max(at as f64) + command_ns;
+        let done = ((at as f64).max(free[u]) + t_ns).max(front);
         free[u] = done;
         end = end.max(done);
         next.push(Reverse((done as u64, r)));
