@@ -83,12 +83,7 @@ fn run(args: &[String]) -> Result<i32, CliError> {
     if a.topology.as_deref() == Some("help") {
         for name in mqblk_sim::topology::Topology::PRESETS {
             if let Some(t) = mqblk_sim::topology::Topology::preset(name) {
-                println!(
-                    "{}
-  {}",
-                    t.describe(),
-                    t.source
-                );
+                println!("{}\n  {}", t.describe(), t.source);
             }
         }
         println!(
