@@ -761,7 +761,7 @@ fn a_queue_waiting_on_its_writeback_gets_it_served_while_idled_for() {
     // The issuer's sync queue runs dry while its own asynchronous writes sit in the async
     // queue; idling for it would hold those writes back. BFQ serves that queue while idling
     // (`bfq_select_queue`: the process's own async queue first, then a waker once learnt),
-    // so the issuer goes about as fast as with idling off. Until the late evening of
+    // so the issuer goes about as fast as with idling off. Until later on
     // 2026-11-26 the async queue's injected service was kept against it after it ran dry,
     // so injection soon stopped and BFQ learnt it as a waker instead (one detection); the
     // kernel resets both when a queue not in service runs dry (`bfq_remove_request`). The
@@ -847,7 +847,7 @@ fn injection_on_a_queueing_device_spares_the_idled_for_reader_and_backs_off_wher
     // arrivals of either reader and at the 3 ms re-run after an empty dispatch, not at
     // completions (an empty dispatch sets no RESTART, as in the kernel). The heavy reader
     // sends its next read at once, so the windows are short and injection is rare here
-    // (18 since the late evening of 2026-11-26, more than 1000 while completions re-ran
+    // (18 since later on 2026-11-26, more than 1000 while completions re-ran
     // the queue); a heavy reader that thinks leaves windows the light one fills (the sim
     // CLI test of the thinking reader). The light reader still gets I/O done, within the
     // kernel's limits (`bfq_choose_bfqq_for_injection`: the limit counts every request in

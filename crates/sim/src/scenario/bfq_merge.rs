@@ -10,7 +10,7 @@
 //! seed (Linux 5.13) and would merge the clients' queues on any device, and the cap on each
 //! queue's share of the scheduler tags (`tags_by_weight=0`, `bfqq_request_over_limit`, Linux
 //! 5.16), which caps the journal's and a shared queue's requests (with it, measured before
-//! the late evening of 2026-11-26, the captured dbench made 41 merges instead of 99 and
+//! later on 2026-11-26, the captured dbench made 41 merges instead of 99 and
 //! gained from them, 0.88x); nor the injection of queues the idled-for one wakes
 //! (`inject_woken=0`, Linux 5.13).
 //!
