@@ -207,9 +207,10 @@ impl Profile {
         let seq_read_base = (s128.mean_us * 1e3 - read_per_byte * s128.bs as f64).max(0.0);
         // The unit count whose closed loop (the front end at the peak's rate included) comes
         // closest to the measured IOPS at every depth measured: the least worst error, as a
-        // ratio either way. Each depth's figure only grows with the units, so the worst
-        // error falls and then rises: the fewest units at which each depth reaches its
-        // figure bound the search.
+        // ratio either way. Each depth's figure only grows with the units, so once the worst
+        // error is a model above its measurement, more units only make it worse: the search
+        // climbs from the fewest units any depth needs and stops there. (The deepest depth
+        // may need more than the front end allows at all, so no upper bound comes from it.)
         let t1 = r4.mean_us * 1e3;
         let random: Vec<&Measure> = self
             .measure
@@ -219,20 +220,20 @@ impl Profile {
         let peak = random.iter().map(|m| m.iops).fold(r4.iops, f64::max);
         let command_ns = 1e9 / peak;
         let deep: Vec<&&Measure> = random.iter().filter(|m| m.iodepth > 1).collect();
+        let ratio = |units: u32, m: &Measure| {
+            (closed_loop_iops(units, m.iodepth, t1, command_ns) / m.iops).ln()
+        };
+        // The worst error at `units`, as a signed log ratio (above 0: the model is faster).
         let worst = |units: u32| {
             deep.iter()
-                .map(|m| {
-                    (closed_loop_iops(units, m.iodepth, t1, command_ns) / m.iops)
-                        .ln()
-                        .abs()
-                })
-                .fold(0.0, f64::max)
+                .map(|m| ratio(units, m))
+                .fold(0.0, |w: f64, r| if r.abs() > w.abs() { r } else { w })
         };
         let reaches = |m: &Measure| {
-            let (mut lo, mut hi) = (1u32, 1024u32);
+            let (mut lo, mut hi) = (1u32, MAX_UNITS);
             while lo < hi {
                 let mid = (lo + hi) / 2;
-                if closed_loop_iops(mid, m.iodepth, t1, command_ns) < m.iops {
+                if ratio(mid, m) < 0.0 {
                     lo = mid + 1;
                 } else {
                     hi = mid;
@@ -240,19 +241,22 @@ impl Profile {
             }
             lo
         };
-        let bounds: Vec<u32> = deep.iter().map(|m| reaches(m)).collect();
-        let lo = bounds
+        let mut u = deep
             .iter()
+            .map(|m| reaches(m))
             .min()
-            .map_or(1, |&b| b.saturating_sub(1).max(1));
-        let hi = bounds.iter().max().copied().unwrap_or(1);
-        let units = (lo..=hi)
-            .map(|u| (u, worst(u)))
-            .fold(
-                (1, f64::INFINITY),
-                |best, (u, e)| if e < best.1 { (u, e) } else { best },
-            )
-            .0;
+            .map_or(1, |b| b.saturating_sub(1).max(1));
+        let (mut units, mut best) = (u, f64::INFINITY);
+        while u <= MAX_UNITS {
+            let w = worst(u);
+            if w.abs() < best {
+                (units, best) = (u, w.abs());
+            }
+            if w >= 0.0 {
+                break;
+            }
+            u += 1;
+        }
         let read_rate = r1m.mbs * 1e6 / 1e9;
         let (write_base, write_per_byte, seq_write_base, write_rate, flush) = if self.writes {
             let w4 = need("randwrite_4k_qd1")?;
@@ -402,6 +406,9 @@ impl Profile {
         s
     }
 }
+
+/// The most parallel units a fit gives a device.
+const MAX_UNITS: u32 = 1024;
 
 /// IOPS of `depth` readers in a closed loop over `units` units, each read of `t_ns` on the
 /// unit its (random) block stripes onto, queueing there behind others, and done no sooner
