@@ -207,9 +207,10 @@ impl Topology {
         (llc / self.llcs_per_socket as u32, llc, core)
     }
 
-    /// The CPUs in the order a load-balancing scheduler fills them with busy tasks: a
-    /// physical core each before any core's second thread, spread over sockets and then
-    /// over the LLCs of each (Linux's balancer evens out NUMA nodes and LLC domains first).
+    /// The CPUs in the order busy tasks are placed on them: a physical core each before
+    /// any core's second thread, alternating sockets and then LLCs. Our assumption of where
+    /// a load balancer leaves a few busy tasks on an idle machine, not a model of Linux's
+    /// scheduler (which also weighs wake-up affinity and NUMA memory placement).
     pub fn spread_order(&self) -> Vec<u16> {
         let (sockets, llcs, cores) = (
             self.sockets as u32,
