@@ -143,8 +143,9 @@ impl ModelPort {
         let h = hw as usize;
         if let Some(ring) = self.ring {
             // A segment per page of data, and the header's and the status's descriptors
-            // (`DeviceModel::ring_descriptors`).
-            let need = bytes.div_ceil(4096) as u32 + 2;
+            // (`DeviceModel::ring_descriptors`); one that could never fit takes the whole
+            // ring when it is empty, as the uring driver's ring does.
+            let need = (bytes.div_ceil(4096) as u32 + 2).min(ring);
             if self.ring_used[h] + need > ring {
                 return Accept::NoRoom;
             }
@@ -262,6 +263,18 @@ impl ModelPort {
     /// Commands accepted on `hw` and not yet polled back.
     pub fn inflight(&self, hw: u16) -> u32 {
         self.inflight[hw as usize]
+    }
+
+    /// What `queue_rq` answers when hardware queue `hw` cannot take a command now:
+    /// `DEV_RESOURCE`, which promises a re-run from a completion, while one is to come on
+    /// this queue, else `RESOURCE` (the block layer retries after a delay,
+    /// `blk_mq_dispatch_rq_list`'s `BLK_MQ_RESOURCE_DELAY`).
+    pub fn busy(&self, hw: u16) -> BlkStatus {
+        if self.inflight(hw) > 0 {
+            BlkStatus::DevResource
+        } else {
+            BlkStatus::Resource
+        }
     }
 
     /// Commands the device or the lost set hold, over all hardware queues.

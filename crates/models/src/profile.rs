@@ -810,6 +810,22 @@ mod tests {
         }
         let mut done = CompletionBatch::new();
         assert_eq!(port.poll(0, &mut done), 2);
+        // Nothing in flight: a full ring is refused with RESOURCE, a retry after a delay, not
+        // DEV_RESOURCE, whose re-run would need a completion.
+        assert_eq!(port.busy(0), BlkStatus::Resource);
         assert_eq!(port.accept(0, RqId(2), 128 << 10), Accept::Take);
+        port.deliver(0, write(2), Nanos(0));
+        assert_eq!(port.busy(0), BlkStatus::DevResource);
+        // One larger than the ring (1 MiB: 258 descriptors) takes all of it once it is empty,
+        // rather than waiting for room that never comes.
+        assert_eq!(port.accept(0, RqId(4), 1 << 20), Accept::NoRoom);
+        let mut finished = Vec::new();
+        port.advance(Nanos(u64::MAX / 2), &mut finished);
+        for f in finished {
+            port.raise(f);
+        }
+        assert_eq!(port.poll(0, &mut done), 1);
+        assert_eq!(port.accept(0, RqId(4), 1 << 20), Accept::Take);
+        assert_eq!(port.accept(0, RqId(5), 4096), Accept::NoRoom);
     }
 }

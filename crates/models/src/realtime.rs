@@ -97,22 +97,12 @@ impl Driver for RealtimeDriver {
         let mut st = self.st.lock();
         if st.outstanding >= self.info.max_outstanding {
             // The device is full: a completion on this queue re-runs it, else retry later.
-            return if st.port.inflight(hctx.0) > 0 {
-                BlkStatus::DevResource
-            } else {
-                BlkStatus::Resource
-            };
+            return st.port.busy(hctx.0);
         }
         match st.port.accept(hctx.0, rq.id, rq.nr_sectors as u64 * 512) {
             Accept::Refuse => return BlkStatus::Resource,
             // The ring is full: a completion on this queue frees room and re-runs it.
-            Accept::NoRoom => {
-                return if st.port.inflight(hctx.0) > 0 {
-                    BlkStatus::DevResource
-                } else {
-                    BlkStatus::Resource
-                };
-            }
+            Accept::NoRoom => return st.port.busy(hctx.0),
             Accept::Lose => return BlkStatus::Ok,
             Accept::Take => {}
         }

@@ -346,11 +346,7 @@ impl Driver for SimDriver {
             if st.rng.chance(self.faults.busy) {
                 st.port.stats.busy += 1;
                 // DEV_RESOURCE promises a re-run from a completion, so only with one to come.
-                return if st.port.inflight(hctx.0) > 0 {
-                    BlkStatus::DevResource
-                } else {
-                    BlkStatus::Resource
-                };
+                return st.port.busy(hctx.0);
             }
             if st.rng.chance(self.faults.fail_at_issue) {
                 st.port.stats.failed += 1;
@@ -362,13 +358,7 @@ impl Driver for SimDriver {
         match st.port.accept(hctx.0, rq.id, rq.nr_sectors as u64 * 512) {
             Accept::Refuse => return BlkStatus::Resource,
             // The ring is full: a completion on this queue frees room and re-runs it.
-            Accept::NoRoom => {
-                return if st.port.inflight(hctx.0) > 0 {
-                    BlkStatus::DevResource
-                } else {
-                    BlkStatus::Resource
-                };
-            }
+            Accept::NoRoom => return st.port.busy(hctx.0),
             Accept::Lose => {
                 drop(st);
                 if last {
