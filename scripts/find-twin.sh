@@ -31,9 +31,24 @@ log() { [ "$json" = 1 ] || echo "$@"; }
 work=$(mktemp -d /var/tmp/find-twin.XXXXXX)
 mnt="$work/mnt"
 dev=""
+orig=""
 cleanup() {
     umount "$mnt" 2>/dev/null || true
-    [ -n "$dev" ] && losetup -d "$dev" 2>/dev/null || true
+    if [ -n "$dev" ]; then
+        # A loop device keeps its queue after `losetup -d`, and nr_requests written under
+        # none resizes the driver tags' bitmap, which no later scheduler switch undoes: give
+        # the next user of this device all its tags back (the kernel ignores a write of the
+        # value it shows, so one below first).
+        q="/sys/block/$(basename "$dev")"
+        tags=$(cat "$q/mq/0/nr_tags" 2>/dev/null || echo 0)
+        if [ "$tags" -gt 4 ]; then
+            echo none > "$q/queue/scheduler" 2>/dev/null || true
+            echo $((tags - 1)) > "$q/queue/nr_requests" 2>/dev/null || true
+            echo "$tags" > "$q/queue/nr_requests" 2>/dev/null || true
+            [ -n "$orig" ] && echo "$orig" > "$q/queue/scheduler" 2>/dev/null || true
+        fi
+        losetup -d "$dev" 2>/dev/null || true
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -45,6 +60,7 @@ truncate -s 1G "$work/fs.img"
 mkfs.ext4 -q -i 4096 -E lazy_itable_init=0,lazy_journal_init=0 "$work/fs.img"
 dev=$(losetup --find --show --direct-io=on "$work/fs.img")
 name=$(basename "$dev")
+orig=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "/sys/block/$name/queue/scheduler")
 mount -o noatime "$dev" "$mnt"
 # The tree: 40 top directories, each with one subdirectory per 400 files, 10 files in each
 # (a root filesystem's shape: many small directories, so find's reads are mostly directories).
@@ -101,7 +117,7 @@ for r, s, ns, rd, ms, nr in rows:
     per.setdefault(s, []).append((int(r), int(ns) / 1e9, int(rd), int(ms)))
     took[s] = int(nr)
 out = {"workload": f"find . on a cold cache, ext4 on a loop device (direct I/O), {files} files, nr_requests {depth} asked",
-       "repeats": reps, "schedulers": {}}
+       "device": "$name", "repeats": reps, "schedulers": {}}
 none = statistics.median(t for _, t, _, _ in per.get("none", [])) if "none" in per else None
 for s, runs in per.items():
     t = statistics.median(x[1] for x in runs)

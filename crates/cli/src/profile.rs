@@ -227,6 +227,14 @@ fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError>
         sysfs::disk_dir_of_path(path).map_err(|e| CliError::io(path.display().to_string(), e))?;
     let q = sysfs::QueueShape::of_dir(&dir);
     let scheduler = sysfs::schedulers(&dir).ok().map(|(_, current)| current);
+    if let (Some(d), Some(t)) = (sysfs::driver_tag_depth(&q.disk), q.nr_tags) {
+        if d < t {
+            eprintln!(
+                "profile: warning: {} hands out {d} of its {t} driver tags (nr_requests once set under none, kept by the kernel across scheduler switches); the profile measures that (`mqblk twin` gives them back)",
+                q.disk
+            );
+        }
+    }
     Ok((
         Shape {
             disk: q.disk.clone(),

@@ -89,6 +89,18 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
         in_flight < 2.0,
         "find kept {in_flight} reads in flight\n{v}"
     );
+    // The loop device outlives `losetup -d`, and the 4 tags set under none would stay in its
+    // driver tags' bitmap through every later scheduler switch: the script gives them back.
+    let dev = v["device"].as_str().unwrap();
+    let nr_tags: u32 = std::fs::read_to_string(format!("/sys/block/{dev}/mq/0/nr_tags"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    match mqblk_testkit::driver_tag_depth(dev) {
+        Some(d) => assert_eq!(d, nr_tags, "{dev} left with {d} of {nr_tags} driver tags"),
+        None => mqblk_testkit::skip("find-twin's tag depth", "debugfs cannot be read"),
+    }
 }
 
 /// `bfq-no-merge` on the kernel: dbench under BFQ and mq-deadline with jbd2 at the clients'

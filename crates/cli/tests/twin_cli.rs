@@ -91,8 +91,32 @@ impl Loop {
     }
 }
 
+impl Loop {
+    fn name(&self) -> &str {
+        Path::new(&self.dev).file_name().unwrap().to_str().unwrap()
+    }
+    fn nr_tags(&self) -> u32 {
+        let f = Path::new("/sys/block")
+            .join(self.name())
+            .join("mq/0/nr_tags");
+        std::fs::read_to_string(f).unwrap().trim().parse().unwrap()
+    }
+    /// Under `none`, `nr_requests` = `n`: the driver tags' bitmap is resized to it.
+    fn set_driver_tags(&self, n: u32) {
+        std::fs::write(self.queue().join("scheduler"), "none").unwrap();
+        std::fs::write(self.queue().join("nr_requests"), (n - 1).max(4).to_string()).unwrap();
+        std::fs::write(self.queue().join("nr_requests"), n.to_string()).unwrap();
+    }
+}
+
 impl Drop for Loop {
     fn drop(&mut self) {
+        // The device outlives `losetup -d`: leave it with every driver tag for its next user.
+        let q = self.queue();
+        let tags = self.nr_tags();
+        let _ = std::fs::write(q.join("scheduler"), "none");
+        let _ = std::fs::write(q.join("nr_requests"), (tags - 1).to_string());
+        let _ = std::fs::write(q.join("nr_requests"), tags.to_string());
         let _ = Command::new("losetup").args(["-d", &self.dev]).status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -156,6 +180,48 @@ fn twin_compares_both_stacks_and_puts_the_scheduler_back() {
         "{out}"
     );
     assert_eq!(l.scheduler(), "mq-deadline");
+}
+
+/// nr_requests written under `none` resizes the driver tags' bitmap, and a scheduler switch
+/// later resets the nr_requests sysfs shows but not the bitmap: a loop device once set to 4
+/// under none hands out 4 tags under every scheduler while sysfs reads 128 or more. The
+/// kernel's `none` then punts most io_uring reads to its io-wq workers (no tag without
+/// waiting), and every scheduler looks faster than `none`. Twin gives the kernel's `none` all
+/// its driver tags, as mqblk's queue gets, and says so.
+#[test]
+fn twin_gives_the_kernel_s_none_every_driver_tag() {
+    let test = "twin_gives_the_kernel_s_none_every_driver_tag";
+    if skip(test) {
+        return;
+    }
+    let l = Loop::new("tags");
+    let nr_tags = l.nr_tags();
+    l.set_driver_tags(4);
+    std::fs::write(l.queue().join("scheduler"), "mq-deadline").unwrap();
+    let Some(before) = mqblk_testkit::driver_tag_depth(l.name()) else {
+        mqblk_testkit::skip(test, "debugfs cannot be read");
+        return;
+    };
+    assert_eq!(
+        before, 4,
+        "the kernel kept the bitmap at 4 under mq-deadline"
+    );
+    let job = l.job("1");
+    let o = mqblk(&[
+        "twin",
+        &format!("--filename={}", l.dev),
+        "--schedulers=mq-deadline",
+        "--repeats=1",
+        job.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("handed out 4 of its {nr_tags} driver tags")),
+        "{err}"
+    );
+    assert_eq!(mqblk_testkit::driver_tag_depth(l.name()), Some(nr_tags));
+    assert_eq!(l.scheduler(), "mq-deadline", "the scheduler is put back");
 }
 
 #[test]

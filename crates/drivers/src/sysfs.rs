@@ -19,6 +19,46 @@ pub fn backing_dev(meta: &std::fs::Metadata) -> Option<u64> {
     }
 }
 
+/// The driver tags hardware queue 0 of disk `name` hands out now: the `depth=` of the
+/// `bitmap_tags` in debugfs (`/sys/kernel/debug/block/NAME/hctx0/tags`, `blk_mq_debugfs_tags_show`),
+/// which can be lower than `mq/0/nr_tags`. `None` where debugfs is not mounted or readable.
+pub fn driver_tag_depth(name: &str) -> Option<u32> {
+    let text =
+        std::fs::read_to_string(format!("/sys/kernel/debug/block/{name}/hctx0/tags")).ok()?;
+    // The first `depth=` is the bitmap's (`nr_tags=` and `nr_reserved_tags=` come before).
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("depth="))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Gives disk `dir`, whose scheduler must be `none`, all its driver tags again: writes
+/// `queue/nr_requests` = `mq/0/nr_tags`. Writing `nr_requests` under `none` resizes the
+/// driver tags' bitmap (`blk_mq_update_nr_requests`), and switching to a scheduler and back
+/// resets the `nr_requests` sysfs shows but not the bitmap, so a device once set to 4 under
+/// `none` (a test of the minimum) keeps 4 tags under every scheduler, even after
+/// `losetup -d`, while sysfs reads 128 or 256. The kernel ignores a write of the value it
+/// already shows, so one below goes first. Returns `mq/0/nr_tags`.
+pub fn restore_driver_tags(dir: &Path) -> std::io::Result<u32> {
+    use std::io::{Error, ErrorKind};
+    let read = |rel: &str| -> std::io::Result<u32> {
+        let f = dir.join(rel);
+        let text = std::fs::read_to_string(&f)?;
+        text.trim().parse().map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidData,
+                format!("{}: not a number: {:?}", f.display(), text.trim()),
+            )
+        })
+    };
+    let nr_tags = read("mq/0/nr_tags")?;
+    let file = dir.join("queue/nr_requests");
+    if read("queue/nr_requests")? == nr_tags && nr_tags > 4 {
+        std::fs::write(&file, (nr_tags - 1).to_string())?;
+    }
+    std::fs::write(&file, nr_tags.to_string())?;
+    Ok(nr_tags)
+}
+
 /// Major and minor of device number `dev` (glibc's `gnu_dev_major` / `gnu_dev_minor`).
 pub fn dev_numbers(dev: u64) -> (u32, u32) {
     (libc::major(dev), libc::minor(dev))

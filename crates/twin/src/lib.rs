@@ -183,6 +183,23 @@ impl Disk {
         out
     }
 
+    /// Sets `none` and gives the device all its driver tags
+    /// ([`mqblk_drivers::sysfs::restore_driver_tags`]), as mqblk's queue over it gets
+    /// (`--queue_depth=nr_tags`); says so when debugfs showed fewer in use.
+    fn full_driver_tags(&self) -> Result<(), String> {
+        self.set_scheduler("none")?;
+        let before = mqblk_drivers::sysfs::driver_tag_depth(&self.name());
+        let nr_tags = mqblk_drivers::sysfs::restore_driver_tags(&self.sys)
+            .map_err(|e| format!("{}: giving it all its driver tags: {e}", self.name()))?;
+        if let Some(d) = before.filter(|&d| d < nr_tags) {
+            eprintln!(
+                "twin: {} handed out {d} of its {nr_tags} driver tags (nr_requests set under none, which the kernel keeps across scheduler switches); set to {nr_tags}",
+                self.name()
+            );
+        }
+        Ok(())
+    }
+
     fn set_tunable(&self, name: &str, value: &str) -> Result<(), String> {
         let f = self.sys.join("queue/iosched").join(name);
         std::fs::write(&f, value).map_err(|e| format!("{}: writing {value}: {e}", f.display()))
@@ -787,6 +804,8 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
         disk,
         scheduler: original,
     };
+    // The kernel's `none` gets every driver tag, as mqblk's queue does.
+    restore.disk.full_driver_tags()?;
     // Made once the device's state is saved, so its scheduler is put back after.
     if a.sim && twin.profile.is_none() {
         twin.profile = Some(twin.make_profile()?);
