@@ -489,7 +489,9 @@ impl Twin<'_> {
 
     /// Profiles the device with the kernel at `none` (quick: the jobs' device, measured in
     /// about half a minute), into a file named on standard error for `--profile` next time.
-    fn make_profile(&self) -> Result<PathBuf, TwinError> {
+    /// `writes`: some planned job writes, so the device is the jobs' to overwrite anyway,
+    /// and the profile measures writes on a block device too (`--write-ok`).
+    fn make_profile(&self, writes: bool) -> Result<PathBuf, TwinError> {
         let a = self.a;
         let out = std::env::temp_dir().join(format!(
             "mqblk-twin-{}-{}.toml",
@@ -506,6 +508,9 @@ impl Twin<'_> {
             .arg(format!("--filename={}", a.filename.display()))
             .arg("--quick")
             .arg(format!("--output={}", out.display()));
+        if writes {
+            cmd.arg("--write-ok");
+        }
         run_child(cmd, "mqblk profile", self.stop)?;
         eprintln!(
             "twin: the profile is {} (--profile={0} reuses it)",
@@ -808,7 +813,11 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
     restore.disk.full_driver_tags()?;
     // Made once the device's state is saved, so its scheduler is put back after.
     if a.sim && twin.profile.is_none() {
-        twin.profile = Some(twin.make_profile()?);
+        let writes = plan.iter().any(|(job, _)| {
+            mqblk_workload::parse_job_file(job)
+                .is_ok_and(|specs| specs.iter().any(|j| j.rw.does_write()))
+        });
+        twin.profile = Some(twin.make_profile(writes)?);
     }
     let mut reports = Vec::new();
     for (job, scheds) in &plan {
