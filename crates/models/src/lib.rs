@@ -352,7 +352,7 @@ fn build_reading(spec: &DeviceSpec, rng: SimRng) -> Result<BuiltAndRead, ModelEr
     let mut p = Params::new(spec);
     if let Some(path) = spec.model.strip_prefix("profile:") {
         // A profile holds all its figures: no parameters beside it.
-        let m = Box::new(profile::FittedModel::from_path(path)?);
+        let m = Box::new(profile::FittedModel::from_path(path, rng)?);
         p.finish()?;
         return Ok((m, Vec::new()));
     }
