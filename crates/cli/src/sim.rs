@@ -169,6 +169,9 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     if cl.jobs.is_empty() {
         cl.add_job_text("default job", DEFAULT_JOB)?;
     }
+    for note in mqblk_workload::no_effect_notes(&cl.jobs) {
+        eprintln!("{note}");
+    }
     // The device is described as `mqblk bench` describes it (the same job options); in
     // virtual time it is its model.
     let dev = mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;

@@ -182,6 +182,28 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(text(&o.stdout), "2 jobs (a, b), 3 threads: no problems\n");
     assert!(!data.exists(), "--parse-only created the job's file");
+    // As fio's, it checks the options, not the machine: a device of another machine
+    // parses, and the run is what fails, naming it.
+    let other = dir.join("other.fio");
+    std::fs::write(
+        &other,
+        "[global]\nioengine=libaio\nfilename=/dev/mqblk-no-such-disk\nnuma_cpu_nodes=0\n[a]\nrw=read\nruntime=1\n",
+    )
+    .unwrap();
+    let other = other.display().to_string();
+    let o = mqblk(&["bench", "--parse-only", &other]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        "accepted, no effect in mqblk: numa_cpu_nodes: jobs are not bound to NUMA nodes (cpus_allowed= pins them to CPUs)\n"
+    );
+    let o = mqblk(&["bench", &other]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("/dev/mqblk-no-such-disk: does not exist"),
+        "{}",
+        text(&o.stderr)
+    );
     let bad = dir.join("bad.fio");
     std::fs::write(
         &bad,

@@ -368,6 +368,18 @@ impl DeviceConfig {
     /// covers (fio's per-job `size` and `offset`); the device is as large as the largest
     /// needs.
     pub fn from_jobs(specs: &[JobSpec]) -> Result<DeviceConfig, DeviceError> {
+        DeviceConfig::plan_jobs(specs, false)
+    }
+
+    /// [`Self::from_jobs`] as fio's `--parse-only` checks: the options, not the files. A
+    /// file that does not exist (or cannot be looked at) stands for as much as the job
+    /// would use, so a job file naming `/dev/sdX` of another machine parses here too; its
+    /// run is what fails, naming the file.
+    pub fn from_jobs_parse_only(specs: &[JobSpec]) -> Result<DeviceConfig, DeviceError> {
+        DeviceConfig::plan_jobs(specs, true)
+    }
+
+    fn plan_jobs(specs: &[JobSpec], parse_only: bool) -> Result<DeviceConfig, DeviceError> {
         let first = specs
             .first()
             .ok_or_else(|| DeviceError::Invalid("no jobs given".into()))?;
@@ -390,7 +402,11 @@ impl DeviceConfig {
         // on disk unless a job sizes them; on the null device or a model, a file without a
         // size stands for the job's whole device.
         let layout = if let DriverConfig::Uring(_) = device.driver {
-            FileLayout::plan(specs, |_, path| real_file_size(path))
+            FileLayout::plan(specs, |s, path| match real_file_size(path) {
+                Ok(Some(len)) => Ok(Some(len)),
+                _ if parse_only => Ok(Some(s.device_size().max(1 << 20))),
+                other => other,
+            })
         } else {
             FileLayout::plan(specs, |s, _| Ok(Some(s.device_size())))
         }

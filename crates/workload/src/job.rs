@@ -80,5 +80,19 @@ pub fn validate(job: &JobSpec) -> Result<(), JobError> {
     })
 }
 
+/// One line per fio option the jobs give that changes nothing in mqblk, each once:
+/// `accepted, no effect in mqblk: OPTION: WHY` (the run prints them on standard error).
+pub fn no_effect_notes(jobs: &[JobSpec]) -> Vec<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for (name, why) in jobs.iter().flat_map(|j| j.no_effect.iter()) {
+        if !seen.contains(&name.as_str()) {
+            seen.push(name);
+            out.push(format!("accepted, no effect in mqblk: {name}: {why}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -47,6 +47,9 @@ fn run(args: &[String]) -> Result<i32, CliError> {
     if let Some(name) = cl.preset.clone() {
         return presets::run(&name, &cl);
     }
+    for note in mqblk_workload::no_effect_notes(&cl.jobs) {
+        eprintln!("{note}");
+    }
     if cl.parse_only {
         return parse_only(&cl);
     }
@@ -154,13 +157,14 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
     })
 }
 
-/// `--parse-only`: the jobs parsed and the device they describe checked (a file named
-/// without `size=` must exist), nothing created or run; one line saying what was found.
+/// `--parse-only`: the jobs parsed and the device they describe checked, nothing opened,
+/// created or run (as fio's: a file named need not exist here); one line saying what was
+/// found.
 fn parse_only(cl: &CommandLine) -> Result<i32, CliError> {
     if cl.jobs.is_empty() {
         return Err("--parse-only: no jobs given (name a job file or --name=)".into());
     }
-    mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;
+    mqblk_device::DeviceConfig::from_jobs_parse_only(&cl.jobs)?;
     let names: Vec<&str> = cl.jobs.iter().map(|j| j.name.as_str()).collect();
     let clones: u32 = cl.jobs.iter().map(|j| j.numjobs.max(1)).sum();
     println!(

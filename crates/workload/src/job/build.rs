@@ -17,6 +17,8 @@ pub(crate) enum Target {
     Opt(usize),
     /// A scheduler tunable (the name after `sched.`).
     Sched(String),
+    /// A fio option that changes nothing here, and why.
+    NoEffect(&'static str, &'static str),
 }
 
 /// One option as written, already checked.
@@ -44,6 +46,7 @@ impl Entry {
         let canonical = match &target {
             Target::Opt(i) => options::def(*i).map_or(key, |d| d.name).to_string(),
             Target::Sched(name) => format!("{SCHED_PREFIX}{name}"),
+            Target::NoEffect(name, _) => name.to_string(),
         };
         let entry = Entry {
             key: canonical,
@@ -76,6 +79,12 @@ impl Entry {
                 set_tunable(job, name, self.value.as_deref().unwrap_or("1"));
                 Ok(())
             }
+            Target::NoEffect(name, why) => {
+                if !job.no_effect.iter().any(|(n, _)| n == name) {
+                    job.no_effect.push((name.to_string(), why.to_string()));
+                }
+                Ok(())
+            }
         };
         result.map_err(|k| JobError::new(self.loc.clone(), k))
     }
@@ -85,6 +94,9 @@ impl Entry {
 fn resolve(key: &str, extra_names: &[&str]) -> Result<Target, JobErrorKind> {
     if let Some(i) = options::find(key) {
         return Ok(Target::Opt(i));
+    }
+    if let Some((name, why)) = fio_only::no_effect(key) {
+        return Ok(Target::NoEffect(name, why));
     }
     if let Some(hint) = fio_only::hint(key) {
         return Err(JobErrorKind::NotImplemented {

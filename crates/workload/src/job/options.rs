@@ -172,6 +172,9 @@ pub fn options_help() -> String {
 }
 
 /// Applies `value` (None for a bare key) of option `d` to `job`.
+/// The log options whose bare key takes the job's name as the prefix.
+const LOGS_NAMED_AFTER_THE_JOB: [&str; 3] = ["write_bw_log", "write_lat_log", "write_iops_log"];
+
 pub(crate) fn apply(
     d: &OptDef,
     job: &mut JobSpec,
@@ -184,6 +187,11 @@ pub(crate) fn apply(
         };
         set(job, on);
         return Ok(());
+    }
+    // fio's logs without a prefix are named after the job (`jobname_type.x.log`).
+    if value.is_none() && LOGS_NAMED_AFTER_THE_JOB.contains(&d.name) {
+        let name = job.name.clone();
+        return apply_text(d, job, &name);
     }
     let text = value.ok_or_else(|| JobErrorKind::MissingValue {
         option: d.name.to_string(),

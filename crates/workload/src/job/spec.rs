@@ -462,6 +462,9 @@ pub struct JobSpec {
     /// `sched.` prefix, unvalidated (the scheduler checks them). A later setting of the
     /// same NAME replaces the earlier one.
     pub sched_tunables: Vec<(String, String)>,
+    /// fio options given that change nothing in mqblk, with why (`fio_only`'s second
+    /// list), once each: the run says so.
+    pub no_effect: Vec<(String, String)>,
 
     /// Options set in this job's own section (or after its `--name=`), in order, as
     /// `(canonical name, raw value)`; fio's JSON "job options". Bare keys have value "".
@@ -608,6 +611,7 @@ impl Default for JobSpec {
             hipri: false,
             fixedbufs: false,
             sched_tunables: Vec::new(),
+            no_effect: Vec::new(),
             set_options: Vec::new(),
             global_options: Vec::new(),
         }

@@ -663,3 +663,45 @@ fn percentages_and_expressions_size_a_job_as_fio_does() {
     let err = file_err("[a]\nsize=150%\nbs=(4*\n");
     assert_eq!(err.lines().count(), 2, "{err}");
 }
+
+/// fio's process, memory and clock options are accepted, whatever their value, and named
+/// once each with why they change nothing; the options around them still apply.
+#[test]
+fn fio_process_options_are_accepted_without_effect_and_said_once() {
+    let jobs = parse_job_text(
+        "jobs.fio",
+        "[global]\nnuma_cpu_nodes=0-1\nnice=-5\nthreads=1\nbs=8k\n\
+         [a]\nnuma_mem_policy=bind:0\nnice=3\n[b]\niomem=shmhuge\nclocksource=cpu\n",
+    )
+    .unwrap();
+    assert_eq!(jobs[0].bs[0], 8192);
+    let notes = no_effect_notes(&jobs);
+    let names: Vec<&str> = notes
+        .iter()
+        .map(|n| n.split(':').nth(1).unwrap().trim())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "numa_cpu_nodes",
+            "nice",
+            "threads",
+            "numa_mem_policy",
+            "iomem",
+            "clocksource"
+        ],
+        "{notes:?}"
+    );
+    assert!(notes[0].starts_with("accepted, no effect in mqblk: numa_cpu_nodes: "));
+    // A typo of one is still an unknown option.
+    assert!(file_err("[a]\nnuma_cpu_node=0\n").contains("unknown option 'numa_cpu_node'"));
+}
+
+/// A log option without a prefix names its files after the job, as fio's do.
+#[test]
+fn a_bare_log_option_takes_the_job_s_name() {
+    let jobs = parse_job_text("jobs.fio", "[seq-read]\nwrite_bw_log\nwrite_lat_log=lat\n").unwrap();
+    assert_eq!(jobs[0].logs.bw.as_deref(), Some("seq-read"));
+    assert_eq!(jobs[0].logs.lat.as_deref(), Some("lat"));
+    assert!(file_err("[a]\nwrite_iolog\n").contains("needs a value"));
+}

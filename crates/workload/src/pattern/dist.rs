@@ -117,9 +117,22 @@ impl Distribution {
                     return Err(PatternError::AccessShares(access));
                 }
                 if kind == "zoned" {
+                    // A zone without a size (`20/`) shares what the others leave, in whole
+                    // percent, as fio's `zone_split_ddir` divides it.
+                    let given = zones
+                        .iter()
+                        .filter(|z| !z.1.is_empty())
+                        .map(|z| number(z.1))
+                        .collect::<Result<Vec<_>, PatternError>>()?;
+                    let missing = zones.len() - given.len();
+                    let rest_each = if missing > 0 {
+                        ((100.0 - given.iter().sum::<f64>()) / missing as f64).floor()
+                    } else {
+                        0.0
+                    };
                     let zones = zones
                         .into_iter()
-                        .map(|(a, s)| Ok((a, number(s)?)))
+                        .map(|(a, s)| Ok((a, if s.is_empty() { rest_each } else { number(s)? })))
                         .collect::<Result<Vec<_>, PatternError>>()?;
                     let size: f64 = zones.iter().map(|z| z.1).sum();
                     if (size - 100.0).abs() > 1e-6 || zones.iter().any(|z| z.1 < 0.0) {
@@ -368,6 +381,23 @@ mod tests {
         assert!(p("zoned:50/10:40/90").is_err());
         assert!(p("zoned:50/10:50/80").is_err());
         assert!(p("lognormal:2").is_err());
+        // A zone without a size takes what the others leave (fio's examples/rand-zones.fio).
+        assert_eq!(
+            p("zoned:50/5:30/15:20/"),
+            Ok(Distribution::Zoned(vec![
+                (50.0, 5.0),
+                (30.0, 15.0),
+                (20.0, 80.0)
+            ]))
+        );
+        assert_eq!(
+            p("zoned:40/:40/:20/10"),
+            Ok(Distribution::Zoned(vec![
+                (40.0, 45.0),
+                (40.0, 45.0),
+                (20.0, 10.0)
+            ]))
+        );
         assert_eq!(
             p("zoned_abs:60/1m:40/3m"),
             Ok(Distribution::ZonedAbs(vec![
