@@ -671,6 +671,7 @@ fn fio_logs_and_plots_are_written_by_bench_and_sim() {
             "--name=each",
             "--rw=write",
             "--size=1m",
+            "--log_offset=1",
             &lat,
         ]);
         let report = json(&o);
@@ -699,12 +700,13 @@ fn fio_logs_and_plots_are_written_by_bench_and_sim() {
             (logged / reported - 1.0).abs() < 0.2,
             "{cmd}: logged {logged} vs {reported} IOPS"
         );
-        // Job 2 logs every I/O: 256 writes of 4 KiB, with their offsets.
+        // Job 2 logs every I/O: 256 writes of 4 KiB, with their offsets (`log_offset`)
+        // before the priority.
         let text = std::fs::read_to_string(format!("{prefix}_clat.2.log")).unwrap();
         assert_eq!(text.lines().count(), 256, "{cmd}");
         assert!(text.lines().all(|l| l.split(", ").nth(2) == Some("1")));
         assert!(
-            text.lines().any(|l| l.ends_with(", 1, 4096, 1044480")),
+            text.lines().any(|l| l.ends_with(", 1, 4096, 1044480, 0")),
             "{cmd}: {text}"
         );
         for job in ["avg.1", "each.2"] {

@@ -133,7 +133,7 @@ impl Sink {
         Sink {
             stats,
             window: [(0, 0); 3],
-            logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.logs.clone())),
+            logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.log_config())),
         }
     }
 }

@@ -3,7 +3,10 @@
 //!
 //! The files are fio's: `PREFIX_lat.N.log`, `PREFIX_clat.N.log`, `PREFIX_slat.N.log`,
 //! `PREFIX_bw.N.log`, `PREFIX_iops.N.log`, N the job's number in the run (from 1), each line
-//! `time (ms), value, direction (0 read, 1 write, 2 trim), block size, offset`. Latencies are in
+//! `time (ms), value, direction (0 read, 1 write, 2 trim), block size[, offset], priority`
+//! (the offset with `log_offset=1`; the priority 1 for a real-time I/O and 0 otherwise, or
+//! with `log_prio=1` the I/O's whole priority value in hex, `0x4003` for be/3, as fio 3.33's
+//! `flush_samples` writes them). Latencies are in
 //! nanoseconds, bandwidth in KiB/s, IOPS in I/Os per second. With `log_avg_msec=0` every
 //! I/O is a line (for bandwidth, its bytes over the time since the previous completion in
 //! its direction; for IOPS, 1, as fio writes them); otherwise a line per direction per
@@ -24,6 +27,14 @@ pub struct LogConfig {
     pub iops: Option<String>,
     /// `log_avg_msec` (0: a line per I/O).
     pub avg_ms: u64,
+    /// `log_offset`: each line carries the I/O's offset.
+    pub offset: bool,
+    /// `log_prio`: the priority column holds the I/O's priority value, not whether it is
+    /// real-time.
+    pub prio: bool,
+    /// The job's I/O priority value (`class << 13 | level`, 0 when none is set): every I/O's
+    /// (mqblk has no per-command priorities).
+    pub ioprio: u16,
 }
 
 impl LogConfig {
@@ -269,13 +280,25 @@ impl JobLogs {
         for (prefix, kind, lines) in files {
             let Some(prefix) = prefix else { continue };
             let path = format!("{prefix}_{kind}.{number}.log");
-            let mut text = String::with_capacity(lines.len() * 24);
+            // Averaged lines stand for no one I/O: fio gives them priority 0.
+            let ioprio = if self.cfg.avg_ms == 0 {
+                self.cfg.ioprio
+            } else {
+                0
+            };
+            let prio = if self.cfg.prio {
+                format!("0x{ioprio:04x}")
+            } else {
+                // `ioprio_value_is_class_rt`.
+                u8::from(ioprio >> 13 == 1).to_string()
+            };
+            let mut text = String::with_capacity(lines.len() * 28);
             for l in lines {
-                let _ = writeln!(
-                    text,
-                    "{}, {}, {}, {}, {}",
-                    l.ms, l.value, l.dir, l.bs, l.offset
-                );
+                let _ = write!(text, "{}, {}, {}, {}", l.ms, l.value, l.dir, l.bs);
+                if self.cfg.offset {
+                    let _ = write!(text, ", {}", l.offset);
+                }
+                let _ = writeln!(text, ", {prio}");
             }
             std::fs::write(&path, text).map_err(|e| crate::WriteError::new(path, e))?;
         }
@@ -388,7 +411,56 @@ mod tests {
             bw: Some("b".into()),
             iops: Some("i".into()),
             avg_ms,
+            ..LogConfig::default()
         }
+    }
+
+    /// The columns fio 3.33 writes: the priority last, the offset before it only with
+    /// `log_offset`, the priority value in hex with `log_prio` (fio's own files, null
+    /// engine, `--prioclass=2 --prio=3`: `0, 4076, 0, 4096, 1011712, 0x4003`).
+    #[test]
+    fn the_files_have_fio_s_columns() {
+        let dir = std::env::temp_dir().join(format!("mqblk-logs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = dir.join("j").display().to_string();
+        let first_line = |cfg: LogConfig| {
+            let mut l = JobLogs::new(LogConfig {
+                lat: Some(prefix.clone()),
+                ..cfg
+            });
+            l.io(1_500_000, Ddir::Read, 4096, 8192, 1_000, 20_000);
+            l.finish(3_000_000);
+            l.write(1).unwrap();
+            let text = std::fs::read_to_string(format!("{prefix}_clat.1.log")).unwrap();
+            text.lines().next().unwrap().to_string()
+        };
+        assert_eq!(first_line(LogConfig::default()), "1, 20000, 0, 4096, 0");
+        let be3 = 2 << 13 | 3;
+        assert_eq!(
+            first_line(LogConfig {
+                offset: true,
+                prio: true,
+                ioprio: be3,
+                ..LogConfig::default()
+            }),
+            "1, 20000, 0, 4096, 8192, 0x4003"
+        );
+        // Without log_prio the column says whether the I/O is real-time.
+        assert_eq!(
+            first_line(LogConfig {
+                ioprio: 1 << 13,
+                ..LogConfig::default()
+            }),
+            "1, 20000, 0, 4096, 1"
+        );
+        assert_eq!(
+            first_line(LogConfig {
+                ioprio: be3,
+                ..LogConfig::default()
+            }),
+            "1, 20000, 0, 4096, 0"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

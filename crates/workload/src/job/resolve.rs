@@ -400,7 +400,7 @@ pub fn resolve(
                 thinktime_spin_ns: s.thinktime_spin_ns,
                 thinktime_blocks: s.thinktime_blocks.max(1),
                 write_iolog: s.write_iolog.clone(),
-                logs: s.logs.clone(),
+                logs: s.log_config(),
                 files,
                 file_service: s.file_service.clone(),
                 openfiles: s.openfiles,

@@ -661,6 +661,20 @@ impl JobSpec {
         read.max(write).max(trim)
     }
 
+    /// The job's logs as they are written: its options, with the I/O priority value its
+    /// I/Os carry (`prioclass << 13 | prio`, fio's `ioprio_value`; best-effort and level 4
+    /// for the one not given, 0 when neither is).
+    pub fn log_config(&self) -> crate::logs::LogConfig {
+        let ioprio = match (self.prioclass, self.prio) {
+            (None, None) => 0,
+            (class, level) => u16::from(class.unwrap_or(2)) << 13 | u16::from(level.unwrap_or(4)),
+        };
+        crate::logs::LogConfig {
+            ioprio,
+            ..self.logs.clone()
+        }
+    }
+
     /// The device capacity: `dev_size` if given, else `offset + size` if `size` is given
     /// (so a job never runs off the end of its own device), else 1 GiB.
     pub fn device_size(&self) -> u64 {

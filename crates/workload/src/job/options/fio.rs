@@ -230,6 +230,24 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "log_offset",
+        aliases: &[],
+        default: "0",
+        help: "Put each I/O's offset in the latency, bandwidth and IOPS logs (a column before the priority).",
+        kind: Kind::Bool {
+            set: |j, v| j.logs.offset = v,
+        },
+    },
+    OptDef {
+        name: "log_prio",
+        aliases: &[],
+        default: "0",
+        help: "Log each I/O's priority value (0x4003 for be/3) instead of 1 for real-time, 0 otherwise.",
+        kind: Kind::Bool {
+            set: |j, v| j.logs.prio = v,
+        },
+    },
+    OptDef {
         name: "log_avg_msec",
         aliases: &[],
         default: "0",
