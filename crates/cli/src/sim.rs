@@ -131,6 +131,9 @@ fn run(args: &[String]) -> Result<i32, CliError> {
     }
     // Host figures vary from run to run, so they go to stderr, leaving stdout reproducible.
     eprintln!("{}", s.speed);
+    for e in &s.errors {
+        eprintln!("{e}");
+    }
     Ok(s.code)
 }
 
@@ -144,6 +147,8 @@ pub struct Simulated {
     pub speed: String,
     /// 1 if a job saw errors, else 0.
     pub code: i32,
+    /// A line per job clone that ended with an error, as `mqblk bench` prints them.
+    pub errors: Vec<String>,
 }
 
 /// `mqblk sim ARGS` without printing: the same options and job files, the same report
@@ -266,11 +271,24 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         res.completed as f64 / host_s.max(1e-9) / 1e6,
         res.events
     );
+    let errors = res
+        .jobs
+        .iter()
+        .zip(&spec_of)
+        .filter(|(j, _)| j.errors > 0)
+        .map(|(j, &s)| {
+            format!(
+                "error: {}: {} ({} I/O errors in this job)",
+                cl.jobs[s].name, j.stats.error_text, j.errors
+            )
+        })
+        .collect();
     Ok(Simulated {
         out,
         output_file: cl.output_file.clone(),
         speed,
         code: i32::from(res.jobs.iter().any(|j| j.errors > 0)),
+        errors,
     })
 }
 

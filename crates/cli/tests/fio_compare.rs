@@ -732,3 +732,102 @@ fn the_json_report_has_every_key_of_fios_per_job_and_per_direction() {
     );
     assert!(a.len() > 150, "{} keys compared", a.len());
 }
+
+/// `rate_min` as fio 3.33 judges it: a job held to 10 I/Os a second by `thinktime` against a
+/// floor of 1 MiB/s ends after the 2 s settle and one `rate_cycle` with fio's error (EIO),
+/// fio's message and as many I/Os as fio's; the simulator's run ends the same way. Its
+/// latency logs carry fio's columns: the priority last, the offset only with `log_offset`.
+#[test]
+fn rate_min_ends_the_job_as_fios_and_the_logs_have_fios_columns() {
+    if !have_fio("rate_min_ends_the_job_as_fios_and_the_logs_have_fios_columns") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mqblk-ratemin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = [
+        "--name=floor",
+        "--ioengine=null",
+        "--rw=read",
+        "--bs=4k",
+        "--size=1g",
+        "--thinktime=100ms",
+        "--rate_min=1m",
+        "--runtime=6",
+        "--time_based",
+        "--log_offset=1",
+        "--log_prio=1",
+        "--prioclass=2",
+        "--prio=3",
+        "--output-format=json",
+    ];
+    let run = |tool: &str| {
+        let log = format!("--write_lat_log={}", dir.join(tool).display());
+        let mut cmd = if tool == "fio" {
+            Command::new("fio")
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_mqblk"));
+            c.arg(tool);
+            c
+        };
+        let o = cmd.args(job).arg(&log).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        // fio puts its `fio: pid=..., err=5/...` line on standard output before the JSON.
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let json = &out[out.find('{').unwrap_or(0)..];
+        let v: serde_json::Value =
+            serde_json::from_str(json).unwrap_or_else(|e| panic!("{tool}: {e}: {err}"));
+        let j = &v["jobs"][0];
+        let first_log_line = std::fs::read_to_string(dir.join(format!("{tool}_clat.1.log")))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string();
+        (
+            j["error"].as_i64().unwrap(),
+            j["read"]["total_ios"].as_u64().unwrap(),
+            j["read"]["runtime"].as_u64().unwrap(),
+            err,
+            first_log_line,
+        )
+    };
+    let fio = run("fio");
+    assert_eq!(fio.0, 5, "fio: {fio:?}");
+    for tool in ["bench", "sim"] {
+        let ours = run(tool);
+        assert_eq!(ours.0, 5, "{tool}: {ours:?}");
+        assert!(
+            ours.1.abs_diff(fio.1) <= 1,
+            "{tool}: {} I/Os, fio {}",
+            ours.1,
+            fio.1
+        );
+        assert!(
+            ours.2.abs_diff(fio.2) <= 100,
+            "{tool}: {ours:?} fio {fio:?}"
+        );
+        let msg = fio.3.lines().find(|l| l.contains("not met")).unwrap();
+        // The rate it got depends on the machine's timing in real time: up to "got".
+        let msg = msg.split_once(": ").unwrap().1;
+        let msg = &msg[..msg.find("got").unwrap()];
+        assert!(
+            ours.3.contains(msg),
+            "{tool}: {} against fio's {msg}",
+            ours.3
+        );
+        // `0, VALUE, 0, 4096, OFFSET, 0x4003`: all but the latency itself.
+        let cols = |l: &str| {
+            let mut v: Vec<String> = l.split(", ").map(String::from).collect();
+            v.remove(1);
+            v
+        };
+        assert_eq!(
+            cols(&ours.4),
+            cols(&fio.4),
+            "{tool}: {} fio {}",
+            ours.4,
+            fio.4
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

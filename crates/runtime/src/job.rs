@@ -190,9 +190,6 @@ impl Stonewalls {
 
 const SAMPLE_WINDOW: Nanos = Nanos::from_millis(500);
 
-/// `ETIMEDOUT`, fio's error for a job over `max_latency` or missing `latency_target`.
-const ETIMEDOUT: i32 = 110;
-
 /// Per-batch bookkeeping: bios carry their batch number so slat/clat split at the moment the
 /// batch finished submitting.
 struct Batches {
@@ -558,10 +555,9 @@ impl<S: LatSink> JobState<'_, S> {
             self.sink.restart();
             self.restarted_at = Some(now);
         }
-        if let Some(e) = self.driver.take_error() {
-            // fio ends such a job with ETIMEDOUT.
+        if let Some((errno, e)) = self.driver.take_error() {
             self.out.errors += 1;
-            self.sink.error(false, ETIMEDOUT);
+            self.sink.error(false, errno);
             self.out
                 .first_error
                 .get_or_insert(format!("{}: {e}", self.job.name));
@@ -599,7 +595,9 @@ impl<S: LatSink> JobState<'_, S> {
             if measured && matches!(bio.op, ReqOp::Read | ReqOp::Write) {
                 // fio's latency_target and max_latency judge the total latency.
                 let lat = now.saturating_sub(bio.submit_ns.0);
-                self.driver.completed(now.saturating_sub(self.t0), lat);
+                let dir = if write { Ddir::Write } else { Ddir::Read };
+                self.driver
+                    .completed(now.saturating_sub(self.t0), lat, dir, len);
             }
             if measured {
                 let submit = bio.submit_ns.0;

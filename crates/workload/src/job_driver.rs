@@ -87,6 +87,79 @@ pub enum Phase {
     Done,
 }
 
+/// `ETIMEDOUT`: fio's error for a job over `max_latency` or missing `latency_target`.
+pub const ETIMEDOUT: i32 = 110;
+/// `EIO`: fio's error for a job below `rate_min` (`td_verror(td, EIO, "check_min_rate")`).
+pub const EIO: i32 = 5;
+
+/// fio's `check_min_rate`: each direction's bandwidth (or IOPS) judged over windows of
+/// `rate_cycle`, from 2 s after the ramp (fio's settle time), in time since the ramp.
+#[derive(Clone, Debug, Default)]
+struct MinRate {
+    bytes_min: [u64; 3],
+    iops_min: [u64; 3],
+    cycle_ns: u64,
+    done_bytes: [u64; 3],
+    done_ios: [u64; 3],
+    /// What was done at the last check, and when (`last_rate_check_*`).
+    last_bytes: [u64; 3],
+    last_ios: [u64; 3],
+    last_at: [u64; 3],
+}
+
+/// fio's settle time before a minimum rate is judged.
+const MIN_RATE_SETTLE_NS: u64 = 2_000_000_000;
+
+impl MinRate {
+    /// An I/O completed at `now` (ns since the ramp): the failure, if a direction fell
+    /// below its floor over the window that just closed. As `__check_min_rate`, every
+    /// direction that has done I/O is looked at, a window shorter than `rate_cycle` is
+    /// left to grow, and rates are whole bytes (I/Os) per second over whole milliseconds.
+    fn completed(&mut self, now: u64, dir: Ddir, bytes: u64) -> Option<String> {
+        if self.bytes_min == [0; 3] && self.iops_min == [0; 3] {
+            return None;
+        }
+        let d = dir.index();
+        self.done_bytes[d] += bytes;
+        self.done_ios[d] += 1;
+        if now < MIN_RATE_SETTLE_NS {
+            return None;
+        }
+        for d in 0..3 {
+            if self.done_bytes[d] == 0 || (self.bytes_min[d] == 0 && self.iops_min[d] == 0) {
+                continue;
+            }
+            if self.last_bytes[d] != 0 || self.last_ios[d] != 0 {
+                let spent_ms = now.saturating_sub(self.last_at[d]) / 1_000_000;
+                if spent_ms == 0 || spent_ms * 1_000_000 < self.cycle_ns {
+                    continue;
+                }
+                if self.bytes_min[d] > 0 {
+                    let rate = (self.done_bytes[d] - self.last_bytes[d]) * 1000 / spent_ms;
+                    if rate < self.bytes_min[d] {
+                        return Some(format!(
+                            "rate_min={}B/s not met, got {rate}B/s",
+                            self.bytes_min[d]
+                        ));
+                    }
+                } else {
+                    let iops = (self.done_ios[d] - self.last_ios[d]) * 1000 / spent_ms;
+                    if iops < self.iops_min[d] {
+                        return Some(format!(
+                            "rate_iops_min={} not met, got {iops} IOPS",
+                            self.iops_min[d]
+                        ));
+                    }
+                }
+            }
+            self.last_bytes[d] = self.done_bytes[d];
+            self.last_ios[d] = self.done_ios[d];
+            self.last_at[d] = now;
+        }
+        None
+    }
+}
+
 /// One job clone's issuing decisions; see the module documentation.
 #[derive(Clone, Debug)]
 pub struct JobDriver {
@@ -151,8 +224,10 @@ pub struct JobDriver {
     lat_quiesce: bool,
     stats_reset: bool,
     /// The error that ended the job, until the runner takes it; set once per job.
-    error: Option<String>,
+    error: Option<(i32, String)>,
     failed: bool,
+    /// `rate_min` / `rate_iops_min`.
+    min_rate: MinRate,
     stopped: bool,
     /// `number_ios` (0: none), and the end by bytes or passes (see [`Job::io_bytes`]).
     number_ios: u64,
@@ -269,6 +344,12 @@ impl JobDriver {
             stats_reset: false,
             error: None,
             failed: false,
+            min_rate: MinRate {
+                bytes_min: job.rate_min,
+                iops_min: job.rate_iops_min,
+                cycle_ns: job.rate_cycle_ns.max(1),
+                ..MinRate::default()
+            },
             stopped: false,
             number_ios: job.number_ios,
             io_bytes: job.io_bytes,
@@ -564,10 +645,16 @@ impl JobDriver {
         }
     }
 
-    /// The job ends with error `e` (the first one only).
+    /// The job ends with error `e` (the first one only), `ETIMEDOUT` as fio reports a
+    /// latency missed.
     fn fail(&mut self, e: String) {
+        self.fail_with(ETIMEDOUT, e);
+    }
+
+    /// The job ends with errno `errno` and error `e` (the first one only).
+    fn fail_with(&mut self, errno: i32, e: String) {
         if !std::mem::replace(&mut self.failed, true) {
-            self.error = Some(e);
+            self.error = Some((errno, e));
         }
         self.stopped = true;
     }
@@ -594,11 +681,16 @@ impl JobDriver {
         self.lat.as_ref().map(|l| l.depth())
     }
 
-    /// A read, write or trim completed at `now` after `lat_ns` in all (fio's `lat`: from
-    /// when the job took it to its completion), counted after `ramp_time`, as fio's
-    /// `account_io_completion` does.
-    pub fn completed(&mut self, now: u64, lat_ns: u64) {
+    /// A read, write or trim of `bytes` in direction `dir` completed at `now` after `lat_ns`
+    /// in all (fio's `lat`: from when the job took it to its completion), counted after
+    /// `ramp_time`, as fio's `account_io_completion` does.
+    pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64) {
         self.completed_ios += 1;
+        if now >= self.ramp_ns {
+            if let Some(e) = self.min_rate.completed(now - self.ramp_ns, dir, bytes) {
+                self.fail_with(EIO, e);
+            }
+        }
         if self.max_latency_ns > 0 && lat_ns > self.max_latency_ns {
             let e = format!(
                 "latency of {lat_ns} ns exceeds max_latency {} ns",
@@ -618,9 +710,10 @@ impl JobDriver {
         std::mem::take(&mut self.stats_reset)
     }
 
-    /// The error that ended the job (`max_latency`, or `latency_target` missed at depth 1),
-    /// once; fio reports it as `ETIMEDOUT`.
-    pub fn take_error(&mut self) -> Option<String> {
+    /// The error that ended the job, once, with the errno fio reports for it: `max_latency`
+    /// exceeded or `latency_target` missed at depth 1 (`ETIMEDOUT`), `rate_min` or
+    /// `rate_iops_min` not met (`EIO`).
+    pub fn take_error(&mut self) -> Option<(i32, String)> {
         self.error.take()
     }
 
@@ -722,6 +815,36 @@ mod tests {
         let specs = parse_job_text("t", text).unwrap();
         let jobs = resolve(&specs, &Default::default(), |_| Ok(1 << 30), 0).unwrap();
         JobDriver::new(&jobs[0])
+    }
+
+    /// fio's `check_min_rate`: nothing is judged in the 2 s after the ramp, the first look
+    /// after it only starts a window, and a window of `rate_cycle` below the floor ends the
+    /// job with `EIO` and fio's message; a window at the floor does not.
+    #[test]
+    fn a_rate_below_rate_min_over_a_cycle_ends_the_job_after_the_settle_time() {
+        const MS: u64 = 1_000_000;
+        // 4 KiB every 10 ms: 400 KiB/s (409,600 B/s).
+        let run = |floor: &str| {
+            let mut d = driver(&format!(
+                "[j]\nrw=read\nbs=4k\nrate_min={floor}\nramp_time=1\n"
+            ));
+            let mut at = None;
+            for i in 0..500u64 {
+                let now = 1000 * MS + i * 10 * MS;
+                d.completed(now, 100_000, Ddir::Read, 4096);
+                if let Some(e) = d.take_error() {
+                    at = Some((now, e));
+                    break;
+                }
+            }
+            at
+        };
+        let (now, (errno, e)) = run("500k").expect("400 KiB/s is below 500 KiB");
+        assert_eq!(errno, EIO);
+        assert_eq!(e, "rate_min=512000B/s not met, got 409600B/s");
+        // Ramp 1 s + settle 2 s starts the window; it is judged a cycle (1 s) later.
+        assert_eq!(now, 4000 * MS);
+        assert!(run("400k").is_none(), "409,600 B/s meets 400 KiB/s");
     }
 
     /// Issues until Done (draining is instant), at a fixed time.

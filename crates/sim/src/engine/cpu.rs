@@ -86,7 +86,9 @@ impl Sim {
                 if d != Ddir::Trim {
                     // fio's latency_target and max_latency judge the total latency.
                     let at = Nanos(cur.saturating_sub(job.start));
-                    job.def.source.completed(at, cur.saturating_sub(s0));
+                    job.def
+                        .source
+                        .completed(at, cur.saturating_sub(s0), d, bytes);
                     if job.def.source.take_stats_reset() {
                         job.stats.restart();
                         job.ios = 0;

@@ -180,8 +180,8 @@ impl Sim {
                         j.stats.dirs[d].runtime_ns = rt;
                     }
                 }
-                if let Some(e) = j.error_text.take() {
-                    j.stats.error = 110; // ETIMEDOUT: max_latency or latency_target missed
+                if let Some((errno, e)) = j.error_text.take() {
+                    j.stats.error = errno;
                     j.stats.error_text = e;
                 } else if j.errors > 0 {
                     j.stats.error = 5; // EIO, as fio reports a job that saw I/O errors

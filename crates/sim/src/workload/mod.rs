@@ -12,7 +12,7 @@
 use crate::SimRng;
 use mqblk_core::{IoPrio, Nanos, ReqFlags, ReqOp};
 use mqblk_workload::pattern::Pattern;
-use mqblk_workload::{Job, JobDriver, JobSpec};
+use mqblk_workload::{Ddir, Job, JobDriver, JobSpec};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -123,16 +123,18 @@ pub trait Source: Send {
         None
     }
 
-    /// A read or write completed at `now` after `lat_ns` in all (counted after the ramp).
-    fn completed(&mut self, _now: Nanos, _lat_ns: u64) {}
+    /// A read or write of `bytes` in direction `dir` completed at `now` after `lat_ns` in
+    /// all (counted after the ramp).
+    fn completed(&mut self, _now: Nanos, _lat_ns: u64, _dir: Ddir, _bytes: u64) {}
 
     /// Whether the statistics start over now (asking clears it).
     fn take_stats_reset(&mut self) -> bool {
         false
     }
 
-    /// The error that ended the job, once (fio's `ETIMEDOUT` of `max_latency`).
-    fn take_error(&mut self) -> Option<String> {
+    /// The error that ended the job, once, with the errno fio reports for it
+    /// ([`JobDriver::take_error`]).
+    fn take_error(&mut self) -> Option<(i32, String)> {
         None
     }
 
@@ -273,15 +275,15 @@ impl Source for FioSource {
         self.driver.search_depth()
     }
 
-    fn completed(&mut self, now: Nanos, lat_ns: u64) {
-        self.driver.completed(now.0, lat_ns);
+    fn completed(&mut self, now: Nanos, lat_ns: u64, dir: Ddir, bytes: u64) {
+        self.driver.completed(now.0, lat_ns, dir, bytes);
     }
 
     fn take_stats_reset(&mut self) -> bool {
         self.driver.take_stats_reset()
     }
 
-    fn take_error(&mut self) -> Option<String> {
+    fn take_error(&mut self) -> Option<(i32, String)> {
         self.driver.take_error()
     }
 

@@ -16,14 +16,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     // Timing and flow.
     (
-        "rate_min",
-        "minimum rates are not implemented; remove the line",
-    ),
-    (
-        "ratemin",
-        "minimum rates are not implemented; remove the line",
-    ),
-    (
         "rate_process",
         "only the linear rate process is implemented; remove the line",
     ),

@@ -106,6 +106,11 @@ pub struct Job {
     /// `rate_iops` and `rate` per direction (0: none), counted from the job's start.
     pub rate_iops: [u64; 3],
     pub rate: [u64; 3],
+    /// `rate_min` and `rate_iops_min` per direction (0: none), judged every
+    /// `rate_cycle_ns` once 2 s have passed after the ramp.
+    pub rate_min: [u64; 3],
+    pub rate_iops_min: [u64; 3],
+    pub rate_cycle_ns: u64,
     /// A seed for what fio does not draw from its per-purpose streams (verify data).
     pub seed: u64,
     /// The clone's random streams' seeds, as fio 3.33 makes them (see
@@ -413,6 +418,9 @@ pub fn resolve(
                 ramp_ns: s.ramp_time_ns,
                 rate_iops: s.rate_iops,
                 rate: s.rate,
+                rate_min: s.rate_min,
+                rate_iops_min: s.rate_iops_min,
+                rate_cycle_ns: s.rate_cycle_ms.saturating_mul(1_000_000),
                 seed,
                 seeds,
                 verify: s.verify != VerifyMode::None,

@@ -302,6 +302,13 @@ pub struct JobSpec {
     pub rate_iops: [u64; 3],
     /// `rate=`: bytes per second per direction (0: unlimited).
     pub rate: [u64; 3],
+    /// `rate_min=` (`ratemin`): the bandwidth per direction below which the job ends with
+    /// an error, bytes per second (0: none).
+    pub rate_min: [u64; 3],
+    /// `rate_iops_min=`: the same in I/Os per second, judged where `rate_min` is not set.
+    pub rate_iops_min: [u64; 3],
+    /// `rate_cycle=` (`ratecycle`): the window `rate_min` is judged over, in ms.
+    pub rate_cycle_ms: u64,
     /// `offset_increment=`: clone N's region starts `N * offset_increment` after `offset`.
     pub offset_increment: u64,
     /// Seed the random generators predictably.
@@ -532,6 +539,9 @@ impl Default for JobSpec {
             cgroup_weight: None,
             rate_iops: [0; 3],
             rate: [0; 3],
+            rate_min: [0; 3],
+            rate_iops_min: [0; 3],
+            rate_cycle_ms: 1000,
             offset_increment: 0,
             randrepeat: true,
             randseed: None,
@@ -807,6 +817,22 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
     }
     if job.rwmixread > 100 {
         return Err(format!("rwmixread={} is above 100", job.rwmixread));
+    }
+    // fio's `fixup_options`: a floor in bytes beside a cap in I/Os (or the reverse) and a
+    // floor above its cap are refused.
+    for (d, dir) in ["read", "write", "trim"].iter().enumerate() {
+        if (job.rate_min[d] > 0 && job.rate_iops[d] > 0)
+            || (job.rate[d] > 0 && job.rate_iops_min[d] > 0)
+        {
+            return Err(format!(
+                "rate and rate_iops are mutually exclusive ({dir}: a floor in one beside a cap in the other)"
+            ));
+        }
+        if (job.rate[d] > 0 && job.rate[d] < job.rate_min[d])
+            || (job.rate_iops[d] > 0 && job.rate_iops[d] < job.rate_iops_min[d])
+        {
+            return Err(format!("the minimum rate exceeds the rate ({dir})"));
+        }
     }
     if job.verify == VerifyMode::Pattern && job.verify_pattern.is_none() {
         return Err("verify=pattern needs verify_pattern= (the bytes to write and check)".into());

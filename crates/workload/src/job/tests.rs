@@ -705,3 +705,22 @@ fn a_bare_log_option_takes_the_job_s_name() {
     assert_eq!(jobs[0].logs.lat.as_deref(), Some("lat"));
     assert!(file_err("[a]\nwrite_iolog\n").contains("needs a value"));
 }
+
+/// `rate_min` (`ratemin`), `rate_iops_min` and `rate_cycle` (`ratecycle`) parse per
+/// direction, and a floor above its cap or beside a cap of the other kind is refused, as
+/// fio's `fixup_options` refuses them.
+#[test]
+fn minimum_rates_parse_and_a_floor_above_its_cap_is_refused() {
+    let jobs = parse_job_text(
+        "jobs.fio",
+        "[a]\nratemin=1m,2m\nratecycle=250\n[b]\nrate_iops_min=,50\nrate_iops=,100\n",
+    )
+    .unwrap();
+    assert_eq!(jobs[0].rate_min, [1 << 20, 2 << 20, 2 << 20]);
+    assert_eq!(jobs[0].rate_cycle_ms, 250);
+    assert_eq!(jobs[1].rate_iops_min, [0, 50, 50]);
+    assert!(
+        file_err("[a]\nrate=1m\nrate_min=2m\n").contains("minimum rate exceeds the rate (read)")
+    );
+    assert!(file_err("[a]\nrate_iops=100\nrate_min=2m\n").contains("mutually exclusive"));
+}

@@ -537,12 +537,46 @@ pub(super) static FIO: &[OptDef] = &[
         kind: Kind::Custom {
             syntax: "int[,int[,int]]",
             set: |j, t, o| {
-                j.rate_iops = per_direction(t, 0, |v| {
-                    parse_size(v).ok_or_else(|| format!("'{v}' is not an integer"))
-                })
-                .map_err(|r| unsupported(o, t, r))?;
+                j.rate_iops = rates(o, t, "an integer")?;
                 Ok(())
             },
+        },
+    },
+    OptDef {
+        name: "rate_min",
+        aliases: &["ratemin"],
+        default: "0",
+        help: "End the job with an error when a direction's bandwidth over a rate_cycle falls below this, bytes/s; 'r,w,t' per direction.",
+        kind: Kind::Custom {
+            syntax: "size[,size[,size]]",
+            set: |j, t, o| {
+                j.rate_min = rates(o, t, "a size")?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "rate_iops_min",
+        aliases: &[],
+        default: "0",
+        help: "End the job with an error when a direction's IOPS over a rate_cycle fall below this; 'r,w,t' per direction.",
+        kind: Kind::Custom {
+            syntax: "int[,int[,int]]",
+            set: |j, t, o| {
+                j.rate_iops_min = rates(o, t, "an integer")?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "rate_cycle",
+        aliases: &["ratecycle"],
+        default: "1000",
+        help: "The window in ms over which rate_min and rate_iops_min are judged.",
+        kind: Kind::Int {
+            min: 1,
+            max: u32::MAX as u64,
+            set: |j, v| j.rate_cycle_ms = v,
         },
     },
     OptDef {
@@ -553,10 +587,7 @@ pub(super) static FIO: &[OptDef] = &[
         kind: Kind::Custom {
             syntax: "size[,size[,size]]",
             set: |j, t, o| {
-                j.rate = per_direction(t, 0, |v| {
-                    parse_size(v).ok_or_else(|| format!("'{v}' is not a size"))
-                })
-                .map_err(|r| unsupported(o, t, r))?;
+                j.rate = rates(o, t, "a size")?;
                 Ok(())
             },
         },

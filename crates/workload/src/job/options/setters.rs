@@ -75,6 +75,15 @@ pub(super) fn set_bs(job: &mut JobSpec, text: &str, option: &str) -> Result<(), 
 
 /// Splits fio's per-direction list `r,w,t`: one value applies to all, fewer than three
 /// repeat the last, an empty slot keeps `default`.
+/// A per-direction rate option's three values (`rate`, `rate_min`: sizes; `rate_iops`,
+/// `rate_iops_min`: counts, which take the same suffixes), 0 where one is not given.
+pub(super) fn rates(option: &str, text: &str, what: &str) -> Result<[u64; 3], JobErrorKind> {
+    per_direction(text, 0, |v| {
+        parse_size(v).ok_or_else(|| format!("'{v}' is not {what}"))
+    })
+    .map_err(|r| unsupported(option, text, r))
+}
+
 pub(super) fn per_direction<T: Clone>(
     text: &str,
     default: T,
