@@ -733,6 +733,24 @@ fn the_json_report_has_every_key_of_fios_per_job_and_per_direction() {
     assert!(a.len() > 150, "{} keys compared", a.len());
 }
 
+/// Runs `tool` (`fio`, or `bench` / `sim` of mqblk) with `args`; its JSON report (fio puts
+/// its `fio: pid=..., err=5/...` line on standard output before the JSON) and its stderr.
+fn run_tool(tool: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let mut cmd = if tool == "fio" {
+        Command::new("fio")
+    } else {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mqblk"));
+        c.arg(tool);
+        c
+    };
+    let o = cmd.args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let v = serde_json::from_str(&out[out.find('{').unwrap_or(0)..])
+        .unwrap_or_else(|e| panic!("{tool}: {e}: {err}"));
+    (v, err)
+}
+
 /// `rate_min` as fio 3.33 judges it: a job held to 10 I/Os a second by `thinktime` against a
 /// floor of 1 MiB/s ends after the 2 s settle and one `rate_cycle` with fio's error (EIO),
 /// fio's message and as many I/Os as fio's; the simulator's run ends the same way. Its
@@ -762,20 +780,9 @@ fn rate_min_ends_the_job_as_fios_and_the_logs_have_fios_columns() {
     ];
     let run = |tool: &str| {
         let log = format!("--write_lat_log={}", dir.join(tool).display());
-        let mut cmd = if tool == "fio" {
-            Command::new("fio")
-        } else {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_mqblk"));
-            c.arg(tool);
-            c
-        };
-        let o = cmd.args(job).arg(&log).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        // fio puts its `fio: pid=..., err=5/...` line on standard output before the JSON.
-        let out = String::from_utf8_lossy(&o.stdout).to_string();
-        let json = &out[out.find('{').unwrap_or(0)..];
-        let v: serde_json::Value =
-            serde_json::from_str(json).unwrap_or_else(|e| panic!("{tool}: {e}: {err}"));
+        let mut args = job.to_vec();
+        args.push(&log);
+        let (v, err) = run_tool(tool, &args);
         let j = &v["jobs"][0];
         let first_log_line = std::fs::read_to_string(dir.join(format!("{tool}_clat.1.log")))
             .unwrap()
@@ -828,6 +835,76 @@ fn rate_min_ends_the_job_as_fios_and_the_logs_have_fios_columns() {
             ours.4,
             fio.4
         );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `exitall` with each `exit_what`, as fio 3.33 runs it: the short job's end cuts the long
+/// one of its group short (group), or every running job (stonewall), and with `all` the
+/// job behind the stonewall never runs; `exitall_on_error` ends the group when a job fails
+/// its `rate_min`. In bench and sim alike.
+#[test]
+fn exitall_ends_the_jobs_fio_ends() {
+    if !have_fio("exitall_ends_the_jobs_fio_ends") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mqblk-exitall-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "[global]\nioengine=null\nsize=1g\nbs=4k\nrw=read\ntime_based\n";
+    let cases = [
+        (
+            "group",
+            format!("{base}exitall\n[short]\nruntime=300ms\n[long]\nruntime=3\n[later]\nstonewall\nruntime=300ms\n"),
+        ),
+        (
+            "stonewall",
+            format!("{base}exitall\nexit_what=stonewall\n[short]\nruntime=300ms\nnew_group\n[long]\nruntime=3\nnew_group\n[later]\nstonewall\nruntime=300ms\n"),
+        ),
+        (
+            "all",
+            format!("{base}exitall\nexit_what=all\n[short]\nruntime=300ms\n[long]\nruntime=3\n[later]\nstonewall\nruntime=300ms\n"),
+        ),
+        (
+            "on_error",
+            format!("{base}[short]\nruntime=5\nthinktime=100ms\nrate_min=1m\nexitall_on_error\n[long]\nruntime=8\n[other]\nnew_group\nruntime=4\n"),
+        ),
+    ];
+    // Each job's run time in ms and whether it did I/O.
+    let run = |tool: &str, file: &std::path::Path| -> Vec<(String, u64, bool)> {
+        let file = file.display().to_string();
+        let (v, _) = run_tool(tool, &["--output-format=json", &file]);
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                (
+                    j["jobname"].as_str().unwrap().to_string(),
+                    j["read"]["runtime"].as_u64().unwrap(),
+                    j["read"]["total_ios"].as_u64().unwrap() > 0,
+                )
+            })
+            .collect()
+    };
+    for (what, text) in cases {
+        let file = dir.join(format!("{what}.fio"));
+        std::fs::write(&file, text).unwrap();
+        let fio = run("fio", &file);
+        for tool in ["bench", "sim"] {
+            let ours = run(tool, &file);
+            assert_eq!(ours.len(), fio.len(), "{what} {tool}: {ours:?} fio {fio:?}");
+            for (o, f) in ours.iter().zip(&fio) {
+                assert_eq!(
+                    (&o.0, o.2),
+                    (&f.0, f.2),
+                    "{what} {tool}: {ours:?} fio {fio:?}"
+                );
+                assert!(
+                    o.1.abs_diff(f.1) <= 150,
+                    "{what} {tool}: {ours:?} fio {fio:?}"
+                );
+            }
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

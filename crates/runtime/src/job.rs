@@ -9,7 +9,7 @@
 use crate::{pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle};
 use crossbeam_utils::CachePadded;
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
-use mqblk_workload::{verify, Ddir, Job, JobDriver, JobIo, Next};
+use mqblk_workload::{verify, Ddir, Exit, Job, JobDriver, JobIo, Next};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -92,9 +92,43 @@ pub struct JobOutcome {
 pub struct Progress {
     counts: Box<[CachePadded<JobCount>]>,
     pub stop: CachePadded<AtomicBool>,
+    /// The jobs that ended, for fio's `exitall` and `exitall_on_error`.
+    pub ends: Ends,
     /// fio's `stonewall` and `wait_for`: jobs still running per barrier and job section
     /// (see [`Job::barrier`], [`Job::wait_for`]).
     pub stonewalls: Stonewalls,
+}
+
+/// The jobs that ended so far, in order, each with its [`Exit`] and whether it failed:
+/// what a running job looks at to know whether another's end terminates it.
+#[derive(Default)]
+pub struct Ends {
+    list: std::sync::Mutex<Vec<(Exit, bool)>>,
+    count: std::sync::atomic::AtomicUsize,
+}
+
+impl Ends {
+    /// A job with `exit` ended, in error if `failed`.
+    pub fn post(&self, exit: Exit, failed: bool) {
+        let mut l = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        l.push((exit, failed));
+        self.count.store(l.len(), Ordering::Release);
+    }
+
+    /// How many ends are posted (cheap: a job compares it with what it saw).
+    pub fn posted(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Whether an end posted from index `from` on terminates the job of `exit`, which
+    /// started when `since` ends were posted (it runs for the ones posted after).
+    pub fn ends(&self, exit: &Exit, from: usize, since: usize) -> bool {
+        let l = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        l.iter()
+            .enumerate()
+            .skip(from)
+            .any(|(i, (e, failed))| e.ends(*failed, exit, i >= since))
+    }
 }
 
 /// One job's completions and bytes so far, for the progress display.
@@ -246,6 +280,9 @@ struct JobState<'a, S: LatSink> {
     fresh: bool,
     /// When the latency-target search restarted the measurements, if it did.
     restarted_at: Option<u64>,
+    /// Ends of other jobs posted when this one started, and the ones it has looked at.
+    ends_at_start: usize,
+    ends_seen: usize,
 }
 
 /// Runs one job clone to completion and returns its sink and outcome. `bufs` are the
@@ -310,6 +347,8 @@ pub fn run_job<S: LatSink>(
         now: t0,
         fresh: true,
         restarted_at: None,
+        ends_at_start: progress.ends.posted(),
+        ends_seen: 0,
     };
     st.run();
     st.drain();
@@ -325,11 +364,30 @@ pub fn run_job<S: LatSink>(
     st.out.iolog = st.driver.take_log();
     st.sink.finish(t1.saturating_sub(t0));
     let JobState { sink, out, .. } = st;
+    // Posted before the barrier opens, so the next stonewall's jobs see it as they start.
+    progress
+        .ends
+        .post(job.exit, out.errors > 0 || out.first_error.is_some());
     progress.stonewalls.finish(job);
     (sink, out)
 }
 
 impl<S: LatSink> JobState<'_, S> {
+    /// Whether another job's end, posted since this one last looked, terminates it
+    /// (fio's `exitall`, `exit_what`, `exitall_on_error`).
+    fn terminated(&mut self) -> bool {
+        let n = self.progress.ends.posted();
+        if n == self.ends_seen {
+            return false;
+        }
+        let hit = self
+            .progress
+            .ends
+            .ends(&self.job.exit, self.ends_seen, self.ends_at_start);
+        self.ends_seen = n;
+        hit
+    }
+
     fn run(&mut self) {
         let job = self.job;
         let mut last_sample = self.t0;
@@ -339,7 +397,7 @@ impl<S: LatSink> JobState<'_, S> {
             } else {
                 self.h.now().0
             };
-            if self.progress.stop.load(Ordering::Relaxed) {
+            if self.progress.stop.load(Ordering::Relaxed) || self.terminated() {
                 self.driver.stop();
             }
             let depth = self.driver.depth();

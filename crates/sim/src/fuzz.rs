@@ -233,6 +233,7 @@ pub fn case_for(
             ioprio: IoPrio::new(class, rng.below(8) as u8),
             start_at: Nanos(rng.below(1_000_000)),
             barrier: 0,
+            exit: Default::default(),
             after: Vec::new(),
             // An ext4 client stops at a time instead (its drawn I/O count's worth at 1 ms
             // each), as jbd2 does: one stopped between its write and its `fsync` would

@@ -68,6 +68,7 @@ pub fn from_specs(
             // fio's `startdelay`.
             start_at: Nanos(job.start_delay_ns),
             barrier: job.barrier,
+            exit: job.exit,
             // fio's `wait_for`: every clone of the named job.
             after: jobs
                 .iter()

@@ -316,6 +316,7 @@ fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs:
         ioprio: IoPrio::DEFAULT,
         start_at: Nanos::ZERO,
         barrier: 0,
+        exit: Default::default(),
         after: Vec::new(),
         limit: Limit {
             time: Some(Nanos::from_secs(secs)),

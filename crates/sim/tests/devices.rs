@@ -543,6 +543,7 @@ fn raid_through_the_simulator_never_exceeds_can_queue() {
             ioprio: IoPrio::DEFAULT,
             start_at: Nanos::ZERO,
             barrier: 0,
+            exit: Default::default(),
             after: Vec::new(),
             limit: Limit {
                 ios: Some(100),

@@ -18,6 +18,7 @@ fn fio_job(name: &str, cpu: u16, rw: RwMode, bs: u32, qd: u32, ios: u64, seed: u
         ioprio: IoPrio::DEFAULT,
         start_at: Nanos::ZERO,
         barrier: 0,
+        exit: Default::default(),
         after: Vec::new(),
         limit: Limit {
             ios: Some(ios),

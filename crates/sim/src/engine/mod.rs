@@ -741,6 +741,16 @@ impl Sim {
     /// Job `j` finished at `t`: the jobs waiting for it in an open barrier may start, and
     /// the last job of a barrier out opens the next (fio's `stonewall`).
     pub(crate) fn job_finished(&mut self, j: usize, t: u64) {
+        // fio's `exitall` / `exitall_on_error`: the jobs its end terminates end their main
+        // phase at the next I/O they would issue; one not started yet ends as it starts.
+        let exit = self.jobs[j].def.exit;
+        let failed = self.jobs[j].errors > 0 || self.jobs[j].error_text.is_some();
+        for k in 0..self.jobs.len() {
+            let o = &mut self.jobs[k];
+            if k != j && !o.finished && exit.ends(failed, &o.def.exit, o.started) {
+                o.def.source.stop();
+            }
+        }
         self.wake_waiters(t);
         // A job asleep on a gate with no one left to raise it ends.
         for k in 0..self.jobs.len() {

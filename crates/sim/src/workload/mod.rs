@@ -138,6 +138,10 @@ pub trait Source: Send {
         None
     }
 
+    /// Another job's end terminates this one: its main phase ends at the next I/O it
+    /// would issue (fio's `td->terminate`).
+    fn stop(&mut self) {}
+
     /// Fills the report keys the source knows (`latency_target` and the like).
     fn describe(&self, _stats: &mut mqblk_workload::JobStats) {}
 }
@@ -166,6 +170,9 @@ pub struct SimJob {
     pub barrier: u32,
     /// fio's `wait_for`: and once these jobs (indices into the run's jobs) have finished.
     pub after: Vec<u32>,
+    /// Which jobs its end terminates (fio's `exitall`, `exit_what`, `exitall_on_error`),
+    /// and its reporting group.
+    pub exit: mqblk_workload::Exit,
     /// fio's per-job logs and the `--plot` series, when asked for.
     pub logs: Option<mqblk_workload::logs::JobLogs>,
     pub limit: Limit,
@@ -204,6 +211,7 @@ impl SimJob {
             ioprio: IoPrio::DEFAULT,
             start_at: Nanos::ZERO,
             barrier: 0,
+            exit: Default::default(),
             after: Vec::new(),
             limit,
             ramp: Nanos::ZERO,
@@ -281,6 +289,10 @@ impl Source for FioSource {
 
     fn take_stats_reset(&mut self) -> bool {
         self.driver.take_stats_reset()
+    }
+
+    fn stop(&mut self) {
+        self.driver.stop();
     }
 
     fn take_error(&mut self) -> Option<(i32, String)> {

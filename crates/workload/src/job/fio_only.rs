@@ -58,8 +58,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     // Engine- and OS-specific.
     ("cpumask", "use cpus_allowed= with a CPU list"),
-    ("exitall", "jobs end on their own; remove the line"),
-    ("exitall_on_error", "jobs end on their own; remove the line"),
     (
         "continue_on_error",
         "errors are counted and the job goes on; remove the line",

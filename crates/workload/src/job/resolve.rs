@@ -66,6 +66,9 @@ pub struct Job {
     /// The job's place among `stonewall` barriers: it starts once every job of a lower
     /// number has finished (0 for jobs before the first stonewall).
     pub barrier: u32,
+    /// Which jobs its end terminates, and its reporting group (`exitall`, `exit_what`,
+    /// `exitall_on_error`).
+    pub exit: super::spec::Exit,
     /// `wait_for`: the job section (an index into the parsed jobs) whose clones must all
     /// have finished before this one starts.
     pub wait_for: Option<usize>,
@@ -251,12 +254,24 @@ pub fn resolve(
 ) -> Result<Vec<Job>, JobError> {
     let mut out = Vec::new();
     let mut barrier = 0;
+    let mut groupid = 0;
+    // fio's `exitall` sets one flag for the whole run.
+    let exitall = specs.iter().any(|s| s.exitall);
     let mut flows: std::collections::HashMap<u32, Arc<FlowGroup>> = Default::default();
     for (i, s) in specs.iter().enumerate() {
         // fio's `stonewall`: wait for the jobs above to exit before starting.
         if i > 0 && s.stonewall {
             barrier += 1;
         }
+        if i > 0 && (s.stonewall || s.new_group) {
+            groupid += 1;
+        }
+        let exit = super::spec::Exit {
+            on_end: exitall,
+            on_error: s.exitall_on_error,
+            what: s.exit_what,
+            groupid,
+        };
         let cap = capacity(s)?;
         let bad = |m: String| {
             JobError::new(
@@ -387,6 +402,7 @@ pub fn resolve(
                 io_bytes,
                 loops: s.loops.max(1),
                 barrier,
+                exit,
                 wait_for,
                 latency_target: (s.latency_target_ns > 0).then_some((
                     s.latency_target_ns,

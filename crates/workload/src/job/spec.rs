@@ -150,6 +150,49 @@ impl RwMode {
 /// How the emulated device completes requests (null_blk's `irqmode`).
 pub use mqblk_core::IrqMode;
 
+/// Which jobs a job's end terminates (`exit_what`, with `exitall` or `exitall_on_error`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ExitWhat {
+    /// The jobs of its reporting group (fio's `groupid`), fio's default.
+    #[default]
+    Group,
+    /// Every job running now, whatever its group; the next stonewall's jobs still run.
+    Stonewall,
+    /// Every job, and none of the jobs still to start runs.
+    All,
+}
+
+/// fio's `exitall`, `exit_what` and `exitall_on_error` for one job clone, and where it
+/// stands (its reporting group).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exit {
+    /// Some job of the run sets `exitall`: then every job's end terminates others (fio's
+    /// global `exitall_on_terminate`, which `exitall` anywhere sets).
+    pub on_end: bool,
+    /// `exitall_on_error`: this job's end in error terminates others.
+    pub on_error: bool,
+    pub what: ExitWhat,
+    /// fio's `groupid`: from 0, one more at each job section with `stonewall` or
+    /// `new_group`.
+    pub groupid: u32,
+}
+
+impl Exit {
+    /// Whether this job's end (`failed`: in error) terminates the job of `other`, which
+    /// `other_running` says had started when this one ended (fio's
+    /// `fio_terminate_threads`).
+    pub fn ends(&self, failed: bool, other: &Exit, other_running: bool) -> bool {
+        if !(self.on_end || (self.on_error && failed)) {
+            return false;
+        }
+        match self.what {
+            ExitWhat::Group => other.groupid == self.groupid,
+            ExitWhat::Stonewall => other_running,
+            ExitWhat::All => true,
+        }
+    }
+}
+
 /// Data verification (`verify=`): the checksum each written block's header carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyMode {
@@ -360,6 +403,13 @@ pub struct JobSpec {
     pub max_latency_ns: u64,
     /// Start a new reporting group.
     pub new_group: bool,
+    /// `exitall`: when a job ends, terminate others (which: `exit_what`). fio applies it
+    /// to every job of the run once any job file section sets it.
+    pub exitall: bool,
+    /// `exit_what`.
+    pub exit_what: ExitWhat,
+    /// `exitall_on_error`: when this job ends in error, terminate others.
+    pub exitall_on_error: bool,
     /// CPUs the job's threads may run on (empty = all).
     pub cpus_allowed: Vec<usize>,
     /// The file or block device the job runs on (through the uring driver).
@@ -568,6 +618,9 @@ impl Default for JobSpec {
             latency_run: false,
             max_latency_ns: 0,
             new_group: false,
+            exitall: false,
+            exit_what: ExitWhat::Group,
+            exitall_on_error: false,
             cpus_allowed: Vec::new(),
             filename: None,
             directory: None,

@@ -724,3 +724,33 @@ fn minimum_rates_parse_and_a_floor_above_its_cap_is_refused() {
     );
     assert!(file_err("[a]\nrate_iops=100\nrate_min=2m\n").contains("mutually exclusive"));
 }
+
+/// `exitall` in one section holds for every job (fio's global flag); the group a job's end
+/// reaches is fio's `groupid` (one more at each `stonewall` or `new_group`); `exit_what`
+/// picks the group, every running job, or all; `exitall_on_error` only on an error.
+#[test]
+fn exitall_reaches_the_jobs_fio_s_terminate_reaches() {
+    let specs = parse_job_text(
+        "jobs.fio",
+        "[a]\nexitall\n[b]\n[c]\nnew_group\nexit_what=stonewall\n[d]\nstonewall\nexit_what=all\n[e]\nexitall_on_error\n",
+    )
+    .unwrap();
+    let jobs = resolve(&specs, &Default::default(), |_| Ok(1 << 30), 0).unwrap();
+    let e: Vec<Exit> = jobs.iter().map(|j| j.exit).collect();
+    assert_eq!(
+        e.iter().map(|x| x.groupid).collect::<Vec<_>>(),
+        [0, 0, 1, 2, 2]
+    );
+    assert!(e.iter().all(|x| x.on_end), "exitall is the run's");
+    // a's end (group): b, not c.
+    assert!(e[0].ends(false, &e[1], true) && !e[0].ends(false, &e[2], true));
+    // c's end (stonewall): whatever runs, not what has not started.
+    assert!(e[2].ends(false, &e[0], true) && !e[2].ends(false, &e[3], false));
+    // d's end (all): even a job still to start.
+    assert!(e[3].ends(false, &e[0], false));
+    let quiet = parse_job_text("jobs.fio", "[a]\nexitall_on_error\n[b]\n").unwrap();
+    let q = resolve(&quiet, &Default::default(), |_| Ok(1 << 30), 0).unwrap();
+    assert!(!q[0].exit.ends(false, &q[1].exit, true));
+    assert!(q[0].exit.ends(true, &q[1].exit, true));
+    assert!(!q[1].exit.ends(true, &q[0].exit, true));
+}

@@ -867,6 +867,36 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "exitall",
+        aliases: &[],
+        default: "0",
+        help: "When a job ends, terminate others (exit_what says which); set in any section, it holds for every job, as fio's.",
+        kind: Kind::Bool {
+            set: |j, v| j.exitall = v,
+        },
+    },
+    OptDef {
+        name: "exit_what",
+        aliases: &[],
+        default: "group",
+        help: "Which jobs a job's end terminates: group (its reporting group), stonewall (every running job; the next stonewall's still run), all.",
+        kind: Kind::Enum {
+            values: &["group", "stonewall", "all"],
+            set: |j, i| {
+                j.exit_what = [ExitWhat::Group, ExitWhat::Stonewall, ExitWhat::All][i];
+            },
+        },
+    },
+    OptDef {
+        name: "exitall_on_error",
+        aliases: &[],
+        default: "0",
+        help: "When this job ends in error, terminate others (exit_what says which).",
+        kind: Kind::Bool {
+            set: |j, v| j.exitall_on_error = v,
+        },
+    },
+    OptDef {
         name: "new_group",
         aliases: &[],
         default: "0",
