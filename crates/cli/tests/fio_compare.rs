@@ -908,3 +908,54 @@ fn exitall_ends_the_jobs_fio_ends() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `rate_process=poisson` draws fio's own gaps: the simulator's I/Os go at the times fio
+/// 3.33's log shows its own going (fio's later by its sleep's overshoot, here at most 3 ms),
+/// as many of them; both logs count microseconds, as fio's `log_io_u` writes them.
+#[test]
+fn a_poisson_rate_issues_at_fios_times() {
+    if !have_fio("a_poisson_rate_issues_at_fios_times") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mqblk-poisson-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = [
+        "--name=p",
+        "--ioengine=null",
+        "--size=128m",
+        "--rw=randread",
+        "--bs=4k",
+        "--rate_iops=50",
+        "--rate_process=poisson",
+        "--runtime=2",
+        "--time_based",
+        "--output-format=json",
+    ];
+    let times = |tool: &str| -> Vec<u64> {
+        let log = dir.join(format!("{tool}.log"));
+        let arg = format!("--write_iolog={}", log.display());
+        let mut args = job.to_vec();
+        args.push(&arg);
+        run_tool(tool, &args);
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(" read "))
+            .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    let (fio, sim) = (times("fio"), times("sim"));
+    assert!(
+        fio.len().abs_diff(sim.len()) <= 2,
+        "{} reads, fio {}",
+        sim.len(),
+        fio.len()
+    );
+    for (i, (f, s)) in fio.iter().zip(&sim).take(40).enumerate() {
+        assert!(
+            *f + 200 >= *s && *f <= s + 3000,
+            "read {i}: fio at {f} us, sim at {s} us\nfio {fio:?}\nsim {sim:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,11 +5,12 @@
 //! fio version 3 iolog
 //! 0 job.0.0 add
 //! 0 job.0.0 open
-//! 3 job.0.0 read 0 4096
-//! 5 job.0.0 sync 65536 0
-//! 9 job.0.0 close
+//! 3120 job.0.0 read 0 4096
+//! 5004 job.0.0 sync 65536 0
+//! 9310 job.0.0 close
 //! ```
-//! Times are milliseconds since the job started. A flush (`fsync=N`, `end_fsync`) is
+//! Times are microseconds since the job started (fio 3.33's `log_io_u` writes
+//! `utime_since_now`). A flush (`fsync=N`, `end_fsync`) is
 //! logged as fio logs one, `sync` at the offset of the write before it.
 
 use crate::job_driver::IoKind;
@@ -61,7 +62,7 @@ pub fn render(clones: &[CloneLog]) -> String {
             let _ = writeln!(out, "0 {name} open");
         }
         for e in &c.entries {
-            let ms = e.at_ns / 1_000_000;
+            let us = e.at_ns / 1000;
             let action = match e.kind {
                 IoKind::Read => "read",
                 IoKind::Write => "write",
@@ -69,9 +70,9 @@ pub fn render(clones: &[CloneLog]) -> String {
                 IoKind::Trim => "trim",
             };
             let name = &names[(e.file as usize).min(names.len().saturating_sub(1))];
-            let _ = writeln!(out, "{ms} {name} {action} {} {}", e.offset, e.len);
+            let _ = writeln!(out, "{us} {name} {action} {} {}", e.offset, e.len);
         }
-        let end = c.entries.last().map_or(0, |e| e.at_ns / 1_000_000);
+        let end = c.entries.last().map_or(0, |e| e.at_ns / 1000);
         for name in &names {
             let _ = writeln!(out, "{end} {name} close");
         }
@@ -126,8 +127,8 @@ mod tests {
         };
         assert_eq!(
             render(&[log]),
-            "fio version 3 iolog\n0 j.0.0 add\n0 j.0.0 open\n2 j.0.0 write 65536 4096\n\
-             3 j.0.0 sync 65536 0\n3 j.0.0 close\n"
+            "fio version 3 iolog\n0 j.0.0 add\n0 j.0.0 open\n2500 j.0.0 write 65536 4096\n\
+             3000 j.0.0 sync 65536 0\n3000 j.0.0 close\n"
         );
     }
 }

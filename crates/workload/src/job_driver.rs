@@ -12,6 +12,7 @@ use crate::iolog::IoLogEntry;
 #[cfg(doc)]
 use crate::job::JobFile;
 use crate::job::{Job, RwMode};
+use crate::pattern::frand::{slot, FRand};
 use crate::pattern::FileSet;
 use crate::Ddir;
 
@@ -177,6 +178,14 @@ pub struct JobDriver {
     dir_bytes: [u64; 3],
     /// An I/O generated but held back by its direction's rate.
     held: Option<JobIo>,
+    /// `io_submit_mode=inline`: ahead of its rate the job first waits for what it has in
+    /// flight, and whether it has for the I/O held now.
+    rate_quiesce: bool,
+    rate_drained: bool,
+    /// `rate_process=poisson`: per direction, fio's `poisson_state` stream, the mean gap
+    /// in whole microseconds (`1000000 / iops`), and when the next I/O may go, in us
+    /// (`last_usec`).
+    poisson: Option<Box<[(FRand, u64, u64); 3]>>,
     fsync: u64,
     end_fsync: bool,
     verify_pass: bool,
@@ -312,6 +321,18 @@ impl JobDriver {
             dir_ios: [0; 3],
             dir_bytes: [0; 3],
             held: None,
+            rate_quiesce: !job.submit_offload,
+            rate_drained: false,
+            poisson: job.rate_poisson.then(|| {
+                Box::new(std::array::from_fn(|d| {
+                    let purpose = [slot::POISSON, slot::POISSON2, slot::POISSON3][d];
+                    // `usec_for_io`: a byte rate in I/Os of the smallest block size.
+                    let bps = job.rate[d].max(job.rate_iops[d] * u64::from(job.min_bs[d]));
+                    let iops = bps / u64::from(job.min_bs[d].max(1));
+                    let gap = 1_000_000u64.checked_div(iops).unwrap_or(0);
+                    (job.seeds.state32(purpose), gap, 0)
+                }))
+            }),
             fsync: job.fsync,
             end_fsync: job.end_fsync,
             verify_pass,
@@ -537,14 +558,32 @@ impl JobDriver {
                         }
                         (count as u128 * 1_000_000_000 / per_s as u128).min(u64::MAX as u128) as u64
                     };
-                    let due = at(self.dir_ios[d], self.rate_iops[d])
-                        .max(at(self.dir_bytes[d], self.rate[d]));
+                    let due = match &self.poisson {
+                        Some(p) if p[d].1 > 0 => p[d].2.saturating_mul(1000),
+                        _ => at(self.dir_ios[d], self.rate_iops[d])
+                            .max(at(self.dir_bytes[d], self.rate[d])),
+                    };
                     if due > now {
                         self.held = Some(io);
+                        // fio's `rate_ddir`: inline, what is in flight completes first.
+                        if self.rate_quiesce && !std::mem::replace(&mut self.rate_drained, true) {
+                            return Next::Drain;
+                        }
                         return Next::Until(due);
                     }
+                    self.rate_drained = false;
                     self.dir_ios[d] += 1;
                     self.dir_bytes[d] += u64::from(io.len);
+                    if let Some(p) = &mut self.poisson {
+                        // `usec_for_io`: the next I/O one exponential gap later, as fio
+                        // computes it (the gap in whole us times a float logarithm).
+                        let (state, gap, last) = &mut p[d];
+                        if *gap > 0 {
+                            let u = (state.rand() as f64 + 1.0) / 4_294_967_296.0;
+                            let draw = (*gap as f32) * -(u as f32).ln();
+                            *last += draw as u64;
+                        }
+                    }
                     return Next::Io(io);
                 }
                 Phase::Verify => {
@@ -847,6 +886,36 @@ mod tests {
         assert!(run("400k").is_none(), "409,600 B/s meets 400 KiB/s");
     }
 
+    /// `rate_process=poisson`: the I/Os go at fio's `usec_for_io` times from the job's own
+    /// `poisson_state` stream: exponential gaps whose mean is the rate's (here within 3%
+    /// over 2,000 I/Os, and their spread that of an exponential, where the linear process
+    /// has none). fio 3.33's log of the same job (`--ioengine=null --rw=randread --bs=4k
+    /// --rate_iops=50 --rate_process=poisson`, seeds by default) issues its first reads at
+    /// 47.1, 56.6, 62.8, 84.0 and 159.1 ms: the times below plus its sleep's overshoot
+    /// (mqblk bench's own log of the job: 46, 56, 62, 83, 159 ms).
+    #[test]
+    fn a_poisson_rate_spaces_ios_as_fio_s_stream_does() {
+        let mut d = driver(
+            "[j]\nrw=randread\nbs=4k\nrate_iops=50\nrate_process=poisson\nio_submit_mode=offload\nruntime=100\ntime_based\n",
+        );
+        let mut times = Vec::new();
+        let mut now = 0;
+        while times.len() < 2000 {
+            match d.next(now) {
+                Next::Io(_) => times.push(now),
+                Next::Until(t) => now = t,
+                other => panic!("{other:?}"),
+            }
+        }
+        let ms: Vec<u64> = times[1..6].iter().map(|t| t / 1_000_000).collect();
+        assert_eq!(ms, [46, 56, 62, 83, 158]);
+        let gaps: Vec<f64> = times.windows(2).map(|w| (w[1] - w[0]) as f64).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        assert!((mean / 20e6 - 1.0).abs() < 0.03, "mean gap {mean} ns");
+        assert!((sd / mean - 1.0).abs() < 0.1, "spread {}", sd / mean);
+    }
+
     /// Issues until Done (draining is instant), at a fixed time.
     fn all(d: &mut JobDriver, now: u64) -> Vec<JobIo> {
         let mut v = Vec::new();
@@ -900,6 +969,7 @@ mod tests {
         // rate=1m: one 4 KiB read per 1/256 s.
         let mut d = driver("[j]\nrw=read\nrate=1m\nruntime=1\ntime_based\n");
         assert!(matches!(d.next(0), Next::Io(_)));
+        assert_eq!(d.next(0), Next::Drain);
         assert_eq!(d.next(0), Next::Until(3_906_250));
         assert!(matches!(d.next(3_906_250), Next::Io(_)));
         // Reads capped at 100 IOPS, writes free: in 10 ms of a 50/50 mix, one read and
@@ -909,6 +979,7 @@ mod tests {
         while let Next::Io(io) = d.next(0) {
             kinds.push(io.kind);
         }
+        // (That was the drain before the rate's sleep.)
         assert_eq!(
             kinds.iter().filter(|k| **k == IoKind::Read).count(),
             1,
@@ -999,8 +1070,20 @@ mod tests {
     fn rate_iops_spaces_issues() {
         let mut d = driver("[j]\nrw=randread\nrate_iops=100\nruntime=1\ntime_based\n");
         assert!(matches!(d.next(0), Next::Io(_)));
+        // fio's `rate_ddir` inline: ahead of its rate, the job first lets what is in flight
+        // complete (`io_u_quiesce`), then sleeps.
+        assert_eq!(d.next(0), Next::Drain);
         assert_eq!(d.next(0), Next::Until(10_000_000));
         assert!(matches!(d.next(10_000_000), Next::Io(_)));
+        // Behind its rate it issues without waiting for anything.
+        assert!(matches!(d.next(30_000_000), Next::Io(_)));
+        assert!(matches!(d.next(30_000_000), Next::Io(_)));
+        // Offloaded, it only sleeps.
+        let mut d = driver(
+            "[j]\nrw=randread\nrate_iops=100\nio_submit_mode=offload\nruntime=1\ntime_based\n",
+        );
+        assert!(matches!(d.next(0), Next::Io(_)));
+        assert_eq!(d.next(0), Next::Until(10_000_000));
         // Over the whole second, 100 I/Os at 1 ms steps.
         let mut d = driver("[j]\nrw=randread\nrate_iops=100\nruntime=1\ntime_based\n");
         let mut n = 0;

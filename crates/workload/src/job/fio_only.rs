@@ -15,10 +15,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "mqblk never deletes a file it did not create; remove the line",
     ),
     // Timing and flow.
-    (
-        "rate_process",
-        "only the linear rate process is implemented; remove the line",
-    ),
     // Patterns.
     (
         "rw_sequencer",

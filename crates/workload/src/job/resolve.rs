@@ -114,6 +114,12 @@ pub struct Job {
     pub rate_min: [u64; 3],
     pub rate_iops_min: [u64; 3],
     pub rate_cycle_ns: u64,
+    /// `rate_process=poisson` and `io_submit_mode=offload` (see [`JobSpec`]).
+    pub rate_poisson: bool,
+    pub submit_offload: bool,
+    /// The smallest block size per direction (fio's `min_bs`: the Poisson process turns a
+    /// byte rate into I/Os with it).
+    pub min_bs: [u32; 3],
     /// A seed for what fio does not draw from its per-purpose streams (verify data).
     pub seed: u64,
     /// The clone's random streams' seeds, as fio 3.33 makes them (see
@@ -437,6 +443,9 @@ pub fn resolve(
                 rate_min: s.rate_min,
                 rate_iops_min: s.rate_iops_min,
                 rate_cycle_ns: s.rate_cycle_ms.saturating_mul(1_000_000),
+                rate_poisson: s.rate_poisson,
+                submit_offload: s.submit_offload,
+                min_bs: [Ddir::Read, Ddir::Write, Ddir::Trim].map(|d| s.sizes_for(d).min().max(1)),
                 seed,
                 seeds,
                 verify: s.verify != VerifyMode::None,

@@ -352,6 +352,13 @@ pub struct JobSpec {
     pub rate_iops_min: [u64; 3],
     /// `rate_cycle=` (`ratecycle`): the window `rate_min` is judged over, in ms.
     pub rate_cycle_ms: u64,
+    /// `rate_process=poisson`: a rate-limited job's I/Os arrive as a Poisson process
+    /// (exponential gaps of the rate's mean) instead of evenly (`linear`).
+    pub rate_poisson: bool,
+    /// `io_submit_mode=offload`: a rate-limited job issues at the rate's times whatever
+    /// is in flight; `inline` (fio's default) first waits for what is in flight whenever it
+    /// is ahead of its rate (`io_u_quiesce` in `rate_ddir`).
+    pub submit_offload: bool,
     /// `offset_increment=`: clone N's region starts `N * offset_increment` after `offset`.
     pub offset_increment: u64,
     /// Seed the random generators predictably.
@@ -592,6 +599,8 @@ impl Default for JobSpec {
             rate_min: [0; 3],
             rate_iops_min: [0; 3],
             rate_cycle_ms: 1000,
+            rate_poisson: false,
+            submit_offload: false,
             offset_increment: 0,
             randrepeat: true,
             randseed: None,

@@ -569,6 +569,26 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "rate_process",
+        aliases: &[],
+        default: "linear",
+        help: "How a rate-limited job spaces its I/Os: linear (evenly) or poisson (exponential gaps, fio's own random stream).",
+        kind: Kind::Enum {
+            values: &["linear", "poisson"],
+            set: |j, i| j.rate_poisson = i == 1,
+        },
+    },
+    OptDef {
+        name: "io_submit_mode",
+        aliases: &[],
+        default: "inline",
+        help: "inline: a job ahead of its rate first waits for what it has in flight; offload: it issues at the rate's times whatever is in flight.",
+        kind: Kind::Enum {
+            values: &["inline", "offload"],
+            set: |j, i| j.submit_offload = i == 1,
+        },
+    },
+    OptDef {
         name: "rate_cycle",
         aliases: &["ratecycle"],
         default: "1000",
