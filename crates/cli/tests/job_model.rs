@@ -254,6 +254,7 @@ fn fault_options_fail_the_same_requests_in_bench_and_sim() {
         "--size=4m",
         "--iodepth=8",
         "--fail_nth=10",
+        "--continue_on_error=all",
     ];
     let (_, real) = run_args("bench", "fault-b", &args);
     let (_, sim) = run_args("sim", "fault-s", &args);
@@ -271,6 +272,24 @@ fn fault_options_fail_the_same_requests_in_bench_and_sim() {
             j["read"]["total_ios"],
             1024 - 102,
             "{what}: 102 of 1024 failed"
+        );
+        // fio's keys of a job that goes on after errors.
+        assert_eq!(
+            (&j["total_err"], &j["first_error"]),
+            (&102.into(), &5.into())
+        );
+    }
+    // Without continue_on_error the first error ends the job, as fio's: one read at a time,
+    // the 10th fails and nothing follows it, in bench and sim alike.
+    let first = ["--name=f", "--rw=randread", "--size=4m", "--fail_nth=10"];
+    for cmd in ["bench", "sim"] {
+        let (_, json) = run_args(cmd, &format!("fault-first-{cmd}"), &first);
+        let j = &json["jobs"][0];
+        assert_eq!(j["error"], 5, "{cmd}: {j}");
+        assert_eq!(j["read"]["total_ios"], 9, "{cmd}: {j}");
+        assert!(
+            j["total_err"].is_null(),
+            "{cmd}: fio shows it only with continue_on_error"
         );
     }
 }

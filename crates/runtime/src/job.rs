@@ -704,9 +704,13 @@ impl<S: LatSink> JobState<'_, S> {
         }
     }
 
+    /// An I/O failed: counted, reported, and unless `continue_on_error` covers it (fio's
+    /// `td_non_fatal_error`) the job ends, as fio's does at its first error.
     fn note_error(&mut self, bio: &Bio) {
         self.out.errors += 1;
-        self.sink.error(bio.op.is_write(), bio.status.to_errno());
+        let errno = bio.status.to_errno();
+        self.sink.error(bio.op.is_write(), errno);
+        self.driver.io_failed(bio.op == ReqOp::Read, errno);
         if self.out.first_error.is_none() {
             self.out.first_error = Some(format!(
                 "{}: {} of {} bytes at offset {} failed: {} (errno {})",

@@ -28,8 +28,8 @@ pub use files::{FileLayout, LayoutFile, FILE_GAP};
 pub use options::{option_table, options_help, OptDef};
 pub use resolve::{resolve, Job, JobFile};
 pub use spec::{
-    Exit, ExitWhat, Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode, VerifyMode,
-    DEFAULT_PERCENTILES,
+    ErrorPolicy, Exit, ExitWhat, Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode,
+    VerifyMode, DEFAULT_PERCENTILES,
 };
 pub use value::{parse_size, parse_time_ns};
 

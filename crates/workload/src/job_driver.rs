@@ -237,6 +237,8 @@ pub struct JobDriver {
     failed: bool,
     /// `rate_min` / `rate_iops_min`.
     min_rate: MinRate,
+    /// `continue_on_error` / `ignore_error`.
+    errors: crate::ErrorPolicy,
     stopped: bool,
     /// `number_ios` (0: none), and the end by bytes or passes (see [`Job::io_bytes`]).
     number_ios: u64,
@@ -365,6 +367,7 @@ impl JobDriver {
             stats_reset: false,
             error: None,
             failed: false,
+            errors: job.errors.clone(),
             min_rate: MinRate {
                 bytes_min: job.rate_min,
                 iops_min: job.rate_iops_min,
@@ -747,6 +750,23 @@ impl JobDriver {
     /// asking clears it.
     pub fn take_stats_reset(&mut self) -> bool {
         std::mem::take(&mut self.stats_reset)
+    }
+
+    /// An I/O (a read if `read`) failed with `errno`: unless `continue_on_error` covers it
+    /// (fio's `td_non_fatal_error`) the main phase ends, as fio's job does at its first
+    /// error. Whether the job goes on.
+    pub fn io_failed(&mut self, read: bool, errno: i32) -> bool {
+        let goes_on = self.errors.non_fatal(read, errno);
+        if !goes_on {
+            self.stopped = true;
+        }
+        goes_on
+    }
+
+    /// Whether the job goes on after some errors (`continue_on_error`): its report then
+    /// carries `total_err` and `first_error`.
+    pub fn continues_on_errors(&self) -> bool {
+        self.errors.continue_on != 0
     }
 
     /// The error that ended the job, once, with the errno fio reports for it: `max_latency`

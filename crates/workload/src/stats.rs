@@ -508,6 +508,12 @@ pub struct JobStats {
     pub error: i32,
     /// Text of the first error, shown next to it.
     pub error_text: String,
+    /// The job goes on after some errors (`continue_on_error`): the report then carries
+    /// `total_err` and `first_error`, as fio's.
+    pub continue_on_error: bool,
+    /// I/O errors seen, and the errno of the first.
+    pub total_err: u64,
+    pub first_error: i32,
     /// Process id shown in the text header.
     pub pid: u32,
     /// The job's description, if any.
@@ -561,6 +567,9 @@ impl JobStats {
             members: 1,
             error: 0,
             error_text: String::new(),
+            continue_on_error: false,
+            total_err: 0,
+            first_error: 0,
             pid: 0,
             description: String::new(),
             job_start_ms: 0,
@@ -685,6 +694,11 @@ impl JobStats {
         if self.error == 0 && other.error != 0 {
             self.error = other.error;
             self.error_text = other.error_text.clone();
+        }
+        self.continue_on_error |= other.continue_on_error;
+        self.total_err = self.total_err.saturating_add(other.total_err);
+        if self.first_error == 0 {
+            self.first_error = other.first_error;
         }
         self.members = self.members.saturating_add(other.members);
         for (mine, theirs) in self.dirs.iter_mut().zip(other.dirs.iter()) {

@@ -69,6 +69,12 @@ impl Sim {
             let measured = cur >= job.start + job.def.ramp.0;
             if bio.status != BlkStatus::Ok {
                 job.errors += 1;
+                let errno = bio.status.to_errno();
+                job.stats.total_err += 1;
+                if job.stats.first_error == 0 {
+                    job.stats.first_error = errno;
+                }
+                job.def.source.io_failed(op == ReqOp::Read, errno);
             } else if op == ReqOp::Flush && measured {
                 // fio's `sync` latency: the flushes of `fsync=N` and `end_fsync`.
                 job.stats.sync.record(cur.saturating_sub(s0));

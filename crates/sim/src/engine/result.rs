@@ -184,7 +184,8 @@ impl Sim {
                     j.stats.error = errno;
                     j.stats.error_text = e;
                 } else if j.errors > 0 {
-                    j.stats.error = 5; // EIO, as fio reports a job that saw I/O errors
+                    // The first error's errno, as fio reports a job that saw I/O errors.
+                    j.stats.error = j.stats.first_error;
                     j.stats.error_text = format!("{} I/O errors", j.errors);
                 }
                 let iolog = j.def.source.take_iolog();

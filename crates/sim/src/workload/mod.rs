@@ -142,6 +142,10 @@ pub trait Source: Send {
     /// would issue (fio's `td->terminate`).
     fn stop(&mut self) {}
 
+    /// An I/O (a read if `read`) failed with `errno`; the source ends the job unless it
+    /// goes on after such errors ([`JobDriver::io_failed`]).
+    fn io_failed(&mut self, _read: bool, _errno: i32) {}
+
     /// Fills the report keys the source knows (`latency_target` and the like).
     fn describe(&self, _stats: &mut mqblk_workload::JobStats) {}
 }
@@ -295,6 +299,10 @@ impl Source for FioSource {
         self.driver.stop();
     }
 
+    fn io_failed(&mut self, read: bool, errno: i32) {
+        self.driver.io_failed(read, errno);
+    }
+
     fn take_error(&mut self) -> Option<(i32, String)> {
         self.driver.take_error()
     }
@@ -305,6 +313,7 @@ impl Source for FioSource {
             stats.latency_window_us,
             stats.latency_percentile,
         ) = self.latency;
+        stats.continue_on_error = self.driver.continues_on_errors();
     }
 
     #[inline]

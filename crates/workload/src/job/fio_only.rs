@@ -55,10 +55,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Engine- and OS-specific.
     ("cpumask", "use cpus_allowed= with a CPU list"),
     (
-        "continue_on_error",
-        "errors are counted and the job goes on; remove the line",
-    ),
-    (
         "steadystate",
         "steady-state detection is not implemented; use runtime=",
     ),

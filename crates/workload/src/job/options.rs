@@ -2,8 +2,8 @@
 
 use super::error::JobErrorKind;
 use super::spec::{
-    ExitWhat, Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode, VerifyMode,
-    DEFAULT_BS,
+    ErrorPolicy, ExitWhat, Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode,
+    VerifyMode, DEFAULT_BS,
 };
 use super::value::{
     parse_bool, parse_bs_list, parse_cpu_list, parse_percent, parse_percentile_list, parse_size,

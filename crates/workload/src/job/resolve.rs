@@ -69,6 +69,8 @@ pub struct Job {
     /// Which jobs its end terminates, and its reporting group (`exitall`, `exit_what`,
     /// `exitall_on_error`).
     pub exit: super::spec::Exit,
+    /// Which I/O errors it goes on after (`continue_on_error`, `ignore_error`).
+    pub errors: super::spec::ErrorPolicy,
     /// `wait_for`: the job section (an index into the parsed jobs) whose clones must all
     /// have finished before this one starts.
     pub wait_for: Option<usize>,
@@ -409,6 +411,7 @@ pub fn resolve(
                 loops: s.loops.max(1),
                 barrier,
                 exit,
+                errors: s.errors.clone(),
                 wait_for,
                 latency_target: (s.latency_target_ns > 0).then_some((
                     s.latency_target_ns,

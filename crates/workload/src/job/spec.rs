@@ -150,6 +150,39 @@ impl RwMode {
 /// How the emulated device completes requests (null_blk's `irqmode`).
 pub use mqblk_core::IrqMode;
 
+/// Which I/O errors a job goes on after (`continue_on_error`, `ignore_error`), as fio 3.33's
+/// `td_non_fatal_error`: an error's type is verify for `EILSEQ`, read for a read, write for
+/// anything else; it is not fatal when `continue_on_error` covers its type and its errno is
+/// in the type's list (`ignore_error`'s, or `EIO` and `EILSEQ`). A fatal one ends the job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorPolicy {
+    /// Bits 0 read, 1 write, 2 verify.
+    pub continue_on: u8,
+    /// `ignore_error`'s errno lists per type (`None`: fio's `EIO`, `EILSEQ`).
+    pub ignore: [Option<Vec<i32>>; 3],
+}
+
+/// `EILSEQ`: fio's verify error.
+pub const EILSEQ: i32 = 84;
+
+impl ErrorPolicy {
+    /// Whether an error `errno` on a read (`read`) or another I/O lets the job go on.
+    pub fn non_fatal(&self, read: bool, errno: i32) -> bool {
+        let ty = if errno == EILSEQ {
+            2
+        } else if read {
+            0
+        } else {
+            1
+        };
+        self.continue_on & (1 << ty) != 0
+            && match &self.ignore[ty] {
+                Some(list) => list.contains(&errno),
+                None => errno == 5 || errno == EILSEQ,
+            }
+    }
+}
+
 /// Which jobs a job's end terminates (`exit_what`, with `exitall` or `exitall_on_error`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ExitWhat {
@@ -417,6 +450,10 @@ pub struct JobSpec {
     pub exit_what: ExitWhat,
     /// `exitall_on_error`: when this job ends in error, terminate others.
     pub exitall_on_error: bool,
+    /// `continue_on_error` and `ignore_error`.
+    pub errors: ErrorPolicy,
+    /// `error_dump`: every error is printed, not only the fatal one (fio's default).
+    pub error_dump: bool,
     /// CPUs the job's threads may run on (empty = all).
     pub cpus_allowed: Vec<usize>,
     /// The file or block device the job runs on (through the uring driver).
@@ -630,6 +667,8 @@ impl Default for JobSpec {
             exitall: false,
             exit_what: ExitWhat::Group,
             exitall_on_error: false,
+            errors: ErrorPolicy::default(),
+            error_dump: true,
             cpus_allowed: Vec::new(),
             filename: None,
             directory: None,

@@ -754,3 +754,32 @@ fn exitall_reaches_the_jobs_fio_s_terminate_reaches() {
     assert!(q[0].exit.ends(true, &q[1].exit, true));
     assert!(!q[1].exit.ends(true, &q[0].exit, true));
 }
+
+/// `continue_on_error` and `ignore_error` as fio's `td_non_fatal_error` reads them: the type
+/// of an error (verify for EILSEQ, read, else write), its bit, and its list (EIO and EILSEQ
+/// by default; `ignore_error`'s replaces it and sets the bit).
+#[test]
+fn errors_a_job_goes_on_after_are_fio_s() {
+    let policy = |text: &str| parse_job_text("jobs.fio", text).unwrap()[0].errors.clone();
+    let none = policy("[a]\n");
+    assert!(
+        !none.non_fatal(true, 5),
+        "by default the first error ends the job"
+    );
+    let reads = policy("[a]\ncontinue_on_error=read\n");
+    assert!(reads.non_fatal(true, 5) && !reads.non_fatal(false, 5));
+    assert!(
+        !reads.non_fatal(true, 28),
+        "ENOSPC is not in the default list"
+    );
+    assert!(!reads.non_fatal(true, 84), "EILSEQ is a verify error");
+    let all = policy("[a]\ncontinue_on_error=1\n");
+    assert!(all.non_fatal(false, 5) && all.non_fatal(true, 84));
+    // enospc-pressure.fio's: writes go on after ENOSPC (and only that).
+    let enospc = policy("[a]\ncontinue_on_error=write\nignore_error=,ENOSPC\n");
+    assert!(enospc.non_fatal(false, 28) && !enospc.non_fatal(false, 5));
+    assert!(!enospc.non_fatal(true, 5));
+    let numbers = policy("[a]\nignore_error=EIO:-28\n");
+    assert!(numbers.non_fatal(true, 28) && numbers.non_fatal(true, 5));
+    assert!(file_err("[a]\nignore_error=EWHAT\n").contains("unknown error EWHAT"));
+}

@@ -150,6 +150,10 @@ fn add_distributions(o: &mut Obj, job: &JobStats) {
         .int("latency_target", job.latency_target_us)
         .float("latency_percentile", job.latency_percentile)
         .int("latency_window", job.latency_window_us);
+    if job.continue_on_error {
+        o.int("total_err", job.total_err)
+            .put("first_error", J::Int(i128::from(job.first_error)));
+    }
 }
 
 /// Counts as percentages of `total`. Like fio, a nonzero count never shows as less

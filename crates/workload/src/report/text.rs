@@ -342,6 +342,19 @@ fn depth_lines(out: &mut String, job: &JobStats) {
         w.drop_ios,
         t.drop_ios
     );
+    if job.continue_on_error {
+        let _ = writeln!(
+            out,
+            "     errors    : total={}, first_error={}/<{}>",
+            job.total_err,
+            job.first_error,
+            std::io::Error::from_raw_os_error(job.first_error)
+                .to_string()
+                .split(" (os error")
+                .next()
+                .unwrap_or_default()
+        );
+    }
 }
 
 /// `Run status group N (all jobs):` and one line per direction that ran.

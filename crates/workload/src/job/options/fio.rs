@@ -908,6 +908,35 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "continue_on_error",
+        aliases: &[],
+        default: "none",
+        help: "Go on after these I/O errors (EIO and EILSEQ, or ignore_error's): none, read, write, io, verify, all (0 none, 1 all); any other error ends the job.",
+        kind: Kind::Enum {
+            values: &["none", "read", "write", "io", "verify", "all", "0", "1"],
+            set: |j, i| j.errors.continue_on = [0, 1, 2, 3, 4, 7, 0, 7][i],
+        },
+    },
+    OptDef {
+        name: "ignore_error",
+        aliases: &[],
+        default: "",
+        help: "Errors to go on after, per type: READ,WRITE,VERIFY lists of errnos (EIO or 5) joined by ':'; a list also sets continue_on_error for its type.",
+        kind: Kind::Custom {
+            syntax: "errors[,errors[,errors]]",
+            set: |j, t, o| ignore_error(&mut j.errors, t).map_err(|r| unsupported(o, t, r)),
+        },
+    },
+    OptDef {
+        name: "error_dump",
+        aliases: &[],
+        default: "1",
+        help: "Print every I/O error, not only the one that ends the job.",
+        kind: Kind::Bool {
+            set: |j, v| j.error_dump = v,
+        },
+    },
+    OptDef {
         name: "exitall_on_error",
         aliases: &[],
         default: "0",

@@ -75,6 +75,45 @@ pub(super) fn set_bs(job: &mut JobSpec, text: &str, option: &str) -> Result<(), 
 
 /// Splits fio's per-direction list `r,w,t`: one value applies to all, fewer than three
 /// repeat the last, an empty slot keeps `default`.
+/// fio's `str2error`: the names of errnos 1 to 34, in order.
+const ERRNO_NAMES: [&str; 34] = [
+    "EPERM", "ENOENT", "ESRCH", "EINTR", "EIO", "ENXIO", "E2BIG", "ENOEXEC", "EBADF", "ECHILD",
+    "EAGAIN", "ENOMEM", "EACCES", "EFAULT", "ENOTBLK", "EBUSY", "EEXIST", "EXDEV", "ENODEV",
+    "ENOTDIR", "EISDIR", "EINVAL", "ENFILE", "EMFILE", "ENOTTY", "ETXTBSY", "EFBIG", "ENOSPC",
+    "ESPIPE", "EROFS", "EMLINK", "EPIPE", "EDOM", "ERANGE",
+];
+
+/// `ignore_error=READ,WRITE,VERIFY`: per type, errnos joined by `:` (a name of fio's
+/// `str2error`, or a number, its sign dropped); a non-empty list replaces that type's
+/// default and sets its `continue_on_error` bit (fio's `ignore_error_type`).
+pub(super) fn ignore_error(p: &mut ErrorPolicy, text: &str) -> Result<(), String> {
+    for (ty, list) in text.split(',').enumerate() {
+        if ty >= 3 {
+            return Err("at most three lists: read, write, verify".into());
+        }
+        let mut errs = Vec::new();
+        for name in list.split(':').map(str::trim) {
+            if name.is_empty() {
+                break;
+            }
+            let e = if name.starts_with('E') {
+                ERRNO_NAMES
+                    .iter()
+                    .position(|n| *n == name)
+                    .map(|i| i as i32 + 1)
+            } else {
+                name.parse::<i32>().ok().map(i32::abs).filter(|&e| e != 0)
+            };
+            errs.push(e.ok_or_else(|| format!("unknown error {name}, please use a number"))?);
+        }
+        if !errs.is_empty() {
+            p.continue_on |= 1 << ty;
+            p.ignore[ty] = Some(errs);
+        }
+    }
+    Ok(())
+}
+
 /// A per-direction rate option's three values (`rate`, `rate_min`: sizes; `rate_iops`,
 /// `rate_iops_min`: counts, which take the same suffixes), 0 where one is not given.
 pub(super) fn rates(option: &str, text: &str, what: &str) -> Result<[u64; 3], JobErrorKind> {
