@@ -974,3 +974,56 @@ fn a_poisson_rate_issues_at_fios_times() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A job that names no file makes fio's: `NAME.CLONE.FILE` in the current directory, at
+/// its size (`nrfiles` share it), and leaves them there; mqblk's are the same files.
+#[test]
+fn a_job_without_a_filename_makes_fios_files_in_the_current_directory() {
+    if !have_fio("a_job_without_a_filename_makes_fios_files_in_the_current_directory") {
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("mqblk-fnames-{}", std::process::id()));
+    let job = [
+        "--name=seq",
+        "--ioengine=psync",
+        "--rw=write",
+        "--bs=64k",
+        "--size=2m",
+        "--nrfiles=2",
+        "--numjobs=2",
+        "--output-format=json",
+    ];
+    let files = |tool: &str| -> Vec<(String, u64)> {
+        let dir = root.join(tool);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cmd = if tool == "fio" {
+            Command::new("fio")
+        } else {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_mqblk"));
+            c.arg("bench");
+            c
+        };
+        let o = cmd.args(job).current_dir(&dir).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mut v: Vec<(String, u64)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let fio = files("fio");
+    assert_eq!(fio.len(), 4, "{fio:?}");
+    assert_eq!(files("mqblk"), fio);
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -143,7 +143,7 @@ fn a_file_created_for_a_read_job_is_laid_out_with_data_and_one_for_writes_is_all
 }
 
 #[test]
-fn engines_that_do_no_block_io_and_engines_without_a_file_are_refused_in_one_line_each() {
+fn engines_that_do_no_block_io_and_a_file_job_without_a_size_are_refused_in_one_line_each() {
     let o = mqblk(&["bench", "--ioengine=net", "--name=n"]);
     assert_eq!(o.status.code(), Some(2));
     let err = text(&o.stderr);
@@ -152,14 +152,17 @@ fn engines_that_do_no_block_io_and_engines_without_a_file_are_refused_in_one_lin
         err.contains("'net' is not supported: the net engine sends data over a network socket, not block I/O"),
         "{err}"
     );
+    // Without a filename, fio's own (`x.0.0` in the current directory), which cannot be
+    // made without a size.
     let o = mqblk(&["bench", "--ioengine=libaio", "--name=x"]);
     assert_eq!(o.status.code(), Some(2));
     let err = text(&o.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("job 'x': ioengine=libaio needs filename="),
+        err.contains("job 'x': file x.0.0: does not exist; give size="),
         "{err}"
     );
+    assert!(!std::path::Path::new("x.0.0").exists());
     // The null engine is mqblk's null device, no file needed.
     let o = mqblk(&["bench", "--ioengine=null", "--name=x", "--size=1m"]);
     assert!(o.status.success(), "{}", text(&o.stderr));

@@ -260,15 +260,9 @@ impl DeviceConfig {
             {
                 "sim"
             }
-            // Every block I/O engine reads and writes the file through the uring driver.
-            (Some((name, _)), None) => {
-                if s.filename.is_none() && s.directory.is_none() {
-                    return Err(invalid(format!(
-                        "ioengine={name} needs filename= or directory= (fio would make a file named after the job in the current directory; mqblk makes it only where told)"
-                    )));
-                }
-                "uring"
-            }
+            // Every block I/O engine reads and writes the file through the uring driver: the
+            // one the job names, or fio's `NAME.CLONE.FILE` in the current directory.
+            (Some(_), None) => "uring",
             // A model named without a driver: the model serves the I/O.
             (None, None) if s.device.is_some() => "sim",
             (None, None) => "null",

@@ -848,6 +848,20 @@ impl JobSpec {
             || self.directory.is_some()
             || self.nrfiles > 1
             || self.filesize.is_some()
+            || self.default_files()
+    }
+
+    /// fio's default for a job whose engine does file I/O and that names no file (nor a
+    /// driver or a model to serve it): `filename_format`'s names, `NAME.CLONE.FILE`, in the
+    /// current directory, made at the job's size as fio makes them.
+    fn default_files(&self) -> bool {
+        self.driver.is_none()
+            && self.device.is_none()
+            && self
+                .ioengine
+                .as_deref()
+                .and_then(|n| classify(n).ok())
+                .is_some_and(|k| k != EngineKind::Null)
     }
 
     /// The files clone `clone` works on, in file-number order: `filename`'s ':'-separated
