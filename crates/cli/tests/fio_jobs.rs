@@ -944,3 +944,38 @@ fn every_verify_algorithm_writes_checks_and_catches_a_changed_block() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `unlink` removes the job's files when the run ends, but only those the run made: a file
+/// that was there before (someone's data) stays, unlike fio's.
+#[test]
+fn unlink_removes_only_the_files_the_run_made() {
+    let dir = scratch("unlink");
+    let kept = dir.join("keep.0.0");
+    std::fs::write(&kept, vec![7u8; 1 << 20]).unwrap();
+    let d = format!("--directory={}", dir.display());
+    let o = mqblk(&[
+        "bench",
+        &d,
+        "--ioengine=psync",
+        "--rw=write",
+        "--bs=64k",
+        "--size=1m",
+        "--unlink=1",
+        "--name=gone",
+        "--numjobs=2",
+        "--name=keep",
+        "--output=/dev/null",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["keep.0.0"],
+        "gone.0.0 and gone.1.0 removed, keep.0.0 kept"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -106,6 +106,16 @@ fn plan_of(cl: &mut CommandLine) -> Result<Plan, CliError> {
 
 /// Runs a plan: the device, the jobs, their logs and charts, and the report.
 fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benched, CliError> {
+    // fio's `unlink`: the files of such jobs that are not there yet, which the run makes
+    // and may remove; a file that was there stays.
+    let mut made: Vec<String> = Vec::new();
+    for s in cl.jobs.iter().filter(|s| s.unlink) {
+        for f in s.all_file_names() {
+            if !std::path::Path::new(&f).exists() && !made.contains(&f) {
+                made.push(f);
+            }
+        }
+    }
     let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let exec = match &writer {
         Some(w) => {
@@ -115,6 +125,13 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
         None => execute(plan, show_progress)?,
     };
     crate::trace_cmd::finish(&writer)?;
+    for f in &made {
+        match std::fs::remove_file(f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("mqblk bench: unlink={f}: {e}"),
+        }
+    }
     if plan.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
         eprintln!("mqblk bench: interrupted; results so far follow");
     }

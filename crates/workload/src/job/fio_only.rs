@@ -10,10 +10,6 @@
 /// `(fio option name, why it is refused and what to write instead)`.
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Files.
-    (
-        "unlink",
-        "mqblk never deletes a file it did not create; remove the line",
-    ),
     // Timing and flow.
     // Patterns.
     (

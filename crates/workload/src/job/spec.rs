@@ -468,6 +468,8 @@ pub struct JobSpec {
     pub errors: ErrorPolicy,
     /// `error_dump`: every error is printed, not only the fatal one (fio's default).
     pub error_dump: bool,
+    /// `unlink`: the job's files are removed when the run ends, those the run made only.
+    pub unlink: bool,
     /// CPUs the job's threads may run on (empty = all).
     pub cpus_allowed: Vec<usize>,
     /// The file or block device the job runs on (through the uring driver).
@@ -683,6 +685,7 @@ impl Default for JobSpec {
             exitall_on_error: false,
             errors: ErrorPolicy::default(),
             error_dump: true,
+            unlink: false,
             cpus_allowed: Vec::new(),
             filename: None,
             directory: None,
@@ -849,6 +852,21 @@ impl JobSpec {
             || self.nrfiles > 1
             || self.filesize.is_some()
             || self.default_files()
+    }
+
+    /// The files of every clone (what `unlink` removes, if the run made them).
+    pub fn all_file_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        if self.has_files() {
+            for c in 0..self.numjobs.max(1) {
+                for n in self.file_names(c) {
+                    if !out.contains(&n) {
+                        out.push(n);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// fio's default for a job whose engine does file I/O and that names no file (nor a

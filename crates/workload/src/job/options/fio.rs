@@ -887,6 +887,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "unlink",
+        aliases: &[],
+        default: "0",
+        help: "Remove the job's files when the run ends: only those the run made (a file that was there before stays).",
+        kind: Kind::Bool {
+            set: |j, v| j.unlink = v,
+        },
+    },
+    OptDef {
         name: "exitall",
         aliases: &[],
         default: "0",
