@@ -48,8 +48,9 @@ pub struct Completed {
 
 pub trait LatSink {
     fn record(&mut self, io: Completed);
-    /// An I/O failed with `errno`.
-    fn error(&mut self, write: bool, errno: i32);
+    /// An I/O failed with `errno`, `fatal` when it ended the job
+    /// ([`mqblk_workload::JobStats::io_error`]).
+    fn error(&mut self, errno: i32, fatal: bool);
     /// A flush completed after `lat` nanoseconds (fio's `sync` latency).
     fn sync(&mut self, lat: u64);
     /// Called about every 500 ms with the I/Os and bytes completed in the window.
@@ -615,7 +616,7 @@ impl<S: LatSink> JobState<'_, S> {
         }
         if let Some((errno, e)) = self.driver.take_error() {
             self.out.errors += 1;
-            self.sink.error(false, errno);
+            self.sink.error(errno, true);
             self.out
                 .first_error
                 .get_or_insert(format!("{}: {e}", self.job.name));
@@ -709,8 +710,8 @@ impl<S: LatSink> JobState<'_, S> {
     fn note_error(&mut self, bio: &Bio) {
         self.out.errors += 1;
         let errno = bio.status.to_errno();
-        self.sink.error(bio.op.is_write(), errno);
-        self.driver.io_failed(bio.op == ReqOp::Read, errno);
+        let goes_on = self.driver.io_failed(bio.op == ReqOp::Read, errno);
+        self.sink.error(errno, !goes_on);
         if self.out.first_error.is_none() {
             self.out.first_error = Some(format!(
                 "{}: {} of {} bytes at offset {} failed: {} (errno {})",
@@ -719,7 +720,7 @@ impl<S: LatSink> JobState<'_, S> {
                 bio.bytes(),
                 bio.sector << SECTOR_SHIFT,
                 bio.status,
-                bio.status.to_errno()
+                errno
             ));
         }
     }

@@ -123,7 +123,7 @@ impl Sink {
         stats.latency_target_us = spec.latency_target_ns / 1000;
         stats.latency_window_us = spec.latency_window_ns / 1000;
         stats.latency_percentile = spec.latency_percentile;
-        stats.continue_on_error = spec.errors.continue_on != 0;
+        stats.continue_on_error = spec.errors.continues();
         for d in stats.dirs.iter_mut() {
             *d = mqblk_workload::DirStats::with_percentiles(
                 spec.slat_percentiles,
@@ -157,16 +157,8 @@ impl LatSink for Sink {
         self.window[d].0 += bytes;
         self.window[d].1 += 1;
     }
-    fn error(&mut self, _write: bool, errno: i32) {
-        // fio's `error`: the errno of the first error (the fatal one, or with
-        // `continue_on_error` the first of those it went on after).
-        if self.stats.error == 0 {
-            self.stats.error = errno;
-        }
-        self.stats.total_err += 1;
-        if self.stats.first_error == 0 {
-            self.stats.first_error = errno;
-        }
+    fn error(&mut self, errno: i32, fatal: bool) {
+        self.stats.io_error(errno, fatal);
     }
     fn sync(&mut self, lat: u64) {
         self.stats.sync.record(lat);

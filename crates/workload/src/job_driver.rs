@@ -11,7 +11,7 @@
 use crate::iolog::IoLogEntry;
 #[cfg(doc)]
 use crate::job::JobFile;
-use crate::job::{Job, RwMode};
+use crate::job::{Job, RwMode, EIO, ETIMEDOUT};
 use crate::pattern::frand::{slot, FRand};
 use crate::pattern::FileSet;
 use crate::Ddir;
@@ -87,11 +87,6 @@ pub enum Phase {
     /// Nothing more to issue.
     Done,
 }
-
-/// `ETIMEDOUT`: fio's error for a job over `max_latency` or missing `latency_target`.
-pub const ETIMEDOUT: i32 = 110;
-/// `EIO`: fio's error for a job below `rate_min` (`td_verror(td, EIO, "check_min_rate")`).
-pub const EIO: i32 = 5;
 
 /// fio's `check_min_rate`: each direction's bandwidth (or IOPS) judged over windows of
 /// `rate_cycle`, from 2 s after the ramp (fio's settle time), in time since the ramp.
@@ -763,10 +758,9 @@ impl JobDriver {
         goes_on
     }
 
-    /// Whether the job goes on after some errors (`continue_on_error`): its report then
-    /// carries `total_err` and `first_error`.
+    /// Whether the job goes on after some errors ([`crate::ErrorPolicy::continues`]).
     pub fn continues_on_errors(&self) -> bool {
-        self.errors.continue_on != 0
+        self.errors.continues()
     }
 
     /// The error that ended the job, once, with the errno fio reports for it: `max_latency`

@@ -511,9 +511,13 @@ pub struct JobStats {
     /// The job goes on after some errors (`continue_on_error`): the report then carries
     /// `total_err` and `first_error`, as fio's.
     pub continue_on_error: bool,
-    /// I/O errors seen, and the errno of the first.
+    /// I/O errors the job went on after, and the errno of the first (fio's
+    /// `update_error_count`); the error that ended it is `error`.
     pub total_err: u64,
     pub first_error: i32,
+    /// `error` is the error that ended the job (the first such: the I/O in flight with it
+    /// may fail too).
+    pub error_fatal: bool,
     /// Process id shown in the text header.
     pub pid: u32,
     /// The job's description, if any.
@@ -570,6 +574,7 @@ impl JobStats {
             continue_on_error: false,
             total_err: 0,
             first_error: 0,
+            error_fatal: false,
             pid: 0,
             description: String::new(),
             job_start_ms: 0,
@@ -612,6 +617,13 @@ impl JobStats {
         fresh.latency_percentile = self.latency_percentile;
         fresh.job_options = std::mem::take(&mut self.job_options);
         fresh.description = std::mem::take(&mut self.description);
+        // Errors are the job's, not the measurement window's.
+        fresh.error = self.error;
+        fresh.error_text = std::mem::take(&mut self.error_text);
+        fresh.error_fatal = self.error_fatal;
+        fresh.continue_on_error = self.continue_on_error;
+        fresh.total_err = self.total_err;
+        fresh.first_error = self.first_error;
         *self = fresh;
     }
 
@@ -686,6 +698,27 @@ impl JobStats {
             }
         }
         buckets
+    }
+
+    /// An I/O failed with `errno`: `fatal` when it ended the job (fio's `td_verror`), else
+    /// one the job went on after (`update_error_count`). `error` comes out as fio's
+    /// `sum_thread_stats` makes it: the first fatal errno, or without one the first the job
+    /// went on after.
+    pub fn io_error(&mut self, errno: i32, fatal: bool) {
+        if fatal {
+            if !self.error_fatal {
+                self.error = errno;
+                self.error_fatal = true;
+            }
+            return;
+        }
+        self.total_err += 1;
+        if self.first_error == 0 {
+            self.first_error = errno;
+        }
+        if self.error == 0 {
+            self.error = errno;
+        }
     }
 
     /// Folds another job into this one for `group_reporting`. Identity fields (name,

@@ -70,11 +70,8 @@ impl Sim {
             if bio.status != BlkStatus::Ok {
                 job.errors += 1;
                 let errno = bio.status.to_errno();
-                job.stats.total_err += 1;
-                if job.stats.first_error == 0 {
-                    job.stats.first_error = errno;
-                }
-                job.def.source.io_failed(op == ReqOp::Read, errno);
+                let goes_on = job.def.source.io_failed(op == ReqOp::Read, errno);
+                job.stats.io_error(errno, !goes_on);
             } else if op == ReqOp::Flush && measured {
                 // fio's `sync` latency: the flushes of `fsync=N` and `end_fsync`.
                 job.stats.sync.record(cur.saturating_sub(s0));
@@ -101,8 +98,9 @@ impl Sim {
                         job.bytes = 0;
                         job.restarted_at = Some(cur);
                     }
-                    if let Some(e) = job.def.source.take_error() {
+                    if let Some((errno, e)) = job.def.source.take_error() {
                         job.errors += 1;
+                        job.stats.io_error(errno, true);
                         job.error_text.get_or_insert(e);
                     }
                 }

@@ -253,7 +253,7 @@ struct JobRun {
     /// When the job's source started the statistics over (fio's latency-target search),
     /// and the error that ended it, if any.
     restarted_at: Option<u64>,
-    error_text: Option<(i32, String)>,
+    error_text: Option<String>,
 }
 
 /// What a job sleeps for ([`Next::After`], [`Next::Await`]).

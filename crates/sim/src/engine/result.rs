@@ -180,12 +180,10 @@ impl Sim {
                         j.stats.dirs[d].runtime_ns = rt;
                     }
                 }
-                if let Some((errno, e)) = j.error_text.take() {
-                    j.stats.error = errno;
+                // The errno is the stats' own (`JobStats::io_error`); the text says what.
+                if let Some(e) = j.error_text.take() {
                     j.stats.error_text = e;
                 } else if j.errors > 0 {
-                    // The first error's errno, as fio reports a job that saw I/O errors.
-                    j.stats.error = j.stats.first_error;
                     j.stats.error_text = format!("{} I/O errors", j.errors);
                 }
                 let iolog = j.def.source.take_iolog();

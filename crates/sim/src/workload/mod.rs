@@ -143,8 +143,11 @@ pub trait Source: Send {
     fn stop(&mut self) {}
 
     /// An I/O (a read if `read`) failed with `errno`; the source ends the job unless it
-    /// goes on after such errors ([`JobDriver::io_failed`]).
-    fn io_failed(&mut self, _read: bool, _errno: i32) {}
+    /// goes on after such errors ([`JobDriver::io_failed`]). Whether it goes on (a source
+    /// of its own, as dbench's clients, always does).
+    fn io_failed(&mut self, _read: bool, _errno: i32) -> bool {
+        true
+    }
 
     /// Fills the report keys the source knows (`latency_target` and the like).
     fn describe(&self, _stats: &mut mqblk_workload::JobStats) {}
@@ -302,8 +305,8 @@ impl Source for FioSource {
         self.driver.stop();
     }
 
-    fn io_failed(&mut self, read: bool, errno: i32) {
-        self.driver.io_failed(read, errno);
+    fn io_failed(&mut self, read: bool, errno: i32) -> bool {
+        self.driver.io_failed(read, errno)
     }
 
     fn take_error(&mut self) -> Option<(i32, String)> {

@@ -166,7 +166,11 @@ pub struct ErrorPolicy {
     pub any_errno: bool,
 }
 
-/// `EILSEQ`: fio's verify error.
+/// The errnos the job model reports: `EIO` (an I/O error; fio's for a missed `rate_min`),
+/// `ETIMEDOUT` (fio's for `max_latency` or `latency_target` missed), `EILSEQ` (fio's verify
+/// error).
+pub const EIO: i32 = 5;
+pub const ETIMEDOUT: i32 = 110;
 pub const EILSEQ: i32 = 84;
 
 impl ErrorPolicy {
@@ -183,8 +187,14 @@ impl ErrorPolicy {
             && (self.any_errno
                 || match &self.ignore[ty] {
                     Some(list) => list.contains(&errno),
-                    None => errno == 5 || errno == EILSEQ,
+                    None => errno == EIO || errno == EILSEQ,
                 })
+    }
+
+    /// Whether the job goes on after some errors (`continue_on_error` for some type): its
+    /// report then carries `total_err` and `first_error`.
+    pub fn continues(&self) -> bool {
+        self.continue_on != 0
     }
 
     /// Goes on after every error.

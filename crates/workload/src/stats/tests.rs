@@ -4,6 +4,26 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// fio's error accounting: errors a job went on after count in `total_err` (the first
+/// kept in `first_error`); the error that ended it is the job's `error` even after those,
+/// the first such only (the I/O in flight with it fails too), and a restart of the
+/// measurements keeps them all.
+#[test]
+fn the_error_that_ended_a_job_is_its_error_and_the_others_are_counted() {
+    let mut j = JobStats::new("j");
+    j.io_error(5, false);
+    j.io_error(5, false);
+    assert_eq!((j.error, j.total_err, j.first_error), (5, 2, 5));
+    j.io_error(28, true);
+    j.io_error(110, true);
+    assert_eq!((j.error, j.total_err, j.first_error), (28, 2, 5));
+    j.restart();
+    assert_eq!((j.error, j.total_err, j.first_error), (28, 2, 5));
+    let mut only_fatal = JobStats::new("k");
+    only_fatal.io_error(5, true);
+    assert_eq!((only_fatal.error, only_fatal.total_err), (5, 0));
+}
+
 #[test]
 fn histogram_has_fio_geometry() {
     assert_eq!(PLAT_NR, 1856);

@@ -73,8 +73,6 @@ pub(super) fn set_bs(job: &mut JobSpec, text: &str, option: &str) -> Result<(), 
     }
 }
 
-/// Splits fio's per-direction list `r,w,t`: one value applies to all, fewer than three
-/// repeat the last, an empty slot keeps `default`.
 /// fio's `str2error`: the names of errnos 1 to 34, in order.
 const ERRNO_NAMES: [&str; 34] = [
     "EPERM", "ENOENT", "ESRCH", "EINTR", "EIO", "ENXIO", "E2BIG", "ENOEXEC", "EBADF", "ECHILD",
@@ -123,6 +121,8 @@ pub(super) fn rates(option: &str, text: &str, what: &str) -> Result<[u64; 3], Jo
     .map_err(|r| unsupported(option, text, r))
 }
 
+/// Splits fio's per-direction list `r,w,t`: one value applies to all, fewer than three
+/// repeat the last, an empty slot keeps `default`.
 pub(super) fn per_direction<T: Clone>(
     text: &str,
     default: T,
