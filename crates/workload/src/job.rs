@@ -28,8 +28,8 @@ pub use files::{FileLayout, LayoutFile, FILE_GAP};
 pub use options::{option_table, options_help, OptDef};
 pub use resolve::{resolve, Job, JobFile};
 pub use spec::{
-    ErrorPolicy, Exit, ExitWhat, Fallocate, FileService, FileServiceKind, IrqMode, JobSpec, RwMode,
-    VerifyMode, DEFAULT_PERCENTILES, EILSEQ, EIO, ETIMEDOUT,
+    reporting_groups, ErrorPolicy, Exit, ExitWhat, Fallocate, FileService, FileServiceKind,
+    IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_PERCENTILES, EILSEQ, EIO, ETIMEDOUT,
 };
 pub use value::{parse_size, parse_time_ns};
 

@@ -183,16 +183,8 @@ mod tests;
 /// fio's reporting group of each job clone: a job with `stonewall` or `new_group` starts a
 /// new group; `spec_of` gives each clone's job (an index into `specs`), in run order.
 pub fn group_ids(specs: &[crate::JobSpec], spec_of: &[usize]) -> Vec<u32> {
-    let mut group = 0u32;
-    let mut out = Vec::with_capacity(spec_of.len());
-    for (i, &spec) in spec_of.iter().enumerate() {
-        let s = &specs[spec];
-        if i > 0 && spec_of[i - 1] != spec && (s.stonewall || s.new_group) {
-            group += 1;
-        }
-        out.push(group);
-    }
-    out
+    let groups = crate::job::reporting_groups(specs);
+    spec_of.iter().map(|&spec| groups[spec]).collect()
 }
 
 /// The lines fio prints as its jobs start, one per job section (`name: (g=0): rw=read,
@@ -201,11 +193,9 @@ pub fn group_ids(specs: &[crate::JobSpec], spec_of: &[usize]) -> Vec<u32> {
 pub fn start_lines(specs: &[crate::JobSpec]) -> Vec<String> {
     use crate::job::engine::EngineKind;
     let mut out = Vec::new();
-    let mut group = 0u32;
+    let groups = crate::job::reporting_groups(specs);
     for (i, s) in specs.iter().enumerate() {
-        if i > 0 && (s.stonewall || s.new_group) {
-            group += 1;
-        }
+        let group = groups[i];
         let bs = |d: crate::Ddir| {
             let b = s.bs_for(d);
             format!("{b}B-{b}B")

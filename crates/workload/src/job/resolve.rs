@@ -262,7 +262,7 @@ pub fn resolve(
 ) -> Result<Vec<Job>, JobError> {
     let mut out = Vec::new();
     let mut barrier = 0;
-    let mut groupid = 0;
+    let groups = super::spec::reporting_groups(specs);
     // fio's `exitall` sets one flag for the whole run.
     let exitall = specs.iter().any(|s| s.exitall);
     let mut flows: std::collections::HashMap<u32, Arc<FlowGroup>> = Default::default();
@@ -271,14 +271,11 @@ pub fn resolve(
         if i > 0 && s.stonewall {
             barrier += 1;
         }
-        if i > 0 && (s.stonewall || s.new_group) {
-            groupid += 1;
-        }
         let exit = super::spec::Exit {
             on_end: exitall,
             on_error: s.exitall_on_error,
             what: s.exit_what,
-            groupid,
+            groupid: groups[i],
         };
         let cap = capacity(s)?;
         let bad = |m: String| {
@@ -317,10 +314,7 @@ pub fn resolve(
         if s.cgroup_weight.is_some() && s.cgroup.is_none() {
             return Err(bad("cgroup_weight needs cgroup (the group to weigh)".into()));
         }
-        let ioprio = match (s.prioclass, s.prio) {
-            (None, None) => None,
-            (class, level) => Some((class.unwrap_or(2), level.unwrap_or(4))),
-        };
+        let ioprio = s.ioprio();
         let (rand_seed, repeatable) = rand_seed_of(s, i, entropy);
         let sizes = [
             s.sizes_for(Ddir::Read),

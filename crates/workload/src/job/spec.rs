@@ -207,6 +207,22 @@ impl ErrorPolicy {
     }
 }
 
+/// fio's reporting group (`groupid`) of each job section: from 0, one more at each section
+/// after the first with `stonewall` or `new_group`.
+pub fn reporting_groups(specs: &[JobSpec]) -> Vec<u32> {
+    let mut group = 0;
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            if i > 0 && (s.stonewall || s.new_group) {
+                group += 1;
+            }
+            group
+        })
+        .collect()
+}
+
 /// Which jobs a job's end terminates (`exit_what`, with `exitall` or `exitall_on_error`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ExitWhat {
@@ -799,16 +815,22 @@ impl JobSpec {
         read.max(write).max(trim)
     }
 
+    /// `(class, level)` of `prioclass`/`prio` (best-effort and level 4 for the one not
+    /// given), `None` when neither is set (the issuer's default priority).
+    pub fn ioprio(&self) -> Option<(u8, u8)> {
+        match (self.prioclass, self.prio) {
+            (None, None) => None,
+            (class, level) => Some((class.unwrap_or(2), level.unwrap_or(4))),
+        }
+    }
+
     /// The job's logs as they are written: its options, with the I/O priority value its
-    /// I/Os carry (`prioclass << 13 | prio`, fio's `ioprio_value`; best-effort and level 4
-    /// for the one not given, 0 when neither is).
+    /// I/Os carry (`class << 13 | level`, fio's `ioprio_value`; 0 without one).
     pub fn log_config(&self) -> crate::logs::LogConfig {
-        let ioprio = match (self.prioclass, self.prio) {
-            (None, None) => 0,
-            (class, level) => u16::from(class.unwrap_or(2)) << 13 | u16::from(level.unwrap_or(4)),
-        };
         crate::logs::LogConfig {
-            ioprio,
+            ioprio: self.ioprio().map_or(0, |(class, level)| {
+                u16::from(class) << 13 | u16::from(level)
+            }),
             ..self.logs.clone()
         }
     }
