@@ -97,7 +97,10 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
         .trim()
         .parse()
         .unwrap();
-    match mqblk_testkit::driver_tag_depth(dev) {
+    let depth = mqblk_testkit::debugfs()
+        .then(|| mqblk_drivers::sysfs::driver_tag_depth(dev))
+        .flatten();
+    match depth {
         Some(d) => assert_eq!(d, nr_tags, "{dev} left with {d} of {nr_tags} driver tags"),
         None => mqblk_testkit::skip("find-twin's tag depth", "debugfs cannot be read"),
     }

@@ -113,10 +113,8 @@ impl Drop for Loop {
     fn drop(&mut self) {
         // The device outlives `losetup -d`: leave it with every driver tag for its next user.
         let q = self.queue();
-        let tags = self.nr_tags();
         let _ = std::fs::write(q.join("scheduler"), "none");
-        let _ = std::fs::write(q.join("nr_requests"), (tags - 1).to_string());
-        let _ = std::fs::write(q.join("nr_requests"), tags.to_string());
+        let _ = mqblk_drivers::sysfs::restore_driver_tags(q.parent().unwrap());
         let _ = Command::new("losetup").args(["-d", &self.dev]).status();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -198,7 +196,12 @@ fn twin_gives_the_kernel_s_none_every_driver_tag() {
     let nr_tags = l.nr_tags();
     l.set_driver_tags(4);
     std::fs::write(l.queue().join("scheduler"), "mq-deadline").unwrap();
-    let Some(before) = mqblk_testkit::driver_tag_depth(l.name()) else {
+    let depth = |name: &str| {
+        mqblk_testkit::debugfs()
+            .then(|| mqblk_drivers::sysfs::driver_tag_depth(name))
+            .flatten()
+    };
+    let Some(before) = depth(l.name()) else {
         mqblk_testkit::skip(test, "debugfs cannot be read");
         return;
     };
@@ -220,7 +223,7 @@ fn twin_gives_the_kernel_s_none_every_driver_tag() {
         err.contains(&format!("handed out 4 of its {nr_tags} driver tags")),
         "{err}"
     );
-    assert_eq!(mqblk_testkit::driver_tag_depth(l.name()), Some(nr_tags));
+    assert_eq!(depth(l.name()), Some(nr_tags));
     assert_eq!(l.scheduler(), "mq-deadline", "the scheduler is put back");
 }
 

@@ -398,7 +398,7 @@ impl DeviceConfig {
         let layout = if let DriverConfig::Uring(_) = device.driver {
             FileLayout::plan(specs, |s, path| match real_file_size(path) {
                 Ok(Some(len)) => Ok(Some(len)),
-                _ if parse_only => Ok(Some(s.device_size().max(1 << 20))),
+                _ if parse_only => Ok(Some(s.device_size())),
                 other => other,
             })
         } else {

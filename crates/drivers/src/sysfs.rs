@@ -33,11 +33,13 @@ pub fn driver_tag_depth(name: &str) -> Option<u32> {
 
 /// Gives disk `dir`, whose scheduler must be `none`, all its driver tags again: writes
 /// `queue/nr_requests` = `mq/0/nr_tags`. Writing `nr_requests` under `none` resizes the
-/// driver tags' bitmap (`blk_mq_update_nr_requests`), and switching to a scheduler and back
-/// resets the `nr_requests` sysfs shows but not the bitmap, so a device once set to 4 under
-/// `none` (a test of the minimum) keeps 4 tags under every scheduler, even after
-/// `losetup -d`, while sysfs reads 128 or 256. The kernel ignores a write of the value it
-/// already shows, so one below goes first. Returns `mq/0/nr_tags`.
+/// driver tags' bitmap (`blk_mq_update_nr_requests` → `blk_mq_tag_update_depth` on
+/// `hctx->tags` when there are no scheduler tags); switching to a scheduler and back resets
+/// the `nr_requests` sysfs shows but, measured on this machine's 6.18, not the bitmap, so
+/// a device once set to 4 under `none` (a test of the minimum) keeps 4 tags under every
+/// scheduler, even after `losetup -d`, while sysfs reads 128 or 256. `queue_requests_store`
+/// returns early on a write of the value `q->nr_requests` holds, so one below goes first.
+/// Returns `mq/0/nr_tags`.
 pub fn restore_driver_tags(dir: &Path) -> std::io::Result<u32> {
     use std::io::{Error, ErrorKind};
     let read = |rel: &str| -> std::io::Result<u32> {

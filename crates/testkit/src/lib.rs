@@ -84,21 +84,18 @@ pub fn need_root_and_tools(test: &str, tools: &[&str]) -> bool {
     need_tools(test, tools)
 }
 
-/// The driver tags disk `name`'s first hardware queue hands out, from debugfs
-/// (`/sys/kernel/debug/block/NAME/hctx0/tags`, the bitmap's `depth=`), mounting debugfs
-/// first if it is not (root). `None` where debugfs cannot be read; the caller says so with
-/// [`skip`] (a kernel without debugfs is no fault of the test's machine).
-pub fn driver_tag_depth(name: &str) -> Option<u32> {
-    let file = format!("/sys/kernel/debug/block/{name}/hctx0/tags");
-    if !std::path::Path::new("/sys/kernel/debug/block").exists() {
+/// Mounts debugfs at `/sys/kernel/debug` if its block directory is not there (root), for
+/// tests that read a queue's state from it (`mqblk_drivers::sysfs::driver_tag_depth`);
+/// false where it still is not (a kernel without debugfs: the caller says so with
+/// [`skip`], no fault of the test's machine).
+pub fn debugfs() -> bool {
+    let block = std::path::Path::new("/sys/kernel/debug/block");
+    if !block.exists() {
         let _ = Command::new("mount")
             .args(["-t", "debugfs", "none", "/sys/kernel/debug"])
             .output();
     }
-    let text = std::fs::read_to_string(file).ok()?;
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("depth="))
-        .and_then(|v| v.trim().parse().ok())
+    block.exists()
 }
 
 /// The Debian package that installs `tool`, for the skip line.
