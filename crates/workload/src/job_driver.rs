@@ -577,8 +577,7 @@ impl JobDriver {
                         // computes it (the gap in whole us times a float logarithm).
                         let (state, gap, last) = &mut p[d];
                         if *gap > 0 {
-                            let u = (state.rand() as f64 + 1.0) / 4_294_967_296.0;
-                            let draw = (*gap as f32) * -(u as f32).ln();
+                            let draw = (*gap as f32) * -(state.rand_0_1() as f32).ln();
                             *last += draw as u64;
                         }
                     }

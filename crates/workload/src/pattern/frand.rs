@@ -209,6 +209,13 @@ impl FRand {
         }
     }
 
+    /// fio's `__rand_0_1`: in `(0, 1]`, `(r + 1) / (rand_max + 1)`.
+    #[inline]
+    pub fn rand_0_1(&mut self) -> f64 {
+        let max = self.max() as f64 + 1.0;
+        (self.rand() as f64 + 1.0) / max
+    }
+
     /// A number scaled into `0..n` as fio scales offsets and sizes:
     /// `n * (r / (rand_max + 1.0))`, in doubles.
     #[inline]
