@@ -424,7 +424,10 @@ const MAX_UNITS: u32 = 1024;
 /// IOPS of `depth` readers in a closed loop over `units` units, each read of `t_ns` on the
 /// unit its (random) block stripes onto, queueing there behind others, and done no sooner
 /// than the front end, which takes one command each `command_ns`: what the fitted model
-/// does with random reads at that depth, without the transfer path.
+/// does with random reads at that depth, without the transfer path and with every read at
+/// its mean time (the model's per-command `spread` is fitted to one read at a time and
+/// left out here: drawn in, it moves the count a serial device fits from 1 to 2, the
+/// front end then making up for the slow draws).
 fn closed_loop_iops(units: u32, depth: u32, t_ns: f64, command_ns: f64) -> f64 {
     const READS: u64 = 20_000;
     let mut free = vec![0f64; units as usize];
