@@ -733,17 +733,29 @@ fn the_json_report_has_every_key_of_fios_per_job_and_per_direction() {
     assert!(a.len() > 150, "{} keys compared", a.len());
 }
 
-/// Runs `tool` (`fio`, or `bench` / `sim` of mqblk) with `args`; its JSON report (fio puts
-/// its `fio: pid=..., err=5/...` line on standard output before the JSON) and its stderr.
-fn run_tool(tool: &str, args: &[&str]) -> (serde_json::Value, String) {
-    let mut cmd = if tool == "fio" {
+/// The command of `tool`: `fio`, or mqblk's `bench` / `sim`.
+fn tool_command(tool: &str) -> Command {
+    if tool == "fio" {
         Command::new("fio")
     } else {
         let mut c = Command::new(env!("CARGO_BIN_EXE_mqblk"));
         c.arg(tool);
         c
-    };
-    let o = cmd.args(args).output().unwrap();
+    }
+}
+
+/// A fresh scratch directory for test `what` (removed by the test when it passes).
+fn scratch(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mqblk-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `tool` ([`tool_command`]) with `args`; its JSON report (fio puts its `fio:
+/// pid=..., err=5/...` line on standard output before the JSON) and its stderr.
+fn run_tool(tool: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let o = tool_command(tool).args(args).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     let v = serde_json::from_str(&out[out.find('{').unwrap_or(0)..])
@@ -760,8 +772,7 @@ fn rate_min_ends_the_job_as_fios_and_the_logs_have_fios_columns() {
     if !have_fio("rate_min_ends_the_job_as_fios_and_the_logs_have_fios_columns") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("mqblk-ratemin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("ratemin");
     let job = [
         "--name=floor",
         "--ioengine=null",
@@ -848,8 +859,7 @@ fn exitall_ends_the_jobs_fio_ends() {
     if !have_fio("exitall_ends_the_jobs_fio_ends") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("mqblk-exitall-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("exitall");
     let base = "[global]\nioengine=null\nsize=1g\nbs=4k\nrw=read\ntime_based\n";
     let cases = [
         (
@@ -911,15 +921,14 @@ fn exitall_ends_the_jobs_fio_ends() {
 
 /// `rate_process=poisson` draws fio's own gaps: the simulator's I/Os go at the times fio
 /// 3.33's log shows its own going (fio's later by its sleep's overshoot, nearly always
-/// under 3 ms),
-/// as many of them; both logs count microseconds, as fio's `log_io_u` writes them.
+/// under 3 ms), as many of them; both logs count microseconds, as fio's `log_io_u` writes
+/// them.
 #[test]
 fn a_poisson_rate_issues_at_fios_times() {
     if !have_fio("a_poisson_rate_issues_at_fios_times") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("mqblk-poisson-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("poisson");
     let job = [
         "--name=p",
         "--ioengine=null",
@@ -982,7 +991,7 @@ fn a_job_without_a_filename_makes_fios_files_in_the_current_directory() {
     if !have_fio("a_job_without_a_filename_makes_fios_files_in_the_current_directory") {
         return;
     }
-    let root = std::env::temp_dir().join(format!("mqblk-fnames-{}", std::process::id()));
+    let root = scratch("fnames");
     let job = [
         "--name=seq",
         "--ioengine=psync",
@@ -996,14 +1005,11 @@ fn a_job_without_a_filename_makes_fios_files_in_the_current_directory() {
     let files = |tool: &str| -> Vec<(String, u64)> {
         let dir = root.join(tool);
         std::fs::create_dir_all(&dir).unwrap();
-        let mut cmd = if tool == "fio" {
-            Command::new("fio")
-        } else {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_mqblk"));
-            c.arg("bench");
-            c
-        };
-        let o = cmd.args(job).current_dir(&dir).output().unwrap();
+        let o = tool_command(tool)
+            .args(job)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
         assert!(
             o.status.success(),
             "{tool}: {}",
@@ -1024,6 +1030,6 @@ fn a_job_without_a_filename_makes_fios_files_in_the_current_directory() {
     };
     let fio = files("fio");
     assert_eq!(fio.len(), 4, "{fio:?}");
-    assert_eq!(files("mqblk"), fio);
+    assert_eq!(files("bench"), fio);
     std::fs::remove_dir_all(&root).unwrap();
 }
