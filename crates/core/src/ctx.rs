@@ -12,7 +12,7 @@ use crate::request::RqId;
 use crate::{CtxIdx, HctxIdx};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Per-Ctx counters (the kernel's `rq_dispatched`, `rq_merged`, `rq_completed`).
 #[derive(Default)]
@@ -41,6 +41,9 @@ pub struct Ctx {
     pub remote_done: Mutex<Vec<Bio>>,
     /// Set when `remote_done` holds bios, so the owner looks without taking the lock.
     pub remote_pending: AtomicBool,
+    /// The thread that last allocated a request here ([`crate::hctx::thread_number`]; 0
+    /// before any): whom a hand-over to `remote_done` wakes.
+    pub owner: AtomicU64,
     /// Tag allocation hints, driver tags and scheduler tags (the per-CPU `alloc_hint`).
     pub tag_hint: AtomicU32,
     /// The scheduler tags' allocation hint.
@@ -58,6 +61,7 @@ impl Ctx {
             lists: Mutex::new(Default::default()),
             remote_done: Mutex::new(Vec::new()),
             remote_pending: AtomicBool::new(false),
+            owner: AtomicU64::new(0),
             // Spread the hints so submitters start in different words of a shared map.
             tag_hint: AtomicU32::new(idx.0 as u32 * 16),
             sched_hint: AtomicU32::new(idx.0 as u32 * 16),
@@ -74,11 +78,24 @@ impl Ctx {
 
     /// True when bios completed elsewhere wait to be taken.
     pub fn has_remote(&self) -> bool {
-        self.remote_pending.load(Ordering::Acquire)
+        self.remote_pending.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn push_remote(&self, bio: Bio) {
+    /// Parks `bio` for the owner; returns the owner to wake (none if it is the caller).
+    /// `SeqCst` against the owner's `woken` check in `Driver::wait`, which reads the flag
+    /// after announcing its sleep: one of the two sees the other.
+    pub(crate) fn push_remote(&self, bio: Bio) -> Option<u64> {
         self.remote_done.lock().push(bio);
-        self.remote_pending.store(true, Ordering::Release);
+        self.remote_pending.store(true, Ordering::SeqCst);
+        let owner = self.owner.load(Ordering::Relaxed);
+        (owner != 0 && owner != crate::hctx::thread_number()).then_some(owner)
+    }
+
+    /// Records the calling thread as the one that submits from here.
+    #[inline]
+    pub(crate) fn note_owner(&self, me: u64) {
+        if self.owner.load(Ordering::Relaxed) != me {
+            self.owner.store(me, Ordering::Relaxed);
+        }
     }
 }

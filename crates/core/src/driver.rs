@@ -173,11 +173,32 @@ pub trait Driver: Send + Sync {
         None
     }
 
-    /// Blocks the calling thread until `poll` of `hctx` may find something, or for a short
-    /// while. Only runtimes call this, never the core: it is how a submitter sleeps until the
+    /// Blocks the calling thread until `poll` of `hctx` may find something, `woken` turns
+    /// true, or `max` passed; returns whether it slept (if not, the caller yields). Only
+    /// runtimes call this, never the core: it is how a submitter sleeps until the
     /// "interrupt" instead of spinning against the threads the device needs (io_uring's
-    /// kernel workers). The default returns at once.
-    fn wait(&self, _hctx: HctxIdx) {}
+    /// kernel workers). A completion of the thread's may also be reaped by another thread
+    /// and handed to its software queue (`Ctx::has_remote`): `woken` says whether that
+    /// happened, and a driver that sleeps must ask it after it has made itself wakeable by
+    /// [`Driver::wake_submitter`], so a hand-over between the caller's last look and its
+    /// sleep is not slept through. `max`, if given, is when the caller has work of its own
+    /// (the end of a think time); without it a driver may still bound a sleep that nothing
+    /// it knows of will end. The default does not sleep.
+    fn wait(
+        &self,
+        _hctx: HctxIdx,
+        _woken: &dyn Fn() -> bool,
+        _max: Option<std::time::Duration>,
+    ) -> bool {
+        false
+    }
+
+    /// Another thread reaped a request of `submitter`'s (a [`crate::hctx::thread_number`])
+    /// and handed its bios to that thread's software queue: wake it if it sleeps in
+    /// [`Driver::wait`]. The kernel interrupts the submitting CPU for a remote completion
+    /// (`blk_mq_complete_send_ipi`); io_uring posts a task's completion as task work that
+    /// wakes it. The default does nothing (its `wait` does not sleep).
+    fn wake_submitter(&self, _submitter: u64) {}
 
     /// The allocation of the `nr_sectors` from `sector`: runs from `sector` on, at least one,
     /// at most [`MAX_EXTENTS`], adjacent runs of the same kind joined; they may cover less than

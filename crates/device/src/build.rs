@@ -80,14 +80,15 @@ fn build_uring(
     let set_cfg = cfg.tag_set_config();
     // Rings of their own for the threads that reap each queue (`UringConfig::
     // single_issuer`, asked for by the runtime): only where the submitters, one per
-    // software queue, are all that reaps (no completion workers, no SQPOLL thread) and no
-    // scheduler hands one submitter's requests to another's queue run: those would wait on
-    // the runner's ring until it next enters the kernel.
+    // software queue, are all that reaps (no completion workers, no SQPOLL thread). A
+    // request one submitter's queue run dispatched for another (a scheduler hands them
+    // over all the time) completes on the runner's ring, which reaps it when it next
+    // enters the kernel (at once if it sleeps there) and wakes its submitter
+    // (`Driver::wake_submitter`).
     cfg.single_issuer = cfg.single_issuer
         && !cfg.sqpoll
         && !opts.hctx_workers
-        && usize::from(nr_ctx) >= nr_submitters
-        && opts.queue.elevator_type(&set_cfg)?.name == "none";
+        && usize::from(nr_ctx) >= nr_submitters;
     let dev = UringDevice::open(cfg).map_err(uring)?;
     let limits = dev.queue_limits();
     Ok(Built {

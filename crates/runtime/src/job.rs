@@ -418,7 +418,7 @@ impl<S: LatSink> JobState<'_, S> {
                     // Rate-limited with nothing in flight: sleep until the next I/O is due (at
                     // most 1 ms, so the loop still sees the runtime end and stop requests).
                     let wait = (self.t0 + t).saturating_sub(now).clamp(1_000, 1_000_000);
-                    std::thread::sleep(std::time::Duration::from_nanos(wait));
+                    self.h.idle(wait);
                     continue;
                 }
                 _ => {}

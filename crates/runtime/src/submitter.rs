@@ -5,6 +5,11 @@ use mqblk_core::{
     Bio, Clock, CompletionBatch, CtxIdx, HctxIdx, Nanos, RequestQueue, Submit, Submitter,
 };
 use std::sync::Arc;
+use std::time::Duration;
+
+/// A wait for completions that ends later than this is left to the driver to end (at the
+/// completion, or its own bound); a shorter one is timed.
+const WAIT_MAX: Duration = Duration::from_millis(1);
 
 /// Owns one software queue of `queue` for the calling thread.
 pub struct SubmitterHandle {
@@ -104,8 +109,10 @@ impl SubmitterHandle {
                     continue;
                 }
                 held = true;
-                if q.poll_hctx(h, &mut batch, self.clock.now()) == 0 {
-                    q.driver().wait(h);
+                if q.poll_hctx(h, &mut batch, self.clock.now()) == 0
+                    && !q.driver().wait(h, &|| false, None)
+                {
+                    std::thread::yield_now();
                 }
             }
             if !held {
@@ -113,6 +120,35 @@ impl SubmitterHandle {
             }
         }
         self.poll();
+    }
+
+    /// Sleeps `ns` with nothing of its own in flight (a think time, a rate's gap), still
+    /// bringing back what only this thread can as it completes: requests its queue runs
+    /// issued for other submitters on a ring it owns ([`mqblk_core::Driver::inflight_owned`]),
+    /// whose submitters wait for them.
+    pub fn idle(&mut self, ns: u64) {
+        let end = self.clock.now().0.saturating_add(ns);
+        loop {
+            self.poll();
+            let now = self.clock.now().0;
+            if now >= end {
+                return;
+            }
+            let left = Duration::from_nanos(end - now);
+            let q = &self.queue;
+            let held = self
+                .sub
+                .hctxs()
+                .iter()
+                .find(|&&h| q.driver().inflight_owned(h) > 0);
+            match held {
+                Some(&h) if q.driver().wait(h, &|| false, Some(left)) => {}
+                _ => {
+                    std::thread::sleep(left);
+                    return;
+                }
+            }
+        }
     }
 
     /// Reaps until at least `min` completed bios are held (or `max_wait_ns` passed),
@@ -132,15 +168,20 @@ impl SubmitterHandle {
                 // Sleep until the device's "interrupt" where the driver can (io_uring), so
                 // the CPU goes to whoever completes our I/O; otherwise just yield.
                 spins = 0;
+                // With nothing of ours on any ring (still in the scheduler, or on another
+                // thread's ring), the wait is for the wake-up its completion brings.
                 let q = &self.queue;
-                match self
-                    .sub
-                    .hctxs()
+                let ctx = q.ctx(self.sub.ctx);
+                let hctxs = self.sub.hctxs();
+                let h = hctxs
                     .iter()
                     .find(|&&h| q.driver().inflight(h) > 0)
-                {
-                    Some(&h) => q.driver().wait(h),
-                    None => std::thread::yield_now(),
+                    .or(hctxs.first());
+                let left = max_wait_ns.saturating_sub(now.0.saturating_sub(start.0));
+                let max = Some(Duration::from_nanos(left)).filter(|&d| d < WAIT_MAX);
+                let slept = h.is_some_and(|&h| q.driver().wait(h, &|| ctx.has_remote(), max));
+                if !slept {
+                    std::thread::yield_now();
                 }
             } else {
                 std::hint::spin_loop();

@@ -426,12 +426,12 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Without a scheduler each job gets rings of its own (single issuer), whether it has
-    /// a hardware queue to itself or shares one, and the run completes on them; under a
-    /// scheduler, which hands one job's requests to another's queue run, the jobs keep the
-    /// shared rings.
+    /// Each job gets rings of its own (single issuer), whether it has a hardware queue to
+    /// itself or shares one, with a scheduler (which hands one job's requests to another's
+    /// queue run) or without, and the run completes on them; with completion workers,
+    /// which reap every queue, the jobs keep the shared rings.
     #[test]
-    fn rings_belong_to_their_job_only_where_no_scheduler_hands_requests_between_jobs() {
+    fn rings_belong_to_their_job_unless_workers_reap_for_them() {
         let dir = std::env::temp_dir().join(format!("mqblk-owned-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("data");
@@ -444,7 +444,9 @@ mod tests {
         for (extra, owned) in [
             ("nr_hw_queues=2\nioscheduler=none\n", true),
             ("nr_hw_queues=1\nioscheduler=none\n", true),
-            ("nr_hw_queues=2\nioscheduler=kyber\n", false),
+            ("nr_hw_queues=2\nioscheduler=kyber\n", true),
+            ("nr_hw_queues=1\nioscheduler=mq-deadline\n", true),
+            ("nr_hw_queues=1\nioscheduler=bfq\nhctx_workers=1\n", false),
         ] {
             let p = job(extra);
             let device = mqblk_runtime::build_device(&p, None).unwrap();

@@ -203,8 +203,17 @@ impl QueueInner {
             } else if Some(bio.ctx) == local {
                 done.push(bio);
             } else {
-                self.ctxs[bio.ctx.0 as usize].push_remote(bio);
+                self.hand_remote(bio);
             }
+        }
+    }
+
+    /// Parks a finished bio on its software queue's remote list and wakes the thread that
+    /// submits from there, if it is not this one.
+    #[inline]
+    pub(crate) fn hand_remote(&self, bio: Bio) {
+        if let Some(owner) = self.ctxs[bio.ctx.0 as usize].push_remote(bio) {
+            self.driver.wake_submitter(owner);
         }
     }
 

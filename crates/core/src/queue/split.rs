@@ -225,7 +225,7 @@ impl QueueInner {
         if Some(bio.ctx) == local {
             done.push(bio);
         } else {
-            self.ctxs[bio.ctx.0 as usize].push_remote(bio);
+            self.hand_remote(bio);
         }
     }
 }

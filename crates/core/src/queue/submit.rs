@@ -290,6 +290,7 @@ impl QueueInner {
         rq.ctx = ctx;
         rq.hctx = h;
         rq.submitter = crate::hctx::thread_number();
+        self.ctxs[ctx.0 as usize].note_owner(rq.submitter);
         rq.init_life(now);
         rq.bios.push(bio);
         if let Some(t) = self.cfg.tracer.get() {

@@ -371,12 +371,25 @@ impl Ring {
         Some((self.uring.as_raw_fd(), pushed))
     }
 
+    /// Like [`Self::wait_due`] for a ring with nothing in the kernel, whose owner waits for
+    /// a wake-up ([`wake_ring`]) and not for a submission's completion: the ring's fd, once
+    /// the ring is enabled (a wake-up to a disabled ring is refused), if its CQ is empty.
+    pub(crate) fn idle_due(&mut self) -> Option<(RawFd, u32)> {
+        if !self.uring.completion().is_empty() || !self.may_enter() {
+            return None;
+        }
+        Some((self.uring.as_raw_fd(), 0))
+    }
+
     /// Moves every posted completion into the tracker, and finished requests into `done`.
     /// Returns the CQEs seen and the requests finished.
     fn reap(&mut self, done: &mut CompletionBatch) -> (usize, usize) {
         let (mut cqes, mut rqs) = (0, 0);
         for cqe in self.uring.completion() {
             cqes += 1;
+            if cqe.user_data() == WAKE_USER_DATA {
+                continue;
+            }
             if let Some((id, status)) = self.tracker.complete(cqe.user_data(), cqe.result()) {
                 done.complete(id, status);
                 rqs += 1;
@@ -392,6 +405,8 @@ impl Ring {
     /// completions asked for (the rest of a short transfer, a retry, a request's next phase).
     pub(crate) fn poll(&mut self, done: &mut CompletionBatch) -> usize {
         if self.tracker.nr_sqes() == 0 {
+            // Nothing in flight; a wake-up posted late is all the CQ may hold.
+            for _ in self.uring.completion() {}
             return 0;
         }
         let (cqes, mut rqs) = self.reap(done);
@@ -599,6 +614,35 @@ pub(crate) fn wait_for_cqe(fd: RawFd, to_submit: u32, timeout: Option<std::time:
             argsz,
         );
     }
+}
+
+/// The `user_data` of a wake-up posted by [`wake_ring`]: no submission's (a tag beyond
+/// any tag space, see the tracker's encoding), so reaping skips it.
+pub(crate) const WAKE_USER_DATA: u64 = u64::MAX;
+
+/// Posts a CQE ([`WAKE_USER_DATA`]) to ring `fd`, waking a thread asleep in it, from
+/// outside any ring: a synchronous `IORING_OP_MSG_RING` (`IORING_REGISTER_SEND_MSG_RING`,
+/// Linux 6.13). For a single-issuer ring the kernel queues it as its owner's task work,
+/// which wakes the owner's wait. Fails on older kernels (`EINVAL`).
+pub(crate) fn wake_ring(fd: RawFd) -> io::Result<()> {
+    /// `IORING_REGISTER_SEND_MSG_RING` in `enum io_uring_register_op`.
+    const IORING_REGISTER_SEND_MSG_RING: libc::c_long = 31;
+    let sqe = opcode::MsgRingData::new(types::Fd(fd), 0, WAKE_USER_DATA, None).build();
+    // SAFETY: `Entry` is `repr(C)` over `struct io_uring_sqe`, which the kernel copies
+    // before it returns; `fd` is a ring of this device, open while the device is.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            -1,
+            IORING_REGISTER_SEND_MSG_RING,
+            &sqe as *const io_uring::squeue::Entry,
+            1,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// `io_uring_enter`'s flag to reap: run this task's pending completion work, post what it

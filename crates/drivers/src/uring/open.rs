@@ -102,6 +102,7 @@ impl UringDevice {
                     .map(|_| OwnedRing {
                         owner: AtomicU64::new(0),
                         ring: OnceLock::new(),
+                        asleep: AtomicI32::new(-1),
                     })
                     .collect(),
                 descs: CachePadded::new(AtomicU32::new(0)),
@@ -160,6 +161,8 @@ impl UringDevice {
             owned_cfg,
             pool,
             foreign: CachePadded::new(AtomicU32::new(0)),
+            msg_ring: std::sync::atomic::AtomicBool::new(true),
+            wakeups: AtomicU64::new(0),
         }))
     }
 

@@ -36,6 +36,15 @@ impl UringDevice {
         None
     }
 
+    /// The slot of `hctx` the calling thread owns, if any (with or without a ring in it).
+    pub(super) fn own_slot(&self, hctx: HctxIdx) -> Option<&OwnedRing> {
+        let me = thread_number();
+        self.hctx(hctx)
+            .owned
+            .iter()
+            .find(|s| s.owner.load(Ordering::Acquire) == me)
+    }
+
     /// A ring for the calling thread alone, with the pool's buffers registered. `None`
     /// (said once, on standard error) when the kernel refuses one: the thread then keeps
     /// to the shared ring.
