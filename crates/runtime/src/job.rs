@@ -44,6 +44,8 @@ pub struct Completed {
     pub at_ns: u64,
     pub slat: u64,
     pub clat: u64,
+    /// The priority fio counts it under (`io_u->ioprio`, [`Job::counted_ioprio`]).
+    pub ioprio: u16,
 }
 
 pub trait LatSink {
@@ -453,7 +455,7 @@ impl<S: LatSink> JobState<'_, S> {
         let (offset, len) = (io.offset, io.len);
         let mut bio = Bio::new(op, offset >> SECTOR_SHIFT, len >> SECTOR_SHIFT)
             .with_flags(flags)
-            .with_ioprio(self.rj.ioprio)
+            .with_ioprio(io.cmdprio.map_or(self.rj.ioprio, IoPrio))
             .with_issuer(self.rj.issuer, self.rj.group)
             .with_private(self.batches.seq);
         if self.rj.with_data && op.has_data() {
@@ -673,6 +675,7 @@ impl<S: LatSink> JobState<'_, S> {
                     at_ns: now.saturating_sub(self.t0),
                     slat: end - submit,
                     clat: now.saturating_sub(end),
+                    ioprio: self.job.counted_ioprio(bio.ioprio),
                 });
             }
         }

@@ -10,7 +10,7 @@ use crate::{
 use mqblk_core::{IoBuf, RequestQueue};
 use mqblk_device::{Device, DeviceConfig, DriverConfig};
 use mqblk_workload::logs::JobLogs;
-use mqblk_workload::{JobSpec, JobStats};
+use mqblk_workload::{Job, JobSpec, JobStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -117,8 +117,8 @@ pub struct Sink {
 }
 
 impl Sink {
-    fn new(name: &str, spec: &JobSpec, plot: bool) -> Sink {
-        let mut stats = JobStats::new(name);
+    fn new(job: &Job, spec: &JobSpec, plot: bool) -> Sink {
+        let mut stats = JobStats::new(&job.name);
         stats.latency_depth = spec.iodepth;
         stats.latency_target_us = spec.latency_target_ns / 1000;
         stats.latency_window_us = spec.latency_window_ns / 1000;
@@ -131,10 +131,11 @@ impl Sink {
                 spec.lat_percentiles,
             );
         }
+        job.track_prios(&mut stats, spec.clat_percentiles || spec.lat_percentiles);
         Sink {
             stats,
             window: [(0, 0); 3],
-            logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.log_config())),
+            logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.logs.clone())),
         }
     }
 }
@@ -150,9 +151,9 @@ impl LatSink for Sink {
             ..
         } = io;
         let d = dir.index();
-        self.stats.dirs[d].record_io(bytes, slat, clat);
+        self.stats.dirs[d].record_io_prio(bytes, slat, clat, io.ioprio);
         if let Some(logs) = &mut self.logs {
-            logs.io(io.at_ns, dir, bytes, io.offset, slat, clat);
+            logs.io(io.at_ns, dir, bytes, io.offset, slat, clat, io.ioprio);
         }
         self.window[d].0 += bytes;
         self.window[d].1 += 1;
@@ -263,7 +264,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             .enumerate()
             .map(|(slot, (job, &spec))| {
                 let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
-                let sink = Sink::new(&job.job.name, &plan.specs[spec], plan.plot);
+                let sink = Sink::new(&job.job, &plan.specs[spec], plan.plot);
                 // With registered buffers, the job's buffers come from the device's pool, so
                 // its I/O goes as READ_FIXED/WRITE_FIXED; they return to the pool when the
                 // job ends.

@@ -129,6 +129,7 @@ impl Source for TraceSource {
             sector: io.sector,
             nr_sectors: io.nr_sectors,
             flags: io.flags,
+            ioprio: None,
         };
         if io.nr_sectors as u64 >= self.capacity {
             io.nr_sectors = 8;

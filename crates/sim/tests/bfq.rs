@@ -314,6 +314,7 @@ fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs:
         issuer: cpu as u32 + 1,
         group,
         ioprio: IoPrio::DEFAULT,
+        ioprio_value: 0,
         start_at: Nanos::ZERO,
         barrier: 0,
         exit: Default::default(),
@@ -604,6 +605,7 @@ impl Source for Periodic {
             sector: (300u64 << 21) + self.at,
             nr_sectors: self.bs / 512,
             flags: mqblk_core::ReqFlags::SYNC,
+            ioprio: None,
         })
     }
 }
@@ -753,6 +755,7 @@ impl Source for WriteThenRead {
             } else {
                 mqblk_core::ReqFlags::empty()
             },
+            ioprio: None,
         })
     }
 }
@@ -1103,6 +1106,7 @@ impl Source for PlayerThenReader {
             sector: (300u64 << 21) + self.player.at,
             nr_sectors: 128,
             flags: mqblk_core::ReqFlags::SYNC,
+            ioprio: None,
         })
     }
 }
@@ -1208,6 +1212,7 @@ impl Source for ReadPauseRead {
             sector: self.pos,
             nr_sectors: 128,
             flags: mqblk_core::ReqFlags::SYNC,
+            ioprio: None,
         })
     }
 }

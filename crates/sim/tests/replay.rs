@@ -259,6 +259,7 @@ impl Source for WaitThenWrite {
             sector: 0,
             nr_sectors: 8,
             flags: mqblk_core::ReqFlags::empty(),
+            ioprio: None,
         })
     }
 }

@@ -59,6 +59,41 @@ impl Job {
         }
     }
 
+    /// The priority value fio gives the job's I/Os (`td->ioprio`): `class << 13 | level`
+    /// of `prioclass`/`prio`, 0 without either.
+    pub fn ioprio_value(&self) -> u16 {
+        self.ioprio.map_or(0, |(class, level)| {
+            crate::cmdprio::ioprio_value(class, level)
+        })
+    }
+
+    /// The priority value fio counts an I/O under (`io_u->ioprio`), given the priority
+    /// `carried` by its bio: the one `cmdprio_*` gave it, else the job's
+    /// ([`Self::ioprio_value`]). An I/O whose share named the job's own bio priority
+    /// counts as the job's (the value fio gives it then is the same, but for a job
+    /// without `prioclass`/`prio` whose share names best-effort level 4).
+    pub fn counted_ioprio(&self, carried: IoPrio) -> u16 {
+        crate::cmdprio::counted(carried, self.bio_ioprio(), self.ioprio_value())
+    }
+
+    /// Keeps each priority's latencies apart in `stats` where the job has `cmdprio_*`
+    /// shares (fio's `init_ts_clat_prio`): for reads and writes with one, the job's own
+    /// priority first, then each its shares name; with a histogram when `hist`.
+    pub fn track_prios(&self, stats: &mut crate::JobStats, hist: bool) {
+        let Some(c) = &self.cmdprio else { return };
+        for d in [crate::Ddir::Read, crate::Ddir::Write] {
+            let others = c.prios(d);
+            if others.is_empty() {
+                continue;
+            }
+            let mut prios = vec![self.ioprio_value()];
+            prios.extend(others.into_iter().filter(|&p| p != self.ioprio_value()));
+            stats
+                .dir_mut(d)
+                .track_prios(&prios, self.lat_percentiles, hist);
+        }
+    }
+
     /// The cgroup id of the job in `blkcg` (0, the root, without `cgroup`), created with the
     /// job's `cgroup_weight` if it does not exist yet.
     pub fn join_cgroup(&self, blkcg: &Blkcg) -> Result<u32, CgroupError> {

@@ -48,6 +48,9 @@ pub struct JobIo {
     /// (`generic_write_sync`); here it goes as one FUA write, which asks the same of the
     /// device.
     pub fua: bool,
+    /// The priority this I/O carries instead of the job's (`cmdprio_*`), as
+    /// `class << 13 | level`; drawn in [`JobDriver::next`].
+    pub cmdprio: Option<u16>,
 }
 
 impl JobIo {
@@ -58,6 +61,7 @@ impl JobIo {
         file: 0,
         sync: true,
         fua: false,
+        cmdprio: None,
     };
 }
 
@@ -247,6 +251,8 @@ pub struct JobDriver {
     think_blocks: u64,
     since_think: u64,
     think: Think,
+    /// `cmdprio_*`: the shares at other priorities and fio's `prio_state` stream.
+    cmdprio: Option<(crate::cmdprio::CmdPrio, FRand)>,
     /// `write_iolog`: every I/O issued, when asked for.
     log: Option<Vec<IoLogEntry>>,
     /// Where each file lies on the device, and the offset in its file of the last write
@@ -379,6 +385,10 @@ impl JobDriver {
             think_blocks: job.thinktime_blocks.max(1),
             since_think: 0,
             think: Think::No,
+            cmdprio: job
+                .cmdprio
+                .clone()
+                .map(|c| (c, job.seeds.state32(slot::PRIO_CMDS))),
             log: job.write_iolog.is_some().then(Vec::new),
             bases: job.files.iter().map(|f| f.base).collect(),
             last_write: 0,
@@ -395,7 +405,17 @@ impl JobDriver {
     /// What to do at `now`, noting an I/O in the log if the job keeps one.
     #[inline]
     pub fn next(&mut self, now: u64) -> Next {
-        let next = self.decide(now);
+        let mut next = self.decide(now);
+        if let (Next::Io(io), Some((c, rng))) = (&mut next, &mut self.cmdprio) {
+            // fio draws as the engine queues each read and write (`fio_ioring_queue`),
+            // which is the order they are issued in.
+            let dir = match io.kind {
+                IoKind::Read => Some(Ddir::Read),
+                IoKind::Write => Some(Ddir::Write),
+                _ => None,
+            };
+            io.cmdprio = dir.and_then(|d| c.pick(rng, d, io.len));
+        }
         if let Next::Io(io) = &next {
             let rel = io.offset.saturating_sub(self.bases[io.file as usize]);
             if let Some(log) = &mut self.log {
@@ -607,6 +627,7 @@ impl JobDriver {
                                 file: file as u32,
                                 sync: false,
                                 fua: false,
+                                cmdprio: None,
                             });
                         }
                     }
@@ -670,6 +691,7 @@ impl JobDriver {
                         file,
                         sync: false,
                         fua: false,
+                        cmdprio: None,
                     }));
                 }
                 Backlog::Settling => {
@@ -823,6 +845,7 @@ impl JobDriver {
             file: file as u32,
             sync: write && (self.direct || self.sync_writes),
             fua: write && self.sync_writes,
+            cmdprio: None,
         })
     }
 

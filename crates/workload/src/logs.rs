@@ -32,9 +32,6 @@ pub struct LogConfig {
     /// `log_prio`: the priority column holds the I/O's priority value, not whether it is
     /// real-time.
     pub prio: bool,
-    /// The job's I/O priority value (`class << 13 | level`, 0 when none is set): every I/O's
-    /// (mqblk has no per-command priorities).
-    pub ioprio: u16,
 }
 
 impl LogConfig {
@@ -52,6 +49,8 @@ pub struct Line {
     pub dir: u8,
     pub bs: u32,
     pub offset: u64,
+    /// The I/O's priority value (`class << 13 | level`); 0 on an averaged line.
+    pub ioprio: u16,
 }
 
 /// The running sums of one direction in the current window.
@@ -115,7 +114,17 @@ impl JobLogs {
     }
 
     /// A completed I/O, `at_ns` after the job started.
-    pub fn io(&mut self, at_ns: u64, dir: Ddir, bytes: u64, offset: u64, slat: u64, clat: u64) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn io(
+        &mut self,
+        at_ns: u64,
+        dir: Ddir,
+        bytes: u64,
+        offset: u64,
+        slat: u64,
+        clat: u64,
+        ioprio: u16,
+    ) {
         self.roll(at_ns);
         let d = dir.index();
         let add = |w: &mut Window| {
@@ -143,6 +152,7 @@ impl JobLogs {
                 dir: d as u8,
                 bs: bytes as u32,
                 offset,
+                ioprio,
             };
             if self.cfg.lat.is_some() {
                 self.lat.push(line(slat + clat));
@@ -233,12 +243,14 @@ impl JobLogs {
             }
             let iops = w.n as f64 / secs;
             let kib = w.bytes as f64 / 1024.0 / secs;
+            // Averaged lines stand for no one I/O: fio gives them priority 0.
             let line = |value: u64| Line {
                 ms: end_ns / 1_000_000,
                 value,
                 dir: d as u8,
                 bs: 0,
                 offset: 0,
+                ioprio: 0,
             };
             if self.cfg.lat.is_some() {
                 self.lat.push(line(w.lat / w.n));
@@ -280,25 +292,18 @@ impl JobLogs {
         for (prefix, kind, lines) in files {
             let Some(prefix) = prefix else { continue };
             let path = format!("{prefix}_{kind}.{number}.log");
-            // Averaged lines stand for no one I/O: fio gives them priority 0.
-            let ioprio = if self.cfg.avg_ms == 0 {
-                self.cfg.ioprio
-            } else {
-                0
-            };
-            let prio = if self.cfg.prio {
-                format!("0x{ioprio:04x}")
-            } else {
-                // `ioprio_value_is_class_rt`.
-                u8::from(ioprio >> 13 == 1).to_string()
-            };
             let mut text = String::with_capacity(lines.len() * 28);
             for l in lines {
                 let _ = write!(text, "{}, {}, {}, {}", l.ms, l.value, l.dir, l.bs);
                 if self.cfg.offset {
                     let _ = write!(text, ", {}", l.offset);
                 }
-                let _ = writeln!(text, ", {prio}");
+                if self.cfg.prio {
+                    let _ = writeln!(text, ", 0x{:04x}", l.ioprio);
+                } else {
+                    // `ioprio_value_is_class_rt`.
+                    let _ = writeln!(text, ", {}", u8::from(l.ioprio >> 13 == 1));
+                }
             }
             std::fs::write(&path, text).map_err(|e| crate::WriteError::new(path, e))?;
         }
@@ -423,41 +428,37 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mqblk-logs-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let prefix = dir.join("j").display().to_string();
-        let first_line = |cfg: LogConfig| {
+        let first_line = |cfg: LogConfig, ioprio: u16| {
             let mut l = JobLogs::new(LogConfig {
                 lat: Some(prefix.clone()),
                 ..cfg
             });
-            l.io(1_500_000, Ddir::Read, 4096, 8192, 1_000, 20_000);
+            l.io(1_500_000, Ddir::Read, 4096, 8192, 1_000, 20_000, ioprio);
             l.finish(3_000_000);
             l.write(1).unwrap();
             let text = std::fs::read_to_string(format!("{prefix}_clat.1.log")).unwrap();
             text.lines().next().unwrap().to_string()
         };
-        assert_eq!(first_line(LogConfig::default()), "1, 20000, 0, 4096, 0");
+        assert_eq!(first_line(LogConfig::default(), 0), "1, 20000, 0, 4096, 0");
         let be3 = 2 << 13 | 3;
         assert_eq!(
-            first_line(LogConfig {
-                offset: true,
-                prio: true,
-                ioprio: be3,
-                ..LogConfig::default()
-            }),
+            first_line(
+                LogConfig {
+                    offset: true,
+                    prio: true,
+                    ..LogConfig::default()
+                },
+                be3
+            ),
             "1, 20000, 0, 4096, 8192, 0x4003"
         );
         // Without log_prio the column says whether the I/O is real-time.
         assert_eq!(
-            first_line(LogConfig {
-                ioprio: 1 << 13,
-                ..LogConfig::default()
-            }),
+            first_line(LogConfig::default(), 1 << 13),
             "1, 20000, 0, 4096, 1"
         );
         assert_eq!(
-            first_line(LogConfig {
-                ioprio: be3,
-                ..LogConfig::default()
-            }),
+            first_line(LogConfig::default(), be3),
             "1, 20000, 0, 4096, 0"
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -466,8 +467,8 @@ mod tests {
     #[test]
     fn a_line_per_io_without_averaging() {
         let mut l = JobLogs::new(cfg(0));
-        l.io(1_500_000, Ddir::Read, 4096, 8192, 1_000, 20_000);
-        l.io(2_500_000, Ddir::Write, 8192, 0, 2_000, 30_000);
+        l.io(1_500_000, Ddir::Read, 4096, 8192, 1_000, 20_000, 0);
+        l.io(2_500_000, Ddir::Write, 8192, 0, 2_000, 30_000, 0);
         l.finish(3_000_000);
         assert_eq!(l.lat.len(), 2);
         assert_eq!(
@@ -477,7 +478,8 @@ mod tests {
                 value: 21_000,
                 dir: 0,
                 bs: 4096,
-                offset: 8192
+                offset: 8192,
+                ioprio: 0
             }
         );
         assert_eq!(l.clat[1].value, 30_000);
@@ -490,10 +492,18 @@ mod tests {
         let mut l = JobLogs::new(cfg(100));
         // 10 reads of 4 KiB in the first 100 ms, none in the second, 5 in the third.
         for i in 0..10 {
-            l.io(i * 10_000_000, Ddir::Read, 4096, 0, 0, 1_000 * (i + 1));
+            l.io(i * 10_000_000, Ddir::Read, 4096, 0, 0, 1_000 * (i + 1), 0);
         }
         for i in 0..5 {
-            l.io(200_000_000 + i * 10_000_000, Ddir::Read, 4096, 0, 0, 2_000);
+            l.io(
+                200_000_000 + i * 10_000_000,
+                Ddir::Read,
+                4096,
+                0,
+                0,
+                2_000,
+                0,
+            );
         }
         l.finish(300_000_000);
         let iops: Vec<(u64, u64)> = l.iops.iter().map(|x| (x.ms, x.value)).collect();

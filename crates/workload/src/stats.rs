@@ -314,6 +314,19 @@ pub struct DirStats {
     pub bw: SampleStat,
     /// IOPS samples.
     pub iops: SampleStat,
+    /// With `cmdprio_*`: each priority's latencies apart (fio's `clat_prio`), the job's own
+    /// priority first; empty otherwise.
+    pub prios: Vec<PrioLat>,
+    /// `prios` hold total latencies (`lat_percentiles`), not completion latencies.
+    pub prio_total: bool,
+}
+
+/// One priority's latencies in one direction (fio's `clat_prio_stat`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrioLat {
+    /// `class << 13 | level` (0 for a job without `prioclass`/`prio`).
+    pub ioprio: u16,
+    pub lat: LatStat,
 }
 
 impl Default for DirStats {
@@ -337,6 +350,55 @@ impl DirStats {
             runtime_ns: 0,
             bw: SampleStat::default(),
             iops: SampleStat::default(),
+            prios: Vec::new(),
+            prio_total: false,
+        }
+    }
+
+    /// Keeps the latencies of each priority in `prios` apart (fio's `clat_prio`, made by
+    /// `fio_cmdprio_init` for the directions with a share): completion latencies, or total
+    /// ones with `total` (`lat_percentiles`), with a histogram when `hist`.
+    pub fn track_prios(&mut self, prios: &[u16], total: bool, hist: bool) {
+        self.prio_total = total;
+        self.prios = prios
+            .iter()
+            .map(|&ioprio| PrioLat {
+                ioprio,
+                lat: if hist {
+                    LatStat::with_hist()
+                } else {
+                    LatStat::new()
+                },
+            })
+            .collect();
+    }
+
+    /// [`Self::record_io`] for an I/O that carried priority `ioprio` (fio's `io_u->ioprio`):
+    /// counted under it too when priorities are kept apart.
+    #[inline]
+    pub fn record_io_prio(&mut self, bytes: u64, slat_ns: u64, clat_ns: u64, ioprio: u16) {
+        self.record_io(bytes, slat_ns, clat_ns);
+        if self.prios.is_empty() {
+            return;
+        }
+        let v = if self.prio_total {
+            slat_ns.saturating_add(clat_ns)
+        } else {
+            clat_ns
+        };
+        if let Some(p) = self.prios.iter_mut().find(|p| p.ioprio == ioprio) {
+            p.lat.record(v);
+        }
+    }
+
+    /// The priorities with samples, when there are at least two (fio reports them apart
+    /// only then, `get_nr_prios_with_samples`).
+    pub fn reported_prios(&self) -> Vec<&PrioLat> {
+        let with: Vec<&PrioLat> = self.prios.iter().filter(|p| p.lat.n > 0).collect();
+        if with.len() >= 2 {
+            with
+        } else {
+            Vec::new()
         }
     }
 
@@ -424,6 +486,14 @@ impl DirStats {
         self.runtime_ns = self.runtime_ns.max(other.runtime_ns);
         self.bw.merge_sum(&other.bw);
         self.iops.merge_sum(&other.iops);
+        // By priority value, new ones after those already there (`sum_clat_prio_stats`).
+        for theirs in &other.prios {
+            match self.prios.iter_mut().find(|p| p.ioprio == theirs.ioprio) {
+                Some(mine) => mine.lat.merge(&theirs.lat),
+                None => self.prios.push(theirs.clone()),
+            }
+        }
+        self.prio_total |= other.prio_total;
     }
 }
 
@@ -610,6 +680,9 @@ impl JobStats {
                 d.clat.hist.is_some(),
                 d.lat.hist.is_some(),
             );
+            let prios: Vec<u16> = d.prios.iter().map(|p| p.ioprio).collect();
+            let hist = d.prios.first().is_some_and(|p| p.lat.hist.is_some());
+            f.track_prios(&prios, d.prio_total, hist);
         }
         fresh.latency_depth = self.latency_depth;
         fresh.latency_target_us = self.latency_target_us;

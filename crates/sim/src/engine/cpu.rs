@@ -83,9 +83,14 @@ impl Sim {
                     ReqOp::Discard => Ddir::Trim,
                     _ => Ddir::Write,
                 };
+                let ioprio = mqblk_workload::cmdprio::counted(
+                    bio.ioprio,
+                    job.def.ioprio,
+                    job.def.ioprio_value,
+                );
                 job.stats
                     .dir_mut(d)
-                    .record_io(bytes, s1 - s0, cur.saturating_sub(s1));
+                    .record_io_prio(bytes, s1 - s0, cur.saturating_sub(s1), ioprio);
                 if d != Ddir::Trim {
                     // fio's latency_target and max_latency judge the total latency.
                     let at = Nanos(cur.saturating_sub(job.start));
@@ -113,6 +118,7 @@ impl Sim {
                         bio.sector << 9,
                         s1 - s0,
                         cur.saturating_sub(s1),
+                        ioprio,
                     );
                 }
             }
@@ -309,7 +315,7 @@ impl Sim {
                                 Bio::new(io.op, io.sector, io.nr_sectors)
                                     .with_bvecs(BvecLayout::PAGES)
                                     .with_flags(io.flags)
-                                    .with_ioprio(job.def.ioprio)
+                                    .with_ioprio(io.ioprio.unwrap_or(job.def.ioprio))
                                     .with_issuer(job.def.issuer, job.def.group),
                                 job.issued - 1,
                             )

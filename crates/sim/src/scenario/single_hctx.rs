@@ -746,6 +746,7 @@ mod tests {
             dir: 0,
             bs: 4096,
             offset: 0,
+            ioprio: 0,
         }
     }
 

@@ -546,6 +546,7 @@ impl Source for Ext4DbenchClient {
                     sector,
                     nr_sectors: st.sectors,
                     flags: ReqFlags::SYNC,
+                    ioprio: None,
                 })
             }
             Phase::Written => match self.tid.take() {
@@ -633,6 +634,7 @@ impl Source for Jbd2 {
                     sector: j.append(sectors),
                     nr_sectors: sectors,
                     flags: ReqFlags::SYNC.union(ReqFlags::META),
+                    ioprio: None,
                 })
             }
             Jbd2Phase::Blocks { tid } => {
@@ -655,6 +657,7 @@ impl Source for Jbd2 {
                         .union(ReqFlags::META)
                         .union(ReqFlags::PREFLUSH)
                         .union(ReqFlags::FUA),
+                    ioprio: None,
                 })
             }
             Jbd2Phase::Commit { tid } => {

@@ -32,6 +32,8 @@ pub struct IoReq {
     pub sector: u64,
     pub nr_sectors: u32,
     pub flags: ReqFlags,
+    /// The priority this I/O carries instead of its job's (fio's `cmdprio_*`).
+    pub ioprio: Option<IoPrio>,
 }
 
 impl IoReq {
@@ -41,6 +43,7 @@ impl IoReq {
         sector: 0,
         nr_sectors: 0,
         flags: ReqFlags::SYNC,
+        ioprio: None,
     };
 }
 
@@ -171,6 +174,9 @@ pub struct SimJob {
     pub issuer: u32,
     pub group: u32,
     pub ioprio: IoPrio,
+    /// The priority value fio counts the job's own I/Os under (`td->ioprio`, 0 without
+    /// `prioclass`/`prio`; [`mqblk_workload::Job::ioprio_value`]).
+    pub ioprio_value: u16,
     pub start_at: Nanos,
     /// fio's `stonewall`: the job starts (`start_at` later) once every job of a lower
     /// barrier has finished.
@@ -216,6 +222,7 @@ impl SimJob {
             issuer,
             group: 0,
             ioprio: IoPrio::DEFAULT,
+            ioprio_value: 0,
             start_at: Nanos::ZERO,
             barrier: 0,
             exit: Default::default(),
@@ -235,6 +242,8 @@ impl SimJob {
 /// one `mqblk bench`'s threads follow in real time.
 pub struct FioSource {
     driver: JobDriver,
+    /// The job, for its per-priority statistics (`cmdprio_*`).
+    job: Job,
     /// `latency_target`, `latency_window` (µs) and `latency_percentile`, for the report.
     latency: (u64, u64, f64),
 }
@@ -247,6 +256,7 @@ impl FioSource {
             .map_or((0, 0, 100.0), |(t, w, p, _)| (t / 1000, w / 1000, p));
         FioSource {
             driver: JobDriver::new(job),
+            job: job.clone(),
             latency: (target, window, pct),
         }
     }
@@ -320,6 +330,7 @@ impl Source for FioSource {
             stats.latency_percentile,
         ) = self.latency;
         stats.continue_on_error = self.driver.continues_on_errors();
+        self.job.track_prios(stats, true);
     }
 
     #[inline]
@@ -332,6 +343,7 @@ impl Source for FioSource {
                     sector: io.offset >> 9,
                     nr_sectors: io.len >> 9,
                     flags,
+                    ioprio: io.cmdprio.map(IoPrio),
                 })
             }
             mqblk_workload::Next::Until(t) => Next::Until(Nanos(t)),
@@ -404,6 +416,7 @@ impl Source for DbenchClient {
                     sector: s,
                     nr_sectors: len,
                     flags: ReqFlags::SYNC,
+                    ioprio: None,
                 });
             }
             1 => {
@@ -427,6 +440,7 @@ impl Source for DbenchClient {
                 sector: file_sector,
                 nr_sectors: len,
                 flags: ReqFlags::SYNC,
+                ioprio: None,
             })
         } else if pick < 70 {
             self.pos += len as u64;
@@ -435,6 +449,7 @@ impl Source for DbenchClient {
                 sector: file_sector,
                 nr_sectors: len,
                 flags: ReqFlags::empty(),
+                ioprio: None,
             })
         } else if pick < 92 {
             let s = self.meta.0 + rng.below(self.meta.1 / 8) * 8;
@@ -443,6 +458,7 @@ impl Source for DbenchClient {
                 sector: s,
                 nr_sectors: 8,
                 flags: ReqFlags::SYNC,
+                ioprio: None,
             })
         } else {
             self.commit = 2;
@@ -471,6 +487,7 @@ impl Source for DdSource {
             sector: s,
             nr_sectors: n,
             flags: ReqFlags::SYNC,
+            ioprio: None,
         })
     }
 }
@@ -509,6 +526,7 @@ impl Source for FindSource {
             sector: s.min(self.meta.0 + self.meta.1 - 8),
             nr_sectors: 8,
             flags: ReqFlags::SYNC,
+            ioprio: None,
         })
     }
 }
@@ -562,6 +580,7 @@ impl Source for InterleavedSource {
             sector: self.start + stripe * self.stripe_sectors as u64,
             nr_sectors: self.stripe_sectors,
             flags: ReqFlags::SYNC,
+            ioprio: None,
         })
     }
 }

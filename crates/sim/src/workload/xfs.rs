@@ -347,6 +347,7 @@ impl Source for XfsDbenchClient {
                     sector,
                     nr_sectors: st.sectors,
                     flags: ReqFlags::SYNC,
+                    ioprio: None,
                 })
             }
             Phase::Committed => {
@@ -379,6 +380,7 @@ impl Source for XfsDbenchClient {
                     flags: ReqFlags::SYNC
                         .union(ReqFlags::PREFLUSH)
                         .union(ReqFlags::FUA),
+                    ioprio: None,
                 })
             }
         }

@@ -151,6 +151,11 @@ pub struct Job {
     /// `(class, level)` of `prioclass`/`prio` (1 RT, 2 BE, 3 IDLE; level 0..7), `None`
     /// when neither is set (the issuer's default priority).
     pub ioprio: Option<(u8, u8)>,
+    /// `cmdprio_*`: the priority a share of the I/Os carries instead.
+    pub cmdprio: Option<crate::cmdprio::CmdPrio>,
+    /// `lat_percentiles`: each priority's total latencies are kept apart, not its
+    /// completion latencies (fio's `clat_prio` under `lat_percentiles=1`).
+    pub lat_percentiles: bool,
     /// The cgroup the clone's I/O is charged to, and that group's weight if given.
     pub cgroup: Option<String>,
     pub cgroup_weight: Option<u32>,
@@ -315,6 +320,10 @@ pub fn resolve(
             return Err(bad("cgroup_weight needs cgroup (the group to weigh)".into()));
         }
         let ioprio = s.ioprio();
+        let cmdprio = s
+            .cmdprio
+            .resolve([s.rw.does_read(), s.rw.does_write()])
+            .map_err(bad)?;
         let (rand_seed, repeatable) = rand_seed_of(s, i, entropy);
         let sizes = [
             s.sizes_for(Ddir::Read),
@@ -424,7 +433,7 @@ pub fn resolve(
                 thinktime_spin_ns: s.thinktime_spin_ns,
                 thinktime_blocks: s.thinktime_blocks.max(1),
                 write_iolog: s.write_iolog.clone(),
-                logs: s.log_config(),
+                logs: s.logs.clone(),
                 files,
                 file_service: s.file_service.clone(),
                 openfiles: s.openfiles,
@@ -457,6 +466,8 @@ pub fn resolve(
                 sync_writes: s.sync_writes,
                 direct: s.direct,
                 ioprio,
+                cmdprio: cmdprio.clone(),
+                lat_percentiles: s.lat_percentiles,
                 cgroup: s.cgroup.clone(),
                 cgroup_weight: s.cgroup_weight,
                 cpu: (!s.cpus_allowed.is_empty())

@@ -410,6 +410,9 @@ pub struct JobSpec {
     pub prioclass: Option<u8>,
     /// I/O priority level within the class (0 highest .. 7).
     pub prio: Option<u8>,
+    /// `cmdprio_percentage`, `cmdprio_class`, `cmdprio`, `cmdprio_bssplit`: another
+    /// priority for a share of the job's I/Os ([`crate::cmdprio`]).
+    pub cmdprio: crate::cmdprio::CmdPrioOptions,
     /// The cgroup the job's I/O is charged to (a path such as `db/journal`).
     pub cgroup: Option<String>,
     /// That cgroup's weight for BFQ (`io.bfq.weight`, 1..1000).
@@ -670,6 +673,7 @@ impl Default for JobSpec {
             ramp_time_ns: 0,
             ioscheduler: None,
             prioclass: None,
+            cmdprio: Default::default(),
             prio: None,
             cgroup: None,
             cgroup_weight: None,
@@ -821,17 +825,6 @@ impl JobSpec {
         match (self.prioclass, self.prio) {
             (None, None) => None,
             (class, level) => Some((class.unwrap_or(2), level.unwrap_or(4))),
-        }
-    }
-
-    /// The job's logs as they are written: its options, with the I/O priority value its
-    /// I/Os carry (`class << 13 | level`, fio's `ioprio_value`; 0 without one).
-    pub fn log_config(&self) -> crate::logs::LogConfig {
-        crate::logs::LogConfig {
-            ioprio: self.ioprio().map_or(0, |(class, level)| {
-                u16::from(class) << 13 | u16::from(level)
-            }),
-            ..self.logs.clone()
         }
     }
 

@@ -196,6 +196,23 @@ fn dir_object(run: &RunReport, job: &JobStats, dir: Ddir, group_agg: u64) -> J {
     o.put("slat_ns", lat_object(run, &d.slat, run.slat_percentiles));
     o.put("clat_ns", lat_object(run, &d.clat, run.clat_percentiles));
     o.put("lat_ns", lat_object(run, &d.lat, run.lat_percentiles));
+    let prios = d.reported_prios();
+    if dir != Ddir::Trim && !prios.is_empty() {
+        // fio's `clat_prio`: completion latencies, or total ones with `lat_percentiles`.
+        let key = if d.prio_total { "lat_ns" } else { "clat_ns" };
+        let pct = run.clat_percentiles || run.lat_percentiles;
+        let list = prios
+            .iter()
+            .map(|p| {
+                let mut e = Obj::new();
+                e.int("prioclass", u64::from(p.ioprio >> 13))
+                    .int("prio", u64::from(p.ioprio & 7));
+                e.put(key, lat_object(run, &p.lat, pct));
+                e.build()
+            })
+            .collect();
+        o.put("prios", J::Arr(list));
+    }
     add_samples(&mut o, "bw", &d.bw, Some(group_agg));
     add_samples(&mut o, "iops", &d.iops, None);
     o.build()

@@ -103,6 +103,13 @@ fn dir_text(out: &mut String, run: &RunReport, job: &JobStats, dir: Ddir, group_
     display_lat(out, "slat", &d.slat);
     display_lat(out, "clat", &d.clat);
     display_lat(out, " lat", &d.lat);
+    // fio's `clat_prio`: each priority's latencies, when at least two have some.
+    let prios = d.reported_prios();
+    let kind = if d.prio_total { "lat" } else { "clat" };
+    for p in &prios {
+        let name = format!("{kind} prio {}/{}", p.ioprio >> 13, p.ioprio & 7);
+        display_lat(out, &name, &p.lat);
+    }
     let blocks = [
         (run.slat_percentiles, "slat", &d.slat),
         (run.clat_percentiles, "clat", &d.clat),
@@ -111,6 +118,18 @@ fn dir_text(out: &mut String, run: &RunReport, job: &JobStats, dir: Ddir, group_
     for (on, name, stat) in blocks {
         if on {
             percentile_block(out, run, name, stat);
+        }
+    }
+    if run.clat_percentiles || run.lat_percentiles {
+        let all = if d.prio_total { d.lat.n } else { d.clat.n }.max(1);
+        for p in &prios {
+            let name = format!(
+                "{kind} prio {}/{} ({:.2}% of IOs)",
+                p.ioprio >> 13,
+                p.ioprio & 7,
+                100.0 * p.lat.n as f64 / all as f64
+            );
+            percentile_block(out, run, &name, &p.lat);
         }
     }
     bw_line(out, &d.bw, group_agg);

@@ -510,6 +510,55 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "cmdprio_percentage",
+        aliases: &[],
+        default: "",
+        help: "Percent of reads and writes ('r,w' for each) issued at the priority of cmdprio_class/cmdprio instead of the job's (fio's io_uring/libaio option; default 0).",
+        kind: Kind::Custom {
+            syntax: "int[,int] (0-100)",
+            set: |j, t, o| {
+                j.cmdprio.percentage = Some(read_write_ints(o, t, 0, 100)?);
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "cmdprio_class",
+        aliases: &[],
+        default: "",
+        help: "Priority class of the I/Os cmdprio_percentage/cmdprio_bssplit pick: 1 realtime (the default), 2 best-effort, 3 idle ('r,w' for each).",
+        kind: Kind::Custom {
+            syntax: "int[,int] (1-3)",
+            set: |j, t, o| {
+                j.cmdprio.class = Some(read_write_ints(o, t, 1, 3)?.map(|v| v as u8));
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "cmdprio",
+        aliases: &[],
+        default: "",
+        help: "Priority level (0, the default and highest, to 7) of the I/Os cmdprio_percentage/cmdprio_bssplit pick ('r,w' for each).",
+        kind: Kind::Custom {
+            syntax: "int[,int] (0-7)",
+            set: |j, t, o| {
+                j.cmdprio.level = Some(read_write_ints(o, t, 0, 7)?.map(|v| v as u8));
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "cmdprio_bssplit",
+        aliases: &[],
+        default: "",
+        help: "Percent of I/Os of each block size at another priority: bs/pct[/class/level]:...; ',' separates reads and writes.",
+        kind: Kind::Custom {
+            syntax: "bs/pct[/class/level]:...[,...]",
+            set: set_cmdprio_bssplit,
+        },
+    },
+    OptDef {
         name: "cgroup",
         aliases: &[],
         default: "",

@@ -145,6 +145,83 @@ pub(super) fn per_direction<T: Clone>(
     Ok(out)
 }
 
+/// fio's `int[,int]` for reads and writes (its cmdprio options): one value is both.
+pub(super) fn read_write_ints(
+    option: &str,
+    text: &str,
+    min: u32,
+    max: u32,
+) -> Result<[u32; 2], JobErrorKind> {
+    let slots: Vec<&str> = text.split(',').map(str::trim).collect();
+    if slots.len() > 2 {
+        return Err(unsupported(option, text, "at most two values (read,write)"));
+    }
+    let one = |v: &str| {
+        v.parse::<u32>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| {
+                unsupported(
+                    option,
+                    text,
+                    format!("'{v}' is not a whole number in {min}..={max}"),
+                )
+            })
+    };
+    let read = one(slots[0])?;
+    let write = match slots.get(1) {
+        Some(w) => one(w)?,
+        None => read,
+    };
+    Ok([read, write])
+}
+
+/// `cmdprio_bssplit=bs/pct[/class/level]:...[,...]`, read as fio's
+/// `parse_cmdprio_bssplit_entry`: a share over 100 counts as 100, a class over 3 as 3, a
+/// level over 7 as 7; `bs/` alone is a 0% entry (left out). A third (trim) list is
+/// ignored, as fio ignores it.
+pub(super) fn set_cmdprio_bssplit(
+    job: &mut JobSpec,
+    text: &str,
+    option: &str,
+) -> Result<(), JobErrorKind> {
+    use crate::cmdprio::BssplitEntry;
+    let entry = |part: &str| -> Result<BssplitEntry, String> {
+        let fields: Vec<&str> = part.split('/').map(str::trim).collect();
+        let bs = parse_size(fields[0])
+            .filter(|&b| b > 0)
+            .ok_or_else(|| format!("'{}' is not a block size", fields[0]))?;
+        let num = |v: &str| {
+            // fio's `%u`: the digits it starts with.
+            let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+            digits
+                .parse::<u32>()
+                .map_err(|_| format!("'{v}' in '{part}' is not a whole number"))
+        };
+        let perc = match fields.get(1) {
+            None | Some(&"") => 0,
+            Some(p) => num(p)?.min(100),
+        };
+        let prio = match fields.len() {
+            1 | 2 => None,
+            4 => Some((num(fields[2])?.min(3) as u8, num(fields[3])?.min(7) as u8)),
+            _ => return Err(format!("'{part}' is not bs/pct or bs/pct/class/level")),
+        };
+        Ok(BssplitEntry { bs, perc, prio })
+    };
+    let lists = per_direction(text, Vec::new(), |slot| {
+        slot.split(':')
+            .map(str::trim)
+            .take_while(|p| !p.is_empty())
+            .map(entry)
+            .collect::<Result<Vec<_>, String>>()
+    })
+    .map_err(|reason| unsupported(option, text, reason))?;
+    let [read, write, _trim] = lists;
+    job.cmdprio.bssplit = Some([read, write]);
+    Ok(())
+}
+
 /// A block size: a nonzero multiple of 512.
 pub(super) fn block_size(text: &str) -> Result<u64, String> {
     parse_size(text)
