@@ -33,6 +33,37 @@ pub struct RunJob {
 }
 
 /// Latency samples of one direction, in nanoseconds.
+/// fio's `verify_dump`: writes a bad piece as read (`FILE.OFFSET.received`) and as the job
+/// wrote it (`FILE.OFFSET.expected`, made again from the job's seed) in the current
+/// directory, `FILE` the base name of the job's file and `OFFSET` the piece's offset in
+/// it, as fio's `dump_buf` names them; returns what to add to the mismatch's line.
+fn dump_piece(job: &Job, at: u64, received: &[u8]) -> String {
+    let Some(file) = job.files.iter().rev().find(|f| f.base <= at) else {
+        return String::new();
+    };
+    let name = std::path::Path::new(&file.name)
+        .file_name()
+        .map_or_else(|| file.name.clone(), |n| n.to_string_lossy().into_owned());
+    let stem = format!("{name}.{}", at - file.base);
+    let mut expected = vec![0u8; received.len()];
+    verify::fill(
+        &mut expected,
+        at,
+        job.seed,
+        job.verify_mode,
+        job.verify_pattern.as_deref(),
+    );
+    let mut said = String::new();
+    for (kind, data) in [("received", received), ("expected", &expected[..])] {
+        let path = format!("{stem}.{kind}");
+        said.push_str(&match std::fs::write(&path, data) {
+            Ok(()) => format!("; {kind} data dumped as {path}"),
+            Err(e) => format!("; {kind} data not dumped: {path}: {e}"),
+        });
+    }
+    said
+}
+
 /// One measured I/O completion.
 #[derive(Copy, Clone, Debug)]
 pub struct Completed {
@@ -465,12 +496,13 @@ impl<S: LatSink> JobState<'_, S> {
                 .unwrap_or_else(|| IoBuf::new(len as usize));
             buf.set_len(len as usize);
             if op == ReqOp::Write && self.job.verify {
-                verify::fill(
+                verify::fill_pieces(
                     buf.as_mut_slice(),
                     offset,
                     self.job.seed,
                     self.job.verify_mode,
                     self.job.verify_pattern.as_deref(),
+                    self.job.verify_interval,
                 );
             } else if let (ReqOp::Write, Some(p)) = (op, &self.job.buffer_pattern) {
                 verify::fill_pattern(buf.as_mut_slice(), p);
@@ -685,26 +717,42 @@ impl<S: LatSink> JobState<'_, S> {
         Some(len)
     }
 
-    /// Checks a block read back against its verify header.
+    /// Checks a block read back against its verify headers (one per `verify_interval`),
+    /// each bad piece reported (the first only with `verify_fatal`) and with `verify_dump`
+    /// written out as read and as expected.
     fn check_block(&mut self, bio: &Bio) {
         let off = bio.sector << SECTOR_SHIFT;
-        match bio.buf.as_ref() {
-            Some(buf) => match verify::check(
-                buf.as_slice(),
-                off,
-                self.job.verify_mode,
-                self.job.verify_pattern.as_deref(),
-            ) {
-                Ok(()) => self.out.verified += 1,
-                Err(e) => self
-                    .out
-                    .verify_errors
-                    .push(format!("{}: {e}", self.job.name)),
-            },
-            None => self.out.verify_errors.push(format!(
+        let Some(buf) = bio.buf.as_ref() else {
+            self.out.verify_errors.push(format!(
                 "{}: verify: read at offset {off} carried no data",
                 self.job.name
-            )),
+            ));
+            return;
+        };
+        let job = self.job;
+        let bad = verify::check_pieces(
+            buf.as_slice(),
+            off,
+            job.verify_mode,
+            job.verify_pattern.as_deref(),
+            job.verify_interval,
+            job.verify_fatal,
+        );
+        if bad.is_empty() {
+            self.out.verified += 1;
+        }
+        for (at, e) in bad {
+            let mut line = format!("{}: {e}", job.name);
+            if job.verify_dump && e.is_data() {
+                let start = (at - off) as usize;
+                let len = if job.verify_interval > 0 {
+                    (job.verify_interval as usize).min(buf.len() - start)
+                } else {
+                    buf.len() - start
+                };
+                line.push_str(&dump_piece(job, at, &buf.as_slice()[start..start + len]));
+            }
+            self.out.verify_errors.push(line);
         }
     }
 

@@ -17,14 +17,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "rw=randread:N always takes the next offset sequentially (fio's default)",
     ),
     // Data and verification.
-    (
-        "verify_interval",
-        "verify headers cover each block; remove the line",
-    ),
-    (
-        "verify_fatal",
-        "a verify mismatch is always reported and counted; remove the line",
-    ),
     ("refill_buffers", "written data is random; remove the line"),
     (
         "scramble_buffers",
@@ -100,6 +92,14 @@ static NO_EFFECT: &[(&str, &str)] = &[
     (
         "mem",
         "I/O buffers are mqblk's own (page-aligned heap memory)",
+    ),
+    (
+        "verify_async",
+        "blocks read back are checked in the job's own thread, as they complete",
+    ),
+    (
+        "create_serialize",
+        "how fio orders laying out the jobs' files, which changes no I/O they issue",
     ),
     ("iomem_align", "I/O buffers are page aligned"),
     ("mem_align", "I/O buffers are page aligned"),

@@ -140,6 +140,10 @@ pub struct Job {
     /// `verify_backlog` and `verify_backlog_batch` (0: off, and all).
     pub verify_backlog: u64,
     pub verify_backlog_batch: u64,
+    /// `verify_interval` (0: a header per block), `verify_fatal`, `verify_dump`.
+    pub verify_interval: u32,
+    pub verify_fatal: bool,
+    pub verify_dump: bool,
     /// A flush after every this many writes (`fsync=N`; 0 = never).
     pub fsync: u64,
     /// A flush when the job ends.
@@ -461,6 +465,9 @@ pub fn resolve(
                 do_verify: s.do_verify,
                 verify_backlog: s.verify_backlog,
                 verify_backlog_batch: s.verify_backlog_batch,
+                verify_interval: s.verify_interval as u32,
+                verify_fatal: s.verify_fatal,
+                verify_dump: s.verify_dump,
                 fsync: s.fsync,
                 end_fsync: s.end_fsync,
                 sync_writes: s.sync_writes,

@@ -457,6 +457,12 @@ pub struct JobSpec {
     /// end only), `verify_backlog_batch` blocks at a time (0: all of them).
     pub verify_backlog: u64,
     pub verify_backlog_batch: u64,
+    /// `verify_interval`: a header every this many bytes of a block (0: one per block);
+    /// `verify_fatal`: a block's check stops at its first bad header; `verify_dump`: a
+    /// block whose data is bad is written out as read and as expected.
+    pub verify_interval: u64,
+    pub verify_fatal: bool,
+    pub verify_dump: bool,
     /// Issue a flush every this many writes (0 = never).
     pub fsync: u64,
     /// Issue a flush at the end of the job.
@@ -695,6 +701,9 @@ impl Default for JobSpec {
             do_verify: true,
             verify_backlog: 0,
             verify_backlog_batch: 0,
+            verify_interval: 0,
+            verify_fatal: false,
+            verify_dump: false,
             fsync: 0,
             end_fsync: false,
             sync_writes: false,
@@ -1004,6 +1013,22 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
             || (job.rate_iops[d] > 0 && job.rate_iops[d] < job.rate_iops_min[d])
         {
             return Err(format!("the minimum rate exceeds the rate ({dir})"));
+        }
+    }
+    if job.verify_interval > 0 && job.verify != VerifyMode::None {
+        let i = job.verify_interval;
+        // The blocks verified: those written (and read back), or those read.
+        let dir = if job.rw.does_write() {
+            Ddir::Write
+        } else {
+            Ddir::Read
+        };
+        let bs = u64::from(job.sizes_for(dir).min());
+        if i < crate::verify::MIN_BLOCK as u64 || bs % i != 0 {
+            return Err(format!(
+                "verify_interval={i} must divide the block size ({bs}) and be at least {} bytes (a header and some data)",
+                crate::verify::MIN_BLOCK
+            ));
         }
     }
     if job.verify == VerifyMode::Pattern && job.verify_pattern.is_none() {

@@ -777,6 +777,33 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "verify_interval",
+        aliases: &[],
+        default: "0",
+        help: "Write a verify header every this many bytes of a block, each covering its piece (0: one per block); must divide the block size.",
+        kind: Kind::Size {
+            set: |j, v| j.verify_interval = v,
+        },
+    },
+    OptDef {
+        name: "verify_fatal",
+        aliases: &[],
+        default: "0",
+        help: "Stop checking a block read back at its first bad piece (by default every piece is checked and each bad one reported).",
+        kind: Kind::Bool {
+            set: |j, v| j.verify_fatal = v,
+        },
+    },
+    OptDef {
+        name: "verify_dump",
+        aliases: &[],
+        default: "0",
+        help: "On a checksum or pattern mismatch, write the piece as read and as written to FILE.OFFSET.received and FILE.OFFSET.expected in the current directory.",
+        kind: Kind::Bool {
+            set: |j, v| j.verify_dump = v,
+        },
+    },
+    OptDef {
         name: "verify_backlog",
         aliases: &[],
         default: "0",
