@@ -81,12 +81,17 @@ impl Ctx {
         self.remote_pending.load(Ordering::SeqCst)
     }
 
-    /// Parks `bio` for the owner; returns the owner to wake (none if it is the caller).
-    /// `SeqCst` against the owner's `woken` check in `Driver::wait`, which reads the flag
-    /// after announcing its sleep: one of the two sees the other.
+    /// Parks `bio` for the owner; returns the owner to wake: only when the list was empty
+    /// (nothing parked since the owner last took it) and the owner is another thread. As
+    /// `blk_mq_complete_send_ipi` sends its IPI only when `llist_add` finds the submitting
+    /// CPU's `blk_cpu_done` list empty: one wake-up covers whatever joins the list before
+    /// the owner takes it. `SeqCst` against the owner's `woken` check in `Driver::wait`,
+    /// which reads the flag after announcing its sleep: one of the two sees the other.
     pub(crate) fn push_remote(&self, bio: Bio) -> Option<u64> {
         self.remote_done.lock().push(bio);
-        self.remote_pending.store(true, Ordering::SeqCst);
+        if self.remote_pending.swap(true, Ordering::SeqCst) {
+            return None;
+        }
         let owner = self.owner.load(Ordering::Relaxed);
         (owner != 0 && owner != crate::hctx::thread_number()).then_some(owner)
     }
