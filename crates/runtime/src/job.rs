@@ -741,16 +741,11 @@ impl<S: LatSink> JobState<'_, S> {
         if bad.is_empty() {
             self.out.verified += 1;
         }
-        for (at, e) in bad {
-            let mut line = format!("{}: {e}", job.name);
-            if job.verify_dump && e.is_data() {
-                let start = (at - off) as usize;
-                let len = if job.verify_interval > 0 {
-                    (job.verify_interval as usize).min(buf.len() - start)
-                } else {
-                    buf.len() - start
-                };
-                line.push_str(&dump_piece(job, at, &buf.as_slice()[start..start + len]));
+        for p in bad {
+            let mut line = format!("{}: {}", job.name, p.error);
+            if job.verify_dump && p.error.is_data() {
+                let piece = &buf.as_slice()[p.start..p.start + p.len];
+                line.push_str(&dump_piece(job, off + p.start as u64, piece));
             }
             self.out.verify_errors.push(line);
         }

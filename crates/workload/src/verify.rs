@@ -301,9 +301,18 @@ pub fn fill_pieces(
     }
 }
 
-/// [`check`] of every piece of a block written by [`fill_pieces`]: each bad piece's
-/// device offset and error, in order; with `fatal` (fio's `verify_fatal`) the first
-/// only, as fio stops checking a block there.
+/// A piece of a block that failed its check: where it starts in the block, its bytes,
+/// and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadPiece {
+    pub start: usize,
+    pub len: usize,
+    pub error: VerifyError,
+}
+
+/// [`check`] of every piece of a block written by [`fill_pieces`]: each bad piece, in
+/// order; with `fatal` (fio's `verify_fatal`) the first only, as fio stops checking a
+/// block there.
 pub fn check_pieces(
     buf: &[u8],
     offset: u64,
@@ -311,13 +320,17 @@ pub fn check_pieces(
     pattern: Option<&[u8]>,
     interval: u32,
     fatal: bool,
-) -> Vec<(u64, VerifyError)> {
+) -> Vec<BadPiece> {
     let step = piece_len(buf.len(), mode, interval);
     let mut bad = Vec::new();
     for (i, piece) in buf.chunks(step).enumerate() {
-        let at = offset + (i * step) as u64;
-        if let Err(e) = check(piece, at, mode, pattern) {
-            bad.push((at, e));
+        let start = i * step;
+        if let Err(error) = check(piece, offset + start as u64, mode, pattern) {
+            bad.push(BadPiece {
+                start,
+                len: piece.len(),
+                error,
+            });
             if fatal {
                 break;
             }
@@ -419,8 +432,8 @@ mod tests {
         buf[2 * 4096 + 100] ^= 1;
         let bad = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, false);
         assert_eq!(bad.len(), 1);
-        assert_eq!(bad[0].0, (1 << 20) + 2 * 4096);
-        assert!(bad[0].1.is_data(), "{}", bad[0].1);
+        assert_eq!((bad[0].start, bad[0].len), (2 * 4096, 4096));
+        assert!(bad[0].error.is_data(), "{}", bad[0].error);
         buf[3 * 4096 + 100] ^= 1;
         let all = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, false);
         let first = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, true);
@@ -430,6 +443,6 @@ mod tests {
         let mut moved = vec![0u8; 4096];
         fill_pieces(&mut moved, 8192, 7, VerifyMode::Crc32c, None, 4096);
         let e = check_pieces(&moved, 0, VerifyMode::Crc32c, None, 4096, false);
-        assert!(!e[0].1.is_data());
+        assert!(!e[0].error.is_data());
     }
 }
