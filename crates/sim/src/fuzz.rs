@@ -231,7 +231,6 @@ pub fn case_for(
             issuer: j as u32 + 1,
             group: *rng.pick(&groups),
             ioprio: IoPrio::new(class, rng.below(8) as u8),
-            ioprio_value: 0,
             start_at: Nanos(rng.below(1_000_000)),
             barrier: 0,
             exit: Default::default(),

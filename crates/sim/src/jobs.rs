@@ -65,7 +65,6 @@ pub fn from_specs(
             issuer: job.index as u32 + 1,
             group: job.join_cgroup(blkcg)?,
             ioprio: job.bio_ioprio(),
-            ioprio_value: job.ioprio_value(),
             // fio's `startdelay`.
             start_at: Nanos(job.start_delay_ns),
             barrier: job.barrier,

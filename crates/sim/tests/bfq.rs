@@ -314,7 +314,6 @@ fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs:
         issuer: cpu as u32 + 1,
         group,
         ioprio: IoPrio::DEFAULT,
-        ioprio_value: 0,
         start_at: Nanos::ZERO,
         barrier: 0,
         exit: Default::default(),

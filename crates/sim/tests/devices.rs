@@ -541,7 +541,6 @@ fn raid_through_the_simulator_never_exceeds_can_queue() {
             issuer: c as u32 + 1,
             group: 0,
             ioprio: IoPrio::DEFAULT,
-            ioprio_value: 0,
             start_at: Nanos::ZERO,
             barrier: 0,
             exit: Default::default(),

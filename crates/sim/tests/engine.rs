@@ -16,7 +16,6 @@ fn fio_job(name: &str, cpu: u16, rw: RwMode, bs: u32, qd: u32, ios: u64, seed: u
         issuer: cpu as u32 + 1,
         group: 0,
         ioprio: IoPrio::DEFAULT,
-        ioprio_value: 0,
         start_at: Nanos::ZERO,
         barrier: 0,
         exit: Default::default(),

@@ -73,7 +73,11 @@ impl Job {
     /// counts as the job's (the value fio gives it then is the same, but for a job
     /// without `prioclass`/`prio` whose share names best-effort level 4).
     pub fn counted_ioprio(&self, carried: IoPrio) -> u16 {
-        crate::cmdprio::counted(carried, self.bio_ioprio(), self.ioprio_value())
+        if carried == self.bio_ioprio() {
+            self.ioprio_value()
+        } else {
+            carried.0
+        }
     }
 
     /// Keeps each priority's latencies apart in `stats` where the job has `cmdprio_*`

@@ -15,18 +15,6 @@ pub fn ioprio_value(class: u8, level: u8) -> u16 {
     u16::from(class) << 13 | u16::from(level)
 }
 
-/// The priority value fio counts an I/O under (`io_u->ioprio`): the one its bio `carried`
-/// when that is not the job's bio priority `job_bio` (a share gave it), else the job's
-/// value `job_value` (fio's `td->ioprio`, 0 without `prioclass`/`prio`). See
-/// [`crate::Job::counted_ioprio`].
-pub fn counted(carried: mqblk_core::IoPrio, job_bio: mqblk_core::IoPrio, job_value: u16) -> u16 {
-    if carried == job_bio {
-        job_value
-    } else {
-        carried.0
-    }
-}
-
 /// fio's `IOPRIO_CLASS_RT`, the class `cmdprio_percentage`/`cmdprio_bssplit` use where
 /// `cmdprio_class` is not given.
 pub const CLASS_RT: u8 = 1;

@@ -83,11 +83,7 @@ impl Sim {
                     ReqOp::Discard => Ddir::Trim,
                     _ => Ddir::Write,
                 };
-                let ioprio = mqblk_workload::cmdprio::counted(
-                    bio.ioprio,
-                    job.def.ioprio,
-                    job.def.ioprio_value,
-                );
+                let ioprio = job.def.source.counted_ioprio(bio.ioprio);
                 job.stats
                     .dir_mut(d)
                     .record_io_prio(bytes, s1 - s0, cur.saturating_sub(s1), ioprio);

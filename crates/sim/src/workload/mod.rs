@@ -141,6 +141,13 @@ pub trait Source: Send {
         None
     }
 
+    /// The priority value an I/O whose bio `carried` this priority counts under in the
+    /// report and the logs (fio's `io_u->ioprio`, [`Job::counted_ioprio`]); 0, fio's value
+    /// without a priority, for a source that is not a fio job.
+    fn counted_ioprio(&self, _carried: IoPrio) -> u16 {
+        0
+    }
+
     /// Another job's end terminates this one: its main phase ends at the next I/O it
     /// would issue (fio's `td->terminate`).
     fn stop(&mut self) {}
@@ -174,9 +181,6 @@ pub struct SimJob {
     pub issuer: u32,
     pub group: u32,
     pub ioprio: IoPrio,
-    /// The priority value fio counts the job's own I/Os under (`td->ioprio`, 0 without
-    /// `prioclass`/`prio`; [`mqblk_workload::Job::ioprio_value`]).
-    pub ioprio_value: u16,
     pub start_at: Nanos,
     /// fio's `stonewall`: the job starts (`start_at` later) once every job of a lower
     /// barrier has finished.
@@ -222,7 +226,6 @@ impl SimJob {
             issuer,
             group: 0,
             ioprio: IoPrio::DEFAULT,
-            ioprio_value: 0,
             start_at: Nanos::ZERO,
             barrier: 0,
             exit: Default::default(),
@@ -321,6 +324,10 @@ impl Source for FioSource {
 
     fn take_error(&mut self) -> Option<(i32, String)> {
         self.driver.take_error()
+    }
+
+    fn counted_ioprio(&self, carried: IoPrio) -> u16 {
+        self.job.counted_ioprio(carried)
     }
 
     fn describe(&self, stats: &mut mqblk_workload::JobStats) {
