@@ -288,3 +288,64 @@ fn text_skips_idle_jobs_but_shows_errors() {
     assert!(!text.contains("idle:"));
     assert!(text.contains("failed: (groupid=0, jobs=1): err= 5 (Input/output error): pid=0"));
 }
+
+/// fio's per-priority latencies (`clat_prio`): with two priorities that have I/Os, a
+/// direction's report gives each apart, the job's own first (`clat prio 0/0`, then
+/// `clat prio 1/0` with its share of the I/Os in its percentile block; JSON `prios` with
+/// class, level and its own `clat_ns`); with one only, neither report lists them; merged
+/// jobs add them up by priority.
+#[test]
+fn each_priority_with_ios_is_reported_apart_as_fios_clat_prio() {
+    let job = |rt: u64| {
+        let mut j = JobStats::new("p");
+        let read = j.dir_mut(Ddir::Read);
+        read.track_prios(&[0, 1 << 13], false, true);
+        for i in 0..100u64 {
+            let prio = if i < rt { 1 << 13 } else { 0 };
+            read.record_io_prio(4096, 100, 10_000 + i, prio);
+        }
+        read.runtime_ns = 1_000_000_000;
+        j
+    };
+    let run = RunReport {
+        clat_percentiles: true,
+        ..run_of(vec![job(25)])
+    };
+    let text = text_report(&run);
+    assert!(
+        text.contains("    clat prio 0/0 (nsec): min=10025"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    clat prio 1/0 (nsec): min=10000, max=10024"),
+        "{text}"
+    );
+    assert!(
+        text.contains("clat prio 1/0 (25.00% of IOs) percentiles"),
+        "{text}"
+    );
+    let v = parse(&json_report(&run));
+    let prios = v["jobs"][0]["read"]["prios"].as_array().unwrap().clone();
+    let got: Vec<(u64, u64, u64)> = prios
+        .iter()
+        .map(|p| {
+            (
+                p["prioclass"].as_u64().unwrap(),
+                p["prio"].as_u64().unwrap(),
+                p["clat_ns"]["N"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [(0, 0, 75), (1, 0, 25)]);
+    assert!(prios[1]["clat_ns"]["percentile"].is_object());
+    let one = run_of(vec![job(0)]);
+    assert!(!text_report(&one).contains("prio"));
+    assert!(parse(&json_report(&one))["jobs"][0]["read"]
+        .get("prios")
+        .is_none());
+    let mut merged = job(25);
+    merged.merge(&job(50));
+    let read = merged.dir(Ddir::Read);
+    let n: Vec<(u16, u64)> = read.prios.iter().map(|p| (p.ioprio, p.lat.n)).collect();
+    assert_eq!(n, [(0, 125), (1 << 13, 75)]);
+}
