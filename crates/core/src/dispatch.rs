@@ -2,7 +2,7 @@
 //! `block/blk-mq.c`): which requests go to the driver, in what order, and what happens when
 //! the driver, its budget or the tags say "not now".
 
-use crate::driver::CompletionBatch;
+use crate::driver::{CompletionBatch, QueueRqs};
 use crate::elevator::ElvFeatures;
 use crate::hctx::state;
 use crate::queue::{QueueInner, RqRef, RESOURCE_DELAY};
@@ -240,7 +240,7 @@ impl QueueInner {
                 // Keep RESTART set while requests sit on the dispatch list: a freed tag must
                 // bring us back (blk_mq_sched_mark_restart_hctx).
                 hctx.set_state(state::SCHED_RESTART);
-                if self.dispatch_rq_list(h, &leftovers, now, batch) < leftovers.len() {
+                if self.dispatch_rq_list(h, &leftovers, false, now, batch) < leftovers.len() {
                     return;
                 }
                 need_dispatch = true;
@@ -253,7 +253,7 @@ impl QueueInner {
         } else {
             let ids = self.flush_busy_ctxs(h);
             if !ids.is_empty() {
-                self.dispatch_rq_list(h, &ids, now, batch);
+                self.dispatch_rq_list(h, &ids, false, now, batch);
             }
         }
     }
@@ -347,7 +347,7 @@ impl QueueInner {
         batch: &mut CompletionBatch,
     ) -> bool {
         if list.iter().all(|&(_, x)| x == h) {
-            return self.dispatch_rq_list(h, list, now, batch) == list.len();
+            return self.dispatch_rq_list(h, list, false, now, batch) == list.len();
         }
         list.sort_by_key(|&(_, x)| x);
         let mut all = true;
@@ -355,7 +355,7 @@ impl QueueInner {
         while i < list.len() {
             let x = list[i].1;
             let n = list[i..].iter().take_while(|&&(_, y)| y == x).count();
-            all &= self.dispatch_rq_list(x, &list[i..i + n], now, batch) == n;
+            all &= self.dispatch_rq_list(x, &list[i..i + n], false, now, batch) == n;
             i += n;
         }
         all
@@ -388,7 +388,7 @@ impl QueueInner {
                 }
             }
             let Some(id) = picked else { return };
-            if self.dispatch_rq_list(h, &[id], now, batch) == 0 {
+            if self.dispatch_rq_list(h, &[id], false, now, batch) == 0 {
                 return;
             }
         }
@@ -415,15 +415,20 @@ impl QueueInner {
     /// `blk_mq_dispatch_rq_list`: issue `ids` on hardware queue `h`, in order, until the
     /// driver, its budget or the driver tags refuse. Requests not issued go to the tail of
     /// the dispatch list and a re-run is arranged. Returns how many were issued (errors
-    /// included: those are ended, not retried).
+    /// included: those are ended, not retried). `plugged` is a plug's list without a
+    /// scheduler, which the kernel hands to the driver's `queue_rqs` where it has one: then
+    /// a request the device has no room for is requeued and the rest still tried
+    /// ([`QueueRqs::RequeueBusy`]).
     pub(crate) fn dispatch_rq_list<T: RqRef>(
         &self,
         h: HctxIdx,
         ids: &[T],
+        plugged: bool,
         now: Nanos,
         batch: &mut CompletionBatch,
     ) -> usize {
         let hctx = &self.hctxs[h.0 as usize];
+        let requeue_busy = plugged && self.driver.queue_rqs() == QueueRqs::RequeueBusy;
         let mut issued = 0usize;
         let mut queued = 0usize;
         let mut errors = 0usize;
@@ -452,6 +457,17 @@ impl QueueInner {
             let last = i + 1 == ids.len();
             match self.driver.queue_rq(h, &mut rq, last, now, batch) {
                 BlkStatus::Ok => queued += 1,
+                BlkStatus::Resource | BlkStatus::DevResource if requeue_busy => {
+                    // `virtblk_add_req_batch`: `blk_mq_requeue_request` for this one (it
+                    // keeps its driver tag, `requeue_request` un-starts it), on with the
+                    // next; `queue_rqs` never stops the queue.
+                    batch.stop = false;
+                    rq.rq_flags.remove(RqFlags::BUDGET);
+                    self.driver.put_budget(h);
+                    batch.requeue(id);
+                    issued += 1;
+                    continue;
+                }
                 status @ (BlkStatus::Resource | BlkStatus::DevResource) => {
                     // The kernel traces the way back as a requeue (`__blk_mq_requeue_request`).
                     if let Some(t) = tracer {
@@ -466,6 +482,9 @@ impl QueueInner {
                     rq.rq_flags.remove(RqFlags::BUDGET);
                     self.driver.put_budget(h);
                     needs_resource = status == BlkStatus::Resource;
+                    if std::mem::take(&mut batch.stop) {
+                        self.stop_for_driver(h);
+                    }
                     break;
                 }
                 status => {
@@ -503,6 +522,19 @@ impl QueueInner {
             self.tag_waiters.fetch_add(1, Ordering::AcqRel);
         }
         self.get_driver_tag(h, rq)
+    }
+
+    /// The driver stopped queue `h` from `queue_rq` (`blk_mq_stop_hw_queue`). If the device
+    /// holds none of its requests no completion will start it again: start it at once.
+    /// (The check comes after the stop, so a completion in between either finds the queue
+    /// stopped and starts it, or leaves the device empty for this check to see.)
+    fn stop_for_driver(&self, h: HctxIdx) {
+        let hctx = &self.hctxs[h.0 as usize];
+        hctx.set_state(state::STOPPED);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if !self.driver.holds_requests(h) {
+            hctx.clear_state(state::STOPPED);
+        }
     }
 
     /// Left-overs go to the tail of the dispatch list; then decide how the queue gets run

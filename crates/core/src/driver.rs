@@ -14,6 +14,10 @@ use crate::{HctxIdx, Nanos};
 pub struct CompletionBatch {
     pub(crate) done: Vec<(RqId, BlkStatus)>,
     pub(crate) requeue: Vec<RqId>,
+    /// `queue_rq` stopped the hardware queue it was called for.
+    pub(crate) stop: bool,
+    /// Start every stopped hardware queue once the batch is processed.
+    pub(crate) start_stopped: bool,
 }
 
 impl CompletionBatch {
@@ -22,6 +26,8 @@ impl CompletionBatch {
         CompletionBatch {
             done: Vec::with_capacity(64),
             requeue: Vec::new(),
+            stop: false,
+            start_stopped: false,
         }
     }
     /// The request finished with `status` (`blk_mq_complete_request`).
@@ -36,6 +42,19 @@ impl CompletionBatch {
     pub fn requeue(&mut self, id: RqId) {
         self.requeue.push(id);
     }
+    /// From `queue_rq`: stop the hardware queue it was called for (`blk_mq_stop_hw_queue`,
+    /// as `virtio_queue_rq` does when the ring is full). Its runs dispatch nothing until a
+    /// batch with [`CompletionBatch::start_stopped_queues`] is processed; the request that
+    /// found no room waits on the dispatch list, and new ones on their software queues.
+    pub fn stop_queue(&mut self) {
+        self.stop = true;
+    }
+    /// Start and run every stopped hardware queue once this batch is processed
+    /// (`blk_mq_start_stopped_hw_queues(q, true)`, as `virtblk_done` does after every
+    /// interrupt that completed something).
+    pub fn start_stopped_queues(&mut self) {
+        self.start_stopped = true;
+    }
     /// Requests in the batch, finished and requeued.
     pub fn len(&self) -> usize {
         self.done.len() + self.requeue.len()
@@ -44,6 +63,23 @@ impl CompletionBatch {
     pub fn is_empty(&self) -> bool {
         self.done.is_empty() && self.requeue.is_empty()
     }
+}
+
+/// How a driver takes the requests of a plug (whether it has `blk_mq_ops.queue_rqs`, and
+/// what that does with a request the device has no room for).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum QueueRqs {
+    /// No `queue_rqs`: the core issues them one by one through `queue_rq`
+    /// (`blk_mq_issue_direct`), and the first the device turns away waits on the dispatch
+    /// list with those after it.
+    #[default]
+    OneByOne,
+    /// A `queue_rqs` that requeues each request the device has no room for and goes on with
+    /// the rest (virtio-blk's `virtio_queue_rqs`: `virtblk_add_req_batch` calls
+    /// `blk_mq_requeue_request` for each that does not fit the ring and never stops the
+    /// queue). A requeued request waits on its software queue, where later bios can merge
+    /// into it (`blk_mq_requeue_work` inserts it at the head).
+    RequeueBusy,
 }
 
 /// One run of a device's allocation map, as `SEEK_DATA`/`SEEK_HOLE` or NBD's
@@ -140,6 +176,21 @@ pub trait Driver: Send + Sync {
         now: Nanos,
         done: &mut CompletionBatch,
     ) -> BlkStatus;
+
+    /// How the driver takes a plug's requests (`queue_rqs`); the core calls `queue_rq` for
+    /// each either way, and this says what a `Resource`/`DevResource` answer then means.
+    fn queue_rqs(&self) -> QueueRqs {
+        QueueRqs::OneByOne
+    }
+
+    /// True while the device holds requests of `hctx` whose completion will start stopped
+    /// queues ([`CompletionBatch::start_stopped_queues`]). The core asks after stopping a
+    /// queue for a driver that asked it to: with nothing held, nothing would start it
+    /// again, so it starts it at once. (virtio-blk stops and starts its queue under the
+    /// virtqueue's lock, which closes that window in the kernel.)
+    fn holds_requests(&self, _hctx: HctxIdx) -> bool {
+        false
+    }
 
     /// Ring the doorbell for requests queued with `last == false` (`commit_rqs`).
     fn commit_rqs(&self, _hctx: HctxIdx) {}

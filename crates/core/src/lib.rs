@@ -36,7 +36,7 @@ pub use bio::{
 pub use blkcg::{Blkcg, BlkcgError, GroupInfo};
 pub use cpumap::{HctxType, QueueMap};
 pub use ctx::Ctx;
-pub use driver::{CompletionBatch, Driver, EhReturn, Extent, IrqMode, MAX_EXTENTS};
+pub use driver::{CompletionBatch, Driver, EhReturn, Extent, IrqMode, QueueRqs, MAX_EXTENTS};
 pub use elevator::{
     BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures, HctxQueued,
     LockScope, TunableAlias, TunableDesc, TunableError, Tunables,

@@ -312,3 +312,98 @@ fn errors_mid_batch_end_the_request_and_commit() {
     );
     common::assert_whole(&q);
 }
+
+/// A read held in flight (its completion frees room), then a plug of three writes to
+/// blocks 10, 20 and 30 of which the device has no room for the first.
+fn plug_into_a_full_device(
+    d: &std::sync::Arc<TestDriver>,
+) -> (std::sync::Arc<RequestQueue>, mqblk_core::Submitter) {
+    let q = simple_queue(d, 1, 64, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 1000, 100), NOW);
+    sub.plug.start();
+    for (i, block) in [10, 20, 30].into_iter().enumerate() {
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, block, i as u64), NOW);
+    }
+    d.script(&[Reply::DevResource]);
+    q.finish_plug(&mut sub, NOW);
+    (q, sub)
+}
+
+/// virtio-blk's way with a full ring, as of 6.18: a plug's request that does not fit is
+/// requeued by `virtio_queue_rqs` (`virtblk_add_req_batch`) while the rest still go, and the
+/// queue runs on; a queue run that finds the ring full stops the queue (`virtio_queue_rq`)
+/// until a completion starts it (`virtblk_done`). The requeued request waits on its software
+/// queue meanwhile (`blk_mq_requeue_work` inserts it at the head, and a stopped queue does
+/// not take it from there), so a later bio merges into it; on the dispatch list, where a
+/// driver without `queue_rqs` leaves it, none could.
+#[test]
+fn a_plugged_request_without_room_is_requeued_where_later_bios_merge_into_it() {
+    let d = TestDriver::new(Mode::Hold);
+    d.set_virtio(true);
+    let (q, mut sub) = plug_into_a_full_device(&d);
+    let h = HctxIdx(0);
+    let is = d.issues();
+    assert_eq!(
+        is.iter().map(|x| x.sector / 8).collect::<Vec<_>>(),
+        vec![1000, 10, 20, 30],
+        "the requests after the refused one are still tried"
+    );
+    assert_eq!(d.nr_held(), 3, "the read and the two writes that fit");
+    assert!(!q.hctx(h).is_stopped(), "queue_rqs does not stop the queue");
+    assert_eq!(
+        q.hctx(h).dispatch_list_len(),
+        0,
+        "nothing waits on the dispatch list"
+    );
+
+    // A read alone, from a queue run: the device is still full, and the queue stops.
+    d.script(&[Reply::DevResource]);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 2000, 200), NOW);
+    assert!(q.hctx(h).is_stopped(), "virtio_queue_rq stops the queue");
+    assert_eq!(q.hctx(h).dispatch_list_len(), 1);
+
+    // The requeue work puts the write back on its software queue; the stopped queue
+    // leaves it there, and the next write merges into it.
+    q.timer(&mut sub, NOW);
+    assert_eq!(d.nr_issues(), 5, "a stopped queue issues nothing");
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 11, 3), NOW);
+    assert_eq!(d.nr_issues(), 5);
+
+    // A completion starts the queue: the read from the dispatch list first, then the
+    // write with both bios.
+    d.release(1);
+    q.poll(&mut sub, NOW);
+    let is = d.issues();
+    assert!(!q.hctx(h).is_stopped(), "the completion started the queue");
+    assert_eq!(
+        is[5..]
+            .iter()
+            .map(|x| (x.sector / 8, x.nr_sectors, x.nr_bios))
+            .collect::<Vec<_>>(),
+        vec![(2000, 8, 1), (10, 16, 2)]
+    );
+    d.release_all();
+    q.poll(&mut sub, NOW);
+    let mut done: Vec<u64> = take_done(&mut sub).iter().map(|x| x.0).collect();
+    done.sort_unstable();
+    assert_eq!(done, vec![0, 1, 2, 3, 100, 200], "every bio ends once");
+    common::assert_whole(&q);
+}
+
+/// The same full device without a requeueing `queue_rqs` (`blk_mq_issue_direct`): the
+/// refused request and those after it wait on the dispatch list, and the queue runs on.
+#[test]
+fn without_queue_rqs_a_refused_plugged_request_waits_on_the_dispatch_list() {
+    let d = TestDriver::new(Mode::Hold);
+    let (q, mut sub) = plug_into_a_full_device(&d);
+    assert_eq!(d.nr_issues(), 2, "dispatch stops at the refused request");
+    assert!(!q.hctx(HctxIdx(0)).is_stopped());
+    assert_eq!(q.hctx(HctxIdx(0)).dispatch_list_len(), 3);
+    d.release_all();
+    q.poll(&mut sub, NOW);
+    d.release_all();
+    q.poll(&mut sub, NOW);
+    assert_eq!(take_done(&mut sub).len(), 4);
+    common::assert_whole(&q);
+}

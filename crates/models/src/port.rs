@@ -8,7 +8,8 @@
 
 use crate::{Cmd, DevCompletion, DeviceModel};
 use mqblk_core::{
-    BlkStatus, CompletionBatch, FaultConfig, FaultInjector, Injected, Nanos, QueueLimits, RqId,
+    BlkStatus, CompletionBatch, FaultConfig, FaultInjector, Injected, Nanos, QueueLimits, QueueRqs,
+    RqId,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -229,7 +230,29 @@ impl ModelPort {
         let mut raised = raised;
         raised.clear();
         self.raised[h] = raised;
+        if n > 0 && self.ring.is_some() {
+            // `virtblk_done`: room again, so a queue stopped for the lack of it runs.
+            done.start_stopped_queues();
+        }
         n
+    }
+
+    /// What `queue_rq` answers when the ring has no room for a command
+    /// ([`Accept::NoRoom`]): virtio-blk's, which also stops the queue until a completion
+    /// (`virtio_queue_rq` on -ENOSPC).
+    pub fn no_room(&self, hw: u16, done: &mut CompletionBatch) -> BlkStatus {
+        done.stop_queue();
+        self.busy(hw)
+    }
+
+    /// How the driver takes a plug's requests: with a ring, virtio-blk's
+    /// `virtio_queue_rqs`, which requeues what does not fit.
+    pub fn queue_rqs(&self) -> QueueRqs {
+        if self.ring.is_some() {
+            QueueRqs::RequeueBusy
+        } else {
+            QueueRqs::OneByOne
+        }
     }
 
     /// The request timeout of command `id`: a lost command ends here with

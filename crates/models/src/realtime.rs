@@ -10,7 +10,8 @@
 use crate::port::{Accept, DriverStats, Finished, ModelInfo, ModelPort};
 use crate::{Cmd, DeviceModel};
 use mqblk_core::{
-    BlkStatus, CompletionBatch, Driver, EhReturn, FaultConfig, HctxIdx, Nanos, ReqFlags, Request,
+    BlkStatus, CompletionBatch, Driver, EhReturn, FaultConfig, HctxIdx, Nanos, QueueRqs, ReqFlags,
+    Request,
 };
 use parking_lot::Mutex;
 
@@ -92,7 +93,7 @@ impl Driver for RealtimeDriver {
         rq: &mut Request,
         _last: bool,
         now: Nanos,
-        _done: &mut CompletionBatch,
+        done: &mut CompletionBatch,
     ) -> BlkStatus {
         let mut st = self.st.lock();
         if st.outstanding >= self.info.max_outstanding {
@@ -102,7 +103,7 @@ impl Driver for RealtimeDriver {
         match st.port.accept(hctx.0, rq.id, rq.nr_sectors as u64 * 512) {
             Accept::Refuse => return BlkStatus::Resource,
             // The ring is full: a completion on this queue frees room and re-runs it.
-            Accept::NoRoom => return st.port.busy(hctx.0),
+            Accept::NoRoom => return st.port.no_room(hctx.0, done),
             Accept::Lose => return BlkStatus::Ok,
             Accept::Take => {}
         }
@@ -146,6 +147,14 @@ impl Driver for RealtimeDriver {
 
     fn next_event(&self, _hctx: HctxIdx) -> Option<Nanos> {
         self.st.lock().port.model.next_event()
+    }
+
+    fn queue_rqs(&self) -> QueueRqs {
+        self.st.lock().port.queue_rqs()
+    }
+
+    fn holds_requests(&self, hctx: HctxIdx) -> bool {
+        self.st.lock().port.inflight(hctx.0) > 0
     }
 
     fn inflight(&self, hctx: HctxIdx) -> usize {

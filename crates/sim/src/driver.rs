@@ -14,8 +14,8 @@ use crate::device::{Cmd, DeviceModel, DriverCost};
 use crate::SimRng;
 use mqblk_core::FaultConfig;
 use mqblk_core::{
-    BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, ReqFlags, Request, TraceEvent,
-    Tracer,
+    BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, QueueRqs, ReqFlags, Request,
+    TraceEvent, Tracer,
 };
 use mqblk_models::port::{Accept, Finished, ModelInfo, ModelPort};
 use parking_lot::Mutex;
@@ -339,7 +339,7 @@ impl Driver for SimDriver {
         rq: &mut Request,
         last: bool,
         _now: Nanos,
-        _done: &mut CompletionBatch,
+        done: &mut CompletionBatch,
     ) -> BlkStatus {
         let mut st = self.st.lock();
         if self.faults.at_issue() {
@@ -358,7 +358,7 @@ impl Driver for SimDriver {
         match st.port.accept(hctx.0, rq.id, rq.nr_sectors as u64 * 512) {
             Accept::Refuse => return BlkStatus::Resource,
             // The ring is full: a completion on this queue frees room and re-runs it.
-            Accept::NoRoom => return st.port.busy(hctx.0),
+            Accept::NoRoom => return st.port.no_room(hctx.0, done),
             Accept::Lose => {
                 drop(st);
                 if last {
@@ -415,6 +415,14 @@ impl Driver for SimDriver {
         let n = st.port.poll(hctx.0, done);
         self.put_budgets(&mut st, n as u32);
         n
+    }
+
+    fn queue_rqs(&self) -> QueueRqs {
+        self.st.lock().port.queue_rqs()
+    }
+
+    fn holds_requests(&self, hctx: HctxIdx) -> bool {
+        self.st.lock().port.inflight(hctx.0) > 0
     }
 
     fn inflight(&self, hctx: HctxIdx) -> usize {

@@ -26,6 +26,9 @@ impl QueueInner {
                 batch.requeue = ids;
                 batch.requeue.clear();
             }
+            if std::mem::take(&mut batch.start_stopped) {
+                self.start_stopped_hw_queues(now, batch);
+            }
             if batch.done.is_empty() {
                 break;
             }
@@ -60,6 +63,16 @@ impl QueueInner {
                 {
                     self.run_hw_queues_async(local, now, batch);
                 }
+            }
+        }
+    }
+
+    /// `blk_mq_start_stopped_hw_queues(q, true)`: every stopped hardware queue is started
+    /// and run asynchronously.
+    fn start_stopped_hw_queues(&self, now: Nanos, batch: &mut CompletionBatch) {
+        for hctx in self.hctxs.iter() {
+            if hctx.clear_state(state::STOPPED) {
+                self.run_hw_queue_async(hctx.idx, now, batch);
             }
         }
     }

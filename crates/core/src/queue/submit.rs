@@ -409,7 +409,7 @@ impl QueueInner {
             if hctx.is_stopped() {
                 self.insert_ctx(sub.ctx, h, &ids[i..j], false, now);
             } else {
-                let issued = self.dispatch_rq_list(h, &ids[i..j], now, &mut sub.batch);
+                let issued = self.dispatch_rq_list(h, &ids[i..j], true, now, &mut sub.batch);
                 counters.direct.add(issued as u64);
             }
             i = j;
@@ -430,7 +430,7 @@ impl QueueInner {
             self.run_hw_queue(h, now, &mut sub.batch);
             return;
         }
-        let issued = self.dispatch_rq_list(h, &[id], now, &mut sub.batch);
+        let issued = self.dispatch_rq_list(h, &[id], false, now, &mut sub.batch);
         counters.direct.add(issued as u64);
     }
 

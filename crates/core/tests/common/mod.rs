@@ -11,7 +11,8 @@
 
 use mqblk_core::{
     Bio, BlkStatus, CompletionBatch, CtxIdx, Driver, EhReturn, HctxIdx, Nanos, QueueConfig,
-    ReqFlags, ReqOp, Request, RequestQueue, RqId, Submit, Submitter, Tag, TagSet, TagSetConfig,
+    QueueRqs, ReqFlags, ReqOp, Request, RequestQueue, RqId, Submit, Submitter, Tag, TagSet,
+    TagSetConfig,
 };
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
@@ -144,6 +145,9 @@ pub struct TestDriver {
     capacity: u64,
     write_cache: bool,
     fua: bool,
+    /// Answer for a full device as virtio-blk does: `queue_rq` stops the queue, a
+    /// completion starts it, and a plug's requests go through a requeueing `queue_rqs`.
+    virtio: std::sync::atomic::AtomicBool,
 }
 
 impl TestDriver {
@@ -161,7 +165,15 @@ impl TestDriver {
             capacity: 1 << 24,
             write_cache,
             fua,
+            virtio: Default::default(),
         })
+    }
+    /// Behave as virtio-blk does when the device is full (see the field).
+    pub fn set_virtio(&self, on: bool) {
+        self.virtio.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn is_virtio(&self) -> bool {
+        self.virtio.load(std::sync::atomic::Ordering::Relaxed)
     }
     pub fn set_mode(&self, mode: Mode) {
         self.inner.lock().mode = mode;
@@ -380,6 +392,9 @@ impl Driver for TestDriver {
             Reply::Resource => BlkStatus::Resource,
             Reply::DevResource => {
                 g.dev_waiting.insert(hctx);
+                if self.is_virtio() {
+                    done.stop_queue();
+                }
                 BlkStatus::DevResource
             }
             Reply::Fail(st) => {
@@ -468,7 +483,22 @@ impl Driver for TestDriver {
             }
         }
         g.ready = keep;
+        if n > 0 && self.is_virtio() {
+            done.start_stopped_queues();
+        }
         n
+    }
+
+    fn queue_rqs(&self) -> QueueRqs {
+        if self.is_virtio() {
+            QueueRqs::RequeueBusy
+        } else {
+            QueueRqs::OneByOne
+        }
+    }
+
+    fn holds_requests(&self, hctx: HctxIdx) -> bool {
+        self.inner.lock().inflight(hctx) > 0
     }
 
     fn inflight(&self, hctx: HctxIdx) -> usize {

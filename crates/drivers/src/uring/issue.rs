@@ -196,12 +196,11 @@ impl UringDevice {
                     (held + d <= size).then_some(held + d)
                 });
             if took.is_err() {
-                // The ring is full: the request waits on the dispatch list for a completion.
-                // (`virtio_queue_rq` also stops the queue; `virtio_queue_rqs`, which takes
-                // plugged requests, does not, and new requests then go straight to the
-                // ring, as here. Stopping it here made mqblk's reader beside a write flood
-                // under `none` wait behind merged writes: 780-890 IOPS against 1000-1250
-                // without, the kernel's 1290-2730.)
+                // The ring is full (`virtblk_add_req` fails with -ENOSPC). From a queue run
+                // (`virtio_queue_rq`) the request waits on the dispatch list and the queue
+                // stops until a completion starts it (`virtblk_done`); from a plug
+                // (`virtio_queue_rqs`) the core requeues it instead and the queue runs on
+                // (`Driver::queue_rqs`). `queue_rq` asks for the stop.
                 return BlkStatus::DevResource;
             }
         }

@@ -48,8 +48,8 @@ use engine::{Ring, RingConfig};
 use mqblk_core::hctx::thread_number;
 use mqblk_core::tag::MAX_DEPTH;
 use mqblk_core::{
-    Bio, BlkStatus, CompletionBatch, Driver, HctxIdx, MapQueues, Nanos, QueueLimits, ReqFlags,
-    ReqOp, Request, RqId, TagSetConfig, TagSetFlags, SECTOR_SHIFT,
+    Bio, BlkStatus, CompletionBatch, Driver, HctxIdx, MapQueues, Nanos, QueueLimits, QueueRqs,
+    ReqFlags, ReqOp, Request, RqId, TagSetConfig, TagSetFlags, SECTOR_SHIFT,
 };
 use parking_lot::Mutex;
 use std::fs::{File, OpenOptions};
@@ -403,6 +403,10 @@ impl Driver for UringDevice {
         if let Some(due) = due {
             engine::enter_submit(due);
         }
+        if status == BlkStatus::DevResource {
+            // The device's ring is full (`issue_ring`): `virtio_queue_rq` stops the queue.
+            done.stop_queue();
+        }
         status
     }
 
@@ -440,7 +444,26 @@ impl Driver for UringDevice {
         if self.shared_busy(hctx) {
             n += self.with_ring(hctx, Which::Shared, |_, q| q.ring.poll(done));
         }
+        if n > 0 && self.virtqueue_size.is_some() {
+            // `virtblk_done`: the ring has room again, so the queue `virtio_queue_rq`
+            // stopped when it had none runs again.
+            done.start_stopped_queues();
+        }
         n
+    }
+
+    /// On a virtio disk, a plug's requests go through `virtio_queue_rqs`, which requeues
+    /// each one the ring has no room for.
+    fn queue_rqs(&self) -> QueueRqs {
+        if self.virtqueue_size.is_some() {
+            QueueRqs::RequeueBusy
+        } else {
+            QueueRqs::OneByOne
+        }
+    }
+
+    fn holds_requests(&self, hctx: HctxIdx) -> bool {
+        self.hctx(hctx).descs.load(Ordering::SeqCst) > 0
     }
 
     /// Sleeps in `io_uring_enter` until a completion is posted (the submitter's wait for

@@ -99,7 +99,8 @@ impl UringDevice {
         let r = f(hq, &mut q);
         let released = before.saturating_sub(q.ring.tracker.descs_held());
         if released > 0 {
-            hq.descs.fetch_sub(released, Ordering::Relaxed);
+            // SeqCst: `holds_requests` after a stop must see it (`stop_for_driver`).
+            hq.descs.fetch_sub(released, Ordering::SeqCst);
         }
         if matches!(which, Which::Shared) && !hq.owned.is_empty() {
             hq.shared_sqes
