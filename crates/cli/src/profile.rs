@@ -75,12 +75,28 @@ fn phases() -> Vec<Phase> {
             1,
         ),
         phase(
+            "randread_4k_qd2",
+            "random reads of 4 KiB, 2 in flight",
+            "read",
+            "random",
+            4096,
+            2,
+        ),
+        phase(
             "randread_4k_qd4",
             "random reads of 4 KiB, 4 in flight",
             "read",
             "random",
             4096,
             4,
+        ),
+        phase(
+            "randread_4k_qd8",
+            "random reads of 4 KiB, 8 in flight",
+            "read",
+            "random",
+            4096,
+            8,
         ),
         phase(
             "randread_4k_qd16",

@@ -47,7 +47,7 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(
-        err.contains("[13/13]"),
+        err.contains("[15/15]"),
         "progress for every measurement: {err}"
     );
     let toml = std::fs::read_to_string(&file).unwrap();
@@ -115,7 +115,7 @@ fn a_file_on_the_disk_is_profiled_through_io_uring() {
     }
     assert!(o.status.success(), "{err}");
     let p = std::fs::read_to_string(&file).unwrap();
-    assert_eq!(p.matches("[[measure]]").count(), 13, "{p}");
+    assert_eq!(p.matches("[[measure]]").count(), 15, "{p}");
     assert!(
         p.contains("writes = true") && p.contains("nr_tags = "),
         "{p}"

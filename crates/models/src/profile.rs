@@ -8,19 +8,16 @@
 //! profile holds only what was measured and the fit can improve without measuring again.
 //!
 //! The fitted model, in physical terms:
-//! - `units` parallel service units (flash dies or channels, a disk's one head), each block
-//!   of 4 KiB striped onto one of them by its address, so commands in flight collide on a
-//!   unit and queue there as they do on a device's dies: the unit count at which readers
-//!   in a closed loop over such units (and the front end below) come closest to the
-//!   measured IOPS at every depth random 4 KiB reads were measured at (4, 16, 64), the
-//!   least worst error as a ratio either way;
-//! - a front end that takes each command in order of arrival, `command_ns` each, the
-//!   inverse of the most random 4 KiB reads any depth reached: the controller or the
-//!   host's path that caps a device's IOPS, as the ceiling of the measurements;
-//! - a unit serves a command in `base + bytes * per_byte`, by operation, with the base of
-//!   a sequential command (one that starts where the previous one of its operation ended)
+//! - the commands in flight share the device, each progressing as fast as the count in
+//!   flight allows: `n` of them are served together `speedup(n)` times as fast as one alone
+//!   (processor sharing), where `speedup(n) = n * mean(1) / mean(n)` at each depth random
+//!   4 KiB reads were measured at (1, 2, 4, 8, 16, 64), linear between them and held beyond
+//!   the last: a device's internal parallelism (dies, channels, a host's threads) as the
+//!   measurements show it, without naming units the host cannot see;
+//! - a command alone takes `base + bytes * per_byte`, by operation, with the base of a
+//!   sequential command (one that starts where the previous one of its operation ended)
 //!   its own: the two block sizes measured alone give the line, the sequential run its base;
-//! - one transfer path shared by all units at the measured ceiling (1 MiB sequential at
+//! - one transfer path shared by all commands at the measured ceiling (1 MiB sequential at
 //!   depth 16), reads and writes each at their own rate, in order of arrival: a write flood
 //!   holds it, so reads wait behind writes;
 //! - beyond that wait, a read takes longer the more write bytes are in flight when it
@@ -121,12 +118,12 @@ pub enum ProfileError {
 }
 
 /// The fitted model's parameters.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Fit {
-    /// Parallel service units.
-    pub units: u32,
-    /// The front end's time per command.
-    pub command_ns: f64,
+    /// How much faster than one alone the commands in flight are served together, by their
+    /// count: `(depth, speedup)` at each depth random 4 KiB reads were measured at, from 1
+    /// (speedup 1) up; interpolated between them and held beyond the last.
+    pub speedup: Vec<(u32, f64)>,
     /// Unit time of a random read: `read_base_ns + bytes * read_ns_per_byte`.
     pub read_base_ns: f64,
     pub read_ns_per_byte: f64,
@@ -209,57 +206,24 @@ impl Profile {
         };
         let (read_base, read_per_byte) = line(r4, r128);
         let seq_read_base = (s128.mean_us * 1e3 - read_per_byte * s128.bs as f64).max(0.0);
-        // The unit count whose closed loop (the front end at the peak's rate included) comes
-        // closest to the measured IOPS at every depth measured: the least worst error, as a
-        // ratio either way. Each depth's figure only grows with the units, so once the worst
-        // error is a model above its measurement, more units only make it worse: the search
-        // climbs from the fewest units any depth needs and stops there. (The deepest depth
-        // may need more than the front end allows at all, so no upper bound comes from it.)
+        // The speedup at each depth measured (Little's law on the device): `n` reads in
+        // flight that take `mean(n)` each are served `n * mean(1) / mean(n)` times as fast as
+        // one alone. Kept from falling as the depth grows: a measured dip is noise to a
+        // model whose every command then waits longer.
         let t1 = r4.mean_us * 1e3;
-        let random: Vec<&Measure> = self
+        let mut random: Vec<&Measure> = self
             .measure
             .iter()
-            .filter(|m| m.name.starts_with("randread_4k_qd") && m.iops > 0.0)
+            .filter(|m| m.name.starts_with("randread_4k_qd") && m.iodepth > 1 && m.mean_us > 0.0)
             .collect();
-        let peak = random.iter().map(|m| m.iops).fold(r4.iops, f64::max);
-        let command_ns = 1e9 / peak;
-        let deep: Vec<&&Measure> = random.iter().filter(|m| m.iodepth > 1).collect();
-        let ratio = |units: u32, m: &Measure| {
-            (closed_loop_iops(units, m.iodepth, t1, command_ns) / m.iops).ln()
-        };
-        // The worst error at `units`, as a signed log ratio (above 0: the model is faster).
-        let worst = |units: u32| {
-            deep.iter()
-                .map(|m| ratio(units, m))
-                .fold(0.0, |w: f64, r| if r.abs() > w.abs() { r } else { w })
-        };
-        let reaches = |m: &Measure| {
-            let (mut lo, mut hi) = (1u32, MAX_UNITS);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if ratio(mid, m) < 0.0 {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
+        random.sort_by_key(|m| m.iodepth);
+        let mut speedup = vec![(1u32, 1.0f64)];
+        for m in random {
+            let c = (m.iodepth as f64 * t1 / (m.mean_us * 1e3)).min(m.iodepth as f64);
+            let last = speedup.last().map_or(1.0, |&(_, c)| c);
+            if m.iodepth > speedup.last().map_or(0, |&(d, _)| d) {
+                speedup.push((m.iodepth, c.max(last)));
             }
-            lo
-        };
-        let mut u = deep
-            .iter()
-            .map(|m| reaches(m))
-            .min()
-            .map_or(1, |b| b.saturating_sub(1).max(1));
-        let (mut units, mut best) = (u, f64::INFINITY);
-        while u <= MAX_UNITS {
-            let w = worst(u);
-            if w.abs() < best {
-                (units, best) = (u, w.abs());
-            }
-            if w >= 0.0 {
-                break;
-            }
-            u += 1;
         }
         let read_rate = r1m.mbs * 1e6 / 1e9;
         let (write_base, write_per_byte, seq_write_base, write_rate, flush) = if self.writes {
@@ -303,8 +267,7 @@ impl Profile {
             0.0
         };
         Ok(Fit {
-            units,
-            command_ns,
+            speedup,
             read_base_ns: read_base,
             read_ns_per_byte: read_per_byte,
             seq_read_base_ns: seq_read_base,
@@ -418,52 +381,46 @@ impl Profile {
     }
 }
 
-/// The most parallel units a fit gives a device.
-const MAX_UNITS: u32 = 1024;
-
-/// IOPS of `depth` readers in a closed loop over `units` units, each read of `t_ns` on the
-/// unit its (random) block stripes onto, queueing there behind others, and done no sooner
-/// than the front end, which takes one command each `command_ns`: what the fitted model
-/// does with random reads at that depth, without the transfer path and with every read at
-/// its mean time (the model's per-command `spread` is fitted to one read at a time and
-/// left out here: drawn in, it moves the count a serial device fits from 1 to 2, the
-/// front end then making up for the slow draws).
-fn closed_loop_iops(units: u32, depth: u32, t_ns: f64, command_ns: f64) -> f64 {
-    const READS: u64 = 20_000;
-    let mut free = vec![0f64; units as usize];
-    let mut front = 0f64;
-    // Each reader's next submission time.
-    let mut next: BinaryHeap<Reverse<(u64, u32)>> = (0..depth).map(|r| Reverse((0, r))).collect();
-    let mut end = 0f64;
-    for i in 0..READS {
-        let Some(Reverse((at, r))) = next.pop() else {
-            break;
-        };
-        let u = (mix(i) % units as u64) as usize;
-        front = front.max(at as f64) + command_ns;
-        let done = ((at as f64).max(free[u]) + t_ns).max(front);
-        free[u] = done;
-        end = end.max(done);
-        next.push(Reverse((done as u64, r)));
-    }
-    READS as f64 / end.max(1.0) * 1e9
-}
-
-/// A block number scattered over the units (splitmix64's finalizer), as a device's
-/// address mapping spreads neighbouring blocks over its dies.
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
-/// A command's scheduled completion: (time, arrival order, hw, id, its write bytes).
+/// A command's completion, once its time is known: (time, arrival order, hw, id, its write
+/// bytes).
 type Completion = (u64, u64, u16, u64, u64);
+
+/// A command being served: (its finish tag on the shared work clock, arrival order, hw,
+/// id, write bytes, the earliest it may complete: the transfer path's time for it).
+type Serving = (u64, u64, u16, u64, u64, u64);
+
+impl Fit {
+    /// The speedup with `n` commands in flight: linear between the depths measured, the
+    /// last one's beyond them.
+    pub fn speedup_at(&self, n: u32) -> f64 {
+        let s = &self.speedup;
+        match s.iter().position(|&(d, _)| d >= n) {
+            Some(0) => s[0].1,
+            Some(i) => {
+                let ((d0, c0), (d1, c1)) = (s[i - 1], s[i]);
+                c0 + (c1 - c0) * f64::from(n - d0) / f64::from(d1 - d0)
+            }
+            None => s.last().map_or(1.0, |&(_, c)| c),
+        }
+    }
+}
+
+/// A flush waiting for the writes submitted before it.
+struct PendingFlush {
+    /// Arrival order of the last write before it.
+    after: u64,
+    /// Of those writes, how many have no completion time yet.
+    waiting: u32,
+    /// The latest completion time among those that have one.
+    latest: u64,
+    seq: u64,
+    hw: u16,
+    id: u64,
+}
 
 /// The model fitted to a profile (`--device=profile:FILE.toml`).
 pub struct FittedModel {
@@ -477,19 +434,25 @@ pub struct FittedModel {
     limits: QueueLimits,
     /// Descriptors per ring (virtio-blk without indirect descriptors), if limited.
     ring: Option<u32>,
-    /// When each unit is next free, ns.
-    units: Vec<u64>,
+    /// Commands being served, the first to finish on top.
+    serving: BinaryHeap<Reverse<Serving>>,
+    /// The shared work clock: the time one command alone would have been served by now
+    /// (ns, advancing at `speedup(n) / n` per ns while `n` are served), and the moment it
+    /// was last brought up to date.
+    work: f64,
+    work_at: u64,
     /// When the transfer path is next free, ns.
     bus_free: u64,
-    /// When the front end is next free, ns.
-    front_free: f64,
     /// Where the last read and the last write ended (sequential detection).
     last_end: [u64; 2],
-    /// When the last write completes: what a flush waits for.
+    /// Writes in flight whose completion time is not known yet, by arrival order.
+    open_writes: std::collections::BTreeSet<u64>,
+    /// The latest completion time known of a write.
     writes_done: u64,
+    flushes: Vec<PendingFlush>,
     /// Write bytes submitted and not completed.
     write_bytes_in_flight: u64,
-    /// Scheduled completions, earliest first.
+    /// Completions whose time is known, earliest first.
     done: BinaryHeap<Reverse<Completion>>,
     /// Draws each command's share of [`Fit::spread`].
     rng: SimRng,
@@ -521,11 +484,14 @@ impl FittedModel {
             fua: profile.fua,
             limits,
             ring: (profile.virtqueue_size > 0).then_some(profile.virtqueue_size),
-            units: vec![0; fit.units as usize],
+            serving: BinaryHeap::new(),
+            work: 0.0,
+            work_at: 0,
             bus_free: 0,
-            front_free: 0.0,
             last_end: [u64::MAX; 2],
+            open_writes: Default::default(),
             writes_done: 0,
+            flushes: Vec::new(),
             write_bytes_in_flight: 0,
             done: BinaryHeap::new(),
             rng,
@@ -544,6 +510,68 @@ impl FittedModel {
     /// The parameters it was fitted to.
     pub fn fit(&self) -> &Fit {
         &self.fit
+    }
+
+    /// Work each command being served gets per ns.
+    fn rate(&self) -> f64 {
+        let n = self.serving.len() as u32;
+        if n == 0 {
+            return 0.0;
+        }
+        self.fit.speedup_at(n) / f64::from(n)
+    }
+
+    /// When the first command being served finishes, at the present rate.
+    fn next_finish(&self) -> Option<u64> {
+        let &Reverse((tag, ..)) = self.serving.peek()?;
+        let left = (tag as f64 - self.work).max(0.0);
+        Some(self.work_at + (left / self.rate()).ceil() as u64)
+    }
+
+    /// Brings the work clock up to `t` at the present rate.
+    fn run_to(&mut self, t: u64) {
+        if t > self.work_at {
+            self.work += (t - self.work_at) as f64 * self.rate();
+            self.work_at = t;
+        }
+    }
+
+    /// Serves up to `now`: each command that finishes by then leaves the shared service
+    /// (the rest speed up or slow down with the count) and gets its completion time.
+    fn settle(&mut self, now: u64) {
+        while let Some(t) = self.next_finish().filter(|&t| t <= now) {
+            self.run_to(t);
+            let Some(Reverse((_, seq, hw, id, wbytes, floor))) = self.serving.pop() else {
+                break;
+            };
+            self.finish_at(t.max(floor), seq, hw, id, wbytes);
+        }
+        self.run_to(now);
+    }
+
+    /// Command `seq` completes at `t`; a write that does lets the flushes after it on.
+    fn finish_at(&mut self, t: u64, seq: u64, hw: u16, id: u64, wbytes: u64) {
+        self.done.push(Reverse((t, seq, hw, id, wbytes)));
+        if !self.open_writes.remove(&seq) {
+            return;
+        }
+        self.writes_done = self.writes_done.max(t);
+        let flush_ns = self.fit.flush_ns as u64;
+        let mut i = 0;
+        while i < self.flushes.len() {
+            let f = &mut self.flushes[i];
+            if seq <= f.after {
+                f.waiting -= 1;
+                f.latest = f.latest.max(t);
+            }
+            if f.waiting == 0 {
+                let f = self.flushes.swap_remove(i);
+                self.done
+                    .push(Reverse((f.latest + flush_ns, f.seq, f.hw, f.id, 0)));
+            } else {
+                i += 1;
+            }
+        }
     }
 }
 
@@ -579,70 +607,90 @@ impl DeviceModel for FittedModel {
         DriverCost::default()
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
-        let f = &self.fit;
-        let mut wbytes = 0;
-        let done = if cmd.op == ReqOp::Flush {
-            now.0.max(self.writes_done) + f.flush_ns as u64
-        } else {
-            let write = cmd.op.is_write();
-            let dir = usize::from(write);
-            let bytes = cmd.bytes() as f64;
-            let sequential = self.last_end[dir] == cmd.sector;
-            self.last_end[dir] = cmd.sector + cmd.nr_sectors as u64;
-            self.sequential += u64::from(sequential);
-            let (base, seq_base, per_byte, rate) = if write {
-                (
-                    f.write_base_ns,
-                    f.seq_write_base_ns,
-                    f.write_ns_per_byte,
-                    f.write_bytes_per_ns,
-                )
-            } else {
-                (
-                    f.read_base_ns,
-                    f.seq_read_base_ns,
-                    f.read_ns_per_byte,
-                    f.read_bytes_per_ns,
-                )
-            };
-            let interference = if write {
-                wbytes = cmd.bytes();
-                0.0
-            } else {
-                self.write_bytes_in_flight as f64 * f.read_ns_per_write_byte
-            };
-            let mean = if sequential { seq_base } else { base } + bytes * per_byte + interference;
-            let service = if f.spread > 0.0 {
-                mean * (1.0 - f.spread) + self.rng.exp(mean * f.spread)
-            } else {
-                mean
-            };
-            // The unit the command's first 4 KiB block stripes onto.
-            let unit = (mix(cmd.sector >> 3) % self.units.len() as u64) as usize;
-            let start = now.0.max(self.units[unit]);
-            let served = start + service as u64;
-            // The transfer path carries commands in the order they arrive; one completes
-            // when both its unit and the path are done with it.
-            let transfer = if rate > 0.0 { (bytes / rate) as u64 } else { 0 };
-            let carried = self.bus_free.max(now.0) + transfer;
-            self.bus_free = carried;
-            self.front_free = self.front_free.max(now.0 as f64) + f.command_ns;
-            let done = served.max(carried).max(self.front_free as u64);
-            self.units[unit] = done;
-            if write {
-                self.writes_done = self.writes_done.max(done);
-            }
-            done
-        };
+        self.settle(now.0);
         self.seq += 1;
+        let seq = self.seq;
+        if cmd.op == ReqOp::Flush {
+            // It waits for every write before it, then takes what a flush adds.
+            let after = self.open_writes.last().copied().unwrap_or(0);
+            let waiting = self.open_writes.len() as u32;
+            let latest = now.0.max(self.writes_done);
+            if waiting == 0 {
+                self.done.push(Reverse((
+                    latest + self.fit.flush_ns as u64,
+                    seq,
+                    hw,
+                    cmd.id,
+                    0,
+                )));
+            } else {
+                self.flushes.push(PendingFlush {
+                    after,
+                    waiting,
+                    latest,
+                    seq,
+                    hw,
+                    id: cmd.id,
+                });
+            }
+            return;
+        }
+        let f = &self.fit;
+        let write = cmd.op.is_write();
+        let dir = usize::from(write);
+        let bytes = cmd.bytes() as f64;
+        let sequential = self.last_end[dir] == cmd.sector;
+        self.last_end[dir] = cmd.sector + cmd.nr_sectors as u64;
+        self.sequential += u64::from(sequential);
+        let (base, seq_base, per_byte, rate) = if write {
+            (
+                f.write_base_ns,
+                f.seq_write_base_ns,
+                f.write_ns_per_byte,
+                f.write_bytes_per_ns,
+            )
+        } else {
+            (
+                f.read_base_ns,
+                f.seq_read_base_ns,
+                f.read_ns_per_byte,
+                f.read_bytes_per_ns,
+            )
+        };
+        let interference = if write {
+            0.0
+        } else {
+            self.write_bytes_in_flight as f64 * f.read_ns_per_write_byte
+        };
+        let mean = if sequential { seq_base } else { base } + bytes * per_byte + interference;
+        let work = if f.spread > 0.0 {
+            mean * (1.0 - f.spread) + self.rng.exp(mean * f.spread)
+        } else {
+            mean
+        };
+        // The transfer path carries commands in the order they arrive; one completes when
+        // both its service and the path are done with it.
+        let transfer = if rate > 0.0 { (bytes / rate) as u64 } else { 0 };
+        let carried = self.bus_free.max(now.0) + transfer;
+        self.bus_free = carried;
+        let wbytes = if write { cmd.bytes() } else { 0 };
+        if write {
+            self.open_writes.insert(seq);
+        }
         self.write_bytes_in_flight += wbytes;
-        self.done
-            .push(Reverse((done, self.seq, hw, cmd.id, wbytes)));
+        let tag = (self.work + work).round() as u64;
+        self.serving
+            .push(Reverse((tag, seq, hw, cmd.id, wbytes, carried)));
     }
     fn next_event(&self) -> Option<Nanos> {
-        self.done.peek().map(|Reverse((t, ..))| Nanos(*t))
+        let done = self.done.peek().map(|Reverse((t, ..))| *t);
+        match (done, self.next_finish()) {
+            (Some(a), Some(b)) => Some(Nanos(a.min(b))),
+            (a, b) => a.or(b).map(Nanos),
+        }
     }
     fn advance(&mut self, now: Nanos, out: &mut Vec<DevCompletion>) {
+        self.settle(now.0);
         while let Some(&Reverse((t, _, hw, id, wbytes))) = self.done.peek() {
             if t > now.0 {
                 break;
@@ -658,13 +706,12 @@ impl DeviceModel for FittedModel {
         }
     }
     fn outstanding(&self) -> u32 {
-        self.done.len() as u32
+        (self.serving.len() + self.done.len() + self.flushes.len()) as u32
     }
     fn stats(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("completed", self.completed),
             ("sequential", self.sequential),
-            ("units", self.fit.units as u64),
         ]
     }
 }
@@ -672,6 +719,14 @@ impl DeviceModel for FittedModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A block number scattered over the device (splitmix64's finalizer).
+    fn mix(x: u64) -> u64 {
+        let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
 
     fn m(name: &str, op: &str, bs: u64, iodepth: u32, iops: f64, mean_us: f64) -> Measure {
         Measure {
@@ -695,19 +750,10 @@ mod tests {
     }
 
     /// One read at a time, the fitted model's latencies have the measured mean and 99th
-    /// percentile: the device's own variation, not only its units' collisions.
+    /// percentile: the device's own variation.
     #[test]
     fn one_read_at_a_time_has_the_measured_mean_and_tail() {
-        // Deeper queues reach 40K IOPS, so the front end (25 us a command) is not what
-        // bounds one read at a time.
-        let mut p = serial();
-        for m in p
-            .measure
-            .iter_mut()
-            .filter(|m| m.name.starts_with("randread_4k_qd") && m.iodepth > 1)
-        {
-            m.iops = m.iops.max(40_000.0);
-        }
+        let p = serial();
         let mut model = FittedModel::new(&p, "p.toml", SimRng::new(7)).unwrap();
         let r4 = p.get("randread_4k_qd1").unwrap();
         assert!(model.fit().spread > 0.2 && model.fit().spread < 0.3);
@@ -768,57 +814,137 @@ mod tests {
     }
 
     #[test]
-    fn a_serial_device_fits_one_unit_and_the_line_through_its_sizes() {
+    fn a_serial_device_gains_nothing_from_depth_and_fits_the_line_through_its_sizes() {
         let f = serial().fit("x").unwrap();
-        assert_eq!(f.units, 1, "{f:?}");
+        assert_eq!(f.speedup, vec![(1, 1.0), (4, 1.0), (16, 1.0)], "{f:?}");
+        assert_eq!(f.speedup_at(8), 1.0);
         // 100 us at 4 KiB, 200 us at 128 KiB: 100 us per 124 KiB.
         let per_byte = 100_000.0 / (124.0 * 1024.0);
         assert!((f.read_ns_per_byte - per_byte).abs() < 1e-9, "{f:?}");
         assert!((f.read_base_ns - (100_000.0 - 4096.0 * per_byte)).abs() < 1e-6);
-        assert!(
-            (f.command_ns - 100_000.0).abs() < 1e-6,
-            "the best IOPS reached: {f:?}"
-        );
         // No writes measured: writes as reads, no flush cost.
         assert_eq!(f.write_base_ns, f.read_base_ns);
         assert_eq!(f.flush_ns, 0.0);
     }
 
-    /// A device whose IOPS grow more slowly with depth than any one unit count gives (this
-    /// machine's virtio disk, 2026-11-29: 40 us alone, 45.5K IOPS at depth 4, 74.1K at 16,
-    /// 87.6K at 64) gets the count that misses no depth by much: 3, where the median of
-    /// each depth's own count (2 at depth 4, 4 at 16) put 4 and depth 4 came out 44% over.
-    #[test]
-    fn the_unit_count_misses_no_measured_depth_by_much() {
+    /// This machine's virtio disk (2026-11-29): 37.7 us alone, 53.2 us with 2 in flight,
+    /// 79.6 with 4, 118.6 with 8, 200.9 with 16, 672.9 with 64.
+    fn vda() -> Profile {
         let mut p = serial();
         p.measure = vec![
-            m("randread_4k_qd1", "read", 4096, 1, 18_547.0, 39.6),
+            m("randread_4k_qd1", "read", 4096, 1, 19_487.0, 37.68),
             m("randread_128k_qd1", "read", 128 << 10, 1, 6_602.0, 131.3),
             m("read_128k_qd1", "read", 128 << 10, 1, 6_435.0, 135.7),
-            m("randread_4k_qd4", "read", 4096, 4, 45_521.0, 81.8),
-            m("randread_4k_qd16", "read", 4096, 16, 74_127.0, 211.9),
-            m("randread_4k_qd64", "read", 4096, 64, 87_567.0, 727.5),
+            m("randread_4k_qd2", "read", 4096, 2, 32_303.0, 53.19),
+            m("randread_4k_qd4", "read", 4096, 4, 46_665.0, 79.60),
+            m("randread_4k_qd8", "read", 4096, 8, 64_867.0, 118.58),
+            m("randread_4k_qd16", "read", 4096, 16, 78_133.0, 200.94),
+            m("randread_4k_qd64", "read", 4096, 64, 94_644.0, 672.90),
             m("read_1m_qd16", "read", 1 << 20, 16, 1_500.0, 10_000.0),
         ];
+        p
+    }
+
+    /// `n` readers that each submit again the moment their read completes, on the model:
+    /// the mean latency in us.
+    fn closed_loop_mean_us(model: &mut FittedModel, n: u64) -> f64 {
+        let mut out = Vec::new();
+        let (mut sum, mut count, mut id) = (0u64, 0u64, 0u64);
+        let mut issued_at = std::collections::HashMap::new();
+        let read = |id: u64| Cmd {
+            id,
+            op: ReqOp::Read,
+            sector: mix(id) % (1 << 20) * 8,
+            nr_sectors: 8,
+            fua: false,
+        };
+        for _ in 0..n {
+            model.submit(0, read(id), Nanos(0));
+            issued_at.insert(id, 0u64);
+            id += 1;
+        }
+        while count < 20_000 {
+            let t = model.next_event().expect("reads in flight");
+            out.clear();
+            model.advance(t, &mut out);
+            for c in &out {
+                sum += t.0 - issued_at.remove(&c.id).expect("issued");
+                count += 1;
+                model.submit(0, read(id), t);
+                issued_at.insert(id, t.0);
+                id += 1;
+            }
+        }
+        sum as f64 / count as f64 / 1e3
+    }
+
+    /// The commands in flight share the device as the measurements say: each depth's reads
+    /// take the measured mean, the depths between them in proportion.
+    #[test]
+    fn each_measured_depth_takes_its_measured_time() {
+        let p = vda();
         let f = p.fit("x").unwrap();
-        assert_eq!(f.units, 3, "{f:?}");
+        assert!(
+            (f.speedup_at(2) - 2.0 * 37.68 / 53.19).abs() < 1e-9,
+            "{f:?}"
+        );
+        let c12 = f.speedup_at(12);
+        assert!(c12 > f.speedup_at(8) && c12 < f.speedup_at(16), "{f:?}");
+        assert_eq!(f.speedup_at(128), f.speedup_at(64));
         for m in p
             .measure
             .iter()
             .filter(|m| m.name.starts_with("randread_4k_qd"))
         {
-            if m.iodepth == 1 {
-                continue;
-            }
-            let model = closed_loop_iops(f.units, m.iodepth, 39_600.0, f.command_ns);
-            let ratio = model / m.iops;
+            let mut model = FittedModel::new(&p, "p.toml", SimRng::new(3)).unwrap();
+            let mean = closed_loop_mean_us(&mut model, m.iodepth as u64);
             assert!(
-                (0.8..1.3).contains(&ratio),
-                "depth {}: {model:.0} against {}",
+                (mean / m.mean_us - 1.0).abs() < 0.03,
+                "depth {}: {mean:.1} us against {}",
                 m.iodepth,
-                m.iops
+                m.mean_us
             );
         }
+    }
+
+    /// A flush completes after every write submitted before it, and then takes what the
+    /// profile's fsync added; a read does not wait for it.
+    #[test]
+    fn a_flush_waits_for_the_writes_before_it() {
+        let mut p = vda();
+        p.writes = true;
+        p.measure.extend([
+            m("randwrite_4k_qd1", "write", 4096, 1, 10_000.0, 50.0),
+            m("randwrite_128k_qd1", "write", 128 << 10, 1, 5_000.0, 150.0),
+            m("write_128k_qd1", "write", 128 << 10, 1, 6_000.0, 120.0),
+            m("write_1m_qd16", "write", 1 << 20, 16, 1_000.0, 16_000.0),
+            // 1/4000 s a write and its fsync: 200 us on top of the 50 us write.
+            m("randwrite_4k_qd1_fsync", "write", 4096, 1, 4_000.0, 50.0),
+        ]);
+        let mut model = FittedModel::new(&p, "p.toml", SimRng::new(5)).unwrap();
+        assert_eq!(model.fit().flush_ns, 200_000.0);
+        let cmd = |id, op, nr_sectors| Cmd {
+            id,
+            op,
+            sector: id * 1024,
+            nr_sectors,
+            fua: false,
+        };
+        model.submit(0, cmd(1, ReqOp::Write, 256), Nanos(0));
+        model.submit(0, cmd(2, ReqOp::Flush, 0), Nanos(1_000));
+        model.submit(0, cmd(3, ReqOp::Read, 8), Nanos(2_000));
+        let mut at = std::collections::HashMap::new();
+        let mut out = Vec::new();
+        while let Some(t) = model.next_event() {
+            out.clear();
+            model.advance(t, &mut out);
+            for c in &out {
+                at.insert(c.id, t.0);
+            }
+        }
+        assert!(at[&3] < at[&1], "the read passes the write: {at:?}");
+        assert_eq!(at[&2], at[&1] + 200_000, "{at:?}");
+        assert_eq!(model.outstanding(), 0);
     }
 
     #[test]
@@ -870,7 +996,7 @@ mod tests {
             Nanos(0),
         );
         let mut finished = Vec::new();
-        port.advance(Nanos(u64::MAX / 2), &mut finished);
+        port.advance(Nanos(1 << 40), &mut finished);
         assert_eq!(finished.len(), 2);
         for f in finished {
             port.raise(f);
@@ -881,13 +1007,13 @@ mod tests {
         // DEV_RESOURCE, whose re-run would need a completion.
         assert_eq!(port.busy(0), BlkStatus::Resource);
         assert_eq!(port.accept(0, RqId(2), 128 << 10), Accept::Take);
-        port.deliver(0, write(2), Nanos(0));
+        port.deliver(0, write(2), Nanos(1 << 40));
         assert_eq!(port.busy(0), BlkStatus::DevResource);
         // One larger than the ring (1 MiB: 258 descriptors) takes all of it once it is empty,
         // rather than waiting for room that never comes.
         assert_eq!(port.accept(0, RqId(4), 1 << 20), Accept::NoRoom);
         let mut finished = Vec::new();
-        port.advance(Nanos(u64::MAX / 2), &mut finished);
+        port.advance(Nanos(1 << 41), &mut finished);
         for f in finished {
             port.raise(f);
         }
