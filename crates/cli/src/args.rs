@@ -512,7 +512,7 @@ mod tests {
 #[derive(Args, Debug)]
 #[command(
     after_help = "The job file holds fio options both stacks accept (no filename or ioscheduler: twin sets them). Each repeat runs every scheduler in both stacks, alternating the order; the device's scheduler and its tunables are restored on every exit, Ctrl-C included. An effect is the metric under a scheduler divided by the metric under none in the same stack and repeat; the table gives the median and the range over repeats.",
-    group(clap::ArgGroup::new("what").required(true).args(["jobfile", "suite"]))
+    group(clap::ArgGroup::new("what").required(true).args(["jobfile", "suite", "resim"]))
 )]
 pub struct TwinArgs {
     /// The fio job file
@@ -522,8 +522,8 @@ pub struct TwinArgs {
     #[arg(long, value_name = "DIR")]
     pub suite: Option<PathBuf>,
     /// The block device, or a file on one (its disk's scheduler is the kernel's side)
-    #[arg(long)]
-    pub filename: PathBuf,
+    #[arg(long, required_unless_present = "resim")]
+    pub filename: Option<PathBuf>,
     /// Schedulers to compare (none is always run, as the baseline); default
     /// mq-deadline,kyber,bfq. With --suite: only these, in the workloads that list them
     #[arg(long, value_delimiter = ',')]
@@ -546,6 +546,17 @@ pub struct TwinArgs {
     /// The profile --sim fits its model to (mqblk profile --output=FILE); implies --sim
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
+    /// Run only the simulator's stack of a saved result again (mqblk twin ...
+    /// --output-format=json, one job file or a suite), on the model fitted to --profile, and
+    /// judge it against the kernel's figures saved there: no device, no root. Give the saved
+    /// run's --sched tunables too
+    #[arg(
+        long,
+        value_name = "SAVED.json",
+        requires = "profile",
+        conflicts_with_all = ["jobfile", "suite", "filename", "schedulers", "fio", "sim"]
+    )]
+    pub resim: Option<PathBuf>,
     /// normal (a table) or json
     #[arg(long = "output-format", default_value = "normal", value_parser = ["normal", "json"])]
     pub output_format: String,

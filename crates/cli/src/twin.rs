@@ -1,5 +1,6 @@
-//! `mqblk twin`: the options to [`mqblk_twin::TwinOptions`], the run interruptible by
-//! SIGINT/SIGTERM, the report printed as a table or JSON.
+//! `mqblk twin`: the options to [`mqblk_twin::TwinOptions`] (or, with `--resim`,
+//! [`mqblk_twin::ResimOptions`]), the run interruptible by SIGINT/SIGTERM, the report printed
+//! as a table or JSON.
 
 use crate::args::TwinArgs;
 use std::sync::atomic::AtomicBool;
@@ -21,19 +22,35 @@ pub fn main(a: TwinArgs) -> i32 {
             return 2;
         }
     };
-    let opts = mqblk_twin::TwinOptions {
-        jobfile: a.jobfile,
-        suite: a.suite,
-        filename: a.filename,
-        schedulers: a.schedulers,
-        repeats: a.repeats,
-        tunables: a.tunables,
-        fio: a.fio,
-        sim: a.sim || a.profile.is_some(),
-        profile: a.profile,
-        mqblk,
+    let result = match (a.resim, a.profile, a.filename) {
+        (Some(saved), Some(profile), _) => mqblk_twin::resim(
+            &mqblk_twin::ResimOptions {
+                saved,
+                profile,
+                tunables: a.tunables,
+                mqblk,
+            },
+            &stop,
+        ),
+        (_, profile, Some(filename)) => mqblk_twin::run(
+            &mqblk_twin::TwinOptions {
+                jobfile: a.jobfile,
+                suite: a.suite,
+                filename,
+                schedulers: a.schedulers,
+                repeats: a.repeats,
+                tunables: a.tunables,
+                fio: a.fio,
+                sim: a.sim || profile.is_some(),
+                profile,
+                mqblk,
+            },
+            &stop,
+        ),
+        // clap requires --filename without --resim, and --profile with it.
+        _ => unreachable!("mqblk twin: --filename or --resim with --profile"),
     };
-    match mqblk_twin::run(&opts, &stop) {
+    match result {
         Ok(outcome) if a.output_format == "json" => {
             match serde_json::to_string_pretty(&outcome.json()) {
                 Ok(s) => {

@@ -480,7 +480,7 @@ fn twin_sim_adds_the_fitted_models_prediction() {
     assert!(profile.contains("writes = false"), "{profile}");
     assert_eq!(
         profile.matches("[[measure]]").count(),
-        7,
+        9,
         "reads only: {profile}"
     );
     let _ = std::fs::remove_file(made);
@@ -511,4 +511,136 @@ fn twin_sim_adds_the_fitted_models_prediction() {
         "{err}"
     );
     assert_eq!(l.scheduler(), "mq-deadline");
+}
+
+/// A saved result's kernel and mqblk runs, a fake simulator run among them.
+fn saved_runs() -> serde_json::Value {
+    let fig = |iops: f64, p99: f64| {
+        serde_json::json!([{"job": "r", "dir": "read", "iops": iops, "bw_kib": iops * 4.0,
+            "clat_mean_us": 50.0, "clat_p50_us": 45.0, "clat_p99_us": p99}])
+    };
+    serde_json::json!([
+        [0, "kernel", "none", fig(1000.0, 100.0)],
+        [0, "kernel", "bfq", fig(800.0, 200.0)],
+        [0, "mqblk", "none", fig(1000.0, 100.0)],
+        [0, "mqblk", "bfq", fig(900.0, 150.0)],
+        [0, "sim", "none", fig(1.0, 1.0)],
+        [0, "sim", "bfq", fig(1000.0, 1000.0)],
+    ])
+}
+
+/// `--resim`: a saved result's simulator stack runs again on a profile given now and is
+/// judged against the kernel's saved figures, as one job file's report and as a suite's;
+/// no device and no root. A file that is not a saved result, a job file no longer there
+/// and a missing --profile get one line.
+#[test]
+fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
+    let dir = std::env::temp_dir().join(format!("mqblk-resim-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("ssd.toml");
+    let o = mqblk(&[
+        "profile",
+        "--device=ssd",
+        "--quick",
+        &format!("--output={}", profile.display()),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let job = dir.join("r.fio");
+    std::fs::write(
+        &job,
+        "[r]\nrw=randread\nbs=4k\niodepth=4\nsize=64m\nruntime=100ms\ntime_based\n",
+    )
+    .unwrap();
+    let report = serde_json::json!({
+        "jobfile": job.display().to_string(), "filename": "/dev/x", "disk": "x",
+        "repeats": 1, "schedulers": ["none", "bfq"], "runs": saved_runs(),
+        "effects": [], "shares": [],
+    });
+    let one = dir.join("one.json");
+    std::fs::write(&one, report.to_string()).unwrap();
+    let with_profile = format!("--profile={}", profile.display());
+    let o = mqblk(&[
+        "twin",
+        &format!("--resim={}", one.display()),
+        &with_profile,
+        "--output-format=json",
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("[2/2] r.fio repeat 1 bfq through the simulator"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "{v}");
+    let sim_none = runs
+        .iter()
+        .find(|r| r[1] == "sim" && r[2] == "none")
+        .unwrap();
+    assert!(
+        sim_none[3][0]["iops"].as_f64().unwrap() > 1000.0,
+        "the saved simulator runs are replaced: {sim_none}"
+    );
+    let e = v["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["metric"] == "iops")
+        .unwrap();
+    assert_eq!(e["kernel"]["median"].as_f64().unwrap(), 0.8, "{e}");
+    assert_eq!(e["mqblk"]["median"].as_f64().unwrap(), 0.9, "{e}");
+    let sim = e["sim"]["median"].as_f64().unwrap();
+    assert!(sim > 0.5 && sim < 1.5, "a reader alone under bfq: x{sim}");
+
+    // A suite: its rows judged again, the simulator's counted.
+    let suite = dir.join("suite.json");
+    std::fs::write(
+        &suite,
+        serde_json::json!({"rows": [], "summary": {}, "workloads": [report]}).to_string(),
+    )
+    .unwrap();
+    let o = mqblk(&[
+        "twin",
+        &format!("--resim={}", suite.display()),
+        &with_profile,
+        "--output-format=json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["summary"]["rows"], 2, "iops and p99 judged: {v}");
+    assert_eq!(v["sim_summary"]["rows"], 2, "{v}");
+    assert!(v["rows"][0]["sim_verdict"].is_string(), "{v}");
+
+    // Bad input, one line each.
+    let one_line = |args: &[&str], want: &str| {
+        let o = mqblk(args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(want) && err.trim_end().lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    };
+    let junk = dir.join("junk.json");
+    std::fs::write(&junk, "{\"jobs\": []}").unwrap();
+    one_line(
+        &[
+            "twin",
+            &format!("--resim={}", junk.display()),
+            &with_profile,
+        ],
+        "not a result of mqblk twin --output-format=json",
+    );
+    std::fs::remove_file(&job).unwrap();
+    one_line(
+        &["twin", &format!("--resim={}", one.display()), &with_profile],
+        "r.fio: no such job file",
+    );
+    one_line(
+        &["twin", &format!("--resim={}", one.display())],
+        "--profile",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,13 +9,15 @@
 //! guard restores them when the run ends, fails or is interrupted (SIGINT/SIGTERM stop the
 //! child and end the run).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+mod resim;
 mod suite;
+pub use resim::{resim, ResimOptions};
 pub use suite::{Suite, MANIFEST};
 
 /// What a twin invocation runs: `mqblk twin`'s options.
@@ -373,7 +375,7 @@ fn figures(json: &[u8], who: &str) -> Result<Vec<Figures>, String> {
 }
 
 /// Which stack a run went through.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Stack {
     Kernel,
@@ -573,17 +575,8 @@ impl Twin<'_> {
                 }
             }
             Stack::Sim => {
-                // Virtual time: the jobs as written (their cgroups too) on the fitted
-                // model, the kernel's CPU costs charged, a seed per repeat.
                 let profile = self.profile.as_ref().expect("a profile for the sim stack");
-                cmd = Command::new(&a.mqblk);
-                cmd.args(["sim", "--output-format=json", "--cost-profile=kernel"])
-                    .arg(format!("--device=profile:{}", profile.display()))
-                    .arg(format!("--seed={}", repeat + 1))
-                    .arg(format!("--ioscheduler={sched}"));
-                for (_, k, v) in tunables_for(tunables, sched) {
-                    cmd.arg(format!("--sched.{k}={v}"));
-                }
+                cmd = sim_command(&a.mqblk, profile, repeat, sched, tunables);
             }
         }
         cmd.arg(&jobfile);
@@ -630,18 +623,13 @@ impl Twin<'_> {
                 }
             }
         }
-        let effects = effects(&runs, scheds);
-        let shares = shares(&runs, scheds);
-        Ok(Report {
-            jobfile: jobfile.display().to_string(),
-            filename: self.a.filename.display().to_string(),
-            disk: self.disk.name(),
-            repeats: self.a.repeats,
-            schedulers: scheds.to_vec(),
-            runs,
-            effects,
-            shares,
-        })
+        let about = (
+            jobfile.display().to_string(),
+            self.a.filename.display().to_string(),
+            self.disk.name(),
+            self.a.repeats,
+        );
+        Ok(Report::of_runs(about, scheds.to_vec(), runs))
     }
 }
 
@@ -703,6 +691,28 @@ pub struct Report {
     /// Each job's part of the run's total bandwidth, by scheduler: how a scheduler splits
     /// the device between jobs (weights, classes), which effects over `none` do not show.
     shares: Vec<Share>,
+}
+
+impl Report {
+    /// A report of `runs` under `schedulers` (`none` among them), with the effects and
+    /// shares they show; `about` is (job file, file or device, disk, repeats).
+    fn of_runs(
+        about: (String, String, String, u32),
+        schedulers: Vec<String>,
+        runs: Vec<(u32, Stack, String, Vec<Figures>)>,
+    ) -> Report {
+        let (jobfile, filename, disk, repeats) = about;
+        Report {
+            effects: effects(&runs, &schedulers),
+            shares: shares(&runs, &schedulers),
+            jobfile,
+            filename,
+            disk,
+            repeats,
+            schedulers,
+            runs,
+        }
+    }
 }
 
 /// A job's part of the total bandwidth of its runs under one scheduler.
@@ -829,6 +839,27 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
     } else {
         Outcome::One(reports.pop().expect("one job file, one report"))
     })
+}
+
+/// The simulator's run of a job file (appended by the caller) for `repeat` under `sched`:
+/// virtual time, the jobs as written (their cgroups too) on the model fitted to `profile`,
+/// the kernel's CPU costs charged, a seed per repeat.
+fn sim_command(
+    mqblk: &Path,
+    profile: &Path,
+    repeat: u32,
+    sched: &str,
+    tunables: &[(String, String, String)],
+) -> Command {
+    let mut cmd = Command::new(mqblk);
+    cmd.args(["sim", "--output-format=json", "--cost-profile=kernel"])
+        .arg(format!("--device=profile:{}", profile.display()))
+        .arg(format!("--seed={}", repeat + 1))
+        .arg(format!("--ioscheduler={sched}"));
+    for (_, k, v) in tunables_for(tunables, sched) {
+        cmd.arg(format!("--sched.{k}={v}"));
+    }
+    cmd
 }
 
 /// Effects over `none`, paired by repeat and stack.
