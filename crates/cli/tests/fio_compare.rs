@@ -1132,3 +1132,73 @@ fn per_command_priorities_go_to_the_ios_fio_gives_them() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// What writes carry is fio's own, byte for byte: random data refilled per write, data
+/// that compresses by a share of each chunk, buffers that repeat earlier ones (the
+/// previous stream or a working set), a pattern and zeroes, with one buffer or several in
+/// flight. By default fio also marks each 512-byte block with the write's offset and time
+/// (`scramble_buffers`), so there only those bytes may differ.
+#[test]
+fn written_buffers_carry_fios_own_data() {
+    if !have_fio("written_buffers_carry_fios_own_data") {
+        return;
+    }
+    let dir = scratch("buffers");
+    let cases: [&[&str]; 8] = [
+        &["--refill_buffers=1", "--scramble_buffers=0"],
+        &["--buffer_compress_percentage=50"],
+        &["--dedupe_percentage=30", "--refill_buffers=1"],
+        &[
+            "--dedupe_percentage=30",
+            "--dedupe_mode=working_set",
+            "--refill_buffers=1",
+        ],
+        &[
+            "--buffer_compress_percentage=40",
+            "--buffer_compress_chunk=4k",
+            "--dedupe_percentage=20",
+        ],
+        &[
+            "--ioengine=io_uring",
+            "--direct=1",
+            "--iodepth=8",
+            "--dedupe_percentage=50",
+            "--refill_buffers=1",
+        ],
+        &["--buffer_pattern=0xdeadbeef", "--scramble_buffers=0"],
+        &["--zero_buffers=1"],
+    ];
+    let write = |tool: &str, path: &Path, case: &[&str]| {
+        let file = format!("--filename={}", path.display());
+        let mut args = vec![
+            "--name=w",
+            "--rw=write",
+            "--bs=4k",
+            "--size=2m",
+            "--ioengine=psync",
+            "--output-format=json",
+            &file,
+        ];
+        args.extend_from_slice(case);
+        run_tool(tool, &args);
+        std::fs::read(path).unwrap()
+    };
+    for (n, case) in cases.iter().enumerate() {
+        let fio = write("fio", &dir.join(format!("fio{n}")), case);
+        let ours = write("bench", &dir.join(format!("mqblk{n}")), case);
+        assert_eq!(fio.len(), 2 << 20, "{case:?}");
+        let first = fio.iter().zip(&ours).position(|(a, b)| a != b);
+        assert!(fio == ours, "{case:?}: first differing byte at {first:?}");
+    }
+    // fio's defaults: the same data but for the scrambled bytes, at most two 8-byte words
+    // and the time's 16 bytes in each 512-byte block.
+    let fio = write("fio", &dir.join("fio-default"), &[]);
+    let ours = write("bench", &dir.join("mqblk-default"), &[]);
+    for (i, (a, b)) in fio.chunks(512).zip(ours.chunks(512)).enumerate() {
+        let differ = a.iter().zip(b).filter(|(x, y)| x != y).count();
+        assert!(differ <= 40, "block {i}: {differ} bytes differ");
+    }
+    let blocks: HashSet<&[u8]> = ours.chunks(4096).collect();
+    assert_eq!(blocks.len(), 512, "every block scrambled apart");
+    let _ = std::fs::remove_dir_all(&dir);
+}

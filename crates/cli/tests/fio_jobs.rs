@@ -210,7 +210,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let bad = dir.join("bad.fio");
     std::fs::write(
         &bad,
-        "[global]\nioengine=libaio\n; a comment\nwrite_hist_log=h\n[a]\nrw=raed\nbs=4k\ndedupe_percentage=2\n",
+        "[global]\nioengine=libaio\n; a comment\nwrite_hist_log=h\n[a]\nrw=raed\nbs=4k\ncpumask=2\n",
     )
     .unwrap();
     let bad = bad.display().to_string();
@@ -223,9 +223,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
         "mqblk bench: {bad}:4: fio option 'write_hist_log'"
     )));
     assert!(lines[1].starts_with(&format!("mqblk bench: {bad}:6: option 'rw': 'raed'")));
-    assert!(lines[2].starts_with(&format!(
-        "mqblk bench: {bad}:8: fio option 'dedupe_percentage'"
-    )));
+    assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'cpumask'")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -337,7 +335,8 @@ fn wait_for_starts_a_job_after_the_named_one_finishes() {
 }
 
 /// `buffer_pattern` writes fio's bytes (each pattern's first 16 bytes as fio 3.33 wrote them
-/// to a file here), and `verify_pattern` is written and checked, with or without a header.
+/// to a file here, without the per-write marks of `scramble_buffers`), and `verify_pattern`
+/// is written and checked, with or without a header.
 #[test]
 fn buffer_and_verify_patterns_write_fios_bytes_and_catch_a_change() {
     let dir = scratch("patterns");
@@ -362,6 +361,7 @@ fn buffer_and_verify_patterns_write_fios_bytes_and_catch_a_change() {
             &f,
             "--size=8k",
             "--rw=write",
+            "--scramble_buffers=0",
             pattern,
         ]);
         assert!(o.status.success(), "{pattern}: {}", text(&o.stderr));

@@ -9,6 +9,7 @@
 use crate::{pin_current_thread, thread_cpu_time, CpuTime, MonotonicClock, SubmitterHandle};
 use crossbeam_utils::CachePadded;
 use mqblk_core::{Bio, BlkStatus, CtxIdx, IoBuf, IoPrio, Nanos, ReqOp, RequestQueue, SECTOR_SHIFT};
+use mqblk_workload::buffers::BufferFiller;
 use mqblk_workload::{verify, Ddir, Exit, Job, JobDriver, JobIo, Next};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +31,8 @@ pub struct RunJob {
     /// (`__iomap_dio_rw`): on a regular file a lone bio leaves the plug through
     /// `blk_mq_plug_issue_direct`, not through `blk_mq_submit_bio`'s busy check.
     pub plug_each: bool,
+    /// What its writes carry, where data moves and the job writes (fio's buffer options).
+    pub buffers: Option<BufferFiller>,
 }
 
 /// Latency samples of one direction, in nanoseconds.
@@ -293,6 +296,7 @@ enum Round {
 struct JobState<'a, S: LatSink> {
     rj: &'a RunJob,
     job: &'a Job,
+    buffers: Option<BufferFiller>,
     driver: JobDriver,
     h: SubmitterHandle,
     sink: S,
@@ -363,9 +367,18 @@ pub fn run_job<S: LatSink>(
         .map_or(0, |d| d.as_millis() as u64);
     let cpu0 = thread_cpu_time();
     sink.sample(0);
+    // fio fills each of a writing job's buffers once as it starts (`init_io_u_buffers`).
+    let mut buffers = rj.buffers.clone();
+    let mut bufs = bufs;
+    if let Some(f) = &mut buffers {
+        for b in &mut bufs {
+            f.fill(b.as_mut_slice());
+        }
+    }
     let mut st = JobState {
         rj,
         job,
+        buffers,
         driver: JobDriver::new(job),
         h,
         sink,
@@ -490,10 +503,13 @@ impl<S: LatSink> JobState<'_, S> {
             .with_issuer(self.rj.issuer, self.rj.group)
             .with_private(self.batches.seq);
         if self.rj.with_data && op.has_data() {
-            let mut buf = self
-                .free_bufs
-                .pop()
-                .unwrap_or_else(|| IoBuf::new(len as usize));
+            let mut buf = self.free_bufs.pop().unwrap_or_else(|| {
+                let mut b = IoBuf::new(len as usize);
+                if let Some(f) = &mut self.buffers {
+                    f.fill(b.as_mut_slice());
+                }
+                b
+            });
             buf.set_len(len as usize);
             if op == ReqOp::Write && self.job.verify {
                 verify::fill_pieces(
@@ -504,8 +520,8 @@ impl<S: LatSink> JobState<'_, S> {
                     self.job.verify_pattern.as_deref(),
                     self.job.verify_interval,
                 );
-            } else if let (ReqOp::Write, Some(p)) = (op, &self.job.buffer_pattern) {
-                verify::fill_pattern(buf.as_mut_slice(), p);
+            } else if let (ReqOp::Write, Some(f)) = (op, &mut self.buffers) {
+                f.before_write(buf.as_mut_slice(), offset, self.now.saturating_sub(self.t0));
             }
             bio = bio.with_buf(buf);
         }

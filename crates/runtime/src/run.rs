@@ -81,8 +81,33 @@ impl Plan {
                 issuer: k as u32 + 1,
                 group: job.join_cgroup(&device.blkcg)?,
                 plug_each: on_file,
+                buffers: None,
                 job,
             });
+        }
+        // What writes carry, where data moves: a working set shared by the run's jobs
+        // (`dedupe_global`) spans every clone's buffer stream, in thread order.
+        let seeds: Vec<&mqblk_workload::pattern::frand::Seeds> =
+            jobs.iter().map(|j| &j.job.seeds).collect();
+        let fillers: Vec<Option<mqblk_workload::buffers::BufferFiller>> = jobs
+            .iter()
+            .enumerate()
+            .map(|(k, j)| {
+                let job = &j.job;
+                (j.with_data && job.rw.does_write()).then(|| {
+                    mqblk_workload::buffers::BufferFiller::new(
+                        &job.buffers,
+                        job.buffer_pattern.as_deref(),
+                        job.verify,
+                        &job.seeds,
+                        job.min_bs[1],
+                        (&seeds, k),
+                    )
+                })
+            })
+            .collect();
+        for (j, f) in jobs.iter_mut().zip(fillers) {
+            j.buffers = f;
         }
         // One registered buffer per I/O any job can have in flight, of the largest block.
         match &mut device.driver {

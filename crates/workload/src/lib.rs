@@ -13,6 +13,7 @@
 //! whose `Display` is a single line naming the file and line (or command-line argument).
 
 pub mod bio;
+pub mod buffers;
 pub mod cmdprio;
 pub mod flow;
 pub mod iolog;

@@ -17,19 +17,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "rw=randread:N always takes the next offset sequentially (fio's default)",
     ),
     // Data and verification.
-    ("refill_buffers", "written data is random; remove the line"),
-    (
-        "scramble_buffers",
-        "written data is random; remove the line",
-    ),
-    (
-        "buffer_compress_percentage",
-        "compressible data is not implemented; remove the line",
-    ),
-    (
-        "dedupe_percentage",
-        "dedupable data is not implemented; remove the line",
-    ),
     // Logs and reporting.
     (
         "write_hist_log",

@@ -135,6 +135,8 @@ pub struct Job {
     /// written buffers.
     pub verify_pattern: Option<Vec<u8>>,
     pub buffer_pattern: Option<Vec<u8>>,
+    /// What its writes carry otherwise (fio's buffer options, fixed up).
+    pub buffers: crate::buffers::BufferPlan,
     /// Read back what the job wrote once its writing ends (`do_verify`).
     pub do_verify: bool,
     /// `verify_backlog` and `verify_backlog_batch` (0: off, and all).
@@ -462,6 +464,11 @@ pub fn resolve(
                 verify_mode: s.verify,
                 verify_pattern: s.verify_pattern.clone(),
                 buffer_pattern: s.buffer_pattern.clone(),
+                buffers: s.buffers.resolved(
+                    s.verify != VerifyMode::None,
+                    set_bytes,
+                    s.sizes_for(Ddir::Write).min().max(1),
+                ),
                 do_verify: s.do_verify,
                 verify_backlog: s.verify_backlog,
                 verify_backlog_batch: s.verify_backlog_batch,

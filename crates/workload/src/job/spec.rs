@@ -451,6 +451,9 @@ pub struct JobSpec {
     /// `buffer_pattern`: the bytes other written buffers repeat.
     pub verify_pattern: Option<Vec<u8>>,
     pub buffer_pattern: Option<Vec<u8>>,
+    /// `zero_buffers`, `refill_buffers`, `scramble_buffers`, `buffer_compress_*`,
+    /// `dedupe_*`: what written buffers carry.
+    pub buffers: crate::buffers::BufferOptions,
     /// Run the verify phase after writing.
     pub do_verify: bool,
     /// `verify_backlog`: read back what was written every this many writes (0: at the
@@ -698,6 +701,7 @@ impl Default for JobSpec {
             verify: VerifyMode::None,
             verify_pattern: None,
             buffer_pattern: None,
+            buffers: Default::default(),
             do_verify: true,
             verify_backlog: 0,
             verify_backlog_batch: 0,
@@ -1033,6 +1037,27 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
     }
     if job.verify == VerifyMode::Pattern && job.verify_pattern.is_none() {
         return Err("verify=pattern needs verify_pattern= (the bytes to write and check)".into());
+    }
+    let b = &job.buffers;
+    if b.dedupe_percentage > 0 && b.dedupe_mode == crate::buffers::DedupeMode::WorkingSet {
+        // fio's `fixup_options`.
+        if job.size.is_none() {
+            return Err(
+                "dedupe_mode=working_set needs size= (its working set is a share of it)".into(),
+            );
+        }
+        if job.nrfiles > 1 {
+            return Err(format!(
+                "dedupe_mode=working_set takes one file per job, not nrfiles={}",
+                job.nrfiles
+            ));
+        }
+        if b.dedupe_working_set_percentage + b.dedupe_percentage > 100 {
+            return Err(format!(
+                "dedupe_percentage={} cannot be reached with dedupe_working_set_percentage={} of the size kept for unique pages (their sum must be at most 100)",
+                b.dedupe_percentage, b.dedupe_working_set_percentage
+            ));
+        }
     }
     if !job.zonemode_strided && (job.zonesize > 0 || job.zonerange > 0 || job.zoneskip > 0) {
         return Err(

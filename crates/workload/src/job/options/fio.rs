@@ -768,6 +768,97 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "zero_buffers",
+        aliases: &[],
+        default: "",
+        help: "Written buffers carry zeroes (and are not scrambled).",
+        kind: Kind::Bool {
+            set: |j, v| j.buffers.zero_buffers = Some(v),
+        },
+    },
+    OptDef {
+        name: "refill_buffers",
+        aliases: &[],
+        default: "",
+        help: "Fill every write's buffer with new data (on by default with buffer_compress_percentage or verify, unless given).",
+        kind: Kind::Bool {
+            set: |j, v| j.buffers.refill_buffers = Some(v),
+        },
+    },
+    OptDef {
+        name: "scramble_buffers",
+        aliases: &[],
+        default: "1",
+        help: "Mark each 512-byte block of a write with its offset and time, so no two writes carry the same blocks (unless refilled, compressed or verified).",
+        kind: Kind::Bool {
+            set: |j, v| j.buffers.scramble_buffers = v,
+        },
+    },
+    OptDef {
+        name: "buffer_compress_percentage",
+        aliases: &[],
+        default: "0",
+        help: "The share of each buffer_compress_chunk that is zeroes (or buffer_pattern), the rest random: data that compresses by that much.",
+        kind: Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.buffers.compress_percentage = v as u32,
+        },
+    },
+    OptDef {
+        name: "buffer_compress_chunk",
+        aliases: &[],
+        default: "512",
+        help: "The size of the chunks buffer_compress_percentage applies to.",
+        kind: Kind::Size {
+            set: |j, v| j.buffers.compress_chunk = v.min(u64::from(u32::MAX)) as u32,
+        },
+    },
+    OptDef {
+        name: "dedupe_percentage",
+        aliases: &[],
+        default: "0",
+        help: "The share of written buffers that repeat earlier data (dedupe_mode says which).",
+        kind: Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.buffers.dedupe_percentage = v as u32,
+        },
+    },
+    OptDef {
+        name: "dedupe_mode",
+        aliases: &[],
+        default: "repeat",
+        help: "Where a repeating buffer's data comes from: repeat (the stream after the last new buffer), working_set (one of dedupe_working_set_percentage of the job's size in pages, drawn at random).",
+        kind: Kind::Enum {
+            values: &["repeat", "working_set"],
+            set: |j, i| {
+                j.buffers.dedupe_mode =
+                    [crate::buffers::DedupeMode::Repeat, crate::buffers::DedupeMode::WorkingSet][i];
+            },
+        },
+    },
+    OptDef {
+        name: "dedupe_working_set_percentage",
+        aliases: &[],
+        default: "5",
+        help: "The working set of dedupe_mode=working_set, as a share of the job's size.",
+        kind: Kind::Int {
+            min: 0,
+            max: 100,
+            set: |j, v| j.buffers.dedupe_working_set_percentage = v as u32,
+        },
+    },
+    OptDef {
+        name: "dedupe_global",
+        aliases: &[],
+        default: "0",
+        help: "The dedupe working set is the run's, spread over every job that sets this, so jobs repeat each other's data.",
+        kind: Kind::Bool {
+            set: |j, v| j.buffers.dedupe_global = v,
+        },
+    },
+    OptDef {
         name: "do_verify",
         aliases: &[],
         default: "1",
