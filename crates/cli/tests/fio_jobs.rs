@@ -979,3 +979,44 @@ fn unlink_removes_only_the_files_the_run_made() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The docs' fio option table is the one `mqblk bench --fio-options` prints from the option
+/// table itself, so it says what this build does with each option: an implemented one
+/// parses, one accepted without effect is noted, a refused one fails with its hint.
+#[test]
+fn the_fio_option_table_in_the_docs_is_what_mqblk_does() {
+    let o = mqblk(&["bench", "--fio-options"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let table = text(&o.stdout);
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/fio-options.md"),
+    )
+    .unwrap();
+    assert!(
+        doc == table,
+        "docs/fio-options.md is not current: run `mqblk bench --fio-options > docs/fio-options.md`"
+    );
+    for (option, value, row) in [
+        ("buffer_compress_percentage", "50", "implemented"),
+        ("nice", "5", "accepted, no effect: "),
+        ("ss", "iops:1%", "refused: steady-state"),
+    ] {
+        assert!(
+            table.contains(&format!("| `{option}` | {row}")),
+            "{option}: {table}"
+        );
+        let arg = format!("--{option}={value}");
+        let o = mqblk(&["bench", "--parse-only", "--name=x", "--ioengine=null", &arg]);
+        let err = text(&o.stderr);
+        match row {
+            "implemented" => assert!(o.status.success(), "{option}: {err}"),
+            r if r.starts_with("accepted") => {
+                assert!(
+                    o.status.success() && err.contains("accepted, no effect"),
+                    "{err}"
+                )
+            }
+            _ => assert_eq!(o.status.code(), Some(2), "{option}: {err}"),
+        }
+    }
+}

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The guides in `docs/`, in the order their blocks run.
-const GUIDES: [&str; 12] = [
+const GUIDES: [&str; 13] = [
     "bench.md",
+    "fio-options.md",
     "twin.md",
     "sim.md",
     "profile.md",

@@ -44,6 +44,10 @@ fn run(args: &[String]) -> Result<i32, CliError> {
         print!("{}", usage());
         return Ok(0);
     }
+    if cl.fio_options {
+        print!("{}", mqblk_workload::fio_option_table());
+        return Ok(0);
+    }
     if let Some(name) = cl.preset.clone() {
         return presets::run(&name, &cl);
     }
@@ -238,6 +242,7 @@ fn usage() -> String {
          \n\
          tool options: --output-format=normal|json|json+  --output=FILE  --dump-sched\n\
          \x20             --parse-only (check the jobs, run nothing)  --plot=DIR (SVG charts)\n\
+         \x20             --fio-options (what mqblk does with each of fio's options)\n\
          \x20             --progress / --no-progress  --preset=NAME ({})  --help\n\
          schedulers:   {}\n\
          \n\

@@ -39,6 +39,8 @@ pub struct CommandLine {
     /// `--parse-only`: check the jobs and the device they describe, run nothing (fio's
     /// `--parse-only`).
     pub parse_only: bool,
+    /// `--fio-options`: print what mqblk does with each of fio's options, run nothing.
+    pub fio_options: bool,
     /// `--plot=DIR`: write SVG charts of each job clone there.
     pub plot: Option<PathBuf>,
     /// `--trace=NAME`: write the run's request events as blktrace files `NAME.blktrace.N`.
@@ -87,8 +89,9 @@ impl CommandLine {
 }
 
 /// The tool's own options, offered as suggestions for misspelled arguments.
-const TOOL_OPTIONS: [&str; 10] = [
+const TOOL_OPTIONS: [&str; 11] = [
     "parse-only",
+    "fio-options",
     "plot",
     "output-format",
     "trace",
@@ -222,6 +225,7 @@ fn tool_option(
         "no-progress" => cl.progress = Some(!flag(key, value, loc)?),
         "help" => cl.help = flag(key, value, loc)?,
         "parse-only" => cl.parse_only = flag(key, value, loc)?,
+        "fio-options" => cl.fio_options = flag(key, value, loc)?,
         "plot" => cl.plot = Some(PathBuf::from(required(key, value, loc)?)),
         _ => return Ok(false),
     }
