@@ -264,6 +264,10 @@ impl ModelPort {
         self.stats.timeouts += 1;
         self.finish_one(hw as usize, id);
         done.complete(id, BlkStatus::Timeout);
+        if self.ring.is_some() {
+            // Its descriptors are free: a queue stopped for the lack of room runs again.
+            done.start_stopped_queues();
+        }
         true
     }
 
