@@ -35,6 +35,8 @@ enum Op {
     Write,
     Trim,
     Sync,
+    /// fio's `fdatasync=N` flush.
+    Datasync,
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +99,7 @@ fn read_log(path: &Path) -> Vec<Entry> {
                 "write" => Op::Write,
                 "trim" => Op::Trim,
                 "sync" => Op::Sync,
+                "datasync" => Op::Datasync,
                 _ => return None,
             };
             Some(Entry {
@@ -209,7 +212,10 @@ fn fio_trace(job: &Path, dir: &Path, envs: &[(&str, &str)]) -> Vec<Entry> {
 }
 
 fn io(log: &[Entry]) -> Vec<Entry> {
-    log.iter().filter(|e| e.op != Op::Sync).cloned().collect()
+    log.iter()
+        .filter(|e| !matches!(e.op, Op::Sync | Op::Datasync))
+        .cloned()
+        .collect()
 }
 
 /// Shares of each value of `key` among `log`'s reads and writes.
@@ -315,7 +321,7 @@ fn compare_files(s: &JobSpec, fio: &[Entry], ours: &[Entry]) -> Result<(), Strin
         let mut m: BTreeMap<String, (BTreeMap<u64, u32>, usize)> = BTreeMap::new();
         for e in l {
             let slot = m.entry(e.file.clone()).or_default();
-            if e.op == Op::Sync {
+            if matches!(e.op, Op::Sync | Op::Datasync) {
                 slot.1 += 1;
             } else {
                 *slot.0.entry(e.offset).or_default() += 1;
@@ -428,12 +434,14 @@ fn compare(s: &JobSpec, fio: &[Entry], ours: &[Entry]) -> Result<(), String> {
             ));
         }
     }
-    if count(fio, Op::Sync) != count(ours, Op::Sync) {
-        return Err(format!(
-            "{} syncs by fio, {} by mqblk",
-            count(fio, Op::Sync),
-            count(ours, Op::Sync)
-        ));
+    for op in [Op::Sync, Op::Datasync] {
+        if count(fio, op) != count(ours, op) {
+            return Err(format!(
+                "{} {op:?} by fio, {} by mqblk",
+                count(fio, op),
+                count(ours, op)
+            ));
+        }
     }
     // The mix, and the sizes.
     close_shares("op", &shares(fio, |e| e.op), &shares(ours, |e| e.op), 0.03)?;

@@ -15,7 +15,7 @@ impl JobIo {
         let op = match self.kind {
             IoKind::Read => ReqOp::Read,
             IoKind::Write => ReqOp::Write,
-            IoKind::Flush => ReqOp::Flush,
+            IoKind::Flush | IoKind::Datasync => ReqOp::Flush,
             IoKind::Trim => ReqOp::Discard,
         };
         let flags = match (self.sync, op) {

@@ -67,6 +67,7 @@ pub fn render(clones: &[CloneLog]) -> String {
                 IoKind::Read => "read",
                 IoKind::Write => "write",
                 IoKind::Flush => "sync",
+                IoKind::Datasync => "datasync",
                 IoKind::Trim => "trim",
             };
             let name = &names[(e.file as usize).min(names.len().saturating_sub(1))];

@@ -23,6 +23,9 @@ pub enum IoKind {
     Write,
     /// A cache flush (`fsync=N`, `end_fsync`).
     Flush,
+    /// A cache flush fio issues as `fdatasync` (`fdatasync=N`): the same flush to the
+    /// block layer, logged as `datasync`.
+    Datasync,
     /// A discard (`rw=trim`, `randtrim`, `trimwrite`).
     Trim,
 }
@@ -186,6 +189,7 @@ pub struct JobDriver {
     /// (`last_usec`).
     poisson: Option<Box<[(FRand, u64, u64); 3]>>,
     fsync: u64,
+    fdatasync: u64,
     end_fsync: bool,
     verify_pass: bool,
     direct: bool,
@@ -196,8 +200,10 @@ pub struct JobDriver {
     issued: u64,
     /// `issued` when the current pass began.
     pass_start: u64,
-    writes_since_sync: u64,
-    flush_due: bool,
+    /// Writes issued, which `fsync` and `fdatasync` count (fio's `io_issues[DDIR_WRITE]`).
+    writes_issued: u64,
+    /// The flush due before the next I/O, if one is.
+    flush_due: Option<IoKind>,
     /// With a verify pass: one bit per grid block the main phase wrote.
     written: Vec<u64>,
     verify_at: u64,
@@ -337,6 +343,7 @@ impl JobDriver {
                 }))
             }),
             fsync: job.fsync,
+            fdatasync: job.fdatasync,
             end_fsync: job.end_fsync,
             verify_pass,
             direct: job.direct,
@@ -344,8 +351,8 @@ impl JobDriver {
             phase: Phase::Main,
             issued: 0,
             pass_start: 0,
-            writes_since_sync: 0,
-            flush_due: false,
+            writes_issued: 0,
+            flush_due: None,
             verify_at: 0,
             write_order: (verify_pass && in_write_order).then(Vec::new),
             drained: false,
@@ -424,7 +431,7 @@ impl JobDriver {
                     kind: io.kind,
                     file: io.file,
                     // fio logs a flush at the offset of the write before it.
-                    offset: if io.kind == IoKind::Flush {
+                    offset: if matches!(io.kind, IoKind::Flush | IoKind::Datasync) {
                         self.last_write
                     } else {
                         rel
@@ -544,9 +551,12 @@ impl JobDriver {
                     // A flush `fsync=N` made due goes before the next I/O; once the job has
                     // issued all it will, none follows (fio checks the end first, so its last
                     // `fsync=N` never comes; `end_fsync` is the one that does).
-                    if std::mem::take(&mut self.flush_due) {
+                    if let Some(kind) = self.flush_due.take() {
                         let file = self.gen.pick() as u32;
-                        return Next::Io(self.flush(file));
+                        return Next::Io(JobIo {
+                            kind,
+                            ..self.flush(file)
+                        });
                     }
                     // fio's rate_iops and rate, per direction: the next I/O waits until its
                     // direction is back within both (an I/O and its bytes per their share of
@@ -826,12 +836,14 @@ impl JobDriver {
                     self.backlog.push_back((file as u32, io.offset));
                 }
             }
-            if self.fsync > 0 {
-                self.writes_since_sync += 1;
-                if self.writes_since_sync >= self.fsync {
-                    self.writes_since_sync = 0;
-                    self.flush_due = true;
-                }
+            // fio's `get_rw_ddir`: an fsync at every multiple of `fsync`, else an fdatasync
+            // at every multiple of `fdatasync`.
+            self.writes_issued += 1;
+            let w = self.writes_issued;
+            if self.fsync > 0 && w % self.fsync == 0 {
+                self.flush_due = Some(IoKind::Flush);
+            } else if self.fdatasync > 0 && w % self.fdatasync == 0 {
+                self.flush_due = Some(IoKind::Datasync);
             }
         }
         Some(JobIo {

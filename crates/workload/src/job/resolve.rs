@@ -148,6 +148,8 @@ pub struct Job {
     pub verify_dump: bool,
     /// A flush after every this many writes (`fsync=N`; 0 = never).
     pub fsync: u64,
+    /// `fdatasync`: a flush every this many writes, logged as fio's `datasync`.
+    pub fdatasync: u64,
     /// A flush when the job ends.
     pub end_fsync: bool,
     /// Writes carry `REQ_FUA` (`sync=1` or `sync=dsync`).
@@ -476,6 +478,7 @@ pub fn resolve(
                 verify_fatal: s.verify_fatal,
                 verify_dump: s.verify_dump,
                 fsync: s.fsync,
+                fdatasync: s.fdatasync,
                 end_fsync: s.end_fsync,
                 sync_writes: s.sync_writes,
                 direct: s.direct,

@@ -468,6 +468,9 @@ pub struct JobSpec {
     pub verify_dump: bool,
     /// Issue a flush every this many writes (0 = never).
     pub fsync: u64,
+    /// `fdatasync=N`: the same as fio's `fdatasync` (logged as `datasync`); where both fall
+    /// on the same write, `fsync` goes.
+    pub fdatasync: u64,
     /// Issue a flush at the end of the job.
     pub end_fsync: bool,
     /// `sync=`: writes open the file `O_SYNC`/`O_DSYNC` (`sync`/`1`, `dsync`), which the
@@ -709,6 +712,7 @@ impl Default for JobSpec {
             verify_fatal: false,
             verify_dump: false,
             fsync: 0,
+            fdatasync: 0,
             end_fsync: false,
             sync_writes: false,
             group_reporting: false,

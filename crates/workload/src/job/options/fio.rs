@@ -928,6 +928,17 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "fdatasync",
+        aliases: &[],
+        default: "0",
+        help: "Issue a flush after every this many writes as fio's fdatasync does (0 = never); fsync= goes first where both fall on the same write.",
+        kind: Kind::Int {
+            min: 0,
+            max: u64::MAX,
+            set: |j, v| j.fdatasync = v,
+        },
+    },
+    OptDef {
         name: "end_fsync",
         aliases: &[],
         default: "0",
