@@ -90,6 +90,18 @@ static NO_EFFECT: &[(&str, &str)] = &[
     ),
     ("iomem_align", "I/O buffers are page aligned"),
     ("mem_align", "I/O buffers are page aligned"),
+    (
+        "percentage_sequential",
+        "deprecated in fio 3.33, which ignores it too (percentage_random= sets the mix)",
+    ),
+    (
+        "rwmixcycle",
+        "deprecated in fio 3.33, which ignores it too",
+    ),
+    (
+        "softrandommap",
+        "the random map is always made (fio's fallback when it cannot allocate one)",
+    ),
     ("uid", "jobs run as the user who runs mqblk"),
     ("gid", "jobs run in the group of the user who runs mqblk"),
     (
