@@ -94,10 +94,7 @@ static NO_EFFECT: &[(&str, &str)] = &[
         "percentage_sequential",
         "deprecated in fio 3.33, which ignores it too (percentage_random= sets the mix)",
     ),
-    (
-        "rwmixcycle",
-        "deprecated in fio 3.33, which ignores it too",
-    ),
+    ("rwmixcycle", "deprecated in fio 3.33, which ignores it too"),
     (
         "softrandommap",
         "the random map is always made (fio's fallback when it cannot allocate one)",
