@@ -309,11 +309,35 @@ impl Drop for Cgroups {
     }
 }
 
+/// A direction of I/O, as fio's report names it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    Read,
+    Write,
+}
+
+impl Dir {
+    /// fio's name for it, its report's key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Read => "read",
+            Dir::Write => "write",
+        }
+    }
+}
+
+impl std::fmt::Display for Dir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 /// One job's figures for one direction in one run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Figures {
     job: String,
-    dir: &'static str,
+    dir: Dir,
     iops: f64,
     bw_kib: f64,
     clat_mean_us: f64,
@@ -351,8 +375,8 @@ fn figures(json: &[u8], who: &str) -> Result<Vec<Figures>, String> {
     let mut out = Vec::new();
     for j in jobs {
         let name = j["jobname"].as_str().unwrap_or("?").to_string();
-        for dir in ["read", "write"] {
-            let d = &j[dir];
+        for dir in [Dir::Read, Dir::Write] {
+            let d = &j[dir.name()];
             if d["total_ios"].as_u64().unwrap_or(0) == 0 {
                 continue;
             }
@@ -666,8 +690,7 @@ fn spread(xs: &[f64]) -> Option<Spread> {
 pub struct Effect {
     pub scheduler: String,
     pub job: String,
-    /// `read`, `write` or `trim`.
-    pub dir: &'static str,
+    pub dir: Dir,
     /// `iops`, `bw`, `clat_mean_us`, `clat_p99_us`...
     pub metric: &'static str,
     pub kernel: Option<Spread>,
@@ -875,7 +898,7 @@ fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Ve
         v
     };
     // The (job, direction) pairs the baseline has.
-    let keys: Vec<(String, &'static str)> = runs
+    let keys: Vec<(String, Dir)> = runs
         .iter()
         .filter(|x| x.2 == "none")
         .flat_map(|x| x.3.iter().map(|f| (f.job.clone(), f.dir)))
@@ -907,7 +930,7 @@ fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Ve
                 out.push(Effect {
                     scheduler: s.clone(),
                     job: job.clone(),
-                    dir,
+                    dir: *dir,
                     metric,
                     kernel: spread(&ratios(Stack::Kernel)),
                     mqblk: spread(&ratios(Stack::Mqblk)),

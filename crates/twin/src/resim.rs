@@ -35,37 +35,7 @@ struct SavedReport {
     disk: String,
     repeats: u32,
     schedulers: Vec<String>,
-    runs: Vec<(u32, Stack, String, Vec<SavedFigures>)>,
-}
-
-/// One job's saved figures for one direction in one run ([`Figures`] as saved).
-#[derive(Deserialize)]
-struct SavedFigures {
-    job: String,
-    dir: String,
-    iops: f64,
-    bw_kib: f64,
-    clat_mean_us: f64,
-    clat_p50_us: f64,
-    clat_p99_us: f64,
-}
-
-impl SavedFigures {
-    fn figures(self) -> Result<Figures, String> {
-        let dir = ["read", "write", "trim"]
-            .into_iter()
-            .find(|d| *d == self.dir)
-            .ok_or_else(|| format!("a run of job {} names direction {:?}", self.job, self.dir))?;
-        Ok(Figures {
-            job: self.job,
-            dir,
-            iops: self.iops,
-            bw_kib: self.bw_kib,
-            clat_mean_us: self.clat_mean_us,
-            clat_p50_us: self.clat_p50_us,
-            clat_p99_us: self.clat_p99_us,
-        })
-    }
+    runs: Vec<(u32, Stack, String, Vec<Figures>)>,
 }
 
 /// A saved suite: its workloads' reports (the rows are judged again).
@@ -117,15 +87,7 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let mut runs = Vec::new();
-        for (repeat, stack, sched, figs) in r.runs.into_iter().filter(|x| x.1 != Stack::Sim) {
-            let figs = figs
-                .into_iter()
-                .map(SavedFigures::figures)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("{saved}: {e}"))?;
-            runs.push((repeat, stack, sched, figs));
-        }
+        let mut runs: Vec<_> = r.runs.into_iter().filter(|x| x.1 != Stack::Sim).collect();
         for repeat in 0..r.repeats {
             for sched in &r.schedulers {
                 done += 1;

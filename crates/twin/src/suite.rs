@@ -379,7 +379,7 @@ mod tests {
         let effect = |metric, kernel, mqblk, sim| Effect {
             scheduler: "bfq".into(),
             job: "r".into(),
-            dir: "read",
+            dir: crate::Dir::Read,
             metric,
             kernel,
             mqblk,
