@@ -455,13 +455,15 @@ impl QueueInner {
                 t.event(&TraceEvent::of_rq(TraceAction::Issue, &rq, now));
             }
             let last = i + 1 == ids.len();
-            match self.driver.queue_rq(h, &mut rq, last, now, batch) {
+            let status = self.driver.queue_rq(h, &mut rq, last, now, batch);
+            // Whether this call asked for its queue to be stopped; none carries over.
+            let stop = std::mem::take(&mut batch.stop);
+            match status {
                 BlkStatus::Ok => queued += 1,
                 BlkStatus::Resource | BlkStatus::DevResource if requeue_busy => {
                     // `virtblk_add_req_batch`: `blk_mq_requeue_request` for this one (it
                     // keeps its driver tag, `requeue_request` un-starts it), on with the
                     // next; `queue_rqs` never stops the queue.
-                    batch.stop = false;
                     rq.rq_flags.remove(RqFlags::BUDGET);
                     self.driver.put_budget(h);
                     batch.requeue(id);
@@ -482,7 +484,7 @@ impl QueueInner {
                     rq.rq_flags.remove(RqFlags::BUDGET);
                     self.driver.put_budget(h);
                     needs_resource = status == BlkStatus::Resource;
-                    if std::mem::take(&mut batch.stop) {
+                    if stop {
                         self.stop_for_driver(h);
                     }
                     break;
