@@ -98,9 +98,8 @@ impl Plan {
                     mqblk_workload::buffers::BufferFiller::new(
                         &job.buffers,
                         job.buffer_pattern.as_deref(),
-                        job.verify,
                         &job.seeds,
-                        job.min_bs[1],
+                        job.min_bs[mqblk_workload::Ddir::Write.index()],
                         (&seeds, k),
                     )
                 })

@@ -154,11 +154,7 @@ fn fill_random(buf: &mut [u8], seed: u64) {
 /// `cpy_pattern`, or `memset`.
 fn fill_pattern(buf: &mut [u8], pattern: Option<&[u8]>) {
     match pattern {
-        Some(p) if !p.is_empty() => {
-            for (b, x) in buf.iter_mut().zip(p.iter().cycle()) {
-                *b = *x;
-            }
-        }
+        Some(p) if !p.is_empty() => crate::verify::fill_pattern(buf, p),
         _ => buf.fill(0),
     }
 }
@@ -203,8 +199,6 @@ fn fill_random_percentage(
 pub struct BufferFiller {
     plan: BufferPlan,
     pattern: Option<Vec<u8>>,
-    /// The job verifies: its writes carry verify data, filled elsewhere.
-    verify: bool,
     /// `min_bs` of writes: fio's chunk when compressing or deduplicating.
     min_write: usize,
     buf_state: FRand,
@@ -221,7 +215,6 @@ impl BufferFiller {
     pub fn new(
         plan: &BufferPlan,
         pattern: Option<&[u8]>,
-        verify: bool,
         seeds: &Seeds,
         min_write: u32,
         run: (&[&Seeds], usize),
@@ -236,7 +229,6 @@ impl BufferFiller {
         BufferFiller {
             plan: plan.clone(),
             pattern: pattern.map(<[u8]>::to_vec),
-            verify,
             min_write: min_write.max(1) as usize,
             prev: buf_state.clone(),
             buf_state,
@@ -359,12 +351,10 @@ impl BufferFiller {
 
     /// Before a write of `buf` at byte `offset` goes out at `now_ns`: filled again
     /// (`refill_buffers`), or its 512-byte blocks marked with the offset and the time
-    /// (`scramble_buffers`, fio's `small_content_scramble`), unless the job compresses or
-    /// verifies. A verifying job's data is the verify code's to write.
+    /// (`scramble_buffers`, fio's `small_content_scramble`), unless the job compresses. A
+    /// verifying job's writes carry verify data instead (`verify::fill_pieces`), so it is
+    /// not called for them.
     pub fn before_write(&mut self, buf: &mut [u8], offset: u64, now_ns: u64) {
-        if self.verify {
-            return;
-        }
         if self.plan.refill {
             self.fill(buf);
         } else if self.plan.scramble && self.plan.compress_percentage == 0 {
@@ -397,7 +387,7 @@ mod tests {
     }
 
     fn filler(o: BufferOptions) -> BufferFiller {
-        BufferFiller::new(&plan(o), None, false, &Seeds::default(), 4096, (&[], 0))
+        BufferFiller::new(&plan(o), None, &Seeds::default(), 4096, (&[], 0))
     }
 
     /// fio's defaults: random data, filled once and scrambled per write; each 512-byte
