@@ -130,6 +130,8 @@ fn every_readme_and_guide_command_runs_as_written() {
         "/tmp/data",
         "/tmp/disk.img",
         "/tmp/twin.img",
+        "/tmp/twin-profile.toml",
+        "/tmp/twin.json",
         "/tmp/profile.img",
         "/tmp/readme-nbd.sock",
     ];
