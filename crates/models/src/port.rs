@@ -28,6 +28,9 @@ pub struct ModelInfo {
     pub max_outstanding: u32,
     /// The queue limits its driver declares, with its capacity.
     pub limits: QueueLimits,
+    /// How its driver takes a plug's requests: with a ring (`ring_descriptors`),
+    /// virtio-blk's `virtio_queue_rqs`, which requeues what does not fit.
+    pub queue_rqs: QueueRqs,
 }
 
 impl ModelInfo {
@@ -45,6 +48,11 @@ impl ModelInfo {
             },
             queue_depth: model.queue_depth(),
             max_outstanding: model.max_outstanding().max(1),
+            queue_rqs: if model.ring_descriptors().is_some() {
+                QueueRqs::RequeueBusy
+            } else {
+                QueueRqs::OneByOne
+            },
         }
     }
 
@@ -243,16 +251,6 @@ impl ModelPort {
     pub fn no_room(&self, hw: u16, done: &mut CompletionBatch) -> BlkStatus {
         done.stop_queue();
         self.busy(hw)
-    }
-
-    /// How the driver takes a plug's requests: with a ring, virtio-blk's
-    /// `virtio_queue_rqs`, which requeues what does not fit.
-    pub fn queue_rqs(&self) -> QueueRqs {
-        if self.ring.is_some() {
-            QueueRqs::RequeueBusy
-        } else {
-            QueueRqs::OneByOne
-        }
     }
 
     /// The request timeout of command `id`: a lost command ends here with

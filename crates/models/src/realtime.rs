@@ -150,7 +150,7 @@ impl Driver for RealtimeDriver {
     }
 
     fn queue_rqs(&self) -> QueueRqs {
-        self.st.lock().port.queue_rqs()
+        self.info.queue_rqs
     }
 
     fn holds_requests(&self, hctx: HctxIdx) -> bool {

@@ -418,7 +418,7 @@ impl Driver for SimDriver {
     }
 
     fn queue_rqs(&self) -> QueueRqs {
-        self.st.lock().port.queue_rqs()
+        self.info.queue_rqs
     }
 
     fn holds_requests(&self, hctx: HctxIdx) -> bool {
