@@ -47,8 +47,12 @@ pub fn main(a: TwinArgs) -> i32 {
             },
             &stop,
         ),
-        // clap requires --filename without --resim, and --profile with it.
-        _ => unreachable!("mqblk twin: --filename or --resim with --profile"),
+        // clap requires --filename without --resim, and --profile with it; said in one
+        // line all the same rather than trusted to never happen.
+        _ => {
+            eprintln!("mqblk twin: --filename is needed, or --resim with --profile");
+            return 2;
+        }
     };
     match result {
         Ok(outcome) if a.output_format == "json" => {
