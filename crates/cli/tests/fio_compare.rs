@@ -1213,3 +1213,65 @@ fn written_buffers_carry_fios_own_data() {
     assert_eq!(blocks.len(), 512, "every block scrambled apart");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Steady-state detection as fio 3.33 judges it: a job held to 2000 IOPS by `rate_iops`
+/// reaches `ss=iops:10%` over 3 s when its third sample is in (just under 3 s of fio's run
+/// time, as fio's helper ticks from before the job starts); two clones reporting as one
+/// group reach `iops_slope` after `ss_ramp=1` a second later. Each job's report carries
+/// fio's `steadystate` object with the same window, in bench and sim alike.
+#[test]
+fn steady_state_ends_the_jobs_when_fio_ends_them() {
+    if !have_fio("steady_state_ends_the_jobs_when_fio_ends_them") {
+        return;
+    }
+    let dir = scratch("steadystate");
+    let file = dir.join("ss.fio");
+    std::fs::write(
+        &file,
+        "[global]\nioengine=null\nsize=1g\nbs=4k\nrw=read\ntime_based\nruntime=20\n\
+         [flat]\nrate_iops=2000\nss=iops:10%\nss_dur=3\n\
+         [grp]\nnew_group\nnumjobs=2\ngroup_reporting\nrate_iops=1000\nss=iops_slope:1%\nss_dur=2\nss_ramp=1\n",
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    // Per job: its read runtime (ms) and its steadystate object.
+    let run = |tool: &str| -> Vec<(u64, serde_json::Value)> {
+        let (v, err) = run_tool(tool, &["--output-format=json", &file]);
+        let jobs = v["jobs"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{tool}: {err}"));
+        jobs.iter()
+            .map(|j| {
+                (
+                    j["read"]["runtime"].as_u64().unwrap(),
+                    j["steadystate"].clone(),
+                )
+            })
+            .collect()
+    };
+    let fio = run("fio");
+    assert_eq!(fio.len(), 2, "fio: {fio:?}");
+    for tool in ["bench", "sim"] {
+        let ours = run(tool);
+        assert_eq!(ours.len(), 2, "{tool}: {ours:?}");
+        for ((o, f), want_ms) in ours.iter().zip(&fio).zip([3000, 4000]) {
+            // fio's run ends a little before the whole second (its job starts after its
+            // helper's clock); ours at it.
+            assert!(f.0 > want_ms - 500 && f.0 <= want_ms, "fio: {fio:?}");
+            assert!(o.0.abs_diff(f.0) <= 300, "{tool}: {ours:?} fio {fio:?}");
+            for key in ["ss", "duration", "attained"] {
+                assert_eq!(o.1[key], f.1[key], "{tool} {key}: {ours:?} fio {fio:?}");
+            }
+            let n = f.1["duration"].as_u64().unwrap() as usize;
+            for (mine, theirs) in ["iops", "bw"].map(|k| (&o.1["data"][k], &f.1["data"][k])) {
+                let (mine, theirs) = (mine.as_array().unwrap(), theirs.as_array().unwrap());
+                assert_eq!((mine.len(), theirs.len()), (n, n), "{tool}");
+                for (a, b) in mine.iter().zip(theirs) {
+                    let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
+                    assert!((a / b - 1.0).abs() < 0.01, "{tool}: {ours:?} fio {fio:?}");
+                }
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -999,7 +999,8 @@ fn the_fio_option_table_in_the_docs_is_what_mqblk_does() {
     for (option, value, row) in [
         ("buffer_compress_percentage", "50", "implemented"),
         ("nice", "5", "accepted, no effect: "),
-        ("ss", "iops:1%", "refused: steady-state"),
+        ("ss", "iops:1%", "implemented"),
+        ("write_hist_log", "h", "refused: histogram logs"),
     ] {
         assert!(
             table.contains(&format!("| `{option}` | {row}")),

@@ -30,6 +30,9 @@ pub enum RunError {
     /// The device could not be described or built.
     #[error(transparent)]
     Device(#[from] mqblk_device::DeviceError),
+    /// Steady-state settings that differ within a reporting group.
+    #[error("{0}")]
+    Steady(String),
     /// A job's software queue is not on the device it is run on.
     #[error("job '{job}': no software queue {ctx} on this device")]
     NoCtx {

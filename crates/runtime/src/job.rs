@@ -168,11 +168,31 @@ impl Ends {
     }
 }
 
-/// One job's completions and bytes so far, for the progress display.
+/// One job's completions and bytes so far, for the progress display and fio's
+/// steady-state check, and the check's word to it.
 #[derive(Default)]
 pub struct JobCount {
     ios: AtomicU64,
     bytes: AtomicU64,
+    /// When it started issuing, on the run's clock, plus one (0: not yet).
+    started: AtomicU64,
+    finished: AtomicBool,
+    /// Its steady state was reached: it ends its main phase (fio's
+    /// `fio_mark_td_terminate`).
+    pub steady_stop: AtomicBool,
+}
+
+impl JobCount {
+    /// The job as fio's steady-state check sees it.
+    pub fn steady_sample(&self) -> mqblk_workload::steadystate::Sample {
+        let started = self.started.load(Ordering::Acquire);
+        mqblk_workload::steadystate::Sample {
+            running: started > 0 && !self.finished.load(Ordering::Acquire),
+            started_at: started.saturating_sub(1),
+            ios: self.ios.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Progress {
@@ -182,6 +202,11 @@ impl Progress {
             counts: (0..jobs).map(|_| CachePadded::default()).collect(),
             ..Progress::default()
         }
+    }
+
+    /// Job `slot`'s counts.
+    pub fn count(&self, slot: usize) -> Option<&JobCount> {
+        self.counts.get(slot).map(|c| &**c)
     }
 
     /// Completions and bytes of all jobs so far.
@@ -362,6 +387,9 @@ pub fn run_job<S: LatSink>(
         std::thread::sleep(std::time::Duration::from_nanos(left.min(10_000_000)));
     }
     let t0 = h.now().0;
+    progress.counts[slot]
+        .started
+        .store(t0 + 1, Ordering::Release);
     out.started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -416,6 +444,9 @@ pub fn run_job<S: LatSink>(
         .ends
         .post(job.exit, out.errors > 0 || out.first_error.is_some());
     progress.stonewalls.finish(job);
+    progress.counts[slot]
+        .finished
+        .store(true, Ordering::Release);
     (sink, out)
 }
 
@@ -444,7 +475,10 @@ impl<S: LatSink> JobState<'_, S> {
             } else {
                 self.h.now().0
             };
-            if self.progress.stop.load(Ordering::Relaxed) || self.terminated() {
+            if self.progress.stop.load(Ordering::Relaxed)
+                || self.count.steady_stop.load(Ordering::Relaxed)
+                || self.terminated()
+            {
                 self.driver.stop();
             }
             let depth = self.driver.depth();

@@ -7,9 +7,10 @@ use crate::{
     process_cpu_time, run_job, Completed, CpuTime, JobOutcome, LatSink, MonotonicClock, Progress,
     RunJob,
 };
-use mqblk_core::{IoBuf, RequestQueue};
+use mqblk_core::{Clock, IoBuf, RequestQueue};
 use mqblk_device::{Device, DeviceConfig, DriverConfig};
 use mqblk_workload::logs::JobLogs;
+use mqblk_workload::steadystate::{SteadyMonitor, TICK_NS as STEADY_TICK_NS};
 use mqblk_workload::{Job, JobSpec, JobStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -275,6 +276,8 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
     }
     let progress = Progress::for_jobs(plan.jobs.len());
     progress.stonewalls.set(plan.jobs.iter().map(|j| &j.job));
+    let jobs: Vec<Job> = plan.jobs.iter().map(|j| j.job.clone()).collect();
+    let steady = SteadyMonitor::of_jobs(&jobs).map_err(RunError::Steady)?;
     let start = Barrier::new(plan.jobs.len() + 1);
     let started_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -311,11 +314,39 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             })
             .collect();
         let cpu0 = process_cpu_time();
+        // fio's helper thread starts before the jobs: its ticks count from here.
+        let ticks_from = clock.now().0;
         start.wait();
         let t0 = Instant::now();
         let progress_ref = &progress;
         let ticker =
             show_progress.then(|| scope.spawn(move || progress_line(progress_ref, plan, t0)));
+        // fio's helper thread checks for steady state every second from the start.
+        let steady = steady.map(|mut m| {
+            let clock = clock.clone();
+            scope.spawn(move || {
+                let first = ticks_from;
+                let mut k = 1u64;
+                while !progress_ref.stop.load(Ordering::Acquire) {
+                    let due = first + k * STEADY_TICK_NS;
+                    let now = clock.now().0;
+                    if now < due {
+                        std::thread::sleep(Duration::from_nanos((due - now).min(20_000_000)));
+                        continue;
+                    }
+                    let samples: Vec<_> = (0..plan.jobs.len())
+                        .filter_map(|i| progress_ref.count(i).map(|c| c.steady_sample()))
+                        .collect();
+                    for j in m.tick(now, &samples) {
+                        if let Some(c) = progress_ref.count(j) {
+                            c.steady_stop.store(true, Ordering::Release);
+                        }
+                    }
+                    k += 1;
+                }
+                m
+            })
+        });
         // The interrupt reaches the jobs through their stop flag.
         scope.spawn(move || {
             while !progress_ref.stop.load(Ordering::Acquire) {
@@ -326,7 +357,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
-        let results: Vec<_> = handles
+        let mut results: Vec<_> = handles
             .into_iter()
             .map(|h| h.join().expect("a job thread panicked"))
             .collect();
@@ -335,6 +366,11 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         progress.stop.store(true, Ordering::Release);
         if let Some(t) = ticker {
             let _ = t.join();
+        }
+        if let Some(Ok(m)) = steady.map(|t| t.join()) {
+            for (i, (sink, _)) in results.iter_mut().enumerate() {
+                sink.stats.steadystate = m.report(i);
+            }
         }
         (results, wall, cpu)
     });

@@ -255,6 +255,8 @@ pub fn case_for(
             source,
             kind: kind.into(),
             logs: None,
+            steady: None,
+            group_reporting: false,
         });
     }
     if ext4_clients {

@@ -83,6 +83,8 @@ pub fn from_specs(
             source: Box::new(FioSource::of(job)),
             kind: job.name.clone(),
             logs: job.logs.any().then(|| JobLogs::new(job.logs.clone())),
+            steady: job.steady,
+            group_reporting: job.group_reporting,
         });
     }
     Ok(out)

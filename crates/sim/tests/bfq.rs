@@ -307,27 +307,19 @@ fn no_queue_is_idled_for_its_throughput_while_queues_are_raised() {
 /// A job of `source` on CPU `cpu` for issuer `cpu + 1` in cgroup `group`.
 fn job(name: &str, cpu: u16, qd: u32, group: u32, source: Box<dyn Source>, secs: u64) -> SimJob {
     SimJob {
-        name: name.into(),
-        cpu,
-        iodepth: qd,
-        batch: 1,
-        issuer: cpu as u32 + 1,
         group,
-        ioprio: IoPrio::DEFAULT,
-        start_at: Nanos::ZERO,
-        barrier: 0,
-        exit: Default::default(),
-        after: Vec::new(),
-        limit: Limit {
-            time: Some(Nanos::from_secs(secs)),
-            ..Limit::default()
-        },
-        ramp: Nanos::ZERO,
-        batch_complete_min: 1,
-        batch_complete_max: u32::MAX,
-        source,
-        kind: name.into(),
-        logs: None,
+        ..SimJob::new(
+            name.into(),
+            cpu,
+            qd,
+            cpu as u32 + 1,
+            Limit {
+                time: Some(Nanos::from_secs(secs)),
+                ..Limit::default()
+            },
+            source,
+            name,
+        )
     }
 }
 

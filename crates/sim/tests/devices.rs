@@ -3,7 +3,7 @@
 //! tests check that each model behaves as its datasheet or seed says it should. One test
 //! goes through the whole simulator for the host limit the driver enforces.
 
-use mqblk_core::{IoPrio, Nanos, ReqOp};
+use mqblk_core::{Nanos, ReqOp};
 use mqblk_sim::device::{build, hdd::HddModel, DeviceSpec, Params, MODELS};
 use mqblk_sim::workload::{FioSource, Limit, SimJob};
 use mqblk_sim::{Cmd, DevCompletion, DeviceModel, Sim, SimConfig, SimRng};
@@ -533,36 +533,27 @@ fn raid_completes_on_the_submitting_queue_and_adds_controller_time() {
 #[test]
 fn raid_through_the_simulator_never_exceeds_can_queue() {
     let jobs = (0..8u16)
-        .map(|c| SimJob {
-            name: format!("j{c}"),
-            cpu: c,
-            iodepth: 8,
-            batch: 1,
-            issuer: c as u32 + 1,
-            group: 0,
-            ioprio: IoPrio::DEFAULT,
-            start_at: Nanos::ZERO,
-            barrier: 0,
-            exit: Default::default(),
-            after: Vec::new(),
-            limit: Limit {
-                ios: Some(100),
-                ..Limit::default()
-            },
-            ramp: mqblk_core::Nanos::ZERO,
-            batch_complete_min: 1,
-            batch_complete_max: u32::MAX,
-            source: Box::new(FioSource::new(
-                RwMode::RandRead,
-                100,
-                4096,
-                0,
-                10 << 30,
-                9,
-                0,
-            )),
-            kind: "fio".into(),
-            logs: None,
+        .map(|c| {
+            SimJob::new(
+                format!("j{c}"),
+                c,
+                8,
+                c as u32 + 1,
+                Limit {
+                    ios: Some(100),
+                    ..Limit::default()
+                },
+                Box::new(FioSource::new(
+                    RwMode::RandRead,
+                    100,
+                    4096,
+                    0,
+                    10 << 30,
+                    9,
+                    0,
+                )),
+                "fio",
+            )
         })
         .collect();
     let cfg = SimConfig {

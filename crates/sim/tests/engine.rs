@@ -1,36 +1,25 @@
 //! The engine end to end: runs finish, every bio completes once, the same seed gives the same
 //! result, and the cost model shows what it should.
 
-use mqblk_core::{IoPrio, Nanos};
+use mqblk_core::Nanos;
 use mqblk_sim::driver::{Faults, Plant};
 use mqblk_sim::workload::{FioSource, Limit, SimJob};
 use mqblk_sim::{DeviceSpec, Sim, SimConfig, SimError, SimResult};
 use mqblk_workload::RwMode;
 
 fn fio_job(name: &str, cpu: u16, rw: RwMode, bs: u32, qd: u32, ios: u64, seed: u64) -> SimJob {
-    SimJob {
-        name: name.into(),
+    SimJob::new(
+        name.into(),
         cpu,
-        iodepth: qd,
-        batch: 1,
-        issuer: cpu as u32 + 1,
-        group: 0,
-        ioprio: IoPrio::DEFAULT,
-        start_at: Nanos::ZERO,
-        barrier: 0,
-        exit: Default::default(),
-        after: Vec::new(),
-        limit: Limit {
+        qd,
+        cpu as u32 + 1,
+        Limit {
             ios: Some(ios),
             ..Limit::default()
         },
-        ramp: mqblk_core::Nanos::ZERO,
-        batch_complete_min: 1,
-        batch_complete_max: u32::MAX,
-        source: Box::new(FioSource::new(rw, 100, bs, 0, 256 << 20, seed, 0)),
-        kind: "fio".into(),
-        logs: None,
-    }
+        Box::new(FioSource::new(rw, 100, bs, 0, 256 << 20, seed, 0)),
+        "fio",
+    )
 }
 
 fn cfg(device: &str, sched: &str, cpus: u16) -> SimConfig {

@@ -25,6 +25,7 @@ pub mod pattern;
 pub mod plot;
 pub mod report;
 pub mod stats;
+pub mod steadystate;
 pub mod verify;
 
 pub use bio::CgroupError;

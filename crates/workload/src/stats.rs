@@ -630,6 +630,9 @@ pub struct JobStats {
     pub extra: serde_json::Map<String, serde_json::Value>,
     /// Extra human-readable lines, printed after the `cpu` line of the text report.
     pub extra_lines: Vec<String>,
+    /// fio's steady-state detection, when the job asked for it (`ss_dur`): the window of
+    /// the job, or of its group with `group_reporting`.
+    pub steadystate: Option<crate::steadystate::SteadyReport>,
 }
 
 impl JobStats {
@@ -665,6 +668,7 @@ impl JobStats {
             iodepth_complete: [0; 7],
             job_options: Vec::new(),
             extra: serde_json::Map::new(),
+            steadystate: None,
             extra_lines: Vec::new(),
         }
     }
@@ -812,6 +816,10 @@ impl JobStats {
         }
         self.sync.merge(&other.sync);
         self.merge_counters(other);
+        // The members of a group share its window; fio takes the last member's.
+        if other.steadystate.is_some() {
+            self.steadystate = other.steadystate.clone();
+        }
     }
 
     /// The additive counters of [`merge`](Self::merge).

@@ -67,6 +67,10 @@ impl Sim {
                 )));
             }
             let measured = cur >= job.start + job.def.ramp.0;
+            if bio.status == BlkStatus::Ok && op != ReqOp::Flush {
+                job.done_ios += 1;
+                job.done_bytes += bytes;
+            }
             if bio.status != BlkStatus::Ok {
                 job.errors += 1;
                 let errno = bio.status.to_errno();

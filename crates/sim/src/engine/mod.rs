@@ -42,6 +42,9 @@ use mqblk_core::{
     RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
 };
 use mqblk_device::{new_queue, DeviceConfig, QueueSettings};
+use mqblk_workload::steadystate::{
+    MemberSpec, Sample as SteadySample, SteadyMonitor, TICK_NS as STEADY_TICK_NS,
+};
 use mqblk_workload::{Ddir, JobStats};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -146,6 +149,8 @@ enum Ev {
     Start(u32),
     /// A kblockd worker starts (`QueueSettings::kblockd_runs`).
     Work(Work),
+    /// fio's steady-state check, every second ([`SteadyMonitor`]).
+    Steady,
 }
 
 /// What a kblockd worker executes.
@@ -174,6 +179,7 @@ impl Ev {
             Ev::Start(j) => (4, u64::from(j)),
             Ev::Work(Work::Run(h)) => (5, u64::from(h)),
             Ev::Work(Work::Requeue(c)) => (6, u64::from(c)),
+            Ev::Steady => (7, 0),
         };
         // In-flight commands and jobs are far fewer than 2^21; more would be a bug.
         assert!(
@@ -193,7 +199,8 @@ impl Ev {
             3 => Ev::Timer,
             4 => Ev::Start(payload as u32),
             5 => Ev::Work(Work::Run(payload as u16)),
-            _ => Ev::Work(Work::Requeue(payload as u16)),
+            6 => Ev::Work(Work::Requeue(payload as u16)),
+            _ => Ev::Steady,
         }
     }
 }
@@ -247,6 +254,10 @@ struct JobRun {
     stats: JobStats,
     ios: u64,
     bytes: u64,
+    /// Reads, writes and trims completed since the start, ramp included (fio's
+    /// `io_blocks` and `io_bytes`, what steady state samples).
+    done_ios: u64,
+    done_bytes: u64,
     errors: u64,
     start: u64,
     end: u64,
@@ -411,6 +422,8 @@ pub struct Sim {
     due_runs: Vec<HctxIdx>,
     /// The queue has a scheduler (the simulator never switches it).
     has_elv: bool,
+    /// fio's steady-state detection, when a job asks for it.
+    steady: Option<SteadyMonitor>,
     /// An operation ran on the queue since the timer was last armed: only then can its
     /// next deadline have moved.
     queue_touched: bool,
@@ -549,6 +562,8 @@ impl Sim {
                 finished: false,
                 ios: 0,
                 bytes: 0,
+                done_ios: 0,
+                done_bytes: 0,
                 errors: 0,
                 start: 0,
                 end: 0,
@@ -559,6 +574,15 @@ impl Sim {
         let nr_locks = 1 + nr_hw as usize + nr_ctx + nr_hw as usize;
         let unfinished = runs.len();
         let has_elv = queue.elevator().is_some();
+        let members: Vec<MemberSpec> = runs
+            .iter()
+            .map(|r| MemberSpec {
+                steady: r.def.steady,
+                group: r.def.exit.groupid,
+                group_reporting: r.def.group_reporting,
+            })
+            .collect();
+        let steady = SteadyMonitor::new(&members).map_err(SimError::Config)?;
         Ok(Sim {
             dcost: driver.cost(),
             elv,
@@ -599,6 +623,7 @@ impl Sim {
             due_runs: Vec::new(),
             has_elv,
             queue_touched: true,
+            steady,
         })
     }
 
@@ -787,6 +812,9 @@ impl Sim {
         // Jobs behind a `stonewall` start when the barrier before them empties.
         let first = self.jobs.iter().map(|j| j.def.barrier).min().unwrap_or(0);
         self.start_barrier(first, 0);
+        if self.steady.is_some() {
+            self.push(STEADY_TICK_NS, Ev::Steady);
+        }
         // A slow disk with a long queue can go seconds between completions; the kernel's own
         // timeout (30 s by default) is the real bound.
         let stall_after = self
@@ -863,6 +891,12 @@ impl Sim {
                         self.queue_due_work(end);
                     }
                 }
+                Ev::Steady => {
+                    self.steady_check(t);
+                    if self.unfinished > 0 {
+                        self.push(t + STEADY_TICK_NS, Ev::Steady);
+                    }
+                }
                 Ev::Work(w) => {
                     // The worker runs once the CPU is free (a kblockd worker is high
                     // priority, but what the CPU is doing is a few microseconds of
@@ -926,6 +960,30 @@ impl Sim {
             self.push(at, Ev::Work(Work::Run(h.0)));
         }
         self.due_runs = due;
+    }
+
+    /// fio's helper thread's steady-state check at `t`: the jobs whose window held
+    /// steady end their main phase at the next I/O they would issue.
+    fn steady_check(&mut self, t: u64) {
+        let Some(m) = &mut self.steady else { return };
+        let samples: Vec<SteadySample> = self
+            .jobs
+            .iter()
+            .map(|j| SteadySample {
+                running: j.started && !j.finished,
+                started_at: j.start,
+                ios: j.done_ios,
+                bytes: j.done_bytes,
+            })
+            .collect();
+        for k in m.tick(t, &samples) {
+            let j = &mut self.jobs[k];
+            if !j.finished {
+                j.def.source.stop();
+                let c = j.def.cpu;
+                self.wake(c, t);
+            }
+        }
     }
 
     fn dev_tick(&mut self, t: u64) {

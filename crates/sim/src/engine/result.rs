@@ -158,10 +158,13 @@ impl Sim {
             })
             .collect();
         let end = self.jobs.iter().map(|j| j.end).max().unwrap_or(self.now);
+        let steady = self.steady;
         let jobs = self
             .jobs
             .into_iter()
-            .map(|mut j: JobRun| {
+            .enumerate()
+            .map(|(i, mut j): (usize, JobRun)| {
+                j.stats.steadystate = steady.as_ref().and_then(|m| m.report(i));
                 if let Some(logs) = &mut j.def.logs {
                     logs.finish(j.end.saturating_sub(j.start));
                 }

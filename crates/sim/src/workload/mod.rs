@@ -204,6 +204,10 @@ pub struct SimJob {
     pub source: Box<dyn Source>,
     /// A label the report groups jobs by (`dbench`, `journal`, a fio job name).
     pub kind: String,
+    /// fio's steady-state detection (`ss_dur`), and whether its reporting group (in
+    /// `exit`) reaches it as one (`group_reporting`).
+    pub steady: Option<mqblk_workload::steadystate::SteadySpec>,
+    pub group_reporting: bool,
 }
 
 impl SimJob {
@@ -237,6 +241,8 @@ impl SimJob {
             source,
             kind: kind.into(),
             logs: None,
+            steady: None,
+            group_reporting: false,
         }
     }
 }

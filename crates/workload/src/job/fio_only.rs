@@ -29,14 +29,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     // Engine- and OS-specific.
     ("cpumask", "use cpus_allowed= with a CPU list"),
-    (
-        "steadystate",
-        "steady-state detection is not implemented; use runtime=",
-    ),
-    (
-        "ss",
-        "steady-state detection is not implemented; use runtime=",
-    ),
 ];
 
 /// `(fio option name, why it changes nothing in mqblk)`: fio's process, memory and clock

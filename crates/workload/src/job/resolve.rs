@@ -81,6 +81,10 @@ pub struct Job {
     /// ns, percent), if asked for, and `max_latency` (0: none).
     pub latency_target: Option<(u64, u64, f64, bool)>,
     pub max_latency_ns: u64,
+    /// fio's steady-state detection (`ss`, `ss_dur` in whole seconds, `ss_ramp`), when on,
+    /// and whether the job's group reports (and so reaches steady state) as one.
+    pub steady: Option<crate::steadystate::SteadySpec>,
+    pub group_reporting: bool,
     /// Wait this long after the start before the first I/O (`startdelay`, drawn for this
     /// clone from its range).
     pub start_delay_ns: u64,
@@ -431,6 +435,12 @@ pub fn resolve(
                     s.latency_run,
                 )),
                 max_latency_ns: s.max_latency_ns,
+                steady: (s.ss_dur_ns >= 1_000_000_000).then_some(crate::steadystate::SteadySpec {
+                    criterion: s.steadystate,
+                    dur_s: (s.ss_dur_ns / 1_000_000_000).min(u32::MAX as u64) as u32,
+                    ramp_ns: s.ss_ramp_ns,
+                }),
+                group_reporting: s.group_reporting,
                 flow: (s.flow > 0).then(|| Flow {
                     group: flows.entry(s.flow_id).or_default().clone(),
                     weight: u64::from(s.flow),
@@ -495,6 +505,23 @@ pub fn resolve(
                     Vec::new()
                 },
             });
+        }
+    }
+    // fio's `td_steadystate_init`: the jobs of one reporting group share one setting.
+    for (i, j) in out.iter().enumerate() {
+        if let Some(o) = out[..i]
+            .iter()
+            .find(|o| o.exit.groupid == j.exit.groupid && o.steady != j.steady)
+        {
+            return Err(JobError::new(
+                Location::Job {
+                    name: j.name.clone(),
+                },
+                JobErrorKind::Invalid(format!(
+                    "its steadystate options differ from job '{}' of the same reporting group (fio requires them consistent within a group; start a new one with new_group)",
+                    o.name
+                )),
+            ));
         }
     }
     Ok(out)

@@ -495,6 +495,11 @@ pub struct JobSpec {
     pub latency_window_ns: u64,
     pub latency_percentile: f64,
     pub latency_run: bool,
+    /// fio's steady-state detection: the criterion, the window (`ss_dur`, 0: off) and the
+    /// time before samples count (`ss_ramp`).
+    pub steadystate: crate::steadystate::Criterion,
+    pub ss_dur_ns: u64,
+    pub ss_ramp_ns: u64,
     pub max_latency_ns: u64,
     /// Start a new reporting group.
     pub new_group: bool,
@@ -725,6 +730,9 @@ impl Default for JobSpec {
             latency_window_ns: 0,
             latency_percentile: 100.0,
             latency_run: false,
+            steadystate: crate::steadystate::Criterion::default(),
+            ss_dur_ns: 0,
+            ss_ramp_ns: 0,
             max_latency_ns: 0,
             new_group: false,
             exitall: false,

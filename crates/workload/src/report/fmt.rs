@@ -31,12 +31,24 @@ pub(crate) const SIG_FIGS: usize = 4;
 /// last division only, and there is no carry into the integer part when decimals are
 /// shown) so that numbers read exactly like fio's.
 pub(crate) fn num2str(num: u64, maxlen: usize, pow2: bool, unit: Unit) -> String {
+    num2str_from(num, maxlen, 0, pow2, unit)
+}
+
+/// [`num2str`] of a number already in units of the `first`th prefix (fio's `base`
+/// argument: 1024 makes `first` 1 whether the prefixes are binary or decimal).
+pub(crate) fn num2str_from(
+    num: u64,
+    maxlen: usize,
+    first: usize,
+    pow2: bool,
+    unit: Unit,
+) -> String {
     const SI: [&str; 6] = ["", "k", "M", "G", "T", "P"];
     const IEC: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
     let prefixes = if pow2 { IEC } else { SI };
     let thousand: u64 = if pow2 { 1024 } else { 1000 };
     let mut num = num;
-    let mut post = 0usize;
+    let mut post = first;
     let mut modulo: Option<u64> = None;
     while post < prefixes.len() && digits(num) > maxlen {
         modulo = Some(num % thousand);

@@ -83,12 +83,39 @@ fn job_object(run: &RunReport, job: &JobStats, group: [GroupDir; 3]) -> J {
     o.put("sync", sync_object(run, job));
     add_cpu(&mut o, job);
     add_distributions(&mut o, job);
+    if let Some(ss) = &job.steadystate {
+        o.put("steadystate", steady_object(ss));
+    }
     if !job.description.is_empty() {
         o.string("desc", &job.description);
     }
     for (key, value) in &job.extra {
         o.put(key, J::from_serde(value));
     }
+    o.build()
+}
+
+/// fio's `steadystate` object (`show_thread_status_json`).
+fn steady_object(ss: &crate::steadystate::SteadyReport) -> J {
+    let mut data = Obj::new();
+    data.int("bw_mean", ss.bw_mean)
+        .int("iops_mean", ss.iops_mean)
+        .put(
+            "iops",
+            J::Arr(ss.iops.iter().map(|&v| J::Int(i128::from(v))).collect()),
+        )
+        .put(
+            "bw",
+            J::Arr(ss.bw.iter().map(|&v| J::Int(i128::from(v))).collect()),
+        );
+    let mut o = Obj::new();
+    o.string("ss", &ss.ss)
+        .int("duration", ss.duration)
+        .int("attained", u64::from(ss.attained))
+        .string("criterion", &ss.criterion)
+        .float("max_deviation", ss.max_deviation)
+        .float("slope", ss.slope)
+        .put("data", data.build());
     o.build()
 }
 

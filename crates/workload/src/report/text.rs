@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::fmt::{ctime, format_latency_value, num2str, Unit, SIG_FIGS};
+use super::fmt::{ctime, format_latency_value, num2str, num2str_from, Unit, SIG_FIGS};
 use super::json::percent;
 use super::{group_stats, percent_of_group, GroupDir, GroupStats, RunReport};
 use crate::stats::{JobStats, LatStat, SampleStat};
@@ -372,6 +372,26 @@ fn depth_lines(out: &mut String, job: &JobStats) {
                 .split(" (os error")
                 .next()
                 .unwrap_or_default()
+        );
+    }
+    if let Some(ss) = &job.steadystate {
+        // fio's `show_ss_normal`: the window's means, bandwidth passed in KiB.
+        let kib = ss.bw_mean / 1024;
+        let _ = writeln!(
+            out,
+            "  steadystate  : attained={}, bw={} ({}), iops={}, {}{}={:.3}{}",
+            if ss.attained { "yes" } else { "no" },
+            num2str_from(kib, SIG_FIGS, 1, true, Unit::BytePerSec),
+            num2str_from(kib, SIG_FIGS, 1, false, Unit::BytePerSec),
+            num2str(ss.iops_mean, SIG_FIGS, false, Unit::None),
+            if ss.iops_criterion { "iops" } else { "bw" },
+            if ss.slope_criterion {
+                " slope"
+            } else {
+                " mean dev"
+            },
+            ss.criterion_value,
+            if ss.pct { "%" } else { "" }
         );
     }
 }

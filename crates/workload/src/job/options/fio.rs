@@ -1065,6 +1065,40 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "steadystate",
+        aliases: &["ss"],
+        default: "iops_slope:0.01%",
+        help: "With ss_dur: end the job (its group with group_reporting) once IOPS or bandwidth holds steady: iops|bw (largest deviation from the window's mean) or iops_slope|bw_slope (the slope of its line), then :LIMIT, a % of the mean or absolute.",
+        kind: Kind::Custom {
+            syntax: "iops|iops_slope|bw|bw_slope:LIMIT[%]",
+            set: |j, text, option| {
+                j.steadystate = crate::steadystate::Criterion::parse(text)
+                    .map_err(|e| bad_named(option, text, &e))?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "steadystate_duration",
+        aliases: &["ss_dur"],
+        default: "0",
+        help: "The rolling window of one-second samples steady state is judged over (seconds unless given a unit; 0: off).",
+        kind: Kind::Time {
+            unit_ns: SEC,
+            set: |j, v| j.ss_dur_ns = v,
+        },
+    },
+    OptDef {
+        name: "steadystate_ramp_time",
+        aliases: &["ss_ramp"],
+        default: "0",
+        help: "How long after the job's start steady-state samples begin (seconds unless given a unit; they begin a second later).",
+        kind: Kind::Time {
+            unit_ns: SEC,
+            set: |j, v| j.ss_ramp_ns = v,
+        },
+    },
+    OptDef {
         name: "unlink",
         aliases: &[],
         default: "0",
