@@ -8,7 +8,7 @@ use mqblk_device::QueueReport;
 use mqblk_workload::iolog::{CloneLog, IoLogEntry};
 use mqblk_workload::logs::JobLogs;
 use mqblk_workload::{
-    json_report, text_report, CommandLine, Job, JobStats, OutputFormat, RunReport,
+    json_report, terse_report, text_report, CommandLine, Job, JobStats, RunReport,
 };
 
 /// One job clone's outputs, as either runner has them.
@@ -75,9 +75,10 @@ pub struct Section {
     pub text: String,
 }
 
-/// The report of `jobs` (from [`job_stats`]) as the command line asks for it: fio's text
-/// with the queue's lines in the first job's block, or fio's JSON with the queue's report
-/// as `mqblk_queue`; then the runner's `section`.
+/// The report of `jobs` (from [`job_stats`]) in each format the command line asks for, in
+/// fio's order: fio's terse lines; fio's JSON with the queue's report as `mqblk_queue` and
+/// the runner's `section`; fio's text with the queue's lines in the first job's block, then
+/// the runner's `section`.
 pub fn render(
     cl: &CommandLine,
     mut jobs: Vec<JobStats>,
@@ -98,31 +99,37 @@ pub fn render(
         clat_percentiles: first.clat_percentiles,
         lat_percentiles: first.lat_percentiles,
         slat_percentiles: first.slat_percentiles,
-        json_plus: cl.output_format == OutputFormat::JsonPlus,
+        json_plus: cl.output_format.json_plus,
         timestamp_ms,
         start_lines: mqblk_workload::start_lines(&cl.jobs),
         elapsed_sec,
     };
-    Ok(match cl.output_format {
-        OutputFormat::Normal => {
-            let mut s = text_report(&report);
-            if let Some(sec) = section {
-                s.push('\n');
-                s.push_str(&sec.text);
+    // fio's order when several formats are asked for: terse, JSON, normal.
+    let f = cl.output_format;
+    let mut out = String::new();
+    if f.terse {
+        out.push_str(&terse_report(&report, cl.terse_version));
+    }
+    if f.json {
+        let mut v: serde_json::Value = serde_json::from_str(&json_report(&report))
+            .map_err(|e| format!("internal: report JSON: {e}"))?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("mqblk_queue".into(), serde_json::json!(queue));
+            if let Some(sec) = &section {
+                o.insert(sec.key.into(), sec.json.clone());
             }
-            s
         }
-        OutputFormat::Json | OutputFormat::JsonPlus => {
-            let mut v: serde_json::Value = serde_json::from_str(&json_report(&report))
-                .map_err(|e| format!("internal: report JSON: {e}"))?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("mqblk_queue".into(), serde_json::json!(queue));
-                if let Some(sec) = section {
-                    o.insert(sec.key.into(), sec.json);
-                }
-            }
-            serde_json::to_string_pretty(&v).map_err(|e| format!("internal: report JSON: {e}"))?
-                + "\n"
+        out.push_str(
+            &serde_json::to_string_pretty(&v).map_err(|e| format!("internal: report JSON: {e}"))?,
+        );
+        out.push('\n');
+    }
+    if f.normal {
+        out.push_str(&text_report(&report));
+        if let Some(sec) = &section {
+            out.push('\n');
+            out.push_str(&sec.text);
         }
-    })
+    }
+    Ok(out)
 }

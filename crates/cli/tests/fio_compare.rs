@@ -1275,3 +1275,88 @@ fn steady_state_ends_the_jobs_when_fio_ends_them() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// fio's terse output (versions 2 to 5, `--minimal`): every line has as many fields as fio
+/// 3.33's for the same job, the same text where fio's is not a measurement (version, job
+/// name, group, error, the percentile labels, `continue_on_error`'s fields, the
+/// description), and the figures the same run's JSON gives; `terse,json,normal` prints the
+/// three in fio's order.
+#[test]
+fn terse_lines_have_fios_fields() {
+    if !have_fio("terse_lines_have_fios_fields") {
+        return;
+    }
+    let job = [
+        "--name=t",
+        "--ioengine=null",
+        "--size=1g",
+        "--rw=randrw",
+        "--bs=4k",
+        "--runtime=300ms",
+        "--time_based",
+        "--continue_on_error=all",
+        "--description=a job",
+    ];
+    let fields = |tool: &str, extra: &[&str]| -> Vec<String> {
+        let o = tool_command(tool).args(job).args(extra).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .split(';')
+            .map(String::from)
+            .collect()
+    };
+    // A field fio fills with text rather than a measurement: a label or a name.
+    let label = |f: &str| f.parse::<f64>().is_err() && !f.ends_with('%');
+    for ver in ["2", "3", "4", "5"] {
+        let arg = format!("--terse-version={ver}");
+        let fio = fields("fio", &["--output-format=terse", &arg]);
+        for tool in ["bench", "sim"] {
+            let ours = fields(tool, &["--minimal", &arg]);
+            assert_eq!(
+                ours.len(),
+                fio.len(),
+                "v{ver} {tool}: {ours:?}\nfio {fio:?}"
+            );
+            for (i, (a, b)) in ours.iter().zip(&fio).enumerate() {
+                if i == 1 && ver != "2" {
+                    assert!(a.starts_with("mqblk-"), "{a}");
+                } else if let (Some((a, _)), Some((b, _))) = (a.split_once('='), b.split_once('='))
+                {
+                    // A percentile: its label, not its value.
+                    assert_eq!(a, b, "v{ver} {tool} field {i}");
+                } else if label(b) {
+                    assert_eq!(a, b, "v{ver} {tool} field {i}");
+                }
+            }
+        }
+    }
+    for tool in ["bench", "sim"] {
+        let o = tool_command(tool)
+            .args(job)
+            .arg("--output-format=normal,terse,json")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let (terse, rest) = out.split_once('\n').unwrap();
+        let json_end = rest.find("\n}\n").unwrap() + 3;
+        let v: serde_json::Value = serde_json::from_str(&rest[..json_end]).unwrap();
+        assert!(
+            rest[json_end..].contains("t: (groupid=0, jobs=1)"),
+            "{tool}: {out}"
+        );
+        let t: Vec<&str> = terse.split(';').collect();
+        let r = &v["jobs"][0]["read"];
+        // KiB, KiB/s, IOPS and runtime of the reads: fields 5 to 8 of version 3.
+        assert_eq!(t[5], r["io_kbytes"].to_string(), "{tool}: {terse}");
+        assert_eq!(t[6], (r["bw_bytes"].as_u64().unwrap() / 1024).to_string());
+        assert_eq!(t[8], r["runtime"].to_string());
+        assert_eq!(t[t.len() - 1], "a job");
+    }
+}

@@ -37,8 +37,8 @@ pub use job::{
 };
 pub use job_driver::{IoKind, JobDriver, JobIo, Next, Phase};
 pub use report::{
-    format_bytes, format_count, format_rate, group_ids, json_report, start_lines, text_report,
-    RunReport,
+    format_bytes, format_count, format_rate, group_ids, json_report, start_lines, terse_report,
+    text_report, RunReport,
 };
 pub use stats::{DirStats, JobStats, LatHist, LatStat, SampleStat};
 

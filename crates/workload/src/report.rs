@@ -4,6 +4,7 @@
 mod emit;
 mod fmt;
 mod json;
+mod terse;
 mod text;
 
 use crate::job::DEFAULT_PERCENTILES;
@@ -12,6 +13,7 @@ use crate::Ddir;
 
 pub use fmt::{format_bytes, format_count, format_rate};
 pub use json::json_report;
+pub use terse::terse_report;
 pub use text::text_report;
 
 /// A finished run, as handed to the report functions.

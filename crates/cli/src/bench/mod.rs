@@ -161,14 +161,14 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
         ),
         None,
     )?;
-    if cl.dump_sched && cl.output_format == OutputFormat::Normal {
+    if cl.dump_sched && cl.output_format == OutputFormat::NORMAL {
         out.push_str("\nscheduler and hardware queue state:\n");
         out.push_str(&exec.queue.debug_state());
         if let Some(null) = &exec.device.null {
             out.push_str(&format!("null: {} bytes stored\n", null.stored_bytes()));
         }
     }
-    let debug = (cl.dump_sched && cl.output_format != OutputFormat::Normal)
+    let debug = (cl.dump_sched && cl.output_format != OutputFormat::NORMAL)
         .then(|| exec.queue.debug_state());
     exec.queue.teardown();
     Ok(Benched {

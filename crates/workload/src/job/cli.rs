@@ -7,16 +7,50 @@ use super::error::{JobError, JobErrorKind, Location};
 use super::ini;
 use super::spec::JobSpec;
 
-/// Report format (`--output-format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputFormat {
+/// Report formats (`--output-format`): one or several of fio's, printed in fio's order
+/// (terse, JSON, normal) when several are asked for (`normal,json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputFormat {
     /// fio's human-readable text.
-    #[default]
-    Normal,
-    /// fio's JSON.
-    Json,
-    /// fio's JSON with latency histogram bins (`json+`).
-    JsonPlus,
+    pub normal: bool,
+    /// fio's JSON; `json_plus` adds latency histogram bins (`json+`).
+    pub json: bool,
+    pub json_plus: bool,
+    /// fio's semicolon-separated `terse` lines (`--terse-version`, 3 by default).
+    pub terse: bool,
+}
+
+impl OutputFormat {
+    pub const NORMAL: OutputFormat = OutputFormat {
+        normal: true,
+        json: false,
+        json_plus: false,
+        terse: false,
+    };
+    pub const JSON: OutputFormat = OutputFormat {
+        normal: false,
+        json: true,
+        json_plus: false,
+        terse: false,
+    };
+    pub const JSON_PLUS: OutputFormat = OutputFormat {
+        normal: false,
+        json: true,
+        json_plus: true,
+        terse: false,
+    };
+    pub const TERSE: OutputFormat = OutputFormat {
+        normal: false,
+        json: false,
+        json_plus: false,
+        terse: true,
+    };
+}
+
+impl Default for OutputFormat {
+    fn default() -> OutputFormat {
+        OutputFormat::NORMAL
+    }
 }
 
 /// Everything `mqblk bench` was asked to do.
@@ -24,8 +58,10 @@ pub enum OutputFormat {
 pub struct CommandLine {
     /// All jobs: those of job files and those started with `--name=`, in argument order.
     pub jobs: Vec<JobSpec>,
-    /// `--output-format=normal|json|json+`.
+    /// `--output-format=normal|json|json+|terse`, several comma-separated.
     pub output_format: OutputFormat,
+    /// `--terse-version=N`, fio's 2 to 5 (0: fio's default, 3).
+    pub terse_version: u32,
     /// `--output=FILE`: write the report there instead of standard output.
     pub output_file: Option<PathBuf>,
     /// `--dump-sched`: print scheduler state after the run.
@@ -217,6 +253,27 @@ fn tool_option(
     let normalized = key.replace('_', "-").to_ascii_lowercase();
     match normalized.as_str() {
         "output-format" => cl.output_format = output_format(value, loc)?,
+        "minimal" => {
+            if flag(key, value, loc)? {
+                cl.output_format = OutputFormat::TERSE;
+            }
+        }
+        "terse-version" => {
+            let v = required(key, value, loc)?;
+            cl.terse_version = match v.parse::<u32>() {
+                Ok(n @ 2..=5) => n,
+                _ => {
+                    return Err(JobError::new(
+                        loc.clone(),
+                        JobErrorKind::NotOneOf {
+                            option: "terse-version".to_string(),
+                            value: v.to_string(),
+                            allowed: "2, 3, 4, 5".to_string(),
+                        },
+                    ))
+                }
+            };
+        }
         "output" => cl.output_file = Some(PathBuf::from(required(key, value, loc)?)),
         "preset" => cl.preset = Some(required(key, value, loc)?.to_string()),
         "trace" => cl.trace = Some(PathBuf::from(required(key, value, loc)?)),
@@ -260,22 +317,36 @@ fn flag(key: &str, value: Option<&str>, loc: &Location) -> Result<bool, JobError
     })
 }
 
-/// Parses `--output-format`; `json+` adds histogram bins to the JSON.
+/// Parses `--output-format`: one of `normal`, `json`, `json+` (histogram bins added to
+/// the JSON) and `terse`, or several comma-separated, as fio takes them.
 fn output_format(value: Option<&str>, loc: &Location) -> Result<OutputFormat, JobError> {
     let text = required("output-format", value, loc)?;
-    match text.to_ascii_lowercase().as_str() {
-        "normal" => Ok(OutputFormat::Normal),
-        "json" => Ok(OutputFormat::Json),
-        "json+" => Ok(OutputFormat::JsonPlus),
-        _ => Err(JobError::new(
-            loc.clone(),
-            JobErrorKind::NotOneOf {
-                option: "output-format".to_string(),
-                value: text.to_string(),
-                allowed: "normal, json, json+".to_string(),
-            },
-        )),
+    let mut f = OutputFormat {
+        normal: false,
+        json: false,
+        json_plus: false,
+        terse: false,
+    };
+    for part in text.split(',') {
+        match part.trim().to_ascii_lowercase().as_str() {
+            "normal" => f.normal = true,
+            "json" => f.json = true,
+            "json+" => (f.json, f.json_plus) = (true, true),
+            "terse" => f.terse = true,
+            _ => {
+                return Err(JobError::new(
+                    loc.clone(),
+                    JobErrorKind::NotOneOf {
+                        option: "output-format".to_string(),
+                        value: text.to_string(),
+                        allowed: "normal, json, json+, terse (or several, comma-separated)"
+                            .to_string(),
+                    },
+                ))
+            }
+        }
     }
+    Ok(f)
 }
 
 /// Builds every job in argument order, now that all command-line globals are known

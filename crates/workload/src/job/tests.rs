@@ -422,7 +422,7 @@ fn command_line_jobs() {
         pairs(&[("rw", "randread"), ("iodepth", "4")])
     );
     assert_eq!(cl.global_options, a.global_options);
-    assert_eq!(cl.output_format, OutputFormat::Json);
+    assert_eq!(cl.output_format, OutputFormat::JSON);
     assert_eq!(cl.output_file, Some(PathBuf::from("out.json")));
     assert!(cl.dump_sched);
     assert_eq!(cl.progress, Some(false));
@@ -473,7 +473,7 @@ fn command_line_errors() {
     );
     assert_eq!(
         cli_err(&["--output-format=xml"]),
-        "command line: --output-format=xml: option 'output-format': 'xml' is not one of normal, json, json+"
+        "command line: --output-format=xml: option 'output-format': 'xml' is not one of normal, json, json+, terse (or several, comma-separated)"
     );
     assert_eq!(
         cli_err(&["--name="]),
@@ -502,7 +502,7 @@ fn command_line_tool_flags() {
     assert!(cl.help);
     let cl = parse_command_line(&args(&["--help", "--output-format=json+"])).expect("parses");
     assert!(cl.help);
-    assert_eq!(cl.output_format, OutputFormat::JsonPlus);
+    assert_eq!(cl.output_format, OutputFormat::JSON_PLUS);
 }
 
 proptest! {
