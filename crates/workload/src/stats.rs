@@ -757,6 +757,16 @@ impl JobStats {
     }
 
     /// Completed I/Os over all directions (fio's denominator for distributions).
+    /// User and system CPU time as percentages of the job's run time (fio's `usr_cpu`,
+    /// `sys_cpu`; 0 without a run time).
+    pub fn cpu_percent(&self) -> (f64, f64) {
+        let pct = |ns: u64| match self.job_runtime_ns {
+            0 => 0.0,
+            rt => ns as f64 * 100.0 / rt as f64,
+        };
+        (pct(self.usr_cpu_ns), pct(self.sys_cpu_ns))
+    }
+
     pub fn total_rw_ios(&self) -> u64 {
         self.dirs
             .iter()

@@ -121,16 +121,10 @@ fn steady_object(ss: &crate::steadystate::SteadyReport) -> J {
 
 /// `job_runtime`, CPU percentages, context switches and faults.
 fn add_cpu(o: &mut Obj, job: &JobStats) {
-    let pct = |ns: u64| {
-        if job.job_runtime_ns == 0 {
-            0.0
-        } else {
-            ns as f64 * 100.0 / job.job_runtime_ns as f64
-        }
-    };
+    let (usr, sys) = job.cpu_percent();
     o.int("job_runtime", job.job_runtime_ns / 1_000_000)
-        .float("usr_cpu", pct(job.usr_cpu_ns))
-        .float("sys_cpu", pct(job.sys_cpu_ns))
+        .float("usr_cpu", usr)
+        .float("sys_cpu", sys)
         .int("ctx", job.ctx_switches)
         .int("majf", job.majf)
         .int("minf", job.minf);

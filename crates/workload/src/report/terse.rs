@@ -54,21 +54,11 @@ fn entry(out: &mut String, run: &RunReport, job: &JobStats, agg: [u64; 3], ver: 
     for d in dirs {
         direction(out, run, job, d, agg[d.index()], ver);
     }
-    let pct = |ns: u64| {
-        if job.job_runtime_ns == 0 {
-            0.0
-        } else {
-            ns as f64 * 100.0 / job.job_runtime_ns as f64
-        }
-    };
+    let (usr, sys) = job.cpu_percent();
     let _ = write!(
         out,
-        ";{:.6}%;{:.6}%;{};{};{}",
-        pct(job.usr_cpu_ns),
-        pct(job.sys_cpu_ns),
-        job.ctx_switches,
-        job.majf,
-        job.minf
+        ";{usr:.6}%;{sys:.6}%;{};{};{}",
+        job.ctx_switches, job.majf, job.minf
     );
     let total = job.total_rw_ios();
     for &n in &job.iodepth_level {

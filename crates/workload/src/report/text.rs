@@ -301,21 +301,11 @@ fn latency_lines(out: &mut String, job: &JobStats) {
 
 /// `  cpu          : usr=..%, sys=..%, ctx=.., majf=.., minf=..`.
 fn cpu_line(out: &mut String, job: &JobStats) {
-    let pct = |ns: u64| {
-        if job.job_runtime_ns == 0 {
-            0.0
-        } else {
-            ns as f64 * 100.0 / job.job_runtime_ns as f64
-        }
-    };
+    let (usr, sys) = job.cpu_percent();
     let _ = writeln!(
         out,
-        "  cpu          : usr={:3.2}%, sys={:3.2}%, ctx={}, majf={}, minf={}",
-        pct(job.usr_cpu_ns),
-        pct(job.sys_cpu_ns),
-        job.ctx_switches,
-        job.majf,
-        job.minf
+        "  cpu          : usr={usr:3.2}%, sys={sys:3.2}%, ctx={}, majf={}, minf={}",
+        job.ctx_switches, job.majf, job.minf
     );
 }
 
