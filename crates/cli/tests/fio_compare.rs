@@ -1360,3 +1360,44 @@ fn terse_lines_have_fios_fields() {
         assert_eq!(t[t.len() - 1], "a job");
     }
 }
+
+/// A verify mismatch is fio's EILSEQ: it ends the reading job at the first bad block
+/// (error 84 after one 4 KiB read), unless `continue_on_error=verify` lets it read on,
+/// counting every bad block in `total_err`, as fio 3.33 does.
+#[test]
+fn a_verify_mismatch_ends_the_job_with_fios_error() {
+    if !have_fio("a_verify_mismatch_ends_the_job_with_fios_error") {
+        return;
+    }
+    let dir = scratch("verify-eilseq");
+    let file = dir.join("v.fio");
+    std::fs::write(
+        &file,
+        format!(
+            "[global]\nfilename={}\nsize=1m\nbs=4k\ndirect=1\nioengine=psync\nverify=pattern\n\
+             [w]\nrw=write\nverify_pattern=0xaa\ndo_verify=0\n\
+             [r]\nstonewall\nrw=read\nverify_pattern=0xbb\n",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let file = file.display().to_string();
+    // The reader's error, KiB read and total_err.
+    let run = |tool: &str, extra: &[&str]| -> (i64, u64, u64) {
+        let mut args = vec!["--output-format=json", file.as_str()];
+        args.extend_from_slice(extra);
+        let (v, _) = run_tool(tool, &args);
+        let r = &v["jobs"][1];
+        (
+            r["error"].as_i64().unwrap(),
+            r["read"]["io_kbytes"].as_u64().unwrap(),
+            r["total_err"].as_u64().unwrap_or(0),
+        )
+    };
+    for extra in [&[][..], &["--continue_on_error=verify"][..]] {
+        let fio = run("fio", extra);
+        assert_eq!(fio.0, 84, "fio {extra:?}: {fio:?}");
+        assert_eq!(run("bench", extra), fio, "{extra:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -790,6 +790,12 @@ impl<S: LatSink> JobState<'_, S> {
         );
         if bad.is_empty() {
             self.out.verified += 1;
+        } else {
+            // fio's verify failure: EILSEQ, which ends the job unless `continue_on_error`
+            // covers verify errors (then it counts in `total_err`).
+            self.out.errors += 1;
+            let goes_on = self.driver.io_failed(true, mqblk_workload::job::EILSEQ);
+            self.sink.error(mqblk_workload::job::EILSEQ, !goes_on);
         }
         for p in bad {
             let mut line = format!("{}: {}", job.name, p.error);
