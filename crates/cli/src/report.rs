@@ -17,6 +17,9 @@ pub struct CloneOut<'a> {
     pub iolog: &'a [IoLogEntry],
     pub stats: &'a JobStats,
     pub logs: Option<&'a JobLogs>,
+    /// When the clone started, in ms since the Unix epoch (the simulator's clock starts at
+    /// 0): the base of `log_unix_epoch` times.
+    pub start_ms: u64,
 }
 
 /// fio's per-job files of a run: `write_iolog`, the `write_*_log` files and `--plot`'s
@@ -30,9 +33,10 @@ pub fn write_job_files(cl: &CommandLine, clones: &[CloneOut]) -> Result<(), CliE
         })
         .collect();
     mqblk_workload::iolog::write_all(&logs)?;
+    let mut written = std::collections::HashSet::new();
     for (i, c) in clones.iter().enumerate() {
         if let Some(logs) = c.logs {
-            logs.write(i + 1)?;
+            logs.write(i + 1, c.start_ms, &mut written)?;
         }
         if let Some(dir) = &cl.plot {
             mqblk_workload::logs::write_charts(dir, c.stats, i + 1, c.logs)?;

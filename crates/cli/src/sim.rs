@@ -245,6 +245,7 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
             iolog: &r.iolog,
             stats: &r.stats,
             logs: r.logs.as_ref(),
+            start_ms: r.start.0 / 1_000_000,
         })
         .collect();
     crate::report::write_job_files(&cl, &clones)?;

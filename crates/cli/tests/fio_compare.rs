@@ -1401,3 +1401,145 @@ fn a_verify_mismatch_ends_the_job_with_fios_error() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A mixed job held to per-direction rates picks its next direction as fio 3.33's
+/// `rate_ddir` does: a direction ahead of its rate gives way to the other, so 70/30 reads
+/// and writes at 300 IOPS each issue 300 of each a second, and the I/Os are fio's, direction
+/// and offset, for as long as the two clocks agree on which direction is due (the
+/// simulator's virtual one, bench's and fio's real ones: the first 200 of 600 here).
+#[test]
+fn a_mixed_job_under_rates_switches_direction_as_fio() {
+    if !have_fio("a_mixed_job_under_rates_switches_direction_as_fio") {
+        return;
+    }
+    let dir = scratch("rate-ddir");
+    let args = [
+        "--name=h",
+        "--ioengine=null",
+        "--size=64m",
+        "--rw=randrw",
+        "--rwmixread=70",
+        "--bs=4k",
+        "--rate_iops=300,300",
+        "--runtime=1",
+        "--time_based",
+    ];
+    // Direction and offset of each I/O, from the tool's write_iolog.
+    let run = |tool: &str| -> Vec<(String, String)> {
+        let log = dir.join(format!("{tool}.iolog"));
+        let o = tool_command(tool)
+            .args(args)
+            .arg(format!("--write_iolog={}", log.display()))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|f| f.len() == 5 && (f[2] == "read" || f[2] == "write"))
+            .map(|f| (f[2].to_string(), f[3].to_string()))
+            .collect()
+    };
+    let fio = run("fio");
+    let count = |v: &[(String, String)], d: &str| v.iter().filter(|x| x.0 == d).count();
+    let near_300 = |n: usize| n.abs_diff(300) <= 3;
+    assert!(
+        near_300(count(&fio, "read")) && near_300(count(&fio, "write")),
+        "fio"
+    );
+    for tool in ["bench", "sim"] {
+        let ours = run(tool);
+        let (r, w) = (count(&ours, "read"), count(&ours, "write"));
+        assert!(near_300(r) && near_300(w), "{tool}: {r} reads, {w} writes");
+        assert_eq!(ours[..200], fio[..200], "{tool}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// fio's histogram log and the log naming options: with `log_hist_msec=500` and
+/// `log_hist_coarseness=2` two clones held to 1000 IOPS write, into the one
+/// `PREFIX_clat_hist.log` that `per_job_logs=0` names, fio's lines: every 500 ms a line per
+/// clone with 464 bins (1856 summed by 4) holding the ~500 completions since its last;
+/// `log_unix_epoch=1` counts their times from the Unix epoch, as fio 3.33 writes them.
+#[test]
+fn the_histogram_log_has_fios_lines() {
+    if !have_fio("the_histogram_log_has_fios_lines") {
+        return;
+    }
+    let dir = scratch("histlog");
+    // (time, direction, block size, bins, completions) of each line.
+    let run = |tool: &str| -> Vec<(u64, u64, u64, usize, u64)> {
+        let prefix = dir.join(tool).display().to_string();
+        let o = tool_command(tool)
+            .args([
+                "--name=h",
+                "--ioengine=null",
+                "--size=1g",
+                "--rw=read",
+                "--bs=4k",
+                "--rate_iops=1000",
+                "--runtime=2",
+                "--time_based",
+                "--numjobs=2",
+                "--log_hist_msec=500",
+                "--log_hist_coarseness=2",
+                "--per_job_logs=0",
+                "--log_unix_epoch=1",
+                &format!("--write_hist_log={prefix}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read_to_string(format!("{prefix}_clat_hist.log"))
+            .unwrap_or_else(|e| panic!("{tool}: {e}"))
+            .lines()
+            .map(|l| {
+                let f: Vec<u64> = l.split(", ").map(|x| x.parse().unwrap()).collect();
+                (f[0], f[1], f[2], f.len() - 3, f[3..].iter().sum())
+            })
+            .collect()
+    };
+    let fio = run("fio");
+    assert_eq!(fio.len(), 6, "fio: {fio:?}");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for tool in ["bench", "sim"] {
+        let ours = run(tool);
+        assert_eq!(ours.len(), fio.len(), "{tool}: {ours:?} fio {fio:?}");
+        let t0 = ours[0].0;
+        for (o, f) in ours.iter().zip(&fio) {
+            assert_eq!(
+                (o.1, o.2, o.3),
+                (f.1, f.2, f.3),
+                "{tool}: {ours:?} fio {fio:?}"
+            );
+            assert!(o.4.abs_diff(f.4) <= 5, "{tool}: {ours:?} fio {fio:?}");
+            // Each clone's lines 500 ms apart, from its start.
+            assert!(
+                (o.0 - t0) % 500 <= 5 || (o.0 - t0) % 500 >= 495,
+                "{tool}: {ours:?}"
+            );
+        }
+        // bench counts from the Unix epoch; the simulator's clock starts at 0.
+        if tool == "bench" {
+            assert!(
+                t0.abs_diff(now_ms) < 60_000,
+                "{tool}: {t0} against {now_ms}"
+            );
+        } else {
+            assert!(t0 < 10_000, "{tool}: {t0}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

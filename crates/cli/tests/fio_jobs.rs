@@ -210,7 +210,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let bad = dir.join("bad.fio");
     std::fs::write(
         &bad,
-        "[global]\nioengine=libaio\n; a comment\nwrite_hist_log=h\n[a]\nrw=raed\nbs=4k\ncpumask=2\n",
+        "[global]\nioengine=libaio\n; a comment\nread_iolog=h\n[a]\nrw=raed\nbs=4k\ncpumask=2\n",
     )
     .unwrap();
     let bad = bad.display().to_string();
@@ -219,9 +219,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let err = text(&o.stderr);
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 3, "{err}");
-    assert!(lines[0].starts_with(&format!(
-        "mqblk bench: {bad}:4: fio option 'write_hist_log'"
-    )));
+    assert!(lines[0].starts_with(&format!("mqblk bench: {bad}:4: fio option 'read_iolog'")));
     assert!(lines[1].starts_with(&format!("mqblk bench: {bad}:6: option 'rw': 'raed'")));
     assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'cpumask'")));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -1000,7 +998,8 @@ fn the_fio_option_table_in_the_docs_is_what_mqblk_does() {
         ("buffer_compress_percentage", "50", "implemented"),
         ("nice", "5", "accepted, no effect: "),
         ("ss", "iops:1%", "implemented"),
-        ("write_hist_log", "h", "refused: histogram logs"),
+        ("write_hist_log", "h", "implemented"),
+        ("read_iolog", "x", "refused: replaying"),
     ] {
         assert!(
             table.contains(&format!("| `{option}` | {row}")),

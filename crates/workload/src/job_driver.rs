@@ -13,7 +13,7 @@ use crate::iolog::IoLogEntry;
 use crate::job::JobFile;
 use crate::job::{Job, RwMode, EIO, ETIMEDOUT};
 use crate::pattern::frand::{slot, FRand};
-use crate::pattern::FileSet;
+use crate::pattern::{FileSet, RateView};
 use crate::Ddir;
 
 /// What an I/O does.
@@ -184,6 +184,8 @@ pub struct JobDriver {
     /// flight, and whether it has for the I/O held now.
     rate_quiesce: bool,
     rate_drained: bool,
+    /// A direction has a rate (`rate_iops`, `rate`, or a Poisson process).
+    rate_limited: bool,
     /// `rate_process=poisson`: per direction, fio's `poisson_state` stream, the mean gap
     /// in whole microseconds (`1000000 / iops`), and when the next I/O may go, in us
     /// (`last_usec`).
@@ -332,6 +334,7 @@ impl JobDriver {
             held: None,
             rate_quiesce: !job.submit_offload,
             rate_drained: false,
+            rate_limited: job.rate_iops.iter().chain(&job.rate).any(|&r| r > 0),
             poisson: job.rate_poisson.then(|| {
                 Box::new(std::array::from_fn(|d| {
                     let purpose = [slot::POISSON, slot::POISSON2, slot::POISSON3][d];
@@ -561,6 +564,12 @@ impl JobDriver {
                     // fio's rate_iops and rate, per direction: the next I/O waits until its
                     // direction is back within both (an I/O and its bytes per their share of
                     // a second since the start).
+                    // A mixed job picks the direction of its next I/O with the rates in
+                    // view (fio's `rate_ddir`).
+                    if self.held.is_none() && self.rate_limited {
+                        let due = [self.due(0), self.due(1)];
+                        self.gen.set_rate(Some(RateView { now, due }));
+                    }
                     let io = match self.held.take() {
                         Some(io) => io,
                         None => match self.main_io() {
@@ -580,17 +589,7 @@ impl JobDriver {
                         IoKind::Trim => 2,
                         _ => 1,
                     };
-                    let at = |count: u64, per_s: u64| -> u64 {
-                        if per_s == 0 {
-                            return 0;
-                        }
-                        (count as u128 * 1_000_000_000 / per_s as u128).min(u64::MAX as u128) as u64
-                    };
-                    let due = match &self.poisson {
-                        Some(p) if p[d].1 > 0 => p[d].2.saturating_mul(1000),
-                        _ => at(self.dir_ios[d], self.rate_iops[d])
-                            .max(at(self.dir_bytes[d], self.rate[d])),
-                    };
+                    let due = self.due(d);
                     if due > now {
                         self.held = Some(io);
                         // fio's `rate_ddir`: inline, what is in flight completes first.
@@ -812,6 +811,22 @@ impl JobDriver {
 
     #[inline]
     /// The next I/O of the main phase; `None` where the generator ended its pass early.
+    /// When direction `d` (0 read, 1 write, 2 trim) may issue next, in ns since the job's
+    /// start (fio's `rate_next_io_time`): its I/Os and bytes so far at their rates, or the
+    /// Poisson process's next time.
+    fn due(&self, d: usize) -> u64 {
+        let at = |count: u64, per_s: u64| -> u64 {
+            if per_s == 0 {
+                return 0;
+            }
+            (count as u128 * 1_000_000_000 / per_s as u128).min(u64::MAX as u128) as u64
+        };
+        match &self.poisson {
+            Some(p) if p[d].1 > 0 => p[d].2.saturating_mul(1000),
+            _ => at(self.dir_ios[d], self.rate_iops[d]).max(at(self.dir_bytes[d], self.rate[d])),
+        }
+    }
+
     fn main_io(&mut self) -> Option<JobIo> {
         let (file, io) = self.gen.next_io()?;
         self.issued += 1;

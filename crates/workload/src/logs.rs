@@ -1,6 +1,15 @@
 //! fio's per-job logs (`write_lat_log`, `write_bw_log`, `write_iops_log`, `log_avg_msec`)
 //! and the time series `--plot` draws.
 //!
+//! `write_hist_log=PREFIX` with `log_hist_msec=N` writes fio's `PREFIX_clat_hist.N.log`:
+//! every N ms of a direction's completions (judged at a completion, as fio's
+//! `add_clat_sample`) a line `time (ms), direction, block size, bins...` holding how many
+//! completions fell in each of fio's 1856 latency bins since the direction's last line,
+//! neighbouring bins summed in groups of 2^`log_hist_coarseness`. `per_job_logs=0` drops
+//! the job number from every log's name, the clones of a run appending to one file;
+//! `log_unix_epoch=1` counts time in ms since the Unix epoch; `log_max_value=1` puts the
+//! largest latency of an averaged window in place of its mean.
+//!
 //! The files are fio's: `PREFIX_lat.N.log`, `PREFIX_clat.N.log`, `PREFIX_slat.N.log`,
 //! `PREFIX_bw.N.log`, `PREFIX_iops.N.log`, N the job's number in the run (from 1), each line
 //! `time (ms), value, direction (0 read, 1 write, 2 trim), block size[, offset], priority`
@@ -32,12 +41,22 @@ pub struct LogConfig {
     /// `log_prio`: the priority column holds the I/O's priority value, not whether it is
     /// real-time.
     pub prio: bool,
+    /// `write_hist_log=PREFIX`, `log_hist_msec` (0: no lines) and `log_hist_coarseness`.
+    pub hist: Option<String>,
+    pub hist_msec: u64,
+    pub hist_coarseness: u32,
+    /// `per_job_logs=0`: files named without the job number, one per prefix for the run.
+    pub shared_files: bool,
+    /// `log_unix_epoch`: times in ms since the Unix epoch instead of since the job's start.
+    pub unix_epoch: bool,
+    /// `log_max_value`: an averaged latency line holds the window's largest.
+    pub max_value: bool,
 }
 
 impl LogConfig {
     /// Whether any log is asked for.
     pub fn any(&self) -> bool {
-        self.lat.is_some() || self.bw.is_some() || self.iops.is_some()
+        self.lat.is_some() || self.bw.is_some() || self.iops.is_some() || self.hist.is_some()
     }
 }
 
@@ -61,6 +80,29 @@ struct Window {
     lat: u64,
     clat: u64,
     slat: u64,
+    /// The largest of each (for `log_max_value`).
+    max_lat: u64,
+    max_clat: u64,
+    max_slat: u64,
+}
+
+/// One line of the histogram log: when, which direction, the block size of the completion
+/// that closed it, and the completions per (coarsened) bin since the direction's last line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistLine {
+    pub ms: u64,
+    pub dir: u8,
+    pub bs: u32,
+    pub bins: Vec<u64>,
+}
+
+/// A direction's histogram-log state: the completion-latency histogram so far, its counts
+/// at the last line, and when that was (fio's `io_hist`).
+#[derive(Debug, Clone, Default)]
+struct HistWindow {
+    now: Option<crate::stats::LatHist>,
+    last: Vec<u64>,
+    last_ms: u64,
 }
 
 /// What a job logged: lines per log kind, and the windows' series for plots.
@@ -77,6 +119,8 @@ pub struct JobLogs {
     pub slat: Vec<Line>,
     pub bw: Vec<Line>,
     pub iops: Vec<Line>,
+    pub hist: Vec<HistLine>,
+    hist_windows: [HistWindow; 3],
     /// For `--plot`: the job's I/O in time buckets of `bucket_ns` (from 1 ms, doubled
     /// whenever the job outgrows [`MAX_BUCKETS`]), per direction.
     buckets: Vec<[Window; 3]>,
@@ -135,6 +179,13 @@ impl JobLogs {
             w.slat += slat;
         };
         add(&mut self.open[d]);
+        let open = &mut self.open[d];
+        open.max_lat = open.max_lat.max(slat + clat);
+        open.max_clat = open.max_clat.max(clat);
+        open.max_slat = open.max_slat.max(slat);
+        if self.cfg.hist.is_some() && self.cfg.hist_msec > 0 {
+            self.hist_sample(at_ns, d, bytes, clat);
+        }
         let mut b = (at_ns / self.bucket_ns) as usize;
         while b >= MAX_BUCKETS {
             self.coarsen();
@@ -168,6 +219,46 @@ impl JobLogs {
             }
         }
         self.last_done[d] = at_ns;
+    }
+
+    /// fio's `add_clat_sample` for the histogram log: the completion counts in the
+    /// direction's histogram, and a line once `log_hist_msec` passed since its last.
+    fn hist_sample(&mut self, at_ns: u64, d: usize, bytes: u64, clat: u64) {
+        let w = &mut self.hist_windows[d];
+        let hist = w.now.get_or_insert_with(crate::stats::LatHist::new);
+        hist.record(clat);
+        let elapsed = at_ns / 1_000_000;
+        // fio takes a zero `hist_last` as unset.
+        if w.last_ms == 0 {
+            w.last_ms = elapsed;
+        }
+        let window = elapsed.saturating_sub(w.last_ms);
+        if window < self.cfg.hist_msec {
+            return;
+        }
+        let bins = hist.bins();
+        if w.last.is_empty() {
+            w.last = vec![0; bins.len()];
+        }
+        let stride = 1usize << self.cfg.hist_coarseness.min(6);
+        let delta: Vec<u64> = bins
+            .chunks(stride)
+            .zip(w.last.chunks(stride))
+            .map(|(now, before)| {
+                now.iter()
+                    .zip(before)
+                    .map(|(a, b)| a.saturating_sub(*b))
+                    .sum()
+            })
+            .collect();
+        w.last.copy_from_slice(bins);
+        w.last_ms = elapsed - (window - self.cfg.hist_msec);
+        self.hist.push(HistLine {
+            ms: elapsed,
+            dir: d as u8,
+            bs: bytes as u32,
+            bins: delta,
+        });
     }
 
     /// Closes every window that ended by `at_ns`.
@@ -253,9 +344,14 @@ impl JobLogs {
                 ioprio: 0,
             };
             if self.cfg.lat.is_some() {
-                self.lat.push(line(w.lat / w.n));
-                self.clat.push(line(w.clat / w.n));
-                self.slat.push(line(w.slat / w.n));
+                let (lat, clat, slat) = if self.cfg.max_value {
+                    (w.max_lat, w.max_clat, w.max_slat)
+                } else {
+                    (w.lat / w.n, w.clat / w.n, w.slat / w.n)
+                };
+                self.lat.push(line(lat));
+                self.clat.push(line(clat));
+                self.slat.push(line(slat));
             }
             if self.cfg.bw.is_some() && !partial {
                 self.bw.push(line(kib.round() as u64));
@@ -280,8 +376,16 @@ impl JobLogs {
         }
     }
 
-    /// Writes the job's log files; `number` is the job's number in the run (from 1).
-    pub fn write(&self, number: usize) -> Result<(), crate::WriteError> {
+    /// Writes the job's log files; `number` is the job's number in the run (from 1) and
+    /// `start_ms` when it started in ms since the Unix epoch (for `log_unix_epoch`). With
+    /// `per_job_logs=0` the clones share a file: one named in `written` (the files this run
+    /// wrote so far, which this adds to) is appended to.
+    pub fn write(
+        &self,
+        number: usize,
+        start_ms: u64,
+        written: &mut std::collections::HashSet<String>,
+    ) -> Result<(), crate::WriteError> {
         let files: [(&Option<String>, &str, &[Line]); 5] = [
             (&self.cfg.lat, "lat", &self.lat),
             (&self.cfg.lat, "clat", &self.clat),
@@ -289,12 +393,19 @@ impl JobLogs {
             (&self.cfg.bw, "bw", &self.bw),
             (&self.cfg.iops, "iops", &self.iops),
         ];
+        let base = if self.cfg.unix_epoch { start_ms } else { 0 };
+        let name = |prefix: &str, kind: &str| {
+            if self.cfg.shared_files {
+                format!("{prefix}_{kind}.log")
+            } else {
+                format!("{prefix}_{kind}.{number}.log")
+            }
+        };
         for (prefix, kind, lines) in files {
             let Some(prefix) = prefix else { continue };
-            let path = format!("{prefix}_{kind}.{number}.log");
             let mut text = String::with_capacity(lines.len() * 28);
             for l in lines {
-                let _ = write!(text, "{}, {}, {}, {}", l.ms, l.value, l.dir, l.bs);
+                let _ = write!(text, "{}, {}, {}, {}", base + l.ms, l.value, l.dir, l.bs);
                 if self.cfg.offset {
                     let _ = write!(text, ", {}", l.offset);
                 }
@@ -305,10 +416,40 @@ impl JobLogs {
                     let _ = writeln!(text, ", {}", u8::from(l.ioprio >> 13 == 1));
                 }
             }
-            std::fs::write(&path, text).map_err(|e| crate::WriteError::new(path, e))?;
+            put(name(prefix, kind), &text, written)?;
+        }
+        if let Some(prefix) = &self.cfg.hist {
+            let mut text = String::new();
+            for l in &self.hist {
+                let _ = write!(text, "{}, {}, {}", base + l.ms, l.dir, l.bs);
+                for b in &l.bins {
+                    let _ = write!(text, ", {b}");
+                }
+                text.push('\n');
+            }
+            put(name(prefix, "clat_hist"), &text, written)?;
         }
         Ok(())
     }
+}
+
+/// Writes `text` to `path`, appending when this run already wrote it (fio's `flush_log`
+/// opens a shared log for appending).
+fn put(
+    path: String,
+    text: &str,
+    written: &mut std::collections::HashSet<String>,
+) -> Result<(), crate::WriteError> {
+    use std::io::Write as _;
+    let append = !written.insert(path.clone());
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(&path);
+    file.and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| crate::WriteError::new(path, e))
 }
 
 /// Writes `--plot` charts of one job clone into `dir`: IOPS, bandwidth and mean completion
@@ -435,7 +576,7 @@ mod tests {
             });
             l.io(1_500_000, Ddir::Read, 4096, 8192, 1_000, 20_000, ioprio);
             l.finish(3_000_000);
-            l.write(1).unwrap();
+            l.write(1, 0, &mut Default::default()).unwrap();
             let text = std::fs::read_to_string(format!("{prefix}_clat.1.log")).unwrap();
             text.lines().next().unwrap().to_string()
         };
@@ -511,5 +652,39 @@ mod tests {
         assert_eq!(l.clat[0].value, 5_500);
         assert_eq!(l.bw[0].value, 400);
         assert_eq!((l.bw[0].bs, l.bw[0].offset), (0, 0));
+    }
+
+    #[test]
+    fn log_max_value_logs_each_windows_largest_latency() {
+        let mut l = JobLogs::new(LogConfig {
+            max_value: true,
+            ..cfg(100)
+        });
+        for i in 0..10 {
+            l.io(i * 10_000_000, Ddir::Read, 4096, 0, 0, 1_000 * (i + 1), 0);
+        }
+        l.finish(100_000_000);
+        assert_eq!(l.clat[0].value, 10_000);
+    }
+
+    #[test]
+    fn histogram_lines_hold_the_completions_since_the_last_in_coarsened_bins() {
+        let mut l = JobLogs::new(LogConfig {
+            hist: Some("h".into()),
+            hist_msec: 100,
+            hist_coarseness: 1,
+            ..LogConfig::default()
+        });
+        // A completion every 10 ms from 10 ms on, 5 us each; one of 1 ms at 150 ms.
+        for i in 1..=25u64 {
+            let clat = if i == 15 { 1_000_000 } else { 5_000 };
+            l.io(i * 10_000_000, Ddir::Read, 4096, 0, 0, clat, 0);
+        }
+        // The first completion (10 ms) opens the window: lines at 110 and 210 ms.
+        let lines: Vec<(u64, u64)> = l.hist.iter().map(|h| (h.ms, h.bins.iter().sum())).collect();
+        assert_eq!(lines, [(110, 11), (210, 10)]);
+        assert_eq!(l.hist[0].bins.len(), crate::stats::PLAT_NR / 2);
+        let slow = crate::stats::plat_val_to_idx(1_000_000) / 2;
+        assert_eq!(l.hist[1].bins[slow], 1);
     }
 }

@@ -148,6 +148,10 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
             iolog: &out.iolog,
             stats: &sink.stats,
             logs: sink.logs.as_ref(),
+            start_ms: match out.started_ms {
+                0 => exec.started_ms,
+                t => t,
+            },
         })
         .collect();
     crate::report::write_job_files(cl, &clones)?;

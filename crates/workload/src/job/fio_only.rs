@@ -19,11 +19,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Data and verification.
     // Logs and reporting.
     (
-        "write_hist_log",
-        "histogram logs are not implemented; use --output-format=json+",
-    ),
-    ("per_job_logs", "logs are not implemented; remove the line"),
-    (
         "read_iolog",
         "replaying an I/O log is `mqblk replay`; remove the line",
     ),
@@ -43,6 +38,14 @@ static NO_EFFECT: &[(&str, &str)] = &[
         "jobs are not bound to NUMA nodes (cpus_allowed= pins them to CPUs)",
     ),
     ("numa_mem_policy", "buffers are not placed by NUMA policy"),
+    (
+        "log_compression",
+        "logs are kept uncompressed in memory; the files are the same",
+    ),
+    (
+        "log_store_compressed",
+        "logs are written uncompressed, PREFIX_*.log rather than .log.fz",
+    ),
     (
         "gtod_cpu",
         "there is no time-keeping thread; each job reads the clock",

@@ -195,6 +195,11 @@ impl FileSet {
         }
     }
 
+    /// What fio's `rate_ddir` sees when the next I/O of a mixed job picks its direction.
+    pub fn set_rate(&mut self, rate: Option<super::RateView>) {
+        self.streams.set_rate(rate);
+    }
+
     /// The file the next I/O goes to, as `file_service_type` picks it. fio picks a file
     /// for every I/O unit, a flush too (`fsync=N`'s flush takes the turn of the file it
     /// lands on: `--nrfiles=2 --fsync=3` logs write 0.0, write 0.1, write 0.0, sync 0.1,

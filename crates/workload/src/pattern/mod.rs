@@ -147,6 +147,17 @@ pub struct Streams {
     io_issues: [u64; 3],
     /// fio's `td->ddir_seq_nr`: I/Os left until a random `:N` job draws a new offset.
     ddir_seq_nr: u64,
+    /// A rate-limited job's time and when each direction may issue next (fio's
+    /// `rate_next_io_time`), for [`Streams::mixed_ddir`]'s `rate_ddir`.
+    rate: Option<RateView>,
+}
+
+/// What fio's `rate_ddir` looks at: now, and when reads and writes are next due (ns since
+/// the job's start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateView {
+    pub now: u64,
+    pub due: [u64; 2],
 }
 
 impl Streams {
@@ -177,6 +188,7 @@ impl Streams {
             rwmix_issues: 0,
             io_issues: [0; 3],
             ddir_seq_nr: 1,
+            rate: None,
         }
     }
 
@@ -197,6 +209,12 @@ impl Streams {
         }
         self.rwmix_ddir = old.rwmix_ddir;
         self.ddir_seq_nr = old.ddir_seq_nr;
+        self.rate = old.rate;
+    }
+
+    /// Sets what the next mixed direction's `rate_ddir` sees (`None`: no rate limit).
+    pub fn set_rate(&mut self, rate: Option<RateView>) {
+        self.rate = rate;
     }
 
     /// fio's `get_rw_ddir` for a mixed job: a new direction is drawn only once the current
@@ -214,6 +232,17 @@ impl Streams {
                 self.rwmix_issues = self.io_issues[self.rwmix_ddir] * u64::from(share) / 100;
             }
             self.rwmix_ddir = ddir;
+        }
+        // fio's `rate_ddir`: a direction ahead of its rate gives way to the other when that
+        // one is due, or, both ahead, to whichever is due first (the caller then waits for
+        // it); the choice becomes the mix's direction.
+        if let Some(r) = self.rate {
+            let d = self.rwmix_ddir;
+            let o = d ^ 1;
+            let other_share = if o == 0 { rwmixread } else { 100 - rwmixread };
+            if r.due[d] > r.now && other_share > 0 && (r.due[o] <= r.now || r.due[o] < r.due[d]) {
+                self.rwmix_ddir = o;
+            }
         }
         self.rwmix_ddir
     }

@@ -248,6 +248,64 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "write_hist_log",
+        aliases: &[],
+        default: "",
+        help: "Write PREFIX_clat_hist.N.log: every log_hist_msec, each direction's completions per latency bin since its last line.",
+        kind: Kind::Str {
+            set: |j, v| j.logs.hist = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "log_hist_msec",
+        aliases: &[],
+        default: "0",
+        help: "How often the histogram log takes a line per direction, in ms (0: never).",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.logs.hist_msec = v,
+        },
+    },
+    OptDef {
+        name: "log_hist_coarseness",
+        aliases: &[],
+        default: "0",
+        help: "Sum the histogram log's 1856 bins in groups of 2^N (0 to 6).",
+        kind: Kind::Int {
+            min: 0,
+            max: 6,
+            set: |j, v| j.logs.hist_coarseness = v as u32,
+        },
+    },
+    OptDef {
+        name: "per_job_logs",
+        aliases: &[],
+        default: "1",
+        help: "Name log files with the job number (PREFIX_bw.N.log); 0: one file per prefix (PREFIX_bw.log) the clones append to.",
+        kind: Kind::Bool {
+            set: |j, v| j.logs.shared_files = !v,
+        },
+    },
+    OptDef {
+        name: "log_unix_epoch",
+        aliases: &[],
+        default: "0",
+        help: "Log times in ms since the Unix epoch instead of since the job's start.",
+        kind: Kind::Bool {
+            set: |j, v| j.logs.unix_epoch = v,
+        },
+    },
+    OptDef {
+        name: "log_max_value",
+        aliases: &[],
+        default: "0",
+        help: "With log_avg_msec, log each window's largest latency instead of its mean.",
+        kind: Kind::Bool {
+            set: |j, v| j.logs.max_value = v,
+        },
+    },
+    OptDef {
         name: "log_avg_msec",
         aliases: &[],
         default: "0",
