@@ -357,33 +357,41 @@ mod tests {
 
     #[test]
     fn verify_catches_a_corrupted_block() {
-        let write = plan(WRITE);
-        let device = mqblk_device::build(&write.device, 1).unwrap();
-        let null = device.null.clone().unwrap();
-        let exec = execute_on(device, &write, false).unwrap();
-        assert_eq!(exec.total_ios(), 256);
-        assert!(null.corrupt(77 * 4096 + 1000), "block 77 was written");
-        let read = plan(READ);
-        let device = mqblk_device::Device {
-            queue: exec.queue.clone(),
-            null: Some(null),
-            uring: None,
-        };
-        let exec = execute_on(device, &read, false).unwrap();
-        let out = &exec.results[0].1;
-        assert_eq!(out.verified, 255);
-        assert_eq!(out.verify_errors.len(), 1, "{:?}", out.verify_errors);
-        assert!(
-            out.verify_errors[0].contains(&format!("offset {}", 77 * 4096)),
-            "{}",
-            out.verify_errors[0]
-        );
-        assert_eq!(
-            report_failures(&exec),
-            1,
-            "a verify failure makes the run fail"
-        );
-        exec.queue.teardown();
+        // Reading on past a bad block (`continue_on_error=verify`) finds it and the rest;
+        // by default the job ends at it with fio's EILSEQ.
+        for (extra, verified) in [("continue_on_error=verify\n", Some(255)), ("", None)] {
+            let write = plan(WRITE);
+            let device = mqblk_device::build(&write.device, 1).unwrap();
+            let null = device.null.clone().unwrap();
+            let exec = execute_on(device, &write, false).unwrap();
+            assert_eq!(exec.total_ios(), 256);
+            assert!(null.corrupt(77 * 4096 + 1000), "block 77 was written");
+            let read = plan(&format!("{READ}{extra}"));
+            let device = mqblk_device::Device {
+                queue: exec.queue.clone(),
+                null: Some(null),
+                uring: None,
+            };
+            let exec = execute_on(device, &read, false).unwrap();
+            let out = &exec.results[0].1;
+            match verified {
+                Some(n) => assert_eq!(out.verified, n),
+                None => assert!(out.verified < 255, "{} verified", out.verified),
+            }
+            assert_eq!(out.verify_errors.len(), 1, "{:?}", out.verify_errors);
+            assert!(
+                out.verify_errors[0].contains(&format!("offset {}", 77 * 4096)),
+                "{}",
+                out.verify_errors[0]
+            );
+            assert_eq!(exec.results[0].0.stats.error, 84, "fio's EILSEQ");
+            assert_eq!(
+                report_failures(&exec),
+                1,
+                "a verify failure makes the run fail"
+            );
+            exec.queue.teardown();
+        }
     }
 
     #[test]

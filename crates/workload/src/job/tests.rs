@@ -577,14 +577,15 @@ fn an_unset_variable_is_named_when_its_line_fails() {
 
 #[test]
 fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
-    let text = "[global]\nioengine=io_uring\nwrite_hist_log=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
+    let text = "[global]\nioengine=io_uring\nread_iolog=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
                 iodepth=0\n[b]\nbs=1000\n[c]\ncpumask=4\nrw=randwrite\n";
     let err = parse_job_text("jobs.fio", text).expect_err("problems");
     let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
     assert_eq!(err.count(), 4, "{lines:#?}");
     assert_eq!(lines.len(), 4);
-    assert!(lines[0]
-        .starts_with("jobs.fio:3: fio option 'write_hist_log' is not implemented by mqblk: "));
+    assert!(
+        lines[0].starts_with("jobs.fio:3: fio option 'read_iolog' is not implemented by mqblk: ")
+    );
     assert_eq!(lines[1], "jobs.fio:7: unknown option 'bogus_opt'");
     assert!(lines[2].starts_with("jobs.fio:8: option 'iodepth': value '0' out of range"));
     // Job b has no problem of its own, but the bad [global] line above it means its
