@@ -113,6 +113,57 @@ static NO_EFFECT: &[(&str, &str)] = &[
         "cgroup_nodelete",
         "a job's cgroup is mqblk's model of one; nothing is made on the host to delete",
     ),
+    ("verifysort", "deprecated in fio 3.33, which ignores it too"),
+    ("verifysort_nr", "deprecated in fio 3.33, which ignores it too"),
+    ("flow_watermark", "deprecated in fio 3.33, which ignores it too"),
+    (
+        "write_barrier",
+        "fio 3.33 marks every Nth write for it, but none of its engines reads the mark",
+    ),
+    (
+        "unique_filename",
+        "it names the files of fio's network client/server mode, which mqblk has not",
+    ),
+    (
+        "verify_async_cpus",
+        "blocks read back are checked in the job's own thread (see verify_async)",
+    ),
+    (
+        "log_entries",
+        "logs grow as they need (it sizes fio's first allocation)",
+    ),
+    (
+        "userspace_reap",
+        "libaio's reaping of its ring from user space; mqblk reaps its own completion queues",
+    ),
+    (
+        "nonvectored",
+        "io_uring's choice of the vectored or the plain read/write opcode, which makes the same bio",
+    ),
+    (
+        "force_async",
+        "io_uring's IOSQE_ASYNC hands a submission to a kernel worker; mqblk submits through its own queues",
+    ),
+    (
+        "cmd_type",
+        "a command type of fio's sg engine; mqblk issues block requests",
+    ),
+    (
+        "fadvise_hint",
+        "the hint is for the page cache's readahead and caching, and mqblk's I/O goes past it",
+    ),
+    (
+        "sync_file_range",
+        "it writes back dirty page-cache pages without a cache flush, and mqblk's writes leave none",
+    ),
+    (
+        "uncached",
+        "RWF_UNCACHED drops buffered I/O's pages after it, and mqblk's I/O goes past the page cache",
+    ),
+    (
+        "write_hint",
+        "mqblk's bios carry no write-lifetime hint (the kernel passes one only to devices with streams)",
+    ),
 ];
 
 /// fio 3.33's options by name and alias: those of `options.c` and of the block-I/O engines

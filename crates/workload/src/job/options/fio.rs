@@ -436,7 +436,7 @@ pub(super) static FIO: &[OptDef] = &[
     },
     OptDef {
         name: "offset",
-        aliases: &[],
+        aliases: &["fileoffset"],
         default: "0",
         help: "Byte offset where the job's I/O region starts, or N% of the device (aligned up to the block size).",
         kind: Kind::Custom {
@@ -1396,6 +1396,19 @@ pub(super) static FIO: &[OptDef] = &[
         help: "fio's O_DIRECT flag: the file is opened O_DIRECT, and writes are synchronous (REQ_SYNC) as the kernel's direct I/O writes are.",
         kind: Kind::Bool {
             set: |j, v| j.direct = v,
+        },
+    },
+    OptDef {
+        name: "atomic",
+        aliases: &[],
+        default: "0",
+        help: "fio's O_ATOMIC, which implies O_DIRECT; Linux has no O_ATOMIC and ignores the flag, so it is direct=1.",
+        kind: Kind::Bool {
+            set: |j, v| {
+                if v {
+                    j.direct = true;
+                }
+            },
         },
     },
     OptDef {
