@@ -1543,3 +1543,77 @@ fn the_histogram_log_has_fios_lines() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Think times as fio 3.33 spaces them: 100 I/Os of a depth-8 job thinking 50 ms after
+/// every 16 go in bursts of 16 when the blocks counted are the issued ones
+/// (`thinktime_blocks_type=issue`); counting completed ones (fio's default) the first burst
+/// runs on while the first 16 complete, as many more as the device's latency lets in,
+/// and every later one is 16 again (the I/Os the think drained count towards it).
+#[test]
+fn think_times_split_the_ios_as_fio_splits_them() {
+    if !have_fio("think_times_split_the_ios_as_fio_splits_them") {
+        return;
+    }
+    let dir = scratch("thinktime");
+    // The I/Os between gaps of more than 20 ms in the tool's write_iolog (fio logs an
+    // I/O of the null engine twice: each offset is counted once).
+    let bursts = |tool: &str, ty: &str| -> Vec<usize> {
+        let log = dir.join(format!("{tool}-{ty}.iolog"));
+        let o = tool_command(tool)
+            .args([
+                "--name=t",
+                "--ioengine=null",
+                "--rw=read",
+                "--bs=4k",
+                "--size=400k",
+                "--iodepth=8",
+                "--thinktime=50ms",
+                "--thinktime_blocks=16",
+                &format!("--thinktime_blocks_type={ty}"),
+                &format!("--write_iolog={}", log.display()),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mut seen = HashSet::new();
+        let mut out = vec![0usize];
+        let mut last: Option<u64> = None;
+        for l in std::fs::read_to_string(&log).unwrap().lines() {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 5 || f[2] != "read" || !seen.insert(f[3].to_string()) {
+                continue;
+            }
+            let t: u64 = f[0].parse().unwrap();
+            if last.is_some_and(|p| t - p > 20_000) {
+                out.push(0);
+            }
+            *out.last_mut().unwrap() += 1;
+            last = Some(t);
+        }
+        out
+    };
+    let fio = bursts("fio", "issue");
+    assert_eq!(fio, [16, 16, 16, 16, 16, 16, 4], "fio");
+    for tool in ["bench", "sim"] {
+        assert_eq!(bursts(tool, "issue"), fio, "{tool}");
+        let complete = bursts(tool, "complete");
+        assert!(
+            complete[0] >= 16 && complete[0] <= 24,
+            "{tool}: {complete:?}"
+        );
+        assert!(
+            complete[1..complete.len() - 1].iter().all(|&n| n == 16),
+            "{tool}: {complete:?}"
+        );
+    }
+    let fio = bursts("fio", "complete");
+    assert!(
+        fio[1..fio.len() - 1].iter().all(|&n| n == 16),
+        "fio: {fio:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -735,8 +735,9 @@ impl<S: LatSink> JobState<'_, S> {
             if checks && !write {
                 self.check_block(&bio);
             }
-            if measured && matches!(bio.op, ReqOp::Read | ReqOp::Write) {
-                // fio's latency_target and max_latency judge the total latency.
+            if matches!(bio.op, ReqOp::Read | ReqOp::Write) {
+                // fio's latency_target and max_latency judge the total latency (after the
+                // ramp; the driver counts every completion for think times).
                 let lat = now.saturating_sub(bio.submit_ns.0);
                 let dir = if write { Ddir::Write } else { Ddir::Read };
                 self.driver

@@ -11,7 +11,7 @@
 use crate::iolog::IoLogEntry;
 #[cfg(doc)]
 use crate::job::JobFile;
-use crate::job::{Job, RwMode, EIO, ETIMEDOUT};
+use crate::job::{Job, RwMode, ThinkRule, EIO, ETIMEDOUT};
 use crate::pattern::frand::{slot, FRand};
 use crate::pattern::{FileSet, RateView};
 use crate::Ddir;
@@ -254,11 +254,26 @@ pub struct JobDriver {
     /// Passes finished and bytes issued by the main phase.
     passes: u32,
     main_bytes: u64,
-    /// `thinktime`: after every `think_blocks` I/Os, drain, then wait `think_ns`.
+    /// `thinktime`: after `think_blocks` I/Os (see [`ThinkRule`]), drain, then wait
+    /// `think_ns`.
     think_ns: u64,
     think_blocks: u64,
-    since_think: u64,
+    think_rule: ThinkRule,
     think: Think,
+    /// fio's `io_issues` and `io_blocks` summed over the directions (the latter zeroed when
+    /// the ramp ends, as fio's `reset_all_stats` does), the count at the last think
+    /// (`last_thinktime_blocks`) and when it was (`last_thinktime`, with
+    /// `thinktime_iotime`).
+    issued_rw: u64,
+    done_rw: u64,
+    ramp_reset: bool,
+    think_mark: u64,
+    last_think_at: u64,
+    /// An I/O was issued since the last look at the think triggers, and its direction (fio
+    /// looks once after each issue).
+    think_check: Option<usize>,
+    /// The smallest block size per direction (a rate's bytes per I/O).
+    min_bs: [u32; 3],
     /// `cmdprio_*`: the shares at other priorities and fio's `prio_state` stream.
     cmdprio: Option<(crate::cmdprio::CmdPrio, FRand)>,
     /// `write_iolog`: every I/O issued, when asked for.
@@ -393,8 +408,15 @@ impl JobDriver {
             main_bytes: 0,
             think_ns: job.thinktime_ns,
             think_blocks: job.thinktime_blocks.max(1),
-            since_think: 0,
+            think_rule: job.think,
             think: Think::No,
+            issued_rw: 0,
+            done_rw: 0,
+            ramp_reset: job.ramp_ns == 0,
+            think_mark: 0,
+            last_think_at: 0,
+            think_check: None,
+            min_bs: job.min_bs,
             cmdprio: job
                 .cmdprio
                 .clone()
@@ -504,8 +526,12 @@ impl JobDriver {
                             continue;
                         }
                     }
-                    // fio's thinktime (`handle_thinktime`): the I/O in flight completes
-                    // (`io_u_quiesce`), then the job waits.
+                    // fio's thinktime (`handle_thinktime`): once an issue (and what it
+                    // reaped) meets a trigger, the I/O in flight completes (`io_u_quiesce`),
+                    // then the job waits.
+                    if let Some(d) = self.think_check.take() {
+                        self.check_think(now, d);
+                    }
                     match self.think {
                         Think::No => {}
                         Think::Due => {
@@ -752,6 +778,14 @@ impl JobDriver {
     /// in all (fio's `lat`: from when the job took it to its completion), counted after
     /// `ramp_time`, as fio's `account_io_completion` does.
     pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64) {
+        if !self.ramp_reset && now >= self.ramp_ns {
+            self.ramp_reset = true;
+            self.done_rw = 0;
+        }
+        self.done_rw += 1;
+        if now < self.ramp_ns {
+            return;
+        }
         self.completed_ios += 1;
         if now >= self.ramp_ns {
             if let Some(e) = self.min_rate.completed(now - self.ramp_ns, dir, bytes) {
@@ -827,16 +861,60 @@ impl JobDriver {
         }
     }
 
+    /// fio's `handle_thinktime` after an issue in direction `d`: a think is due once
+    /// `thinktime_blocks` I/Os completed (or were issued) since the last, or with
+    /// `thinktime_iotime` that much time passed since it; `rate_ignore_thinktime` counts
+    /// the time to think as if its I/Os had been issued at the rate (less one block, so the
+    /// job issues at once after), as fio adds them to `rate_io_issue_bytes`.
+    fn check_think(&mut self, now: u64, d: usize) {
+        let r = self.think_rule;
+        let mut stall = false;
+        if r.iotime_ns > 0 {
+            if now.saturating_sub(self.last_think_at) >= r.iotime_ns + self.think_ns {
+                stall = true;
+            } else if !r.by_blocks {
+                return;
+            }
+        }
+        let b = if r.count_issued {
+            self.issued_rw
+        } else {
+            self.done_rw
+        };
+        if b >= self.think_mark + self.think_blocks {
+            stall = true;
+        }
+        if !stall {
+            return;
+        }
+        self.think = Think::Due;
+        self.think_mark = b;
+        if r.iotime_ns > 0 {
+            self.last_think_at = now;
+        }
+        let bs = u64::from(self.min_bs[d].max(1));
+        let bps = self.rate[d].max(self.rate_iops[d] * bs);
+        if r.rate_ignore && bps > 0 {
+            let total_us = self.think_ns / 1000;
+            let missed = bps * total_us / 1_000_000;
+            let us_per_op = bs * 1_000_000 / bps;
+            let over = if us_per_op <= total_us { bs } else { 0 };
+            let credit = missed.saturating_sub(over);
+            self.dir_bytes[d] += credit;
+            self.dir_ios[d] += credit / bs;
+            if let Some(p) = &mut self.poisson {
+                p[d].2 += total_us;
+            }
+        }
+    }
+
     fn main_io(&mut self) -> Option<JobIo> {
         let (file, io) = self.gen.next_io()?;
         self.issued += 1;
         self.main_bytes += u64::from(io.len);
         if self.think_ns > 0 {
-            self.since_think += 1;
-            if self.since_think >= self.think_blocks {
-                self.since_think = 0;
-                self.think = Think::Due;
-            }
+            self.issued_rw += 1;
+            self.think_check = Some(io.dir.index());
         }
         let write = io.dir == Ddir::Write;
         if write {
@@ -1070,7 +1148,9 @@ mod tests {
 
     #[test]
     fn thinktime_waits_for_the_ios_then_the_time() {
-        let mut d = driver("[j]\nsize=64k\niodepth=8\nthinktime=1ms\nthinktime_blocks=3\n");
+        let mut d = driver(
+            "[j]\nsize=64k\niodepth=8\nthinktime=1ms\nthinktime_blocks=3\nthinktime_blocks_type=issue\n",
+        );
         for _ in 0..3 {
             assert!(matches!(d.next(0), Next::Io(_)));
         }
@@ -1079,6 +1159,57 @@ mod tests {
         assert_eq!(d.next(5_000), Next::Until(1_005_000));
         assert_eq!(d.next(600_000), Next::Until(1_005_000));
         assert!(matches!(d.next(1_005_000), Next::Io(_)));
+    }
+
+    #[test]
+    fn thinktime_counts_completions_by_default_and_can_go_by_time() {
+        // fio's default `thinktime_blocks_type=complete`: issues go on until three have
+        // completed (looked at after each issue, with what it reaped).
+        let mut d = driver("[j]\nsize=64k\niodepth=8\nthinktime=1ms\nthinktime_blocks=3\n");
+        for _ in 0..5 {
+            assert!(matches!(d.next(0), Next::Io(_)));
+        }
+        for _ in 0..3 {
+            d.completed(1_000, 1_000, Ddir::Read, 4096);
+        }
+        assert_eq!(d.next(1_000), Next::Drain);
+        // `thinktime_iotime` alone: a think after 2 ms of I/O plus the think time.
+        let mut d = driver("[j]\nsize=64m\nthinktime=1ms\nthinktime_iotime=2ms\n");
+        let mut t = 0;
+        while let Next::Io(_) = d.next(t) {
+            d.completed(t + 100_000, 100_000, Ddir::Read, 4096);
+            t += 100_000;
+        }
+        // fio measures from the last think's start: iotime plus the think time.
+        assert_eq!(t, 3_000_000);
+    }
+
+    #[test]
+    fn rate_ignore_thinktime_keeps_the_rates_schedule() {
+        // 1000 IOPS with a 10 ms think after every 5 issues: catching up, the job issues
+        // back to back after a think; ignoring it, the think counts as 10 I/Os issued less
+        // one, so the next goes 1 ms after the think.
+        for opt in ["", "rate_ignore_thinktime=1\n"] {
+            let mut d = driver(&format!(
+                "[j]\nsize=64m\nrate_iops=1000\nrate_process=linear\nio_submit_mode=offload\nthinktime=10ms\nthinktime_blocks=5\nthinktime_blocks_type=issue\n{opt}"
+            ));
+            let mut t = 0;
+            let mut times = Vec::new();
+            while times.len() < 7 {
+                match d.next(t) {
+                    Next::Io(_) => times.push(t),
+                    Next::Until(u) => t = u,
+                    Next::Drain => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+            if opt.is_empty() {
+                // Behind its schedule after the think: the 6th and 7th go at once.
+                assert_eq!(times[5], times[6], "{times:?}");
+            } else {
+                assert_eq!(times[6] - times[5], 1_000_000, "{times:?}");
+            }
+        }
     }
 
     #[test]

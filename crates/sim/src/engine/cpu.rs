@@ -70,6 +70,19 @@ impl Sim {
             if bio.status == BlkStatus::Ok && op != ReqOp::Flush {
                 job.done_ios += 1;
                 job.done_bytes += bytes;
+                // During the ramp the job's source still counts its completions (think
+                // times); after it, the completion is reported below with its latency.
+                if !measured && op != ReqOp::Discard {
+                    let d = if op == ReqOp::Read {
+                        Ddir::Read
+                    } else {
+                        Ddir::Write
+                    };
+                    let at = Nanos(cur.saturating_sub(job.start));
+                    job.def
+                        .source
+                        .completed(at, cur.saturating_sub(s0), d, bytes);
+                }
             }
             if bio.status != BlkStatus::Ok {
                 job.errors += 1;

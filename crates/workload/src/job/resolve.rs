@@ -26,6 +26,18 @@ pub struct JobFile {
     pub size: u64,
 }
 
+/// fio's think-time triggers (`handle_thinktime`): `thinktime_blocks` I/Os completed
+/// (or issued with `thinktime_blocks_type=issue`) since the last think, and with
+/// `thinktime_iotime` that much time since it (where `thinktime_blocks` is not given, time
+/// alone); `rate_ignore_thinktime` credits the time thought to the rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ThinkRule {
+    pub by_blocks: bool,
+    pub count_issued: bool,
+    pub iotime_ns: u64,
+    pub rate_ignore: bool,
+}
+
 /// One clone of a job (`numjobs` makes several), with every option the I/O loop needs
 /// resolved against the device it runs on.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +104,8 @@ pub struct Job {
     pub thinktime_ns: u64,
     pub thinktime_spin_ns: u64,
     pub thinktime_blocks: u64,
+    /// How think times are triggered and what they do to a rate (see [`ThinkRule`]).
+    pub think: ThinkRule,
     /// `write_iolog`: where to log the clone's I/O.
     pub write_iolog: Option<String>,
     /// `write_lat_log`, `write_bw_log`, `write_iops_log`, `log_avg_msec`; the files carry
@@ -450,6 +464,12 @@ pub fn resolve(
                 thinktime_ns: s.thinktime_ns,
                 thinktime_spin_ns: s.thinktime_spin_ns,
                 thinktime_blocks: s.thinktime_blocks.max(1),
+                think: ThinkRule {
+                    by_blocks: s.thinktime_blocks_set || s.thinktime_iotime_ns == 0,
+                    count_issued: s.thinktime_blocks_issue,
+                    iotime_ns: s.thinktime_iotime_ns,
+                    rate_ignore: s.rate_ignore_thinktime,
+                },
                 write_iolog: s.write_iolog.clone(),
                 logs: s.logs.clone(),
                 files,

@@ -362,8 +362,15 @@ pub struct JobSpec {
     pub thinktime_ns: u64,
     /// `thinktime_spin=`: the part of `thinktime` spent spinning on the CPU.
     pub thinktime_spin_ns: u64,
-    /// `thinktime_blocks=` (1).
+    /// `thinktime_blocks=` (1), and whether it was given.
     pub thinktime_blocks: u64,
+    pub thinktime_blocks_set: bool,
+    /// `thinktime_blocks_type=issue`: count issued I/Os (fio's default counts completed).
+    pub thinktime_blocks_issue: bool,
+    /// `thinktime_iotime=`: think after this much I/O time (0: by blocks only).
+    pub thinktime_iotime_ns: u64,
+    /// `rate_ignore_thinktime`.
+    pub rate_ignore_thinktime: bool,
     /// `write_iolog=`: log every I/O issued to this file, in fio's format.
     pub write_iolog: Option<String>,
     /// `write_lat_log`, `write_bw_log`, `write_iops_log` and `log_avg_msec`.
@@ -668,6 +675,10 @@ impl Default for JobSpec {
             thinktime_ns: 0,
             thinktime_spin_ns: 0,
             thinktime_blocks: 1,
+            thinktime_blocks_set: false,
+            thinktime_blocks_issue: false,
+            thinktime_iotime_ns: 0,
+            rate_ignore_thinktime: false,
             write_iolog: None,
             logs: LogConfig::default(),
             disable_slat: false,

@@ -175,6 +175,8 @@ fn defaults_in_table_match_jobspec_default() {
         }
         let mut job = JobSpec::default();
         options::apply(d, &mut job, Some(d.default)).expect("default parses");
+        // Whether thinktime_blocks was written is not a value.
+        job.thinktime_blocks_set = base.thinktime_blocks_set;
         assert_eq!(job, base, "default of option '{}'", d.name);
     }
 }

@@ -409,11 +409,43 @@ pub(super) static FIO: &[OptDef] = &[
         name: "thinktime_blocks",
         aliases: &[],
         default: "1",
-        help: "I/Os issued between think times.",
+        help: "I/Os between think times: completed ones, or issued ones with thinktime_blocks_type=issue.",
         kind: Kind::Int {
             min: 1,
             max: u64::MAX,
-            set: |j, v| j.thinktime_blocks = v,
+            set: |j, v| {
+                j.thinktime_blocks = v;
+                j.thinktime_blocks_set = true;
+            },
+        },
+    },
+    OptDef {
+        name: "thinktime_blocks_type",
+        aliases: &[],
+        default: "complete",
+        help: "What thinktime_blocks counts: I/Os completed (fio's default) or issued.",
+        kind: Kind::Enum {
+            values: &["complete", "issue"],
+            set: |j, v| j.thinktime_blocks_issue = v == 1,
+        },
+    },
+    OptDef {
+        name: "thinktime_iotime",
+        aliases: &[],
+        default: "0",
+        help: "Think after this much I/O time instead (plain number = s); with thinktime_blocks set too, after whichever comes first.",
+        kind: Kind::Time {
+            unit_ns: SEC,
+            set: |j, v| j.thinktime_iotime_ns = v,
+        },
+    },
+    OptDef {
+        name: "rate_ignore_thinktime",
+        aliases: &[],
+        default: "0",
+        help: "Keep the rate's schedule through think times (the time thought counts as if issued at the rate) instead of catching up after them.",
+        kind: Kind::Bool {
+            set: |j, v| j.rate_ignore_thinktime = v,
         },
     },
     OptDef {
