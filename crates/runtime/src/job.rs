@@ -508,12 +508,18 @@ impl<S: LatSink> JobState<'_, S> {
             // or other jobs holding them, the queue is never "full" here but nothing moves
             // unless we poll (a timer-mode or io_uring device completes only when polled).
             let waits_for_tag = self.pending.is_some() && self.inflight > 0;
-            let min = if self.inflight >= depth || round != Round::Go || waits_for_tag {
+            let full = self.inflight >= depth;
+            let min = if full || round != Round::Go || waits_for_tag {
                 job.batch_complete_min.max(1) as usize
             } else {
                 0
             };
             self.reap(min);
+            // fio's `wait_for_completions`: a full queue is reaped down to `iodepth_low`,
+            // `iodepth_batch_complete_min` at a time.
+            while full && self.inflight > job.iodepth_low.min(depth) && !self.rest_waits() {
+                self.reap(min);
+            }
             if now >= last_sample + SAMPLE_WINDOW.0 {
                 if self.driver.measures(now - self.t0) {
                     self.sink.sample(now - last_sample);

@@ -252,6 +252,7 @@ pub fn case_for(
             ramp: Nanos::ZERO,
             batch_complete_min: (*rng.pick(&[1u32, 1, 2, 4])).min(iodepth),
             batch_complete_max: u32::MAX,
+            iodepth_low: iodepth,
             source,
             kind: kind.into(),
             logs: None,

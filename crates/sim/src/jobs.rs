@@ -79,6 +79,7 @@ pub fn from_specs(
             limit: Limit::default(),
             ramp: Nanos(job.ramp_ns),
             batch_complete_min: job.batch_complete_min.max(1),
+            iodepth_low: job.iodepth_low,
             batch_complete_max: job.batch_complete_max,
             source: Box::new(FioSource::of(job)),
             kind: job.name.clone(),

@@ -193,14 +193,18 @@ impl Sim {
             let rest_waits = job.pending.as_ref().is_some_and(|b| b.split.is_some());
             // fio's latency_target search sets the depth as it goes.
             let depth = job.def.source.depth().unwrap_or(job.def.iodepth);
+            // Full: like fio, wait for `iodepth_batch_complete_min` completions, and for
+            // the depth to fall to `iodepth_low`, before issuing again.
+            let refill = job
+                .def
+                .batch_complete_min
+                .max(depth.saturating_sub(job.def.iodepth_low.min(depth)));
             if job.inflight() >= depth && !rest_waits {
-                // Full: like fio, wait for `iodepth_batch_complete_min` completions before
-                // issuing again.
-                job.refilling = job.def.batch_complete_min > 1;
+                job.refilling = refill > 1;
                 break;
             }
             if job.refilling && !rest_waits {
-                if depth.saturating_sub(job.inflight()) < job.def.batch_complete_min {
+                if depth.saturating_sub(job.inflight()) < refill {
                     break;
                 }
                 job.refilling = false;

@@ -198,6 +198,9 @@ pub struct SimJob {
     /// Once the job's depth is full, it issues again only when this many have completed
     /// (fio's `iodepth_batch_complete_min`; 1 = at every completion).
     pub batch_complete_min: u32,
+    /// fio's `iodepth_low`: a full queue is reaped down to this depth (`iodepth`: one
+    /// completion, or `batch_complete_min`, refills it).
+    pub iodepth_low: u32,
     /// The most completions one reap handles (fio's `iodepth_batch_complete_max`); only
     /// the reported completion distribution shows it, the simulated timing does not.
     pub batch_complete_max: u32,
@@ -238,6 +241,7 @@ impl SimJob {
             ramp: Nanos::ZERO,
             batch_complete_min: 1,
             batch_complete_max: u32::MAX,
+            iodepth_low: iodepth,
             source,
             kind: kind.into(),
             logs: None,

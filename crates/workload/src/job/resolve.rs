@@ -120,6 +120,8 @@ pub struct Job {
     pub iodepth: u32,
     pub batch_submit: u32,
     pub batch_complete_min: u32,
+    /// fio's `iodepth_low` (at most `iodepth`): a full queue is reaped down to it.
+    pub iodepth_low: u32,
     pub batch_complete_max: u32,
     /// Run-time cap after the ramp, in nanoseconds.
     pub runtime_ns: Option<u64>,
@@ -478,6 +480,11 @@ pub fn resolve(
                 iodepth: s.effective_iodepth(),
                 batch_submit: s.iodepth_batch_submit.clamp(1, s.effective_iodepth()),
                 batch_complete_min: s.iodepth_batch_complete_min.min(s.effective_iodepth()),
+                // fio's `fixup_options`: 0 or above iodepth means iodepth.
+                iodepth_low: match s.iodepth_low {
+                    0 => s.effective_iodepth(),
+                    l => l.min(s.effective_iodepth()),
+                },
                 batch_complete_max: s.iodepth_batch_complete_max.clamp(1, s.effective_iodepth()),
                 runtime_ns: (s.runtime_ns > 0).then_some(s.runtime_ns),
                 time_based: s.time_based,

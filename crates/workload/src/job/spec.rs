@@ -401,6 +401,9 @@ pub struct JobSpec {
     pub iodepth_batch_submit: u32,
     /// Minimum completions reaped at once (0 = never wait).
     pub iodepth_batch_complete_min: u32,
+    /// `iodepth_low`: a full queue is reaped down to this depth before it is filled again
+    /// (0: fio's default, `iodepth`).
+    pub iodepth_low: u32,
     /// Maximum completions reaped at once (defaults to `iodepth_batch_complete_min`).
     pub iodepth_batch_complete_max: u32,
     /// Number of clones of this job.
@@ -694,6 +697,7 @@ impl Default for JobSpec {
             iodepth: 1,
             iodepth_batch_submit: 1,
             iodepth_batch_complete_min: 1,
+            iodepth_low: 0,
             iodepth_batch_complete_max: 1,
             numjobs: 1,
             runtime_ns: 0,

@@ -507,6 +507,17 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "iodepth_low",
+        aliases: &[],
+        default: "0",
+        help: "Once the queue is full, reap it down to this depth before filling it again (0: iodepth, fio's default).",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.iodepth_low = to_u32(v),
+        },
+    },
+    OptDef {
         name: "iodepth_batch_complete_min",
         aliases: &["iodepth_batch_complete"],
         default: "1",
