@@ -1676,3 +1676,48 @@ fn iodepth_low_reaps_a_full_queue_down_as_fio() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The report's bandwidth and IOPS samples (`bw_min`..`bw_samples`, `iops_*`) as fio takes
+/// them: one every `bwavgtime` / `iopsavgtime` ms (500 by default), at the rate over the
+/// window, in bench and sim alike (the simulator used to take none).
+#[test]
+fn bandwidth_and_iops_samples_are_fios() {
+    if !have_fio("bandwidth_and_iops_samples_are_fios") {
+        return;
+    }
+    let run = |tool: &str| -> serde_json::Value {
+        let (v, _) = run_tool(
+            tool,
+            &[
+                "--name=x",
+                "--ioengine=null",
+                "--rw=randread",
+                "--bs=4k",
+                "--size=1g",
+                "--rate_iops=1000",
+                "--runtime=3",
+                "--time_based",
+                "--iopsavgtime=250",
+                "--output-format=json",
+            ],
+        );
+        v["jobs"][0]["read"].clone()
+    };
+    let fio = run("fio");
+    let n = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    for tool in ["bench", "sim"] {
+        let ours = run(tool);
+        for (k, tol) in [("bw_samples", 1.0), ("iops_samples", 1.0)] {
+            assert!(
+                (n(&ours, k) - n(&fio, k)).abs() <= tol,
+                "{tool} {k}: {ours} fio {fio}"
+            );
+        }
+        for k in ["bw_mean", "bw_min", "iops_mean", "iops_min", "iops_max"] {
+            assert!(
+                (n(&ours, k) / n(&fio, k) - 1.0).abs() < 0.01,
+                "{tool} {k}: {ours} fio {fio}"
+            );
+        }
+    }
+}

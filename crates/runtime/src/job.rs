@@ -89,8 +89,9 @@ pub trait LatSink {
     fn error(&mut self, errno: i32, fatal: bool);
     /// A flush completed after `lat` nanoseconds (fio's `sync` latency).
     fn sync(&mut self, lat: u64);
-    /// Called about every 500 ms with the I/Os and bytes completed in the window.
-    fn sample(&mut self, window_ns: u64);
+    /// A look at the job `at_ns` after its start, at least every millisecond while it is
+    /// measured: the bandwidth and IOPS samples due are taken ([`mqblk_workload::RateSampler`]).
+    fn sample(&mut self, at_ns: u64);
     /// A submission of `n` I/Os at queue depth `depth` (fio's `iodepth_submit`/`_level`).
     fn submitted(&mut self, n: u64, depth: u64);
     /// A reap that returned `n` completions (fio's `iodepth_complete`).
@@ -284,7 +285,7 @@ impl Stonewalls {
     }
 }
 
-const SAMPLE_WINDOW: Nanos = Nanos::from_millis(500);
+const SAMPLE_LOOK: Nanos = Nanos::from_millis(1);
 
 /// Per-batch bookkeeping: bios carry their batch number so slat/clat split at the moment the
 /// batch finished submitting.
@@ -394,7 +395,10 @@ pub fn run_job<S: LatSink>(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let cpu0 = thread_cpu_time();
-    sink.sample(0);
+    // The sample windows start with the measurements: now, or when the ramp ends.
+    if job.ramp_ns == 0 {
+        sink.sample(0);
+    }
     // fio fills each of a writing job's buffers once as it starts (`init_io_u_buffers`).
     let mut buffers = rj.buffers.clone();
     let mut bufs = bufs;
@@ -520,9 +524,9 @@ impl<S: LatSink> JobState<'_, S> {
             while full && self.inflight > job.iodepth_low.min(depth) && !self.rest_waits() {
                 self.reap(min);
             }
-            if now >= last_sample + SAMPLE_WINDOW.0 {
+            if now >= last_sample + SAMPLE_LOOK.0 {
                 if self.driver.measures(now - self.t0) {
-                    self.sink.sample(now - last_sample);
+                    self.sink.sample(now - self.t0);
                 }
                 last_sample = now;
             }

@@ -136,7 +136,7 @@ impl Plan {
 /// One job clone's measurements, in fio's shape.
 pub struct Sink {
     pub stats: JobStats,
-    window: [(u64, u64); 3],
+    sampler: mqblk_workload::RateSampler,
     /// fio's per-job logs and the `--plot` series, when asked for.
     pub logs: Option<JobLogs>,
 }
@@ -159,7 +159,7 @@ impl Sink {
         job.track_prios(&mut stats, spec.clat_percentiles || spec.lat_percentiles);
         Sink {
             stats,
-            window: [(0, 0); 3],
+            sampler: mqblk_workload::RateSampler::new(job.bw_avg_ms, job.iops_avg_ms),
             logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.logs.clone())),
         }
     }
@@ -180,8 +180,6 @@ impl LatSink for Sink {
         if let Some(logs) = &mut self.logs {
             logs.io(io.at_ns, dir, bytes, io.offset, slat, clat, io.ioprio);
         }
-        self.window[d].0 += bytes;
-        self.window[d].1 += 1;
     }
     fn error(&mut self, errno: i32, fatal: bool) {
         self.stats.io_error(errno, fatal);
@@ -203,18 +201,13 @@ impl LatSink for Sink {
     }
     fn restart(&mut self) {
         self.stats.restart();
-        self.window = [(0, 0); 3];
+        self.sampler.restart();
     }
     fn latency_depth(&mut self, depth: u32) {
         self.stats.latency_depth = depth;
     }
-    fn sample(&mut self, window_ns: u64) {
-        for d in 0..3 {
-            let (bytes, ios) = std::mem::take(&mut self.window[d]);
-            if window_ns > 0 && self.stats.dirs[d].total_ios > 0 {
-                self.stats.dirs[d].push_sample(bytes, ios, window_ns);
-            }
-        }
+    fn sample(&mut self, at_ns: u64) {
+        self.sampler.tick(at_ns, &mut self.stats);
     }
 }
 

@@ -253,6 +253,8 @@ pub fn case_for(
             batch_complete_min: (*rng.pick(&[1u32, 1, 2, 4])).min(iodepth),
             batch_complete_max: u32::MAX,
             iodepth_low: iodepth,
+            bw_avg_ms: 500,
+            iops_avg_ms: 500,
             source,
             kind: kind.into(),
             logs: None,

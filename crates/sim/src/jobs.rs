@@ -80,6 +80,8 @@ pub fn from_specs(
             ramp: Nanos(job.ramp_ns),
             batch_complete_min: job.batch_complete_min.max(1),
             iodepth_low: job.iodepth_low,
+            bw_avg_ms: job.bw_avg_ms,
+            iops_avg_ms: job.iops_avg_ms,
             batch_complete_max: job.batch_complete_max,
             source: Box::new(FioSource::of(job)),
             kind: job.name.clone(),

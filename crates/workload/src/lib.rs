@@ -40,7 +40,7 @@ pub use report::{
     format_bytes, format_count, format_rate, group_ids, json_report, start_lines, terse_report,
     text_report, RunReport,
 };
-pub use stats::{DirStats, JobStats, LatHist, LatStat, SampleStat};
+pub use stats::{DirStats, JobStats, LatHist, LatStat, RateSampler, SampleStat};
 
 /// A file a run was asked to write (`write_iolog`, `write_lat_log` and the other fio logs,
 /// `--plot` charts) could not be written: one line naming the option or path.

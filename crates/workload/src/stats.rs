@@ -291,6 +291,75 @@ impl SampleStat {
     }
 }
 
+/// fio's bandwidth and IOPS samples (`add_bw_samples`, `add_iops_samples`): every
+/// `bwavgtime` (`iopsavgtime`) ms, each direction that completed something since the last
+/// sample gets one at its rate over the time since then (KiB/s, I/Os per second); a
+/// direction with nothing done gets none. Looked at as the job runs, with its time since
+/// the start.
+#[derive(Debug, Clone)]
+pub struct RateSampler {
+    windows_ns: [u64; 2],
+    /// Per kind (bandwidth, IOPS): the last sample's time and each direction's count then.
+    last: [Option<u64>; 2],
+    base: [[u64; 3]; 2],
+}
+
+impl RateSampler {
+    /// fio's slack: a sample may come up to 1 ms early (`LOG_MSEC_SLACK`).
+    const SLACK_NS: u64 = 1_000_000;
+
+    /// Samples every `bw_ms` and `iops_ms` ms.
+    pub fn new(bw_ms: u64, iops_ms: u64) -> RateSampler {
+        RateSampler {
+            windows_ns: [bw_ms.max(1) * 1_000_000, iops_ms.max(1) * 1_000_000],
+            last: [None; 2],
+            base: [[0; 3]; 2],
+        }
+    }
+
+    /// The statistics started over (the latency-target search): so do the windows, from
+    /// the next look.
+    pub fn restart(&mut self) {
+        self.last = [None; 2];
+        self.base = [[0; 3]; 2];
+    }
+
+    /// Takes the samples due at `now` (ns since the job's start) into `stats`, before a
+    /// completion at `now` is counted: a window that ended holds what completed before
+    /// its end (with looks only at completions, as the simulator's, windows that passed
+    /// without any give no sample, as fio's give none with nothing done).
+    pub fn tick(&mut self, now: u64, stats: &mut JobStats) {
+        for kind in 0..2 {
+            let w = self.windows_ns[kind];
+            let last = *self.last[kind].get_or_insert(now);
+            let passed = (now.saturating_sub(last) + Self::SLACK_NS) / w;
+            if passed == 0 {
+                continue;
+            }
+            let spent_ms = w / 1_000_000;
+            for (d, dir) in stats.dirs.iter_mut().enumerate() {
+                let count = if kind == 0 {
+                    dir.io_bytes
+                } else {
+                    dir.total_ios
+                };
+                let delta = count.saturating_sub(self.base[kind][d]);
+                self.base[kind][d] = count;
+                if delta == 0 {
+                    continue;
+                }
+                let rate = (delta * 1000).checked_div(spent_ms).unwrap_or(0);
+                if kind == 0 {
+                    dir.bw.record(rate / 1024);
+                } else {
+                    dir.iops.record(rate);
+                }
+            }
+            self.last[kind] = Some(last + passed * w);
+        }
+    }
+}
+
 /// Statistics of one I/O direction of a job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DirStats {

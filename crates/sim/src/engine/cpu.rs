@@ -101,6 +101,12 @@ impl Sim {
                     _ => Ddir::Write,
                 };
                 let ioprio = job.def.source.counted_ioprio(bio.ioprio);
+                // The windows that ended before this completion are sampled first.
+                if !std::mem::replace(&mut job.sampling, true) {
+                    job.sampler.tick(job.def.ramp.0, &mut job.stats);
+                }
+                job.sampler
+                    .tick(cur.saturating_sub(job.start), &mut job.stats);
                 job.stats
                     .dir_mut(d)
                     .record_io_prio(bytes, s1 - s0, cur.saturating_sub(s1), ioprio);
@@ -112,6 +118,7 @@ impl Sim {
                         .completed(at, cur.saturating_sub(s0), d, bytes);
                     if job.def.source.take_stats_reset() {
                         job.stats.restart();
+                        job.sampler.restart();
                         job.ios = 0;
                         job.bytes = 0;
                         job.restarted_at = Some(cur);

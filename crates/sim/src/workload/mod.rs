@@ -201,6 +201,10 @@ pub struct SimJob {
     /// fio's `iodepth_low`: a full queue is reaped down to this depth (`iodepth`: one
     /// completion, or `batch_complete_min`, refills it).
     pub iodepth_low: u32,
+    /// fio's `bwavgtime` and `iopsavgtime`: the report's bandwidth and IOPS sample
+    /// windows, ms.
+    pub bw_avg_ms: u64,
+    pub iops_avg_ms: u64,
     /// The most completions one reap handles (fio's `iodepth_batch_complete_max`); only
     /// the reported completion distribution shows it, the simulated timing does not.
     pub batch_complete_max: u32,
@@ -242,6 +246,8 @@ impl SimJob {
             batch_complete_min: 1,
             batch_complete_max: u32::MAX,
             iodepth_low: iodepth,
+            bw_avg_ms: 500,
+            iops_avg_ms: 500,
             source,
             kind: kind.into(),
             logs: None,

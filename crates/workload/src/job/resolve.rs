@@ -120,6 +120,9 @@ pub struct Job {
     pub iodepth: u32,
     pub batch_submit: u32,
     pub batch_complete_min: u32,
+    /// `bwavgtime` and `iopsavgtime`, ms.
+    pub bw_avg_ms: u64,
+    pub iops_avg_ms: u64,
     /// fio's `iodepth_low` (at most `iodepth`): a full queue is reaped down to it.
     pub iodepth_low: u32,
     pub batch_complete_max: u32,
@@ -480,6 +483,8 @@ pub fn resolve(
                 iodepth: s.effective_iodepth(),
                 batch_submit: s.iodepth_batch_submit.clamp(1, s.effective_iodepth()),
                 batch_complete_min: s.iodepth_batch_complete_min.min(s.effective_iodepth()),
+                bw_avg_ms: s.bw_avg_ms,
+                iops_avg_ms: s.iops_avg_ms,
                 // fio's `fixup_options`: 0 or above iodepth means iodepth.
                 iodepth_low: match s.iodepth_low {
                     0 => s.effective_iodepth(),

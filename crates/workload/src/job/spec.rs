@@ -401,6 +401,9 @@ pub struct JobSpec {
     pub iodepth_batch_submit: u32,
     /// Minimum completions reaped at once (0 = never wait).
     pub iodepth_batch_complete_min: u32,
+    /// `bwavgtime` and `iopsavgtime`: the windows of the bandwidth and IOPS samples, ms.
+    pub bw_avg_ms: u64,
+    pub iops_avg_ms: u64,
     /// `iodepth_low`: a full queue is reaped down to this depth before it is filled again
     /// (0: fio's default, `iodepth`).
     pub iodepth_low: u32,
@@ -698,6 +701,8 @@ impl Default for JobSpec {
             iodepth_batch_submit: 1,
             iodepth_batch_complete_min: 1,
             iodepth_low: 0,
+            bw_avg_ms: 500,
+            iops_avg_ms: 500,
             iodepth_batch_complete_max: 1,
             numjobs: 1,
             runtime_ns: 0,

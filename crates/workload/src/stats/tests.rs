@@ -232,3 +232,26 @@ proptest! {
         prop_assert!(s.stddev().is_finite());
     }
 }
+
+/// fio's samples: one per window that had completions, at the rate over the window; a
+/// window with none gives none, and a look after several gives one for the first.
+#[test]
+fn rate_samples_are_one_per_window_with_io() {
+    let mut s = crate::RateSampler::new(500, 250);
+    let mut j = JobStats::new("j");
+    s.tick(0, &mut j);
+    let io = |s: &mut crate::RateSampler, j: &mut JobStats, at_ms: u64| {
+        s.tick(at_ms * 1_000_000, j);
+        j.dirs[0].record_io(4096, 0, 1000);
+    };
+    // 100 I/Os in the first 500 ms, then nothing until 1200 ms.
+    for k in 0..100 {
+        io(&mut s, &mut j, k * 5);
+    }
+    io(&mut s, &mut j, 1200);
+    let r = &j.dirs[0];
+    assert_eq!(r.bw.n, 1, "one bandwidth sample: the first window's");
+    assert_eq!(r.bw.min, 100 * 4096 * 2 / 1024);
+    // 250 ms windows: 50 I/Os in each of the first two, then none.
+    assert_eq!((r.iops.n, r.iops.min, r.iops.max), (2, 200, 200));
+}

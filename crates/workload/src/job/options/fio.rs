@@ -507,6 +507,28 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "bwavgtime",
+        aliases: &[],
+        default: "500",
+        help: "The window of each bandwidth sample (bw_min/max/mean in the report), ms.",
+        kind: Kind::Int {
+            min: 1,
+            max: u32::MAX as u64,
+            set: |j, v| j.bw_avg_ms = v,
+        },
+    },
+    OptDef {
+        name: "iopsavgtime",
+        aliases: &[],
+        default: "500",
+        help: "The window of each IOPS sample (iops_min/max/mean in the report), ms.",
+        kind: Kind::Int {
+            min: 1,
+            max: u32::MAX as u64,
+            set: |j, v| j.iops_avg_ms = v,
+        },
+    },
+    OptDef {
         name: "iodepth_low",
         aliases: &[],
         default: "0",
