@@ -1721,3 +1721,75 @@ fn bandwidth_and_iops_samples_are_fios() {
         }
     }
 }
+
+/// File set-up options as fio 3.33 takes them: `create_only` lays the file out and issues
+/// nothing; `allow_file_create=0` refuses to make a missing file (fio fails the job, mqblk
+/// refuses the run in one line) and makes nothing; `overwrite=1` lays out with data a file
+/// a job only writes, where with `fallocate=none` it would stay a hole but for what the
+/// job writes.
+#[test]
+fn file_set_up_options_make_the_files_fio_makes() {
+    if !have_fio("file_set_up_options_make_the_files_fio_makes") {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("file-setup");
+    for tool in ["fio", "bench"] {
+        let path = |what: &str| dir.join(format!("{tool}-{what}"));
+        let run = |file: &std::path::Path, extra: &[&str]| {
+            tool_command(tool)
+                .args(["--name=f", "--size=4m", "--bs=4k", "--output-format=terse"])
+                .arg(format!("--filename={}", file.display()))
+                .args(extra)
+                .output()
+                .unwrap()
+        };
+        let o = run(&path("only"), &["--rw=write", "--create_only=1"]);
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        // Version, tool, name, group, error, then the reads' and writes' KiB: none.
+        let f: Vec<&str> = out.lines().next().unwrap().split(';').collect();
+        assert_eq!((f[4], f[5]), ("0", "0"), "{tool}: {out}");
+        assert_eq!(
+            std::fs::metadata(path("only")).unwrap().len(),
+            4 << 20,
+            "{tool}"
+        );
+        let o = run(&path("missing"), &["--rw=write", "--allow_file_create=0"]);
+        assert!(
+            !o.status.success(),
+            "{tool} made a file it was not allowed to"
+        );
+        assert!(!path("missing").exists(), "{tool}");
+        for (what, extra, full) in [
+            ("sparse", "--overwrite=0", false),
+            ("over", "--overwrite=1", true),
+        ] {
+            let o = run(
+                &path(what),
+                &[
+                    "--rw=randwrite",
+                    "--fallocate=none",
+                    "--number_ios=1",
+                    extra,
+                ],
+            );
+            assert!(
+                o.status.success(),
+                "{tool}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let allocated = std::fs::metadata(path(what)).unwrap().blocks() * 512;
+            assert_eq!(
+                allocated >= 4 << 20,
+                full,
+                "{tool} {what}: {allocated} bytes allocated"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -405,6 +405,23 @@ impl DeviceConfig {
             FileLayout::plan(specs, |s, _| Ok(Some(s.device_size())))
         }
         .map_err(|e| DeviceError::Invalid(e.to_string()))?;
+        // fio's `allow_file_create=0`: a job may only use files that are there.
+        if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
+            for s in specs.iter().filter(|s| !s.allow_file_create) {
+                for clone in 0..s.numjobs.max(1) {
+                    if let Some(p) = s
+                        .file_names(clone)
+                        .into_iter()
+                        .find(|p| !std::path::Path::new(p).exists())
+                    {
+                        return Err(DeviceError::Invalid(format!(
+                            "job '{}': file {p} does not exist and allow_file_create=0 forbids making it",
+                            s.name
+                        )));
+                    }
+                }
+            }
+        }
         match &mut device.driver {
             DriverConfig::Uring(u) => {
                 let f = layout.files.first().ok_or_else(|| {
@@ -607,7 +624,7 @@ impl DeviceConfig {
 /// IO file"), else as `fallocate` says.
 fn extend_of(f: &LayoutFile) -> mqblk_drivers::Extend {
     use mqblk_drivers::Extend;
-    match (f.read, f.fallocate) {
+    match (f.read || f.overwrite, f.fallocate) {
         (true, _) => Extend::Write,
         (false, Fallocate::Native) => Extend::Allocate,
         (false, Fallocate::None | Fallocate::Truncate) => Extend::Sparse,

@@ -366,7 +366,13 @@ impl JobDriver {
             verify_pass,
             direct: job.direct,
             sync_writes: job.sync_writes,
-            phase: Phase::Main,
+            // fio's `create_only`: the set-up (the file layout, done for the whole run)
+            // and nothing else.
+            phase: if job.create_only {
+                Phase::Done
+            } else {
+                Phase::Main
+            },
             issued: 0,
             pass_start: 0,
             writes_issued: 0,

@@ -32,6 +32,8 @@ pub struct LayoutFile {
     /// that will be read; one only written is made as `fallocate` says.
     pub read: bool,
     pub fallocate: Fallocate,
+    /// A job that writes it asked for `overwrite`: made like one that is read.
+    pub overwrite: bool,
 }
 
 /// Every file of a run and which clone of which job uses which; see the module
@@ -121,6 +123,7 @@ impl FileLayout {
             f.len = f.len.max(len);
             f.sized |= sized;
             f.read |= s.rw.does_read();
+            f.overwrite |= s.overwrite;
             return i;
         }
         self.files.push(LayoutFile {
@@ -130,6 +133,7 @@ impl FileLayout {
             sized,
             read: s.rw.does_read(),
             fallocate: s.fallocate,
+            overwrite: s.overwrite,
         });
         self.files.len() - 1
     }

@@ -120,6 +120,8 @@ pub struct Job {
     pub iodepth: u32,
     pub batch_submit: u32,
     pub batch_complete_min: u32,
+    /// `create_only`: the job issues nothing (its files are laid out with the run's).
+    pub create_only: bool,
     /// `bwavgtime` and `iopsavgtime`, ms.
     pub bw_avg_ms: u64,
     pub iops_avg_ms: u64,
@@ -379,6 +381,7 @@ pub fn resolve(
                 sized: true,
                 read: false,
                 fallocate: s.fallocate,
+                overwrite: s.overwrite,
             }];
             let placed: Vec<&LayoutFile> = if used.is_empty() {
                 whole.iter().collect()
@@ -483,6 +486,7 @@ pub fn resolve(
                 iodepth: s.effective_iodepth(),
                 batch_submit: s.iodepth_batch_submit.clamp(1, s.effective_iodepth()),
                 batch_complete_min: s.iodepth_batch_complete_min.min(s.effective_iodepth()),
+                create_only: s.create_only,
                 bw_avg_ms: s.bw_avg_ms,
                 iops_avg_ms: s.iops_avg_ms,
                 // fio's `fixup_options`: 0 or above iodepth means iodepth.

@@ -548,6 +548,13 @@ pub struct JobSpec {
     /// `create_on_open`: fio creates a file when it opens it; mqblk makes every file
     /// before the run starts (kept for the report).
     pub create_on_open: bool,
+    /// `allow_file_create=0`: a file a job names must exist.
+    pub allow_file_create: bool,
+    /// `overwrite=1`: a file a job only writes is laid out with data first (as one it reads
+    /// is), so its writes overwrite blocks rather than fill them.
+    pub overwrite: bool,
+    /// `create_only=1`: the job lays out its files and issues no I/O.
+    pub create_only: bool,
     /// fio's `zonemode=strided`: `zonesize` bytes of I/O in a zone of `zonerange` bytes,
     /// then the next zone, `zoneskip` bytes further on (off: 0 sizes).
     pub zonemode_strided: bool,
@@ -770,6 +777,9 @@ impl Default for JobSpec {
             file_service: FileService::default(),
             openfiles: 0,
             fallocate: Fallocate::Native,
+            allow_file_create: true,
+            overwrite: false,
+            create_only: false,
             create_on_open: false,
             zonemode_strided: false,
             zonerange: 0,

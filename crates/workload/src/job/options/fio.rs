@@ -1394,6 +1394,33 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "allow_file_create",
+        aliases: &[],
+        default: "1",
+        help: "Make a job's files that do not exist; 0: a missing file is an error.",
+        kind: Kind::Bool {
+            set: |j, v| j.allow_file_create = v,
+        },
+    },
+    OptDef {
+        name: "overwrite",
+        aliases: &[],
+        default: "0",
+        help: "Lay out a file a job only writes with data first, as one it reads, so its writes overwrite written blocks.",
+        kind: Kind::Bool {
+            set: |j, v| j.overwrite = v,
+        },
+    },
+    OptDef {
+        name: "create_only",
+        aliases: &[],
+        default: "0",
+        help: "Lay out the job's files and issue no I/O.",
+        kind: Kind::Bool {
+            set: |j, v| j.create_only = v,
+        },
+    },
+    OptDef {
         name: "create_on_open",
         aliases: &[],
         default: "0",
