@@ -782,7 +782,8 @@ impl JobDriver {
 
     /// A read, write or trim of `bytes` in direction `dir` completed at `now` after `lat_ns`
     /// in all (fio's `lat`: from when the job took it to its completion), counted after
-    /// `ramp_time`, as fio's `account_io_completion` does.
+    /// `ramp_time`, as fio's `account_io_completion` does; during the ramp it only counts
+    /// towards `thinktime_blocks` (fio's `io_blocks`).
     pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64) {
         if !self.ramp_reset && now >= self.ramp_ns {
             self.ramp_reset = true;
@@ -793,10 +794,8 @@ impl JobDriver {
             return;
         }
         self.completed_ios += 1;
-        if now >= self.ramp_ns {
-            if let Some(e) = self.min_rate.completed(now - self.ramp_ns, dir, bytes) {
-                self.fail_with(EIO, e);
-            }
+        if let Some(e) = self.min_rate.completed(now - self.ramp_ns, dir, bytes) {
+            self.fail_with(EIO, e);
         }
         if self.max_latency_ns > 0 && lat_ns > self.max_latency_ns {
             let e = format!(
@@ -849,8 +848,6 @@ impl JobDriver {
         }
     }
 
-    #[inline]
-    /// The next I/O of the main phase; `None` where the generator ended its pass early.
     /// When direction `d` (0 read, 1 write, 2 trim) may issue next, in ns since the job's
     /// start (fio's `rate_next_io_time`): its I/Os and bytes so far at their rates, or the
     /// Poisson process's next time.
@@ -914,6 +911,8 @@ impl JobDriver {
         }
     }
 
+    #[inline]
+    /// The next I/O of the main phase; `None` where the generator ended its pass early.
     fn main_io(&mut self) -> Option<JobIo> {
         let (file, io) = self.gen.next_io()?;
         self.issued += 1;
