@@ -422,7 +422,8 @@ impl SteadyMonitor {
             if m.ramp_over {
                 // The first interval runs from the job's start (fio's `prev_time` is its
                 // `epoch`). fio zeroes a job's counters when its `ramp_time` ends, which
-                // makes its next sample wrap around; here that sample is 0.
+                // makes its next sample wrap around; the counts here run on through the
+                // ramp, so that sample is the job's rate.
                 let at = m.prev_at.unwrap_or(s.started_at);
                 let ms = (now.saturating_sub(at) / 1_000_000).max(1);
                 g_bw += 1000 * s.bytes.saturating_sub(m.prev_bytes) / ms;
