@@ -1425,7 +1425,8 @@ fn a_mixed_job_under_rates_switches_direction_as_fio() {
     ];
     // Direction and offset of each I/O, from the tool's write_iolog.
     let run = |tool: &str, extra: &[&str]| -> Vec<(String, String)> {
-        let log = dir.join(format!("{tool}.iolog"));
+        // A log of its own per run: fio appends to one that is there.
+        let log = dir.join(format!("{tool}-{}.iolog", extra.len()));
         let o = tool_command(tool)
             .args(base)
             .args(extra)
@@ -1807,6 +1808,55 @@ fn file_set_up_options_make_the_files_fio_makes() {
                 full,
                 "{tool} {what}: {allocated} bytes allocated"
             );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `offset=33%` of a 10,000,000-byte file starts at 3,300,000 aligned up to the block size
+/// (3,301,376), or with `offset_align=1m` to 4 MiB, as fio 3.33's `get_start_offset`.
+#[test]
+fn offset_align_aligns_a_percentage_offset_as_fio() {
+    if !have_fio("offset_align_aligns_a_percentage_offset_as_fio") {
+        return;
+    }
+    let dir = scratch("offset-align");
+    let file = dir.join("data");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(10_000_000)
+        .unwrap();
+    for (extra, want) in [(None, 3_301_376u64), (Some("--offset_align=1m"), 4 << 20)] {
+        for tool in ["fio", "bench"] {
+            // A fresh log each time: fio appends to one that is there.
+            let log = dir.join(format!("{tool}-{}.iolog", extra.is_some()));
+            let o = tool_command(tool)
+                .args([
+                    "--name=o",
+                    "--rw=read",
+                    "--bs=4k",
+                    "--offset=33%",
+                    "--number_ios=1",
+                ])
+                .arg(format!("--filename={}", file.display()))
+                .arg(format!("--write_iolog={}", log.display()))
+                .args(extra)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{tool}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let first: u64 = std::fs::read_to_string(&log)
+                .unwrap()
+                .lines()
+                .find_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    (f.len() == 5 && f[2] == "read").then(|| f[3].parse().unwrap())
+                })
+                .unwrap();
+            assert_eq!(first, want, "{tool} {extra:?}");
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();

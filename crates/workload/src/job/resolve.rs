@@ -577,10 +577,14 @@ fn region(
 ) -> Result<(u64, u64), String> {
     let cap = f.len;
     let share = |pct: f64| (cap as f64 * pct / 100.0) as u64;
-    // fio's percentage offset is aligned up to the job's smallest block size.
-    let min_bs = s.min_bs();
+    // fio's percentage offset is aligned up to `offset_align`, else to the job's smallest
+    // block size (`get_start_offset`).
+    let align = match s.offset_align {
+        0 => s.min_bs(),
+        a => a,
+    };
     let offset = match s.offset_pct {
-        Some(p) => share(p).div_ceil(min_bs) * min_bs,
+        Some(p) => share(p).div_ceil(align) * align,
         None => s.offset,
     };
     let size = match (s.size_pct, s.size) {

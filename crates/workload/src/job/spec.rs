@@ -353,6 +353,9 @@ pub struct JobSpec {
     /// `io_size`), resolved against its capacity; each replaces the byte value.
     pub size_pct: Option<f64>,
     pub offset_pct: Option<f64>,
+    /// `offset_align`: what a percentage offset is aligned up to (0: the smallest block
+    /// size).
+    pub offset_align: u64,
     pub io_size_pct: Option<f64>,
     /// `loops=`: passes of the whole job (1).
     pub loops: u32,
@@ -682,6 +685,7 @@ impl Default for JobSpec {
             io_size: None,
             size_pct: None,
             offset_pct: None,
+            offset_align: 0,
             io_size_pct: None,
             loops: 1,
             startdelay_ns: (0, 0),

@@ -485,6 +485,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "offset_align",
+        aliases: &[],
+        default: "0",
+        help: "Align a percentage offset= up to this many bytes (0: the smallest block size).",
+        kind: Kind::Size {
+            set: |j, v| j.offset_align = v,
+        },
+    },
+    OptDef {
         name: "iodepth",
         aliases: &[],
         default: "1",
