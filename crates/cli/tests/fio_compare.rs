@@ -763,7 +763,17 @@ fn scratch(what: &str) -> PathBuf {
 /// Runs `tool` ([`tool_command`]) with `args`; its JSON report (fio puts its `fio:
 /// pid=..., err=5/...` line on standard output before the JSON) and its stderr.
 fn run_tool(tool: &str, args: &[&str]) -> (serde_json::Value, String) {
-    let o = tool_command(tool).args(args).output().unwrap();
+    run_tool_in(Path::new("."), tool, args)
+}
+
+/// [`run_tool`] in directory `cwd`, for a job that leaves files there (fio saves its verify
+/// state in the current directory when a verify fails).
+fn run_tool_in(cwd: &Path, tool: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let o = tool_command(tool)
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     let v = serde_json::from_str(&out[out.find('{').unwrap_or(0)..])
@@ -1386,7 +1396,7 @@ fn a_verify_mismatch_ends_the_job_with_fios_error() {
     let run = |tool: &str, extra: &[&str]| -> (i64, u64, u64) {
         let mut args = vec!["--output-format=json", file.as_str()];
         args.extend_from_slice(extra);
-        let (v, _) = run_tool(tool, &args);
+        let (v, _) = run_tool_in(&dir, tool, &args);
         let r = &v["jobs"][1];
         (
             r["error"].as_i64().unwrap(),
