@@ -358,7 +358,7 @@ pub fn run_job<S: LatSink>(
     q: Arc<RequestQueue>,
     clock: MonotonicClock,
     rj: &RunJob,
-    mut sink: S,
+    sink: S,
     start: &Barrier,
     progress: &Progress,
     slot: usize,
@@ -395,10 +395,6 @@ pub fn run_job<S: LatSink>(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let cpu0 = thread_cpu_time();
-    // The sample windows start with the measurements: now, or when the ramp ends.
-    if job.ramp_ns == 0 {
-        sink.sample(0);
-    }
     // fio fills each of a writing job's buffers once as it starts (`init_io_u_buffers`).
     let mut buffers = rj.buffers.clone();
     let mut bufs = bufs;

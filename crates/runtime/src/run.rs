@@ -159,7 +159,7 @@ impl Sink {
         job.track_prios(&mut stats, spec.clat_percentiles || spec.lat_percentiles);
         Sink {
             stats,
-            sampler: mqblk_workload::RateSampler::new(job.bw_avg_ms, job.iops_avg_ms),
+            sampler: mqblk_workload::RateSampler::new(job.bw_avg_ms, job.iops_avg_ms, job.ramp_ns),
             logs: (plot || spec.logs.any()).then(|| JobLogs::new(spec.logs.clone())),
         }
     }

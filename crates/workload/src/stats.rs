@@ -291,6 +291,12 @@ impl SampleStat {
     }
 }
 
+/// `x` over `window_ns` as a rate per second (`None` for an empty window).
+fn per_sec(x: u64, window_ns: u64) -> Option<u64> {
+    let r = (u128::from(x) * 1_000_000_000).checked_div(u128::from(window_ns))?;
+    Some(u64::try_from(r).unwrap_or(u64::MAX))
+}
+
 /// fio's bandwidth and IOPS samples (`add_bw_samples`, `add_iops_samples`): every
 /// `bwavgtime` (`iopsavgtime`) ms, each direction that completed something since the last
 /// sample gets one at its rate over the time since then (KiB/s, I/Os per second); a
@@ -308,11 +314,12 @@ impl RateSampler {
     /// fio's slack: a sample may come up to 1 ms early (`LOG_MSEC_SLACK`).
     const SLACK_NS: u64 = 1_000_000;
 
-    /// Samples every `bw_ms` and `iops_ms` ms.
-    pub fn new(bw_ms: u64, iops_ms: u64) -> RateSampler {
+    /// Samples every `bw_ms` and `iops_ms` ms from `from_ns` after the job's start (its
+    /// ramp's end, where fio starts its windows over).
+    pub fn new(bw_ms: u64, iops_ms: u64, from_ns: u64) -> RateSampler {
         RateSampler {
             windows_ns: [bw_ms.max(1) * 1_000_000, iops_ms.max(1) * 1_000_000],
-            last: [None; 2],
+            last: [Some(from_ns); 2],
             base: [[0; 3]; 2],
         }
     }
@@ -336,7 +343,6 @@ impl RateSampler {
             if passed == 0 {
                 continue;
             }
-            let spent_ms = w / 1_000_000;
             for (d, dir) in stats.dirs.iter_mut().enumerate() {
                 let count = if kind == 0 {
                     dir.io_bytes
@@ -345,14 +351,10 @@ impl RateSampler {
                 };
                 let delta = count.saturating_sub(self.base[kind][d]);
                 self.base[kind][d] = count;
-                if delta == 0 {
-                    continue;
-                }
-                let rate = (delta * 1000).checked_div(spent_ms).unwrap_or(0);
-                if kind == 0 {
-                    dir.bw.record(rate / 1024);
-                } else {
-                    dir.iops.record(rate);
+                match (delta, kind) {
+                    (0, _) => {}
+                    (_, 0) => dir.push_bw_sample(delta, w),
+                    _ => dir.push_iops_sample(delta, w),
                 }
             }
             self.last[kind] = Some(last + passed * w);
@@ -500,17 +502,24 @@ impl DirStats {
         self.lat.record(slat_ns.saturating_add(clat_ns));
     }
 
-    /// Records one bandwidth and one IOPS sample for a window (the runner calls this
-    /// periodically, e.g. every 500 ms, with what completed in the window).
+    /// Records one bandwidth and one IOPS sample for a window with what completed in it.
     pub fn push_sample(&mut self, bytes_in_window: u64, ios_in_window: u64, window_ns: u64) {
-        if window_ns == 0 {
-            return;
+        self.push_bw_sample(bytes_in_window, window_ns);
+        self.push_iops_sample(ios_in_window, window_ns);
+    }
+
+    /// One bandwidth sample: `bytes` over a window of `window_ns`, in KiB/s.
+    pub fn push_bw_sample(&mut self, bytes: u64, window_ns: u64) {
+        if let Some(r) = per_sec(bytes, window_ns) {
+            self.bw.record(r / 1024);
         }
-        let per_sec = |x: u64| u128::from(x) * 1_000_000_000 / u128::from(window_ns);
-        let kib = per_sec(bytes_in_window) / 1024;
-        self.bw.record(u64::try_from(kib).unwrap_or(u64::MAX));
-        self.iops
-            .record(u64::try_from(per_sec(ios_in_window)).unwrap_or(u64::MAX));
+    }
+
+    /// One IOPS sample: `ios` over a window of `window_ns`.
+    pub fn push_iops_sample(&mut self, ios: u64, window_ns: u64) {
+        if let Some(r) = per_sec(ios, window_ns) {
+            self.iops.record(r);
+        }
     }
 
     /// Runtime in whole milliseconds as fio reports it; a direction that did I/O in less

@@ -102,9 +102,6 @@ impl Sim {
                 };
                 let ioprio = job.def.source.counted_ioprio(bio.ioprio);
                 // The windows that ended before this completion are sampled first.
-                if !std::mem::replace(&mut job.sampling, true) {
-                    job.sampler.tick(job.def.ramp.0, &mut job.stats);
-                }
                 job.sampler
                     .tick(cur.saturating_sub(job.start), &mut job.stats);
                 job.stats

@@ -258,9 +258,8 @@ struct JobRun {
     /// `io_blocks` and `io_bytes`, what steady state samples).
     done_ios: u64,
     done_bytes: u64,
-    /// fio's bandwidth and IOPS samples, from the ramp's end (`sampling` once begun).
+    /// fio's bandwidth and IOPS samples, from the ramp's end.
     sampler: mqblk_workload::RateSampler,
-    sampling: bool,
     errors: u64,
     start: u64,
     end: u64,
@@ -535,7 +534,8 @@ impl Sim {
                 )));
             }
             cpus[def.cpu as usize].jobs.push(i as u32);
-            let sampler = mqblk_workload::RateSampler::new(def.bw_avg_ms, def.iops_avg_ms);
+            let sampler =
+                mqblk_workload::RateSampler::new(def.bw_avg_ms, def.iops_avg_ms, def.ramp.0);
             runs.push(JobRun {
                 rng: rng.fork(100 + i as u64),
                 stats: {
@@ -569,7 +569,6 @@ impl Sim {
                 done_ios: 0,
                 done_bytes: 0,
                 sampler,
-                sampling: false,
                 errors: 0,
                 start: 0,
                 end: 0,

@@ -237,9 +237,8 @@ proptest! {
 /// window with none gives none, and a look after several gives one for the first.
 #[test]
 fn rate_samples_are_one_per_window_with_io() {
-    let mut s = crate::RateSampler::new(500, 250);
+    let mut s = crate::RateSampler::new(500, 250, 0);
     let mut j = JobStats::new("j");
-    s.tick(0, &mut j);
     let io = |s: &mut crate::RateSampler, j: &mut JobStats, at_ms: u64| {
         s.tick(at_ms * 1_000_000, j);
         j.dirs[0].record_io(4096, 0, 1000);
