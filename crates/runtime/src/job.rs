@@ -752,11 +752,7 @@ impl<S: LatSink> JobState<'_, S> {
             if measured {
                 let submit = bio.submit_ns.0;
                 let end = self.batches.end_of(bio.private).max(submit);
-                let dir = match bio.op {
-                    ReqOp::Read => Ddir::Read,
-                    ReqOp::Discard => Ddir::Trim,
-                    _ => Ddir::Write,
-                };
+                let dir = Ddir::of_op(bio.op);
                 self.sink.record(Completed {
                     dir,
                     bytes: len,

@@ -184,8 +184,9 @@ pub struct JobDriver {
     /// flight, and whether it has for the I/O held now.
     rate_quiesce: bool,
     rate_drained: bool,
-    /// A direction has a rate (`rate_iops`, `rate`, or a Poisson process).
-    rate_limited: bool,
+    /// A mixed job with a rate on some direction (`rate_iops`, `rate`): its next I/O's
+    /// direction is picked with the rates in view (fio's `rate_ddir`).
+    mixed_rates: bool,
     /// `rate_process=poisson`: per direction, fio's `poisson_state` stream, the mean gap
     /// in whole microseconds (`1000000 / iops`), and when the next I/O may go, in us
     /// (`last_usec`).
@@ -349,7 +350,7 @@ impl JobDriver {
             held: None,
             rate_quiesce: !job.submit_offload,
             rate_drained: false,
-            rate_limited: job.rate_iops.iter().chain(&job.rate).any(|&r| r > 0),
+            mixed_rates: job.rw.is_mixed() && job.rate_iops.iter().chain(&job.rate).any(|&r| r > 0),
             poisson: job.rate_poisson.then(|| {
                 Box::new(std::array::from_fn(|d| {
                     let purpose = [slot::POISSON, slot::POISSON2, slot::POISSON3][d];
@@ -598,7 +599,7 @@ impl JobDriver {
                     // a second since the start).
                     // A mixed job picks the direction of its next I/O with the rates in
                     // view (fio's `rate_ddir`).
-                    if self.held.is_none() && self.rate_limited {
+                    if self.held.is_none() && self.mixed_rates {
                         let due = [self.due(0), self.due(1)];
                         self.gen.set_rate(Some(RateView { now, due }));
                     }

@@ -82,6 +82,16 @@ impl Ddir {
     /// All directions in fio's output order.
     pub const ALL: [Ddir; 3] = [Ddir::Read, Ddir::Write, Ddir::Trim];
 
+    /// The direction fio counts a completed data request of operation `op` in: discards
+    /// are trims, every other write-side operation a write.
+    pub fn of_op(op: mqblk_core::ReqOp) -> Ddir {
+        match op {
+            mqblk_core::ReqOp::Read => Ddir::Read,
+            mqblk_core::ReqOp::Discard => Ddir::Trim,
+            _ => Ddir::Write,
+        }
+    }
+
     /// The array index of this direction.
     pub fn index(self) -> usize {
         self as usize

@@ -67,17 +67,13 @@ impl Sim {
                 )));
             }
             let measured = cur >= job.start + job.def.ramp.0;
+            let d = Ddir::of_op(op);
             if bio.status == BlkStatus::Ok && op != ReqOp::Flush {
                 job.done_ios += 1;
                 job.done_bytes += bytes;
                 // During the ramp the job's source still counts its completions (think
                 // times); after it, the completion is reported below with its latency.
-                if !measured && op != ReqOp::Discard {
-                    let d = if op == ReqOp::Read {
-                        Ddir::Read
-                    } else {
-                        Ddir::Write
-                    };
+                if !measured && d != Ddir::Trim {
                     let at = Nanos(cur.saturating_sub(job.start));
                     job.def
                         .source
@@ -95,11 +91,6 @@ impl Sim {
             } else if op != ReqOp::Flush && measured {
                 job.ios += 1;
                 job.bytes += bytes;
-                let d = match op {
-                    ReqOp::Read => Ddir::Read,
-                    ReqOp::Discard => Ddir::Trim,
-                    _ => Ddir::Write,
-                };
                 let ioprio = job.def.source.counted_ioprio(bio.ioprio);
                 // The windows that ended before this completion are sampled first.
                 job.sampler
