@@ -148,10 +148,7 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
             iolog: &out.iolog,
             stats: &sink.stats,
             logs: sink.logs.as_ref(),
-            start_ms: match out.started_ms {
-                0 => exec.started_ms,
-                t => t,
-            },
+            start_ms: started_ms(out, &exec),
         })
         .collect();
     crate::report::write_job_files(cl, &clones)?;
@@ -257,16 +254,21 @@ fn usage() -> String {
     )
 }
 
+/// When a clone started, ms since the Unix epoch (the run's start for one that never did).
+fn started_ms(out: &mqblk_runtime::JobOutcome, exec: &Execution) -> u64 {
+    match out.started_ms {
+        0 => exec.started_ms,
+        t => t,
+    }
+}
+
 /// Each job clone's figures in fio's report shape, with what a real-time run measures
 /// beside the simulator's (CPU use, start times, verification, the device's buffers).
 fn job_reports(cl: &CommandLine, plan: &Plan, exec: &Execution) -> Vec<JobStats> {
     let stats: Vec<&JobStats> = exec.results.iter().map(|(sink, _)| &sink.stats).collect();
     let mut jobs = crate::report::job_stats(cl, &plan.spec_of, &stats);
     for (i, (st, (_, out))) in jobs.iter_mut().zip(&exec.results).enumerate() {
-        st.job_start_ms = match out.started_ms {
-            0 => exec.started_ms,
-            t => t,
-        };
+        st.job_start_ms = started_ms(out, exec);
         st.job_runtime_ns = out.runtime_ns;
         st.usr_cpu_ns = out.cpu.user_ns;
         st.sys_cpu_ns = out.cpu.sys_ns;
