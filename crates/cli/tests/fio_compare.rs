@@ -90,6 +90,11 @@ fn rewrite(text: &str, log_dir: &Path, tool: &str) -> String {
 }
 
 fn read_log(path: &Path) -> Vec<Entry> {
+    read_timed_log(path).into_iter().map(|(_, e)| e).collect()
+}
+
+/// A `write_iolog`'s I/Os with the time (us) each line gives.
+fn read_timed_log(path: &Path) -> Vec<(u64, Entry)> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .filter_map(|l| {
@@ -102,12 +107,13 @@ fn read_log(path: &Path) -> Vec<Entry> {
                 "datasync" => Op::Datasync,
                 _ => return None,
             };
-            Some(Entry {
+            let entry = Entry {
                 file: f.get(1)?.to_string(),
                 op,
                 offset: f.get(3)?.parse().ok()?,
                 len: f.get(4)?.parse().ok()?,
-            })
+            };
+            Some((f.first()?.parse().ok()?, entry))
         })
         .collect()
 }
@@ -1433,8 +1439,8 @@ fn a_mixed_job_under_rates_switches_direction_as_fio() {
         "--bs=4k",
         "--time_based",
     ];
-    // Direction and offset of each I/O, from the tool's write_iolog.
-    let run = |tool: &str, extra: &[&str]| -> Vec<(String, String)> {
+    // The I/Os of the tool's write_iolog.
+    let run = |tool: &str, extra: &[&str]| -> Vec<Entry> {
         // A log of its own per run: fio appends to one that is there.
         let log = dir.join(format!("{tool}-{}.iolog", extra.len()));
         let o = tool_command(tool)
@@ -1448,19 +1454,13 @@ fn a_mixed_job_under_rates_switches_direction_as_fio() {
             "{tool}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .filter(|f| f.len() == 5 && (f[2] == "read" || f[2] == "write"))
-            .map(|f| (f[2].to_string(), f[3].to_string()))
-            .collect()
+        read_log(&log)
     };
-    let count = |v: &[(String, String)], d: &str| v.iter().filter(|x| x.0 == d).count();
+    let count = |v: &[Entry], op: Op| v.iter().filter(|x| x.op == op).count();
     let even = ["--rate_iops=1000", "--runtime=2"];
     for tool in ["fio", "bench", "sim"] {
         let ios = run(tool, &even);
-        let (r, w) = (count(&ios, "read"), count(&ios, "write"));
+        let (r, w) = (count(&ios, Op::Read), count(&ios, Op::Write));
         assert!(
             r.abs_diff(2000) <= 5 && w.abs_diff(2000) <= 5,
             "{tool}: {r} reads, {w} writes"
@@ -1471,10 +1471,9 @@ fn a_mixed_job_under_rates_switches_direction_as_fio() {
     for tool in ["bench", "sim"] {
         let ours = run(tool, &mix);
         let n = 200;
-        let offsets =
-            |v: &[(String, String)]| v[..n].iter().map(|x| x.1.clone()).collect::<Vec<_>>();
+        let offsets = |v: &[Entry]| v[..n].iter().map(|x| x.offset).collect::<Vec<_>>();
         assert_eq!(offsets(&ours), offsets(&fio), "{tool}");
-        let (r, w) = (count(&ours, "read"), count(&ours, "write"));
+        let (r, w) = (count(&ours, Op::Read), count(&ours, Op::Write));
         assert!(
             r.abs_diff(300) <= 3 && w.abs_diff(300) <= 3,
             "{tool}: {r} reads, {w} writes"
@@ -1605,12 +1604,10 @@ fn think_times_split_the_ios_as_fio_splits_them() {
         let mut seen = HashSet::new();
         let mut out = vec![0usize];
         let mut last: Option<u64> = None;
-        for l in std::fs::read_to_string(&log).unwrap().lines() {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() != 5 || f[2] != "read" || !seen.insert(f[3].to_string()) {
+        for (t, e) in read_timed_log(&log) {
+            if e.op != Op::Read || !seen.insert(e.offset) {
                 continue;
             }
-            let t: u64 = f[0].parse().unwrap();
             if last.is_some_and(|p| t - p > 60_000) {
                 out.push(0);
             }
@@ -1858,14 +1855,11 @@ fn offset_align_aligns_a_percentage_offset_as_fio() {
                 "{tool}: {}",
                 String::from_utf8_lossy(&o.stderr)
             );
-            let first: u64 = std::fs::read_to_string(&log)
+            let first = read_log(&log)
+                .iter()
+                .find(|e| e.op == Op::Read)
                 .unwrap()
-                .lines()
-                .find_map(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    (f.len() == 5 && f[2] == "read").then(|| f[3].parse().unwrap())
-                })
-                .unwrap();
+                .offset;
             assert_eq!(first, want, "{tool} {extra:?}");
         }
     }
