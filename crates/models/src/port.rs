@@ -263,7 +263,11 @@ impl ModelPort {
         self.finish_one(hw as usize, id);
         done.complete(id, BlkStatus::Timeout);
         if self.ring.is_some() {
-            // Its descriptors are free: a queue stopped for the lack of room runs again.
+            // Its descriptors are free: a queue stopped for the lack of room runs again, as
+            // `virtblk_done` restarts stopped queues once something completed. The kernel's
+            // virtio-blk has no `timeout` hook (`virtio_mq_ops`), so `blk_mq_rq_timed_out`
+            // only re-arms its timer; a lost command ending here is the model's fault
+            // injection, completed as a driver that aborts it (`nvme_timeout`) would.
             done.start_stopped_queues();
         }
         true
