@@ -10,7 +10,7 @@ use crate::{
 use mqblk_core::{Clock, IoBuf, RequestQueue};
 use mqblk_device::{Device, DeviceConfig, DriverConfig};
 use mqblk_workload::logs::JobLogs;
-use mqblk_workload::steadystate::{SteadyMonitor, TICK_NS as STEADY_TICK_NS};
+use mqblk_workload::steadystate::{MemberSpec, SteadyMonitor, TICK_NS as STEADY_TICK_NS};
 use mqblk_workload::{Job, JobSpec, JobStats};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -269,8 +269,8 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
     }
     let progress = Progress::for_jobs(plan.jobs.len());
     progress.stonewalls.set(plan.jobs.iter().map(|j| &j.job));
-    let jobs: Vec<Job> = plan.jobs.iter().map(|j| j.job.clone()).collect();
-    let steady = SteadyMonitor::of_jobs(&jobs).map_err(RunError::Steady)?;
+    let members: Vec<MemberSpec> = plan.jobs.iter().map(|j| MemberSpec::of(&j.job)).collect();
+    let steady = SteadyMonitor::new(&members).map_err(RunError::Steady)?;
     let start = Barrier::new(plan.jobs.len() + 1);
     let started_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -336,12 +336,6 @@ impl MemberSpec {
 }
 
 impl SteadyMonitor {
-    /// The monitor of the resolved clones `jobs`, in run order (see [`SteadyMonitor::new`]).
-    pub fn of_jobs(jobs: &[crate::job::Job]) -> Result<Option<SteadyMonitor>, String> {
-        let specs: Vec<MemberSpec> = jobs.iter().map(MemberSpec::of).collect();
-        SteadyMonitor::new(&specs)
-    }
-
     /// The monitor of a run whose clones are `jobs` (in run order), or `None` when no job
     /// asks for steady state. Jobs of one reporting group must agree on their settings
     /// (fio's `td_steadystate_init`); the error names the job that does not.

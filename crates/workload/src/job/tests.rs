@@ -786,3 +786,21 @@ fn errors_a_job_goes_on_after_are_fio_s() {
     assert!(numbers.non_fatal(true, 28) && numbers.non_fatal(true, 5));
     assert!(file_err("[a]\nignore_error=EWHAT\n").contains("unknown error EWHAT"));
 }
+
+/// fio's `td_steadystate_init`: the jobs of one reporting group share their steady-state
+/// settings; a job that differs is refused with both names, and a new group may differ.
+#[test]
+fn steady_state_settings_must_agree_within_a_reporting_group() {
+    let specs = parse_job_text("ss.fio", "[a]\nss=iops:5%\nss_dur=3\n[b]\n").unwrap();
+    let err = resolve(&specs, &Default::default(), |_| Ok(1 << 30), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("job 'b'") && err.contains("job 'a'") && err.contains("steadystate"),
+        "{err}"
+    );
+    let specs = parse_job_text("ss.fio", "[a]\nss=iops:5%\nss_dur=3\n[b]\nnew_group\n").unwrap();
+    let jobs = resolve(&specs, &Default::default(), |_| Ok(1 << 30), 0).unwrap();
+    assert_eq!(jobs[0].steady.map(|s| s.dur_s), Some(3));
+    assert!(jobs[1].steady.is_none());
+}
