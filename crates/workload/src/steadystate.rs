@@ -78,6 +78,11 @@ impl Criterion {
         })
     }
 
+    /// fio's `criterion` string in its JSON report for the value `v`: `0.033311%`.
+    pub fn describe_value(&self, v: f64) -> String {
+        format!("{:.6}{}", v as f32, if self.pct { "%" } else { "" })
+    }
+
     /// fio's `ss` string in its JSON report: `iops_slope:0.010000%`.
     pub fn describe(&self) -> String {
         format!(
@@ -265,18 +270,10 @@ impl Window {
         let bw: Vec<u64> = order.map(|k| self.bw[k]).collect();
         let mean = |v: &[u64]| v.iter().sum::<u64>() / self.dur.max(1);
         SteadyReport {
-            ss: self.crit.describe(),
+            crit: self.crit,
             duration: self.dur,
             attained: self.attained,
-            criterion: format!(
-                "{:.6}{}",
-                self.criterion as f32,
-                if self.crit.pct { "%" } else { "" }
-            ),
-            criterion_value: self.criterion,
-            iops_criterion: self.crit.iops,
-            slope_criterion: self.crit.slope,
-            pct: self.crit.pct,
+            criterion: self.criterion,
             max_deviation: self.deviation,
             slope: self.slope,
             bw_mean: mean(&bw),
@@ -291,15 +288,12 @@ impl Window {
 /// `steadystate  :` line).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SteadyReport {
-    pub ss: String,
+    /// What was judged and against what (fio's `ss`).
+    pub crit: Criterion,
     pub duration: u64,
     pub attained: bool,
-    pub criterion: String,
-    /// The criterion's last value (the number in `criterion`).
-    pub criterion_value: f64,
-    pub iops_criterion: bool,
-    pub slope_criterion: bool,
-    pub pct: bool,
+    /// The criterion's last value (a percentage of the mean with `crit.pct`).
+    pub criterion: f64,
     pub max_deviation: f64,
     pub slope: f64,
     pub bw_mean: u64,
@@ -521,7 +515,7 @@ mod tests {
         assert!(r.attained);
         assert_eq!(r.iops, vec![1000, 1000, 1000]);
         assert_eq!(r.bw_mean, 1000 * 4096);
-        assert_eq!(r.criterion, "0.000000%");
+        assert_eq!(r.crit.describe_value(r.criterion), "0.000000%");
     }
 
     #[test]
@@ -535,7 +529,7 @@ mod tests {
         assert!(!r.attained);
         assert_eq!(r.iops, vec![2400, 2600, 2800]);
         assert_eq!(r.duration, 3);
-        assert!(r.criterion_value > 5.0);
+        assert!(r.criterion > 5.0);
     }
 
     #[test]

@@ -109,10 +109,10 @@ fn steady_object(ss: &crate::steadystate::SteadyReport) -> J {
             J::Arr(ss.bw.iter().map(|&v| J::Int(i128::from(v))).collect()),
         );
     let mut o = Obj::new();
-    o.string("ss", &ss.ss)
+    o.string("ss", &ss.crit.describe())
         .int("duration", ss.duration)
         .int("attained", u64::from(ss.attained))
-        .string("criterion", &ss.criterion)
+        .string("criterion", &ss.crit.describe_value(ss.criterion))
         .float("max_deviation", ss.max_deviation)
         .float("slope", ss.slope)
         .put("data", data.build());

@@ -374,14 +374,10 @@ fn depth_lines(out: &mut String, job: &JobStats) {
             num2str_from(kib, SIG_FIGS, 1, true, Unit::BytePerSec),
             num2str_from(kib, SIG_FIGS, 1, false, Unit::BytePerSec),
             num2str(ss.iops_mean, SIG_FIGS, false, Unit::None),
-            if ss.iops_criterion { "iops" } else { "bw" },
-            if ss.slope_criterion {
-                " slope"
-            } else {
-                " mean dev"
-            },
-            ss.criterion_value,
-            if ss.pct { "%" } else { "" }
+            if ss.crit.iops { "iops" } else { "bw" },
+            if ss.crit.slope { " slope" } else { " mean dev" },
+            ss.criterion,
+            if ss.crit.pct { "%" } else { "" }
         );
     }
 }
