@@ -330,7 +330,9 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                     let samples: Vec<_> = (0..plan.jobs.len())
                         .filter_map(|i| progress_ref.count(i).map(|c| c.steady_sample()))
                         .collect();
-                    for j in m.tick(now, &samples) {
+                    // Judged at the tick's own time: a thread woken late (a loaded machine)
+                    // must not count a job's ramp as over a tick early.
+                    for j in m.tick(due, &samples) {
                         if let Some(c) = progress_ref.count(j) {
                             c.steady_stop.store(true, Ordering::Release);
                         }
