@@ -12,10 +12,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Files.
     // Timing and flow.
     // Patterns.
-    (
-        "rw_sequencer",
-        "rw=randread:N always takes the next offset sequentially (fio's default)",
-    ),
     // Data and verification.
     // Logs and reporting.
     (

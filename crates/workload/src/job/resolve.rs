@@ -65,6 +65,8 @@ pub struct Job {
     pub random_distribution: Distribution,
     /// `percentage_random` of reads, writes and trims.
     pub percentage_random: [u32; 3],
+    /// `rw_sequencer=identical`.
+    pub rw_identical: bool,
     pub norandommap: bool,
     /// `zonemode=strided`'s zones, when on.
     pub zones: Option<Zones>,
@@ -242,6 +244,7 @@ impl Job {
             from_end: f.offset > f.base,
             dist: self.random_distribution.clone(),
             percentage_random: self.percentage_random,
+            identical: self.rw_identical,
             norandommap: self.norandommap,
             seeds: self.seeds.clone(),
             // fio's `__init_rand_distribution`: with randrepeat the file's name hashed times
@@ -441,6 +444,7 @@ pub fn resolve(
                 rw_backward: s.rw_backward,
                 random_distribution: s.random_distribution.clone(),
                 percentage_random: s.percentage_random,
+                rw_identical: s.rw_identical,
                 norandommap: s.norandommap,
                 zones: s.zones(),
                 number_ios: s.number_ios,

@@ -345,6 +345,10 @@ pub struct JobSpec {
     /// `percentage_random=` per direction: the share of a random job's I/Os at random
     /// offsets, the rest following on from the direction's previous I/O (100).
     pub percentage_random: [u32; 3],
+    /// `rw_sequencer=identical`: the I/Os between a random `rw=randread:N` job's random
+    /// ones repeat the offset before instead of following on from it (fio's
+    /// `RW_SEQ_IDENT`).
+    pub rw_identical: bool,
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -681,6 +685,7 @@ impl Default for JobSpec {
             rw_backward: false,
             random_distribution: Distribution::Uniform,
             percentage_random: [100; 3],
+            rw_identical: false,
             number_ios: 0,
             io_size: None,
             size_pct: None,

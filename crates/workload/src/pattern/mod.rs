@@ -112,6 +112,9 @@ pub struct Shape {
     pub dist: Distribution,
     /// fio's `percentage_random` per direction (100: every I/O at a random offset).
     pub percentage_random: [u32; 3],
+    /// fio's `rw_sequencer=identical`: the I/Os of a random `:N` job between its random
+    /// ones start where the one before started.
+    pub identical: bool,
     /// Draw random blocks independently instead of each once per pass.
     pub norandommap: bool,
     /// The job's random streams' seeds (fio's `rand_seeds[]`), the same for every file of
@@ -286,6 +289,10 @@ pub struct Generator {
     write_cursor: u64,
     /// Where each direction's last I/O ended (fio's `last_pos[]`, relative).
     last_end: [u64; 3],
+    /// Where each direction's last I/O started (fio's `last_start[]`, relative; `None`
+    /// before the first), and whether the `:N` I/Os repeat it (`rw_sequencer=identical`).
+    last_start: [Option<u64>; 3],
+    identical: bool,
     pct_random: [u32; 3],
     /// `trimwrite`: the block just trimmed, to be written next.
     then_write: Option<(u64, u64)>,
@@ -354,6 +361,8 @@ impl Generator {
             read_cursor: first_cursor,
             write_cursor: first_cursor,
             last_end: [0; 3],
+            last_start: [None; 3],
+            identical: shape.identical,
             pct_random: shape.percentage_random,
             then_write: None,
             zones: shape.zones,
@@ -409,6 +418,7 @@ impl Generator {
         self.zone_start = 0;
         self.zone_pos = 0;
         self.last_end = [0; 3];
+        self.last_start = [None; 3];
         if let Some(m) = &mut self.map {
             m.clear();
         }
@@ -507,6 +517,7 @@ impl Generator {
         self.pos += 1;
         self.bytes += len;
         self.last_end[dir] = rel + len;
+        self.last_start[dir] = Some(rel);
         st.io_issues[dir] += 1;
         if matches!(self.pattern, Pattern::TrimWrite | Pattern::RandTrimWrite) {
             self.then_write = Some((rel, len));
@@ -588,6 +599,9 @@ impl Generator {
         let ba = self.ba[dir];
         let mut marked = false;
         let at = match (random, self.last_end[dir]) {
+            // fio's `get_next_block` with `RW_SEQ_IDENT`: an I/O between the random ones
+            // starts where the one before did (0 before the first), unmarked in the map.
+            (false, _) if !hit && self.identical => self.last_start[dir].unwrap_or(0),
             // fio's `get_next_seq_offset`: on from where this direction's last I/O ended,
             // unmarked in the map; past the region's end a random block instead.
             (false, next) if next < self.span => next,
@@ -720,6 +734,7 @@ mod tests {
             from_end: false,
             dist: Distribution::Uniform,
             percentage_random: [100; 3],
+            identical: false,
             norandommap: false,
             seeds,
             dist_seed: seed as u32,

@@ -105,6 +105,16 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "rw_sequencer",
+        aliases: &[],
+        default: "sequential",
+        help: "For rw=randread:N and the like, the N-1 I/Os after each random one: sequential (on from the one before) or identical (the same offset again).",
+        kind: Kind::Enum {
+            values: &["sequential", "identical"],
+            set: |j, i| j.rw_identical = i == 1,
+        },
+    },
+    OptDef {
         name: "percentage_random",
         aliases: &[],
         default: "100",
