@@ -67,6 +67,8 @@ pub struct Job {
     pub percentage_random: [u32; 3],
     /// `rw_sequencer=identical`.
     pub rw_identical: bool,
+    /// `bs_is_seq_rand`.
+    pub bs_is_seq_rand: bool,
     pub norandommap: bool,
     /// `zonemode=strided`'s zones, when on.
     pub zones: Option<Zones>,
@@ -245,6 +247,7 @@ impl Job {
             dist: self.random_distribution.clone(),
             percentage_random: self.percentage_random,
             identical: self.rw_identical,
+            bs_is_seq_rand: self.bs_is_seq_rand,
             norandommap: self.norandommap,
             seeds: self.seeds.clone(),
             // fio's `__init_rand_distribution`: with randrepeat the file's name hashed times
@@ -445,6 +448,7 @@ pub fn resolve(
                 random_distribution: s.random_distribution.clone(),
                 percentage_random: s.percentage_random,
                 rw_identical: s.rw_identical,
+                bs_is_seq_rand: s.bs_is_seq_rand,
                 norandommap: s.norandommap,
                 zones: s.zones(),
                 number_ios: s.number_ios,

@@ -349,6 +349,9 @@ pub struct JobSpec {
     /// ones repeat the offset before instead of following on from it (fio's
     /// `RW_SEQ_IDENT`).
     pub rw_identical: bool,
+    /// `bs_is_seq_rand`: the read sizes are those of sequential I/Os and the write sizes
+    /// those of random ones, whatever their direction.
+    pub bs_is_seq_rand: bool,
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -686,6 +689,7 @@ impl Default for JobSpec {
             random_distribution: Distribution::Uniform,
             percentage_random: [100; 3],
             rw_identical: false,
+            bs_is_seq_rand: false,
             number_ios: 0,
             io_size: None,
             size_pct: None,

@@ -115,6 +115,9 @@ pub struct Shape {
     /// fio's `rw_sequencer=identical`: the I/Os of a random `:N` job between its random
     /// ones start where the one before started.
     pub identical: bool,
+    /// fio's `bs_is_seq_rand`: an I/O at a random offset takes the write sizes, any other
+    /// the read sizes.
+    pub bs_is_seq_rand: bool,
     /// Draw random blocks independently instead of each once per pass.
     pub norandommap: bool,
     /// The job's random streams' seeds (fio's `rand_seeds[]`), the same for every file of
@@ -293,6 +296,7 @@ pub struct Generator {
     /// before the first), and whether the `:N` I/Os repeat it (`rw_sequencer=identical`).
     last_start: [Option<u64>; 3],
     identical: bool,
+    bs_is_seq_rand: bool,
     pct_random: [u32; 3],
     /// `trimwrite`: the block just trimmed, to be written next.
     then_write: Option<(u64, u64)>,
@@ -363,6 +367,7 @@ impl Generator {
             last_end: [0; 3],
             last_start: [None; 3],
             identical: shape.identical,
+            bs_is_seq_rand: shape.bs_is_seq_rand,
             pct_random: shape.percentage_random,
             then_write: None,
             zones: shape.zones,
@@ -447,6 +452,17 @@ impl Generator {
         }
     }
 
+    /// Whose sizes an I/O of direction `dir` takes: its own, or with `bs_is_seq_rand` the
+    /// reads' for one that follows on and the writes' for one at a random offset (fio's
+    /// `get_next_buflen`, which also draws from that direction's size stream).
+    fn size_dir(&self, dir: usize, random: bool) -> usize {
+        match (self.bs_is_seq_rand, random) {
+            (false, _) => dir,
+            (true, false) => Ddir::Read.index(),
+            (true, true) => Ddir::Write.index(),
+        }
+    }
+
     /// The next I/O, drawing from the job's streams `st`; `None` where fio finds no next
     /// I/O in the file before its pass is done, which ends the pass.
     #[inline]
@@ -472,7 +488,8 @@ impl Generator {
         let (rel, len) = if let Some(z) = self.zones {
             let min = u64::from(self.sizes[dir].min());
             let (at, block) = self.zoned_offset(z, dir, min, st);
-            let mut len = pick(&self.sizes[dir], &mut st.bsrange[dir], at);
+            let sd = self.size_dir(dir, self.pattern.is_random());
+            let mut len = pick(&self.sizes[sd], &mut st.bsrange[sd], at);
             if let (Some(b), Some(map)) = (block, &mut self.map) {
                 let ba = self.ba[dir];
                 let n = map.set_run(b, len.div_ceil(ba));
@@ -491,7 +508,8 @@ impl Generator {
             }
         } else {
             let (hole, back, grid) = (self.modifier, self.backward, self.grid);
-            let min = u64::from(self.sizes[dir].min());
+            let sd = self.size_dir(dir, false);
+            let min = u64::from(self.sizes[sd].min());
             let cursor = if write && self.pattern.is_mixed() {
                 &mut self.write_cursor
             } else {
@@ -501,7 +519,7 @@ impl Generator {
                 *cursor = if back { (span - min) / grid * grid } else { 0 };
             }
             let at = *cursor;
-            let len = u64::from(self.sizes[dir].pick(&mut st.bsrange[dir], |l| at + l <= span))
+            let len = u64::from(self.sizes[sd].pick(&mut st.bsrange[sd], |l| at + l <= span))
                 .min(span - at)
                 .max(1);
             *cursor = match (back, at + len) {
@@ -618,11 +636,13 @@ impl Generator {
         if at >= span {
             return None;
         }
-        let mut len = u64::from(self.sizes[dir].pick(&mut st.bsrange[dir], |l| at + l <= span));
-        if len == 0 {
+        let sd = self.size_dir(dir, random);
+        let mut len = u64::from(self.sizes[sd].pick(&mut st.bsrange[sd], |l| at + l <= span));
+        // fio's `__fill_io_u`: an I/O past the file's end ends the pass (only a size of
+        // another direction than the offset's, with `bs_is_seq_rand`, can be drawn so).
+        if len == 0 || at + len > span {
             return None;
         }
-        len = len.min(span - at);
         if marked {
             if let Some(map) = &mut self.map {
                 // fio's `mark_random_map`: the I/O is cut at the first block already done.
@@ -735,6 +755,7 @@ mod tests {
             dist: Distribution::Uniform,
             percentage_random: [100; 3],
             identical: false,
+            bs_is_seq_rand: false,
             norandommap: false,
             seeds,
             dist_seed: seed as u32,

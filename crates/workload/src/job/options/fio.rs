@@ -846,6 +846,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "bs_is_seq_rand",
+        aliases: &[],
+        default: "0",
+        help: "Take bs=R,W as the sizes of sequential and of random I/Os instead of reads and writes.",
+        kind: Kind::Bool {
+            set: |j, v| j.bs_is_seq_rand = v,
+        },
+    },
+    OptDef {
         name: "norandommap",
         aliases: &[],
         default: "0",
