@@ -65,6 +65,7 @@ pub fn job_stats(cl: &CommandLine, spec_of: &[usize], stats: &[&JobStats]) -> Ve
             );
             st.groupid = group;
             st.description = spec.description.clone();
+            st.unified = spec.unified;
             st.job_options = spec.set_options.clone();
             st
         })

@@ -1865,3 +1865,79 @@ fn offset_align_aligns_a_percentage_offset_as_fio() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `unified_rw_reporting`: `mixed` reports one direction called `mixed` in the place of
+/// reads (no write, trim or sync in the JSON, one set of terse fields, `mixed:` and
+/// `MIXED:` in the text) and `both` the directions and then the mixed one, as fio 3.33
+/// does; the mixed figures are the directions' sums. (fio's own text prints its `both`
+/// mixed line with zeros; mqblk prints the sums its JSON has too.)
+#[test]
+fn unified_rw_reporting_reports_the_directions_as_fio() {
+    if !have_fio("unified_rw_reporting_reports_the_directions_as_fio") {
+        return;
+    }
+    let job = [
+        "--name=u",
+        "--ioengine=null",
+        "--size=1g",
+        "--rw=randrw",
+        "--bs=4k",
+        "--number_ios=2000",
+    ];
+    let run = |tool: &str, extra: &[&str]| -> String {
+        let o = tool_command(tool).args(job).args(extra).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let dirs = |json: &str| -> (Vec<String>, serde_json::Value) {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        let j = v["jobs"][0].clone();
+        let keys = j
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| ["read", "write", "trim", "sync", "mixed"].contains(&k.as_str()))
+            .cloned()
+            .collect();
+        (keys, j)
+    };
+    for (mode, want) in [
+        ("mixed", vec!["mixed"]),
+        ("both", vec!["read", "write", "trim", "sync", "mixed"]),
+    ] {
+        let arg = format!("--unified_rw_reporting={mode}");
+        let (fio_keys, _) = dirs(&run("fio", &[&arg, "--output-format=json"]));
+        assert_eq!(fio_keys, want, "fio {mode}");
+        let fio_terse = run("fio", &[&arg, "--output-format=terse"]);
+        let fio_text = run("fio", &[&arg]);
+        for tool in ["bench", "sim"] {
+            let (keys, j) = dirs(&run(tool, &[&arg, "--output-format=json"]));
+            assert_eq!(keys, want, "{tool} {mode}");
+            assert_eq!(j["mixed"]["total_ios"], 2000, "{tool} {mode}");
+            assert_eq!(j["mixed"]["io_bytes"], 2000 * 4096, "{tool} {mode}");
+            if mode == "both" {
+                let sum = j["read"]["total_ios"].as_u64().unwrap()
+                    + j["write"]["total_ios"].as_u64().unwrap();
+                assert_eq!(sum, 2000, "{tool}");
+            }
+            let terse = run(tool, &[&arg, "--output-format=terse"]);
+            assert_eq!(
+                terse.split(';').count(),
+                fio_terse.split(';').count(),
+                "{tool} {mode}: {terse}\nfio: {fio_terse}"
+            );
+            let text = run(tool, &[&arg]);
+            for label in ["  mixed: IOPS=", "  MIXED: bw="] {
+                assert!(fio_text.contains(label), "fio {mode}: {fio_text}");
+                assert!(text.contains(label), "{tool} {mode}: {text}");
+            }
+            let labels = |t: &str| t.contains("  read: IOPS=") && t.contains("   READ: bw=");
+            assert_eq!(labels(&text), mode == "both", "{tool} {mode}: {text}");
+            assert_eq!(labels(&fio_text), mode == "both", "fio {mode}");
+        }
+    }
+}

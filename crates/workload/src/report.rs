@@ -70,15 +70,19 @@ impl RunReport {
     /// The entries to report: the jobs as given, or merged per group with
     /// `group_reporting` (groups in order of first appearance).
     pub fn report_entries(&self) -> Vec<JobStats> {
-        if !self.group_reporting {
-            return self.jobs.clone();
-        }
         let mut merged: Vec<JobStats> = Vec::new();
-        for job in &self.jobs {
-            match merged.iter_mut().find(|m| m.groupid == job.groupid) {
-                Some(m) => m.merge(job),
-                None => merged.push(job.clone()),
+        if !self.group_reporting {
+            merged = self.jobs.clone();
+        } else {
+            for job in &self.jobs {
+                match merged.iter_mut().find(|m| m.groupid == job.groupid) {
+                    Some(m) => m.merge(job),
+                    None => merged.push(job.clone()),
+                }
             }
+        }
+        for job in &mut merged {
+            job.unify();
         }
         merged
     }
@@ -117,6 +121,24 @@ pub(crate) struct GroupDir {
 pub(crate) struct GroupStats {
     pub groupid: u32,
     pub dirs: [GroupDir; 3],
+    /// The strongest `unified_rw_reporting` of its entries (fio ORs them into the group).
+    pub unified: crate::stats::Unified,
+}
+
+impl GroupStats {
+    /// fio's `show_mixed_group_stats`: the directions that ran, summed (bytes and
+    /// aggregate bandwidth) and spanned (bandwidths and runtimes).
+    pub fn mixed(&self) -> GroupDir {
+        let ran: Vec<&GroupDir> = self.dirs.iter().filter(|d| d.max_run > 0).collect();
+        GroupDir {
+            min_run: ran.iter().map(|d| d.min_run).min().unwrap_or(0),
+            max_run: ran.iter().map(|d| d.max_run).max().unwrap_or(0),
+            min_bw: ran.iter().map(|d| d.min_bw).min().unwrap_or(0),
+            max_bw: ran.iter().map(|d| d.max_bw).max().unwrap_or(0),
+            io_bytes: ran.iter().map(|d| d.io_bytes).sum(),
+            agg: ran.iter().map(|d| d.agg).sum(),
+        }
+    }
 }
 
 /// Computes the group summaries from the report entries, in order of first appearance.
@@ -129,11 +151,13 @@ pub(crate) fn group_stats(entries: &[JobStats]) -> Vec<GroupStats> {
                 groups.push(GroupStats {
                     groupid: job.groupid,
                     dirs: [GroupDir::default(); 3],
+                    unified: job.unified,
                 });
                 groups.len() - 1
             }
         };
         if let Some(group) = groups.get_mut(pos) {
+            group.unified = group.unified.max(job.unified);
             add_to_group(group, job);
         }
     }

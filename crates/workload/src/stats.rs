@@ -711,6 +711,20 @@ pub struct JobStats {
     /// fio's steady-state detection, when the job asked for it (`ss_dur`): the window of
     /// the job, or of its group with `group_reporting`.
     pub steadystate: Option<crate::steadystate::SteadyReport>,
+    /// fio's `unified_rw_reporting`, and with `both` the directions taken together
+    /// (made by [`JobStats::unify`] for the report).
+    pub unified: Unified,
+    pub mixed: Option<DirStats>,
+}
+
+/// fio's `unified_rw_reporting`: the directions reported apart (`none`), as one `mixed`
+/// direction in the place of reads (`mixed`), or apart and then together (`both`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub enum Unified {
+    #[default]
+    None,
+    Mixed,
+    Both,
 }
 
 impl JobStats {
@@ -748,6 +762,35 @@ impl JobStats {
             extra: serde_json::Map::new(),
             steadystate: None,
             extra_lines: Vec::new(),
+            unified: Unified::None,
+            mixed: None,
+        }
+    }
+
+    /// The report's view of `unified_rw_reporting` (fio's `sum_thread_stats` into a
+    /// `UNIFIED_MIXED` thread_stat): with `mixed` every direction folded into the first,
+    /// with `both` the folded ones kept beside the directions.
+    pub fn unify(&mut self) {
+        let folded = || {
+            let mut m = self.dirs[0].clone();
+            m.merge(&self.dirs[1]);
+            m.merge(&self.dirs[2]);
+            m
+        };
+        match self.unified {
+            Unified::None => {}
+            Unified::Mixed => {
+                let m = folded();
+                let fresh = |d: &DirStats| {
+                    DirStats::with_percentiles(
+                        d.slat.hist.is_some(),
+                        d.clat.hist.is_some(),
+                        d.lat.hist.is_some(),
+                    )
+                };
+                self.dirs = [m, fresh(&self.dirs[1]), fresh(&self.dirs[2])];
+            }
+            Unified::Both => self.mixed = Some(folded()),
         }
     }
 
@@ -771,6 +814,7 @@ impl JobStats {
         fresh.latency_window_us = self.latency_window_us;
         fresh.latency_percentile = self.latency_percentile;
         fresh.job_options = std::mem::take(&mut self.job_options);
+        fresh.unified = self.unified;
         fresh.description = std::mem::take(&mut self.description);
         // Errors are the job's, not the measurement window's.
         fresh.error = self.error;

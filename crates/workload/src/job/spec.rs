@@ -352,6 +352,8 @@ pub struct JobSpec {
     /// `bs_is_seq_rand`: the read sizes are those of sequential I/Os and the write sizes
     /// those of random ones, whatever their direction.
     pub bs_is_seq_rand: bool,
+    /// `unified_rw_reporting`: the directions reported apart, as one, or both.
+    pub unified: crate::stats::Unified,
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -690,6 +692,7 @@ impl Default for JobSpec {
             percentage_random: [100; 3],
             rw_identical: false,
             bs_is_seq_rand: false,
+            unified: crate::stats::Unified::None,
             number_ios: 0,
             io_size: None,
             size_pct: None,

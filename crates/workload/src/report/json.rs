@@ -3,7 +3,7 @@
 use super::emit::{render, Obj, J};
 use super::fmt::ctime;
 use super::{group_stats, percent_of_group, GroupDir, GroupStats, RunReport};
-use crate::stats::{JobStats, LatStat, SampleStat};
+use crate::stats::{DirStats, JobStats, LatStat, SampleStat, Unified};
 use crate::Ddir;
 
 /// Keys of `iodepth_level`.
@@ -76,11 +76,23 @@ fn job_object(run: &RunReport, job: &JobStats, group: [GroupDir; 3]) -> J {
     if !job.job_options.is_empty() {
         o.put("job options", options_object(&job.job_options));
     }
+    // fio's `unified_rw_reporting=mixed`: one direction, `mixed`, and no `sync`.
+    let mixed_only = job.unified == Unified::Mixed;
     for dir in Ddir::ALL {
         let agg = group.get(dir.index()).map_or(0, |g| g.agg);
-        o.put(dir.name(), dir_object(run, job, dir, agg));
+        if !mixed_only {
+            o.put(dir.name(), dir_object(run, job.dir(dir), dir, agg));
+        } else if dir == Ddir::Read {
+            o.put("mixed", dir_object(run, job.dir(dir), dir, agg));
+        }
     }
-    o.put("sync", sync_object(run, job));
+    if !mixed_only {
+        o.put("sync", sync_object(run, job));
+    }
+    if let Some(m) = &job.mixed {
+        let agg = group.iter().map(|g| g.agg).sum();
+        o.put("mixed", dir_object(run, m, Ddir::Read, agg));
+    }
     add_cpu(&mut o, job);
     add_distributions(&mut o, job);
     if let Some(ss) = &job.steadystate {
@@ -201,8 +213,7 @@ pub(crate) fn percent(count: u64, total: u64, floor: f64) -> f64 {
 }
 
 /// `read`, `write` or `trim`.
-fn dir_object(run: &RunReport, job: &JobStats, dir: Ddir, group_agg: u64) -> J {
-    let d = job.dir(dir);
+fn dir_object(run: &RunReport, d: &DirStats, dir: Ddir, group_agg: u64) -> J {
     let bw_bytes = d.bw_bytes();
     let mut o = Obj::new();
     o.int("io_bytes", d.io_bytes)

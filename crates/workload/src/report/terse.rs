@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::json::percent;
 use super::{group_stats, RunReport};
-use crate::stats::{JobStats, LatStat, SampleStat};
+use crate::stats::{DirStats, JobStats, LatStat, SampleStat, Unified};
 use crate::Ddir;
 
 /// fio's `FIO_IO_U_LIST_MAX_LEN`: the percentile fields every direction carries.
@@ -47,12 +47,20 @@ fn entry(out: &mut String, run: &RunReport, job: &JobStats, agg: [u64; 3], ver: 
             job.error
         );
     }
-    let mut dirs = vec![Ddir::Read, Ddir::Write];
-    if ver != 3 {
-        dirs.push(Ddir::Trim);
+    // With `unified_rw_reporting=mixed` the first direction is all of them, alone; with
+    // `both` they follow the directions (fio's `show_thread_status_terse_all`).
+    let mut dirs = vec![Ddir::Read];
+    if job.unified != Unified::Mixed {
+        dirs.push(Ddir::Write);
+        if ver != 3 {
+            dirs.push(Ddir::Trim);
+        }
     }
     for d in dirs {
-        direction(out, run, job, d, agg[d.index()], ver);
+        direction(out, run, job.dir(d), agg[d.index()], ver);
+    }
+    if let Some(m) = &job.mixed {
+        direction(out, run, m, agg.iter().sum(), ver);
     }
     let (usr, sys) = job.cpu_percent();
     let _ = write!(
@@ -90,8 +98,7 @@ fn entry(out: &mut String, run: &RunReport, job: &JobStats, agg: [u64; 3], ver: 
 }
 
 /// fio's `show_ddir_status_terse`.
-fn direction(out: &mut String, run: &RunReport, job: &JobStats, d: Ddir, agg: u64, ver: u32) {
-    let s = job.dir(d);
+fn direction(out: &mut String, run: &RunReport, s: &DirStats, agg: u64, ver: u32) {
     let runt = s.runtime_ms();
     let bw = (1000 * s.io_bytes).checked_div(runt).unwrap_or(0) / 1024;
     let iops = (1000 * s.total_ios).checked_div(runt).unwrap_or(0);

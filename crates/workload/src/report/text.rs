@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::fmt::{ctime, format_latency_value, num2str, num2str_from, Unit, SIG_FIGS};
 use super::json::percent;
 use super::{group_stats, percent_of_group, GroupDir, GroupStats, RunReport};
-use crate::stats::{JobStats, LatStat, SampleStat};
+use crate::stats::{DirStats, JobStats, LatStat, SampleStat, Unified};
 use crate::Ddir;
 
 /// Renders the run like fio's normal output: one block per report entry, then a
@@ -39,11 +39,18 @@ fn job_text(out: &mut String, run: &RunReport, job: &JobStats, group: &[GroupDir
         return;
     }
     header(out, run, job);
+    let label = |dir: Ddir| match job.unified {
+        Unified::Mixed => "mixed",
+        _ => dir.name(),
+    };
     for dir in Ddir::ALL {
         let agg = group.get(dir.index()).map_or(0, |g| g.agg);
         if job.dir(dir).io_bytes > 0 {
-            dir_text(out, run, job, dir, agg);
+            dir_text(out, run, job.dir(dir), label(dir), agg);
         }
+    }
+    if let Some(m) = job.mixed.as_ref().filter(|m| m.io_bytes > 0) {
+        dir_text(out, run, m, "mixed", group.iter().map(|g| g.agg).sum());
     }
     latency_lines(out, job);
     if job.sync.n > 0 {
@@ -82,8 +89,7 @@ fn header(out: &mut String, run: &RunReport, job: &JobStats) {
 }
 
 /// One direction: the IOPS/BW line, latencies, percentiles and sample statistics.
-fn dir_text(out: &mut String, run: &RunReport, job: &JobStats, dir: Ddir, group_agg: u64) {
-    let d = job.dir(dir);
+fn dir_text(out: &mut String, run: &RunReport, d: &DirStats, label: &str, group_agg: u64) {
     let runtime = d.runtime_ms();
     if runtime == 0 {
         return;
@@ -93,8 +99,7 @@ fn dir_text(out: &mut String, run: &RunReport, job: &JobStats, dir: Ddir, group_
         u64::try_from(u128::from(d.total_ios) * 1000 / u128::from(runtime)).unwrap_or(u64::MAX);
     let _ = writeln!(
         out,
-        "  {}: IOPS={}, BW={} ({})({}/{runtime}msec)",
-        dir.name(),
+        "  {label}: IOPS={}, BW={} ({})({}/{runtime}msec)",
         num2str(iops, SIG_FIGS, false, Unit::None),
         num2str(bw, SIG_FIGS, true, Unit::BytePerSec),
         num2str(bw, SIG_FIGS, false, Unit::BytePerSec),
@@ -386,7 +391,15 @@ fn depth_lines(out: &mut String, job: &JobStats) {
 fn group_text(out: &mut String, group: &GroupStats) {
     const LABELS: [&str; 3] = ["   READ", "  WRITE", "   TRIM"];
     let _ = writeln!(out, "\nRun status group {} (all jobs):", group.groupid);
-    for (label, d) in LABELS.iter().zip(&group.dirs) {
+    let mixed = (group.unified == Unified::Both).then(|| group.mixed());
+    let lines = LABELS
+        .iter()
+        .zip(&group.dirs)
+        .map(|(label, d)| match group.unified {
+            Unified::Mixed => ("  MIXED", d),
+            _ => (*label, d),
+        });
+    for (label, d) in lines.chain(mixed.as_ref().map(|m| ("  MIXED", m))) {
         if d.max_run == 0 {
             continue;
         }

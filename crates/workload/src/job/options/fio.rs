@@ -846,6 +846,19 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "unified_rw_reporting",
+        aliases: &[],
+        default: "none",
+        help: "Report reads, writes and trims apart (none, 0), as one direction called mixed (mixed, 1), or apart and then as mixed (both, 2).",
+        kind: Kind::Enum {
+            values: &["none", "mixed", "both", "0", "1", "2"],
+            set: |j, i| {
+                use crate::stats::Unified as U;
+                j.unified = [U::None, U::Mixed, U::Both][i % 3];
+            },
+        },
+    },
+    OptDef {
         name: "bs_is_seq_rand",
         aliases: &[],
         default: "0",
