@@ -66,6 +66,7 @@ pub fn job_stats(cl: &CommandLine, spec_of: &[usize], stats: &[&JobStats]) -> Ve
             st.groupid = group;
             st.description = spec.description.clone();
             st.unified = spec.unified;
+            st.hidden = !spec.stats;
             st.job_options = spec.set_options.clone();
             st
         })
@@ -93,7 +94,7 @@ pub fn render(
 ) -> Result<String, CliError> {
     let (timestamp_ms, elapsed_sec) = timestamps;
     let first = &cl.jobs[0];
-    if let Some(j) = jobs.first_mut() {
+    if let Some(j) = jobs.iter_mut().find(|j| !j.hidden) {
         j.extra_lines.extend(queue.text_lines());
     }
     let report = RunReport {

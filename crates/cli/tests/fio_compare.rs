@@ -1941,3 +1941,45 @@ fn unified_rw_reporting_reports_the_directions_as_fio() {
         }
     }
 }
+
+/// `stats=0` leaves a job out of the report and out of its group's summary, though it
+/// runs, as fio 3.33's text does (fio's JSON then holds a nameless entry, a fio bug; mqblk
+/// leaves the job out there too).
+#[test]
+fn stats_0_leaves_the_job_out_of_the_report_as_fio() {
+    if !have_fio("stats_0_leaves_the_job_out_of_the_report_as_fio") {
+        return;
+    }
+    let job = [
+        "--name=a",
+        "--ioengine=null",
+        "--size=1m",
+        "--name=b",
+        "--ioengine=null",
+        "--size=2m",
+        "--stats=0",
+    ];
+    for tool in ["fio", "bench", "sim"] {
+        let o = tool_command(tool).args(job).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{tool}: {text}");
+        assert!(text.contains("\na: (groupid=0"), "{tool}: {text}");
+        assert!(!text.contains("\nb: (groupid=0"), "{tool}: {text}");
+        assert!(text.contains(", io=1024KiB (1049kB),"), "{tool}: {text}");
+        if tool != "fio" {
+            let o = tool_command(tool)
+                .args(job)
+                .arg("--output-format=json")
+                .output()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let names: Vec<&str> = v["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["jobname"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, ["a"], "{tool}");
+        }
+    }
+}

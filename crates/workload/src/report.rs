@@ -70,11 +70,13 @@ impl RunReport {
     /// The entries to report: the jobs as given, or merged per group with
     /// `group_reporting` (groups in order of first appearance).
     pub fn report_entries(&self) -> Vec<JobStats> {
+        // fio's `stats=0`: the job is in no report and no group's summary.
+        let shown = self.jobs.iter().filter(|j| !j.hidden);
         let mut merged: Vec<JobStats> = Vec::new();
         if !self.group_reporting {
-            merged = self.jobs.clone();
+            merged = shown.cloned().collect();
         } else {
-            for job in &self.jobs {
+            for job in shown {
                 match merged.iter_mut().find(|m| m.groupid == job.groupid) {
                     Some(m) => m.merge(job),
                     None => merged.push(job.clone()),

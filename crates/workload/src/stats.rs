@@ -715,6 +715,8 @@ pub struct JobStats {
     /// (made by [`JobStats::unify`] for the report).
     pub unified: Unified,
     pub mixed: Option<DirStats>,
+    /// fio's `stats=0`: the job is not reported.
+    pub hidden: bool,
 }
 
 /// fio's `unified_rw_reporting`: the directions reported apart (`none`), as one `mixed`
@@ -764,6 +766,7 @@ impl JobStats {
             extra_lines: Vec::new(),
             unified: Unified::None,
             mixed: None,
+            hidden: false,
         }
     }
 
@@ -815,6 +818,7 @@ impl JobStats {
         fresh.latency_percentile = self.latency_percentile;
         fresh.job_options = std::mem::take(&mut self.job_options);
         fresh.unified = self.unified;
+        fresh.hidden = self.hidden;
         fresh.description = std::mem::take(&mut self.description);
         // Errors are the job's, not the measurement window's.
         fresh.error = self.error;

@@ -354,6 +354,8 @@ pub struct JobSpec {
     pub bs_is_seq_rand: bool,
     /// `unified_rw_reporting`: the directions reported apart, as one, or both.
     pub unified: crate::stats::Unified,
+    /// `stats=0`: the job is left out of the report (its I/O still runs).
+    pub stats: bool,
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -693,6 +695,7 @@ impl Default for JobSpec {
             rw_identical: false,
             bs_is_seq_rand: false,
             unified: crate::stats::Unified::None,
+            stats: true,
             number_ios: 0,
             io_size: None,
             size_pct: None,

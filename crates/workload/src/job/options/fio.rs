@@ -859,6 +859,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "stats",
+        aliases: &[],
+        default: "1",
+        help: "0: leave the job out of the report, its group's summary included (its I/O still runs).",
+        kind: Kind::Bool {
+            set: |j, v| j.stats = v,
+        },
+    },
+    OptDef {
         name: "bs_is_seq_rand",
         aliases: &[],
         default: "0",
