@@ -392,7 +392,7 @@ fn compare_zones(s: &JobSpec, fio: &[Entry], ours: &[Entry]) -> Result<(), Strin
 fn compare(s: &JobSpec, fio: &[Entry], ours: &[Entry]) -> Result<(), String> {
     // fio seeds every job from fixed seeds and its thread number unless `randrepeat=0`
     // comes without a `randseed`: then mqblk draws the very same I/O, I/O for I/O.
-    if s.randrepeat || s.randseed.is_some() {
+    if s.randrepeat || s.randseed.is_some() || s.allrandrepeat {
         return same_sequence("I/O", fio, ours, |e| {
             (e.file.clone(), e.op, e.offset, e.len)
         });

@@ -88,6 +88,7 @@ impl FileLayout {
                 let (rand_seed, repeatable) = super::resolve::rand_seed_of(s, i, 0);
                 let thread = super::resolve::thread_number_of(first, s.numjobs, clone);
                 let mut sizes = Seeds::fio(rand_seed, thread, repeatable, s.random_generator)
+                    .all_repeatable(s.allrandrepeat)
                     .state(slot::FILE_SIZE);
                 for path in names.into_iter() {
                     let given = match (s.filesize, s.size) {

@@ -422,7 +422,8 @@ pub fn resolve(
             let io_bytes = io_size.map(|b| b.saturating_mul(u64::from(s.loops.max(1))));
             let first = (index - clone as usize) as u32 + 1;
             let thread_number = thread_number_of(first, s.numjobs, clone);
-            let seeds = Seeds::fio(rand_seed, thread_number, repeatable, s.random_generator);
+            let seeds = Seeds::fio(rand_seed, thread_number, repeatable, s.random_generator)
+                .all_repeatable(s.allrandrepeat);
             let seed = seeds.slots[slot::VER];
             // fio's `startdelay=LOW-HIGH`: `rand_between` its delay generator, in
             // microseconds.

@@ -356,6 +356,8 @@ pub struct JobSpec {
     pub unified: crate::stats::Unified,
     /// `stats=0`: the job is left out of the report (its I/O still runs).
     pub stats: bool,
+    /// `allrandrepeat=1`: every random stream of the job seeded from its thread number.
+    pub allrandrepeat: bool,
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -696,6 +698,7 @@ impl Default for JobSpec {
             bs_is_seq_rand: false,
             unified: crate::stats::Unified::None,
             stats: true,
+            allrandrepeat: false,
             number_ios: 0,
             io_size: None,
             size_pct: None,

@@ -106,6 +106,23 @@ impl Seeds {
         }
     }
 
+    /// fio's `allrandrepeat=1` (`td_fill_rand_seeds`): every stream seeded from the thread
+    /// number alone, `FIO_RANDSEED * thread + slot`, the offsets' stream then as
+    /// `randrepeat` says.
+    pub fn all_repeatable(mut self, on: bool) -> Seeds {
+        if !on {
+            return self;
+        }
+        let thread = u64::from(self.thread_number);
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            *s = FIO_RANDSEED.wrapping_mul(thread).wrapping_add(i as u64);
+        }
+        if self.repeatable {
+            self.slots[slot::BLOCK] = FIO_RANDSEED.wrapping_mul(thread);
+        }
+        self
+    }
+
     /// A generator for `purpose` (a [`slot`]), 64-bit when the job asked for it.
     pub fn state(&self, purpose: usize) -> FRand {
         FRand::new(self.slots[purpose], self.use64)

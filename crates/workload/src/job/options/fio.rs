@@ -859,6 +859,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "allrandrepeat",
+        aliases: &[],
+        default: "0",
+        help: "Seed every random stream of the job (sizes, mix, offsets with randrepeat, ...) from its thread number alone, as fio's allrandrepeat.",
+        kind: Kind::Bool {
+            set: |j, v| j.allrandrepeat = v,
+        },
+    },
+    OptDef {
         name: "stats",
         aliases: &[],
         default: "1",
