@@ -19,7 +19,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "replaying an I/O log is `mqblk replay`; remove the line",
     ),
     // Engine- and OS-specific.
-    ("cpumask", "use cpus_allowed= with a CPU list"),
 ];
 
 /// `(fio option name, why it changes nothing in mqblk)`: fio's process, memory and clock

@@ -164,6 +164,20 @@ fn option_values_and_aliases() {
     assert_eq!(j.set_options[0], ("rw".to_string(), "rw".to_string()));
 }
 
+/// fio's `cpumask`: bit N allows CPU N, decimal or hexadecimal; a mask with no CPU among
+/// the low 32 bits is refused, naming the option.
+#[test]
+fn cpumask_is_a_cpu_list_by_bits() {
+    for (mask, cpus) in [("34", vec![1, 5]), ("0x3", vec![0, 1]), ("1", vec![0])] {
+        let jobs = parse_job_text("x.fio", &format!("[j]\ncpumask={mask}\n")).expect("parses");
+        assert_eq!(jobs[0].cpus_allowed, cpus, "{mask}");
+    }
+    for bad in ["0", "x", "0x100000000"] {
+        let e = parse_job_text("x.fio", &format!("[j]\ncpumask={bad}\n")).unwrap_err();
+        assert!(e.to_string().contains("cpumask"), "{bad}: {e}");
+    }
+}
+
 #[test]
 fn defaults_in_table_match_jobspec_default() {
     let base = JobSpec::default();

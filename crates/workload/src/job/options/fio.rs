@@ -1368,6 +1368,16 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "cpumask",
+        aliases: &[],
+        default: "",
+        help: "CPUs the job's threads may run on as a bit mask (34 or 0x22: CPUs 1 and 5); the same as cpus_allowed=1,5.",
+        kind: Kind::Custom {
+            syntax: "bit mask",
+            set: set_cpumask,
+        },
+    },
+    OptDef {
         name: "filename",
         aliases: &[],
         default: "",

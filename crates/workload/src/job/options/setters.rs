@@ -531,6 +531,26 @@ pub(super) fn set_cpus_allowed(
     Ok(())
 }
 
+/// `cpumask=`: fio's bit mask of the CPUs the job may run on (bit N for CPU N, of the
+/// low 32 as fio's `str_cpumask_cb` reads them), decimal or `0x` hexadecimal.
+pub(super) fn set_cpumask(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let t = text.trim();
+    let mask = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => t.parse::<u64>().ok(),
+    }
+    .filter(|m| m & 0xffff_ffff != 0)
+    .ok_or_else(|| {
+        bad_named(
+            option,
+            text,
+            "a CPU bit mask with a CPU among the low 32 (e.g. 34 or 0x22 for CPUs 1 and 5)",
+        )
+    })?;
+    job.cpus_allowed = (0..32).filter(|i| mask >> i & 1 == 1).collect();
+    Ok(())
+}
+
 /// `percentile_list=`: colon-separated percentiles.
 pub(super) fn set_percentile_list(
     job: &mut JobSpec,
