@@ -10,15 +10,164 @@
 /// `(fio option name, why it is refused and what to write instead)`.
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Files.
+    (
+        "fill_device",
+        "writing until the file system is full needs a file sized while the run goes; give size=",
+    ),
+    (
+        "fill_fs",
+        "writing until the file system is full needs a file sized while the run goes; give size=",
+    ),
+    (
+        "file_append",
+        "give offset= the file's size to write after its end",
+    ),
+    (
+        "unlink_each_loop",
+        "a job's files stay for all its loops; use unlink=1 to remove them at the end",
+    ),
+    ("opendir", "name the files with filename=a:b or nrfiles="),
+    (
+        "lockfile",
+        "jobs sharing a file are not serialised by a lock; give each its own region (offset=)",
+    ),
+    (
+        "allow_mounted_write",
+        "mqblk does not check for mounted file systems; remove the line and take care",
+    ),
+    (
+        "create_fsync",
+        "files mqblk lays out are not fsynced after; remove the line",
+    ),
+    (
+        "fsync_on_close",
+        "no fsync at a file's close; use end_fsync=1",
+    ),
     // Timing and flow.
+    ("exec_prerun", "mqblk runs no commands; run it before mqblk"),
+    ("exec_postrun", "mqblk runs no commands; run it after mqblk"),
+    (
+        "profile",
+        "fio's built-in profiles are not here; write the job out as options",
+    ),
     // Patterns.
+    (
+        "bs_unaligned",
+        "a block layer moves whole 512-byte sectors, so sizes stay multiples of the smallest",
+    ),
+    (
+        "blocksize_unaligned",
+        "a block layer moves whole 512-byte sectors, so sizes stay multiples of the smallest",
+    ),
+    (
+        "serialize_overlap",
+        "overlapping I/Os in flight are not held back; use a depth of 1 or norandommap=0",
+    ),
     // Data and verification.
+    (
+        "verify_only",
+        "run the writing job once with verify=, then a reading job with do_verify=1",
+    ),
+    (
+        "verify_offset",
+        "the verify header stays at the start of each block",
+    ),
+    (
+        "experimental_verify",
+        "use verify= (with verify_backlog= to read back while writing)",
+    ),
+    (
+        "verify_state_save",
+        "no verify state file is written; remove the line",
+    ),
+    (
+        "verify_state_load",
+        "no verify state file is read; remove the line",
+    ),
+    (
+        "trim_percentage",
+        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
+    ),
+    (
+        "trim_verify_zero",
+        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
+    ),
+    (
+        "trim_backlog",
+        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
+    ),
+    (
+        "trim_backlog_batch",
+        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
+    ),
     // Logs and reporting.
     (
         "read_iolog",
         "replaying an I/O log is `mqblk replay`; remove the line",
     ),
+    (
+        "read_iolog_chunked",
+        "replaying an I/O log is `mqblk replay`; remove the line",
+    ),
+    ("replay_align", "replaying an I/O log is `mqblk replay`"),
+    ("replay_no_stall", "replaying an I/O log is `mqblk replay`"),
+    ("replay_redirect", "replaying an I/O log is `mqblk replay`"),
+    ("replay_scale", "replaying an I/O log is `mqblk replay`"),
+    ("replay_skip", "replaying an I/O log is `mqblk replay`"),
+    (
+        "replay_time_scale",
+        "replaying an I/O log is `mqblk replay`",
+    ),
+    (
+        "merge_blktrace_file",
+        "merging blktrace logs is not done; replay each with `mqblk replay`",
+    ),
+    (
+        "merge_blktrace_iters",
+        "merging blktrace logs is not done; replay each with `mqblk replay`",
+    ),
+    (
+        "merge_blktrace_scalars",
+        "merging blktrace logs is not done; replay each with `mqblk replay`",
+    ),
+    (
+        "kb_base",
+        "the report prints binary units first and decimal ones in brackets, as fio's default",
+    ),
+    ("unit_base", "the report prints bytes, as fio's default"),
+    (
+        "significant_figures",
+        "the report prints 4 significant figures, as fio's default",
+    ),
+    (
+        "block_error_percentiles",
+        "trim error histograms are not kept",
+    ),
+    (
+        "log_alternate_epoch",
+        "log times are from the job's start, or the Unix epoch with log_unix_epoch=1",
+    ),
+    (
+        "log_alternate_epoch_clock_id",
+        "log times are from the job's start, or the Unix epoch with log_unix_epoch=1",
+    ),
     // Engine- and OS-specific.
+    (
+        "nowait",
+        "requests wait for a tag as the kernel's do without REQ_NOWAIT",
+    ),
+    (
+        "hipri_percentage",
+        "libaio's RWF_HIPRI share is not applied; use hipri=1 for polled queues",
+    ),
+    // Zoned devices.
+    ("zonecapacity", "zoned devices are not modelled yet"),
+    ("max_open_zones", "zoned devices are not modelled yet"),
+    ("job_max_open_zones", "zoned devices are not modelled yet"),
+    ("ignore_zone_limits", "zoned devices are not modelled yet"),
+    ("zone_reset_threshold", "zoned devices are not modelled yet"),
+    ("zone_reset_frequency", "zoned devices are not modelled yet"),
+    ("read_beyond_wp", "zoned devices are not modelled yet"),
 ];
 
 /// `(fio option name, why it changes nothing in mqblk)`: fio's process, memory and clock
