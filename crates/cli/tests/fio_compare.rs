@@ -1983,3 +1983,41 @@ fn stats_0_leaves_the_job_out_of_the_report_as_fio() {
         }
     }
 }
+
+/// `exec_prerun` and `exec_postrun` run their commands as the job starts and after it ends,
+/// the output in NAME.prerun.txt and NAME.postrun.txt in the current directory (fio's
+/// command line, `CMD > FILE 2>&1`); a job whose prerun fails does no I/O and has no error,
+/// as in fio 3.33.
+#[test]
+fn exec_prerun_and_postrun_run_as_fio_runs_them() {
+    if !have_fio("exec_prerun_and_postrun_run_as_fio_runs_them") {
+        return;
+    }
+    let args = [
+        "--output-format=json",
+        "--name=a",
+        "--ioengine=null",
+        "--size=1m",
+        "--exec_prerun=echo before a",
+        "--exec_postrun=echo after a; ls a.prerun.txt",
+        "--name=b",
+        "--ioengine=null",
+        "--size=1m",
+        "--exec_prerun=exit 3",
+    ];
+    for tool in ["fio", "bench", "sim"] {
+        let dir = scratch(&format!("exec-{tool}"));
+        let (v, err) = run_tool_in(&dir, tool, &args);
+        let read = |i: usize| v["jobs"][i]["read"]["io_bytes"].as_u64().unwrap();
+        assert_eq!(read(0), 1 << 20, "{tool}: {err}");
+        assert_eq!(read(1), 0, "{tool}: {err}");
+        assert_eq!(v["jobs"][1]["error"], 0, "{tool}");
+        let text = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        assert_eq!(text("a.prerun.txt"), "before a\n", "{tool}");
+        // fio appends the redirection to the command line: of `a; b` only b's output.
+        assert_eq!(text("a.postrun.txt"), "a.prerun.txt\n", "{tool}");
+        assert!(dir.join("b.prerun.txt").exists(), "{tool}");
+        assert!(!dir.join("b.postrun.txt").exists(), "{tool}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

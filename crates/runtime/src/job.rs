@@ -425,7 +425,14 @@ pub fn run_job<S: LatSink>(
         ends_at_start: progress.ends.posted(),
         ends_seen: 0,
     };
-    st.run();
+    // fio's `exec_prerun`: a job whose command fails does no I/O, without an error.
+    let prerun_ok = job
+        .exec_prerun
+        .as_ref()
+        .is_none_or(|cmd| mqblk_workload::exec::run_hook(&job.name, cmd, "prerun"));
+    if prerun_ok {
+        st.run();
+    }
     st.drain();
     // Requests of other jobs that this thread's queue runs issued on its own rings.
     st.h.retire();
@@ -439,6 +446,9 @@ pub fn run_job<S: LatSink>(
     st.out.iolog = st.driver.take_log();
     st.sink.finish(t1.saturating_sub(t0));
     let JobState { sink, out, .. } = st;
+    if let Some(cmd) = &job.exec_postrun {
+        mqblk_workload::exec::run_hook(&job.name, cmd, "postrun");
+    }
     // Posted before the barrier opens, so the next stonewall's jobs see it as they start.
     progress
         .ends

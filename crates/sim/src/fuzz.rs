@@ -260,6 +260,8 @@ pub fn case_for(
             logs: None,
             steady: None,
             group_reporting: false,
+            exec_prerun: None,
+            exec_postrun: None,
         });
     }
     if ext4_clients {

@@ -88,6 +88,8 @@ pub fn from_specs(
             logs: job.logs.any().then(|| JobLogs::new(job.logs.clone())),
             steady: job.steady,
             group_reporting: job.group_reporting,
+            exec_prerun: job.exec_prerun.clone(),
+            exec_postrun: job.exec_postrun.clone(),
         });
     }
     Ok(out)

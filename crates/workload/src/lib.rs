@@ -15,6 +15,7 @@
 pub mod bio;
 pub mod buffers;
 pub mod cmdprio;
+pub mod exec;
 pub mod flow;
 pub mod iolog;
 pub mod job;

@@ -418,6 +418,9 @@ impl Sim {
             job.finished = true;
             self.unfinished -= 1;
             job.end = job.end.max(cur);
+            if let Some(cmd) = &job.def.exec_postrun {
+                mqblk_workload::exec::run_hook(&job.def.name, cmd, "postrun");
+            }
             self.job_finished(j, cur);
         }
         Ok(cur)

@@ -846,6 +846,13 @@ impl Sim {
                     let job = &mut self.jobs[j as usize];
                     job.started = true;
                     job.start = t;
+                    // fio's `exec_prerun` (run now, in host time): if it fails the job
+                    // issues nothing.
+                    if let Some(cmd) = &job.def.exec_prerun {
+                        if !mqblk_workload::exec::run_hook(&job.def.name, cmd, "prerun") {
+                            job.done_issuing = true;
+                        }
+                    }
                     let c = job.def.cpu;
                     self.wake(c, t);
                 }

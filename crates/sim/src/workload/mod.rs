@@ -215,6 +215,10 @@ pub struct SimJob {
     /// `exit`) reaches it as one (`group_reporting`).
     pub steady: Option<mqblk_workload::steadystate::SteadySpec>,
     pub group_reporting: bool,
+    /// fio's `exec_prerun` and `exec_postrun` (run in host time as the job starts and
+    /// ends in virtual time).
+    pub exec_prerun: Option<String>,
+    pub exec_postrun: Option<String>,
 }
 
 impl SimJob {
@@ -253,6 +257,8 @@ impl SimJob {
             logs: None,
             steady: None,
             group_reporting: false,
+            exec_prerun: None,
+            exec_postrun: None,
         }
     }
 }

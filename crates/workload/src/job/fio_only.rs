@@ -44,8 +44,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "no fsync at a file's close; use end_fsync=1",
     ),
     // Timing and flow.
-    ("exec_prerun", "mqblk runs no commands; run it before mqblk"),
-    ("exec_postrun", "mqblk runs no commands; run it after mqblk"),
     (
         "profile",
         "fio's built-in profiles are not here; write the job out as options",

@@ -126,6 +126,9 @@ pub struct Job {
     pub batch_complete_min: u32,
     /// `create_only`: the job issues nothing (its files are laid out with the run's).
     pub create_only: bool,
+    /// `exec_prerun` and `exec_postrun` ([`crate::exec::run_hook`]).
+    pub exec_prerun: Option<String>,
+    pub exec_postrun: Option<String>,
     /// `bwavgtime` and `iopsavgtime`, ms.
     pub bw_avg_ms: u64,
     pub iops_avg_ms: u64,
@@ -496,6 +499,8 @@ pub fn resolve(
                 batch_submit: s.iodepth_batch_submit.clamp(1, s.effective_iodepth()),
                 batch_complete_min: s.iodepth_batch_complete_min.min(s.effective_iodepth()),
                 create_only: s.create_only,
+                exec_prerun: s.exec_prerun.clone(),
+                exec_postrun: s.exec_postrun.clone(),
                 bw_avg_ms: s.bw_avg_ms,
                 iops_avg_ms: s.iops_avg_ms,
                 // fio's `fixup_options`: 0 or above iodepth means iodepth.

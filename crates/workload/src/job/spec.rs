@@ -358,6 +358,10 @@ pub struct JobSpec {
     pub stats: bool,
     /// `allrandrepeat=1`: every random stream of the job seeded from its thread number.
     pub allrandrepeat: bool,
+    /// `exec_prerun=` / `exec_postrun=`: shell commands run as the job starts and after
+    /// it ends.
+    pub exec_prerun: Option<String>,
+    pub exec_postrun: Option<String>,
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -699,6 +703,8 @@ impl Default for JobSpec {
             unified: crate::stats::Unified::None,
             stats: true,
             allrandrepeat: false,
+            exec_prerun: None,
+            exec_postrun: None,
             number_ios: 0,
             io_size: None,
             size_pct: None,

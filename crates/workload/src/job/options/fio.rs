@@ -868,6 +868,24 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "exec_prerun",
+        aliases: &[],
+        default: "",
+        help: "A shell command run as the job starts, its output in NAME.prerun.txt; if it fails the job does no I/O (as fio's).",
+        kind: Kind::Str {
+            set: |j, v| j.exec_prerun = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "exec_postrun",
+        aliases: &[],
+        default: "",
+        help: "A shell command run after the job ends, its output in NAME.postrun.txt.",
+        kind: Kind::Str {
+            set: |j, v| j.exec_postrun = opt_string(v),
+        },
+    },
+    OptDef {
         name: "stats",
         aliases: &[],
         default: "1",
