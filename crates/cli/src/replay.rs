@@ -161,6 +161,7 @@ pub fn replay(args: ReplayArgs) -> Result<(String, i32), CliError> {
         timestamp_ms: res.end.0 / 1_000_000,
         elapsed_sec: res.end.0.div_ceil(1_000_000_000),
         start_lines: Vec::new(),
+        units: Default::default(),
     };
     let ms = |v: Option<u64>| v.map_or("-".to_string(), |x| format!("{:.3}", x as f64 / 1e6));
     if json {

@@ -109,6 +109,7 @@ pub fn render(
         timestamp_ms,
         start_lines: mqblk_workload::start_lines(&cl.jobs),
         elapsed_sec,
+        units: first.units,
     };
     // fio's order when several formats are asked for: terse, JSON, normal.
     let f = cl.output_format;

@@ -2021,3 +2021,67 @@ fn exec_prerun_and_postrun_run_as_fio_runs_them() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// `kb_base`, `unit_base` and `significant_figures` write the text report's numbers as
+/// fio 3.33 writes them: decimal prefixes first with `kb_base=1000`, bandwidths in bits with
+/// `unit_base=1`, as many digits as asked. The byte counts are compared as written, the
+/// measured rates by their kind of unit (binary or decimal, bytes or bits).
+#[test]
+fn the_text_reports_units_follow_kb_base_unit_base_and_significant_figures() {
+    if !have_fio("the_text_reports_units_follow_kb_base_unit_base_and_significant_figures") {
+        return;
+    }
+    // `1.5GiB/s` -> `iB/s`, `3Gbit/s` -> `bit/s`.
+    fn kind(rate: &str) -> String {
+        let unit = rate.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+        let binary = if unit.contains('i') { "i" } else { "" };
+        let what = if unit.contains("bit") { "bit/s" } else { "B/s" };
+        format!("{binary}{what}")
+    }
+    fn between<'a>(s: &'a str, a: &str, b: &str) -> &'a str {
+        let from = s.find(a).map_or(s.len(), |i| i + a.len());
+        let rest = &s[from..];
+        &rest[..rest.find(b).unwrap_or(rest.len())]
+    }
+    let job = [
+        "--name=k",
+        "--ioengine=null",
+        "--size=1g",
+        "--bs=4k",
+        "--rw=read",
+        "--number_ios=1000",
+    ];
+    let figures = |tool: &str, extra: &[&str]| -> Vec<String> {
+        let o = tool_command(tool).args(job).args(extra).output().unwrap();
+        assert!(o.status.success(), "{tool}");
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let dir = text
+            .lines()
+            .find(|l| l.starts_with("  read: IOPS="))
+            .unwrap_or("");
+        let group = text
+            .lines()
+            .find(|l| l.starts_with("   READ: bw="))
+            .unwrap_or("");
+        vec![
+            kind(between(dir, "BW=", " (")),
+            kind(between(dir, " (", ")")),
+            between(dir, ")(", "/").to_string(),
+            kind(between(group, "bw=", " (")),
+            kind(between(group, " (", ")")),
+            between(group, "io=", ", run").to_string(),
+        ]
+    };
+    for extra in [
+        &[][..],
+        &["--kb_base=1000"],
+        &["--unit_base=1"],
+        &["--significant_figures=6"],
+        &["--significant_figures=2", "--kb_base=1000"],
+    ] {
+        let fio = figures("fio", extra);
+        for tool in ["bench", "sim"] {
+            assert_eq!(figures(tool, extra), fio, "{tool} {extra:?}");
+        }
+    }
+}

@@ -46,6 +46,48 @@ pub struct RunReport {
     pub elapsed_sec: u64,
     /// The lines fio prints as jobs start (see [`start_lines`]), first in the text report.
     pub start_lines: Vec<String>,
+    /// How the text report writes its numbers (`kb_base`, `unit_base`,
+    /// `significant_figures`).
+    pub units: Units,
+}
+
+/// fio's `kb_base`, `unit_base` and `significant_figures`, as its text report uses them:
+/// which prefixes come first (binary with 1024, decimal in brackets; the other way round
+/// with 1000), bandwidths in bytes or bits, and the digits of every figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Units {
+    /// 1024 or 1000.
+    pub kb_base: u64,
+    /// Bandwidths in bits per second (`unit_base=1`).
+    pub bits: bool,
+    /// Significant figures, 1 to 10.
+    pub sig_figs: usize,
+}
+
+impl Default for Units {
+    fn default() -> Units {
+        Units {
+            kb_base: 1024,
+            bits: false,
+            sig_figs: 4,
+        }
+    }
+}
+
+impl Units {
+    /// Binary prefixes first (fio's `i2p`).
+    pub(crate) fn pow2(self) -> bool {
+        self.kb_base.is_power_of_two()
+    }
+
+    /// A bandwidth's unit.
+    pub(crate) fn rate(self) -> fmt::Unit {
+        if self.bits {
+            fmt::Unit::BitPerSec
+        } else {
+            fmt::Unit::BytePerSec
+        }
+    }
 }
 
 impl Default for RunReport {
@@ -62,6 +104,7 @@ impl Default for RunReport {
             timestamp_ms: 0,
             elapsed_sec: 0,
             start_lines: Vec::new(),
+            units: Units::default(),
         }
     }
 }

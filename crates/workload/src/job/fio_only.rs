@@ -129,15 +129,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "merging blktrace logs is not done; replay each with `mqblk replay`",
     ),
     (
-        "kb_base",
-        "the report prints binary units first and decimal ones in brackets, as fio's default",
-    ),
-    ("unit_base", "the report prints bytes, as fio's default"),
-    (
-        "significant_figures",
-        "the report prints 4 significant figures, as fio's default",
-    ),
-    (
         "block_error_percentiles",
         "trim error histograms are not kept",
     ),

@@ -362,6 +362,9 @@ pub struct JobSpec {
     /// it ends.
     pub exec_prerun: Option<String>,
     pub exec_postrun: Option<String>,
+    /// `kb_base`, `unit_base` and `significant_figures`: how the text report writes its
+    /// numbers.
+    pub units: crate::report::Units,
     /// `number_ios=`: stop after this many I/Os (0: no limit).
     pub number_ios: u64,
     /// `io_size=`: bytes of I/O to do, across passes over `size` (`None`: `size`).
@@ -705,6 +708,7 @@ impl Default for JobSpec {
             allrandrepeat: false,
             exec_prerun: None,
             exec_postrun: None,
+            units: crate::report::Units::default(),
             number_ios: 0,
             io_size: None,
             size_pct: None,

@@ -9,6 +9,8 @@ pub(crate) enum Unit {
     Byte,
     /// Bytes per second: `B/s`.
     BytePerSec,
+    /// Bits per second: `bit/s`, of a number given in bytes (fio's `N2S_BITPERSEC`).
+    BitPerSec,
 }
 
 impl Unit {
@@ -17,6 +19,7 @@ impl Unit {
             Unit::None => "",
             Unit::Byte => "B",
             Unit::BytePerSec => "B/s",
+            Unit::BitPerSec => "bit/s",
         }
     }
 }
@@ -47,7 +50,10 @@ pub(crate) fn num2str_from(
     const IEC: [&str; 6] = ["", "Ki", "Mi", "Gi", "Ti", "Pi"];
     let prefixes = if pow2 { IEC } else { SI };
     let thousand: u64 = if pow2 { 1024 } else { 1000 };
-    let mut num = num;
+    let mut num = match unit {
+        Unit::BitPerSec => num.saturating_mul(8),
+        _ => num,
+    };
     let mut post = first;
     let mut modulo: Option<u64> = None;
     while post < prefixes.len() && digits(num) > maxlen {

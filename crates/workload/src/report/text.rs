@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::fmt::{ctime, format_latency_value, num2str, num2str_from, Unit, SIG_FIGS};
+use super::fmt::{ctime, format_latency_value, num2str, num2str_from, Unit};
 use super::json::percent;
 use super::{group_stats, percent_of_group, GroupDir, GroupStats, RunReport};
 use crate::stats::{DirStats, JobStats, LatStat, SampleStat, Unified};
@@ -26,7 +26,7 @@ pub fn text_report(run: &RunReport) -> String {
         job_text(&mut out, run, job, &group);
     }
     for group in &groups {
-        group_text(&mut out, group);
+        group_text(&mut out, group, run.units);
     }
     out
 }
@@ -64,7 +64,7 @@ fn job_text(out: &mut String, run: &RunReport, job: &JobStats, group: &[GroupDir
     for line in &job.extra_lines {
         let _ = writeln!(out, "  {line}");
     }
-    depth_lines(out, job);
+    depth_lines(out, job, run.units);
 }
 
 /// `name: (groupid=0, jobs=1): err= 0: pid=N: <time>` and the description.
@@ -97,13 +97,16 @@ fn dir_text(out: &mut String, run: &RunReport, d: &DirStats, label: &str, group_
     let bw = d.bw_bytes();
     let iops =
         u64::try_from(u128::from(d.total_ios) * 1000 / u128::from(runtime)).unwrap_or(u64::MAX);
+    // fio's `show_ddir_status`: `kb_base` picks which prefixes come first, `unit_base`
+    // bytes or bits, `significant_figures` the digits.
+    let u = run.units;
     let _ = writeln!(
         out,
         "  {label}: IOPS={}, BW={} ({})({}/{runtime}msec)",
-        num2str(iops, SIG_FIGS, false, Unit::None),
-        num2str(bw, SIG_FIGS, true, Unit::BytePerSec),
-        num2str(bw, SIG_FIGS, false, Unit::BytePerSec),
-        num2str(d.io_bytes, SIG_FIGS, true, Unit::Byte)
+        num2str(iops, u.sig_figs, false, Unit::None),
+        num2str(bw, u.sig_figs, u.pow2(), u.rate()),
+        num2str(bw, u.sig_figs, !u.pow2(), u.rate()),
+        num2str(d.io_bytes, u.sig_figs, u.pow2(), Unit::Byte)
     );
     display_lat(out, "slat", &d.slat);
     display_lat(out, "clat", &d.clat);
@@ -137,7 +140,7 @@ fn dir_text(out: &mut String, run: &RunReport, d: &DirStats, label: &str, group_
             percentile_block(out, run, &name, &p.lat);
         }
     }
-    bw_line(out, &d.bw, group_agg);
+    bw_line(out, &d.bw, group_agg, u);
     iops_line(out, &d.iops);
 }
 
@@ -245,15 +248,25 @@ fn write_percentile_rows(
 }
 
 /// `   bw (  KiB/s): min=..., max=..., per=..%, avg=..., stdev=..., samples=..`.
-fn bw_line(out: &mut String, s: &SampleStat, group_agg: u64) {
+/// The samples are KiB/s whatever `kb_base` says (as fio's JSON has them); fio's text
+/// labels them `kB` with `kb_base=1000`, and above `kb_base` squared divides them by
+/// `kb_base` and labels them `MiB` either way (`unit_base` never reaches this line: fio
+/// compares it with 1 where it holds `N2S_BITPERSEC`).
+fn bw_line(out: &mut String, s: &SampleStat, group_agg: u64, u: super::Units) {
     if s.n == 0 {
         return;
     }
     let per = percent_of_group(s.mean, group_agg);
     let (mut min, mut max, mut mean, mut dev) = (s.min, s.max, s.mean, s.stddev());
-    let mut unit = "KiB";
-    if mean > 1024.0 * 1024.0 {
-        (min, max, mean, dev) = (min / 1024, max / 1024, mean / 1024.0, dev / 1024.0);
+    let mut unit = if u.pow2() { "KiB" } else { "kB" };
+    let base = u.kb_base;
+    if mean > (base * base) as f64 {
+        (min, max, mean, dev) = (
+            min / base,
+            max / base,
+            mean / base as f64,
+            dev / base as f64,
+        );
         unit = "MiB";
     }
     let _ = writeln!(
@@ -315,7 +328,7 @@ fn cpu_line(out: &mut String, job: &JobStats) {
 }
 
 /// The `IO depths`, `submit`, `complete` and `issued rwts` lines.
-fn depth_lines(out: &mut String, job: &JobStats) {
+fn depth_lines(out: &mut String, job: &JobStats, units: super::Units) {
     let sum = |a: &[u64; 7]| a.iter().fold(0u64, |x, y| x.saturating_add(*y));
     let row = |keys: [&str; 7], counts: &[u64; 7], total: u64| {
         keys.iter()
@@ -371,14 +384,15 @@ fn depth_lines(out: &mut String, job: &JobStats) {
     }
     if let Some(ss) = &job.steadystate {
         // fio's `show_ss_normal`: the window's means, bandwidth passed in KiB.
+        let u = units;
         let kib = ss.bw_mean / 1024;
         let _ = writeln!(
             out,
             "  steadystate  : attained={}, bw={} ({}), iops={}, {}{}={:.3}{}",
             if ss.attained { "yes" } else { "no" },
-            num2str_from(kib, SIG_FIGS, 1, true, Unit::BytePerSec),
-            num2str_from(kib, SIG_FIGS, 1, false, Unit::BytePerSec),
-            num2str(ss.iops_mean, SIG_FIGS, false, Unit::None),
+            num2str_from(kib, u.sig_figs, 1, u.pow2(), u.rate()),
+            num2str_from(kib, u.sig_figs, 1, !u.pow2(), u.rate()),
+            num2str(ss.iops_mean, u.sig_figs, false, Unit::None),
             if ss.crit.iops { "iops" } else { "bw" },
             if ss.crit.slope { " slope" } else { " mean dev" },
             ss.criterion,
@@ -388,7 +402,7 @@ fn depth_lines(out: &mut String, job: &JobStats) {
 }
 
 /// `Run status group N (all jobs):` and one line per direction that ran.
-fn group_text(out: &mut String, group: &GroupStats) {
+fn group_text(out: &mut String, group: &GroupStats, u: super::Units) {
     const LABELS: [&str; 3] = ["   READ", "  WRITE", "   TRIM"];
     let _ = writeln!(out, "\nRun status group {} (all jobs):", group.groupid);
     let mixed = (group.unified == Unified::Both).then(|| group.mixed());
@@ -403,19 +417,20 @@ fn group_text(out: &mut String, group: &GroupStats) {
         if d.max_run == 0 {
             continue;
         }
-        let rate = |v: u64, pow2: bool| num2str(v, SIG_FIGS, pow2, Unit::BytePerSec);
-        let bytes = |v: u64, pow2: bool| num2str(v, SIG_FIGS, pow2, Unit::Byte);
+        let i2p = u.pow2();
+        let rate = |v: u64, pow2: bool| num2str(v, u.sig_figs, pow2, u.rate());
+        let bytes = |v: u64, pow2: bool| num2str(v, u.sig_figs, pow2, Unit::Byte);
         let _ = writeln!(
             out,
             "{label}: bw={} ({}), {}-{} ({}-{}), io={} ({}), run={}-{}msec",
-            rate(d.agg, true),
-            rate(d.agg, false),
-            rate(d.min_bw, true),
-            rate(d.max_bw, true),
-            rate(d.min_bw, false),
-            rate(d.max_bw, false),
-            bytes(d.io_bytes, true),
-            bytes(d.io_bytes, false),
+            rate(d.agg, i2p),
+            rate(d.agg, !i2p),
+            rate(d.min_bw, i2p),
+            rate(d.max_bw, i2p),
+            rate(d.min_bw, !i2p),
+            rate(d.max_bw, !i2p),
+            bytes(d.io_bytes, i2p),
+            bytes(d.io_bytes, !i2p),
             d.min_run,
             d.max_run
         );

@@ -886,6 +886,37 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "kb_base",
+        aliases: &[],
+        default: "1024",
+        help: "1024: the text report gives binary units (KiB, MiB/s) first and decimal ones in brackets; 1000: decimal first.",
+        kind: Kind::Enum {
+            values: &["1024", "1000"],
+            set: |j, i| j.units.kb_base = [1024, 1000][i],
+        },
+    },
+    OptDef {
+        name: "unit_base",
+        aliases: &[],
+        default: "0",
+        help: "Bandwidths in the text report in bytes (0 or 8) or in bits (1).",
+        kind: Kind::Enum {
+            values: &["0", "8", "1"],
+            set: |j, i| j.units.bits = i == 2,
+        },
+    },
+    OptDef {
+        name: "significant_figures",
+        aliases: &[],
+        default: "4",
+        help: "Significant figures of the text report's numbers (1 to 10).",
+        kind: Kind::Int {
+            min: 1,
+            max: 10,
+            set: |j, v| j.units.sig_figs = v as usize,
+        },
+    },
+    OptDef {
         name: "stats",
         aliases: &[],
         default: "1",
