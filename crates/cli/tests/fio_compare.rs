@@ -2085,3 +2085,73 @@ fn the_text_reports_units_follow_kb_base_unit_base_and_significant_figures() {
         }
     }
 }
+
+/// `experimental_verify` replays the job: each write is read back as written (its drawn
+/// size, in its order), as fio 3.33's experimental verify reads them, and every block
+/// checks out; without it a job of drawn sizes cannot be verified and is refused.
+#[test]
+fn experimental_verify_reads_back_each_write_as_fio() {
+    if !have_fio("experimental_verify_reads_back_each_write_as_fio") {
+        return;
+    }
+    let dir = scratch("experimental-verify");
+    let mut logs = Vec::new();
+    for tool in ["fio", "bench"] {
+        let data = dir.join(format!("{tool}.dat"));
+        let log = dir.join(format!("{tool}.iolog"));
+        let (v, err) = run_tool_in(
+            &dir,
+            tool,
+            &[
+                "--output-format=json",
+                "--name=replayed",
+                "--ioengine=psync",
+                "--direct=1",
+                "--rw=randwrite",
+                "--bsrange=4k-16k",
+                "--verify=crc32c",
+                "--experimental_verify=1",
+                "--size=2m",
+                &format!("--filename={}", data.display()),
+                &format!("--write_iolog={}", log.display()),
+            ],
+        );
+        let j = &v["jobs"][0];
+        assert_eq!(j["error"], 0, "{tool}: {err}");
+        assert_eq!(j["read"]["total_ios"], j["write"]["total_ios"], "{tool}");
+        let io: Vec<(Op, u64, u64)> = read_log(&log)
+            .into_iter()
+            .filter(|e| matches!(e.op, Op::Read | Op::Write))
+            .map(|e| (e.op, e.offset, e.len))
+            .collect();
+        // The reads are the writes again, in order.
+        let of = |op: Op| -> Vec<(u64, u64)> {
+            io.iter()
+                .filter(|e| e.0 == op)
+                .map(|e| (e.1, e.2))
+                .collect()
+        };
+        let w = of(Op::Write);
+        assert_eq!(w, of(Op::Read), "{tool}");
+        assert!(w.iter().any(|e| e.1 != 4096), "{tool}: sizes drawn");
+        logs.push(io);
+    }
+    assert_eq!(logs[0], logs[1], "fio's and mqblk's I/O");
+    let o = tool_command("bench")
+        .args([
+            "--name=plain",
+            "--rw=randwrite",
+            "--bsrange=4k-16k",
+            "--verify=crc32c",
+            "--size=2m",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("experimental_verify=1"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

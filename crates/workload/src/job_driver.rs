@@ -215,6 +215,10 @@ pub struct JobDriver {
     /// map); `None` where fio keeps its history sorted by offset (an rbtree: random writes
     /// without a map, which may overwrite), read back in block order.
     write_order: Option<Vec<(u32, u64)>>,
+    /// `experimental_verify`: the generator as the job started, replayed by the verify
+    /// pass, and the bytes written the pass reads back (fio's `verify_bytes`).
+    replay: Option<Box<FileSet>>,
+    replay_left: u64,
     drained: bool,
     /// The verify pass has issued its first read (everything before it has completed).
     verify_reading: bool,
@@ -331,6 +335,7 @@ impl JobDriver {
         );
         let verify_pass = job.verify && job.do_verify && job.rw.does_write();
         let in_write_order = !job.rw.is_random() || gen.keeps_random_map();
+        let replay = (verify_pass && job.experimental_verify).then(|| Box::new(gen.clone()));
         JobDriver {
             written: if verify_pass {
                 vec![0; gen.nr_blocks().div_ceil(64) as usize]
@@ -380,6 +385,8 @@ impl JobDriver {
             flush_due: None,
             verify_at: 0,
             write_order: (verify_pass && in_write_order).then(Vec::new),
+            replay,
+            replay_left: 0,
             drained: false,
             verify_reading: false,
             backlog_every: if verify_pass { job.verify_backlog } else { 0 },
@@ -648,6 +655,37 @@ impl JobDriver {
                 Phase::Verify => {
                     if !std::mem::replace(&mut self.drained, true) {
                         return Next::Drain;
+                    }
+                    // fio's experimental verify (`do_verify`): the job's I/O generated
+                    // again from its start, each write turned into a read of the same
+                    // place and size, the rest passed over, until what was written has
+                    // been read (counted at issue: fio counts at completion, the same at
+                    // a depth of one).
+                    if let Some(r) = self.replay.as_deref_mut() {
+                        // fio's `rw_min_bs`: the smaller of the reads' and writes' sizes.
+                        let min = u64::from(self.min_bs[0].min(self.min_bs[1]).max(1));
+                        while self.replay_left >= min {
+                            let Some((file, io)) = r.next_io() else {
+                                break;
+                            };
+                            if io.dir != Ddir::Write {
+                                continue;
+                            }
+                            self.replay_left = self.replay_left.saturating_sub(u64::from(io.len));
+                            self.issued += 1;
+                            self.verify_reading = true;
+                            return Next::Io(JobIo {
+                                kind: IoKind::Read,
+                                offset: io.offset,
+                                len: io.len,
+                                file: file as u32,
+                                sync: false,
+                                fua: false,
+                                cmdprio: None,
+                            });
+                        }
+                        self.phase = Phase::Finish;
+                        continue;
                     }
                     while self.verify_at < self.gen.nr_blocks() {
                         let (file, offset) = match &self.write_order {
@@ -924,6 +962,7 @@ impl JobDriver {
         }
         let write = io.dir == Ddir::Write;
         if write {
+            self.replay_left += u64::from(io.len);
             if self.verify_pass {
                 let b = self.gen.block_index(file, io.offset);
                 let first = self.written[(b / 64) as usize] & (1 << (b % 64)) == 0;

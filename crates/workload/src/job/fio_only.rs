@@ -71,10 +71,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "the verify header stays at the start of each block",
     ),
     (
-        "experimental_verify",
-        "use verify= (with verify_backlog= to read back while writing)",
-    ),
-    (
         "verify_state_save",
         "no verify state file is written; remove the line",
     ),

@@ -177,6 +177,8 @@ pub struct Job {
     /// `verify_interval` (0: a header per block), `verify_fatal`, `verify_dump`.
     pub verify_interval: u32,
     pub verify_fatal: bool,
+    /// `experimental_verify` ([`JobSpec::experimental_verify`]).
+    pub experimental_verify: bool,
     pub verify_dump: bool,
     /// A flush after every this many writes (`fsync=N`; 0 = never).
     pub fsync: u64,
@@ -536,6 +538,7 @@ pub fn resolve(
                 verify_backlog_batch: s.verify_backlog_batch,
                 verify_interval: s.verify_interval as u32,
                 verify_fatal: s.verify_fatal,
+                experimental_verify: s.experimental_verify,
                 verify_dump: s.verify_dump,
                 fsync: s.fsync,
                 fdatasync: s.fdatasync,

@@ -501,6 +501,9 @@ pub struct JobSpec {
     /// block whose data is bad is written out as read and as expected.
     pub verify_interval: u64,
     pub verify_fatal: bool,
+    /// `experimental_verify`: the verify pass replays the job's I/O and reads back each
+    /// write as it was written (its size, in its order) instead of each block written.
+    pub experimental_verify: bool,
     pub verify_dump: bool,
     /// Issue a flush every this many writes (0 = never).
     pub fsync: u64,
@@ -774,6 +777,7 @@ impl Default for JobSpec {
             verify_backlog_batch: 0,
             verify_interval: 0,
             verify_fatal: false,
+            experimental_verify: false,
             verify_dump: false,
             fsync: 0,
             fdatasync: 0,
@@ -1064,8 +1068,14 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
     let variable = [Ddir::Read, Ddir::Write]
         .iter()
         .any(|&d| !job.sizes_for(d).is_fixed());
-    if variable && job.verify != VerifyMode::None {
-        return Err("verify with bsrange or bssplit is not implemented (give one bs)".into());
+    // The verify pass reads back blocks of the write size, unless it replays the writes
+    // (`experimental_verify`, without `verify_backlog`'s block-sized reads).
+    let replayed = job.experimental_verify && job.verify_backlog == 0;
+    if variable && job.verify != VerifyMode::None && !replayed {
+        return Err(
+            "verify with bsrange or bssplit is not implemented (give one bs, or experimental_verify=1)"
+                .into(),
+        );
     }
     if job.thinktime_spin_ns > job.thinktime_ns {
         return Err(format!(

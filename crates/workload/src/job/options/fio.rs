@@ -917,6 +917,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "experimental_verify",
+        aliases: &[],
+        default: "0",
+        help: "The verify pass replays the job's I/O and reads back each write as written (its size, in its order), as fio's experimental verify; sizes may then be drawn (bsrange, bssplit).",
+        kind: Kind::Bool {
+            set: |j, v| j.experimental_verify = v,
+        },
+    },
+    OptDef {
         name: "stats",
         aliases: &[],
         default: "1",
