@@ -189,6 +189,44 @@ fn verify_on_memory_backed_null_reports_no_mismatch() {
     );
 }
 
+/// `verify_offset` moves each header into its block and the blocks still check out; an
+/// offset that would overlap the header, or leave it no room, is refused naming the option.
+#[test]
+fn verify_offset_moves_the_header_and_bad_offsets_are_refused() {
+    let o = mqblk(&[
+        "bench",
+        "--memory_backed",
+        "--name=v",
+        "--rw=randwrite",
+        "--bs=8k",
+        "--size=4m",
+        "--verify=crc32c",
+        "--verify_offset=4k",
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("verify : 512 blocks checked, 0 mismatches"),
+        "{out}"
+    );
+    for bad in ["--verify_offset=50", "--verify_offset=8150"] {
+        let o = mqblk(&[
+            "bench",
+            "--name=v",
+            "--rw=write",
+            "--bs=8k",
+            "--verify=md5",
+            bad,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            text(&o.stderr).contains("verify_offset="),
+            "{bad}: {}",
+            text(&o.stderr)
+        );
+    }
+}
+
 #[test]
 fn fault_injection_run_completes_and_reports_errors() {
     let o = mqblk(&[

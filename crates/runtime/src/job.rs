@@ -569,6 +569,7 @@ impl<S: LatSink> JobState<'_, S> {
                     self.job.verify_mode,
                     self.job.verify_pattern.as_deref(),
                     self.job.verify_interval,
+                    self.job.verify_offset,
                 );
             } else if let (ReqOp::Write, Some(f)) = (op, &mut self.buffers) {
                 f.before_write(buf.as_mut_slice(), offset, self.now.saturating_sub(self.t0));
@@ -799,6 +800,7 @@ impl<S: LatSink> JobState<'_, S> {
             job.verify_mode,
             job.verify_pattern.as_deref(),
             job.verify_interval,
+            job.verify_offset,
             job.verify_fatal,
         );
         if bad.is_empty() {

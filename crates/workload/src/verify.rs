@@ -20,6 +20,20 @@ const HEADER_LEN: usize = DIGEST_AT + MAX_DIGEST;
 /// The smallest block verify can fill.
 pub const MIN_BLOCK: usize = HEADER_LEN + 4;
 
+/// The header's bytes, which `verify_offset` moves within a piece.
+pub const VERIFY_HEADER_LEN: usize = HEADER_LEN;
+
+/// fio's `verify_offset`: the header swapped with the bytes `at` into the piece (as fio's
+/// `memswp`), before it is written and again before it is checked; 0 leaves it in front.
+/// The two ranges never overlap (`at >= VERIFY_HEADER_LEN`, checked with the job).
+fn swap_header(piece: &mut [u8], at: usize) {
+    if at == 0 || at + HEADER_LEN > piece.len() || at < HEADER_LEN {
+        return;
+    }
+    let (head, rest) = piece.split_at_mut(at);
+    head[..HEADER_LEN].swap_with_slice(&mut rest[..HEADER_LEN]);
+}
+
 const CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_ECMA_182);
 const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_3740);
@@ -294,10 +308,14 @@ pub fn fill_pieces(
     mode: VerifyMode,
     pattern: Option<&[u8]>,
     interval: u32,
+    header_at: u32,
 ) {
     let step = piece_len(buf.len(), mode, interval);
     for (i, piece) in buf.chunks_mut(step).enumerate() {
         fill(piece, offset + (i * step) as u64, seed, mode, pattern);
+        if mode != VerifyMode::Pattern {
+            swap_header(piece, header_at as usize);
+        }
     }
 }
 
@@ -319,12 +337,22 @@ pub fn check_pieces(
     mode: VerifyMode,
     pattern: Option<&[u8]>,
     interval: u32,
+    header_at: u32,
     fatal: bool,
 ) -> Vec<BadPiece> {
     let step = piece_len(buf.len(), mode, interval);
     let mut bad = Vec::new();
+    let mut swapped = Vec::new();
     for (i, piece) in buf.chunks(step).enumerate() {
         let start = i * step;
+        let piece = if header_at > 0 && mode != VerifyMode::Pattern {
+            swapped.clear();
+            swapped.extend_from_slice(piece);
+            swap_header(&mut swapped, header_at as usize);
+            &swapped[..]
+        } else {
+            piece
+        };
         if let Err(error) = check(piece, offset + start as u64, mode, pattern) {
             bad.push(BadPiece {
                 start,
@@ -425,24 +453,45 @@ mod tests {
     #[test]
     fn a_header_per_interval_finds_the_bad_piece() {
         let mut buf = vec![0u8; 16384];
-        fill_pieces(&mut buf, 1 << 20, 7, VerifyMode::Crc32c, None, 4096);
-        assert!(check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, false).is_empty());
+        fill_pieces(&mut buf, 1 << 20, 7, VerifyMode::Crc32c, None, 4096, 0);
+        assert!(check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, 0, false).is_empty());
         // Each piece is a block of its own: checked whole, the block is not one.
         assert!(check(&buf, 1 << 20, VerifyMode::Crc32c, None).is_err());
         buf[2 * 4096 + 100] ^= 1;
-        let bad = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, false);
+        let bad = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, 0, false);
         assert_eq!(bad.len(), 1);
         assert_eq!((bad[0].start, bad[0].len), (2 * 4096, 4096));
         assert!(bad[0].error.is_data(), "{}", bad[0].error);
         buf[3 * 4096 + 100] ^= 1;
-        let all = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, false);
-        let first = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, true);
+        let all = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, 0, false);
+        let first = check_pieces(&buf, 1 << 20, VerifyMode::Crc32c, None, 4096, 0, true);
         assert_eq!(all.len(), 2);
         assert_eq!(first, all[..1]);
         // A piece moved elsewhere names the offset it was written for: not a data error.
         let mut moved = vec![0u8; 4096];
-        fill_pieces(&mut moved, 8192, 7, VerifyMode::Crc32c, None, 4096);
-        let e = check_pieces(&moved, 0, VerifyMode::Crc32c, None, 4096, false);
+        fill_pieces(&mut moved, 8192, 7, VerifyMode::Crc32c, None, 4096, 0);
+        let e = check_pieces(&moved, 0, VerifyMode::Crc32c, None, 4096, 0, false);
         assert!(!e[0].error.is_data());
+    }
+
+    /// `verify_offset`: the header sits that far into each piece (the data it displaced in
+    /// front), the piece checks out when read with the same offset and not without it.
+    #[test]
+    fn a_header_moved_into_the_piece_checks_out_only_where_it_was_put() {
+        let mut buf = vec![0u8; 8192];
+        fill_pieces(&mut buf, 4096, 9, VerifyMode::Crc32c, None, 4096, 256);
+        let magic = MAGIC.to_le_bytes();
+        assert_ne!(buf[..4], magic);
+        assert_eq!(buf[256..260], magic);
+        assert_eq!(buf[4096 + 256..4096 + 260], magic);
+        assert!(check_pieces(&buf, 4096, VerifyMode::Crc32c, None, 4096, 256, false).is_empty());
+        assert_eq!(
+            check_pieces(&buf, 4096, VerifyMode::Crc32c, None, 4096, 0, false).len(),
+            2
+        );
+        buf[4096 + 1000] ^= 1;
+        let bad = check_pieces(&buf, 4096, VerifyMode::Crc32c, None, 4096, 256, false);
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].start, 4096);
     }
 }

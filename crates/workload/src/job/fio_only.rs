@@ -67,10 +67,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "run the writing job once with verify=, then a reading job with do_verify=1",
     ),
     (
-        "verify_offset",
-        "the verify header stays at the start of each block",
-    ),
-    (
         "verify_state_save",
         "no verify state file is written; remove the line",
     ),

@@ -176,6 +176,8 @@ pub struct Job {
     pub verify_backlog_batch: u64,
     /// `verify_interval` (0: a header per block), `verify_fatal`, `verify_dump`.
     pub verify_interval: u32,
+    /// `verify_offset` ([`JobSpec::verify_offset`]).
+    pub verify_offset: u32,
     pub verify_fatal: bool,
     /// `experimental_verify` ([`JobSpec::experimental_verify`]).
     pub experimental_verify: bool,
@@ -537,6 +539,7 @@ pub fn resolve(
                 verify_backlog: s.verify_backlog,
                 verify_backlog_batch: s.verify_backlog_batch,
                 verify_interval: s.verify_interval as u32,
+                verify_offset: s.verify_offset as u32,
                 verify_fatal: s.verify_fatal,
                 experimental_verify: s.experimental_verify,
                 verify_dump: s.verify_dump,

@@ -500,6 +500,9 @@ pub struct JobSpec {
     /// `verify_fatal`: a block's check stops at its first bad header; `verify_dump`: a
     /// block whose data is bad is written out as read and as expected.
     pub verify_interval: u64,
+    /// `verify_offset`: where in each piece its verify header goes (swapped with the data
+    /// there; 0: in front).
+    pub verify_offset: u64,
     pub verify_fatal: bool,
     /// `experimental_verify`: the verify pass replays the job's I/O and reads back each
     /// write as it was written (its size, in its order) instead of each block written.
@@ -778,6 +781,7 @@ impl Default for JobSpec {
             verify_interval: 0,
             verify_fatal: false,
             experimental_verify: false,
+            verify_offset: 0,
             verify_dump: false,
             fsync: 0,
             fdatasync: 0,
@@ -1116,6 +1120,26 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
             return Err(format!(
                 "verify_interval={i} must divide the block size ({bs}) and be at least {} bytes (a header and some data)",
                 crate::verify::MIN_BLOCK
+            ));
+        }
+    }
+    // fio's `verify_offset + sizeof(struct verify_header) > min_bs` check, with mqblk's
+    // header, which must also not overlap the bytes it swaps with.
+    if job.verify_offset > 0 && job.verify != VerifyMode::None {
+        let dir = if job.rw.does_write() {
+            Ddir::Write
+        } else {
+            Ddir::Read
+        };
+        let bs = u64::from(job.sizes_for(dir).min());
+        let piece = match job.verify_interval {
+            0 => bs,
+            i => i.min(bs),
+        };
+        let (at, hdr) = (job.verify_offset, crate::verify::VERIFY_HEADER_LEN as u64);
+        if at < hdr || at + hdr > piece {
+            return Err(format!(
+                "verify_offset={at} must be at least the verify header's {hdr} bytes and leave room for it in a {piece}-byte piece"
             ));
         }
     }

@@ -1117,6 +1117,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "verify_offset",
+        aliases: &[],
+        default: "0",
+        help: "Put each verify header this many bytes into its piece, swapped with the data there (at least the header's 92 bytes, and room for it after).",
+        kind: Kind::Size {
+            set: |j, v| j.verify_offset = v,
+        },
+    },
+    OptDef {
         name: "verify_fatal",
         aliases: &[],
         default: "0",
