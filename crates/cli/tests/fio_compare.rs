@@ -2020,6 +2020,29 @@ fn exec_prerun_and_postrun_run_as_fio_runs_them() {
         assert!(!dir.join("b.postrun.txt").exists(), "{tool}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+    // The command runs before the job's clock starts: a time-based job still runs its
+    // whole runtime after a slow one.
+    for tool in ["fio", "bench"] {
+        let dir = scratch(&format!("exec-time-{tool}"));
+        let (v, err) = run_tool_in(
+            &dir,
+            tool,
+            &[
+                "--output-format=json",
+                "--name=t",
+                "--ioengine=null",
+                "--size=1g",
+                "--runtime=600ms",
+                "--time_based",
+                "--thinktime=10ms",
+                "--exec_prerun=sleep 0.4",
+            ],
+        );
+        // An I/O every 10 ms for 600 ms, not for the 200 ms the command would leave.
+        let ios = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
+        assert!(ios >= 45, "{tool}: {ios} I/Os: {err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 /// `kb_base`, `unit_base` and `significant_figures` write the text report's numbers as

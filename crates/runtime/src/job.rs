@@ -387,6 +387,12 @@ pub fn run_job<S: LatSink>(
         }
         std::thread::sleep(std::time::Duration::from_nanos(left.min(10_000_000)));
     }
+    // fio's `exec_prerun`, run in `thread_main` before the job's clock starts
+    // (`set_epoch_time`): a job whose command fails does no I/O, without an error.
+    let prerun_ok = job
+        .exec_prerun
+        .as_ref()
+        .is_none_or(|cmd| mqblk_workload::exec::run_hook(&job.name, cmd, "prerun"));
     let t0 = h.now().0;
     progress.counts[slot]
         .started
@@ -425,11 +431,6 @@ pub fn run_job<S: LatSink>(
         ends_at_start: progress.ends.posted(),
         ends_seen: 0,
     };
-    // fio's `exec_prerun`: a job whose command fails does no I/O, without an error.
-    let prerun_ok = job
-        .exec_prerun
-        .as_ref()
-        .is_none_or(|cmd| mqblk_workload::exec::run_hook(&job.name, cmd, "prerun"));
     if prerun_ok {
         st.run();
     }
