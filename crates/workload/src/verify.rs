@@ -15,17 +15,14 @@ use md5::Digest as _;
 const MAGIC: u32 = 0x6d71_626b; // "mqbk"
 const DIGEST_AT: usize = 28;
 const MAX_DIGEST: usize = 64;
-const HEADER_LEN: usize = DIGEST_AT + MAX_DIGEST;
+pub const HEADER_LEN: usize = DIGEST_AT + MAX_DIGEST;
 
 /// The smallest block verify can fill.
 pub const MIN_BLOCK: usize = HEADER_LEN + 4;
 
-/// The header's bytes, which `verify_offset` moves within a piece.
-pub const VERIFY_HEADER_LEN: usize = HEADER_LEN;
-
 /// fio's `verify_offset`: the header swapped with the bytes `at` into the piece (as fio's
 /// `memswp`), before it is written and again before it is checked; 0 leaves it in front.
-/// The two ranges never overlap (`at >= VERIFY_HEADER_LEN`, checked with the job).
+/// The two ranges never overlap (`at >= HEADER_LEN`, checked with the job).
 fn swap_header(piece: &mut [u8], at: usize) {
     if at == 0 || at + HEADER_LEN > piece.len() || at < HEADER_LEN {
         return;

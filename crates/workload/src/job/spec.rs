@@ -1107,8 +1107,7 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
             return Err(format!("the minimum rate exceeds the rate ({dir})"));
         }
     }
-    if job.verify_interval > 0 && job.verify != VerifyMode::None {
-        let i = job.verify_interval;
+    if job.verify != VerifyMode::None {
         // The blocks verified: those written (and read back), or those read.
         let dir = if job.rw.does_write() {
             Ddir::Write
@@ -1116,28 +1115,18 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
             Ddir::Read
         };
         let bs = u64::from(job.sizes_for(dir).min());
-        if i < crate::verify::MIN_BLOCK as u64 || bs % i != 0 {
+        let i = job.verify_interval;
+        if i > 0 && (i < crate::verify::MIN_BLOCK as u64 || bs % i != 0) {
             return Err(format!(
                 "verify_interval={i} must divide the block size ({bs}) and be at least {} bytes (a header and some data)",
                 crate::verify::MIN_BLOCK
             ));
         }
-    }
-    // fio's `verify_offset + sizeof(struct verify_header) > min_bs` check, with mqblk's
-    // header, which must also not overlap the bytes it swaps with.
-    if job.verify_offset > 0 && job.verify != VerifyMode::None {
-        let dir = if job.rw.does_write() {
-            Ddir::Write
-        } else {
-            Ddir::Read
-        };
-        let bs = u64::from(job.sizes_for(dir).min());
-        let piece = match job.verify_interval {
-            0 => bs,
-            i => i.min(bs),
-        };
-        let (at, hdr) = (job.verify_offset, crate::verify::VERIFY_HEADER_LEN as u64);
-        if at < hdr || at + hdr > piece {
+        // fio's `verify_offset + sizeof(struct verify_header) > min_bs` check, with
+        // mqblk's header, which must also not overlap the bytes it swaps with.
+        let piece = if i > 0 { i.min(bs) } else { bs };
+        let (at, hdr) = (job.verify_offset, crate::verify::HEADER_LEN as u64);
+        if at > 0 && (at < hdr || at + hdr > piece) {
             return Err(format!(
                 "verify_offset={at} must be at least the verify header's {hdr} bytes and leave room for it in a {piece}-byte piece"
             ));

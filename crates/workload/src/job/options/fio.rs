@@ -1120,7 +1120,7 @@ pub(super) static FIO: &[OptDef] = &[
         name: "verify_offset",
         aliases: &[],
         default: "0",
-        help: "Put each verify header this many bytes into its piece, swapped with the data there (at least the header's 92 bytes, and room for it after).",
+        help: "Put each verify header this many bytes into its piece, swapped with the data there (past the whole header, with room for it after: a value too small or too large is refused with the header's size).",
         kind: Kind::Size {
             set: |j, v| j.verify_offset = v,
         },
