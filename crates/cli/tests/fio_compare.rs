@@ -758,6 +758,18 @@ fn tool_command(tool: &str) -> Command {
     }
 }
 
+/// `tool` ([`tool_command`]) run with `job` then `extra`, which must succeed: its standard
+/// output.
+fn stdout_of(tool: &str, job: &[&str], extra: &[&str]) -> String {
+    let o = tool_command(tool).args(job).args(extra).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{tool} {extra:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
 /// A fresh scratch directory for test `what` (removed by the test when it passes).
 fn scratch(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mqblk-{what}-{}", std::process::id()));
@@ -1314,13 +1326,7 @@ fn terse_lines_have_fios_fields() {
         "--description=a job",
     ];
     let fields = |tool: &str, extra: &[&str]| -> Vec<String> {
-        let o = tool_command(tool).args(job).args(extra).output().unwrap();
-        assert!(
-            o.status.success(),
-            "{tool}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout)
+        stdout_of(tool, &job, extra)
             .lines()
             .next()
             .unwrap()
@@ -1884,15 +1890,7 @@ fn unified_rw_reporting_reports_the_directions_as_fio() {
         "--bs=4k",
         "--number_ios=2000",
     ];
-    let run = |tool: &str, extra: &[&str]| -> String {
-        let o = tool_command(tool).args(job).args(extra).output().unwrap();
-        assert!(
-            o.status.success(),
-            "{tool}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).to_string()
-    };
+    let run = |tool: &str, extra: &[&str]| stdout_of(tool, &job, extra);
     let dirs = |json: &str| -> (Vec<String>, serde_json::Value) {
         let v: serde_json::Value = serde_json::from_str(json).unwrap();
         let j = v["jobs"][0].clone();
@@ -1960,19 +1958,13 @@ fn stats_0_leaves_the_job_out_of_the_report_as_fio() {
         "--stats=0",
     ];
     for tool in ["fio", "bench", "sim"] {
-        let o = tool_command(tool).args(job).output().unwrap();
-        let text = String::from_utf8_lossy(&o.stdout);
-        assert!(o.status.success(), "{tool}: {text}");
+        let text = stdout_of(tool, &job, &[]);
         assert!(text.contains("\na: (groupid=0"), "{tool}: {text}");
         assert!(!text.contains("\nb: (groupid=0"), "{tool}: {text}");
         assert!(text.contains(", io=1024KiB (1049kB),"), "{tool}: {text}");
         if tool != "fio" {
-            let o = tool_command(tool)
-                .args(job)
-                .arg("--output-format=json")
-                .output()
-                .unwrap();
-            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let json = stdout_of(tool, &job, &["--output-format=json"]);
+            let v: serde_json::Value = serde_json::from_str(&json).unwrap();
             let names: Vec<&str> = v["jobs"]
                 .as_array()
                 .unwrap()
@@ -2075,9 +2067,7 @@ fn the_text_reports_units_follow_kb_base_unit_base_and_significant_figures() {
         "--number_ios=1000",
     ];
     let figures = |tool: &str, extra: &[&str]| -> Vec<String> {
-        let o = tool_command(tool).args(job).args(extra).output().unwrap();
-        assert!(o.status.success(), "{tool}");
-        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        let text = stdout_of(tool, &job, extra);
         let dir = text
             .lines()
             .find(|l| l.starts_with("  read: IOPS="))

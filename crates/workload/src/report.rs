@@ -69,7 +69,7 @@ impl Default for Units {
         Units {
             kb_base: 1024,
             bits: false,
-            sig_figs: 4,
+            sig_figs: fmt::SIG_FIGS,
         }
     }
 }
