@@ -7,17 +7,24 @@
 //! implemented in the option table. One of the second is accepted, any value, and the run
 //! says once that it has no effect and why ([`no_effect_notes`](super::no_effect_notes)).
 
+/// Reasons several refused options share.
+const FILL: &str =
+    "writing until the file system is full needs a file sized while the run goes; give size=";
+const TRIM_VERIFY: &str =
+    "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim";
+const REPLAY: &str = "replaying an I/O log is `mqblk replay`";
+const MERGE: &str = "merging blktrace logs is not done; replay each with `mqblk replay`";
+const ZONED: &str = "zoned devices are not modelled yet";
+const LOG_EPOCH: &str =
+    "log times are from the job's start, or the Unix epoch with log_unix_epoch=1";
+const UNALIGNED: &str =
+    "a block layer moves whole 512-byte sectors, so sizes stay multiples of the smallest";
+
 /// `(fio option name, why it is refused and what to write instead)`.
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Files.
-    (
-        "fill_device",
-        "writing until the file system is full needs a file sized while the run goes; give size=",
-    ),
-    (
-        "fill_fs",
-        "writing until the file system is full needs a file sized while the run goes; give size=",
-    ),
+    ("fill_device", FILL),
+    ("fill_fs", FILL),
     (
         "file_append",
         "give offset= the file's size to write after its end",
@@ -36,10 +43,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "mqblk does not check for mounted file systems; remove the line and take care",
     ),
     (
-        "create_fsync",
-        "files mqblk lays out are not fsynced after; remove the line",
-    ),
-    (
         "fsync_on_close",
         "no fsync at a file's close; use end_fsync=1",
     ),
@@ -49,14 +52,8 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "fio's built-in profiles are not here; write the job out as options",
     ),
     // Patterns.
-    (
-        "bs_unaligned",
-        "a block layer moves whole 512-byte sectors, so sizes stay multiples of the smallest",
-    ),
-    (
-        "blocksize_unaligned",
-        "a block layer moves whole 512-byte sectors, so sizes stay multiples of the smallest",
-    ),
+    ("bs_unaligned", UNALIGNED),
+    ("blocksize_unaligned", UNALIGNED),
     (
         "serialize_overlap",
         "overlapping I/Os in flight are not held back; use a depth of 1 or norandommap=0",
@@ -74,22 +71,10 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "verify_state_load",
         "no verify state file is read; remove the line",
     ),
-    (
-        "trim_percentage",
-        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
-    ),
-    (
-        "trim_verify_zero",
-        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
-    ),
-    (
-        "trim_backlog",
-        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
-    ),
-    (
-        "trim_backlog_batch",
-        "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim",
-    ),
+    ("trim_percentage", TRIM_VERIFY),
+    ("trim_verify_zero", TRIM_VERIFY),
+    ("trim_backlog", TRIM_VERIFY),
+    ("trim_backlog_batch", TRIM_VERIFY),
     // Logs and reporting.
     (
         "read_iolog",
@@ -99,39 +84,21 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "read_iolog_chunked",
         "replaying an I/O log is `mqblk replay`; remove the line",
     ),
-    ("replay_align", "replaying an I/O log is `mqblk replay`"),
-    ("replay_no_stall", "replaying an I/O log is `mqblk replay`"),
-    ("replay_redirect", "replaying an I/O log is `mqblk replay`"),
-    ("replay_scale", "replaying an I/O log is `mqblk replay`"),
-    ("replay_skip", "replaying an I/O log is `mqblk replay`"),
-    (
-        "replay_time_scale",
-        "replaying an I/O log is `mqblk replay`",
-    ),
-    (
-        "merge_blktrace_file",
-        "merging blktrace logs is not done; replay each with `mqblk replay`",
-    ),
-    (
-        "merge_blktrace_iters",
-        "merging blktrace logs is not done; replay each with `mqblk replay`",
-    ),
-    (
-        "merge_blktrace_scalars",
-        "merging blktrace logs is not done; replay each with `mqblk replay`",
-    ),
+    ("replay_align", REPLAY),
+    ("replay_no_stall", REPLAY),
+    ("replay_redirect", REPLAY),
+    ("replay_scale", REPLAY),
+    ("replay_skip", REPLAY),
+    ("replay_time_scale", REPLAY),
+    ("merge_blktrace_file", MERGE),
+    ("merge_blktrace_iters", MERGE),
+    ("merge_blktrace_scalars", MERGE),
     (
         "block_error_percentiles",
         "trim error histograms are not kept",
     ),
-    (
-        "log_alternate_epoch",
-        "log times are from the job's start, or the Unix epoch with log_unix_epoch=1",
-    ),
-    (
-        "log_alternate_epoch_clock_id",
-        "log times are from the job's start, or the Unix epoch with log_unix_epoch=1",
-    ),
+    ("log_alternate_epoch", LOG_EPOCH),
+    ("log_alternate_epoch_clock_id", LOG_EPOCH),
     // Engine- and OS-specific.
     (
         "nowait",
@@ -142,13 +109,13 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "libaio's RWF_HIPRI share is not applied; use hipri=1 for polled queues",
     ),
     // Zoned devices.
-    ("zonecapacity", "zoned devices are not modelled yet"),
-    ("max_open_zones", "zoned devices are not modelled yet"),
-    ("job_max_open_zones", "zoned devices are not modelled yet"),
-    ("ignore_zone_limits", "zoned devices are not modelled yet"),
-    ("zone_reset_threshold", "zoned devices are not modelled yet"),
-    ("zone_reset_frequency", "zoned devices are not modelled yet"),
-    ("read_beyond_wp", "zoned devices are not modelled yet"),
+    ("zonecapacity", ZONED),
+    ("max_open_zones", ZONED),
+    ("job_max_open_zones", ZONED),
+    ("ignore_zone_limits", ZONED),
+    ("zone_reset_threshold", ZONED),
+    ("zone_reset_frequency", ZONED),
+    ("read_beyond_wp", ZONED),
 ];
 
 /// `(fio option name, why it changes nothing in mqblk)`: fio's process, memory and clock

@@ -178,6 +178,16 @@ fn cpumask_is_a_cpu_list_by_bits() {
     }
 }
 
+/// `create_fsync=1` is what mqblk does with a file it lays out (syncs it), so it is taken;
+/// `0` would leave the file unsynced and is refused, naming the option.
+#[test]
+fn create_fsync_takes_fios_default_and_refuses_0() {
+    assert!(parse_job_text("x.fio", "[j]\ncreate_fsync=1\n").is_ok());
+    let e = parse_job_text("x.fio", "[j]\ncreate_fsync=0\n").unwrap_err();
+    assert!(e.to_string().contains("create_fsync"), "{e}");
+    assert!(e.to_string().contains("always synced"), "{e}");
+}
+
 #[test]
 fn defaults_in_table_match_jobspec_default() {
     let base = JobSpec::default();

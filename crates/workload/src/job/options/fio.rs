@@ -1435,6 +1435,16 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "create_fsync",
+        aliases: &[],
+        default: "1",
+        help: "Sync a file laid out before the job's I/O (always done; 0 is refused).",
+        kind: Kind::Custom {
+            syntax: "bool",
+            set: set_create_fsync,
+        },
+    },
+    OptDef {
         name: "cpumask",
         aliases: &[],
         default: "",

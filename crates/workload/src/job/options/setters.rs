@@ -551,6 +551,24 @@ pub(super) fn set_cpumask(job: &mut JobSpec, text: &str, option: &str) -> Result
     Ok(())
 }
 
+/// `create_fsync`: a file mqblk lays out is always synced once written out (fio's default,
+/// 1), so 1 is taken and 0, which would leave it unsynced, is refused.
+pub(super) fn set_create_fsync(
+    _job: &mut JobSpec,
+    text: &str,
+    option: &str,
+) -> Result<(), JobErrorKind> {
+    match crate::job::value::parse_bool(text) {
+        Some(true) => Ok(()),
+        Some(false) => Err(unsupported(
+            option,
+            text,
+            "a file mqblk lays out is always synced after it is written out (fio's default, 1)",
+        )),
+        None => Err(bad_named(option, text, "0 or 1")),
+    }
+}
+
 /// `percentile_list=`: colon-separated percentiles.
 pub(super) fn set_percentile_list(
     job: &mut JobSpec,
