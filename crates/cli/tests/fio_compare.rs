@@ -2168,3 +2168,147 @@ fn experimental_verify_reads_back_each_write_as_fio() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `verify_only` with `verify_state_load`, fio's check of a run cut short: a writing run
+/// that issued 10 of the job's 16 writes (`number_ios`) leaves its verify state as it ends
+/// (`verify_state_save`, on by default); the same job with `verify_only` then issues no
+/// write and reads back those 10 blocks in the order written and passes, as fio 3.33's
+/// does; without the state it reads on into the blocks never written and fails at the
+/// first, fio's 11th read.
+#[test]
+fn verify_only_reads_back_as_far_as_the_saved_state_says_the_writes_went() {
+    if !have_fio("verify_only_reads_back_as_far_as_the_saved_state_says_the_writes_went") {
+        return;
+    }
+    let root = scratch("vstate");
+    let job = [
+        "--name=w",
+        "--filename=data",
+        "--ioengine=psync",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--size=64k",
+        "--verify=crc32c",
+        "--output-format=json",
+    ];
+    let offsets = |dir: &Path, log: &str, op: Op| -> Vec<u64> {
+        read_log(&dir.join(log))
+            .into_iter()
+            .filter(|e| e.op == op)
+            .map(|e| e.offset)
+            .collect()
+    };
+    let mut seen = Vec::new();
+    for tool in ["fio", "bench"] {
+        let dir = root.join(tool);
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = |extra: &[&str]| {
+            tool_command(tool)
+                .current_dir(&dir)
+                .args(job)
+                .args(extra)
+                .output()
+                .unwrap()
+        };
+        let o = run(&["--number_ios=10", "--write_iolog=w.log"]);
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            dir.join("local-w-0-verify.state").is_file(),
+            "{tool}: no state"
+        );
+        let written = offsets(&dir, "w.log", Op::Write);
+        assert_eq!(written.len(), 10, "{tool}");
+        let o = run(&[
+            "--verify_only",
+            "--verify_state_load=1",
+            "--write_iolog=v.log",
+        ]);
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            offsets(&dir, "v.log", Op::Write),
+            Vec::<u64>::new(),
+            "{tool}"
+        );
+        let checked = offsets(&dir, "v.log", Op::Read);
+        assert_eq!(checked, written, "{tool}: the blocks written, in order");
+        let o = run(&["--verify_only", "--write_iolog=all.log"]);
+        assert!(!o.status.success(), "{tool}: a block never written passed");
+        assert_eq!(offsets(&dir, "all.log", Op::Read).len(), 11, "{tool}");
+        seen.push(checked);
+    }
+    assert_eq!(seen[0], seen[1], "fio's and mqblk's blocks");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// fio's loops as `thread_main` runs them: each loop's I/O completes, then `end_fsync`
+/// syncs, then the verify pass reads back that loop's writes, then the next loop begins
+/// (`io_size` beyond `size` makes loops too), the I/O sequence fio 3.33 logs; with
+/// `unlink_each_loop` the file the run made starts each loop after the first empty (fio
+/// unlinks and creates it again), so a last loop that writes half of it leaves half.
+#[test]
+fn each_loop_ends_with_its_sync_and_verify_and_unlink_each_loop_empties_the_file() {
+    if !have_fio("each_loop_ends_with_its_sync_and_verify_and_unlink_each_loop_empties_the_file") {
+        return;
+    }
+    let root = scratch("loops");
+    let job = [
+        "--name=w",
+        "--filename=data",
+        "--ioengine=psync",
+        "--rw=write",
+        "--bs=4k",
+        "--size=16k",
+        "--end_fsync=1",
+        "--output-format=json",
+    ];
+    let ops = |dir: &Path| -> Vec<(Op, u64)> {
+        read_log(&dir.join("l.log"))
+            .into_iter()
+            .map(|e| (e.op, e.offset))
+            .collect()
+    };
+    let cases: [(&[&str], u64); 3] = [
+        (&["--loops=2", "--verify=crc32c"], 16384),
+        (&["--io_size=24k"], 16384),
+        (&["--io_size=24k", "--unlink_each_loop=1"], 8192),
+    ];
+    for (extra, size) in cases {
+        let mut seen = Vec::new();
+        for tool in ["fio", "bench"] {
+            let dir = root.join(tool);
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let o = tool_command(tool)
+                .current_dir(&dir)
+                .args(job)
+                .args(extra)
+                .arg("--write_iolog=l.log")
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{tool} {extra:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let len = std::fs::metadata(dir.join("data")).unwrap().len();
+            assert_eq!(len, size, "{tool} {extra:?}: the file left");
+            seen.push(ops(&dir));
+        }
+        let syncs = seen[0].iter().filter(|(op, _)| *op == Op::Sync).count();
+        assert_eq!(
+            syncs, 2,
+            "{extra:?}: fio syncs at each loop's end: {:?}",
+            seen[0]
+        );
+        assert_eq!(seen[0], seen[1], "{extra:?}: fio's sequence, then mqblk's");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}

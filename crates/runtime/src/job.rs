@@ -33,6 +33,9 @@ pub struct RunJob {
     pub plug_each: bool,
     /// What its writes carry, where data moves and the job writes (fio's buffer options).
     pub buffers: Option<BufferFiller>,
+    /// `unlink_each_loop`: the job's files the run made (none that were there before it),
+    /// emptied before each loop after the first.
+    pub emptied_each_loop: Vec<String>,
 }
 
 /// Latency samples of one direction, in nanoseconds.
@@ -445,6 +448,12 @@ pub fn run_job<S: LatSink>(
     st.sink.latency_depth(st.driver.depth());
     st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
     st.out.iolog = st.driver.take_log();
+    // fio's `verify_state_save`, as the job's thread ends.
+    if let Some(state) = st.driver.verify_state(&job.name, job.index) {
+        if let Err(e) = state.save(std::path::Path::new("")) {
+            eprintln!("{}: {e}", job.name);
+        }
+    }
     st.sink.finish(t1.saturating_sub(t0));
     let JobState { sink, out, .. } = st;
     if let Some(cmd) = &job.exec_postrun {
@@ -503,6 +512,9 @@ impl<S: LatSink> JobState<'_, S> {
                 Round::Done if self.pending.is_none() => return,
                 Round::Drain => {
                     self.drain();
+                    if self.driver.take_unlink() {
+                        self.empty_files();
+                    }
                     continue;
                 }
                 Round::Until(t) if self.inflight == 0 => {
@@ -758,8 +770,13 @@ impl<S: LatSink> JobState<'_, S> {
                 // ramp; the driver counts every completion for think times).
                 let lat = now.saturating_sub(bio.submit_ns.0);
                 let dir = if write { Ddir::Write } else { Ddir::Read };
-                self.driver
-                    .completed(now.saturating_sub(self.t0), lat, dir, len);
+                self.driver.completed(
+                    now.saturating_sub(self.t0),
+                    lat,
+                    dir,
+                    len,
+                    bio.sector << SECTOR_SHIFT,
+                );
             }
             if measured {
                 let submit = bio.submit_ns.0;
@@ -780,6 +797,25 @@ impl<S: LatSink> JobState<'_, S> {
             self.free_bufs.push(buf);
         }
         Some(len)
+    }
+
+    /// fio's `unlink_each_loop` as a new loop begins: each file the run made is emptied,
+    /// as unlinking it and creating it again would leave it, but through the same open
+    /// file the rings use. A failure ends the job with its error, as fio's does.
+    fn empty_files(&mut self) {
+        for path in &self.rj.emptied_each_loop {
+            let r = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|f| f.set_len(0));
+            if let Err(e) = r {
+                self.out.errors += 1;
+                self.out
+                    .first_error
+                    .get_or_insert(format!("{}: unlink_each_loop: {path}: {e}", self.job.name));
+                self.driver.stop();
+            }
+        }
     }
 
     /// Checks a block read back against its verify headers (one per `verify_interval`),

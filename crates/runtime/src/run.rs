@@ -54,6 +54,8 @@ impl Plan {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1);
+        // `unlink_each_loop` empties only files the run makes (none that are there now).
+        let missing = |p: &String| !std::path::Path::new(p).exists();
         let capacity = device.capacity()?;
         let resolved = mqblk_workload::resolve(specs, &device.files, |_| Ok(capacity), entropy)?;
         // A regular file (or one the run creates), not a block device: the kernel reaches
@@ -83,6 +85,15 @@ impl Plan {
                 group: job.join_cgroup(&device.blkcg)?,
                 plug_each: on_file,
                 buffers: None,
+                emptied_each_loop: match &device.driver {
+                    DriverConfig::Uring(_) if job.unlink_each_loop => job
+                        .files
+                        .iter()
+                        .map(|f| f.name.clone())
+                        .filter(missing)
+                        .collect(),
+                    _ => Vec::new(),
+                },
                 job,
             });
         }

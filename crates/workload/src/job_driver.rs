@@ -219,6 +219,23 @@ pub struct JobDriver {
     /// pass, and the bytes written the pass reads back (fio's `verify_bytes`).
     replay: Option<Box<FileSet>>,
     replay_left: u64,
+    /// Another of fio's loops follows the current one's end.
+    more_loops: bool,
+    /// `unlink_each_loop`, and the files to be emptied (once nothing is in flight, which
+    /// the job waits for first) before the next loop's I/O.
+    unlink_each_loop: bool,
+    unlink_due: bool,
+    drained_for_unlink: bool,
+    /// `verify_only`: the main phase generates the job's I/O and issues none of it (fio's
+    /// `do_dry_run`).
+    dry_run: bool,
+    /// `verify_state_save`: per file, the offsets of the last `iodepth` writes that
+    /// completed, oldest first (fio's `last_write_comp`).
+    write_comps: Option<Vec<std::collections::VecDeque<u64>>>,
+    /// `verify_state_load`: the state that bounds the verify pass, and the verify reads
+    /// completed so far (fio's `io_blocks[DDIR_READ]`).
+    verify_stop: Option<std::sync::Arc<crate::verify_state::VerifyState>>,
+    verify_done: u64,
     drained: bool,
     /// The verify pass has issued its first read (everything before it has completed).
     verify_reading: bool,
@@ -387,9 +404,25 @@ impl JobDriver {
             write_order: (verify_pass && in_write_order).then(Vec::new),
             replay,
             replay_left: 0,
+            more_loops: false,
+            unlink_each_loop: job.unlink_each_loop,
+            unlink_due: false,
+            drained_for_unlink: false,
+            dry_run: job.verify_only && job.rw.does_write(),
+            write_comps: (job.verify_state_save
+                && job.verify
+                && job.rw.does_write()
+                && !job.verify_only)
+                .then(|| vec![Default::default(); job.files.len()]),
+            verify_stop: job.verify_state.clone(),
+            verify_done: 0,
             drained: false,
             verify_reading: false,
-            backlog_every: if verify_pass { job.verify_backlog } else { 0 },
+            backlog_every: if verify_pass && !job.verify_only {
+                job.verify_backlog
+            } else {
+                0
+            },
             backlog_batch: job.verify_backlog_batch,
             backlog: std::collections::VecDeque::new(),
             backlog_state: Backlog::Idle,
@@ -505,6 +538,9 @@ impl JobDriver {
         loop {
             match self.phase {
                 Phase::Main => {
+                    if self.unlink_due && !std::mem::replace(&mut self.drained_for_unlink, true) {
+                        return Next::Drain;
+                    }
                     if self.stopped || self.end_ns.is_some_and(|e| now >= e) {
                         self.end_main();
                         continue;
@@ -524,21 +560,35 @@ impl JobDriver {
                     if self.held.is_none() && self.gen.pass_done() {
                         self.passes += 1;
                         // Without time_based a job ends after `loops` passes over `size`, or
-                        // once it issued `io_size` (times `loops`) bytes; a verify job checks
-                        // one pass (fio's verify log covers what was written).
+                        // once it issued `io_size` (times `loops`) bytes. A time-based job
+                        // wraps around in place (fio's `do_io` goes on); any other pass is
+                        // one of fio's loops (`thread_main`'s `keep_running`): its I/O
+                        // completes, `end_fsync` and the verify pass follow, then the next.
                         let more = match self.io_bytes {
-                            _ if self.verify_pass => false,
                             _ if self.time_based => true,
                             Some(_) => true,
                             None => self.passes < self.loops,
                         };
-                        if more {
+                        if more && self.time_based {
                             self.pass_start = self.issued;
-                            self.gen.rewind(!self.time_based);
+                            self.gen.rewind(false);
                         } else {
+                            self.more_loops = more;
                             self.end_main();
                             continue;
                         }
+                    }
+                    // fio's `do_dry_run` (`verify_only`): every I/O of the job is taken
+                    // and completed at once, without rates, think times or flushes; the
+                    // writes are remembered for the verify pass.
+                    if self.dry_run {
+                        self.flush_due = None;
+                        if self.main_io().is_none()
+                            && (self.issued == self.pass_start || !self.gen.pass_done())
+                        {
+                            self.end_main();
+                        }
+                        continue;
                     }
                     // fio's thinktime (`handle_thinktime`): once an issue (and what it
                     // reaped) meets a trigger, the I/O in flight completes (`io_u_quiesce`),
@@ -656,6 +706,12 @@ impl JobDriver {
                     if !std::mem::replace(&mut self.drained, true) {
                         return Next::Drain;
                     }
+                    // A block that failed its check ends the pass (fio's EILSEQ ends the
+                    // job unless `continue_on_error` covers it), as does a stop request.
+                    if self.stopped {
+                        self.phase = self.next_loop();
+                        continue;
+                    }
                     // fio's experimental verify (`do_verify`): the job's I/O generated
                     // again from its start, each write turned into a read of the same
                     // place and size, the rest passed over, until what was written has
@@ -671,6 +727,9 @@ impl JobDriver {
                             if io.dir != Ddir::Write {
                                 continue;
                             }
+                            if self.stops_before(file, io.offset) {
+                                break;
+                            }
                             self.replay_left = self.replay_left.saturating_sub(u64::from(io.len));
                             self.issued += 1;
                             self.verify_reading = true;
@@ -684,7 +743,7 @@ impl JobDriver {
                                 cmdprio: None,
                             });
                         }
-                        self.phase = Phase::Finish;
+                        self.phase = self.next_loop();
                         continue;
                     }
                     while self.verify_at < self.gen.nr_blocks() {
@@ -698,6 +757,9 @@ impl JobDriver {
                         let b = self.gen.block_index(file, offset);
                         self.verify_at += 1;
                         if self.written[(b / 64) as usize] & (1 << (b % 64)) != 0 {
+                            if self.stops_before(file, offset) {
+                                break;
+                            }
                             self.issued += 1;
                             self.verify_reading = true;
                             return Next::Io(JobIo {
@@ -711,15 +773,29 @@ impl JobDriver {
                             });
                         }
                     }
-                    self.phase = Phase::Finish;
+                    self.phase = self.next_loop();
                 }
                 Phase::Finish => {
-                    // fio's end_fsync syncs every file of the job, in order.
-                    if self.end_fsync && (self.end_flushes as usize) < self.bases.len() {
+                    // The end of fio's `do_io`: what is in flight completes, then (but
+                    // after an error) `end_fsync` syncs every file of the job, in order.
+                    let flushes = self.end_fsync && !self.failed;
+                    let follows =
+                        flushes || (!self.stopped && (self.verify_pass || self.more_loops));
+                    if follows && !std::mem::replace(&mut self.drained, true) {
+                        return Next::Drain;
+                    }
+                    if flushes && (self.end_flushes as usize) < self.bases.len() {
                         self.end_flushes += 1;
                         return Next::Io(self.flush(self.end_flushes - 1));
                     }
-                    self.phase = Phase::Done;
+                    // Drained, unless flushes went out since.
+                    self.drained = follows && self.end_flushes == 0;
+                    self.end_flushes = 0;
+                    self.phase = if self.verify_pass && !self.stopped {
+                        Phase::Verify
+                    } else {
+                        self.next_loop()
+                    };
                 }
                 Phase::Done => return Next::Done,
             }
@@ -783,6 +859,31 @@ impl JobDriver {
         }
     }
 
+    /// fio's `verify_state_should_stop`: with a loaded verify state, whether the verify
+    /// pass ends before reading back `offset` of `file`.
+    fn stops_before(&self, file: usize, offset: u64) -> bool {
+        self.verify_stop
+            .as_ref()
+            .is_some_and(|s| s.stops_before(self.verify_done, file, offset))
+    }
+
+    /// How far the job's writes went, for `verify_state_save` (fio's `get_all_io_list`):
+    /// `None` unless the job writes with verify and keeps the state.
+    pub fn verify_state(
+        &self,
+        name: &str,
+        index: usize,
+    ) -> Option<crate::verify_state::VerifyState> {
+        let comps = self.write_comps.as_ref()?;
+        Some(crate::verify_state::VerifyState::new(
+            name,
+            index,
+            self.writes_issued,
+            self.iodepth,
+            comps.iter().map(|c| c.iter().copied().collect()).collect(),
+        ))
+    }
+
     /// The job ends with error `e` (the first one only), `ETIMEDOUT` as fio reports a
     /// latency missed.
     fn fail(&mut self, e: String) {
@@ -819,11 +920,27 @@ impl JobDriver {
         self.lat.as_ref().map(|l| l.depth())
     }
 
-    /// A read, write or trim of `bytes` in direction `dir` completed at `now` after `lat_ns`
-    /// in all (fio's `lat`: from when the job took it to its completion), counted after
-    /// `ramp_time`, as fio's `account_io_completion` does; during the ramp it only counts
-    /// towards `thinktime_blocks` (fio's `io_blocks`).
-    pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64) {
+    /// A read, write or trim of `bytes` at device offset `at` in direction `dir` completed
+    /// at `now` after `lat_ns` in all (fio's `lat`: from when the job took it to its
+    /// completion), counted after `ramp_time`, as fio's `account_io_completion` does;
+    /// during the ramp it only counts towards `thinktime_blocks` (fio's `io_blocks`).
+    pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64, at: u64) {
+        if let (Ddir::Write, Some(comps)) = (dir, &mut self.write_comps) {
+            // The file the offset lies in: the one starting last at or before it.
+            let file = (0..self.bases.len())
+                .filter(|&f| self.bases[f] <= at)
+                .max_by_key(|&f| self.bases[f]);
+            if let Some(f) = file {
+                let c = &mut comps[f];
+                if c.len() >= self.iodepth.max(1) as usize {
+                    c.pop_front();
+                }
+                c.push_back(at - self.bases[f]);
+            }
+        }
+        if dir == Ddir::Read && self.phase == Phase::Verify {
+            self.verify_done += 1;
+        }
         if !self.ramp_reset && now >= self.ramp_ns {
             self.ramp_reset = true;
             self.done_rw = 0;
@@ -1000,11 +1117,46 @@ impl JobDriver {
     }
 
     fn end_main(&mut self) {
-        self.phase = if self.verify_pass && !self.stopped {
-            Phase::Verify
-        } else {
-            Phase::Finish
-        };
+        self.drained = false;
+        self.phase = Phase::Finish;
+    }
+
+    /// After a loop's end and verify pass: the next loop if one is due (fio's
+    /// `keep_running`), its files emptied first with `unlink_each_loop` and the verify
+    /// log started over; else the end.
+    fn next_loop(&mut self) -> Phase {
+        self.drained = false;
+        if !std::mem::take(&mut self.more_loops) || self.stopped {
+            return Phase::Done;
+        }
+        self.pass_start = self.issued;
+        self.gen.rewind(true);
+        if self.verify_pass {
+            self.written.fill(0);
+            if let Some(order) = &mut self.write_order {
+                order.clear();
+            }
+            self.verify_at = 0;
+            self.verify_done = 0;
+            self.verify_reading = false;
+            if self.replay.is_some() {
+                self.replay = Some(Box::new(self.gen.clone()));
+                self.replay_left = 0;
+            }
+        }
+        if self.unlink_each_loop {
+            self.unlink_due = true;
+            // The files are emptied once nothing of the job is in flight.
+            self.drained_for_unlink = false;
+        }
+        Phase::Main
+    }
+
+    /// Whether the job's files are to be emptied now (`unlink_each_loop`: a new loop
+    /// begins and nothing of the job is in flight); asking clears it. A runner without
+    /// files (the simulator) need not ask.
+    pub fn take_unlink(&mut self) -> bool {
+        self.drained_for_unlink && std::mem::take(&mut self.unlink_due)
     }
 
     /// Ends the main phase at the next call (a stop request: the progress display's
@@ -1056,7 +1208,7 @@ mod tests {
             let mut at = None;
             for i in 0..500u64 {
                 let now = 1000 * MS + i * 10 * MS;
-                d.completed(now, 100_000, Ddir::Read, 4096);
+                d.completed(now, 100_000, Ddir::Read, 4096, 0);
                 if let Some(e) = d.take_error() {
                     at = Some((now, e));
                     break;
@@ -1215,14 +1367,14 @@ mod tests {
             assert!(matches!(d.next(0), Next::Io(_)));
         }
         for _ in 0..3 {
-            d.completed(1_000, 1_000, Ddir::Read, 4096);
+            d.completed(1_000, 1_000, Ddir::Read, 4096, 0);
         }
         assert_eq!(d.next(1_000), Next::Drain);
         // `thinktime_iotime` alone: a think after 2 ms of I/O plus the think time.
         let mut d = driver("[j]\nsize=64m\nthinktime=1ms\nthinktime_iotime=2ms\n");
         let mut t = 0;
         while let Next::Io(_) = d.next(t) {
-            d.completed(t + 100_000, 100_000, Ddir::Read, 4096);
+            d.completed(t + 100_000, 100_000, Ddir::Read, 4096, 0);
             t += 100_000;
         }
         // fio measures from the last think's start: iotime plus the think time.
@@ -1339,7 +1491,8 @@ mod tests {
                 other => panic!("{other:?} before the verify pass"),
             }
         }
-        assert_eq!(d.phase(), Phase::Verify);
+        // The main phase's I/O completes (the end of fio's `do_io`), then the pass reads.
+        assert_eq!(d.phase(), Phase::Finish);
         assert!(
             !d.checks_reads(),
             "main-phase reads still completing are not checked"
@@ -1356,6 +1509,31 @@ mod tests {
         assert_eq!(read, written);
     }
 
+    /// `verify_only`: the same job issues none of its reads or writes, nor the flushes of
+    /// `fsync=N`, and reads back exactly what a writing run wrote, in its order; a block
+    /// that fails its check ends the pass.
+    #[test]
+    fn verify_only_reads_back_what_the_writing_run_wrote_and_issues_nothing_else() {
+        let text = "[j]\nrw=randrw\nrwmixread=50\nsize=256k\nverify=crc32c\nfsync=3\n";
+        let mut w = driver(text);
+        let mut written = Vec::new();
+        while let Next::Io(io) = w.next(0) {
+            if io.kind == IoKind::Write && !written.contains(&io.offset) {
+                written.push(io.offset);
+            }
+        }
+        let mut v = driver(&format!("{text}verify_only=1\n"));
+        let ios = all(&mut v, 0);
+        assert!(ios.iter().all(|io| io.kind == IoKind::Read), "{ios:?}");
+        let read: Vec<u64> = ios.iter().map(|io| io.offset).collect();
+        assert_eq!(read, written);
+        let mut v = driver(&format!("{text}verify_only=1\n"));
+        assert_eq!(v.next(0), Next::Drain);
+        assert!(matches!(v.next(0), Next::Io(_)));
+        assert!(!v.io_failed(true, crate::job::EILSEQ));
+        assert_eq!(v.next(0), Next::Done);
+    }
+
     #[test]
     fn runtime_counts_after_the_ramp_and_stop_ends_main() {
         let mut d = driver("[j]\nrw=read\nramp_time=1\nruntime=2\ntime_based\n");
@@ -1365,6 +1543,8 @@ mod tests {
         assert_eq!(d.next(3_000_000_000), Next::Done);
         let mut d = driver("[j]\nrw=read\ntime_based\nruntime=10\nend_fsync=1\n");
         d.stop();
+        // What is in flight completes first (the end of fio's `do_io`).
+        assert_eq!(d.next(0), Next::Drain);
         assert_eq!(d.next(0), Next::Io(JobIo::FLUSH));
         assert_eq!(d.next(0), Next::Done);
     }

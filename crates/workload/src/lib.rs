@@ -28,6 +28,7 @@ pub mod report;
 pub mod stats;
 pub mod steadystate;
 pub mod verify;
+pub mod verify_state;
 
 pub use bio::CgroupError;
 pub use job::{

@@ -75,9 +75,13 @@ impl Sim {
                 // times); after it, the completion is reported below with its latency.
                 if !measured && d != Ddir::Trim {
                     let at = Nanos(cur.saturating_sub(job.start));
-                    job.def
-                        .source
-                        .completed(at, cur.saturating_sub(s0), d, bytes);
+                    job.def.source.completed(
+                        at,
+                        cur.saturating_sub(s0),
+                        d,
+                        bytes,
+                        bio.sector << mqblk_core::SECTOR_SHIFT,
+                    );
                 }
             }
             if bio.status != BlkStatus::Ok {
@@ -101,9 +105,13 @@ impl Sim {
                 if d != Ddir::Trim {
                     // fio's latency_target and max_latency judge the total latency.
                     let at = Nanos(cur.saturating_sub(job.start));
-                    job.def
-                        .source
-                        .completed(at, cur.saturating_sub(s0), d, bytes);
+                    job.def.source.completed(
+                        at,
+                        cur.saturating_sub(s0),
+                        d,
+                        bytes,
+                        bio.sector << mqblk_core::SECTOR_SHIFT,
+                    );
                     if job.def.source.take_stats_reset() {
                         job.stats.restart();
                         job.sampler.restart();

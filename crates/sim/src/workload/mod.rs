@@ -126,9 +126,9 @@ pub trait Source: Send {
         None
     }
 
-    /// A read or write of `bytes` in direction `dir` completed at `now` after `lat_ns` in
-    /// all (counted after the ramp).
-    fn completed(&mut self, _now: Nanos, _lat_ns: u64, _dir: Ddir, _bytes: u64) {}
+    /// A read or write of `bytes` at device offset `at` in direction `dir` completed at
+    /// `now` after `lat_ns` in all (counted after the ramp).
+    fn completed(&mut self, _now: Nanos, _lat_ns: u64, _dir: Ddir, _bytes: u64, _at: u64) {}
 
     /// Whether the statistics start over now (asking clears it).
     fn take_stats_reset(&mut self) -> bool {
@@ -328,8 +328,8 @@ impl Source for FioSource {
         self.driver.search_depth()
     }
 
-    fn completed(&mut self, now: Nanos, lat_ns: u64, dir: Ddir, bytes: u64) {
-        self.driver.completed(now.0, lat_ns, dir, bytes);
+    fn completed(&mut self, now: Nanos, lat_ns: u64, dir: Ddir, bytes: u64, at: u64) {
+        self.driver.completed(now.0, lat_ns, dir, bytes, at);
     }
 
     fn take_stats_reset(&mut self) -> bool {

@@ -29,10 +29,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "file_append",
         "give offset= the file's size to write after its end",
     ),
-    (
-        "unlink_each_loop",
-        "a job's files stay for all its loops; use unlink=1 to remove them at the end",
-    ),
     ("opendir", "name the files with filename=a:b or nrfiles="),
     (
         "lockfile",
@@ -59,18 +55,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "overlapping I/Os in flight are not held back; use a depth of 1 or norandommap=0",
     ),
     // Data and verification.
-    (
-        "verify_only",
-        "run the writing job once with verify=, then a reading job with do_verify=1",
-    ),
-    (
-        "verify_state_save",
-        "no verify state file is written; remove the line",
-    ),
-    (
-        "verify_state_load",
-        "no verify state file is read; remove the line",
-    ),
     ("trim_percentage", TRIM_VERIFY),
     ("trim_verify_zero", TRIM_VERIFY),
     ("trim_backlog", TRIM_VERIFY),

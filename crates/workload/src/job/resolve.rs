@@ -182,6 +182,14 @@ pub struct Job {
     /// `experimental_verify` ([`JobSpec::experimental_verify`]).
     pub experimental_verify: bool,
     pub verify_dump: bool,
+    /// `verify_only` ([`JobSpec::verify_only`]) and `verify_state_save`.
+    pub verify_only: bool,
+    pub verify_state_save: bool,
+    /// `unlink_each_loop` ([`JobSpec::unlink_each_loop`]).
+    pub unlink_each_loop: bool,
+    /// With `verify_state_load`: the state a writing run left, which bounds the verify
+    /// pass.
+    pub verify_state: Option<Arc<crate::verify_state::VerifyState>>,
     /// A flush after every this many writes (`fsync=N`; 0 = never).
     pub fsync: u64,
     /// `fdatasync`: a flush every this many writes, logged as fio's `datasync`.
@@ -543,6 +551,10 @@ pub fn resolve(
                 verify_fatal: s.verify_fatal,
                 experimental_verify: s.experimental_verify,
                 verify_dump: s.verify_dump,
+                verify_only: s.verify_only,
+                unlink_each_loop: s.unlink_each_loop,
+                verify_state_save: s.verify_state_save,
+                verify_state: None,
                 fsync: s.fsync,
                 fdatasync: s.fdatasync,
                 end_fsync: s.end_fsync,
@@ -561,6 +573,22 @@ pub fn resolve(
                     Vec::new()
                 },
             });
+        }
+    }
+    // fio's `fio_verify_load_state`: a job that asks for its verify state fails without it.
+    for j in &mut out {
+        if specs[j.spec].verify_state_load {
+            let state =
+                crate::verify_state::VerifyState::load(std::path::Path::new(""), &j.name, j.index)
+                    .map_err(|m| {
+                        JobError::new(
+                            Location::Job {
+                                name: j.name.clone(),
+                            },
+                            JobErrorKind::Invalid(m),
+                        )
+                    })?;
+            j.verify_state = Some(Arc::new(state));
         }
     }
     // fio's `td_steadystate_init`: the jobs of one reporting group share one setting.

@@ -508,6 +508,14 @@ pub struct JobSpec {
     /// write as it was written (its size, in its order) instead of each block written.
     pub experimental_verify: bool,
     pub verify_dump: bool,
+    /// `verify_only`: the job's writes are generated but not issued (fio's dry run), and
+    /// the verify pass reads back what they would have written.
+    pub verify_only: bool,
+    /// `verify_state_save`: a writing job with verify leaves its verify state in the
+    /// current directory as it ends; `verify_state_load`: the verify pass reads no further
+    /// than such a state says the writes went ([`crate::verify_state`]).
+    pub verify_state_save: bool,
+    pub verify_state_load: bool,
     /// Issue a flush every this many writes (0 = never).
     pub fsync: u64,
     /// `fdatasync=N`: the same as fio's `fdatasync` (logged as `datasync`); where both fall
@@ -558,6 +566,9 @@ pub struct JobSpec {
     pub error_dump: bool,
     /// `unlink`: the job's files are removed when the run ends, those the run made only.
     pub unlink: bool,
+    /// `unlink_each_loop`: the job's files are emptied before each loop after the first
+    /// (fio unlinks and creates them again), those the run made only.
+    pub unlink_each_loop: bool,
     /// CPUs the job's threads may run on (empty = all).
     pub cpus_allowed: Vec<usize>,
     /// The file or block device the job runs on (through the uring driver).
@@ -781,6 +792,9 @@ impl Default for JobSpec {
             verify_interval: 0,
             verify_fatal: false,
             experimental_verify: false,
+            verify_only: false,
+            verify_state_save: true,
+            verify_state_load: false,
             verify_offset: 0,
             verify_dump: false,
             fsync: 0,
@@ -808,6 +822,7 @@ impl Default for JobSpec {
             errors: ErrorPolicy::default(),
             error_dump: true,
             unlink: false,
+            unlink_each_loop: false,
             cpus_allowed: Vec::new(),
             filename: None,
             directory: None,
@@ -1078,6 +1093,12 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
     if variable && job.verify != VerifyMode::None && !replayed {
         return Err(
             "verify with bsrange or bssplit is not implemented (give one bs, or experimental_verify=1)"
+                .into(),
+        );
+    }
+    if job.verify_only && job.time_based && job.rw.does_write() {
+        return Err(
+            "verify_only with time_based: the writes are generated without end (fio does not support it either)"
                 .into(),
         );
     }

@@ -189,6 +189,16 @@ fn create_fsync_takes_fios_default_and_refuses_0() {
 }
 
 #[test]
+fn verify_only_is_refused_with_time_based_as_its_writes_would_never_end() {
+    let text = "[j]\nrw=write\nsize=1m\nverify=crc32c\nverify_only=1\n";
+    assert!(parse_job_text("x.fio", text).is_ok());
+    let e = parse_job_text("x.fio", &format!("{text}time_based\nruntime=1\n")).unwrap_err();
+    assert!(e.to_string().contains("verify_only with time_based"), "{e}");
+    // A job that only reads has no writes to generate.
+    assert!(parse_job_text("x.fio", "[j]\nrw=read\nverify_only=1\ntime_based\n").is_ok());
+}
+
+#[test]
 fn defaults_in_table_match_jobspec_default() {
     let base = JobSpec::default();
     for d in option_table() {
@@ -604,7 +614,7 @@ fn an_unset_variable_is_named_when_its_line_fails() {
 #[test]
 fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
     let text = "[global]\nioengine=io_uring\nread_iolog=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
-                iodepth=0\n[b]\nbs=1000\n[c]\nverify_only=1\nrw=randwrite\n";
+                iodepth=0\n[b]\nbs=1000\n[c]\nlockfile=exclusive\nrw=randwrite\n";
     let err = parse_job_text("jobs.fio", text).expect_err("problems");
     let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
     assert_eq!(err.count(), 4, "{lines:#?}");
@@ -616,7 +626,7 @@ fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
     assert!(lines[2].starts_with("jobs.fio:8: option 'iodepth': value '0' out of range"));
     // Job b has no problem of its own, but the bad [global] line above it means its
     // cross-field check (bs=1000) is not judged; job c's own line is listed.
-    assert!(lines[3].starts_with("jobs.fio:12: fio option 'verify_only' is not implemented"));
+    assert!(lines[3].starts_with("jobs.fio:12: fio option 'lockfile' is not implemented"));
     assert!(!lines.iter().any(|l| l.contains("1000")), "{lines:#?}");
 }
 

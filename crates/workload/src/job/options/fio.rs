@@ -926,6 +926,42 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "unlink_each_loop",
+        aliases: &[],
+        default: "0",
+        help: "Before each loop after the first, empty the job's files (fio unlinks and creates them again), those the run made only.",
+        kind: Kind::Bool {
+            set: |j, v| j.unlink_each_loop = v,
+        },
+    },
+    OptDef {
+        name: "verify_only",
+        aliases: &[],
+        default: "0",
+        help: "Issue none of the job's writes (they are generated, as fio's dry run), then verify what they would have written: a check of an earlier run's data.",
+        kind: Kind::Bool {
+            set: |j, v| j.verify_only = v,
+        },
+    },
+    OptDef {
+        name: "verify_state_save",
+        aliases: &[],
+        default: "1",
+        help: "A writing job with verify leaves local-NAME-INDEX-verify.state in the current directory as it ends: how many writes it issued, the last iodepth that completed.",
+        kind: Kind::Bool {
+            set: |j, v| j.verify_state_save = v,
+        },
+    },
+    OptDef {
+        name: "verify_state_load",
+        aliases: &[],
+        default: "0",
+        help: "Read that state as the job starts (the job fails without it), and end the verify pass where the saved writes ended.",
+        kind: Kind::Bool {
+            set: |j, v| j.verify_state_load = v,
+        },
+    },
+    OptDef {
         name: "stats",
         aliases: &[],
         default: "1",
