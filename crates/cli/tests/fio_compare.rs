@@ -2312,3 +2312,93 @@ fn each_loop_ends_with_its_sync_and_verify_and_unlink_each_loop_empties_the_file
     }
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A tmpfs of `mib` MiB mounted on a fresh directory, unmounted when dropped.
+struct SmallFs(PathBuf);
+
+impl SmallFs {
+    fn mount(what: &str, mib: u32) -> SmallFs {
+        let dir = scratch(what);
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount -t tmpfs on {}", dir.display());
+        SmallFs(dir)
+    }
+
+    fn clear(&self) {
+        for e in std::fs::read_dir(&self.0).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `fill_device` as fio 3.33 runs it (its `surface-scan.fio` example, on an 8 MiB tmpfs):
+/// the first job writes until the file system is full, ENOSPC ending it without an error;
+/// the next reads the file back as long as it then is, checking every 512-byte header and
+/// pattern. A size beyond the room is written as far as it goes, not laid out first.
+#[test]
+fn fill_device_writes_until_the_file_system_is_full_and_the_next_job_reads_it_all() {
+    let test = "fill_device_writes_until_the_file_system_is_full_and_the_next_job_reads_it_all";
+    if !mqblk_testkit::need_root_and_tools(test, &["fio", "mount"]) {
+        return;
+    }
+    let fs = SmallFs::mount("fillfs", 8);
+    let data = fs.0.join("datafile.tmp");
+    let job = format!(
+        "[global]\nthread\nbs=64k\ndirect=1\nioengine=sync\nverify=meta\n\
+         verify_pattern=0xaa555aa5\nverify_interval=512\n\
+         [write-phase]\nfilename={f}\nrw=write\nfill_device=1\ndo_verify=0\n\
+         [verify-phase]\nstonewall\ncreate_serialize=0\nfilename={f}\nrw=read\ndo_verify=1\n",
+        f = data.display()
+    );
+    let job_dir = scratch("fill-job");
+    let file = job_dir.join("surface-scan.fio");
+    std::fs::write(&file, job).unwrap();
+    let file = file.to_string_lossy().to_string();
+    let bytes = |v: &serde_json::Value, job: usize, dir: &str| {
+        v["jobs"][job][dir]["io_bytes"].as_u64().unwrap()
+    };
+    let mut written = Vec::new();
+    for tool in ["fio", "bench"] {
+        fs.clear();
+        let (v, err) = run_tool_in(&fs.0, tool, &["--output-format=json", &file]);
+        for j in 0..2 {
+            assert_eq!(v["jobs"][j]["error"], 0, "{tool}: {err}");
+        }
+        let w = bytes(&v, 0, "write");
+        assert!(w >= 7 << 20, "{tool}: wrote {w} bytes of 8 MiB");
+        assert_eq!(bytes(&v, 1, "read"), w, "{tool}: read back all it wrote");
+        assert_eq!(std::fs::metadata(&data).unwrap().len(), w, "{tool}");
+        written.push(w);
+        // A size past the room: written until ENOSPC, not laid out first.
+        fs.clear();
+        let args = [
+            "--name=f",
+            "--rw=write",
+            "--bs=64k",
+            "--size=16m",
+            "--fill_device=1",
+            "--ioengine=psync",
+            "--output-format=json",
+        ];
+        let (v, err) = run_tool_in(
+            &fs.0,
+            tool,
+            &[&args[..], &[&format!("--filename={}", data.display())]].concat(),
+        );
+        assert_eq!(v["jobs"][0]["error"], 0, "{tool}: {err}");
+        assert_eq!(bytes(&v, 0, "write"), w, "{tool}: as far as it goes");
+    }
+    assert_eq!(written[0], written[1], "fio's bytes, then mqblk's");
+    std::fs::remove_dir_all(&job_dir).unwrap();
+}

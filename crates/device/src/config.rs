@@ -397,6 +397,7 @@ impl DeviceConfig {
         // size stands for the job's whole device.
         let layout = if let DriverConfig::Uring(_) = device.driver {
             FileLayout::plan(specs, |s, path| match real_file_size(path) {
+                _ if s.fills_the_room() && !parse_only => fill_size(path).map(Some),
                 Ok(Some(len)) => Ok(Some(len)),
                 _ if parse_only => Ok(Some(s.device_size())),
                 other => other,
@@ -625,10 +626,29 @@ impl DeviceConfig {
 fn extend_of(f: &LayoutFile) -> mqblk_drivers::Extend {
     use mqblk_drivers::Extend;
     match (f.read || f.overwrite, f.fallocate) {
+        _ if f.grows => Extend::Grow,
         (true, _) => Extend::Write,
         (false, Fallocate::Native) => Extend::Allocate,
         (false, Fallocate::None | Fallocate::Truncate) => Extend::Sparse,
     }
+}
+
+/// The bytes a `fill_device` job may write to `path`: a block device's size, or a file's
+/// length and the room its file system has left for it (`statvfs`'s blocks available to
+/// the user), which fio's job writes into until ENOSPC.
+fn fill_size(path: &str) -> std::io::Result<u64> {
+    let p = std::path::Path::new(path);
+    if let Ok(m) = std::fs::metadata(p) {
+        if std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()) {
+            return real_file_size(path).map(|l| l.unwrap_or(0));
+        }
+    }
+    let len = std::fs::metadata(p).map_or(0, |m| m.len());
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    Ok(len + mqblk_drivers::fs_available(dir)?)
 }
 
 /// The size of a real file or block device a job uses as it is (`None`: it does not exist).

@@ -390,12 +390,33 @@ pub fn run_job<S: LatSink>(
         }
         std::thread::sleep(std::time::Duration::from_nanos(left.min(10_000_000)));
     }
+    // fio sizes a job's files as it starts (`setup_files`): a file a job above filled ends
+    // where it ends now.
+    let sized;
+    let mut sized_ok = true;
+    let job = if job.files.iter().any(|f| f.to_eof) {
+        match job.sized_at_start(|p| std::fs::metadata(p).ok().map(|m| m.len())) {
+            Ok(j) => {
+                sized = j;
+                &sized
+            }
+            Err(e) => {
+                out.errors += 1;
+                out.first_error = Some(format!("{}: {e}", job.name));
+                sized_ok = false;
+                job
+            }
+        }
+    } else {
+        job
+    };
     // fio's `exec_prerun`, run in `thread_main` before the job's clock starts
     // (`set_epoch_time`): a job whose command fails does no I/O, without an error.
-    let prerun_ok = job
-        .exec_prerun
-        .as_ref()
-        .is_none_or(|cmd| mqblk_workload::exec::run_hook(&job.name, cmd, "prerun"));
+    let prerun_ok = sized_ok
+        && job
+            .exec_prerun
+            .as_ref()
+            .is_none_or(|cmd| mqblk_workload::exec::run_hook(&job.name, cmd, "prerun"));
     let t0 = h.now().0;
     progress.counts[slot]
         .started
@@ -862,8 +883,11 @@ impl<S: LatSink> JobState<'_, S> {
     /// An I/O failed: counted, reported, and unless `continue_on_error` covers it (fio's
     /// `td_non_fatal_error`) the job ends, as fio's does at its first error.
     fn note_error(&mut self, bio: &Bio) {
-        self.out.errors += 1;
         let errno = bio.status.to_errno();
+        if self.driver.fill_ended(errno) {
+            return;
+        }
+        self.out.errors += 1;
         let goes_on = self.driver.io_failed(bio.op == ReqOp::Read, errno);
         self.sink.error(errno, !goes_on);
         if self.out.first_error.is_none() {

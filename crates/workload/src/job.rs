@@ -30,7 +30,8 @@ pub use options::{option_table, options_help, OptDef};
 pub use resolve::{resolve, Job, JobFile, ThinkRule};
 pub use spec::{
     reporting_groups, ErrorPolicy, Exit, ExitWhat, Fallocate, FileService, FileServiceKind,
-    IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_PERCENTILES, EILSEQ, EIO, ETIMEDOUT,
+    IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_PERCENTILES, EDQUOT, EILSEQ, EIO, ENOSPC,
+    ETIMEDOUT,
 };
 pub use value::{parse_size, parse_time_ns};
 

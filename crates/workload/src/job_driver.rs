@@ -11,7 +11,7 @@
 use crate::iolog::IoLogEntry;
 #[cfg(doc)]
 use crate::job::JobFile;
-use crate::job::{Job, RwMode, ThinkRule, EIO, ETIMEDOUT};
+use crate::job::{Job, RwMode, ThinkRule, EDQUOT, EIO, ENOSPC, ETIMEDOUT};
 use crate::pattern::frand::{slot, FRand};
 use crate::pattern::{FileSet, RateView};
 use crate::Ddir;
@@ -226,6 +226,8 @@ pub struct JobDriver {
     unlink_each_loop: bool,
     unlink_due: bool,
     drained_for_unlink: bool,
+    /// `fill_device` ([`Self::fill_ended`]).
+    fill_device: bool,
     /// `verify_only`: the main phase generates the job's I/O and issues none of it (fio's
     /// `do_dry_run`).
     dry_run: bool,
@@ -408,6 +410,7 @@ impl JobDriver {
             unlink_each_loop: job.unlink_each_loop,
             unlink_due: false,
             drained_for_unlink: false,
+            fill_device: job.fill_device,
             dry_run: job.verify_only && job.rw.does_write(),
             write_comps: (job.verify_state_save
                 && job.verify
@@ -981,6 +984,16 @@ impl JobDriver {
             self.stopped = true;
         }
         goes_on
+    }
+
+    /// fio's `fill_device`: a write that found the file system full (`ENOSPC`, `EDQUOT`)
+    /// ends the job as planned, not as an error; whether this `errno` did.
+    pub fn fill_ended(&mut self, errno: i32) -> bool {
+        let full = self.fill_device && (errno == ENOSPC || errno == EDQUOT);
+        if full {
+            self.stopped = true;
+        }
+        full
     }
 
     /// Whether the job goes on after some errors ([`crate::ErrorPolicy::continues`]).

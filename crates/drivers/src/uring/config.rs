@@ -20,6 +20,9 @@ pub enum Extend {
     /// Written with data, as fio lays out a file a job will read ("Laying out IO file"),
     /// so reads reach written blocks instead of holes the file system answers itself.
     Write,
+    /// Left as it is (made empty if missing): a job's writes extend it until the file
+    /// system is full (fio's `fill_device`); the size is the most it may take.
+    Grow,
 }
 
 /// A further file of a device made of several (a fio file set laid out on one device):

@@ -502,6 +502,21 @@ pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The bytes the file system holding `dir` has left for an unprivileged writer
+/// (`statvfs`: blocks available times the fragment size), what fio's `fill_device` sizes a
+/// file by.
+pub fn fs_available(dir: &std::path::Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `statvfs` is a plain C struct of integers, for which all zero bytes is a value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a live NUL-terminated path and `st` a live, writable statvfs the call
+    // fills in.
+    check(unsafe { libc::statvfs(c.as_ptr(), &mut st) })?;
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
 /// The size of a block device in bytes (`BLKGETSIZE64`).
 pub(crate) fn blk_size_bytes(file: &File) -> io::Result<u64> {
     let mut size: u64 = 0;

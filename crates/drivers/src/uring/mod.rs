@@ -41,6 +41,7 @@ mod tracker;
 
 use config::*;
 pub use config::{errno_to_status, BackingKind, Extend, UringConfig, UringError, UringFile};
+pub use engine::fs_available;
 pub use pool::{FixedPool, MAX_FIXED_BUFFERS};
 
 use crossbeam_utils::CachePadded;

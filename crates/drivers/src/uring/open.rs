@@ -254,8 +254,10 @@ impl UringDevice {
                 size,
                 actual: len,
             }),
+            Some(size) if extend == Extend::Grow => Ok(size),
             Some(size) if size > len => {
                 let grown = match extend {
+                    Extend::Grow => Ok(()),
                     Extend::Sparse => file.set_len(size),
                     Extend::Allocate => engine::allocate(file, len, size - len),
                     Extend::Write => write_out(path, len, size),

@@ -34,6 +34,9 @@ pub struct LayoutFile {
     pub fallocate: Fallocate,
     /// A job that writes it asked for `overwrite`: made like one that is read.
     pub overwrite: bool,
+    /// A job fills it (`fill_device` without a size): made empty, its writes extend it
+    /// until the file system is full, and `len` is the room it may take.
+    pub grows: bool,
 }
 
 /// Every file of a run and which clone of which job uses which; see the module
@@ -96,9 +99,14 @@ impl FileLayout {
                         (None, Some(size)) => Some(start.saturating_add(size / n)),
                         (None, None) => None,
                     };
-                    let len = match given {
-                        Some(len) => len,
-                        None => stat(s, &path)
+                    // A file a job above fills is sized as that job sizes it, and this
+                    // job's region ends where the file does when it starts (fio sizes a
+                    // job's files as it starts).
+                    let grown = layout.files.iter().find(|f| f.path == path && f.grows);
+                    let len = match (given, grown) {
+                        (Some(len), _) => len,
+                        (None, Some(f)) => f.len,
+                        (None, None) => stat(s, &path)
                             .map_err(|e| bad(format!("filename={path}: {e}")))?
                             .ok_or_else(|| {
                                 bad(format!(
@@ -106,7 +114,7 @@ impl FileLayout {
                             ))
                             })?,
                     };
-                    used.push(layout.add(&path, len, given.is_some(), s));
+                    used.push(layout.add(&path, len, given.is_some() || s.fills(), s));
                 }
                 clones.push(used);
             }
@@ -125,6 +133,7 @@ impl FileLayout {
             f.sized |= sized;
             f.read |= s.rw.does_read();
             f.overwrite |= s.overwrite;
+            f.grows |= s.fills();
             return i;
         }
         self.files.push(LayoutFile {
@@ -135,6 +144,7 @@ impl FileLayout {
             read: s.rw.does_read(),
             fallocate: s.fallocate,
             overwrite: s.overwrite,
+            grows: s.fills(),
         });
         self.files.len() - 1
     }

@@ -8,8 +8,6 @@
 //! says once that it has no effect and why ([`no_effect_notes`](super::no_effect_notes)).
 
 /// Reasons several refused options share.
-const FILL: &str =
-    "writing until the file system is full needs a file sized while the run goes; give size=";
 const TRIM_VERIFY: &str =
     "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim";
 const REPLAY: &str = "replaying an I/O log is `mqblk replay`";
@@ -23,8 +21,6 @@ const UNALIGNED: &str =
 /// `(fio option name, why it is refused and what to write instead)`.
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Files.
-    ("fill_device", FILL),
-    ("fill_fs", FILL),
     (
         "file_append",
         "give offset= the file's size to write after its end",

@@ -24,6 +24,9 @@ pub struct JobFile {
     /// Start of the region on the device, and its bytes.
     pub offset: u64,
     pub size: u64,
+    /// The region ends where the file does when the job starts (a file a job above fills,
+    /// used without a size): `size` is then the most it can be ([`Job::sized_at_start`]).
+    pub to_eof: bool,
 }
 
 /// fio's think-time triggers (`handle_thinktime`): `thinktime_blocks` I/Os completed
@@ -185,6 +188,8 @@ pub struct Job {
     /// `verify_only` ([`JobSpec::verify_only`]) and `verify_state_save`.
     pub verify_only: bool,
     pub verify_state_save: bool,
+    /// `fill_device`: ENOSPC (or EDQUOT) ends the job, not as an error.
+    pub fill_device: bool,
     /// `unlink_each_loop` ([`JobSpec::unlink_each_loop`]).
     pub unlink_each_loop: bool,
     /// With `verify_state_load`: the state a writing run left, which bounds the verify
@@ -238,6 +243,30 @@ impl Job {
         } else {
             sizes.map(|(s, _)| s.min()).min().unwrap_or(512).max(512)
         }
+    }
+
+    /// The job as it starts: the region of a file a job above filled, used without a size
+    /// ([`JobFile::to_eof`]), ends where the file does now (`len_of`: its length, `None`
+    /// where it cannot be read), in whole blocks, as fio sizes a job's files as it starts.
+    /// The error says which file is too short for a block.
+    pub fn sized_at_start(&self, len_of: impl Fn(&str) -> Option<u64>) -> Result<Job, String> {
+        let mut job = self.clone();
+        let block = u64::from(self.max_bs().max(1));
+        for f in job.files.iter_mut().filter(|f| f.to_eof) {
+            let Some(len) = len_of(&f.name) else {
+                continue;
+            };
+            let room = len.saturating_sub(f.offset - f.base);
+            let size = f.size.min(room) / block * block;
+            if size == 0 {
+                return Err(format!(
+                    "file {} holds {len} bytes as the job starts, less than a block ({block}) past its offset",
+                    f.name
+                ));
+            }
+            f.size = size;
+        }
+        Ok(job)
     }
 
     /// The offsets and sizes this clone issues, for its generators: one shape per file
@@ -403,6 +432,7 @@ pub fn resolve(
                 read: false,
                 fallocate: s.fallocate,
                 overwrite: s.overwrite,
+                grows: false,
             }];
             let placed: Vec<&LayoutFile> = if used.is_empty() {
                 whole.iter().collect()
@@ -423,6 +453,7 @@ pub fn resolve(
                     base: f.base,
                     offset: f.base + offset,
                     size,
+                    to_eof: f.grows && s.size.is_none() && s.filesize.is_none() && !s.fills(),
                 });
             }
             // fio's io_size (or, for a file set with filesize=, its size=): the bytes the
@@ -552,6 +583,7 @@ pub fn resolve(
                 experimental_verify: s.experimental_verify,
                 verify_dump: s.verify_dump,
                 verify_only: s.verify_only,
+                fill_device: s.fill_device,
                 unlink_each_loop: s.unlink_each_loop,
                 verify_state_save: s.verify_state_save,
                 verify_state: None,

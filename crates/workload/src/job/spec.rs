@@ -168,10 +168,12 @@ pub struct ErrorPolicy {
 
 /// The errnos the job model reports: `EIO` (an I/O error; fio's for a missed `rate_min`),
 /// `ETIMEDOUT` (fio's for `max_latency` or `latency_target` missed), `EILSEQ` (fio's verify
-/// error).
+/// error); and `ENOSPC` and `EDQUOT`, which end a `fill_device` job.
 pub const EIO: i32 = 5;
 pub const ETIMEDOUT: i32 = 110;
 pub const EILSEQ: i32 = 84;
+pub const ENOSPC: i32 = 28;
+pub const EDQUOT: i32 = 122;
 
 impl ErrorPolicy {
     /// Whether an error `errno` on a read (`read`) or another I/O lets the job go on.
@@ -593,6 +595,10 @@ pub struct JobSpec {
     /// `overwrite=1`: a file a job only writes is laid out with data first (as one it reads
     /// is), so its writes overwrite blocks rather than fill them.
     pub overwrite: bool,
+    /// `fill_device` (`fill_fs`): write until the file system is full; without `size=`, a
+    /// file's size is the room left for it (the device's size for a block device), the
+    /// file is made empty rather than laid out, and ENOSPC ends the job without an error.
+    pub fill_device: bool,
     /// `create_only=1`: the job lays out its files and issues no I/O.
     pub create_only: bool,
     /// fio's `zonemode=strided`: `zonesize` bytes of I/O in a zone of `zonerange` bytes,
@@ -823,6 +829,7 @@ impl Default for JobSpec {
             error_dump: true,
             unlink: false,
             unlink_each_loop: false,
+            fill_device: false,
             cpus_allowed: Vec::new(),
             filename: None,
             directory: None,
@@ -987,6 +994,18 @@ impl JobSpec {
             || self.nrfiles > 1
             || self.filesize.is_some()
             || self.default_files()
+    }
+
+    /// Whether the job fills its files (`fill_device` on a writing job): they are made
+    /// empty rather than laid out and written until the file system is full (or `size`).
+    pub fn fills(&self) -> bool {
+        self.fill_device && self.rw.does_write()
+    }
+
+    /// Whether a file's size is the room its file system has for it (a filling job without
+    /// `size` or `filesize`).
+    pub fn fills_the_room(&self) -> bool {
+        self.fills() && self.size.is_none() && self.filesize.is_none()
     }
 
     /// The files of every clone (what `unlink` removes, if the run made them).

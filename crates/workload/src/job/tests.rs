@@ -838,3 +838,28 @@ fn steady_state_settings_must_agree_within_a_reporting_group() {
     assert_eq!(jobs[0].steady.map(|s| s.dur_s), Some(3));
     assert!(jobs[1].steady.is_none());
 }
+
+/// A file a `fill_device` job fills takes the room it is given (what the runner's `stat`
+/// says), is made empty rather than laid out, and a later job that names it without a size
+/// reads it as long as it is when that job starts, in whole blocks.
+#[test]
+fn a_filled_file_is_read_as_far_as_it_goes_when_the_next_job_starts() {
+    let text = "[w]\nfilename=d\nrw=write\nbs=64k\nfill_device=1\n\
+                [r]\nstonewall\nfilename=d\nrw=read\nbs=64k\n";
+    let specs = parse_job_text("x.fio", text).unwrap();
+    let room = 8u64 << 20;
+    let layout = FileLayout::plan(&specs, |s, _| Ok(s.fills_the_room().then_some(room))).unwrap();
+    assert_eq!(layout.files.len(), 1);
+    assert!(layout.files[0].grows && layout.files[0].sized);
+    assert_eq!(layout.files[0].len, room);
+    let jobs = resolve(&specs, &layout, |_| Ok(room), 0).unwrap();
+    assert!(!jobs[0].files[0].to_eof);
+    assert!(jobs[1].files[0].to_eof);
+    assert_eq!(jobs[1].files[0].size, room);
+    // The writer stopped 100 KiB short: the reader's region ends at the last whole block.
+    let now = room - 100 * 1024;
+    let r = jobs[1].sized_at_start(|_| Some(now)).unwrap();
+    assert_eq!(r.files[0].size, now / 65536 * 65536);
+    let e = jobs[1].sized_at_start(|_| Some(4096)).unwrap_err();
+    assert!(e.contains("file d holds 4096 bytes"), "{e}");
+}

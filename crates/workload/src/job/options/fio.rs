@@ -1585,6 +1585,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "fill_device",
+        aliases: &["fill_fs"],
+        default: "0",
+        help: "Write until the file system is full (ENOSPC ends the job, not as an error); without size=, the file's size is the room left for it, and it is made empty, not laid out.",
+        kind: Kind::Bool {
+            set: |j, v| j.fill_device = v,
+        },
+    },
+    OptDef {
         name: "overwrite",
         aliases: &[],
         default: "0",
