@@ -168,6 +168,42 @@ fn engines_that_do_no_block_io_and_a_file_job_without_a_size_are_refused_in_one_
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
 
+/// A job file naming a device that is not there, or a file in a directory that is not,
+/// fails as fio's does, in one line naming the job file and the line that named it.
+#[test]
+fn a_missing_device_or_directory_is_named_with_the_line_that_named_it() {
+    let dir = scratch("missing-dev");
+    let job = dir.join("disk.fio");
+    std::fs::write(
+        &job,
+        "[global]\nioengine=libaio\nrw=randread\n\n[disk]\nfilename=/dev/mqblk-no-such-disk\n\n\
+         [set]\ndirectory=/mqblk-no-such-dir\nsize=1m\n",
+    )
+    .unwrap();
+    let o = mqblk(&["bench", job.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("disk.fio:6: job 'disk': file /dev/mqblk-no-such-disk: does not exist"),
+        "{err}"
+    );
+    std::fs::write(
+        &job,
+        "[set]\nioengine=psync\ndirectory=/mqblk-no-such-dir\nsize=1m\n",
+    )
+    .unwrap();
+    let o = mqblk(&["bench", job.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("disk.fio:3: job 'set': directory /mqblk-no-such-dir of file /mqblk-no-such-dir/set.0.0 does not exist"),
+        "{err}"
+    );
+    assert!(!std::path::Path::new("/mqblk-no-such-dir").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn parse_only_checks_a_file_and_runs_nothing() {
     let dir = scratch("parse-only");
@@ -210,7 +246,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let bad = dir.join("bad.fio");
     std::fs::write(
         &bad,
-        "[global]\nioengine=libaio\n; a comment\nread_iolog=h\n[a]\nrw=raed\nbs=4k\nverify_only=1\n",
+        "[global]\nioengine=libaio\n; a comment\nread_iolog=h\n[a]\nrw=raed\nbs=4k\nserialize_overlap=1\n",
     )
     .unwrap();
     let bad = bad.display().to_string();
@@ -221,7 +257,9 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     assert_eq!(lines.len(), 3, "{err}");
     assert!(lines[0].starts_with(&format!("mqblk bench: {bad}:4: fio option 'read_iolog'")));
     assert!(lines[1].starts_with(&format!("mqblk bench: {bad}:6: option 'rw': 'raed'")));
-    assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'verify_only'")));
+    assert!(lines[2].starts_with(&format!(
+        "mqblk bench: {bad}:8: fio option 'serialize_overlap'"
+    )));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -406,6 +406,26 @@ impl DeviceConfig {
             FileLayout::plan(specs, |s, _| Ok(Some(s.device_size())))
         }
         .map_err(|e| DeviceError::Invalid(e.to_string()))?;
+        // fio makes a job's files but not their directories ("fio: DIR is not a
+        // directory").
+        if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
+            for s in specs.iter().filter(|s| s.has_files()) {
+                for clone in 0..s.numjobs.max(1) {
+                    for p in s.file_names(clone) {
+                        let dir = std::path::Path::new(&p).parent();
+                        if let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+                            let m = format!(
+                                "directory {} of file {p} does not exist (the run makes files, not directories)",
+                                d.display()
+                            );
+                            return Err(DeviceError::Invalid(
+                                mqblk_workload::job::at_files(s, m).to_string(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
         // fio's `allow_file_create=0`: a job may only use files that are there.
         if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
             for s in specs.iter().filter(|s| !s.allow_file_create) {

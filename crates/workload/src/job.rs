@@ -24,7 +24,7 @@ use std::path::Path;
 
 pub use cli::{parse_command_line, CommandLine, OutputFormat};
 pub use error::{JobError, JobErrorKind, Location};
-pub use files::{FileLayout, LayoutFile, FILE_GAP};
+pub use files::{at_files, FileLayout, LayoutFile, FILE_GAP};
 pub use fio_only::fio_option_table;
 pub use options::{option_table, options_help, OptDef};
 pub use resolve::{resolve, Job, JobFile, ThinkRule};

@@ -142,6 +142,9 @@ pub(crate) fn build_job(
         entry.apply(&mut job)?;
     }
     let all = || globals.iter().copied().chain(own.iter());
+    job.files_at = all()
+        .rfind(|e| e.sets("filename") || e.sets("directory"))
+        .map(|e| e.loc.clone());
     if !all().any(|e| e.sets("iodepth_batch_complete_max")) {
         // fio's default for the reap limit is `iodepth_batch_complete_min` (fio's HOWTO:
         // "By default it is equal to iodepth_batch_complete_min value"), so fio reaps one

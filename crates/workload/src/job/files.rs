@@ -107,11 +107,12 @@ impl FileLayout {
                         (Some(len), _) => len,
                         (None, Some(f)) => f.len,
                         (None, None) => stat(s, &path)
-                            .map_err(|e| bad(format!("filename={path}: {e}")))?
+                            .map_err(|e| at_files(s, format!("filename={path}: {e}")))?
                             .ok_or_else(|| {
-                                bad(format!(
-                                "file {path}: does not exist; give size= or filesize= to create it"
-                            ))
+                                at_files(
+                                    s,
+                                    format!("file {path}: does not exist; give size= or filesize= to create it"),
+                                )
                             })?,
                     };
                     used.push(layout.add(&path, len, given.is_some() || s.fills(), s));
@@ -174,6 +175,23 @@ impl FileLayout {
             .get(spec)
             .and_then(|c| c.get(clone as usize))
             .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A problem with job `s`'s files: at the line that named them (`job 'NAME': ...`), or at
+/// the job where none did (fio's default files).
+pub fn at_files(s: &JobSpec, m: String) -> JobError {
+    match &s.files_at {
+        Some(loc) => JobError::new(
+            loc.clone(),
+            JobErrorKind::Invalid(format!("job '{}': {m}", s.name)),
+        ),
+        None => JobError::new(
+            Location::Job {
+                name: s.name.clone(),
+            },
+            JobErrorKind::Invalid(m),
+        ),
     }
 }
 

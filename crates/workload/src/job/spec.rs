@@ -577,6 +577,9 @@ pub struct JobSpec {
     pub filename: Option<String>,
     /// `directory=`: where `filename` (or fio's `NAME.0.0` without one) lies.
     pub directory: Option<String>,
+    /// Where the job's `filename` or `directory` was written (the last of them), for a
+    /// problem with its files found after parsing.
+    pub files_at: Option<super::error::Location>,
     /// fio's file set: `nrfiles` files per clone, each `filesize` (a range is drawn per
     /// file), named by `filename_format`, served as `file_service_type` says, at most
     /// `openfiles` at a time (0: all).
@@ -832,6 +835,7 @@ impl Default for JobSpec {
             fill_device: false,
             cpus_allowed: Vec::new(),
             filename: None,
+            files_at: None,
             directory: None,
             nrfiles: 1,
             filesize: None,
