@@ -1059,3 +1059,94 @@ fn the_fio_option_table_in_the_docs_is_what_mqblk_does() {
         }
     }
 }
+
+/// A loop device over a scratch file with an ext4 file system mounted from it, taken down
+/// when dropped.
+struct MountedLoop {
+    dev: String,
+    mnt: PathBuf,
+    dir: PathBuf,
+}
+
+impl MountedLoop {
+    fn new(test: &str) -> MountedLoop {
+        let dir = scratch(test);
+        let img = dir.join("img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(32 << 20)
+            .unwrap();
+        let o = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "losetup: {}", text(&o.stderr));
+        let dev = text(&o.stdout).trim().to_string();
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let made = MountedLoop { dev, mnt, dir };
+        let ok = Command::new("mkfs.ext4")
+            .args(["-q", &made.dev])
+            .status()
+            .is_ok_and(|s| s.success())
+            && Command::new("mount")
+                .arg(&made.dev)
+                .arg(&made.mnt)
+                .status()
+                .is_ok_and(|s| s.success());
+        assert!(ok, "mkfs.ext4 and mount of {}", made.dev);
+        made
+    }
+}
+
+impl Drop for MountedLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// fio's `allow_mounted_write`: a job that would write a mounted block device is refused
+/// before any I/O, in one line naming the mount, unless the job allows it; reading it is
+/// fine.
+#[test]
+fn a_write_to_a_mounted_device_is_refused_unless_allowed() {
+    let test = "a_write_to_a_mounted_device_is_refused_unless_allowed";
+    if !mqblk_testkit::need_root_and_tools(test, &["losetup", "mkfs.ext4", "mount"]) {
+        return;
+    }
+    let lo = MountedLoop::new("mounted");
+    let file = format!("--filename={}", lo.dev);
+    let job = [
+        "bench",
+        "--name=w",
+        &file,
+        "--rw=write",
+        "--bs=4k",
+        "--size=64k",
+    ];
+    let o = mqblk(&job);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("{} is a mounted block device", lo.dev)),
+        "{err}"
+    );
+    assert!(err.contains("allow_mounted_write=1"), "{err}");
+    // Allowed, it runs (over the scratch file system, which nothing else uses).
+    let o = mqblk(&[&job[..], &["--allow_mounted_write=1"]].concat());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let read = [
+        "bench",
+        "--name=r",
+        &file,
+        "--rw=read",
+        "--bs=4k",
+        "--size=64k",
+    ];
+    let o = mqblk(&read);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

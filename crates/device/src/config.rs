@@ -426,6 +426,27 @@ impl DeviceConfig {
                 }
             }
         }
+        // fio's `check_mount_writes`: a job that writes may not use a mounted block device
+        // (here, nor one with a mounted partition) without `allow_mounted_write`.
+        if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
+            for s in specs
+                .iter()
+                .filter(|s| s.rw.does_write() && !s.allow_mounted_write)
+            {
+                for clone in 0..s.numjobs.max(1) {
+                    for p in s.file_names(clone) {
+                        if let Some((src, on)) = mounted(&p) {
+                            let m = format!(
+                                "{p} is a mounted block device ({src} on {on}); writing it would corrupt that file system (allow_mounted_write=1 to go on)"
+                            );
+                            return Err(DeviceError::Invalid(
+                                mqblk_workload::job::at_files(s, m).to_string(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
         // fio's `allow_file_create=0`: a job may only use files that are there.
         if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
             for s in specs.iter().filter(|s| !s.allow_file_create) {
@@ -651,6 +672,33 @@ fn extend_of(f: &LayoutFile) -> mqblk_drivers::Extend {
         (false, Fallocate::Native) => Extend::Allocate,
         (false, Fallocate::None | Fallocate::Truncate) => Extend::Sparse,
     }
+}
+
+/// Where block device `path`, or one of its partitions, is mounted: the mounted device and
+/// its mount point (from `/proc/self/mounts`, devices compared by their kernel names, so
+/// a symlink such as `/dev/disk/by-id/...` is the device it names); `None` for anything
+/// that is not a block device.
+fn mounted(path: &str) -> Option<(String, String)> {
+    use std::os::unix::fs::FileTypeExt;
+    let name_of = |p: &str| -> Option<String> {
+        let real = std::fs::canonicalize(p).ok()?;
+        if !std::fs::metadata(&real).ok()?.file_type().is_block_device() {
+            return None;
+        }
+        Some(real.file_name()?.to_string_lossy().into_owned())
+    };
+    let ours = name_of(path)?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (src, on) = (f.next()?, f.next()?);
+        let theirs = name_of(src)?;
+        let partition = std::path::Path::new("/sys/class/block")
+            .join(&ours)
+            .join(&theirs)
+            .exists();
+        (theirs == ours || partition).then(|| (src.to_string(), on.to_string()))
+    })
 }
 
 /// The bytes a `fill_device` job may write to `path`: a block device's size, or a file's

@@ -31,10 +31,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "jobs sharing a file are not serialised by a lock; give each its own region (offset=)",
     ),
     (
-        "allow_mounted_write",
-        "mqblk does not check for mounted file systems; remove the line and take care",
-    ),
-    (
         "fsync_on_close",
         "no fsync at a file's close; use end_fsync=1",
     ),

@@ -595,6 +595,9 @@ pub struct JobSpec {
     pub create_on_open: bool,
     /// `allow_file_create=0`: a file a job names must exist.
     pub allow_file_create: bool,
+    /// `allow_mounted_write=1`: a writing job may use a block device that is mounted (or
+    /// one of whose partitions is); by default such a run is refused.
+    pub allow_mounted_write: bool,
     /// `overwrite=1`: a file a job only writes is laid out with data first (as one it reads
     /// is), so its writes overwrite blocks rather than fill them.
     pub overwrite: bool,
@@ -844,6 +847,7 @@ impl Default for JobSpec {
             openfiles: 0,
             fallocate: Fallocate::Native,
             allow_file_create: true,
+            allow_mounted_write: false,
             overwrite: false,
             create_only: false,
             create_on_open: false,

@@ -1576,6 +1576,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "allow_mounted_write",
+        aliases: &[],
+        default: "0",
+        help: "Let a job write to a block device that is mounted, or one of whose partitions is (fio checks the device itself only); by default such a run is refused.",
+        kind: Kind::Bool {
+            set: |j, v| j.allow_mounted_write = v,
+        },
+    },
+    OptDef {
         name: "allow_file_create",
         aliases: &[],
         default: "1",
