@@ -2402,3 +2402,54 @@ fn fill_device_writes_until_the_file_system_is_full_and_the_next_job_reads_it_al
     assert_eq!(written[0], written[1], "fio's bytes, then mqblk's");
     std::fs::remove_dir_all(&job_dir).unwrap();
 }
+
+/// `file_append`: the I/O starts at the end of the file as the run finds it and the file
+/// grows by `size`, what was there before left as it was, at fio 3.33's offsets.
+#[test]
+fn file_append_writes_after_the_end_and_keeps_what_was_there() {
+    if !have_fio("file_append_writes_after_the_end_and_keeps_what_was_there") {
+        return;
+    }
+    let root = scratch("append");
+    let before: Vec<u8> = (0..12288u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut seen = Vec::new();
+    for tool in ["fio", "bench"] {
+        let dir = root.join(tool);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("data"), &before).unwrap();
+        let o = tool_command(tool)
+            .current_dir(&dir)
+            .args([
+                "--name=a",
+                "--filename=data",
+                "--ioengine=psync",
+                "--rw=write",
+                "--bs=4k",
+                "--size=8k",
+                "--file_append=1",
+                "--write_iolog=l.log",
+                "--output-format=json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let after = std::fs::read(dir.join("data")).unwrap();
+        assert_eq!(after.len(), 20480, "{tool}");
+        assert!(
+            after[..12288] == before[..],
+            "{tool}: the old bytes changed"
+        );
+        let offsets: Vec<u64> = read_log(&dir.join("l.log"))
+            .iter()
+            .map(|e| e.offset)
+            .collect();
+        seen.push(offsets);
+    }
+    assert_eq!(seen[0], vec![12288, 16384]);
+    assert_eq!(seen[1], seen[0], "fio's offsets, then mqblk's");
+    std::fs::remove_dir_all(&root).unwrap();
+}

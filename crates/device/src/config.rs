@@ -397,13 +397,18 @@ impl DeviceConfig {
         // size stands for the job's whole device.
         let layout = if let DriverConfig::Uring(_) = device.driver {
             FileLayout::plan(specs, |s, path| match real_file_size(path) {
+                _ if s.file_append => Ok(match std::fs::metadata(path) {
+                    Ok(m) if m.is_file() => Some(m.len()),
+                    Ok(_) => None,
+                    Err(_) => Some(0),
+                }),
                 _ if s.fills_the_room() && !parse_only => fill_size(path).map(Some),
                 Ok(Some(len)) => Ok(Some(len)),
                 _ if parse_only => Ok(Some(s.device_size())),
                 other => other,
             })
         } else {
-            FileLayout::plan(specs, |s, _| Ok(Some(s.device_size())))
+            FileLayout::plan(specs, |s, _| Ok((!s.file_append).then(|| s.device_size())))
         }
         .map_err(|e| DeviceError::Invalid(e.to_string()))?;
         // fio makes a job's files but not their directories ("fio: DIR is not a

@@ -11,7 +11,8 @@ use mqblk_workload::{Job, JobSpec};
 /// The files `specs` name, laid out on a simulated device of `capacity_bytes` (a file
 /// without a size stands for the whole device, as a real file's size would).
 pub fn layout(specs: &[JobSpec], capacity_bytes: u64) -> Result<FileLayout, SimError> {
-    let layout = FileLayout::plan(specs, |_, _| Ok(Some(capacity_bytes)))?;
+    // A simulated device has no files to append to: `file_append`'s I/O starts at `offset`.
+    let layout = FileLayout::plan(specs, |s, _| Ok((!s.file_append).then_some(capacity_bytes)))?;
     if layout.end() > capacity_bytes {
         return Err(SimError::Config(format!(
             "the jobs' files need {} bytes of the device (laid out one after another, {} MiB apart), and it has {capacity_bytes}",

@@ -37,6 +37,9 @@ pub struct LayoutFile {
     /// A job fills it (`fill_device` without a size): made empty, its writes extend it
     /// until the file system is full, and `len` is the room it may take.
     pub grows: bool,
+    /// Its length as the run found it, where a `file_append` job names it: that job's I/O
+    /// starts there.
+    pub appended_at: Option<u64>,
 }
 
 /// Every file of a run and which clone of which job uses which; see the module
@@ -52,8 +55,10 @@ pub struct FileLayout {
 impl FileLayout {
     /// Lays out the files of `specs`. `stat(spec, path)` gives the size of a file whose
     /// size the job does not give (`Ok(None)`: it does not exist, or the runner has no real
-    /// files and the device's capacity stands for it); its error is reported as
-    /// `filename=PATH: error`.
+    /// files and the device's capacity stands for it), and for a `file_append` job the
+    /// length of a regular file as it is now (0 where it is missing; `Ok(None)` for
+    /// anything else, or where the runner has no real files: the I/O starts at `offset`);
+    /// its error is reported as `filename=PATH: error`.
     pub fn plan(
         specs: &[JobSpec],
         mut stat: impl FnMut(&JobSpec, &str) -> std::io::Result<Option<u64>>,
@@ -94,9 +99,18 @@ impl FileLayout {
                     .all_repeatable(s.allrandrepeat)
                     .state(slot::FILE_SIZE);
                 for path in names.into_iter() {
+                    // fio's `file_append` (`get_start_offset`): a regular file's I/O starts
+                    // at its end as the run finds it.
+                    let appended = if s.file_append {
+                        stat(s, &path).map_err(|e| at_files(s, format!("filename={path}: {e}")))?
+                    } else {
+                        None
+                    };
                     let given = match (s.filesize, s.size) {
                         (Some((lo, hi)), _) => Some(draw_filesize(s, &mut sizes, lo, hi)),
-                        (None, Some(size)) => Some(start.saturating_add(size / n)),
+                        (None, Some(size)) => {
+                            Some(appended.unwrap_or(start).saturating_add(size / n))
+                        }
                         (None, None) => None,
                     };
                     // A file a job above fills is sized as that job sizes it, and this
@@ -115,7 +129,11 @@ impl FileLayout {
                                 )
                             })?,
                     };
-                    used.push(layout.add(&path, len, given.is_some() || s.fills(), s));
+                    let i = layout.add(&path, len, given.is_some() || s.fills(), s);
+                    if appended.is_some() {
+                        layout.files[i].appended_at = appended;
+                    }
+                    used.push(i);
                 }
                 clones.push(used);
             }
@@ -146,6 +164,7 @@ impl FileLayout {
             fallocate: s.fallocate,
             overwrite: s.overwrite,
             grows: s.fills(),
+            appended_at: None,
         });
         self.files.len() - 1
     }

@@ -21,10 +21,6 @@ const UNALIGNED: &str =
 /// `(fio option name, why it is refused and what to write instead)`.
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Files.
-    (
-        "file_append",
-        "give offset= the file's size to write after its end",
-    ),
     ("opendir", "name the files with filename=a:b or nrfiles="),
     (
         "lockfile",

@@ -433,6 +433,7 @@ pub fn resolve(
                 fallocate: s.fallocate,
                 overwrite: s.overwrite,
                 grows: false,
+                appended_at: None,
             }];
             let placed: Vec<&LayoutFile> = if used.is_empty() {
                 whole.iter().collect()
@@ -663,9 +664,10 @@ fn region(
         0 => s.min_bs(),
         a => a,
     };
-    let offset = match s.offset_pct {
-        Some(p) => share(p).div_ceil(align) * align,
-        None => s.offset,
+    let offset = match (s.offset_pct, f.appended_at) {
+        _ if s.file_append && f.appended_at.is_some() => f.appended_at.unwrap_or(0),
+        (Some(p), _) => share(p).div_ceil(align) * align,
+        (None, _) => s.offset,
     };
     let size = match (s.size_pct, s.size) {
         _ if s.filesize.is_some() && !device => cap.saturating_sub(offset),

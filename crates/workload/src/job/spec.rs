@@ -605,6 +605,9 @@ pub struct JobSpec {
     /// file's size is the room left for it (the device's size for a block device), the
     /// file is made empty rather than laid out, and ENOSPC ends the job without an error.
     pub fill_device: bool,
+    /// `file_append`: the I/O starts at a regular file's end as the run finds it (fio:
+    /// "identical to setting offset to the size of a file").
+    pub file_append: bool,
     /// `create_only=1`: the job lays out its files and issues no I/O.
     pub create_only: bool,
     /// fio's `zonemode=strided`: `zonesize` bytes of I/O in a zone of `zonerange` bytes,
@@ -836,6 +839,7 @@ impl Default for JobSpec {
             unlink: false,
             unlink_each_loop: false,
             fill_device: false,
+            file_append: false,
             cpus_allowed: Vec::new(),
             filename: None,
             files_at: None,

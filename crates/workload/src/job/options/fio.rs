@@ -1594,6 +1594,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "file_append",
+        aliases: &[],
+        default: "0",
+        help: "Start a regular file's I/O at its end as the run finds it (offset= its size); the file grows by size=.",
+        kind: Kind::Bool {
+            set: |j, v| j.file_append = v,
+        },
+    },
+    OptDef {
         name: "fill_device",
         aliases: &["fill_fs"],
         default: "0",
