@@ -2453,3 +2453,49 @@ fn file_append_writes_after_the_end_and_keeps_what_was_there() {
     assert_eq!(seen[1], seen[0], "fio's offsets, then mqblk's");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `fsync_on_close` with one file open at a time: fio 3.33's log, I/O for I/O (the sync
+/// of a file as it closes is a plain `fsync(2)` fio does not log, and mqblk leaves it out
+/// too; the syncs of every file at the end are logged).
+#[test]
+fn fsync_on_close_logs_what_fio_logs() {
+    if !have_fio("fsync_on_close_logs_what_fio_logs") {
+        return;
+    }
+    let root = scratch("fsclose");
+    let mut seen = Vec::new();
+    for tool in ["fio", "bench"] {
+        let dir = root.join(tool);
+        std::fs::create_dir_all(&dir).unwrap();
+        let o = tool_command(tool)
+            .current_dir(&dir)
+            .args([
+                "--name=a",
+                "--ioengine=psync",
+                "--rw=write",
+                "--bs=4k",
+                "--nrfiles=2",
+                "--filesize=8k",
+                "--openfiles=1",
+                "--fsync_on_close=1",
+                "--write_iolog=l.log",
+                "--output-format=json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let ops: Vec<(String, Op, u64)> = read_log(&dir.join("l.log"))
+            .into_iter()
+            .map(|e| (e.file, e.op, e.offset))
+            .collect();
+        seen.push(ops);
+    }
+    let syncs = seen[0].iter().filter(|(_, op, _)| *op == Op::Sync).count();
+    assert_eq!(syncs, 2, "{:?}", seen[0]);
+    assert_eq!(seen[1], seen[0], "fio's log, then mqblk's");
+    std::fs::remove_dir_all(&root).unwrap();
+}

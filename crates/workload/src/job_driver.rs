@@ -228,6 +228,14 @@ pub struct JobDriver {
     drained_for_unlink: bool,
     /// `fill_device` ([`Self::fill_ended`]).
     fill_device: bool,
+    /// `fsync_on_close`: files closed mid-run, each synced once what is in flight has
+    /// completed (fio's `td_io_close_file`); the last I/O was a flush (fio's
+    /// `last_was_sync`, which skips that sync); the next I/O stays out of `write_iolog`
+    /// (fio's is a plain `fsync(2)`, not an I/O unit it logs).
+    fsync_on_close: bool,
+    close_flushes: std::collections::VecDeque<u32>,
+    last_was_sync: bool,
+    unlogged: bool,
     /// `verify_only`: the main phase generates the job's I/O and issues none of it (fio's
     /// `do_dry_run`).
     dry_run: bool,
@@ -411,6 +419,10 @@ impl JobDriver {
             unlink_due: false,
             drained_for_unlink: false,
             fill_device: job.fill_device,
+            fsync_on_close: job.fsync_on_close && job.rw.does_write(),
+            close_flushes: Default::default(),
+            last_was_sync: false,
+            unlogged: false,
             dry_run: job.verify_only && job.rw.does_write(),
             write_comps: (job.verify_state_save
                 && job.verify
@@ -499,8 +511,10 @@ impl JobDriver {
             io.cmdprio = dir.and_then(|d| c.pick(rng, d, io.len));
         }
         if let Next::Io(io) = &next {
+            self.last_was_sync = matches!(io.kind, IoKind::Flush | IoKind::Datasync);
             let rel = io.offset.saturating_sub(self.bases[io.file as usize]);
-            if let Some(log) = &mut self.log {
+            let logged = !std::mem::take(&mut self.unlogged);
+            if let (Some(log), true) = (&mut self.log, logged) {
                 log.push(IoLogEntry {
                     at_ns: now,
                     kind: io.kind,
@@ -644,6 +658,20 @@ impl JobDriver {
                             return Next::Drain;
                         }
                     }
+                    // `fsync_on_close`: a file closed mid-run is synced once what is in
+                    // flight completes (fio syncs as the file's last reference drops).
+                    if let Some(&file) = self.close_flushes.front() {
+                        if !std::mem::replace(&mut self.drained, true) {
+                            return Next::Drain;
+                        }
+                        self.drained = false;
+                        self.close_flushes.pop_front();
+                        if !self.last_was_sync {
+                            self.unlogged = true;
+                            return Next::Io(self.flush(file));
+                        }
+                        continue;
+                    }
                     // A flush `fsync=N` made due goes before the next I/O; once the job has
                     // issued all it will, none follows (fio checks the end first, so its last
                     // `fsync=N` never comes; `end_fsync` is the one that does).
@@ -677,6 +705,11 @@ impl JobDriver {
                             }
                         },
                     };
+                    // A file closed on the way to this I/O is synced before it.
+                    if !self.close_flushes.is_empty() {
+                        self.held = Some(io);
+                        continue;
+                    }
                     let d = match io.kind {
                         IoKind::Read => 0,
                         IoKind::Trim => 2,
@@ -781,7 +814,7 @@ impl JobDriver {
                 Phase::Finish => {
                     // The end of fio's `do_io`: what is in flight completes, then (but
                     // after an error) `end_fsync` syncs every file of the job, in order.
-                    let flushes = self.end_fsync && !self.failed;
+                    let flushes = (self.end_fsync || self.fsync_on_close) && !self.failed;
                     let follows =
                         flushes || (!self.stopped && (self.verify_pass || self.more_loops));
                     if follows && !std::mem::replace(&mut self.drained, true) {
@@ -1084,6 +1117,11 @@ impl JobDriver {
     /// The next I/O of the main phase; `None` where the generator ended its pass early.
     fn main_io(&mut self) -> Option<JobIo> {
         let (file, io) = self.gen.next_io()?;
+        if self.fsync_on_close {
+            let closed = self.gen.take_closed();
+            self.close_flushes
+                .extend(closed.into_iter().map(|f| f as u32));
+        }
         self.issued += 1;
         self.main_bytes += u64::from(io.len);
         if self.think_ns > 0 {
@@ -1585,6 +1623,46 @@ mod tests {
                 (io.file, rel / 4096, io.kind)
             })
             .collect()
+    }
+
+    /// `fsync_on_close` with one file open at a time (fio 3.33 under strace: three
+    /// fsyncs, the first before the second file's first write): the first file is synced
+    /// as it closes, once its writes have completed, and that sync stays out of the log as
+    /// fio's plain `fsync(2)` does; at the end every file is synced as `end_fsync` would,
+    /// logged.
+    #[test]
+    fn fsync_on_close_syncs_a_file_as_it_closes_and_every_file_at_the_end() {
+        use IoKind::{Flush as F, Write as W};
+        let (job, mut d) = files_driver(
+            "[j]\nrw=write\nbs=4k\nnrfiles=2\nfilesize=8k\nopenfiles=1\nfsync_on_close=1\nwrite_iolog=x\n",
+        );
+        let mut seen = Vec::new();
+        loop {
+            match d.next(0) {
+                Next::Io(io) => {
+                    let rel = io.offset.saturating_sub(job.files[io.file as usize].base);
+                    seen.push(format!("{:?} {} {}", io.kind, io.file, rel / 4096));
+                }
+                Next::Drain => seen.push("drain".into()),
+                Next::Done => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        let f = |k: IoKind, file: u32, b: u64| format!("{k:?} {file} {b}");
+        let want = [
+            f(W, 0, 0),
+            f(W, 0, 1),
+            "drain".into(),
+            f(F, 0, 0),
+            f(W, 1, 0),
+            f(W, 1, 1),
+            "drain".into(),
+            f(F, 0, 0),
+            f(F, 1, 0),
+        ];
+        assert_eq!(seen, want);
+        let logged: Vec<IoKind> = d.take_log().iter().map(|e| e.kind).collect();
+        assert_eq!(logged, [W, W, W, W, F, F]);
     }
 
     #[test]

@@ -26,10 +26,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "lockfile",
         "jobs sharing a file are not serialised by a lock; give each its own region (offset=)",
     ),
-    (
-        "fsync_on_close",
-        "no fsync at a file's close; use end_fsync=1",
-    ),
     // Timing and flow.
     (
         "profile",

@@ -190,6 +190,8 @@ pub struct Job {
     pub verify_state_save: bool,
     /// `fill_device`: ENOSPC (or EDQUOT) ends the job, not as an error.
     pub fill_device: bool,
+    /// `fsync_on_close` ([`JobSpec::fsync_on_close`]).
+    pub fsync_on_close: bool,
     /// `unlink_each_loop` ([`JobSpec::unlink_each_loop`]).
     pub unlink_each_loop: bool,
     /// With `verify_state_load`: the state a writing run left, which bounds the verify
@@ -585,6 +587,7 @@ pub fn resolve(
                 verify_dump: s.verify_dump,
                 verify_only: s.verify_only,
                 fill_device: s.fill_device,
+                fsync_on_close: s.fsync_on_close,
                 unlink_each_loop: s.unlink_each_loop,
                 verify_state_save: s.verify_state_save,
                 verify_state: None,

@@ -608,6 +608,9 @@ pub struct JobSpec {
     /// `file_append`: the I/O starts at a regular file's end as the run finds it (fio:
     /// "identical to setting offset to the size of a file").
     pub file_append: bool,
+    /// `fsync_on_close`: a writing job syncs each file as it closes (mid-run, once its
+    /// pass is done) and at each loop's end, as `end_fsync` does.
+    pub fsync_on_close: bool,
     /// `create_only=1`: the job lays out its files and issues no I/O.
     pub create_only: bool,
     /// fio's `zonemode=strided`: `zonesize` bytes of I/O in a zone of `zonerange` bytes,
@@ -840,6 +843,7 @@ impl Default for JobSpec {
             unlink_each_loop: false,
             fill_device: false,
             file_append: false,
+            fsync_on_close: false,
             cpus_allowed: Vec::new(),
             filename: None,
             files_at: None,

@@ -34,6 +34,8 @@ pub struct FileSet {
     open: Vec<usize>,
     /// The next file (by number) to open.
     next_closed: usize,
+    /// Files closed mid-pass since [`FileSet::take_closed`] last looked.
+    closed: Vec<usize>,
     /// Position in `open` of the file being served, and I/Os left for it.
     cur: usize,
     left: u64,
@@ -92,6 +94,7 @@ impl FileSet {
             open_max,
             open: Vec::new(),
             next_closed: 0,
+            closed: Vec::new(),
             cur: 0,
             left: 0,
             streams,
@@ -183,6 +186,7 @@ impl FileSet {
             return;
         };
         self.open.remove(i);
+        self.closed.push(f);
         match i.cmp(&self.cur) {
             std::cmp::Ordering::Less => self.cur -= 1,
             // The file being served is gone: its successor, now in its place, is next.
@@ -198,6 +202,12 @@ impl FileSet {
     /// What fio's `rate_ddir` sees when the next I/O of a mixed job picks its direction.
     pub fn set_rate(&mut self, rate: Option<super::RateView>) {
         self.streams.set_rate(rate);
+    }
+
+    /// The files closed (their pass done) since the last call, in the order closed: fio's
+    /// `fsync_on_close` syncs each as it closes.
+    pub fn take_closed(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.closed)
     }
 
     /// The file the next I/O goes to, as `file_service_type` picks it. fio picks a file

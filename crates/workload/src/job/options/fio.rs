@@ -1594,6 +1594,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "fsync_on_close",
+        aliases: &[],
+        default: "0",
+        help: "A writing job syncs each file as it closes: mid-run once its pass is done (a plain fsync, not in write_iolog, as fio's), and at each loop's end as end_fsync does.",
+        kind: Kind::Bool {
+            set: |j, v| j.fsync_on_close = v,
+        },
+    },
+    OptDef {
         name: "file_append",
         aliases: &[],
         default: "0",
