@@ -96,5 +96,24 @@ pub fn no_effect_notes(jobs: &[JobSpec]) -> Vec<String> {
     out
 }
 
+/// One line for the job file's jobs that name no engine, file, driver or device
+/// ([`JobSpec::null_by_default`]): they run on mqblk's null device, not on files as fio's
+/// would.
+pub fn null_default_note(jobs: &[JobSpec]) -> Option<String> {
+    let names: Vec<&str> = jobs
+        .iter()
+        .filter(|j| j.null_by_default())
+        .map(|j| j.name.as_str())
+        .collect();
+    let first = names.first()?;
+    let (who, verb) = match names.len() {
+        1 => (format!("job '{first}'"), "names"),
+        _ => (format!("jobs {}", names.join(", ")), "name"),
+    };
+    Some(format!(
+        "note: {who} {verb} no ioengine= nor filename=: mqblk runs it on its null device, where fio would run psync on files {first}.0.0 and on in the current directory; give ioengine=psync for that"
+    ))
+}
+
 #[cfg(test)]
 mod tests;

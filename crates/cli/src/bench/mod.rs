@@ -54,6 +54,9 @@ fn run(args: &[String]) -> Result<i32, CliError> {
     for note in mqblk_workload::no_effect_notes(&cl.jobs) {
         eprintln!("{note}");
     }
+    if let Some(note) = mqblk_workload::job::null_default_note(&cl.jobs) {
+        eprintln!("{note}");
+    }
     if cl.parse_only {
         return parse_only(&cl);
     }

@@ -142,6 +142,7 @@ pub(crate) fn build_job(
         entry.apply(&mut job)?;
     }
     let all = || globals.iter().copied().chain(own.iter());
+    job.from_job_file = matches!(header, Location::File { .. });
     job.files_at = all()
         .rfind(|e| e.sets("filename") || e.sets("directory"))
         .map(|e| e.loc.clone());

@@ -580,6 +580,8 @@ pub struct JobSpec {
     /// Where the job's `filename` or `directory` was written (the last of them), for a
     /// problem with its files found after parsing.
     pub files_at: Option<super::error::Location>,
+    /// The job came from a job file (not the command line).
+    pub from_job_file: bool,
     /// fio's file set: `nrfiles` files per clone, each `filesize` (a range is drawn per
     /// file), named by `filename_format`, served as `file_service_type` says, at most
     /// `openfiles` at a time (0: all).
@@ -847,6 +849,7 @@ impl Default for JobSpec {
             cpus_allowed: Vec::new(),
             filename: None,
             files_at: None,
+            from_job_file: false,
             directory: None,
             nrfiles: 1,
             filesize: None,
@@ -1050,6 +1053,17 @@ impl JobSpec {
                 .as_deref()
                 .and_then(|n| classify(n).ok())
                 .is_some_and(|k| k != EngineKind::Null)
+    }
+
+    /// A job file's job that names no engine, file, driver or device: mqblk runs it on its
+    /// null device, where fio would run its default engine (`psync`) on `NAME.CLONE.0` in
+    /// the current directory.
+    pub fn null_by_default(&self) -> bool {
+        self.from_job_file
+            && self.ioengine.is_none()
+            && self.driver.is_none()
+            && self.device.is_none()
+            && !self.has_files()
     }
 
     /// The files clone `clone` works on, in file-number order: `filename`'s ':'-separated

@@ -863,3 +863,23 @@ fn a_filled_file_is_read_as_far_as_it_goes_when_the_next_job_starts() {
     let e = jobs[1].sized_at_start(|_| Some(4096)).unwrap_err();
     assert!(e.contains("file d holds 4096 bytes"), "{e}");
 }
+
+/// A job file's job with no engine, file, driver or device runs on the null device, which
+/// a note says once for all of them (fio would write files); the command line's and one
+/// naming an engine get none.
+#[test]
+fn jobs_that_name_no_engine_nor_file_get_one_note() {
+    let jobs = parse_job_text(
+        "t.fio",
+        "[a]\nrw=read\n[b]\nrw=write\n[c]\nioengine=psync\nsize=1m\n",
+    )
+    .unwrap();
+    let note = null_default_note(&jobs).unwrap();
+    assert!(
+        note.starts_with("note: jobs a, b name no ioengine= nor filename="),
+        "{note}"
+    );
+    assert!(note.contains("psync on files a.0.0"), "{note}");
+    let jobs = parse_job_text("t.fio", "[c]\nioengine=psync\nsize=1m\n").unwrap();
+    assert_eq!(null_default_note(&jobs), None);
+}
