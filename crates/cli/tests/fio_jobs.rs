@@ -1150,3 +1150,38 @@ fn a_write_to_a_mounted_device_is_refused_unless_allowed() {
     let o = mqblk(&read);
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+/// Character devices as fio uses them (its `steadystate.fio` writes `/dev/null` and reads
+/// `/dev/zero`): sized by the job, read and written through mqblk's queues; without a
+/// size, one line.
+#[test]
+fn a_character_device_is_read_and_written_at_the_jobs_size() {
+    let o = mqblk(&[
+        "bench",
+        "--name=w",
+        "--filename=/dev/null",
+        "--rw=write",
+        "--bs=128k",
+        "--size=8m",
+        "--output-format=json",
+    ]);
+    assert_eq!(json(&o)["jobs"][0]["write"]["io_bytes"], 8 << 20);
+    let o = mqblk(&[
+        "bench",
+        "--name=r",
+        "--filename=/dev/zero",
+        "--rw=randread",
+        "--bs=4k",
+        "--size=1m",
+        "--output-format=json",
+    ]);
+    assert_eq!(json(&o)["jobs"][0]["read"]["io_bytes"], 1 << 20);
+    let o = mqblk(&["bench", "--name=r", "--filename=/dev/zero", "--rw=read"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--filename=/dev/zero: job 'r': filename=/dev/zero: is a character device, which has no size (give size=)"),
+        "{err}"
+    );
+}

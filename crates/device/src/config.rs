@@ -727,6 +727,13 @@ fn fill_size(path: &str) -> std::io::Result<u64> {
 /// The size of a real file or block device a job uses as it is (`None`: it does not exist).
 fn real_file_size(path: &str) -> std::io::Result<Option<u64>> {
     use std::io::{Seek, SeekFrom};
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "is a character device, which has no size (give size=)",
+        ));
+    }
     let len = match std::fs::File::open(path) {
         Ok(mut f) => f.seek(SeekFrom::End(0))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -7,6 +7,9 @@ use super::*;
 pub enum BackingKind {
     RegularFile,
     BlockDevice,
+    /// A character device such as `/dev/zero` or `/dev/null`, which fio reads and writes
+    /// like a file: it has no size of its own, so the run gives one.
+    CharDevice,
 }
 
 /// How a regular file is grown to [`UringConfig::size_bytes`].
@@ -166,8 +169,10 @@ pub enum UringError {
     },
     #[error("uring: open {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
-    #[error("uring: {0} is neither a regular file nor a block device")]
+    #[error("uring: {0} is neither a regular file nor a block or character device")]
     NotFileOrBlock(PathBuf),
+    #[error("uring: {0} is a character device, which has no size; give size=")]
+    CharDeviceSize(PathBuf),
     #[error("uring: size_bytes {size} exceeds the {actual} bytes of read-only {path}")]
     ReadOnlyTooShort {
         path: PathBuf,

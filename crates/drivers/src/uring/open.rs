@@ -195,6 +195,8 @@ impl UringDevice {
             BackingKind::BlockDevice
         } else if meta.is_file() {
             BackingKind::RegularFile
+        } else if meta.file_type().is_char_device() {
+            BackingKind::CharDevice
         } else {
             return Err(UringError::NotFileOrBlock(path.to_path_buf()));
         };
@@ -212,6 +214,11 @@ impl UringDevice {
                     512
                 };
                 (size, lbs)
+            }
+            BackingKind::CharDevice => {
+                let size =
+                    size_bytes.ok_or_else(|| UringError::CharDeviceSize(path.to_path_buf()))?;
+                (size, 512)
             }
             BackingKind::BlockDevice => {
                 let actual = engine::blk_size_bytes(&file).map_err(query("BLKGETSIZE64"))?;
