@@ -330,6 +330,8 @@ fn every_scheduler_runs_on_the_uring_driver() {
             "--iodepth=8",
             "--verify=crc32c",
             "--do_verify=0",
+            // No verify state left in the test's working directory.
+            "--verify_state_save=0",
         ]);
         let out = text(&o.stdout);
         assert!(o.status.success(), "{sched}: {out}{}", text(&o.stderr));
@@ -481,7 +483,7 @@ fn fixedbufs_json(tag: &str, args: &[&str]) -> serde_json::Value {
         "--bs=4k",
     ];
     all.extend_from_slice(args);
-    all.extend(["--name=fb", "--output-format=json"]);
+    all.extend(["--name=fb", "--output-format=json", "--verify_state_save=0"]);
     let o = mqblk(&all);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -598,7 +600,13 @@ fn blocks_of_2_8_and_32_mib_work_on_every_driver() {
         let blocks = (64 << 20) / mqblk_workload::parse_size(bs).unwrap();
         let checked = format!("verify : {blocks} blocks checked, 0 mismatches");
         let bs_opt = format!("--bs={bs}");
-        let common = ["--name=big", "--rw=write", "--size=64m", "--iodepth=4"];
+        let common = [
+            "--name=big",
+            "--rw=write",
+            "--size=64m",
+            "--iodepth=4",
+            "--verify_state_save=0",
+        ];
         for driver in [
             &["--memory_backed"][..],
             &["--driver=uring", &f, "--direct=1"],

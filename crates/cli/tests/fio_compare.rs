@@ -2202,19 +2202,10 @@ fn verify_only_reads_back_as_far_as_the_saved_state_says_the_writes_went() {
     for tool in ["fio", "bench"] {
         let dir = root.join(tool);
         std::fs::create_dir_all(&dir).unwrap();
-        let run = |extra: &[&str]| {
-            tool_command(tool)
-                .current_dir(&dir)
-                .args(job)
-                .args(extra)
-                .output()
-                .unwrap()
-        };
-        let o = run(&["--number_ios=10", "--write_iolog=w.log"]);
-        assert!(
-            o.status.success(),
-            "{tool}: {}",
-            String::from_utf8_lossy(&o.stderr)
+        succeed_in(
+            &dir,
+            tool,
+            &[&job[..], &["--number_ios=10", "--write_iolog=w.log"]].concat(),
         );
         assert!(
             dir.join("local-w-0-verify.state").is_file(),
@@ -2222,16 +2213,12 @@ fn verify_only_reads_back_as_far_as_the_saved_state_says_the_writes_went() {
         );
         let written = offsets(&dir, "w.log", Op::Write);
         assert_eq!(written.len(), 10, "{tool}");
-        let o = run(&[
+        let load = [
             "--verify_only",
             "--verify_state_load=1",
             "--write_iolog=v.log",
-        ]);
-        assert!(
-            o.status.success(),
-            "{tool}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        ];
+        succeed_in(&dir, tool, &[&job[..], &load].concat());
         assert_eq!(
             offsets(&dir, "v.log", Op::Write),
             Vec::<u64>::new(),
@@ -2239,7 +2226,12 @@ fn verify_only_reads_back_as_far_as_the_saved_state_says_the_writes_went() {
         );
         let checked = offsets(&dir, "v.log", Op::Read);
         assert_eq!(checked, written, "{tool}: the blocks written, in order");
-        let o = run(&["--verify_only", "--write_iolog=all.log"]);
+        let o = tool_command(tool)
+            .current_dir(&dir)
+            .args(job)
+            .args(["--verify_only", "--write_iolog=all.log"])
+            .output()
+            .unwrap();
         assert!(!o.status.success(), "{tool}: a block never written passed");
         assert_eq!(offsets(&dir, "all.log", Op::Read).len(), 11, "{tool}");
         seen.push(checked);
@@ -2286,17 +2278,10 @@ fn each_loop_ends_with_its_sync_and_verify_and_unlink_each_loop_empties_the_file
             let dir = root.join(tool);
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
-            let o = tool_command(tool)
-                .current_dir(&dir)
-                .args(job)
-                .args(extra)
-                .arg("--write_iolog=l.log")
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "{tool} {extra:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
+            succeed_in(
+                &dir,
+                tool,
+                &[&job[..], extra, &["--write_iolog=l.log"]].concat(),
             );
             let len = std::fs::metadata(dir.join("data")).unwrap().len();
             assert_eq!(len, size, "{tool} {extra:?}: the file left");
@@ -2417,9 +2402,10 @@ fn file_append_writes_after_the_end_and_keeps_what_was_there() {
         let dir = root.join(tool);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("data"), &before).unwrap();
-        let o = tool_command(tool)
-            .current_dir(&dir)
-            .args([
+        succeed_in(
+            &dir,
+            tool,
+            &[
                 "--name=a",
                 "--filename=data",
                 "--ioengine=psync",
@@ -2429,13 +2415,7 @@ fn file_append_writes_after_the_end_and_keeps_what_was_there() {
                 "--file_append=1",
                 "--write_iolog=l.log",
                 "--output-format=json",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{tool}: {}",
-            String::from_utf8_lossy(&o.stderr)
+            ],
         );
         let after = std::fs::read(dir.join("data")).unwrap();
         assert_eq!(after.len(), 20480, "{tool}");
@@ -2467,9 +2447,10 @@ fn fsync_on_close_logs_what_fio_logs() {
     for tool in ["fio", "bench"] {
         let dir = root.join(tool);
         std::fs::create_dir_all(&dir).unwrap();
-        let o = tool_command(tool)
-            .current_dir(&dir)
-            .args([
+        succeed_in(
+            &dir,
+            tool,
+            &[
                 "--name=a",
                 "--ioengine=psync",
                 "--rw=write",
@@ -2480,13 +2461,7 @@ fn fsync_on_close_logs_what_fio_logs() {
                 "--fsync_on_close=1",
                 "--write_iolog=l.log",
                 "--output-format=json",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{tool}: {}",
-            String::from_utf8_lossy(&o.stderr)
+            ],
         );
         let ops: Vec<(String, Op, u64)> = read_log(&dir.join("l.log"))
             .into_iter()
@@ -2498,4 +2473,103 @@ fn fsync_on_close_logs_what_fio_logs() {
     assert_eq!(syncs, 2, "{:?}", seen[0]);
     assert_eq!(seen[1], seen[0], "fio's log, then mqblk's");
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `log_alternate_epoch` with `log_alternate_epoch_clock_id=1`: the logs' times count from
+/// `CLOCK_MONOTONIC`'s epoch (the machine's boot, give or take its suspends), as fio 3.33
+/// writes them, not from the job's start nor the Unix epoch.
+#[test]
+fn log_alternate_epoch_counts_from_the_clock_it_names() {
+    if !have_fio("log_alternate_epoch_counts_from_the_clock_it_names") {
+        return;
+    }
+    let dir = scratch("altepoch");
+    let uptime_ms = || -> u64 {
+        let t = std::fs::read_to_string("/proc/uptime").unwrap();
+        (t.split_whitespace().next().unwrap().parse::<f64>().unwrap() * 1000.0) as u64
+    };
+    for tool in ["fio", "bench"] {
+        let prefix = dir.join(tool).display().to_string();
+        let before = uptime_ms();
+        succeed_in(
+            Path::new("."),
+            tool,
+            &[
+                "--name=e",
+                "--ioengine=null",
+                "--size=1m",
+                "--rw=read",
+                "--bs=4k",
+                "--log_alternate_epoch=1",
+                "--log_alternate_epoch_clock_id=1",
+                &format!("--write_lat_log={prefix}"),
+            ],
+        );
+        let after = uptime_ms();
+        let log = std::fs::read_to_string(format!("{prefix}_lat.1.log")).unwrap();
+        let t: u64 = log.split(',').next().unwrap().trim().parse().unwrap();
+        // /proc/uptime is CLOCK_BOOTTIME, which runs ahead of CLOCK_MONOTONIC by the
+        // time suspended; a VM here is not suspended, a test run takes seconds.
+        assert!(
+            t + 5_000 >= before && t <= after + 1_000,
+            "{tool}: {t} against uptime {before}..{after}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `opendir`: every regular file below the directory, subdirectories included, is one of
+/// the job's files, in the order fio 3.33 finds them (the directory's own listing order),
+/// read through as fio reads them.
+#[test]
+fn opendir_takes_the_files_below_a_directory_in_fios_order() {
+    if !have_fio("opendir_takes_the_files_below_a_directory_in_fios_order") {
+        return;
+    }
+    let root = scratch("opendir");
+    let tree = root.join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    for (name, kib) in [("a", 8), ("b", 16), ("sub/c", 8), ("sub/d", 4)] {
+        std::fs::write(tree.join(name), vec![7u8; kib * 1024]).unwrap();
+    }
+    let mut seen = Vec::new();
+    for tool in ["fio", "bench"] {
+        let log = root.join(format!("{tool}.log"));
+        succeed_in(
+            Path::new("."),
+            tool,
+            &[
+                "--name=d",
+                "--ioengine=psync",
+                "--rw=read",
+                "--bs=4k",
+                &format!("--opendir={}", tree.display()),
+                &format!("--write_iolog={}", log.display()),
+                "--output-format=json",
+            ],
+        );
+        let ios: Vec<(String, u64)> = read_log(&log)
+            .into_iter()
+            .map(|e| (e.file, e.offset))
+            .collect();
+        seen.push(ios);
+    }
+    assert_eq!(seen[0].len(), 9, "{:?}", seen[0]);
+    assert_eq!(seen[1], seen[0], "fio's files and offsets, then mqblk's");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `tool` ([`tool_command`]) run in `dir` with `args`, which must succeed.
+fn succeed_in(dir: &Path, tool: &str, args: &[&str]) -> std::process::Output {
+    let o = tool_command(tool)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{tool} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
 }

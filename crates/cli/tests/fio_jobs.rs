@@ -246,7 +246,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let bad = dir.join("bad.fio");
     std::fs::write(
         &bad,
-        "[global]\nioengine=libaio\n; a comment\nread_iolog=h\n[a]\nrw=raed\nbs=4k\nserialize_overlap=1\n",
+        "[global]\nioengine=libaio\n; a comment\nread_iolog=h\n[a]\nrw=raed\nbs=4k\nlockfile=exclusive\n",
     )
     .unwrap();
     let bad = bad.display().to_string();
@@ -257,9 +257,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     assert_eq!(lines.len(), 3, "{err}");
     assert!(lines[0].starts_with(&format!("mqblk bench: {bad}:4: fio option 'read_iolog'")));
     assert!(lines[1].starts_with(&format!("mqblk bench: {bad}:6: option 'rw': 'raed'")));
-    assert!(lines[2].starts_with(&format!(
-        "mqblk bench: {bad}:8: fio option 'serialize_overlap'"
-    )));
+    assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'lockfile'")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -365,6 +365,45 @@ impl DeviceConfig {
         DeviceConfig::plan_jobs(specs, false)
     }
 
+    /// What a run on real files checks before it starts, beyond [`Self::from_jobs`] (which
+    /// the simulator shares, whose files are not real): every file's directory exists
+    /// (fio makes files, not directories), and a job that writes does not write a mounted
+    /// block device (fio's `check_mount_writes`) unless it sets `allow_mounted_write`.
+    pub fn check_real_files(&self, specs: &[JobSpec]) -> Result<(), DeviceError> {
+        if !matches!(self.driver, DriverConfig::Uring(_)) {
+            return Ok(());
+        }
+        for s in specs.iter().filter(|s| s.has_files()) {
+            let refuse = |m: String| {
+                Err(DeviceError::Invalid(
+                    mqblk_workload::job::at_files(s, m).to_string(),
+                ))
+            };
+            for clone in 0..s.numjobs.max(1) {
+                for p in s.file_names(clone) {
+                    // fio: "DIR is not a directory".
+                    let dir = std::path::Path::new(&p).parent();
+                    if let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+                        return refuse(format!(
+                            "directory {} of file {p} does not exist (the run makes files, not directories)",
+                            d.display()
+                        ));
+                    }
+                    // fio checks the device itself; here a mounted partition counts too.
+                    if !s.rw.does_write() || s.allow_mounted_write {
+                        continue;
+                    }
+                    if let Some((src, on)) = mounted(&p) {
+                        return refuse(format!(
+                            "{p} is a mounted block device ({src} on {on}); writing it would corrupt that file system (allow_mounted_write=1 to go on)"
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// [`Self::from_jobs`] as fio's `--parse-only` checks: the options, not the files. A
     /// file that does not exist (or cannot be looked at) stands for as much as the job
     /// would use, so a job file naming `/dev/sdX` of another machine parses here too; its
@@ -411,47 +450,6 @@ impl DeviceConfig {
             FileLayout::plan(specs, |s, _| Ok((!s.file_append).then(|| s.device_size())))
         }
         .map_err(|e| DeviceError::Invalid(e.to_string()))?;
-        // fio makes a job's files but not their directories ("fio: DIR is not a
-        // directory").
-        if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
-            for s in specs.iter().filter(|s| s.has_files()) {
-                for clone in 0..s.numjobs.max(1) {
-                    for p in s.file_names(clone) {
-                        let dir = std::path::Path::new(&p).parent();
-                        if let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
-                            let m = format!(
-                                "directory {} of file {p} does not exist (the run makes files, not directories)",
-                                d.display()
-                            );
-                            return Err(DeviceError::Invalid(
-                                mqblk_workload::job::at_files(s, m).to_string(),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        // fio's `check_mount_writes`: a job that writes may not use a mounted block device
-        // (here, nor one with a mounted partition) without `allow_mounted_write`.
-        if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
-            for s in specs
-                .iter()
-                .filter(|s| s.rw.does_write() && !s.allow_mounted_write)
-            {
-                for clone in 0..s.numjobs.max(1) {
-                    for p in s.file_names(clone) {
-                        if let Some((src, on)) = mounted(&p) {
-                            let m = format!(
-                                "{p} is a mounted block device ({src} on {on}); writing it would corrupt that file system (allow_mounted_write=1 to go on)"
-                            );
-                            return Err(DeviceError::Invalid(
-                                mqblk_workload::job::at_files(s, m).to_string(),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
         // fio's `allow_file_create=0`: a job may only use files that are there.
         if let (DriverConfig::Uring(_), false) = (&device.driver, parse_only) {
             for s in specs.iter().filter(|s| !s.allow_file_create) {

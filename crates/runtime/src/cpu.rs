@@ -24,6 +24,12 @@ pub fn pin_current_thread_to(cpus: &[usize]) -> Result<(), PinError> {
     sched_setaffinity(Pid::from_raw(0), &set).map_err(fail)
 }
 
+/// Clock `id`'s time (`clock_gettime`) in ms; `None` where the kernel has no such clock.
+pub fn clock_ms(id: i32) -> Option<u64> {
+    let t = nix::time::clock_gettime(nix::time::ClockId::from_raw(id)).ok()?;
+    Some(t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000)
+}
+
 /// User and system CPU time of a thread or process, with context switches and faults.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpuTime {

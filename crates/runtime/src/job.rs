@@ -36,6 +36,9 @@ pub struct RunJob {
     /// `unlink_each_loop`: the job's files the run made (none that were there before it),
     /// emptied before each loop after the first.
     pub emptied_each_loop: Vec<String>,
+    /// `verify_state_save` reaches a file: the job writes real files, whose data outlives
+    /// the run (a memory-backed null device's does not).
+    pub saves_verify_state: bool,
 }
 
 /// Latency samples of one direction, in nanoseconds.
@@ -114,6 +117,9 @@ pub struct JobOutcome {
     /// When the job started issuing (after `stonewall`, `wait_for` and `startdelay`), in
     /// ms since the epoch: fio's `job_start`.
     pub started_ms: u64,
+    /// When it started in ms since the epoch of its logs' clock (`log_unix_epoch`,
+    /// `log_alternate_epoch`; 0 where its logs count from its start).
+    pub log_epoch_ms: u64,
     pub runtime_ns: u64,
     pub cpu: CpuTime,
     pub ios: u64,
@@ -424,6 +430,9 @@ pub fn run_job<S: LatSink>(
     out.started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    if job.logs.epoch_based() {
+        out.log_epoch_ms = crate::cpu::clock_ms(job.logs.epoch_clock).unwrap_or(out.started_ms);
+    }
     let cpu0 = thread_cpu_time();
     // fio fills each of a writing job's buffers once as it starts (`init_io_u_buffers`).
     let mut buffers = rj.buffers.clone();
@@ -470,7 +479,11 @@ pub fn run_job<S: LatSink>(
     st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
     st.out.iolog = st.driver.take_log();
     // fio's `verify_state_save`, as the job's thread ends.
-    if let Some(state) = st.driver.verify_state(&job.name, job.index) {
+    let state = rj
+        .saves_verify_state
+        .then(|| st.driver.verify_state(&job.name, job.index))
+        .flatten();
+    if let Some(state) = state {
         if let Err(e) = state.save(std::path::Path::new("")) {
             eprintln!("{}: {e}", job.name);
         }

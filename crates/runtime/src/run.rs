@@ -36,6 +36,7 @@ impl Plan {
             return Err(RunError::NoJobs);
         }
         let mut device = DeviceConfig::from_jobs(specs)?;
+        device.check_real_files(specs)?;
         let total: usize = specs.iter().map(|s| s.numjobs.max(1) as usize).sum();
         let nr_ctx = if device.nr_ctx == 0 {
             total.max(1)
@@ -85,6 +86,7 @@ impl Plan {
                 group: job.join_cgroup(&device.blkcg)?,
                 plug_each: on_file,
                 buffers: None,
+                saves_verify_state: matches!(device.driver, DriverConfig::Uring(_)),
                 emptied_each_loop: match &device.driver {
                     DriverConfig::Uring(_) if job.unlink_each_loop => job
                         .files

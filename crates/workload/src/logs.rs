@@ -47,13 +47,24 @@ pub struct LogConfig {
     pub hist_coarseness: u32,
     /// `per_job_logs=0`: files named without the job number, one per prefix for the run.
     pub shared_files: bool,
-    /// `log_unix_epoch`: times in ms since the Unix epoch instead of since the job's start.
+    /// `log_unix_epoch`: times in ms since the Unix epoch instead of since the job's start;
+    /// `log_alternate_epoch`: since the epoch of clock `epoch_clock`
+    /// (`log_alternate_epoch_clock_id`, a `clock_gettime` clock, which `log_unix_epoch`
+    /// reads too: 0, `CLOCK_REALTIME`, by default).
     pub unix_epoch: bool,
+    pub alternate_epoch: bool,
+    pub epoch_clock: i32,
     /// `log_max_value`: an averaged latency line holds the window's largest.
     pub max_value: bool,
 }
 
 impl LogConfig {
+    /// Whether log times count from a clock's epoch (`log_unix_epoch`,
+    /// `log_alternate_epoch`) rather than from the job's start.
+    pub fn epoch_based(&self) -> bool {
+        self.unix_epoch || self.alternate_epoch
+    }
+
     /// Whether any log is asked for.
     pub fn any(&self) -> bool {
         self.lat.is_some() || self.bw.is_some() || self.iops.is_some() || self.hist.is_some()
@@ -377,7 +388,8 @@ impl JobLogs {
     }
 
     /// Writes the job's log files; `number` is the job's number in the run (from 1) and
-    /// `start_ms` when it started in ms since the Unix epoch (for `log_unix_epoch`). With
+    /// `start_ms` when it started in ms since the epoch of the log's clock (for
+    /// `log_unix_epoch` and `log_alternate_epoch`). With
     /// `per_job_logs=0` the clones share a file: one named in `written` (the files this run
     /// wrote so far, which this adds to) is appended to.
     pub fn write(
@@ -393,7 +405,7 @@ impl JobLogs {
             (&self.cfg.bw, "bw", &self.bw),
             (&self.cfg.iops, "iops", &self.iops),
         ];
-        let base = if self.cfg.unix_epoch { start_ms } else { 0 };
+        let base = if self.cfg.epoch_based() { start_ms } else { 0 };
         let name = |prefix: &str, kind: &str| {
             if self.cfg.shared_files {
                 format!("{prefix}_{kind}.log")

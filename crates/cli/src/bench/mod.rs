@@ -54,9 +54,6 @@ fn run(args: &[String]) -> Result<i32, CliError> {
     for note in mqblk_workload::no_effect_notes(&cl.jobs) {
         eprintln!("{note}");
     }
-    if let Some(note) = mqblk_workload::job::null_default_note(&cl.jobs) {
-        eprintln!("{note}");
-    }
     if cl.parse_only {
         return parse_only(&cl);
     }
@@ -72,6 +69,7 @@ fn run(args: &[String]) -> Result<i32, CliError> {
         .progress
         .unwrap_or_else(|| std::io::stdout().is_terminal());
     let b = bench_plan(&cl, &plan, show_progress)?;
+    null_default_note(&cl);
     write_output(&cl, &b.out)?;
     if let Some(d) = &b.debug {
         eprint!("{d}");
@@ -151,7 +149,10 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
             iolog: &out.iolog,
             stats: &sink.stats,
             logs: sink.logs.as_ref(),
-            start_ms: started_ms(out, &exec),
+            start_ms: match out.log_epoch_ms {
+                0 => started_ms(out, &exec),
+                t => t,
+            },
         })
         .collect();
     crate::report::write_job_files(cl, &clones)?;
@@ -185,11 +186,20 @@ fn bench_plan(cl: &CommandLine, plan: &Plan, show_progress: bool) -> Result<Benc
 /// `--parse-only`: the jobs parsed and the device they describe checked, nothing opened,
 /// created or run (as fio's: a file named need not exist here); one line saying what was
 /// found.
+/// Says once, for jobs that will run, which of them run on the null device where fio would
+/// write files ([`mqblk_workload::job::null_default_note`]).
+fn null_default_note(cl: &CommandLine) {
+    if let Some(note) = mqblk_workload::job::null_default_note(&cl.jobs) {
+        eprintln!("{note}");
+    }
+}
+
 fn parse_only(cl: &CommandLine) -> Result<i32, CliError> {
     if cl.jobs.is_empty() {
         return Err("--parse-only: no jobs given (name a job file or --name=)".into());
     }
     mqblk_device::DeviceConfig::from_jobs_parse_only(&cl.jobs)?;
+    null_default_note(cl);
     let names: Vec<&str> = cl.jobs.iter().map(|j| j.name.as_str()).collect();
     let clones: u32 = cl.jobs.iter().map(|j| j.numjobs.max(1)).sum();
     println!(

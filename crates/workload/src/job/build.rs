@@ -124,6 +124,21 @@ fn set_tunable(job: &mut JobSpec, name: &str, value: &str) {
     }
 }
 
+/// The regular files below `dir` into `out`, subdirectories as they come, in the order the
+/// directory lists its entries (fio's `recurse_dir`); symbolic links are passed over.
+fn files_below(dir: &std::path::Path, out: &mut Vec<String>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_file() {
+            out.push(entry.path().to_string_lossy().into_owned());
+        } else if kind.is_dir() {
+            files_below(&entry.path(), out)?;
+        }
+    }
+    Ok(())
+}
+
 /// Builds and validates one job: defaults, then `globals` in order, then `own`.
 ///
 /// `header` is where the job starts (its `[section]` line or `--name=` argument) and is
@@ -144,8 +159,27 @@ pub(crate) fn build_job(
     let all = || globals.iter().copied().chain(own.iter());
     job.from_job_file = matches!(header, Location::File { .. });
     job.files_at = all()
-        .rfind(|e| e.sets("filename") || e.sets("directory"))
+        .rfind(|e| e.sets("filename") || e.sets("directory") || e.sets("opendir"))
         .map(|e| e.loc.clone());
+    // fio's `opendir` (`add_dir_files`): the files below the directory join the job's.
+    if let (Some(dir), Some(at)) = (job.opendir.clone(), job.files_at.clone()) {
+        let mut found = Vec::new();
+        files_below(std::path::Path::new(&dir), &mut found).map_err(|e| {
+            JobError::new(
+                at.clone(),
+                JobErrorKind::Invalid(format!("opendir={dir}: {e}")),
+            )
+        })?;
+        if found.is_empty() {
+            let m = format!("opendir={dir}: no regular file below it");
+            return Err(JobError::new(at, JobErrorKind::Invalid(m)));
+        }
+        let listed: Vec<String> = found.iter().map(|f| f.replace(':', "\\:")).collect();
+        job.filename = Some(match job.filename.take() {
+            Some(names) => format!("{names}:{}", listed.join(":")),
+            None => listed.join(":"),
+        });
+    }
     if !all().any(|e| e.sets("iodepth_batch_complete_max")) {
         // fio's default for the reap limit is `iodepth_batch_complete_min` (fio's HOWTO:
         // "By default it is equal to iodepth_batch_complete_min value"), so fio reaps one

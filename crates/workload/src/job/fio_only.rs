@@ -13,15 +13,12 @@ const TRIM_VERIFY: &str =
 const REPLAY: &str = "replaying an I/O log is `mqblk replay`";
 const MERGE: &str = "merging blktrace logs is not done; replay each with `mqblk replay`";
 const ZONED: &str = "zoned devices are not modelled yet";
-const LOG_EPOCH: &str =
-    "log times are from the job's start, or the Unix epoch with log_unix_epoch=1";
 const UNALIGNED: &str =
     "a block layer moves whole 512-byte sectors, so sizes stay multiples of the smallest";
 
 /// `(fio option name, why it is refused and what to write instead)`.
 static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Files.
-    ("opendir", "name the files with filename=a:b or nrfiles="),
     (
         "lockfile",
         "jobs sharing a file are not serialised by a lock; give each its own region (offset=)",
@@ -34,10 +31,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     // Patterns.
     ("bs_unaligned", UNALIGNED),
     ("blocksize_unaligned", UNALIGNED),
-    (
-        "serialize_overlap",
-        "overlapping I/Os in flight are not held back; use a depth of 1 or norandommap=0",
-    ),
     // Data and verification.
     ("trim_percentage", TRIM_VERIFY),
     ("trim_verify_zero", TRIM_VERIFY),
@@ -65,8 +58,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "block_error_percentiles",
         "trim error histograms are not kept",
     ),
-    ("log_alternate_epoch", LOG_EPOCH),
-    ("log_alternate_epoch_clock_id", LOG_EPOCH),
     // Engine- and OS-specific.
     (
         "nowait",
@@ -74,7 +65,7 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     (
         "hipri_percentage",
-        "libaio's RWF_HIPRI share is not applied; use hipri=1 for polled queues",
+        "pvsync2's share of RWF_HIPRI I/Os is not drawn; hipri=1 polls them all",
     ),
     // Zoned devices.
     ("zonecapacity", ZONED),

@@ -190,8 +190,9 @@ pub struct Job {
     pub verify_state_save: bool,
     /// `fill_device`: ENOSPC (or EDQUOT) ends the job, not as an error.
     pub fill_device: bool,
-    /// `fsync_on_close` ([`JobSpec::fsync_on_close`]).
+    /// `fsync_on_close` ([`JobSpec::fsync_on_close`]) and `serialize_overlap`.
     pub fsync_on_close: bool,
+    pub serialize_overlap: bool,
     /// `unlink_each_loop` ([`JobSpec::unlink_each_loop`]).
     pub unlink_each_loop: bool,
     /// With `verify_state_load`: the state a writing run left, which bounds the verify
@@ -588,6 +589,7 @@ pub fn resolve(
                 verify_only: s.verify_only,
                 fill_device: s.fill_device,
                 fsync_on_close: s.fsync_on_close,
+                serialize_overlap: s.serialize_overlap,
                 unlink_each_loop: s.unlink_each_loop,
                 verify_state_save: s.verify_state_save,
                 verify_state: None,

@@ -577,6 +577,9 @@ pub struct JobSpec {
     pub filename: Option<String>,
     /// `directory=`: where `filename` (or fio's `NAME.0.0` without one) lies.
     pub directory: Option<String>,
+    /// `opendir=DIR`: every regular file below `DIR` (subdirectories included, in the
+    /// order the directory lists them, as fio's `recurse_dir`) joins `filename`'s files.
+    pub opendir: Option<String>,
     /// Where the job's `filename` or `directory` was written (the last of them), for a
     /// problem with its files found after parsing.
     pub files_at: Option<super::error::Location>,
@@ -613,6 +616,8 @@ pub struct JobSpec {
     /// `fsync_on_close`: a writing job syncs each file as it closes (mid-run, once its
     /// pass is done) and at each loop's end, as `end_fsync` does.
     pub fsync_on_close: bool,
+    /// `serialize_overlap`: a read or write that overlaps one in flight waits for it.
+    pub serialize_overlap: bool,
     /// `create_only=1`: the job lays out its files and issues no I/O.
     pub create_only: bool,
     /// fio's `zonemode=strided`: `zonesize` bytes of I/O in a zone of `zonerange` bytes,
@@ -846,9 +851,11 @@ impl Default for JobSpec {
             fill_device: false,
             file_append: false,
             fsync_on_close: false,
+            serialize_overlap: false,
             cpus_allowed: Vec::new(),
             filename: None,
             files_at: None,
+            opendir: None,
             from_job_file: false,
             directory: None,
             nrfiles: 1,

@@ -307,6 +307,26 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "log_alternate_epoch",
+        aliases: &[],
+        default: "0",
+        help: "Log times in ms since the epoch of log_alternate_epoch_clock_id's clock instead of since the job's start.",
+        kind: Kind::Bool {
+            set: |j, v| j.logs.alternate_epoch = v,
+        },
+    },
+    OptDef {
+        name: "log_alternate_epoch_clock_id",
+        aliases: &[],
+        default: "0",
+        help: "The clock_gettime clock (0 CLOCK_REALTIME, 1 CLOCK_MONOTONIC, 7 CLOCK_BOOTTIME, ...) whose epoch log_unix_epoch and log_alternate_epoch count from.",
+        kind: Kind::Int {
+            min: 0,
+            max: 11,
+            set: |j, v| j.logs.epoch_clock = v as i32,
+        },
+    },
+    OptDef {
         name: "log_max_value",
         aliases: &[],
         default: "0",
@@ -1591,6 +1611,24 @@ pub(super) static FIO: &[OptDef] = &[
         help: "Make a job's files that do not exist; 0: a missing file is an error.",
         kind: Kind::Bool {
             set: |j, v| j.allow_file_create = v,
+        },
+    },
+    OptDef {
+        name: "serialize_overlap",
+        aliases: &[],
+        default: "0",
+        help: "A read or write that overlaps one in flight (by offset, as fio compares them) waits until what is in flight has completed.",
+        kind: Kind::Bool {
+            set: |j, v| j.serialize_overlap = v,
+        },
+    },
+    OptDef {
+        name: "opendir",
+        aliases: &[],
+        default: "",
+        help: "Every regular file below this directory (subdirectories too, in the order it lists them) is one of the job's files.",
+        kind: Kind::Str {
+            set: |j, v| j.opendir = opt_string(v),
         },
     },
     OptDef {
