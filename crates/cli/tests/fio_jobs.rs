@@ -1036,7 +1036,11 @@ fn the_fio_option_table_in_the_docs_is_what_mqblk_does() {
         ("nice", "5", "accepted, no effect: "),
         ("ss", "iops:1%", "implemented"),
         ("write_hist_log", "h", "implemented"),
-        ("read_iolog", "x", "refused: replaying"),
+        (
+            "read_iolog",
+            "x",
+            "refused: a job does not take its I/O from a fio I/O log",
+        ),
     ] {
         assert!(
             table.contains(&format!("| `{option}` | {row}")),

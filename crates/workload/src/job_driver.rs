@@ -988,10 +988,15 @@ impl JobDriver {
     /// completion), counted after `ramp_time`, as fio's `account_io_completion` does;
     /// during the ramp it only counts towards `thinktime_blocks` (fio's `io_blocks`).
     pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64, at: u64) {
-        // The file the offset lies in: the one starting last at or before it.
-        let file = (0..self.bases.len())
-            .filter(|&f| self.bases[f] <= at)
-            .max_by_key(|&f| self.bases[f]);
+        // The file the offset lies in (the one starting last at or before it), where
+        // something keeps count of completions by file.
+        let file = if self.write_comps.is_some() || self.in_flight.is_some() {
+            (0..self.bases.len())
+                .filter(|&f| self.bases[f] <= at)
+                .max_by_key(|&f| self.bases[f])
+        } else {
+            None
+        };
         if let (Ddir::Write, Some(comps), Some(f)) = (dir, &mut self.write_comps, file) {
             let c = &mut comps[f];
             if c.len() >= self.iodepth.max(1) as usize {

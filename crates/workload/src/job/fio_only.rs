@@ -10,7 +10,8 @@
 /// Reasons several refused options share.
 const TRIM_VERIFY: &str =
     "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim";
-const REPLAY: &str = "replaying an I/O log is `mqblk replay`";
+const REPLAY: &str =
+    "a job does not take its I/O from a fio I/O log; `mqblk replay` replays blktrace captures";
 const MERGE: &str = "merging blktrace logs is not done; replay each with `mqblk replay`";
 const ZONED: &str = "zoned devices are not modelled yet";
 const UNALIGNED: &str =
@@ -37,14 +38,8 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ("trim_backlog", TRIM_VERIFY),
     ("trim_backlog_batch", TRIM_VERIFY),
     // Logs and reporting.
-    (
-        "read_iolog",
-        "replaying an I/O log is `mqblk replay`; remove the line",
-    ),
-    (
-        "read_iolog_chunked",
-        "replaying an I/O log is `mqblk replay`; remove the line",
-    ),
+    ("read_iolog", REPLAY),
+    ("read_iolog_chunked", REPLAY),
     ("replay_align", REPLAY),
     ("replay_no_stall", REPLAY),
     ("replay_redirect", REPLAY),
