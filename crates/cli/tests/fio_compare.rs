@@ -2573,3 +2573,67 @@ fn succeed_in(dir: &Path, tool: &str, args: &[&str]) -> std::process::Output {
     );
     o
 }
+
+/// `read_iolog`: a log fio 3.33 wrote of a mixed job pacing itself with `thinktime` is
+/// replayed I/O for I/O as fio replays it (fio's `--debug=io` queue, mqblk's own
+/// `write_iolog`), at the log's pace (fio's and mqblk's runs last as long as the log, 80 ms
+/// and more) or, with `replay_no_stall`, as fast as it goes; `replay_redirect` sends it all
+/// to another file.
+#[test]
+fn read_iolog_replays_a_fio_log_as_fio_does() {
+    if !have_fio("read_iolog_replays_a_fio_log_as_fio_does") {
+        return;
+    }
+    let dir = scratch("readiolog");
+    succeed_in(
+        &dir,
+        "fio",
+        &[
+            "--name=w",
+            "--filename=data",
+            "--rw=randrw",
+            "--bs=4k",
+            "--size=256k",
+            "--ioengine=psync",
+            "--number_ios=40",
+            "--thinktime=2ms",
+            "--write_iolog=src.log",
+            "--output-format=json",
+        ],
+    );
+    let job = dir.join("replay.fio");
+    std::fs::write(&job, "[r]\nread_iolog=src.log\nioengine=psync\n").unwrap();
+    let fio: Vec<(Op, u64)> = fio_trace(&job, &dir, &[])
+        .into_iter()
+        .map(|e| (e.op, e.offset))
+        .collect();
+    assert_eq!(fio.len(), 40, "{fio:?}");
+    let runtime = |v: &serde_json::Value| v["jobs"][0]["job_runtime"].as_u64().unwrap();
+    let (v, _) = run_tool_in(&dir, "fio", &["--output-format=json", "replay.fio"]);
+    assert!(runtime(&v) >= 75, "fio: {v}");
+    let mq = |extra: &[&str]| -> (serde_json::Value, Vec<(Op, u64, String)>) {
+        let _ = std::fs::remove_file(dir.join("r.log"));
+        let args = [
+            &["--output-format=json", "replay.fio", "--write_iolog=r.log"][..],
+            extra,
+        ]
+        .concat();
+        let o = succeed_in(&dir, "bench", &args);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let log = read_log(&dir.join("r.log"))
+            .into_iter()
+            .map(|e| (e.op, e.offset, e.file))
+            .collect();
+        (v, log)
+    };
+    let (v, log) = mq(&[]);
+    let ours: Vec<(Op, u64)> = log.iter().map(|(op, o, _)| (*op, *o)).collect();
+    assert_eq!(ours, fio, "fio's replay, then mqblk's");
+    assert!(runtime(&v) >= 75, "mqblk: {v}");
+    let (v, _) = mq(&["--replay_no_stall=1"]);
+    assert!(runtime(&v) < 40, "mqblk, no stall: {v}");
+    let (_, log) = mq(&["--replay_redirect=other"]);
+    assert!(log.iter().all(|(_, _, f)| f == "other"), "{log:?}");
+    assert_eq!(log.len(), 40);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -246,7 +246,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let bad = dir.join("bad.fio");
     std::fs::write(
         &bad,
-        "[global]\nioengine=libaio\n; a comment\nread_iolog=h\n[a]\nrw=raed\nbs=4k\nlockfile=exclusive\n",
+        "[global]\nioengine=libaio\n; a comment\ntrim_backlog=4\n[a]\nrw=raed\nbs=4k\nlockfile=exclusive\n",
     )
     .unwrap();
     let bad = bad.display().to_string();
@@ -255,7 +255,7 @@ fn parse_only_checks_a_file_and_runs_nothing() {
     let err = text(&o.stderr);
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 3, "{err}");
-    assert!(lines[0].starts_with(&format!("mqblk bench: {bad}:4: fio option 'read_iolog'")));
+    assert!(lines[0].starts_with(&format!("mqblk bench: {bad}:4: fio option 'trim_backlog'")));
     assert!(lines[1].starts_with(&format!("mqblk bench: {bad}:6: option 'rw': 'raed'")));
     assert!(lines[2].starts_with(&format!("mqblk bench: {bad}:8: fio option 'lockfile'")));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -1036,11 +1036,8 @@ fn the_fio_option_table_in_the_docs_is_what_mqblk_does() {
         ("nice", "5", "accepted, no effect: "),
         ("ss", "iops:1%", "implemented"),
         ("write_hist_log", "h", "implemented"),
-        (
-            "read_iolog",
-            "x",
-            "refused: a job does not take its I/O from a fio I/O log",
-        ),
+        ("replay_no_stall", "1", "implemented"),
+        ("trim_backlog", "4", "refused: trimming written blocks"),
     ] {
         assert!(
             table.contains(&format!("| `{option}` | {row}")),

@@ -228,6 +228,8 @@ pub struct JobDriver {
     drained_for_unlink: bool,
     /// `fill_device` ([`Self::fill_ended`]).
     fill_device: bool,
+    /// `read_iolog`: where the replay of the log is; the job's I/O is the log's.
+    log_replay: Option<crate::iolog_replay::Cursor>,
     /// `fsync_on_close`: files closed mid-run, each synced once what is in flight has
     /// completed (fio's `td_io_close_file`); the last I/O was a flush (fio's
     /// `last_was_sync`, which skips that sync); the next I/O stays out of `write_iolog`
@@ -424,6 +426,7 @@ impl JobDriver {
             unlink_due: false,
             drained_for_unlink: false,
             fill_device: job.fill_device,
+            log_replay: job.replay.clone().map(crate::iolog_replay::Cursor::new),
             fsync_on_close: job.fsync_on_close && job.rw.does_write(),
             in_flight: job.serialize_overlap.then(Vec::new),
             overlap_drained: false,
@@ -700,6 +703,15 @@ impl JobDriver {
                     }
                     let io = match self.held.take() {
                         Some(io) => io,
+                        // fio's `read_iolog_get`: the log's next I/O, at its time.
+                        None if self.log_replay.is_some() => match self.replay_io(now) {
+                            Some(Ok(io)) => io,
+                            Some(Err(t)) => return Next::Until(t),
+                            None => {
+                                self.end_main();
+                                continue;
+                            }
+                        },
                         None => match self.main_io() {
                             Some(io) => io,
                             // fio found no next I/O: the pass is over (a pass that issued
@@ -1201,6 +1213,40 @@ impl JobDriver {
             fua: write && self.sync_writes,
             cmdprio: None,
         })
+    }
+
+    /// The replayed log's next I/O at `now` (`Err`: not before that time; `None`: the log
+    /// is done), counted as a main-phase I/O.
+    fn replay_io(&mut self, now: u64) -> Option<Result<JobIo, u64>> {
+        let (kind, file, offset, len) = match self.log_replay.as_mut()?.next(now) {
+            crate::iolog_replay::Due::End => return None,
+            crate::iolog_replay::Due::Wait(t) => return Some(Err(t)),
+            crate::iolog_replay::Due::Io {
+                kind,
+                file,
+                offset,
+                len,
+            } => (kind, file, offset, len),
+        };
+        let file = file.min(self.bases.len().saturating_sub(1) as u32);
+        let write = kind == IoKind::Write;
+        if matches!(kind, IoKind::Read | IoKind::Write | IoKind::Trim) {
+            self.issued += 1;
+            self.main_bytes += u64::from(len);
+        }
+        if write {
+            self.writes_issued += 1;
+        }
+        let flush = matches!(kind, IoKind::Flush | IoKind::Datasync);
+        Some(Ok(JobIo {
+            kind,
+            offset: self.bases[file as usize] + if flush { 0 } else { offset },
+            len,
+            file,
+            sync: flush || write && (self.direct || self.sync_writes),
+            fua: write && self.sync_writes,
+            cmdprio: None,
+        }))
     }
 
     fn end_main(&mut self) {

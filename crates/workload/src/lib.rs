@@ -18,6 +18,7 @@ pub mod cmdprio;
 pub mod exec;
 pub mod flow;
 pub mod iolog;
+pub mod iolog_replay;
 pub mod job;
 pub mod job_driver;
 pub mod lat_target;

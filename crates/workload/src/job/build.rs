@@ -161,6 +161,30 @@ pub(crate) fn build_job(
     job.files_at = all()
         .rfind(|e| e.sets("filename") || e.sets("directory") || e.sets("opendir"))
         .map(|e| e.loc.clone());
+    // fio's `read_iolog`: the log's files are the job's, its directions the job's `rw`
+    // and its largest I/Os the job's block sizes.
+    if let Some(path) = job.read_iolog.clone() {
+        let at = all()
+            .rfind(|e| e.sets("read_iolog"))
+            .map_or_else(|| header.clone(), |e| e.loc.clone());
+        let bad = |m: String| JobError::new(at.clone(), JobErrorKind::Invalid(m));
+        let align = job.replay_options.align;
+        if align != 0 && !align.is_power_of_two() {
+            return Err(bad(format!("replay_align={align}: not a power of two")));
+        }
+        let log = crate::iolog_replay::ReplayLog::read(&path, &job.replay_options).map_err(bad)?;
+        let names: Vec<String> = log.files.iter().map(|f| f.replace(':', "\\:")).collect();
+        job.filename = Some(names.join(":"));
+        job.files_at = Some(at);
+        job.rw = match log.directions() {
+            (true, true) => spec::RwMode::ReadWrite,
+            (false, true) => spec::RwMode::Write,
+            _ => spec::RwMode::Read,
+        };
+        let [r, w] = log.max_len().map(|l| u64::from(l.max(512)));
+        job.bs = [r, w, w];
+        job.replay = Some(std::sync::Arc::new(log));
+    }
     // fio's `opendir` (`add_dir_files`): the files below the directory join the job's.
     if let (Some(dir), Some(at)) = (job.opendir.clone(), job.files_at.clone()) {
         let mut found = Vec::new();

@@ -98,7 +98,7 @@ impl FileLayout {
                 let mut sizes = Seeds::fio(rand_seed, thread, repeatable, s.random_generator)
                     .all_repeatable(s.allrandrepeat)
                     .state(slot::FILE_SIZE);
-                for path in names.into_iter() {
+                for (k, path) in names.into_iter().enumerate() {
                     // fio's `file_append` (`get_start_offset`): a regular file's I/O starts
                     // at its end as the run finds it.
                     let appended = if s.file_append {
@@ -106,7 +106,14 @@ impl FileLayout {
                     } else {
                         None
                     };
+                    // A replayed log's file (the job's files are its, in its order) is as
+                    // large as its I/O reaches.
+                    let replayed = s
+                        .replay
+                        .as_ref()
+                        .map(|r| r.extents().get(k).copied().unwrap_or(0).max(512));
                     let given = match (s.filesize, s.size) {
+                        _ if replayed.is_some() => replayed,
                         (Some((lo, hi)), _) => Some(draw_filesize(s, &mut sizes, lo, hi)),
                         (None, Some(size)) => {
                             Some(appended.unwrap_or(start).saturating_add(size / n))

@@ -10,8 +10,6 @@
 /// Reasons several refused options share.
 const TRIM_VERIFY: &str =
     "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim";
-const REPLAY: &str =
-    "a job does not take its I/O from a fio I/O log; `mqblk replay` replays blktrace captures";
 const MERGE: &str = "merging blktrace logs is not done; replay each with `mqblk replay`";
 const ZONED: &str = "zoned devices are not modelled yet";
 const UNALIGNED: &str =
@@ -38,14 +36,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ("trim_backlog", TRIM_VERIFY),
     ("trim_backlog_batch", TRIM_VERIFY),
     // Logs and reporting.
-    ("read_iolog", REPLAY),
-    ("read_iolog_chunked", REPLAY),
-    ("replay_align", REPLAY),
-    ("replay_no_stall", REPLAY),
-    ("replay_redirect", REPLAY),
-    ("replay_scale", REPLAY),
-    ("replay_skip", REPLAY),
-    ("replay_time_scale", REPLAY),
     ("merge_blktrace_file", MERGE),
     ("merge_blktrace_iters", MERGE),
     ("merge_blktrace_scalars", MERGE),
@@ -75,6 +65,10 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
 /// `(fio option name, why it changes nothing in mqblk)`: fio's process, memory and clock
 /// settings, which decide how fio itself runs, not what I/O reaches the block layer.
 static NO_EFFECT: &[(&str, &str)] = &[
+    (
+        "replay_skip",
+        "fio skips I/O types of a blktrace capture it replays; a fio I/O log is replayed whole (a capture is `mqblk replay`'s)",
+    ),
     (
         "nice",
         "process CPU priority is not applied (I/O priority is prioclass=/prio=)",

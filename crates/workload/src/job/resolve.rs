@@ -190,6 +190,8 @@ pub struct Job {
     pub verify_state_save: bool,
     /// `fill_device`: ENOSPC (or EDQUOT) ends the job, not as an error.
     pub fill_device: bool,
+    /// `read_iolog`'s log ([`JobSpec::replay`]), which is then the job's I/O.
+    pub replay: Option<Arc<crate::iolog_replay::ReplayLog>>,
     /// `fsync_on_close` ([`JobSpec::fsync_on_close`]) and `serialize_overlap`.
     pub fsync_on_close: bool,
     pub serialize_overlap: bool,
@@ -590,6 +592,7 @@ pub fn resolve(
                 fill_device: s.fill_device,
                 fsync_on_close: s.fsync_on_close,
                 serialize_overlap: s.serialize_overlap,
+                replay: s.replay.clone(),
                 unlink_each_loop: s.unlink_each_loop,
                 verify_state_save: s.verify_state_save,
                 verify_state: None,

@@ -618,6 +618,12 @@ pub struct JobSpec {
     pub fsync_on_close: bool,
     /// `serialize_overlap`: a read or write that overlaps one in flight waits for it.
     pub serialize_overlap: bool,
+    /// `read_iolog=FILE` and fio's `replay_*` options; the log as read (with the job file,
+    /// [`crate::iolog_replay`]), whose files become the job's.
+    pub read_iolog: Option<String>,
+    pub read_iolog_chunked: bool,
+    pub replay_options: crate::iolog_replay::ReplayOptions,
+    pub replay: Option<std::sync::Arc<crate::iolog_replay::ReplayLog>>,
     /// `create_only=1`: the job lays out its files and issues no I/O.
     pub create_only: bool,
     /// fio's `zonemode=strided`: `zonesize` bytes of I/O in a zone of `zonerange` bytes,
@@ -852,6 +858,10 @@ impl Default for JobSpec {
             file_append: false,
             fsync_on_close: false,
             serialize_overlap: false,
+            read_iolog: None,
+            read_iolog_chunked: false,
+            replay_options: Default::default(),
+            replay: None,
             cpus_allowed: Vec::new(),
             filename: None,
             files_at: None,

@@ -613,14 +613,14 @@ fn an_unset_variable_is_named_when_its_line_fails() {
 
 #[test]
 fn every_problem_of_a_file_is_listed_at_once_in_file_order() {
-    let text = "[global]\nioengine=io_uring\nread_iolog=lat\n\n[a]\nrw=randread\nbogus_opt=1\n\
+    let text = "[global]\nioengine=io_uring\ntrim_backlog=4\n\n[a]\nrw=randread\nbogus_opt=1\n\
                 iodepth=0\n[b]\nbs=1000\n[c]\nlockfile=exclusive\nrw=randwrite\n";
     let err = parse_job_text("jobs.fio", text).expect_err("problems");
     let lines: Vec<String> = err.to_string().lines().map(str::to_string).collect();
     assert_eq!(err.count(), 4, "{lines:#?}");
     assert_eq!(lines.len(), 4);
     assert!(
-        lines[0].starts_with("jobs.fio:3: fio option 'read_iolog' is not implemented by mqblk: ")
+        lines[0].starts_with("jobs.fio:3: fio option 'trim_backlog' is not implemented by mqblk: ")
     );
     assert_eq!(lines[1], "jobs.fio:7: unknown option 'bogus_opt'");
     assert!(lines[2].starts_with("jobs.fio:8: option 'iodepth': value '0' out of range"));
@@ -882,4 +882,37 @@ fn jobs_that_name_no_engine_nor_file_get_one_note() {
     assert!(note.contains("psync on files a.0.0"), "{note}");
     let jobs = parse_job_text("t.fio", "[c]\nioengine=psync\nsize=1m\n").unwrap();
     assert_eq!(null_default_note(&jobs), None);
+}
+
+/// `read_iolog`: the log's files become the job's, its directions the job's `rw` and its
+/// largest I/Os its block sizes; a `replay_align` that is not a power of two and a missing
+/// log are refused at the line that named them.
+#[test]
+fn a_replayed_log_gives_the_job_its_files_directions_and_sizes() {
+    let dir = std::env::temp_dir().join(format!("mqblk-readiolog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("src.log");
+    std::fs::write(
+        &log,
+        "fio version 3 iolog\n0 a add\n0 b add\n10 a write 0 8192\n20 b write 4096 4096\n",
+    )
+    .unwrap();
+    let text = format!("[r]\nread_iolog={}\n", log.display());
+    let jobs = parse_job_text("x.fio", &text).unwrap();
+    assert_eq!(jobs[0].filename.as_deref(), Some("a:b"));
+    assert_eq!(jobs[0].rw, RwMode::Write);
+    assert_eq!(jobs[0].bs[1], 8192);
+    let e = parse_job_text("x.fio", &format!("{text}replay_align=3000\n")).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("replay_align=3000: not a power of two"),
+        "{e}"
+    );
+    let e = parse_job_text("x.fio", "[r]\nread_iolog=/nonexistent/log\n").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("x.fio:2: read_iolog=/nonexistent/log: "),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

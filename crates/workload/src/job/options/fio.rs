@@ -1614,6 +1614,73 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "read_iolog",
+        aliases: &[],
+        default: "",
+        help: "The job's I/O is this fio I/O log's (version 2 or 3), in its order and at its pace; its files are the job's.",
+        kind: Kind::Str {
+            set: |j, v| j.read_iolog = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "read_iolog_chunked",
+        aliases: &[],
+        default: "0",
+        help: "fio reads the log in chunks to save memory; mqblk reads it whole, the same I/O.",
+        kind: Kind::Bool {
+            set: |j, v| j.read_iolog_chunked = v,
+        },
+    },
+    OptDef {
+        name: "replay_no_stall",
+        aliases: &[],
+        default: "0",
+        help: "Replay the log as fast as it goes, in its order, not at its pace.",
+        kind: Kind::Bool {
+            set: |j, v| j.replay_options.no_stall = v,
+        },
+    },
+    OptDef {
+        name: "replay_time_scale",
+        aliases: &[],
+        default: "100",
+        help: "Replay at this percent of the log's pace (200: twice as fast).",
+        kind: Kind::Int {
+            min: 1,
+            max: 1_000_000,
+            set: |j, v| j.replay_options.time_scale = v,
+        },
+    },
+    OptDef {
+        name: "replay_redirect",
+        aliases: &[],
+        default: "",
+        help: "Replay every line of the log onto this one file or device.",
+        kind: Kind::Str {
+            set: |j, v| j.replay_options.redirect = opt_string(v),
+        },
+    },
+    OptDef {
+        name: "replay_scale",
+        aliases: &[],
+        default: "0",
+        help: "Divide the log's offsets by this.",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.replay_options.scale = v,
+        },
+    },
+    OptDef {
+        name: "replay_align",
+        aliases: &[],
+        default: "0",
+        help: "Align the log's offsets down to this power of two.",
+        kind: Kind::Size {
+            set: |j, v| j.replay_options.align = v,
+        },
+    },
+    OptDef {
         name: "serialize_overlap",
         aliases: &[],
         default: "0",
