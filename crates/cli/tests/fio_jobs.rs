@@ -1184,3 +1184,52 @@ fn a_character_device_is_read_and_written_at_the_jobs_size() {
         "{err}"
     );
 }
+
+/// fio's `nowait`: reads carry `REQ_NOWAIT`, so on a device with 4 tags a depth-32 job's
+/// reads that find no free tag fail with EAGAIN instead of waiting, ending the job with
+/// fio's error 11, in bench and in the simulator alike; without it none fails, and with
+/// `ignore_error=EAGAIN` the job reads on, counting them.
+#[test]
+fn nowait_fails_a_read_that_finds_no_tag_with_eagain() {
+    let job = [
+        "--name=x",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=32",
+        "--size=64m",
+        "--hw_queue_depth=4",
+        "--output-format=json",
+    ];
+    for cmd in ["bench", "sim"] {
+        let engine: &[&str] = if cmd == "bench" {
+            &["--ioengine=null", "--irqmode=2", "--completion_nsec=20000"]
+        } else {
+            &[]
+        };
+        let run = |extra: &[&str]| -> serde_json::Value {
+            let o = mqblk(&[&[cmd][..], &job, engine, extra].concat());
+            let out = text(&o.stdout);
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{cmd} {extra:?}: {e}: {out}"))
+        };
+        let v = run(&[]);
+        assert_eq!(v["jobs"][0]["error"], 0, "{cmd}");
+        assert_eq!(v["jobs"][0]["read"]["total_ios"], 16384, "{cmd}");
+        let v = run(&["--nowait=1"]);
+        assert_eq!(v["jobs"][0]["error"], 11, "{cmd}: EAGAIN");
+        assert!(
+            v["jobs"][0]["read"]["total_ios"].as_u64().unwrap() < 64,
+            "{cmd}"
+        );
+        let v = run(&[
+            "--nowait=1",
+            "--continue_on_error=read",
+            "--ignore_error=EAGAIN",
+        ]);
+        let errs = v["jobs"][0]["total_err"].as_u64().unwrap();
+        let ok = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
+        assert!(
+            errs > 0 && ok > 0 && ok + errs >= 16384,
+            "{cmd}: {ok} read, {errs} failed"
+        );
+    }
+}

@@ -82,6 +82,10 @@ bitflags::bitflags! {
         const POLLED = 1 << 5;
         /// The issuer has nothing more to send right away (`REQ_IDLE`; O_DIRECT writes).
         const IDLE = 1 << 6;
+        /// Fail with `BLK_STS_AGAIN` rather than wait (`REQ_NOWAIT`, from `RWF_NOWAIT`):
+        /// where no tag is free (`blk_mq_get_new_requests`) or the bio would need
+        /// splitting (`bio_split_rw_at`).
+        const NOWAIT = 1 << 7;
     }
 }
 

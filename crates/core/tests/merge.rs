@@ -788,3 +788,45 @@ fn merging_counts_pages_and_respects_the_virtual_boundary() {
         "8 KiB then 4 KiB is gapless"
     );
 }
+
+/// `REQ_NOWAIT` (`bio_split_rw_at`, `blk_mq_get_new_requests`): a bio that would need
+/// splitting is not split but ends with `BLK_STS_AGAIN`, and one that finds no free tag
+/// ends so too instead of coming back to wait; without the flag the first is split and the
+/// second waits.
+#[test]
+fn a_nowait_bio_fails_with_again_where_it_would_split_or_wait() {
+    use mqblk_core::{BlkStatus, ReqFlags};
+    let cfg = QueueConfig {
+        limits: QueueLimits {
+            max_sectors: 64,
+            ..QueueLimits::default()
+        },
+        ..Default::default()
+    };
+    let d = TestDriver::new(Mode::Hold);
+    let q = common::queue(&d, 1, 2, cfg);
+    let mut sub = q.submitter(CtxIdx(0));
+    let nowait = |b: Bio| b.with_flags(ReqFlags::NOWAIT);
+    assert!(matches!(
+        q.submit_bio(&mut sub, nowait(Bio::new(ReqOp::Write, 0, 72)), NOW),
+        Submit::Failed
+    ));
+    assert_eq!(sub.done.pop().map(|b| b.status), Some(BlkStatus::Again));
+    assert_eq!(d.nr_issues(), 0);
+    // Two tags, both taken: a third bio with the flag fails, one without waits.
+    for s in [0, 8] {
+        assert!(matches!(
+            q.submit_bio(&mut sub, nowait(Bio::new(ReqOp::Read, s, 8)), NOW),
+            Submit::Queued
+        ));
+    }
+    assert!(matches!(
+        q.submit_bio(&mut sub, nowait(Bio::new(ReqOp::Read, 16, 8)), NOW),
+        Submit::Failed
+    ));
+    assert_eq!(sub.done.pop().map(|b| b.status), Some(BlkStatus::Again));
+    assert!(matches!(
+        q.submit_bio(&mut sub, Bio::new(ReqOp::Read, 16, 8), NOW),
+        Submit::Busy(_)
+    ));
+}

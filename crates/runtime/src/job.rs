@@ -592,7 +592,7 @@ impl<S: LatSink> JobState<'_, S> {
     }
 
     fn make_bio(&mut self, io: JobIo) -> Bio {
-        let (op, flags) = io.op_flags();
+        let (op, flags) = self.job.bio_flags(&io);
         let (offset, len) = (io.offset, io.len);
         let mut bio = Bio::new(op, offset >> SECTOR_SHIFT, len >> SECTOR_SHIFT)
             .with_flags(flags)

@@ -44,6 +44,18 @@ pub struct CgroupError {
 }
 
 impl Job {
+    /// The operation and flags of the job's I/O `io` as its bio carries them
+    /// ([`JobIo::op_flags`]), with `REQ_NOWAIT` on reads and writes of a `nowait` job (fio
+    /// sets `RWF_NOWAIT`, which direct I/O turns into `REQ_NOWAIT`).
+    #[inline]
+    pub fn bio_flags(&self, io: &JobIo) -> (ReqOp, ReqFlags) {
+        let (op, flags) = io.op_flags();
+        if self.nowait && matches!(op, ReqOp::Read | ReqOp::Write) {
+            return (op, flags.union(ReqFlags::NOWAIT));
+        }
+        (op, flags)
+    }
+
     /// The priority the job's bios carry (`prioclass`/`prio`).
     pub fn bio_ioprio(&self) -> IoPrio {
         match self.ioprio {

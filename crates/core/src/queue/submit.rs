@@ -63,6 +63,12 @@ impl QueueInner {
             t.event(&TraceEvent::of_bio(TraceAction::Queue, &bio, sub.ctx, now));
         }
         if self.needs_split(&bio) {
+            // `bio_split_rw_at`: a REQ_NOWAIT bio is not split, it ends with EAGAIN.
+            if bio.flags.contains(ReqFlags::NOWAIT) && bio.split.is_none() {
+                bio.status = BlkStatus::Again;
+                sub.done.push(bio);
+                return Submit::Failed;
+            }
             return self.submit_split(sub, bio, now);
         }
         self.submit_one(sub, bio, now)
@@ -93,6 +99,13 @@ impl QueueInner {
         }
         let rq = match self.alloc_request(sub.ctx, bio, now) {
             Ok(rq) => rq,
+            // `blk_mq_get_new_requests`: no tag for a REQ_NOWAIT bio ends it with
+            // `bio_wouldblock_error` (the rest of a split bio, already in flight, waits).
+            Err(mut bio) if bio.flags.contains(ReqFlags::NOWAIT) && bio.split.is_none() => {
+                bio.status = BlkStatus::Again;
+                sub.done.push(bio);
+                return Submit::Failed;
+            }
             Err(bio) => return Submit::Busy(Box::new(bio)),
         };
         self.queue_new_request(sub, rq, now);

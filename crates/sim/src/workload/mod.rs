@@ -366,7 +366,7 @@ impl Source for FioSource {
     fn next(&mut self, now: Nanos, _rng: &mut SimRng) -> Next {
         match self.driver.next(now.0) {
             mqblk_workload::Next::Io(io) => {
-                let (op, flags) = io.op_flags();
+                let (op, flags) = self.job.bio_flags(&io);
                 Next::Io(IoReq {
                     op,
                     sector: io.offset >> 9,

@@ -45,10 +45,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
     ),
     // Engine- and OS-specific.
     (
-        "nowait",
-        "requests wait for a tag as the kernel's do without REQ_NOWAIT",
-    ),
-    (
         "hipri_percentage",
         "pvsync2's share of RWF_HIPRI I/Os is not drawn; hipri=1 polls them all",
     ),

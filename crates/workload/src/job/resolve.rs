@@ -195,6 +195,8 @@ pub struct Job {
     /// `fsync_on_close` ([`JobSpec::fsync_on_close`]) and `serialize_overlap`.
     pub fsync_on_close: bool,
     pub serialize_overlap: bool,
+    /// `nowait` ([`JobSpec::nowait`]).
+    pub nowait: bool,
     /// `unlink_each_loop` ([`JobSpec::unlink_each_loop`]).
     pub unlink_each_loop: bool,
     /// With `verify_state_load`: the state a writing run left, which bounds the verify
@@ -592,6 +594,7 @@ pub fn resolve(
                 fill_device: s.fill_device,
                 fsync_on_close: s.fsync_on_close,
                 serialize_overlap: s.serialize_overlap,
+                nowait: s.nowait,
                 replay: s.replay.clone(),
                 unlink_each_loop: s.unlink_each_loop,
                 verify_state_save: s.verify_state_save,

@@ -618,6 +618,9 @@ pub struct JobSpec {
     pub fsync_on_close: bool,
     /// `serialize_overlap`: a read or write that overlaps one in flight waits for it.
     pub serialize_overlap: bool,
+    /// `nowait` (io_uring, libaio, pvsync2): reads and writes carry `REQ_NOWAIT` and fail
+    /// with EAGAIN where the block layer would make them wait.
+    pub nowait: bool,
     /// `read_iolog=FILE` and fio's `replay_*` options; the log as read (with the job file,
     /// [`crate::iolog_replay`]), whose files become the job's.
     pub read_iolog: Option<String>,
@@ -858,6 +861,7 @@ impl Default for JobSpec {
             file_append: false,
             fsync_on_close: false,
             serialize_overlap: false,
+            nowait: false,
             read_iolog: None,
             read_iolog_chunked: false,
             replay_options: Default::default(),

@@ -1614,6 +1614,15 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "nowait",
+        aliases: &[],
+        default: "0",
+        help: "Reads and writes carry REQ_NOWAIT (fio's RWF_NOWAIT): where no tag is free, or the bio would need splitting, it fails with EAGAIN instead of waiting.",
+        kind: Kind::Bool {
+            set: |j, v| j.nowait = v,
+        },
+    },
+    OptDef {
         name: "read_iolog",
         aliases: &[],
         default: "",
