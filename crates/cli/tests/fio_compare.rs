@@ -2267,12 +2267,15 @@ fn each_loop_ends_with_its_sync_and_verify_and_unlink_each_loop_empties_the_file
             .map(|e| (e.op, e.offset))
             .collect()
     };
-    let cases: [(&[&str], u64); 3] = [
-        (&["--loops=2", "--verify=crc32c"], 16384),
-        (&["--io_size=24k"], 16384),
-        (&["--io_size=24k", "--unlink_each_loop=1"], 8192),
+    // (options, bytes the file is left with, syncs): `number_ios` counts per loop, as fio's
+    // `exceeds_number_ios` multiplies it by `loops`.
+    let cases: [(&[&str], u64, usize); 4] = [
+        (&["--loops=2", "--verify=crc32c"], 16384, 2),
+        (&["--io_size=24k"], 16384, 2),
+        (&["--io_size=24k", "--unlink_each_loop=1"], 8192, 2),
+        (&["--loops=3", "--number_ios=6"], 16384, 3),
     ];
-    for (extra, size) in cases {
+    for (extra, size, nr_syncs) in cases {
         let mut seen = Vec::new();
         for tool in ["fio", "bench"] {
             let dir = root.join(tool);
@@ -2289,7 +2292,7 @@ fn each_loop_ends_with_its_sync_and_verify_and_unlink_each_loop_empties_the_file
         }
         let syncs = seen[0].iter().filter(|(op, _)| *op == Op::Sync).count();
         assert_eq!(
-            syncs, 2,
+            syncs, nr_syncs,
             "{extra:?}: fio syncs at each loop's end: {:?}",
             seen[0]
         );

@@ -75,7 +75,7 @@ pub struct Job {
     pub norandommap: bool,
     /// `zonemode=strided`'s zones, when on.
     pub zones: Option<Zones>,
-    /// Stop after this many I/Os (0: no limit).
+    /// Stop after this many I/Os (0: no limit): `number_ios` times `loops`, as fio counts.
     pub number_ios: u64,
     /// Without `time_based`: bytes to issue before the job ends (`io_size` times `loops`,
     /// passing over the region as often as it takes), or `None` for `loops` passes.
@@ -506,7 +506,8 @@ pub fn resolve(
                 bs_is_seq_rand: s.bs_is_seq_rand,
                 norandommap: s.norandommap,
                 zones: s.zones(),
-                number_ios: s.number_ios,
+                // fio's `exceeds_number_ios`: `number_ios` I/Os for each of the `loops`.
+                number_ios: s.number_ios.saturating_mul(u64::from(s.loops.max(1))),
                 io_bytes,
                 loops: s.loops.max(1),
                 barrier,
