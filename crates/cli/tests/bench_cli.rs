@@ -1,7 +1,7 @@
 //! `mqblk bench` as a user runs it: the real binary, its output and its errors.
 
 mod common;
-use common::{mqblk, text};
+use common::{mqblk, mqblk_in, text};
 use std::process::Command;
 
 fn job_file(name: &str, body: &str) -> std::path::PathBuf {
@@ -254,19 +254,22 @@ fn uring_on_a_real_file_writes_verifies_and_reads_back() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("data");
     let f = format!("--filename={}", file.display());
-    let o = mqblk(&[
-        "bench",
-        "--ioengine=io_uring",
-        &f,
-        "--size=8m",
-        "--name=w",
-        "--rw=randwrite",
-        "--bs=4k",
-        "--iodepth=16",
-        "--verify=crc32c",
-        "--fsync=32",
-        "--end_fsync",
-    ]);
+    let o = mqblk_in(
+        &dir,
+        &[
+            "bench",
+            "--ioengine=io_uring",
+            &f,
+            "--size=8m",
+            "--name=w",
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=16",
+            "--verify=crc32c",
+            "--fsync=32",
+            "--end_fsync",
+        ],
+    );
     let out = text(&o.stdout);
     assert!(o.status.success(), "{out}{}", text(&o.stderr));
     assert!(

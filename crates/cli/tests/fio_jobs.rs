@@ -1,19 +1,10 @@
 //! fio job files as people write them for fio, run unchanged by `mqblk bench`: engines,
 //! files, and the way problems are reported.
 
+mod common;
+use common::{mqblk, mqblk_in, text};
 use std::path::PathBuf;
 use std::process::{Command, Output};
-
-fn mqblk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args(args)
-        .output()
-        .expect("running mqblk")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
 
 /// A scratch directory of this test process, under the system's temporary directory.
 fn scratch(test: &str) -> PathBuf {
@@ -420,7 +411,7 @@ fn buffer_and_verify_patterns_write_fios_bytes_and_catch_a_change() {
             "--rw=write",
         ];
         a.extend_from_slice(extra);
-        mqblk(&a)
+        mqblk_in(&dir, &a)
     };
     let o = write(&["--verify=pattern", "--verify_pattern=0xabcd"]);
     assert!(
@@ -924,18 +915,21 @@ fn every_verify_algorithm_writes_checks_and_catches_a_changed_block() {
         "md5", "sha1", "sha256", "sha512", "crc32", "crc64", "crc16", "crc7", "xxhash", "meta",
     ] {
         let v = format!("--verify={algo}");
-        let o = mqblk(&[
-            "bench",
-            "--ioengine=libaio",
-            &f,
-            "--direct=1",
-            "--size=4m",
-            &v,
-            "--name=w",
-            "--rw=randwrite",
-            "--bs=8k",
-            "--iodepth=8",
-        ]);
+        let o = mqblk_in(
+            &dir,
+            &[
+                "bench",
+                "--ioengine=libaio",
+                &f,
+                "--direct=1",
+                "--size=4m",
+                &v,
+                "--name=w",
+                "--rw=randwrite",
+                "--bs=8k",
+                "--iodepth=8",
+            ],
+        );
         let out = text(&o.stdout);
         assert!(o.status.success(), "{algo}: {out}{}", text(&o.stderr));
         assert!(
@@ -956,7 +950,7 @@ fn every_verify_algorithm_writes_checks_and_catches_a_changed_block() {
         "--bs=8k",
         "--do_verify=0",
     ];
-    assert!(mqblk(&write).status.success());
+    assert!(mqblk_in(&dir, &write).status.success());
     {
         use std::os::unix::fs::FileExt;
         let file = std::fs::OpenOptions::new().write(true).open(&data).unwrap();

@@ -14,6 +14,16 @@ pub fn mqblk(args: &[&str]) -> std::process::Output {
         .expect("running mqblk")
 }
 
+/// `mqblk ARGS` run in `dir`, for a job that leaves files in its working directory (a
+/// writing job with `verify=` leaves its verify state there, as fio's does).
+pub fn mqblk_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("running mqblk")
+}
+
 /// Output bytes as text.
 pub fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
