@@ -181,9 +181,13 @@ pub struct JobDriver {
     /// An I/O generated but held back by its direction's rate.
     held: Option<JobIo>,
     /// `io_submit_mode=inline`: ahead of its rate the job first waits for what it has in
-    /// flight, and whether it has for the I/O held now.
+    /// flight.
     rate_quiesce: bool,
-    rate_drained: bool,
+    /// Nothing of the job is in flight: its last answer was [`Next::Drain`] and no I/O has
+    /// gone since. Every "what is in flight completes first" (a think time, the rate,
+    /// a loop's end, the verify pass, a close-time sync, an overlap, emptying files) asks
+    /// this one fact instead of keeping a flag of its own.
+    quiet: bool,
     /// A mixed job with a rate on some direction (`rate_iops`, `rate`): its next I/O's
     /// direction is picked with the rates in view (fio's `rate_ddir`).
     mixed_rates: bool,
@@ -221,11 +225,11 @@ pub struct JobDriver {
     replay_left: u64,
     /// Another of fio's loops follows the current one's end.
     more_loops: bool,
-    /// `unlink_each_loop`, and the files to be emptied (once nothing is in flight, which
-    /// the job waits for first) before the next loop's I/O.
+    /// `unlink_each_loop`; the files are to be emptied before the next loop's I/O, and may
+    /// be now (the job's answer was the drain that empties them).
     unlink_each_loop: bool,
     unlink_due: bool,
-    drained_for_unlink: bool,
+    unlink_now: bool,
     /// `fill_device` ([`Self::fill_ended`]).
     fill_device: bool,
     /// `read_iolog`: where the replay of the log is; the job's I/O is the log's.
@@ -236,10 +240,8 @@ pub struct JobDriver {
     /// (fio's is a plain `fsync(2)`, not an I/O unit it logs).
     fsync_on_close: bool,
     /// `serialize_overlap`: the reads and writes in flight, `(offset in its file, length)`
-    /// (fio compares offsets alone, whatever the file), and whether the job has waited
-    /// for them to complete for the I/O held now.
+    /// (fio compares offsets alone, whatever the file).
     in_flight: Option<Vec<(u64, u64)>>,
-    overlap_drained: bool,
     close_flushes: std::collections::VecDeque<u32>,
     last_was_sync: bool,
     unlogged: bool,
@@ -253,7 +255,6 @@ pub struct JobDriver {
     /// completed so far (fio's `io_blocks[DDIR_READ]`).
     verify_stop: Option<std::sync::Arc<crate::verify_state::VerifyState>>,
     verify_done: u64,
-    drained: bool,
     /// The verify pass has issued its first read (everything before it has completed).
     verify_reading: bool,
     /// `verify_backlog`: written blocks not yet read back, oldest first, and where the job
@@ -388,7 +389,7 @@ impl JobDriver {
             dir_bytes: [0; 3],
             held: None,
             rate_quiesce: !job.submit_offload,
-            rate_drained: false,
+            quiet: false,
             mixed_rates: job.rw.is_mixed() && job.rate_iops.iter().chain(&job.rate).any(|&r| r > 0),
             poisson: job.rate_poisson.then(|| {
                 Box::new(std::array::from_fn(|d| {
@@ -424,12 +425,11 @@ impl JobDriver {
             more_loops: false,
             unlink_each_loop: job.unlink_each_loop,
             unlink_due: false,
-            drained_for_unlink: false,
+            unlink_now: false,
             fill_device: job.fill_device,
             log_replay: job.replay.clone().map(crate::iolog_replay::Cursor::new),
             fsync_on_close: job.fsync_on_close && job.rw.does_write(),
             in_flight: job.serialize_overlap.then(Vec::new),
-            overlap_drained: false,
             close_flushes: Default::default(),
             last_was_sync: false,
             unlogged: false,
@@ -441,7 +441,6 @@ impl JobDriver {
                 .then(|| vec![Default::default(); job.files.len()]),
             verify_stop: job.verify_state.clone(),
             verify_done: 0,
-            drained: false,
             verify_reading: false,
             backlog_every: if verify_pass && !job.verify_only {
                 job.verify_backlog
@@ -520,6 +519,11 @@ impl JobDriver {
             };
             io.cmdprio = dir.and_then(|d| c.pick(rng, d, io.len));
         }
+        match next {
+            Next::Io(_) => self.quiet = false,
+            Next::Drain => self.quiet = true,
+            _ => {}
+        }
         if let Next::Io(io) = &next {
             self.last_was_sync = matches!(io.kind, IoKind::Flush | IoKind::Datasync);
             let rel = io.offset.saturating_sub(self.bases[io.file as usize]);
@@ -565,7 +569,10 @@ impl JobDriver {
         loop {
             match self.phase {
                 Phase::Main => {
-                    if self.unlink_due && !std::mem::replace(&mut self.drained_for_unlink, true) {
+                    // The runner empties the files at this drain ([`Self::take_unlink`]);
+                    // a runner without files lets it pass.
+                    if std::mem::take(&mut self.unlink_due) {
+                        self.unlink_now = true;
                         return Next::Drain;
                     }
                     if self.stopped || self.end_ns.is_some_and(|e| now >= e) {
@@ -626,10 +633,9 @@ impl JobDriver {
                     match self.think {
                         Think::No => {}
                         Think::Due => {
-                            if !std::mem::replace(&mut self.drained, true) {
+                            if !self.quiet {
                                 return Next::Drain;
                             }
-                            self.drained = false;
                             self.think = Think::Until(now.saturating_add(self.think_ns));
                             continue;
                         }
@@ -671,10 +677,9 @@ impl JobDriver {
                     // `fsync_on_close`: a file closed mid-run is synced once what is in
                     // flight completes (fio syncs as the file's last reference drops).
                     if let Some(&file) = self.close_flushes.front() {
-                        if !std::mem::replace(&mut self.drained, true) {
+                        if !self.quiet {
                             return Next::Drain;
                         }
-                        self.drained = false;
                         self.close_flushes.pop_front();
                         if !self.last_was_sync {
                             self.unlogged = true;
@@ -738,7 +743,7 @@ impl JobDriver {
                     if due > now {
                         self.held = Some(io);
                         // fio's `rate_ddir`: inline, what is in flight completes first.
-                        if self.rate_quiesce && !std::mem::replace(&mut self.rate_drained, true) {
+                        if self.rate_quiesce && !self.quiet {
                             return Next::Drain;
                         }
                         return Next::Until(due);
@@ -752,18 +757,16 @@ impl JobDriver {
                         let rel = io.offset.saturating_sub(self.bases[io.file as usize]);
                         let end = rel + u64::from(io.len);
                         if flight.iter().any(|&(o, l)| rel < o + l && o < end) {
-                            if !std::mem::replace(&mut self.overlap_drained, true) {
+                            if !self.quiet {
                                 self.held = Some(io);
                                 return Next::Drain;
                             }
                             self.in_flight.as_mut().map(Vec::clear);
                         }
-                        self.overlap_drained = false;
                         if let Some(f) = &mut self.in_flight {
                             f.push((rel, u64::from(io.len)));
                         }
                     }
-                    self.rate_drained = false;
                     self.dir_ios[d] += 1;
                     self.dir_bytes[d] += u64::from(io.len);
                     if let Some(p) = &mut self.poisson {
@@ -778,9 +781,7 @@ impl JobDriver {
                     return Next::Io(io);
                 }
                 Phase::Verify => {
-                    if !std::mem::replace(&mut self.drained, true) {
-                        return Next::Drain;
-                    }
+                    // Entered from `Finish` with nothing in flight.
                     // A block that failed its check ends the pass (fio's EILSEQ ends the
                     // job unless `continue_on_error` covers it), as does a stop request.
                     if self.stopped {
@@ -852,19 +853,21 @@ impl JobDriver {
                 }
                 Phase::Finish => {
                     // The end of fio's `do_io`: what is in flight completes, then (but
-                    // after an error) `end_fsync` syncs every file of the job, in order.
+                    // after an error) `end_fsync` syncs every file of the job, in order,
+                    // and those complete before the verify pass or the next loop (fio's
+                    // `fio_file_fsync` waits for each).
                     let flushes = (self.end_fsync || self.fsync_on_close) && !self.failed;
-                    let follows =
-                        flushes || (!self.stopped && (self.verify_pass || self.more_loops));
-                    if follows && !std::mem::replace(&mut self.drained, true) {
+                    let more = !self.stopped && (self.verify_pass || self.more_loops);
+                    if (flushes || more) && self.end_flushes == 0 && !self.quiet {
                         return Next::Drain;
                     }
                     if flushes && (self.end_flushes as usize) < self.bases.len() {
                         self.end_flushes += 1;
                         return Next::Io(self.flush(self.end_flushes - 1));
                     }
-                    // Drained, unless flushes went out since.
-                    self.drained = follows && self.end_flushes == 0;
+                    if more && !self.quiet {
+                        return Next::Drain;
+                    }
                     self.end_flushes = 0;
                     self.phase = if self.verify_pass && !self.stopped {
                         Phase::Verify
@@ -1250,7 +1253,6 @@ impl JobDriver {
     }
 
     fn end_main(&mut self) {
-        self.drained = false;
         self.phase = Phase::Finish;
     }
 
@@ -1258,7 +1260,6 @@ impl JobDriver {
     /// `keep_running`), its files emptied first with `unlink_each_loop` and the verify
     /// log started over; else the end.
     fn next_loop(&mut self) -> Phase {
-        self.drained = false;
         if !std::mem::take(&mut self.more_loops) || self.stopped {
             return Phase::Done;
         }
@@ -1277,11 +1278,7 @@ impl JobDriver {
                 self.replay_left = 0;
             }
         }
-        if self.unlink_each_loop {
-            self.unlink_due = true;
-            // The files are emptied once nothing of the job is in flight.
-            self.drained_for_unlink = false;
-        }
+        self.unlink_due = self.unlink_each_loop;
         Phase::Main
     }
 
@@ -1289,7 +1286,7 @@ impl JobDriver {
     /// begins and nothing of the job is in flight); asking clears it. A runner without
     /// files (the simulator) need not ask.
     pub fn take_unlink(&mut self) -> bool {
-        self.drained_for_unlink && std::mem::take(&mut self.unlink_due)
+        std::mem::take(&mut self.unlink_now)
     }
 
     /// Ends the main phase at the next call (a stop request: the progress display's
