@@ -47,13 +47,15 @@ pub struct RunJob {
 /// directory, `FILE` the base name of the job's file and `OFFSET` the piece's offset in
 /// it, as fio's `dump_buf` names them; returns what to add to the mismatch's line.
 fn dump_piece(job: &Job, at: u64, received: &[u8]) -> String {
-    let Some(file) = job.files.iter().rev().find(|f| f.base <= at) else {
+    let Some((i, in_file)) = mqblk_workload::job::file_at(job.files.iter().map(|f| f.base), at)
+    else {
         return String::new();
     };
+    let file = &job.files[i];
     let name = std::path::Path::new(&file.name)
         .file_name()
         .map_or_else(|| file.name.clone(), |n| n.to_string_lossy().into_owned());
-    let stem = format!("{name}.{}", at - file.base);
+    let stem = format!("{name}.{in_file}");
     let mut expected = vec![0u8; received.len()];
     verify::fill(
         &mut expected,

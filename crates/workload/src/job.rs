@@ -27,7 +27,7 @@ pub use error::{JobError, JobErrorKind, Location};
 pub use files::{at_files, FileLayout, LayoutFile, FILE_GAP};
 pub use fio_only::fio_option_table;
 pub use options::{option_table, options_help, OptDef};
-pub use resolve::{resolve, Job, JobFile, ThinkRule};
+pub use resolve::{file_at, resolve, Job, JobFile, ThinkRule};
 pub use spec::{
     reporting_groups, ErrorPolicy, Exit, ExitWhat, Fallocate, FileService, FileServiceKind,
     IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_PERCENTILES, EDQUOT, EILSEQ, EIO, ENOSPC,

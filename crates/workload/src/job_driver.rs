@@ -1003,24 +1003,21 @@ impl JobDriver {
     /// completion), counted after `ramp_time`, as fio's `account_io_completion` does;
     /// during the ramp it only counts towards `thinktime_blocks` (fio's `io_blocks`).
     pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64, at: u64) {
-        // The file the offset lies in (the one starting last at or before it), where
-        // something keeps count of completions by file.
+        // The file and offset in it, where something keeps count of completions by file.
         let file = if self.write_comps.is_some() || self.in_flight.is_some() {
-            (0..self.bases.len())
-                .filter(|&f| self.bases[f] <= at)
-                .max_by_key(|&f| self.bases[f])
+            crate::job::file_at(self.bases.iter().copied(), at)
         } else {
             None
         };
-        if let (Ddir::Write, Some(comps), Some(f)) = (dir, &mut self.write_comps, file) {
+        if let (Ddir::Write, Some(comps), Some((f, off))) = (dir, &mut self.write_comps, file) {
             let c = &mut comps[f];
             if c.len() >= self.iodepth.max(1) as usize {
                 c.pop_front();
             }
-            c.push_back(at - self.bases[f]);
+            c.push_back(off);
         }
-        if let (Some(flight), Some(f)) = (&mut self.in_flight, file) {
-            let done = (at - self.bases[f], bytes);
+        if let (Some(flight), Some((_, off))) = (&mut self.in_flight, file) {
+            let done = (off, bytes);
             if let Some(i) = flight.iter().position(|&r| r == done) {
                 flight.swap_remove(i);
             }
@@ -1203,19 +1200,28 @@ impl JobDriver {
                 self.flush_due = Some(IoKind::Datasync);
             }
         }
-        Some(JobIo {
-            kind: match io.dir {
-                Ddir::Read => IoKind::Read,
-                Ddir::Write => IoKind::Write,
-                Ddir::Trim => IoKind::Trim,
-            },
-            offset: io.offset,
-            len: io.len,
-            file: file as u32,
-            sync: write && (self.direct || self.sync_writes),
+        let kind = match io.dir {
+            Ddir::Read => IoKind::Read,
+            Ddir::Write => IoKind::Write,
+            Ddir::Trim => IoKind::Trim,
+        };
+        Some(self.job_io(kind, file as u32, io.offset, io.len))
+    }
+
+    /// An I/O of the job's at device offset `offset`, as it goes out: a flush, or a write
+    /// of a `direct` or `sync=` job, synchronous; a `sync=` write with FUA.
+    fn job_io(&self, kind: IoKind, file: u32, offset: u64, len: u32) -> JobIo {
+        let write = kind == IoKind::Write;
+        JobIo {
+            kind,
+            offset,
+            len,
+            file,
+            sync: matches!(kind, IoKind::Flush | IoKind::Datasync)
+                || write && (self.direct || self.sync_writes),
             fua: write && self.sync_writes,
             cmdprio: None,
-        })
+        }
     }
 
     /// The replayed log's next I/O at `now` (`Err`: not before that time; `None`: the log
@@ -1232,24 +1238,17 @@ impl JobDriver {
             } => (kind, file, offset, len),
         };
         let file = file.min(self.bases.len().saturating_sub(1) as u32);
-        let write = kind == IoKind::Write;
         if matches!(kind, IoKind::Read | IoKind::Write | IoKind::Trim) {
             self.issued += 1;
             self.main_bytes += u64::from(len);
         }
-        if write {
+        if kind == IoKind::Write {
             self.writes_issued += 1;
         }
+        // A flush has no offset of its own (fio's log gives the last write's).
         let flush = matches!(kind, IoKind::Flush | IoKind::Datasync);
-        Some(Ok(JobIo {
-            kind,
-            offset: self.bases[file as usize] + if flush { 0 } else { offset },
-            len,
-            file,
-            sync: flush || write && (self.direct || self.sync_writes),
-            fua: write && self.sync_writes,
-            cmdprio: None,
-        }))
+        let at = self.bases[file as usize] + if flush { 0 } else { offset };
+        Some(Ok(self.job_io(kind, file, at, len)))
     }
 
     fn end_main(&mut self) {

@@ -29,6 +29,18 @@ pub struct JobFile {
     pub to_eof: bool,
 }
 
+/// Which of the files whose offset 0 lies at `bases` device offset `at` is in (the one
+/// starting last at or before it; a job's files need not come in device order), and the
+/// offset in it.
+pub fn file_at(bases: impl IntoIterator<Item = u64>, at: u64) -> Option<(usize, u64)> {
+    bases
+        .into_iter()
+        .enumerate()
+        .filter(|&(_, b)| b <= at)
+        .max_by_key(|&(_, b)| b)
+        .map(|(i, b)| (i, at - b))
+}
+
 /// fio's think-time triggers (`handle_thinktime`): `thinktime_blocks` I/Os completed
 /// (or issued with `thinktime_blocks_type=issue`) since the last think, and with
 /// `thinktime_iotime` that much time since it (where `thinktime_blocks` is not given, time
