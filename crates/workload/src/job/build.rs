@@ -124,6 +124,16 @@ fn set_tunable(job: &mut JobSpec, name: &str, value: &str) {
     }
 }
 
+/// `names` join the job's `filename` list (a `:` in a name escaped, as fio reads it).
+fn add_filenames(job: &mut JobSpec, names: &[String]) {
+    let listed: Vec<String> = names.iter().map(|f| f.replace(':', "\\:")).collect();
+    let listed = listed.join(":");
+    job.filename = Some(match job.filename.take() {
+        Some(names) => format!("{names}:{listed}"),
+        None => listed,
+    });
+}
+
 /// The regular files below `dir` into `out`, subdirectories as they come, in the order the
 /// directory lists its entries (fio's `recurse_dir`); symbolic links are passed over.
 fn files_below(dir: &std::path::Path, out: &mut Vec<String>) -> std::io::Result<()> {
@@ -173,8 +183,8 @@ pub(crate) fn build_job(
             return Err(bad(format!("replay_align={align}: not a power of two")));
         }
         let log = crate::iolog_replay::ReplayLog::read(&path, &job.replay_options).map_err(bad)?;
-        let names: Vec<String> = log.files.iter().map(|f| f.replace(':', "\\:")).collect();
-        job.filename = Some(names.join(":"));
+        job.filename = None;
+        add_filenames(&mut job, &log.files);
         job.files_at = Some(at);
         job.rw = match log.directions() {
             (true, true) => spec::RwMode::ReadWrite,
@@ -198,11 +208,7 @@ pub(crate) fn build_job(
             let m = format!("opendir={dir}: no regular file below it");
             return Err(JobError::new(at, JobErrorKind::Invalid(m)));
         }
-        let listed: Vec<String> = found.iter().map(|f| f.replace(':', "\\:")).collect();
-        job.filename = Some(match job.filename.take() {
-            Some(names) => format!("{names}:{}", listed.join(":")),
-            None => listed.join(":"),
-        });
+        add_filenames(&mut job, &found);
     }
     if !all().any(|e| e.sets("iodepth_batch_complete_max")) {
         // fio's default for the reap limit is `iodepth_batch_complete_min` (fio's HOWTO:

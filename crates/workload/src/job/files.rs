@@ -82,6 +82,7 @@ impl FileLayout {
                 layout.uses.push(clones);
                 continue;
             }
+            let extents = s.replay.as_ref().map(|r| r.extents());
             for clone in 0..s.numjobs.max(1) {
                 let names = s.file_names(clone);
                 if names.is_empty() {
@@ -108,10 +109,9 @@ impl FileLayout {
                     };
                     // A replayed log's file (the job's files are its, in its order) is as
                     // large as its I/O reaches.
-                    let replayed = s
-                        .replay
+                    let replayed = extents
                         .as_ref()
-                        .map(|r| r.extents().get(k).copied().unwrap_or(0).max(512));
+                        .map(|e| e.get(k).copied().unwrap_or(0).max(512));
                     let given = match (s.filesize, s.size) {
                         _ if replayed.is_some() => replayed,
                         (Some((lo, hi)), _) => Some(draw_filesize(s, &mut sizes, lo, hi)),
