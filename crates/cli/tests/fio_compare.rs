@@ -2307,12 +2307,7 @@ struct SmallFs(PathBuf);
 impl SmallFs {
     fn mount(what: &str, mib: u32) -> SmallFs {
         let dir = scratch(what);
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mount -t tmpfs on {}", dir.display());
+        mqblk_testkit::mount_tmpfs(&dir, mib).unwrap();
         SmallFs(dir)
     }
 
@@ -2325,7 +2320,7 @@ impl SmallFs {
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        mqblk_testkit::umount(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }

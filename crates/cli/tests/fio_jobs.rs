@@ -1069,34 +1069,19 @@ impl MountedLoop {
             .unwrap()
             .set_len(32 << 20)
             .unwrap();
-        let o = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "losetup: {}", text(&o.stderr));
-        let dev = text(&o.stdout).trim().to_string();
+        let dev = mqblk_testkit::attach_loop(&img).unwrap();
         let mnt = dir.join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
         let made = MountedLoop { dev, mnt, dir };
-        let ok = Command::new("mkfs.ext4")
-            .args(["-q", &made.dev])
-            .status()
-            .is_ok_and(|s| s.success())
-            && Command::new("mount")
-                .arg(&made.dev)
-                .arg(&made.mnt)
-                .status()
-                .is_ok_and(|s| s.success());
-        assert!(ok, "mkfs.ext4 and mount of {}", made.dev);
+        mqblk_testkit::mkfs_ext4_and_mount(&made.dev, &made.mnt).unwrap();
         made
     }
 }
 
 impl Drop for MountedLoop {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mnt).status();
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        mqblk_testkit::umount(&self.mnt);
+        mqblk_testkit::detach_loop(&self.dev);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -421,15 +421,7 @@ impl LoopFs {
             use std::os::unix::fs::FileExt;
             f.write_all_at(&mbr, 0).unwrap();
         }
-        let lo = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&img)
-            .output()
-            .map_err(|e| format!("losetup: {e}"))?;
-        if !lo.status.success() {
-            return Err(format!("losetup failed: {}", text(&lo.stderr).trim()));
-        }
-        let dev = text(&lo.stdout).trim().to_string();
+        let dev = mqblk_testkit::attach_loop(&img)?;
         let mnt = dir.join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
         let mut l = LoopFs {
@@ -450,18 +442,7 @@ impl LoopFs {
                 return Err(format!("partx -a {} made no {}", l.dev, l.fs_dev));
             }
         }
-        let ok = Command::new("mkfs.ext4")
-            .args(["-q", &l.fs_dev])
-            .status()
-            .is_ok_and(|s| s.success())
-            && Command::new("mount")
-                .arg(&l.fs_dev)
-                .arg(&l.mnt)
-                .status()
-                .is_ok_and(|s| s.success());
-        if !ok {
-            return Err(format!("mkfs.ext4 or mount of {} failed", l.fs_dev));
-        }
+        mqblk_testkit::mkfs_ext4_and_mount(&l.fs_dev, &l.mnt)?;
         Ok(l)
     }
 
@@ -487,8 +468,8 @@ impl LoopFs {
 
 impl Drop for LoopFs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.mnt).status();
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        mqblk_testkit::umount(&self.mnt);
+        mqblk_testkit::detach_loop(&self.dev);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -40,16 +40,8 @@ impl Loop {
             .unwrap()
             .set_len(128 << 20)
             .unwrap();
-        let o = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "losetup: {}", text(&o.stderr));
-        Loop {
-            dir,
-            dev: text(&o.stdout).trim().to_string(),
-        }
+        let dev = mqblk_testkit::attach_loop(&img).unwrap();
+        Loop { dir, dev }
     }
     fn queue(&self) -> PathBuf {
         Path::new("/sys/block")
@@ -115,7 +107,7 @@ impl Drop for Loop {
         let q = self.queue();
         let _ = std::fs::write(q.join("scheduler"), "none");
         let _ = mqblk_drivers::sysfs::restore_driver_tags(q.parent().unwrap());
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        mqblk_testkit::detach_loop(&self.dev);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -1,5 +1,5 @@
 //! What the test suites share for tests that need something outside the build: an external
-//! tool (blkparse, fio, nbdinfo, QEMU, ...), root, a loop device.
+//! tool (blkparse, fio, nbdinfo, QEMU, ...), root, a loop device, a mounted file system.
 //!
 //! The rule is one for every test: where what a test needs is missing, it fails in CI (the
 //! `CI` variable set: `.ci/run` installs every tool and runs as root) and elsewhere prints one
@@ -115,4 +115,52 @@ fn package_of(tool: &str) -> Option<&'static str> {
         "losetup" => "mount",
         _ => return None,
     })
+}
+
+/// `losetup --find --show IMAGE`: the loop device made over the file `image`.
+pub fn attach_loop(image: &std::path::Path) -> Result<String, String> {
+    let o = Command::new("losetup")
+        .args(["--find", "--show"])
+        .arg(image)
+        .output()
+        .map_err(|e| format!("losetup: {e}"))?;
+    if !o.status.success() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        return Err(format!("losetup {}: {}", image.display(), err.trim()));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+/// `losetup -d DEV`, for a test's cleanup (a failure is not the test's).
+pub fn detach_loop(dev: &str) {
+    let _ = Command::new("losetup").args(["-d", dev]).status();
+}
+
+/// `mkfs.ext4 -q DEV`, then `mount DEV DIR`.
+pub fn mkfs_ext4_and_mount(dev: &str, dir: &std::path::Path) -> Result<(), String> {
+    let ran = |c: &mut Command| c.status().is_ok_and(|s| s.success());
+    if !ran(Command::new("mkfs.ext4").args(["-q", dev])) {
+        return Err(format!("mkfs.ext4 {dev} failed"));
+    }
+    if !ran(Command::new("mount").arg(dev).arg(dir)) {
+        return Err(format!("mount {dev} {} failed", dir.display()));
+    }
+    Ok(())
+}
+
+/// `mount -t tmpfs -o size=MIBm tmpfs DIR`: a file system of `mib` MiB, for a test that
+/// fills one.
+pub fn mount_tmpfs(dir: &std::path::Path, mib: u32) -> Result<(), String> {
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(())
+        .ok_or_else(|| format!("mount -t tmpfs on {} failed", dir.display()))
+}
+
+/// `umount DIR`, for a test's cleanup (a failure is not the test's).
+pub fn umount(dir: &std::path::Path) {
+    let _ = Command::new("umount").arg(dir).status();
 }
