@@ -78,7 +78,7 @@ pub struct Passthrough {
              --device=SPEC, e.g. hdd,ncq=32; default: null with the jobs' queues, depth and \
              size), on virtual CPUs whose every step is charged from a cost table. The same \
              seed and options print the same output.",
-    override_usage = "mqblk sim [OPTIONS] [FIO OPTIONS | JOBFILE...]\n       mqblk sim --fuzz [--seed N] [--runs N] [--ioscheduler=NAME] [-v]"
+    override_usage = "mqblk sim [OPTIONS] [FIO OPTIONS | JOBFILE...]\n       mqblk sim --fuzz [--seed N] [--runs N] [--ioscheduler=NAME] [-v]\n       mqblk sim --crash [--seed N] [--runs N] [--ioscheduler=NAME] [-v]"
 )]
 pub struct SimOpts {
     /// Virtual CPUs, one software queue each (default: enough for the jobs)
@@ -107,14 +107,20 @@ pub struct SimOpts {
     /// prints `reproduce with:` for each failure
     #[arg(long)]
     pub fuzz: bool,
-    /// Fuzz runs (--ioscheduler=NAME fuzzes only that scheduler)
+    /// Random configurations from consecutive seeds, each with a power cut at an instant
+    /// drawn from its seed; checks that every write completed before a completed flush, and
+    /// every completed FUA write, survived; prints `reproduce with:` for each violation
+    #[arg(long, conflicts_with = "fuzz")]
+    pub crash: bool,
+    /// Runs of --fuzz or --crash (--ioscheduler=NAME runs only that scheduler)
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,
-    /// With --fuzz: plant a bug to see the checker catch it (drop-completion:N or
-    /// double-completion:N, the Nth completion)
+    /// Plant a bug to see the checker catch it: with --fuzz drop-completion:N or
+    /// double-completion:N (the Nth completion); with --crash flush-early:N,
+    /// fua-split-drop:N or reorder-past-flush:N (from the Nth flush, split piece or write on)
     #[arg(long, value_name = "BUG:N")]
     pub plant: Option<String>,
-    /// With --fuzz: print the state dump of failures
+    /// With --fuzz or --crash: print the state dump of failures and every violation
     #[arg(short)]
     pub v: bool,
 }

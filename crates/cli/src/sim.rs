@@ -27,24 +27,6 @@ fn opts_error(e: &clap::Error) -> String {
     line.trim_start_matches("mqblk sim: ").to_string()
 }
 
-/// `--plant=BUG:N`.
-fn parse_plant(value: &str) -> Result<mqblk_sim::driver::Plant, String> {
-    use mqblk_sim::driver::Plant;
-    let (bug, n) = value
-        .split_once(':')
-        .ok_or_else(|| format!("--plant={value}: expected BUG:N"))?;
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("--plant={value}: {n} is not a number"))?;
-    match bug {
-        "drop-completion" => Ok(Plant::DropCompletion(n)),
-        "double-completion" => Ok(Plant::DoubleCompletion(n)),
-        _ => Err(format!(
-            "--plant={value}: unknown bug '{bug}' (drop-completion, double-completion)"
-        )),
-    }
-}
-
 /// The job `mqblk sim` runs when none is given.
 pub const DEFAULT_JOB: &str = "\
 [global]
@@ -71,7 +53,11 @@ fn run(args: &[String]) -> Result<i32, CliError> {
         }
         Err(e) => return Err(opts_error(&e).into()),
     };
-    let plant = a.plant.as_deref().map(parse_plant).transpose()?;
+    let plant = a
+        .plant
+        .as_deref()
+        .map(mqblk_sim::driver::Plant::parse)
+        .transpose()?;
     let mut cost = CostTable::default();
     for c in &a.costs {
         if c == "help" {
@@ -93,7 +79,16 @@ fn run(args: &[String]) -> Result<i32, CliError> {
         );
         return Ok(0);
     }
-    if a.fuzz {
+    if a.fuzz || a.crash {
+        let mode = if a.crash { "--crash" } else { "--fuzz" };
+        if let Some(p) = plant.filter(|p| p.durability() != a.crash) {
+            return Err(format!(
+                "--plant={}: that bug is for {}",
+                p.arg(),
+                if a.crash { "--fuzz" } else { "--crash" }
+            )
+            .into());
+        }
         // Only the scheduler may be fixed; everything else is drawn from the seed.
         let mut sched = None;
         for x in &rest {
@@ -109,15 +104,26 @@ fn run(args: &[String]) -> Result<i32, CliError> {
                 }
                 None => {
                     return Err(format!(
-                        "--fuzz picks its own configuration; '{x}' does not apply (only --ioscheduler does)"
+                        "{mode} picks its own configuration; '{x}' does not apply (only --ioscheduler does)"
                     ).into())
                 }
             }
         }
-        return Ok(run_fuzz(a.seed, a.runs, a.v, plant, sched));
+        let set = RunSet {
+            first: a.seed,
+            runs: a.runs,
+            verbose: a.v,
+            plant,
+            sched,
+        };
+        return Ok(if a.crash {
+            run_crash(&set)
+        } else {
+            run_fuzz(&set)
+        });
     }
     if plant.is_some() {
-        return Err("--plant applies to --fuzz only".into());
+        return Err("--plant applies to --fuzz and --crash only".into());
     }
     let s = simulate(&a, cost, &rest)?;
     match &s.output_file {
@@ -155,8 +161,8 @@ pub struct Simulated {
 /// (what the Python bindings call). `--fuzz` is refused here.
 pub fn simulate_args(args: &[String]) -> Result<Simulated, CliError> {
     let (a, rest) = split_known::<SimOpts>(args).map_err(|e| opts_error(&e))?;
-    if a.fuzz || a.plant.is_some() {
-        return Err("--fuzz and --plant run from the command line only".into());
+    if a.fuzz || a.crash || a.plant.is_some() {
+        return Err("--fuzz, --crash and --plant run from the command line only".into());
     }
     let mut cost = CostTable::default();
     for c in &a.costs {
@@ -370,13 +376,35 @@ fn sim_json(r: &SimResult) -> serde_json::Value {
     })
 }
 
-fn run_fuzz(
+/// The options of a reproduce line beyond the seed: the planted bug and the scheduler.
+fn reproduce_flags(plant: Option<mqblk_sim::driver::Plant>, sched: Option<&str>) -> String {
+    let p = plant
+        .map(|p| format!(" --plant={}", p.arg()))
+        .unwrap_or_default();
+    let s = sched
+        .map(|s| format!(" --ioscheduler={s}"))
+        .unwrap_or_default();
+    format!("{p}{s}")
+}
+
+/// The runs `--fuzz` or `--crash` asked for.
+#[derive(Copy, Clone)]
+struct RunSet<'a> {
     first: u64,
     runs: u64,
     verbose: bool,
     plant: Option<mqblk_sim::driver::Plant>,
-    sched: Option<&str>,
-) -> i32 {
+    sched: Option<&'a str>,
+}
+
+fn run_fuzz(set: &RunSet) -> i32 {
+    let RunSet {
+        first,
+        runs,
+        verbose,
+        plant,
+        sched,
+    } = *set;
     // A core assertion that fires is reported as this run's failure, with its message; the
     // default hook would print it (and a backtrace) a second time.
     std::panic::set_hook(Box::new(|_| {}));
@@ -394,19 +422,10 @@ fn run_fuzz(
                 if verbose && !o.dump.is_empty() {
                     println!("{}", o.dump);
                 }
-                let p = match plant {
-                    Some(mqblk_sim::driver::Plant::DropCompletion(n)) => {
-                        format!(" --plant=drop-completion:{n}")
-                    }
-                    Some(mqblk_sim::driver::Plant::DoubleCompletion(n)) => {
-                        format!(" --plant=double-completion:{n}")
-                    }
-                    None => String::new(),
-                };
-                let s = sched
-                    .map(|s| format!(" --ioscheduler={s}"))
-                    .unwrap_or_default();
-                println!("reproduce with: mqblk sim --seed {seed} --fuzz --runs 1{p}{s} -v");
+                println!(
+                    "reproduce with: mqblk sim --seed {seed} --fuzz --runs 1{} -v",
+                    reproduce_flags(plant, sched)
+                );
             }
         }
         let done = seed - first + 1;
@@ -421,6 +440,117 @@ fn run_fuzz(
         requests as f64 / secs.max(1e-9) / 1e6
     );
     i32::from(failed > 0)
+}
+
+/// `mqblk sim --crash`: crash runs from consecutive seeds, on every core of the host (each
+/// run is a pure function of its seed; the reports print in seed order).
+fn run_crash(set: &RunSet) -> i32 {
+    use mqblk_sim::crash;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (first, runs) = (set.first, set.runs);
+    std::panic::set_hook(Box::new(|_| {}));
+    let host = Instant::now();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let (mut violated, mut failed, mut mid_run) = (0u64, 0u64, 0u64);
+    let (mut writes, mut required) = (0u64, 0u64);
+    let mut done = 0u64;
+    const CHUNK: u64 = 512;
+    while done < runs {
+        let n = CHUNK.min(runs - done);
+        let base = first.saturating_add(done);
+        let next = AtomicU64::new(0);
+        let mut outcomes: Vec<(u64, crash::CrashOutcome)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads.min(n))
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= n {
+                                return mine;
+                            }
+                            mine.push((i, crash::run_one(base + i, set.plant, set.sched)));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        outcomes.sort_by_key(|(i, _)| *i);
+        for (_, o) in &outcomes {
+            let seed = o.seed;
+            let reproduce = || {
+                println!("  config: {}", o.summary);
+                println!(
+                    "reproduce with: mqblk sim --crash --seed {seed} --runs 1{} -v",
+                    reproduce_flags(set.plant, set.sched)
+                );
+            };
+            match &o.result {
+                Ok(r) => {
+                    writes += r.writes_completed as u64;
+                    required += r.writes_required as u64;
+                    mid_run += u64::from(r.mid_run);
+                    if !r.violations.is_empty() {
+                        violated += 1;
+                        println!(
+                            "seed {seed}: {} violation(s) after a power cut at {} ({}): {}",
+                            r.violations.len(),
+                            fmt_ns(mqblk_core::Nanos(r.cut_at_ns)),
+                            if r.mid_run {
+                                "mid-run"
+                            } else {
+                                "at the run's end"
+                            },
+                            r.violations[0]
+                        );
+                        if set.verbose {
+                            for v in &r.violations[1..] {
+                                println!("  {v}");
+                            }
+                        }
+                        reproduce();
+                    } else if set.verbose && runs == 1 {
+                        println!(
+                            "seed {seed}: power cut at {} ({}): {} writes completed ({} had to survive) and {} flushes, {} data commands in the device, {} extents on the medium; media {:?}",
+                            fmt_ns(mqblk_core::Nanos(r.cut_at_ns)),
+                            if r.mid_run { "mid-run" } else { "at the run's end" },
+                            r.writes_completed,
+                            r.writes_required,
+                            r.flushes_completed,
+                            r.in_flight,
+                            r.extents,
+                            r.media
+                        );
+                        println!("  config: {}", o.summary);
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!("seed {seed}: FAILED before the cut: {e}");
+                    if set.verbose && !o.dump.is_empty() {
+                        println!("{}", o.dump);
+                    }
+                    reproduce();
+                }
+            }
+        }
+        done += n;
+        eprint!("\rcrash: {done}/{runs} runs, {violated} with violations");
+    }
+    eprintln!();
+    let secs = host.elapsed().as_secs_f64();
+    eprintln!(
+        "crash: {runs} runs from seed {first} in {secs:.1} host s on {threads} threads; {mid_run} cut mid-run; {writes} writes completed, {required} of them had to survive"
+    );
+    if failed > 0 {
+        println!("{failed} runs failed before the cut (the queue's invariants or a stall)");
+    }
+    println!("{runs} runs, {violated} violations");
+    i32::from(violated > 0 || failed > 0)
 }
 
 /// `mqblk scenario NAME --json`.

@@ -16,6 +16,7 @@ const GUIDES: [&str; 13] = [
     "fio-options.md",
     "twin.md",
     "sim.md",
+    "durability.md",
     "profile.md",
     "scenario.md",
     "serve-nbd.md",

@@ -15,6 +15,7 @@
 
 pub mod emmc;
 pub mod hdd;
+pub mod media;
 pub mod null;
 pub mod port;
 pub mod profile;

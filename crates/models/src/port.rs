@@ -124,6 +124,8 @@ pub struct ModelPort {
     ring_used: Vec<u32>,
     ring_held: BTreeMap<u32, u32>,
     pub stats: DriverStats,
+    /// What the device's storage holds, when a run asks (the simulator's power cuts).
+    pub media: Option<crate::media::Media>,
 }
 
 impl ModelPort {
@@ -143,6 +145,7 @@ impl ModelPort {
             dev_fail: BTreeSet::new(),
             scratch: Vec::new(),
             stats: DriverStats::default(),
+            media: None,
         }
     }
 
@@ -191,6 +194,20 @@ impl ModelPort {
         self.model.submit(hw, cmd, now);
     }
 
+    /// [`ModelPort::deliver`] with the command's data, for the media when it is kept.
+    pub fn deliver_data(
+        &mut self,
+        hw: u16,
+        cmd: Cmd,
+        pieces: Vec<crate::media::Piece>,
+        now: Nanos,
+    ) {
+        if let Some(m) = &mut self.media {
+            m.arrive(cmd.id, cmd.op, cmd.fua, pieces);
+        }
+        self.model.submit(hw, cmd, now);
+    }
+
     /// Lets the model run to `now`; what finished lands in `out`, in completion order, with
     /// the faults decided at issue applied.
     pub fn advance(&mut self, now: Nanos, out: &mut Vec<Finished>) {
@@ -204,6 +221,9 @@ impl ModelPort {
             if self.dev_fail.remove(&id.0) && status.is_ok() && !requeue {
                 status = BlkStatus::IoErr;
                 self.stats.dev_errors += 1;
+            }
+            if let Some(m) = &mut self.media {
+                m.finish(c.id, status.is_ok() && !requeue);
             }
             out.push(Finished {
                 hw: c.hw,

@@ -17,8 +17,10 @@ use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, QueueRqs, ReqFlags, Request,
     TraceEvent, Tracer,
 };
+use mqblk_models::media::{Content, Media, MediaPlant, MediaStats, Piece};
 use mqblk_models::port::{Accept, Finished, ModelInfo, ModelPort};
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -126,13 +128,88 @@ impl Faults {
     }
 }
 
-/// Deliberate bugs, for tests that prove the checker finds them.
+/// Deliberate bugs, for tests that prove the checkers find them: the first two break the
+/// queue's invariants (`--fuzz`), the last three the durability rules (`--crash`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Plant {
     /// The `n`th completion is never reported (a lost interrupt the driver does not know).
     DropCompletion(u64),
     /// The `n`th completion is reported twice.
     DoubleCompletion(u64),
+    /// From the `n`th flush on, the device completes flushes without writing its cache
+    /// back: a flush completed before the writes it covers are durable.
+    FlushEarly(u64),
+    /// From the `n`th command holding a piece of a split bio on, the driver sends it
+    /// without FUA: FUA dropped on a split.
+    FuaSplitDrop(u64),
+    /// From the `n`th write on, the driver reports a write complete but requeues it
+    /// inside, and it reaches the device's cache only after the next flush has finished:
+    /// a requeued write reordered across a flush.
+    ReorderPastFlush(u64),
+}
+
+impl Plant {
+    /// The bugs by name, as `--plant` spells them.
+    pub const NAMES: [&'static str; 5] = [
+        "drop-completion",
+        "double-completion",
+        "flush-early",
+        "fua-split-drop",
+        "reorder-past-flush",
+    ];
+
+    /// `BUG:N`, as `--plant` takes it.
+    pub fn parse(value: &str) -> Result<Plant, String> {
+        let (bug, n) = value
+            .split_once(':')
+            .ok_or_else(|| format!("--plant={value}: expected BUG:N"))?;
+        let n: u64 = n
+            .parse()
+            .map_err(|_| format!("--plant={value}: {n} is not a number"))?;
+        Ok(match bug {
+            "drop-completion" => Plant::DropCompletion(n),
+            "double-completion" => Plant::DoubleCompletion(n),
+            "flush-early" => Plant::FlushEarly(n),
+            "fua-split-drop" => Plant::FuaSplitDrop(n),
+            "reorder-past-flush" => Plant::ReorderPastFlush(n),
+            _ => {
+                return Err(format!(
+                    "--plant={value}: unknown bug '{bug}' ({})",
+                    Plant::NAMES.join(", ")
+                ))
+            }
+        })
+    }
+
+    /// The `--plant` argument that plants this bug again.
+    pub fn arg(&self) -> String {
+        let (name, n) = match *self {
+            Plant::DropCompletion(n) => (Plant::NAMES[0], n),
+            Plant::DoubleCompletion(n) => (Plant::NAMES[1], n),
+            Plant::FlushEarly(n) => (Plant::NAMES[2], n),
+            Plant::FuaSplitDrop(n) => (Plant::NAMES[3], n),
+            Plant::ReorderPastFlush(n) => (Plant::NAMES[4], n),
+        };
+        format!("{name}:{n}")
+    }
+
+    /// Whether the bug breaks durability (what `--crash` checks) rather than the queue's
+    /// invariants (what `--fuzz` checks).
+    pub fn durability(&self) -> bool {
+        matches!(
+            self,
+            Plant::FlushEarly(_) | Plant::FuaSplitDrop(_) | Plant::ReorderPastFlush(_)
+        )
+    }
+
+    /// The part of the bug the device's media carries out.
+    fn media(&self) -> Option<MediaPlant> {
+        match *self {
+            Plant::FlushEarly(n) => Some(MediaPlant::FlushEarly(n)),
+            Plant::ReorderPastFlush(n) => Some(MediaPlant::ReorderPastFlush(n)),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -151,6 +228,11 @@ struct State {
     /// The simulator's own faults' draws.
     rng: SimRng,
     nth_completion: u64,
+    /// With the media kept: each posted command's data, by request id, until it reaches
+    /// the device.
+    data: BTreeMap<u32, Vec<Piece>>,
+    /// Commands holding a piece of a split bio, counted for [`Plant::FuaSplitDrop`].
+    nth_split: u64,
 }
 
 pub struct SimDriver {
@@ -192,6 +274,8 @@ impl SimDriver {
                 budget: 0,
                 rng,
                 nth_completion: 0,
+                data: BTreeMap::new(),
+                nth_split: 0,
             }),
         }
     }
@@ -214,8 +298,29 @@ impl SimDriver {
     /// event.
     pub fn submit_to_model(&self, hw: u16, cmd: Cmd, now: Nanos) -> Option<Nanos> {
         let mut st = self.st.lock();
-        st.port.deliver(hw, cmd, now);
+        if st.port.media.is_some() {
+            let pieces = st.data.remove(&(cmd.id as u32)).unwrap_or_default();
+            st.port.deliver_data(hw, cmd, pieces, now);
+        } else {
+            st.port.deliver(hw, cmd, now);
+        }
         st.port.model.next_event()
+    }
+
+    /// Keeps what the device's storage holds from now on ([`Media`]), for a power cut.
+    pub fn keep_media(&self) {
+        let mut st = self.st.lock();
+        let unit = self.info.limits.physical_block_size;
+        let plant = self.plant.and_then(|p| p.media());
+        st.port.media = Some(Media::new(self.info.write_cache, unit, plant));
+    }
+
+    /// The power fails now: what the device's medium holds afterwards, and what its
+    /// storage saw. `None` unless [`SimDriver::keep_media`] was called.
+    pub fn power_cut(&self, rng: &mut SimRng) -> Option<(Content, MediaStats, usize)> {
+        let st = self.st.lock();
+        let m = st.port.media.as_ref()?;
+        Some((m.power_cut(rng), m.stats, m.in_flight()))
     }
 
     pub fn model_next_event(&self) -> Option<Nanos> {
@@ -368,13 +473,34 @@ impl Driver for SimDriver {
             }
             Accept::Take => {}
         }
-        let cmd = Cmd {
+        let mut cmd = Cmd {
             id: rq.id.0 as u64,
             op: rq.op,
             sector: rq.sector,
             nr_sectors: rq.nr_sectors,
             fua: rq.cmd_flags.contains(ReqFlags::FUA),
         };
+        if st.port.media.is_some() && rq.op.is_write() && rq.op != mqblk_core::ReqOp::Flush {
+            if let Some(Plant::FuaSplitDrop(n)) = self.plant {
+                if rq.bios.iter().any(|b| b.split.is_some()) {
+                    st.nth_split += 1;
+                    if st.nth_split >= n {
+                        cmd.fua = false;
+                    }
+                }
+            }
+            // The data each bio carries, as the device will take it.
+            let pieces = rq
+                .bios
+                .iter()
+                .map(|b| Piece {
+                    sector: b.sector,
+                    nr_sectors: b.nr_sectors,
+                    stamp: crate::crash::stamp(b.private),
+                })
+                .collect();
+            st.data.insert(rq.id.0, pieces);
+        }
         drop(st);
         let staged = self.log.stage(Staged { hw: hctx.0, cmd });
         self.log.push(Step::QueueRq { hw: hctx.0, staged });

@@ -326,39 +326,46 @@ pub fn run_one(seed: u64, plant: Option<Plant>) -> FuzzOutcome {
 
 /// [`run_one`] with the scheduler forced.
 pub fn run_one_for(seed: u64, plant: Option<Plant>, scheduler: Option<&str>) -> FuzzOutcome {
-    // Building the case runs under the same guard: a panic there is this seed's failure too.
-    let c = match std::panic::catch_unwind(|| case_for(seed, plant, scheduler)) {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            return FuzzOutcome {
-                seed,
-                summary: String::new(),
-                result: Err(e.to_string()),
-                dump: String::new(),
-            }
-        }
-        Err(p) => {
-            return FuzzOutcome {
-                seed,
-                summary: String::new(),
-                result: Err(format!("panic building the case: {}", panic_text(&p))),
-                dump: String::new(),
-            }
-        }
-    };
-    let summary = c.summary.clone();
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        Sim::new(c.cfg, c.jobs).and_then(Sim::run)
-    }));
-    let (result, dump) = match r {
-        Ok(Ok(res)) => (Ok(res), String::new()),
-        Ok(Err(e)) => (Err(e.to_string()), e.dump().to_string()),
-        Err(p) => (Err(format!("panic: {}", panic_text(&p))), String::new()),
-    };
+    let (summary, result, dump) = guarded(|| case_for(seed, plant, scheduler), Sim::run);
     FuzzOutcome {
         seed,
         summary,
         result,
         dump,
+    }
+}
+
+/// Builds a case with `build` and runs it with `run`, a panic in either counted as the
+/// run's failure: (the case's summary, the outcome, the state dump at a failure).
+pub(crate) fn guarded<R>(
+    build: impl FnOnce() -> Result<FuzzCase, SimError> + std::panic::UnwindSafe,
+    run: impl FnOnce(Sim) -> Result<R, SimError>,
+) -> (String, Result<R, String>, String) {
+    let c = match std::panic::catch_unwind(build) {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return (String::new(), Err(e.to_string()), String::new()),
+        Err(p) => {
+            return (
+                String::new(),
+                Err(format!("panic building the case: {}", panic_text(&p))),
+                String::new(),
+            )
+        }
+    };
+    let summary = c.summary.clone();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        Sim::new(c.cfg, c.jobs).and_then(run)
+    }));
+    match r {
+        Ok(Ok(res)) => (summary, Ok(res), String::new()),
+        Ok(Err(e)) => {
+            let dump = e.dump().to_string();
+            (summary, Err(e.to_string()), dump)
+        }
+        Err(p) => (
+            summary,
+            Err(format!("panic: {}", panic_text(&p))),
+            String::new(),
+        ),
     }
 }

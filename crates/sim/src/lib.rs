@@ -6,6 +6,7 @@
 //! fixes every random choice: the same seed and configuration print the same bytes.
 
 pub mod cost;
+pub mod crash;
 pub mod driver;
 pub mod engine;
 pub mod fuzz;

@@ -59,6 +59,9 @@ impl Sim {
                     bio.sector
                 )));
             };
+            if let Some(o) = &mut self.oracle {
+                o.completed(stamp(bio.private), bio.status == BlkStatus::Ok);
+            }
             if op != bio.op || bytes != bio.bytes() {
                 return Err(self.invariant(format!(
                     "job {j} bio {seq}: completed as {:?} {} bytes, submitted as {op:?} {bytes}",
@@ -364,7 +367,19 @@ impl Sim {
                 });
                 self.total_outstanding += 1;
                 cur += self.cfg.cost.app_submit_ns;
-                (slot, seq, bio.with_private(cookie(j, slot, seq)))
+                let bio = bio.with_private(cookie(j, slot, seq));
+                if let Some(o) = &mut self.oracle {
+                    o.submitted(
+                        stamp(bio.private),
+                        bio.op,
+                        bio.flags,
+                        bio.sector,
+                        bio.nr_sectors,
+                        j,
+                        index,
+                    );
+                }
+                (slot, seq, bio)
             };
             let start = cur;
             let mut outcome = None;

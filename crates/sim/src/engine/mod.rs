@@ -33,6 +33,7 @@ mod result;
 pub use result::{HctxFigures, JobResult, LockReport, SimResult};
 
 use crate::cost::{core_cost, kblockd_start_ns, CostProfile, CostTable, LockState};
+use crate::crash::{stamp, Crash, CrashReport, Oracle};
 use crate::device::{self, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{Gate, JobIo, Next, SimJob};
@@ -77,6 +78,8 @@ pub struct SimConfig {
     pub max_time: Nanos,
     /// Also send every core event here (blktrace output).
     pub tracer: Option<Arc<dyn Tracer>>,
+    /// Cut the power during the run and check what survives ([`Sim::run_to_cut`]).
+    pub crash: Option<Crash>,
 }
 
 impl Default for SimConfig {
@@ -100,6 +103,7 @@ impl Default for SimConfig {
             check_every: 0,
             max_time: Nanos::from_secs(3600),
             tracer: None,
+            crash: None,
         }
     }
 }
@@ -429,6 +433,11 @@ pub struct Sim {
     /// An operation ran on the queue since the timer was last armed: only then can its
     /// next deadline have moved.
     queue_touched: bool,
+    /// With a power cut due: what the submitters were told, the commands the device has
+    /// finished, and whether the cut has come.
+    oracle: Option<Oracle>,
+    dev_finished: u64,
+    cut: bool,
 }
 
 impl Sim {
@@ -466,6 +475,9 @@ impl Sim {
             cfg.plant,
             rng.fork(2),
         ));
+        if cfg.crash.is_some() {
+            driver.keep_media();
+        }
         let nr_hw = driver.nr_hw_queues();
         let set = TagSet::new(TagSetConfig::new(nr_hw, driver.queue_depth()))
             .map_err(|e| SimError::Config(format!("sim: tag set: {e}")))?;
@@ -588,6 +600,7 @@ impl Sim {
             })
             .collect();
         let steady = SteadyMonitor::new(&members).map_err(SimError::Config)?;
+        let cfg_crash = cfg.crash.is_some();
         Ok(Sim {
             dcost: driver.cost(),
             elv,
@@ -629,6 +642,9 @@ impl Sim {
             has_elv,
             queue_touched: true,
             steady,
+            oracle: cfg_crash.then(Oracle::default),
+            dev_finished: 0,
+            cut: false,
         })
     }
 
@@ -809,6 +825,49 @@ impl Sim {
     /// Runs the simulation to the end and checks it. Core assertion failures panic; callers
     /// that want to survive them (the fuzzer) run this under `catch_unwind`.
     pub fn run(mut self) -> Result<SimResult, SimError> {
+        self.event_loop()?;
+        if !self.jobs.iter().all(|j| j.finished) {
+            return Err(self.stall("no event left while jobs are unfinished".into()));
+        }
+        self.check()?;
+        self.finish()
+    }
+
+    /// Runs the simulation until its power cut ([`SimConfig::crash`]), or to its end if
+    /// that comes first, cuts the power and checks what the device's medium holds against
+    /// what the submitters were told ([`crate::crash`]). The queue's invariants are checked
+    /// at the cut.
+    pub fn run_to_cut(mut self) -> Result<CrashReport, SimError> {
+        let Some(crash) = self.cfg.crash else {
+            return Err(SimError::Config("sim: no power cut configured".into()));
+        };
+        self.event_loop()?;
+        let mid_run = self.cut;
+        if !mid_run && !self.jobs.iter().all(|j| j.finished) {
+            return Err(self.stall("no event left while jobs are unfinished".into()));
+        }
+        self.check()?;
+        let mut rng = SimRng::new(crash.seed);
+        let (content, media, in_flight) = self
+            .driver
+            .power_cut(&mut rng)
+            .expect("the media is kept for a power cut");
+        let oracle = self.oracle.take().unwrap_or_default();
+        Ok(CrashReport {
+            cut_at_ns: self.now,
+            mid_run,
+            writes_completed: oracle.writes_completed(),
+            writes_required: oracle.writes_required(),
+            flushes_completed: oracle.flushes_completed(),
+            in_flight,
+            extents: content.len(),
+            media,
+            violations: oracle.check(&content),
+        })
+    }
+
+    /// Runs events until every job has finished, the power is cut, or no event is left.
+    fn event_loop(&mut self) -> Result<(), SimError> {
         // A simulation that panicked on this thread may have left steps behind.
         self.log.drain_into(&mut self.steps);
         self.steps.clear();
@@ -936,7 +995,7 @@ impl Sim {
             if self.cfg.check_every > 0 && self.events % self.cfg.check_every == 0 {
                 self.check()?;
             }
-            if self.unfinished == 0 {
+            if self.unfinished == 0 || self.cut {
                 break;
             }
             if self.total_outstanding > 0 && t.saturating_sub(self.last_progress) > stall_after {
@@ -946,11 +1005,7 @@ impl Sim {
                 )));
             }
         }
-        if !self.jobs.iter().all(|j| j.finished) {
-            return Err(self.stall("no event left while jobs are unfinished".into()));
-        }
-        self.check()?;
-        self.finish()
+        Ok(())
     }
 
     /// Hands the due requeue work and every due hardware-queue run to their workers: the
@@ -1005,6 +1060,10 @@ impl Sim {
             std::mem::take(&mut self.hw_scratch),
         );
         let next = self.driver.advance(Nanos(t), &mut scratch, &mut hws);
+        if let Some(c) = self.cfg.crash {
+            self.dev_finished += scratch.len() as u64;
+            self.cut |= self.dev_finished >= c.cut_after;
+        }
         for &hw in &hws {
             let c = self.irq_cpu[hw as usize];
             self.cpus[c as usize].irqs += 1;

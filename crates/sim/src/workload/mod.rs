@@ -298,7 +298,22 @@ impl FioSource {
         seed: u64,
         fsync: u64,
     ) -> FioSource {
-        let spec = JobSpec {
+        FioSource::of_spec(FioSource::spec(
+            rw, rwmixread, bs, offset, size, seed, fsync,
+        ))
+    }
+
+    /// The job [`FioSource::new`] runs, to change before [`FioSource::of_spec`].
+    pub fn spec(
+        rw: Pattern,
+        rwmixread: u32,
+        bs: u32,
+        offset: u64,
+        size: u64,
+        seed: u64,
+        fsync: u64,
+    ) -> JobSpec {
+        JobSpec {
             name: "fio".into(),
             rw,
             rwmixread,
@@ -312,8 +327,14 @@ impl FioSource {
             // exercised to the end (a job file ends at its first, as fio's).
             errors: mqblk_workload::ErrorPolicy::go_on_after_any(),
             ..JobSpec::default()
-        };
-        let jobs = mqblk_workload::resolve(&[spec], &Default::default(), |_| Ok(offset + size), 0)
+        }
+    }
+
+    /// The source of a job over its own region (`offset` and `size` set), such as
+    /// [`FioSource::spec`] makes.
+    pub fn of_spec(spec: JobSpec) -> FioSource {
+        let end = spec.offset + spec.size.unwrap_or(0);
+        let jobs = mqblk_workload::resolve(&[spec], &Default::default(), |_| Ok(end), 0)
             .expect("a plain fio job over its own region resolves");
         FioSource::of(&jobs[0])
     }
