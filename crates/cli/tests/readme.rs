@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The guides in `docs/`, in the order their blocks run.
-const GUIDES: [&str; 13] = [
+const GUIDES: [&str; 14] = [
     "bench.md",
     "fio-options.md",
     "twin.md",

@@ -312,6 +312,104 @@ fn qemu_img_and_qemu_io_read_back_patterns() {
     s.stop();
 }
 
+/// A server killed with SIGKILL three times during a copy and started again on the same
+/// file and socket: QEMU's NBD client (`reconnect-delay`) reconnects each time, resends what
+/// was not answered, and the copy ends with every byte on the file.
+#[test]
+fn qemu_reconnects_to_a_restarted_server_and_nothing_acknowledged_is_lost() {
+    if !need_tools(
+        "qemu_reconnects_to_a_restarted_server_and_nothing_acknowledged_is_lost",
+        &["qemu-img"],
+    ) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mqblk-serve-{}-reconnect", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("nbd.sock");
+    let file = dir.join("disk.img");
+    let src = dir.join("src.raw");
+    random_file(&src, 48 << 20, 11);
+    let start = |replace: bool| -> Child {
+        let mut args = vec![
+            "serve".to_string(),
+            format!("--listen=unix:{}", sock.display()),
+            "--driver=uring".into(),
+            format!("--filename={}", file.display()),
+            "--size=48m".into(),
+        ];
+        if replace {
+            args.push("--replace-stale-socket".into());
+        }
+        let child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+            .args(&args)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child
+    };
+    let mut server = start(false);
+    // Rate-limited so that the copy lasts about 6 s and the kills fall inside it.
+    let target = format!(
+        "driver=raw,file.driver=nbd,file.server.type=unix,file.server.path={},file.export=mqblk,file.reconnect-delay=30",
+        sock.display()
+    );
+    let mut copy = Command::new("qemu-img")
+        .args([
+            "convert",
+            "-n",
+            "-r",
+            "8M",
+            "-f",
+            "raw",
+            "--target-image-opts",
+            &src.display().to_string(),
+            &target,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut kills = 0;
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(1200));
+        if copy.try_wait().unwrap().is_some() {
+            break;
+        }
+        server.kill().unwrap();
+        server.wait().unwrap();
+        kills += 1;
+        std::thread::sleep(Duration::from_millis(300));
+        server = start(true);
+    }
+    let out = copy.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "qemu-img convert: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        kills, 3,
+        "the copy ended before the third kill: make it slower"
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    assert!(server.wait().unwrap().success());
+    assert!(
+        std::fs::read(&file).unwrap() == std::fs::read(&src).unwrap(),
+        "the file differs from what was copied to it"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// TLS with the real clients: libnbd (nbdinfo, nbdcopy) and QEMU (qemu-io, qemu-img) with
 /// certificates from `mqblk tls-certs`, client certificates verified; clients in the clear
 /// and without a client certificate refused.
