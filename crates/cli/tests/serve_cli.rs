@@ -99,6 +99,19 @@ impl Drop for Serve {
     }
 }
 
+/// Waits (10 s at most) until a server accepts connections on the unix socket `sock`.
+fn listening(sock: &Path) {
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(sock).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no server listening on {}",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn run(cmd: &str, args: &[&str]) -> Output {
     Command::new(cmd).args(args).output().unwrap()
 }
@@ -346,14 +359,7 @@ fn qemu_reconnects_to_a_restarted_server_and_nothing_acknowledged_is_lost() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let t0 = Instant::now();
-        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        listening(&sock);
         child
     };
     let mut server = start(false);
@@ -988,14 +994,7 @@ fn a_unix_listen_path_that_is_not_ours_is_refused() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "no server on the replaced socket"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    listening(&sock);
     let _ = Command::new("kill")
         .args(["-TERM", &again.id().to_string()])
         .status();
