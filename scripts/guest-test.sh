@@ -34,12 +34,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-fail() { echo "FAIL: $*"; exit 1; }
-
-mqblk=${MQBLK:-target/release/mqblk}
-[ -x "$mqblk" ] || cargo build --release -q -p mqblk || fail "building mqblk"
-guest_prepare || fail "preparing the guest"
-guest_accel
+guest_check_setup
 
 work=$(mktemp -d)
 server=""

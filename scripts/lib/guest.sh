@@ -304,3 +304,14 @@ guest_probe_accel() {
     fi
     echo "$GUEST_ACCEL" >"$GUEST_DIR/accel"
 }
+
+# The start of a script that ends in PASS or FAIL: `fail` prints the first failure and
+# exits 1; `$mqblk` is this build's binary ($MQBLK, built if missing); the guest is prepared
+# and its accelerator picked.
+fail() { echo "FAIL: $*"; exit 1; }
+guest_check_setup() {
+    mqblk=${MQBLK:-target/release/mqblk}
+    [ -x "$mqblk" ] || cargo build --release -q -p mqblk || fail "building mqblk"
+    guest_prepare || fail "preparing the guest"
+    guest_accel
+}

@@ -1,5 +1,5 @@
 //! A real Linux guest on `mqblk serve --vhost-user-blk`: `scripts/guest-test.sh` as the
-//! README shows it. The guest's virtio-blk driver sees two virtqueues as two blk-mq hardware
+//! README shows it, and `scripts/guest-reconnect.sh` (the server killed under the guest). The guest's virtio-blk driver sees two virtqueues as two blk-mq hardware
 //! queues, fio in the guest writes a crc32c pattern from one job per virtqueue, a second
 //! boot verifies it and discards a MiB (Linux's own DISCARD), and the server stops cleanly
 //! on SIGTERM. It needs QEMU, busybox and
@@ -47,6 +47,23 @@ fn a_file_through_io_uring_and_mq_deadline_serves_the_guest_too() {
             "--ioscheduler=mq-deadline",
         ],
         &["PASS: 1 virtqueues", "0->hctx 0"],
+    );
+}
+
+/// `scripts/guest-reconnect.sh`: the server killed three times with SIGKILL while fio writes
+/// and verifies in the guest, each time started again; QEMU reconnects, the new server takes
+/// up what was in flight (`--in-order`), the verify passes and the guest logs no I/O error.
+#[test]
+fn a_guest_keeps_its_data_across_three_kills_of_its_server() {
+    let Some(_one_guest) = ready("guest-reconnect.sh") else {
+        return;
+    };
+    let out = run_script("guest-reconnect.sh", &[]);
+    let stdout = String::from_utf8_lossy(&out);
+    assert!(
+        stdout.contains("PASS: fio wrote 128 MiB with crc32c and verified it while the server was killed 3 times")
+            && stdout.contains("no errors"),
+        "{stdout}"
     );
 }
 

@@ -76,6 +76,9 @@ struct Slot {
     wr: Vec<(u64, u32)>,
     bios: u32,
     status: u8,
+    /// Answered, and waiting for the requests made available before it (in order only):
+    /// the bytes written into the guest.
+    answered: Option<u32>,
 }
 
 /// One virtqueue's submitter and its requests in flight.
@@ -90,6 +93,9 @@ struct VqState {
     rd: Vec<(u64, u32)>,
     /// Chains finished and not yet in the used ring: (head, bytes written into the guest).
     ready: Vec<(u16, u32)>,
+    /// In order: the slots of the chains taken and not yet in `ready`, in the order the
+    /// guest made them available.
+    order: Option<std::collections::VecDeque<usize>>,
     stats: VqStats,
 }
 
@@ -154,6 +160,7 @@ impl BlkDevice {
                     spare: SpareBufs::new(SPARE_BUFFERS),
                     rd: Vec::new(),
                     ready: Vec::new(),
+                    order: None,
                     stats: VqStats {
                         queue: i,
                         hctx,
@@ -186,6 +193,22 @@ impl BlkDevice {
         }
         self.threads = threads;
         Ok(self)
+    }
+
+    /// Returns each virtqueue's requests to the guest in the order it made them available
+    /// (`in_order`), the rule of `VIRTIO_F_IN_ORDER` (virtio 1.1, 2.6.9), without offering
+    /// the feature. Its use is a restart: a vhost-user front end that loses its back end
+    /// cannot ask where the ring stood (`GET_VRING_BASE`), so QEMU takes the used index as
+    /// the next available one (`virtio_queue_restore_last_avail_idx`) and sends it with
+    /// `SET_VRING_BASE` to the back end that connects next. Answered in order, the chains
+    /// from there on are exactly those not answered, and the new server takes them again;
+    /// answered out of order, it would take some answered ones twice and never see
+    /// others. The cost: a request answered early waits for the ones before it.
+    pub fn with_in_order(self, in_order: bool) -> BlkDevice {
+        for v in &self.vqs {
+            v.lock().order = in_order.then(std::collections::VecDeque::new);
+        }
+        self
     }
 
     /// The virtqueues thread `t` serves, as a bit mask.
@@ -301,8 +324,12 @@ impl Backend {
         st.stats.requests += 1;
         let mut rd = std::mem::take(&mut st.rd);
         rd.clear();
+        if let Some(order) = &mut st.order {
+            order.push_back(slot);
+        }
         let s = &mut st.slots[slot];
         s.busy = true;
+        s.answered = None;
         s.head = head;
         s.read_len = 0;
         s.write_len = 0;
@@ -468,8 +495,24 @@ impl VqState {
         if status != vblk::S_OK || written == 0 {
             self.stats.errors += 1;
         }
-        self.ready.push((s.head, written));
-        self.free.push(slot);
+        match &mut self.order {
+            None => {
+                self.ready.push((s.head, written));
+                self.free.push(slot);
+            }
+            Some(order) => {
+                // Every answered chain at the front goes to the used ring, in order.
+                s.answered = Some(written);
+                while let Some(&first) = order.front() {
+                    let Some(n) = self.slots[first].answered.take() else {
+                        break;
+                    };
+                    order.pop_front();
+                    self.ready.push((self.slots[first].head, n));
+                    self.free.push(first);
+                }
+            }
+        }
     }
 }
 

@@ -31,9 +31,18 @@ const F_WRITE: u16 = 2;
 const F_INDIRECT: u16 = 4;
 const F_EVENT_IDX: u64 = 1 << 29;
 
-fn device(read_only: bool, nq: u16, threads: u16) -> Arc<BlkDevice> {
+fn device(read_only: bool, nq: u16, threads: u16) -> BlkDevice {
+    device_with(read_only, nq, threads, None)
+}
+
+/// A memory-backed null device under `scheduler` (`None`: the default).
+fn device_with(read_only: bool, nq: u16, threads: u16, scheduler: Option<&str>) -> BlkDevice {
     let opts = DeviceConfig {
         nr_ctx: nq + 1,
+        queue: mqblk_device::QueueSettings {
+            scheduler: scheduler.map(str::to_string),
+            ..Default::default()
+        },
         ..DeviceConfig::new(DriverConfig::Null(NullConfig {
             memory_backed: true,
             size_bytes: DEV_BYTES,
@@ -43,7 +52,7 @@ fn device(read_only: bool, nq: u16, threads: u16) -> Arc<BlkDevice> {
     };
     let dev = mqblk_device::build(&opts, nq as usize + 1).expect("device");
     let blk = BlkDevice::new("test", dev.queue, nq, 1024, read_only).expect("blk device");
-    Arc::new(blk.with_threads(threads).expect("threads"))
+    blk.with_threads(threads).expect("threads")
 }
 
 struct Server {
@@ -66,6 +75,10 @@ fn server(read_only: bool, nq: u16) -> Server {
 }
 
 fn server_with_threads(read_only: bool, nq: u16, threads: u16) -> Server {
+    serve_device(device(read_only, nq, threads))
+}
+
+fn serve_device(dev: BlkDevice) -> Server {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
         "mqblk-vhost-{}-{}",
@@ -75,7 +88,7 @@ fn server_with_threads(read_only: bool, nq: u16, threads: u16) -> Server {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("sock");
     let (listener, _owned) = mqblk_runtime::unix_socket::bind(&path, "test", false).unwrap();
-    let dev = device(read_only, nq, threads);
+    let dev = Arc::new(dev);
     let stop = Arc::new(AtomicBool::new(false));
     let (d, s) = (dev.clone(), stop.clone());
     let thread = std::thread::spawn(move || mqblk_vhost::serve(d, listener, s));
@@ -114,6 +127,8 @@ struct Guest {
     last_used: Vec<u16>,
     /// Next free buffer address.
     bump: u64,
+    /// Offered chains wait for [`Guest::release`] before the guest publishes them.
+    hold: bool,
 }
 
 fn ring_base(q: usize) -> u64 {
@@ -180,6 +195,7 @@ impl Guest {
             next_avail: vec![0; nq],
             last_used: vec![0; nq],
             bump: DATA,
+            hold: false,
         }
     }
 
@@ -223,11 +239,19 @@ impl Guest {
             .write_obj(first, GuestAddress(avail + 4 + (idx % QSIZE) as u64 * 2))
             .unwrap();
         self.next_avail[q] = idx.wrapping_add(1);
+        if !self.hold {
+            self.release(q);
+        }
+        first
+    }
+
+    /// Publishes every chain offered on queue `q` (the avail index) and kicks.
+    fn release(&mut self, q: usize) {
+        let avail = ring_base(q) + 0x4000;
         self.mem
             .write_obj(self.next_avail[q], GuestAddress(avail + 2))
             .unwrap();
         self.kicks[q].write(1).unwrap();
-        first
     }
 
     /// Waits for the next used entry of queue `q`: (head, bytes written).
@@ -503,4 +527,64 @@ fn stop_ends_a_connected_front_end_and_the_socket_stays_the_callers() {
         "the connection outlived the server"
     );
     assert!(s.path.exists(), "serve removed a socket it does not own");
+}
+
+/// The heads of `n` 4 KiB requests offered on queue 0 at once, writes and then reads, and
+/// the heads in the order the server returned them, under mq-deadline (which dispatches
+/// the reads first, so they complete before writes made available earlier).
+fn answer_order(in_order: bool, n: usize) -> (Vec<u16>, Vec<u16>) {
+    let mut s = serve_device(device_with(false, 1, 1, Some("mq-deadline")).with_in_order(in_order));
+    let mut g = Guest::connect(&s.path, 1);
+    let mut offered = Vec::new();
+    // All at once: the server takes them in one pass, with all of them in flight.
+    g.hold = true;
+    for i in 0..n {
+        let write = i < n / 2;
+        let kind = if write {
+            vb::VIRTIO_BLK_T_OUT
+        } else {
+            vb::VIRTIO_BLK_T_IN
+        };
+        let mut h = Vec::new();
+        h.extend_from_slice(&kind.to_le_bytes());
+        h.extend_from_slice(&0u32.to_le_bytes());
+        h.extend_from_slice(&(i as u64 * 64).to_le_bytes());
+        let hdr = g.buf(&h);
+        let data = g.buf(&[0x5au8; 4096]);
+        let st = g.buf(&[0xff]);
+        let flags = if write { F_NEXT } else { F_NEXT | F_WRITE };
+        offered.push(g.offer(
+            0,
+            &[
+                (hdr, 16, F_NEXT, u16::MAX),
+                (data, 4096, flags, u16::MAX),
+                (st, 1, F_WRITE, 0),
+            ],
+        ));
+    }
+    g.release(0);
+    let answered = (0..n).map(|_| g.used(0).0).collect();
+    drop(g);
+    s.stop();
+    assert_eq!(s.queue().nr_allocated(), 0);
+    (offered, answered)
+}
+
+/// `--in-order`: whatever order the requests complete in, the guest gets them back in the
+/// order it made them available, so the used index marks where a restarted server resumes.
+#[test]
+fn in_order_answers_requests_in_the_order_offered_though_they_complete_out_of_order() {
+    // 32 chains of 8 descriptors fill the 256-entry ring.
+    let (offered, answered) = answer_order(false, 32);
+    let mut sorted = answered.clone();
+    sorted.sort_unstable();
+    let mut want = offered.clone();
+    want.sort_unstable();
+    assert_eq!(sorted, want, "every request answered once");
+    assert_ne!(
+        answered, offered,
+        "the reads did not overtake the writes: the check below would prove nothing"
+    );
+    let (offered, answered) = answer_order(true, 32);
+    assert_eq!(answered, offered);
 }

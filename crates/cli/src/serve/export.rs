@@ -125,6 +125,12 @@ pub struct ExportOptions {
     /// (default: one per virtqueue; 1 is QEMU's dataplane, one I/O thread for them all)
     #[arg(long, requires = "vhost_user_blk")]
     pub vq_threads: Option<u16>,
+    /// With --vhost-user-blk: return each virtqueue's requests to the guest in the order it
+    /// made them available (VIRTIO_F_IN_ORDER's rule), so that a server killed and started
+    /// again takes up what was in flight: QEMU resumes the ring from its used index
+    #[arg(long, requires = "vhost_user_blk")]
+    #[serde(default)]
+    pub in_order: bool,
 }
 
 /// One export: how it is offered and the device behind it.
@@ -139,6 +145,8 @@ pub struct ExportCfg {
     pub num_queues: u16,
     /// `None`: one thread per virtqueue.
     pub vq_threads: Option<u16>,
+    /// Requests go back to the guest in the order it made them available.
+    pub in_order: bool,
     pub device: DeviceConfig,
 }
 
@@ -223,6 +231,7 @@ impl ExportCfg {
             vhost,
             num_queues,
             vq_threads: o.vq_threads,
+            in_order: o.in_order,
             device,
         })
     }

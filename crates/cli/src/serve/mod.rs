@@ -366,6 +366,7 @@ fn start_vhost(
             c.read_only,
         )
         .and_then(|d| d.with_threads(c.vq_threads.unwrap_or(c.num_queues)))
+        .map(|d| d.with_in_order(c.in_order))
         .map_err(|m| format!("export '{}': {m}", c.name))?;
         let dev = Arc::new(dev);
         let (listener, socket) = mqblk_runtime::unix_socket::bind(path, &what, replace_stale)?;
