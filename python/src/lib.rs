@@ -72,8 +72,8 @@ fn scenarios() -> Vec<(String, String, String)> {
 /// The I/O schedulers and their tunables (`mqblk schedulers`) as JSON text.
 #[pyfunction]
 fn schedulers() -> String {
-    let v: Vec<serde_json::Value> = mqblk_sched::REGISTRY
-        .iter()
+    let v: Vec<serde_json::Value> = mqblk_sched::all()
+        .into_iter()
         .map(|e| {
             serde_json::json!({
                 "name": e.name,

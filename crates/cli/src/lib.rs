@@ -9,9 +9,11 @@ mod error;
 pub mod profile;
 pub mod replay;
 pub mod report;
+mod run;
 pub mod serve;
 pub mod sim;
 pub mod trace_cmd;
 pub mod twin;
 
 pub use error::CliError;
+pub use run::run;

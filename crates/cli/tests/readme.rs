@@ -103,6 +103,8 @@ fn not_run(block: &str) -> Option<&'static str> {
         Some("90 s of dbench in a guest; guest.rs runs the script with a 2 s run and reads its trace")
     } else if block.starts_with("bash scripts/guest-test.sh") {
         Some("boots a guest twice; guest.rs runs the script")
+    } else if block.starts_with("cargo build --release -p mqblk-mqfq") {
+        Some("builds the example scheduler; examples/mqfq/tests runs its binary in sim, bench, the fuzzer and the crash runs")
     } else if block.starts_with("bash scripts/guest-reconnect.sh") {
         Some("boots a guest and kills its server three times; guest.rs runs the script")
     } else if block.contains("trace capture --device=/dev/loop0") {

@@ -209,6 +209,12 @@ pub trait Elevator: Send + Sync {
     /// The scheduler as its own type, for callers that know it (its typed statistics).
     fn as_any(&self) -> &dyn std::any::Any;
 
+    /// Its statistics, each a name and a count (what the kernel's debugfs and sysfs show),
+    /// for reports that do not know the scheduler's own type. None by default.
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// Per-CPU counter sums done so far: each pass reads one counter line per software
     /// queue (mq-deadline's `dd_queued` before "mq-deadline: Make dd_queued O(1)"), which the
     /// simulator charges. `None`: the scheduler keeps no per-CPU counters to sum.

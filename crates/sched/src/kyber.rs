@@ -605,6 +605,10 @@ impl Elevator for Kyber {
         self
     }
 
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        self.typed_stats().pairs()
+    }
+
     // Lint only (clippy 1.95 `-D warnings` refused the crate): one domain index walks several
     // parallel per-domain tables here, which reads clearer than zipped iterators.
     #[allow(clippy::needless_range_loop)]

@@ -16,7 +16,7 @@ pub use mq_deadline::{DdClassStats, DdStats};
 
 use mqblk_core::ElevatorType;
 
-/// Every registered scheduler, in the order `list` prints them.
+/// The built-in schedulers, in the order `mqblk schedulers` prints them.
 pub static REGISTRY: &[&ElevatorType] = &[
     &none::NONE,
     &mq_deadline::MQ_DEADLINE,
@@ -24,19 +24,67 @@ pub static REGISTRY: &[&ElevatorType] = &[
     &bfq::BFQ,
 ];
 
-/// Finds a scheduler by name or alias.
-pub fn lookup(name: &str) -> Option<&'static ElevatorType> {
+/// Schedulers registered at run time ([`register`]), after the built-in ones.
+static REGISTERED: parking_lot::RwLock<Vec<&'static ElevatorType>> =
+    parking_lot::RwLock::new(Vec::new());
+
+/// Adds a scheduler at run time (`elv_register`): from then on `ioscheduler=NAME` (and its
+/// alias) finds it wherever a built-in one is found: `mqblk bench`, `sim`, `twin`, `serve`,
+/// the fuzzer. Refused with one line if its name or alias is taken, as the kernel refuses a
+/// second `elevator_type` of the same name.
+pub fn register(t: &'static ElevatorType) -> Result<(), String> {
+    if t.name.is_empty() || t.name.contains(char::is_whitespace) {
+        return Err(format!(
+            "scheduler name '{}': must be one word, not empty",
+            t.name
+        ));
+    }
+    let mut extra = REGISTERED.write();
+    let taken = |n: &str| {
+        REGISTRY
+            .iter()
+            .chain(extra.iter())
+            .any(|e| e.name == n || e.alias == Some(n))
+    };
+    for n in std::iter::once(t.name).chain(t.alias) {
+        if taken(n) {
+            return Err(format!("scheduler '{n}' is already registered"));
+        }
+    }
+    if t.init.is_none() {
+        return Err(format!(
+            "scheduler '{}': no init (only `none` goes without an elevator object)",
+            t.name
+        ));
+    }
+    extra.push(t);
+    Ok(())
+}
+
+/// Every scheduler: the built-in ones, then those registered at run time.
+pub fn all() -> Vec<&'static ElevatorType> {
     REGISTRY
         .iter()
         .copied()
+        .chain(REGISTERED.read().iter().copied())
+        .collect()
+}
+
+/// Finds a scheduler by name or alias.
+pub fn lookup(name: &str) -> Option<&'static ElevatorType> {
+    all()
+        .into_iter()
         .find(|e| e.name == name || e.alias == Some(name))
 }
 
-/// Any registered scheduler's typed statistics, taken from a queue's elevator.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// Any scheduler's statistics, taken from a queue's elevator: the built-in ones typed, a
+/// scheduler registered at run time as the named counts its [`Elevator::stats`] gives.
+///
+/// [`Elevator::stats`]: mqblk_core::Elevator::stats
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "scheduler", rename_all = "kebab-case")]
 pub enum SchedStats {
-    /// No scheduler (`none`), or one outside this registry.
+    /// No scheduler (`none`).
     #[default]
     None,
     /// mq-deadline's.
@@ -45,6 +93,13 @@ pub enum SchedStats {
     Kyber(KyberStats),
     /// BFQ's.
     Bfq(BfqStats),
+    /// A scheduler registered at run time ([`register`]): its name and its counts.
+    Other {
+        /// Its name.
+        name: &'static str,
+        /// Its counts by name, in its order.
+        figures: Vec<(&'static str, u64)>,
+    },
 }
 
 impl SchedStats {
@@ -60,7 +115,11 @@ impl SchedStats {
         } else if let Some(b) = any.downcast_ref::<bfq::Bfq>() {
             SchedStats::Bfq(b.typed_stats())
         } else {
-            SchedStats::None
+            let e = elv.expect("an elevator was given");
+            SchedStats::Other {
+                name: e.name(),
+                figures: e.stats(),
+            }
         }
     }
 
@@ -95,13 +154,14 @@ impl SchedStats {
             SchedStats::MqDeadline(d) => d.pairs(),
             SchedStats::Kyber(k) => k.pairs(),
             SchedStats::Bfq(b) => b.pairs(),
+            SchedStats::Other { figures, .. } => figures.clone(),
         }
     }
 }
 
 /// Names of all schedulers, for error messages and `--help`.
 pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|e| e.name).collect()
+    all().iter().map(|e| e.name).collect()
 }
 
 /// The README's code blocks, compiled and run as doctests so the documented library usage

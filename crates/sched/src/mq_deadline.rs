@@ -911,6 +911,10 @@ impl Elevator for MqDeadline {
         self
     }
 
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        self.typed_stats().pairs()
+    }
+
     fn percpu_sum_passes(&self) -> Option<u64> {
         (self.tunables.get(T_QUEUED_SUM) != 0).then(|| self.lock().sum_passes)
     }

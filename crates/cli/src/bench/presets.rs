@@ -129,13 +129,19 @@ fn sched_cost(runtime: &str) -> Result<i32, CliError> {
         "scheduler", "IOPS", "CPU ns/req", "over none"
     );
     let mut base = 0.0;
-    let rows = [
+    let mut rows = vec![
         ("none", "none", ""),
         ("mq-deadline", "mq-deadline", ""),
         ("kyber", "kyber", ""),
         ("bfq", "bfq", ""),
         ("bfq+merging", "bfq", "sched.queue_merging=2\n"),
     ];
+    // Schedulers registered at run time (a program built on mqblk's) get a row each too.
+    for e in mqblk_sched::all() {
+        if !mqblk_sched::REGISTRY.iter().any(|b| b.name == e.name) {
+            rows.push((e.name, e.name, ""));
+        }
+    }
     for (label, sched, extra) in rows {
         let text = format!(
             "[global]\ndriver=null\nirqmode=none\nruntime={runtime}\ntime_based\ncpus_allowed=0\n\

@@ -1095,6 +1095,10 @@ impl Elevator for Bfq {
         self
     }
 
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        self.typed_stats().pairs()
+    }
+
     fn debug_state(&self) -> String {
         self.debug_state_text()
     }

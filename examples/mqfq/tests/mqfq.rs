@@ -1,0 +1,116 @@
+//! MQFQ through the `mqblk-mqfq` binary: by name in `sim`, `bench`, the fuzzer and the
+//! crash runs, with its documented effect (fair shares of service between a flow of large
+//! requests and one of small ones).
+
+use std::process::Command;
+
+fn mqfq(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mqblk-mqfq"))
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run mqblk-mqfq")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Bytes per second of jobs `big` (128 KiB reads) and `small` (4 KiB reads), 16 in flight
+/// each, on the simulated SSD under `sched`.
+fn shares(sched: &str) -> (f64, f64) {
+    let o = mqfq(&[
+        "sim",
+        "--device=ssd",
+        &format!("--ioscheduler={sched}"),
+        "--output-format=json",
+        "--rw=randread",
+        "--runtime=1",
+        "--time_based",
+        "--size=1g",
+        "--iodepth=16",
+        "--name=big",
+        "--bs=128k",
+        "--offset=0",
+        "--name=small",
+        "--bs=4k",
+        "--offset=2g",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let bw = |i: usize| v["jobs"][i]["read"]["bw_bytes"].as_f64().expect("bw_bytes");
+    assert_eq!(v["jobs"][0]["jobname"], "big");
+    (bw(0), bw(1))
+}
+
+/// Fair queueing by size: under `none` the flow of 128 KiB reads takes nearly all the
+/// bytes; under MQFQ the 4 KiB flow's share grows several times over.
+#[test]
+fn mqfq_gives_a_flow_of_small_reads_a_fairer_share_than_none() {
+    let (big, small) = shares("none");
+    let none_share = small / (big + small);
+    let (big, small) = shares("mqfq");
+    let mqfq_share = small / (big + small);
+    assert!(
+        mqfq_share > 2.5 * none_share,
+        "the 4 KiB flow's share of bytes: none {none_share:.3}, mqfq {mqfq_share:.3}"
+    );
+}
+
+#[test]
+fn mqfq_runs_by_name_in_bench_sim_fuzz_and_crash_runs() {
+    let o = mqfq(&["schedulers"]);
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("mqfq, MQ_AWARE") && out.contains("throttle_kb"),
+        "{out}"
+    );
+    // Real time, the null device: its statistics come through the public API.
+    let o = mqfq(&[
+        "bench",
+        "--ioscheduler=mqfq",
+        "--sched.max_inflight=8",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=32",
+        "--runtime=1",
+        "--time_based",
+        "--name=x",
+    ]);
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("mqfq dispatched="),
+        "{out}{}",
+        text(&o.stderr)
+    );
+    let o = mqfq(&[
+        "sim",
+        "--fuzz",
+        "--ioscheduler=mqfq",
+        "--seed=1",
+        "--runs=300",
+    ]);
+    let out = text(&o.stdout);
+    assert!(out.contains("300 runs from seed 1, 0 failed"), "{out}");
+    let o = mqfq(&["sim", "--crash", "--ioscheduler=mqfq", "--runs=500"]);
+    let out = text(&o.stdout);
+    assert!(out.ends_with("500 runs, 0 violations\n"), "{out}");
+    // The plain `mqblk` has no MQFQ: one line naming the known ones.
+    let o = Command::new(env!("CARGO_BIN_EXE_mqblk-mqfq"))
+        .args(["sim", "--ioscheduler=nope", "--rw=read", "--name=x"])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("mqfq") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn a_second_registration_is_refused() {
+    mqblk_mqfq::register().expect("the first registration");
+    let e = mqblk_mqfq::register().expect_err("a second registration");
+    assert!(e.contains("'mqfq' is already registered"), "{e}");
+    assert!(mqblk_sched::lookup("mqfq").is_some());
+}
