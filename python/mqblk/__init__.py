@@ -23,10 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import _mqblk, plot
-from ._mqblk import MqblkError
+from ._mqblk import MqblkError, Request, SchedulerError
 
 __all__ = [
     "MqblkError",
+    "Request",
+    "Scheduler",
+    "SchedulerError",
+    "fuzz",
     "bench",
     "replay",
     "plot",
@@ -156,6 +160,70 @@ def _flatten(d: Mapping, prefix: str = "") -> dict:
     return out
 
 
+class Scheduler:
+    """An I/O scheduler written in Python: subclass it, then pass the class as
+    ``scheduler=`` to :func:`sim` or :func:`fuzz` (or in a :func:`sweep` grid).
+
+    The hooks are the kernel's ``elevator_mq_ops`` under their names, called by mqblk's
+    block layer in the simulator as its built-in schedulers' are:
+
+    - ``insert_requests(rqs, at_head)``: take ownership of the :class:`Request` s in
+      ``rqs`` (all for one hardware queue, ``rq.hctx``); ``at_head`` for requeued ones;
+    - ``dispatch_request(hctx)``: the next request to send to the device from hardware
+      queue ``hctx`` (a :class:`Request` or its ``id``), or ``None``. Each request inserted
+      must be dispatched exactly once; a scheduler with ``mq_aware = False`` may hand out
+      any queue's request, one with ``mq_aware = True`` only ``hctx``'s own;
+    - ``has_work(hctx)``: whether ``dispatch_request(hctx)`` could return something (a
+      ``True`` followed by ``None`` makes the block layer try again a little later).
+
+    ``now_ns``, the run's time in ns, is set on the instance before each
+    ``insert_requests`` and ``dispatch_request``. Optional: ``init_sched()``
+    (``nr_hw_queues`` and ``nr_requests`` are set on the instance before), ``completed_request(rq, now_ns)``, ``requeue_request(rq)``,
+    ``finish_request(rq)`` and ``stats()`` (a ``dict`` of ``str`` to ``int``, in reports).
+    An instance is made for each queue the scheduler is attached to.
+
+    A hook that raises, a request dispatched twice or never, ends the run with
+    :class:`SchedulerError` naming the scheduler, the hook and the request, the hook's
+    exception as its cause. ``name`` is how reports and ``ioscheduler=`` call it (default:
+    the class name in lower case).
+    """
+
+    name: Optional[str] = None
+    mq_aware: bool = False
+    nr_hw_queues: int = 1
+    nr_requests: int = 0
+    now_ns: int = 0
+
+    def insert_requests(self, rqs: list, at_head: bool) -> None:
+        raise NotImplementedError("insert_requests")
+
+    def dispatch_request(self, hctx: int):
+        raise NotImplementedError("dispatch_request")
+
+    def has_work(self, hctx: int) -> bool:
+        raise NotImplementedError("has_work")
+
+
+def _scheduler_name(scheduler: Any) -> Any:
+    """A :class:`Scheduler` subclass registered under its name (returned); a name as is."""
+    if isinstance(scheduler, type) and issubclass(scheduler, Scheduler):
+        name = scheduler.name or scheduler.__name__.lower()
+        _mqblk.register_scheduler(scheduler, name)
+        return name
+    if isinstance(scheduler, Scheduler):
+        raise MqblkError("scheduler=: give the Scheduler class, not an instance of it")
+    return scheduler
+
+
+def fuzz(*, scheduler: Any, seed: int = 1, runs: int = 100) -> list:
+    """Runs ``mqblk sim --fuzz`` with ``scheduler`` (a name or a :class:`Scheduler`
+    subclass) forced: ``runs`` random configurations from consecutive seeds, the queue's
+    invariants checked after every event. Returns the failures (``seed``, ``error``,
+    ``config``); an empty list means every run held."""
+    name = _scheduler_name(scheduler)
+    return json.loads(_mqblk.fuzz(name, seed, runs))
+
+
 def sim(
     job: Optional[str] = None,
     *,
@@ -180,6 +248,8 @@ def sim(
         opts["device"] = device
     if scheduler is not None:
         opts["ioscheduler"] = scheduler
+    if "ioscheduler" in opts:
+        opts["ioscheduler"] = _scheduler_name(opts["ioscheduler"])
     for name, value in (tunables or {}).items():
         opts[f"sched.{name}"] = value
     head = [f"--seed={seed}"]
@@ -250,13 +320,20 @@ def _points(grid: Mapping[str, Sequence[Any]], seeds: Iterable[int]) -> list:
     return pts
 
 
+def _label(value: Any) -> Any:
+    """A sweep parameter's value as its column shows it (a Scheduler class by its name)."""
+    if isinstance(value, type) and issubclass(value, Scheduler):
+        return value.name or value.__name__.lower()
+    return value
+
+
 def _run_point(base: Optional[str], point: dict, seed: int, common: dict) -> list:
     """One sweep point: its rows, each with the point's parameters and seed."""
     kw = dict(common)
     kw.update(point)
     rows = sim(base, seed=seed, **kw).rows()
     for r in rows:
-        r.update({f"param.{k}": v for k, v in point.items()})
+        r.update({f"param.{k}": _label(v) for k, v in point.items()})
         r["seed"] = seed
     return rows
 

@@ -5,6 +5,31 @@ __version__: str
 class MqblkError(ValueError):
     """A bad job, option or name: the one-line message ``mqblk`` prints."""
 
+class SchedulerError(MqblkError):
+    """A Python scheduler's hook raised or broke the elevator contract (the hook's
+    exception is the cause)."""
+
+class Request:
+    """A request as a Python scheduler sees it (read-only)."""
+
+    id: int
+    op: str
+    sector: int
+    nr_sectors: int
+    issuer: int
+    group: int
+    ioprio_class: str
+    ioprio_level: int
+    hctx: int
+    sync: bool
+    alloc_ns: int
+
+def register_scheduler(cls: type, name: str) -> None:
+    """Registers (or replaces) a Python scheduler class under ``name``."""
+
+def fuzz(scheduler: str, seed: int, runs: int) -> str:
+    """``mqblk sim --fuzz`` with the scheduler forced: the failures as JSON text."""
+
 def sim(args: list[str]) -> str:
     """``mqblk sim ARGS`` (give ``--output-format=json``): the report's text."""
 

@@ -26,10 +26,57 @@ fn detached<T: Send>(
     py.detach(f).map_err(|e| MqblkError::new_err(e.to_string()))
 }
 
-/// `mqblk sim ARGS --output-format=json`: the report as JSON text.
+mod sched;
+
+create_exception!(
+    _mqblk,
+    SchedulerError,
+    MqblkError,
+    "A Python scheduler's hook raised, or broke the elevator contract: the message names the scheduler, the hook and the request; the hook's own exception is the cause."
+);
+
+/// `mqblk sim ARGS --output-format=json`: the report as JSON text. A Python scheduler's
+/// failure ends the run and comes back as a `SchedulerError` whose cause is the hook's
+/// exception.
 #[pyfunction]
 fn sim(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
-    detached(py, || mqblk::sim::simulate_args(&args).map(|s| s.out))
+    let run = py.detach(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            mqblk::sim::simulate_args(&args).map(|s| s.out)
+        }))
+    });
+    if let Some((err, at)) = sched::take_failure() {
+        let e = SchedulerError::new_err(format!("{at}: {err}"));
+        e.set_cause(py, Some(err));
+        return Err(e);
+    }
+    match run {
+        Ok(r) => r.map_err(|e| MqblkError::new_err(e.to_string())),
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// `mqblk sim --fuzz` over `runs` seeds from `seed` with `scheduler` forced: the failures as
+/// JSON (`[{"seed", "error", "config", "reproduce"}]`), an empty list when every run held.
+#[pyfunction]
+fn fuzz(py: Python<'_>, scheduler: String, seed: u64, runs: u64) -> PyResult<String> {
+    let fails = py.detach(|| {
+        let mut fails = Vec::new();
+        for s in seed..seed.saturating_add(runs) {
+            let o = mqblk_sim::fuzz::run_one_for(s, None, Some(&scheduler));
+            let hook = sched::take_failure().map(|(e, at)| format!("{at}: {e}"));
+            if let Err(e) = o.result {
+                fails.push(serde_json::json!({
+                    "seed": s,
+                    "error": hook.unwrap_or(e),
+                    "config": o.summary,
+                    "reproduce": format!("mqblk.fuzz(scheduler=..., seed={s}, runs=1)"),
+                }));
+            }
+        }
+        fails
+    });
+    Ok(serde_json::Value::Array(fails).to_string())
 }
 
 /// `mqblk bench ARGS`: the report's text (give `--output-format=json`).
@@ -101,7 +148,23 @@ fn _mqblk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(scenarios, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
+    m.add_function(wrap_pyfunction!(fuzz, m)?)?;
+    m.add_function(wrap_pyfunction!(sched::register_scheduler, m)?)?;
+    m.add_class::<sched::PyRequest>()?;
     m.add("MqblkError", m.py().get_type::<MqblkError>())?;
+    m.add("SchedulerError", m.py().get_type::<SchedulerError>())?;
+    // A Python scheduler's failure stops its run with a panic the caller turns back into
+    // the exception; the default hook would print it to stderr as well.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let ours = info
+            .payload()
+            .downcast_ref::<String>()
+            .is_some_and(|m| m.starts_with(sched::STOP));
+        if !ours {
+            previous(info);
+        }
+    }));
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -103,6 +103,8 @@ fn not_run(block: &str) -> Option<&'static str> {
         Some("90 s of dbench in a guest; guest.rs runs the script with a 2 s run and reads its trace")
     } else if block.starts_with("bash scripts/guest-test.sh") {
         Some("boots a guest twice; guest.rs runs the script")
+    } else if block.starts_with("python examples/python/prio_aging.py") {
+        Some("needs the Python package installed; python/tests/test_scheduler.py runs the tutorial's scheduler and sweep")
     } else if block.starts_with("cargo build --release -p mqblk-mqfq") {
         Some("builds the example scheduler; examples/mqfq/tests runs its binary in sim, bench, the fuzzer and the crash runs")
     } else if block.starts_with("bash scripts/guest-reconnect.sh") {

@@ -33,6 +33,9 @@ bitflags::bitflags! {
 /// What an elevator is told when it is attached (`init_sched` + `init_hctx`).
 #[derive(Clone, Debug)]
 pub struct ElevatorInit {
+    /// The name of the scheduler type being attached (`elevator_type`'s `elevator_name`):
+    /// one init may serve several types.
+    pub name: &'static str,
     /// Hardware queues of the queue.
     pub nr_hw_queues: u16,
     /// Software queues of the queue.

@@ -191,7 +191,7 @@ impl RequestQueue {
         let inner = QueueInner::build(
             set.clone(),
             driver.clone(),
-            Elv::of(elv.and_then(|e| e.init)),
+            Elv::of(elv),
             cfg.clone(),
             limits,
             nr_requests,
@@ -584,7 +584,7 @@ impl RequestQueue {
     /// (it has no requests) before this returns. The caller unfreezes.
     pub fn elevator_switch(&self, elv: Option<&ElevatorType>) -> Result<(), FreezeError> {
         let nr = QueueInner::default_nr_requests(&self.set, elv.and_then(|e| e.init).is_some());
-        self.replace_inner(Elv::of(elv.and_then(|e| e.init)), nr)
+        self.replace_inner(Elv::of(elv), nr)
     }
 
     /// `queue_requests_store` / `blk_mq_update_nr_requests` on a frozen, drained queue: with

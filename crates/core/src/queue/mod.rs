@@ -272,15 +272,27 @@ pub(crate) enum Elv {
     /// None (`none`).
     None,
     /// A fresh instance (`blk_mq_init_sched`).
-    Init(ElevatorInitFn),
+    Init(ElvMaker),
     /// The running one, told of its new depth (`blk_mq_update_nr_requests`), with how it
     /// was made.
-    Keep(Arc<dyn Elevator>, ElevatorInitFn),
+    Keep(Arc<dyn Elevator>, ElvMaker),
+}
+
+/// How an elevator is made: its type's init and name (the kernel's `init_sched` gets the
+/// `elevator_type` too).
+#[derive(Copy, Clone)]
+pub(crate) struct ElvMaker {
+    init: ElevatorInitFn,
+    name: &'static str,
 }
 
 impl Elv {
-    pub(crate) fn of(init: Option<ElevatorInitFn>) -> Elv {
-        init.map_or(Elv::None, Elv::Init)
+    /// An instance of `elv`, or none for `none` (a type without an init).
+    pub(crate) fn of(elv: Option<&ElevatorType>) -> Elv {
+        match elv.and_then(|e| e.init.map(|init| (init, e.name))) {
+            Some((init, name)) => Elv::Init(ElvMaker { init, name }),
+            None => Elv::None,
+        }
     }
 }
 
@@ -305,7 +317,7 @@ pub(crate) struct QueueInner {
     /// kernel keeps the elevator across it (`depth_updated`).
     pub(crate) elevator: Option<Arc<dyn Elevator>>,
     /// How `elevator` was made, to make it again at another `nr_requests`.
-    elv_init: Option<ElevatorInitFn>,
+    elv_init: Option<ElvMaker>,
     pub(crate) nr_requests: u32,
     /// Fair-share accounting: per hardware queue, or one for the queue with host-wide tags.
     users: Arc<[ActiveUser]>,
@@ -424,12 +436,13 @@ impl QueueInner {
             .collect();
         let elevator = match elv {
             Elv::None => None,
-            Elv::Init(init) => {
+            Elv::Init(maker) => {
                 // The most `queue_requests_store` may later set: MAX_SCHED_RQ, or more if
                 // the queue starts deeper.
                 let maps = if host_shared { 1 } else { nr_hw as u32 };
                 let max_rq_ids = maps * freeze::MAX_SCHED_RQ.max(nr_requests);
-                Some(Arc::from(init(&ElevatorInit {
+                Some(Arc::from((maker.init)(&ElevatorInit {
+                    name: maker.name,
                     nr_hw_queues: nr_hw as u16,
                     nr_ctx: cfg.nr_ctx,
                     nr_requests,

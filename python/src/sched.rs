@@ -1,0 +1,432 @@
+//! Schedulers written in Python: a `mqblk.Scheduler` subclass becomes an mqblk elevator.
+//!
+//! `register_scheduler` adds a scheduler type (`mqblk_sched::register`) whose init builds a
+//! [`PyElevator`] around a new instance of the class; each elevator hook calls the method of
+//! the same name with the GIL taken. The simulator runs on the caller's thread with the GIL
+//! released, and takes it back for each hook.
+//!
+//! The wrapper holds a scheduler to the core's contract where Python could break it: a
+//! request `dispatch_request` returns must be one inserted and not yet dispatched (of the
+//! hardware queue asked, for an `mq_aware` scheduler), and none may be left at exit. A hook
+//! that raises, or breaks the contract, ends the run: its error is kept
+//! ([`take_failure`]) with the hook and the request, and the run is stopped by a panic
+//! that the caller catches and turns back into the Python exception.
+
+use mqblk_core::{
+    Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx, Nanos, RqId,
+    Tunables,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+/// The classes of the Python schedulers registered, by name.
+static CLASSES: Mutex<BTreeMap<&'static str, Py<PyAny>>> = Mutex::new(BTreeMap::new());
+
+/// Names of the statistics Python schedulers report, each kept once for the process.
+static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+
+thread_local! {
+    /// The error that ended the run on this thread: the Python exception and where.
+    static FAILED: std::cell::RefCell<Option<(PyErr, String)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The panic message a failed hook stops the run with (the panic hook keeps it quiet).
+pub const STOP: &str = "python scheduler failed";
+
+/// The error a hook left on this thread, if any (taken).
+pub fn take_failure() -> Option<(PyErr, String)> {
+    FAILED.with(|f| f.borrow_mut().take())
+}
+
+fn fail(err: PyErr, at: String) -> ! {
+    FAILED.with(|f| *f.borrow_mut() = Some((err, at.clone())));
+    std::panic::panic_any(format!("{STOP}: {at}"));
+}
+
+fn leak(name: &str) -> &'static str {
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&n) = names.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(n);
+    n
+}
+
+/// A request as a Python scheduler sees it: read-only, its fields the kernel's names.
+#[pyclass(frozen, name = "Request", module = "mqblk")]
+pub struct PyRequest {
+    /// The request's id (its index in the queue's request table).
+    #[pyo3(get)]
+    id: u32,
+    /// `read`, `write`, `flush`, `discard` or `write-zeroes`.
+    #[pyo3(get)]
+    op: &'static str,
+    #[pyo3(get)]
+    sector: u64,
+    #[pyo3(get)]
+    nr_sectors: u32,
+    /// The submitter (a job's number).
+    #[pyo3(get)]
+    issuer: u32,
+    /// Its cgroup's id (0: the root).
+    #[pyo3(get)]
+    group: u32,
+    /// `rt`, `be`, `idle` or `none`.
+    #[pyo3(get)]
+    ioprio_class: &'static str,
+    #[pyo3(get)]
+    ioprio_level: u8,
+    /// The hardware queue it goes to.
+    #[pyo3(get)]
+    hctx: u16,
+    /// Synchronous (reads, and writes flagged SYNC, FUA or PREFLUSH).
+    #[pyo3(get)]
+    sync: bool,
+    /// When it was allocated, in ns of the run's time.
+    #[pyo3(get)]
+    alloc_ns: u64,
+}
+
+#[pymethods]
+impl PyRequest {
+    fn __repr__(&self) -> String {
+        format!(
+            "Request(id={}, {} sector={} nr_sectors={} issuer={} ioprio={}/{} hctx={})",
+            self.id,
+            self.op,
+            self.sector,
+            self.nr_sectors,
+            self.issuer,
+            self.ioprio_class,
+            self.ioprio_level,
+            self.hctx
+        )
+    }
+}
+
+impl PyRequest {
+    fn of(rq: &ElvRq) -> PyRequest {
+        PyRequest {
+            id: rq.id.0,
+            op: rq.op.name(),
+            sector: rq.sector,
+            nr_sectors: rq.nr_sectors,
+            issuer: rq.issuer,
+            group: rq.group,
+            ioprio_class: match rq.ioprio.class() {
+                mqblk_core::IoPrioClass::Rt => "rt",
+                mqblk_core::IoPrioClass::Be => "be",
+                mqblk_core::IoPrioClass::Idle => "idle",
+                mqblk_core::IoPrioClass::None => "none",
+            },
+            ioprio_level: rq.ioprio.level(),
+            hctx: rq.hctx.0,
+            sync: mqblk_core::op_is_sync(rq.op, rq.cmd_flags),
+            alloc_ns: rq.alloc_ns.0,
+        }
+    }
+}
+
+/// An elevator whose hooks are a Python object's methods.
+struct PyElevator {
+    obj: Py<PyAny>,
+    name: &'static str,
+    mq_aware: bool,
+    /// Requests inserted and not yet dispatched, with their hardware queue.
+    queued: Mutex<BTreeMap<u32, u16>>,
+    /// Which optional hooks the class defines.
+    has: Optional,
+    tunables: Tunables,
+}
+
+#[derive(Copy, Clone)]
+struct Optional {
+    completed: bool,
+    finish: bool,
+    requeue: bool,
+    stats: bool,
+}
+
+impl PyElevator {
+    /// Calls `f` with the GIL and the Python object; a failure ends the run, named by
+    /// `at` (the hook and its arguments, formatted only then).
+    fn call<T>(
+        &self,
+        at: impl FnOnce() -> String,
+        f: impl FnOnce(Python<'_>, &Bound<'_, PyAny>) -> PyResult<T>,
+    ) -> T {
+        Python::attach(|py| match f(py, self.obj.bind(py)) {
+            Ok(v) => v,
+            Err(e) => fail(e, format!("{}.{}", self.name, at())),
+        })
+    }
+
+    fn view(py: Python<'_>, q: &ElvCtx<'_>, id: RqId) -> PyResult<Py<PyRequest>> {
+        let rq = q.rqs.lock(id);
+        Py::new(py, PyRequest::of(&rq.elv()))
+    }
+}
+
+/// The init every Python scheduler type shares: an instance of the class registered under
+/// the type's name.
+fn py_init(init: &ElevatorInit) -> Box<dyn Elevator> {
+    let name = init.name;
+    let cls = {
+        let classes = CLASSES.lock().unwrap_or_else(|e| e.into_inner());
+        Python::attach(|py| classes.get(name).map(|c| c.clone_ref(py)))
+    };
+    let Some(cls) = cls else {
+        fail(
+            PyValueError::new_err(format!("no Python class for scheduler '{name}'")),
+            format!("{name}.__init__"),
+        );
+    };
+    Python::attach(|py| {
+        let built = (|| -> PyResult<PyElevator> {
+            let cls = cls.bind(py);
+            let obj = cls.call0()?;
+            obj.setattr("nr_hw_queues", init.nr_hw_queues)?;
+            obj.setattr("nr_requests", init.nr_requests)?;
+            if obj.hasattr("init_sched")? {
+                obj.call_method0("init_sched")?;
+            }
+            let mq_aware: bool = cls.getattr("mq_aware")?.extract()?;
+            let has = Optional {
+                completed: obj.hasattr("completed_request")?,
+                finish: obj.hasattr("finish_request")?,
+                requeue: obj.hasattr("requeue_request")?,
+                stats: obj.hasattr("stats")?,
+            };
+            Ok(PyElevator {
+                obj: obj.unbind(),
+                name,
+                mq_aware,
+                queued: Mutex::new(BTreeMap::new()),
+                has,
+                tunables: Tunables::new(name, &[]),
+            })
+        })();
+        match built {
+            Ok(e) => Box::new(e) as Box<dyn Elevator>,
+            Err(e) => fail(e, format!("{name}.__init__")),
+        }
+    })
+}
+
+impl Elevator for PyElevator {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn features(&self) -> ElvFeatures {
+        if self.mq_aware {
+            ElvFeatures::MQ_AWARE
+        } else {
+            ElvFeatures::empty()
+        }
+    }
+
+    fn insert_requests(
+        &self,
+        q: &ElvCtx<'_>,
+        hctx: HctxIdx,
+        rqs: &[RqId],
+        at_head: bool,
+        now: Nanos,
+        _freed: &mut Vec<RqId>,
+    ) {
+        {
+            let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+            for id in rqs {
+                queued.insert(id.0, hctx.0);
+            }
+        }
+        self.call(
+            || {
+                let ids: Vec<u32> = rqs.iter().map(|r| r.0).collect();
+                format!("insert_requests(requests {ids:?}, at_head={at_head})")
+            },
+            |py, obj| {
+                obj.setattr("now_ns", now.0)?;
+                let views = rqs
+                    .iter()
+                    .map(|&id| Self::view(py, q, id))
+                    .collect::<PyResult<Vec<_>>>()?;
+                obj.call_method1("insert_requests", (PyList::new(py, views)?, at_head))?;
+                Ok(())
+            },
+        );
+    }
+
+    fn dispatch_request(&self, _q: &ElvCtx<'_>, hctx: HctxIdx, now: Nanos) -> Option<RqId> {
+        let id = self.call(
+            || format!("dispatch_request(hctx={})", hctx.0),
+            |_py, obj| {
+                obj.setattr("now_ns", now.0)?;
+                let r = obj.call_method1("dispatch_request", (hctx.0,))?;
+                if r.is_none() {
+                    return Ok(None);
+                }
+                if let Ok(v) = r.cast::<PyRequest>() {
+                    return Ok(Some(v.get().id));
+                }
+                r.extract::<u32>().map(Some).map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "returned {}, not a Request, a request id or None",
+                        r.repr().map_or_else(|_| "?".into(), |s| s.to_string())
+                    ))
+                })
+            },
+        )?;
+        let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        let broken = match queued.get(&id) {
+            None => Some(format!(
+                "returned request {id}, which is not queued in the scheduler (dispatched twice, or never inserted)"
+            )),
+            Some(&h) if self.mq_aware && h != hctx.0 => Some(format!(
+                "returned request {id} of hardware queue {h} to hardware queue {} (an mq_aware scheduler dispatches each queue's own)",
+                hctx.0
+            )),
+            Some(_) => None,
+        };
+        if let Some(msg) = broken {
+            drop(queued);
+            fail(
+                PyValueError::new_err(msg),
+                format!("{}.dispatch_request(hctx={})", self.name, hctx.0),
+            );
+        }
+        queued.remove(&id);
+        Some(RqId(id))
+    }
+
+    fn has_work(&self, hctx: HctxIdx) -> bool {
+        self.call(
+            || format!("has_work(hctx={})", hctx.0),
+            |_py, obj| obj.call_method1("has_work", (hctx.0,))?.is_truthy(),
+        )
+    }
+
+    fn completed_request(&self, rq: &ElvRq, now: Nanos) {
+        if self.has.completed {
+            self.call(
+                || format!("completed_request(request {})", rq.id.0),
+                |py, obj| {
+                    obj.call_method1(
+                        "completed_request",
+                        (Py::new(py, PyRequest::of(rq))?, now.0),
+                    )?;
+                    Ok(())
+                },
+            );
+        }
+    }
+
+    fn finish_request(&self, rq: &ElvRq) {
+        if self.has.finish {
+            self.call(
+                || format!("finish_request(request {})", rq.id.0),
+                |py, obj| {
+                    obj.call_method1("finish_request", (Py::new(py, PyRequest::of(rq))?,))?;
+                    Ok(())
+                },
+            );
+        }
+    }
+
+    fn requeue_request(&self, rq: &ElvRq, _now: Nanos) {
+        if self.has.requeue {
+            self.call(
+                || format!("requeue_request(request {})", rq.id.0),
+                |py, obj| {
+                    obj.call_method1("requeue_request", (Py::new(py, PyRequest::of(rq))?,))?;
+                    Ok(())
+                },
+            );
+        }
+    }
+
+    fn tunables(&self) -> &Tunables {
+        &self.tunables
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn stats(&self) -> Vec<(&'static str, u64)> {
+        if !self.has.stats {
+            return Vec::new();
+        }
+        self.call(
+            || "stats()".into(),
+            |_py, obj| {
+                let d: BTreeMap<String, u64> = obj.call_method0("stats")?.extract()?;
+                Ok(d.into_iter().map(|(k, v)| (leak(&k), v)).collect())
+            },
+        )
+    }
+
+    fn debug_state(&self) -> String {
+        let queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        format!(
+            "python scheduler {}: {} queued {:?}\n",
+            self.name,
+            queued.len(),
+            queued.keys().take(16).collect::<Vec<_>>()
+        )
+    }
+
+    fn exit_sched(&self) {
+        let queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        if !queued.is_empty() {
+            let ids: Vec<u32> = queued.keys().take(8).copied().collect();
+            drop(queued);
+            fail(
+                PyValueError::new_err(format!(
+                    "requests {ids:?} were inserted and never dispatched (lost)"
+                )),
+                format!("{}.exit_sched", self.name),
+            );
+        }
+    }
+
+    fn depth_updated(&self, _nr_requests: u32, _nr_rq_ids: u32) {}
+}
+
+/// Registers (or, for a name registered before, replaces) the Python scheduler class `cls`
+/// under `name`. Its costs in the simulator are mq-deadline's (one lock for the queue), or
+/// kyber's for an `mq_aware` one (a lock per hardware queue): what a kernel version of it
+/// would cost is not known.
+#[pyfunction]
+pub fn register_scheduler(py: Python<'_>, cls: Py<PyAny>, name: String) -> PyResult<()> {
+    let mq_aware: bool = cls.bind(py).getattr("mq_aware")?.extract()?;
+    let mut classes = CLASSES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((&n, _)) = classes.get_key_value(name.as_str()) {
+        classes.insert(n, cls);
+        return Ok(());
+    }
+    let model = mqblk_sched::lookup(if mq_aware { "kyber" } else { "mq-deadline" })
+        .expect("a built-in scheduler");
+    let name = leak(&name);
+    let t: &'static ElevatorType = Box::leak(Box::new(ElevatorType {
+        name,
+        alias: None,
+        features: if mq_aware {
+            ElvFeatures::MQ_AWARE
+        } else {
+            ElvFeatures::empty()
+        },
+        tunables: &[],
+        aliases: &[],
+        init: Some(py_init),
+        cost: model.cost,
+    }));
+    mqblk_sched::register(t).map_err(crate::MqblkError::new_err)?;
+    classes.insert(name, cls);
+    Ok(())
+}
