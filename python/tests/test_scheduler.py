@@ -111,6 +111,8 @@ def test_the_fuzzer_finds_a_scheduler_that_loses_requests_and_passes_a_sound_one
     assert mqblk.fuzz(scheduler=Fifo, seed=1, runs=30) == []
 
 
-def test_an_instance_instead_of_the_class_is_refused():
+def test_an_instance_and_a_real_time_run_are_refused_with_one_line():
     with pytest.raises(mqblk.MqblkError, match="give the Scheduler class"):
         mqblk.sim(QUICK, scheduler=Fifo())
+    with pytest.raises(mqblk.MqblkError, match="run in the simulator only"):
+        mqblk.bench(QUICK, scheduler=Fifo)

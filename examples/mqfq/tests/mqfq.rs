@@ -114,3 +114,62 @@ fn a_second_registration_is_refused() {
     assert!(e.contains("'mqfq' is already registered"), "{e}");
     assert!(mqblk_sched::lookup("mqfq").is_some());
 }
+
+/// `serve` exports a device under MQFQ; a real NBD client writes and reads back through it.
+#[test]
+fn mqfq_serves_an_nbd_export() {
+    let dir = std::env::temp_dir().join(format!("mqblk-mqfq-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("nbd.sock");
+    let stats = dir.join("stats.json");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_mqblk-mqfq"))
+        .args([
+            "serve",
+            &format!("--listen=unix:{}", sock.display()),
+            "--size=8m",
+            "--ioscheduler=mqfq",
+            &format!("--stats={}", stats.display()),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(t0.elapsed().as_secs() < 10, "the server did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let uri = format!("nbd+unix:///mqblk?socket={}", sock.display());
+    let qemu_io = Command::new("qemu-io")
+        .args([
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x5c 0 1M",
+            "-c",
+            "read -P 0x5c 0 1M",
+            &uri,
+        ])
+        .output();
+    match qemu_io {
+        Ok(o) => {
+            let out = text(&o.stdout);
+            assert!(
+                o.status.success() && !out.contains("Pattern verification failed"),
+                "{out}{}",
+                text(&o.stderr)
+            );
+        }
+        Err(_) if std::env::var_os("CI").is_some() => panic!("qemu-io missing in CI"),
+        Err(_) => println!(
+            "SKIP: mqfq_serves_an_nbd_export: qemu-io missing (apt-get install qemu-utils)"
+        ),
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    assert!(server.wait().unwrap().success());
+    let report = std::fs::read_to_string(&stats).unwrap();
+    assert!(report.contains("\"mqfq\""), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
