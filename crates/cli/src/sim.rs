@@ -447,7 +447,8 @@ fn run_fuzz(set: &RunSet) -> i32 {
 fn run_crash(set: &RunSet) -> i32 {
     use mqblk_sim::crash;
     use std::sync::atomic::{AtomicU64, Ordering};
-    let (first, runs) = (set.first, set.runs);
+    // Seeds stop at the last u64, as --fuzz's do.
+    let (first, runs) = (set.first, set.runs.min(u64::MAX - set.first));
     std::panic::set_hook(Box::new(|_| {}));
     let host = Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
