@@ -11,8 +11,10 @@
 //!   disk).
 //! - A **flush** (`REQ_OP_FLUSH`: NVMe Flush, SCSI SYNCHRONIZE CACHE, virtio
 //!   `VIRTIO_BLK_T_FLUSH`) makes durable what the cache held when it *arrived*, once it
-//!   finishes. What lands in the cache meanwhile is not covered (NVMe 1.4, 6.8: the flush
-//!   applies to data "in volatile write cache at the time the Flush command is processed").
+//!   finishes. What lands in the cache meanwhile is not covered: the block layer's promise
+//!   (`REQ_PREFLUSH`, Documentation/block/writeback_cache_control.rst) is only for writes
+//!   that completed before the flush was submitted, which are in the cache by its arrival,
+//!   so this is the least a device may do and keep it.
 //! - A **power cut** keeps what is durable. Of what the cache holds and of the writes in
 //!   flight, each atomic write unit (the device's `physical_block_size`: a unit is written
 //!   whole or not at all) independently survives or not, as a cache may write back any part

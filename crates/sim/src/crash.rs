@@ -8,10 +8,11 @@
 //! rule CrashMonkey and dm-log-writes check file systems with, applied to the block layer:
 //!
 //! - every write that completed before a flush was submitted, where that flush completed,
-//!   is there (`REQ_PREFLUSH`: "all previously completed writes are on stable storage"
-//!   once the flush completes; Documentation/block/writeback_cache_control.rst);
-//! - every completed FUA write is there (`REQ_FUA`: "the I/O completion is only signalled
-//!   after the data has been committed to non-volatile storage");
+//!   is there (Documentation/block/writeback_cache_control.rst: `REQ_PREFLUSH` "guarantees
+//!   that previously completed write requests are on non-volatile storage" before the
+//!   flagged bio starts);
+//! - every completed FUA write is there (the same document: a `REQ_FUA` bio's completion
+//!   is signalled only once its data is committed to non-volatile storage);
 //! - nothing is there that was never written, and no sector holds a write older than one
 //!   it must hold (a write that completed before the one it must hold was submitted).
 //!
@@ -150,11 +151,6 @@ impl Oracle {
             .count()
     }
 
-    /// Completed writes that must survive a cut now.
-    pub fn writes_required(&self) -> usize {
-        self.required().len()
-    }
-
     /// Flushes that completed successfully.
     pub fn flushes_completed(&self) -> usize {
         self.flushes
@@ -172,9 +168,10 @@ impl Oracle {
             .max_by_key(|f| f.submitted)
     }
 
-    /// Writes that must have survived the cut, in submission order, with why.
-    fn required(&self) -> Vec<(u64, &WriteRec)> {
-        let fence = self.last_flush().map_or(0, |f| f.submitted);
+    /// Writes that must have survived the cut, in submission order: the FUA ones, and those
+    /// completed before `fence` (the last completed flush) was submitted.
+    fn required(&self, fence: Option<&FlushRec>) -> Vec<(u64, &WriteRec)> {
+        let fence = fence.map_or(0, |f| f.submitted);
         let mut req: Vec<(u64, &WriteRec)> = self
             .writes
             .iter()
@@ -195,9 +192,11 @@ impl Oracle {
         }
     }
 
-    /// Checks what the medium holds after the cut; returns each violation found, in sector
-    /// order.
-    pub fn check(&self, content: &Content) -> Vec<String> {
+    /// Checks what the medium holds after the cut: how many writes had to survive it, and
+    /// each violation found, in sector order.
+    pub fn check(&self, content: &Content) -> Verdict {
+        let fence = self.last_flush();
+        let required = self.required(fence);
         let mut bad = Vec::new();
         let mut trimmed = Content::new();
         for w in self.writes.values().filter(|w| w.discard) {
@@ -226,7 +225,7 @@ impl Oracle {
         }
         // What must be there: per sector, the last required write submitted.
         let mut must = Content::new();
-        for (stamp, w) in self.required() {
+        for &(stamp, w) in &required {
             must.set(w.sector, w.end, stamp);
         }
         // Each required write not there, once: where it is first missing, and how much.
@@ -252,7 +251,6 @@ impl Oracle {
                 }
             }
         }
-        let fence = self.last_flush();
         let mut lost: Vec<(u64, (u64, u64, u64, String))> = lost.into_iter().collect();
         lost.sort_by_key(|(r, (x, ..))| (*x, *r));
         for (r, (x, y, n, held)) in lost {
@@ -273,8 +271,20 @@ impl Oracle {
                 self.name(r)
             ));
         }
-        bad
+        Verdict {
+            required: required.len(),
+            violations: bad,
+        }
     }
+}
+
+/// The oracle's judgement of one cut.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Completed writes that had to survive it.
+    pub required: usize,
+    /// Each broken promise, in sector order.
+    pub violations: Vec<String>,
 }
 
 /// What a power cut left, and what the oracle made of it.
@@ -421,8 +431,9 @@ mod tests {
     fn a_flushed_write_must_survive() {
         let mut o = Oracle::default();
         flushed(&mut o);
-        assert!(o.check(&content(&[(0, 8, stamp(1))])).is_empty());
-        let v = o.check(&content(&[]));
+        assert!(o.check(&content(&[(0, 8, stamp(1))])).violations.is_empty());
+        assert_eq!(o.check(&content(&[])).required, 1);
+        let v = o.check(&content(&[])).violations;
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(
             v[0].contains("lost from 8 of its sectors: sectors 0..8 hold nothing")
@@ -438,7 +449,7 @@ mod tests {
         o.submitted(stamp(2), ReqOp::Flush, ReqFlags::empty(), 0, 0, 1, 0);
         o.completed(stamp(1), true);
         o.completed(stamp(2), true);
-        assert!(o.check(&content(&[])).is_empty());
+        assert!(o.check(&content(&[])).violations.is_empty());
     }
 
     #[test]
@@ -448,8 +459,8 @@ mod tests {
         o.submitted(stamp(3), ReqOp::Write, ReqFlags::empty(), 8, 8, 0, 1);
         o.completed(stamp(1), true);
         o.completed(stamp(3), true);
-        assert!(o.check(&content(&[(0, 8, stamp(1))])).is_empty());
-        assert_eq!(o.check(&content(&[(8, 16, stamp(3))])).len(), 1);
+        assert!(o.check(&content(&[(0, 8, stamp(1))])).violations.is_empty());
+        assert_eq!(o.check(&content(&[(8, 16, stamp(3))])).violations.len(), 1);
     }
 
     #[test]
@@ -460,9 +471,9 @@ mod tests {
         flushed(&mut o);
         // Written after the required one, never completed: allowed.
         o.submitted(stamp(5), ReqOp::Write, ReqFlags::empty(), 0, 8, 1, 0);
-        assert!(o.check(&content(&[(0, 8, stamp(5))])).is_empty());
+        assert!(o.check(&content(&[(0, 8, stamp(5))])).violations.is_empty());
         // The write before the required one: stale.
-        let v = o.check(&content(&[(0, 8, stamp(9))]));
+        let v = o.check(&content(&[(0, 8, stamp(9))])).violations;
         assert!(
             v.len() == 1 && v[0].contains("the older job0's write"),
             "{v:?}"
@@ -470,9 +481,11 @@ mod tests {
         // Data nobody wrote, and a write's data at another place.
         assert!(!o
             .check(&content(&[(0, 8, stamp(1)), (64, 72, stamp(77))]))
+            .violations
             .is_empty());
         assert!(!o
             .check(&content(&[(0, 8, stamp(1)), (64, 72, stamp(5))]))
+            .violations
             .is_empty());
     }
 
@@ -485,6 +498,6 @@ mod tests {
         o.completed(stamp(2), true);
         o.submitted(stamp(3), ReqOp::Flush, ReqFlags::empty(), 0, 0, 0, 2);
         o.completed(stamp(3), false);
-        assert!(o.check(&content(&[])).is_empty());
+        assert!(o.check(&content(&[])).violations.is_empty());
     }
 }

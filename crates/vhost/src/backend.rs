@@ -199,8 +199,10 @@ impl BlkDevice {
     /// (`in_order`), the rule of `VIRTIO_F_IN_ORDER` (virtio 1.1, 2.6.9), without offering
     /// the feature. Its use is a restart: a vhost-user front end that loses its back end
     /// cannot ask where the ring stood (`GET_VRING_BASE`), so QEMU takes the used index as
-    /// the next available one (`virtio_queue_restore_last_avail_idx`) and sends it with
-    /// `SET_VRING_BASE` to the back end that connects next. Answered in order, the chains
+    /// the next available one (`virtio_queue_restore_last_avail_idx`, which reads the split
+    /// ring's `used->idx` from guest memory; for a packed ring it keeps nothing, so this holds
+    /// for split rings, Linux's and QEMU's default) and sends it with `SET_VRING_BASE` to the
+    /// back end that connects next. Answered in order, the chains
     /// from there on are exactly those not answered, and the new server takes them again;
     /// answered out of order, it would take some answered ones twice and never see
     /// others. The cost: a request answered early waits for the ones before it.

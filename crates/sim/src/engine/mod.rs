@@ -853,16 +853,17 @@ impl Sim {
             .power_cut(&mut rng)
             .expect("the media is kept for a power cut");
         let oracle = self.oracle.take().unwrap_or_default();
+        let verdict = oracle.check(&content);
         Ok(CrashReport {
             cut_at_ns: self.now,
             mid_run,
             writes_completed: oracle.writes_completed(),
-            writes_required: oracle.writes_required(),
+            writes_required: verdict.required,
             flushes_completed: oracle.flushes_completed(),
             in_flight,
             extents: content.len(),
             media,
-            violations: oracle.check(&content),
+            violations: verdict.violations,
         })
     }
 
