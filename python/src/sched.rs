@@ -407,6 +407,16 @@ pub fn register_scheduler(py: Python<'_>, cls: Py<PyAny>, name: String) -> PyRes
     let mq_aware: bool = cls.bind(py).getattr("mq_aware")?.extract()?;
     let mut classes = CLASSES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((&n, _)) = classes.get_key_value(name.as_str()) {
+        // A class redefined under its name (a notebook cell run again) replaces the old
+        // one; the registered type keeps its features, so they must not change.
+        let was =
+            mqblk_sched::lookup(n).is_some_and(|t| t.features.contains(ElvFeatures::MQ_AWARE));
+        if was != mq_aware {
+            return Err(crate::MqblkError::new_err(format!(
+                "scheduler '{n}' was registered with mq_aware={}; give a class with mq_aware={mq_aware} another name",
+                if was { "True" } else { "False" }
+            )));
+        }
         classes.insert(n, cls);
         return Ok(());
     }

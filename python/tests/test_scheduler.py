@@ -116,3 +116,22 @@ def test_an_instance_and_a_real_time_run_are_refused_with_one_line():
         mqblk.sim(QUICK, scheduler=Fifo())
     with pytest.raises(mqblk.MqblkError, match="run in the simulator only"):
         mqblk.bench(QUICK, scheduler=Fifo)
+
+
+def test_a_class_redefined_under_its_name_replaces_it_but_may_not_change_mq_aware():
+    class Again(Fifo):
+        name = "again"
+
+    mqblk.sim(QUICK, scheduler=Again)
+
+    class Again2(Fifo):
+        name = "again"
+
+    assert mqblk.sim(QUICK, scheduler=Again2).json["mqblk_sim"]["requests"] > 0
+
+    class AgainMq(Fifo):
+        name = "again"
+        mq_aware = True
+
+    with pytest.raises(mqblk.MqblkError, match="registered with mq_aware=False"):
+        mqblk.sim(QUICK, scheduler=AgainMq)
