@@ -16,6 +16,9 @@
 //! - **The dispatch limit** `D` (§3.2): at most `D` requests in the device at once, so that
 //!   requests wait here, where their order is decided, rather than in the device's queue.
 //!
+//! The defaults of `T` (256 KiB) and `D` (16 requests) are this example's choice, not
+//! figures from the paper; both are tunables (`throttle_kb`, `max_inflight`).
+//!
 //! What it leaves out: the paper's scalable data structures (the token tree for `V`,
 //! per-flow locks), which matter for millions of IOPS on many cores; weights (every flow
 //! weighs the same).
