@@ -1071,19 +1071,38 @@ fn nbdinfo_map_shows_discarded_ranges_as_holes() {
     }
 }
 
+/// Connects to a server's Unix socket, retrying while it is bound but not yet listening
+/// (the file appears at `bind`, before `listen`).
+fn connect_unix(sock: &std::path::Path) -> std::os::unix::net::UnixStream {
+    let t0 = Instant::now();
+    loop {
+        match std::os::unix::net::UnixStream::connect(sock) {
+            Ok(c) => return c,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "{}: {e}",
+                    sock.display()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{}: {e}", sock.display()),
+        }
+    }
+}
+
 /// A client that hangs up in its handshake (a probe, a client giving up) has only left: no
 /// line. A protocol violation gets one, naming it.
 #[test]
 fn handshake_hang_ups_are_quiet_and_violations_are_one_line() {
     use std::io::{Read, Write};
-    use std::os::unix::net::UnixStream;
     let s = Serve::start("quiet", &["--size=16m"]);
     let mut greeting = [0u8; 18];
     for _ in 0..3 {
-        let mut c = UnixStream::connect(&s.sock).unwrap();
+        let mut c = connect_unix(&s.sock);
         c.read_exact(&mut greeting).unwrap();
     }
-    let mut c = UnixStream::connect(&s.sock).unwrap();
+    let mut c = connect_unix(&s.sock);
     c.read_exact(&mut greeting).unwrap();
     c.write_all(&3u32.to_be_bytes()).unwrap();
     c.write_all(b"not an option header").unwrap();
