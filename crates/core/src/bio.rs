@@ -25,6 +25,19 @@ pub enum ReqOp {
     Discard,
     /// Make a range read back as zeroes without sending them (`REQ_OP_WRITE_ZEROES`).
     WriteZeroes,
+    /// Write at a zone's write pointer, wherever it is; the bio's sector names the zone
+    /// and comes back as where the data went (`REQ_OP_ZONE_APPEND`).
+    ZoneAppend,
+    /// Rewind a sequential zone's write pointer to its start (`REQ_OP_ZONE_RESET`; no data).
+    ZoneReset,
+    /// Reset every sequential zone (`REQ_OP_ZONE_RESET_ALL`; no data).
+    ZoneResetAll,
+    /// Open a zone explicitly (`REQ_OP_ZONE_OPEN`; no data).
+    ZoneOpen,
+    /// Close an open zone (`REQ_OP_ZONE_CLOSE`; no data).
+    ZoneClose,
+    /// Make a zone full (`REQ_OP_ZONE_FINISH`; no data).
+    ZoneFinish,
 }
 
 /// `op_is_sync`: reads, and anything flagged SYNC, FUA or PREFLUSH (the kernel counts a
@@ -50,9 +63,21 @@ impl ReqOp {
     }
     /// True for operations that carry a data buffer.
     pub fn has_data(self) -> bool {
-        matches!(self, ReqOp::Read | ReqOp::Write)
+        matches!(self, ReqOp::Read | ReqOp::Write | ReqOp::ZoneAppend)
     }
-    /// The operation's name in reports and traces (`read`, `write`, `flush`, `discard`, `write-zeroes`).
+    /// True for the zone management operations (`op_is_zone_mgmt`).
+    pub fn is_zone_mgmt(self) -> bool {
+        matches!(
+            self,
+            ReqOp::ZoneReset
+                | ReqOp::ZoneResetAll
+                | ReqOp::ZoneOpen
+                | ReqOp::ZoneClose
+                | ReqOp::ZoneFinish
+        )
+    }
+    /// The operation's name in reports and traces (`read`, `write`, `flush`, `discard`,
+    /// `write-zeroes`, `zone-append`, `zone-reset`, ...).
     pub fn name(self) -> &'static str {
         match self {
             ReqOp::Read => "read",
@@ -60,6 +85,12 @@ impl ReqOp {
             ReqOp::Flush => "flush",
             ReqOp::Discard => "discard",
             ReqOp::WriteZeroes => "write-zeroes",
+            ReqOp::ZoneAppend => "zone-append",
+            ReqOp::ZoneReset => "zone-reset",
+            ReqOp::ZoneResetAll => "zone-reset-all",
+            ReqOp::ZoneOpen => "zone-open",
+            ReqOp::ZoneClose => "zone-close",
+            ReqOp::ZoneFinish => "zone-finish",
         }
     }
 }
@@ -393,6 +424,9 @@ pub struct Bio {
     /// How the buffer lies in memory, for segment counting ([`BvecLayout::WHOLE`] unless
     /// the submitter says).
     pub bvecs: BvecLayout,
+    /// Zone write plugging's marks on it (`BIO_ZONE_WRITE_PLUGGING`,
+    /// `BIO_EMULATES_ZONE_APPEND`): the core's own, clear on every bio a submitter makes.
+    pub(crate) zone: crate::queue::zoned::ZoneBio,
 }
 
 impl Bio {
@@ -418,6 +452,7 @@ impl Bio {
             submit_ns: Nanos::ZERO,
             split: None,
             queued: false,
+            zone: crate::queue::zoned::ZoneBio::NONE,
             bvecs: BvecLayout::WHOLE,
         }
     }

@@ -259,6 +259,13 @@ pub trait Driver: Send + Sync {
         None
     }
 
+    /// Up to `nr` zones from the one holding `sector` (`report_zones`), for a zoned device;
+    /// `None` for a regular one. A zoned driver also declares its zones in its queue
+    /// limits ([`crate::QueueLimits::zoned`]).
+    fn report_zones(&self, _sector: u64, _nr: usize) -> Option<Vec<crate::zoned::Zone>> {
+        None
+    }
+
     /// Requests issued to `hctx` and not yet handed back, of those the calling thread's
     /// `poll` reaps (all of them, for a driver whose queues any thread may reap).
     fn inflight(&self, _hctx: HctxIdx) -> usize {

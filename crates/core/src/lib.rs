@@ -28,6 +28,7 @@ pub mod status;
 pub mod tag;
 pub mod time;
 pub mod trace;
+pub mod zoned;
 
 pub use bio::{
     op_is_sync, Bio, BufHome, BvecLayout, IoBuf, IoPrio, IoPrioClass, Page, ReqFlags, ReqOp,
@@ -54,6 +55,10 @@ pub use status::BlkStatus;
 pub use tag::{MapQueues, TagSet, TagSetConfig, TagSetError, TagSetFlags, Tags};
 pub use time::{Clock, Nanos};
 pub use trace::{TraceAction, TraceEvent, TraceHook, Tracer};
+pub use zoned::{
+    Zone, ZoneCond, ZoneFault, ZoneMgmt, ZoneType, ZonedConfigError, ZonedDev, ZonedDevConfig,
+    ZonedLimits,
+};
 
 /// Index of a software queue (a submitting CPU or thread).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -42,6 +42,9 @@ pub struct QueueLimits {
     pub write_cache: bool,
     /// The device honours FUA writes (`BLK_FEAT_FUA`); set from the driver.
     pub fua: bool,
+    /// The device is zoned (`BLK_FEAT_ZONED`) with these zones; `chunk_sectors` is then its
+    /// zone size. `None` for a regular device.
+    pub zoned: Option<crate::zoned::ZonedLimits>,
 }
 
 /// `BLK_DEF_MAX_SECTORS_CAP` as Linux 6.18 has it (`SZ_4M >> SECTOR_SHIFT`; 2560 sectors,
@@ -78,6 +81,7 @@ impl Default for QueueLimits {
             capacity_sectors: 1 << 21,
             write_cache: false,
             fua: false,
+            zoned: None,
         }
     }
 }

@@ -71,6 +71,9 @@ bitflags::bitflags! {
         /// Part of a PREFLUSH/FUA sequence, or the flush request itself (`RQF_FLUSH_SEQ`):
         /// never merged, and its completion goes to the flush state machine (`flush.rs`).
         const FLUSH_SEQ = 1 << 6;
+        /// A write to a sequential zone under zone write plugging: its end lets the zone's
+        /// next plugged write go (`RQF_ZONE_WRITE_PLUGGING`, `queue/zoned.rs`).
+        const ZONE_WRITE_PLUGGING = 1 << 7;
     }
 }
 

@@ -32,6 +32,11 @@ pub enum BlkStatus {
     Again,
     /// The device went away.
     Offline,
+    /// A zoned device has no open zone left for a write or a zone open
+    /// (`BLK_STS_ZONE_OPEN_RESOURCE`).
+    ZoneOpenResource,
+    /// A zoned device has no active zone left (`BLK_STS_ZONE_ACTIVE_RESOURCE`).
+    ZoneActiveResource,
 }
 
 impl BlkStatus {
@@ -53,6 +58,8 @@ impl BlkStatus {
             BlkStatus::Protection => 1,                                            // EPERM
             BlkStatus::Invalid => 22,                                              // EINVAL
             BlkStatus::Offline => 19,                                              // ENODEV
+            BlkStatus::ZoneOpenResource => 109,                                    // ETOOMANYREFS
+            BlkStatus::ZoneActiveResource => 75,                                   // EOVERFLOW
         }
     }
 }
@@ -71,6 +78,8 @@ impl fmt::Display for BlkStatus {
             BlkStatus::Invalid => "invalid request",
             BlkStatus::Again => "no tag available (nowait)",
             BlkStatus::Offline => "device offline",
+            BlkStatus::ZoneOpenResource => "no open zone left",
+            BlkStatus::ZoneActiveResource => "no active zone left",
         };
         f.write_str(s)
     }

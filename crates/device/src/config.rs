@@ -541,6 +541,13 @@ impl DeviceConfig {
                     rotational,
                     max_sectors,
                     faults,
+                    zoned,
+                    zone_size_mb,
+                    zone_capacity_mb,
+                    zone_nr_conv,
+                    zone_max_open,
+                    zone_max_active,
+                    zone_append_max_sectors,
                 } = a;
                 checks.extend([
                     ("nr_hw_queues", *submit_queues == b.submit_queues),
@@ -557,6 +564,16 @@ impl DeviceConfig {
                     ("rotational", *rotational == b.rotational),
                     ("max_sectors", *max_sectors == b.max_sectors),
                     ("fault injection", *faults == b.faults),
+                    ("zoned", *zoned == b.zoned),
+                    ("zone_size", *zone_size_mb == b.zone_size_mb),
+                    ("zone_capacity", *zone_capacity_mb == b.zone_capacity_mb),
+                    ("zone_nr_conv", *zone_nr_conv == b.zone_nr_conv),
+                    ("zone_max_open", *zone_max_open == b.zone_max_open),
+                    ("zone_max_active", *zone_max_active == b.zone_max_active),
+                    (
+                        "zone_append_max_sectors",
+                        *zone_append_max_sectors == b.zone_append_max_sectors,
+                    ),
                 ]);
             }
             (DriverConfig::Uring(a), DriverConfig::Uring(b)) => {

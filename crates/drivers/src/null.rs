@@ -14,7 +14,8 @@ use mqblk_core::tag::MAX_DEPTH;
 pub use mqblk_core::IrqMode;
 use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, Extent, HctxIdx, MapQueues, Nanos, QueueLimits,
-    ReqOp, Request, RqId, TagSetConfig, TagSetFlags, MAX_EXTENTS, SECTOR_SHIFT,
+    ReqOp, Request, RqId, TagSetConfig, TagSetFlags, Zone, ZoneFault, ZoneMgmt, ZonedDev,
+    ZonedDevConfig, MAX_EXTENTS, SECTOR_SHIFT,
 };
 use mqblk_core::{FaultConfig, FaultError, FaultInjector, Injected};
 use parking_lot::Mutex;
@@ -69,6 +70,21 @@ pub struct NullConfig {
     /// Largest request in 512-byte sectors; 0 keeps the block layer default.
     pub max_sectors: u32,
     pub faults: FaultConfig,
+    /// `zoned`: the device is zoned (host-managed), its zones kept as null_blk's
+    /// `zoned.c` keeps them ([`ZonedDev`]).
+    pub zoned: bool,
+    /// `zone_size` in MB, a power of two (null_blk's default 256).
+    pub zone_size_mb: u64,
+    /// `zone_capacity` in MB; 0 means the zone size.
+    pub zone_capacity_mb: u64,
+    /// `zone_nr_conv`: conventional zones at the start of the device.
+    pub zone_nr_conv: u32,
+    /// `zone_max_open`: open zones at once (0: no limit).
+    pub zone_max_open: u32,
+    /// `zone_max_active`: open and closed zones at once (0: no limit).
+    pub zone_max_active: u32,
+    /// `zone_append_max_sectors`: 0 has the block layer emulate zone append.
+    pub zone_append_max_sectors: u32,
 }
 
 impl Default for NullConfig {
@@ -89,6 +105,13 @@ impl Default for NullConfig {
             rotational: false,
             max_sectors: 0,
             faults: FaultConfig::default(),
+            zoned: false,
+            zone_size_mb: 256,
+            zone_capacity_mb: 0,
+            zone_nr_conv: 0,
+            zone_max_open: 0,
+            zone_max_active: 0,
+            zone_append_max_sectors: i32::MAX as u32,
         }
     }
 }
@@ -110,6 +133,8 @@ pub enum NullError {
     MaxSectors(u32),
     #[error("null: {0}")]
     Faults(#[from] FaultError),
+    #[error("null: {0}")]
+    Zoned(#[from] mqblk_core::ZonedConfigError),
 }
 
 impl NullConfig {
@@ -137,7 +162,26 @@ impl NullConfig {
             return Err(NullError::MaxSectors(self.max_sectors));
         }
         self.faults.validate()?;
+        self.zoned_dev().transpose()?;
         Ok(())
+    }
+
+    /// The zones of a zoned device, fresh (`null_init_zoned_dev`); `None` unless `zoned`.
+    pub fn zoned_dev(&self) -> Option<Result<ZonedDev, mqblk_core::ZonedConfigError>> {
+        let mb = |m: u64| (m << 20) >> SECTOR_SHIFT;
+        self.zoned.then(|| {
+            ZonedDev::new(
+                self.capacity_sectors(),
+                ZonedDevConfig {
+                    zone_sectors: mb(self.zone_size_mb),
+                    zone_capacity: mb(self.zone_capacity_mb),
+                    nr_conv: self.zone_nr_conv,
+                    max_open: self.zone_max_open,
+                    max_active: self.zone_max_active,
+                    append_max_sectors: self.zone_append_max_sectors,
+                },
+            )
+        })
     }
 
     /// All hardware queues: DEFAULT first, then POLL, as the tag set numbers them.
@@ -174,7 +218,10 @@ impl NullConfig {
     /// capacity. Put them in `QueueConfig::limits` so the queue checks bios against them.
     pub fn queue_limits(&self) -> QueueLimits {
         let defaults = QueueLimits::default();
+        let zoned = self.zoned_dev().and_then(Result::ok).map(|z| z.limits());
         QueueLimits {
+            zoned,
+            chunk_sectors: zoned.map_or(defaults.chunk_sectors, |z| z.zone_sectors),
             logical_block_size: self.bs,
             max_sectors: if self.max_sectors == 0 {
                 defaults.max_sectors
@@ -483,7 +530,13 @@ impl Store {
                 }
                 BlkStatus::Ok
             }
-            ReqOp::Read | ReqOp::Write => {
+            // The zones were changed already; a reset's data was dropped with them.
+            ReqOp::ZoneReset
+            | ReqOp::ZoneResetAll
+            | ReqOp::ZoneOpen
+            | ReqOp::ZoneClose
+            | ReqOp::ZoneFinish => BlkStatus::Ok,
+            ReqOp::Read | ReqOp::Write | ReqOp::ZoneAppend => {
                 // Check every bio first, so a bad one leaves the store untouched.
                 let bad = rq.bios.iter().any(|b| {
                     b.buf
@@ -522,6 +575,8 @@ pub struct NullDevice {
     faults_enabled: bool,
     store: Option<Store>,
     hctxs: Box<[CachePadded<NullHctx>]>,
+    /// A zoned device's zones (`zoned`).
+    zones: Option<Mutex<ZonedDev>>,
 }
 
 impl std::fmt::Debug for NullDevice {
@@ -536,7 +591,7 @@ impl NullDevice {
     pub fn new(cfg: NullConfig) -> Result<Arc<NullDevice>, NullError> {
         cfg.validate()?;
         let faults_enabled = cfg.faults.is_enabled();
-        let trivial = !faults_enabled && !cfg.memory_backed;
+        let trivial = !faults_enabled && !cfg.memory_backed && !cfg.zoned;
         let hctxs = (0..cfg.nr_hw_queues())
             .map(|h| {
                 let mode = if h >= cfg.submit_queues {
@@ -567,6 +622,7 @@ impl NullDevice {
             faults_enabled,
             store: cfg.memory_backed.then(Store::new),
             hctxs,
+            zones: cfg.zoned_dev().transpose()?.map(Mutex::new),
             cfg,
         }))
     }
@@ -611,6 +667,11 @@ impl NullDevice {
     /// Executes the command (null_blk's `null_handle_cmd`): only a memory-backed device
     /// has anything to do.
     fn handle_cmd(&self, rq: &mut Request) -> BlkStatus {
+        if let Some(zones) = &self.zones {
+            if let Err(status) = self.zoned_cmd(zones, rq) {
+                return status;
+            }
+        }
         let Some(store) = &self.store else {
             return BlkStatus::Ok;
         };
@@ -621,7 +682,63 @@ impl NullDevice {
     }
 }
 
+impl NullDevice {
+    /// `null_process_zoned_cmd`: the zone state changes a command makes, before its data
+    /// moves. A zone append lands at the write pointer: the request's sector says where.
+    fn zoned_cmd(&self, zones: &Mutex<ZonedDev>, rq: &mut Request) -> Result<(), BlkStatus> {
+        let mut z = zones.lock();
+        let mgmt = match rq.op {
+            ReqOp::Write | ReqOp::ZoneAppend => {
+                let append = rq.op == ReqOp::ZoneAppend;
+                let at = z
+                    .write(rq.sector, rq.nr_sectors as u64, append)
+                    .map_err(ZoneFault::status)?;
+                if append {
+                    rq.sector = at;
+                    if let Some(bio) = rq.bios.first_mut() {
+                        bio.sector = at;
+                    }
+                }
+                return Ok(());
+            }
+            ReqOp::ZoneReset => ZoneMgmt::Reset,
+            ReqOp::ZoneResetAll => ZoneMgmt::ResetAll,
+            ReqOp::ZoneOpen => ZoneMgmt::Open,
+            ReqOp::ZoneClose => ZoneMgmt::Close,
+            ReqOp::ZoneFinish => ZoneMgmt::Finish,
+            _ => {
+                return if z.read_fails(rq.sector) {
+                    Err(BlkStatus::IoErr)
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        let dropped = z.mgmt(mgmt, rq.sector)?;
+        if let Some(store) = &self.store {
+            for (start, len) in dropped {
+                store.zero(start, len);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets a sequential zone read-only or offline, or back to empty if it already was
+    /// (configfs's `zone_readonly`, `zone_offline`).
+    pub fn set_zone_cond(&self, sector: u64, cond: mqblk_core::ZoneCond) -> Result<(), BlkStatus> {
+        self.zones
+            .as_ref()
+            .ok_or(BlkStatus::NotSupp)?
+            .lock()
+            .set_cond(sector, cond)
+    }
+}
+
 impl Driver for NullDevice {
+    fn report_zones(&self, sector: u64, nr: usize) -> Option<Vec<Zone>> {
+        Some(self.zones.as_ref()?.lock().report(sector, nr))
+    }
+
     fn name(&self) -> &'static str {
         "null"
     }

@@ -105,7 +105,7 @@ impl EmmcModel {
                 let jitter = self.rng.below(self.access_ns / 10 + 1);
                 self.cmd_ns + self.access_ns + jitter + bytes * 1000 / self.read_mbs
             }
-            ReqOp::Write | ReqOp::WriteZeroes => {
+            ReqOp::Write | ReqOp::WriteZeroes | ReqOp::ZoneAppend => {
                 self.writes += 1;
                 let copy = if cmd.sector != self.write_end && bytes < self.au_bytes {
                     self.copies += 1;
@@ -117,7 +117,13 @@ impl EmmcModel {
                 self.cmd_ns + self.write_ns + copy + bytes * 1000 / self.write_mbs
             }
             ReqOp::Discard => self.cmd_ns + self.access_ns,
-            ReqOp::Flush => self.cmd_ns,
+            // The card has no zones; the block layer never sends it zone commands.
+            ReqOp::Flush
+            | ReqOp::ZoneReset
+            | ReqOp::ZoneResetAll
+            | ReqOp::ZoneOpen
+            | ReqOp::ZoneClose
+            | ReqOp::ZoneFinish => self.cmd_ns,
         }
     }
 }

@@ -569,8 +569,15 @@ impl Disk {
                 }
                 false
             }
-            ReqOp::Write | ReqOp::WriteZeroes => true,
-            ReqOp::Flush | ReqOp::Discard => return 0,
+            ReqOp::Write | ReqOp::WriteZeroes | ReqOp::ZoneAppend => true,
+            // This model has no zones: the block layer never sends it zone commands.
+            ReqOp::Flush
+            | ReqOp::Discard
+            | ReqOp::ZoneReset
+            | ReqOp::ZoneResetAll
+            | ReqOp::ZoneOpen
+            | ReqOp::ZoneClose
+            | ReqOp::ZoneFinish => return 0,
         };
         let t0 = self.ready_at(q, t);
         t0 - t + self.position_ns(now.head_cyl, q.place, t0, write, 0)
@@ -636,10 +643,16 @@ impl Disk {
                 }
                 false
             }
-            ReqOp::Write | ReqOp::WriteZeroes => true,
+            ReqOp::Write | ReqOp::WriteZeroes | ReqOp::ZoneAppend => true,
             // Everything queued before a flush is on the media when it starts (nothing is
             // reordered across it), so it costs a command; a discard is a no-op here.
-            ReqOp::Flush | ReqOp::Discard => return self.ready_at(q, t),
+            ReqOp::Flush
+            | ReqOp::Discard
+            | ReqOp::ZoneReset
+            | ReqOp::ZoneResetAll
+            | ReqOp::ZoneOpen
+            | ReqOp::ZoneClose
+            | ReqOp::ZoneFinish => return self.ready_at(q, t),
         };
         let t0 = self.ready_at(q, t);
         let settle = self.settle_jitter();

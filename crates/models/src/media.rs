@@ -261,7 +261,13 @@ impl Media {
             return;
         }
         match h.op {
-            ReqOp::Read => {}
+            // No zoned model keeps media yet: zone commands change nothing here.
+            ReqOp::Read
+            | ReqOp::ZoneReset
+            | ReqOp::ZoneResetAll
+            | ReqOp::ZoneOpen
+            | ReqOp::ZoneClose
+            | ReqOp::ZoneFinish => {}
             ReqOp::Flush => {
                 self.nth_flush += 1;
                 self.stats.flushes += 1;
@@ -277,7 +283,7 @@ impl Media {
                     self.land(p, false);
                 }
             }
-            ReqOp::Write | ReqOp::WriteZeroes | ReqOp::Discard => {
+            ReqOp::Write | ReqOp::WriteZeroes | ReqOp::Discard | ReqOp::ZoneAppend => {
                 self.nth_write += 1;
                 let keep = matches!(self.plant, Some(MediaPlant::ReorderPastFlush(n)) if self.nth_write >= n);
                 for p in h.pieces {

@@ -150,7 +150,7 @@ impl SsdModel {
                 }
                 self.finish(end, hw, cmd.id);
             }
-            ReqOp::Write | ReqOp::WriteZeroes => {
+            ReqOp::Write | ReqOp::WriteZeroes | ReqOp::ZoneAppend => {
                 self.writes += 1;
                 // A write larger than the whole buffer goes through once the buffer is empty.
                 if self.dirty > 0 && self.dirty + n > self.wbuf_sectors {
@@ -184,7 +184,13 @@ impl SsdModel {
                 // Done when everything buffered is on flash.
                 self.finish(self.last_program.max(t0), hw, cmd.id);
             }
-            ReqOp::Discard => self.finish(t0, hw, cmd.id),
+            // This model has no zones: the block layer never sends it zone commands.
+            ReqOp::Discard
+            | ReqOp::ZoneReset
+            | ReqOp::ZoneResetAll
+            | ReqOp::ZoneOpen
+            | ReqOp::ZoneClose
+            | ReqOp::ZoneFinish => self.finish(t0, hw, cmd.id),
         }
     }
 

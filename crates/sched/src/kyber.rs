@@ -71,7 +71,15 @@ fn domain_of(op: ReqOp) -> usize {
         ReqOp::Read => 0,
         ReqOp::Write => 1,
         ReqOp::Discard => 2,
-        ReqOp::Flush | ReqOp::WriteZeroes => 3,
+        // Zone append and zone management are "other" too: only REQ_OP_WRITE is a write.
+        ReqOp::Flush
+        | ReqOp::WriteZeroes
+        | ReqOp::ZoneAppend
+        | ReqOp::ZoneReset
+        | ReqOp::ZoneResetAll
+        | ReqOp::ZoneOpen
+        | ReqOp::ZoneClose
+        | ReqOp::ZoneFinish => 3,
     }
 }
 

@@ -173,21 +173,7 @@ pub fn categories(op: ReqOp, flags: ReqFlags) -> u32 {
 
 /// The errno a completion status stands for (`blk_status_to_errno`, made positive).
 pub fn errno_of(s: BlkStatus) -> u16 {
-    (match s {
-        BlkStatus::Ok => 0,
-        BlkStatus::NotSupp => libc_eopnotsupp(),
-        BlkStatus::Timeout => 110,
-        BlkStatus::NoSpc => 28,
-        BlkStatus::Protection => 1,
-        BlkStatus::Invalid => 22,
-        BlkStatus::Again | BlkStatus::Resource | BlkStatus::DevResource => 11,
-        BlkStatus::Offline => 19,
-        BlkStatus::IoErr => 5,
-    }) as u16
-}
-
-const fn libc_eopnotsupp() -> i32 {
-    95
+    s.to_errno().unsigned_abs() as u16
 }
 
 impl Tracer for TraceWriter {

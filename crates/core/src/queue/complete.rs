@@ -30,6 +30,14 @@ impl QueueInner {
                 self.start_stopped_hw_queues(now, batch);
             }
             if batch.done.is_empty() {
+                // Zone write plug work the ended requests made due, and the bios it failed.
+                if self.zones.is_some() {
+                    let submitted = self.zone_work(local, done, now);
+                    self.end_plug_failures(local, done);
+                    if submitted {
+                        continue;
+                    }
+                }
                 break;
             }
             runs.clear();
@@ -209,15 +217,37 @@ impl QueueInner {
         local: Option<CtxIdx>,
         done: &mut Vec<Bio>,
     ) {
+        let zones = self.zones.as_ref();
         for mut bio in rq.bios.drain(..) {
             bio.status = status;
-            if bio.split.is_some() {
-                self.split_piece_done(bio, local, done);
-            } else if Some(bio.ctx) == local {
-                done.push(bio);
-            } else {
-                self.hand_remote(bio);
+            if let Some(z) = zones {
+                // `blk_zone_append_update_request_bio`: where a native append went.
+                if rq.op == ReqOp::ZoneAppend {
+                    bio.sector = rq.sector;
+                }
+                z.bio_endio(&mut bio);
             }
+            self.route_bio(bio, local, done);
+        }
+        if let Some(z) = zones {
+            if rq.rq_flags.contains(RqFlags::ZONE_WRITE_PLUGGING) {
+                rq.rq_flags.remove(RqFlags::ZONE_WRITE_PLUGGING);
+                z.finish_request(rq.sector);
+            }
+            self.end_plug_failures(local, done);
+        }
+    }
+
+    /// Hands one ended bio back: to `done` for the `local` software queue, to its owner's
+    /// remote list otherwise, or to the original of a split.
+    #[inline]
+    pub(crate) fn route_bio(&self, bio: Bio, local: Option<CtxIdx>, done: &mut Vec<Bio>) {
+        if bio.split.is_some() {
+            self.split_piece_done(bio, local, done);
+        } else if Some(bio.ctx) == local {
+            done.push(bio);
+        } else {
+            self.hand_remote(bio);
         }
     }
 

@@ -437,6 +437,48 @@ impl RequestQueue {
         e.inner.debug_state()
     }
 
+    /// A zoned queue's zones from the one holding `sector`, at most `nr`, as the driver
+    /// reports them (`blkdev_report_zones`); a zone whose write plug lost track of its
+    /// write pointer after a failed write takes it up from the report
+    /// (`disk_zone_wplug_sync_wp_offset`). `None` for a regular device.
+    pub fn report_zones(&self, sector: u64, nr: usize) -> Option<Vec<crate::zoned::Zone>> {
+        let e = self.enter_outside(None);
+        let z = e.inner.zones.as_ref()?;
+        let zones = e.inner.driver.report_zones(sector, nr)?;
+        for zone in &zones {
+            if zone.ty == crate::zoned::ZoneType::SeqWriteReq {
+                let off = match zone.cond {
+                    crate::zoned::ZoneCond::Full => z.lim.zone_sectors as u64,
+                    _ if zone.wp == u64::MAX => continue,
+                    _ => zone.wp - zone.start,
+                };
+                z.sync_wp(z.lim.zone_no(zone.start), off);
+            }
+        }
+        let mut done = Vec::new();
+        e.inner.end_plug_failures(None, &mut done);
+        debug_assert!(
+            done.is_empty(),
+            "no bio ends locally without a software queue"
+        );
+        Some(zones)
+    }
+
+    /// Zone write plugging's figures: bios waiting on plugs, and writes the plugs failed
+    /// before they reached the device. `None` for a regular device.
+    pub fn zone_plug_stats(&self) -> Option<(usize, u64)> {
+        let e = self.enter_outside(None);
+        let z = e.inner.zones.as_ref()?;
+        Some((z.plugged(), z.refused()))
+    }
+
+    /// The write pointer the block layer keeps for zone `zno`, as sectors from its start,
+    /// while the zone has a write plug.
+    pub fn zone_wp_offset(&self, zno: u32) -> Option<u64> {
+        let e = self.enter_outside(None);
+        e.inner.zones.as_ref()?.wp_offset(zno)
+    }
+
     /// Requests waiting in the flush machines.
     pub fn flush_waiters(&self) -> usize {
         let e = self.enter_outside(None);

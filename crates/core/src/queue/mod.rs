@@ -6,7 +6,8 @@
 //! `complete.rs` (ending and requeueing requests), `flush.rs` (PREFLUSH/FUA sequencing,
 //! blk-flush.c), `tag_share.rs` (fair sharing of driver
 //! tags, blk-mq-tag.c), `timeout.rs` (timers and timeouts, blk-timeout.c), `poll.rs`
-//! (reaping the driver) and `debug.rs` (teardown, invariants, the dump: blk-mq-debugfs.c).
+//! (reaping the driver), `zoned.rs` (zone write plugging, blk-zoned.c) and `debug.rs`
+//! (teardown, invariants, the dump: blk-mq-debugfs.c).
 //!
 //! The queue is shared by every submitter (`&self` everywhere). Each submitter brings its own
 //! [`Submitter`]: its Ctx, its plug and scratch space, so the hot path allocates nothing. With
@@ -42,6 +43,7 @@ mod split;
 mod submit;
 mod tag_share;
 mod timeout;
+pub(crate) mod zoned;
 
 /// `BLK_MQ_RESOURCE_DELAY` and `BLK_MQ_BUDGET_DELAY`: 3 ms before re-running a queue that ran
 /// out of a resource nobody will signal.
@@ -144,6 +146,9 @@ pub enum QueueError {
     /// A request size limit under 4 KiB.
     #[error("queue: max_sectors {0} must be at least 8 (4 KiB)")]
     MaxSectors(u32),
+    /// A zoned device whose zone size is not a power of two or not its `chunk_sectors`.
+    #[error("queue: zone size {0} sectors must be a power of two and equal chunk_sectors ({1})")]
+    ZoneSize(u32, u32),
 }
 
 /// The outcome of [`RequestQueue::submit_bio`].
@@ -339,6 +344,8 @@ pub(crate) struct QueueInner {
     pub(crate) splits: Arc<Mutex<split::SplitTable>>,
     /// Per hardware queue: its PREFLUSH/FUA state machine (`hctx->fq`, `flush.rs`).
     flush_queues: Arc<[CachePadded<Mutex<flush::FlushQueue>>]>,
+    /// A zoned device's write plugs (`zoned.rs`).
+    pub(crate) zones: Option<Arc<zoned::ZoneWplugs>>,
     /// The first of the flush requests' slots, one per hardware queue, after the requests
     /// tags name.
     flush_base: u32,
@@ -355,6 +362,7 @@ struct Persistent {
     torn_down: Arc<AtomicBool>,
     splits: Arc<Mutex<split::SplitTable>>,
     flush_queues: Arc<[CachePadded<Mutex<flush::FlushQueue>>]>,
+    zones: Option<Arc<zoned::ZoneWplugs>>,
 }
 
 impl QueueInner {
@@ -390,6 +398,10 @@ impl QueueInner {
             flush_queues: (0..nr_hw)
                 .map(|_| CachePadded::new(Mutex::new(flush::FlushQueue::default())))
                 .collect(),
+            zones: cfg
+                .limits
+                .zoned
+                .map(|z| Arc::new(zoned::ZoneWplugs::new(z))),
         }
     }
 
@@ -484,6 +496,7 @@ impl QueueInner {
             budget_restarts: AtomicU32::new(0),
             torn_down: p.torn_down,
             splits: p.splits,
+            zones: p.zones,
             cfg,
         }
     }
@@ -498,6 +511,7 @@ impl QueueInner {
             torn_down: self.torn_down.clone(),
             splits: self.splits.clone(),
             flush_queues: self.flush_queues.clone(),
+            zones: self.zones.clone(),
         }
     }
 
@@ -514,6 +528,14 @@ impl QueueInner {
         }
         if cfg.limits.max_sectors < 8 {
             return Err(QueueError::MaxSectors(cfg.limits.max_sectors));
+        }
+        if let Some(z) = &cfg.limits.zoned {
+            if !z.zone_sectors.is_power_of_two() || cfg.limits.chunk_sectors != z.zone_sectors {
+                return Err(QueueError::ZoneSize(
+                    z.zone_sectors,
+                    cfg.limits.chunk_sectors,
+                ));
+            }
         }
         Ok(())
     }

@@ -16,6 +16,9 @@ impl QueueInner {
                 Err(BlkStatus::Invalid)
             };
         }
+        if bio.op.is_zone_mgmt() || bio.op == ReqOp::ZoneAppend {
+            return self.check_zone_bio(bio);
+        }
         if bio.nr_sectors == 0
             || bio.sector & lbs_mask != 0
             || bio.nr_sectors as u64 & lbs_mask != 0
@@ -25,6 +28,61 @@ impl QueueInner {
         }
         if let Some(buf) = &bio.buf {
             if bio.op.has_data() && (buf.len() as u64) < bio.bytes() {
+                return Err(BlkStatus::Invalid);
+            }
+        }
+        Ok(())
+    }
+
+    /// `blk_check_zone_append` and `submit_bio_noacct`'s zone management cases: zone
+    /// operations need a zoned device; a zone append starts at a sequential zone's start
+    /// and fits the zone and the append limit unsplit (it is never merged); a zone reset,
+    /// open, close or finish names a sequential zone by its start and moves no data.
+    fn check_zone_bio(&self, bio: &Bio) -> Result<(), BlkStatus> {
+        let Some(z) = &self.limits.zoned else {
+            return Err(BlkStatus::NotSupp);
+        };
+        if bio.op == ReqOp::ZoneResetAll {
+            return if bio.nr_sectors == 0 {
+                Ok(())
+            } else {
+                Err(BlkStatus::Invalid)
+            };
+        }
+        if bio.sector >= self.limits.capacity_sectors || z.offset_in_zone(bio.sector) != 0 {
+            return Err(if bio.op == ReqOp::ZoneAppend {
+                BlkStatus::IoErr
+            } else {
+                BlkStatus::Invalid
+            });
+        }
+        if !z.is_seq(z.zone_no(bio.sector)) {
+            // `blk_zone_wplug_handle_zone_mgmt`, `blk_zone_wplug_handle_write`: not on a
+            // conventional zone.
+            return Err(BlkStatus::IoErr);
+        }
+        if bio.op.is_zone_mgmt() {
+            return if bio.nr_sectors == 0 {
+                Ok(())
+            } else {
+                Err(BlkStatus::Invalid)
+            };
+        }
+        let lbs_mask = (self.limits.logical_block_size as u64 / SECTOR_SIZE).max(1) - 1;
+        let append_max = if z.emulates_zone_append() {
+            self.limits.max_sectors.min(z.zone_sectors)
+        } else {
+            z.max_zone_append_sectors
+        };
+        if bio.nr_sectors == 0
+            || bio.nr_sectors as u64 & lbs_mask != 0
+            || bio.nr_sectors > z.zone_sectors
+            || bio.nr_sectors > append_max
+        {
+            return Err(BlkStatus::IoErr);
+        }
+        if let Some(buf) = &bio.buf {
+            if (buf.len() as u64) < bio.bytes() {
                 return Err(BlkStatus::Invalid);
             }
         }
@@ -83,8 +141,14 @@ impl QueueInner {
             && self.merge_candidates(sub, &bio)
         {
             let ev = tracer.map(|_| TraceEvent::of_bio(TraceAction::BackMerge, &bio, sub.ctx, now));
+            let (sector, nr, op) = (bio.sector, bio.nr_sectors, bio.op);
             match self.attempt_bio_merge(sub, bio) {
                 Ok(front) => {
+                    if let Some(z) = &self.zones {
+                        if !front && op == ReqOp::Write {
+                            z.bio_merged(sector, nr);
+                        }
+                    }
                     if let (Some(t), Some(mut ev)) = (tracer, ev) {
                         if front {
                             ev.action = TraceAction::FrontMerge;
@@ -97,14 +161,60 @@ impl QueueInner {
                 Err(b) => bio = b,
             }
         }
+        let mut plugging = false;
+        if let Some(z) = &self.zones {
+            if z.needs_plugging(&bio) {
+                bio = match z.plug_bio(bio) {
+                    zoned::PlugOutcome::Go(b) => b,
+                    zoned::PlugOutcome::Plugged => return Submit::Queued,
+                    zoned::PlugOutcome::Failed(b) => {
+                        sub.done.push(b);
+                        return Submit::Failed;
+                    }
+                };
+                plugging = bio.zone != zoned::ZoneBio::NONE;
+                // A native zone append may have aborted a plug's bios.
+                self.end_plug_failures(Some(sub.ctx), &mut sub.done);
+            } else if bio.op == ReqOp::ZoneAppend {
+                bio.flags.insert(ReqFlags::NOMERGE);
+                bio = match z.plug_bio(bio) {
+                    zoned::PlugOutcome::Go(b) => b,
+                    zoned::PlugOutcome::Failed(b) => {
+                        sub.done.push(b);
+                        return Submit::Failed;
+                    }
+                    zoned::PlugOutcome::Plugged => {
+                        unreachable!("a native zone append is not plugged")
+                    }
+                };
+                self.end_plug_failures(Some(sub.ctx), &mut sub.done);
+            }
+        }
         let rq = match self.alloc_request(sub.ctx, bio, now) {
-            Ok(rq) => rq,
+            Ok(rq) => {
+                if plugging {
+                    let z = self.zones.as_ref().expect("plugging needs zones");
+                    let mut r = self.rqs.lock(rq.id);
+                    z.init_request(&mut r, &self.limits, self.cfg.nomerges == NoMerges::None);
+                }
+                rq
+            }
             // `blk_mq_get_new_requests`: no tag for a REQ_NOWAIT bio ends it with
             // `bio_wouldblock_error` (the rest of a split bio, already in flight, waits).
             Err(mut bio) if bio.flags.contains(ReqFlags::NOWAIT) && bio.split.is_none() => {
                 bio.status = BlkStatus::Again;
                 sub.done.push(bio);
                 return Submit::Failed;
+            }
+            // A bio that passed its zone's plug holds the zone's turn: it waits at the head
+            // of the plug, for the work a freed tag runs (the kernel's task would sleep for
+            // the tag holding it).
+            Err(bio) if plugging => {
+                self.zones
+                    .as_ref()
+                    .expect("plugging needs zones")
+                    .put_back(bio);
+                return Submit::Queued;
             }
             Err(bio) => return Submit::Busy(Box::new(bio)),
         };

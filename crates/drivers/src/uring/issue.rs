@@ -106,6 +106,15 @@ impl UringDevice {
             ReqOp::Discard => (OpKind::PunchHole, 0, 0),
             ReqOp::WriteZeroes => (OpKind::ZeroRange, 0, 0),
             ReqOp::Flush => (OpKind::Fsync, 0, 0),
+            // This driver never declares zones, so the block layer refuses zone operations
+            // before they get here (the kernel here has CONFIG_BLK_DEV_ZONED off: a zoned
+            // device could not be opened anyway).
+            ReqOp::ZoneAppend
+            | ReqOp::ZoneReset
+            | ReqOp::ZoneResetAll
+            | ReqOp::ZoneOpen
+            | ReqOp::ZoneClose
+            | ReqOp::ZoneFinish => return Err(BlkStatus::NotSupp),
         };
         let mut buf_index = None;
         if matches!(kind, OpKind::Read | OpKind::Write) {

@@ -129,6 +129,13 @@ fn op_index(op: ReqOp) -> usize {
         ReqOp::Flush => 2,
         ReqOp::Discard => 3,
         ReqOp::WriteZeroes => 4,
+        // This device has no zones: the block layer refuses zone operations before it.
+        ReqOp::ZoneAppend
+        | ReqOp::ZoneReset
+        | ReqOp::ZoneResetAll
+        | ReqOp::ZoneOpen
+        | ReqOp::ZoneClose
+        | ReqOp::ZoneFinish => unreachable!("zone operation on a regular device"),
     }
 }
 
