@@ -296,10 +296,33 @@ pub fn try_merge(rq: &Request, bio: &Bio) -> ElvMerge {
 }
 
 /// `ll_back_merge_fn` / `ll_front_merge_fn` / `ll_merge_requests_fn`: size and segment
-/// limits.
-fn fits(rq: &Request, extra_sectors: u32, extra_segments: u32, limits: &QueueLimits) -> bool {
-    rq.nr_sectors as u64 + extra_sectors as u64 <= limits.max_sectors as u64
+/// limits, the size as `blk_rq_get_max_sectors` gives it for a request of `rq`'s operation
+/// starting at `start` (the request's start, or a front-merging bio's).
+fn fits(
+    rq: &Request,
+    start: u64,
+    extra_sectors: u32,
+    extra_segments: u32,
+    limits: &QueueLimits,
+) -> bool {
+    rq.nr_sectors as u64 + extra_sectors as u64 <= rq_max_sectors(rq.op, start, limits) as u64
         && rq.nr_segments as u32 + extra_segments <= limits.max_segments as u32
+}
+
+/// `blk_rq_get_max_sectors`: the most sectors a request of `op` starting at `start` may
+/// hold: `blk_queue_get_max_sectors`'s limit for the operation, and for all but discards
+/// no further than the next `chunk_sectors` boundary (a RAID chunk, a zone).
+fn rq_max_sectors(op: ReqOp, start: u64, limits: &QueueLimits) -> u32 {
+    let max = match op {
+        ReqOp::Discard => limits.max_discard_sectors.min(UINT_MAX_SECTORS),
+        ReqOp::WriteZeroes => limits.max_write_zeroes_sectors,
+        _ => limits.max_sectors,
+    };
+    if limits.chunk_sectors == 0 || op == ReqOp::Discard {
+        return max;
+    }
+    let chunk = limits.chunk_sectors as u64;
+    max.min((chunk - start % chunk) as u32)
 }
 
 /// Segments a bio adds (the count `bio_split_to_limits` leaves it with); discards carry
@@ -332,7 +355,12 @@ pub fn bio_attempt_merge(
     }
     let kind = try_merge(rq, &bio);
     let segs = bio_segments(&bio, limits);
-    if kind == ElvMerge::None || !fits(rq, bio.nr_sectors, segs, limits) {
+    let start = if kind == ElvMerge::Front {
+        bio.sector
+    } else {
+        rq.sector
+    };
+    if kind == ElvMerge::None || !fits(rq, start, bio.nr_sectors, segs, limits) {
         return Err(bio);
     }
     let gap = match kind {
@@ -372,7 +400,13 @@ pub fn req_merge_ok(rq: &Request, next: &Request, limits: &QueueLimits) -> bool 
         && rq.ioprio == next.ioprio
         && rq.group == next.group
         && rq.end_sector() == next.sector
-        && fits(rq, next.nr_sectors, next.nr_segments as u32, limits)
+        && fits(
+            rq,
+            rq.sector,
+            next.nr_sectors,
+            next.nr_segments as u32,
+            limits,
+        )
         && !match (rq.bios.last(), next.bios.first()) {
             (Some(a), Some(b)) => bios_gap(a, b, limits),
             _ => false,

@@ -141,6 +141,34 @@ fn max_sectors_limit() {
     assert!(bio_attempt_merge(&mut rq2, Bio::new(ReqOp::Write, 992, 8), &lim).is_ok());
 }
 
+/// `blk_rq_get_max_sectors`: a request grows to the next `chunk_sectors` boundary and no
+/// further, from its own start or a front-merging bio's; a discard grows to
+/// `max_discard_sectors`, not `max_sectors`, and across chunks.
+#[test]
+fn chunk_boundaries_and_the_discard_limit_bound_a_merge() {
+    let q = scratch();
+    let lim = QueueLimits {
+        max_sectors: 64,
+        max_discard_sectors: 256,
+        chunk_sectors: 32,
+        ..limits()
+    };
+    let mut rq = rq_at(&q, 0, ReqOp::Write, 16, 8);
+    assert!(bio_attempt_merge(&mut rq, Bio::new(ReqOp::Write, 24, 8), &lim).is_ok());
+    assert!(
+        bio_attempt_merge(&mut rq, Bio::new(ReqOp::Write, 32, 8), &lim).is_err(),
+        "the request would cross sector 32"
+    );
+    // A front merge from sector 8 gives 24 sectors from 8: within the chunk.
+    assert!(bio_attempt_merge(&mut rq, Bio::new(ReqOp::Write, 8, 8), &lim).is_ok());
+    let mut d = rq_at(&q, 1, ReqOp::Discard, 0, 64);
+    assert!(
+        bio_attempt_merge(&mut d, Bio::new(ReqOp::Discard, 64, 128), &lim).is_ok(),
+        "a discard takes max_discard_sectors and ignores chunks"
+    );
+    assert!(bio_attempt_merge(&mut d, Bio::new(ReqOp::Discard, 192, 65), &lim).is_err());
+}
+
 #[test]
 fn max_segments_limit() {
     let q = scratch();

@@ -361,3 +361,49 @@ fn bad_zone_parameters_get_one_line() {
         assert!(e.contains(want) && !e.contains('\n'), "{e}");
     }
 }
+
+#[test]
+fn a_write_across_a_zone_boundary_is_split_and_each_piece_plugged_in_its_zone() {
+    let mut r = rig(zoned(|_| {}), None);
+    assert_eq!(r.one(write(0, (ZONE - 8) as u32)).status, BlkStatus::Ok);
+    let b = r.one(write(ZONE - 8, 16));
+    assert_eq!(b.status, BlkStatus::Ok);
+    assert_eq!(r.zone(0).cond, ZoneCond::Full);
+    assert_eq!(r.zone(ZONE).wp, ZONE + 8);
+}
+
+#[test]
+fn a_request_never_grows_across_a_zone_boundary() {
+    // Under a plug, the first write of zone 1 starts where the last write of zone 0 ends
+    // and must not join its request (`blk_rq_get_max_sectors` stops a merge at
+    // `chunk_sectors`): the device would refuse a write past zone 0's capacity.
+    for sched in [None, Some("mq-deadline")] {
+        let mut r = rig(zoned(|_| {}), sched);
+        assert_eq!(r.one(write(0, (ZONE - 8) as u32)).status, BlkStatus::Ok);
+        r.sub.plug.start();
+        let now = r.now;
+        for (i, b) in [write(ZONE - 8, 8), write(ZONE, 8)].into_iter().enumerate() {
+            let b = b.with_private(i as u64);
+            assert!(!matches!(
+                r.q.submit_bio(&mut r.sub, b, now),
+                Submit::Merged
+            ));
+        }
+        r.q.finish_plug(&mut r.sub, now);
+        let done = r.run(Vec::new());
+        assert!(done.is_empty());
+        let mut got = std::mem::take(&mut r.sub.done);
+        for _ in 0..100 {
+            r.now = r.now.saturating_add(LATENCY);
+            let now = r.now;
+            r.q.poll(&mut r.sub, now);
+            got.append(&mut r.sub.done);
+        }
+        assert_eq!(got.len(), 2);
+        for b in &got {
+            assert_eq!(b.status, BlkStatus::Ok, "{sched:?}: write at {}", b.sector);
+        }
+        assert_eq!(r.zone(0).cond, ZoneCond::Full);
+        assert_eq!(r.zone(ZONE).wp, ZONE + 8);
+    }
+}
