@@ -40,22 +40,6 @@ pub enum ZoneCond {
     Offline,
 }
 
-impl ZoneCond {
-    /// The name `blkzone report` prints (`zone_cond_str` in util-linux: `nw`, `em`, `oi`, ...).
-    pub fn short_name(self) -> &'static str {
-        match self {
-            ZoneCond::NotWp => "nw",
-            ZoneCond::Empty => "em",
-            ZoneCond::ImpOpen => "oi",
-            ZoneCond::ExpOpen => "oe",
-            ZoneCond::Closed => "cl",
-            ZoneCond::ReadOnly => "ro",
-            ZoneCond::Full => "fu",
-            ZoneCond::Offline => "ol",
-        }
-    }
-}
-
 /// One zone as a report gives it (`struct blk_zone`), in 512-byte sectors.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Zone {
@@ -361,11 +345,6 @@ impl ZonedDev {
         }
     }
 
-    /// The configuration after `new`'s adjustments.
-    pub fn config(&self) -> ZonedDevConfig {
-        self.cfg
-    }
-
     fn zone_no(&self, sector: u64) -> usize {
         (sector >> self.cfg.zone_sectors.trailing_zeros()) as usize
     }
@@ -384,24 +363,6 @@ impl ZonedDev {
     /// Zones open and closed now: (implicitly open, explicitly open, closed).
     pub fn open_counts(&self) -> (u32, u32, u32) {
         (self.nr_imp_open, self.nr_exp_open, self.nr_closed)
-    }
-
-    /// Of `nr_sectors` read from `sector`, how many lie below the zone's write pointer and
-    /// return data (`null_zone_valid_read_len`); the rest read as zeroes.
-    pub fn valid_read_len(&self, sector: u64, nr_sectors: u64) -> u64 {
-        let Some(z) = self.zone(sector) else {
-            return 0;
-        };
-        if z.ty == ZoneType::Conventional || sector + nr_sectors <= z.wp {
-            return nr_sectors;
-        }
-        z.wp.saturating_sub(sector)
-    }
-
-    /// Whether a read of the zone holding `sector` fails (an offline zone).
-    pub fn read_fails(&self, sector: u64) -> bool {
-        self.zone(sector)
-            .is_some_and(|z| z.cond == ZoneCond::Offline)
     }
 
     /// `null_close_imp_open_zone`: closes one implicitly open zone, round robin.
@@ -652,33 +613,6 @@ impl ZonedDev {
         z.wp = z.start;
         Ok(())
     }
-
-    /// Sets a sequential zone read-only or offline, or back to empty if it already was
-    /// (`null_set_zone_cond`, configfs's `zone_readonly` and `zone_offline`).
-    pub fn set_cond(&mut self, sector: u64, cond: ZoneCond) -> Result<(), BlkStatus> {
-        let zno = self.zone_no(sector);
-        let Some(z) = self.zones.get(zno).copied() else {
-            return Err(BlkStatus::Invalid);
-        };
-        if z.ty == ZoneType::Conventional || !matches!(cond, ZoneCond::ReadOnly | ZoneCond::Offline)
-        {
-            return Err(BlkStatus::Invalid);
-        }
-        if z.cond == cond {
-            let z = &mut self.zones[zno];
-            z.cond = ZoneCond::Empty;
-            z.wp = z.start;
-        } else {
-            if !matches!(z.cond, ZoneCond::ReadOnly | ZoneCond::Offline) {
-                // Frees its open/active resources first, as null_blk finishes it.
-                let _ = self.finish(zno);
-            }
-            let z = &mut self.zones[zno];
-            z.cond = cond;
-            z.wp = u64::MAX;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -727,8 +661,6 @@ mod tests {
         assert!(d.write(80, 40, false).is_err());
         assert_eq!(d.write(80, 32, false), Ok(80));
         assert_eq!(d.zone(64).unwrap().cond, ZoneCond::Full);
-        assert_eq!(d.valid_read_len(100, 20), 12);
-        assert_eq!(d.valid_read_len(140, 8), 0);
         d.mgmt(ZoneMgmt::Reset, 64).unwrap();
         assert_eq!(d.zone(64).unwrap().wp, 64);
         assert_eq!(d.zone(64).unwrap().cond, ZoneCond::Empty);

@@ -688,7 +688,9 @@ impl NullDevice {
     fn zoned_cmd(&self, zones: &Mutex<ZonedDev>, rq: &mut Request) -> Result<(), BlkStatus> {
         let mut z = zones.lock();
         let mgmt = match rq.op {
-            ReqOp::Write | ReqOp::ZoneAppend => {
+            // Write-zeroes moves the write pointer as a write does (the block layer plugs it
+            // as one, `blk_zone_plug_bio`).
+            ReqOp::Write | ReqOp::WriteZeroes | ReqOp::ZoneAppend => {
                 let append = rq.op == ReqOp::ZoneAppend;
                 let at = z
                     .write(rq.sector, rq.nr_sectors as u64, append)
@@ -706,13 +708,10 @@ impl NullDevice {
             ReqOp::ZoneOpen => ZoneMgmt::Open,
             ReqOp::ZoneClose => ZoneMgmt::Close,
             ReqOp::ZoneFinish => ZoneMgmt::Finish,
-            _ => {
-                return if z.read_fails(rq.sector) {
-                    Err(BlkStatus::IoErr)
-                } else {
-                    Ok(())
-                }
-            }
+            // Reads need nothing of the zones: a reset dropped the data, and nothing is
+            // ever written past a write pointer, so the store already reads zeroes there
+            // (`null_zone_valid_read_len`'s effect). No zone here is ever offline.
+            _ => return Ok(()),
         };
         let dropped = z.mgmt(mgmt, rq.sector)?;
         if let Some(store) = &self.store {
@@ -721,16 +720,6 @@ impl NullDevice {
             }
         }
         Ok(())
-    }
-
-    /// Sets a sequential zone read-only or offline, or back to empty if it already was
-    /// (configfs's `zone_readonly`, `zone_offline`).
-    pub fn set_zone_cond(&self, sector: u64, cond: mqblk_core::ZoneCond) -> Result<(), BlkStatus> {
-        self.zones
-            .as_ref()
-            .ok_or(BlkStatus::NotSupp)?
-            .lock()
-            .set_cond(sector, cond)
     }
 }
 

@@ -407,3 +407,46 @@ fn a_request_never_grows_across_a_zone_boundary() {
         assert_eq!(r.zone(ZONE).wp, ZONE + 8);
     }
 }
+
+#[test]
+fn write_zeroes_move_the_write_pointer_as_writes_do() {
+    let mut r = rig(zoned(|_| {}), None);
+    assert_eq!(r.one(write(0, 8)).status, BlkStatus::Ok);
+    assert_eq!(
+        r.one(Bio::new(ReqOp::WriteZeroes, 8, 16)).status,
+        BlkStatus::Ok
+    );
+    assert_eq!(r.zone(0).wp, 24);
+    assert_eq!(r.one(write(24, 8)).status, BlkStatus::Ok);
+    assert!(r.read_back(8, 16).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn a_nowait_write_waits_on_its_zone_and_is_never_turned_away() {
+    // `blk_zone_wplug_handle_write` queues REQ_NOWAIT bios on the plug and clears the flag,
+    // so they never end with EAGAIN; on an idle zone the plug's work submits it at once.
+    let mut r = rig(zoned(|_| {}), None);
+    let mut b = write(0, 8);
+    b.flags.insert(mqblk_core::ReqFlags::NOWAIT);
+    let now = r.now;
+    assert!(matches!(r.q.submit_bio(&mut r.sub, b, now), Submit::Queued));
+    assert_eq!(
+        r.dev.inflight(HctxIdx(0)),
+        1,
+        "issued by the plug's work at once"
+    );
+    let mut c = write(8, 8);
+    c.flags.insert(mqblk_core::ReqFlags::NOWAIT);
+    let now = r.now;
+    assert!(matches!(r.q.submit_bio(&mut r.sub, c, now), Submit::Queued));
+    let mut done = Vec::new();
+    while done.len() < 2 {
+        r.now = r.now.saturating_add(LATENCY);
+        let now = r.now;
+        r.q.poll(&mut r.sub, now);
+        done.append(&mut r.sub.done);
+        assert!(r.now.0 < 1_000_000, "{}", r.q.debug_state());
+    }
+    assert!(done.iter().all(|b| b.status == BlkStatus::Ok), "{done:?}");
+    assert_eq!(r.zone(0).wp, 16);
+}

@@ -31,12 +31,8 @@ impl QueueInner {
             }
             if batch.done.is_empty() {
                 // Zone write plug work the ended requests made due, and the bios it failed.
-                if self.zones.is_some() {
-                    let submitted = self.zone_work(local, done, now);
-                    self.end_plug_failures(local, done);
-                    if submitted {
-                        continue;
-                    }
+                if self.zone_work(local, done, now) {
+                    continue;
                 }
                 break;
             }

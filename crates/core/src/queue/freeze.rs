@@ -446,14 +446,7 @@ impl RequestQueue {
         let z = e.inner.zones.as_ref()?;
         let zones = e.inner.driver.report_zones(sector, nr)?;
         for zone in &zones {
-            if zone.ty == crate::zoned::ZoneType::SeqWriteReq {
-                let off = match zone.cond {
-                    crate::zoned::ZoneCond::Full => z.lim.zone_sectors as u64,
-                    _ if zone.wp == u64::MAX => continue,
-                    _ => zone.wp - zone.start,
-                };
-                z.sync_wp(z.lim.zone_no(zone.start), off);
-            }
+            z.sync_zone(zone);
         }
         let mut done = Vec::new();
         e.inner.end_plug_failures(None, &mut done);

@@ -163,10 +163,17 @@ impl QueueInner {
         }
         let mut plugging = false;
         if let Some(z) = &self.zones {
-            if z.needs_plugging(&bio) {
+            if matches!(
+                bio.op,
+                ReqOp::Write | ReqOp::WriteZeroes | ReqOp::ZoneAppend
+            ) {
                 bio = match z.plug_bio(bio) {
                     zoned::PlugOutcome::Go(b) => b,
-                    zoned::PlugOutcome::Plugged => return Submit::Queued,
+                    zoned::PlugOutcome::Plugged => {
+                        // A bio plugged on an idle zone (REQ_NOWAIT) made its work due.
+                        self.end_sub_batch(sub, now);
+                        return Submit::Queued;
+                    }
                     zoned::PlugOutcome::Failed(b) => {
                         sub.done.push(b);
                         return Submit::Failed;
@@ -174,19 +181,6 @@ impl QueueInner {
                 };
                 plugging = bio.zone != zoned::ZoneBio::NONE;
                 // A native zone append may have aborted a plug's bios.
-                self.end_plug_failures(Some(sub.ctx), &mut sub.done);
-            } else if bio.op == ReqOp::ZoneAppend {
-                bio.flags.insert(ReqFlags::NOMERGE);
-                bio = match z.plug_bio(bio) {
-                    zoned::PlugOutcome::Go(b) => b,
-                    zoned::PlugOutcome::Failed(b) => {
-                        sub.done.push(b);
-                        return Submit::Failed;
-                    }
-                    zoned::PlugOutcome::Plugged => {
-                        unreachable!("a native zone append is not plugged")
-                    }
-                };
                 self.end_plug_failures(Some(sub.ctx), &mut sub.done);
             }
         }

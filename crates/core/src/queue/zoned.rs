@@ -86,6 +86,34 @@ struct State {
 pub(crate) struct ZoneWplugs {
     pub(crate) lim: ZonedLimits,
     state: Mutex<State>,
+    /// Work or failed bios wait in `state`: every completion asks, and only then locks.
+    due: AtomicBool,
+}
+
+/// The plugs' state, locked; on release it records in `due` whether anything waits.
+struct Locked<'a> {
+    st: parking_lot::MutexGuard<'a, State>,
+    due: &'a AtomicBool,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let due = !self.st.work.is_empty() || !self.st.failed.is_empty();
+        self.due.store(due, Ordering::Release);
+    }
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.st
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.st
+    }
 }
 
 /// What [`ZoneWplugs::plug_bio`] did with a bio.
@@ -134,8 +162,8 @@ impl Wplug {
             return false;
         }
         if bio.op == ReqOp::ZoneAppend {
+            // Already REQ_NOMERGE, as every zone append (`plug_bio`).
             bio.op = ReqOp::Write;
-            bio.flags.insert(ReqFlags::NOMERGE);
             bio.sector = lim.zone_start(zno) + self.wp_offset;
             bio.zone.0 |= ZoneBio::EMULATES_APPEND;
         } else if lim.offset_in_zone(bio.sector) != self.wp_offset {
@@ -151,26 +179,29 @@ impl ZoneWplugs {
         ZoneWplugs {
             lim,
             state: Mutex::new(State::default()),
+            due: AtomicBool::new(false),
         }
     }
 
-    /// Whether `bio` goes through a zone write plug (`bio_needs_zone_write_plugging`).
-    pub(crate) fn needs_plugging(&self, bio: &Bio) -> bool {
-        match bio.op {
-            ReqOp::Write | ReqOp::WriteZeroes => true,
-            ReqOp::ZoneAppend => self.lim.emulates_zone_append(),
-            _ => false,
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            st: self.state.lock(),
+            due: &self.due,
         }
     }
 
-    /// `blk_zone_plug_bio` for a write, write-zeroes or zone append.
+    /// `blk_zone_plug_bio` for a write, write-zeroes or zone append (which is never merged,
+    /// `blk_check_zone_append`).
     pub(crate) fn plug_bio(&self, mut bio: Bio) -> PlugOutcome {
         let lim = &self.lim;
         let zno = lim.zone_no(bio.sector);
+        if bio.op == ReqOp::ZoneAppend {
+            bio.flags.insert(ReqFlags::NOMERGE);
+        }
         if bio.op == ReqOp::ZoneAppend && !lim.emulates_zone_append() {
             // `blk_zone_wplug_handle_native_zone_append`: the device places it; a plug left
             // from regular writes would never learn where the zone ends.
-            let mut st = self.state.lock();
+            let mut st = self.lock();
             let State { plugs, failed, .. } = &mut *st;
             if let Some(p) = plugs.get_mut(&zno) {
                 p.abort(failed);
@@ -189,7 +220,7 @@ impl ZoneWplugs {
             }
             return PlugOutcome::Go(bio);
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         // `disk_get_or_alloc_zone_wplug`: a new plug takes the bio's position as the write
         // pointer; the device judges the first write to an idle zone.
         let p = st.plugs.entry(zno).or_insert_with(|| Wplug {
@@ -246,7 +277,7 @@ impl ZoneWplugs {
     /// for its zone, at the write pointer.
     pub(crate) fn bio_merged(&self, sector: u64, nr_sectors: u32) {
         let zno = self.lim.zone_no(sector);
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         if let Some(p) = st.plugs.get_mut(&zno) {
             if self.lim.offset_in_zone(sector) == p.wp_offset {
                 p.wp_offset += nr_sectors as u64;
@@ -267,7 +298,7 @@ impl ZoneWplugs {
             return;
         }
         let zno = self.lim.zone_no(rq.sector);
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let Some(p) = st.plugs.get_mut(&zno) else {
             return;
         };
@@ -297,10 +328,9 @@ impl ZoneWplugs {
             let zno = self.lim.zone_no(bio.sector);
             if bio.zone.has(ZoneBio::EMULATES_APPEND) {
                 bio.op = ReqOp::ZoneAppend;
-                bio.flags.remove(ReqFlags::NOMERGE);
             }
             bio.zone = ZoneBio::NONE;
-            let mut st = self.state.lock();
+            let mut st = self.lock();
             let State { plugs, failed, .. } = &mut *st;
             if let Some(p) = plugs.get_mut(&zno) {
                 if !bio.status.is_ok() {
@@ -314,7 +344,7 @@ impl ZoneWplugs {
         if !bio.status.is_ok() || !bio.op.is_zone_mgmt() {
             return;
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let State { plugs, failed, .. } = &mut *st;
         let lim = &self.lim;
         match bio.op {
@@ -348,7 +378,7 @@ impl ZoneWplugs {
     /// request ended; its next plugged bio is due, or the plug is released.
     pub(crate) fn finish_request(&self, sector: u64) {
         let zno = self.lim.zone_no(sector);
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let Some(p) = st.plugs.get_mut(&zno) else {
             return;
         };
@@ -372,10 +402,10 @@ impl ZoneWplugs {
     /// is due, prepared; bios that no longer fit fail on the way. `None` when no work is
     /// due or this thread is already doing it.
     fn next_work(&self) -> Option<Bio> {
-        if IN_WORK.with(|w| w.get()) {
+        if !self.due.load(Ordering::Acquire) || IN_WORK.with(|w| w.get()) {
             return None;
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let State {
             plugs,
             work,
@@ -406,7 +436,7 @@ impl ZoneWplugs {
     /// zone, whose work stays due.
     pub(crate) fn put_back(&self, mut bio: Bio) {
         let zno = self.lim.zone_no(bio.sector);
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let p = st
             .plugs
             .get_mut(&zno)
@@ -415,7 +445,6 @@ impl ZoneWplugs {
         p.wp_offset -= bio.nr_sectors as u64;
         if bio.zone.has(ZoneBio::EMULATES_APPEND) {
             bio.op = ReqOp::ZoneAppend;
-            bio.flags.remove(ReqFlags::NOMERGE);
             bio.sector = self.lim.zone_start(zno);
             bio.zone.0 &= !ZoneBio::EMULATES_APPEND;
         }
@@ -424,7 +453,10 @@ impl ZoneWplugs {
     }
 
     fn take_failed(&self, out: &mut Vec<Bio>) {
-        let mut st = self.state.lock();
+        if !self.due.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.lock();
         if !st.failed.is_empty() {
             out.append(&mut st.failed);
         }
@@ -432,25 +464,37 @@ impl ZoneWplugs {
 
     /// Plugged bios waiting, on every zone.
     pub(crate) fn plugged(&self) -> usize {
-        self.state.lock().plugs.values().map(|p| p.bios.len()).sum()
+        self.lock().plugs.values().map(|p| p.bios.len()).sum()
     }
 
     /// Writes the plugs failed before they reached the device (not at the write pointer,
     /// to a full zone, or after a failed write).
     pub(crate) fn refused(&self) -> u64 {
-        self.state.lock().refused
+        self.lock().refused
     }
 
     /// The write pointer the host keeps for zone `zno`, if it has a plug (for tests and
     /// reports).
     pub(crate) fn wp_offset(&self, zno: u32) -> Option<u64> {
-        self.state.lock().plugs.get(&zno).map(|p| p.wp_offset)
+        self.lock().plugs.get(&zno).map(|p| p.wp_offset)
     }
 
-    /// A zone report says where zone `zno`'s write pointer is (`disk_zone_wplug_sync_wp_offset`):
-    /// a plug that lost track takes it up.
-    pub(crate) fn sync_wp(&self, zno: u32, wp_offset: u64) {
-        let mut st = self.state.lock();
+    /// A reported zone (`disk_report_zone` → `disk_zone_wplug_sync_wp_offset`): a plug
+    /// that lost track of its zone's write pointer takes it from the report. A zone without
+    /// a valid write pointer (full, read-only, offline: `blk_zone_wp_offset`'s `UINT_MAX`)
+    /// leaves its plug full, so writes to it fail.
+    pub(crate) fn sync_zone(&self, zone: &crate::zoned::Zone) {
+        use crate::zoned::ZoneCond;
+        if zone.ty != crate::zoned::ZoneType::SeqWriteReq {
+            return;
+        }
+        let wp_offset = match zone.cond {
+            ZoneCond::Empty => 0,
+            ZoneCond::ImpOpen | ZoneCond::ExpOpen | ZoneCond::Closed => zone.wp - zone.start,
+            _ => u64::MAX,
+        };
+        let zno = self.lim.zone_no(zone.start);
+        let mut st = self.lock();
         let State { plugs, failed, .. } = &mut *st;
         if let Some(p) = plugs.get_mut(&zno) {
             if p.flags & NEED_WP_UPDATE != 0 {
