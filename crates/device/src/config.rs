@@ -294,6 +294,8 @@ impl DeviceConfig {
                     rotational: s.rotational.unwrap_or(false),
                     size_bytes: s.device_size(),
                     faults,
+                    zoned: s.zoned,
+                    zone: s.zone,
                     ..d
                 })
             }
@@ -542,12 +544,7 @@ impl DeviceConfig {
                     max_sectors,
                     faults,
                     zoned,
-                    zone_size_mb,
-                    zone_capacity_mb,
-                    zone_nr_conv,
-                    zone_max_open,
-                    zone_max_active,
-                    zone_append_max_sectors,
+                    zone,
                 } = a;
                 checks.extend([
                     ("nr_hw_queues", *submit_queues == b.submit_queues),
@@ -565,14 +562,9 @@ impl DeviceConfig {
                     ("max_sectors", *max_sectors == b.max_sectors),
                     ("fault injection", *faults == b.faults),
                     ("zoned", *zoned == b.zoned),
-                    ("zone_size", *zone_size_mb == b.zone_size_mb),
-                    ("zone_capacity", *zone_capacity_mb == b.zone_capacity_mb),
-                    ("zone_nr_conv", *zone_nr_conv == b.zone_nr_conv),
-                    ("zone_max_open", *zone_max_open == b.zone_max_open),
-                    ("zone_max_active", *zone_max_active == b.zone_max_active),
                     (
-                        "zone_append_max_sectors",
-                        *zone_append_max_sectors == b.zone_append_max_sectors,
+                        "zone_size, zone_capacity, zone_nr_conv, zone_max_open, zone_max_active or zone_append_max_sectors",
+                        *zone == b.zone,
                     ),
                 ]);
             }
@@ -679,6 +671,36 @@ impl DeviceConfig {
             DriverConfig::Uring(_) => true,
             DriverConfig::Model(_) => false,
         }
+    }
+
+    /// A zoned device's zones as it reports them when new, and its open-zone limit (0:
+    /// none); `None` for a device that is not zoned (or a zoned configuration the device
+    /// will refuse, with its own error). Runs use it for fio's `zonemode=zbd`.
+    pub fn zones(&self) -> Option<mqblk_workload::zbd::DeviceZones> {
+        match &self.driver {
+            DriverConfig::Null(c) => {
+                let dev = c.zoned_dev()?.ok()?;
+                Some(mqblk_workload::zbd::DeviceZones {
+                    zones: dev.report(0, usize::MAX),
+                    max_open: c.zone.max_open,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Before a run resolves its jobs: fio's `zonemode=zbd` jobs take the device's zone
+    /// size (see [`mqblk_workload::zbd::apply_zone_size`]), where any asks for it.
+    pub fn zoned_specs(&self, specs: &[JobSpec]) -> Result<Vec<JobSpec>, DeviceError> {
+        let mut out = specs.to_vec();
+        if specs.iter().any(|s| s.zonemode_zbd) {
+            let zone = self
+                .zones()
+                .and_then(|z| z.zones.first().map(|f| f.len << mqblk_core::SECTOR_SHIFT));
+            mqblk_workload::zbd::apply_zone_size(&mut out, zone)
+                .map_err(|e| DeviceError::Invalid(e.to_string()))?;
+        }
+        Ok(out)
     }
 }
 

@@ -71,20 +71,10 @@ pub struct NullConfig {
     pub max_sectors: u32,
     pub faults: FaultConfig,
     /// `zoned`: the device is zoned (host-managed), its zones kept as null_blk's
-    /// `zoned.c` keeps them ([`ZonedDev`]).
+    /// `zoned.c` keeps them ([`ZonedDev`]), with null_blk's `zone_*` parameters (`zone`;
+    /// null_blk takes the sizes in MB, this in sectors).
     pub zoned: bool,
-    /// `zone_size` in MB, a power of two (null_blk's default 256).
-    pub zone_size_mb: u64,
-    /// `zone_capacity` in MB; 0 means the zone size.
-    pub zone_capacity_mb: u64,
-    /// `zone_nr_conv`: conventional zones at the start of the device.
-    pub zone_nr_conv: u32,
-    /// `zone_max_open`: open zones at once (0: no limit).
-    pub zone_max_open: u32,
-    /// `zone_max_active`: open and closed zones at once (0: no limit).
-    pub zone_max_active: u32,
-    /// `zone_append_max_sectors`: 0 has the block layer emulate zone append.
-    pub zone_append_max_sectors: u32,
+    pub zone: ZonedDevConfig,
 }
 
 impl Default for NullConfig {
@@ -106,12 +96,7 @@ impl Default for NullConfig {
             max_sectors: 0,
             faults: FaultConfig::default(),
             zoned: false,
-            zone_size_mb: 256,
-            zone_capacity_mb: 0,
-            zone_nr_conv: 0,
-            zone_max_open: 0,
-            zone_max_active: 0,
-            zone_append_max_sectors: i32::MAX as u32,
+            zone: ZonedDevConfig::default(),
         }
     }
 }
@@ -168,20 +153,8 @@ impl NullConfig {
 
     /// The zones of a zoned device, fresh (`null_init_zoned_dev`); `None` unless `zoned`.
     pub fn zoned_dev(&self) -> Option<Result<ZonedDev, mqblk_core::ZonedConfigError>> {
-        let mb = |m: u64| (m << 20) >> SECTOR_SHIFT;
-        self.zoned.then(|| {
-            ZonedDev::new(
-                self.capacity_sectors(),
-                ZonedDevConfig {
-                    zone_sectors: mb(self.zone_size_mb),
-                    zone_capacity: mb(self.zone_capacity_mb),
-                    nr_conv: self.zone_nr_conv,
-                    max_open: self.zone_max_open,
-                    max_active: self.zone_max_active,
-                    append_max_sectors: self.zone_append_max_sectors,
-                },
-            )
-        })
+        self.zoned
+            .then(|| ZonedDev::new(self.capacity_sectors(), self.zone))
     }
 
     /// All hardware queues: DEFAULT first, then POLL, as the tag set numbers them.

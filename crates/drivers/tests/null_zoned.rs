@@ -5,8 +5,8 @@
 //! and failed writes move the write pointer as `blk-zoned.c` moves it.
 
 use mqblk_core::{
-    Bio, BlkStatus, CtxIdx, Driver, HctxIdx, IoBuf, Nanos, QueueConfig, ReqOp, RequestQueue,
-    Submit, Submitter, TagSet, ZoneCond,
+    zoned::ZonedDevConfig, Bio, BlkStatus, CtxIdx, Driver, HctxIdx, IoBuf, Nanos, QueueConfig,
+    ReqOp, RequestQueue, Submit, Submitter, TagSet, ZoneCond,
 };
 use mqblk_drivers::{IrqMode, NullConfig, NullDevice};
 use std::sync::Arc;
@@ -28,7 +28,10 @@ struct Rig {
 fn zoned(f: impl FnOnce(&mut NullConfig)) -> NullConfig {
     let mut c = NullConfig {
         zoned: true,
-        zone_size_mb: 1,
+        zone: ZonedDevConfig {
+            zone_sectors: 2048,
+            ..Default::default()
+        },
         size_bytes: 8 << 20,
         memory_backed: true,
         irqmode: IrqMode::Timer,
@@ -185,7 +188,7 @@ fn plugged_writes_gather_into_the_request_after_the_one_in_flight() {
 fn zone_append_says_where_it_went_native_and_emulated() {
     for native in [true, false] {
         let mut r = rig(
-            zoned(|c| c.zone_append_max_sectors = if native { 1024 } else { 0 }),
+            zoned(|c| c.zone.append_max_sectors = if native { 1024 } else { 0 }),
             None,
         );
         let done = r.run((0..6).map(|_| append(ZONE, 8)).collect());
@@ -210,7 +213,7 @@ fn zone_append_says_where_it_went_native_and_emulated() {
         );
         assert_eq!(r.zone(ZONE).wp, ZONE + 48);
         // An append to a conventional zone, or not at a zone's start, fails.
-        let mut r2 = rig(zoned(|c| c.zone_nr_conv = 1), None);
+        let mut r2 = rig(zoned(|c| c.zone.nr_conv = 1), None);
         assert_eq!(r2.one(append(0, 8)).status, BlkStatus::IoErr);
         assert_eq!(r2.one(append(ZONE + 8, 8)).status, BlkStatus::IoErr);
     }
@@ -295,7 +298,7 @@ fn reset_and_finish_move_the_write_pointer_and_free_the_zone() {
         r.one(Bio::new(ReqOp::ZoneReset, ZONE + 8, 0)).status,
         BlkStatus::Invalid
     );
-    let mut c = rig(zoned(|c| c.zone_nr_conv = 1), None);
+    let mut c = rig(zoned(|c| c.zone.nr_conv = 1), None);
     assert_eq!(
         c.one(Bio::new(ReqOp::ZoneReset, 0, 0)).status,
         BlkStatus::IoErr
@@ -309,8 +312,8 @@ fn reset_and_finish_move_the_write_pointer_and_free_the_zone() {
 fn the_devices_zone_limits_reach_the_writer() {
     let mut r = rig(
         zoned(|c| {
-            c.zone_max_open = 1;
-            c.zone_max_active = 2;
+            c.zone.max_open = 1;
+            c.zone.max_active = 2;
         }),
         None,
     );
@@ -341,16 +344,17 @@ fn zone_operations_on_a_regular_device_are_not_supported() {
 fn bad_zone_parameters_get_one_line() {
     for (f, want) in [
         (
-            Box::new(|c: &mut NullConfig| c.zone_size_mb = 3) as Box<dyn Fn(&mut NullConfig)>,
+            Box::new(|c: &mut NullConfig| c.zone.zone_sectors = 3 << 11)
+                as Box<dyn Fn(&mut NullConfig)>,
             "power of two",
         ),
         (
-            Box::new(|c: &mut NullConfig| c.zone_size_mb = 64),
+            Box::new(|c: &mut NullConfig| c.zone.zone_sectors = 64 << 11),
             "larger than the device",
         ),
         (
             Box::new(|c: &mut NullConfig| {
-                c.zone_capacity_mb = 2;
+                c.zone.zone_capacity = 2 << 11;
             }),
             "larger than zone_size",
         ),

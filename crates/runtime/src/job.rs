@@ -129,6 +129,8 @@ pub struct JobOutcome {
     pub first_error: Option<String>,
     pub verify_errors: Vec<String>,
     pub verified: u64,
+    /// Zones the job reset (`zonemode=zbd`).
+    pub zone_resets: u64,
     /// What the job issued, for `write_iolog` (empty unless asked for).
     pub iolog: Vec<mqblk_workload::iolog::IoLogEntry>,
 }
@@ -480,6 +482,7 @@ pub fn run_job<S: LatSink>(
     st.sink.latency_depth(st.driver.depth());
     st.out.runtime_ns = t1.saturating_sub(measure_from.min(t1));
     st.out.iolog = st.driver.take_log();
+    st.out.zone_resets = st.driver.zone_resets();
     // fio's `verify_state_save`, as the job's thread ends.
     let state = rj
         .saves_verify_state
@@ -791,6 +794,13 @@ impl<S: LatSink> JobState<'_, S> {
             }
             return None;
         }
+        // A zone reset (`zonemode=zbd`'s) is not an I/O the job counts.
+        if bio.op == ReqOp::ZoneReset {
+            if bio.status != BlkStatus::Ok {
+                self.note_error(&bio);
+            }
+            return None;
+        }
         let len = bio.bytes();
         if bio.status != BlkStatus::Ok {
             self.note_error(&bio);
@@ -903,6 +913,11 @@ impl<S: LatSink> JobState<'_, S> {
             return;
         }
         self.out.errors += 1;
+        if matches!(bio.op, ReqOp::Read | ReqOp::Write) {
+            let at = bio.sector << SECTOR_SHIFT;
+            self.driver
+                .rw_failed(bio.op == ReqOp::Write, at, bio.bytes());
+        }
         let goes_on = self.driver.io_failed(bio.op == ReqOp::Read, errno);
         self.sink.error(errno, !goes_on);
         if self.out.first_error.is_none() {

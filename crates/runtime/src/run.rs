@@ -58,7 +58,17 @@ impl Plan {
         // `unlink_each_loop` empties only files the run makes (none that are there now).
         let missing = |p: &String| !std::path::Path::new(p).exists();
         let capacity = device.capacity()?;
-        let resolved = mqblk_workload::resolve(specs, &device.files, |_| Ok(capacity), entropy)?;
+        // fio's zonemode=zbd: jobs take the zoned device's zone size, and share one zone
+        // table per file.
+        let zspecs = device.zoned_specs(specs)?;
+        let mut resolved =
+            mqblk_workload::resolve(&zspecs, &device.files, |_| Ok(capacity), entropy)?;
+        mqblk_workload::zbd::setup(
+            &mut resolved,
+            device.zones().as_ref(),
+            &device.files,
+            capacity,
+        )?;
         // A regular file (or one the run creates), not a block device: the kernel reaches
         // it through a file system, which plugs around every direct I/O.
         let on_file = match &device.driver {

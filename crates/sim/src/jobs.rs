@@ -25,14 +25,21 @@ pub fn layout(specs: &[JobSpec], capacity_bytes: u64) -> Result<FileLayout, SimE
 
 /// `specs` resolved on a simulated device of `capacity_bytes`, as `mqblk bench` resolves
 /// them on a real one.
+///
+/// fio's `zonemode=zbd` jobs emulate zones on the simulated device, as fio does on a
+/// regular file (its models are not zoned): of their `zonesize`, or of the null device's
+/// `zone_size` where the jobs ask for its zoned mode.
 pub fn resolve(specs: &[JobSpec], capacity_bytes: u64, seed: u64) -> Result<Vec<Job>, SimError> {
     let layout = layout(specs, capacity_bytes)?;
-    Ok(mqblk_workload::resolve(
-        specs,
-        &layout,
-        |_| Ok(capacity_bytes),
-        seed,
-    )?)
+    let mut specs = specs.to_vec();
+    let zone = specs
+        .iter()
+        .find(|s| s.zoned)
+        .map(|s| s.zone.zone_sectors << 9);
+    mqblk_workload::zbd::apply_zone_size(&mut specs, zone)?;
+    let mut jobs = mqblk_workload::resolve(&specs, &layout, |_| Ok(capacity_bytes), seed)?;
+    mqblk_workload::zbd::setup(&mut jobs, None, &layout, capacity_bytes)?;
+    Ok(jobs)
 }
 
 /// One [`SimJob`] per job clone (`numjobs`), pinned by `cpus_allowed` or spread over the CPUs

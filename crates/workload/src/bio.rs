@@ -17,6 +17,7 @@ impl JobIo {
             IoKind::Write => ReqOp::Write,
             IoKind::Flush | IoKind::Datasync => ReqOp::Flush,
             IoKind::Trim => ReqOp::Discard,
+            IoKind::ZoneReset => ReqOp::ZoneReset,
         };
         let flags = match (self.sync, op) {
             (false, _) => ReqFlags::empty(),

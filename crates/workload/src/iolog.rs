@@ -69,6 +69,8 @@ pub fn render(clones: &[CloneLog]) -> String {
                 IoKind::Flush => "sync",
                 IoKind::Datasync => "datasync",
                 IoKind::Trim => "trim",
+                // fio's log has no zone resets (an ioctl, not an I/O).
+                IoKind::ZoneReset => continue,
             };
             let name = &names[(e.file as usize).min(names.len().saturating_sub(1))];
             let _ = writeln!(out, "{us} {name} {action} {} {}", e.offset, e.len);

@@ -28,6 +28,9 @@ pub enum IoKind {
     Datasync,
     /// A discard (`rw=trim`, `randtrim`, `trimwrite`).
     Trim,
+    /// A zone's write pointer reset (`REQ_OP_ZONE_RESET`, fio's `BLKRESETZONE` under
+    /// `zonemode=zbd`): at the zone's start, length 0; not counted as I/O.
+    ZoneReset,
 }
 
 /// One I/O to issue; a flush has offset and length 0.
@@ -324,6 +327,16 @@ pub struct JobDriver {
     last_write: u64,
     /// `end_fsync`: flushes issued so far (one per file, as fio syncs each).
     end_flushes: u32,
+    /// `zonemode=zbd` (see [`crate::zbd`]): the job's zone state; an I/O drawn and waiting
+    /// (for the job's I/O in flight, or a zone reset) to be aimed at its zone, and where
+    /// its adjustment goes on; resets due before the next I/O (device offset, bytes), and
+    /// whether one was issued (it completes before anything else goes out); whether the
+    /// loop's `zbd_file_reset` is due.
+    zbd: Option<crate::zbd::ZbdState>,
+    zbd_hold: Option<(usize, crate::pattern::Io, crate::zbd::Resume)>,
+    zbd_resets: std::collections::VecDeque<(u64, u64)>,
+    zbd_reset_out: bool,
+    zbd_loop_reset: bool,
 }
 
 /// A job's membership of its flow group.
@@ -496,6 +509,11 @@ impl JobDriver {
             bases: job.files.iter().map(|f| f.base).collect(),
             last_write: 0,
             end_flushes: 0,
+            zbd: job.zbd.clone().map(|z| crate::zbd::ZbdState::new(job, z)),
+            zbd_hold: None,
+            zbd_resets: Default::default(),
+            zbd_reset_out: false,
+            zbd_loop_reset: true,
         }
     }
 
@@ -557,6 +575,9 @@ impl JobDriver {
             self.flow_state = FlowState::In;
         }
         let next = self.decide_inner(now);
+        if let (Some(z), Next::Done) = (&self.zbd, next) {
+            z.release_all();
+        }
         if let (Some(f), FlowState::In, Next::Done) = (&self.flow, self.flow_state, next) {
             self.flow_state = FlowState::Left;
             f.leave(std::mem::take(&mut self.flow_mine));
@@ -714,6 +735,16 @@ impl JobDriver {
                             Some(Err(t)) => return Next::Until(t),
                             None => {
                                 self.end_main();
+                                continue;
+                            }
+                        },
+                        None if self.zbd.is_some() => match self.zbd_step(now) {
+                            Ok(Some(io)) => io,
+                            Err(next) => return next,
+                            Ok(None) => {
+                                if self.issued == self.pass_start || !self.gen.pass_done() {
+                                    self.end_main();
+                                }
                                 continue;
                             }
                         },
@@ -1003,6 +1034,9 @@ impl JobDriver {
     /// completion), counted after `ramp_time`, as fio's `account_io_completion` does;
     /// during the ramp it only counts towards `thinktime_blocks` (fio's `io_blocks`).
     pub fn completed(&mut self, now: u64, lat_ns: u64, dir: Ddir, bytes: u64, at: u64) {
+        if let (Ddir::Read | Ddir::Write, Some(z)) = (dir, &mut self.zbd) {
+            z.io_done(dir == Ddir::Write, at, bytes, true);
+        }
         // The file and offset in it, where something keeps count of completions by file.
         let file = if self.write_comps.is_some() || self.in_flight.is_some() {
             crate::job::file_at(self.bases.iter().copied(), at)
@@ -1054,6 +1088,19 @@ impl JobDriver {
     /// asking clears it.
     pub fn take_stats_reset(&mut self) -> bool {
         std::mem::take(&mut self.stats_reset)
+    }
+
+    /// Zones the job reset (`zonemode=zbd`; fio's `nr_zone_resets`).
+    pub fn zone_resets(&self) -> u64 {
+        self.zbd.as_ref().map_or(0, |z| z.resets)
+    }
+
+    /// A read or write (`write`) of `bytes` at device offset `at` failed (the runner says
+    /// so beside [`Self::io_failed`]): `zonemode=zbd` lets go of its zone.
+    pub fn rw_failed(&mut self, write: bool, at: u64, bytes: u64) {
+        if let Some(z) = &mut self.zbd {
+            z.io_done(write, at, bytes, false);
+        }
     }
 
     /// An I/O (a read if `read`) failed with `errno`: unless `continue_on_error` covers it
@@ -1164,12 +1211,23 @@ impl JobDriver {
     #[inline]
     /// The next I/O of the main phase; `None` where the generator ended its pass early.
     fn main_io(&mut self) -> Option<JobIo> {
+        let (file, io) = self.draw()?;
+        Some(self.account(file, io))
+    }
+
+    /// The next I/O fio's `fill_io_u` draws, before `zonemode=zbd` aims it.
+    fn draw(&mut self) -> Option<(usize, crate::pattern::Io)> {
         let (file, io) = self.gen.next_io()?;
         if self.fsync_on_close {
             let closed = self.gen.take_closed();
             self.close_flushes
                 .extend(closed.into_iter().map(|f| f as u32));
         }
+        Some((file, io))
+    }
+
+    /// The I/O as it goes out, counted as a main-phase I/O.
+    fn account(&mut self, file: usize, io: crate::pattern::Io) -> JobIo {
         self.issued += 1;
         self.main_bytes += u64::from(io.len);
         if self.think_ns > 0 {
@@ -1205,7 +1263,110 @@ impl JobDriver {
             Ddir::Write => IoKind::Write,
             Ddir::Trim => IoKind::Trim,
         };
-        Some(self.job_io(kind, file as u32, io.offset, io.len))
+        self.job_io(kind, file as u32, io.offset, io.len)
+    }
+
+    /// `zonemode=zbd`'s next step in the main phase: an I/O aimed at its zone, or what the
+    /// job does first (a zone reset, waiting for its I/O in flight), or the end of the
+    /// pass (`Ok(None)`: fio found no next I/O; `Err(())`: the job found none it can make).
+    fn zbd_step(&mut self, now: u64) -> Result<Option<JobIo>, Next> {
+        use crate::zbd::{Adjusted, Resume, ZbdIo};
+        if std::mem::take(&mut self.zbd_loop_reset) {
+            let resets = self
+                .zbd
+                .as_mut()
+                .map(|z| z.file_reset())
+                .unwrap_or_default();
+            self.zbd_resets.extend(resets);
+        }
+        // A zone reset completes before anything else goes out (fio's ioctl waits).
+        if self.zbd_reset_out || !self.zbd_resets.is_empty() {
+            if !self.quiet {
+                return Err(Next::Drain);
+            }
+            self.zbd_reset_out = false;
+            if let Some((offset, len)) = self.zbd_resets.pop_front() {
+                return Err(self.zbd_reset(offset, len));
+            }
+        }
+        let (file, io, resume) = match self.zbd_hold.take() {
+            Some(h) => h,
+            None => match self.draw() {
+                Some((file, io)) => (file, io, Resume::Start),
+                None => return Ok(None),
+            },
+        };
+        let quiet = self.quiet;
+        let Some(z) = self.zbd.as_mut() else {
+            return Ok(Some(self.account(file, io)));
+        };
+        let zio = ZbdIo {
+            write: io.dir == Ddir::Write,
+            file,
+            offset: io.offset,
+            len: io.len,
+        };
+        match z.adjust(zio, resume, quiet) {
+            Adjusted::Accept { offset, len } => {
+                let cut =
+                    self.gen
+                        .zbd_issued(file, io.dir, offset, u64::from(io.len), u64::from(len));
+                if io.dir == Ddir::Write {
+                    z.cut(file, offset, u64::from(len), cut);
+                }
+                let len = cut;
+                let io = crate::pattern::Io {
+                    dir: io.dir,
+                    offset,
+                    len: len as u32,
+                };
+                Ok(Some(self.account(file, io)))
+            }
+            // fio's `io_u_eof`: the file's pass is over (the job goes on to its next loop,
+            // as fio's `keep_running` does while bytes are left), or with an error the job.
+            Adjusted::Eof(Some(e)) => {
+                self.fail_with(EIO, format!("zonemode=zbd: {e}"));
+                self.end_main();
+                Err(Next::Drain)
+            }
+            Adjusted::Eof(None) => {
+                self.gen.end_pass(file);
+                Ok(None)
+            }
+            Adjusted::Quiesce(r) => {
+                self.zbd_hold = Some((file, io, r));
+                Err(Next::Drain)
+            }
+            Adjusted::Spin(r) => {
+                self.zbd_hold = Some((file, io, r));
+                Err(Next::Until(now.saturating_add(crate::zbd::SPIN_NS)))
+            }
+            Adjusted::Reset {
+                offset,
+                len,
+                resume,
+            } => {
+                self.zbd_hold = Some((file, io, resume));
+                Err(self.zbd_reset(offset, len))
+            }
+        }
+    }
+
+    /// A zone reset at device offset `offset` (the zone's `len` bytes), issued and waited
+    /// for; fio's log does not show it.
+    fn zbd_reset(&mut self, offset: u64, _len: u64) -> Next {
+        self.zbd_reset_out = true;
+        self.unlogged = true;
+        let file = crate::job::file_at(self.bases.iter().copied(), offset).map_or(0, |(f, _)| f);
+        Next::Io(JobIo {
+            kind: IoKind::ZoneReset,
+            offset,
+            len: 0,
+            file: file as u32,
+            sync: true,
+            fua: false,
+            cmdprio: None,
+        })
     }
 
     /// An I/O of the job's at device offset `offset`, as it goes out: a flush, or a write
@@ -1264,6 +1425,7 @@ impl JobDriver {
         }
         self.pass_start = self.issued;
         self.gen.rewind(true);
+        self.zbd_loop_reset = true;
         if self.verify_pass {
             self.written.fill(0);
             if let Some(order) = &mut self.write_order {

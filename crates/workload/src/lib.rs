@@ -30,6 +30,7 @@ pub mod stats;
 pub mod steadystate;
 pub mod verify;
 pub mod verify_state;
+pub mod zbd;
 
 pub use bio::CgroupError;
 pub use job::{

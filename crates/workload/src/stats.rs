@@ -676,6 +676,8 @@ pub struct JobStats {
     pub dirs: [DirStats; 3],
     /// Flush latencies (`fsync`, `end_fsync`); its `n` is the number of flushes.
     pub sync: LatStat,
+    /// Zones `zonemode=zbd` reset (fio's `nr_zone_resets`, shown after the write line).
+    pub nr_zone_resets: u64,
     /// Wall time the job ran, in nanoseconds.
     pub job_runtime_ns: u64,
     /// User CPU time, in nanoseconds.
@@ -747,6 +749,7 @@ impl JobStats {
             job_start_ms: 0,
             dirs: [DirStats::new(), DirStats::new(), DirStats::new()],
             sync: LatStat::with_hist(),
+            nr_zone_resets: 0,
             job_runtime_ns: 0,
             usr_cpu_ns: 0,
             sys_cpu_ns: 0,
@@ -961,6 +964,7 @@ impl JobStats {
     /// The additive counters of [`merge`](Self::merge).
     fn merge_counters(&mut self, other: &JobStats) {
         self.job_runtime_ns = self.job_runtime_ns.saturating_add(other.job_runtime_ns);
+        self.nr_zone_resets = self.nr_zone_resets.saturating_add(other.nr_zone_resets);
         self.usr_cpu_ns = self.usr_cpu_ns.saturating_add(other.usr_cpu_ns);
         self.sys_cpu_ns = self.sys_cpu_ns.saturating_add(other.sys_cpu_ns);
         self.ctx_switches = self.ctx_switches.saturating_add(other.ctx_switches);

@@ -284,6 +284,7 @@ fn job_reports(cl: &CommandLine, plan: &Plan, exec: &Execution) -> Vec<JobStats>
         st.job_start_ms = started_ms(out, exec);
         st.job_runtime_ns = out.runtime_ns;
         st.usr_cpu_ns = out.cpu.user_ns;
+        st.nr_zone_resets = out.zone_resets;
         st.sys_cpu_ns = out.cpu.sys_ns;
         st.ctx_switches = out.cpu.ctx_switches;
         st.majf = out.cpu.major_faults;

@@ -71,7 +71,9 @@ impl Sim {
             }
             let measured = cur >= job.start + job.def.ramp.0;
             let d = Ddir::of_op(op);
-            if bio.status == BlkStatus::Ok && op != ReqOp::Flush {
+            // Flushes and zone resets (`zonemode=zbd`'s) are not I/Os a job counts.
+            let counted = !matches!(op, ReqOp::Flush | ReqOp::ZoneReset);
+            if bio.status == BlkStatus::Ok && counted {
                 job.done_ios += 1;
                 job.done_bytes += bytes;
                 // During the ramp the job's source still counts its completions (think
@@ -90,12 +92,16 @@ impl Sim {
             if bio.status != BlkStatus::Ok {
                 job.errors += 1;
                 let errno = bio.status.to_errno();
+                if matches!(op, ReqOp::Read | ReqOp::Write) {
+                    let at = bio.sector << mqblk_core::SECTOR_SHIFT;
+                    job.def.source.rw_failed(op == ReqOp::Write, at, bytes);
+                }
                 let goes_on = job.def.source.io_failed(op == ReqOp::Read, errno);
                 job.stats.io_error(errno, !goes_on);
             } else if op == ReqOp::Flush && measured {
                 // fio's `sync` latency: the flushes of `fsync=N` and `end_fsync`.
                 job.stats.sync.record(cur.saturating_sub(s0));
-            } else if op != ReqOp::Flush && measured {
+            } else if counted && measured {
                 job.ios += 1;
                 job.bytes += bytes;
                 let ioprio = job.def.source.counted_ioprio(bio.ioprio);
@@ -144,7 +150,7 @@ impl Sim {
             job.end = cur;
             job.completed.mark(index);
             self.total_outstanding -= 1;
-            if op != ReqOp::Flush {
+            if counted {
                 job.reaped += 1;
             }
         }

@@ -176,6 +176,7 @@ impl Sim {
                 if let Some(d) = j.def.source.depth() {
                     j.stats.latency_depth = d;
                 }
+                j.stats.nr_zone_resets = j.def.source.zone_resets();
                 let rt = j.end.saturating_sub(j.start);
                 j.stats.job_runtime_ns = rt;
                 for d in 0..2 {

@@ -120,6 +120,11 @@ pub trait Source: Send {
         Vec::new()
     }
 
+    /// Zones the job reset (`zonemode=zbd`).
+    fn zone_resets(&self) -> u64 {
+        0
+    }
+
     /// The depth the job may keep in flight now, where the source decides it (fio's
     /// `latency_target`); `None`: the job's `iodepth`.
     fn depth(&self) -> Option<u32> {
@@ -158,6 +163,10 @@ pub trait Source: Send {
     fn io_failed(&mut self, _read: bool, _errno: i32) -> bool {
         true
     }
+
+    /// A read or write of `bytes` at device offset `at` failed (beside
+    /// [`Source::io_failed`]).
+    fn rw_failed(&mut self, _write: bool, _at: u64, _bytes: u64) {}
 
     /// Fills the report keys the source knows (`latency_target` and the like).
     fn describe(&self, _stats: &mut mqblk_workload::JobStats) {}
@@ -349,6 +358,10 @@ impl Source for FioSource {
         self.driver.search_depth()
     }
 
+    fn zone_resets(&self) -> u64 {
+        self.driver.zone_resets()
+    }
+
     fn completed(&mut self, now: Nanos, lat_ns: u64, dir: Ddir, bytes: u64, at: u64) {
         self.driver.completed(now.0, lat_ns, dir, bytes, at);
     }
@@ -363,6 +376,10 @@ impl Source for FioSource {
 
     fn io_failed(&mut self, read: bool, errno: i32) -> bool {
         self.driver.io_failed(read, errno)
+    }
+
+    fn rw_failed(&mut self, write: bool, at: u64, bytes: u64) {
+        self.driver.rw_failed(write, at, bytes);
     }
 
     fn take_error(&mut self) -> Option<(i32, String)> {

@@ -221,11 +221,19 @@ pub(crate) fn build_job(
     if job.verify_pattern.is_some() && job.verify == VerifyMode::None {
         job.verify = VerifyMode::Meta;
     }
-    // Sizes written as zones (`size=2z`) count `zonesize` units, as fio's strided zones do.
-    for (option, n) in std::mem::take(&mut job.zone_counts) {
-        if !job.zonemode_strided || job.zonesize == 0 {
+    // Sizes written as zones (`size=2z`) count `zonesize` units, as fio's strided zones do;
+    // with zonemode=zbd and no zonesize, the device's zones once it is known
+    // ([`crate::zbd::apply_zone_size`]).
+    let deferred = job.zonemode_zbd && job.zonesize == 0;
+    let counts = if deferred {
+        Vec::new()
+    } else {
+        std::mem::take(&mut job.zone_counts)
+    };
+    for (option, n) in counts {
+        if !(job.zonemode_strided || job.zonemode_zbd) || job.zonesize == 0 {
             let m = format!(
-                "{option}={n}z: sizes in zones need zonemode=strided and zonesize (fio counts them in zonesize units)"
+                "{option}={n}z: sizes in zones need zonemode=strided or zbd, and zonesize (fio counts them in zonesize units)"
             );
             return Err(JobError::new(header.clone(), JobErrorKind::Invalid(m)));
         }

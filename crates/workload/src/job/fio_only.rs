@@ -11,7 +11,6 @@
 const TRIM_VERIFY: &str =
     "trimming written blocks to verify them is not done; use rw=trimwrite or randtrim";
 const MERGE: &str = "merging blktrace logs is not done; replay each with `mqblk replay`";
-const ZONED: &str = "zoned devices are not modelled yet";
 const UNALIGNED: &str =
     "a block layer moves whole 512-byte sectors, so sizes stay multiples of the smallest";
 
@@ -48,14 +47,6 @@ static NOT_IMPLEMENTED: &[(&str, &str)] = &[
         "hipri_percentage",
         "pvsync2's share of RWF_HIPRI I/Os is not drawn; hipri=1 polls them all",
     ),
-    // Zoned devices.
-    ("zonecapacity", ZONED),
-    ("max_open_zones", ZONED),
-    ("job_max_open_zones", ZONED),
-    ("ignore_zone_limits", ZONED),
-    ("zone_reset_threshold", ZONED),
-    ("zone_reset_frequency", ZONED),
-    ("read_beyond_wp", ZONED),
 ];
 
 /// `(fio option name, why it changes nothing in mqblk)`: fio's process, memory and clock

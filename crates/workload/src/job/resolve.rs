@@ -87,6 +87,9 @@ pub struct Job {
     pub norandommap: bool,
     /// `zonemode=strided`'s zones, when on.
     pub zones: Option<Zones>,
+    /// `zonemode=zbd`, when on: its options, and once [`crate::zbd::setup`] ran, the zone
+    /// tables of the job's files.
+    pub zbd: Option<crate::zbd::ZbdJob>,
     /// Stop after this many I/Os (0: no limit): `number_ios` times `loops`, as fio counts.
     pub number_ios: u64,
     /// Without `time_based`: bytes to issue before the job ends (`io_size` times `loops`,
@@ -292,10 +295,14 @@ impl Job {
     /// (each file's offsets drawn from their own seed; the first
     /// file's is the clone's).
     pub fn shapes(&self) -> Vec<Shape> {
-        self.files.iter().map(|f| self.shape_of(f)).collect()
+        self.files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| self.shape_of(i, f))
+            .collect()
     }
 
-    fn shape_of(&self, f: &JobFile) -> Shape {
+    fn shape_of(&self, i: usize, f: &JobFile) -> Shape {
         Shape {
             rw: self.rw,
             rwmixread: self.rwmixread,
@@ -321,6 +328,15 @@ impl Job {
                 self.seeds.slots[slot::BLOCK] as u32
             },
             zones: self.zones,
+            zbd: self.zbd.as_ref().and_then(|z| {
+                let jf = z.files.get(i)?;
+                Some(crate::zbd::GenZbd {
+                    shared: jf.shared.clone(),
+                    opts: z.opts.clone(),
+                    region: jf.file_offset,
+                    mixed: self.rw.does_read() && self.rw.does_write(),
+                })
+            }),
         }
     }
 
@@ -518,6 +534,10 @@ pub fn resolve(
                 bs_is_seq_rand: s.bs_is_seq_rand,
                 norandommap: s.norandommap,
                 zones: s.zones(),
+                zbd: crate::zbd::ZbdOptions::of(s).map(|opts| crate::zbd::ZbdJob {
+                    opts,
+                    files: Vec::new(),
+                }),
                 // fio's `exceeds_number_ios`: `number_ios` I/Os for each of the `loops`.
                 number_ios: s.number_ios.saturating_mul(u64::from(s.loops.max(1))),
                 io_bytes,

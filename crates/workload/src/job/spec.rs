@@ -635,6 +635,20 @@ pub struct JobSpec {
     pub zonerange: u64,
     pub zonesize: u64,
     pub zoneskip: u64,
+    /// fio's `zonemode=zbd` and its options (see [`crate::zbd`]): I/O to a zoned device, or
+    /// to zones of `zonesize` emulated on a conventional one, writes at the zones' write
+    /// pointers.
+    pub zonemode_zbd: bool,
+    /// `zonecapacity` (0: the zone size), `read_beyond_wp`, `max_open_zones` and
+    /// `job_max_open_zones` (0: no limit), `ignore_zone_limits`, and
+    /// `zone_reset_threshold` / `zone_reset_frequency` (fractions, 0 to 1).
+    pub zonecapacity: u64,
+    pub read_beyond_wp: bool,
+    pub max_open_zones: u32,
+    pub job_max_open_zones: u32,
+    pub ignore_zone_limits: bool,
+    pub zone_reset_threshold: f64,
+    pub zone_reset_frequency: f64,
     /// Options given as a number of zones (`size=2z`): fio counts them in `zonesize`
     /// units, known only once every option is read.
     pub zone_counts: Vec<(&'static str, u64)>,
@@ -677,6 +691,11 @@ pub struct JobSpec {
     pub completion_nsec: u64,
     /// Keep written data in memory so reads return it.
     pub memory_backed: bool,
+    /// null_blk's zoned mode (`zoned`) and its parameters (`zone_size` and `zone_capacity`,
+    /// given in MB, `zone_nr_conv`, `zone_max_open`, `zone_max_active`,
+    /// `zone_append_max_sectors`).
+    pub zoned: bool,
+    pub zone: mqblk_core::zoned::ZonedDevConfig,
     /// `rotational=`: `None` takes what the driver finds (sysfs for a real device).
     pub rotational: Option<bool>,
     /// `virtqueue_size=`: `None` derives it from sysfs (uring driver); `Some(0)` no limit.
@@ -887,6 +906,14 @@ impl Default for JobSpec {
             zonerange: 0,
             zonesize: 0,
             zoneskip: 0,
+            zonemode_zbd: false,
+            zonecapacity: 0,
+            read_beyond_wp: false,
+            max_open_zones: 0,
+            job_max_open_zones: 0,
+            ignore_zone_limits: false,
+            zone_reset_threshold: 0.0,
+            zone_reset_frequency: 0.0,
             zone_counts: Vec::new(),
             direct: false,
             ioengine: None,
@@ -906,6 +933,8 @@ impl Default for JobSpec {
             irqmode: IrqMode::None,
             completion_nsec: 10_000,
             memory_backed: false,
+            zoned: false,
+            zone: Default::default(),
             rotational: None,
             virtqueue_size: None,
             cache_size_mb: 0,
@@ -1247,11 +1276,17 @@ pub(crate) fn check(job: &JobSpec) -> Result<(), String> {
             ));
         }
     }
-    if !job.zonemode_strided && (job.zonesize > 0 || job.zonerange > 0 || job.zoneskip > 0) {
+    if !job.zonemode_strided
+        && !job.zonemode_zbd
+        && (job.zonesize > 0 || job.zonerange > 0 || job.zoneskip > 0)
+    {
         return Err(
-            "zonesize, zonerange and zoneskip need zonemode=strided (fio refuses them with zonemode=none)"
+            "zonesize, zonerange and zoneskip need zonemode=strided or zbd (fio refuses them with zonemode=none)"
                 .into(),
         );
+    }
+    if job.zonemode_zbd {
+        crate::zbd::check_spec(job)?;
     }
     Ok(())
 }

@@ -647,7 +647,7 @@ fn a_cross_field_problem_is_listed_beside_line_problems_of_other_jobs() {
 fn command_line_and_job_file_problems_are_listed_together() {
     let dir = scratch_dir("cli-many");
     let path = dir.join("j.fio");
-    write(&path, "[j]\nrw=sideways\nzonemode=zbd\n");
+    write(&path, "[j]\nrw=sideways\nzonemode=zigzag\n");
     let path = path.display().to_string();
     let err = cli_err(&["--iodepht=4", &path, "--name=x", "--bs=3q"]);
     let lines: Vec<&str> = err.lines().collect();
@@ -662,7 +662,7 @@ fn command_line_and_job_file_problems_are_listed_together() {
     );
     assert!(
         lines[3].starts_with(&format!(
-            "{path}:3: option 'zonemode': 'zbd' is not supported"
+            "{path}:3: option 'zonemode': 'zigzag' is not supported"
         )),
         "{err}"
     );

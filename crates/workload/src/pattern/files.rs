@@ -296,6 +296,29 @@ impl FileSet {
         }
     }
 
+    /// `zonemode=zbd` found no I/O to make in file `file`: its pass ends.
+    pub fn end_pass(&mut self, file: usize) {
+        if let Some(g) = self.files.get_mut(file) {
+            g.end_pass();
+        }
+    }
+
+    /// `zonemode=zbd` moved or cut the I/O just drawn from file `file` (see
+    /// [`Generator::zbd_issued`]).
+    pub fn zbd_issued(
+        &mut self,
+        file: usize,
+        dir: crate::Ddir,
+        offset: u64,
+        drawn: u64,
+        len: u64,
+    ) -> u64 {
+        match self.files.get_mut(file) {
+            Some(g) => g.zbd_issued(dir, offset, drawn, len),
+            None => len,
+        }
+    }
+
     /// The number (over the whole set) of the block at `offset` of file `file`.
     pub fn block_index(&self, file: usize, offset: u64) -> u64 {
         self.first_block[file] + self.files[file].block_of(offset)

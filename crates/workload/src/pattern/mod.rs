@@ -128,6 +128,8 @@ pub struct Shape {
     pub dist_seed: u32,
     /// `zonemode=strided`, when on.
     pub zones: Option<Zones>,
+    /// `zonemode=zbd`, when on.
+    pub zbd: Option<crate::zbd::GenZbd>,
 }
 
 /// A job's random streams, one per purpose as fio keeps them in its `thread_data`, with
@@ -304,6 +306,15 @@ pub struct Generator {
     zones: Option<Zones>,
     zone_start: u64,
     zone_pos: u64,
+    /// `zonemode=zbd`: the file's zones, the bytes done in the current zone (fio's
+    /// `zone_bytes`) and where a sequential job's current visit started (fio's moving
+    /// `file_offset`, relative).
+    zbd: Option<crate::zbd::GenZbd>,
+    zbd_bytes: u64,
+    zbd_visit: u64,
+    /// The map block (and its unit) of the random I/O just drawn, marked once the zone
+    /// adjustment has its length.
+    zbd_mark: Option<(u64, u64)>,
 }
 
 impl Generator {
@@ -373,6 +384,10 @@ impl Generator {
             zones: shape.zones,
             zone_start: 0,
             zone_pos: 0,
+            zbd: shape.zbd.clone(),
+            zbd_bytes: 0,
+            zbd_visit: 0,
+            zbd_mark: None,
         }
     }
 
@@ -422,6 +437,15 @@ impl Generator {
         self.ended = false;
         self.zone_start = 0;
         self.zone_pos = 0;
+        self.zbd_visit = 0;
+        self.zbd_bytes = 0;
+        self.zbd_mark = None;
+        if self.zbd.is_some() {
+            // fio's `fio_file_reset`: `last_pos` back at the region's start (a pass of a
+            // zbd job can end before the region's end, as its file runs out of data).
+            self.read_cursor = 0;
+            self.write_cursor = 0;
+        }
         self.last_end = [0; 3];
         self.last_start = [None; 3];
         if let Some(m) = &mut self.map {
@@ -477,7 +501,10 @@ impl Generator {
                 len: len as u32,
             });
         }
-        let d = self.direction(st);
+        let mut d = self.direction(st);
+        if d == Ddir::Read && self.zbd.as_ref().is_some_and(|z| !z.may_read()) {
+            d = Ddir::Write;
+        }
         let write = d == Ddir::Write;
         let dir = d.index();
         let span = self.span;
@@ -515,6 +542,32 @@ impl Generator {
             } else {
                 &mut self.read_cursor
             };
+            if let Some(z) = &self.zbd {
+                let visit = z.region + self.zbd_visit;
+                let (moved, restart) = crate::zbd::zone_mode_position(
+                    &z.shared,
+                    &z.opts,
+                    z.region + *cursor,
+                    write,
+                    self.zbd_bytes,
+                    visit,
+                );
+                if let Some(p) = moved {
+                    let mut rel = p.saturating_sub(z.region);
+                    if restart {
+                        self.zbd_bytes = 0;
+                        if rel >= span {
+                            rel = 0;
+                        }
+                        self.zbd_visit = rel;
+                    } else {
+                        // Bytes jumped over past a zone's capacity count toward the pass,
+                        // which ends where fio's does, at the region's end.
+                        self.bytes += rel.saturating_sub(*cursor);
+                    }
+                    *cursor = rel;
+                }
+            }
             if *cursor + min > span {
                 *cursor = if back { (span - min) / grid * grid } else { 0 };
             }
@@ -545,6 +598,48 @@ impl Generator {
             offset: self.base + rel,
             len: len as u32,
         })
+    }
+
+    /// `zonemode=zbd` found no I/O to make (fio's `io_u_eof`): the pass over the file ends.
+    pub fn end_pass(&mut self) {
+        self.ended = true;
+        self.zbd_mark = None;
+    }
+
+    /// `zonemode=zbd` moved or cut the I/O just drawn (`drawn` bytes) in direction `dir` to
+    /// `len` bytes at device offset `offset`: a random one's blocks are marked in the map where it was
+    /// drawn (`mark_random_map`, which may cut it further: the length it goes out with is
+    /// returned), a sequential job goes on from its end (fio's `last_pos`), and the zone's
+    /// byte count grows.
+    pub fn zbd_issued(&mut self, dir: Ddir, offset: u64, drawn: u64, len: u64) -> u64 {
+        let mut len = len;
+        if let (Some((block, ba)), Some(map)) = (self.zbd_mark.take(), &mut self.map) {
+            let n = map.set_run(block, len.div_ceil(ba));
+            if n > 0 {
+                len = len.min(n * ba);
+            }
+        }
+        self.zbd_bytes += len;
+        // The pass counts the bytes issued, as fio's `io_issue_bytes`.
+        self.bytes = (self.bytes + len).saturating_sub(drawn);
+        let rel = offset.saturating_sub(self.base);
+        let d = dir.index();
+        self.last_end[d] = rel + len;
+        self.last_start[d] = Some(rel);
+        if self.pattern.is_random() {
+            return len;
+        }
+        let cursor = if dir == Ddir::Write && self.pattern.is_mixed() {
+            &mut self.write_cursor
+        } else {
+            &mut self.read_cursor
+        };
+        *cursor = if self.backward {
+            (rel + len).saturating_sub(self.modifier)
+        } else {
+            rel + len + self.modifier
+        };
+        len
     }
 
     /// The offset of the next I/O of at least `len` bytes in strided zones (see [`Zones`]),
@@ -643,7 +738,10 @@ impl Generator {
         if len == 0 || at + len > span {
             return None;
         }
-        if marked {
+        if marked && self.zbd.is_some() {
+            // fio marks the map after `zbd_adjust_block`, with the length it left.
+            self.zbd_mark = Some((at / ba, ba));
+        } else if marked {
             if let Some(map) = &mut self.map {
                 // fio's `mark_random_map`: the I/O is cut at the first block already done.
                 // fio counts those blocks in the direction's smallest size, though the map
@@ -760,6 +858,7 @@ mod tests {
             seeds,
             dist_seed: seed as u32,
             zones: None,
+            zbd: None,
         }
     }
 

@@ -46,11 +46,19 @@ fn job_text(out: &mut String, run: &RunReport, job: &JobStats, group: &[GroupDir
     for dir in Ddir::ALL {
         let agg = group.get(dir.index()).map_or(0, |g| g.agg);
         if job.dir(dir).io_bytes > 0 {
-            dir_text(out, run, job.dir(dir), label(dir), agg);
+            let resets = (dir == Ddir::Write).then_some(job.nr_zone_resets);
+            dir_text(out, run, job.dir(dir), label(dir), agg, resets);
         }
     }
     if let Some(m) = job.mixed.as_ref().filter(|m| m.io_bytes > 0) {
-        dir_text(out, run, m, "mixed", group.iter().map(|g| g.agg).sum());
+        dir_text(
+            out,
+            run,
+            m,
+            "mixed",
+            group.iter().map(|g| g.agg).sum(),
+            None,
+        );
     }
     latency_lines(out, job);
     if job.sync.n > 0 {
@@ -89,7 +97,14 @@ fn header(out: &mut String, run: &RunReport, job: &JobStats) {
 }
 
 /// One direction: the IOPS/BW line, latencies, percentiles and sample statistics.
-fn dir_text(out: &mut String, run: &RunReport, d: &DirStats, label: &str, group_agg: u64) {
+fn dir_text(
+    out: &mut String,
+    run: &RunReport,
+    d: &DirStats,
+    label: &str,
+    group_agg: u64,
+    zone_resets: Option<u64>,
+) {
     let runtime = d.runtime_ms();
     if runtime == 0 {
         return;
@@ -102,11 +117,13 @@ fn dir_text(out: &mut String, run: &RunReport, d: &DirStats, label: &str, group_
     let u = run.units;
     let _ = writeln!(
         out,
-        "  {label}: IOPS={}, BW={} ({})({}/{runtime}msec)",
+        "  {label}: IOPS={}, BW={} ({})({}/{runtime}msec){}",
         num2str(iops, u.sig_figs, false, Unit::None),
         num2str(bw, u.sig_figs, u.pow2(), u.rate()),
         num2str(bw, u.sig_figs, !u.pow2(), u.rate()),
-        num2str(d.io_bytes, u.sig_figs, u.pow2(), Unit::Byte)
+        num2str(d.io_bytes, u.sig_figs, u.pow2(), Unit::Byte),
+        // fio's `zbd_write_status`, after every write line.
+        zone_resets.map_or(String::new(), |n| format!("; {n} zone resets"))
     );
     display_lat(out, "slat", &d.slat);
     display_lat(out, "clat", &d.clat);

@@ -123,6 +123,81 @@ pub(super) static DEVICE: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "zoned",
+        aliases: &[],
+        default: "0",
+        help: "driver=null: null_blk's zoned mode, a host-managed zoned device (writes at each zone's write pointer, zone reset/open/close/finish/append).",
+        kind: Kind::Bool {
+            set: |j, v| j.zoned = v,
+        },
+    },
+    OptDef {
+        name: "zone_size",
+        aliases: &[],
+        default: "256",
+        help: "driver=null, zoned=1: null_blk's zone_size in MB, a power of two.",
+        kind: Kind::Int {
+            min: 1,
+            max: 1 << 20,
+            set: |j, v| j.zone.zone_sectors = v << 11,
+        },
+    },
+    OptDef {
+        name: "zone_capacity",
+        aliases: &[],
+        default: "0",
+        help: "driver=null, zoned=1: null_blk's zone_capacity in MB, writable bytes of a zone (0: the zone size).",
+        kind: Kind::Int {
+            min: 0,
+            max: 1 << 20,
+            set: |j, v| j.zone.zone_capacity = v << 11,
+        },
+    },
+    OptDef {
+        name: "zone_nr_conv",
+        aliases: &[],
+        default: "0",
+        help: "driver=null, zoned=1: null_blk's zone_nr_conv, conventional zones at the device's start.",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.zone.nr_conv = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "zone_max_open",
+        aliases: &[],
+        default: "0",
+        help: "driver=null, zoned=1: null_blk's zone_max_open, zones open at once (0: no limit).",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.zone.max_open = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "zone_max_active",
+        aliases: &[],
+        default: "0",
+        help: "driver=null, zoned=1: null_blk's zone_max_active, zones open or closed at once (0: no limit).",
+        kind: Kind::Int {
+            min: 0,
+            max: u32::MAX as u64,
+            set: |j, v| j.zone.max_active = to_u32(v),
+        },
+    },
+    OptDef {
+        name: "zone_append_max_sectors",
+        aliases: &[],
+        default: "2147483647",
+        help: "driver=null, zoned=1: null_blk's zone_append_max_sectors (0: the block layer emulates zone append with writes).",
+        kind: Kind::Int {
+            min: 0,
+            max: i32::MAX as u64,
+            set: |j, v| j.zone.append_max_sectors = to_u32(v),
+        },
+    },
+    OptDef {
         name: "cache_size",
         aliases: &[],
         default: "0",

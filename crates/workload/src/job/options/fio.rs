@@ -1765,24 +1765,98 @@ pub(super) static FIO: &[OptDef] = &[
         name: "zonemode",
         aliases: &[],
         default: "none",
-        help: "strided: zonesize bytes of I/O in each zone of zonerange bytes, then the next zone (zoneskip further on); none: no zones.",
+        help: "strided: zonesize bytes of I/O in each zone of zonerange bytes, then the next zone (zoneskip further on); zbd: a zoned device's zones (or zones of zonesize emulated on a conventional one), writes at their write pointers; none: no zones.",
         kind: Kind::Custom {
-            syntax: "none|strided",
+            syntax: "none|strided|zbd",
             set: |j, t, o| match t {
                 "none" => {
-                    j.zonemode_strided = false;
+                    (j.zonemode_strided, j.zonemode_zbd) = (false, false);
                     Ok(())
                 }
                 "strided" => {
-                    j.zonemode_strided = true;
+                    (j.zonemode_strided, j.zonemode_zbd) = (true, false);
                     Ok(())
                 }
-                "zbd" => Err(unsupported(
-                    o,
-                    t,
-                    "zoned block devices (host-managed SMR, ZNS) are not modelled; zonemode=strided visits zones of a conventional device",
-                )),
+                "zbd" => {
+                    (j.zonemode_strided, j.zonemode_zbd) = (false, true);
+                    Ok(())
+                }
                 _ => Err(unsupported(o, t, "not none, strided or zbd")),
+            },
+        },
+    },
+    OptDef {
+        name: "zonecapacity",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=zbd on a conventional device: the writable bytes of each emulated zone (0: zonesize).",
+        kind: Kind::Size {
+            set: |j, v| j.zonecapacity = v,
+        },
+    },
+    OptDef {
+        name: "read_beyond_wp",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=zbd: reads may go past a zone's write pointer (else they are moved below it, to a zone holding data).",
+        kind: Kind::Bool {
+            set: |j, v| j.read_beyond_wp = v,
+        },
+    },
+    OptDef {
+        name: "max_open_zones",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=zbd: zones written at once by all jobs on the device (0: the device's limit, or none).",
+        kind: Kind::Int {
+            min: 0,
+            max: crate::zbd::ZBD_MAX_OPEN_ZONES as u64,
+            set: |j, v| j.max_open_zones = v as u32,
+        },
+    },
+    OptDef {
+        name: "job_max_open_zones",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=zbd: zones one job writes at once (0: no limit of its own; needs max_open_zones).",
+        kind: Kind::Int {
+            min: 0,
+            max: crate::zbd::ZBD_MAX_OPEN_ZONES as u64,
+            set: |j, v| j.job_max_open_zones = v as u32,
+        },
+    },
+    OptDef {
+        name: "ignore_zone_limits",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=zbd: max_open_zones alone limits open zones, whatever the device's limit.",
+        kind: Kind::Bool {
+            set: |j, v| j.ignore_zone_limits = v,
+        },
+    },
+    OptDef {
+        name: "zone_reset_threshold",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=zbd: with zone_reset_frequency, the share (0 to 1) of the region's bytes written before zones start being reset.",
+        kind: Kind::Custom {
+            syntax: "fraction 0-1",
+            set: |j, t, o| {
+                j.zone_reset_threshold = fraction(o, t)?;
+                Ok(())
+            },
+        },
+    },
+    OptDef {
+        name: "zone_reset_frequency",
+        aliases: &[],
+        default: "0",
+        help: "zonemode=zbd: past zone_reset_threshold, reset the written zone once every 1/N writes (0: never).",
+        kind: Kind::Custom {
+            syntax: "fraction 0-1",
+            set: |j, t, o| {
+                j.zone_reset_frequency = fraction(o, t)?;
+                Ok(())
             },
         },
     },
@@ -1799,7 +1873,7 @@ pub(super) static FIO: &[OptDef] = &[
         name: "zonesize",
         aliases: &[],
         default: "0",
-        help: "zonemode=strided: bytes of I/O in a zone before the next (each visit starts at the zone's start, as fio's); sizes written Nz count these.",
+        help: "zonemode=strided: bytes of I/O in a zone before the next (each visit starts at the zone's start, as fio's); zonemode=zbd: the zone size (the device's, if zoned); sizes written Nz count these.",
         kind: Kind::Size {
             set: |j, v| j.zonesize = v,
         },
@@ -1808,7 +1882,7 @@ pub(super) static FIO: &[OptDef] = &[
         name: "zoneskip",
         aliases: &[],
         default: "0",
-        help: "zonemode=strided: bytes skipped after each zone, before the next.",
+        help: "zonemode=strided or zbd (sequential jobs): bytes skipped after each zone, before the next.",
         kind: Kind::Size {
             set: |j, v| j.zoneskip = v,
         },

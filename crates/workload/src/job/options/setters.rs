@@ -584,3 +584,11 @@ pub(super) fn set_percentile_list(
     })?;
     Ok(())
 }
+
+/// A fraction from 0 to 1 (fio's `zone_reset_threshold` and `zone_reset_frequency`).
+pub(super) fn fraction(option: &str, text: &str) -> Result<f64, JobErrorKind> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(unsupported(option, text, "not a number from 0 to 1")),
+    }
+}
