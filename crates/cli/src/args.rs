@@ -116,7 +116,8 @@ pub struct SimOpts {
     #[arg(long, default_value_t = 1000)]
     pub runs: u64,
     /// Plant a bug to see the checker catch it: with --fuzz drop-completion:N or
-    /// double-completion:N (the Nth completion); with --crash flush-early:N,
+    /// double-completion:N (the Nth completion), zone-skip:N (the Nth write to a zoned
+    /// device one block past its place); with --crash flush-early:N,
     /// fua-split-drop:N or reorder-past-flush:N (from the Nth flush, split piece or write on)
     #[arg(long, value_name = "BUG:N")]
     pub plant: Option<String>,

@@ -205,9 +205,13 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         Some(t) => t.cpus() as u16,
         None => (nr_clones as usize).max(max_pinned).clamp(1, 1024) as u16,
     });
+    // A zoned device's writers that all write at the write pointers (zonemode=zbd) must
+    // never have one refused for its place: the run checks it.
+    let zoned_in_order = cl.jobs.iter().all(|s| s.zonemode_zbd || !s.rw.does_write());
     let cfg = SimConfig {
         seed: a.seed,
         nr_cpus,
+        zoned_in_order,
         device: dev,
         cost,
         topology,
@@ -217,10 +221,17 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         ..SimConfig::default()
     };
     // The model decides the capacity; build it once to learn it.
-    let capacity =
-        mqblk_sim::device::build(&model, mqblk_sim::SimRng::new(0))?.capacity_sectors() * 512;
-    let mut jobs =
-        mqblk_sim::jobs::from_specs(&cl.jobs, nr_cpus, capacity, a.seed, &cfg.device.blkcg)?;
+    let built = mqblk_sim::device::build(&model, mqblk_sim::SimRng::new(0))?;
+    let capacity = built.capacity_sectors() * 512;
+    let zones = mqblk_sim::jobs::zones_of(built.as_ref());
+    let mut jobs = mqblk_sim::jobs::from_specs(
+        &cl.jobs,
+        nr_cpus,
+        capacity,
+        a.seed,
+        &cfg.device.blkcg,
+        zones.as_ref(),
+    )?;
     if cl.plot.is_some() {
         for j in &mut jobs {
             j.logs
@@ -242,7 +253,7 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     );
     let res = sim.run()?;
     // fio's files, in virtual time: the clones in the order the simulation ran them.
-    let resolved = mqblk_sim::jobs::resolve(&cl.jobs, capacity, seed)?;
+    let resolved = mqblk_sim::jobs::resolve(&cl.jobs, capacity, seed, zones.as_ref())?;
     let clones: Vec<_> = resolved
         .iter()
         .zip(&res.jobs)

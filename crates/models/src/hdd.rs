@@ -781,6 +781,19 @@ pub struct HddModel {
 }
 
 impl HddModel {
+    /// A disk of `hp` with `depth` driver tags, named `name` in errors.
+    pub fn with_params(
+        hp: HddParams,
+        depth: u32,
+        name: &'static str,
+        rng: SimRng,
+    ) -> Result<HddModel, ModelError> {
+        Ok(HddModel {
+            depth,
+            disk: Disk::new(hp, name, rng)?,
+        })
+    }
+
     pub fn from_params(p: &mut Params<'_>, rng: SimRng) -> Result<HddModel, ModelError> {
         let hp = HddParams::from_params(p, "hdd", 1, true)?;
         let depth = ranged(p, "hdd", "queue_depth", 32, 1, 4096)? as u32;

@@ -24,6 +24,7 @@ pub mod realtime;
 pub mod rng;
 pub mod ssd;
 pub mod virtio;
+pub mod zoned;
 
 use mqblk_core::{BlkStatus, Nanos, QueueLimits, ReqOp};
 pub use null::NullModel;
@@ -149,6 +150,20 @@ pub trait DeviceModel: Send {
     fn stats(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// A zoned device's zones, with null_blk's parameter names (`None`: not zoned); its
+    /// [`DeviceModel::queue_limits`] then carry them.
+    fn zoned(&self) -> Option<mqblk_core::zoned::ZonedDevConfig> {
+        None
+    }
+    /// A zoned device's report of `nr` zones from the one holding `sector`.
+    fn report_zones(&self, _sector: u64, _nr: usize) -> Option<Vec<mqblk_core::zoned::Zone>> {
+        None
+    }
+    /// A write a zoned device refused for not starting at its zone's write pointer, which
+    /// the block layer's zone write plugging must never send; taken once.
+    fn take_zone_violation(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// Why a model cannot be built from its spec. Each names the model and the parameter.
@@ -156,7 +171,7 @@ pub trait DeviceModel: Send {
 pub enum ModelError {
     #[error("device: empty model name")]
     EmptyName,
-    #[error("device: unknown model '{0}' (known: null, hdd, ssd, emmc, virtio, raid, profile:FILE.toml)")]
+    #[error("device: unknown model '{0}' (known: null, hdd, ssd, emmc, virtio, raid, zns, smr, profile:FILE.toml)")]
     UnknownModel(String),
     #[error("device {model}: parameter '{param}' is not key=value")]
     NotKeyValue { model: String, param: String },
@@ -322,7 +337,7 @@ fn parse_u64(v: &str) -> Option<u64> {
 }
 
 /// The names `build` accepts.
-pub const MODELS: &[&str] = &["null", "hdd", "ssd", "emmc", "virtio", "raid"];
+pub const MODELS: &[&str] = &["null", "hdd", "ssd", "emmc", "virtio", "raid", "zns", "smr"];
 
 /// Builds a model from its spec, with `rng` for its random choices.
 pub fn build(spec: &DeviceSpec, rng: SimRng) -> Result<Box<dyn DeviceModel>, ModelError> {
@@ -364,6 +379,8 @@ fn build_reading(spec: &DeviceSpec, rng: SimRng) -> Result<BuiltAndRead, ModelEr
         "emmc" => Box::new(emmc::EmmcModel::from_params(&mut p, rng)?),
         "virtio" => Box::new(virtio::VirtioModel::from_params(&mut p, rng)?),
         "raid" => Box::new(raid::RaidModel::from_params(&mut p, rng)?),
+        "zns" => Box::new(zoned::zns(&mut p, rng)?),
+        "smr" => Box::new(zoned::smr(&mut p, rng)?),
         other => return Err(ModelError::UnknownModel(other.to_string())),
     };
     let read = std::mem::take(&mut p.read);

@@ -74,6 +74,9 @@ impl Driver for RealtimeDriver {
     fn name(&self) -> &'static str {
         self.info.name
     }
+    fn report_zones(&self, sector: u64, nr: usize) -> Option<Vec<mqblk_core::zoned::Zone>> {
+        self.st.lock().port.model.report_zones(sector, nr)
+    }
     fn capacity_sectors(&self) -> u64 {
         self.info.capacity_sectors
     }

@@ -128,8 +128,9 @@ impl Faults {
     }
 }
 
-/// Deliberate bugs, for tests that prove the checkers find them: the first two break the
-/// queue's invariants (`--fuzz`), the last three the durability rules (`--crash`).
+/// Deliberate bugs, for tests that prove the checkers find them: the first two and the
+/// last break the queue's invariants (`--fuzz`), the other three the durability rules
+/// (`--crash`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Plant {
     /// The `n`th completion is never reported (a lost interrupt the driver does not know).
@@ -146,16 +147,20 @@ pub enum Plant {
     /// inside, and it reaches the device's cache only after the next flush has finished:
     /// a requeued write reordered across a flush.
     ReorderPastFlush(u64),
+    /// The `n`th write to a zoned device goes one 4 KiB block past where it was aimed: a
+    /// write off its zone's write pointer, as a broken zone write plug would send.
+    ZoneSkip(u64),
 }
 
 impl Plant {
     /// The bugs by name, as `--plant` spells them.
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "drop-completion",
         "double-completion",
         "flush-early",
         "fua-split-drop",
         "reorder-past-flush",
+        "zone-skip",
     ];
 
     /// `BUG:N`, as `--plant` takes it.
@@ -172,6 +177,7 @@ impl Plant {
             "flush-early" => Plant::FlushEarly(n),
             "fua-split-drop" => Plant::FuaSplitDrop(n),
             "reorder-past-flush" => Plant::ReorderPastFlush(n),
+            "zone-skip" => Plant::ZoneSkip(n),
             _ => {
                 return Err(format!(
                     "--plant={value}: unknown bug '{bug}' ({})",
@@ -189,6 +195,7 @@ impl Plant {
             Plant::FlushEarly(n) => (Plant::NAMES[2], n),
             Plant::FuaSplitDrop(n) => (Plant::NAMES[3], n),
             Plant::ReorderPastFlush(n) => (Plant::NAMES[4], n),
+            Plant::ZoneSkip(n) => (Plant::NAMES[5], n),
         };
         format!("{name}:{n}")
     }
@@ -233,6 +240,8 @@ struct State {
     data: BTreeMap<u32, Vec<Piece>>,
     /// Commands holding a piece of a split bio, counted for [`Plant::FuaSplitDrop`].
     nth_split: u64,
+    /// Writes to a zoned device, counted for [`Plant::ZoneSkip`].
+    nth_zone_write: u64,
 }
 
 pub struct SimDriver {
@@ -276,6 +285,7 @@ impl SimDriver {
                 nth_completion: 0,
                 data: BTreeMap::new(),
                 nth_split: 0,
+                nth_zone_write: 0,
             }),
         }
     }
@@ -295,8 +305,9 @@ impl SimDriver {
     }
 
     /// A command reaches the device (its doorbell rang at `now`). Returns the model's next
-    /// event.
-    pub fn submit_to_model(&self, hw: u16, cmd: Cmd, now: Nanos) -> Option<Nanos> {
+    /// event, or the rule a zoned device saw broken (a write off its zone's write pointer,
+    /// which zone write plugging must never send).
+    pub fn submit_to_model(&self, hw: u16, cmd: Cmd, now: Nanos) -> Result<Option<Nanos>, String> {
         let mut st = self.st.lock();
         if st.port.media.is_some() {
             let pieces = st.data.remove(&(cmd.id as u32)).unwrap_or_default();
@@ -304,7 +315,12 @@ impl SimDriver {
         } else {
             st.port.deliver(hw, cmd, now);
         }
-        st.port.model.next_event()
+        if self.info.limits.zoned.is_some() {
+            if let Some(v) = st.port.model.take_zone_violation() {
+                return Err(v);
+            }
+        }
+        Ok(st.port.model.next_event())
     }
 
     /// Keeps what the device's storage holds from now on ([`Media`]), for a power cut.
@@ -403,6 +419,9 @@ impl Driver for SimDriver {
     fn name(&self) -> &'static str {
         self.info.name
     }
+    fn report_zones(&self, sector: u64, nr: usize) -> Option<Vec<mqblk_core::zoned::Zone>> {
+        self.st.lock().port.model.report_zones(sector, nr)
+    }
     fn capacity_sectors(&self) -> u64 {
         self.info.capacity_sectors
     }
@@ -480,6 +499,14 @@ impl Driver for SimDriver {
             nr_sectors: rq.nr_sectors,
             fua: rq.cmd_flags.contains(ReqFlags::FUA),
         };
+        if let (Some(Plant::ZoneSkip(n)), Some(_), mqblk_core::ReqOp::Write) =
+            (self.plant, self.info.limits.zoned, rq.op)
+        {
+            st.nth_zone_write += 1;
+            if st.nth_zone_write == n {
+                cmd.sector += 8;
+            }
+        }
         if st.port.media.is_some() && rq.op.is_write() && rq.op != mqblk_core::ReqOp::Flush {
             if let Some(Plant::FuaSplitDrop(n)) = self.plant {
                 if rq.bios.iter().any(|b| b.split.is_some()) {

@@ -28,7 +28,9 @@ pub struct FuzzCase {
 
 fn pick_device(rng: &mut SimRng) -> DeviceSpec {
     // Models other than `null` are added as they exist; each gets its small-queue variants.
-    let models: Vec<&str> = device::MODELS.to_vec();
+    // The zoned ones (`zns`, `smr`) are not drawn here: their cases come on seeds of their
+    // own (see [`case_for`]), so every other seed keeps the configuration it had.
+    let models: Vec<&str> = ["null", "hdd", "ssd", "emmc", "virtio", "raid"].to_vec();
     let model = *rng.pick(&models);
     let mut params = Vec::new();
     if model == "null" {
@@ -180,6 +182,8 @@ pub fn case_for(
     let xfs = Arc::new(XfsLog::default());
     let ext4 = Ext4Journal::new(1 << 19);
     let mut ext4_clients = false;
+    // What each job drew (its pattern and block size), for a zoned case's jobs.
+    let mut drawn_io = Vec::new();
     for j in 0..nr_jobs {
         let cpu = rng.below(nr_cpus as u64) as u16;
         let ios = rng.range(50, 400);
@@ -211,6 +215,7 @@ pub fn case_for(
                 ]);
                 let bs = *rng.pick(&[512u32, 4096, 8192, 65536, 262144]);
                 let fsync = *rng.pick(&[0u64, 0, 1, 8]);
+                drawn_io.push((j, rw, bs));
                 (
                     Box::new(FioSource::new(rw, 50, bs, 0, 64 << 20, seed ^ j, fsync)),
                     "fio",
@@ -264,6 +269,16 @@ pub fn case_for(
             exec_postrun: None,
         });
     }
+    // Every tenth seed (chosen without a draw, so every other seed's configuration stays what
+    // it was) runs on a zoned device, `zns` or `smr` with small zones, its fio jobs writing
+    // at the zones' write pointers (fio's zonemode=zbd) and its dbench clients turned into
+    // such writers: the device fails any write off a write pointer, and the run with it.
+    let mut device = device;
+    if seed % 10 == 9 {
+        let zoned = zoned_case(seed, &mut jobs, &drawn_io, &mut cfg)?;
+        device = zoned;
+        ext4_clients = false;
+    }
     if ext4_clients {
         // jbd2, drawing nothing, with no limit of its own: it ends asleep once every other
         // job has (nobody is left to ask it for a commit).
@@ -305,6 +320,58 @@ pub fn case_for(
         jobs.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>().join(",")
     );
     Ok(FuzzCase { cfg, jobs, summary })
+}
+
+/// Turns the case into a zoned one (see [`case_for`]): the device becomes `zns` or `smr`
+/// with 16 MiB zones, and each job a `zonemode=zbd` writer or reader over 64 MiB of its
+/// own, with its drawn pattern and block size (a dbench client's writes become random
+/// 4 KiB writes). Returns the device.
+fn zoned_case(
+    seed: u64,
+    jobs: &mut [SimJob],
+    drawn: &[(u64, RwMode, u32)],
+    cfg: &mut SimConfig,
+) -> Result<DeviceSpec, SimError> {
+    let spec = if (seed / 10) % 2 == 0 {
+        "zns,zone_mb=16,zone_cap_mb=12,max_open=4,max_active=6"
+    } else {
+        "smr,zone_mb=16,nr_conv=2,ncq=32"
+    };
+    let device = DeviceSpec::parse(spec)?;
+    let model = device::build(&device, SimRng::new(0))?;
+    let zones = crate::jobs::zones_of(model.as_ref());
+    let capacity = model.capacity_sectors() * 512;
+    let specs: Vec<mqblk_workload::JobSpec> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            let (rw, bs) = drawn
+                .iter()
+                .find(|d| d.0 == i as u64)
+                .map_or((RwMode::RandWrite, 4096), |d| (d.1, d.2.max(4096)));
+            let mut s = FioSource::spec(rw, 50, bs, (i as u64) << 26, 64 << 20, seed ^ i as u64, 0);
+            s.name = j.name.clone();
+            s.zonemode_zbd = true;
+            s.direct = true;
+            s.max_open_zones = 2;
+            s
+        })
+        .collect();
+    let resolved = crate::jobs::resolve(&specs, capacity, seed, zones.as_ref())?;
+    for (j, job) in jobs.iter_mut().zip(&resolved) {
+        j.source = Box::new(FioSource::of(job));
+        j.kind = "fio-zbd".into();
+        j.iodepth = j.iodepth.max(1);
+    }
+    cfg.zoned_in_order = true;
+    if let DriverConfig::Model(m) = &mut cfg.device.driver {
+        m.spec = device.clone();
+        // The port's driver-driven requeue hands back a command the model has already
+        // carried out (null_blk's never reaches its device): on a zoned device that write
+        // would come again behind its own write pointer. Failures and timeouts stay.
+        m.faults.requeue = FaultSpec::default();
+    }
+    Ok(device)
 }
 
 /// Virtual time an ext4 client runs for per I/O of its drawn count.

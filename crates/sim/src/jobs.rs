@@ -26,20 +26,38 @@ pub fn layout(specs: &[JobSpec], capacity_bytes: u64) -> Result<FileLayout, SimE
 /// `specs` resolved on a simulated device of `capacity_bytes`, as `mqblk bench` resolves
 /// them on a real one.
 ///
-/// fio's `zonemode=zbd` jobs emulate zones on the simulated device, as fio does on a
-/// regular file (its models are not zoned): of their `zonesize`, or of the null device's
-/// `zone_size` where the jobs ask for its zoned mode.
-pub fn resolve(specs: &[JobSpec], capacity_bytes: u64, seed: u64) -> Result<Vec<Job>, SimError> {
+/// fio's `zonemode=zbd` jobs take the zones of a zoned model (`zones`: `zns`, `smr`), as
+/// the device reports them; on any other model they emulate zones, as fio does on a
+/// regular file: of their `zonesize`, or of the null device's `zone_size` where the jobs ask
+/// for its zoned mode (the simulated null device is not zoned).
+pub fn resolve(
+    specs: &[JobSpec],
+    capacity_bytes: u64,
+    seed: u64,
+    zones: Option<&mqblk_workload::zbd::DeviceZones>,
+) -> Result<Vec<Job>, SimError> {
     let layout = layout(specs, capacity_bytes)?;
     let mut specs = specs.to_vec();
-    let zone = specs
-        .iter()
-        .find(|s| s.zoned)
-        .map(|s| s.zone.zone_sectors << 9);
+    let zone = match zones {
+        Some(d) => d.zones.first().map(|z| z.len << 9),
+        None => specs
+            .iter()
+            .find(|s| s.zoned)
+            .map(|s| s.zone.zone_sectors << 9),
+    };
     mqblk_workload::zbd::apply_zone_size(&mut specs, zone)?;
     let mut jobs = mqblk_workload::resolve(&specs, &layout, |_| Ok(capacity_bytes), seed)?;
-    mqblk_workload::zbd::setup(&mut jobs, None, &layout, capacity_bytes)?;
+    mqblk_workload::zbd::setup(&mut jobs, zones, &layout, capacity_bytes)?;
     Ok(jobs)
+}
+
+/// A zoned model's zones as it reports them new, for [`resolve`]; `None` for another.
+pub fn zones_of(model: &dyn mqblk_models::DeviceModel) -> Option<mqblk_workload::zbd::DeviceZones> {
+    let cfg = model.zoned()?;
+    Some(mqblk_workload::zbd::DeviceZones {
+        zones: model.report_zones(0, usize::MAX)?,
+        max_open: cfg.max_open,
+    })
 }
 
 /// One [`SimJob`] per job clone (`numjobs`), pinned by `cpus_allowed` or spread over the CPUs
@@ -51,8 +69,9 @@ pub fn from_specs(
     capacity_bytes: u64,
     seed: u64,
     blkcg: &Blkcg,
+    zones: Option<&mqblk_workload::zbd::DeviceZones>,
 ) -> Result<Vec<SimJob>, SimError> {
-    let jobs = resolve(specs, capacity_bytes, seed)?;
+    let jobs = resolve(specs, capacity_bytes, seed, zones)?;
     let mut out = Vec::with_capacity(jobs.len());
     for job in &jobs {
         let cpu = match job.cpu {

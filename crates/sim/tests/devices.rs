@@ -590,6 +590,11 @@ fn every_model_replays_the_same_seed_exactly() {
             other => other,
         };
         for op in [READ, WRITE] {
+            // A zoned model refuses random writes off its write pointers (its own tests
+            // write in order: `crates/models/src/zoned.rs`).
+            if op == WRITE && model(spec, 1).zoned().is_some() {
+                continue;
+            }
             let run = |seed| {
                 let mut m = model(spec, seed);
                 drive(m.as_mut(), mixed(op), 11).done

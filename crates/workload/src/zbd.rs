@@ -40,10 +40,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// fio's `ZBD_MAX_OPEN_ZONES`: the most open zones it tracks.
 pub const ZBD_MAX_OPEN_ZONES: u32 = 4096;
 
-/// How long a job waits before looking again when every open zone is being filled by other
-/// jobs' writes in flight: fio's thread spins there (`zbd_convert_to_open_zone` retries
-/// while `any_io_in_flight`); here it looks again this much later.
-pub const SPIN_NS: u64 = 1_000;
+/// How long a job waits before looking again at a zone another job holds (fio's thread
+/// sleeps on the zone's mutex and is woken as it is let go) or when every open zone is being
+/// filled by other jobs' writes in flight (fio's thread spins: `zbd_convert_to_open_zone`
+/// retries while `any_io_in_flight`). Nothing tells a job here when another lets go, so it
+/// looks again this much later: a wake-up a few microseconds late, and few enough looks that
+/// a simulation of many writers on few zones stays fast.
+pub const SPIN_NS: u64 = 5_000;
 
 /// The zones of a zoned device, as its report gives them, and its open-zone limit (0: none).
 #[derive(Clone, Debug, PartialEq, Eq)]

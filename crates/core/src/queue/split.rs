@@ -152,8 +152,17 @@ impl QueueInner {
                     rest.queued = true;
                     return Submit::Busy(Box::new(rest));
                 }
+                // A checked bio's piece fails only in its zone's write plug
+                // (`blk_zone_plug_bio` ends it, as the kernel's does after
+                // `__bio_split_to_limits`): it ends as any piece does, into its original.
                 Submit::Failed | Submit::Done => {
-                    unreachable!("a piece of a checked bio with data failed or needed no I/O")
+                    let i = sub
+                        .done
+                        .iter()
+                        .rposition(|b| b.split == Some(key) && b.sector == sector)
+                        .expect("a failed piece is handed back in the submitter's done list");
+                    let piece = sub.done.remove(i);
+                    self.split_piece_done(piece, Some(sub.ctx), &mut sub.done);
                 }
             }
             sector += nr as u64;

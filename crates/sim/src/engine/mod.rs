@@ -64,6 +64,12 @@ pub struct SimConfig {
     /// The simulator's own faults at issue.
     pub faults: Faults,
     pub plant: Option<Plant>,
+    /// Every job writes a zoned device only at its zones' write pointers (fio's
+    /// zonemode=zbd): a write the device refuses for starting elsewhere then broke the
+    /// block layer's zone write plugging, and ends the run as a broken invariant. Without
+    /// it such a write is the job's own doing (the kernel sends the first write to an empty
+    /// zone wherever it starts) and fails with an I/O error, as on a real device.
+    pub zoned_in_order: bool,
     pub cost: CostTable,
     /// The machine's CPUs and what a cache line costs between two of them (`None`: the
     /// cost table's `line_ns` between any two).
@@ -96,6 +102,7 @@ impl Default for SimConfig {
             ),
             faults: Faults::default(),
             plant: None,
+            zoned_in_order: false,
             cost: CostTable::default(),
             topology: None,
             profile: CostProfile::default(),
@@ -935,7 +942,11 @@ impl Sim {
                         .take()
                         .expect("a command arrived twice");
                     self.transit_free.push(staged);
-                    let next = self.driver.submit_to_model(s.hw, s.cmd, Nanos(t));
+                    let next = match self.driver.submit_to_model(s.hw, s.cmd, Nanos(t)) {
+                        Ok(next) => next,
+                        Err(v) if self.cfg.zoned_in_order => return Err(self.invariant(v)),
+                        Err(_) => self.driver.model_next_event(),
+                    };
                     self.arm_dev(next);
                 }
                 Ev::Dev => {
