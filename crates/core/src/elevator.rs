@@ -54,6 +54,11 @@ pub struct ElevatorInit {
     pub rotational: bool,
     /// The queue's limits.
     pub limits: QueueLimits,
+    /// A zoned queue without zone write plugs (Linux before 6.10,
+    /// `QueueConfig::zone_write_plugging` off): a scheduler that keeps writes in order
+    /// (mq-deadline's `ELEVATOR_F_ZBD_SEQ_WRITE`) locks a sequential zone from a write's
+    /// dispatch to its end.
+    pub zone_write_locking: bool,
     /// The block cgroups bios are charged to (`bio.group` is an id in it).
     pub blkcg: Arc<Blkcg>,
 }

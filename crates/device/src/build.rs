@@ -168,6 +168,7 @@ pub fn new_queue(
         kblockd_runs: settings.kblockd_runs,
         delay_run_rearms: settings.delay_run_rearms,
         flush_via_sched: settings.flush_via_sched,
+        zone_write_plugging: settings.zone_write_plugging,
         tracer,
         blkcg,
     };

@@ -104,6 +104,10 @@ pub struct QueueSettings {
     /// PREFLUSH and FUA writes go through the scheduler, as since Linux 6.5 (the default);
     /// off, they bypass it as before (`QueueConfig::flush_via_sched`).
     pub flush_via_sched: bool,
+    /// A zoned device's writes are plugged per zone, as since Linux 6.10 (the default); off,
+    /// mq-deadline's zone write locking keeps them in order, as before
+    /// (`QueueConfig::zone_write_plugging`).
+    pub zone_write_plugging: bool,
     /// Request timeout (`io_timeout`).
     pub timeout: Nanos,
 }
@@ -122,6 +126,7 @@ impl Default for QueueSettings {
             kblockd_runs: false,
             delay_run_rearms: false,
             flush_via_sched: true,
+            zone_write_plugging: true,
             timeout: Nanos::from_secs(30),
         }
     }
@@ -143,6 +148,7 @@ impl QueueSettings {
             max_segments: s.max_segments.min(u16::MAX as u32) as u16,
             sq_sched_dispatch: s.sq_sched_dispatch,
             flush_via_sched: s.flush_via_sched,
+            zone_write_plugging: s.zone_write_plugging,
             ..QueueSettings::default()
         }
     }

@@ -106,6 +106,11 @@ struct DdRq {
     fifo_time: Nanos,
     /// Arrival order, the FIFO key.
     seq: u64,
+    /// Zone write locking (before Linux 6.10): a write to a sequential zone
+    /// (`blk_rq_is_seq_zoned_write`), and whether its dispatch locked the zone
+    /// (`RQF_ZONE_WRITE_LOCKED`).
+    seq_write: bool,
+    zone_locked: bool,
     /// FIFO neighbours and back-merge hash chain, as `id + 1` (0 = none): the index links
     /// that replace the kernel's `queuelist` and `hash` list heads, so queueing a request
     /// allocates nothing.
@@ -269,6 +274,27 @@ struct DdState {
     /// The one-hit merge cache (`q->last_merge`): the request last merged into, or the first
     /// inserted while it was empty; cleared when that request leaves the sort lists.
     last_merge: Option<RqId>,
+    /// Zone write locking, on a zoned queue without zone write plugs (Linux before 6.10).
+    zones: Option<ZoneLock>,
+    /// Hardware queues to run once a zone unlocked with writes waiting
+    /// (`blk_mq_sched_mark_restart_hctx` in `dd_finish_request`).
+    restart: Vec<HctxIdx>,
+}
+
+/// mq-deadline's zone write locking before Linux 6.10 ("block: mq-deadline: Remove support
+/// for zone write locking" took it out once the block layer plugged zone writes): a write to
+/// a sequential zone locks the zone from its dispatch until it is freed, and writes to a
+/// locked zone are passed over (`blk_req_can_dispatch_to_zone`), so a zone's writes reach
+/// the device one at a time and in order.
+struct ZoneLock {
+    /// log2 of the zone size in sectors.
+    shift: u32,
+    nr_conv: u32,
+    /// The zones a write holds (the disk's `seq_zones_wlock` bitmap).
+    locked: std::collections::HashSet<u32>,
+    /// `blk_queue_nonrot`: a rotating disk keeps a sequential write stream together, even
+    /// across unlocked zones.
+    nonrot: bool,
 }
 
 /// A snapshot of the tunables for one decision.
@@ -286,6 +312,8 @@ pub struct MqDeadline {
     tunables: Tunables,
     /// Requests the scheduler holds, for a lockless `has_work`.
     nr_held: AtomicU32,
+    /// `DdState::restart` has queues to run.
+    restart_due: std::sync::atomic::AtomicBool,
     lock_acquired: AtomicU64,
     lock_contended: AtomicU64,
 }
@@ -325,9 +353,21 @@ impl MqDeadline {
                 starved: 0,
                 seq: 0,
                 last_merge: None,
+                zones: init
+                    .limits
+                    .zoned
+                    .filter(|_| init.zone_write_locking)
+                    .map(|z| ZoneLock {
+                        shift: z.zone_sectors.trailing_zeros(),
+                        nr_conv: z.nr_conv_zones,
+                        locked: Default::default(),
+                        nonrot: !init.rotational,
+                    }),
+                restart: Vec::new(),
             }),
             tunables,
             nr_held: AtomicU32::new(0),
+            restart_due: Default::default(),
             lock_acquired: AtomicU64::new(0),
             lock_contended: AtomicU64::new(0),
         }
@@ -597,6 +637,127 @@ impl DdState {
         unlink(self.per_prio[prio].fifo[dir].head)
     }
 
+    /// Zone write locking applies: a write direction on a queue that locks zones.
+    fn locks_zones(&self, dir: usize) -> Option<&ZoneLock> {
+        self.zones.as_ref().filter(|_| dir == WRITE)
+    }
+
+    /// `blk_req_can_dispatch_to_zone`: not a sequential zone's write, or its zone is free.
+    fn can_dispatch_to_zone(&self, z: &ZoneLock, id: RqId) -> bool {
+        let r = &self.rqs[id.index()];
+        !r.seq_write || !z.locked.contains(&((r.sector >> z.shift) as u32))
+    }
+
+    /// The request after `id` in sector order (`deadline_latter_request`).
+    fn latter(&self, id: RqId) -> Option<RqId> {
+        let r = &self.rqs[id.index()];
+        let sort = &self.per_prio[r.prio as usize].sort[r.dir as usize];
+        sort.range((r.sector, id)..).nth(1).map(|&(_, n)| n)
+    }
+
+    /// `deadline_is_seq_write`: the request before `id` in sector order ends where it
+    /// starts.
+    fn follows_another(&self, id: RqId) -> bool {
+        let r = &self.rqs[id.index()];
+        let sort = &self.per_prio[r.prio as usize].sort[r.dir as usize];
+        sort.range(..(r.sector, id))
+            .next_back()
+            .is_some_and(|&(_, p)| self.rqs[p.index()].end == r.sector)
+    }
+
+    /// `deadline_from_pos` on a zone-locking queue: the first write at or after the start
+    /// of the zone holding `pos` (a requeued write may start below the last one
+    /// dispatched).
+    fn zoned_from_pos(&self, z: &ZoneLock, prio: usize, pos: u64) -> Option<RqId> {
+        let start = pos >> z.shift << z.shift;
+        self.per_prio[prio].sort[WRITE]
+            .range((start, RqId(0))..)
+            .next()
+            .map(|&(_, id)| id)
+    }
+
+    /// `deadline_next_request`: the sweep's next request; on a zone-locking queue the first
+    /// write from there whose zone is free, passing over a locked zone's writes (and on a
+    /// rotating disk a whole sequential stream, `deadline_skip_seq_writes`).
+    fn next_request(&self, prio: usize, dir: usize) -> Option<RqId> {
+        let Some(z) = self.locks_zones(dir) else {
+            return self.next_in_sort(prio, dir);
+        };
+        let mut rq = self.zoned_from_pos(z, prio, self.per_prio[prio].latest_pos[dir]);
+        while let Some(id) = rq {
+            if self.can_dispatch_to_zone(z, id) {
+                break;
+            }
+            rq = if z.nonrot {
+                self.latter(id)
+            } else {
+                let mut pos = self.rqs[id.index()].sector;
+                let mut cur = Some(id);
+                loop {
+                    let Some(c) = cur else { break None };
+                    let r = &self.rqs[c.index()];
+                    if r.sector != pos {
+                        break Some(c);
+                    }
+                    pos = r.end;
+                    cur = self.latter(c);
+                }
+            };
+        }
+        rq
+    }
+
+    /// `deadline_fifo_request`: the oldest request; on a zone-locking queue the oldest
+    /// write whose zone is free (or the zone's first write, if one below it waits), not
+    /// breaking a sequential stream on a rotating disk.
+    fn fifo_request(&self, prio: usize, dir: usize) -> Option<RqId> {
+        let Some(z) = self.locks_zones(dir) else {
+            return self.fifo_head(prio, dir);
+        };
+        let mut cur = self.per_prio[prio].fifo[dir].head;
+        while let Some(id) = unlink(cur) {
+            cur = self.rqs[id.index()].fifo_next;
+            let mut rq = id;
+            let sector = self.rqs[id.index()].sector;
+            if let Some(first) = self.zoned_from_pos(z, prio, sector) {
+                if self.rqs[first.index()].sector < sector {
+                    rq = first;
+                }
+            }
+            if self.can_dispatch_to_zone(z, rq) && (z.nonrot || !self.follows_another(rq)) {
+                return Some(rq);
+            }
+        }
+        None
+    }
+
+    /// `blk_req_zone_write_lock`: a sequential zone's write locks its zone as it leaves.
+    fn zone_write_lock(&mut self, id: RqId) {
+        let Some(z) = self.zones.as_mut() else {
+            return;
+        };
+        let r = &mut self.rqs[id.index()];
+        if r.seq_write {
+            let zone = (r.sector >> z.shift) as u32;
+            let fresh = z.locked.insert(zone);
+            assert!(fresh, "{id:?}: zone {zone} locked twice");
+            r.zone_locked = true;
+        }
+    }
+
+    /// `blk_req_zone_write_unlock`.
+    fn zone_write_unlock(&mut self, id: RqId) -> bool {
+        let Some(z) = self.zones.as_mut() else {
+            return false;
+        };
+        let r = &mut self.rqs[id.index()];
+        if !std::mem::take(&mut r.zone_locked) {
+            return false;
+        }
+        z.locked.remove(&((r.sector >> z.shift) as u32));
+        true
+    }
+
     /// `started_after`: the request arrived after `latest_start`.
     fn started_after(&self, id: RqId, k: &Knobs, latest_start: Nanos) -> bool {
         let r = &self.rqs[id.index()];
@@ -626,18 +787,21 @@ impl DdState {
             r.on_dispatch_list = false;
             let (dir, sector) = (r.dir as usize, r.sector);
             self.per_prio[prio].latest_pos[dir] = sector;
+            self.zone_write_lock(id);
             return Some(self.account_dispatch(prio, id));
         }
-        let id = match self.next_in_sort(prio, self.last_dir) {
+        let id = match self.next_request(prio, self.last_dir) {
             Some(id) if self.batching < k.fifo_batch => id,
             _ => {
                 let dir = self.choose_dir(prio, k)?;
-                let next = self.next_in_sort(prio, dir);
+                let next = self.next_request(prio, dir);
                 let expired = self
                     .fifo_head(prio, dir)
                     .is_some_and(|h| self.rqs[h.index()].fifo_time <= now);
+                // With zone write locking, nothing may be dispatchable: every write waits
+                // for its zone.
                 let id = if expired || next.is_none() {
-                    self.fifo_head(prio, dir)?
+                    self.fifo_request(prio, dir)?
                 } else {
                     next?
                 };
@@ -653,6 +817,7 @@ impl DdState {
         let r = self.del_rq(id);
         // The sweep continues from this request's start, as the kernel's `latest_pos`.
         self.per_prio[prio].latest_pos[r.dir as usize] = r.sector;
+        self.zone_write_lock(id);
         Some(self.account_dispatch(prio, id))
     }
 
@@ -806,7 +971,7 @@ impl Elevator for MqDeadline {
         let k = self.knobs();
         let mut st = self.lock();
         for &id in rqs {
-            let (prio, dir, ctx, sector, end, mergeable) = {
+            let (prio, dir, ctx, sector, end, mergeable, op) = {
                 let rq = q.rqs.lock(id);
                 (
                     prio_of(rq.ioprio.class()),
@@ -815,10 +980,17 @@ impl Elevator for MqDeadline {
                     rq.sector,
                     rq.end_sector(),
                     rq.mergeable(),
+                    rq.op,
                 )
             };
+            // A requeued write that held its zone lets it go (`dd_insert_request`).
+            st.zone_write_unlock(id);
             let mut r = st.rqs[id.index()];
             assert!(!r.queued && !r.on_dispatch_list, "{id:?}: inserted twice");
+            r.seq_write = st.zones.as_ref().is_some_and(|z| {
+                matches!(op, ReqOp::Write | ReqOp::WriteZeroes)
+                    && (sector >> z.shift) as u32 >= z.nr_conv
+            });
             if !r.counted {
                 r.counted = true;
                 st.per_prio[prio].stats.inserted += 1;
@@ -861,6 +1033,20 @@ impl Elevator for MqDeadline {
             }
             r.fifo_time = now.saturating_add(k.fifo_expire[dir]);
             st.add_rq(id, r);
+            // Zone write locking inserts a zone's writes in the FIFO sorted by position: before
+            // the zone's next write in sector order, if one is queued.
+            if let (Some(z), true) = (st.zones.as_ref(), r.seq_write) {
+                let shift = z.shift;
+                if let Some(n) = st.latter(id) {
+                    let next = st.rqs[n.index()];
+                    if next.sector >> shift == sector >> shift && next.seq < st.rqs[id.index()].seq
+                    {
+                        st.fifo_remove(id);
+                        st.rqs[id.index()].seq = next.seq;
+                        st.fifo_insert(id);
+                    }
+                }
+            }
             if st.last_merge.is_none() && mergeable {
                 st.last_merge = Some(id);
             }
@@ -879,6 +1065,14 @@ impl Elevator for MqDeadline {
         self.nr_held.load(Ordering::Acquire) > 0
     }
 
+    fn restart_hctxs(&self, out: &mut Vec<HctxIdx>) {
+        // Looked at without the lock first: only a zone-locking queue ever has any.
+        if self.restart_due.swap(false, Ordering::AcqRel) {
+            let mut st = self.lock();
+            out.append(&mut st.restart);
+        }
+    }
+
     fn finish_request(&self, rq: &ElvRq) {
         let mut st = self.lock();
         let r = &mut st.rqs[rq.id.index()];
@@ -892,6 +1086,12 @@ impl Elevator for MqDeadline {
         );
         r.counted = false;
         let (prio, ctx) = (r.prio as usize, r.ctx as usize);
+        // `dd_finish_request`: the zone is free again; writes waiting for it need the queue
+        // run (`blk_mq_sched_mark_restart_hctx`).
+        if st.zone_write_unlock(rq.id) && st.per_prio.iter().any(|p| p.fifo[WRITE].len > 0) {
+            st.restart.push(rq.hctx);
+            self.restart_due.store(true, Ordering::Release);
+        }
         let pp = &mut st.per_prio[prio];
         pp.stats.completed += 1;
         assert!(
@@ -975,6 +1175,16 @@ impl Elevator for MqDeadline {
 
     fn check_invariants(&self) {
         let st = self.lock();
+        if let Some(z) = &st.zones {
+            // A zone is locked by exactly one write at the device (`seq_zones_wlock`).
+            let holders = st.rqs.iter().filter(|r| r.zone_locked).count();
+            assert_eq!(
+                holders,
+                z.locked.len(),
+                "mq-deadline: {holders} writes hold {} locked zones",
+                z.locked.len()
+            );
+        }
         let mut held = 0u32;
         for (p, pp) in st.per_prio.iter().enumerate() {
             for d in [READ, WRITE] {

@@ -839,3 +839,68 @@ fn requeued_requests_are_dispatched_again_in_the_order_they_were_requeued() {
     r.assert_each_done_once([0, 1, 2]);
     r.finish();
 }
+
+/// A zoned queue of 1 MiB zones with four device slots, and zone write plugging on or off.
+fn zoned_rig(plugging: bool) -> Rig {
+    let zone = 2048u32;
+    let limits = mqblk_core::QueueLimits {
+        chunk_sectors: zone,
+        zoned: Some(mqblk_core::ZonedLimits {
+            zone_sectors: zone,
+            nr_zones: (1u64 << 32).div_ceil(u64::from(zone)) as u32,
+            nr_conv_zones: 0,
+            zone_capacity: zone,
+            last_zone_capacity: zone,
+            max_open_zones: 0,
+            max_active_zones: 0,
+            max_zone_append_sectors: 0,
+        }),
+        ..Default::default()
+    };
+    Rig::new(RigCfg {
+        limits,
+        zone_write_plugging: plugging,
+        nomerges: mqblk_core::NoMerges::None,
+        ..RigCfg::new(DD, 4)
+    })
+}
+
+/// Before Linux 6.10 mq-deadline kept a zone's writes in order itself (its zone write
+/// locking, `blk_req_can_dispatch_to_zone`): a sequential zone's write is at the device
+/// alone, the next one of that zone waits for it in the scheduler, and a write to another
+/// zone passes it. Since 6.10 the zone write plug holds them back before the scheduler sees
+/// them; either way the device sees one write per zone at a time, in order.
+#[test]
+fn deadline_locks_a_zone_per_write_before_6_10_as_plugs_do_since() {
+    for plugging in [false, true] {
+        let mut r = zoned_rig(plugging);
+        // Three writes into zone 0 (not adjacent, so nothing merges), one into zone 1.
+        r.queue(0, write(0, 8, 1));
+        let second = r.submit(0, write(8, 8, 2));
+        assert!(
+            matches!(second, Submit::Queued),
+            "plugging={plugging}: {second:?}"
+        );
+        r.submit(0, write(16, 8, 3));
+        r.queue(0, write(2048, 8, 4));
+        r.poll();
+        let at_device: Vec<u64> = r.drv.issues().iter().map(|i| i.sector).collect();
+        assert_eq!(
+            at_device,
+            vec![0, 2048],
+            "plugging={plugging}: one write per zone"
+        );
+        // Each completion of zone 0's write lets its next one go, in sector order.
+        for want in [8u64, 16] {
+            let before = r.drv.nr_issues();
+            while r.drv.issues().last().map(|i| i.sector) != Some(want) {
+                assert!(r.drv.complete_next(1) == 1, "plugging={plugging}: stuck");
+                r.poll();
+                let new: Vec<u64> = r.drv.issues_from(before).iter().map(|i| i.sector).collect();
+                assert!(new.len() <= 1, "plugging={plugging}: {new:?} at once");
+            }
+        }
+        r.drain(us(10));
+        r.finish();
+    }
+}

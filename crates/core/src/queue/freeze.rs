@@ -443,8 +443,12 @@ impl RequestQueue {
     /// (`disk_zone_wplug_sync_wp_offset`). `None` for a regular device.
     pub fn report_zones(&self, sector: u64, nr: usize) -> Option<Vec<crate::zoned::Zone>> {
         let e = self.enter_outside(None);
-        let z = e.inner.zones.as_ref()?;
+        e.inner.limits.zoned?;
         let zones = e.inner.driver.report_zones(sector, nr)?;
+        // Without zone write plugs (before Linux 6.10) the report is the device's alone.
+        let Some(z) = e.inner.zones.as_ref() else {
+            return Some(zones);
+        };
         for zone in &zones {
             z.sync_zone(zone);
         }

@@ -106,6 +106,12 @@ pub struct QueueConfig {
     /// routing before 6.5, where every `op_is_flush` request bypassed the scheduler to the
     /// head of the dispatch list (the seed mails' kernels).
     pub flush_via_sched: bool,
+    /// A zoned device's writes are plugged per zone in the block layer, as since Linux 6.10
+    /// (`blk-zoned.c`'s zone write plugging, which also emulates zone append). Off: as
+    /// before, there are no plugs and the scheduler keeps a sequential zone's writes in
+    /// order by letting one at a time go to the device (mq-deadline's zone write locking,
+    /// [`ElevatorInit::zone_write_locking`]); zone append is the device's alone.
+    pub zone_write_plugging: bool,
     /// Receives every request event (blktrace-style tracing, the simulator's cost model).
     pub tracer: TraceHook,
     /// The cgroup hierarchy bios name in `bio.group` (group schedulers read weights here).
@@ -125,6 +131,7 @@ impl Default for QueueConfig {
             kblockd_runs: false,
             delay_run_rearms: false,
             flush_via_sched: true,
+            zone_write_plugging: true,
             tracer: TraceHook::default(),
             blkcg: Arc::new(Blkcg::new()),
         }
@@ -401,6 +408,7 @@ impl QueueInner {
             zones: cfg
                 .limits
                 .zoned
+                .filter(|_| cfg.zone_write_plugging)
                 .map(|z| Arc::new(zoned::ZoneWplugs::new(z))),
         }
     }
@@ -463,6 +471,7 @@ impl QueueInner {
                     queue_depth: set.cfg.queue_depth,
                     rotational: driver.rotational(),
                     limits,
+                    zone_write_locking: limits.zoned.is_some() && !cfg.zone_write_plugging,
                     blkcg: cfg.blkcg.clone(),
                 })))
             }

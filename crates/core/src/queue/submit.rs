@@ -42,6 +42,11 @@ impl QueueInner {
         let Some(z) = &self.limits.zoned else {
             return Err(BlkStatus::NotSupp);
         };
+        // Zone append emulation is part of zone write plugging (Linux 6.10); without the
+        // plugs only a device's own zone append serves it.
+        if bio.op == ReqOp::ZoneAppend && z.emulates_zone_append() && self.zones.is_none() {
+            return Err(BlkStatus::NotSupp);
+        }
         if bio.op == ReqOp::ZoneResetAll {
             return if bio.nr_sectors == 0 {
                 Ok(())

@@ -505,6 +505,11 @@ pub struct RigCfg {
     pub cache_fua: bool,
     /// `QueueConfig::flush_via_sched` (PREFLUSH and FUA writes through the scheduler).
     pub flush_via_sched: bool,
+    /// The queue's limits (a zoned queue's zones among them).
+    pub limits: mqblk_core::QueueLimits,
+    /// `QueueConfig::zone_write_plugging` (Linux 6.10 on; off: the scheduler's zone write
+    /// locking).
+    pub zone_write_plugging: bool,
 }
 
 impl RigCfg {
@@ -521,6 +526,8 @@ impl RigCfg {
             blkcg: Arc::new(mqblk_core::Blkcg::new()),
             cache_fua: false,
             flush_via_sched: true,
+            limits: Default::default(),
+            zone_write_plugging: true,
         }
     }
 }
@@ -557,6 +564,8 @@ impl Rig {
                 nomerges: cfg.nomerges,
                 blkcg: cfg.blkcg,
                 flush_via_sched: cfg.flush_via_sched,
+                limits: cfg.limits,
+                zone_write_plugging: cfg.zone_write_plugging,
                 ..Default::default()
             },
         )
@@ -842,6 +851,8 @@ pub fn chaos_run(sched: &'static str, seed: u64) {
         // scheduler (Linux 6.5 on) and half past it.
         cache_fua: seed % 4 < 2,
         flush_via_sched: seed % 2 == 0,
+        limits: Default::default(),
+        zone_write_plugging: true,
     });
     r.drv.set_all_latencies(Some(us(100)));
     r.drv.set_faults(Some(Faults {

@@ -728,6 +728,9 @@ pub struct JobSpec {
     pub sq_sched_dispatch: bool,
     /// PREFLUSH and FUA writes go through the scheduler (Linux 6.5 on); 0: they bypass it.
     pub flush_via_sched: bool,
+    /// A zoned device's writes are plugged per zone (Linux 6.10 on); 0: mq-deadline's zone
+    /// write locking keeps them in order, as before.
+    pub zone_write_plugging: bool,
     /// Reap completions from one worker thread per hardware queue.
     pub hctx_workers: bool,
     /// Use polled queues.
@@ -951,6 +954,7 @@ impl Default for JobSpec {
             nomerges: 0,
             sq_sched_dispatch: true,
             flush_via_sched: true,
+            zone_write_plugging: true,
             hctx_workers: false,
             hipri: false,
             fixedbufs: false,

@@ -360,6 +360,15 @@ pub(super) static DEVICE: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "zone_write_plugging",
+        aliases: &[],
+        default: "1",
+        help: "A zoned device's writes wait per zone in the block layer's zone write plugs, one at a time to the device, as since Linux 6.10; 0: no plugs, and mq-deadline locks a zone while a write to it is at the device (its zone write locking, as before 6.10).",
+        kind: Kind::Bool {
+            set: |j, v| j.zone_write_plugging = v,
+        },
+    },
+    OptDef {
         name: "hctx_workers",
         aliases: &[],
         default: "0",
