@@ -11,6 +11,7 @@ mod nr_queued;
 pub mod sensitivity;
 mod single_hctx;
 mod virtio;
+mod zoned;
 
 use crate::cost::CostProfile;
 use crate::device::DeviceSpec;
@@ -350,6 +351,14 @@ pub const SCENARIOS: &[Scenario] = &[
         model: bfq_merge::SSD,
         topology: None,
         run: bfq_merge::run,
+    },
+    Scenario {
+        name: "zone-write-plugging",
+        mail: "Zone write plugging",
+        about: "4 zoned writers at QD128 beside a reader, mq-deadline on zns and smr: zone write locking (before 6.10) vs zone write plugging",
+        model: "zns",
+        topology: None,
+        run: zoned::run,
     },
 ];
 
