@@ -139,6 +139,9 @@ pub struct QueueShape {
     /// segment plus two (`virtblk_add_req`), so a few large requests fill the ring before
     /// the tags run out. `None` for other disks, or when the ring size cannot be known.
     pub virtqueue_size: Option<u32>,
+    /// `queue/zoned`: `none`, `host-aware` or `host-managed` (a kernel built without
+    /// `CONFIG_BLK_DEV_ZONED` shows `none` for every disk).
+    pub zoned: Option<String>,
 }
 
 /// The virtio feature bit for indirect descriptors (`VIRTIO_RING_F_INDIRECT_DESC`).
@@ -189,6 +192,7 @@ impl QueueShape {
             fua: read("queue/fua").map(|s| s == "1"),
             rotational: read("queue/rotational").map(|s| s == "1"),
             virtqueue_size: virtqueue_size(dir, nr_tags),
+            zoned: read("queue/zoned"),
         }
     }
 
@@ -233,5 +237,38 @@ impl QueueShape {
             },
             self.rotational.map_or("?", |r| if r { "1" } else { "0" })
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A disk's sysfs directory as the kernel lays it out, read back: the zoned model comes
+    /// from `queue/zoned`, which the uring driver refuses when it says `host-managed`.
+    #[test]
+    fn a_disks_shape_is_read_from_its_sysfs_files() {
+        let dir = std::env::temp_dir().join(format!("mqblk-sysfs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let disk = dir.join("sdz");
+        for (rel, value) in [
+            ("queue/zoned", "host-managed\n"),
+            ("queue/rotational", "1\n"),
+            ("queue/max_sectors_kb", "1280\n"),
+            ("queue/write_cache", "write back\n"),
+            ("mq/0/nr_tags", "32\n"),
+        ] {
+            let p = disk.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, value).unwrap();
+        }
+        let q = QueueShape::of_dir(&disk);
+        assert_eq!(q.disk, "sdz");
+        assert_eq!(q.zoned.as_deref(), Some("host-managed"));
+        assert_eq!(q.rotational, Some(true));
+        assert_eq!(q.max_sectors_kb, Some(1280));
+        assert_eq!(q.write_cache, Some(true));
+        assert_eq!((q.nr_hw_queues, q.nr_tags), (1, Some(32)));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

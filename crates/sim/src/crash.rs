@@ -309,14 +309,15 @@ pub struct CrashReport {
 }
 
 /// The crash case for `seed`: the fuzz configuration of the same seed (the scheduler
-/// forced to `scheduler` if given), its device keeping its storage, a write cache drawn
+/// forced to `scheduler` if given; never a zoned one, [`fuzz::case_unzoned`]), its device
+/// keeping its storage, a write cache drawn
 /// on for the models where it is a parameter, and a cut drawn from the seed.
 pub fn case(
     seed: u64,
     plant: Option<Plant>,
     scheduler: Option<&str>,
 ) -> Result<FuzzCase, SimError> {
-    let mut c = fuzz::case_for(seed, plant, scheduler)?;
+    let mut c = fuzz::case_unzoned(seed, plant, scheduler)?;
     let mut rng = SimRng::new(seed ^ 0xc7a5);
     let mut extra = Vec::new();
     if let DriverConfig::Model(m) = &mut c.cfg.device.driver {

@@ -86,6 +86,25 @@ pub fn case_for(
     plant: Option<Plant>,
     scheduler: Option<&str>,
 ) -> Result<FuzzCase, SimError> {
+    case_drawn(seed, plant, scheduler, true)
+}
+
+/// [`case_for`] as it was before zoned cases came: every seed on the device it draws (the
+/// crash runs' cases, whose O_DSYNC writer writes anywhere, which a zoned device refuses).
+pub fn case_unzoned(
+    seed: u64,
+    plant: Option<Plant>,
+    scheduler: Option<&str>,
+) -> Result<FuzzCase, SimError> {
+    case_drawn(seed, plant, scheduler, false)
+}
+
+fn case_drawn(
+    seed: u64,
+    plant: Option<Plant>,
+    scheduler: Option<&str>,
+    zoned_seeds: bool,
+) -> Result<FuzzCase, SimError> {
     let mut rng = SimRng::new(seed ^ 0xf022);
     let nr_cpus = rng.range(1, 6) as u16;
     let device = pick_device(&mut rng);
@@ -274,7 +293,7 @@ pub fn case_for(
     // at the zones' write pointers (fio's zonemode=zbd) and its dbench clients turned into
     // such writers: the device fails any write off a write pointer, and the run with it.
     let mut device = device;
-    if seed % 10 == 9 {
+    if zoned_seeds && seed % 10 == 9 {
         let zoned = zoned_case(seed, &mut jobs, &drawn_io, &mut cfg)?;
         device = zoned;
         ext4_clients = false;

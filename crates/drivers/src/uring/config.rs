@@ -169,6 +169,8 @@ pub enum UringError {
     },
     #[error("uring: open {path}: {source}")]
     Open { path: PathBuf, source: io::Error },
+    #[error("uring: {0} is a host-managed zoned block device, whose zones the uring driver does not manage; use the null device's zoned mode (driver=null, zoned=1) or a zns or smr model")]
+    Zoned(PathBuf),
     #[error("uring: {0} is neither a regular file nor a block or character device")]
     NotFileOrBlock(PathBuf),
     #[error("uring: {0} is a character device, which has no size; give size=")]

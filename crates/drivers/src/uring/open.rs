@@ -58,6 +58,14 @@ impl UringDevice {
             return Err(UringError::Empty(path));
         }
         let backing = crate::sysfs::backing_dev(&meta).and_then(crate::sysfs::QueueShape::of_dev);
+        // A host-managed zoned disk takes writes only at its zones' write pointers, and this
+        // driver neither reports its zones nor sends zone commands: refused, not corrupted.
+        if let (true, Some("host-managed")) = (
+            meta.file_type().is_block_device(),
+            backing.as_ref().and_then(|b| b.zoned.as_deref()),
+        ) {
+            return Err(UringError::Zoned(path));
+        }
         let rotational = cfg
             .rotational
             .unwrap_or_else(|| backing.as_ref().and_then(|b| b.rotational) == Some(true));
