@@ -140,6 +140,35 @@ impl HctxQueued {
 
 /// The scheduler operations. Only `insert_requests`, `dispatch_request` and `has_work` are
 /// mandatory, as in the kernel; the rest default to "nothing to do".
+///
+/// # Contracts
+///
+/// **Threads and locks.** Every hook may be called from several threads at once: the
+/// submitting threads (one per software queue), the threads that reap completions, the
+/// runners of other hardware queues, the queue's timer. The core holds no lock of the
+/// scheduler's and no queue-wide lock when it calls one, so a scheduler keeps its state
+/// behind its own lock (`dd->lock`, `bfqd->lock`), as in the kernel. The one thing the core
+/// serialises is a hardware queue's run: `dispatch_request` for one `hctx` never runs twice
+/// at once (the queue's run lock, `blk_mq_run_hw_queue`), though it runs beside inserts,
+/// completions and other queues' dispatches; `has_work` is asked from anywhere. A request's own fields are
+/// read and changed through `ElvCtx::rqs`, one request at a time; never hold the scheduler's
+/// lock while waiting for something only another hook can give.
+///
+/// **Time.** `now` is the calling thread's clock in nanoseconds: virtual time in the
+/// simulator, the queue's clock in a real-time run. Each thread's readings only grow, but
+/// two threads' need not be in order: a request another thread inserted may carry a later
+/// time than the dispatcher's `now` (mq-deadline's dispatch accounts for it).
+///
+/// **A request's life in the hooks.** `limit_depth`, then (with a tag) `prepare_request`:
+/// allocated, not yet the scheduler's and on no list. `insert_requests`: the scheduler owns
+/// it from here, until it hands it back from `dispatch_request` or folds it into another
+/// by an insert merge (the folded one goes to `freed`). `requeue_request` and a second
+/// `insert_requests`: the device gave it back before finishing it. `completed_request`:
+/// the device finished it (a request that never reached the device gets none).
+/// `finish_request`: it is being freed, completed or not; the last hook it sees.
+/// `bio_merge` runs before allocation on the submitting thread and may grow a request the
+/// scheduler still owns. `exit_sched` and `depth_updated` run with the queue frozen:
+/// nothing is in flight or held.
 pub trait Elevator: Send + Sync {
     /// The scheduler's name, as `queue/scheduler` shows it.
     fn name(&self) -> &'static str;
