@@ -714,9 +714,12 @@ impl Drop for RequestQueue {
 
 impl QueueInner {
     /// Nothing waits anywhere in this configuration: no requeued request, no busy flush
-    /// machine, no dispatch list or software queue holding a request.
+    /// machine, no dispatch list or software queue holding a request, no bio on a zone
+    /// write plug (a plugged bio keeps its reference on the queue, `q_usage_counter`, so a
+    /// freeze waits for it to be issued and to complete).
     pub(crate) fn is_drained(&self) -> bool {
-        self.requeue_list.lock().is_empty()
+        self.zones.as_ref().is_none_or(|z| z.plugged() == 0)
+            && self.requeue_list.lock().is_empty()
             && self.flush_queues.iter().all(|fq| fq.lock().is_idle())
             && self
                 .hctxs
