@@ -1266,9 +1266,10 @@ impl JobDriver {
         self.job_io(kind, file as u32, io.offset, io.len)
     }
 
-    /// `zonemode=zbd`'s next step in the main phase: an I/O aimed at its zone, or what the
-    /// job does first (a zone reset, waiting for its I/O in flight), or the end of the
-    /// pass (`Ok(None)`: fio found no next I/O; `Err(())`: the job found none it can make).
+    /// `zonemode=zbd`'s next step in the main phase: an I/O aimed at its zone (`Ok(Some)`),
+    /// the end of the file's pass (`Ok(None)`: fio found no next I/O, or none it can make),
+    /// or what the job does first (`Err`: a zone reset to issue, a drain of its I/O in
+    /// flight, a wait for another job's zone).
     fn zbd_step(&mut self, now: u64) -> Result<Option<JobIo>, Next> {
         use crate::zbd::{Adjusted, Resume, ZbdIo};
         if std::mem::take(&mut self.zbd_loop_reset) {
