@@ -909,15 +909,17 @@ impl<S: LatSink> JobState<'_, S> {
     /// `td_non_fatal_error`) the job ends, as fio's does at its first error.
     fn note_error(&mut self, bio: &Bio) {
         let errno = bio.status.to_errno();
-        if self.driver.fill_ended(errno) {
-            return;
-        }
-        self.out.errors += 1;
+        // Whatever the error means to the job, the I/O is over: zonemode=zbd lets go of its
+        // zone (a full file ending a fill_device job included).
         if matches!(bio.op, ReqOp::Read | ReqOp::Write) {
             let at = bio.sector << SECTOR_SHIFT;
             self.driver
                 .rw_failed(bio.op == ReqOp::Write, at, bio.bytes());
         }
+        if self.driver.fill_ended(errno) {
+            return;
+        }
+        self.out.errors += 1;
         let goes_on = self.driver.io_failed(bio.op == ReqOp::Read, errno);
         self.sink.error(errno, !goes_on);
         if self.out.first_error.is_none() {
