@@ -106,7 +106,7 @@ fn not_run(block: &str) -> Option<&'static str> {
     } else if block.starts_with("python examples/python/prio_aging.py") {
         Some("needs the Python package installed; python/tests/test_scheduler.py runs the tutorial's scheduler and sweep")
     } else if block.starts_with("cargo build --release -p mqblk-mqfq") {
-        Some("builds the example scheduler; examples/mqfq/tests runs its binary in sim, bench, the fuzzer and the crash runs")
+        Some("builds the example scheduler; examples/mqfq/tests runs its binary in sim, bench, the fuzzer, the crash runs, serve and twin")
     } else if block.starts_with("bash scripts/guest-reconnect.sh") {
         Some("boots a guest and kills its server three times; guest.rs runs the script")
     } else if block.contains("trace capture --device=/dev/loop0") {

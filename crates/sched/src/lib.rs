@@ -14,7 +14,7 @@ pub use bfq::{BfqCounters, BfqStats};
 pub use kyber::KyberStats;
 pub use mq_deadline::{DdClassStats, DdStats};
 
-use mqblk_core::ElevatorType;
+pub use mqblk_core::ElevatorType;
 
 /// The built-in schedulers, in the order `mqblk schedulers` prints them.
 pub static REGISTRY: &[&ElevatorType] = &[

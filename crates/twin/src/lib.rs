@@ -408,6 +408,15 @@ enum Stack {
     Sim,
 }
 
+/// Whether `t` is a scheduler registered with mqblk at run time (`mqblk_sched::register`,
+/// an out-of-tree one such as `examples/mqfq`'s), not one of the kernel's own that mqblk
+/// rebuilds. The kernel has no twin of it: twin runs it through mqblk's stacks only, beside
+/// the kernel's schedulers. A kernel scheduler the disk does not offer is refused instead (a
+/// module not loaded, most likely).
+fn is_mqblk_own(t: &mqblk_sched::ElevatorType) -> bool {
+    !mqblk_sched::REGISTRY.iter().any(|b| b.name == t.name)
+}
+
 /// A scheduler's tunables for this run, by scheduler name.
 fn tunables_for<'a>(
     t: &'a [(String, String, String)],
@@ -494,7 +503,7 @@ impl Twin<'_> {
                 return Err(format!("{what}: unknown scheduler '{s}'"));
             };
             let name = t.name.to_string();
-            if !self.offered.contains(&name) {
+            if !self.offered.contains(&name) && !is_mqblk_own(t) {
                 return Err(format!(
                     "{what}: the kernel offers no '{name}' on {} (it has: {})",
                     self.disk.name(),
@@ -510,7 +519,17 @@ impl Twin<'_> {
 
     /// The runs one job file takes with `scheds` (`none` included).
     fn runs_of(&self, scheds: &[String]) -> usize {
-        self.a.repeats as usize * scheds.len() * self.stacks(0).len()
+        self.a.repeats as usize
+            * scheds
+                .iter()
+                .map(|s| self.stacks(0, s).len())
+                .sum::<usize>()
+    }
+
+    /// Whether the kernel has scheduler `s` (else it is one registered with mqblk at run
+    /// time, an out-of-tree scheduler, which runs in mqblk's stacks only).
+    fn in_kernel(&self, s: &str) -> bool {
+        self.offered.iter().any(|o| o == s)
     }
 
     /// Profiles the device with the kernel at `none` (quick: the jobs' device, measured in
@@ -545,10 +564,13 @@ impl Twin<'_> {
         Ok(out)
     }
 
-    /// The stacks of repeat `r`, in the order they run (alternating from one repeat to
-    /// the next).
-    fn stacks(&self, r: u32) -> Vec<Stack> {
+    /// The stacks of repeat `r` under scheduler `sched`, in the order they run
+    /// (alternating from one repeat to the next); the kernel's only if it has `sched`.
+    fn stacks(&self, r: u32, sched: &str) -> Vec<Stack> {
         let mut v = vec![Stack::Kernel, Stack::Mqblk];
+        if !self.in_kernel(sched) {
+            v.remove(0);
+        }
         if self.a.sim {
             v.push(Stack::Sim);
         }
@@ -629,7 +651,7 @@ impl Twin<'_> {
                 order.reverse();
             }
             for s in order {
-                for stack in self.stacks(r) {
+                for stack in self.stacks(r, s) {
                     self.done += 1;
                     let via = match stack {
                         Stack::Kernel => "kernel (fio)",
@@ -837,6 +859,17 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
         }
     }
     twin.total = plan.iter().map(|(_, s)| twin.runs_of(s)).sum();
+    let mut own: Vec<&String> = plan
+        .iter()
+        .flat_map(|(_, s)| s)
+        .filter(|s| !twin.in_kernel(s))
+        .collect();
+    own.dedup();
+    for s in own {
+        eprintln!(
+            "twin: the kernel has no '{s}' (a scheduler registered with mqblk): its effects come from mqblk's stacks only, beside the kernel's schedulers'"
+        );
+    }
     let restore = Restore {
         tunables: disk.tunables(),
         disk,

@@ -76,6 +76,16 @@ pub(super) fn plan(
                 .collect::<Result<_, _>>()?,
         ),
     };
+    // A scheduler registered with mqblk (an out-of-tree one) is on no workload's list: named
+    // in --schedulers, it joins every workload, beside the kernel's schedulers listed there.
+    let own: Vec<String> = match &only {
+        Some(o) => twin
+            .schedulers(o, "--schedulers")?
+            .into_iter()
+            .filter(|s| !twin.in_kernel(s))
+            .collect(),
+        None => Vec::new(),
+    };
     let manifest = dir.join(MANIFEST);
     let mut plan = Vec::new();
     for (i, w) in m.workload.iter().enumerate() {
@@ -91,11 +101,12 @@ pub(super) fn plan(
         }
         mqblk_workload::parse_job_file(&job).map_err(|e| format!("{what}: {e}"))?;
         // Checked even when --schedulers leaves them out, so a broken manifest shows.
-        let scheds: Vec<String> = twin
+        let mut scheds: Vec<String> = twin
             .schedulers(&w.schedulers, &what)?
             .into_iter()
             .filter(|s| s == "none" || only.as_ref().is_none_or(|o| o.contains(s)))
             .collect();
+        scheds.extend(own.iter().cloned());
         if scheds.len() > 1 {
             plan.push((job, scheds));
         }

@@ -1,6 +1,6 @@
-//! MQFQ through the `mqblk-mqfq` binary: by name in `sim`, `bench`, the fuzzer and the
-//! crash runs, with its documented effect (fair shares of service between a flow of large
-//! requests and one of small ones).
+//! MQFQ through the `mqblk-mqfq` binary: by name in `sim`, `bench`, the fuzzer, the crash
+//! runs, `serve` and `twin`, with its documented effect (fair shares of service between a
+//! flow of large requests and one of small ones).
 
 use std::process::Command;
 
@@ -172,4 +172,100 @@ fn mqfq_serves_an_nbd_export() {
     let report = std::fs::read_to_string(&stats).unwrap();
     assert!(report.contains("\"mqfq\""), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `twin` runs MQFQ, which the kernel has not, through mqblk's stack on a real device beside
+/// the kernel's `none` and BFQ: no kernel column for it, the kernel's for BFQ, and on the
+/// device too the 4 KiB flow gets more than the 3% of the bytes equal turns would give it
+/// (4 KiB of every 132). Needs root, losetup and fio (in CI `.ci/run` installs them).
+#[test]
+fn twin_runs_mqfq_through_mqblk_beside_the_kernel_s_schedulers() {
+    let test = "twin_runs_mqfq_through_mqblk_beside_the_kernel_s_schedulers";
+    if !mqblk_testkit::need_root_and_tools(test, &["losetup", "fio"]) {
+        return;
+    }
+    let dir =
+        std::path::Path::new("/dev/shm").join(format!("mqblk-mqfq-twin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let img = dir.join("img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    let dev = mqblk_testkit::attach_loop(&img).unwrap();
+    let job = dir.join("flows.fio");
+    std::fs::write(
+        &job,
+        "[global]\nioengine=io_uring\ndirect=1\nrw=randread\nruntime=2\ntime_based\n\n\
+         [big]\nbs=128k\niodepth=16\nsize=96m\n\n[small]\nbs=4k\niodepth=16\noffset=128m\nsize=96m\n",
+    )
+    .unwrap();
+    let name = dev.trim_start_matches("/dev/").to_string();
+    let scheduler =
+        || std::fs::read_to_string(format!("/sys/block/{name}/queue/scheduler")).unwrap();
+    let before = scheduler();
+    let o = mqfq(&[
+        "twin",
+        &format!("--filename={dev}"),
+        "--schedulers=mqfq,bfq",
+        "--repeats=1",
+        "--output-format=json",
+        job.to_str().unwrap(),
+    ]);
+    let after = scheduler();
+    mqblk_testkit::detach_loop(&dev);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("the kernel has no 'mqfq'"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs: Vec<(String, String)> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[1].as_str().unwrap().to_string(),
+                r[2].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        runs.len(),
+        5,
+        "none and bfq in both stacks, mqfq in mqblk's: {runs:?}"
+    );
+    assert!(
+        !runs
+            .iter()
+            .any(|(stack, s)| stack == "kernel" && s == "mqfq"),
+        "{runs:?}"
+    );
+    let iops = |sched: &str| {
+        v["effects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["scheduler"] == sched && e["job"] == "small" && e["metric"] == "iops")
+            .unwrap_or_else(|| panic!("no {sched} effect: {v}"))
+            .clone()
+    };
+    assert!(
+        iops("mqfq")["kernel"].is_null() && iops("mqfq")["mqblk"]["median"].as_f64().unwrap() > 0.0
+    );
+    assert!(iops("bfq")["kernel"]["median"].as_f64().unwrap() > 0.0);
+    let share = v["shares"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["scheduler"] == "mqfq" && s["job"] == "small")
+        .unwrap()["mqblk"]["median"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        share > 0.04,
+        "the 4 KiB flow's share of the bytes under MQFQ: {share:.3}"
+    );
+    assert_eq!(after, before, "the device's scheduler is put back");
 }
