@@ -1,8 +1,9 @@
 """A scheduler in Python: strict priority with aging (docs/python.md, "A scheduler in Python").
 
 Requests are served by I/O priority, class first (rt, then be, then idle), then level
-(0 first), and in arrival order within one; a request that has waited longer than
-``age_ns`` goes before all of them, so that low priorities are delayed, never starved.
+(0 first), and in arrival order within one; a request that has waited longer than its
+tunable ``aging_ms`` goes before all of them, so that low priorities are delayed, never
+starved.
 
     python examples/python/prio_aging.py
 
@@ -18,10 +19,14 @@ CLASS_RANK = {"rt": 0, "be": 1, "none": 1, "idle": 2}
 
 
 class PrioAging(mqblk.Scheduler):
-    """Strict priority by I/O class and level; a request older than age_ns goes first."""
+    """Strict priority by I/O class and level; a request older than aging_ms goes first."""
 
     name = "prio-aging"
-    age_ns = 100_000_000  # 100 ms
+    tunables = {
+        "aging_ms": mqblk.Tunable(
+            100, unit="ms", min=1, max=60_000, help="a request this old goes first"
+        ),
+    }
 
     def init_sched(self):
         self.by_rank = collections.defaultdict(collections.deque)
@@ -47,7 +52,8 @@ class PrioAging(mqblk.Scheduler):
 
     def dispatch_request(self, hctx):
         oldest = self._first(self.fifo)
-        if oldest is not None and self.now_ns - oldest.alloc_ns > self.age_ns:
+        age_ns = self.tunables["aging_ms"] * 1_000_000
+        if oldest is not None and self.now_ns - oldest.alloc_ns > age_ns:
             self.aged += 1
             return self.queued.pop(oldest.id)
         for rank in sorted(self.by_rank):

@@ -23,13 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import _mqblk, plot
-from ._mqblk import MqblkError, Request, SchedulerError
+from ._mqblk import MqblkError, Request, SchedulerError, TunableValues
 
 __all__ = [
     "MqblkError",
     "Request",
     "Scheduler",
     "SchedulerError",
+    "Tunable",
+    "TunableValues",
     "fuzz",
     "bench",
     "replay",
@@ -160,6 +162,28 @@ def _flatten(d: Mapping, prefix: str = "") -> dict:
     return out
 
 
+class Tunable:
+    """A Python scheduler's tunable, declared in its class's ``tunables`` dict: an integer
+    with the unit its sysfs file would have, its default and the range a store keeps (a
+    value outside it is refused with one line, as the kernel's store refuses it)."""
+
+    __slots__ = ("default", "unit", "min", "max", "help")
+
+    def __init__(
+        self, default: int, unit: str = "", min: int = 0, max: int = 2**31 - 1, help: str = ""
+    ) -> None:
+        self.default = default
+        self.unit = unit
+        self.min = min
+        self.max = max
+        self.help = help
+
+    def __repr__(self) -> str:
+        return (
+            f"Tunable({self.default}, unit={self.unit!r}, min={self.min}, max={self.max})"
+        )
+
+
 class Scheduler:
     """An I/O scheduler written in Python: subclass it, then pass the class as
     ``scheduler=`` to :func:`sim` or :func:`fuzz` (or in a :func:`sweep` grid).
@@ -182,6 +206,12 @@ class Scheduler:
     ``finish_request(rq)`` and ``stats()`` (a ``dict`` of ``str`` to ``int``, in reports).
     An instance is made for each queue the scheduler is attached to.
 
+    Tunables: the class's ``tunables`` dict declares them by sysfs name, each a
+    :class:`Tunable` (or a bare default). ``tunables=`` of :func:`sim` and :func:`bench`
+    (``--sched.NAME=VALUE`` on the command line) sets them, and the instance reads the
+    current values in its hooks as ``self.tunables["name"]`` (stores come after
+    ``init_sched``, as sysfs writes come after the kernel's ``init_sched``).
+
     A hook that raises, a request dispatched twice or never, ends the run with
     :class:`SchedulerError` naming the scheduler, the hook and the request, the hook's
     exception as its cause. ``name`` is how reports and ``ioscheduler=`` call it (default:
@@ -190,6 +220,7 @@ class Scheduler:
 
     name: Optional[str] = None
     mq_aware: bool = False
+    tunables: Any = {}
     nr_hw_queues: int = 1
     nr_requests: int = 0
     now_ns: int = 0

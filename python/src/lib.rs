@@ -151,6 +151,7 @@ fn _mqblk(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fuzz, m)?)?;
     m.add_function(wrap_pyfunction!(sched::register_scheduler, m)?)?;
     m.add_class::<sched::PyRequest>()?;
+    m.add_class::<sched::TunableValues>()?;
     m.add("MqblkError", m.py().get_type::<MqblkError>())?;
     m.add("SchedulerError", m.py().get_type::<SchedulerError>())?;
     // A Python scheduler's failure stops its run with a panic the caller turns back into

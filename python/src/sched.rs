@@ -14,13 +14,13 @@
 
 use mqblk_core::{
     Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx, Nanos, RqId,
-    Tunables,
+    TunableDesc, Tunables,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The classes of the Python schedulers registered, by name.
 static CLASSES: Mutex<BTreeMap<&'static str, Py<PyAny>>> = Mutex::new(BTreeMap::new());
@@ -131,6 +131,121 @@ impl PyRequest {
     }
 }
 
+/// A Python scheduler's tunables as its hooks read them (`self.tunables["name"]`): the
+/// current values, as the scheduler's sysfs files would show them.
+#[pyclass(frozen, name = "TunableValues", module = "mqblk")]
+pub struct TunableValues {
+    values: Arc<Tunables>,
+}
+
+#[pymethods]
+impl TunableValues {
+    fn __getitem__(&self, name: &str) -> PyResult<i64> {
+        self.values
+            .show(name)
+            .map_err(|e| pyo3::exceptions::PyKeyError::new_err(e.to_string()))
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.values.descs().iter().any(|d| d.name == name)
+    }
+
+    fn __len__(&self) -> usize {
+        self.values.descs().len()
+    }
+
+    fn keys(&self) -> Vec<&'static str> {
+        self.values.descs().iter().map(|d| d.name).collect()
+    }
+
+    fn items(&self) -> Vec<(&'static str, i64)> {
+        let n = self.values.descs().len();
+        (0..n)
+            .map(|i| (self.values.descs()[i].name, self.values.get(i)))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        let items: Vec<String> = self
+            .items()
+            .into_iter()
+            .map(|(k, v)| format!("'{k}': {v}"))
+            .collect();
+        format!("TunableValues({{{}}})", items.join(", "))
+    }
+}
+
+/// The tunables a class declares (`tunables = {"name": Tunable(...) or a default}`), as
+/// descriptors kept for the process; a bad declaration is one line naming it.
+fn declared_tunables(cls: &Bound<'_, PyAny>, sched: &str) -> PyResult<&'static [TunableDesc]> {
+    let bad = |m: String| crate::MqblkError::new_err(format!("scheduler '{sched}': tunables: {m}"));
+    let Ok(decl) = cls.getattr("tunables") else {
+        return Ok(&[]);
+    };
+    if decl.is_none() {
+        return Ok(&[]);
+    }
+    let decl = decl
+        .cast::<pyo3::types::PyDict>()
+        .map_err(|_| bad("a dict of name to Tunable or default value".into()))?;
+    let mut out = Vec::new();
+    for (k, v) in decl.iter() {
+        let name: String = k
+            .extract()
+            .map_err(|_| bad(format!("name {k}: not a string")))?;
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(bad(format!(
+                "'{name}': a sysfs name is letters, digits and '_'"
+            )));
+        }
+        let int = |attr: &str, dflt: Option<i64>| -> PyResult<i64> {
+            match v.getattr(attr) {
+                Ok(x) => x
+                    .extract()
+                    .map_err(|_| bad(format!("'{name}': {attr} is not an integer"))),
+                Err(_) => dflt.ok_or_else(|| bad(format!("'{name}': no {attr}"))),
+            }
+        };
+        let text = |attr: &str| -> PyResult<&'static str> {
+            match v.getattr(attr) {
+                Ok(x) => {
+                    Ok(leak(&x.extract::<String>().map_err(|_| {
+                        bad(format!("'{name}': {attr} is not a string"))
+                    })?))
+                }
+                Err(_) => Ok(""),
+            }
+        };
+        let d = if let Ok(default) = v.extract::<i64>() {
+            TunableDesc {
+                name: leak(&name),
+                unit: "",
+                default,
+                min: i64::from(i32::MIN),
+                max: i64::from(i32::MAX),
+                help: "",
+            }
+        } else {
+            TunableDesc {
+                name: leak(&name),
+                unit: text("unit")?,
+                default: int("default", None)?,
+                min: int("min", Some(0))?,
+                max: int("max", Some(i64::from(i32::MAX)))?,
+                help: text("help")?,
+            }
+        };
+        if d.min > d.max || d.default < d.min || d.default > d.max {
+            return Err(bad(format!(
+                "'{name}': default {} outside {}..={}",
+                d.default, d.min, d.max
+            )));
+        }
+        out.push(d);
+    }
+    Ok(Box::leak(out.into_boxed_slice()))
+}
+
 /// An elevator whose hooks are a Python object's methods.
 struct PyElevator {
     obj: Py<PyAny>,
@@ -140,7 +255,10 @@ struct PyElevator {
     queued: Mutex<BTreeMap<u32, u16>>,
     /// Which optional hooks the class defines.
     has: Optional,
-    tunables: Tunables,
+    /// Its tunables: the class's `tunables` declarations, shared with the instance's
+    /// `tunables` view so that hooks read the values a store (`--sched.NAME=`, the admin
+    /// socket) left.
+    tunables: Arc<Tunables>,
 }
 
 #[derive(Copy, Clone)]
@@ -175,22 +293,32 @@ impl PyElevator {
 /// the type's name.
 fn py_init(init: &ElevatorInit) -> Box<dyn Elevator> {
     let name = init.name;
-    let cls = {
+    // The GIL first, then the classes' lock (the order `register_scheduler` takes them in).
+    let cls = Python::attach(|py| {
         let classes = CLASSES.lock().unwrap_or_else(|e| e.into_inner());
-        Python::attach(|py| classes.get(name).map(|c| c.clone_ref(py)))
-    };
+        classes.get(name).map(|c| c.clone_ref(py))
+    });
     let Some(cls) = cls else {
         fail(
             PyValueError::new_err(format!("no Python class for scheduler '{name}'")),
             format!("{name}.__init__"),
         );
     };
+    // The descriptors of the type registered under this name (the class's declarations).
+    let descs = mqblk_sched::lookup(name).map_or(&[][..], |t| t.tunables);
+    let tunables = Arc::new(Tunables::new(name, descs));
     Python::attach(|py| {
         let built = (|| -> PyResult<PyElevator> {
             let cls = cls.bind(py);
             let obj = cls.call0()?;
             obj.setattr("nr_hw_queues", init.nr_hw_queues)?;
             obj.setattr("nr_requests", init.nr_requests)?;
+            obj.setattr(
+                "tunables",
+                TunableValues {
+                    values: tunables.clone(),
+                },
+            )?;
             if obj.hasattr("init_sched")? {
                 obj.call_method0("init_sched")?;
             }
@@ -207,7 +335,7 @@ fn py_init(init: &ElevatorInit) -> Box<dyn Elevator> {
                 mq_aware,
                 queued: Mutex::new(BTreeMap::new()),
                 has,
-                tunables: Tunables::new(name, &[]),
+                tunables,
             })
         })();
         match built {
@@ -399,26 +527,33 @@ impl Elevator for PyElevator {
 }
 
 /// Registers (or, for a name registered before, replaces) the Python scheduler class `cls`
-/// under `name`. Its costs in the simulator are mq-deadline's (one lock for the queue), or
-/// kyber's for an `mq_aware` one (a lock per hardware queue): what a kernel version of it
-/// would cost is not known.
+/// under `name`, with the tunables it declares. Its costs in the simulator are
+/// mq-deadline's (one lock for the queue), or kyber's for an `mq_aware` one (a lock per
+/// hardware queue): what a kernel version of it would cost is not known.
 #[pyfunction]
 pub fn register_scheduler(py: Python<'_>, cls: Py<PyAny>, name: String) -> PyResult<()> {
-    let mq_aware: bool = cls.bind(py).getattr("mq_aware")?.extract()?;
+    let same = {
+        let classes = CLASSES.lock().unwrap_or_else(|e| e.into_inner());
+        classes.get(name.as_str()).is_some_and(|c| c.is(&cls))
+    };
+    if same {
+        // The same class again (each run registers what it is given).
+        return Ok(());
+    }
+    // Python runs before the classes' lock is taken, never under it.
+    let bound = cls.bind(py);
+    let mq_aware: bool = bound.getattr("mq_aware")?.extract()?;
+    let tunables = declared_tunables(bound, &name)?;
     let mut classes = CLASSES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((&n, _)) = classes.get_key_value(name.as_str()) {
-        // A class redefined under its name (a notebook cell run again) replaces the old
-        // one; the registered type keeps its features, so they must not change.
-        let was =
-            mqblk_sched::lookup(n).is_some_and(|t| t.features.contains(ElvFeatures::MQ_AWARE));
-        if was != mq_aware {
+    if let Some(t) = mqblk_sched::lookup(&name) {
+        if !classes.contains_key(t.name) {
             return Err(crate::MqblkError::new_err(format!(
-                "scheduler '{n}' was registered with mq_aware={}; give a class with mq_aware={mq_aware} another name",
-                if was { "True" } else { "False" }
+                "scheduler '{name}' is already registered, and not by Python: give the class another name"
             )));
         }
-        classes.insert(n, cls);
-        return Ok(());
+        // A class redefined under its name (a notebook cell run again) replaces the old
+        // one, its features and tunables with it; queues built with the old one keep it.
+        mqblk_sched::unregister(t.name).map_err(crate::MqblkError::new_err)?;
     }
     let model = mqblk_sched::lookup(if mq_aware { "kyber" } else { "mq-deadline" })
         .expect("a built-in scheduler");
@@ -431,7 +566,7 @@ pub fn register_scheduler(py: Python<'_>, cls: Py<PyAny>, name: String) -> PyRes
         } else {
             ElvFeatures::empty()
         },
-        tunables: &[],
+        tunables,
         aliases: &[],
         init: Some(py_init),
         cost: model.cost,

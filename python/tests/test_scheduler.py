@@ -118,7 +118,7 @@ def test_an_instance_and_a_real_time_run_are_refused_with_one_line():
         mqblk.bench(QUICK, scheduler=Fifo)
 
 
-def test_a_class_redefined_under_its_name_replaces_it_but_may_not_change_mq_aware():
+def test_a_class_redefined_under_its_name_replaces_it_features_and_tunables_too():
     class Again(Fifo):
         name = "again"
 
@@ -126,12 +126,76 @@ def test_a_class_redefined_under_its_name_replaces_it_but_may_not_change_mq_awar
 
     class Again2(Fifo):
         name = "again"
-
-    assert mqblk.sim(QUICK, scheduler=Again2).json["mqblk_sim"]["requests"] > 0
-
-    class AgainMq(Fifo):
-        name = "again"
         mq_aware = True
+        tunables = {"depth": mqblk.Tunable(8, unit="requests", min=1, max=64)}
 
-    with pytest.raises(mqblk.MqblkError, match="registered with mq_aware=False"):
-        mqblk.sim(QUICK, scheduler=AgainMq)
+    r = mqblk.sim(QUICK, scheduler=Again2, tunables={"depth": 16})
+    assert r.json["mqblk_sim"]["requests"] > 0
+    listed = {s["name"]: s for s in mqblk.schedulers()}["again"]
+    assert listed["mq_aware"] is True, listed
+    assert [t["name"] for t in listed["tunables"]] == ["depth"], listed
+    with pytest.raises(mqblk.MqblkError, match="already registered, and not by Python"):
+
+        class Deadline(Fifo):
+            name = "mq-deadline"
+
+        mqblk.sim(QUICK, scheduler=Deadline)
+
+
+class Capped(Fifo):
+    """A FIFO that sends at most ``max_batch`` requests per dispatch round (a tunable), and
+    records the value its hooks read."""
+
+    name = "capped"
+    tunables = {
+        "max_batch": mqblk.Tunable(2, unit="requests", min=1, max=1024, help="per round"),
+        "bare": 7,
+    }
+
+    def init_sched(self):
+        super().init_sched()
+        self.seen = set()
+
+    def dispatch_request(self, hctx):
+        self.seen.add(self.tunables["max_batch"])
+        return super().dispatch_request(hctx)
+
+    def stats(self):
+        return {"max_batch_seen": max(self.seen, default=0), "bare": self.tunables["bare"]}
+
+
+def test_a_python_schedulers_tunables_have_defaults_take_stores_and_refuse_bad_values():
+    figures = lambda r: dict(r.json["mqblk_queue"]["sched"]["figures"])  # noqa: E731
+    assert figures(mqblk.sim(QUICK, scheduler=Capped)) == {"max_batch_seen": 2, "bare": 7}
+    r = mqblk.sim(QUICK, scheduler=Capped, tunables={"max_batch": 64, "bare": 3})
+    assert figures(r) == {"max_batch_seen": 64, "bare": 3}
+    listed = {s["name"]: s for s in mqblk.schedulers()}["capped"]["tunables"]
+    assert listed[0] == {
+        "name": "max_batch",
+        "default": 2,
+        "unit": "requests",
+        "min": 1,
+        "max": 1024,
+        "help": "per round",
+    }, listed
+    with pytest.raises(mqblk.MqblkError, match=r"max_batch.*out of range 1..=1024") as e:
+        mqblk.sim(QUICK, scheduler=Capped, tunables={"max_batch": 0})
+    assert "\n" not in str(e.value)
+    with pytest.raises(mqblk.MqblkError, match="unknown tunable 'nope' for capped"):
+        mqblk.sim(QUICK, scheduler=Capped, tunables={"nope": 1})
+
+    class Bad(Fifo):
+        tunables = {"x": mqblk.Tunable(5, min=10, max=20)}
+
+    with pytest.raises(mqblk.MqblkError, match=r"'bad': tunables: 'x': default 5 outside 10..=20"):
+        mqblk.sim(QUICK, scheduler=Bad)
+
+
+def test_the_tutorials_aging_tunable_lets_the_low_priority_in_sooner():
+    m = tutorial()
+    low = {}
+    for ms in (1000, 10):
+        r = mqblk.sim(m.JOB, device="hdd", scheduler=m.PrioAging, tunables={"aging_ms": ms})
+        df = r.to_pandas().set_index("job")
+        low[ms] = df.loc["low", "iops"] / df.loc["high", "iops"]
+    assert low[10] > 1.5 * low[1000], low

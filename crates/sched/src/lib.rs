@@ -61,6 +61,25 @@ pub fn register(t: &'static ElevatorType) -> Result<(), String> {
     Ok(())
 }
 
+/// Removes a scheduler registered at run time (`elv_unregister`), so that its name can be
+/// registered again (a Python class redefined under its name). Queues already built with
+/// it keep it; a built-in scheduler, or a name never registered, is refused.
+pub fn unregister(name: &str) -> Result<(), String> {
+    if REGISTRY
+        .iter()
+        .any(|e| e.name == name || e.alias == Some(name))
+    {
+        return Err(format!("scheduler '{name}' is built in"));
+    }
+    let mut extra = REGISTERED.write();
+    let before = extra.len();
+    extra.retain(|e| e.name != name);
+    if extra.len() == before {
+        return Err(format!("scheduler '{name}' is not registered"));
+    }
+    Ok(())
+}
+
 /// Every scheduler: the built-in ones, then those registered at run time.
 pub fn all() -> Vec<&'static ElevatorType> {
     REGISTRY
