@@ -79,11 +79,35 @@ fn fuzz(py: Python<'_>, scheduler: String, seed: u64, runs: u64) -> PyResult<Str
     Ok(serde_json::Value::Array(fails).to_string())
 }
 
-/// `mqblk bench ARGS`: the report's text (give `--output-format=json`).
+/// `mqblk bench ARGS`: the report's text (give `--output-format=json`). A Python
+/// scheduler's hooks run on the job threads; the first that fails ends the run early and
+/// comes back as a `SchedulerError` whose cause is the hook's exception.
 #[pyfunction]
 #[pyo3(name = "bench")]
 fn bench_run(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
-    detached(py, || mqblk::bench::bench_args(&args).map(|b| b.out))
+    let rt = sched::RealTime::default();
+    let run = py.detach(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sched::real_time(&rt, || {
+                mqblk::bench::bench_args_until(&args, rt.stop.clone()).map(|b| b.out)
+            })
+        }))
+    });
+    let failed = rt
+        .failed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .or_else(sched::take_failure);
+    if let Some((err, at)) = failed {
+        let e = SchedulerError::new_err(format!("{at}: {err}"));
+        e.set_cause(py, Some(err));
+        return Err(e);
+    }
+    match run {
+        Ok(r) => r.map_err(|e| MqblkError::new_err(e.to_string())),
+        Err(p) => std::panic::resume_unwind(p),
+    }
 }
 
 /// `mqblk replay ARGS`: the report's text (give `--output-format=json`).

@@ -3,14 +3,18 @@
 //! `register_scheduler` adds a scheduler type (`mqblk_sched::register`) whose init builds a
 //! [`PyElevator`] around a new instance of the class; each elevator hook calls the method of
 //! the same name with the GIL taken. The simulator runs on the caller's thread with the GIL
-//! released, and takes it back for each hook.
+//! released, and takes it back for each hook; a real-time run (`mqblk.bench`) calls the
+//! hooks from its job threads, each taking the GIL in turn.
 //!
 //! The wrapper holds a scheduler to the core's contract where Python could break it: a
 //! request `dispatch_request` returns must be one inserted and not yet dispatched (of the
 //! hardware queue asked, for an `mq_aware` scheduler), and none may be left at exit. A hook
-//! that raises, or breaks the contract, ends the run: its error is kept
-//! ([`take_failure`]) with the hook and the request, and the run is stopped by a panic
-//! that the caller catches and turns back into the Python exception.
+//! that raises, or breaks the contract, ends the run with its error and where. In the
+//! simulator the error is kept ([`take_failure`]) and the run stopped by a panic that the
+//! caller catches and turns back into the Python exception. Job threads cannot unwind with
+//! requests in flight, so in a real-time run ([`RealTime`]) the error is kept for the
+//! caller, the run is asked to end, and the scheduler stops calling Python: it hands out
+//! what it holds in id order, so every request still completes.
 
 use mqblk_core::{
     Elevator, ElevatorInit, ElevatorType, ElvCtx, ElvFeatures, ElvRq, HctxIdx, Nanos, RqId,
@@ -20,6 +24,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The classes of the Python schedulers registered, by name.
@@ -31,6 +36,92 @@ static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
 thread_local! {
     /// The error that ended the run on this thread: the Python exception and where.
     static FAILED: std::cell::RefCell<Option<(PyErr, String)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A real-time run's side of a failed hook: where the error goes, and the flag that ends
+/// the run (`mqblk::bench::bench_args_until`).
+#[derive(Clone, Default)]
+pub struct RealTime {
+    pub stop: Arc<AtomicBool>,
+    pub failed: Arc<Mutex<Option<(PyErr, String)>>>,
+}
+
+thread_local! {
+    /// Set while a real-time run is built on this thread: the Python schedulers it makes
+    /// report failures to it rather than unwinding.
+    static REAL_TIME: std::cell::RefCell<Option<RealTime>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (a real-time run) with Python schedulers made during it reporting to `rt`.
+pub fn real_time<T>(rt: &RealTime, f: impl FnOnce() -> T) -> T {
+    struct Unset;
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            REAL_TIME.with(|r| *r.borrow_mut() = None);
+        }
+    }
+    REAL_TIME.with(|r| *r.borrow_mut() = Some(rt.clone()));
+    let _unset = Unset;
+    f()
+}
+
+/// A job thread's Python thread state, kept from one hook to the next.
+///
+/// A thread Python did not start has no thread state: each `Python::attach` there makes one
+/// and frees it again, which costs several microseconds per hook (a Python FIFO in bench ran
+/// at a fifteenth of its speed in the simulator). [`keep`](thread_state::keep) makes the
+/// thread's state once and keeps it, detached (the GIL released), until the thread ends;
+/// the hooks' `attach` then only takes the GIL. Used in real-time runs on threads other
+/// than the one that built the queue (the caller's, which has its own state).
+#[allow(unsafe_code)]
+mod thread_state {
+    use pyo3::ffi;
+    use std::cell::RefCell;
+
+    struct Kept {
+        gstate: ffi::PyGILState_STATE,
+        ts: *mut ffi::PyThreadState,
+    }
+
+    impl Drop for Kept {
+        fn drop(&mut self) {
+            // SAFETY: `ts` is this thread's state, which `keep` saved on this thread and
+            // nothing has restored since (every `attach` in between ended); restoring it
+            // takes the GIL, and the release undoes `keep`'s ensure, freeing the state. The
+            // job threads end (and this runs) inside the bench call, before the interpreter
+            // could be finalizing; the check stands for a thread that outlives it.
+            unsafe {
+                if ffi::Py_IsInitialized() != 0 {
+                    ffi::PyEval_RestoreThread(self.ts);
+                    ffi::PyGILState_Release(self.gstate);
+                }
+            }
+        }
+    }
+
+    thread_local! {
+        static KEPT: RefCell<Option<Kept>> = const { RefCell::new(None) };
+    }
+
+    /// Gives this thread a Python thread state that outlives the next `attach`. Must be
+    /// called outside any `attach` (the hooks call it first thing).
+    pub(super) fn keep() {
+        KEPT.with(|k| {
+            if k.borrow().is_some() {
+                return;
+            }
+            // SAFETY: the interpreter is running (a Python call started this run) and this
+            // thread holds no GIL (we are outside every `attach`): the ensure makes the
+            // thread's state and takes the GIL, the save releases the GIL and hands back
+            // the state, which stays this thread's until `Kept::drop`.
+            let kept = unsafe {
+                let gstate = ffi::PyGILState_Ensure();
+                let ts = ffi::PyEval_SaveThread();
+                Kept { gstate, ts }
+            };
+            *k.borrow_mut() = Some(kept);
+        });
+    }
 }
 
 /// The panic message a failed hook stops the run with (the panic hook keeps it quiet).
@@ -259,6 +350,12 @@ struct PyElevator {
     /// `tunables` view so that hooks read the values a store (`--sched.NAME=`, the admin
     /// socket) left.
     tunables: Arc<Tunables>,
+    /// In a real-time run: where a failure goes instead of a panic.
+    rt: Option<RealTime>,
+    /// A hook failed in a real-time run: Python is not called again.
+    broken: AtomicBool,
+    /// The thread that built it (the caller's, a Python thread).
+    home: std::thread::ThreadId,
 }
 
 #[derive(Copy, Clone)]
@@ -272,15 +369,53 @@ struct Optional {
 impl PyElevator {
     /// Calls `f` with the GIL and the Python object; a failure ends the run, named by
     /// `at` (the hook and its arguments, formatted only then).
+    /// `None` once a hook has failed in a real-time run (the caller falls back).
     fn call<T>(
         &self,
         at: impl FnOnce() -> String,
         f: impl FnOnce(Python<'_>, &Bound<'_, PyAny>) -> PyResult<T>,
-    ) -> T {
-        Python::attach(|py| match f(py, self.obj.bind(py)) {
-            Ok(v) => v,
-            Err(e) => fail(e, format!("{}.{}", self.name, at())),
-        })
+    ) -> Option<T> {
+        if self.broken.load(Ordering::Relaxed) {
+            return None;
+        }
+        if self.rt.is_some() && std::thread::current().id() != self.home {
+            thread_state::keep();
+        }
+        match Python::attach(|py| f(py, self.obj.bind(py))) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.failed(e, format!("{}.{}", self.name, at()));
+                None
+            }
+        }
+    }
+
+    /// A hook failed: in the simulator the run ends here (a panic the caller catches); in
+    /// a real-time run the first error is kept, the run asked to end, and Python no
+    /// longer called.
+    fn failed(&self, err: PyErr, at: String) {
+        let Some(rt) = &self.rt else {
+            fail(err, at);
+        };
+        if !self.broken.swap(true, Ordering::Relaxed) {
+            let mut slot = rt.failed.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert((err, at));
+            rt.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// What a broken scheduler hands out: its lowest request id (of `hctx` if it is
+    /// `mq_aware`).
+    fn fallback(&self, hctx: HctxIdx, take: bool) -> Option<RqId> {
+        let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        let id = queued
+            .iter()
+            .find(|(_, &h)| !self.mq_aware || h == hctx.0)
+            .map(|(&id, _)| id)?;
+        if take {
+            queued.remove(&id);
+        }
+        Some(RqId(id))
     }
 
     fn view(py: Python<'_>, q: &ElvCtx<'_>, id: RqId) -> PyResult<Py<PyRequest>> {
@@ -306,6 +441,7 @@ fn py_init(init: &ElevatorInit) -> Box<dyn Elevator> {
     };
     // The descriptors of the type registered under this name (the class's declarations).
     let descs = mqblk_sched::lookup(name).map_or(&[][..], |t| t.tunables);
+    let rt = REAL_TIME.with(|r| r.borrow().clone());
     let tunables = Arc::new(Tunables::new(name, descs));
     Python::attach(|py| {
         let built = (|| -> PyResult<PyElevator> {
@@ -336,6 +472,9 @@ fn py_init(init: &ElevatorInit) -> Box<dyn Elevator> {
                 queued: Mutex::new(BTreeMap::new()),
                 has,
                 tunables,
+                rt,
+                broken: AtomicBool::new(false),
+                home: std::thread::current().id(),
             })
         })();
         match built {
@@ -391,7 +530,7 @@ impl Elevator for PyElevator {
     }
 
     fn dispatch_request(&self, _q: &ElvCtx<'_>, hctx: HctxIdx, now: Nanos) -> Option<RqId> {
-        let id = self.call(
+        let Some(answer) = self.call(
             || format!("dispatch_request(hctx={})", hctx.0),
             |_py, obj| {
                 obj.setattr("now_ns", now.0)?;
@@ -409,7 +548,10 @@ impl Elevator for PyElevator {
                     ))
                 })
             },
-        )?;
+        ) else {
+            return self.fallback(hctx, true);
+        };
+        let id = answer?;
         let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
         let broken = match queued.get(&id) {
             None => Some(format!(
@@ -423,10 +565,11 @@ impl Elevator for PyElevator {
         };
         if let Some(msg) = broken {
             drop(queued);
-            fail(
+            self.failed(
                 PyValueError::new_err(msg),
                 format!("{}.dispatch_request(hctx={})", self.name, hctx.0),
             );
+            return self.fallback(hctx, true);
         }
         queued.remove(&id);
         Some(RqId(id))
@@ -437,6 +580,7 @@ impl Elevator for PyElevator {
             || format!("has_work(hctx={})", hctx.0),
             |_py, obj| obj.call_method1("has_work", (hctx.0,))?.is_truthy(),
         )
+        .unwrap_or_else(|| self.fallback(hctx, false).is_some())
     }
 
     fn completed_request(&self, rq: &ElvRq, now: Nanos) {
@@ -497,6 +641,7 @@ impl Elevator for PyElevator {
                 Ok(d.into_iter().map(|(k, v)| (leak(&k), v)).collect())
             },
         )
+        .unwrap_or_default()
     }
 
     fn debug_state(&self) -> String {
@@ -514,7 +659,7 @@ impl Elevator for PyElevator {
         if !queued.is_empty() {
             let ids: Vec<u32> = queued.keys().take(8).copied().collect();
             drop(queued);
-            fail(
+            self.failed(
                 PyValueError::new_err(format!(
                     "requests {ids:?} were inserted and never dispatched (lost)"
                 )),

@@ -111,11 +111,61 @@ def test_the_fuzzer_finds_a_scheduler_that_loses_requests_and_passes_a_sound_one
     assert mqblk.fuzz(scheduler=Fifo, seed=1, runs=30) == []
 
 
-def test_an_instance_and_a_real_time_run_are_refused_with_one_line():
+def test_an_instance_is_refused_with_one_line():
     with pytest.raises(mqblk.MqblkError, match="give the Scheduler class"):
         mqblk.sim(QUICK, scheduler=Fifo())
-    with pytest.raises(mqblk.MqblkError, match="run in the simulator only"):
-        mqblk.bench(QUICK, scheduler=Fifo)
+    with pytest.raises(mqblk.MqblkError, match="give the Scheduler class"):
+        mqblk.bench(QUICK, scheduler=Fifo())
+
+
+BENCH = "--rw=randread --bs=4k --iodepth=8 --numjobs=2 --runtime=300ms --time_based --name=x"
+
+
+def test_python_schedulers_run_in_real_time_bench_the_tutorials_too():
+    r = mqblk.bench(BENCH, scheduler=Fifo)
+    q = r.json["mqblk_queue"]
+    assert q["sched"]["name"] == "fifo", q["sched"]
+    done = sum(h["completed"] for h in q["hctx"])
+    assert done > 100 and all(j["error"] == 0 for j in r.json["jobs"]), q
+    m = tutorial()
+    r = mqblk.bench(
+        "[global]\nrw=randread\nbs=4k\niodepth=4\nruntime=300ms\ntime_based\n"
+        "[high]\nprio=0\n[low]\nprio=7\n",
+        scheduler=m.PrioAging,
+        tunables={"aging_ms": 50},
+    )
+    assert r.json["mqblk_queue"]["sched"]["name"] == "prio-aging"
+    assert all(j["read"]["io_bytes"] > 0 for j in r.json["jobs"]), r.json["jobs"]
+
+
+def test_a_hook_failing_in_bench_ends_the_run_early_with_the_hook_named():
+    import time
+
+    class LateRaise(Fifo):
+        def init_sched(self):
+            super().init_sched()
+            self.n = 0
+
+        def dispatch_request(self, hctx):
+            self.n += 1
+            if self.n == 500:
+                raise ZeroDivisionError("at 500")
+            return super().dispatch_request(hctx)
+
+    t0 = time.monotonic()
+    with pytest.raises(mqblk.SchedulerError, match=r"lateraise\.dispatch_request\(hctx=0\): ZeroDivisionError") as e:
+        mqblk.bench(BENCH.replace("300ms", "20"), scheduler=LateRaise)
+    assert isinstance(e.value.__cause__, ZeroDivisionError)
+    assert time.monotonic() - t0 < 15, "the 20 s run was not ended by the failure"
+
+    class Twice(Fifo):
+        def dispatch_request(self, hctx):
+            return self.q[0] if self.q else None
+
+    with pytest.raises(mqblk.SchedulerError, match="dispatched twice, or never inserted"):
+        mqblk.bench(BENCH.replace("300ms", "20"), scheduler=Twice)
+    # The next run is not touched by the failed ones.
+    assert mqblk.bench(BENCH, scheduler=Fifo).json["jobs"][0]["read"]["io_bytes"] > 0
 
 
 def test_a_class_redefined_under_its_name_replaces_it_features_and_tunables_too():

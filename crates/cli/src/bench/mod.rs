@@ -11,6 +11,8 @@ use crate::CliError;
 use mqblk_runtime::{execute, execute_on, Execution, Plan};
 use mqblk_workload::{parse_command_line, CommandLine, JobStats, OutputFormat};
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// The job `mqblk bench` runs when none is given: 4 KiB random reads at QD32 on a null
 /// device for 3 seconds.
@@ -91,11 +93,18 @@ pub struct Benched {
 /// devices, no progress line, no signal handling. `--help`, `--preset` and `--parse-only`
 /// are the command line's.
 pub fn bench_args(args: &[String]) -> Result<Benched, CliError> {
+    bench_args_until(args, Arc::default())
+}
+
+/// [`bench_args`], ended early (as by fio's first Ctrl-C: what is in flight completes and
+/// the report shows what was measured) once `interrupt` is set.
+pub fn bench_args_until(args: &[String], interrupt: Arc<AtomicBool>) -> Result<Benched, CliError> {
     let mut cl = parse_command_line(args)?;
     if cl.help || cl.preset.is_some() || cl.parse_only {
         return Err("--help, --preset and --parse-only run from the command line only".into());
     }
-    let plan = plan_of(&mut cl)?;
+    let mut plan = plan_of(&mut cl)?;
+    plan.interrupt = interrupt;
     bench_plan(&cl, &plan, false)
 }
 
