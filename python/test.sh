@@ -19,5 +19,8 @@ if [ ! -x "$env/bin/maturin" ] || ! "$env/bin/python" -c 'import pandas, pyarrow
     "$env/bin/pip" install -q --upgrade pip >/dev/null
     "$env/bin/pip" install -q maturin pandas pyarrow pytest matplotlib "ray>=2.9"
 fi
-PATH="$PWD/$env/bin:$PATH" "$env/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall ./python
+# With the example MQFQ scheduler built in, so the tests run an out-of-tree Rust scheduler by
+# name from Python (docs/python.md).
+PATH="$PWD/$env/bin:$PATH" MATURIN_PEP517_ARGS="--features mqfq" \
+    "$env/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall ./python
 MQBLK=${MQBLK:-target/release/mqblk} "$env/bin/python" -m pytest -q python/tests "$@"

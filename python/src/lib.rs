@@ -190,6 +190,9 @@ fn _mqblk(m: &Bound<'_, PyModule>) -> PyResult<()> {
             previous(info);
         }
     }));
+    // Out-of-tree Rust schedulers built in (python/Cargo.toml's features), by name from here on.
+    #[cfg(feature = "mqfq")]
+    mqblk_mqfq::register().map_err(MqblkError::new_err)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -249,3 +249,23 @@ def test_the_tutorials_aging_tunable_lets_the_low_priority_in_sooner():
         df = r.to_pandas().set_index("job")
         low[ms] = df.loc["low", "iops"] / df.loc["high", "iops"]
     assert low[10] > 1.5 * low[1000], low
+
+
+def test_an_out_of_tree_rust_scheduler_built_in_runs_by_name():
+    # python/test.sh builds the package with examples/mqfq (`--features mqfq`).
+    listed = {s["name"]: s for s in mqblk.schedulers()}
+    assert "mqfq" in listed and listed["mqfq"]["mq_aware"], sorted(listed)
+    job = (
+        "[global]\nrw=randread\nruntime=300ms\ntime_based\nsize=1g\niodepth=16\n"
+        "[big]\nbs=128k\noffset=0\n[small]\nbs=4k\noffset=2g\n"
+    )
+
+    def small_share(sched):
+        df = mqblk.sim(job, device="ssd", scheduler=sched).to_pandas().set_index("job")
+        return df.loc["small", "bw_bytes"] / df["bw_bytes"].sum()
+
+    # MQFQ's start tags charge a request its size: the 4 KiB flow's share grows.
+    assert small_share("mqfq") > 2.5 * small_share("none")
+    r = mqblk.bench(BENCH, scheduler="mqfq", tunables={"max_inflight": 8})
+    assert r.json["mqblk_queue"]["sched"]["name"] == "mqfq"
+    assert r.json["jobs"][0]["read"]["io_bytes"] > 0
