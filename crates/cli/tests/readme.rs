@@ -141,6 +141,7 @@ fn every_readme_and_guide_command_runs_as_written() {
         "/tmp/twin.json",
         "/tmp/profile.img",
         "/tmp/readme-nbd.sock",
+        "/tmp/zoned.sock",
     ];
     let ours: Vec<&str> = scratch_files
         .into_iter()

@@ -135,5 +135,36 @@ fn bad_vhost_flags_get_one_line_and_touch_nothing() {
         stderr(&o)
     );
     assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+    // A zoned export: over vhost-user-blk only, null_blk's zone checks, zone flags with it.
+    let vhost = format!("--vhost-user-blk={}", sock.display());
+    for (args, want) in [
+        (
+            vec!["--zoned", "--listen=unix:/tmp/x.sock"],
+            "zoned needs vhost-user-blk",
+        ),
+        (
+            vec![vhost.as_str(), "--zoned", "--zone-size=3m"],
+            "zone_size must be a power of two",
+        ),
+        (
+            vec![
+                vhost.as_str(),
+                "--zoned",
+                "--driver=uring",
+                "--filename=/tmp/x",
+            ],
+            "zoned applies to the memory and null drivers",
+        ),
+        (vec![vhost.as_str(), "--zone-size=4m"], "--zoned"),
+    ] {
+        let o = mqblk(&[vec!["serve"], args].concat());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(want) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+    assert!(!sock.exists());
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -71,6 +71,8 @@ struct Slot {
     read_len: u32,
     /// Bytes a write carries (for the figures).
     write_len: u32,
+    /// A zone append: the sector it went to is written before the status.
+    append: bool,
     /// The device-writable segments (guest address, length); the status byte is the last
     /// byte of the last non-empty one.
     wr: Vec<(u64, u32)>,
@@ -112,6 +114,8 @@ pub struct BlkDevice {
     pub serial: String,
     config: Vec<u8>,
     vqs: Vec<Mutex<VqState>>,
+    /// A front end has been told it left a zoned device's feature out (said once).
+    warned_unzoned: std::sync::atomic::AtomicBool,
 }
 
 impl BlkDevice {
@@ -147,6 +151,18 @@ impl BlkDevice {
             num_queues,
             queue_size,
             read_only,
+            zoned: limits.zoned.map(|z| vblk::ZonedGeometry {
+                zone_sectors: z.zone_sectors,
+                max_open_zones: z.max_open_zones,
+                max_active_zones: z.max_active_zones,
+                // The device's own, or what the block layer's emulation takes in one bio.
+                max_append_sectors: if z.emulates_zone_append() {
+                    limits.max_sectors.min(z.zone_sectors)
+                } else {
+                    z.max_zone_append_sectors
+                },
+                write_granularity: limits.logical_block_size,
+            }),
         };
         let vqs = (0..num_queues)
             .zip(ctxs)
@@ -179,6 +195,7 @@ impl BlkDevice {
             serial,
             queue,
             vqs,
+            warned_unzoned: Default::default(),
         })
     }
 
@@ -335,6 +352,7 @@ impl Backend {
         s.head = head;
         s.read_len = 0;
         s.write_len = 0;
+        s.append = false;
         s.bios = 0;
         s.status = vblk::S_OK;
         s.wr.clear();
@@ -378,6 +396,47 @@ impl Backend {
                     st.slots[slot].write_len = len;
                     st.submit(slot, bio(ReqOp::Write, sector, len / 512).with_buf(buf));
                 }
+            }
+            Plan::ZoneAppend { sector, len } => {
+                let mut buf = st.spare.take(len as usize);
+                if gather(mem, &rd, vblk::HEADER_BYTES, buf.as_mut_slice()).is_err() {
+                    st.finish(mem, slot, vblk::S_IOERR, 0);
+                } else {
+                    let s = &mut st.slots[slot];
+                    s.write_len = len;
+                    s.append = true;
+                    st.submit(
+                        slot,
+                        bio(ReqOp::ZoneAppend, sector, len / 512).with_buf(buf),
+                    );
+                }
+            }
+            Plan::ZoneReport { sector, room } => {
+                // The zones' state as the block layer has it (`blkdev_report_zones`),
+                // answered at once: a report moves no data through the queue.
+                let fit = (room as usize).saturating_sub(vblk::ZONE_REPORT_HEADER)
+                    / vblk::ZONE_DESCRIPTOR;
+                let (status, n) = match dev.queue.report_zones(sector, fit) {
+                    Some(zones) => {
+                        let bytes = vblk::zone_report(&zones, room);
+                        match scatter(mem, &st.slots[slot].wr, 0, &bytes) {
+                            Ok(()) => (vblk::S_OK, bytes.len() as u32),
+                            Err(()) => (vblk::S_IOERR, 0),
+                        }
+                    }
+                    None => (vblk::S_IOERR, 0),
+                };
+                st.finish(mem, slot, status, n);
+            }
+            Plan::ZoneMgmt { op, sector } => {
+                let op = match op {
+                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_OPEN => ReqOp::ZoneOpen,
+                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_CLOSE => ReqOp::ZoneClose,
+                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_FINISH => ReqOp::ZoneFinish,
+                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_RESET => ReqOp::ZoneReset,
+                    _ => ReqOp::ZoneResetAll,
+                };
+                st.submit(slot, bio(op, sector, 0));
             }
             Plan::Flush => st.submit(slot, bio(ReqOp::Flush, 0, 0)),
             Plan::GetId => {
@@ -464,6 +523,14 @@ impl VqState {
             if let Some(b) = bio.buf.take() {
                 self.spare.give(b);
             }
+            if s.append && s.status == vblk::S_OK {
+                // Where the data went: `in_hdr.zone_append.sector`, before the status.
+                let room: u64 = s.wr.iter().map(|&(_, l)| u64::from(l)).sum();
+                let at = room.saturating_sub(vblk::APPEND_IN_HDR);
+                if scatter(mem, &s.wr, at, &bio.sector.to_le_bytes()).is_err() {
+                    s.status = vblk::S_IOERR;
+                }
+            }
             if s.bios > 0 {
                 continue;
             }
@@ -474,7 +541,11 @@ impl VqState {
                 self.stats.bytes_read += u64::from(read);
                 self.stats.bytes_written += u64::from(written);
             }
-            let data = if status == vblk::S_OK { read } else { 0 };
+            let data = match (status, s.append) {
+                (vblk::S_OK, true) => vblk::APPEND_IN_HDR as u32 - 1,
+                (vblk::S_OK, false) => read,
+                _ => 0,
+            };
             self.finish(mem, slot, status, data);
         }
         *self.h.done() = done;
@@ -523,6 +594,8 @@ fn status_of(s: BlkStatus) -> u8 {
     match s {
         BlkStatus::Ok => vblk::S_OK,
         BlkStatus::NotSupp => vblk::S_UNSUPP,
+        BlkStatus::ZoneOpenResource => vblk::S_ZONE_OPEN_RESOURCE,
+        BlkStatus::ZoneActiveResource => vblk::S_ZONE_ACTIVE_RESOURCE,
         _ => vblk::S_IOERR,
     }
 }
@@ -616,6 +689,25 @@ impl VhostUserBackend for Backend {
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
         new_event_consumer_and_notifier(EventFlag::empty()).ok()
+    }
+
+    fn acked_features(&self, features: u64) {
+        // A host-managed device is only usable by a driver that knows its zones (virtio
+        // 1.2, 5.2.5: without the feature the device is not to be used). QEMU's
+        // vhost-user-blk front end forwards a fixed list of features without it.
+        let zoned = 1u64 << virtio_bindings::virtio_blk::VIRTIO_BLK_F_ZONED;
+        if self.dev.geometry.zoned.is_some()
+            && features & zoned == 0
+            && !self
+                .dev
+                .warned_unzoned
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            eprintln!(
+                "mqblk serve: {}: the front end did not accept VIRTIO_BLK_F_ZONED (QEMU's vhost-user-blk does not forward it): its guest sees a regular disk whose writes fail off the zones' write pointers",
+                self.dev.name
+            );
+        }
     }
 
     fn stop_vring(&self, queue_index: u32) -> io::Result<()> {

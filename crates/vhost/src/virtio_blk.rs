@@ -44,6 +44,15 @@ pub const MAX_DATA_BYTES: u64 = 32 << 20;
 pub const S_OK: u8 = vb::VIRTIO_BLK_S_OK as u8;
 pub const S_IOERR: u8 = vb::VIRTIO_BLK_S_IOERR as u8;
 pub const S_UNSUPP: u8 = vb::VIRTIO_BLK_S_UNSUPP as u8;
+pub const S_ZONE_INVALID_CMD: u8 = vb::VIRTIO_BLK_S_ZONE_INVALID_CMD as u8;
+pub const S_ZONE_OPEN_RESOURCE: u8 = vb::VIRTIO_BLK_S_ZONE_OPEN_RESOURCE as u8;
+pub const S_ZONE_ACTIVE_RESOURCE: u8 = vb::VIRTIO_BLK_S_ZONE_ACTIVE_RESOURCE as u8;
+/// A zone report's header (`struct virtio_blk_zone_report` without its descriptors), and
+/// each descriptor (`struct virtio_blk_zone_descriptor`).
+pub const ZONE_REPORT_HEADER: usize = 64;
+pub const ZONE_DESCRIPTOR: usize = 64;
+/// A zone append's device-writable part: the sector it was written at, then the status.
+pub const APPEND_IN_HDR: u64 = 9;
 
 /// `VIRTIO_F_VERSION_1`: the device is a modern (1.0+) one.
 const F_VERSION_1: u32 = 32;
@@ -63,6 +72,23 @@ pub struct Geometry {
     /// Descriptors per virtqueue (the largest the guest may choose).
     pub queue_size: u16,
     pub read_only: bool,
+    /// A host-managed zoned device (`VIRTIO_BLK_F_ZONED`, virtio 1.2, 5.2.6.4).
+    pub zoned: Option<ZonedGeometry>,
+}
+
+/// What a zoned device tells the guest (`struct virtio_blk_zoned_characteristics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZonedGeometry {
+    /// Sectors per zone (a power of two: Linux refuses others).
+    pub zone_sectors: u32,
+    /// 0: no limit.
+    pub max_open_zones: u32,
+    /// 0: no limit.
+    pub max_active_zones: u32,
+    /// The largest zone append in sectors (non-zero: Linux refuses a device without).
+    pub max_append_sectors: u32,
+    /// The write granularity in bytes (the logical block size).
+    pub write_granularity: u32,
 }
 
 /// The device's feature bits (virtio's and virtio-blk's; the vhost-user protocol bit is the
@@ -84,13 +110,21 @@ pub fn features(g: &Geometry) -> u64 {
     if g.read_only {
         bits |= 1 << vb::VIRTIO_BLK_F_RO;
     }
+    if g.zoned.is_some() {
+        // As QEMU's virtio-blk offers a host-managed device: zoned, without discard (Linux
+        // ignores it on a zoned device) and without write-zeroes, which a zone would take
+        // only at its write pointer.
+        bits |= 1 << vb::VIRTIO_BLK_F_ZONED;
+        bits &= !(1 << vb::VIRTIO_BLK_F_DISCARD | 1 << vb::VIRTIO_BLK_F_WRITE_ZEROES);
+    }
     bits
 }
 
 /// `struct virtio_blk_config` as the guest reads it, little-endian, up to and including
-/// `write_zeroes_may_unmap` and its padding (60 bytes).
+/// `write_zeroes_may_unmap` and its padding (60 bytes), and for a zoned device on to the end
+/// of `zoned` (96 bytes; the secure-erase fields between are zero, not offered).
 pub fn config_space(g: &Geometry) -> Vec<u8> {
-    let mut c = vec![0u8; 60];
+    let mut c = vec![0u8; if g.zoned.is_some() { 96 } else { 60 }];
     let put = |c: &mut Vec<u8>, at: usize, v: &[u8]| c[at..at + v.len()].copy_from_slice(v);
     // Not offered: size_max (8, any segment size), geometry (16), topology (24) and
     // writeback (32, only with CONFIG_WCE).
@@ -111,6 +145,14 @@ pub fn config_space(g: &Geometry) -> Vec<u8> {
     put(&mut c, 48, &MAX_RANGE_SECTORS.to_le_bytes()); // max_write_zeroes_sectors
     put(&mut c, 52, &MAX_RANGES.to_le_bytes()); // max_write_zeroes_seg
     c[56] = 1; // write_zeroes_may_unmap
+    if let Some(z) = g.zoned {
+        put(&mut c, 72, &z.zone_sectors.to_le_bytes());
+        put(&mut c, 76, &z.max_open_zones.to_le_bytes());
+        put(&mut c, 80, &z.max_active_zones.to_le_bytes());
+        put(&mut c, 84, &z.max_append_sectors.to_le_bytes());
+        put(&mut c, 88, &z.write_granularity.to_le_bytes());
+        c[92] = vb::VIRTIO_BLK_Z_HM as u8; // model
+    }
     c
 }
 
@@ -143,6 +185,24 @@ pub enum Plan {
     Ranges {
         zeroes: bool,
         count: u32,
+    },
+    /// A zone append of the `len` bytes after the header to the zone starting at `sector`;
+    /// the sector written goes before the status ([`APPEND_IN_HDR`]).
+    ZoneAppend {
+        sector: u64,
+        len: u32,
+    },
+    /// Report the zones from the one holding `sector` into the `room` bytes before the
+    /// status.
+    ZoneReport {
+        sector: u64,
+        room: u64,
+    },
+    /// Open, close, finish or reset the zone starting at `sector` (`op`: the request type),
+    /// or reset every zone (`VIRTIO_BLK_T_ZONE_RESET_ALL`, `sector` 0).
+    ZoneMgmt {
+        op: u32,
+        sector: u64,
     },
     /// Nothing to do but answer with this status.
     Done(u8),
@@ -188,8 +248,95 @@ pub fn plan(g: &Geometry, header: &[u8; 16], readable: u64, writable: u64) -> Pl
                 }
             }
         }
+        vb::VIRTIO_BLK_T_ZONE_APPEND
+        | vb::VIRTIO_BLK_T_ZONE_REPORT
+        | vb::VIRTIO_BLK_T_ZONE_OPEN
+        | vb::VIRTIO_BLK_T_ZONE_CLOSE
+        | vb::VIRTIO_BLK_T_ZONE_FINISH
+        | vb::VIRTIO_BLK_T_ZONE_RESET
+        | vb::VIRTIO_BLK_T_ZONE_RESET_ALL => zone_plan(g, kind, sector, data_out, writable),
         _ => Plan::Done(S_UNSUPP),
     }
+}
+
+/// A zone request (virtio 1.2, 5.2.6.1): UNSUPP on a device that is not zoned; a zone named
+/// by a sector that is not a zone's start, or past the capacity, is ZONE_INVALID_CMD; what
+/// the zone's state allows is the block layer's and the device's to answer.
+fn zone_plan(g: &Geometry, kind: u32, sector: u64, data_out: u64, writable: u64) -> Plan {
+    let Some(z) = g.zoned else {
+        return Plan::Done(S_UNSUPP);
+    };
+    let zone_start = sector % u64::from(z.zone_sectors.max(1)) == 0 && sector < g.sectors;
+    match kind {
+        vb::VIRTIO_BLK_T_ZONE_REPORT => {
+            if sector >= g.sectors {
+                Plan::Done(S_ZONE_INVALID_CMD)
+            } else if writable < ZONE_REPORT_HEADER as u64 + 1 {
+                Plan::Done(S_IOERR)
+            } else {
+                Plan::ZoneReport {
+                    sector,
+                    room: writable - 1,
+                }
+            }
+        }
+        vb::VIRTIO_BLK_T_ZONE_APPEND => {
+            let lbs = u64::from(g.block_size.max(512));
+            if g.read_only || writable != APPEND_IN_HDR {
+                Plan::Done(S_IOERR)
+            } else if !zone_start {
+                Plan::Done(S_ZONE_INVALID_CMD)
+            } else if data_out == 0
+                || data_out % lbs != 0
+                || data_out > u64::from(z.max_append_sectors) * 512
+            {
+                Plan::Done(S_IOERR)
+            } else {
+                Plan::ZoneAppend {
+                    sector,
+                    len: data_out as u32,
+                }
+            }
+        }
+        vb::VIRTIO_BLK_T_ZONE_RESET_ALL => Plan::ZoneMgmt {
+            op: kind,
+            sector: 0,
+        },
+        _ if g.read_only => Plan::Done(S_IOERR),
+        _ if !zone_start => Plan::Done(S_ZONE_INVALID_CMD),
+        _ => Plan::ZoneMgmt { op: kind, sector },
+    }
+}
+
+/// A zone report for the guest: `nr_zones`, then a descriptor per zone, as many as `room`
+/// bytes hold. `zones` are the device's from the zone asked for on.
+pub fn zone_report(zones: &[mqblk_core::zoned::Zone], room: u64) -> Vec<u8> {
+    use mqblk_core::zoned::{ZoneCond, ZoneType};
+    let fit = (room.saturating_sub(ZONE_REPORT_HEADER as u64) / ZONE_DESCRIPTOR as u64) as usize;
+    let zones = &zones[..zones.len().min(fit)];
+    let mut out = vec![0u8; ZONE_REPORT_HEADER + zones.len() * ZONE_DESCRIPTOR];
+    out[0..8].copy_from_slice(&(zones.len() as u64).to_le_bytes());
+    for (i, z) in zones.iter().enumerate() {
+        let d = &mut out[ZONE_REPORT_HEADER + i * ZONE_DESCRIPTOR..][..ZONE_DESCRIPTOR];
+        d[0..8].copy_from_slice(&z.capacity.to_le_bytes());
+        d[8..16].copy_from_slice(&z.start.to_le_bytes());
+        d[16..24].copy_from_slice(&z.wp.to_le_bytes());
+        d[24] = match z.ty {
+            ZoneType::Conventional => vb::VIRTIO_BLK_ZT_CONV,
+            ZoneType::SeqWriteReq => vb::VIRTIO_BLK_ZT_SWR,
+        } as u8;
+        d[25] = match z.cond {
+            ZoneCond::NotWp => vb::VIRTIO_BLK_ZS_NOT_WP,
+            ZoneCond::Empty => vb::VIRTIO_BLK_ZS_EMPTY,
+            ZoneCond::ImpOpen => vb::VIRTIO_BLK_ZS_IOPEN,
+            ZoneCond::ExpOpen => vb::VIRTIO_BLK_ZS_EOPEN,
+            ZoneCond::Closed => vb::VIRTIO_BLK_ZS_CLOSED,
+            ZoneCond::ReadOnly => vb::VIRTIO_BLK_ZS_RDONLY,
+            ZoneCond::Full => vb::VIRTIO_BLK_ZS_FULL,
+            ZoneCond::Offline => vb::VIRTIO_BLK_ZS_OFFLINE,
+        } as u8;
+    }
+    out
 }
 
 /// `virtio_blk_sect_range_ok`: whole logical blocks, inside the device.
@@ -257,6 +404,7 @@ mod tests {
             num_queues: 2,
             queue_size: 128,
             read_only: false,
+            zoned: None,
         }
     }
 
@@ -286,6 +434,72 @@ mod tests {
         assert_eq!(c.len(), offset_of!(C, max_secure_erase_sectors));
         // Reads past the end are zeroes, not a short answer.
         assert_eq!(config_read(&c, 56, 8), vec![1, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_zoned_config_space_matches_the_kernels_layout() {
+        use std::mem::offset_of;
+        use vb::virtio_blk_config as C;
+        use vb::virtio_blk_config_virtio_blk_zoned_characteristics as Z;
+        let g = Geometry {
+            zoned: Some(ZonedGeometry {
+                zone_sectors: 2048,
+                max_open_zones: 3,
+                max_active_zones: 4,
+                max_append_sectors: 256,
+                write_granularity: 4096,
+            }),
+            sectors: 8192,
+            ..geo()
+        };
+        let c = config_space(&g);
+        assert_eq!(c.len(), std::mem::size_of::<C>());
+        let z = offset_of!(C, zoned);
+        let at = |off: usize| u32::from_le_bytes(c[z + off..z + off + 4].try_into().unwrap());
+        assert_eq!(at(offset_of!(Z, zone_sectors)), 2048);
+        assert_eq!(at(offset_of!(Z, max_open_zones)), 3);
+        assert_eq!(at(offset_of!(Z, max_active_zones)), 4);
+        assert_eq!(at(offset_of!(Z, max_append_sectors)), 256);
+        assert_eq!(at(offset_of!(Z, write_granularity)), 4096);
+        assert_eq!(c[z + offset_of!(Z, model)], vb::VIRTIO_BLK_Z_HM as u8);
+        let f = features(&g);
+        assert_ne!(f & 1 << vb::VIRTIO_BLK_F_ZONED, 0);
+        assert_eq!(f & 1 << vb::VIRTIO_BLK_F_DISCARD, 0);
+        // Zone requests: a zone's start or nothing; UNSUPP on a device without zones.
+        let zr =
+            |g: &Geometry, kind, sector, out: u64, wr| plan(g, &hdr(kind, sector), 16 + out, wr);
+        assert_eq!(
+            zr(&g, vb::VIRTIO_BLK_T_ZONE_RESET, 2048, 0, 1),
+            Plan::ZoneMgmt {
+                op: vb::VIRTIO_BLK_T_ZONE_RESET,
+                sector: 2048
+            }
+        );
+        assert_eq!(
+            zr(&g, vb::VIRTIO_BLK_T_ZONE_RESET, 8, 0, 1),
+            Plan::Done(S_ZONE_INVALID_CMD)
+        );
+        assert_eq!(
+            zr(&g, vb::VIRTIO_BLK_T_ZONE_APPEND, 0, 4096, 9),
+            Plan::ZoneAppend {
+                sector: 0,
+                len: 4096
+            }
+        );
+        assert_eq!(
+            zr(&g, vb::VIRTIO_BLK_T_ZONE_APPEND, 0, 4096, 1),
+            Plan::Done(S_IOERR),
+            "no room for the sector"
+        );
+        assert_eq!(
+            zr(&g, vb::VIRTIO_BLK_T_ZONE_APPEND, 0, 256 * 512 + 4096, 9),
+            Plan::Done(S_IOERR),
+            "past max_append_sectors"
+        );
+        assert_eq!(
+            zr(&geo(), vb::VIRTIO_BLK_T_ZONE_REPORT, 0, 0, 129),
+            Plan::Done(S_UNSUPP)
+        );
     }
 
     #[test]

@@ -588,3 +588,164 @@ fn in_order_answers_requests_in_the_order_offered_though_they_complete_out_of_or
     let (offered, answered) = answer_order(true, 32);
     assert_eq!(answered, offered);
 }
+
+/// A host-managed zoned device (null_blk's zoned mode: 8 zones of 1 MiB, the first
+/// conventional, two open at most) answers the zone commands as Linux's virtio_blk sends
+/// them (`virtblk_setup_cmd`, `virtblk_report_zones`): the feature and the zoned
+/// configuration, a report, writes at the write pointer only, a zone append that says where
+/// it went, open, finish, reset and reset-all, with the zone statuses of virtio 1.2.
+#[test]
+fn a_zoned_device_answers_the_zone_commands_a_linux_guest_sends() {
+    const ZONE: u64 = 2048;
+    let opts = DeviceConfig {
+        nr_ctx: 2,
+        queue: mqblk_device::QueueSettings {
+            scheduler: Some("mq-deadline".into()),
+            ..Default::default()
+        },
+        ..DeviceConfig::new(DriverConfig::Null(NullConfig {
+            memory_backed: true,
+            size_bytes: DEV_BYTES,
+            zoned: true,
+            zone: mqblk_core::ZonedDevConfig {
+                zone_sectors: ZONE,
+                nr_conv: 1,
+                max_open: 2,
+                ..Default::default()
+            },
+            ..NullConfig::default()
+        }))
+    };
+    let dev = mqblk_device::build(&opts, 2).expect("device");
+    let blk = BlkDevice::new("zoned", dev.queue, 1, 1024, false).expect("blk device");
+    let mut s = serve_device(blk);
+    let fe = Frontend::connect(&s.path, 1).expect("connect");
+    fe.set_owner().unwrap();
+    let features = fe.get_features().unwrap();
+    assert_ne!(features & 1 << vb::VIRTIO_BLK_F_ZONED, 0, "{features:#x}");
+    assert_eq!(features & 1 << vb::VIRTIO_BLK_F_DISCARD, 0, "{features:#x}");
+    drop(fe);
+    let mut g = Guest::connect(&s.path, 1);
+    let (_, cfg) =
+        g.fe.get_config(0, 96, VhostUserConfigFlags::WRITABLE, &[0u8; 96])
+            .unwrap();
+    let u32_at = |at: usize| u32::from_le_bytes(cfg[at..at + 4].try_into().unwrap());
+    assert_eq!(u32_at(72), ZONE as u32, "zone_sectors");
+    assert_eq!((u32_at(76), u32_at(80)), (2, 0), "max open, max active");
+    assert!(u32_at(84) > 0, "max_append_sectors");
+    assert_eq!(u32_at(88), 512, "write_granularity");
+    assert_eq!(cfg[92], vb::VIRTIO_BLK_Z_HM as u8, "model");
+
+    // A report of every zone: the conventional one, then seven empty ones.
+    let report = |g: &mut Guest, sector: u64, n: u32| {
+        let (st, _, b) = g.request(0, vb::VIRTIO_BLK_T_ZONE_REPORT, sector, &[], 64 + 64 * n);
+        assert_eq!(st, 0, "report from {sector}");
+        let nr = u64::from_le_bytes(b[0..8].try_into().unwrap()) as usize;
+        (0..nr)
+            .map(|i| {
+                let d = &b[64 + i * 64..128 + i * 64];
+                let w = |o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap());
+                (w(8), w(16), d[24] as u32, d[25] as u32) // start, wp, type, state
+            })
+            .collect::<Vec<_>>()
+    };
+    let all = report(&mut g, 0, 16);
+    assert_eq!(all.len(), 8);
+    assert_eq!(
+        (all[0].2, all[0].3),
+        (vb::VIRTIO_BLK_ZT_CONV, vb::VIRTIO_BLK_ZS_NOT_WP)
+    );
+    for (i, z) in all.iter().enumerate().skip(1) {
+        assert_eq!(
+            *z,
+            (
+                i as u64 * ZONE,
+                i as u64 * ZONE,
+                vb::VIRTIO_BLK_ZT_SWR,
+                vb::VIRTIO_BLK_ZS_EMPTY
+            )
+        );
+    }
+    assert_eq!(
+        report(&mut g, 3 * ZONE + 5, 2).len(),
+        2,
+        "a report starts at the zone of its sector"
+    );
+
+    // Writes at the write pointer only; a zone append goes to it and says where.
+    let data = vec![0x3cu8; 4096];
+    assert_eq!(g.request(0, vb::VIRTIO_BLK_T_OUT, ZONE, &data, 0).0, 0);
+    assert_eq!(
+        g.request(0, vb::VIRTIO_BLK_T_OUT, ZONE, &data, 0).0,
+        vb::VIRTIO_BLK_S_IOERR as u8
+    );
+    let appended = vec![0xa5u8; 4096];
+    let (st, len, at) = g.request(0, vb::VIRTIO_BLK_T_ZONE_APPEND, ZONE, &appended, 8);
+    assert_eq!((st, len), (0, 9));
+    assert_eq!(
+        u64::from_le_bytes(at.try_into().unwrap()),
+        ZONE + 8,
+        "where the append went"
+    );
+    let (st, _, back) = g.request(0, vb::VIRTIO_BLK_T_IN, ZONE + 8, &[], 4096);
+    assert_eq!((st, back), (0, appended));
+    assert_eq!(
+        report(&mut g, ZONE, 1)[0],
+        (
+            ZONE,
+            ZONE + 16,
+            vb::VIRTIO_BLK_ZT_SWR,
+            vb::VIRTIO_BLK_ZS_IOPEN
+        )
+    );
+
+    // Open limits: two zones open at most; an implicitly open zone gives way, explicit ones
+    // do not.
+    let cmd = |g: &mut Guest, kind, sector| g.request(0, kind, sector, &[], 0).0;
+    assert_eq!(cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_OPEN, 2 * ZONE), 0);
+    assert_eq!(cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_OPEN, 3 * ZONE), 0);
+    assert_eq!(
+        cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_OPEN, 4 * ZONE),
+        vb::VIRTIO_BLK_S_ZONE_OPEN_RESOURCE as u8
+    );
+    assert_eq!(report(&mut g, ZONE, 1)[0].3, vb::VIRTIO_BLK_ZS_CLOSED);
+    assert_eq!(
+        cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_OPEN, 2 * ZONE + 1),
+        vb::VIRTIO_BLK_S_ZONE_INVALID_CMD as u8
+    );
+    assert_ne!(
+        cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_RESET, 0),
+        0,
+        "a conventional zone has no write pointer"
+    );
+    // Finish fills a zone; reset empties one; reset-all empties every one.
+    assert_eq!(cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_FINISH, 2 * ZONE), 0);
+    assert_eq!(report(&mut g, 2 * ZONE, 1)[0].3, vb::VIRTIO_BLK_ZS_FULL);
+    assert_eq!(cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_RESET, ZONE), 0);
+    assert_eq!(
+        report(&mut g, ZONE, 1)[0],
+        (ZONE, ZONE, vb::VIRTIO_BLK_ZT_SWR, vb::VIRTIO_BLK_ZS_EMPTY)
+    );
+    assert_eq!(
+        g.request(0, vb::VIRTIO_BLK_T_OUT, ZONE, &data, 0).0,
+        0,
+        "written again from its start"
+    );
+    assert_eq!(cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_RESET_ALL, 0), 0);
+    assert!(report(&mut g, ZONE, 7)
+        .iter()
+        .all(|z| z.3 == vb::VIRTIO_BLK_ZS_EMPTY && z.1 == z.0));
+    drop(g);
+    s.stop();
+    assert_eq!(s.queue().nr_allocated(), 0);
+
+    // A device that is not zoned knows no zone command.
+    let mut s = server(false, 1);
+    let mut g = Guest::connect(&s.path, 1);
+    assert_eq!(
+        g.request(0, vb::VIRTIO_BLK_T_ZONE_REPORT, 0, &[], 128).0,
+        vb::VIRTIO_BLK_S_UNSUPP as u8
+    );
+    drop(g);
+    s.stop();
+}
