@@ -308,6 +308,9 @@ pub struct RateSampler {
     /// Per kind (bandwidth, IOPS): the last sample's time and each direction's count then.
     last: [Option<u64>; 2],
     base: [[u64; 3]; 2],
+    /// Before this time no window can have passed (a look at every completion costs two
+    /// divisions otherwise).
+    due: u64,
 }
 
 impl RateSampler {
@@ -321,6 +324,7 @@ impl RateSampler {
             windows_ns: [bw_ms.max(1) * 1_000_000, iops_ms.max(1) * 1_000_000],
             last: [Some(from_ns); 2],
             base: [[0; 3]; 2],
+            due: 0,
         }
     }
 
@@ -329,6 +333,7 @@ impl RateSampler {
     pub fn restart(&mut self) {
         self.last = [None; 2];
         self.base = [[0; 3]; 2];
+        self.due = 0;
     }
 
     /// Takes the samples due at `now` (ns since the job's start) into `stats`, before a
@@ -336,6 +341,24 @@ impl RateSampler {
     /// its end (with looks only at completions, as the simulator's, windows that passed
     /// without any give no sample, as fio's give none with nothing done).
     pub fn tick(&mut self, now: u64, stats: &mut JobStats) {
+        if now < self.due {
+            return;
+        }
+        self.sample(now, stats);
+        // A window of kind k passes once `now - last + SLACK >= w`: from `last + w - SLACK`
+        // on (at once for a window no longer than the slack).
+        self.due = (0..2)
+            .map(|k| match self.last[k] {
+                Some(last) if self.windows_ns[k] > Self::SLACK_NS => {
+                    last + self.windows_ns[k] - Self::SLACK_NS
+                }
+                _ => 0,
+            })
+            .min()
+            .unwrap_or(0);
+    }
+
+    fn sample(&mut self, now: u64, stats: &mut JobStats) {
         for kind in 0..2 {
             let w = self.windows_ns[kind];
             let last = *self.last[kind].get_or_insert(now);
