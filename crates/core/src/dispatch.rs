@@ -8,7 +8,7 @@ use crate::hctx::state;
 use crate::queue::{QueueInner, RqRef, RESOURCE_DELAY};
 use crate::request::{RqFlags, RqId};
 use crate::status::BlkStatus;
-use crate::trace::{TraceAction, TraceEvent};
+use crate::trace::TraceAction;
 use crate::{CtxIdx, HctxIdx, Nanos};
 use std::sync::atomic::Ordering;
 
@@ -452,7 +452,7 @@ impl QueueInner {
             self.start_request(&mut rq, now);
             let tracer = self.cfg.tracer.get();
             if let Some(t) = tracer {
-                t.event(&TraceEvent::of_rq(TraceAction::Issue, &rq, now));
+                t.rq_event(TraceAction::Issue, &rq, now);
             }
             let last = i + 1 == ids.len();
             let status = self.driver.queue_rq(h, &mut rq, last, now, batch);
@@ -473,7 +473,7 @@ impl QueueInner {
                 status @ (BlkStatus::Resource | BlkStatus::DevResource) => {
                     // The kernel traces the way back as a requeue (`__blk_mq_requeue_request`).
                     if let Some(t) = tracer {
-                        t.event(&TraceEvent::of_rq(TraceAction::Requeue, &rq, now));
+                        t.rq_event(TraceAction::Requeue, &rq, now);
                     }
                     rq.unstart();
                     if rq.rq_flags.contains(RqFlags::SCHED_TAGS) {

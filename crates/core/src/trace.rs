@@ -101,7 +101,8 @@ impl TraceEvent {
         }
     }
 
-    pub(crate) fn of_rq(action: TraceAction, rq: &Request, now: Nanos) -> TraceEvent {
+    /// Event `action` of request `rq` at `now`.
+    pub fn of_rq(action: TraceAction, rq: &Request, now: Nanos) -> TraceEvent {
         TraceEvent {
             action,
             time: now,
@@ -140,6 +141,14 @@ impl TraceEvent {
 pub trait Tracer: Send + Sync {
     /// Called with each event as it happens.
     fn event(&self, ev: &TraceEvent);
+    /// A request's event (getrq, insert, issue, complete, requeue): by default the whole
+    /// [`TraceEvent`] made from the request and handed to [`Tracer::event`]; a tracer that
+    /// needs less of it reads the request itself (the simulator's cost log, several of
+    /// these per request).
+    #[inline]
+    fn rq_event(&self, action: TraceAction, rq: &Request, now: Nanos) {
+        self.event(&TraceEvent::of_rq(action, rq, now));
+    }
 }
 
 /// The tracer slot of a [`crate::QueueConfig`] (an `Arc` so configurations stay `Clone`).

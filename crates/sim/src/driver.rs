@@ -15,7 +15,7 @@ use crate::SimRng;
 use mqblk_core::FaultConfig;
 use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, QueueRqs, ReqFlags, Request,
-    TraceEvent, Tracer,
+    RqFlags, TraceAction, TraceEvent, Tracer,
 };
 use mqblk_models::media::{Content, Media, MediaPlant, MediaStats, Piece};
 use mqblk_models::port::{Accept, Finished, ModelInfo, ModelPort};
@@ -106,6 +106,20 @@ impl Tracer for OpLog {
         }));
         if let Some(f) = &self.forward {
             f.event(ev);
+        }
+    }
+
+    /// What the cost model needs, read from the request, without the whole event.
+    #[inline]
+    fn rq_event(&self, action: TraceAction, rq: &Request, now: Nanos) {
+        self.push(Step::Core(CoreStep {
+            action,
+            ctx: rq.ctx,
+            hctx: Some(rq.hctx),
+            sched: rq.rq_flags.contains(RqFlags::USE_SCHED),
+        }));
+        if let Some(f) = &self.forward {
+            f.rq_event(action, rq, now);
         }
     }
 }

@@ -199,7 +199,7 @@ impl QueueInner {
         rq.complete_ns = now;
         rq.status = status;
         if let Some(t) = self.cfg.tracer.get() {
-            t.event(&TraceEvent::of_rq(TraceAction::Complete, rq, now));
+            t.rq_event(TraceAction::Complete, rq, now);
         }
     }
 
@@ -275,7 +275,7 @@ impl QueueInner {
         let (h, snap, use_sched, drv_tag, ctx) = {
             let mut rq = self.rqs.lock(id);
             if let Some(t) = self.cfg.tracer.get() {
-                t.event(&TraceEvent::of_rq(TraceAction::Requeue, &rq, now));
+                t.rq_event(TraceAction::Requeue, &rq, now);
             }
             rq.unstart();
             let use_sched = rq.rq_flags.contains(RqFlags::USE_SCHED);

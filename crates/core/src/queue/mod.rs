@@ -709,7 +709,7 @@ impl QueueInner {
     ) {
         if let Some(t) = self.cfg.tracer.get() {
             for id in ids {
-                t.event(&TraceEvent::of_rq(action, &self.rqs.lock(id), now));
+                t.rq_event(action, &self.rqs.lock(id), now);
             }
         }
     }

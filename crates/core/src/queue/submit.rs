@@ -416,7 +416,7 @@ impl QueueInner {
         rq.init_life(now);
         rq.bios.push(bio);
         if let Some(t) = self.cfg.tracer.get() {
-            t.event(&TraceEvent::of_rq(TraceAction::GetRq, &rq, now));
+            t.rq_event(TraceAction::GetRq, &rq, now);
         }
         Ok(NewRq {
             id,
