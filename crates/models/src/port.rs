@@ -76,6 +76,7 @@ pub struct DriverStats {
     pub dev_errors: u64,
     /// Accepted and never completed: ended by the request timeout.
     pub lost: u64,
+    /// Handed back for requeue from `queue_rq`, before reaching the device.
     pub requeued: u64,
     pub timeouts: u64,
     /// `get_budget` refused (the device's own queue was full).
@@ -94,6 +95,9 @@ pub enum Accept {
     /// No room in the ring for it (`DeviceModel::ring_descriptors`): refuse it until a
     /// completion frees some.
     NoRoom,
+    /// Hand it back at once, before it reaches the device (null_blk's driver-driven
+    /// requeue: `blk_mq_requeue_request` from `null_queue_rq`, which returns OK).
+    Requeue,
 }
 
 /// A command the model finished, with what the driver reports for it.
@@ -102,8 +106,6 @@ pub struct Finished {
     pub hw: u16,
     pub id: RqId,
     pub status: BlkStatus,
-    /// Hand it back for requeue instead of completing it.
-    pub requeue: bool,
 }
 
 pub struct ModelPort {
@@ -114,7 +116,6 @@ pub struct ModelPort {
     raised: Vec<Vec<Finished>>,
     inject: Vec<FaultInjector>,
     lost: BTreeSet<u32>,
-    requeue: BTreeSet<u32>,
     /// Accepted commands the device completes with an I/O error.
     dev_fail: BTreeSet<u32>,
     scratch: Vec<DevCompletion>,
@@ -141,7 +142,6 @@ impl ModelPort {
             raised: vec![Vec::new(); nr_hw as usize],
             inject: (0..nr_hw).map(|h| FaultInjector::new(faults, h)).collect(),
             lost: BTreeSet::new(),
-            requeue: BTreeSet::new(),
             dev_fail: BTreeSet::new(),
             scratch: Vec::new(),
             stats: DriverStats::default(),
@@ -165,10 +165,18 @@ impl ModelPort {
             self.ring_held.insert(id.0, need);
         }
         let injected = self.inject[h].inject();
-        if injected == Injected::Busy {
-            self.stats.busy += 1;
-            self.release(h, id);
-            return Accept::Refuse;
+        match injected {
+            Injected::Busy => {
+                self.stats.busy += 1;
+                self.release(h, id);
+                return Accept::Refuse;
+            }
+            Injected::Requeue => {
+                self.stats.requeued += 1;
+                self.release(h, id);
+                return Accept::Requeue;
+            }
+            _ => {}
         }
         self.inflight[h] += 1;
         self.stats.queued += 1;
@@ -178,13 +186,10 @@ impl ModelPort {
                 self.lost.insert(id.0);
                 return Accept::Lose;
             }
-            Injected::Requeue => {
-                self.requeue.insert(id.0);
-            }
             Injected::Fail => {
                 self.dev_fail.insert(id.0);
             }
-            Injected::None | Injected::Busy => {}
+            Injected::None | Injected::Busy | Injected::Requeue => {}
         }
         Accept::Take
     }
@@ -216,20 +221,18 @@ impl ModelPort {
         self.model.advance(now, &mut scratch);
         for c in &scratch {
             let id = RqId(c.id as u32);
-            let requeue = self.requeue.remove(&id.0);
             let mut status = c.status;
-            if self.dev_fail.remove(&id.0) && status.is_ok() && !requeue {
+            if self.dev_fail.remove(&id.0) && status.is_ok() {
                 status = BlkStatus::IoErr;
                 self.stats.dev_errors += 1;
             }
             if let Some(m) = &mut self.media {
-                m.finish(c.id, status.is_ok() && !requeue);
+                m.finish(c.id, status.is_ok());
             }
             out.push(Finished {
                 hw: c.hw,
                 id,
                 status,
-                requeue,
             });
         }
         self.scratch = scratch;
@@ -247,13 +250,8 @@ impl ModelPort {
         let n = raised.len();
         for f in &raised {
             self.finish_one(h, f.id);
-            if f.requeue {
-                self.stats.requeued += 1;
-                done.requeue(f.id);
-            } else {
-                self.stats.completed += 1;
-                done.complete(f.id, f.status);
-            }
+            self.stats.completed += 1;
+            done.complete(f.id, f.status);
         }
         let mut raised = raised;
         raised.clear();
@@ -334,10 +332,9 @@ impl ModelPort {
     /// A human dump for failure reports.
     pub fn debug_state(&self) -> String {
         format!(
-            "inflight {:?} lost {:?} requeue {:?} model outstanding {} next {:?} raised {:?}\n  stats {:?}\n  model {:?}",
+            "inflight {:?} lost {:?} model outstanding {} next {:?} raised {:?}\n  stats {:?}\n  model {:?}",
             self.inflight,
             self.lost,
-            self.requeue,
             self.model.outstanding(),
             self.model.next_event(),
             self.raised.iter().map(Vec::len).collect::<Vec<_>>(),

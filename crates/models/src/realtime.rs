@@ -108,6 +108,10 @@ impl Driver for RealtimeDriver {
             // The ring is full: a completion on this queue frees room and re-runs it.
             Accept::NoRoom => return st.port.no_room(hctx.0, done),
             Accept::Lose => return BlkStatus::Ok,
+            Accept::Requeue => {
+                done.requeue(rq.id);
+                return BlkStatus::Ok;
+            }
             Accept::Take => {}
         }
         Self::advance(&mut st, now);

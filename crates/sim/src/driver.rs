@@ -504,6 +504,13 @@ impl Driver for SimDriver {
                 }
                 return BlkStatus::Ok;
             }
+            Accept::Requeue => {
+                // Never staged: the device does not see it, and its budget is free again
+                // (null_blk's requeue, from `queue_rq` itself).
+                self.put_budgets(&mut st, 1);
+                done.requeue(rq.id);
+                return BlkStatus::Ok;
+            }
             Accept::Take => {}
         }
         let mut cmd = Cmd {

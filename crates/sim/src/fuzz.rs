@@ -385,10 +385,6 @@ fn zoned_case(
     cfg.zoned_in_order = true;
     if let DriverConfig::Model(m) = &mut cfg.device.driver {
         m.spec = device.clone();
-        // The port's driver-driven requeue hands back a command the model has already
-        // carried out (null_blk's never reaches its device): on a zoned device that write
-        // would come again behind its own write pointer. Failures and timeouts stay.
-        m.faults.requeue = FaultSpec::default();
     }
     Ok(device)
 }
