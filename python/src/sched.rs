@@ -368,8 +368,8 @@ struct Optional {
 
 impl PyElevator {
     /// Calls `f` with the GIL and the Python object; a failure ends the run, named by
-    /// `at` (the hook and its arguments, formatted only then).
-    /// `None` once a hook has failed in a real-time run (the caller falls back).
+    /// `at` (the hook and its arguments, formatted only then). `None` once a hook has
+    /// failed in a real-time run: the caller falls back to [`PyElevator::fallback`].
     fn call<T>(
         &self,
         at: impl FnOnce() -> String,
