@@ -213,6 +213,20 @@ fn twin_runs_mqfq_through_mqblk_beside_the_kernel_s_schedulers() {
         "--output-format=json",
         job.to_str().unwrap(),
     ]);
+    // A suite: MQFQ named in --schedulers joins every workload, whatever it lists.
+    std::fs::write(
+        dir.join("suite.toml"),
+        "[[workload]]\nfile = \"flows.fio\"\nschedulers = [\"bfq\"]\n",
+    )
+    .unwrap();
+    let suite = mqfq(&[
+        "twin",
+        &format!("--filename={dev}"),
+        "--schedulers=mqfq",
+        "--repeats=1",
+        "--output-format=json",
+        &format!("--suite={}", dir.display()),
+    ]);
     let after = scheduler();
     mqblk_testkit::detach_loop(&dev);
     let _ = std::fs::remove_dir_all(&dir);
@@ -268,4 +282,14 @@ fn twin_runs_mqfq_through_mqblk_beside_the_kernel_s_schedulers() {
         "the 4 KiB flow's share of the bytes under MQFQ: {share:.3}"
     );
     assert_eq!(after, before, "the device's scheduler is put back");
+    assert!(suite.status.success(), "{}", text(&suite.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&suite.stdout).unwrap();
+    let rows = v["rows"].as_array().expect("the suite's rows");
+    assert!(
+        !rows.is_empty()
+            && rows
+                .iter()
+                .all(|r| r["scheduler"] == "mqfq" && r["kernel"].is_null()),
+        "{v}"
+    );
 }
