@@ -155,12 +155,15 @@ impl BlkDevice {
                 zone_sectors: z.zone_sectors,
                 max_open_zones: z.max_open_zones,
                 max_active_zones: z.max_active_zones,
-                // The device's own, or what the block layer's emulation takes in one bio.
+                // The device's own, or what the block layer's emulation takes in one bio;
+                // never more than the largest request served (`MAX_DATA_BYTES`), so a
+                // guest cannot make the server allocate a whole zone's worth at once.
                 max_append_sectors: if z.emulates_zone_append() {
                     limits.max_sectors.min(z.zone_sectors)
                 } else {
                     z.max_zone_append_sectors
-                },
+                }
+                .min((vblk::MAX_DATA_BYTES >> 9) as u32),
                 write_granularity: limits.logical_block_size,
             }),
         };
@@ -411,14 +414,12 @@ impl Backend {
                     );
                 }
             }
-            Plan::ZoneReport { sector, room } => {
+            Plan::ZoneReport { sector, nr } => {
                 // The zones' state as the block layer has it (`blkdev_report_zones`),
                 // answered at once: a report moves no data through the queue.
-                let fit = (room as usize).saturating_sub(vblk::ZONE_REPORT_HEADER)
-                    / vblk::ZONE_DESCRIPTOR;
-                let (status, n) = match dev.queue.report_zones(sector, fit) {
+                let (status, n) = match dev.queue.report_zones(sector, nr) {
                     Some(zones) => {
-                        let bytes = vblk::zone_report(&zones, room);
+                        let bytes = vblk::zone_report(&zones[..zones.len().min(nr)]);
                         match scatter(mem, &st.slots[slot].wr, 0, &bytes) {
                             Ok(()) => (vblk::S_OK, bytes.len() as u32),
                             Err(()) => (vblk::S_IOERR, 0),
@@ -428,16 +429,7 @@ impl Backend {
                 };
                 st.finish(mem, slot, status, n);
             }
-            Plan::ZoneMgmt { op, sector } => {
-                let op = match op {
-                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_OPEN => ReqOp::ZoneOpen,
-                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_CLOSE => ReqOp::ZoneClose,
-                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_FINISH => ReqOp::ZoneFinish,
-                    virtio_bindings::virtio_blk::VIRTIO_BLK_T_ZONE_RESET => ReqOp::ZoneReset,
-                    _ => ReqOp::ZoneResetAll,
-                };
-                st.submit(slot, bio(op, sector, 0));
-            }
+            Plan::ZoneMgmt { op, sector } => st.submit(slot, bio(op, sector, 0)),
             Plan::Flush => st.submit(slot, bio(ReqOp::Flush, 0, 0)),
             Plan::GetId => {
                 let id = vblk::id_bytes(&dev.serial, wr_len - 1);
@@ -509,7 +501,7 @@ impl VqState {
             debug_assert!(s.busy && s.bios > 0, "a completion for no request");
             s.bios -= 1;
             if s.status == vblk::S_OK && !bio.status.is_ok() {
-                s.status = status_of(bio.status);
+                s.status = status_of(bio.op, bio.status);
             }
             if bio.op == ReqOp::Read && s.status == vblk::S_OK {
                 let buf = bio.buf.as_ref().expect("a read carries its buffer");
@@ -589,13 +581,18 @@ impl VqState {
     }
 }
 
-/// The status a guest gets for a failed bio.
-fn status_of(s: BlkStatus) -> u8 {
+/// The status a guest gets for a failed bio of `op`. A zone command the block layer or the
+/// device refuses is ZONE_INVALID_CMD, as QEMU's virtio-blk answers any failure of one
+/// (`virtio_blk_zone_mgmt_complete`, `virtio_blk_zone_append_complete`); where we differ,
+/// the open and active limits keep their own statuses, which Linux's `virtblk_result` turns
+/// into `BLK_STS_ZONE_OPEN_RESOURCE` and `_ACTIVE_RESOURCE`.
+fn status_of(op: ReqOp, s: BlkStatus) -> u8 {
     match s {
         BlkStatus::Ok => vblk::S_OK,
-        BlkStatus::NotSupp => vblk::S_UNSUPP,
         BlkStatus::ZoneOpenResource => vblk::S_ZONE_OPEN_RESOURCE,
         BlkStatus::ZoneActiveResource => vblk::S_ZONE_ACTIVE_RESOURCE,
+        _ if op.is_zone_mgmt() || op == ReqOp::ZoneAppend => vblk::S_ZONE_INVALID_CMD,
+        BlkStatus::NotSupp => vblk::S_UNSUPP,
         _ => vblk::S_IOERR,
     }
 }

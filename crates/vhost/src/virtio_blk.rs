@@ -72,7 +72,7 @@ pub struct Geometry {
     /// Descriptors per virtqueue (the largest the guest may choose).
     pub queue_size: u16,
     pub read_only: bool,
-    /// A host-managed zoned device (`VIRTIO_BLK_F_ZONED`, virtio 1.2, 5.2.6.4).
+    /// A host-managed zoned device (`VIRTIO_BLK_F_ZONED`, virtio 1.2).
     pub zoned: Option<ZonedGeometry>,
 }
 
@@ -111,9 +111,10 @@ pub fn features(g: &Geometry) -> u64 {
         bits |= 1 << vb::VIRTIO_BLK_F_RO;
     }
     if g.zoned.is_some() {
-        // As QEMU's virtio-blk offers a host-managed device: zoned, without discard (Linux
-        // ignores it on a zoned device) and without write-zeroes, which a zone would take
-        // only at its write pointer.
+        // Zoned, without discard, as QEMU's virtio-blk offers a host-managed device
+        // (`virtio_blk_device_realize`; Linux ignores discard on one). Where we differ:
+        // QEMU keeps write-zeroes; we drop it, since our ranges (up to `MAX_RANGES` per
+        // request, split into bios) would reach a sequential zone off its write pointer.
         bits |= 1 << vb::VIRTIO_BLK_F_ZONED;
         bits &= !(1 << vb::VIRTIO_BLK_F_DISCARD | 1 << vb::VIRTIO_BLK_F_WRITE_ZEROES);
     }
@@ -192,16 +193,16 @@ pub enum Plan {
         sector: u64,
         len: u32,
     },
-    /// Report the zones from the one holding `sector` into the `room` bytes before the
-    /// status.
+    /// Report at most `nr` zones from the one holding `sector` (as many descriptors as the
+    /// writable part holds after the report's header, [`zone_report`]).
     ZoneReport {
         sector: u64,
-        room: u64,
+        nr: usize,
     },
-    /// Open, close, finish or reset the zone starting at `sector` (`op`: the request type),
-    /// or reset every zone (`VIRTIO_BLK_T_ZONE_RESET_ALL`, `sector` 0).
+    /// Open, close, finish or reset the zone starting at `sector`, or reset every zone
+    /// (`ReqOp::ZoneResetAll`, `sector` 0).
     ZoneMgmt {
-        op: u32,
+        op: mqblk_core::ReqOp,
         sector: u64,
     },
     /// Nothing to do but answer with this status.
@@ -259,14 +260,28 @@ pub fn plan(g: &Geometry, header: &[u8; 16], readable: u64, writable: u64) -> Pl
     }
 }
 
-/// A zone request (virtio 1.2, 5.2.6.1): UNSUPP on a device that is not zoned; a zone named
-/// by a sector that is not a zone's start, or past the capacity, is ZONE_INVALID_CMD; what
-/// the zone's state allows is the block layer's and the device's to answer.
+/// A zone request, checked as QEMU's virtio-blk checks one (`check_zoned_request`,
+/// `virtio_blk_handle_zone_*`): UNSUPP on a device that is not zoned; ZONE_INVALID_CMD for
+/// a zone named by a sector that is not a zone's start or lies past the capacity, and for a
+/// zone append longer than `max_append_sectors`. What the zone's state allows is the block
+/// layer's and the device's to answer (`crate::backend`'s statuses). Where we differ: QEMU
+/// lets a report start at the capacity (and answers no zone) and leaves a management
+/// command's alignment to its block layer, whose refusal is the same ZONE_INVALID_CMD.
 fn zone_plan(g: &Geometry, kind: u32, sector: u64, data_out: u64, writable: u64) -> Plan {
+    use mqblk_core::ReqOp;
     let Some(z) = g.zoned else {
         return Plan::Done(S_UNSUPP);
     };
     let zone_start = sector % u64::from(z.zone_sectors.max(1)) == 0 && sector < g.sectors;
+    let mgmt = |op: ReqOp| {
+        if g.read_only {
+            Plan::Done(S_IOERR)
+        } else if !zone_start {
+            Plan::Done(S_ZONE_INVALID_CMD)
+        } else {
+            Plan::ZoneMgmt { op, sector }
+        }
+    };
     match kind {
         vb::VIRTIO_BLK_T_ZONE_REPORT => {
             if sector >= g.sectors {
@@ -274,23 +289,19 @@ fn zone_plan(g: &Geometry, kind: u32, sector: u64, data_out: u64, writable: u64)
             } else if writable < ZONE_REPORT_HEADER as u64 + 1 {
                 Plan::Done(S_IOERR)
             } else {
+                let room = (writable - 1) as usize - ZONE_REPORT_HEADER;
                 Plan::ZoneReport {
                     sector,
-                    room: writable - 1,
+                    nr: room / ZONE_DESCRIPTOR,
                 }
             }
         }
         vb::VIRTIO_BLK_T_ZONE_APPEND => {
             let lbs = u64::from(g.block_size.max(512));
-            if g.read_only || writable != APPEND_IN_HDR {
+            if g.read_only || writable != APPEND_IN_HDR || data_out == 0 || data_out % lbs != 0 {
                 Plan::Done(S_IOERR)
-            } else if !zone_start {
+            } else if !zone_start || data_out > u64::from(z.max_append_sectors) * 512 {
                 Plan::Done(S_ZONE_INVALID_CMD)
-            } else if data_out == 0
-                || data_out % lbs != 0
-                || data_out > u64::from(z.max_append_sectors) * 512
-            {
-                Plan::Done(S_IOERR)
             } else {
                 Plan::ZoneAppend {
                     sector,
@@ -298,26 +309,29 @@ fn zone_plan(g: &Geometry, kind: u32, sector: u64, data_out: u64, writable: u64)
                 }
             }
         }
+        vb::VIRTIO_BLK_T_ZONE_RESET_ALL if g.read_only => Plan::Done(S_IOERR),
         vb::VIRTIO_BLK_T_ZONE_RESET_ALL => Plan::ZoneMgmt {
-            op: kind,
+            op: ReqOp::ZoneResetAll,
             sector: 0,
         },
-        _ if g.read_only => Plan::Done(S_IOERR),
-        _ if !zone_start => Plan::Done(S_ZONE_INVALID_CMD),
-        _ => Plan::ZoneMgmt { op: kind, sector },
+        vb::VIRTIO_BLK_T_ZONE_OPEN => mgmt(ReqOp::ZoneOpen),
+        vb::VIRTIO_BLK_T_ZONE_CLOSE => mgmt(ReqOp::ZoneClose),
+        vb::VIRTIO_BLK_T_ZONE_FINISH => mgmt(ReqOp::ZoneFinish),
+        _ => mgmt(ReqOp::ZoneReset),
     }
 }
 
-/// A zone report for the guest: `nr_zones`, then a descriptor per zone, as many as `room`
-/// bytes hold. `zones` are the device's from the zone asked for on.
-pub fn zone_report(zones: &[mqblk_core::zoned::Zone], room: u64) -> Vec<u8> {
+/// A zone report for the guest (`virtio_blk_zone_report_complete`'s layout): `nr_zones`,
+/// then a descriptor per zone of `zones` (the device's from the zone asked for on, as many
+/// as the request's [`Plan::ZoneReport`] `nr` allows).
+pub fn zone_report(zones: &[mqblk_core::zoned::Zone]) -> Vec<u8> {
     use mqblk_core::zoned::{ZoneCond, ZoneType};
-    let fit = (room.saturating_sub(ZONE_REPORT_HEADER as u64) / ZONE_DESCRIPTOR as u64) as usize;
-    let zones = &zones[..zones.len().min(fit)];
     let mut out = vec![0u8; ZONE_REPORT_HEADER + zones.len() * ZONE_DESCRIPTOR];
     out[0..8].copy_from_slice(&(zones.len() as u64).to_le_bytes());
-    for (i, z) in zones.iter().enumerate() {
-        let d = &mut out[ZONE_REPORT_HEADER + i * ZONE_DESCRIPTOR..][..ZONE_DESCRIPTOR];
+    for (z, d) in zones
+        .iter()
+        .zip(out[ZONE_REPORT_HEADER..].chunks_exact_mut(ZONE_DESCRIPTOR))
+    {
         d[0..8].copy_from_slice(&z.capacity.to_le_bytes());
         d[8..16].copy_from_slice(&z.start.to_le_bytes());
         d[16..24].copy_from_slice(&z.wp.to_le_bytes());
@@ -471,7 +485,7 @@ mod tests {
         assert_eq!(
             zr(&g, vb::VIRTIO_BLK_T_ZONE_RESET, 2048, 0, 1),
             Plan::ZoneMgmt {
-                op: vb::VIRTIO_BLK_T_ZONE_RESET,
+                op: mqblk_core::ReqOp::ZoneReset,
                 sector: 2048
             }
         );
@@ -493,8 +507,8 @@ mod tests {
         );
         assert_eq!(
             zr(&g, vb::VIRTIO_BLK_T_ZONE_APPEND, 0, 256 * 512 + 4096, 9),
-            Plan::Done(S_IOERR),
-            "past max_append_sectors"
+            Plan::Done(S_ZONE_INVALID_CMD),
+            "past max_append_sectors (QEMU's check_zoned_request)"
         );
         assert_eq!(
             zr(&geo(), vb::VIRTIO_BLK_T_ZONE_REPORT, 0, 0, 129),

@@ -713,10 +713,17 @@ fn a_zoned_device_answers_the_zone_commands_a_linux_guest_sends() {
         cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_OPEN, 2 * ZONE + 1),
         vb::VIRTIO_BLK_S_ZONE_INVALID_CMD as u8
     );
-    assert_ne!(
+    assert_eq!(
         cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_RESET, 0),
-        0,
+        vb::VIRTIO_BLK_S_ZONE_INVALID_CMD as u8,
         "a conventional zone has no write pointer"
+    );
+    // A zone append longer than max_append_sectors, as QEMU answers it.
+    let too_long = vec![0u8; (u32_at(84) as usize + 8) * 512];
+    assert_eq!(
+        g.request(0, vb::VIRTIO_BLK_T_ZONE_APPEND, 2 * ZONE, &too_long, 8)
+            .0,
+        vb::VIRTIO_BLK_S_ZONE_INVALID_CMD as u8
     );
     // Finish fills a zone; reset empties one; reset-all empties every one.
     assert_eq!(cmd(&mut g, vb::VIRTIO_BLK_T_ZONE_FINISH, 2 * ZONE), 0);
