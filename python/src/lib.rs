@@ -45,7 +45,18 @@ fn sim(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
             mqblk::sim::simulate_args(&args).map(|s| s.out)
         }))
     });
-    if let Some((err, at)) = sched::take_failure() {
+    run_result(py, run, sched::take_failure())
+}
+
+/// A run's outcome for Python: a Python scheduler's failure (`failed`: its exception and
+/// where) as a `SchedulerError` caused by it, then the command's own error as an
+/// `MqblkError`; any other panic goes on unwinding.
+fn run_result(
+    py: Python<'_>,
+    run: std::thread::Result<Result<String, mqblk::CliError>>,
+    failed: Option<(PyErr, String)>,
+) -> PyResult<String> {
+    if let Some((err, at)) = failed {
         let e = SchedulerError::new_err(format!("{at}: {err}"));
         e.set_cause(py, Some(err));
         return Err(e);
@@ -99,15 +110,7 @@ fn bench_run(py: Python<'_>, args: Vec<String>) -> PyResult<String> {
         .unwrap_or_else(|e| e.into_inner())
         .take()
         .or_else(sched::take_failure);
-    if let Some((err, at)) = failed {
-        let e = SchedulerError::new_err(format!("{at}: {err}"));
-        e.set_cause(py, Some(err));
-        return Err(e);
-    }
-    match run {
-        Ok(r) => r.map_err(|e| MqblkError::new_err(e.to_string())),
-        Err(p) => std::panic::resume_unwind(p),
-    }
+    run_result(py, run, failed)
 }
 
 /// `mqblk replay ARGS`: the report's text (give `--output-format=json`).

@@ -307,13 +307,16 @@ fn declared_tunables(cls: &Bound<'_, PyAny>, sched: &str) -> PyResult<&'static [
                 Err(_) => Ok(""),
             }
         };
+        // A bare default is `Tunable(default)`: `mqblk.Tunable`'s range (0..=i32::MAX), no
+        // unit, no help.
+        let (min, max) = (0, i64::from(i32::MAX));
         let d = if let Ok(default) = v.extract::<i64>() {
             TunableDesc {
                 name: leak(&name),
                 unit: "",
                 default,
-                min: i64::from(i32::MIN),
-                max: i64::from(i32::MAX),
+                min,
+                max,
                 help: "",
             }
         } else {
@@ -321,8 +324,8 @@ fn declared_tunables(cls: &Bound<'_, PyAny>, sched: &str) -> PyResult<&'static [
                 name: leak(&name),
                 unit: text("unit")?,
                 default: int("default", None)?,
-                min: int("min", Some(0))?,
-                max: int("max", Some(i64::from(i32::MAX)))?,
+                min: int("min", Some(min))?,
+                max: int("max", Some(max))?,
                 help: text("help")?,
             }
         };
