@@ -207,7 +207,7 @@ class Scheduler:
     An instance is made for each queue the scheduler is attached to.
 
     Tunables: the class's ``tunables`` dict declares them by sysfs name, each a
-    :class:`Tunable` (or a bare default). ``tunables=`` of :func:`sim` and :func:`bench`
+    :class:`Tunable` (or a bare default, ``Tunable(default)``). ``tunables=`` of :func:`sim` and :func:`bench`
     (``--sched.NAME=VALUE`` on the command line) sets them, and the instance reads the
     current values in its hooks as ``self.tunables["name"]`` (stores come after
     ``init_sched``, as sysfs writes come after the kernel's ``init_sched``).
