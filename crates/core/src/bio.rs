@@ -192,6 +192,7 @@ pub trait BufHome: Send + Sync {
 /// zeroes no fresh pages. A buffer's old bytes are never shown: its next user overwrites
 /// all of its length (a read's data by the driver, a write's by the caller). Holds at most
 /// `max` buffers and [`SpareBufs::bytes_at_most`] bytes of them; more are dropped.
+#[derive(Debug)]
 pub struct SpareBufs {
     bufs: Vec<IoBuf>,
     max: usize,
