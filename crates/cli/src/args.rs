@@ -324,6 +324,11 @@ pub struct ProfileArgs {
     /// Measure writes on a block device too (they overwrite the region)
     #[arg(long = "write-ok")]
     pub write_ok: bool,
+    /// Run the measurements through this fio binary (the kernel's own path from an
+    /// application to the device, as `mqblk twin` measures the kernel) instead of mqblk
+    /// bench; the kernel's scheduler on the disk is left as it is
+    #[arg(long, value_name = "FIO", conflicts_with = "device")]
+    pub fio: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

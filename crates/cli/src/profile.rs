@@ -1,8 +1,10 @@
 //! `mqblk profile`: measures a device for the simulator. Each measurement is a short fio
 //! job run through `mqblk bench` (io_uring, O_DIRECT, no scheduler in mqblk) on a file or
-//! block device, or through `mqblk sim` on a device model (`--device=MODEL`: the fitted
-//! model's own check); the figures and the queue's shape from sysfs go to a TOML profile
-//! ([`mqblk_models::profile::Profile`]) that `--device=profile:FILE.toml` fits a model to.
+//! block device, through fio itself with `--fio=BIN` (the kernel's path, which is what
+//! `mqblk twin --sim` predicts), or through `mqblk sim` on a device model
+//! (`--device=MODEL`: the fitted model's own check); the figures and the queue's shape
+//! from sysfs go to a TOML profile ([`mqblk_models::profile::Profile`]) that
+//! `--device=profile:FILE.toml` fits a model to.
 
 use crate::args::ProfileArgs;
 use crate::CliError;
@@ -194,9 +196,12 @@ impl Phase {
     }
 
     /// The job file: `device` options in `[global]`, the measured job first.
-    fn job_text(&self, device: &str, seconds: f64) -> String {
+    /// The phase's job file. `ioscheduler=none` is mqblk's (no scheduler in its stack);
+    /// fio's would switch the disk's own, so it is left out for fio.
+    fn job_text(&self, device: &str, seconds: f64, fio: bool) -> String {
+        let sched = if fio { "" } else { "ioscheduler=none\n" };
         let mut s = format!(
-            "[global]\n{device}ioscheduler=none\ntime_based\nruntime={}ms\n\n[{}]\nrw={}\nbs={}\niodepth={}\n{}",
+            "[global]\n{device}{sched}time_based\nruntime={}ms\n\n[{}]\nrw={}\nbs={}\niodepth={}\n{}",
             (seconds * 1000.0).round() as u64,
             self.name,
             self.rw(),
@@ -308,6 +313,43 @@ fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
     })
 }
 
+/// One phase through fio: its JSON report, or fio's own complaint in one line.
+fn run_fio(fio: &Path, args: &[String]) -> Result<String, CliError> {
+    let out = std::process::Command::new(fio)
+        .args(args)
+        .output()
+        .map_err(|e| CliError::io(fio.display().to_string(), e))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let why = match err.lines().find(|l| !l.trim().is_empty()) {
+            Some(line) => format!("{}: {line}", out.status),
+            None => out.status.to_string(),
+        };
+        return Err(format!("{}: {why}", fio.display()).into());
+    }
+    String::from_utf8(out.stdout)
+        .map_err(|_| format!("{}: a report that is not UTF-8", fio.display()).into())
+}
+
+/// What `fio --version` says (`fio-3.33`), the profile's engine; asked before anything
+/// runs, so a binary that is not fio is refused at once.
+fn fio_version(fio: &Path) -> Result<String, CliError> {
+    let out = std::process::Command::new(fio)
+        .arg("--version")
+        .output()
+        .map_err(|e| CliError::io(fio.display().to_string(), e))?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || !version.starts_with("fio-") {
+        return Err(format!(
+            "{}: not fio (`{0} --version` said {version:?}, {})",
+            fio.display(),
+            out.status
+        )
+        .into());
+    }
+    Ok(version)
+}
+
 fn run(a: &ProfileArgs) -> Result<(), CliError> {
     let seconds = if a.quick { 1.5 } else { 8.0 };
     let tmp = std::env::temp_dir().join(format!("mqblk-profile-{}", std::process::id()));
@@ -329,6 +371,10 @@ fn run(a: &ProfileArgs) -> Result<(), CliError> {
 }
 
 fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliError> {
+    let engine = match &a.fio {
+        Some(fio) => fio_version(fio)?,
+        None => mqblk_models::profile::BENCH_ENGINE.to_string(),
+    };
     let (shape, device, path, writes, size) = match (&a.filename, &a.device) {
         (Some(_), Some(_)) => {
             return Err(
@@ -399,7 +445,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
     let mut measures = Vec::new();
     for (i, p) in phases.iter().enumerate() {
         let job = tmp.join(format!("{}.fio", p.name));
-        std::fs::write(&job, p.job_text(&device, seconds))
+        std::fs::write(&job, p.job_text(&device, seconds, a.fio.is_some()))
             .map_err(|e| CliError::io(job.display().to_string(), e))?;
         let args = vec![
             job.display().to_string(),
@@ -407,6 +453,8 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         ];
         let json = if a.device.is_some() {
             crate::sim::simulate_args(&args)?.out
+        } else if let Some(fio) = &a.fio {
+            run_fio(fio, &args)?
         } else {
             crate::bench::bench_args(&args)?.out
         };
@@ -426,6 +474,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
     }
     Ok(Profile {
         path,
+        engine,
         disk: shape.disk,
         size_bytes: size,
         phase_s: seconds,

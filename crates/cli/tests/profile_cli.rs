@@ -96,34 +96,39 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A file on this machine's disk profiled through io_uring: every measurement ran, the
-/// queue's shape came from sysfs, the fitted model simulates, and the file is left as made.
-#[test]
-fn a_file_on_the_disk_is_profiled_through_io_uring() {
-    let dir = scratch("profile-file");
+/// `mqblk profile --quick` of a new 64 MiB file in a scratch directory, with `extra`
+/// arguments: the directory, the data file and the profile's text, or `None` (a visible
+/// skip) where the build directory is not on a disk.
+fn profile_file(name: &str, extra: &[&str]) -> Option<(PathBuf, PathBuf, String)> {
+    let dir = scratch(name);
     let data = dir.join("data");
-    let file = dir.join("disk.toml");
+    let file = dir.join("profile.toml");
     let (f, out) = (
         format!("--filename={}", data.display()),
         format!("--output={}", file.display()),
     );
-    let o = mqblk(&["profile", &f, "--size=64m", "--quick", &out]);
+    let mut args = vec!["profile", &f, "--size=64m", "--quick", &out];
+    args.extend_from_slice(extra);
+    let o = mqblk(&args);
     let err = text(&o.stderr);
     if !o.status.success() && err.contains("no block queue in sysfs") {
-        mqblk_testkit::skip("the file profile", "the build directory is not on a disk");
-        return;
+        mqblk_testkit::skip(name, "the build directory is not on a disk");
+        return None;
     }
     assert!(o.status.success(), "{err}");
     let p = std::fs::read_to_string(&file).unwrap();
     assert_eq!(p.matches("[[measure]]").count(), 15, "{p}");
-    assert!(
-        p.contains("writes = true") && p.contains("nr_tags = "),
-        "{p}"
-    );
-    assert_eq!(std::fs::metadata(&data).unwrap().len(), 64 << 20);
-    let fitted = format!("profile:{}", file.display());
+    // Every figure the profile keeps was read: none is zero.
+    for key in ["iops = ", "mean_us = ", "p99_us = "] {
+        assert!(
+            !p.lines()
+                .any(|l| l.starts_with(key) && l[key.len()..].trim() == "0.0"),
+            "a zero {key}in {p}"
+        );
+    }
+    // The fitted model simulates.
     let got = iops(
-        &fitted,
+        &format!("profile:{}", file.display()),
         "mq-deadline",
         &[
             "--rw=randread",
@@ -135,6 +140,44 @@ fn a_file_on_the_disk_is_profiled_through_io_uring() {
         ],
     );
     assert!(got[0] > 0.0, "{got:?}");
+    Some((dir, data, p))
+}
+
+/// A file on this machine's disk profiled through io_uring: every measurement ran, the
+/// queue's shape came from sysfs, the fitted model simulates, and the file is left as made.
+#[test]
+fn a_file_on_the_disk_is_profiled_through_io_uring() {
+    let Some((dir, data, p)) = profile_file("profile-file", &[]) else {
+        return;
+    };
+    assert!(
+        p.contains("writes = true") && p.contains("nr_tags = "),
+        "{p}"
+    );
+    assert!(p.contains("engine = \"mqblk bench\""), "{p}");
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), 64 << 20);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--fio=BIN` runs the same measurements through fio, the kernel's own path (what `mqblk
+/// twin --sim` profiles with): the profile names fio's version as its engine and fits, and
+/// a binary that is not fio is refused in one line naming it. fio must be installed in CI.
+#[test]
+fn a_file_is_profiled_through_fio_when_asked() {
+    if !mqblk_testkit::need_tools("the profile through fio", &["fio"]) {
+        return;
+    }
+    let Some((dir, data, p)) = profile_file("profile-fio", &["--fio=fio"]) else {
+        return;
+    };
+    assert!(p.contains("engine = \"fio-"), "{p}");
+    // Refused before anything runs.
+    let f = format!("--filename={}", data.display());
+    let o = mqblk(&["profile", "--fio=/bin/false", &f, "--size=64m", "--quick"]);
+    let err = text(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("/bin/false: not fio"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

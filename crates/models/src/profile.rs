@@ -66,6 +66,10 @@ pub struct Measure {
 pub struct Profile {
     /// The file or block device measured.
     pub path: String,
+    /// What ran the measurements: `mqblk bench` (mqblk's own stack over io_uring) or fio
+    /// (`fio-3.33`: the kernel's own path from an application to the device).
+    #[serde(default = "bench_engine")]
+    pub engine: String,
     /// The disk under it (sysfs), or the model it was measured on.
     pub disk: String,
     /// The region the jobs covered, bytes: the fitted model's capacity.
@@ -96,6 +100,14 @@ pub struct Profile {
     /// The measurements, in the order they ran.
     pub measure: Vec<Measure>,
 }
+
+/// The engine of a profile that does not name one: they were all made through mqblk bench.
+fn bench_engine() -> String {
+    BENCH_ENGINE.to_string()
+}
+
+/// [`Profile::engine`] for measurements through `mqblk bench`.
+pub const BENCH_ENGINE: &str = "mqblk bench";
 
 /// Why a profile cannot be read or fitted: one line naming the file and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -293,6 +305,7 @@ impl Profile {
              # `mqblk sim --device=profile:THIS_FILE` simulates a model fitted to it.\n",
             self.path, self.phase_s
         );
+        let engine = toml_str(&self.engine);
         let mut kv = |comment: &str, key: &str, value: String| {
             let _ = writeln!(s, "# {comment}\n{key} = {value}");
         };
@@ -300,6 +313,11 @@ impl Profile {
             "The file or block device measured.",
             "path",
             toml_str(&self.path),
+        );
+        kv(
+            "What ran the measurements: mqblk bench (mqblk's stack over io_uring), or fio (the kernel's own path).",
+            "engine",
+            engine,
         );
         kv(
             "The disk under it, as sysfs names it.",
@@ -790,6 +808,7 @@ mod tests {
     fn serial() -> Profile {
         Profile {
             path: "x".into(),
+            engine: BENCH_ENGINE.into(),
             disk: "y".into(),
             size_bytes: 1 << 30,
             phase_s: 1.0,

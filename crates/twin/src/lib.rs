@@ -548,9 +548,13 @@ impl Twin<'_> {
             "twin: profiling {} with the kernel at none for the simulator's model",
             a.filename.display()
         );
+        // Through fio, the kernel's own path: the model is to predict the kernel, and on a
+        // device the CPUs serve (a loop device over tmpfs) mqblk's stack measures another
+        // device (docs/results/profile.md).
         let mut cmd = Command::new(&a.mqblk);
         cmd.arg("profile")
             .arg(format!("--filename={}", a.filename.display()))
+            .arg(format!("--fio={}", a.fio))
             .arg("--quick")
             .arg(format!("--output={}", out.display()));
         if writes {
