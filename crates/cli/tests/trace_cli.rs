@@ -746,7 +746,11 @@ fn bench_trace_output_is_read_by_blkparse() {
     assert!(d.join("b.blktrace.0").exists() && d.join("b.blktrace.1").exists());
     if have_blkparse("bench_trace_output_is_read_by_blkparse") {
         let t = blkparse_totals(&base).expect("blkparse summary");
-        assert_eq!((t[0], t[2]), (1024, 1024), "blkparse totals {t:?}");
+        // Two jobs reading the same 2 MiB at random now and then read neighbours at once,
+        // and the second bio merges into the first one's request: a request per bio that
+        // did not merge completes.
+        assert_eq!(t[0], 1024, "blkparse totals {t:?}");
+        assert_eq!(t[2] + t[3], 1024, "blkparse totals {t:?}");
     }
     let _ = std::fs::remove_dir_all(&d);
 }
