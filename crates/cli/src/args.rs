@@ -318,7 +318,7 @@ pub struct ProfileArgs {
     /// Write the profile here (default: standard output)
     #[arg(long)]
     pub output: Option<PathBuf>,
-    /// Each measurement for 1.5 s instead of 8 (about 30 s in all)
+    /// Each measurement for 1.5 s instead of 7.5 (about 30 s in all)
     #[arg(long)]
     pub quick: bool,
     /// Measure writes on a block device too (they overwrite the region)

@@ -196,8 +196,8 @@ impl Phase {
     }
 
     /// The job file: `device` options in `[global]`, the measured job first.
-    /// The phase's job file. `ioscheduler=none` is mqblk's (no scheduler in its stack);
-    /// fio's would switch the disk's own, so it is left out for fio.
+    /// `ioscheduler=none` is mqblk's (no scheduler in its stack); fio's would switch the
+    /// disk's own, so it is left out for fio.
     fn job_text(&self, device: &str, seconds: f64, fio: bool) -> String {
         let sched = if fio { "" } else { "ioscheduler=none\n" };
         let mut s = format!(
@@ -351,7 +351,7 @@ fn fio_version(fio: &Path) -> Result<String, CliError> {
 }
 
 fn run(a: &ProfileArgs) -> Result<(), CliError> {
-    let seconds = if a.quick { 1.5 } else { 8.0 };
+    let seconds = if a.quick { 1.5 } else { 7.5 };
     let tmp = std::env::temp_dir().join(format!("mqblk-profile-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| CliError::io(tmp.display().to_string(), e))?;
     let result = measure(a, seconds, &tmp);
