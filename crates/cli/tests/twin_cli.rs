@@ -470,6 +470,8 @@ fn twin_sim_adds_the_fitted_models_prediction() {
         .unwrap_or_else(|| panic!("no profile named: {err}"));
     let profile = std::fs::read_to_string(made).unwrap();
     assert!(profile.contains("writes = false"), "{profile}");
+    // Measured through fio, the kernel's path the model is to predict.
+    assert!(profile.contains("engine = \"fio-"), "{profile}");
     assert_eq!(
         profile.matches("[[measure]]").count(),
         9,

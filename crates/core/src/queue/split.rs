@@ -51,8 +51,9 @@ pub(crate) struct SplitTable {
     free: Vec<u32>,
     /// A piece's buffer, once its data is back in the original's, waits here for the next
     /// piece: allocating and zeroing a fresh one per piece cost 1 MiB reads on a loop
-    /// device over tmpfs four fifths of their throughput (the kernel's pieces share the
-    /// original's pages; here each holds its own, see `split_piece`).
+    /// device over tmpfs four fifths of their throughput. The kernel's pieces share the
+    /// original's pages (`bio_split` clones the bio with `bio_alloc_clone`, which points at
+    /// the same bvec table); here each holds its own, see `split_piece`.
     spare: SpareBufs,
 }
 
@@ -148,8 +149,13 @@ impl QueueInner {
             }
             match self.submit_one(sub, piece, now) {
                 Submit::Queued | Submit::Merged => {}
-                Submit::Busy(_) => {
+                Submit::Busy(piece) => {
                     let mut t = self.splits.lock();
+                    // The piece goes; its buffer waits for the next one, as a completed
+                    // piece's does.
+                    if let Some(b) = piece.buf {
+                        t.spare.give(b);
+                    }
                     let p = t.get_mut(key);
                     p.in_flight -= 1;
                     p.left += nr;
