@@ -27,9 +27,10 @@ pub struct RunJob {
     pub issuer: u32,
     /// The cgroup id its bios carry (0: the root).
     pub group: u32,
-    /// Submit even single bios under a plug, as the kernel's file systems do for direct I/O
-    /// (`__iomap_dio_rw`): on a regular file a lone bio leaves the plug through
-    /// `blk_mq_plug_issue_direct`, not through `blk_mq_submit_bio`'s busy check.
+    /// Submit even single bios under a plug, as the kernel's `__submit_bio` does for every
+    /// bio (`QueueSettings::submit_bio_plugs`) and its file systems for direct I/O
+    /// (`__iomap_dio_rw`): a lone bio leaves the plug through `blk_mq_plug_issue_direct`
+    /// (or an inline run with a scheduler), not through `blk_mq_submit_bio`'s busy check.
     pub plug_each: bool,
     /// What its writes carry, where data moves and the job writes (fio's buffer options).
     pub buffers: Option<BufferFiller>,

@@ -69,14 +69,16 @@ impl Plan {
             &device.files,
             capacity,
         )?;
-        // A regular file (or one the run creates), not a block device: the kernel reaches
-        // it through a file system, which plugs around every direct I/O.
+        // Every bio goes under a plug: the kernel's `__submit_bio` starts one around each
+        // (`QueueSettings::submit_bio_plugs`), and a file system plugs around every direct
+        // I/O anyway (`__iomap_dio_rw`), so a regular file's jobs plug whatever the setting.
         let on_file = match &device.driver {
             DriverConfig::Uring(u) => std::fs::metadata(&u.path).map_or(true, |m| {
                 !std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type())
             }),
             _ => false,
         };
+        let plug_each = on_file || device.queue.submit_bio_plugs;
         let mut jobs = Vec::with_capacity(total);
         let mut spec_of = Vec::with_capacity(total);
         for job in resolved {
@@ -94,7 +96,7 @@ impl Plan {
                 ctx: mqblk_core::CtxIdx((k * nr_ctx / total.max(1)) as u16),
                 issuer: k as u32 + 1,
                 group: job.join_cgroup(&device.blkcg)?,
-                plug_each: on_file,
+                plug_each,
                 buffers: None,
                 saves_verify_state: matches!(device.driver, DriverConfig::Uring(_)),
                 emptied_each_loop: match &device.driver {

@@ -190,7 +190,9 @@ impl Sim {
             }
         }
         let batch = self.jobs[j].def.batch.max(1);
-        let plugged = batch > 1;
+        // fio's `iodepth_batch_submit` plugs a batch; the kernel's `__submit_bio` plugs
+        // even a lone bio (`QueueSettings::submit_bio_plugs`).
+        let plugged = batch > 1 || self.cfg.device.queue.submit_bio_plugs;
         if plugged {
             self.cpus[ci].sub.plug.start();
         }

@@ -490,6 +490,8 @@ fn config_on(dev: &str, m: &Mode, o: &ScenarioOpts, seed: u64, clients: u32) -> 
                 // The seed's kernel predates 6.5: jbd2's PREFLUSH|FUA commit records and
                 // fsync's flushes bypassed the scheduler.
                 flush_via_sched: false,
+                // The mail's kernel sent a lone bio down `blk_mq_submit_bio`'s unplugged path.
+                submit_bio_plugs: false,
                 ..QueueSettings::default()
             },
         ),

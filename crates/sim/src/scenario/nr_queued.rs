@@ -54,6 +54,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
                     sched_tunables: vec![("queued_sum".into(), queued_sum.into())],
                     // The seed's kernel predates 6.5: flushes bypassed the scheduler.
                     flush_via_sched: false,
+                    // The mail's kernel sent a lone bio down `blk_mq_submit_bio`'s unplugged path.
+                    submit_bio_plugs: false,
                     ..QueueSettings::default()
                 },
             ),

@@ -52,6 +52,8 @@ pub fn run(o: &ScenarioOpts) -> Result<ScenarioReport, ScenarioError> {
                         scheduler: Some("none".into()),
                         // The seed's kernel predates 6.5: flushes bypassed the scheduler.
                         flush_via_sched: false,
+                        // The mail's kernel sent a lone bio down `blk_mq_submit_bio`'s unplugged path.
+                        submit_bio_plugs: false,
                         ..QueueSettings::default()
                     },
                 ),
