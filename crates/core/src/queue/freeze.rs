@@ -278,6 +278,32 @@ impl RequestQueue {
         r
     }
 
+    /// `__submit_bio`: the bio goes under a plug of its own, started, submitted and finished
+    /// here, unless the caller's plug is already open (then it joins that one, as
+    /// `blk_start_plug` nests). What a lone bio meets in today's kernel
+    /// (`QueueSettings::submit_bio_plugs`). A [`Submit::Busy`] answer leaves the plug
+    /// open: the caller finishes it ([`Self::finish_plug`]) once it waits for a tag.
+    pub fn submit_bio_plugged(&self, sub: &mut Submitter, bio: Bio, now: Nanos) -> Submit {
+        let inner = self.enter(sub);
+        let r = if self.freeze.depth.load(Ordering::SeqCst) != 0 {
+            Submit::Busy(Box::new(bio))
+        } else if sub.plug.is_started() {
+            inner.submit_bio(sub, bio, now)
+        } else {
+            sub.plug.start();
+            let r = inner.submit_bio(sub, bio, now);
+            // A bio short of a tag leaves the plug open for the caller to finish once it
+            // waits for one (`blk_mq_get_tag` flushes the plug before it sleeps), so that a
+            // tag the flush frees at once wakes it.
+            if !matches!(r, Submit::Busy(_)) {
+                inner.finish_plug(sub, now);
+            }
+            r
+        };
+        self.exit(sub, inner);
+        r
+    }
+
     /// `blk_finish_plug` / `blk_mq_flush_plug_list`.
     pub fn finish_plug(&self, sub: &mut Submitter, now: Nanos) {
         let inner = self.enter(sub);

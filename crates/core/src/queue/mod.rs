@@ -189,6 +189,8 @@ pub struct Submitter {
     pub done: Vec<Bio>,
     pub(crate) batch: CompletionBatch,
     pub(crate) scratch: Vec<(RqId, HctxIdx)>,
+    /// One hardware queue's run of plugged requests on their way into the elevator.
+    pub(crate) group: Vec<RqId>,
     pub(crate) runs: Vec<HctxIdx>,
     /// The distinct hardware queues this Ctx maps to.
     pub(crate) hctxs: Vec<HctxIdx>,
@@ -689,6 +691,7 @@ impl QueueInner {
             done: Vec::with_capacity(256),
             batch: CompletionBatch::new(),
             scratch: Vec::with_capacity(64),
+            group: Vec::with_capacity(64),
             runs: Vec::new(),
             hctxs,
             inner: None,

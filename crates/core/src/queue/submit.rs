@@ -462,7 +462,8 @@ impl QueueInner {
         ids: &[(RqId, HctxIdx)],
         now: Nanos,
     ) {
-        let mut group: Vec<RqId> = Vec::with_capacity(ids.len());
+        let mut group = std::mem::take(&mut sub.group);
+        group.clear();
         let mut cur: Option<HctxIdx> = None;
         sub.runs.clear();
         for &(id, h) in ids {
@@ -489,6 +490,7 @@ impl QueueInner {
         if let Some(c) = cur {
             self.insert_sched(c, &group, false, now);
         }
+        sub.group = group;
         let runs = std::mem::take(&mut sub.runs);
         for &h in &runs {
             self.run_hw_queue(h, now, &mut sub.batch);

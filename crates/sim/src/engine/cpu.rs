@@ -190,9 +190,10 @@ impl Sim {
             }
         }
         let batch = self.jobs[j].def.batch.max(1);
-        // fio's `iodepth_batch_submit` plugs a batch; the kernel's `__submit_bio` plugs
-        // even a lone bio (`QueueSettings::submit_bio_plugs`).
-        let plugged = batch > 1 || self.cfg.device.queue.submit_bio_plugs;
+        // fio's `iodepth_batch_submit` plugs a batch; otherwise the kernel's `__submit_bio`
+        // plugs each bio on its own (`QueueSettings::submit_bio_plugs`).
+        let plugged = batch > 1;
+        let plug_each = !plugged && self.cfg.device.queue.submit_bio_plugs;
         if plugged {
             self.cpus[ci].sub.plug.start();
         }
@@ -392,7 +393,11 @@ impl Sim {
             let start = cur;
             let mut outcome = None;
             cur = self.op(c, cur, |q, sub, now| {
-                outcome = Some(q.submit_bio(sub, bio, now));
+                outcome = Some(if plug_each {
+                    q.submit_bio_plugged(sub, bio, now)
+                } else {
+                    q.submit_bio(sub, bio, now)
+                });
             });
             match outcome.expect("submit ran") {
                 Submit::Queued | Submit::Merged | Submit::Failed | Submit::Done => {
@@ -437,7 +442,8 @@ impl Sim {
             job.stats.mark_submit(in_batch as u64);
             job.stats.mark_depth(job.inflight() as u64, in_batch as u64);
         }
-        if plugged {
+        // A lone bio's own plug is still open if it waits for a tag.
+        if plugged || (plug_each && self.cpus[ci].sub.plug.is_started()) {
             cur = self.op(c, cur, |q, sub, now| q.finish_plug(sub, now));
         }
         // Inline completions (and errors) land in `done` during submission.
