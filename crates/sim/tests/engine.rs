@@ -59,11 +59,6 @@ fn null_randread_completes_every_bio() {
     }
 }
 
-/// Eight I/Os wanted in flight on a device with four tags: the fifth sleeps for a tag,
-/// and that sleep is part of its latency (the submitter's sleep in `blk_mq_get_tag` is
-/// inside the system call fio and dbench time). Counting from the retry instead put the
-/// single-queue column of the seed "blk-mq: Improve performance of non-mq IO schedulers
-/// with multiple HW queues" at a tenth of the others' latency at 512 clients.
 /// Today's `__submit_bio` plugs every bio, so under `none` a lone bio leaves its plug
 /// straight for the driver even while the queue has been busy, where the unplugged path of
 /// older kernels parks it on its software queue and the next sequential bios merge into it.
@@ -83,7 +78,8 @@ fn every_bio_goes_under_a_plug_unless_set_otherwise() {
         r.hctx.iter().map(|h| h.issued).sum::<u64>()
     };
     let (plugged, unplugged) = (requests(true), requests(false));
-    // Merging in the plug itself is the same either way: a plug holds one bio at a time.
+    // A plug here holds one bio at a time, so nothing merges in it: the difference is the
+    // software queue's merging.
     assert!(plugged >= 3600, "plugged: {plugged} requests for 4000 bios");
     assert!(
         unplugged * 3 <= plugged * 2,
@@ -91,6 +87,11 @@ fn every_bio_goes_under_a_plug_unless_set_otherwise() {
     );
 }
 
+/// Eight I/Os wanted in flight on a device with four tags: the fifth sleeps for a tag,
+/// and that sleep is part of its latency (the submitter's sleep in `blk_mq_get_tag` is
+/// inside the system call fio and dbench time). Counting from the retry instead put the
+/// single-queue column of the seed "blk-mq: Improve performance of non-mq IO schedulers
+/// with multiple HW queues" at a tenth of the others' latency at 512 clients.
 #[test]
 fn the_wait_for_a_tag_counts_in_the_latency() {
     let r = run(
