@@ -8,8 +8,8 @@ use mqblk_core::plug::{MAX_REQUEST_COUNT, PLUG_FLUSH_SIZE};
 use mqblk_core::queue::RESOURCE_DELAY;
 use mqblk_core::tag::MapQueues;
 use mqblk_core::{
-    Bio, BlkStatus, CtxIdx, HctxIdx, Nanos, QueueConfig, ReqOp, RequestQueue, TagSet, TagSetConfig,
-    SECTOR_SIZE,
+    Bio, BlkStatus, CtxIdx, HctxIdx, Nanos, QueueConfig, ReqOp, RequestQueue, Submit, TagSet,
+    TagSetConfig, SECTOR_SIZE,
 };
 
 const NOW: Nanos = Nanos(1_000);
@@ -405,5 +405,42 @@ fn without_queue_rqs_a_refused_plugged_request_waits_on_the_dispatch_list() {
     d.release_all();
     q.poll(&mut sub, NOW);
     assert_eq!(take_done(&mut sub).len(), 4);
+    common::assert_whole(&q);
+}
+
+/// `__submit_bio`'s plug of its own (`submit_bio_plugged`): the bio leaves through a plug
+/// flush at once; inside a caller's plug it joins that one; a bio short of a tag leaves the
+/// plug open for its caller to finish once it waits, so the tag the flush frees is seen.
+#[test]
+fn a_lone_bio_gets_a_plug_of_its_own() {
+    let d = TestDriver::new(Mode::Hold);
+    let q = simple_queue(&d, 1, 1, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    let r = q.submit_bio_plugged(&mut sub, bio4k(ReqOp::Read, scattered(0), 0), NOW);
+    assert!(matches!(r, Submit::Queued), "{r:?}");
+    assert_eq!(d.nr_issues(), 1, "issued by the plug's own flush");
+    assert!(!sub.plug.is_started(), "and the plug is finished");
+
+    // The only tag is held: the next bio is refused and its plug stays open.
+    let r = q.submit_bio_plugged(&mut sub, bio4k(ReqOp::Read, scattered(1), 1), NOW);
+    assert!(matches!(r, Submit::Busy(_)), "{r:?}");
+    assert!(sub.plug.is_started() && sub.plug.is_empty());
+    q.finish_plug(&mut sub, NOW);
+    assert!(!sub.plug.is_started());
+    d.release_all();
+    q.poll(&mut sub, NOW);
+    assert_eq!(take_done(&mut sub), vec![(0, BlkStatus::Ok)]);
+
+    // Inside the caller's plug it waits for the caller's flush.
+    sub.plug.start();
+    let r = q.submit_bio_plugged(&mut sub, bio4k(ReqOp::Read, scattered(2), 2), NOW);
+    assert!(matches!(r, Submit::Queued), "{r:?}");
+    assert_eq!(d.nr_issues(), 1, "held in the caller's plug");
+    assert!(sub.plug.is_started());
+    q.finish_plug(&mut sub, NOW);
+    assert_eq!(d.nr_issues(), 2);
+    d.release_all();
+    q.poll(&mut sub, NOW);
+    assert_eq!(take_done(&mut sub), vec![(2, BlkStatus::Ok)]);
     common::assert_whole(&q);
 }

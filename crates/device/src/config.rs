@@ -98,13 +98,14 @@ pub struct QueueSettings {
     /// Asynchronous runs are kblockd work the simulator executes on the hctx's CPU
     /// (`QueueConfig::kblockd_runs`).
     pub kblockd_runs: bool,
-    /// Every bio is submitted under a plug, even a lone one, as `__submit_bio` does today
-    /// ("If plug is not used, add new plug here to cache nsecs time"): a lone request
+    /// Every bio is submitted under a plug, even a lone one, as `__submit_bio` does since
+    /// Linux 6.10 ("block: add plug while submitting IO": "If plug is not used, add new plug
+    /// here to cache nsecs time"; `block_plug` fires once per request here): a lone request
     /// leaves through `blk_mq_flush_plug_list`, so with a scheduler the queue runs inline
     /// and without one the request is issued directly unless the queue is stopped. Off, a
     /// lone bio takes `blk_mq_submit_bio`'s unplugged path (insert and an asynchronous run
     /// with a scheduler; the software queue while the queue is busy without one), as in
-    /// the kernels the seed scenarios were written around.
+    /// the kernels before 6.10 the seed scenarios were written around.
     pub submit_bio_plugs: bool,
     /// Delayed runs of every queue push back pending ones, as before Linux 5.17
     /// (`QueueConfig::delay_run_rearms`).

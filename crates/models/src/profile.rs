@@ -305,7 +305,6 @@ impl Profile {
              # `mqblk sim --device=profile:THIS_FILE` simulates a model fitted to it.\n",
             self.path, self.phase_s
         );
-        let engine = toml_str(&self.engine);
         let mut kv = |comment: &str, key: &str, value: String| {
             let _ = writeln!(s, "# {comment}\n{key} = {value}");
         };
@@ -317,7 +316,7 @@ impl Profile {
         kv(
             "What ran the measurements: mqblk bench (mqblk's stack over io_uring), or fio (the kernel's own path).",
             "engine",
-            engine,
+            toml_str(&self.engine),
         );
         kv(
             "The disk under it, as sysfs names it.",

@@ -268,14 +268,7 @@ impl RequestQueue {
     /// `sub.done`. While the queue is frozen the bio comes back as `Submit::Busy`
     /// (`bio_queue_enter` would sleep).
     pub fn submit_bio(&self, sub: &mut Submitter, bio: Bio, now: Nanos) -> Submit {
-        let inner = self.enter(sub);
-        let r = if self.freeze.depth.load(Ordering::SeqCst) != 0 {
-            Submit::Busy(Box::new(bio))
-        } else {
-            inner.submit_bio(sub, bio, now)
-        };
-        self.exit(sub, inner);
-        r
+        self.submit(sub, bio, now, false)
     }
 
     /// `__submit_bio`: the bio goes under a plug of its own, started, submitted and finished
@@ -284,17 +277,23 @@ impl RequestQueue {
     /// (`QueueSettings::submit_bio_plugs`). A [`Submit::Busy`] answer leaves the plug
     /// open: the caller finishes it ([`Self::finish_plug`]) once it waits for a tag.
     pub fn submit_bio_plugged(&self, sub: &mut Submitter, bio: Bio, now: Nanos) -> Submit {
+        self.submit(sub, bio, now, true)
+    }
+
+    fn submit(&self, sub: &mut Submitter, bio: Bio, now: Nanos, own_plug: bool) -> Submit {
         let inner = self.enter(sub);
         let r = if self.freeze.depth.load(Ordering::SeqCst) != 0 {
             Submit::Busy(Box::new(bio))
-        } else if sub.plug.is_started() {
+        } else if !own_plug || sub.plug.is_started() {
             inner.submit_bio(sub, bio, now)
         } else {
             sub.plug.start();
             let r = inner.submit_bio(sub, bio, now);
-            // A bio short of a tag leaves the plug open for the caller to finish once it
-            // waits for one (`blk_mq_get_tag` flushes the plug before it sleeps), so that a
-            // tag the flush frees at once wakes it.
+            // A task that sleeps for a tag (`blk_mq_get_tag`'s `io_schedule`) has its plug
+            // flushed by the scheduler on the way (`sched_submit_work`:
+            // `blk_flush_plug(plug, true)`, whose queue runs are asynchronous; the caller's
+            // `finish_plug` runs them inline). So a bio short of a tag leaves the plug open
+            // for the caller to finish once it waits, and a tag that flush frees wakes it.
             if !matches!(r, Submit::Busy(_)) {
                 inner.finish_plug(sub, now);
             }

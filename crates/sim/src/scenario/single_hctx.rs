@@ -137,8 +137,8 @@ fn settings(sched: &str, m: &Mode, k: Kernel) -> QueueSettings {
         // "blk-mq: avoid extending delays of active hctx from blk_mq_delay_run_hw_queues",
         // 5.17).
         kblockd_runs: true,
-        // 5.10 sent a lone bio down `blk_mq_submit_bio`'s unplugged path; the 6.1 runs
-        // keep it, so that the two kernels differ in what the mail's series changed.
+        // Both kernels predate 6.10's plug around every bio (`__submit_bio`): a lone bio
+        // took `blk_mq_submit_bio`'s unplugged path.
         submit_bio_plugs: false,
         delay_run_rearms: seed,
         // Both kernels (5.10-rc6 and 6.1) predate 6.5: flushes bypassed the scheduler.
