@@ -286,7 +286,7 @@ for p in prios:
         rows.append({"case": case, "jbd2_prio": p, "module": rs[0]["module"],
                      "mb_per_s": statistics.median(mb), "runs": mb,
                      "fsyncs_per_s": statistics.median(fs) if fs else None,
-                     "merges": statistics.median(mg) if mg else None,
+                     "merges": statistics.median(mg) if mg else None, "merge_runs": mg,
                      "splits": statistics.median(sp) if sp else None,
                      "hw_tag": [x["hw_tag"] for x in rs] if fl else None,
                      "nonrot_with_queueing": [x["nonrot_with_queueing"] for x in rs] if fl else None,
