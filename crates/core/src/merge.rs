@@ -105,8 +105,20 @@ impl QueueLimits {
         }
         let unit = self.seg_unit();
         let run = layout.run as u64;
-        let segs = |len: u64| len.div_ceil(unit);
-        let first = bytes.min(run - layout.skip as u64 % run);
+        // Units are powers of two in practice (a page, a segment size): a shift, not a
+        // division, on the path every request takes.
+        let segs = |len: u64| {
+            if unit.is_power_of_two() {
+                (len + unit - 1) >> unit.trailing_zeros()
+            } else {
+                len.div_ceil(unit)
+            }
+        };
+        let skip = layout.skip as u64;
+        let first = bytes.min(run - if skip < run { skip } else { skip % run });
+        if first == bytes {
+            return segs(bytes).min(u32::MAX as u64) as u32;
+        }
         let rest = bytes - first;
         let total = segs(first) + rest / run * segs(run) + segs(rest % run);
         total.min(u32::MAX as u64) as u32
