@@ -13,33 +13,27 @@ use crate::{CtxIdx, HctxIdx, Nanos};
 use std::sync::atomic::Ordering;
 
 impl QueueInner {
-    /// Runs one hardware queue (`blk_mq_run_hw_queue`, inline). Runs of the same queue are
-    /// serialised: a caller that finds the queue running leaves a note and the running
-    /// thread goes round once more, so no run is lost.
+    /// Runs one hardware queue (`blk_mq_run_hw_queue`, inline). As in the kernel, several
+    /// threads may run the same queue at once, each dispatching what it finds: the dispatch
+    /// list, the software queues and the elevator keep their own locks, and the driver its
+    /// own per-queue ones. (A run held for the whole dispatch made a thread whose queue
+    /// was running leave its request to the running thread, to be issued on that thread's
+    /// ring, reaped there and handed back: the tmpfs loop's four one-at-a-time readers
+    /// under mq-deadline took 49 us at the median and 169-185 us at the 99th percentile
+    /// where `none`'s took 31-36 and 106.)
     pub fn run_hw_queue(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
         let hctx = &self.hctxs[h.0 as usize];
-        loop {
-            if hctx.is_stopped() {
-                return;
-            }
-            hctx.run_again.store(true, Ordering::SeqCst);
-            let Some(mut guard) = hctx.run_lock.try_lock() else {
-                return;
-            };
-            while hctx.run_again.swap(false, Ordering::SeqCst) {
-                if hctx.is_stopped() {
-                    break;
-                }
-                hctx.stats.local().run.add(1);
-                if let Some(t) = self.cfg.tracer.get() {
-                    t.event(&crate::trace::TraceEvent::run(h, now));
-                }
-                self.sched_dispatch_requests(h, now, batch, &mut guard);
-            }
-            drop(guard);
-            if !hctx.run_again.load(Ordering::SeqCst) {
-                return;
-            }
+        if hctx.is_stopped() {
+            return;
+        }
+        hctx.stats.local().run.add(1);
+        if let Some(t) = self.cfg.tracer.get() {
+            t.event(&crate::trace::TraceEvent::run(h, now));
+        }
+        // The queue's scratch list if no other run has it, else one of this run's own.
+        match hctx.run_scratch.try_lock() {
+            Some(mut scratch) => self.sched_dispatch_requests(h, now, batch, &mut scratch),
+            None => self.sched_dispatch_requests(h, now, batch, &mut Vec::new()),
         }
     }
 

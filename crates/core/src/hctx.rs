@@ -198,11 +198,9 @@ pub struct Hctx {
     pub(crate) ctx_map: Box<[AtomicU64]>,
     /// Round-robin cursor over `ctxs` for one-at-a-time dispatch.
     pub(crate) dispatch_from: AtomicU32,
-    /// Serialises runs of this queue; a run that finds it taken leaves `run_again` for the
-    /// holder, so no run request is lost.
-    /// The lock also owns the run's scratch list, so dispatching allocates nothing.
-    pub(crate) run_lock: Mutex<Vec<(RqId, HctxIdx)>>,
-    pub(crate) run_again: AtomicBool,
+    /// A run's scratch list for the elevator's batches, so dispatching allocates nothing;
+    /// a run that finds it taken (another thread is running the queue) uses its own.
+    pub(crate) run_scratch: Mutex<Vec<(RqId, HctxIdx)>>,
     /// A delayed run is armed for this time (`Nanos::MAX` = none).
     pub(crate) run_at: AtomicU64,
     /// The armed run's time came and its work waits on the worklist for a worker
@@ -226,8 +224,7 @@ impl Hctx {
             ctxs,
             ctx_map: (0..words).map(|_| AtomicU64::new(0)).collect(),
             dispatch_from: AtomicU32::new(0),
-            run_lock: Mutex::new(Vec::new()),
-            run_again: AtomicBool::new(false),
+            run_scratch: Mutex::new(Vec::new()),
             run_at: AtomicU64::new(u64::MAX),
             run_queued: AtomicBool::new(false),
             dispatch_busy: AtomicU32::new(0),
