@@ -118,6 +118,13 @@ fn profile_file(name: &str, extra: &[&str]) -> Option<(PathBuf, PathBuf, String)
     assert!(o.status.success(), "{err}");
     let p = std::fs::read_to_string(&file).unwrap();
     assert_eq!(p.matches("[[measure]]").count(), 15, "{p}");
+    // Every measurement but the reads beside the flood ran three times: their tails listed.
+    let runs: Vec<&str> = p
+        .lines()
+        .filter(|l| l.starts_with("p99_runs = ["))
+        .collect();
+    assert_eq!(runs.len(), 14, "{p}");
+    assert!(runs.iter().all(|l| l.matches(',').count() == 2), "{runs:?}");
     // Every figure the profile keeps was read: none is zero.
     for key in ["iops = ", "mean_us = ", "p99_us = "] {
         assert!(
