@@ -157,14 +157,11 @@ pub struct Fit {
     pub flush_ns: f64,
     /// What each byte of writes in flight adds to a read's unit time.
     pub read_ns_per_write_byte: f64,
-    /// The share of a unit's time that varies from command to command, by the count in
-    /// flight: `(depth, spread)` one at a time and at each depth random 4 KiB reads were
-    /// measured at in several runs, each `(p99 / mean - 1) / (ln 100 - 1)` of its reads,
-    /// in [0, 1]; interpolated between them and held beyond the last. A command's time is drawn with that share
-    /// exponential, so it keeps its mean and the reads at each measured depth their
-    /// measured 99th percentile (the commands in flight share the device at one rate, so a
-    /// command's time there is its draw scaled).
-    pub spread: Vec<(u32, f64)>,
+    /// The share of a unit's time that varies from command to command, drawn as an
+    /// exponential so that the time keeps its mean and its 99th percentile is the measured
+    /// one: `(p99 / mean - 1) / (ln 100 - 1)` of random 4 KiB reads one at a time (the
+    /// median of their runs' p99), in [0, 1].
+    pub spread: f64,
 }
 
 impl Profile {
@@ -282,32 +279,12 @@ impl Profile {
             }
             _ => 0.0,
         };
-        // The variation from command to command at each depth: one read at a time shows
-        // the device's own; with more in flight, what sharing it adds or evens out (a
-        // loop device's worker evens its times out). Only depths whose tail was measured
-        // in several runs count: one run's tail on a disk other guests share is not the
-        // disk's (five single-run profiles of this machine's disk put the p99 at 1.4-2.8
-        // times the mean at 16 in flight, its own runs in the twin suite at 1.4-1.7).
-        let spread_of =
-            |m: &Measure| ((m.p99_us / m.mean_us - 1.0) / (100f64.ln() - 1.0)).clamp(0.0, 1.0);
-        let mut spread = vec![(1u32, spread_of(r4))];
-        let mut tails: Vec<&Measure> = self
-            .measure
-            .iter()
-            .filter(|m| {
-                m.name.starts_with("randread_4k_qd")
-                    && m.iodepth > 1
-                    && m.mean_us > 0.0
-                    && m.p99_us > 0.0
-                    && m.p99_runs.len() >= 3
-            })
-            .collect();
-        tails.sort_by_key(|m| m.iodepth);
-        for m in tails {
-            if m.iodepth > spread.last().map_or(0, |&(d, _)| d) {
-                spread.push((m.iodepth, spread_of(m)));
-            }
-        }
+        // The device's own variation, seen where nothing queues: one read at a time.
+        let spread = if r4.p99_us > r4.mean_us {
+            ((r4.p99_us / r4.mean_us - 1.0) / (100f64.ln() - 1.0)).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         Ok(Fit {
             speedup,
             read_base_ns: read_base,
@@ -461,26 +438,15 @@ impl Fit {
     /// The speedup with `n` commands in flight: linear between the depths measured, the
     /// last one's beyond them.
     pub fn speedup_at(&self, n: u32) -> f64 {
-        by_depth(&self.speedup, n, 1.0)
-    }
-
-    /// The spread of a command's time with `n` commands in flight (itself included), as
-    /// [`Fit::speedup_at`] reads its table.
-    pub fn spread_at(&self, n: u32) -> f64 {
-        by_depth(&self.spread, n, 0.0)
-    }
-}
-
-/// A figure measured at some depths, at depth `n`: linear between them, the first one's
-/// below them and the last one's beyond (`none` if there is none).
-fn by_depth(s: &[(u32, f64)], n: u32, none: f64) -> f64 {
-    match s.iter().position(|&(d, _)| d >= n) {
-        Some(0) => s[0].1,
-        Some(i) => {
-            let ((d0, c0), (d1, c1)) = (s[i - 1], s[i]);
-            c0 + (c1 - c0) * f64::from(n - d0) / f64::from(d1 - d0)
+        let s = &self.speedup;
+        match s.iter().position(|&(d, _)| d >= n) {
+            Some(0) => s[0].1,
+            Some(i) => {
+                let ((d0, c0), (d1, c1)) = (s[i - 1], s[i]);
+                c0 + (c1 - c0) * f64::from(n - d0) / f64::from(d1 - d0)
+            }
+            None => s.last().map_or(1.0, |&(_, c)| c),
         }
-        None => s.last().map_or(none, |&(_, c)| c),
     }
 }
 
@@ -738,9 +704,8 @@ impl DeviceModel for FittedModel {
             self.write_bytes_in_flight as f64 * f.read_ns_per_write_byte
         };
         let mean = if sequential { seq_base } else { base } + bytes * per_byte + interference;
-        let spread = f.spread_at(self.serving.len() as u32 + 1);
-        let work = if spread > 0.0 {
-            mean * (1.0 - spread) + self.rng.exp(mean * spread)
+        let work = if f.spread > 0.0 {
+            mean * (1.0 - f.spread) + self.rng.exp(mean * f.spread)
         } else {
             mean
         };
@@ -833,7 +798,7 @@ mod tests {
         let p = serial();
         let mut model = FittedModel::new(&p, "p.toml", SimRng::new(7)).unwrap();
         let r4 = p.get("randread_4k_qd1").unwrap();
-        assert!(model.fit().spread_at(1) > 0.2 && model.fit().spread_at(1) < 0.3);
+        assert!(model.fit().spread > 0.2 && model.fit().spread < 0.3);
         let mut lat = Vec::new();
         let mut now = 0u64;
         let mut out = Vec::new();
@@ -923,25 +888,11 @@ mod tests {
         p
     }
 
-    /// Each random 4 KiB read measurement of `p`, with the closed-loop latencies of a new
-    /// model of `p` (drawing from `seed`) at its depth.
-    fn each_depth(p: &Profile, seed: u64) -> Vec<(&Measure, Vec<f64>)> {
-        p.measure
-            .iter()
-            .filter(|m| m.name.starts_with("randread_4k_qd"))
-            .map(|m| {
-                let mut model = FittedModel::new(p, "p.toml", SimRng::new(seed)).unwrap();
-                (m, closed_loop_us(&mut model, m.iodepth as u64))
-            })
-            .collect()
-    }
-
     /// `n` readers that each submit again the moment their read completes, on the model:
-    /// their 20,000 latencies in us, in ascending order.
-    fn closed_loop_us(model: &mut FittedModel, n: u64) -> Vec<f64> {
+    /// the mean latency in us.
+    fn closed_loop_mean_us(model: &mut FittedModel, n: u64) -> f64 {
         let mut out = Vec::new();
-        let mut lat = Vec::new();
-        let mut id = 0u64;
+        let (mut sum, mut count, mut id) = (0u64, 0u64, 0u64);
         let mut issued_at = std::collections::HashMap::new();
         let read = |id: u64| Cmd {
             id,
@@ -955,72 +906,19 @@ mod tests {
             issued_at.insert(id, 0u64);
             id += 1;
         }
-        while lat.len() < 20_000 {
+        while count < 20_000 {
             let t = model.next_event().expect("reads in flight");
             out.clear();
             model.advance(t, &mut out);
             for c in &out {
-                lat.push((t.0 - issued_at.remove(&c.id).expect("issued")) as f64 / 1e3);
+                sum += t.0 - issued_at.remove(&c.id).expect("issued");
+                count += 1;
                 model.submit(0, read(id), t);
                 issued_at.insert(id, t.0);
                 id += 1;
             }
         }
-        lat.sort_by(f64::total_cmp);
-        lat
-    }
-
-    /// A tail measured in one run at a depth is not followed: the spread stays the one of
-    /// a read at a time (profiles made before the runs were split keep their fit).
-    #[test]
-    fn a_tail_measured_once_is_not_followed() {
-        let mut p = vda();
-        for r in p.measure.iter_mut().filter(|m| m.iodepth == 64) {
-            r.p99_us = r.mean_us * 4.0;
-        }
-        let f = p.fit("x").unwrap();
-        assert_eq!(f.spread, vec![(1, f.spread_at(1))], "{f:?}");
-        assert_eq!(f.spread_at(64), f.spread_at(1));
-    }
-
-    /// The variation from command to command follows the depth as measured: on this
-    /// machine's disk the 99th percentile grew from 1.62 times the mean alone to 1.68, 1.67,
-    /// 2.37, 2.82 and 3.61 times at 2, 4, 8, 16 and 64 in flight (2026-11-30, `mqblk
-    /// profile` through fio); with those ratios on the means above, each depth's reads get
-    /// their 99th percentile.
-    #[test]
-    fn each_measured_depth_has_its_measured_tail() {
-        let mut p = vda();
-        for (depth, p99) in [
-            (1, 61.0),
-            (2, 89.4),
-            (4, 132.8),
-            (8, 280.6),
-            (16, 567.0),
-            (64, 2427.0),
-        ] {
-            let r = p
-                .measure
-                .iter_mut()
-                .find(|m| m.name == format!("randread_4k_qd{depth}"))
-                .unwrap();
-            r.p99_us = p99;
-            r.p99_runs = vec![p99 * 0.9, p99, p99 * 1.2];
-        }
-        let f = p.fit("x").unwrap();
-        assert!(f.spread_at(64) > 2.0 * f.spread_at(1), "{f:?}");
-        let s12 = f.spread_at(12);
-        assert!(s12 > f.spread_at(8) && s12 < f.spread_at(16), "{f:?}");
-        assert_eq!(f.spread_at(256), f.spread_at(64));
-        for (m, lat) in each_depth(&p, 11) {
-            let p99 = lat[lat.len() * 99 / 100];
-            assert!(
-                (p99 / m.p99_us - 1.0).abs() < 0.06,
-                "depth {}: p99 {p99:.1} us against {}",
-                m.iodepth,
-                m.p99_us
-            );
-        }
+        sum as f64 / count as f64 / 1e3
     }
 
     /// The commands in flight share the device as the measurements say: each depth's reads
@@ -1036,8 +934,13 @@ mod tests {
         let c12 = f.speedup_at(12);
         assert!(c12 > f.speedup_at(8) && c12 < f.speedup_at(16), "{f:?}");
         assert_eq!(f.speedup_at(128), f.speedup_at(64));
-        for (m, lat) in each_depth(&p, 3) {
-            let mean = lat.iter().sum::<f64>() / lat.len() as f64;
+        for m in p
+            .measure
+            .iter()
+            .filter(|m| m.name.starts_with("randread_4k_qd"))
+        {
+            let mut model = FittedModel::new(&p, "p.toml", SimRng::new(3)).unwrap();
+            let mean = closed_loop_mean_us(&mut model, m.iodepth as u64);
             assert!(
                 (mean / m.mean_us - 1.0).abs() < 0.03,
                 "depth {}: {mean:.1} us against {}",
