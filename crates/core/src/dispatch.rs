@@ -13,14 +13,13 @@ use crate::{CtxIdx, HctxIdx, Nanos};
 use std::sync::atomic::Ordering;
 
 impl QueueInner {
-    /// Runs one hardware queue (`blk_mq_run_hw_queue`, inline). As in the kernel, several
-    /// threads may run the same queue at once, each dispatching what it finds: the dispatch
-    /// list, the software queues and the elevator keep their own locks, and the driver its
-    /// own per-queue ones. (A run held for the whole dispatch made a thread whose queue
-    /// was running leave its request to the running thread, to be issued on that thread's
-    /// ring, reaped there and handed back: the tmpfs loop's four one-at-a-time readers
-    /// under mq-deadline took 49 us at the median and 169-185 us at the 99th percentile
-    /// where `none`'s took 31-36 and 106.)
+    /// Runs one hardware queue (`blk_mq_run_hw_queue`, inline). As in the kernel, where
+    /// `blk_mq_sched_dispatch_requests` runs under `blk_mq_run_dispatch_ops` with nothing
+    /// excluding another CPU's run, several threads may run the same queue at once, each
+    /// dispatching what it finds: the dispatch list, the software queues and the elevator
+    /// keep their own locks, and the driver its own per-queue ones. So a thread issues its
+    /// request itself, on its own driver context (the uring driver's ring of the thread),
+    /// rather than leaving it to whichever thread is running the queue.
     pub fn run_hw_queue(&self, h: HctxIdx, now: Nanos, batch: &mut CompletionBatch) {
         let hctx = &self.hctxs[h.0 as usize];
         if hctx.is_stopped() {
