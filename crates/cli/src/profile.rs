@@ -348,16 +348,12 @@ fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
     } else {
         runs.iter().map(|d| f(&d["clat_ns"]["mean"])).sum::<f64>() / n
     };
-    let mut p99: Vec<f64> = runs
+    let p99: Vec<f64> = runs
         .iter()
         .map(|d| f(&d["clat_ns"]["percentile"]["99.000000"]) / 1e3)
         .collect();
-    let p99_runs = if p99.len() > 1 {
-        p99.clone()
-    } else {
-        Vec::new()
-    };
-    p99.sort_by(f64::total_cmp);
+    let p99_us = mqblk_twin::spread(&p99).map_or(0.0, |s| s.median);
+    let p99_runs = if p99.len() > 1 { p99 } else { Vec::new() };
     Ok(Measure {
         name: p.name.to_string(),
         what: p.what.to_string(),
@@ -368,7 +364,7 @@ fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
         iops: runs.iter().map(|d| f(&d["iops"])).sum::<f64>() / n,
         mbs: runs.iter().map(|d| f(&d["bw_bytes"])).sum::<f64>() / n / 1e6,
         mean_us: mean_ns / 1e3,
-        p99_us: p99[p99.len() / 2],
+        p99_us,
         p99_runs,
     })
 }

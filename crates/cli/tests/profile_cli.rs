@@ -125,6 +125,18 @@ fn profile_file(name: &str, extra: &[&str]) -> Option<(PathBuf, PathBuf, String)
         .collect();
     assert_eq!(runs.len(), 14, "{p}");
     assert!(runs.iter().all(|l| l.matches(',').count() == 2), "{runs:?}");
+    // Each such measurement's p99 is the median of its runs'.
+    let parsed = mqblk_models::profile::Profile::parse("profile.toml", &p).unwrap();
+    for m in parsed.measure.iter().filter(|m| !m.p99_runs.is_empty()) {
+        let mut r = m.p99_runs.clone();
+        r.sort_by(f64::total_cmp);
+        assert!(
+            (m.p99_us - r[1]).abs() < 0.01,
+            "{}: {} of {r:?}",
+            m.name,
+            m.p99_us
+        );
+    }
     // Every figure the profile keeps was read: none is zero.
     for key in ["iops = ", "mean_us = ", "p99_us = "] {
         assert!(

@@ -691,7 +691,9 @@ pub struct Spread {
     pub max: f64,
 }
 
-fn spread(xs: &[f64]) -> Option<Spread> {
+/// The median (of the middle two for an even count), smallest and largest of the finite
+/// figures in `xs`; `None` if there is none.
+pub fn spread(xs: &[f64]) -> Option<Spread> {
     let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return None;
