@@ -14,6 +14,10 @@
 //!   4 KiB reads were measured at (1, 2, 4, 8, 16, 64), linear between them and held beyond
 //!   the last: a device's internal parallelism (dies, channels, a host's threads) as the
 //!   measurements show it, without naming units the host cannot see;
+//! - a read that finds no other read in flight waits `read_wake` before it is served (a
+//!   host's I/O thread or a device's power state waking): the part of one read alone's
+//!   mean beyond the fastest per-command mean at any depth measured, since no device serves
+//!   `n` commands more than `n` times as fast as one; zero where one alone is the fastest;
 //! - a command alone takes `base + bytes * per_byte`, by operation, with the base of a
 //!   sequential command (one that starts where the previous one of its operation ended)
 //!   its own: the two block sizes measured alone give the line, the sequential run its base;
@@ -142,6 +146,11 @@ pub struct Fit {
     /// count: `(depth, speedup)` at each depth random 4 KiB reads were measured at, from 1
     /// (speedup 1) up; interpolated between them and held beyond the last.
     pub speedup: Vec<(u32, f64)>,
+    /// What a read that finds no other read in flight waits before it is served: one
+    /// random 4 KiB read alone's mean less the fastest per-command mean at any depth
+    /// measured (speedups above the count in flight are not physical); 0 where one alone is
+    /// the fastest.
+    pub read_wake_ns: f64,
     /// Unit time of a random read: `read_base_ns + bytes * read_ns_per_byte`.
     pub read_base_ns: f64,
     pub read_ns_per_byte: f64,
@@ -216,26 +225,33 @@ impl Profile {
         let r128 = need("randread_128k_qd1")?;
         let s128 = need("read_128k_qd1")?;
         let r1m = need("read_1m_qd16")?;
-        let line = |small: &Measure, large: &Measure| {
-            let t4 = small.mean_us * 1e3;
-            let per_byte = ((large.mean_us * 1e3 - t4) / (large.bs - small.bs) as f64).max(0.0);
-            // The line through both sizes; its base kept to at least a twentieth of the
-            // small command's time where the large one is slower than proportional.
-            ((t4 - per_byte * small.bs as f64).max(t4 * 0.05), per_byte)
-        };
-        let (read_base, read_per_byte) = line(r4, r128);
-        let seq_read_base = (s128.mean_us * 1e3 - read_per_byte * s128.bs as f64).max(0.0);
-        // The speedup at each depth measured (Little's law on the device): `n` reads in
-        // flight that take `mean(n)` each are served `n * mean(1) / mean(n)` times as fast as
-        // one alone. Kept from falling as the depth grows: a measured dip is noise to a
-        // model whose every command then waits longer.
-        let t1 = r4.mean_us * 1e3;
         let mut random: Vec<&Measure> = self
             .measure
             .iter()
             .filter(|m| m.name.starts_with("randread_4k_qd") && m.iodepth > 1 && m.mean_us > 0.0)
             .collect();
         random.sort_by_key(|m| m.iodepth);
+        // `n` reads in flight are served at most `n` times as fast as one, so one read's
+        // service is no longer than the mean at any depth; what one alone took beyond that
+        // it waited for the device to wake, as each read measured one at a time did.
+        let t1 = random
+            .iter()
+            .fold(r4.mean_us * 1e3, |t, m| t.min(m.mean_us * 1e3));
+        let wake = r4.mean_us * 1e3 - t1;
+        let line = |small: &Measure, large: &Measure, wake: f64| {
+            let t4 = small.mean_us * 1e3 - wake;
+            let per_byte =
+                ((large.mean_us * 1e3 - wake - t4) / (large.bs - small.bs) as f64).max(0.0);
+            // The line through both sizes; its base kept to at least a twentieth of the
+            // small command's time where the large one is slower than proportional.
+            ((t4 - per_byte * small.bs as f64).max(t4 * 0.05), per_byte)
+        };
+        let (read_base, read_per_byte) = line(r4, r128, wake);
+        let seq_read_base = (s128.mean_us * 1e3 - wake - read_per_byte * s128.bs as f64).max(0.0);
+        // The speedup at each depth measured (Little's law on the device): `n` reads in
+        // flight that take `mean(n)` each are served `n * t1 / mean(n)` times as fast as one
+        // alone (`t1` its service, without the wake). Kept from falling as the depth grows: a
+        // measured dip is noise to a model whose every command then waits longer.
         let mut speedup = vec![(1u32, 1.0f64)];
         for m in random {
             let c = (m.iodepth as f64 * t1 / (m.mean_us * 1e3)).min(m.iodepth as f64);
@@ -250,7 +266,7 @@ impl Profile {
             let w128 = need("randwrite_128k_qd1")?;
             let sw128 = need("write_128k_qd1")?;
             let w1m = need("write_1m_qd16")?;
-            let (base, per_byte) = line(w4, w128);
+            let (base, per_byte) = line(w4, w128, 0.0);
             let seq = (sw128.mean_us * 1e3 - per_byte * sw128.bs as f64).max(0.0);
             // A write and its fsync take 1/iops; the write alone its mean latency.
             let flush = match self.get("randwrite_4k_qd1_fsync") {
@@ -265,7 +281,8 @@ impl Profile {
         // In the model a read beside the flood completes when both its unit time (alone, plus
         // the interference per write byte in flight) and the transfer path behind the
         // flood's bytes are done, whichever is later: where the measured read took longer
-        // than the path alone explains, the interference makes up the difference.
+        // than the path alone explains, the interference makes up the difference (beyond
+        // the read's wake too: the flood's reader has no other read in flight either).
         let interference = match self.get("randread_4k_qd1_under_writes") {
             Some(m) if self.writes && m.mean_us > 0.0 => {
                 let in_flight = FLOOD_BYTES as f64;
@@ -287,6 +304,7 @@ impl Profile {
         };
         Ok(Fit {
             speedup,
+            read_wake_ns: wake,
             read_base_ns: read_base,
             read_ns_per_byte: read_per_byte,
             seq_read_base_ns: seq_read_base,
@@ -427,12 +445,13 @@ fn toml_str(s: &str) -> String {
 }
 
 /// A command's completion, once its time is known: (time, arrival order, hw, id, its write
-/// bytes).
-type Completion = (u64, u64, u16, u64, u64);
+/// bytes, whether it is a read).
+type Completion = (u64, u64, u16, u64, u64, bool);
 
 /// A command being served: (its finish tag on the shared work clock, arrival order, hw,
-/// id, write bytes, the earliest it may complete: the transfer path's time for it).
-type Serving = (u64, u64, u16, u64, u64, u64);
+/// id, write bytes, the earliest it may complete: the transfer path's time for it, or its
+/// wake and time alone, whichever is later; whether it is a read).
+type Serving = (u64, u64, u16, u64, u64, u64, bool);
 
 impl Fit {
     /// The speedup with `n` commands in flight: linear between the depths measured, the
@@ -493,6 +512,8 @@ pub struct FittedModel {
     flushes: Vec<PendingFlush>,
     /// Write bytes submitted and not completed.
     write_bytes_in_flight: u64,
+    /// Reads submitted and not completed.
+    reads_in_flight: u32,
     /// Completions whose time is known, earliest first.
     done: BinaryHeap<Reverse<Completion>>,
     /// Draws each command's share of [`Fit::spread`].
@@ -534,6 +555,7 @@ impl FittedModel {
             writes_done: 0,
             flushes: Vec::new(),
             write_bytes_in_flight: 0,
+            reads_in_flight: 0,
             done: BinaryHeap::new(),
             rng,
             seq: 0,
@@ -582,17 +604,17 @@ impl FittedModel {
     fn settle(&mut self, now: u64) {
         while let Some(t) = self.next_finish().filter(|&t| t <= now) {
             self.run_to(t);
-            let Some(Reverse((_, seq, hw, id, wbytes, floor))) = self.serving.pop() else {
+            let Some(Reverse((_, seq, hw, id, wbytes, floor, read))) = self.serving.pop() else {
                 break;
             };
-            self.finish_at(t.max(floor), seq, hw, id, wbytes);
+            self.finish_at(t.max(floor), seq, hw, id, wbytes, read);
         }
         self.run_to(now);
     }
 
     /// Command `seq` completes at `t`; a write that does lets the flushes after it on.
-    fn finish_at(&mut self, t: u64, seq: u64, hw: u16, id: u64, wbytes: u64) {
-        self.done.push(Reverse((t, seq, hw, id, wbytes)));
+    fn finish_at(&mut self, t: u64, seq: u64, hw: u16, id: u64, wbytes: u64, read: bool) {
+        self.done.push(Reverse((t, seq, hw, id, wbytes, read)));
         if !self.open_writes.remove(&seq) {
             return;
         }
@@ -608,7 +630,7 @@ impl FittedModel {
             if f.waiting == 0 {
                 let f = self.flushes.swap_remove(i);
                 self.done
-                    .push(Reverse((f.latest + flush_ns, f.seq, f.hw, f.id, 0)));
+                    .push(Reverse((f.latest + flush_ns, f.seq, f.hw, f.id, 0, false)));
             } else {
                 i += 1;
             }
@@ -663,6 +685,7 @@ impl DeviceModel for FittedModel {
                     hw,
                     cmd.id,
                     0,
+                    false,
                 )));
             } else {
                 self.flushes.push(PendingFlush {
@@ -714,6 +737,14 @@ impl DeviceModel for FittedModel {
         let transfer = if rate > 0.0 { (bytes / rate) as u64 } else { 0 };
         let carried = self.bus_free.max(now.0) + transfer;
         self.bus_free = carried;
+        // A read that finds no other read in flight waits for the device to wake, then
+        // takes its time alone at least.
+        let floor = if !write && self.reads_in_flight == 0 && f.read_wake_ns > 0.0 {
+            carried.max(now.0 + (f.read_wake_ns + work).round() as u64)
+        } else {
+            carried
+        };
+        self.reads_in_flight += u32::from(!write);
         let wbytes = if write { cmd.bytes() } else { 0 };
         if write {
             self.open_writes.insert(seq);
@@ -721,7 +752,7 @@ impl DeviceModel for FittedModel {
         self.write_bytes_in_flight += wbytes;
         let tag = (self.work + work).round() as u64;
         self.serving
-            .push(Reverse((tag, seq, hw, cmd.id, wbytes, carried)));
+            .push(Reverse((tag, seq, hw, cmd.id, wbytes, floor, !write)));
     }
     fn next_event(&self) -> Option<Nanos> {
         let done = self.done.peek().map(|Reverse((t, ..))| *t);
@@ -732,12 +763,13 @@ impl DeviceModel for FittedModel {
     }
     fn advance(&mut self, now: Nanos, out: &mut Vec<DevCompletion>) {
         self.settle(now.0);
-        while let Some(&Reverse((t, _, hw, id, wbytes))) = self.done.peek() {
+        while let Some(&Reverse((t, _, hw, id, wbytes, read))) = self.done.peek() {
             if t > now.0 {
                 break;
             }
             self.done.pop();
             self.write_bytes_in_flight -= wbytes;
+            self.reads_in_flight -= u32::from(read);
             self.completed += 1;
             out.push(DevCompletion {
                 hw,
@@ -873,19 +905,60 @@ mod tests {
     /// This machine's virtio disk (2026-11-29): 37.7 us alone, 53.2 us with 2 in flight,
     /// 79.6 with 4, 118.6 with 8, 200.9 with 16, 672.9 with 64.
     fn vda() -> Profile {
-        let mut p = serial();
-        p.measure = vec![
-            m("randread_4k_qd1", "read", 4096, 1, 19_487.0, 37.68),
-            m("randread_128k_qd1", "read", 128 << 10, 1, 6_602.0, 131.3),
-            m("read_128k_qd1", "read", 128 << 10, 1, 6_435.0, 135.7),
-            m("randread_4k_qd2", "read", 4096, 2, 32_303.0, 53.19),
-            m("randread_4k_qd4", "read", 4096, 4, 46_665.0, 79.60),
-            m("randread_4k_qd8", "read", 4096, 8, 64_867.0, 118.58),
-            m("randread_4k_qd16", "read", 4096, 16, 78_133.0, 200.94),
-            m("randread_4k_qd64", "read", 4096, 64, 94_644.0, 672.90),
-            m("read_1m_qd16", "read", 1 << 20, 16, 1_500.0, 10_000.0),
+        reads([
+            (19_487.0, 37.68),
+            (6_602.0, 131.3),
+            (6_435.0, 135.7),
+            (32_303.0, 53.19),
+            (46_665.0, 79.60),
+            (64_867.0, 118.58),
+            (78_133.0, 200.94),
+            (94_644.0, 672.90),
+            (1_500.0, 10_000.0),
+        ])
+    }
+
+    /// A profile of reads only, `(iops, mean_us)` of: random 4 KiB alone, random and
+    /// sequential 128 KiB alone, random 4 KiB at depths 2, 4, 8, 16 and 64, sequential 1 MiB
+    /// at depth 16.
+    fn reads(figures: [(f64, f64); 9]) -> Profile {
+        let jobs: [(&str, u64, u32); 9] = [
+            ("randread_4k_qd1", 4096, 1),
+            ("randread_128k_qd1", 128 << 10, 1),
+            ("read_128k_qd1", 128 << 10, 1),
+            ("randread_4k_qd2", 4096, 2),
+            ("randread_4k_qd4", 4096, 4),
+            ("randread_4k_qd8", 4096, 8),
+            ("randread_4k_qd16", 4096, 16),
+            ("randread_4k_qd64", 4096, 64),
+            ("read_1m_qd16", 1 << 20, 16),
         ];
+        let mut p = serial();
+        p.measure = jobs
+            .iter()
+            .zip(figures)
+            .map(|(&(name, bs, depth), (iops, mean))| m(name, "read", bs, depth, iops, mean))
+            .collect();
         p
+    }
+
+    /// Each depth random 4 KiB reads were measured at, as many readers that submit again
+    /// the moment a read completes, takes its measured mean on the model, within 3%.
+    fn assert_each_depth_takes_its_mean(p: &Profile) {
+        for m in p
+            .measure
+            .iter()
+            .filter(|m| m.name.starts_with("randread_4k_qd"))
+        {
+            let mut model = FittedModel::new(p, "p.toml", SimRng::new(3)).unwrap();
+            let mean = closed_loop_mean_us(&mut model, m.iodepth as u64);
+            assert!(
+                (mean / m.mean_us - 1.0).abs() < 0.03,
+                "depth {}: {mean:.1} us against {}",
+                m.iodepth,
+                m.mean_us
+            );
+        }
     }
 
     /// `n` readers that each submit again the moment their read completes, on the model:
@@ -934,20 +1007,46 @@ mod tests {
         let c12 = f.speedup_at(12);
         assert!(c12 > f.speedup_at(8) && c12 < f.speedup_at(16), "{f:?}");
         assert_eq!(f.speedup_at(128), f.speedup_at(64));
-        for m in p
-            .measure
-            .iter()
-            .filter(|m| m.name.starts_with("randread_4k_qd"))
-        {
-            let mut model = FittedModel::new(&p, "p.toml", SimRng::new(3)).unwrap();
-            let mean = closed_loop_mean_us(&mut model, m.iodepth as u64);
-            assert!(
-                (mean / m.mean_us - 1.0).abs() < 0.03,
-                "depth {}: {mean:.1} us against {}",
-                m.iodepth,
-                m.mean_us
-            );
-        }
+        assert_each_depth_takes_its_mean(&p);
+    }
+
+    /// This machine's virtio disk on a slow afternoon (2026-11-30): one read alone took
+    /// 145.7 us, two together 90.1 us each.
+    fn vda_waking() -> Profile {
+        reads([
+            (6_084.5, 145.65),
+            (2_972.9, 308.72),
+            (5_688.0, 150.38),
+            (19_714.0, 90.12),
+            (33_843.5, 111.16),
+            (49_573.1, 156.24),
+            (61_288.7, 256.37),
+            (75_473.6, 843.76),
+            (1_224.7, 12_965.44),
+        ])
+    }
+
+    /// Where one read alone took longer than each of two together, no speedup can say so
+    /// (two are served at most twice as fast as one): the difference is a wake paid by a
+    /// read that finds no other read in flight, and every measured depth, one alone too,
+    /// takes its measured mean. Without the wake, the speedups were held to the count in
+    /// flight and two together took 146 us each.
+    #[test]
+    fn a_lone_read_slower_than_two_together_waits_for_the_device_to_wake() {
+        let p = vda_waking();
+        let f = p.fit("x").unwrap();
+        assert!(
+            (f.read_wake_ns - (145.65 - 90.12) * 1e3).abs() < 1e-6,
+            "{f:?}"
+        );
+        assert!((f.speedup_at(2) - 2.0).abs() < 1e-9, "{f:?}");
+        assert!(
+            (f.speedup_at(4) - 4.0 * 90.12 / 111.16).abs() < 1e-9,
+            "{f:?}"
+        );
+        assert_each_depth_takes_its_mean(&p);
+        // A device whose lone read is its fastest has no wake.
+        assert_eq!(vda().fit("x").unwrap().read_wake_ns, 0.0);
     }
 
     /// A flush completes after every write submitted before it, and then takes what the
