@@ -329,6 +329,13 @@ pub struct ProfileArgs {
     /// bench; the kernel's scheduler on the disk is left as it is
     #[arg(long, value_name = "FIO", conflicts_with = "device")]
     pub fio: Option<PathBuf>,
+    /// Measure nothing: print the model fitted to this profile, its parameters in physical
+    /// terms (crates/models/DEVICES.md)
+    #[arg(long, value_name = "PROFILE", conflicts_with_all = ["filename", "device", "fio", "output", "quick", "write_ok", "size"])]
+    pub fit: Option<PathBuf>,
+    /// With --fit: normal (a line per parameter) or json
+    #[arg(long = "output-format", value_parser = ["normal", "json"])]
+    pub output_format: Option<String>,
 }
 
 #[derive(Args, Debug)]

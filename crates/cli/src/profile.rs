@@ -407,6 +407,22 @@ fn fio_version(fio: &Path) -> Result<String, CliError> {
 }
 
 fn run(a: &ProfileArgs) -> Result<(), CliError> {
+    if a.fit.is_none() && a.output_format.is_some() {
+        return Err("--output-format is for --fit=PROFILE; a measured profile is TOML".into());
+    }
+    if let Some(path) = &a.fit {
+        let name = path.display().to_string();
+        let fit = Profile::read(&name)
+            .and_then(|p| p.fit(&name))
+            .map_err(|e| e.to_string())?;
+        if a.output_format.as_deref() == Some("json") {
+            let text = serde_json::to_string_pretty(&fit).map_err(|e| format!("internal: {e}"))?;
+            println!("{text}");
+        } else {
+            print!("{}", fit.describe());
+        }
+        return Ok(());
+    }
     let seconds = if a.quick { 1.5 } else { 7.5 };
     let tmp = std::env::temp_dir().join(format!("mqblk-profile-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| CliError::io(tmp.display().to_string(), e))?;

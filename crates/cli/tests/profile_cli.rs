@@ -55,6 +55,30 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         toml.contains("# random reads of 4 KiB, one at a time"),
         "{toml}"
     );
+    // The fitted parameters, as a user reads them: a line each, and the same in JSON.
+    let fit_arg = format!("--fit={}", file.display());
+    let o = mqblk(&["profile", &fit_arg]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines = text(&o.stdout);
+    for want in [
+        "served together, times one alone",
+        "a read's wake when none is in flight",
+        "random read alone",
+        "transfer path, reads / writes",
+        "share of a command's time that varies",
+    ] {
+        assert!(lines.contains(want), "{want}: {lines}");
+    }
+    let o = mqblk(&["profile", &fit_arg, "--output-format=json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let fit: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // The ssd model's lone read is its fastest: no wake, and no depth served faster than
+    // its count in flight allows.
+    assert_eq!(fit["read_wake_ns"].as_f64(), Some(0.0), "{fit}");
+    for pair in fit["speedup"].as_array().unwrap() {
+        let (d, c) = (pair[0].as_f64().unwrap(), pair[1].as_f64().unwrap());
+        assert!(c >= 1.0 && c <= d, "speedup {c} at {d}: {fit}");
+    }
     let fitted = format!("profile:{}", file.display());
     for job in [
         ["--rw=randread", "--bs=4k", "--iodepth=1"],
@@ -220,14 +244,22 @@ fn bad_profiles_get_one_line() {
         (&short, "measurement 'randread_4k_qd1' is missing"),
     ] {
         let dev = format!("--device=profile:{}", f.display());
-        let o = mqblk(&["sim", &dev, "--runtime=10ms", "--name=x"]);
-        let e = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{e}");
-        assert!(
-            e.contains(want) && e.trim_end().lines().count() == 1,
-            "{want}: {e}"
-        );
+        let fit = format!("--fit={}", f.display());
+        for args in [
+            &["sim", &dev, "--runtime=10ms", "--name=x"][..],
+            &["profile", &fit][..],
+        ] {
+            let o = mqblk(args);
+            let e = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{e}");
+            assert!(
+                e.contains(want) && e.trim_end().lines().count() == 1,
+                "{want}: {e}"
+            );
+        }
     }
+    let o = mqblk(&["profile", "--device=null", "--output-format=json"]);
+    assert!(text(&o.stderr).contains("--output-format is for --fit=PROFILE"));
     let o = mqblk(&["profile", "--quick"]);
     assert!(text(&o.stderr).contains("--filename=PATH (or --device=MODEL) is needed"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -140,7 +140,7 @@ pub enum ProfileError {
 }
 
 /// The fitted model's parameters.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Fit {
     /// How much faster than one alone the commands in flight are served together, by their
     /// count: `(depth, speedup)` at each depth random 4 KiB reads were measured at, from 1
@@ -454,6 +454,60 @@ type Completion = (u64, u64, u16, u64, u64, bool);
 type Serving = (u64, u64, u16, u64, u64, u64, bool);
 
 impl Fit {
+    /// The parameters in physical terms, a line each with its unit (`mqblk profile --fit`).
+    pub fn describe(&self) -> String {
+        let us = |ns: f64| format!("{:.1} us", ns / 1e3);
+        let gbs = |bytes_per_ns: f64| format!("{bytes_per_ns:.2} GB/s");
+        let alone = |base: f64, per_byte: f64| {
+            let k4 = us(base + 4096.0 * per_byte);
+            format!("{} + {per_byte:.3} ns per byte (4 KiB: {k4})", us(base))
+        };
+        let speedup: Vec<String> = self
+            .speedup
+            .iter()
+            .map(|&(d, c)| format!("{c:.2} at {d}"))
+            .collect();
+        let lines = [
+            ("served together, times one alone", speedup.join(", ")),
+            (
+                "a read's wake when none is in flight",
+                us(self.read_wake_ns),
+            ),
+            (
+                "random read alone",
+                alone(self.read_base_ns, self.read_ns_per_byte),
+            ),
+            ("sequential read base", us(self.seq_read_base_ns)),
+            (
+                "random write alone",
+                alone(self.write_base_ns, self.write_ns_per_byte),
+            ),
+            ("sequential write base", us(self.seq_write_base_ns)),
+            (
+                "transfer path, reads / writes",
+                format!(
+                    "{} / {}",
+                    gbs(self.read_bytes_per_ns),
+                    gbs(self.write_bytes_per_ns)
+                ),
+            ),
+            (
+                "a read slowed per MiB of writes in flight",
+                us(self.read_ns_per_write_byte * 1048576.0),
+            ),
+            ("a flush after the writes before it", us(self.flush_ns)),
+            (
+                "share of a command's time that varies",
+                format!("{:.3}", self.spread),
+            ),
+        ];
+        let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        lines
+            .iter()
+            .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+            .collect()
+    }
+
     /// The speedup with `n` commands in flight: linear between the depths measured, the
     /// last one's beyond them.
     pub fn speedup_at(&self, n: u32) -> f64 {
