@@ -329,12 +329,12 @@ pub struct JobDriver {
     end_flushes: u32,
     /// `zonemode=zbd` (see [`crate::zbd`]): the job's zone state; an I/O drawn and waiting
     /// (for the job's I/O in flight, or a zone reset) to be aimed at its zone, and where
-    /// its adjustment goes on; resets due before the next I/O (device offset, bytes), and
+    /// its adjustment goes on; resets due before the next I/O (their zones' device offsets), and
     /// whether one was issued (it completes before anything else goes out); whether the
     /// loop's `zbd_file_reset` is due.
     zbd: Option<crate::zbd::ZbdState>,
     zbd_hold: Option<(usize, crate::pattern::Io, crate::zbd::Resume)>,
-    zbd_resets: std::collections::VecDeque<(u64, u64)>,
+    zbd_resets: std::collections::VecDeque<u64>,
     zbd_reset_out: bool,
     zbd_loop_reset: bool,
 }
@@ -1286,8 +1286,8 @@ impl JobDriver {
                 return Err(Next::Drain);
             }
             self.zbd_reset_out = false;
-            if let Some((offset, len)) = self.zbd_resets.pop_front() {
-                return Err(self.zbd_reset(offset, len));
+            if let Some(offset) = self.zbd_resets.pop_front() {
+                return Err(self.zbd_reset(offset));
             }
         }
         let (file, io, resume) = match self.zbd_hold.take() {
@@ -1342,20 +1342,16 @@ impl JobDriver {
                 self.zbd_hold = Some((file, io, r));
                 Err(Next::Until(now.saturating_add(crate::zbd::SPIN_NS)))
             }
-            Adjusted::Reset {
-                offset,
-                len,
-                resume,
-            } => {
+            Adjusted::Reset { offset, resume } => {
                 self.zbd_hold = Some((file, io, resume));
-                Err(self.zbd_reset(offset, len))
+                Err(self.zbd_reset(offset))
             }
         }
     }
 
-    /// A zone reset at device offset `offset` (the zone's `len` bytes), issued and waited
-    /// for; fio's log does not show it.
-    fn zbd_reset(&mut self, offset: u64, _len: u64) -> Next {
+    /// A reset of the zone at device offset `offset`, issued and waited for; fio's log
+    /// does not show it.
+    fn zbd_reset(&mut self, offset: u64) -> Next {
         self.zbd_reset_out = true;
         self.unlogged = true;
         let file = crate::job::file_at(self.bases.iter().copied(), offset).map_or(0, |(f, _)| f);

@@ -624,13 +624,8 @@ pub enum Adjusted {
     Quiesce(Resume),
     /// Other jobs' writes must complete first: ask again in [`SPIN_NS`].
     Spin(Resume),
-    /// Reset this zone on the device (its device offset and bytes) and wait for it; then
-    /// ask again.
-    Reset {
-        offset: u64,
-        len: u64,
-        resume: Resume,
-    },
+    /// Reset the zone at this device offset and wait for it; then ask again.
+    Reset { offset: u64, resume: Resume },
 }
 
 /// A job's running `zonemode=zbd` state (fio's per-thread part: `num_open_zones`, the
@@ -679,9 +674,9 @@ impl ZbdState {
 
     /// `zbd_file_reset`, at the start of each loop: the data counts taken again over the
     /// job's zones, the reset countdown restarted, and with verify every written zone of
-    /// the job's reset first (the zones to reset on the device are returned, as device
-    /// offset and bytes).
-    pub fn file_reset(&mut self) -> Vec<(u64, u64)> {
+    /// the job's reset first (the zones to reset on the device are returned, by their
+    /// device offsets: a zone reset names its zone, as `REQ_OP_ZONE_RESET` does).
+    pub fn file_reset(&mut self) -> Vec<u64> {
         let mut out = Vec::new();
         if !self.writes {
             return out;
@@ -715,7 +710,7 @@ impl ZbdState {
                 let zi = &t.zones[z as usize];
                 if zi.wp != zi.start {
                     if t.model == Model::HostManaged {
-                        out.push((jf.base + zi.start, t.zone_end(z) - zi.start));
+                        out.push(jf.base + zi.start);
                     }
                     reset_zone_state(&mut t, z);
                     self.resets += 1;
@@ -1042,7 +1037,6 @@ impl ZbdState {
                 let zi = &t.zones[z as usize];
                 return Adjusted::Reset {
                     offset: jf.base + zi.start,
-                    len: t.zone_end(z) - zi.start,
                     resume: Resume::AfterReset { zone: z },
                 };
             }
