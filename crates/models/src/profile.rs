@@ -171,6 +171,8 @@ pub struct Fit {
     /// one: `(p99 / mean - 1) / (ln 100 - 1)` of random 4 KiB reads one at a time (the
     /// median of their runs' p99), in [0, 1].
     pub spread: f64,
+    /// Whether the profile measured writes; without them writes are modelled as reads.
+    pub writes_measured: bool,
 }
 
 impl Profile {
@@ -316,6 +318,7 @@ impl Profile {
             flush_ns: flush,
             read_ns_per_write_byte: interference,
             spread,
+            writes_measured: self.writes,
         })
     }
 
@@ -480,7 +483,11 @@ impl Fit {
             ("sequential read base", us(self.seq_read_base_ns)),
             (
                 "random write alone",
-                alone(self.write_base_ns, self.write_ns_per_byte),
+                if self.writes_measured {
+                    alone(self.write_base_ns, self.write_ns_per_byte)
+                } else {
+                    "not measured: writes are modelled as reads".to_string()
+                },
             ),
             ("sequential write base", us(self.seq_write_base_ns)),
             (
@@ -951,9 +958,15 @@ mod tests {
         let per_byte = 100_000.0 / (124.0 * 1024.0);
         assert!((f.read_ns_per_byte - per_byte).abs() < 1e-9, "{f:?}");
         assert!((f.read_base_ns - (100_000.0 - 4096.0 * per_byte)).abs() < 1e-6);
-        // No writes measured: writes as reads, no flush cost.
+        // No writes measured: writes as reads, no flush cost, and the description says so.
         assert_eq!(f.write_base_ns, f.read_base_ns);
         assert_eq!(f.flush_ns, 0.0);
+        let text = f.describe();
+        assert!(
+            text.contains("random write alone")
+                && text.contains("not measured: writes are modelled as reads"),
+            "{text}"
+        );
     }
 
     /// This machine's virtio disk (2026-11-29): 37.7 us alone, 53.2 us with 2 in flight,
