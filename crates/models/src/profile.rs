@@ -298,7 +298,8 @@ impl Profile {
             }
             _ => 0.0,
         };
-        // The device's own variation, seen where nothing queues: one read at a time.
+        // The device's own variation, seen where nothing queues: one read at a time (none
+        // where its p99 is not above its mean, or is no number: p99 is not checked above).
         let spread = if r4.p99_us > r4.mean_us {
             ((r4.p99_us / r4.mean_us - 1.0) / (100f64.ln() - 1.0)).clamp(0.0, 1.0)
         } else {

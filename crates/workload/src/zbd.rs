@@ -624,7 +624,10 @@ pub enum Adjusted {
     Quiesce(Resume),
     /// Other jobs' writes must complete first: ask again in [`SPIN_NS`].
     Spin(Resume),
-    /// Reset the zone at this device offset and wait for it; then ask again.
+    /// Reset the zone at this device offset and wait for it; then ask again. fio resets a
+    /// zone with `BLKRESETZONE` over that zone's range, which the kernel's
+    /// `blkdev_zone_mgmt` sends as one `REQ_OP_ZONE_RESET` bio per zone at the zone's start
+    /// sector, no length of its own.
     Reset { offset: u64, resume: Resume },
 }
 
@@ -675,7 +678,7 @@ impl ZbdState {
     /// `zbd_file_reset`, at the start of each loop: the data counts taken again over the
     /// job's zones, the reset countdown restarted, and with verify every written zone of
     /// the job's reset first (the zones to reset on the device are returned, by their
-    /// device offsets: a zone reset names its zone, as `REQ_OP_ZONE_RESET` does).
+    /// device offsets, one reset each, as `blkdev_zone_mgmt` sends them).
     pub fn file_reset(&mut self) -> Vec<u64> {
         let mut out = Vec::new();
         if !self.writes {
