@@ -79,6 +79,26 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         let (d, c) = (pair[0].as_f64().unwrap(), pair[1].as_f64().unwrap());
         assert!(c >= 1.0 && c <= d, "speedup {c} at {d}: {fit}");
     }
+    // The JSON carries every depth the profile measured, and the text says what the JSON
+    // does: a 4 KiB read alone is the base plus 4096 bytes' worth.
+    let depths: Vec<u64> = fit["speedup"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(depths, [1, 2, 4, 8, 16, 64], "{fit}");
+    let k4_us = (fit["read_base_ns"].as_f64().unwrap()
+        + 4096.0 * fit["read_ns_per_byte"].as_f64().unwrap())
+        / 1e3;
+    let k4_line = lines
+        .lines()
+        .find(|l| l.starts_with("random read alone"))
+        .unwrap();
+    assert!(
+        k4_line.ends_with(&format!("(4 KiB: {k4_us:.1} us)")),
+        "{k4_line} against {k4_us:.1} us"
+    );
     let fitted = format!("profile:{}", file.display());
     for job in [
         ["--rw=randread", "--bs=4k", "--iodepth=1"],

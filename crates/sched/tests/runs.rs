@@ -56,6 +56,19 @@ impl Driver for GateDriver {
     }
 }
 
+/// A read of 8 sectors at `sector` from software queue `ctx`, plugged as every bio is;
+/// queued, and with what completed into the submitter's batch.
+fn read(q: &RequestQueue, ctx: u16, sector: u64, now: u64) -> mqblk_core::Submitter {
+    let mut sub = q.submitter(CtxIdx(ctx));
+    let r = q.submit_bio_plugged(
+        &mut sub,
+        Bio::new(ReqOp::Read, sector, 8).with_private(sector + 1),
+        Nanos(now),
+    );
+    assert!(matches!(r, Submit::Queued), "{r:?}");
+    sub
+}
+
 #[test]
 fn a_thread_dispatches_its_own_request_while_another_runs_the_queue() {
     let d = Arc::new(GateDriver::default());
@@ -73,16 +86,7 @@ fn a_thread_dispatches_its_own_request_while_another_runs_the_queue() {
     .unwrap();
     // Thread A's read is issued by A's own run, which then stays inside `queue_rq`.
     let qa = q.clone();
-    let a = std::thread::spawn(move || {
-        let mut sub = qa.submitter(CtxIdx(0));
-        let r = qa.submit_bio_plugged(
-            &mut sub,
-            Bio::new(ReqOp::Read, 0, 8).with_private(1),
-            Nanos(1),
-        );
-        assert!(matches!(r, Submit::Queued), "{r:?}");
-        std::mem::take(&mut sub.done).len()
-    });
+    let a = std::thread::spawn(move || read(&qa, 0, 0, 1).done.len());
     {
         let mut g = d.state.lock();
         while !g.holding {
@@ -95,13 +99,7 @@ fn a_thread_dispatches_its_own_request_while_another_runs_the_queue() {
     }
     // The queue is being run by A: this thread's read still goes out, from this thread,
     // before A's run returns.
-    let mut sub = q.submitter(CtxIdx(1));
-    let r = q.submit_bio_plugged(
-        &mut sub,
-        Bio::new(ReqOp::Read, 800, 8).with_private(2),
-        Nanos(2),
-    );
-    assert!(matches!(r, Submit::Queued), "{r:?}");
+    let sub = read(&q, 1, 800, 2);
     {
         let mut g = d.state.lock();
         assert!(g.holding, "A is still inside queue_rq");
