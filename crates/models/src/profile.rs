@@ -166,16 +166,11 @@ pub struct Fit {
     pub flush_ns: f64,
     /// What each byte of writes in flight adds to a read's unit time.
     pub read_ns_per_write_byte: f64,
-    /// The share of a unit's time that varies from command to command, by the count being
-    /// served: `(depth, share)` one at a time and at each depth random 4 KiB reads were
-    /// measured at in several runs (`p99_runs`), interpolated and held as
-    /// [`Fit::speedup`] is. The share is drawn as an exponential,
-    /// so that the time keeps its mean and its 99th percentile is the one measured at that
-    /// depth: `(p99 / mean - 1) / (ln 100 - 1)` of the reads' latency (the median of their
-    /// runs' p99; one alone's without its wake), in [0, 1]. With the count in flight held,
-    /// every command is served at the same rate, so its latency varies as its unit time
-    /// does.
-    pub spread: Vec<(u32, f64)>,
+    /// The share of a unit's time that varies from command to command, drawn as an
+    /// exponential so that the time keeps its mean and its 99th percentile is the measured
+    /// one: `(p99 / mean - 1) / (ln 100 - 1)` of random 4 KiB reads one at a time (the
+    /// median of their runs' p99), in [0, 1].
+    pub spread: f64,
     /// Whether the profile measured writes; without them writes are modelled as reads.
     pub writes_measured: bool,
 }
@@ -260,7 +255,7 @@ impl Profile {
         // alone (`t1` its service, without the wake). Kept from falling as the depth grows: a
         // measured dip is noise to a model whose every command then waits longer.
         let mut speedup = vec![(1u32, 1.0f64)];
-        for m in &random {
+        for m in random {
             let c = (m.iodepth as f64 * t1 / (m.mean_us * 1e3)).min(m.iodepth as f64);
             let last = speedup.last().map_or(1.0, |&(_, c)| c);
             if m.iodepth > speedup.last().map_or(0, |&(d, _)| d) {
@@ -303,29 +298,13 @@ impl Profile {
             }
             _ => 0.0,
         };
-        // The device's own variation at each depth (none where a p99 is not above its
-        // mean, or is no number: p99 is not checked above). One read alone waits its wake,
-        // a constant, before the part that varies.
-        let share = |m: &Measure, wake: f64| {
-            let (mean, p99) = (m.mean_us * 1e3 - wake, m.p99_us * 1e3 - wake);
-            if mean > 0.0 && p99 > mean {
-                ((p99 / mean - 1.0) / (100f64.ln() - 1.0)).clamp(0.0, 1.0)
-            } else {
-                0.0
-            }
+        // The device's own variation, seen where nothing queues: one read at a time (none
+        // where its p99 is not above its mean, or is no number: p99 is not checked above).
+        let spread = if r4.p99_us > r4.mean_us {
+            ((r4.p99_us / r4.mean_us - 1.0) / (100f64.ln() - 1.0)).clamp(0.0, 1.0)
+        } else {
+            0.0
         };
-        // Only depths whose tail was measured in several runs count: one run's tail on a
-        // disk other guests share is not the disk's (five single-run profiles of this
-        // machine's disk put the p99 at 1.4-2.8 times the mean at 16 in flight, three
-        // runs each agreed within 7%).
-        let spread = std::iter::once((1, share(r4, wake)))
-            .chain(
-                random
-                    .iter()
-                    .filter(|m| m.p99_runs.len() >= 3)
-                    .map(|m| (m.iodepth, share(m, 0.0))),
-            )
-            .collect();
         Ok(Fit {
             speedup,
             read_wake_ns: wake,
@@ -492,11 +471,6 @@ impl Fit {
             .iter()
             .map(|&(d, c)| format!("{c:.2} at {d}"))
             .collect();
-        let spread: Vec<String> = self
-            .spread
-            .iter()
-            .map(|&(d, c)| format!("{c:.3} at {d}"))
-            .collect();
         let lines = [
             ("served together, times one alone", speedup.join(", ")),
             (
@@ -530,7 +504,10 @@ impl Fit {
                 us(self.read_ns_per_write_byte * 1048576.0),
             ),
             ("a flush after the writes before it", us(self.flush_ns)),
-            ("share of a command's time that varies", spread.join(", ")),
+            (
+                "share of a command's time that varies",
+                format!("{:.3}", self.spread),
+            ),
         ];
         let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         lines
@@ -542,26 +519,15 @@ impl Fit {
     /// The speedup with `n` commands in flight: linear between the depths measured, the
     /// last one's beyond them.
     pub fn speedup_at(&self, n: u32) -> f64 {
-        at_depth(&self.speedup, n, 1.0)
-    }
-
-    /// The share of a command's time that varies with `n` being served, as
-    /// [`Fit::speedup_at`] reads the speedup.
-    pub fn spread_at(&self, n: u32) -> f64 {
-        at_depth(&self.spread, n, 0.0)
-    }
-}
-
-/// `points`' value at depth `n`: linear between the depths it has, the first's below them,
-/// the last's beyond them (`none` without any).
-fn at_depth(points: &[(u32, f64)], n: u32, none: f64) -> f64 {
-    match points.iter().position(|&(d, _)| d >= n) {
-        Some(0) => points[0].1,
-        Some(i) => {
-            let ((d0, c0), (d1, c1)) = (points[i - 1], points[i]);
-            c0 + (c1 - c0) * f64::from(n - d0) / f64::from(d1 - d0)
+        let s = &self.speedup;
+        match s.iter().position(|&(d, _)| d >= n) {
+            Some(0) => s[0].1,
+            Some(i) => {
+                let ((d0, c0), (d1, c1)) = (s[i - 1], s[i]);
+                c0 + (c1 - c0) * f64::from(n - d0) / f64::from(d1 - d0)
+            }
+            None => s.last().map_or(1.0, |&(_, c)| c),
         }
-        None => points.last().map_or(none, |&(_, c)| c),
     }
 }
 
@@ -823,11 +789,8 @@ impl DeviceModel for FittedModel {
             self.write_bytes_in_flight as f64 * f.read_ns_per_write_byte
         };
         let mean = if sequential { seq_base } else { base } + bytes * per_byte + interference;
-        // Its share that varies is the one measured with as many being served as there
-        // are with it.
-        let spread = f.spread_at(self.serving.len() as u32 + 1);
-        let work = if spread > 0.0 {
-            mean * (1.0 - spread) + self.rng.exp(mean * spread)
+        let work = if f.spread > 0.0 {
+            mean * (1.0 - f.spread) + self.rng.exp(mean * f.spread)
         } else {
             mean
         };
@@ -929,9 +892,7 @@ mod tests {
         let p = serial();
         let mut model = FittedModel::new(&p, "p.toml", SimRng::new(7)).unwrap();
         let r4 = p.get("randread_4k_qd1").unwrap();
-        assert!(model.fit().spread_at(1) > 0.2 && model.fit().spread_at(1) < 0.3);
-        // Its depths' tails were each measured in one run: only one alone's share counts.
-        assert_eq!(model.fit().spread.len(), 1, "{:?}", model.fit());
+        assert!(model.fit().spread > 0.2 && model.fit().spread < 0.3);
         let mut lat = Vec::new();
         let mut now = 0u64;
         let mut out = Vec::new();
@@ -1058,7 +1019,7 @@ mod tests {
             .filter(|m| m.name.starts_with("randread_4k_qd"))
         {
             let mut model = FittedModel::new(p, "p.toml", SimRng::new(3)).unwrap();
-            let (mean, _) = closed_loop_us(&mut model, m.iodepth as u64);
+            let mean = closed_loop_mean_us(&mut model, m.iodepth as u64);
             assert!(
                 (mean / m.mean_us - 1.0).abs() < 0.03,
                 "depth {}: {mean:.1} us against {}",
@@ -1069,10 +1030,9 @@ mod tests {
     }
 
     /// `n` readers that each submit again the moment their read completes, on the model:
-    /// the mean latency and its 99th percentile, in us.
-    fn closed_loop_us(model: &mut FittedModel, n: u64) -> (f64, f64) {
+    /// the mean latency in us.
+    fn closed_loop_mean_us(model: &mut FittedModel, n: u64) -> f64 {
         let mut out = Vec::new();
-        let mut lat = Vec::new();
         let (mut sum, mut count, mut id) = (0u64, 0u64, 0u64);
         let mut issued_at = std::collections::HashMap::new();
         let read = |id: u64| Cmd {
@@ -1092,18 +1052,14 @@ mod tests {
             out.clear();
             model.advance(t, &mut out);
             for c in &out {
-                let l = t.0 - issued_at.remove(&c.id).expect("issued");
-                sum += l;
-                lat.push(l);
+                sum += t.0 - issued_at.remove(&c.id).expect("issued");
                 count += 1;
                 model.submit(0, read(id), t);
                 issued_at.insert(id, t.0);
                 id += 1;
             }
         }
-        lat.sort_unstable();
-        let p99 = lat[lat.len() * 99 / 100] as f64 / 1e3;
-        (sum as f64 / count as f64 / 1e3, p99)
+        sum as f64 / count as f64 / 1e3
     }
 
     /// The commands in flight share the device as the measurements say: each depth's reads
@@ -1136,44 +1092,6 @@ mod tests {
             (75_473.6, 843.76),
             (1_224.7, 12_965.44),
         ])
-    }
-
-    /// Each depth random reads were measured at has its measured tail on the model, not
-    /// only one read alone: on the afternoon's disk one alone varied less (a p99 of 2.2
-    /// times its mean beyond the wake) than reads together (3.1 times at 2, 2.4 at 64).
-    /// With the share that varies of one alone at every depth, two together had a p99 of
-    /// 165 us where the disk had 276.
-    #[test]
-    fn each_measured_depth_has_its_measured_tail() {
-        let mut p = vda_waking();
-        let p99s = [
-            ("randread_4k_qd1", 252.93),
-            ("randread_4k_qd2", 276.48),
-            ("randread_4k_qd4", 329.73),
-            ("randread_4k_qd8", 456.70),
-            ("randread_4k_qd16", 700.42),
-            ("randread_4k_qd64", 2056.19),
-        ];
-        for (name, p99) in p99s {
-            let m = p.measure.iter_mut().find(|m| m.name == name).unwrap();
-            m.p99_us = p99;
-            m.p99_runs = vec![p99; 3];
-        }
-        let f = p.fit("x").unwrap();
-        // One alone's share is taken without its wake: (252.93 - 55.53) / 90.12.
-        let alone = (((252.93 - 55.53) / 90.12 - 1.0) / (100f64.ln() - 1.0)) as f32;
-        assert!((f.spread_at(1) as f32 - alone).abs() < 1e-3, "{f:?}");
-        for (name, p99) in p99s {
-            let m = p.get(name).unwrap();
-            let mut model = FittedModel::new(&p, "p.toml", SimRng::new(11)).unwrap();
-            let (mean, tail) = closed_loop_us(&mut model, m.iodepth as u64);
-            assert!(
-                (tail / p99 - 1.0).abs() < 0.1 && (mean / m.mean_us - 1.0).abs() < 0.03,
-                "depth {}: mean {mean:.1} us p99 {tail:.1} us against {} and {p99}",
-                m.iodepth,
-                m.mean_us
-            );
-        }
     }
 
     /// Where one read alone took longer than each of two together, no speedup can say so
