@@ -4,7 +4,7 @@
 //! through io_uring; bad profiles get one line.
 
 mod common;
-use common::{mqblk, text};
+use common::{mqblk, refused_in_one_line, text};
 use std::path::{Path, PathBuf};
 
 /// A scratch directory on the disk (not tmpfs: a profile needs a block queue under it).
@@ -265,18 +265,8 @@ fn bad_profiles_get_one_line() {
     ] {
         let dev = format!("--device=profile:{}", f.display());
         let fit = format!("--fit={}", f.display());
-        for args in [
-            &["sim", &dev, "--runtime=10ms", "--name=x"][..],
-            &["profile", &fit][..],
-        ] {
-            let o = mqblk(args);
-            let e = text(&o.stderr);
-            assert_eq!(o.status.code(), Some(2), "{e}");
-            assert!(
-                e.contains(want) && e.trim_end().lines().count() == 1,
-                "{want}: {e}"
-            );
-        }
+        refused_in_one_line(&["sim", &dev, "--runtime=10ms", "--name=x"], want);
+        refused_in_one_line(&["profile", &fit], want);
     }
     let o = mqblk(&["profile", "--device=null", "--output-format=json"]);
     assert!(text(&o.stderr).contains("--output-format is for --fit=PROFILE"));

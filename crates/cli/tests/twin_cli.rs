@@ -3,20 +3,11 @@
 //! root, losetup and fio: missing, the tests fail in CI (where `.ci/run` installs them) and
 //! are skipped visibly elsewhere.
 
+mod common;
+use common::{mqblk, refused_in_one_line, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn mqblk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
 
 /// Whether twin can run here (root, losetup and fio): a failure in CI where it cannot, a
 /// visible skip elsewhere.
@@ -269,10 +260,7 @@ fn twin_refuses_without_root_and_bad_arguments_in_one_line() {
         let mut all = vec!["twin", &dev];
         all.extend(args);
         all.push(job.to_str().unwrap());
-        let o = mqblk(&all);
-        let e = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{e}");
-        assert!(e.contains(want) && e.trim_end().lines().count() == 1, "{e}");
+        refused_in_one_line(&all, want);
     }
     let o = mqblk(&["twin", "--filename=/proc/version", job.to_str().unwrap()]);
     assert!(
@@ -492,17 +480,14 @@ fn twin_sim_adds_the_fitted_models_prediction() {
     assert_eq!(l.scheduler(), "mq-deadline", "the scheduler is put back");
     let bad = l.dir.join("bad.toml");
     std::fs::write(&bad, "disk = 1\n").unwrap();
-    let o = mqblk(&[
-        "twin",
-        &format!("--filename={}", l.dev),
-        &format!("--profile={}", bad.display()),
-        job.to_str().unwrap(),
-    ]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("bad.toml:1:") && err.trim_end().lines().count() == 1,
-        "{err}"
+    refused_in_one_line(
+        &[
+            "twin",
+            &format!("--filename={}", l.dev),
+            &format!("--profile={}", bad.display()),
+            job.to_str().unwrap(),
+        ],
+        "bad.toml:1:",
     );
     assert_eq!(l.scheduler(), "mq-deadline");
 }
@@ -608,18 +593,9 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
     assert!(v["rows"][0]["sim_verdict"].is_string(), "{v}");
 
     // Bad input, one line each.
-    let one_line = |args: &[&str], want: &str| {
-        let o = mqblk(args);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(
-            err.contains(want) && err.trim_end().lines().count() == 1,
-            "{args:?}: {err}"
-        );
-    };
     let junk = dir.join("junk.json");
     std::fs::write(&junk, "{\"jobs\": []}").unwrap();
-    one_line(
+    refused_in_one_line(
         &[
             "twin",
             &format!("--resim={}", junk.display()),
@@ -628,11 +604,11 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
         "not a result of mqblk twin --output-format=json",
     );
     std::fs::remove_file(&job).unwrap();
-    one_line(
+    refused_in_one_line(
         &["twin", &format!("--resim={}", one.display()), &with_profile],
         "r.fio: no such job file",
     );
-    one_line(
+    refused_in_one_line(
         &["twin", &format!("--resim={}", one.display())],
         "--profile",
     );

@@ -29,6 +29,18 @@ pub fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }
 
+/// `mqblk ARGS` is refused as bad input: exit status 2 and one line on stderr that says
+/// `want`.
+pub fn refused_in_one_line(args: &[&str], want: &str) {
+    let o = mqblk(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(want) && err.trim_end().lines().count() == 1,
+        "{want}: {args:?}: {err}"
+    );
+}
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
