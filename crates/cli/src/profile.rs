@@ -20,6 +20,8 @@ struct Phase {
     pattern: &'static str,
     bs: u64,
     iodepth: u32,
+    /// Jobs side by side, each at `iodepth` (fio's `numjobs`).
+    jobs: u32,
     /// Options of the measured job beyond rw, bs and iodepth.
     extra: &'static str,
     /// A job beside it (the write flood of the interference measurement).
@@ -42,6 +44,7 @@ const fn phase(
         pattern,
         bs,
         iodepth,
+        jobs: 1,
         extra: "",
         beside: None,
         writes: false,
@@ -76,22 +79,31 @@ fn phases() -> Vec<Phase> {
             128 << 10,
             1,
         ),
-        phase(
-            "randread_4k_qd2",
-            "random reads of 4 KiB, 2 in flight",
-            "read",
-            "random",
-            4096,
-            2,
-        ),
-        phase(
-            "randread_4k_qd4",
-            "random reads of 4 KiB, 4 in flight",
-            "read",
-            "random",
-            4096,
-            4,
-        ),
+        // Two and four in flight from as many jobs at one each: one job's own time between
+        // its I/Os can hold a device that is served by the host's CPUs (a loop device)
+        // below what it serves with that many in flight.
+        Phase {
+            jobs: 2,
+            ..phase(
+                "randread_4k_qd1_jobs2",
+                "random reads of 4 KiB, one at a time from each of 2 jobs",
+                "read",
+                "random",
+                4096,
+                1,
+            )
+        },
+        Phase {
+            jobs: 4,
+            ..phase(
+                "randread_4k_qd1_jobs4",
+                "random reads of 4 KiB, one at a time from each of 4 jobs",
+                "read",
+                "random",
+                4096,
+                1,
+            )
+        },
         phase(
             "randread_4k_qd8",
             "random reads of 4 KiB, 8 in flight",
@@ -216,9 +228,14 @@ impl Phase {
             "[global]\n{device}{sched}time_based\nruntime={}ms\n",
             (seconds * 1000.0 / runs as f64).round() as u64,
         );
+        let numjobs = if self.jobs > 1 {
+            format!("numjobs={}\n", self.jobs)
+        } else {
+            String::new()
+        };
         for r in 0..runs {
             s.push_str(&format!(
-                "\n[{}]\n{}rw={}\nbs={}\niodepth={}\n{}",
+                "\n[{}]\n{}rw={}\nbs={}\niodepth={}\n{numjobs}{}",
                 self.name,
                 if r > 0 { "stonewall\n" } else { "" },
                 self.rw(),
@@ -317,40 +334,47 @@ fn shape_of_model(spec: &str) -> Result<(Shape, u64), CliError> {
 const RUNS: usize = 3;
 
 /// What a phase's runs gave, from fio's JSON: rates and the mean over the runs (the mean
-/// latency weighted by each run's I/Os), the median of their 99th percentiles.
+/// latency weighted by each run's I/Os), the median of their 99th percentiles. A run of
+/// several jobs (`numjobs`) is their sum in rates; its 99th percentile the median of its
+/// jobs'.
 fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
     let v: serde_json::Value =
         serde_json::from_str(json).map_err(|e| format!("internal: {}'s report: {e}", p.name))?;
     let f = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0);
-    let runs: Vec<&serde_json::Value> = v["jobs"]
+    let jobs: Vec<&serde_json::Value> = v["jobs"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|j| j["jobname"] == p.name)
         .map(|j| &j[p.op])
         .collect();
-    if runs.len() != p.runs() {
+    let per_run = p.jobs.max(1) as usize;
+    if jobs.len() != p.runs() * per_run {
         return Err(format!(
-            "internal: {}'s report has {} runs of it, not {}",
+            "internal: {}'s report has {} jobs of it, not {} runs of {per_run}",
             p.name,
-            runs.len(),
+            jobs.len(),
             p.runs()
         )
         .into());
     }
-    let n = runs.len() as f64;
-    let ios: f64 = runs.iter().map(|d| f(&d["total_ios"])).sum();
+    let n = p.runs() as f64;
+    let ios: f64 = jobs.iter().map(|d| f(&d["total_ios"])).sum();
     let mean_ns = if ios > 0.0 {
-        runs.iter()
+        jobs.iter()
             .map(|d| f(&d["clat_ns"]["mean"]) * f(&d["total_ios"]))
             .sum::<f64>()
             / ios
     } else {
-        runs.iter().map(|d| f(&d["clat_ns"]["mean"])).sum::<f64>() / n
+        jobs.iter().map(|d| f(&d["clat_ns"]["mean"])).sum::<f64>() / jobs.len() as f64
     };
-    let p99: Vec<f64> = runs
-        .iter()
-        .map(|d| f(&d["clat_ns"]["percentile"]["99.000000"]) / 1e3)
+    let p99_of = |d: &serde_json::Value| f(&d["clat_ns"]["percentile"]["99.000000"]) / 1e3;
+    let p99: Vec<f64> = jobs
+        .chunks(per_run)
+        .map(|run| {
+            let each: Vec<f64> = run.iter().map(|d| p99_of(d)).collect();
+            mqblk_twin::spread(&each).map_or(0.0, |s| s.median)
+        })
         .collect();
     let p99_us = mqblk_twin::spread(&p99).map_or(0.0, |s| s.median);
     let p99_runs = if p99.len() > 1 { p99 } else { Vec::new() };
@@ -361,8 +385,9 @@ fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
         pattern: p.pattern.to_string(),
         bs: p.bs,
         iodepth: p.iodepth,
-        iops: runs.iter().map(|d| f(&d["iops"])).sum::<f64>() / n,
-        mbs: runs.iter().map(|d| f(&d["bw_bytes"])).sum::<f64>() / n / 1e6,
+        jobs: p.jobs.max(1),
+        iops: jobs.iter().map(|d| f(&d["iops"])).sum::<f64>() / n,
+        mbs: jobs.iter().map(|d| f(&d["bw_bytes"])).sum::<f64>() / n / 1e6,
         mean_us: mean_ns / 1e3,
         p99_us,
         p99_runs,
@@ -423,7 +448,7 @@ fn run(a: &ProfileArgs) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    let seconds = if a.quick { 1.5 } else { 7.5 };
+    let seconds = if a.quick { 1.5 } else { 6.5 };
     let tmp = std::env::temp_dir().join(format!("mqblk-profile-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| CliError::io(tmp.display().to_string(), e))?;
     let result = measure(a, seconds, &tmp);

@@ -55,6 +55,25 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         toml.contains("# random reads of 4 KiB, one at a time"),
         "{toml}"
     );
+    // Four jobs at one each are measured as one measurement, their IOPS summed: on the
+    // ssd model, whose units serve four reads side by side, about four times one alone's.
+    let profile: toml::Value = toml::from_str(&toml).unwrap();
+    let measure = |name: &str| {
+        profile["measure"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("{name} is not in {toml}"))
+            .clone()
+    };
+    let (alone, four) = (measure("randread_4k_qd1"), measure("randread_4k_qd1_jobs4"));
+    assert_eq!(four["jobs"].as_integer(), Some(4), "{toml}");
+    let ratio = four["iops"].as_float().unwrap() / alone["iops"].as_float().unwrap();
+    assert!(
+        ratio > 3.0 && ratio <= 4.4,
+        "four jobs at {ratio:.2} x one alone: {toml}"
+    );
     // The fitted parameters, as a user reads them: a line each, and the same in JSON.
     let fit_arg = format!("--fit={}", file.display());
     let o = mqblk(&["profile", &fit_arg]);
