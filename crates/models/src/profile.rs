@@ -195,12 +195,12 @@ pub struct Fit {
     /// served: `(count, share)` one at a time and at each count random 4 KiB reads were
     /// measured at in several runs (`p99_runs`; of two measured at one count, the one whose
     /// speedup [`Fit::speedup`] took), interpolated and held as the speedup is. The share is
-    /// drawn as an exponential,
-    /// so that the time keeps its mean and its 99th percentile is the one measured at that
-    /// depth: `(p99 / mean - 1) / (ln 100 - 1)` of the reads' latency (the median of their
-    /// runs' p99; one alone's without its wake), in [0, 1]. With the count in flight held,
-    /// every command is served at the same rate, so its latency varies as its unit time
-    /// does.
+    /// drawn as an exponential, so that the time keeps its mean and its 99th percentile is
+    /// the one measured at that count: `(p99 / mean - 1) / (ln 100 - 1)` of the reads'
+    /// latency (the median of their runs' p99; one alone's without its wake), in [0, 1].
+    /// With the count in flight held, every command is served at the same rate, so its
+    /// latency varies as its unit time does. The transfer path does not vary: where it is
+    /// the bottleneck the latencies have no tail (DEVICES.md, `spread`).
     pub spread: Vec<(u32, f64)>,
     /// Whether the profile measured writes; without them writes are modelled as reads.
     pub writes_measured: bool,
