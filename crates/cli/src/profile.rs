@@ -228,7 +228,10 @@ impl Phase {
             "[global]\n{device}{sched}time_based\nruntime={}ms\n",
             (seconds * 1000.0 / runs as f64).round() as u64,
         );
+        // Several jobs at once are reported as one (fio's `group_reporting`; each run is
+        // its own group by its `stonewall`): rates summed, latencies over all their I/Os.
         let numjobs = if self.jobs > 1 {
+            s.push_str("group_reporting\n");
             format!("numjobs={}\n", self.jobs)
         } else {
             String::new()
@@ -335,46 +338,40 @@ const RUNS: usize = 3;
 
 /// What a phase's runs gave, from fio's JSON: rates and the mean over the runs (the mean
 /// latency weighted by each run's I/Os), the median of their 99th percentiles. A run of
-/// several jobs (`numjobs`) is their sum in rates; its 99th percentile the median of its
-/// jobs'.
+/// several jobs is one entry of the report ([`Phase::job_text`]).
 fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
     let v: serde_json::Value =
         serde_json::from_str(json).map_err(|e| format!("internal: {}'s report: {e}", p.name))?;
     let f = |x: &serde_json::Value| x.as_f64().unwrap_or(0.0);
-    let jobs: Vec<&serde_json::Value> = v["jobs"]
+    let runs: Vec<&serde_json::Value> = v["jobs"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|j| j["jobname"] == p.name)
         .map(|j| &j[p.op])
         .collect();
-    let per_run = p.jobs.max(1) as usize;
-    if jobs.len() != p.runs() * per_run {
+    if runs.len() != p.runs() {
         return Err(format!(
-            "internal: {}'s report has {} jobs of it, not {} runs of {per_run}",
+            "internal: {}'s report has {} runs of it, not {}",
             p.name,
-            jobs.len(),
+            runs.len(),
             p.runs()
         )
         .into());
     }
-    let n = p.runs() as f64;
-    let ios: f64 = jobs.iter().map(|d| f(&d["total_ios"])).sum();
+    let n = runs.len() as f64;
+    let ios: f64 = runs.iter().map(|d| f(&d["total_ios"])).sum();
     let mean_ns = if ios > 0.0 {
-        jobs.iter()
+        runs.iter()
             .map(|d| f(&d["clat_ns"]["mean"]) * f(&d["total_ios"]))
             .sum::<f64>()
             / ios
     } else {
-        jobs.iter().map(|d| f(&d["clat_ns"]["mean"])).sum::<f64>() / jobs.len() as f64
+        runs.iter().map(|d| f(&d["clat_ns"]["mean"])).sum::<f64>() / n
     };
-    let p99_of = |d: &serde_json::Value| f(&d["clat_ns"]["percentile"]["99.000000"]) / 1e3;
-    let p99: Vec<f64> = jobs
-        .chunks(per_run)
-        .map(|run| {
-            let each: Vec<f64> = run.iter().map(|d| p99_of(d)).collect();
-            mqblk_twin::spread(&each).map_or(0.0, |s| s.median)
-        })
+    let p99: Vec<f64> = runs
+        .iter()
+        .map(|d| f(&d["clat_ns"]["percentile"]["99.000000"]) / 1e3)
         .collect();
     let p99_us = mqblk_twin::spread(&p99).map_or(0.0, |s| s.median);
     let p99_runs = if p99.len() > 1 { p99 } else { Vec::new() };
@@ -385,9 +382,9 @@ fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
         pattern: p.pattern.to_string(),
         bs: p.bs,
         iodepth: p.iodepth,
-        jobs: p.jobs.max(1),
-        iops: jobs.iter().map(|d| f(&d["iops"])).sum::<f64>() / n,
-        mbs: jobs.iter().map(|d| f(&d["bw_bytes"])).sum::<f64>() / n / 1e6,
+        jobs: p.jobs,
+        iops: runs.iter().map(|d| f(&d["iops"])).sum::<f64>() / n,
+        mbs: runs.iter().map(|d| f(&d["bw_bytes"])).sum::<f64>() / n / 1e6,
         mean_us: mean_ns / 1e3,
         p99_us,
         p99_runs,

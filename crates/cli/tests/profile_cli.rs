@@ -277,10 +277,18 @@ fn bad_profiles_get_one_line() {
     let whole = text(&o.stdout);
     let cut = whole.replacen("name = \"randread_4k_qd1\"", "name = \"renamed\"", 1);
     std::fs::write(&short, cut).unwrap();
+    // Four jobs of none each: no reads in flight.
+    let no_jobs = dir.join("no-jobs.toml");
+    assert!(whole.contains("jobs = 4\n"), "{whole}");
+    std::fs::write(&no_jobs, whole.replacen("jobs = 4\n", "jobs = 0\n", 1)).unwrap();
     for (f, want) in [
         (&missing, "none.toml: No such file"),
         (&truncated, "truncated.toml:1: missing field"),
         (&short, "measurement 'randread_4k_qd1' is missing"),
+        (
+            &no_jobs,
+            "measurement 'randread_4k_qd1_jobs4': jobs must be positive",
+        ),
     ] {
         let dev = format!("--device=profile:{}", f.display());
         let fit = format!("--fit={}", f.display());

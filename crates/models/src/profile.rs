@@ -90,7 +90,7 @@ fn is_one_job(n: &u32) -> bool {
 impl Measure {
     /// Commands in flight: each job's depth times the jobs.
     pub fn in_flight(&self) -> u32 {
-        self.iodepth.saturating_mul(self.jobs.max(1))
+        self.iodepth.saturating_mul(self.jobs)
     }
 }
 
@@ -236,8 +236,44 @@ impl Profile {
         self.measure.iter().find(|m| m.name == name)
     }
 
+    /// Random 4 KiB reads with more than one in flight, by the count in flight (one job at
+    /// a depth, or several jobs at one each), the fastest at each count: where both ways
+    /// were measured, one job's own time between its I/Os can hold a device below what it
+    /// serves (the tmpfs loop: one job at 4 in flight 87K IOPS, four at one each 103K),
+    /// which the simulator charges to the job's CPU, not to the device.
+    pub fn random_reads(&self) -> Vec<&Measure> {
+        let mut random: Vec<&Measure> = self
+            .measure
+            .iter()
+            .filter(|m| {
+                m.name.starts_with("randread_4k_")
+                    && !m.name.ends_with("_under_writes")
+                    && m.in_flight() > 1
+                    && m.mean_us > 0.0
+            })
+            .collect();
+        random.sort_by(|a, b| {
+            (a.in_flight().cmp(&b.in_flight())).then(a.mean_us.total_cmp(&b.mean_us))
+        });
+        random.dedup_by_key(|m| m.in_flight());
+        random
+    }
+
     /// The model's parameters, from the measurements (see the module's description).
     pub fn fit(&self, path: &str) -> Result<Fit, ProfileError> {
+        // A measurement of no commands in flight is not one (`jobs` and `iodepth` of
+        // every measurement, used or not: the file is wrong).
+        for m in &self.measure {
+            for (what, v) in [("iodepth", m.iodepth), ("jobs", m.jobs)] {
+                if v == 0 {
+                    return Err(ProfileError::NotPositive {
+                        path: path.to_string(),
+                        name: m.name.clone(),
+                        what,
+                    });
+                }
+            }
+        }
         let need = |name: &'static str| {
             let m = self.get(name).ok_or(ProfileError::Missing {
                 path: path.to_string(),
@@ -258,14 +294,7 @@ impl Profile {
         let r128 = need("randread_128k_qd1")?;
         let s128 = need("read_128k_qd1")?;
         let r1m = need("read_1m_qd16")?;
-        // Random 4 KiB reads with more than one in flight: one job at a depth, or several
-        // jobs at one each (`jobs`), by the count in flight.
-        let mut random: Vec<&Measure> = self
-            .measure
-            .iter()
-            .filter(|m| m.name.starts_with("randread_4k_") && m.in_flight() > 1 && m.mean_us > 0.0)
-            .collect();
-        random.sort_by_key(|m| m.in_flight());
+        let random = self.random_reads();
         // `n` reads in flight are served at most `n` times as fast as one, so one read's
         // service is no longer than the mean at any depth; what one alone took beyond that
         // it waited for the device to wake, as each read measured one at a time did.
@@ -285,23 +314,15 @@ impl Profile {
         let seq_read_base = (s128.mean_us * 1e3 - wake - read_per_byte * s128.bs as f64).max(0.0);
         // The speedup at each count in flight measured (Little's law on the device): `n`
         // reads in flight that take `mean(n)` each are served `n * t1 / mean(n)` times as
-        // fast as one alone (`t1` its service, without the wake). Where one job at a depth
-        // and as many jobs at one each were both measured, the faster counts: one job's
-        // own time between its I/Os can hold the device below what it serves (the tmpfs
-        // loop: one job at 4 in flight 87K IOPS, four at one each 103K), which the
-        // simulator charges to the job's CPU, not to the device. Kept from falling as the
+        // fast as one alone (`t1` its service, without the wake). Kept from falling as the
         // count grows: a measured dip is noise to a model whose every command then waits
         // longer.
         let mut speedup = vec![(1u32, 1.0f64)];
         for m in &random {
             let n = m.in_flight();
             let c = (n as f64 * t1 / (m.mean_us * 1e3)).min(n as f64);
-            let &(last_n, last) = speedup.last().expect("one alone is first");
-            if n > last_n {
-                speedup.push((n, c.max(last)));
-            } else if let Some(s) = speedup.last_mut() {
-                s.1 = s.1.max(c);
-            }
+            let last = speedup.last().map_or(1.0, |&(_, c)| c);
+            speedup.push((n, c.max(last)));
         }
         let read_rate = r1m.mbs * 1e6 / 1e9;
         let (write_base, write_per_byte, seq_write_base, write_rate, flush) = if self.writes {
@@ -353,18 +374,15 @@ impl Profile {
         // Only counts whose tail was measured in several runs count: one run's tail on a
         // disk other guests share is not the disk's (five single-run profiles of this
         // machine's disk put the p99 at 1.4-2.8 times the mean at 16 in flight, three
-        // runs each agreed within 7%). At a count measured both ways, the tail of the
-        // faster measurement, whose speedup the model took.
+        // runs each agreed within 7%). Each count's tail is that of the measurement whose
+        // speedup the model took.
         let mut spread = vec![(1, share(r4, wake))];
-        for same in random.chunk_by(|a, b| a.in_flight() == b.in_flight()) {
-            let m = same
+        spread.extend(
+            random
                 .iter()
-                .min_by(|a, b| a.mean_us.total_cmp(&b.mean_us))
-                .expect("a group has a measurement");
-            if m.p99_runs.len() >= 3 {
-                spread.push((m.in_flight(), share(m, 0.0)));
-            }
-        }
+                .filter(|m| m.p99_runs.len() >= 3)
+                .map(|m| (m.in_flight(), share(m, 0.0))),
+        );
         Ok(Fit {
             speedup,
             read_wake_ns: wake,
@@ -1096,16 +1114,9 @@ mod tests {
     /// submit again the moment a read completes, takes its measured mean on the model,
     /// within 3% (the faster measurement where one job and several were both measured).
     fn assert_each_depth_takes_its_mean(p: &Profile) {
-        let random = || {
-            p.measure
-                .iter()
-                .filter(|m| m.name.starts_with("randread_4k_qd") && !m.name.ends_with("writes"))
-        };
-        for m in random() {
+        let alone = p.get("randread_4k_qd1").expect("one alone");
+        for m in std::iter::once(alone).chain(p.random_reads()) {
             let n = m.in_flight();
-            if random().any(|o| o.in_flight() == n && o.mean_us < m.mean_us) {
-                continue;
-            }
             let mut model = FittedModel::new(p, "p.toml", SimRng::new(3)).unwrap();
             let (mean, _) = closed_loop_us(&mut model, n as u64);
             assert!(
