@@ -94,6 +94,11 @@ pub struct SimOpts {
     /// kernel's, measured by scripts/kernel-cost.sh (to predict the kernel)
     #[arg(long = "cost-profile", default_value = "mqblk", value_parser = ["kernel", "mqblk"])]
     pub cost_profile: String,
+    /// With --cost-profile=kernel: the kernel's scheduler costs as measured on the machine
+    /// to predict (bash scripts/kernel-cost.sh --json > FILE; repeatable, the median of the
+    /// runs), instead of the built-in ones
+    #[arg(long = "kernel-costs", value_name = "FILE")]
+    pub kernel_costs: Vec<PathBuf>,
     /// The machine's CPUs: a measured machine (xeon-gold-6242-2s, epyc-7773x) whose
     /// cache-line transfers between cores, LLCs and sockets cost what they cost there,
     /// NAME,key=value to change one figure, or custom,key=value... (--topology=help lists
@@ -565,6 +570,11 @@ pub struct TwinArgs {
     /// The profile --sim fits its model to (mqblk profile --output=FILE); implies --sim
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
+    /// The kernel's scheduler costs the simulator charges, as measured on this machine
+    /// (bash scripts/kernel-cost.sh --json > FILE; repeatable, the median of the runs);
+    /// default: the built-in ones
+    #[arg(long = "kernel-costs", value_name = "FILE")]
+    pub kernel_costs: Vec<PathBuf>,
     /// Run only the simulator's stack of a saved result again (mqblk twin ...
     /// --output-format=json, one job file or a suite), on the model fitted to --profile, and
     /// judge it against the kernel's figures saved there: no device, no root. Give the saved

@@ -208,6 +208,11 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     // A zoned device's writers that all write at the write pointers (zonemode=zbd) must
     // never have one refused for its place: the run checks it.
     let zoned_in_order = cl.jobs.iter().all(|s| s.zonemode_zbd || !s.rw.does_write());
+    let profile = mqblk_sim::cost::CostProfile::parse(&a.cost_profile)?;
+    if !a.kernel_costs.is_empty() && profile != mqblk_sim::cost::CostProfile::Kernel {
+        return Err("--kernel-costs needs --cost-profile=kernel".into());
+    }
+    let kernel_costs = mqblk_sim::cost::KernelCosts::read(&a.kernel_costs)?;
     let cfg = SimConfig {
         seed: a.seed,
         nr_cpus,
@@ -215,7 +220,8 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         device: dev,
         cost,
         topology,
-        profile: mqblk_sim::cost::CostProfile::parse(&a.cost_profile)?,
+        profile,
+        kernel_costs,
         check_every: a.check_every,
         tracer: crate::trace_cmd::tracer_of(&writer),
         ..SimConfig::default()
@@ -240,7 +246,12 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     }
     let model = model.model;
     let (seed, cpus) = (a.seed, cfg.nr_cpus);
-    let profile = cfg.profile.name();
+    let profile = match (cfg.profile, cfg.kernel_costs.source.as_str()) {
+        (mqblk_sim::cost::CostProfile::Kernel, source) if source != "built-in" => {
+            format!("kernel ({source})")
+        }
+        (p, _) => p.name().to_string(),
+    };
     let machine = cfg
         .topology
         .as_ref()

@@ -22,12 +22,18 @@ pub fn main(a: TwinArgs) -> i32 {
             return 2;
         }
     };
+    // The kernel's costs are read by each simulator run; a bad file is said once, now.
+    if let Err(e) = mqblk_sim::cost::KernelCosts::read(&a.kernel_costs) {
+        eprintln!("mqblk twin: {e}");
+        return 2;
+    }
     let result = match (a.resim, a.profile, a.filename) {
         (Some(saved), Some(profile), _) => mqblk_twin::resim(
             &mqblk_twin::ResimOptions {
                 saved,
                 profile,
                 tunables: a.tunables,
+                kernel_costs: a.kernel_costs,
                 mqblk,
             },
             &stop,
@@ -43,6 +49,7 @@ pub fn main(a: TwinArgs) -> i32 {
                 fio: a.fio,
                 sim: a.sim || profile.is_some(),
                 profile,
+                kernel_costs: a.kernel_costs,
                 mqblk,
             },
             &stop,

@@ -45,6 +45,8 @@ pub enum CostError {
     NotNanoseconds { assignment: String, value: String },
     #[error("--cost {assignment}: unknown cost '{name}' (known: {known})", known = CostTable::NAMES.join(", "))]
     UnknownCost { assignment: String, name: String },
+    #[error("--kernel-costs {path}: {message}")]
+    KernelCosts { path: String, message: String },
 }
 
 impl CostProfile {
@@ -65,14 +67,17 @@ impl CostProfile {
         }
     }
 
-    /// The hook costs of scheduler `name` under this profile; `own` is mqblk's.
-    pub fn elv_cost(self, name: &str, own: ElvCost) -> ElvCost {
-        let Some(&(_, kernel)) = (self == CostProfile::Kernel)
-            .then(|| KERNEL_OVER_NONE_NS.iter().find(|(n, _)| *n == name))
+    /// The hook costs of scheduler `name` under this profile; `own` is mqblk's, `kernel`
+    /// the kernel's figures (the kernel profile's).
+    pub fn elv_cost(self, name: &str, own: ElvCost, kernel: &KernelCosts) -> ElvCost {
+        let Some(over_none) = (self == CostProfile::Kernel)
+            .then(|| kernel.over_none_ns(name))
             .flatten()
         else {
             return own;
         };
+        let kernel_locked = kernel.locked_ns(name);
+        let kernel = over_none;
         // The kernel's own lock structure where it differs from mqblk's: mq-deadline's
         // completion hook (`dd_finish_request`) only increments an atomic counter, outside
         // `dd->lock`; mqblk's takes the lock to keep its own bookkeeping.
@@ -94,8 +99,8 @@ impl CostProfile {
         if locked_own == 0 || per_request == 0 {
             return own;
         }
-        let mut k = match KERNEL_LOCKED_NS.iter().find(|(n, _)| *n == name) {
-            Some(&(_, locked)) => {
+        let mut k = match kernel_locked {
+            Some(locked) => {
                 let locked = locked.min(kernel);
                 let mut k = scale_elv_cost(own, |ns| ns * locked / locked_own);
                 let hooks = k.insert_ns + k.dispatch_ns + k.complete_ns;
@@ -150,6 +155,127 @@ pub const KERNEL_OVER_NONE_NS: &[(&str, u64)] =
 /// Sampling slows every function alike, so these are upper bounds. The rest of
 /// [`KERNEL_OVER_NONE_NS`] is charged outside any scheduler lock (`ElvCost::path_ns`).
 pub const KERNEL_LOCKED_NS: &[(&str, u64)] = &[("mq-deadline", 637), ("kyber", 466), ("bfq", 2719)];
+
+/// The kernel's CPU costs of its schedulers, per request, that the kernel profile charges:
+/// [`KERNEL_OVER_NONE_NS`] and [`KERNEL_LOCKED_NS`] built in, or what `bash
+/// scripts/kernel-cost.sh --json` measured on the machine a run is to predict
+/// (`--kernel-costs=FILE`, [`KernelCosts::read`]). The figures follow the machine, not the
+/// code: on this project's machine they halved between 2026-11-26 and 2026-12-01 (docs/sim.md,
+/// "Cost profiles").
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct KernelCosts {
+    /// Over `none`, by scheduler, ns per request.
+    pub over_none_ns: Vec<(String, u64)>,
+    /// Of that, inside the functions that hold the scheduler's lock, ns per request.
+    pub locked_ns: Vec<(String, u64)>,
+    /// Where the figures come from: `built-in`, or the files read.
+    pub source: String,
+}
+
+impl Default for KernelCosts {
+    fn default() -> KernelCosts {
+        let own = |t: &[(&str, u64)]| t.iter().map(|&(n, v)| (n.to_string(), v)).collect();
+        KernelCosts {
+            over_none_ns: own(KERNEL_OVER_NONE_NS),
+            locked_ns: own(KERNEL_LOCKED_NS),
+            source: "built-in".to_string(),
+        }
+    }
+}
+
+impl KernelCosts {
+    fn of(t: &[(String, u64)], name: &str) -> Option<u64> {
+        t.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+
+    /// Scheduler `name`'s CPU time per request over `none`, if measured.
+    pub fn over_none_ns(&self, name: &str) -> Option<u64> {
+        KernelCosts::of(&self.over_none_ns, name)
+    }
+
+    /// Of that, the part under the scheduler's lock, if measured.
+    pub fn locked_ns(&self, name: &str) -> Option<u64> {
+        KernelCosts::of(&self.locked_ns, name)
+    }
+
+    /// The figures of one or more runs of `scripts/kernel-cost.sh --json` (each a file):
+    /// for each scheduler but `none`, the median over the files of its `over_none_ns` and,
+    /// where every file has it (perf was there), of its `locked_ns_per_io`. Negative
+    /// differences count as 0; a scheduler missing from a file is an error.
+    pub fn read(paths: &[std::path::PathBuf]) -> Result<KernelCosts, CostError> {
+        // Each file's name and, for each scheduler, its time over `none` and locked time.
+        type Run = (String, Vec<(String, f64, Option<f64>)>);
+        let mut runs: Vec<Run> = Vec::new();
+        for path in paths {
+            let shown = path.display().to_string();
+            let fail = |message: String| CostError::KernelCosts {
+                path: shown.clone(),
+                message,
+            };
+            let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                fail(format!(
+                    "not the JSON of scripts/kernel-cost.sh --json: {e}"
+                ))
+            })?;
+            let scheds = v["schedulers"]
+                .as_object()
+                .ok_or_else(|| fail("no \"schedulers\" object".to_string()))?;
+            let mut figures = Vec::new();
+            for (name, f) in scheds.iter().filter(|(n, _)| n.as_str() != "none") {
+                let over = f["over_none_ns"].as_f64().ok_or_else(|| {
+                    fail(format!("{name}: no over_none_ns (a run without `none`?)"))
+                })?;
+                figures.push((name.clone(), over, f["locked_ns_per_io"].as_f64()));
+            }
+            if figures.is_empty() {
+                return Err(fail("no scheduler but none was measured".to_string()));
+            }
+            runs.push((shown, figures));
+        }
+        let Some((first, names)) = runs.first() else {
+            return Ok(KernelCosts::default());
+        };
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            let m = if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            };
+            m.max(0.0).round() as u64
+        };
+        let mut costs = KernelCosts {
+            over_none_ns: Vec::new(),
+            locked_ns: Vec::new(),
+            source: runs
+                .iter()
+                .map(|(p, _)| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        for (name, ..) in names {
+            let mut over = Vec::new();
+            let mut locked = Vec::new();
+            for (path, figures) in &runs {
+                let (_, o, l) = figures.iter().find(|f| &f.0 == name).ok_or_else(|| {
+                    CostError::KernelCosts {
+                        path: path.clone(),
+                        message: format!("{name} is not measured here, as it is in {first}"),
+                    }
+                })?;
+                over.push(*o);
+                locked.extend(*l);
+            }
+            costs.over_none_ns.push((name.clone(), median(over)));
+            if locked.len() == runs.len() {
+                costs.locked_ns.push((name.clone(), median(locked)));
+            }
+        }
+        Ok(costs)
+    }
+}
 
 /// How long a kblockd work takes from being queued to starting (`workqueue_queue_work` to
 /// `workqueue_execute_start` of `blk_mq_run_work_fn`), as quantiles (fraction, us): measured
@@ -466,7 +592,8 @@ mod tests {
             merge_ns: 40,
             path_ns: 0,
         };
-        let k = CostProfile::Kernel.elv_cost("mq-deadline", own);
+        let builtin = KernelCosts::default();
+        let k = CostProfile::Kernel.elv_cost("mq-deadline", own, &builtin);
         let of = |t: &[(&str, u64)]| t.iter().find(|(n, _)| *n == "mq-deadline").unwrap().1;
         let (measured, locked) = (of(KERNEL_OVER_NONE_NS), of(KERNEL_LOCKED_NS));
         // Everything the kernel spends over `none` is charged, ...
@@ -492,11 +619,14 @@ mod tests {
         assert_eq!(k.dispatch_lock, own.dispatch_lock);
         // `dd_finish_request` is an atomic increment outside `dd->lock`.
         assert_eq!(k.complete_lock, mqblk_core::LockScope::None);
-        let m = CostProfile::Mqblk.elv_cost("mq-deadline", own);
+        let m = CostProfile::Mqblk.elv_cost("mq-deadline", own, &builtin);
         assert_eq!(m.complete_lock, mqblk_core::LockScope::Queue);
         // mqblk's own profile, and schedulers the kernel has no figure for, keep their own.
-        assert_eq!(CostProfile::Mqblk.elv_cost("mq-deadline", own), own);
-        assert_eq!(CostProfile::Kernel.elv_cost("none", own), own);
+        assert_eq!(
+            CostProfile::Mqblk.elv_cost("mq-deadline", own, &builtin),
+            own
+        );
+        assert_eq!(CostProfile::Kernel.elv_cost("none", own, &builtin), own);
         assert!(CostProfile::parse("linux").is_err());
     }
 
@@ -514,5 +644,86 @@ mod tests {
             assert!(v >= last, "at {i}: {v} < {last}");
             last = v;
         }
+    }
+
+    /// Several runs of the kernel-cost script give each figure's median; a locked time
+    /// only where every run measured it; a file that is not the script's is said in one
+    /// line naming it.
+    #[test]
+    fn kernel_costs_are_the_median_of_the_runs_given() {
+        let dir = std::env::temp_dir().join(format!("mqblk-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = |i: usize, dd: f64, kyber: f64, locked: Option<f64>| {
+            let lk = locked.map_or("null".to_string(), |v| v.to_string());
+            let text = format!(
+                r#"{{"schedulers": {{
+                    "none": {{"ns_per_io": 6000, "over_none_ns": 0, "locked_ns_per_io": null}},
+                    "mq-deadline": {{"ns_per_io": 7000, "over_none_ns": {dd}, "locked_ns_per_io": 300}},
+                    "kyber": {{"ns_per_io": 7000, "over_none_ns": {kyber}, "locked_ns_per_io": {lk}}}
+                }}}}"#
+            );
+            let path = dir.join(format!("run{i}.json"));
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let paths = [
+            run(1, 976.0, 552.0, Some(298.0)),
+            run(2, 770.0, 886.0, None),
+            run(3, 854.0, -20.0, Some(248.0)),
+        ];
+        let k = KernelCosts::read(&paths).unwrap();
+        assert_eq!(k.over_none_ns("mq-deadline"), Some(854));
+        assert_eq!(k.over_none_ns("kyber"), Some(552));
+        assert_eq!(k.locked_ns("mq-deadline"), Some(300));
+        assert_eq!(k.locked_ns("kyber"), None);
+        assert_eq!(k.over_none_ns("none"), None);
+        assert_eq!(k.over_none_ns("bfq"), None);
+        // The kernel profile charges them: all of kyber's over `none` goes to its path
+        // and hooks (each scaled in whole ns).
+        let own = ElvCost {
+            insert_ns: 40,
+            insert_lock: mqblk_core::LockScope::Queue,
+            dispatch_ns: 40,
+            probe_ns: 10,
+            dispatch_lock: mqblk_core::LockScope::Queue,
+            complete_ns: 20,
+            complete_lock: mqblk_core::LockScope::None,
+            merge_ns: 10,
+            path_ns: 0,
+        };
+        let c = CostProfile::Kernel.elv_cost("kyber", own, &k);
+        let charged = c.insert_ns + c.dispatch_ns + c.complete_ns + c.path_ns;
+        assert!(charged.abs_diff(552) <= 3, "{charged}");
+        // Built in without any file; the figures' median of one file is its own.
+        assert_eq!(KernelCosts::read(&[]).unwrap(), KernelCosts::default());
+        let one = KernelCosts::read(&paths[..1]).unwrap();
+        assert_eq!(one.over_none_ns("mq-deadline"), Some(976));
+        // Refused, in one line naming the file.
+        let bad = dir.join("bad.json");
+        for (text, says) in [
+            ("not json", "not the JSON of scripts/kernel-cost.sh --json"),
+            ("{}", "no \"schedulers\" object"),
+            (
+                r#"{"schedulers": {"bfq": {"ns_per_io": 1}}}"#,
+                "bfq: no over_none_ns",
+            ),
+        ] {
+            std::fs::write(&bad, text).unwrap();
+            let e = KernelCosts::read(std::slice::from_ref(&bad))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("--kernel-costs {}: ", bad.display()))
+                    && e.contains(says)
+                    && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        let missing = dir.join("missing.json");
+        let e = KernelCosts::read(std::slice::from_ref(&missing))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&missing.display().to_string()), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

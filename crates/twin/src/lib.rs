@@ -42,6 +42,9 @@ pub struct TwinOptions {
     pub sim: bool,
     /// The profile to fit (`None` with `sim`: one is made first, with the kernel at none).
     pub profile: Option<PathBuf>,
+    /// The kernel's scheduler costs the simulator charges (`scripts/kernel-cost.sh --json`
+    /// files; none: the built-in ones).
+    pub kernel_costs: Vec<PathBuf>,
     /// The mqblk binary (its `bench` runs the mqblk side).
     pub mqblk: PathBuf,
 }
@@ -626,7 +629,7 @@ impl Twin<'_> {
             }
             Stack::Sim => {
                 let profile = self.profile.as_ref().expect("a profile for the sim stack");
-                cmd = sim_command(&a.mqblk, profile, repeat, sched, tunables);
+                cmd = sim_command(&a.mqblk, profile, &a.kernel_costs, repeat, sched, tunables);
             }
         }
         cmd.arg(&jobfile);
@@ -905,10 +908,11 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
 
 /// The simulator's run of a job file (appended by the caller) for `repeat` under `sched`:
 /// virtual time, the jobs as written (their cgroups too) on the model fitted to `profile`,
-/// the kernel's CPU costs charged, a seed per repeat.
+/// the kernel's CPU costs charged (those of `kernel_costs`, if any), a seed per repeat.
 fn sim_command(
     mqblk: &Path,
     profile: &Path,
+    kernel_costs: &[PathBuf],
     repeat: u32,
     sched: &str,
     tunables: &[(String, String, String)],
@@ -918,6 +922,9 @@ fn sim_command(
         .arg(format!("--device=profile:{}", profile.display()))
         .arg(format!("--seed={}", repeat + 1))
         .arg(format!("--ioscheduler={sched}"));
+    for f in kernel_costs {
+        cmd.arg(format!("--kernel-costs={}", f.display()));
+    }
     for (_, k, v) in tunables_for(tunables, sched) {
         cmd.arg(format!("--sched.{k}={v}"));
     }

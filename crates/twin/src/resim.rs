@@ -23,6 +23,8 @@ pub struct ResimOptions {
     pub profile: PathBuf,
     /// `SCHED:NAME=VALUE` tunables, as the saved run was given them.
     pub tunables: Vec<String>,
+    /// The kernel's scheduler costs the simulator charges (none: the built-in ones).
+    pub kernel_costs: Vec<PathBuf>,
     /// The mqblk binary (its `sim` runs the simulator's stack).
     pub mqblk: PathBuf,
 }
@@ -95,7 +97,14 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
                     "twin: [{done}/{total}] {name} repeat {} {sched} through the simulator",
                     repeat + 1
                 );
-                let mut cmd = sim_command(&o.mqblk, &o.profile, repeat, sched, &tunables);
+                let mut cmd = sim_command(
+                    &o.mqblk,
+                    &o.profile,
+                    &o.kernel_costs,
+                    repeat,
+                    sched,
+                    &tunables,
+                );
                 cmd.arg(&r.jobfile);
                 let who = format!("mqblk sim ({sched})");
                 let f = figures(&run_child(cmd, &who, stop)?, &who)?;

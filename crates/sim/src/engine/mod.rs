@@ -32,7 +32,7 @@ mod result;
 
 pub use result::{HctxFigures, JobResult, LockReport, SimResult};
 
-use crate::cost::{core_cost, kblockd_start_ns, CostProfile, CostTable, LockState};
+use crate::cost::{core_cost, kblockd_start_ns, CostProfile, CostTable, KernelCosts, LockState};
 use crate::crash::{stamp, Crash, CrashReport, Oracle};
 use crate::device::{self, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
@@ -76,6 +76,8 @@ pub struct SimConfig {
     pub topology: Option<crate::topology::Topology>,
     /// Whose scheduler hook costs are charged: mqblk's own or the kernel's.
     pub profile: CostProfile,
+    /// The kernel's figures, for the kernel profile.
+    pub kernel_costs: KernelCosts,
     /// Overrides the scheduler's costs (whatever the profile).
     pub elv_cost: Option<ElvCost>,
     /// Check the queue's invariants every this many events (0: only at the end).
@@ -106,6 +108,7 @@ impl Default for SimConfig {
             cost: CostTable::default(),
             topology: None,
             profile: CostProfile::default(),
+            kernel_costs: KernelCosts::default(),
             elv_cost: None,
             check_every: 0,
             max_time: Nanos::from_secs(3600),
@@ -494,9 +497,10 @@ impl Sim {
             .queue
             .elevator_type(&set.cfg)
             .map_err(|e| SimError::Config(format!("sim: {e}")))?;
-        let elv = cfg
-            .elv_cost
-            .unwrap_or_else(|| cfg.profile.elv_cost(elv_type.name, elv_type.cost));
+        let elv = cfg.elv_cost.unwrap_or_else(|| {
+            cfg.profile
+                .elv_cost(elv_type.name, elv_type.cost, &cfg.kernel_costs)
+        });
         let limits = driver.queue_limits();
         let queue = new_queue(
             set,

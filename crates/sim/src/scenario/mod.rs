@@ -161,7 +161,7 @@ impl Perturb {
             };
             let base = cfg
                 .elv_cost
-                .unwrap_or_else(|| cfg.profile.elv_cost(elv.name, elv.cost));
+                .unwrap_or_else(|| cfg.profile.elv_cost(elv.name, elv.cost, &cfg.kernel_costs));
             cfg.elv_cost = Some(crate::cost::scale_elv_cost(base, |ns| {
                 (ns as f64 * self.factor).round() as u64
             }));
