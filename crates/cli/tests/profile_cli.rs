@@ -85,6 +85,7 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         "random read alone",
         "transfer path, reads / writes",
         "share of a command's time that varies",
+        "share of the path's time that varies, reads / writes",
     ] {
         assert!(lines.contains(want), "{want}: {lines}");
     }

@@ -49,7 +49,7 @@ pub const FLOOD_BYTES: u64 = 4 << 20;
 /// in units of its mean, where the path's time per byte is drawn anew every span and the
 /// command waits for one span's worth of bytes, straddling two spans at a uniform point
 /// (`P(aE1 + bE2 > x) = (a e^(-x/a) - b e^(-x/b)) / (a - b)`, integrated over `a = u`;
-/// the test `the_straddle_p99_is_the_integral's` checks it).
+/// the test `the_straddle_p99_is_where_its_integral_leaves_one_percent` checks it).
 pub const STRADDLE_P99: f64 = 3.8575;
 
 /// One measurement: a job and what it got.
@@ -1281,7 +1281,7 @@ mod tests {
     /// `(a e^(-x/a) - b e^(-x/b)) / (a - b)` over `a` in (0, 1), `b = 1 - a`, is 1% there
     /// (midpoints; the pole at `a = 1/2` has a finite limit the midpoints step over).
     #[test]
-    fn the_straddle_p99_is_the_integral_s() {
+    fn the_straddle_p99_is_where_its_integral_leaves_one_percent() {
         let above = |x: f64| {
             let n = 20_000;
             (0..n)

@@ -67,17 +67,15 @@ impl CostProfile {
         }
     }
 
-    /// The hook costs of scheduler `name` under this profile; `own` is mqblk's, `kernel`
-    /// the kernel's figures (the kernel profile's).
-    pub fn elv_cost(self, name: &str, own: ElvCost, kernel: &KernelCosts) -> ElvCost {
-        let Some(over_none) = (self == CostProfile::Kernel)
-            .then(|| kernel.over_none_ns(name))
+    /// The hook costs of scheduler `name` under this profile; `own` is mqblk's, `figures`
+    /// the kernel's (which the kernel profile charges).
+    pub fn elv_cost(self, name: &str, own: ElvCost, figures: &KernelCosts) -> ElvCost {
+        let Some(kernel) = (self == CostProfile::Kernel)
+            .then(|| figures.over_none_ns(name))
             .flatten()
         else {
             return own;
         };
-        let kernel_locked = kernel.locked_ns(name);
-        let kernel = over_none;
         // The kernel's own lock structure where it differs from mqblk's: mq-deadline's
         // completion hook (`dd_finish_request`) only increments an atomic counter, outside
         // `dd->lock`; mqblk's takes the lock to keep its own bookkeeping.
@@ -99,7 +97,7 @@ impl CostProfile {
         if locked_own == 0 || per_request == 0 {
             return own;
         }
-        let mut k = match kernel_locked {
+        let mut k = match figures.locked_ns(name) {
             Some(locked) => {
                 let locked = locked.min(kernel);
                 let mut k = scale_elv_cost(own, |ns| ns * locked / locked_own);
@@ -160,8 +158,8 @@ pub const KERNEL_LOCKED_NS: &[(&str, u64)] = &[("mq-deadline", 637), ("kyber", 4
 /// [`KERNEL_OVER_NONE_NS`] and [`KERNEL_LOCKED_NS`] built in, or what `bash
 /// scripts/kernel-cost.sh --json` measured on the machine a run is to predict
 /// (`--kernel-costs=FILE`, [`KernelCosts::read`]). The figures follow the machine, not the
-/// code: on this project's machine they halved between 2026-11-26 and 2026-12-01 (docs/sim.md,
-/// "Cost profiles").
+/// code: on this project's machine mq-deadline's and Kyber's about halved between 2026-11-26
+/// and 2026-12-01, and runs minutes apart differ (docs/sim.md, "Cost profiles").
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct KernelCosts {
     /// Over `none`, by scheduler, ns per request.
