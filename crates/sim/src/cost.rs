@@ -199,7 +199,8 @@ impl KernelCosts {
     /// The figures of one or more runs of `scripts/kernel-cost.sh --json` (each a file):
     /// for each scheduler but `none`, the median over the files of its `over_none_ns` and,
     /// where every file has it (perf was there), of its `locked_ns_per_io`. Negative
-    /// differences count as 0; a scheduler missing from a file is an error.
+    /// differences count as 0; a scheduler one file has and another lacks is an error, and
+    /// one no file has keeps its built-in figures.
     pub fn read(paths: &[std::path::PathBuf]) -> Result<KernelCosts, CostError> {
         // Each file's name and, for each scheduler, its time over `none` and locked time.
         type Run = (String, Vec<(String, f64, Option<f64>)>);
@@ -269,6 +270,15 @@ impl KernelCosts {
             costs.over_none_ns.push((name.clone(), median(over)));
             if locked.len() == runs.len() {
                 costs.locked_ns.push((name.clone(), median(locked)));
+            }
+        }
+        let builtin = KernelCosts::default();
+        for (name, v) in builtin.over_none_ns {
+            if costs.over_none_ns(&name).is_none() {
+                if let Some(locked) = KernelCosts::of(&builtin.locked_ns, &name) {
+                    costs.locked_ns.push((name.clone(), locked));
+                }
+                costs.over_none_ns.push((name, v));
             }
         }
         Ok(costs)
@@ -675,7 +685,10 @@ mod tests {
         assert_eq!(k.locked_ns("mq-deadline"), Some(300));
         assert_eq!(k.locked_ns("kyber"), None);
         assert_eq!(k.over_none_ns("none"), None);
-        assert_eq!(k.over_none_ns("bfq"), None);
+        // BFQ, which no file measured, keeps its built-in figures.
+        let builtin = KernelCosts::default();
+        assert_eq!(k.over_none_ns("bfq"), builtin.over_none_ns("bfq"));
+        assert_eq!(k.locked_ns("bfq"), builtin.locked_ns("bfq"));
         // The kernel profile charges them: all of kyber's over `none` goes to its path
         // and hooks (each scaled in whole ns).
         let own = ElvCost {
