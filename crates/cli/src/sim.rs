@@ -246,10 +246,8 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     }
     let model = model.model;
     let (seed, cpus) = (a.seed, cfg.nr_cpus);
-    let profile = match (cfg.profile, cfg.kernel_costs.source.as_str()) {
-        (mqblk_sim::cost::CostProfile::Kernel, source) if source != "built-in" => {
-            format!("kernel ({source})")
-        }
+    let profile = match (cfg.profile, &cfg.kernel_costs.source) {
+        (mqblk_sim::cost::CostProfile::Kernel, Some(files)) => format!("kernel ({files})"),
         (p, _) => p.name().to_string(),
     };
     let machine = cfg

@@ -343,7 +343,7 @@ impl Profile {
             speedup.push((n, c.max(last)));
         }
         let read_rate = r1m.mbs * 1e6 / 1e9;
-        let (write_base, write_per_byte, seq_write_base, write_rate, flush) = if self.writes {
+        let (write_base, write_per_byte, seq_write_base, write_rate, flush, w1m) = if self.writes {
             let w4 = need("randwrite_4k_qd1")?;
             let w128 = need("randwrite_128k_qd1")?;
             let sw128 = need("write_128k_qd1")?;
@@ -355,10 +355,17 @@ impl Profile {
                 Some(f) if f.iops > 0.0 => (1e9 / f.iops - w4.mean_us * 1e3).max(0.0),
                 _ => 0.0,
             };
-            (base, per_byte, seq, w1m.mbs * 1e6 / 1e9, flush)
+            (base, per_byte, seq, w1m.mbs * 1e6 / 1e9, flush, Some(w1m))
         } else {
             // No write was measured: writes are modelled as reads.
-            (read_base, read_per_byte, seq_read_base, read_rate, 0.0)
+            (
+                read_base,
+                read_per_byte,
+                seq_read_base,
+                read_rate,
+                0.0,
+                None,
+            )
         };
         // In the model a read beside the flood completes when both its unit time (alone, plus
         // the interference per write byte in flight) and the transfer path behind the
@@ -412,11 +419,7 @@ impl Profile {
             }
         };
         let read_path_spread = path_share(r1m);
-        let write_path_spread = if self.writes {
-            path_share(need("write_1m_qd16")?)
-        } else {
-            read_path_spread
-        };
+        let write_path_spread = w1m.map_or(read_path_spread, path_share);
         Ok(Fit {
             speedup,
             read_wake_ns: wake,

@@ -166,8 +166,8 @@ pub struct KernelCosts {
     pub over_none_ns: Vec<(String, u64)>,
     /// Of that, inside the functions that hold the scheduler's lock, ns per request.
     pub locked_ns: Vec<(String, u64)>,
-    /// Where the figures come from: `built-in`, or the files read.
-    pub source: String,
+    /// The files the figures were read from; `None` for the built-in ones.
+    pub source: Option<String>,
 }
 
 impl Default for KernelCosts {
@@ -176,7 +176,7 @@ impl Default for KernelCosts {
         KernelCosts {
             over_none_ns: own(KERNEL_OVER_NONE_NS),
             locked_ns: own(KERNEL_LOCKED_NS),
-            source: "built-in".to_string(),
+            source: None,
         }
     }
 }
@@ -248,11 +248,12 @@ impl KernelCosts {
         let mut costs = KernelCosts {
             over_none_ns: Vec::new(),
             locked_ns: Vec::new(),
-            source: runs
-                .iter()
-                .map(|(p, _)| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            source: Some(
+                runs.iter()
+                    .map(|(p, _)| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
         };
         for (name, ..) in names {
             let mut over = Vec::new();
