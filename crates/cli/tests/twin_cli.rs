@@ -354,7 +354,7 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     std::fs::write(
         suite.join("suite.toml"),
         "[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"mq-deadline\"]\n\n\
-         [[workload]]\nfile = \"two.fio\"\nschedulers = [\"deadline\", \"bfq\"]\n",
+         [[workload]]\nfile = \"two.fio\"\nschedulers = [\"deadline\", \"bfq\"]\nrepeats = 2\n",
     )
     .unwrap();
     let dev = format!("--filename={}", l.dev);
@@ -371,6 +371,16 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     assert_eq!(
         w[1]["schedulers"],
         serde_json::json!(["none", "mq-deadline", "bfq"])
+    );
+    // A workload's own `repeats` raises its rounds above --repeats (two.fio: 2 rounds of
+    // 3 schedulers in 2 stacks); the others keep the command's.
+    assert_eq!(w[0]["repeats"], 1);
+    assert_eq!(w[1]["repeats"], 2);
+    assert_eq!(
+        w[1]["runs"].as_array().unwrap().len(),
+        2 * 3 * 2,
+        "{}",
+        w[1]
     );
     // Rows: reads.fio 1 scheduler x 1 job x 2 metrics; two.fio 2 x 2 x 2.
     let rows = v["rows"].as_array().unwrap();
@@ -396,7 +406,10 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     let o = mqblk(&["twin", &dev, &dir, "--repeats=1", "--schedulers=bfq"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.contains("twin suite: 1 workloads"), "{out}");
+    assert!(
+        out.contains("twin suite: 1 workloads") && out.contains(", 2 repeats;"),
+        "{out}"
+    );
     assert!(out.contains("two") && !out.contains("reads "), "{out}");
     assert!(out.contains("4 effects"), "{out}");
 
@@ -411,6 +424,12 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     let e = refused("[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"cfq\"]\n");
     assert!(
         e.contains("suite.toml: workload 1 (reads.fio): unknown scheduler 'cfq'")
+            && e.trim_end().lines().count() == 1,
+        "{e}"
+    );
+    let e = refused("[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"bfq\"]\nrepeats = 0\n");
+    assert!(
+        e.contains("suite.toml: workload 1 (reads.fio): repeats = 0 is not in 1..=100")
             && e.trim_end().lines().count() == 1,
         "{e}"
     );

@@ -520,9 +520,9 @@ impl Twin<'_> {
         Ok(scheds)
     }
 
-    /// The runs one job file takes with `scheds` (`none` included).
-    fn runs_of(&self, scheds: &[String]) -> usize {
-        self.a.repeats as usize
+    /// The runs one job file takes with `scheds` (`none` included), `repeats` times.
+    fn runs_of(&self, scheds: &[String], repeats: u32) -> usize {
+        repeats as usize
             * scheds
                 .iter()
                 .map(|s| self.stacks(0, s).len())
@@ -642,15 +642,20 @@ impl Twin<'_> {
         Ok(figures(&out, &who)?)
     }
 
-    /// Every repeat of `jobfile` under `scheds` through both stacks, and what they show.
-    fn measure(&mut self, jobfile: &Path, scheds: &[String]) -> Result<Report, TwinError> {
+    /// `repeats` rounds of `jobfile` under `scheds` through every stack, and what they show.
+    fn measure(
+        &mut self,
+        jobfile: &Path,
+        scheds: &[String],
+        repeats: u32,
+    ) -> Result<Report, TwinError> {
         let cgroups = Cgroups::of(jobfile)?;
         let name = jobfile
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut runs = Vec::new();
-        for r in 0..self.a.repeats {
+        for r in 0..repeats {
             // Alternate the order from one repeat to the next, so a drift of the machine over
             // the run does not side with one scheduler or one stack.
             let mut order: Vec<&String> = scheds.iter().collect();
@@ -680,7 +685,7 @@ impl Twin<'_> {
             jobfile.display().to_string(),
             self.a.filename.display().to_string(),
             self.disk.name(),
-            self.a.repeats,
+            repeats,
         );
         Ok(Report::of_runs(about, scheds.to_vec(), runs))
     }
@@ -855,22 +860,29 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
     let default = ["mq-deadline", "kyber", "bfq"].map(String::from).to_vec();
     // Everything is checked before the first run; then the device's state is saved.
     let plan = match (&a.suite, &a.jobfile) {
-        (Some(dir), _) => suite::plan(&twin, dir, a.schedulers.as_deref())?,
+        (Some(dir), _) => suite::plan(&twin, dir, a.schedulers.as_deref(), a.repeats)?,
         (None, Some(job)) => {
             let names = a.schedulers.as_deref().unwrap_or(&default);
-            vec![(job.clone(), twin.schedulers(names, "--schedulers")?)]
+            vec![suite::Planned {
+                job: job.clone(),
+                scheds: twin.schedulers(names, "--schedulers")?,
+                repeats: a.repeats,
+            }]
         }
         (None, None) => return Err("a job file or --suite DIR is needed".to_string().into()),
     };
-    for (job, _) in &plan {
-        if !job.is_file() {
-            return Err(format!("{}: no such job file", job.display()).into());
+    for p in &plan {
+        if !p.job.is_file() {
+            return Err(format!("{}: no such job file", p.job.display()).into());
         }
     }
-    twin.total = plan.iter().map(|(_, s)| twin.runs_of(s)).sum();
+    twin.total = plan
+        .iter()
+        .map(|p| twin.runs_of(&p.scheds, p.repeats))
+        .sum();
     let mut own: Vec<&String> = plan
         .iter()
-        .flat_map(|(_, s)| s)
+        .flat_map(|p| &p.scheds)
         .filter(|s| !twin.in_kernel(s))
         .collect();
     own.dedup();
@@ -888,15 +900,15 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
     restore.disk.full_driver_tags()?;
     // Made once the device's state is saved, so its scheduler is put back after.
     if a.sim && twin.profile.is_none() {
-        let writes = plan.iter().any(|(job, _)| {
-            mqblk_workload::parse_job_file(job)
+        let writes = plan.iter().any(|p| {
+            mqblk_workload::parse_job_file(&p.job)
                 .is_ok_and(|specs| specs.iter().any(|j| j.rw.does_write()))
         });
         twin.profile = Some(twin.make_profile(writes)?);
     }
     let mut reports = Vec::new();
-    for (job, scheds) in &plan {
-        reports.push(twin.measure(job, scheds)?);
+    for p in &plan {
+        reports.push(twin.measure(&p.job, &p.scheds, p.repeats)?);
     }
     drop(restore);
     Ok(if a.suite.is_some() {

@@ -28,6 +28,20 @@ pub struct Manifest {
 pub struct Entry {
     pub file: PathBuf,
     pub schedulers: Vec<String>,
+    /// The fewest repeats this workload runs (the command's `--repeats` when more): for a
+    /// workload whose kernel effect wanders more than a few repeats catch, so its range,
+    /// and with it the row's rule, is measured rather than guessed from three draws.
+    pub repeats: Option<u32>,
+}
+
+/// The most repeats a workload may ask for (as `--repeats`).
+pub const MAX_REPEATS: u32 = 100;
+
+/// A workload of the plan: its job file, its schedulers (`none` first) and its repeats.
+pub(super) struct Planned {
+    pub job: PathBuf,
+    pub scheds: Vec<String>,
+    pub repeats: u32,
 }
 
 impl Manifest {
@@ -57,14 +71,15 @@ impl Manifest {
     }
 }
 
-/// Which job files run with which schedulers (`none` first in each): the manifest's, kept
-/// to the schedulers in `only` when given. Every name and file is checked here, before
-/// the first run.
+/// Which job files run with which schedulers (`none` first in each) and how many times:
+/// the manifest's, kept to the schedulers in `only` when given, each workload at least
+/// `repeats` times. Every name, file and figure is checked here, before the first run.
 pub(super) fn plan(
     twin: &Twin,
     dir: &Path,
     only: Option<&[String]>,
-) -> Result<Vec<(PathBuf, Vec<String>)>, crate::TwinError> {
+    repeats: u32,
+) -> Result<Vec<Planned>, crate::TwinError> {
     let m = Manifest::read(dir)?;
     let canon = |s: &str| mqblk_sched::lookup(s).map(|t| t.name.to_string());
     let only: Option<Vec<String>> = match only {
@@ -107,8 +122,19 @@ pub(super) fn plan(
             .filter(|s| s == "none" || only.as_ref().is_none_or(|o| o.contains(s)))
             .collect();
         scheds.extend(own.iter().cloned());
+        let own_repeats = match w.repeats {
+            Some(n) if !(1..=MAX_REPEATS).contains(&n) => {
+                return Err(format!("{what}: repeats = {n} is not in 1..={MAX_REPEATS}").into());
+            }
+            Some(n) => n,
+            None => 0,
+        };
         if scheds.len() > 1 {
-            plan.push((job, scheds));
+            plan.push(Planned {
+                job,
+                scheds,
+                repeats: repeats.max(own_repeats),
+            });
         }
     }
     if plan.is_empty() {
@@ -290,13 +316,31 @@ impl Suite {
 
     /// The one table: a row per judged effect, then the counts.
     pub fn table(&self) -> String {
-        let (disk, file, repeats) = self
+        let (disk, file) = self
             .workloads
             .first()
-            .map(|r| (r.disk.as_str(), r.filename.as_str(), r.repeats))
+            .map(|r| (r.disk.as_str(), r.filename.as_str()))
             .unwrap_or_default();
+        // The suite's repeats, and the workloads that asked for more.
+        let base = self.workloads.iter().map(|r| r.repeats).min().unwrap_or(0);
+        let mut repeats = format!("{base} repeats");
+        let more: Vec<String> = self
+            .workloads
+            .iter()
+            .filter(|r| r.repeats > base)
+            .map(|r| {
+                let name = Path::new(&r.jobfile)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| r.jobfile.clone());
+                format!("{} for {name}", r.repeats)
+            })
+            .collect();
+        if !more.is_empty() {
+            repeats += &format!(" ({})", more.join(", "));
+        }
         let mut s = format!(
-            "twin suite: {} workloads on {file} (disk {disk}), {repeats} repeats; effect = metric under the scheduler / under none, median [min-max]\n",
+            "twin suite: {} workloads on {file} (disk {disk}), {repeats}; effect = metric under the scheduler / under none, median [min-max]\n",
             self.workloads.len()
         );
         let sim = self.sim_summary.is_some();
@@ -381,6 +425,33 @@ mod tests {
         let flat = sp(1.05, 0.7, 1.4);
         assert_eq!(Verdict::of(flat, sp(0.9, 0.8, 1.0)), Verdict::WideHolds);
         assert_eq!(Verdict::of(flat, sp(2.0, 1.9, 2.1)), Verdict::WideOff);
+    }
+
+    /// The header gives the suite's repeats and names each workload that asked for more.
+    #[test]
+    fn the_table_names_the_workloads_with_more_repeats() {
+        let report = |jobfile: &str, repeats| Report {
+            jobfile: jobfile.into(),
+            filename: "f".into(),
+            disk: "d".into(),
+            repeats,
+            schedulers: vec!["none".into(), "bfq".into()],
+            runs: Vec::new(),
+            effects: Vec::new(),
+            shares: Vec::new(),
+        };
+        let suite = Suite::of(vec![
+            report("examples/twin/a.fio", 3),
+            report("examples/twin/b.fio", 8),
+            report("examples/twin/c.fio", 3),
+        ]);
+        let table = suite.table();
+        assert!(
+            table.contains("3 workloads on f (disk d), 3 repeats (8 for b.fio);"),
+            "{table}"
+        );
+        let same = Suite::of(vec![report("a.fio", 3), report("c.fio", 3)]).table();
+        assert!(same.contains(", 3 repeats;"), "{same}");
     }
 
     /// With `--sim` each row also judges the simulator's effect against the kernel's by the
