@@ -1290,13 +1290,22 @@ fn steady_state_ends_the_jobs_when_fio_ends_them() {
             for key in ["ss", "duration", "attained"] {
                 assert_eq!(o.1[key], f.1[key], "{tool} {key}: {ours:?} fio {fio:?}");
             }
+            // Each window's samples hold the rate both jobs ask for (2000 IOPS of 4 KiB):
+            // ours to 1%, fio's to 5%, as its per-second samples move with its timer
+            // wakeups on a busy machine (1976 beside 2025 seen in CI).
             let n = f.1["duration"].as_u64().unwrap() as usize;
-            for (mine, theirs) in ["iops", "bw"].map(|k| (&o.1["data"][k], &f.1["data"][k])) {
+            for (key, want) in [("iops", 2000.0), ("bw", 2000.0 * 4096.0)] {
+                let (mine, theirs) = (&o.1["data"][key], &f.1["data"][key]);
                 let (mine, theirs) = (mine.as_array().unwrap(), theirs.as_array().unwrap());
                 assert_eq!((mine.len(), theirs.len()), (n, n), "{tool}");
-                for (a, b) in mine.iter().zip(theirs) {
-                    let (a, b) = (a.as_f64().unwrap(), b.as_f64().unwrap());
-                    assert!((a / b - 1.0).abs() < 0.01, "{tool}: {ours:?} fio {fio:?}");
+                for (samples, margin) in [(mine, 0.01), (theirs, 0.05)] {
+                    for v in samples {
+                        let v = v.as_f64().unwrap();
+                        assert!(
+                            (v / want - 1.0).abs() < margin,
+                            "{tool} {key}: {ours:?} fio {fio:?}"
+                        );
+                    }
                 }
             }
         }
@@ -1739,15 +1748,19 @@ fn bandwidth_and_iops_samples_are_fios() {
                 "{tool} {k}: {ours} fio {fio}"
             );
         }
-        // The means; the simulator's extremes too (bench's move with its thread's luck).
-        let keys: &[&str] = if tool == "sim" {
-            &["bw_mean", "bw_min", "iops_mean", "iops_min", "iops_max"]
-        } else {
-            &["bw_mean", "iops_mean"]
-        };
-        for &k in keys {
+        // The means; the simulator's extremes too, against fio's means (bench's extremes
+        // move with its thread's luck, and fio's with its timer's on a busy machine).
+        let mut pairs = vec![("bw_mean", "bw_mean"), ("iops_mean", "iops_mean")];
+        if tool == "sim" {
+            pairs.extend([
+                ("bw_min", "bw_mean"),
+                ("iops_min", "iops_mean"),
+                ("iops_max", "iops_mean"),
+            ]);
+        }
+        for (k, theirs) in pairs {
             assert!(
-                (n(&ours, k) / n(&fio, k) - 1.0).abs() < 0.02,
+                (n(&ours, k) / n(&fio, theirs) - 1.0).abs() < 0.02,
                 "{tool} {k}: {ours} fio {fio}"
             );
         }
