@@ -553,7 +553,7 @@ pub struct TwinArgs {
     #[arg(long, value_delimiter = ',')]
     pub schedulers: Option<Vec<String>>,
     /// Repeats of the whole round (medians need at least 3)
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=i64::from(mqblk_twin::MAX_REPEATS)))]
     pub repeats: u32,
     /// A tunable for one scheduler in both stacks, written SCHED:NAME=VALUE (repeatable),
     /// e.g. bfq:low_latency=0

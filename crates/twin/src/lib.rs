@@ -18,7 +18,7 @@ use std::time::Duration;
 mod resim;
 mod suite;
 pub use resim::{resim, ResimOptions};
-pub use suite::{Suite, MANIFEST};
+pub use suite::{Suite, MANIFEST, MAX_REPEATS};
 
 /// What a twin invocation runs: `mqblk twin`'s options.
 #[derive(Clone, Debug)]
