@@ -178,8 +178,8 @@ enum Work {
 
 impl Ev {
     /// Bits an event takes in its heap entry, below the sequence number: a 3-bit kind and
-    /// a 21-bit payload. The heap holds two words per event (time, sequence and event), so
-    /// its sifts compare plain integers; the order is (time, sequence) as before.
+    /// a 21-bit payload. A heap entry is one 128-bit integer, the time above the sequence
+    /// and event, so its sifts make one comparison each, in (time, sequence) order.
     const BITS: u32 = 24;
     const PAYLOAD: u64 = (1 << 21) - 1;
 
@@ -406,7 +406,7 @@ pub struct Sim {
     jobs: Vec<JobRun>,
     irq_cpu: Vec<u16>,
     /// (time, sequence << [`Ev::BITS`] | packed event).
-    heap: BinaryHeap<Reverse<(u64, u64)>>,
+    heap: BinaryHeap<Reverse<u128>>,
     seq: u64,
     now: u64,
     locks: Vec<LockState>,
@@ -416,6 +416,8 @@ pub struct Sim {
     timer_armed: Option<u64>,
     last_timer_at: Option<u64>,
     events: u64,
+    /// Events left before the next invariant check (`check_every`; 0: none).
+    until_check: u64,
     completed: u64,
     last_progress: u64,
     total_outstanding: u64,
@@ -634,6 +636,7 @@ impl Sim {
             timer_armed: None,
             last_timer_at: None,
             events: 0,
+            until_check: 0,
             completed: 0,
             last_progress: 0,
             total_outstanding: 0,
@@ -671,8 +674,9 @@ impl Sim {
     #[inline]
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
+        let key = (self.seq << Ev::BITS) | ev.pack();
         self.heap
-            .push(Reverse((t, (self.seq << Ev::BITS) | ev.pack())));
+            .push(Reverse((u128::from(t) << 64) | u128::from(key)));
     }
 
     #[inline]
@@ -901,11 +905,21 @@ impl Sim {
             .0
             .saturating_mul(3)
             .max(10_000_000_000);
-        while let Some(Reverse((t, key))) = self.heap.pop() {
-            let ev = Ev::unpack(key);
+        self.until_check = self.cfg.check_every;
+        while let Some(Reverse(entry)) = self.heap.pop() {
+            let (t, ev) = ((entry >> 64) as u64, Ev::unpack(entry as u64));
             debug_assert!(t >= self.now, "time went backwards");
             self.now = t;
             self.events += 1;
+            // Every `check_every`th event is checked once it is handled (not one that
+            // turns out stale and is skipped).
+            let check_due = self.until_check == 1;
+            if self.until_check > 0 {
+                self.until_check -= 1;
+                if check_due {
+                    self.until_check = self.cfg.check_every;
+                }
+            }
             if t > self.cfg.max_time.0 {
                 return Err(self.stall(format!(
                     "virtual time passed the limit of {} s",
@@ -1008,7 +1022,7 @@ impl Sim {
             if std::mem::take(&mut self.queue_touched) {
                 self.arm_timer();
             }
-            if self.cfg.check_every > 0 && self.events % self.cfg.check_every == 0 {
+            if check_due {
                 self.check()?;
             }
             if self.unfinished == 0 || self.cut {
