@@ -47,7 +47,7 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(
-        err.contains("[15/15]"),
+        err.contains("[16/16]"),
         "progress for every measurement: {err}"
     );
     let toml = std::fs::read_to_string(&file).unwrap();
@@ -181,13 +181,13 @@ fn profile_file(name: &str, extra: &[&str]) -> Option<(PathBuf, PathBuf, String)
     }
     assert!(o.status.success(), "{err}");
     let p = std::fs::read_to_string(&file).unwrap();
-    assert_eq!(p.matches("[[measure]]").count(), 15, "{p}");
+    assert_eq!(p.matches("[[measure]]").count(), 16, "{p}");
     // Every measurement but the reads beside the flood ran three times: their tails listed.
     let runs: Vec<&str> = p
         .lines()
         .filter(|l| l.starts_with("p99_runs = ["))
         .collect();
-    assert_eq!(runs.len(), 14, "{p}");
+    assert_eq!(runs.len(), 15, "{p}");
     assert!(runs.iter().all(|l| l.matches(',').count() == 2), "{runs:?}");
     // Each such measurement's p99 is the median of its runs'.
     let parsed = mqblk_models::profile::Profile::parse("profile.toml", &p).unwrap();

@@ -12,7 +12,8 @@
 //!   flight allows: `n` of them are served together `speedup(n)` times as fast as one alone
 //!   (processor sharing), where `speedup(n) = n * mean(1) / mean(n)` at each count in
 //!   flight random 4 KiB reads were measured at (one alone; two and four jobs at one each;
-//!   one job at 8, 16 and 64), linear between them and held beyond the last: a device's
+//!   one job at 8, 16 and 64; four jobs at 16 each), the faster where two ways give the
+//!   same count, linear between them and held beyond the last: a device's
 //!   internal parallelism (dies, channels, a host's threads) as the measurements show it,
 //!   without naming units the host cannot see;
 //! - how much a command's time varies is what was measured with as many in flight: a share
@@ -1393,6 +1394,38 @@ mod tests {
         let text = p.to_toml();
         assert!(text.contains("jobs = 4\n"), "{text}");
         assert_eq!(Profile::parse("p.toml", &text).unwrap(), p);
+    }
+
+    /// Four jobs at 16 each and one job at 64 have as many in flight: the faster sets the
+    /// speedup there (this machine's virtio disk gave four jobs 1.03-1.96 times one job's
+    /// IOPS in alternating pairs, and 0.81 times in one profile), the slower changes nothing.
+    #[test]
+    fn four_jobs_at_sixteen_set_the_speedup_at_64_only_where_faster() {
+        let p = vda_waking();
+        let before = p.fit("x").unwrap();
+        let q64 = p.get("randread_4k_qd64").unwrap().mean_us;
+        let t1 = q64 * before.speedup_at(64) / 64.0;
+        for (mean, faster) in [(q64 * 0.75, true), (q64 * 1.25, false)] {
+            let mut p = p.clone();
+            let mut jobs = m(
+                "randread_4k_qd16_jobs4",
+                "read",
+                4096,
+                16,
+                64e6 / mean,
+                mean,
+            );
+            jobs.jobs = 4;
+            p.measure.push(jobs);
+            let f = p.fit("x").unwrap();
+            if faster {
+                assert!((f.speedup_at(64) - 64.0 * t1 / mean).abs() < 1e-9, "{f:?}");
+                assert!(f.speedup_at(64) > before.speedup_at(64) * 1.3, "{f:?}");
+            } else {
+                assert_eq!(f.speedup_at(64), before.speedup_at(64));
+            }
+            assert_eq!(f.speedup_at(16), before.speedup_at(16));
+        }
     }
 
     /// This machine's virtio disk on a slow afternoon (2026-11-30): one read alone took
