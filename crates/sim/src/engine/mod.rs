@@ -405,7 +405,7 @@ pub struct Sim {
     cpus: Vec<Cpu>,
     jobs: Vec<JobRun>,
     irq_cpu: Vec<u16>,
-    /// (time, sequence << [`Ev::BITS`] | packed event).
+    /// time << 64 | sequence << [`Ev::BITS`] | packed event, least first.
     heap: BinaryHeap<Reverse<u128>>,
     seq: u64,
     now: u64,
