@@ -481,8 +481,8 @@ fn twin_sim_adds_the_fitted_models_prediction() {
     assert!(profile.contains("engine = \"fio-"), "{profile}");
     assert_eq!(
         profile.matches("[[measure]]").count(),
-        9,
-        "reads only: {profile}"
+        10,
+        "the ten read measurements only: {profile}"
     );
     let _ = std::fs::remove_file(made);
     let runs = v["runs"].as_array().unwrap();
