@@ -2336,9 +2336,32 @@ impl SmallFs {
         SmallFs(dir)
     }
 
+    /// Removes every file and waits for their room to come back: a file the last run had
+    /// open can hold its blocks a moment after it is unlinked (an io_uring ring is torn
+    /// down by the kernel's exit work after its process has gone; once, under load, the
+    /// next run found the file system full and wrote nothing).
     fn clear(&self) {
         for e in std::fs::read_dir(&self.0).unwrap() {
             std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let o = Command::new("stat")
+                .args(["-f", "-c", "%a %b"])
+                .arg(&self.0)
+                .output()
+                .unwrap();
+            let t = String::from_utf8_lossy(&o.stdout).to_string();
+            let mut n = t.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+            if n.next() == n.next() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: still not empty 20 s after its files were removed: {t}",
+                self.0.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 }
