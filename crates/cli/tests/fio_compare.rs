@@ -2352,8 +2352,13 @@ impl SmallFs {
                 .output()
                 .unwrap();
             let t = String::from_utf8_lossy(&o.stdout).to_string();
-            let mut n = t.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
-            if n.next() == n.next() {
+            // Free blocks and all blocks; a reading `stat` did not give is no "empty".
+            let n: Vec<u64> = t
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or_else(|_| panic!("stat -f said {t:?}")))
+                .collect();
+            assert_eq!(n.len(), 2, "stat -f said {t:?}");
+            if n[0] == n[1] {
                 return;
             }
             assert!(
