@@ -24,14 +24,34 @@ type Queued = (String, u64, u32);
 /// Runs `mqblk CMD JOBFILE --trace=...` and returns the queued bios per issuer, in issue
 /// order, and the JSON report.
 fn run(cmd: &str, job: &str, extra: &[&str]) -> (BTreeMap<u32, Vec<Queued>>, serde_json::Value) {
+    run_job(cmd, job, extra, false)
+}
+
+/// [`run`] with no other test's run beside it (see [`RUNS`]).
+fn run_alone(cmd: &str, job: &str) -> (BTreeMap<u32, Vec<Queued>>, serde_json::Value) {
+    run_job(cmd, job, &[], true)
+}
+
+fn run_job(
+    cmd: &str,
+    job: &str,
+    extra: &[&str],
+    alone: bool,
+) -> (BTreeMap<u32, Vec<Queued>>, serde_json::Value) {
     let file = examples().join(job).display().to_string();
     let args: Vec<&str> = std::iter::once(file.as_str())
         .chain(extra.iter().copied())
         .collect();
-    run_args(cmd, &format!("{cmd}-{}", job.replace('.', "-")), &args)
+    let tag = format!("{cmd}-{}", job.replace('.', "-"));
+    if alone {
+        let _alone = RUNS.write().unwrap_or_else(|e| e.into_inner());
+        run_unlocked(cmd, &tag, &args)
+    } else {
+        run_args(cmd, &tag, &args)
+    }
 }
 
-/// Held shared by every run and alone by the rate test's real-time run: a rate-limited
+/// Held shared by every run and alone by [`run_alone`], the rate test's real-time run: a rate-limited
 /// mixed job picks each direction by the wall clock, so the other tests' runs on the same
 /// two cores must not make its clock late.
 static RUNS: std::sync::RwLock<()> = std::sync::RwLock::new(());
@@ -163,11 +183,7 @@ fn split_block_sizes_flushes_and_verify_reach_both_runners() {
 
 #[test]
 fn a_rate_limit_gives_the_same_count_in_real_and_virtual_time() {
-    let file = examples().join("rate.fio").display().to_string();
-    let (real, real_json) = {
-        let _alone = RUNS.write().unwrap_or_else(|e| e.into_inner());
-        run_unlocked("bench", "bench-rate-fio", &[&file])
-    };
+    let (real, real_json) = run_alone("bench", "rate.fio");
     let (sim, sim_json) = run("sim", "rate.fio", &[]);
     let (r, s) = (&real[&1], &sim[&1]);
     // 200 reads and 200 writes a second over the ramp and the run (1.1 s): up to 442 I/Os,
