@@ -391,6 +391,55 @@ fn a_plugged_request_without_room_is_requeued_where_later_bios_merge_into_it() {
     common::assert_whole(&q);
 }
 
+/// A plug's requests reach a driver with `queue_rqs` even while its queue is stopped:
+/// `__blk_mq_flush_list` looks only at quiescing, and `virtio_queue_rqs` adds whatever fits
+/// the ring. On a virtio disk whose ring a write flood keeps full (the queue stopped most of
+/// the time), an O_DIRECT read, plugged by `__iomap_dio_rw` and `__submit_bio`, still goes
+/// in when its few descriptors fit. Without `queue_rqs` (`blk_mq_request_issue_directly`)
+/// it waits on its software queue until a completion starts the queue.
+#[test]
+fn a_plugged_request_reaches_queue_rqs_while_the_queue_is_stopped() {
+    for virtio in [true, false] {
+        let d = TestDriver::new(Mode::Hold);
+        d.set_virtio(virtio);
+        let q = simple_queue(&d, 1, 64, 1);
+        let mut sub = q.submitter(CtxIdx(0));
+        let h = HctxIdx(0);
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 10, 0), NOW);
+        // A queue run finds the device full: `virtio_queue_rq` stops the queue.
+        d.script(&[Reply::DevResource]);
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 20, 1), NOW);
+        if !virtio {
+            // Without `queue_rqs` nothing stops this queue: stop it as a driver would.
+            q.stop_hw_queue(h);
+        }
+        assert!(q.hctx(h).is_stopped());
+        let before = d.nr_issues();
+        sub.plug.start();
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 1000, 2), NOW);
+        q.finish_plug(&mut sub, NOW);
+        if virtio {
+            assert_eq!(d.nr_issues(), before + 1, "the read went to queue_rqs");
+            assert_eq!(d.issues().last().unwrap().sector, 8000);
+        } else {
+            assert_eq!(d.nr_issues(), before, "the read waits for the queue");
+        }
+        assert!(q.hctx(h).is_stopped(), "the queue stays stopped either way");
+        if !virtio {
+            q.start_hw_queue(&mut sub, h, NOW);
+            assert_eq!(d.issues().last().unwrap().sector, 8000, "the read goes now");
+        }
+        for _ in 0..3 {
+            d.release_all();
+            q.poll(&mut sub, NOW);
+        }
+        let mut done: Vec<u64> = take_done(&mut sub).iter().map(|x| x.0).collect();
+        done.sort_unstable();
+        assert_eq!(done, vec![0, 1, 2], "virtio={virtio}: every bio ends once");
+        common::assert_whole(&q);
+    }
+}
+
 /// The same full device without a requeueing `queue_rqs` (`blk_mq_issue_direct`): the
 /// refused request and those after it wait on the dispatch list, and the queue runs on.
 #[test]

@@ -517,12 +517,16 @@ impl QueueInner {
         }
     }
 
-    /// Plugged requests without a scheduler (`blk_mq_plug_issue_direct`): each run of one
-    /// hardware queue is issued directly unless the queue is stopped (then it waits on its
-    /// software queue, `blk_mq_request_issue_directly`), whatever waits on the dispatch list
-    /// or however busy the queue has been; what the driver turns away waits on the dispatch
-    /// list.
+    /// Plugged requests without a scheduler (`blk_mq_dispatch_queue_requests`): each run of
+    /// one hardware queue is issued directly, whatever waits on the dispatch list or however
+    /// busy the queue has been. A driver without `queue_rqs` gets them one by one, and while
+    /// its queue is stopped they wait on their software queue (`blk_mq_request_issue_directly`);
+    /// what it turns away waits on the dispatch list. A driver with `queue_rqs` gets them
+    /// even while its queue is stopped: `__blk_mq_flush_list` looks only at quiescing, so on
+    /// a virtio disk whose ring is full of large writes a small read that fits still goes
+    /// in (`virtio_queue_rqs` never looks at the stopped state).
     pub(crate) fn issue_list(&self, sub: &mut Submitter, ids: &[(RqId, HctxIdx)], now: Nanos) {
+        let queue_rqs = self.driver.queue_rqs() == crate::driver::QueueRqs::RequeueBusy;
         let mut i = 0;
         while i < ids.len() {
             let h = ids[i].1;
@@ -530,7 +534,7 @@ impl QueueInner {
             let hctx = &self.hctxs[h.0 as usize];
             let counters = hctx.stats.local();
             counters.queued.add((j - i) as u64);
-            if hctx.is_stopped() {
+            if hctx.is_stopped() && !queue_rqs {
                 self.insert_ctx(sub.ctx, h, &ids[i..j], false, now);
             } else {
                 let issued = self.dispatch_rq_list(h, &ids[i..j], true, now, &mut sub.batch);
