@@ -4,6 +4,7 @@
 //! queue, or issued directly; and the plug's flush (`blk_mq_flush_plug_list`).
 
 use super::*;
+use crate::driver::QueueRqs;
 
 impl QueueInner {
     /// Checks a bio against the device: range, alignment, size (`bio_check_eod` and friends).
@@ -526,7 +527,6 @@ impl QueueInner {
     /// a virtio disk whose ring is full of large writes a small read that fits still goes
     /// in (`virtio_queue_rqs` never looks at the stopped state).
     pub(crate) fn issue_list(&self, sub: &mut Submitter, ids: &[(RqId, HctxIdx)], now: Nanos) {
-        let queue_rqs = self.driver.queue_rqs() == crate::driver::QueueRqs::RequeueBusy;
         let mut i = 0;
         while i < ids.len() {
             let h = ids[i].1;
@@ -534,7 +534,8 @@ impl QueueInner {
             let hctx = &self.hctxs[h.0 as usize];
             let counters = hctx.stats.local();
             counters.queued.add((j - i) as u64);
-            if hctx.is_stopped() && !queue_rqs {
+            // The driver is asked only when the queue is stopped, which is seldom.
+            if hctx.is_stopped() && self.driver.queue_rqs() != QueueRqs::RequeueBusy {
                 self.insert_ctx(sub.ctx, h, &ids[i..j], false, now);
             } else {
                 let issued = self.dispatch_rq_list(h, &ids[i..j], true, now, &mut sub.batch);
