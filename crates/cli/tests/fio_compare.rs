@@ -1288,8 +1288,14 @@ fn steady_state_ends_the_jobs_when_fio_ends_them() {
         ];
         for ((o, f), (want_ms, ss, dur)) in ours.iter().zip(&fio).zip(want) {
             // fio's run ends a little before the whole second (its job starts after its
-            // helper's clock); ours at it.
-            assert!(o.0 > want_ms - 300 && o.0 <= want_ms, "{tool}: {ours:?}");
+            // helper's clock); ours at it, or, in real time, when the check's thread wakes
+            // past it and the job sees its word (a few ms late on a loaded machine, as
+            // fio's helper is; 4001 ms seen). The samples judged are the tick's own.
+            let late = if tool == "bench" { 100 } else { 0 };
+            assert!(
+                o.0 > want_ms - 300 && o.0 <= want_ms + late,
+                "{tool}: {ours:?}"
+            );
             let want_ss = serde_json::json!({ "ss": ss, "duration": dur, "attained": 1 });
             for key in ["ss", "duration", "attained"] {
                 assert_eq!(o.1[key], want_ss[key], "{tool} {key}: {ours:?}");

@@ -195,18 +195,71 @@ pub struct JobCount {
     /// Its steady state was reached: it ends its main phase (fio's
     /// `fio_mark_td_terminate`).
     pub steady_stop: AtomicBool,
+    /// The steady-state check's next tick, on the run's clock (0: none), and the counts as
+    /// they stood at it, which the job posts (`marked` = the tick) at its first reap past
+    /// it: a check woken late on a loaded machine still judges the second that ended at
+    /// the tick, not one stretched by its lateness.
+    mark_due: AtomicU64,
+    marked: AtomicU64,
+    ios_at_mark: AtomicU64,
+    bytes_at_mark: AtomicU64,
 }
 
 impl JobCount {
-    /// The job as fio's steady-state check sees it.
-    pub fn steady_sample(&self) -> mqblk_workload::steadystate::Sample {
+    /// Asks the job to note its counts at `due` (a tick of the steady-state check, on the
+    /// run's clock), for [`JobCount::steady_sample`] of that tick.
+    pub fn mark_at(&self, due: u64) {
+        self.mark_due.store(due, Ordering::Release);
+    }
+
+    /// The job as fio's steady-state check sees it at the tick `due` (the one last passed
+    /// to [`JobCount::mark_at`]): its counts as they stood then, read after it. fio's
+    /// helper reads them when it wakes; here a late wake-up does not move them.
+    pub fn steady_sample(&self, due: u64) -> mqblk_workload::steadystate::Sample {
         let started = self.started.load(Ordering::Acquire);
+        let at_mark = || {
+            (
+                self.ios_at_mark.load(Ordering::Relaxed),
+                self.bytes_at_mark.load(Ordering::Relaxed),
+            )
+        };
+        // Not yet posted: every completion counted so far was reaped before the tick
+        // (a reap past it posts before it counts), unless it posted meanwhile, which a
+        // second look sees (the counts are added with Release after the post).
+        let (ios, bytes) = if self.marked.load(Ordering::Acquire) == due {
+            at_mark()
+        } else {
+            let live = (
+                self.ios.load(Ordering::Acquire),
+                self.bytes.load(Ordering::Acquire),
+            );
+            if self.marked.load(Ordering::Acquire) == due {
+                at_mark()
+            } else {
+                live
+            }
+        };
         mqblk_workload::steadystate::Sample {
             running: started > 0 && !self.finished.load(Ordering::Acquire),
             started_at: started.saturating_sub(1),
-            ios: self.ios.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
+            ios,
+            bytes,
         }
+    }
+
+    /// Adds completions reaped at `now`, first posting the counts as they stood at a tick
+    /// just passed.
+    fn add(&self, now: u64, ios: u64, bytes: u64) {
+        let due = self.mark_due.load(Ordering::Acquire);
+        if due != 0 && now >= due && self.marked.load(Ordering::Relaxed) != due {
+            self.ios_at_mark
+                .store(self.ios.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.bytes_at_mark
+                .store(self.bytes.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.marked.store(due, Ordering::Release);
+        }
+        self.ios.fetch_add(ios, Ordering::Release);
+        self.bytes.fetch_add(bytes, Ordering::Release);
     }
 }
 
@@ -776,8 +829,7 @@ impl<S: LatSink> JobState<'_, S> {
                 .get_or_insert(format!("{}: {e}", self.job.name));
         }
         self.out.ios += n;
-        self.count.ios.fetch_add(n, Ordering::Relaxed);
-        self.count.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.count.add(now, n, bytes);
     }
 
     /// Accounts one completed bio (of `reap`'s batch, timed `now`); returns its length
@@ -953,5 +1005,29 @@ impl<S: LatSink> JobState<'_, S> {
                 self.reap(1);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobCount;
+
+    /// The steady-state check reads the counts as they stood at its tick, however late it
+    /// reads them: completions reaped after the tick are left out.
+    #[test]
+    fn a_steady_sample_holds_the_counts_at_its_tick() {
+        let c = JobCount::default();
+        c.mark_at(1_000);
+        c.add(400, 10, 40_960);
+        // Before any reap past the tick, the live counts are the tick's.
+        assert_eq!(c.steady_sample(1_000).ios, 10);
+        c.add(1_200, 5, 20_480);
+        c.add(1_900, 5, 20_480);
+        let s = c.steady_sample(1_000);
+        assert_eq!((s.ios, s.bytes), (10, 40_960), "the check woke at 1.9 us");
+        c.mark_at(2_000);
+        assert_eq!(c.steady_sample(2_000).ios, 20);
+        c.add(2_500, 1, 4_096);
+        assert_eq!(c.steady_sample(2_000).ios, 20);
     }
 }

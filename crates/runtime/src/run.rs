@@ -345,6 +345,8 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             scope.spawn(move || {
                 let first = ticks_from;
                 let mut k = 1u64;
+                let counts = || (0..plan.jobs.len()).filter_map(|i| progress_ref.count(i));
+                counts().for_each(|c| c.mark_at(first + STEADY_TICK_NS));
                 while !progress_ref.stop.load(Ordering::Acquire) {
                     let due = first + k * STEADY_TICK_NS;
                     let now = clock.now().0;
@@ -352,9 +354,8 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                         std::thread::sleep(Duration::from_nanos((due - now).min(20_000_000)));
                         continue;
                     }
-                    let samples: Vec<_> = (0..plan.jobs.len())
-                        .filter_map(|i| progress_ref.count(i).map(|c| c.steady_sample()))
-                        .collect();
+                    let samples: Vec<_> = counts().map(|c| c.steady_sample(due)).collect();
+                    counts().for_each(|c| c.mark_at(due + STEADY_TICK_NS));
                     // Judged at the tick's own time: a thread woken late (a loaded machine)
                     // must not count a job's ramp as over a tick early.
                     for j in m.tick(due, &samples) {
