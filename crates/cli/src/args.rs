@@ -586,6 +586,11 @@ pub struct TwinArgs {
         conflicts_with_all = ["jobfile", "suite", "filename", "schedulers", "fio", "sim"]
     )]
     pub resim: Option<PathBuf>,
+    /// Seconds one run (fio, mqblk bench or sim, the profile) may take: one still going
+    /// then is stopped (SIGTERM, SIGKILL 10 s later) and run once more; a second one that
+    /// outlasts it ends the twin with a line naming it
+    #[arg(long = "run-timeout", value_name = "SECONDS", default_value_t = mqblk_twin::RUN_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub run_timeout: u64,
     /// normal (a table) or json
     #[arg(long = "output-format", default_value = "normal", value_parser = ["normal", "json"])]
     pub output_format: String,

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod resim;
 mod suite;
@@ -47,7 +47,14 @@ pub struct TwinOptions {
     pub kernel_costs: Vec<PathBuf>,
     /// The mqblk binary (its `bench` runs the mqblk side).
     pub mqblk: PathBuf,
+    /// How long one run (fio, mqblk bench or sim, the profile) may take before it is
+    /// stopped and run once more ([`RUN_TIMEOUT`] unless set).
+    pub run_timeout: Duration,
 }
+
+/// The default bound on one run of a twin: the suite's workloads run for seconds and a
+/// profile for at most 3 minutes, so a run past 5 is stuck.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Why a twin run did not give its report.
 #[derive(Debug, thiserror::Error)]
@@ -442,8 +449,42 @@ fn parse_tunables(raw: &[String]) -> Result<Vec<(String, String, String)>, Strin
         .collect()
 }
 
-/// Runs `cmd` to its end, or kills it when `stop` is raised.
-fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, TwinError> {
+/// Runs the command `make` builds to its end, or kills it when `stop` is raised. A run
+/// still going after `timeout` is stopped (SIGTERM, which ends fio's and mqblk's jobs and
+/// lets them report, then SIGKILL 10 s later, or `timeout` if shorter) and made and run
+/// once more, said on stderr;
+/// a second one that outlasts it fails the twin with a line naming it.
+fn run_child(
+    mut make: impl FnMut() -> Result<Command, TwinError>,
+    who: &str,
+    stop: &AtomicBool,
+    timeout: Duration,
+) -> Result<Vec<u8>, TwinError> {
+    match run_child_once(make()?, who, stop, timeout)? {
+        Some(out) => Ok(out),
+        None => {
+            eprintln!(
+                "twin: {who} still running after {} s: stopped; running it once more",
+                timeout.as_secs()
+            );
+            run_child_once(make()?, who, stop, timeout)?.ok_or_else(|| {
+                format!(
+                    "{who} still running after {} s, twice (--run-timeout): stopped",
+                    timeout.as_secs()
+                )
+                .into()
+            })
+        }
+    }
+}
+
+/// One run of [`run_child`]: its stdout, or `None` if it outlasted `timeout` and was stopped.
+fn run_child_once(
+    mut cmd: Command,
+    who: &str,
+    stop: &AtomicBool,
+    timeout: Duration,
+) -> Result<Option<Vec<u8>>, TwinError> {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -460,6 +501,8 @@ fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, 
     };
     let reader = drain(Box::new(child.stdout.take().expect("piped stdout")));
     let errors = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let started = Instant::now();
+    let mut terminated: Option<Instant> = None;
     let status = loop {
         if stop.load(Ordering::Relaxed) {
             let _ = child.kill();
@@ -471,14 +514,34 @@ fn run_child(mut cmd: Command, who: &str, stop: &AtomicBool) -> Result<Vec<u8>, 
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(format!("waiting for {who}: {e}").into()),
         }
+        match terminated {
+            None if started.elapsed() >= timeout => {
+                // Not yet reaped, so the pid is still the child's.
+                let _ = Command::new("kill")
+                    .args(["-TERM", &child.id().to_string()])
+                    .status();
+                terminated = Some(Instant::now());
+            }
+            Some(t) if t.elapsed() >= timeout.min(Duration::from_secs(10)) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(None);
+            }
+            _ => {}
+        }
     };
+    if terminated.is_some() {
+        // Ended by the SIGTERM: its pipes' readers are left to end on their own (a
+        // grandchild may still hold the pipes).
+        return Ok(None);
+    }
     let stdout = reader.join().unwrap_or_default();
     let err = String::from_utf8_lossy(&errors.join().unwrap_or_default()).into_owned();
     if !status.success() {
         let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         return Err(format!("{who} failed ({status}): {first}").into());
     }
-    Ok(stdout)
+    Ok(Some(stdout))
 }
 
 /// What every measurement of one twin invocation shares: the disk, what it offers, the
@@ -554,16 +617,19 @@ impl Twin<'_> {
         // Through fio, the kernel's own path: the model is to predict the kernel, and on a
         // device the CPUs serve (a loop device over tmpfs) mqblk's stack measures another
         // device (docs/results/profile.md).
-        let mut cmd = Command::new(&a.mqblk);
-        cmd.arg("profile")
-            .arg(format!("--filename={}", a.filename.display()))
-            .arg(format!("--fio={}", a.fio))
-            .arg("--quick")
-            .arg(format!("--output={}", out.display()));
-        if writes {
-            cmd.arg("--write-ok");
-        }
-        run_child(cmd, "mqblk profile", self.stop)?;
+        let make = || {
+            let mut cmd = Command::new(&a.mqblk);
+            cmd.arg("profile")
+                .arg(format!("--filename={}", a.filename.display()))
+                .arg(format!("--fio={}", a.fio))
+                .arg("--quick")
+                .arg(format!("--output={}", out.display()));
+            if writes {
+                cmd.arg("--write-ok");
+            }
+            Ok(cmd)
+        };
+        run_child(make, "mqblk profile", self.stop, a.run_timeout)?;
         eprintln!(
             "twin: the profile is {} (--profile={0} reuses it)",
             out.display()
@@ -600,45 +666,49 @@ impl Twin<'_> {
         let disk = &self.disk;
         let tunables = &self.tunables;
         let filename = format!("--filename={}", a.filename.display());
-        let mut cmd;
-        let mut jobfile = jobfile.to_path_buf();
-        match stack {
-            Stack::Kernel => {
-                disk.set_scheduler(sched)?;
-                for (_, k, v) in tunables_for(tunables, sched) {
-                    disk.set_tunable(k, v)?;
+        // Made again for a second try after a run that outlasted --run-timeout.
+        let make = || -> Result<Command, TwinError> {
+            let mut cmd;
+            let mut jobfile = jobfile.to_path_buf();
+            match stack {
+                Stack::Kernel => {
+                    disk.set_scheduler(sched)?;
+                    for (_, k, v) in tunables_for(tunables, sched) {
+                        disk.set_tunable(k, v)?;
+                    }
+                    cmd = Command::new(&a.fio);
+                    cmd.arg("--output-format=json").arg(&filename);
+                    if let Some(cg) = cgroups {
+                        cg.prepare()?;
+                        cmd.arg("--cgroup_nodelete=1");
+                        jobfile = cg.fio_job.clone();
+                    }
                 }
-                cmd = Command::new(&a.fio);
-                cmd.arg("--output-format=json").arg(&filename);
-                if let Some(cg) = cgroups {
-                    cg.prepare()?;
-                    cmd.arg("--cgroup_nodelete=1");
-                    jobfile = cg.fio_job.clone();
+                Stack::Mqblk => {
+                    disk.set_scheduler("none")?;
+                    cmd = Command::new(&a.mqblk);
+                    cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
+                        .arg(&filename)
+                        .args(disk.queue_shape())
+                        .arg(format!("--ioscheduler={sched}"));
+                    for (_, k, v) in tunables_for(tunables, sched) {
+                        cmd.arg(format!("--sched.{k}={v}"));
+                    }
+                }
+                Stack::Sim => {
+                    let profile = self.profile.as_ref().expect("a profile for the sim stack");
+                    cmd = sim_command(&a.mqblk, profile, &a.kernel_costs, repeat, sched, tunables);
                 }
             }
-            Stack::Mqblk => {
-                disk.set_scheduler("none")?;
-                cmd = Command::new(&a.mqblk);
-                cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
-                    .arg(&filename)
-                    .args(disk.queue_shape())
-                    .arg(format!("--ioscheduler={sched}"));
-                for (_, k, v) in tunables_for(tunables, sched) {
-                    cmd.arg(format!("--sched.{k}={v}"));
-                }
-            }
-            Stack::Sim => {
-                let profile = self.profile.as_ref().expect("a profile for the sim stack");
-                cmd = sim_command(&a.mqblk, profile, &a.kernel_costs, repeat, sched, tunables);
-            }
-        }
-        cmd.arg(&jobfile);
+            cmd.arg(&jobfile);
+            Ok(cmd)
+        };
         let who = match stack {
             Stack::Kernel => format!("fio ({sched} in the kernel)"),
             Stack::Mqblk => format!("mqblk bench ({sched})"),
             Stack::Sim => format!("mqblk sim ({sched})"),
         };
-        let out = run_child(cmd, &who, self.stop)?;
+        let out = run_child(make, &who, self.stop, a.run_timeout)?;
         Ok(figures(&out, &who)?)
     }
 
@@ -1093,4 +1163,67 @@ fn table(r: &Report) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: String) -> impl FnMut() -> Result<Command, TwinError> {
+        move || {
+            let mut c = Command::new("sh");
+            c.args(["-c", &script]);
+            Ok(c)
+        }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("mqblk-twin-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A run that hangs once is stopped at the timeout and its second run's report is
+    /// the one taken.
+    #[test]
+    fn a_run_past_its_timeout_is_stopped_and_run_once_more() {
+        let d = scratch("retry");
+        let mark = d.join("tried");
+        let script = format!(
+            "if [ -e {0} ]; then echo second; else touch {0}; sleep 60; fi",
+            mark.display()
+        );
+        let t0 = Instant::now();
+        let out = run_child(
+            sh(script),
+            "a child",
+            &AtomicBool::new(false),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out).trim(), "second");
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A run that hangs twice, SIGTERM ignored, is killed each time and the twin fails
+    /// with one line naming it.
+    #[test]
+    fn a_run_that_hangs_twice_fails_with_a_line_naming_it() {
+        let t0 = Instant::now();
+        let e = run_child(
+            sh("trap '' TERM; sleep 60".into()),
+            "mqblk bench (bfq)",
+            &AtomicBool::new(false),
+            Duration::from_secs(1),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "mqblk bench (bfq) still running after 1 s, twice (--run-timeout): stopped"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    }
 }

@@ -27,6 +27,8 @@ pub struct ResimOptions {
     pub kernel_costs: Vec<PathBuf>,
     /// The mqblk binary (its `sim` runs the simulator's stack).
     pub mqblk: PathBuf,
+    /// How long one simulator run may take before it is stopped and run once more.
+    pub run_timeout: std::time::Duration,
 }
 
 /// One job file's saved runs.
@@ -97,17 +99,20 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
                     "twin: [{done}/{total}] {name} repeat {} {sched} through the simulator",
                     repeat + 1
                 );
-                let mut cmd = sim_command(
-                    &o.mqblk,
-                    &o.profile,
-                    &o.kernel_costs,
-                    repeat,
-                    sched,
-                    &tunables,
-                );
-                cmd.arg(&r.jobfile);
+                let make = || {
+                    let mut cmd = sim_command(
+                        &o.mqblk,
+                        &o.profile,
+                        &o.kernel_costs,
+                        repeat,
+                        sched,
+                        &tunables,
+                    );
+                    cmd.arg(&r.jobfile);
+                    Ok(cmd)
+                };
                 let who = format!("mqblk sim ({sched})");
-                let f = figures(&run_child(cmd, &who, stop)?, &who)?;
+                let f = figures(&run_child(make, &who, stop, o.run_timeout)?, &who)?;
                 runs.push((repeat, Stack::Sim, sched.clone(), f));
             }
         }
