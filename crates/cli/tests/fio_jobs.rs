@@ -674,6 +674,73 @@ fn ctrl_c_ends_the_jobs_and_prints_the_results_so_far() {
     );
 }
 
+/// A job that a stop cannot end (a request lost by the device: `timeout_nth`, the
+/// request timeout 30 s away) still running 5 s after Ctrl-C gets the queue's state printed,
+/// which shows the request the driver holds; a second Ctrl-C exits at once.
+#[test]
+fn a_job_stuck_after_ctrl_c_gets_the_queue_printed_and_a_second_one_exits() {
+    let dir = scratch("stuck");
+    let err_path = dir.join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mqblk"))
+        .args([
+            "bench",
+            "--name=stuck",
+            "--rw=randread",
+            "--size=1m",
+            "--runtime=60",
+            "--time_based",
+            "--timeout_nth=50",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let signal = |pid: u32| {
+        let ok = Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let t = std::time::Instant::now();
+    signal(child.id());
+    let said = loop {
+        let e = std::fs::read_to_string(&err_path).unwrap_or_default();
+        if e.contains("still running 5 s after the interrupt") || t.elapsed().as_secs() > 20 {
+            break e;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        said.contains("1 of 1 jobs still running 5 s after the interrupt"),
+        "{said}"
+    );
+    assert!(
+        said.contains("issued 50 direct 0 completed 49"),
+        "the lost request is the driver's: {said}"
+    );
+    assert!(t.elapsed().as_secs_f64() >= 4.9, "{:?}", t.elapsed());
+    signal(child.id());
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if t.elapsed().as_secs() > 5 {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(130),
+        "a second Ctrl-C exits"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn fio_logs_and_plots_are_written_by_bench_and_sim() {
     let dir = scratch("logs");

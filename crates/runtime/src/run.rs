@@ -12,9 +12,12 @@ use mqblk_device::{Device, DeviceConfig, DriverConfig};
 use mqblk_workload::logs::JobLogs;
 use mqblk_workload::steadystate::{MemberSpec, SteadyMonitor, TICK_NS as STEADY_TICK_NS};
 use mqblk_workload::{Job, JobSpec, JobStats};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long after an interrupt jobs may take to end before the queue's state is printed.
+const STUCK_AFTER: Duration = Duration::from_secs(5);
 
 /// What a run consists of: one device and the job clones on it.
 pub struct Plan {
@@ -301,6 +304,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
+    let exited = AtomicUsize::new(0);
     let (results, wall, cpu) = std::thread::scope(|scope| {
         let handles: Vec<_> = plan
             .jobs
@@ -325,9 +329,14 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                 } else {
                     Vec::new()
                 };
+                let exited = &exited;
                 std::thread::Builder::new()
                     .name(format!("mqblk-job-{}", job.issuer))
-                    .spawn_scoped(scope, move || run_job(q, c, job, sink, b, p, slot, bufs))
+                    .spawn_scoped(scope, move || {
+                        let r = run_job(q, c, job, sink, b, p, slot, bufs);
+                        exited.fetch_add(1, Ordering::Release);
+                        r
+                    })
                     .expect("spawning a job thread")
             })
             .collect();
@@ -368,12 +377,32 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                 m
             })
         });
-        // The interrupt reaches the jobs through their stop flag.
+        // The interrupt reaches the jobs through their stop flag. Jobs still running
+        // `STUCK_AFTER` later wait for something a stop cannot end (a request that does
+        // not complete): the queue's state goes to stderr once, to say where it is; a
+        // second signal ends the process.
+        let (exited, queue) = (&exited, &queue);
         scope.spawn(move || {
-            while !progress_ref.stop.load(Ordering::Acquire) {
-                if plan.interrupt.load(Ordering::Relaxed) {
-                    progress_ref.stop.store(true, Ordering::Release);
-                    break;
+            let mut stopped_at = None;
+            loop {
+                match stopped_at {
+                    None if progress_ref.stop.load(Ordering::Acquire) => break,
+                    None if plan.interrupt.load(Ordering::Relaxed) => {
+                        progress_ref.stop.store(true, Ordering::Release);
+                        stopped_at = Some(Instant::now());
+                    }
+                    Some(_) if exited.load(Ordering::Acquire) == plan.jobs.len() => break,
+                    Some(t) if t.elapsed() >= STUCK_AFTER => {
+                        let left = plan.jobs.len() - exited.load(Ordering::Acquire);
+                        eprintln!(
+                            "mqblk: {left} of {} jobs still running {} s after the interrupt (a second one exits at once); the queue:\n{}",
+                            plan.jobs.len(),
+                            STUCK_AFTER.as_secs(),
+                            queue.debug_state()
+                        );
+                        break;
+                    }
+                    _ => {}
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

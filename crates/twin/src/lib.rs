@@ -478,6 +478,24 @@ fn run_child(
     }
 }
 
+/// Prints what a run stopped at its timeout wrote on stderr (mqblk bench says there what
+/// its stuck jobs wait for), once its pipe has closed; not waited for past 2 s, as a
+/// grandchild may still hold the pipe.
+fn show_stderr(who: &str, errors: std::thread::JoinHandle<Vec<u8>>) {
+    let t = Instant::now();
+    while !errors.is_finished() && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !errors.is_finished() {
+        return;
+    }
+    let err = errors.join().unwrap_or_default();
+    let err = String::from_utf8_lossy(&err);
+    for line in err.lines().filter(|l| !l.trim().is_empty()) {
+        eprintln!("twin: {who}: {line}");
+    }
+}
+
 /// One run of [`run_child`]: its stdout, or `None` if it outlasted `timeout` and was stopped.
 fn run_child_once(
     mut cmd: Command,
@@ -525,14 +543,14 @@ fn run_child_once(
             Some(t) if t.elapsed() >= timeout.min(Duration::from_secs(10)) => {
                 let _ = child.kill();
                 let _ = child.wait();
+                show_stderr(who, errors);
                 return Ok(None);
             }
             _ => {}
         }
     };
     if terminated.is_some() {
-        // Ended by the SIGTERM: its pipes' readers are left to end on their own (a
-        // grandchild may still hold the pipes).
+        show_stderr(who, errors);
         return Ok(None);
     }
     let stdout = reader.join().unwrap_or_default();
