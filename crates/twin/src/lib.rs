@@ -452,8 +452,8 @@ fn parse_tunables(raw: &[String]) -> Result<Vec<(String, String, String)>, Strin
 /// Runs the command `make` builds to its end, or kills it when `stop` is raised. A run
 /// still going after `timeout` is stopped (SIGTERM, which ends fio's and mqblk's jobs and
 /// lets them report, then SIGKILL 10 s later, or `timeout` if shorter) and made and run
-/// once more, said on stderr;
-/// a second one that outlasts it fails the twin with a line naming it.
+/// once more, said on stderr; a second one that outlasts it fails the twin with a line
+/// naming it.
 fn run_child(
     mut make: impl FnMut() -> Result<Command, TwinError>,
     who: &str,
