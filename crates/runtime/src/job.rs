@@ -277,6 +277,14 @@ impl Progress {
         self.counts.get(slot).map(|c| &**c)
     }
 
+    /// Jobs that have not returned from [`run_job`] yet.
+    pub fn unfinished(&self) -> usize {
+        self.counts
+            .iter()
+            .filter(|c| !c.finished.load(Ordering::Acquire))
+            .count()
+    }
+
     /// Completions and bytes of all jobs so far.
     pub fn totals(&self) -> (u64, u64) {
         self.counts.iter().fold((0, 0), |(i, b), c| {

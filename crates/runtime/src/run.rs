@@ -12,7 +12,7 @@ use mqblk_device::{Device, DeviceConfig, DriverConfig};
 use mqblk_workload::logs::JobLogs;
 use mqblk_workload::steadystate::{MemberSpec, SteadyMonitor, TICK_NS as STEADY_TICK_NS};
 use mqblk_workload::{Job, JobSpec, JobStats};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -304,7 +304,6 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let exited = AtomicUsize::new(0);
     let (results, wall, cpu) = std::thread::scope(|scope| {
         let handles: Vec<_> = plan
             .jobs
@@ -329,14 +328,9 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                 } else {
                     Vec::new()
                 };
-                let exited = &exited;
                 std::thread::Builder::new()
                     .name(format!("mqblk-job-{}", job.issuer))
-                    .spawn_scoped(scope, move || {
-                        let r = run_job(q, c, job, sink, b, p, slot, bufs);
-                        exited.fetch_add(1, Ordering::Release);
-                        r
-                    })
+                    .spawn_scoped(scope, move || run_job(q, c, job, sink, b, p, slot, bufs))
                     .expect("spawning a job thread")
             })
             .collect();
@@ -381,7 +375,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
         // `STUCK_AFTER` later wait for something a stop cannot end (a request that does
         // not complete): the queue's state goes to stderr once, to say where it is; a
         // second signal ends the process.
-        let (exited, queue) = (&exited, &queue);
+        let queue = &queue;
         scope.spawn(move || {
             let mut stopped_at = None;
             loop {
@@ -391,9 +385,9 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                         progress_ref.stop.store(true, Ordering::Release);
                         stopped_at = Some(Instant::now());
                     }
-                    Some(_) if exited.load(Ordering::Acquire) == plan.jobs.len() => break,
+                    Some(_) if progress_ref.unfinished() == 0 => break,
                     Some(t) if t.elapsed() >= STUCK_AFTER => {
-                        let left = plan.jobs.len() - exited.load(Ordering::Acquire);
+                        let left = progress_ref.unfinished();
                         eprintln!(
                             "mqblk: {left} of {} jobs still running {} s after the interrupt (a second one exits at once); the queue:\n{}",
                             plan.jobs.len(),
