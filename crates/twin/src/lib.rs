@@ -1195,19 +1195,12 @@ mod tests {
         }
     }
 
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("mqblk-twin-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     /// A run that hangs once is stopped at the timeout and its second run's report is
     /// the one taken.
     #[test]
     fn a_run_past_its_timeout_is_stopped_and_run_once_more() {
-        let d = scratch("retry");
-        let mark = d.join("tried");
+        let mark = std::env::temp_dir().join(format!("mqblk-twin-retry-{}", std::process::id()));
+        let _ = std::fs::remove_file(&mark);
         let script = format!(
             "if [ -e {0} ]; then echo second; else touch {0}; sleep 60; fi",
             mark.display()
@@ -1222,7 +1215,7 @@ mod tests {
         .unwrap();
         assert_eq!(String::from_utf8_lossy(&out).trim(), "second");
         assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
-        let _ = std::fs::remove_dir_all(&d);
+        let _ = std::fs::remove_file(&mark);
     }
 
     /// A run that hangs twice, SIGTERM ignored, is killed each time and the twin fails
