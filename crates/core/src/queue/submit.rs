@@ -525,7 +525,9 @@ impl QueueInner {
     /// what it turns away waits on the dispatch list. A driver with `queue_rqs` gets them
     /// even while its queue is stopped: `__blk_mq_flush_list` looks only at quiescing, so on
     /// a virtio disk whose ring is full of large writes a small read that fits still goes
-    /// in (`virtio_queue_rqs` never looks at the stopped state).
+    /// in (`virtio_queue_rqs` never looks at the stopped state). mqblk has no quiesced
+    /// state to look at: an elevator switch or depth change waits until no request is
+    /// allocated (`freeze.rs`), so no plugged request meets one.
     pub(crate) fn issue_list(&self, sub: &mut Submitter, ids: &[(RqId, HctxIdx)], now: Nanos) {
         let mut i = 0;
         while i < ids.len() {
