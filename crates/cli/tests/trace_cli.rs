@@ -431,14 +431,22 @@ impl LoopFs {
             mnt,
         };
         if partition {
-            // partx adds the partition itself (BLKPG), also where the kernel does not scan
-            // partition tables.
-            let ok = Command::new("partx")
-                .args(["-a", &l.dev])
-                .status()
-                .is_ok_and(|s| s.success());
+            // The kernel may have scanned the table when the loop device was attached
+            // (partx then fails: the partition is there); where it did not, partx adds it
+            // (BLKPG). devtmpfs makes the node a moment after either: wait up to 5 s.
             l.fs_dev = format!("{}p1", l.dev);
-            if !ok || !Path::new(&l.fs_dev).exists() {
+            let there = || Path::new(&l.fs_dev).exists();
+            if !there() {
+                let _ = Command::new("partx").args(["-a", &l.dev]).status();
+            }
+            let appeared = (0..50).any(|_| {
+                let t = there();
+                if !t {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                t
+            });
+            if !appeared {
                 return Err(format!("partx -a {} made no {}", l.dev, l.fs_dev));
             }
         }
