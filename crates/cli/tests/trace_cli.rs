@@ -435,19 +435,18 @@ impl LoopFs {
             // (partx then fails: the partition is there); where it did not, partx adds it
             // (BLKPG). devtmpfs makes the node a moment after either: wait up to 5 s.
             l.fs_dev = format!("{}p1", l.dev);
-            let there = || Path::new(&l.fs_dev).exists();
-            if !there() {
+            let node = Path::new(&l.fs_dev);
+            if !node.exists() {
                 let _ = Command::new("partx").args(["-a", &l.dev]).status();
             }
-            let appeared = (0..50).any(|_| {
-                let t = there();
-                if !t {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
+            for _ in 0..50 {
+                if node.exists() {
+                    break;
                 }
-                t
-            });
-            if !appeared {
-                return Err(format!("partx -a {} made no {}", l.dev, l.fs_dev));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            if !node.exists() {
+                return Err(format!("{} has no {} (partx -a)", l.dev, l.fs_dev));
             }
         }
         mqblk_testkit::mkfs_ext4_and_mount(&l.fs_dev, &l.mnt)?;
