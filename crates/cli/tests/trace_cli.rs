@@ -431,22 +431,21 @@ impl LoopFs {
             mnt,
         };
         if partition {
-            // The kernel may have scanned the table when the loop device was attached
-            // (partx then fails: the partition is there); where it did not, partx adds it
-            // (BLKPG). devtmpfs makes the node a moment after either: wait up to 5 s.
+            // partx adds the partition itself (BLKPG), also where the kernel does not scan
+            // partition tables. A partition added so stays on the loop device after
+            // `losetup -d` (its partscan is off), and partx cannot add it again: drop any
+            // left from an earlier attachment first (and on drop, below).
+            let partx = |op: &str| {
+                Command::new("partx")
+                    .args([op, &l.dev])
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            let _ = partx("-d");
+            let ok = partx("-a");
             l.fs_dev = format!("{}p1", l.dev);
-            let node = Path::new(&l.fs_dev);
-            if !node.exists() {
-                let _ = Command::new("partx").args(["-a", &l.dev]).status();
-            }
-            for _ in 0..50 {
-                if node.exists() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            if !node.exists() {
-                return Err(format!("{} has no {} (partx -a)", l.dev, l.fs_dev));
+            if !ok || !Path::new(&l.fs_dev).exists() {
+                return Err(format!("partx -a {} made no {}", l.dev, l.fs_dev));
             }
         }
         mqblk_testkit::mkfs_ext4_and_mount(&l.fs_dev, &l.mnt)?;
@@ -476,6 +475,10 @@ impl LoopFs {
 impl Drop for LoopFs {
     fn drop(&mut self) {
         mqblk_testkit::umount(&self.mnt);
+        if self.fs_dev != self.dev {
+            // The partition partx added would outlive the attachment (see `LoopFs::new`).
+            let _ = Command::new("partx").args(["-d", &self.dev]).status();
+        }
         mqblk_testkit::detach_loop(&self.dev);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
