@@ -591,6 +591,45 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
     assert_eq!(e["mqblk"]["median"].as_f64().unwrap(), 0.9, "{e}");
     let sim = e["sim"]["median"].as_f64().unwrap();
     assert!(sim > 0.5 && sim < 1.5, "a reader alone under bfq: x{sim}");
+    // A result saved without its CPU count is taken to come from a machine like this one.
+    let host = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(v["cpus"].as_u64(), Some(host as u64), "{v}");
+
+    // The simulation gets the CPUs the kernel's runs had: with one, a job pinned to the
+    // second CPU cannot run (as fio's would not on a machine of one CPU).
+    let pinned = dir.join("pinned.fio");
+    std::fs::write(
+        &pinned,
+        "[p]\nrw=randread\nbs=4k\niodepth=1\nsize=64m\nruntime=100ms\ntime_based\ncpus_allowed=1\n",
+    )
+    .unwrap();
+    let mut one_cpu = report.clone();
+    one_cpu["cpus"] = 1.into();
+    one_cpu["jobfile"] = pinned.display().to_string().into();
+    let saved_one_cpu = dir.join("one-cpu.json");
+    std::fs::write(&saved_one_cpu, one_cpu.to_string()).unwrap();
+    let o = mqblk(&[
+        "twin",
+        &format!("--resim={}", saved_one_cpu.display()),
+        &with_profile,
+    ]);
+    let err = text(&o.stderr);
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        !o.status.success() && last.contains("cpus_allowed names CPU 1, but the simulation has 1"),
+        "{err}"
+    );
+    one_cpu["cpus"] = 2.into();
+    std::fs::write(&saved_one_cpu, one_cpu.to_string()).unwrap();
+    let o = mqblk(&[
+        "twin",
+        &format!("--resim={}", saved_one_cpu.display()),
+        &with_profile,
+        "--output-format=json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 2, "{v}");
 
     // A suite: its rows judged again, the simulator's counted.
     let suite = dir.join("suite.json");

@@ -575,6 +575,8 @@ struct Twin<'a> {
     total: usize,
     /// The profile the simulator's stack fits its model to (`--sim`).
     profile: Option<PathBuf>,
+    /// The CPUs the kernel's runs have ([`host_cpus`]).
+    cpus: u16,
 }
 
 impl Twin<'_> {
@@ -686,25 +688,28 @@ impl Twin<'_> {
         let filename = format!("--filename={}", a.filename.display());
         // Made again for a second try after a run that outlasted --run-timeout.
         let make = || -> Result<Command, TwinError> {
-            let mut cmd;
-            let mut jobfile = jobfile.to_path_buf();
-            match stack {
+            Ok(match stack {
                 Stack::Kernel => {
                     disk.set_scheduler(sched)?;
                     for (_, k, v) in tunables_for(tunables, sched) {
                         disk.set_tunable(k, v)?;
                     }
-                    cmd = Command::new(&a.fio);
+                    let mut cmd = Command::new(&a.fio);
                     cmd.arg("--output-format=json").arg(&filename);
-                    if let Some(cg) = cgroups {
-                        cg.prepare()?;
-                        cmd.arg("--cgroup_nodelete=1");
-                        jobfile = cg.fio_job.clone();
+                    match cgroups {
+                        Some(cg) => {
+                            cg.prepare()?;
+                            cmd.arg("--cgroup_nodelete=1").arg(&cg.fio_job);
+                        }
+                        None => {
+                            cmd.arg(jobfile);
+                        }
                     }
+                    cmd
                 }
                 Stack::Mqblk => {
                     disk.set_scheduler("none")?;
-                    cmd = Command::new(&a.mqblk);
+                    let mut cmd = Command::new(&a.mqblk);
                     cmd.args(["bench", "--output-format=json", "--ioengine=io_uring"])
                         .arg(&filename)
                         .args(disk.queue_shape())
@@ -712,14 +717,19 @@ impl Twin<'_> {
                     for (_, k, v) in tunables_for(tunables, sched) {
                         cmd.arg(format!("--sched.{k}={v}"));
                     }
+                    cmd.arg(jobfile);
+                    cmd
                 }
                 Stack::Sim => {
-                    let profile = self.profile.as_ref().expect("a profile for the sim stack");
-                    cmd = sim_command(&a.mqblk, profile, &a.kernel_costs, repeat, sched, tunables);
+                    let side = SimSide {
+                        mqblk: &a.mqblk,
+                        profile: self.profile.as_ref().expect("a profile for the sim stack"),
+                        kernel_costs: &a.kernel_costs,
+                        cpus: self.cpus,
+                    };
+                    sim_command(&side, repeat, sched, tunables, jobfile)
                 }
-            }
-            cmd.arg(&jobfile);
-            Ok(cmd)
+            })
         };
         let who = match stack {
             Stack::Kernel => format!("fio ({sched} in the kernel)"),
@@ -774,6 +784,7 @@ impl Twin<'_> {
             self.a.filename.display().to_string(),
             self.disk.name(),
             repeats,
+            self.cpus,
         );
         Ok(Report::of_runs(about, scheds.to_vec(), runs))
     }
@@ -831,6 +842,8 @@ pub struct Report {
     filename: String,
     disk: String,
     repeats: u32,
+    /// The CPUs the kernel's runs had (the simulator's runs get as many).
+    cpus: u16,
     schedulers: Vec<String>,
     /// Every run's figures: (repeat, stack, scheduler, figures).
     runs: Vec<(u32, Stack, String, Vec<Figures>)>,
@@ -842,13 +855,13 @@ pub struct Report {
 
 impl Report {
     /// A report of `runs` under `schedulers` (`none` among them), with the effects and
-    /// shares they show; `about` is (job file, file or device, disk, repeats).
+    /// shares they show; `about` is (job file, file or device, disk, repeats, CPUs).
     fn of_runs(
-        about: (String, String, String, u32),
+        about: (String, String, String, u32, u16),
         schedulers: Vec<String>,
         runs: Vec<(u32, Stack, String, Vec<Figures>)>,
     ) -> Report {
-        let (jobfile, filename, disk, repeats) = about;
+        let (jobfile, filename, disk, repeats, cpus) = about;
         Report {
             effects: effects(&runs, &schedulers),
             shares: shares(&runs, &schedulers),
@@ -856,6 +869,7 @@ impl Report {
             filename,
             disk,
             repeats,
+            cpus,
             schedulers,
             runs,
         }
@@ -939,6 +953,7 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
         done: 0,
         total: 0,
         profile: a.profile.clone(),
+        cpus: host_cpus(),
     };
     if let Some(p) = &a.profile {
         // Read and fitted before anything runs: a bad profile stops nothing.
@@ -1006,28 +1021,46 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
     })
 }
 
-/// The simulator's run of a job file (appended by the caller) for `repeat` under `sched`:
-/// virtual time, the jobs as written (their cgroups too) on the model fitted to `profile`,
-/// the kernel's CPU costs charged (those of `kernel_costs`, if any), a seed per repeat.
+/// What every simulator run of a twin is given besides the job file and scheduler.
+pub(crate) struct SimSide<'a> {
+    pub mqblk: &'a Path,
+    /// The profile the model is fitted to.
+    pub profile: &'a Path,
+    /// The kernel's scheduler costs to charge (none: the built-in ones).
+    pub kernel_costs: &'a [PathBuf],
+    /// The CPUs the kernel's runs had: the simulation gets as many, so that jobs share
+    /// them as the kernel's fio processes did (`mqblk sim` would give each job its own).
+    pub cpus: u16,
+}
+
+/// The CPUs this machine gives its processes (the kernel's side of a twin runs here).
+pub(crate) fn host_cpus() -> u16 {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(1024) as u16)
+}
+
+/// The simulator's run of `jobfile` for `repeat` under `sched`: virtual time, the jobs as
+/// written (their cgroups too) on the model fitted to the profile, on the kernel's CPU
+/// count, the kernel's CPU costs charged, a seed per repeat.
 fn sim_command(
-    mqblk: &Path,
-    profile: &Path,
-    kernel_costs: &[PathBuf],
+    side: &SimSide,
     repeat: u32,
     sched: &str,
     tunables: &[(String, String, String)],
+    jobfile: &Path,
 ) -> Command {
-    let mut cmd = Command::new(mqblk);
+    let mut cmd = Command::new(side.mqblk);
     cmd.args(["sim", "--output-format=json", "--cost-profile=kernel"])
-        .arg(format!("--device=profile:{}", profile.display()))
+        .arg(format!("--device=profile:{}", side.profile.display()))
         .arg(format!("--seed={}", repeat + 1))
+        .arg(format!("--cpus={}", side.cpus))
         .arg(format!("--ioscheduler={sched}"));
-    for f in kernel_costs {
+    for f in side.kernel_costs {
         cmd.arg(format!("--kernel-costs={}", f.display()));
     }
     for (_, k, v) in tunables_for(tunables, sched) {
         cmd.arg(format!("--sched.{k}={v}"));
     }
+    cmd.arg(jobfile);
     cmd
 }
 

@@ -8,7 +8,8 @@
 //! The job files are read from the paths the result names, as the twin was given them.
 
 use super::{
-    figures, parse_tunables, run_child, sim_command, Figures, Outcome, Report, Stack, TwinError,
+    figures, host_cpus, parse_tunables, run_child, sim_command, Figures, Outcome, Report, SimSide,
+    Stack, TwinError,
 };
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,10 @@ struct SavedReport {
     filename: String,
     disk: String,
     repeats: u32,
+    /// The CPUs the kernel's runs had; saved results from before it was recorded ran on
+    /// a machine like this one, as far as anyone knows.
+    #[serde(default)]
+    cpus: Option<u16>,
     schedulers: Vec<String>,
     runs: Vec<(u32, Stack, String, Vec<Figures>)>,
 }
@@ -91,6 +96,7 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let cpus = r.cpus.unwrap_or_else(host_cpus);
         let mut runs: Vec<_> = r.runs.into_iter().filter(|x| x.1 != Stack::Sim).collect();
         for repeat in 0..r.repeats {
             for sched in &r.schedulers {
@@ -100,23 +106,26 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
                     repeat + 1
                 );
                 let make = || {
-                    let mut cmd = sim_command(
-                        &o.mqblk,
-                        &o.profile,
-                        &o.kernel_costs,
+                    let side = SimSide {
+                        mqblk: &o.mqblk,
+                        profile: &o.profile,
+                        kernel_costs: &o.kernel_costs,
+                        cpus,
+                    };
+                    Ok(sim_command(
+                        &side,
                         repeat,
                         sched,
                         &tunables,
-                    );
-                    cmd.arg(&r.jobfile);
-                    Ok(cmd)
+                        Path::new(&r.jobfile),
+                    ))
                 };
                 let who = format!("mqblk sim ({sched})");
                 let f = figures(&run_child(make, &who, stop, o.run_timeout)?, &who)?;
                 runs.push((repeat, Stack::Sim, sched.clone(), f));
             }
         }
-        let about = (r.jobfile, r.filename, r.disk, r.repeats);
+        let about = (r.jobfile, r.filename, r.disk, r.repeats, cpus);
         out.push(Report::of_runs(about, r.schedulers, runs));
     }
     Ok(if suite {

@@ -435,6 +435,7 @@ mod tests {
             filename: "f".into(),
             disk: "d".into(),
             repeats,
+            cpus: 2,
             schedulers: vec!["none".into(), "bfq".into()],
             runs: Vec::new(),
             effects: Vec::new(),
@@ -472,6 +473,7 @@ mod tests {
             filename: "f".into(),
             disk: "d".into(),
             repeats: 3,
+            cpus: 2,
             schedulers: vec!["none".into(), "bfq".into()],
             runs: Vec::new(),
             effects: vec![
