@@ -290,6 +290,8 @@ struct Shape {
     max_sectors_kb: u32,
     max_segments: u32,
     virtqueue_size: u32,
+    /// A loop device's backing file (empty: not one).
+    backing_file: String,
 }
 
 fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError> {
@@ -319,6 +321,9 @@ fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError>
             max_sectors_kb: q.max_sectors_kb.unwrap_or(0),
             max_segments: q.max_segments.unwrap_or(0),
             virtqueue_size: q.virtqueue_size.unwrap_or(0),
+            backing_file: std::fs::read_to_string(dir.join("loop/backing_file"))
+                .map(|f| f.trim().to_string())
+                .unwrap_or_default(),
         },
         scheduler,
         block,
@@ -340,6 +345,7 @@ fn shape_of_model(spec: &str) -> Result<(Shape, u64), CliError> {
         max_sectors_kb: lim.max_sectors / 2,
         max_segments: lim.max_segments as u32,
         virtqueue_size: m.ring_descriptors().unwrap_or(0),
+        backing_file: String::new(),
     };
     Ok((shape, m.capacity_sectors() * 512))
 }
@@ -551,7 +557,12 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         .collect();
     let started = Instant::now();
     let mut measures = Vec::new();
+    let mut completion_cpus = Vec::new();
     for (i, p) in phases.iter().enumerate() {
+        // Where the device's completions run, counted over the one-job random reads.
+        let before = (a.filename.is_some() && p.name == "randread_4k_qd1")
+            .then(block_softirqs)
+            .flatten();
         let job = tmp.join(format!("{}.fio", p.name));
         std::fs::write(&job, p.job_text(&device, seconds, a.fio.is_some()))
             .map_err(|e| CliError::io(job.display().to_string(), e))?;
@@ -567,6 +578,9 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
             crate::bench::bench_args(&args)?.out
         };
         let m = measured(p, &json)?;
+        if let (Some(b), Some(e)) = (before, block_softirqs()) {
+            completion_cpus = completion_shares(&b, &e, m.iops * seconds);
+        }
         eprintln!(
             "profile: [{}/{}] {}: {:.0} IOPS, {:.1} MB/s, {:.1} us mean, {:.1} us p99 ({:.0} s)",
             i + 1,
@@ -595,6 +609,79 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         max_sectors_kb: shape.max_sectors_kb,
         max_segments: shape.max_segments,
         virtqueue_size: shape.virtqueue_size,
+        backing_file: shape.backing_file,
+        completion_cpus,
         measure: measures,
     })
+}
+
+/// Each CPU's count of block completion softirqs (the `BLOCK:` row of `/proc/softirqs`),
+/// if it can be read.
+fn block_softirqs() -> Option<Vec<u64>> {
+    let text = std::fs::read_to_string("/proc/softirqs").ok()?;
+    softirq_row(&text, "BLOCK")
+}
+
+/// The counts of softirq `name` in the text of `/proc/softirqs`.
+fn softirq_row(text: &str, name: &str) -> Option<Vec<u64>> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{name}:")))?;
+    let (_, counts) = line.split_once(':')?;
+    counts.split_whitespace().map(|c| c.parse().ok()).collect()
+}
+
+/// Each CPU's share of the block completions counted between `before` and `after`, given
+/// the I/Os the measurement completed; empty where fewer than half of them went through
+/// the block softirq (the device completes them where its interrupts are, uncounted).
+fn completion_shares(before: &[u64], after: &[u64], ios: f64) -> Vec<f64> {
+    let deltas: Vec<u64> = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
+    let total: u64 = deltas.iter().sum();
+    if before.len() != after.len() || total == 0 || (total as f64) < ios / 2.0 {
+        return Vec::new();
+    }
+    deltas.iter().map(|&d| d as f64 / total as f64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOFTIRQS: &str = "                    CPU0       CPU1
+          HI:          1          0
+       TIMER:    1234567    2345678
+      NET_RX:         10         20
+       BLOCK:   69325095   93766321
+    IRQ_POLL:          0          0
+";
+
+    #[test]
+    fn the_block_row_is_read_per_cpu() {
+        assert_eq!(
+            softirq_row(SOFTIRQS, "BLOCK"),
+            Some(vec![69325095, 93766321])
+        );
+        assert_eq!(softirq_row(SOFTIRQS, "TASKLET"), None);
+        assert_eq!(softirq_row("       BLOCK:   12   x\n", "BLOCK"), None);
+    }
+
+    #[test]
+    fn completions_are_shared_by_cpu_only_when_most_went_through_the_softirq() {
+        // 1000 I/Os, all completed on CPU 1 (a single-queue disk's interrupt there).
+        assert_eq!(
+            completion_shares(&[100, 200], &[100, 1200], 1000.0),
+            vec![0.0, 1.0]
+        );
+        assert_eq!(
+            completion_shares(&[0, 0], &[300, 900], 1000.0),
+            vec![0.25, 0.75]
+        );
+        // A few hundred of 10,000: another device's, not this one's.
+        assert!(completion_shares(&[0, 0], &[100, 200], 10_000.0).is_empty());
+        assert!(completion_shares(&[0], &[10, 20], 20.0).is_empty());
+    }
 }

@@ -157,6 +157,44 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         within(fit, src, 0.10),
         "BFQ's effect: ssd x{src:.1}, fitted x{fit:.1}"
     );
+
+    // Where the completions are handled: a model measured no CPU, so the queue's (CPU 0,
+    // beside the job); a CPU that took them all in the profile, there; a loop device's
+    // worker, an idle CPU while the job's is busy.
+    assert!(toml.contains("completion_cpus = []"), "{toml}");
+    let busy = |edit: &dyn Fn(&str) -> String, depth: &str| -> Vec<u64> {
+        let f = dir.join("placed.toml");
+        std::fs::write(&f, edit(&toml)).unwrap();
+        let dev = format!("--device=profile:{}", f.display());
+        let o = mqblk(&[
+            "sim",
+            &dev,
+            "--cpus=2",
+            "--rw=randread",
+            "--bs=4k",
+            depth,
+            "--runtime=20ms",
+            "--time_based",
+            "--name=x",
+            "--output-format=json",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let busy = v["mqblk_sim"]["cpu_busy_ns"].as_array().unwrap();
+        busy.iter().map(|b| b.as_u64().unwrap()).collect()
+    };
+    let mapped = busy(&|t| t.to_string(), "--iodepth=1");
+    assert!(mapped[0] > 0 && mapped[1] == 0, "{mapped:?}");
+    let on_1 = busy(
+        &|t| t.replace("completion_cpus = []", "completion_cpus = [0.0, 1.0]"),
+        "--iodepth=1",
+    );
+    assert!(on_1[1] > 0, "{on_1:?}");
+    let worker = busy(
+        &|t| t.replace("backing_file = \"\"", "backing_file = \"/x.img\""),
+        "--iodepth=32",
+    );
+    assert!(worker[1] > 0, "{worker:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -201,6 +239,14 @@ fn profile_file(name: &str, extra: &[&str]) -> Option<(PathBuf, PathBuf, String)
             m.p99_us
         );
     }
+    // Where the disk's completions ran, each CPU's share (none where they did not go
+    // through the block softirq); the disk is not a loop device.
+    let shares = &parsed.completion_cpus;
+    assert!(
+        shares.is_empty() || (shares.iter().sum::<f64>() - 1.0).abs() < 0.01,
+        "{p}"
+    );
+    assert!(parsed.backing_file.is_empty(), "{p}");
     // Every figure the profile keeps was read: none is zero.
     for key in ["iops = ", "mean_us = ", "p99_us = "] {
         assert!(

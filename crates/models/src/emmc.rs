@@ -172,6 +172,7 @@ impl DeviceModel for EmmcModel {
             irq_ns: 3000,
             hw_lock: true,
             lock_waiter_ns: 0,
+            completions: crate::CompletionCpu::Mapped,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

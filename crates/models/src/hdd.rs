@@ -855,6 +855,7 @@ impl DeviceModel for HddModel {
             irq_ns: 1500,
             hw_lock: false,
             lock_waiter_ns: 0,
+            completions: crate::CompletionCpu::Mapped,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

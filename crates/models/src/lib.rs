@@ -75,6 +75,27 @@ pub struct DriverCost {
     /// In a VM a spinning vCPU is trapped by pause-loop exiting and rescheduled, so each
     /// waiter costs microseconds, not a cache miss.
     pub lock_waiter_ns: u64,
+    /// The CPU that handles the driver's completions.
+    pub completions: CompletionCpu,
+}
+
+/// Where a device's completions are handled: the CPU its interrupt entry, the core's
+/// completion work and the scheduler's completion hook are charged to.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CompletionCpu {
+    /// The first CPU mapped to the completing hardware queue: an interrupt vector per
+    /// queue, affine to the queue's CPUs (managed interrupts, `blk_mq_map_hw_queues`).
+    #[default]
+    Mapped,
+    /// Always this one (wrapped to the CPUs there are): a single interrupt line whose
+    /// effective affinity is one CPU, as measured.
+    Cpu(u16),
+    /// A worker thread's CPU: the hardware queue's if it is idle, else the first idle
+    /// one, else the queue's. A loop device reads and completes in its kworker
+    /// (`loop_queue_work`), which the CPU scheduler wakes on an idle CPU when there is one
+    /// (`select_idle_sibling`).
+    Worker,
 }
 
 impl Default for DriverCost {
@@ -85,6 +106,7 @@ impl Default for DriverCost {
             irq_ns: 500,
             hw_lock: false,
             lock_waiter_ns: 0,
+            completions: CompletionCpu::Mapped,
         }
     }
 }

@@ -114,6 +114,7 @@ impl DeviceModel for NullModel {
             irq_ns: 100,
             hw_lock: false,
             lock_waiter_ns: 0,
+            completions: crate::CompletionCpu::Mapped,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

@@ -140,6 +140,15 @@ pub struct Profile {
     /// such limit), which bounds the large requests in flight.
     #[serde(default)]
     pub virtqueue_size: u32,
+    /// A loop device's backing file (sysfs `loop/backing_file`; empty for any other disk):
+    /// its commands are read and completed by a worker thread on the machine's CPUs.
+    #[serde(default)]
+    pub backing_file: String,
+    /// Each CPU's share of the block completions (`/proc/softirqs` BLOCK: where a
+    /// single-queue device's completions ran) while the one-job random 4 KiB reads were
+    /// measured; empty where not measured, or where they did not go through it.
+    #[serde(default)]
+    pub completion_cpus: Vec<f64>,
     /// The measurements, in the order they ran.
     pub measure: Vec<Measure>,
 }
@@ -223,7 +232,17 @@ pub struct Fit {
     pub write_path_spread: f64,
     /// Whether the profile measured writes; without them writes are modelled as reads.
     pub writes_measured: bool,
+    /// The CPU that handles the completions: a loop device's worker
+    /// ([`Profile::backing_file`]), else the CPU that took at least
+    /// [`ONE_COMPLETION_CPU`] of them ([`Profile::completion_cpus`]), else the one mapped
+    /// to the queue.
+    pub completions: crate::CompletionCpu,
 }
+
+/// The share of the measured completions one CPU must have taken for the model to send
+/// them all there: an interrupt line with one CPU in its effective affinity takes all of
+/// them, save the odd ones other devices' completions add to the count.
+pub const ONE_COMPLETION_CPU: f64 = 0.9;
 
 impl Profile {
     /// Reads a profile from `path`.
@@ -439,7 +458,22 @@ impl Profile {
             read_path_spread,
             write_path_spread,
             writes_measured: self.writes,
+            completions: self.completion_cpu(),
         })
+    }
+
+    /// Where the fitted model's completions are handled ([`Fit::completions`]).
+    pub fn completion_cpu(&self) -> crate::CompletionCpu {
+        use crate::CompletionCpu;
+        if !self.backing_file.is_empty() {
+            return CompletionCpu::Worker;
+        }
+        self.completion_cpus
+            .iter()
+            .position(|&share| share >= ONE_COMPLETION_CPU)
+            .map_or(CompletionCpu::Mapped, |c| {
+                CompletionCpu::Cpu(c.min(usize::from(u16::MAX)) as u16)
+            })
     }
 
     /// The profile as TOML, each figure with a comment saying what it is and how it was
@@ -526,6 +560,21 @@ impl Profile {
             "Descriptors per virtqueue of a virtio-blk disk without indirect descriptors (0: none).",
             "virtqueue_size",
             self.virtqueue_size.to_string(),
+        );
+        kv(
+            "A loop device's backing file (sysfs loop/backing_file; empty: not a loop device): a worker thread reads and completes its commands on the machine's CPUs.",
+            "backing_file",
+            toml_str(&self.backing_file),
+        );
+        let shares: Vec<String> = self
+            .completion_cpus
+            .iter()
+            .map(|c| format!("{c:.3}"))
+            .collect();
+        kv(
+            "Each CPU's share of the block completions (/proc/softirqs BLOCK) during the one-job random 4 KiB reads (empty: not measured).",
+            "completion_cpus",
+            format!("[{}]", shares.join(", ")),
         );
         for m in &self.measure {
             let runs = if m.p99_runs.is_empty() {
@@ -640,6 +689,16 @@ impl Fit {
                     self.write_path_spread,
                     self.path_span_bytes / 1048576.0
                 ),
+            ),
+            (
+                "completions handled on",
+                match self.completions {
+                    crate::CompletionCpu::Mapped => "the CPU mapped to the queue".to_string(),
+                    crate::CompletionCpu::Cpu(c) => format!("CPU {c}"),
+                    crate::CompletionCpu::Worker => {
+                        "a worker's CPU (an idle one first)".to_string()
+                    }
+                },
             ),
         ];
         let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -903,7 +962,10 @@ impl DeviceModel for FittedModel {
         self.ring
     }
     fn driver_cost(&self) -> DriverCost {
-        DriverCost::default()
+        DriverCost {
+            completions: self.fit.completions,
+            ..DriverCost::default()
+        }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
         self.settle(now.0);
@@ -1122,6 +1184,8 @@ mod tests {
             max_sectors_kb: 512,
             max_segments: 128,
             virtqueue_size: 0,
+            backing_file: String::new(),
+            completion_cpus: Vec::new(),
             measure: vec![
                 m("randread_4k_qd1", "read", 4096, 1, 10_000.0, 100.0),
                 m("randread_128k_qd1", "read", 128 << 10, 1, 5_000.0, 200.0),
@@ -1564,6 +1628,31 @@ mod tests {
         assert!(e.to_string().contains("'read_1m_qd16' is missing"), "{e}");
         let e = Profile::parse("p.toml", "disk = 3\n").unwrap_err();
         assert!(e.to_string().starts_with("p.toml:1: "), "{e}");
+        // Where completions ran reads back too (to three decimals, as written).
+        p.completion_cpus = vec![0.25, 0.75];
+        p.backing_file = "/dev/shm/x.img".into();
+        let text = p.to_toml();
+        assert!(text.contains("completion_cpus = [0.250, 0.750]"), "{text}");
+        assert_eq!(Profile::parse("p.toml", &text).unwrap(), p);
+    }
+
+    /// A loop device completes in its worker; another disk where one CPU took nine in ten
+    /// of the measured completions (its interrupt's), on that CPU; else on the CPU mapped
+    /// to the queue, as before anything was measured.
+    #[test]
+    fn completions_go_where_the_profile_saw_them() {
+        use crate::CompletionCpu;
+        let mut p = serial();
+        let place = |p: &Profile| p.fit("p.toml").unwrap().completions;
+        assert_eq!(place(&p), CompletionCpu::Mapped);
+        p.completion_cpus = vec![0.02, 0.98];
+        assert_eq!(place(&p), CompletionCpu::Cpu(1));
+        let model = FittedModel::new(&p, "p.toml", SimRng::new(1)).unwrap();
+        assert_eq!(model.driver_cost().completions, CompletionCpu::Cpu(1));
+        p.completion_cpus = vec![0.4, 0.6];
+        assert_eq!(place(&p), CompletionCpu::Mapped);
+        p.backing_file = "/dev/shm/x.img".into();
+        assert_eq!(place(&p), CompletionCpu::Worker);
     }
 
     /// A virtio ring without indirect descriptors takes a command's pages plus two: two
@@ -1575,6 +1664,8 @@ mod tests {
         use mqblk_core::{CompletionBatch, RqId};
         let p = Profile {
             virtqueue_size: 40,
+            backing_file: String::new(),
+            completion_cpus: Vec::new(),
             ..serial()
         };
         let model = FittedModel::new(&p, "p.toml", SimRng::new(1)).unwrap();

@@ -145,6 +145,7 @@ impl DeviceModel for RaidModel {
             irq_ns: 2000,
             hw_lock: false,
             lock_waiter_ns: 0,
+            completions: crate::CompletionCpu::Mapped,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

@@ -261,6 +261,7 @@ impl DeviceModel for SsdModel {
             irq_ns: 1000,
             hw_lock: false,
             lock_waiter_ns: 0,
+            completions: crate::CompletionCpu::Mapped,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

@@ -67,6 +67,7 @@ impl VirtioModel {
                 irq_ns: ranged(p, m, "irq_ns", 3000, 0, 1_000_000)?,
                 hw_lock: true,
                 lock_waiter_ns: ranged(p, m, "lock_waiter_ns", 800, 0, 1_000_000)?,
+                completions: crate::CompletionCpu::Mapped,
             },
             thread_free: vec![0; iothreads],
             backend: (0..backend_depth).map(|_| Reverse(0)).collect(),

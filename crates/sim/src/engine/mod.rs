@@ -34,7 +34,7 @@ pub use result::{HctxFigures, JobResult, LockReport, SimResult};
 
 use crate::cost::{core_cost, kblockd_start_ns, CostProfile, CostTable, KernelCosts, LockState};
 use crate::crash::{stamp, Crash, CrashReport, Oracle};
-use crate::device::{self, DeviceSpec, DriverCost};
+use crate::device::{self, CompletionCpu, DeviceSpec, DriverCost};
 use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{Gate, JobIo, Next, SimJob};
 use crate::SimRng;
@@ -1083,6 +1083,27 @@ impl Sim {
         }
     }
 
+    /// The CPU that handles hardware queue `hw`'s completions at `t`
+    /// ([`DriverCost::completions`]).
+    fn completion_cpu(&self, hw: u16, t: u64) -> u16 {
+        let mapped = self.irq_cpu[hw as usize];
+        match self.dcost.completions {
+            CompletionCpu::Mapped => mapped,
+            CompletionCpu::Cpu(c) => c % self.cfg.nr_cpus,
+            CompletionCpu::Worker => {
+                // Idle: nothing running and nothing due to run on it.
+                let idle = |c: u16| {
+                    let cpu = &self.cpus[c as usize];
+                    cpu.busy_until <= t && cpu.wake_at.is_none() && cpu.irqs == 0
+                };
+                if idle(mapped) {
+                    return mapped;
+                }
+                (0..self.cfg.nr_cpus).find(|&c| idle(c)).unwrap_or(mapped)
+            }
+        }
+    }
+
     fn dev_tick(&mut self, t: u64) {
         self.dev_armed = None;
         let (mut scratch, mut hws) = (
@@ -1095,7 +1116,7 @@ impl Sim {
             self.cut |= self.dev_finished >= c.cut_after;
         }
         for &hw in &hws {
-            let c = self.irq_cpu[hw as usize];
+            let c = self.completion_cpu(hw, t);
             self.cpus[c as usize].irqs += 1;
             self.wake(c, t);
         }
