@@ -321,9 +321,7 @@ fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError>
             max_sectors_kb: q.max_sectors_kb.unwrap_or(0),
             max_segments: q.max_segments.unwrap_or(0),
             virtqueue_size: q.virtqueue_size.unwrap_or(0),
-            backing_file: std::fs::read_to_string(dir.join("loop/backing_file"))
-                .map(|f| f.trim().to_string())
-                .unwrap_or_default(),
+            backing_file: q.backing_file.clone().unwrap_or_default(),
         },
         scheduler,
         block,

@@ -142,6 +142,9 @@ pub struct QueueShape {
     /// `queue/zoned`: `none`, `host-aware` or `host-managed` (a kernel built without
     /// `CONFIG_BLK_DEV_ZONED` shows `none` for every disk).
     pub zoned: Option<String>,
+    /// `loop/backing_file`: the file a loop device reads and writes (its kworker does, on
+    /// the machine's CPUs, `loop_queue_work`). `None` for other disks.
+    pub backing_file: Option<String>,
 }
 
 /// The virtio feature bit for indirect descriptors (`VIRTIO_RING_F_INDIRECT_DESC`).
@@ -193,6 +196,7 @@ impl QueueShape {
             rotational: read("queue/rotational").map(|s| s == "1"),
             virtqueue_size: virtqueue_size(dir, nr_tags),
             zoned: read("queue/zoned"),
+            backing_file: read("loop/backing_file"),
         }
     }
 
@@ -257,6 +261,7 @@ mod tests {
             ("queue/max_sectors_kb", "1280\n"),
             ("queue/write_cache", "write back\n"),
             ("mq/0/nr_tags", "32\n"),
+            ("loop/backing_file", "/dev/shm/x.img\n"),
         ] {
             let p = disk.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -269,6 +274,7 @@ mod tests {
         assert_eq!(q.max_sectors_kb, Some(1280));
         assert_eq!(q.write_cache, Some(true));
         assert_eq!((q.nr_hw_queues, q.nr_tags), (1, Some(32)));
+        assert_eq!(q.backing_file.as_deref(), Some("/dev/shm/x.img"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
