@@ -14,16 +14,20 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// `mqblk sim` of `job` (options) on `device` under `sched`: each job's IOPS.
-fn iops(device: &str, sched: &str, job: &[&str]) -> Vec<f64> {
+/// The JSON report of `mqblk sim` of `job` (options) on `device` under `sched`.
+fn sim_json(device: &str, sched: &str, job: &[&str]) -> serde_json::Value {
     let dev = format!("--device={device}");
     let sch = format!("--ioscheduler={sched}");
     let mut args = vec!["sim", &dev, &sch, "--output-format=json"];
     args.extend_from_slice(job);
     let o = mqblk(&args);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    v["jobs"]
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `mqblk sim` of `job` (options) on `device` under `sched`: each job's IOPS.
+fn iops(device: &str, sched: &str, job: &[&str]) -> Vec<f64> {
+    sim_json(device, sched, job)["jobs"]
         .as_array()
         .unwrap()
         .iter()
@@ -160,15 +164,13 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
 
     // Where the completions are handled: a model measured no CPU, so the queue's (CPU 0,
     // beside the job); a CPU that took them all in the profile, there; a loop device's
-    // worker, an idle CPU while the job's is busy.
+    // worker, the queue's CPU while it is idle (one read at a time: the job waits), another
+    // while the job's is busy (32 at a time).
     assert!(toml.contains("completion_cpus = []"), "{toml}");
     let busy = |edit: &dyn Fn(&str) -> String, depth: &str| -> Vec<u64> {
         let f = dir.join("placed.toml");
         std::fs::write(&f, edit(&toml)).unwrap();
-        let dev = format!("--device=profile:{}", f.display());
-        let o = mqblk(&[
-            "sim",
-            &dev,
+        let job = [
             "--cpus=2",
             "--rw=randread",
             "--bs=4k",
@@ -176,10 +178,8 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
             "--runtime=20ms",
             "--time_based",
             "--name=x",
-            "--output-format=json",
-        ]);
-        assert!(o.status.success(), "{}", text(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        ];
+        let v = sim_json(&format!("profile:{}", f.display()), "none", &job);
         let busy = v["mqblk_sim"]["cpu_busy_ns"].as_array().unwrap();
         busy.iter().map(|b| b.as_u64().unwrap()).collect()
     };
@@ -190,11 +190,11 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         "--iodepth=1",
     );
     assert!(on_1[1] > 0, "{on_1:?}");
-    let worker = busy(
-        &|t| t.replace("backing_file = \"\"", "backing_file = \"/x.img\""),
-        "--iodepth=32",
-    );
+    let to_worker = |t: &str| t.replace("backing_file = \"\"", "backing_file = \"/x.img\"");
+    let worker = busy(&to_worker, "--iodepth=32");
     assert!(worker[1] > 0, "{worker:?}");
+    let worker_idle = busy(&to_worker, "--iodepth=1");
+    assert!(worker_idle[0] > 0 && worker_idle[1] == 0, "{worker_idle:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
