@@ -558,12 +558,16 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
     let one = dir.join("one.json");
     std::fs::write(&one, report.to_string()).unwrap();
     let with_profile = format!("--profile={}", profile.display());
-    let o = mqblk(&[
-        "twin",
-        &format!("--resim={}", one.display()),
-        &with_profile,
-        "--output-format=json",
-    ]);
+    // `--resim` of a saved result on the profile, as JSON.
+    let resim = |saved: &Path| {
+        mqblk(&[
+            "twin",
+            &format!("--resim={}", saved.display()),
+            &with_profile,
+            "--output-format=json",
+        ])
+    };
+    let o = resim(&one);
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
@@ -621,12 +625,7 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
     );
     one_cpu["cpus"] = 2.into();
     std::fs::write(&saved_one_cpu, one_cpu.to_string()).unwrap();
-    let o = mqblk(&[
-        "twin",
-        &format!("--resim={}", saved_one_cpu.display()),
-        &with_profile,
-        "--output-format=json",
-    ]);
+    let o = resim(&saved_one_cpu);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["cpus"], 2, "{v}");
@@ -638,12 +637,7 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
         serde_json::json!({"rows": [], "summary": {}, "workloads": [report]}).to_string(),
     )
     .unwrap();
-    let o = mqblk(&[
-        "twin",
-        &format!("--resim={}", suite.display()),
-        &with_profile,
-        "--output-format=json",
-    ]);
+    let o = resim(&suite);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["summary"]["rows"], 2, "iops and p99 judged: {v}");
