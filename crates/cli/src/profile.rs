@@ -614,7 +614,11 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
 }
 
 /// Each CPU's count of block completion softirqs (the `BLOCK:` row of `/proc/softirqs`),
-/// if it can be read.
+/// if it can be read. A single-queue disk's completions go through it on the CPU that took
+/// the interrupt (`blk_mq_complete_request_remote`: `blk_mq_raise_softirq` when
+/// `nr_hw_queues == 1`), unless its one hardware queue maps one CPU only and completes on
+/// it, or the CPUs share no cache and the completion is sent to the submitter's instead
+/// (`blk_mq_complete_need_ipi`, where the softirq runs too).
 fn block_softirqs() -> Option<Vec<u64>> {
     let text = std::fs::read_to_string("/proc/softirqs").ok()?;
     softirq_row(&text, "BLOCK")

@@ -93,8 +93,12 @@ pub enum CompletionCpu {
     Cpu(u16),
     /// A worker thread's CPU: the hardware queue's if it is idle, else the first idle
     /// one, else the queue's. A loop device reads and completes in its kworker
-    /// (`loop_queue_work`), which the CPU scheduler wakes on an idle CPU when there is one
-    /// (`select_idle_sibling`).
+    /// (`loop_queue_work`, on the loop's unbound workqueue), which the CPU scheduler wakes
+    /// on an idle CPU near the one it prefers when there is one (`select_idle_sibling`).
+    /// Where we differ: the kernel places the worker when `loop_queue_rq` queues the work
+    /// and prefers the waker's or its previous CPU; the model places the completion when
+    /// the device finishes, preferring the queue's CPU, and the worker's own CPU time is
+    /// the fitted device's, not charged to that CPU.
     Worker,
 }
 
