@@ -524,8 +524,11 @@ fn teardown_refuses_a_busy_queue() {
     common::assert_whole(&q);
 }
 
+/// A batch the driver requeued comes back ahead of what was queued after it, the last one
+/// requeued first: 6.18's `blk_mq_requeue_work` takes the requeue list from its head and
+/// inserts each request at the software queue's head.
 #[test]
-fn requeued_batch_keeps_its_order_ahead_of_queued_requests() {
+fn requeued_batch_goes_back_reversed_ahead_of_queued_requests() {
     let d = TestDriver::new(Mode::Inline);
     let q = simple_queue(&d, 1, 8, 1);
     let mut sub = q.submitter(CtxIdx(0));
@@ -542,8 +545,8 @@ fn requeued_batch_keeps_its_order_ahead_of_queued_requests() {
     let order: Vec<u64> = d.issues().iter().map(|x| x.privates[0]).collect();
     assert_eq!(
         order,
-        vec![0, 1, 2, 0, 1, 2, 3],
-        "requeued requests go back at the head, in order"
+        vec![0, 1, 2, 2, 1, 0, 3],
+        "requeued requests go back at the head, the last requeued first"
     );
     assert_eq!(take_done(&mut sub).len(), 4);
     common::assert_whole(&q);

@@ -3,6 +3,24 @@
 //! `blk_mq_requeue_request`, `blk_mq_requeue_work` in blk-mq.c).
 
 use super::*;
+use std::collections::VecDeque;
+
+/// `q->requeue_list` and `q->flush_list`, under one lock as the kernel's `requeue_lock`.
+#[derive(Default)]
+pub(crate) struct RequeueLists {
+    /// What the requeue work re-inserts, walked from the front: a request the driver gave
+    /// back is added at the back (`blk_mq_requeue_request`), a flush sequence's data step
+    /// at the front (`blk_flush_complete_seq`'s `list_move`).
+    pub(crate) rqs: VecDeque<RqId>,
+    /// Flush requests (`blk_kick_flush`), re-inserted after `rqs`.
+    pub(crate) flushes: Vec<RqId>,
+}
+
+impl RequeueLists {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rqs.is_empty() && self.flushes.is_empty()
+    }
+}
 
 impl QueueInner {
     /// Processes a batch of completions and requeues (`blk_mq_end_request_batch`), routing
@@ -297,7 +315,7 @@ impl QueueInner {
             }
         }
         self.hctxs[h.0 as usize].stats.local().requeued.add(1);
-        self.requeue_list.lock().push(id);
+        self.requeue_list.lock().rqs.push_back(id);
         self.kick_requeue_work(ctx, now);
     }
 
@@ -323,6 +341,11 @@ impl QueueInner {
     }
 
     /// `blk_mq_requeue_work`: re-insert requeued requests at the head, then run the queues.
+    /// As in 6.18, the requeue list is walked in the order the requests were requeued
+    /// (`blk_mq_requeue_request` adds each at its tail) and each goes in at the head, so a
+    /// batch requeued together comes back in reverse: the last one requeued goes first.
+    /// Older kernels added each at the list's head (`blk_mq_add_to_requeue_list` with
+    /// `at_head`, `RQF_SOFTBARRIER`) and so kept a batch's order.
     pub(crate) fn requeue_work(
         &self,
         local: Option<CtxIdx>,
@@ -331,8 +354,11 @@ impl QueueInner {
     ) {
         self.requeue_at.store(u64::MAX, Ordering::Release);
         self.requeue_queued.store(false, Ordering::Release);
-        let ids = std::mem::take(&mut *self.requeue_list.lock());
-        for &id in ids.iter().rev() {
+        let (ids, flushes) = {
+            let mut l = self.requeue_list.lock();
+            (std::mem::take(&mut l.rqs), std::mem::take(&mut l.flushes))
+        };
+        for &id in ids.iter().chain(&flushes) {
             let (h, ctx, flags, op) = {
                 let rq = self.rqs.lock(id);
                 (rq.hctx, rq.ctx, rq.rq_flags, rq.op)
@@ -349,7 +375,7 @@ impl QueueInner {
                 self.insert_ctx(ctx, h, &[id], true, now);
             }
         }
-        if !ids.is_empty() {
+        if !ids.is_empty() || !flushes.is_empty() {
             self.run_hw_queues(local, now, batch);
         }
     }

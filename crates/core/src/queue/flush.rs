@@ -220,7 +220,10 @@ impl QueueInner {
                 pending.push(id);
             }
             fseq::DATA => {
+                // `list_move` to the requeue list's head: a sequence's data goes back in
+                // ahead of requests the driver requeued.
                 fq.data_in_flight += 1;
+                self.requeue_list.lock().rqs.push_front(id);
                 self.kick_requeue(id, now);
             }
             _ => ends.push((id, status)),
@@ -289,14 +292,14 @@ impl QueueInner {
             rq.hctx = hctx;
             rq.init_life(now);
         }
+        self.requeue_list.lock().flushes.push(fid);
         self.kick_requeue(fid, now);
     }
 
-    /// Puts a request on the requeue list and has the requeue work run at once
+    /// Has the requeue work run at once for `id`, already on a requeue list
     /// (`blk_mq_kick_requeue_list`).
     fn kick_requeue(&self, id: RqId, now: Nanos) {
         let ctx = self.rqs.lock(id).ctx;
-        self.requeue_list.lock().push(id);
         self.kick_requeue_work(ctx, now);
     }
 

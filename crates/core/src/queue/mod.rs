@@ -35,6 +35,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 mod complete;
+use complete::RequeueLists;
 mod debug;
 mod flush;
 mod freeze;
@@ -335,7 +336,7 @@ pub(crate) struct QueueInner {
     pub(crate) nr_requests: u32,
     /// Fair-share accounting: per hardware queue, or one for the queue with host-wide tags.
     users: Arc<[ActiveUser]>,
-    requeue_list: Mutex<Vec<RqId>>,
+    requeue_list: Mutex<RequeueLists>,
     requeue_at: AtomicU64,
     /// The software queue whose CPU last kicked the requeue work (`u32::MAX`: none), where a
     /// caller executing it as kblockd work runs it (`kblockd_runs`).
@@ -498,7 +499,7 @@ impl QueueInner {
             elv_init,
             nr_requests,
             users: p.users,
-            requeue_list: Mutex::new(Vec::new()),
+            requeue_list: Mutex::new(RequeueLists::default()),
             requeue_at: AtomicU64::new(u64::MAX),
             requeue_ctx: AtomicU32::new(u32::MAX),
             requeue_queued: AtomicBool::new(false),
