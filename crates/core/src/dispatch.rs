@@ -502,7 +502,20 @@ impl QueueInner {
         if busy {
             self.park_leftovers(h, left, now, needs_resource || no_budget);
         }
-        hctx.update_dispatch_busy(busy);
+        if requeue_busy {
+            // `__blk_mq_flush_list` hands the list to `queue_rqs`, which leaves the
+            // dispatch-busy average alone.
+        } else if plugged {
+            // `blk_mq_issue_direct`: `__blk_mq_issue_directly` updates it per request.
+            for _ in 0..queued + errors {
+                hctx.update_dispatch_busy(false);
+            }
+            if busy {
+                hctx.update_dispatch_busy(true);
+            }
+        } else {
+            hctx.update_dispatch_busy(busy);
+        }
         issued
     }
 

@@ -440,6 +440,57 @@ fn a_plugged_request_reaches_queue_rqs_while_the_queue_is_stopped() {
     }
 }
 
+/// The dispatch-busy average (`blk_mq_update_dispatch_busy`) moves with queue runs and with
+/// requests issued one at a time (`__blk_mq_issue_directly` decays it for each one that
+/// goes), not with a plug handed to `queue_rqs` (`__blk_mq_flush_list`): on a virtio disk a
+/// queue the full ring made busy stays busy through plugged requests that fit, while without
+/// `queue_rqs` a plug of two that go takes it back to idle.
+#[test]
+fn queue_rqs_leaves_the_dispatch_busy_average_alone() {
+    for virtio in [true, false] {
+        let d = TestDriver::new(Mode::Hold);
+        d.set_virtio(virtio);
+        let q = simple_queue(&d, 1, 64, 1);
+        let mut sub = q.submitter(CtxIdx(0));
+        let h = HctxIdx(0);
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 10, 0), NOW);
+        d.script(&[Reply::DevResource]);
+        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 20, 1), NOW);
+        assert!(
+            q.hctx(h).is_busy(),
+            "virtio={virtio}: the refusal made it busy"
+        );
+        let plugs = if virtio { 2 } else { 1 };
+        for p in 0..plugs {
+            sub.plug.start();
+            for i in 0..2u64 {
+                let n = 2 + 2 * p + i;
+                submit_ok(&q, &mut sub, bio4k(ReqOp::Read, 1000 + 10 * n, n), NOW);
+            }
+            q.finish_plug(&mut sub, NOW);
+        }
+        assert_eq!(
+            d.nr_held(),
+            1 + 2 * plugs as usize,
+            "virtio={virtio}: the reads went"
+        );
+        assert_eq!(
+            q.hctx(h).is_busy(),
+            virtio,
+            "virtio={virtio}: busy after the plugged requests went"
+        );
+        for _ in 0..3 {
+            d.release_all();
+            q.poll(&mut sub, NOW);
+        }
+        let mut done: Vec<u64> = take_done(&mut sub).iter().map(|x| x.0).collect();
+        done.sort_unstable();
+        let want: Vec<u64> = (0..2 + 2 * plugs as u64).collect();
+        assert_eq!(done, want, "virtio={virtio}: every bio ends once");
+        common::assert_whole(&q);
+    }
+}
+
 /// The same full device without a requeueing `queue_rqs` (`blk_mq_issue_direct`): the
 /// refused request and those after it wait on the dispatch list, and the queue runs on.
 #[test]
