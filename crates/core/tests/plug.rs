@@ -330,6 +330,19 @@ fn plug_into_a_full_device(
     (q, sub)
 }
 
+/// A write held in flight, then a write from a queue run that the device has no room for
+/// (on a virtio disk `virtio_queue_rq` stops the queue).
+fn refuse_a_queue_run(
+    d: &std::sync::Arc<TestDriver>,
+) -> (std::sync::Arc<RequestQueue>, mqblk_core::Submitter) {
+    let q = simple_queue(d, 1, 64, 1);
+    let mut sub = q.submitter(CtxIdx(0));
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 10, 0), NOW);
+    d.script(&[Reply::DevResource]);
+    submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 20, 1), NOW);
+    (q, sub)
+}
+
 /// virtio-blk's way with a full ring, as of 6.18: a plug's request that does not fit is
 /// requeued by `virtio_queue_rqs` (`virtblk_add_req_batch`) while the rest still go, and the
 /// queue runs on; a queue run that finds the ring full stops the queue (`virtio_queue_rq`)
@@ -402,13 +415,8 @@ fn a_plugged_request_reaches_queue_rqs_while_the_queue_is_stopped() {
     for virtio in [true, false] {
         let d = TestDriver::new(Mode::Hold);
         d.set_virtio(virtio);
-        let q = simple_queue(&d, 1, 64, 1);
-        let mut sub = q.submitter(CtxIdx(0));
+        let (q, mut sub) = refuse_a_queue_run(&d);
         let h = HctxIdx(0);
-        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 10, 0), NOW);
-        // A queue run finds the device full: `virtio_queue_rq` stops the queue.
-        d.script(&[Reply::DevResource]);
-        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 20, 1), NOW);
         if !virtio {
             // Without `queue_rqs` nothing stops this queue: stop it as a driver would.
             q.stop_hw_queue(h);
@@ -450,12 +458,8 @@ fn queue_rqs_leaves_the_dispatch_busy_average_alone() {
     for virtio in [true, false] {
         let d = TestDriver::new(Mode::Hold);
         d.set_virtio(virtio);
-        let q = simple_queue(&d, 1, 64, 1);
-        let mut sub = q.submitter(CtxIdx(0));
+        let (q, mut sub) = refuse_a_queue_run(&d);
         let h = HctxIdx(0);
-        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 10, 0), NOW);
-        d.script(&[Reply::DevResource]);
-        submit_ok(&q, &mut sub, bio4k(ReqOp::Write, 20, 1), NOW);
         assert!(
             q.hctx(h).is_busy(),
             "virtio={virtio}: the refusal made it busy"
@@ -485,7 +489,7 @@ fn queue_rqs_leaves_the_dispatch_busy_average_alone() {
         }
         let mut done: Vec<u64> = take_done(&mut sub).iter().map(|x| x.0).collect();
         done.sort_unstable();
-        let want: Vec<u64> = (0..2 + 2 * plugs as u64).collect();
+        let want: Vec<u64> = (0..2 + 2 * plugs).collect();
         assert_eq!(done, want, "virtio={virtio}: every bio ends once");
         common::assert_whole(&q);
     }
