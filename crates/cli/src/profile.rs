@@ -9,6 +9,7 @@
 use crate::args::ProfileArgs;
 use crate::CliError;
 use mqblk_models::profile::{Measure, Profile};
+use mqblk_runtime::{children_cpu_time, machine_busy_ns, process_cpu_time};
 use std::path::Path;
 use std::time::Instant;
 
@@ -556,11 +557,13 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
     let started = Instant::now();
     let mut measures = Vec::new();
     let mut completion_cpus = Vec::new();
+    let mut outside_cpu_ns = 0.0;
     for (i, p) in phases.iter().enumerate() {
-        // Where the device's completions run, counted over the one-job random reads.
-        let before = (a.filename.is_some() && p.name == "randread_4k_qd1")
-            .then(block_softirqs)
-            .flatten();
+        // Where the device's completions run, and the CPU time they take outside the load
+        // generator, counted over the one-job random reads.
+        let counted = a.filename.is_some() && p.name == "randread_4k_qd1";
+        let before = counted.then(block_softirqs).flatten();
+        let cpu_before = counted.then(|| (machine_busy_ns(), generator_cpu_ns(a.fio.is_some())));
         let job = tmp.join(format!("{}.fio", p.name));
         std::fs::write(&job, p.job_text(&device, seconds, a.fio.is_some()))
             .map_err(|e| CliError::io(job.display().to_string(), e))?;
@@ -578,6 +581,13 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         let m = measured(p, &json)?;
         if let (Some(b), Some(e)) = (before, block_softirqs()) {
             completion_cpus = completion_shares(&b, &e, m.iops * seconds);
+        }
+        if let Some((Some(busy), generator)) = cpu_before {
+            if let Some(busy_after) = machine_busy_ns() {
+                let outside = busy_after.saturating_sub(busy) as f64
+                    - generator_cpu_ns(a.fio.is_some()).saturating_sub(generator) as f64;
+                outside_cpu_ns = (outside / (m.iops * seconds).max(1.0)).max(0.0);
+            }
         }
         eprintln!(
             "profile: [{}/{}] {}: {:.0} IOPS, {:.1} MB/s, {:.1} us mean, {:.1} us p99 ({:.0} s)",
@@ -609,8 +619,19 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         virtqueue_size: shape.virtqueue_size,
         backing_file: shape.backing_file,
         completion_cpus,
+        outside_cpu_ns,
         measure: measures,
     })
+}
+
+/// The load generator's user and system CPU time so far, in ns: fio's, the children run to
+/// their end, or this process's own when `mqblk bench` runs in it.
+fn generator_cpu_ns(fio: bool) -> u64 {
+    if fio {
+        children_cpu_time().total_ns()
+    } else {
+        process_cpu_time().total_ns()
+    }
 }
 
 /// Each CPU's count of block completion softirqs (the `BLOCK:` row of `/proc/softirqs`),

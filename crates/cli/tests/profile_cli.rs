@@ -167,7 +167,7 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     // worker, the queue's CPU while it is idle (one read at a time: the job waits), another
     // while the job's is busy (32 at a time).
     assert!(toml.contains("completion_cpus = []"), "{toml}");
-    let busy = |edit: &dyn Fn(&str) -> String, depth: &str| -> Vec<u64> {
+    let run = |edit: &dyn Fn(&str) -> String, depth: &str| -> (Vec<u64>, u64) {
         let f = dir.join("placed.toml");
         std::fs::write(&f, edit(&toml)).unwrap();
         let job = [
@@ -181,8 +181,10 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         ];
         let v = sim_json(&format!("profile:{}", f.display()), "none", &job);
         let busy = v["mqblk_sim"]["cpu_busy_ns"].as_array().unwrap();
-        busy.iter().map(|b| b.as_u64().unwrap()).collect()
+        let ios = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
+        (busy.iter().map(|b| b.as_u64().unwrap()).collect(), ios)
     };
+    let busy = |edit: &dyn Fn(&str) -> String, depth: &str| run(edit, depth).0;
     let mapped = busy(&|t| t.to_string(), "--iodepth=1");
     assert!(mapped[0] > 0 && mapped[1] == 0, "{mapped:?}");
     let on_1 = busy(
@@ -195,6 +197,19 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     assert!(worker[1] > 0, "{worker:?}");
     let worker_idle = busy(&to_worker, "--iodepth=1");
     assert!(worker_idle[0] > 0 && worker_idle[1] == 0, "{worker_idle:?}");
+    // The worker's CPU time per read, as measured outside the load generator, is spent on
+    // the CPU that completes the read: one at a time, CPU 0 is busy 20 us more per read.
+    assert!(toml.contains("outside_cpu_ns = 0"), "{toml}");
+    let per_read = |(busy, ios): (Vec<u64>, u64)| busy[0] as f64 / ios.max(1) as f64;
+    let without = per_read(run(&to_worker, "--iodepth=1"));
+    let with = per_read(run(
+        &|t| to_worker(t).replace("outside_cpu_ns = 0", "outside_cpu_ns = 20000"),
+        "--iodepth=1",
+    ));
+    assert!(
+        within(with - without, 20_000.0, 0.05),
+        "CPU 0 per read: {without:.0} ns, with the worker's 20 us {with:.0} ns"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

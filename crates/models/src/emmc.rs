@@ -173,6 +173,7 @@ impl DeviceModel for EmmcModel {
             hw_lock: true,
             lock_waiter_ns: 0,
             completions: crate::CompletionCpu::Mapped,
+            complete_ns: 0,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

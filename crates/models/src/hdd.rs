@@ -856,6 +856,7 @@ impl DeviceModel for HddModel {
             hw_lock: false,
             lock_waiter_ns: 0,
             completions: crate::CompletionCpu::Mapped,
+            complete_ns: 0,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

@@ -77,6 +77,9 @@ pub struct DriverCost {
     pub lock_waiter_ns: u64,
     /// The CPU that handles the driver's completions.
     pub completions: CompletionCpu,
+    /// CPU time per completed command on that CPU beyond the interrupt's, in ns: a loop
+    /// device's worker reading the data and completing the request there.
+    pub complete_ns: u64,
 }
 
 /// Where a device's completions are handled: the CPU its interrupt entry, the core's
@@ -96,9 +99,10 @@ pub enum CompletionCpu {
     /// (`loop_queue_work`, on the loop's unbound workqueue), which the CPU scheduler wakes
     /// on an idle CPU near the one it prefers when there is one (`select_idle_sibling`).
     /// Where we differ: the kernel places the worker when `loop_queue_rq` queues the work
-    /// and prefers the waker's or its previous CPU; the model places the completion when
-    /// the device finishes, preferring the queue's CPU, and the worker's own CPU time is
-    /// the fitted device's, not charged to that CPU.
+    /// and prefers the waker's or its previous CPU, and the worker reads the data before it
+    /// completes the request; the model places the completion when the device finishes,
+    /// preferring the queue's CPU, and charges the worker's CPU time there with the
+    /// completion ([`DriverCost::complete_ns`]).
     Worker,
 }
 
@@ -111,6 +115,7 @@ impl Default for DriverCost {
             hw_lock: false,
             lock_waiter_ns: 0,
             completions: CompletionCpu::Mapped,
+            complete_ns: 0,
         }
     }
 }

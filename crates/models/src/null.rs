@@ -115,6 +115,7 @@ impl DeviceModel for NullModel {
             hw_lock: false,
             lock_waiter_ns: 0,
             completions: crate::CompletionCpu::Mapped,
+            complete_ns: 0,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

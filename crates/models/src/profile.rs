@@ -149,6 +149,12 @@ pub struct Profile {
     /// measured; empty where not measured, or where they did not go through it.
     #[serde(default)]
     pub completion_cpus: Vec<f64>,
+    /// The machine's CPU time per I/O outside the load generator while the one-job random
+    /// 4 KiB reads were measured, in ns: `/proc/stat`'s busy time (all CPUs) less the load
+    /// generator's own user and system time, over the reads. On a loop device this is its
+    /// worker's reading and completing; 0 where not measured.
+    #[serde(default)]
+    pub outside_cpu_ns: f64,
     /// The measurements, in the order they ran.
     pub measure: Vec<Measure>,
 }
@@ -237,6 +243,14 @@ pub struct Fit {
     /// [`ONE_COMPLETION_CPU`] of them ([`Profile::completion_cpus`]), else the one mapped
     /// to the queue.
     pub completions: crate::CompletionCpu,
+    /// A loop device's worker's CPU time per command, charged on the CPU that completes it
+    /// ([`crate::DriverCost::complete_ns`]): the CPU time measured outside the load
+    /// generator per random 4 KiB read ([`Profile::outside_cpu_ns`]). It leaves the unit
+    /// times above, which keep what is left of one command's time alone; and as the
+    /// machine's CPUs are what limits commands served together there, which the
+    /// simulator's CPUs now model, the speedup is the count in flight. 0 for any other
+    /// device, or where the profile did not measure it.
+    pub worker_cpu_ns: f64,
 }
 
 /// The share of the measured completions one CPU must have taken for the model to send
@@ -440,6 +454,33 @@ impl Profile {
         };
         let read_path_spread = path_share(r1m);
         let write_path_spread = w1m.map_or(read_path_spread, path_share);
+        // A loop device's commands are work on the machine's CPUs: that part goes onto the
+        // simulator's CPUs (each unit time keeps a twentieth at least, as the line's base
+        // does), and the device itself serves any count at once.
+        let completions = self.completion_cpu();
+        let worker = if completions == crate::CompletionCpu::Worker {
+            self.outside_cpu_ns.max(0.0)
+        } else {
+            0.0
+        };
+        let (read_base, seq_read_base, write_base, seq_write_base, speedup) = if worker > 0.0 {
+            let less = |t: f64| (t - worker).max(t * 0.05);
+            (
+                less(read_base),
+                less(seq_read_base),
+                less(write_base),
+                less(seq_write_base),
+                speedup.iter().map(|&(n, _)| (n, f64::from(n))).collect(),
+            )
+        } else {
+            (
+                read_base,
+                seq_read_base,
+                write_base,
+                seq_write_base,
+                speedup,
+            )
+        };
         Ok(Fit {
             speedup,
             read_wake_ns: wake,
@@ -458,7 +499,8 @@ impl Profile {
             read_path_spread,
             write_path_spread,
             writes_measured: self.writes,
-            completions: self.completion_cpu(),
+            completions,
+            worker_cpu_ns: worker,
         })
     }
 
@@ -575,6 +617,11 @@ impl Profile {
             "Each CPU's share of the block completions (/proc/softirqs BLOCK) during the one-job random 4 KiB reads (empty: not measured).",
             "completion_cpus",
             format!("[{}]", shares.join(", ")),
+        );
+        kv(
+            "CPU time per I/O outside the load generator during the one-job random 4 KiB reads, ns (/proc/stat busy time less the generator's user and system time; 0: not measured).",
+            "outside_cpu_ns",
+            format!("{:.0}", self.outside_cpu_ns),
         );
         for m in &self.measure {
             let runs = if m.p99_runs.is_empty() {
@@ -699,6 +746,10 @@ impl Fit {
                         "a worker's CPU (an idle one first)".to_string()
                     }
                 },
+            ),
+            (
+                "worker's CPU time per command there",
+                us(self.worker_cpu_ns),
             ),
         ];
         let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -964,6 +1015,7 @@ impl DeviceModel for FittedModel {
     fn driver_cost(&self) -> DriverCost {
         DriverCost {
             completions: self.fit.completions,
+            complete_ns: self.fit.worker_cpu_ns.round() as u64,
             ..DriverCost::default()
         }
     }
@@ -1186,6 +1238,7 @@ mod tests {
             virtqueue_size: 0,
             backing_file: String::new(),
             completion_cpus: Vec::new(),
+            outside_cpu_ns: 0.0,
             measure: vec![
                 m("randread_4k_qd1", "read", 4096, 1, 10_000.0, 100.0),
                 m("randread_128k_qd1", "read", 128 << 10, 1, 5_000.0, 200.0),
@@ -1655,6 +1708,32 @@ mod tests {
         assert_eq!(place(&p), CompletionCpu::Worker);
     }
 
+    /// A loop device's commands are work on the machine's CPUs: the CPU time measured
+    /// outside the load generator per read goes onto the CPU that completes each command
+    /// and leaves the unit times, and the device serves any count at once (the CPUs are
+    /// the limit, and the simulator models them). Another disk keeps its measured speedup
+    /// and charges nothing there.
+    #[test]
+    fn a_loop_devices_commands_are_its_workers_cpu_time() {
+        let mut p = serial();
+        p.outside_cpu_ns = 40_000.0;
+        let disk = p.fit("p.toml").unwrap();
+        assert_eq!(disk.worker_cpu_ns, 0.0, "not a loop device");
+        assert_eq!(disk.speedup, vec![(1, 1.0), (4, 1.0), (16, 1.0)]);
+        p.backing_file = "/dev/shm/x.img".into();
+        let fit = p.fit("p.toml").unwrap();
+        assert_eq!(fit.worker_cpu_ns, 40_000.0);
+        assert!(
+            (fit.read_base_ns - (disk.read_base_ns - 40_000.0)).abs() < 1e-6,
+            "{fit:?}"
+        );
+        assert_eq!(fit.speedup, vec![(1, 1.0), (4, 4.0), (16, 16.0)]);
+        let model = FittedModel::new(&p, "p.toml", SimRng::new(1)).unwrap();
+        assert_eq!(model.driver_cost().complete_ns, 40_000);
+        let back = Profile::parse("p.toml", &p.to_toml()).unwrap();
+        assert_eq!(back.outside_cpu_ns, 40_000.0, "the TOML keeps it");
+    }
+
     /// A virtio ring without indirect descriptors takes a command's pages plus two: two
     /// 128 KiB writes (34 each) do not fit in 40 descriptors, the second is refused until
     /// the first completes, and a 4 KiB read (3) fits beside it.
@@ -1666,6 +1745,7 @@ mod tests {
             virtqueue_size: 40,
             backing_file: String::new(),
             completion_cpus: Vec::new(),
+            outside_cpu_ns: 0.0,
             ..serial()
         };
         let model = FittedModel::new(&p, "p.toml", SimRng::new(1)).unwrap();

@@ -84,3 +84,66 @@ pub fn thread_cpu_time() -> CpuTime {
 pub fn process_cpu_time() -> CpuTime {
     read(UsageWho::RUSAGE_SELF)
 }
+
+/// CPU time of the process's children that have ended and been waited for (a `fio` run to
+/// its end).
+pub fn children_cpu_time() -> CpuTime {
+    read(UsageWho::RUSAGE_CHILDREN)
+}
+
+/// The machine's busy CPU time since boot, all CPUs together, in ns: `/proc/stat`'s `cpu`
+/// row. `None` where it cannot be read.
+pub fn machine_busy_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks = stat_busy_ticks(&text)?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&hz| hz > 0)?;
+    Some(ticks.saturating_mul(1_000_000_000) / hz as u64)
+}
+
+/// The busy clock ticks of `/proc/stat`'s `cpu` row: user, nice, system, irq and softirq.
+/// Idle and iowait are not work, steal is another guest's, and guest time is counted in
+/// user already.
+pub fn stat_busy_ticks(text: &str) -> Option<u64> {
+    let row = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = row
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 7 {
+        return None;
+    }
+    Some(v[0] + v[1] + v[2] + v[5] + v[6])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_row_counts_user_nice_system_irq_and_softirq() {
+        let text = "cpu  100 5 40 9000 30 7 3 11 0 0\ncpu0 50 2 20 4500 15 3 1 5 0 0\n";
+        assert_eq!(stat_busy_ticks(text), Some(100 + 5 + 40 + 7 + 3));
+        assert_eq!(
+            stat_busy_ticks("cpu0 1 2 3 4 5 6 7\n"),
+            None,
+            "no total row"
+        );
+        assert_eq!(stat_busy_ticks("cpu  1 2 x 4 5 6 7\n"), None);
+        assert_eq!(stat_busy_ticks("cpu  1 2 3 4\n"), None, "too few fields");
+    }
+
+    #[test]
+    fn this_machine_has_been_busy() {
+        let a = machine_busy_ns().expect("/proc/stat");
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(30) {
+            std::hint::black_box(0u64);
+        }
+        let b = machine_busy_ns().unwrap();
+        assert!(b >= a && a > 0, "{a} then {b}");
+    }
+}

@@ -21,7 +21,8 @@ mod workers;
 
 pub use clock::MonotonicClock;
 pub use cpu::{
-    pin_current_thread, pin_current_thread_to, process_cpu_time, thread_cpu_time, CpuTime,
+    children_cpu_time, machine_busy_ns, pin_current_thread, pin_current_thread_to,
+    process_cpu_time, thread_cpu_time, CpuTime,
 };
 pub use error::{PinError, RunError, SocketError};
 pub use job::{run_job, Completed, JobOutcome, LatSink, Progress, RunJob};

@@ -810,11 +810,11 @@ fn deadline_dispatches_requests_inserted_with_a_later_clock_reading() {
 }
 
 /// `dd_insert_request` puts a request inserted at head on the dispatch list with
-/// `list_add` (last in, first out), and `blk_mq_requeue_request` adds to the requeue list
-/// at its head too: requests requeued one after another come back in the order they were
-/// requeued (two reversals), not reversed.
+/// `list_add` (last in, first out), and 6.18's `blk_mq_requeue_request` adds to the
+/// requeue list at its tail: requests requeued one after another come back reversed, the
+/// last requeued first (older kernels added at the list's head and kept the order).
 #[test]
-fn requeued_requests_are_dispatched_again_in_the_order_they_were_requeued() {
+fn requeued_requests_are_dispatched_again_last_requeued_first() {
     let mut r = Rig::simple(DD, 4);
     r.drv.set_faults(Some(Faults {
         rng: Rng::new(1),
@@ -834,7 +834,7 @@ fn requeued_requests_are_dispatched_again_in_the_order_they_were_requeued() {
     r.advance_to(ms(1));
     assert_eq!(r.drv.requeued(), 3);
     let again: Vec<u64> = r.drv.issues_from(3).iter().map(|i| i.sector).collect();
-    assert_eq!(again, [8000, 16, 4000], "requeue order kept");
+    assert_eq!(again, [4000, 16, 8000], "the last requeued first");
     r.drain(us(10));
     r.assert_each_done_once([0, 1, 2]);
     r.finish();

@@ -147,6 +147,9 @@ impl Sim {
                             if ev.ctx.0 != c && !self.wake_list.contains(&ev.ctx.0) {
                                 self.wake_list.push(ev.ctx.0);
                             }
+                            // The driver's own work per completion on this CPU (a loop
+                            // device's worker), before the scheduler's hook.
+                            let base = base + self.dcost.complete_ns;
                             if ev.sched {
                                 (
                                     base + self.elv.complete_ns,
