@@ -144,6 +144,6 @@ mod tests {
             std::hint::black_box(0u64);
         }
         let b = machine_busy_ns().unwrap();
-        assert!(b >= a && a > 0, "{a} then {b}");
+        assert!(b > a && a > 0, "30 ms of spinning counted: {a} then {b}");
     }
 }
