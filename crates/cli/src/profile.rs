@@ -557,13 +557,17 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
     let started = Instant::now();
     let mut measures = Vec::new();
     let mut completion_cpus = Vec::new();
-    let mut outside_cpu_ns = 0.0;
+    let (mut outside_cpu_ns, mut outside_cpu_deep_ns) = (0.0, 0.0);
     for (i, p) in phases.iter().enumerate() {
         // Where the device's completions run, and the CPU time they take outside the load
-        // generator, counted over the one-job random reads.
-        let counted = a.filename.is_some() && p.name == "randread_4k_qd1";
+        // generator, counted over the one-job random reads one at a time; that time again
+        // 64 at a time.
+        let real = a.filename.is_some();
+        let counted = real && p.name == "randread_4k_qd1";
+        let deep = real && p.name == "randread_4k_qd64";
         let before = counted.then(block_softirqs).flatten();
-        let cpu_before = counted.then(|| (machine_busy_ns(), generator_cpu_ns(a.fio.is_some())));
+        let cpu_before =
+            (counted || deep).then(|| (machine_busy_ns(), generator_cpu_ns(a.fio.is_some())));
         let job = tmp.join(format!("{}.fio", p.name));
         std::fs::write(&job, p.job_text(&device, seconds, a.fio.is_some()))
             .map_err(|e| CliError::io(job.display().to_string(), e))?;
@@ -586,7 +590,12 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
             if let Some(busy_after) = machine_busy_ns() {
                 let outside = busy_after.saturating_sub(busy) as f64
                     - generator_cpu_ns(a.fio.is_some()).saturating_sub(generator) as f64;
-                outside_cpu_ns = (outside / (m.iops * seconds).max(1.0)).max(0.0);
+                let per_io = (outside / (m.iops * seconds).max(1.0)).max(0.0);
+                if deep {
+                    outside_cpu_deep_ns = per_io;
+                } else {
+                    outside_cpu_ns = per_io;
+                }
             }
         }
         eprintln!(
@@ -620,6 +629,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         backing_file: shape.backing_file,
         completion_cpus,
         outside_cpu_ns,
+        outside_cpu_deep_ns,
         measure: measures,
     })
 }

@@ -210,6 +210,47 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         within(with - without, 20_000.0, 0.05),
         "CPU 0 per read: {without:.0} ns, with the worker's 20 us {with:.0} ns"
     );
+    // One worker (`loop_process_work` on one CPU at a time), 20 us a command, 32 commands at
+    // a time: it stays on the CPU beside the job's and serves at most 50K reads a second;
+    // and it reads outside the scheduler's lock, which BFQ holds a few microseconds a read.
+    let f = dir.join("worker.toml");
+    std::fs::write(
+        &f,
+        to_worker(&toml).replace("outside_cpu_ns = 0", "outside_cpu_ns = 20000"),
+    )
+    .unwrap();
+    let job = [
+        "--cpus=2",
+        "--rw=randread",
+        "--bs=4k",
+        "--iodepth=32",
+        "--runtime=20ms",
+        "--time_based",
+        "--name=x",
+    ];
+    let v = sim_json(&format!("profile:{}", f.display()), "bfq", &job);
+    let s = &v["mqblk_sim"];
+    let busy: Vec<u64> = s["cpu_busy_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .collect();
+    let (iops, requests) = (s["iops"].as_f64().unwrap(), s["requests"].as_f64().unwrap());
+    assert!(iops <= 50_000.0 * 1.04, "one worker: {iops:.0} IOPS");
+    assert!(busy[1] as f64 >= 0.9 * 20e6, "the worker's CPU: {busy:?}");
+    let held = s["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == "elevator")
+        .map(|l| l["held_ns"].as_f64().unwrap())
+        .unwrap();
+    assert!(
+        held / requests < 10_000.0,
+        "BFQ's lock held {:.0} ns per read",
+        held / requests
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

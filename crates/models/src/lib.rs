@@ -80,6 +80,9 @@ pub struct DriverCost {
     /// CPU time per completed command on that CPU beyond the interrupt's, in ns: a loop
     /// device's worker reading the data and completing the request there.
     pub complete_ns: u64,
+    /// CPU time to wake a [`CompletionCpu::Worker`] that had nothing to do, on the CPU it
+    /// wakes on, in ns (the scheduler's wake-up and context switch).
+    pub worker_wake_ns: u64,
 }
 
 /// Where a device's completions are handled: the CPU its interrupt entry, the core's
@@ -94,15 +97,17 @@ pub enum CompletionCpu {
     /// Always this one (wrapped to the CPUs there are): a single interrupt line whose
     /// effective affinity is one CPU, as measured.
     Cpu(u16),
-    /// A worker thread's CPU: the hardware queue's if it is idle, else the first idle
-    /// one, else the queue's. A loop device reads and completes in its kworker
-    /// (`loop_queue_work`, on the loop's unbound workqueue), which the CPU scheduler wakes
-    /// on an idle CPU near the one it prefers when there is one (`select_idle_sibling`).
+    /// A worker thread's CPU. A loop device reads and completes in one kworker at a time
+    /// (`loop_queue_work` onto the loop's unbound workqueue; `loop_process_work` goes
+    /// through its list until it is empty): while the worker has commands it stays where
+    /// it runs, unless it shares that CPU with a job and a CPU without one is idle (load
+    /// balancing moves it); asleep, the CPU scheduler wakes it on an idle CPU
+    /// (`select_idle_sibling`): its previous one, else the queue's, else the first idle
+    /// one, else its previous. Only that CPU reaps the device's completions.
     /// Where we differ: the kernel places the worker when `loop_queue_rq` queues the work
-    /// and prefers the waker's or its previous CPU, and the worker reads the data before it
-    /// completes the request; the model places the completion when the device finishes,
-    /// preferring the queue's CPU, and charges the worker's CPU time there with the
-    /// completion ([`DriverCost::complete_ns`]).
+    /// and the worker reads the data before it completes the request; the model places
+    /// the completion when the device finishes and charges the worker's CPU time there
+    /// with the completion ([`DriverCost::complete_ns`]).
     Worker,
 }
 
@@ -116,6 +121,7 @@ impl Default for DriverCost {
             lock_waiter_ns: 0,
             completions: CompletionCpu::Mapped,
             complete_ns: 0,
+            worker_wake_ns: 0,
         }
     }
 }

@@ -155,6 +155,11 @@ pub struct Profile {
     /// worker's reading and completing; 0 where not measured.
     #[serde(default)]
     pub outside_cpu_ns: f64,
+    /// The same over the one-job random 4 KiB reads 64 at a time, in ns: where a loop
+    /// device's worker always has commands waiting, only its work per command; 0 where not
+    /// measured.
+    #[serde(default)]
+    pub outside_cpu_deep_ns: f64,
     /// The measurements, in the order they ran.
     pub measure: Vec<Measure>,
 }
@@ -245,12 +250,18 @@ pub struct Fit {
     pub completions: crate::CompletionCpu,
     /// A loop device's worker's CPU time per command, charged on the CPU that completes it
     /// ([`crate::DriverCost::complete_ns`]): the CPU time measured outside the load
-    /// generator per random 4 KiB read ([`Profile::outside_cpu_ns`]). It leaves the unit
-    /// times above, which keep what is left of one command's time alone; and as the
-    /// machine's CPUs are what limits commands served together there, which the
-    /// simulator's CPUs now model, the speedup is the count in flight. 0 for any other
-    /// device, or where the profile did not measure it.
+    /// generator per random 4 KiB read 64 at a time ([`Profile::outside_cpu_deep_ns`],
+    /// where the worker never sleeps), else one at a time ([`Profile::outside_cpu_ns`]).
+    /// The one-at-a-time figure leaves the unit times above, which keep what is left of
+    /// one command's time alone; and as the machine's CPUs are what limits commands
+    /// served together there, which the simulator's CPUs now model, the speedup is the
+    /// count in flight. 0 for any other device, or where the profile did not measure it.
     pub worker_cpu_ns: f64,
+    /// A loop device's worker's CPU time to wake when a command finds it asleep
+    /// ([`crate::DriverCost::worker_wake_ns`]): what one read at a time costs outside the
+    /// load generator beyond the work per command 64 at a time. 0 where either figure was
+    /// not measured.
+    pub worker_wake_ns: f64,
 }
 
 /// The share of the measured completions one CPU must have taken for the model to send
@@ -463,6 +474,14 @@ impl Profile {
         } else {
             0.0
         };
+        // Deep, the worker goes from one command to the next without sleeping: that is
+        // its work per command, and what one at a time costs beyond it is its wake-up.
+        let deep = self.outside_cpu_deep_ns.max(0.0);
+        let (worker_cpu, worker_wake) = if worker > 0.0 && deep > 0.0 {
+            (deep.min(worker), (worker - deep).max(0.0))
+        } else {
+            (worker, 0.0)
+        };
         let (read_base, seq_read_base, write_base, seq_write_base, speedup) = if worker > 0.0 {
             let less = |t: f64| (t - worker).max(t * 0.05);
             (
@@ -500,7 +519,8 @@ impl Profile {
             write_path_spread,
             writes_measured: self.writes,
             completions,
-            worker_cpu_ns: worker,
+            worker_cpu_ns: worker_cpu,
+            worker_wake_ns: worker_wake,
         })
     }
 
@@ -623,6 +643,11 @@ impl Profile {
             "outside_cpu_ns",
             format!("{:.0}", self.outside_cpu_ns),
         );
+        kv(
+            "The same during the one-job random 4 KiB reads 64 at a time, ns (0: not measured).",
+            "outside_cpu_deep_ns",
+            format!("{:.0}", self.outside_cpu_deep_ns),
+        );
         for m in &self.measure {
             let runs = if m.p99_runs.is_empty() {
                 ".".to_string()
@@ -743,13 +768,17 @@ impl Fit {
                     crate::CompletionCpu::Mapped => "the CPU mapped to the queue".to_string(),
                     crate::CompletionCpu::Cpu(c) => format!("CPU {c}"),
                     crate::CompletionCpu::Worker => {
-                        "a worker's CPU (an idle one first)".to_string()
+                        "a worker's CPU (one at a time, an idle one when woken)".to_string()
                     }
                 },
             ),
             (
                 "worker's CPU time per command there",
                 us(self.worker_cpu_ns),
+            ),
+            (
+                "worker's CPU time to wake from sleep",
+                us(self.worker_wake_ns),
             ),
         ];
         let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -1016,6 +1045,7 @@ impl DeviceModel for FittedModel {
         DriverCost {
             completions: self.fit.completions,
             complete_ns: self.fit.worker_cpu_ns.round() as u64,
+            worker_wake_ns: self.fit.worker_wake_ns.round() as u64,
             ..DriverCost::default()
         }
     }
@@ -1239,6 +1269,7 @@ mod tests {
             backing_file: String::new(),
             completion_cpus: Vec::new(),
             outside_cpu_ns: 0.0,
+            outside_cpu_deep_ns: 0.0,
             measure: vec![
                 m("randread_4k_qd1", "read", 4096, 1, 10_000.0, 100.0),
                 m("randread_128k_qd1", "read", 128 << 10, 1, 5_000.0, 200.0),
@@ -1732,6 +1763,28 @@ mod tests {
         assert_eq!(model.driver_cost().complete_ns, 40_000);
         let back = Profile::parse("p.toml", &p.to_toml()).unwrap();
         assert_eq!(back.outside_cpu_ns, 40_000.0, "the TOML keeps it");
+        assert_eq!(
+            fit.worker_wake_ns, 0.0,
+            "no deep figure: no wake-up of its own"
+        );
+        // 64 at a time the worker never sleeps: that is its work per command, and what one
+        // at a time costs beyond it is its wake-up, charged only when it was asleep.
+        p.outside_cpu_deep_ns = 25_000.0;
+        let fit = p.fit("p.toml").unwrap();
+        assert_eq!(
+            (fit.worker_cpu_ns, fit.worker_wake_ns),
+            (25_000.0, 15_000.0)
+        );
+        assert!(
+            (fit.read_base_ns - (disk.read_base_ns - 40_000.0)).abs() < 1e-6,
+            "one read alone still leaves the whole figure: {fit:?}"
+        );
+        let cost = FittedModel::new(&p, "p.toml", SimRng::new(1))
+            .unwrap()
+            .driver_cost();
+        assert_eq!((cost.complete_ns, cost.worker_wake_ns), (25_000, 15_000));
+        let back = Profile::parse("p.toml", &p.to_toml()).unwrap();
+        assert_eq!(back.outside_cpu_deep_ns, 25_000.0, "the TOML keeps it");
     }
 
     /// A virtio ring without indirect descriptors takes a command's pages plus two: two
@@ -1746,6 +1799,7 @@ mod tests {
             backing_file: String::new(),
             completion_cpus: Vec::new(),
             outside_cpu_ns: 0.0,
+            outside_cpu_deep_ns: 0.0,
             ..serial()
         };
         let model = FittedModel::new(&p, "p.toml", SimRng::new(1)).unwrap();

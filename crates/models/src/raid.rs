@@ -147,6 +147,7 @@ impl DeviceModel for RaidModel {
             lock_waiter_ns: 0,
             completions: crate::CompletionCpu::Mapped,
             complete_ns: 0,
+            worker_wake_ns: 0,
         }
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {

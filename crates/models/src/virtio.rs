@@ -69,6 +69,7 @@ impl VirtioModel {
                 lock_waiter_ns: ranged(p, m, "lock_waiter_ns", 800, 0, 1_000_000)?,
                 completions: crate::CompletionCpu::Mapped,
                 complete_ns: 0,
+                worker_wake_ns: 0,
             },
             thread_free: vec![0; iothreads],
             backend: (0..backend_depth).map(|_| Reverse(0)).collect(),

@@ -10,7 +10,7 @@
 //! / `DEV_RESOURCE`), fail a command, lose one (only the request timeout ends it), or hand one
 //! back for requeue. Planted bugs ([`Plant`]) exist to prove the checker catches them.
 
-use crate::device::{Cmd, DeviceModel, DriverCost};
+use crate::device::{Cmd, CompletionCpu, DeviceModel, DriverCost};
 use crate::SimRng;
 use mqblk_core::FaultConfig;
 use mqblk_core::{
@@ -263,6 +263,9 @@ pub struct SimDriver {
     /// Per hardware queue: completions are raised and not yet polled. Read without the
     /// lock, so a poll of a quiet queue (every CPU step polls) takes no lock.
     has_raised: Vec<AtomicBool>,
+    /// Whether a poll now may reap them: cleared while a CPU other than the one the
+    /// completions were handed to steps ([`SimDriver::gate_polls`]).
+    may_reap: AtomicBool,
     log: Arc<OpLog>,
     cost: DriverCost,
     info: ModelInfo,
@@ -274,6 +277,20 @@ pub struct SimDriver {
 }
 
 impl SimDriver {
+    /// Whether completions are reaped only on the CPU they were handed to: a single-queue
+    /// device whose completions a worker thread handles ([`CompletionCpu::Worker`]). Its
+    /// finished commands are the worker's to complete; a job's CPU polling the same
+    /// hardware queue must not take them (elsewhere every CPU of the queue may, as an
+    /// interrupt's CPU of the queue's mask).
+    pub fn gate_polls(&self) -> bool {
+        self.cost.completions == CompletionCpu::Worker && self.info.nr_hw_queues == 1
+    }
+
+    /// Lets polls reap raised completions, or not, until set again.
+    pub fn set_may_reap(&self, may: bool) {
+        self.may_reap.store(may, Ordering::Relaxed);
+    }
+
     pub fn new(
         model: Box<dyn DeviceModel>,
         log: Arc<OpLog>,
@@ -292,6 +309,7 @@ impl SimDriver {
             plant,
             log,
             has_raised: (0..nr_hw).map(|_| AtomicBool::new(false)).collect(),
+            may_reap: AtomicBool::new(true),
             st: Mutex::new(State {
                 port: ModelPort::new(model, inject),
                 budget: 0,
@@ -581,7 +599,7 @@ impl Driver for SimDriver {
 
     fn poll(&self, hctx: HctxIdx, _now: Nanos, done: &mut CompletionBatch) -> usize {
         let h = hctx.0 as usize;
-        if !self.has_raised[h].load(Ordering::Acquire) {
+        if !self.has_raised[h].load(Ordering::Acquire) || !self.may_reap.load(Ordering::Relaxed) {
             return 0;
         }
         let mut st = self.st.lock();

@@ -148,8 +148,11 @@ impl Sim {
                                 self.wake_list.push(ev.ctx.0);
                             }
                             // The driver's own work per completion on this CPU (a loop
-                            // device's worker), before the scheduler's hook.
-                            let base = base + self.dcost.complete_ns;
+                            // device's worker reading the data), before the request ends
+                            // and outside any lock the scheduler's hook takes.
+                            if self.dcost.complete_ns > 0 {
+                                cur = self.charge(c, cur, self.dcost.complete_ns, None);
+                            }
                             if ev.sched {
                                 (
                                     base + self.elv.complete_ns,

@@ -10,17 +10,35 @@ impl Sim {
         let mut cur = t;
         let irqs = std::mem::take(&mut self.cpus[ci].irqs);
         cur += irqs as u64 * self.dcost.irq_ns;
+        // Only the CPU the completions were handed to reaps them, where a worker does.
+        let gated = self.gate_polls && irqs == 0;
+        if gated {
+            self.driver.set_may_reap(false);
+        }
         if std::mem::take(&mut self.cpus[ci].woken_remote) {
             cur += self.cfg.cost.wake_ns;
+        }
+        if std::mem::take(&mut self.cpus[ci].worker_woken) {
+            cur += self.dcost.worker_wake_ns;
         }
         cur = self.op(c, cur, |q, sub, now| {
             q.poll(sub, now);
         });
         cur = self.reap(c, cur)?;
-        cur = self.submit_all(c, cur)?;
+        let submitted = self.submit_all(c, cur);
+        if gated {
+            self.driver.set_may_reap(true);
+        }
+        cur = submitted?;
         let cpu = &mut self.cpus[ci];
         cpu.busy_ns += cur - t;
         cpu.busy_until = cur;
+        // The worker runs here until the completions it handled are done.
+        if let Some((w, until)) = &mut self.worker {
+            if *w == c && irqs > 0 {
+                *until = cur;
+            }
+        }
         // Anything the operations left for this CPU (inline completions) is handled next.
         if !self.cpus[ci].sub.done.is_empty() || self.cpus[ci].irqs > 0 {
             self.wake(c, cur);

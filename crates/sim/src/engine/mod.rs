@@ -229,6 +229,8 @@ struct Cpu {
     wake_at: Option<u64>,
     irqs: u32,
     woken_remote: bool,
+    /// A device's worker woke here from sleep ([`DriverCost::worker_wake_ns`]).
+    worker_woken: bool,
     /// Jobs of this CPU that wait for a free tag.
     tag_wait: bool,
     /// Rotates which job submits first, so jobs sharing a CPU share it fairly.
@@ -434,6 +436,11 @@ pub struct Sim {
     pending_arrivals: Vec<u32>,
     dev_scratch: Vec<mqblk_models::port::Finished>,
     hw_scratch: Vec<u16>,
+    /// A worker-completed device's worker ([`CompletionCpu::Worker`]): the CPU it last ran
+    /// on, and until when it is busy there with the completions it was handed.
+    worker: Option<(u16, u64)>,
+    /// [`SimDriver::gate_polls`].
+    gate_polls: bool,
     wake_list: Vec<u16>,
     /// Draws the kblockd workers' wake-ups.
     work_rng: SimRng,
@@ -487,6 +494,7 @@ impl Sim {
             cfg.plant,
             rng.fork(2),
         ));
+        let gate_polls = driver.gate_polls();
         if cfg.crash.is_some() {
             driver.keep_media();
         }
@@ -540,6 +548,7 @@ impl Sim {
                 wake_at: None,
                 irqs: 0,
                 woken_remote: false,
+                worker_woken: false,
                 tag_wait: false,
                 rr: 0,
             })
@@ -650,6 +659,8 @@ impl Sim {
             pending_arrivals: Vec::new(),
             dev_scratch: Vec::new(),
             hw_scratch: Vec::new(),
+            worker: None,
+            gate_polls,
             wake_list: Vec::new(),
             work_rng: rng.fork(3),
             due_runs: Vec::new(),
@@ -1085,21 +1096,44 @@ impl Sim {
 
     /// The CPU that handles hardware queue `hw`'s completions at `t`
     /// ([`DriverCost::completions`]).
-    fn completion_cpu(&self, hw: u16, t: u64) -> u16 {
+    fn completion_cpu(&mut self, hw: u16, t: u64) -> u16 {
         let mapped = self.irq_cpu[hw as usize];
         match self.dcost.completions {
             CompletionCpu::Mapped => mapped,
             CompletionCpu::Cpu(c) => c % self.cfg.nr_cpus,
             CompletionCpu::Worker => {
-                // Idle: nothing running and nothing due to run on it.
                 let idle = |c: u16| {
                     let cpu = &self.cpus[c as usize];
                     cpu.busy_until <= t && cpu.wake_at.is_none() && cpu.irqs == 0
                 };
-                if idle(mapped) {
-                    return mapped;
+                let hosts_job = |c: u16| self.jobs.iter().any(|j| j.def.cpu == c && !j.finished);
+                // A worker still going through the commands it was handed takes this one
+                // too, where it runs (`loop_process_work` loops until its list is empty),
+                // unless it shares that CPU with a job while another CPU with none is idle:
+                // the CPU scheduler's load balancing moves it there.
+                if let Some((w, until)) = self.worker {
+                    if until > t || self.cpus[w as usize].irqs > 0 {
+                        let free = (0..self.cfg.nr_cpus).find(|&c| idle(c) && !hosts_job(c));
+                        let c = match free {
+                            Some(c) if hosts_job(w) => c,
+                            _ => w,
+                        };
+                        self.worker = Some((c, until));
+                        return c;
+                    }
                 }
-                (0..self.cfg.nr_cpus).find(|&c| idle(c)).unwrap_or(mapped)
+                // Asleep: woken where the CPU scheduler places it (`select_idle_sibling`):
+                // its previous CPU if idle, else the queue's, else any idle one, else the
+                // previous.
+                let prev = self.worker.map_or(mapped, |(w, _)| w);
+                let c = [prev, mapped]
+                    .into_iter()
+                    .find(|&c| idle(c))
+                    .or_else(|| (0..self.cfg.nr_cpus).find(|&c| idle(c)))
+                    .unwrap_or(prev);
+                self.worker = Some((c, t));
+                self.cpus[c as usize].worker_woken = true;
+                c
             }
         }
     }
