@@ -7,7 +7,10 @@
 # share measured in the same way with nothing running, and divided by the I/Os fio did.
 # Prints each run, then per scheduler the median ns per I/O and the median of its per-repeat
 # difference from `none`; with --json, one JSON object instead (what `mqblk sim
-# --cost-profile=kernel` was set from: see crates/sim/src/cost.rs).
+# --cost-profile=kernel` was set from: see crates/sim/src/cost.rs). Beside it, fio's job's
+# own CPU time per I/O (its user and system time, from fio's report): the part of a
+# scheduler's cost spent in the submitting task (insert, dispatch from the submitter's queue
+# run), where the rest runs in the loop's worker and the completion softirq.
 #
 # With `perf` installed, one more run per scheduler under `perf record` (all CPUs, cpu-clock at
 # 4999 Hz, call graphs) gives the time per I/O spent inside the scheduler's functions that hold
@@ -48,14 +51,16 @@ hz=$(getconf CLK_TCK)
 # iowait are not, nor is steal (time the hypervisor gave to others).
 cpu_jiffies() { awk '/^cpu /{b=$2+$3+$4+$7+$8; print b, b+$5+$6}' /proc/stat; }
 
-run() { # $1 = scheduler; prints "ios busy_ns"
+run() { # $1 = scheduler; prints "ios busy_ns job_ns_per_io"
     echo "$1" > "/sys/block/$name/queue/scheduler"
     read -r b0 t0 < <(cpu_jiffies)
-    ios=$(fio --name=k --filename="$dev" --ioengine=io_uring --rw=randread --bs=4k \
+    # fio's usr_cpu and sys_cpu are percentages of the job's runtime (job_runtime, ms).
+    read -r ios job < <(fio --name=k --filename="$dev" --ioengine=io_uring --rw=randread --bs=4k \
         --iodepth="$depth" --direct=1 --runtime="$runtime" --time_based --output-format=json \
-        | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["total_ios"])')
+        | python3 -c 'import json,sys; j = json.load(sys.stdin)["jobs"][0]; n = j["read"]["total_ios"]
+print(n, int((j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] * 1e6 / max(n, 1)))')
     read -r b1 t1 < <(cpu_jiffies)
-    echo "$ios $(( (b1 - b0) * 1000000000 / hz ))"
+    echo "$ios $(( (b1 - b0) * 1000000000 / hz )) $job"
 }
 
 # The machine's own background load over the same time, charged to nobody.
@@ -66,10 +71,10 @@ log "loop device $dev over tmpfs; schedulers: $scheds; background $((idle_busy_n
 results=""
 for r in $(seq "$reps"); do
     for s in $(rotated "$r" $scheds); do
-        read -r ios busy < <(run "$s")
+        read -r ios busy job < <(run "$s")
         ns=$(( (busy - idle_busy_ns) / (ios > 0 ? ios : 1) ))
-        log "repeat $r  $(printf '%-12s' "$s") $ios I/Os  $ns ns CPU per I/O"
-        results="$results$r $s $ios $ns"$'\n'
+        log "repeat $r  $(printf '%-12s' "$s") $ios I/Os  $ns ns CPU per I/O, $job in fio's job"
+        results="$results$r $s $ios $ns $job"$'\n'
     done
 done
 # The functions that run under each scheduler's lock: mq-deadline's `dd->lock` (insert,
@@ -112,17 +117,22 @@ python3 - "$json" "$runtime" "$reps" "$depth" "$idle_busy_ns" <<EOF
 import json, statistics, sys
 as_json, runtime, reps, depth, idle = sys.argv[1] == "1", *map(int, sys.argv[2:])
 rows = [l.split() for l in """$results""".strip().splitlines()]
-per = {}
-for r, s, ios, ns in rows:
+per, job = {}, {}
+for r, s, ios, ns, jns in rows:
     per.setdefault(s, {})[int(r)] = int(ns)
+    job.setdefault(s, {})[int(r)] = int(jns)
 out = {"workload": f"fio io_uring randread 4k QD{depth}, one job, loop over tmpfs, {runtime} s",
        "repeats": reps, "background_cpu_ns": idle, "schedulers": {}}
 locked = dict(l.split() for l in """$locked""".strip().splitlines())
 for s, by_rep in per.items():
     over = [by_rep[r] - per["none"][r] for r in by_rep if r in per.get("none", {})]
+    job_over = [job[s][r] - job["none"][r] for r in job[s] if r in job.get("none", {})]
     out["schedulers"][s] = {
         "ns_per_io": statistics.median(by_rep.values()),
         "over_none_ns": statistics.median(over) if over else None,
+        # The job's own CPU time per I/O, and its median difference from none's.
+        "job_ns_per_io": statistics.median(job[s].values()),
+        "job_over_none_ns": statistics.median(job_over) if job_over else None,
         "runs": sorted(by_rep.values()),
         # None without perf, and for none, which has no lock of its own.
         "locked_ns_per_io": int(locked[s]) if s in locked else None,
@@ -134,5 +144,6 @@ else:
     for s, v in out["schedulers"].items():
         lk = v["locked_ns_per_io"]
         print(f"{s:12} {v['ns_per_io']:8.0f} ns per I/O (median), over none {v['over_none_ns']:+8.0f} ns"
+              + f", in fio's job {v['job_over_none_ns']:+6.0f} ns"
               + (f", {lk} ns under its lock" if lk is not None else ""))
 EOF

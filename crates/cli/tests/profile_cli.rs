@@ -251,6 +251,31 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         "BFQ's lock held {:.0} ns per read",
         held / requests
     );
+    // The kernel's BFQ costs 20 us a read over none, 1 us of it under its lock: where fio's
+    // job spent 1 us of it, the rest goes with the completion onto the worker's CPU; where
+    // the job spent it all, it stays on the job's.
+    let job_cpu_per_read = |in_job: u64| {
+        let kc = dir.join(format!("kernel-costs-{in_job}.json"));
+        std::fs::write(
+            &kc,
+            format!(
+                r#"{{"schedulers": {{"none": {{"over_none_ns": 0}}, "bfq": {{"over_none_ns": 20000,
+                    "locked_ns_per_io": 1000, "job_over_none_ns": {in_job}}}}}}}"#
+            ),
+        )
+        .unwrap();
+        let kc = format!("--kernel-costs={}", kc.display());
+        let mut args = job.to_vec();
+        args.extend(["--cost-profile=kernel", kc.as_str()]);
+        let v = sim_json(&format!("profile:{}", f.display()), "bfq", &args);
+        let s = &v["mqblk_sim"];
+        s["cpu_busy_ns"][0].as_f64().unwrap() / s["requests"].as_f64().unwrap()
+    };
+    let (elsewhere, in_job) = (job_cpu_per_read(1000), job_cpu_per_read(20_000));
+    assert!(
+        elsewhere * 4.0 < in_job,
+        "the job's CPU per read: {elsewhere:.0} ns with 1 us of BFQ's cost in the job, {in_job:.0} ns with all of it"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

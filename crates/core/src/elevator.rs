@@ -525,6 +525,10 @@ pub struct ElvCost {
     /// frees two tags. Charged once per dispatched request, before the dispatch hook. 0 in
     /// mqblk's own costs, whose hooks are measured whole.
     pub path_ns: u64,
+    /// Per request, the part of that path the kernel spends outside the submitting task
+    /// (the completion softirq, a loop device's worker): charged with the completion on
+    /// the CPU that completes it, before the completion hook. 0 where not measured.
+    pub path_complete_ns: u64,
 }
 
 impl ElvCost {
@@ -539,5 +543,6 @@ impl ElvCost {
         complete_lock: LockScope::None,
         merge_ns: 0,
         path_ns: 0,
+        path_complete_ns: 0,
     };
 }

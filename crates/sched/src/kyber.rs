@@ -768,6 +768,7 @@ pub const KYBER: ElevatorType = ElevatorType {
         complete_lock: LockScope::None,
         merge_ns: 30,
         path_ns: 0,
+        path_complete_ns: 0,
     },
 };
 

@@ -1375,5 +1375,6 @@ pub const MQ_DEADLINE: ElevatorType = ElevatorType {
         complete_lock: LockScope::Queue,
         merge_ns: 40,
         path_ns: 0,
+        path_complete_ns: 0,
     },
 };

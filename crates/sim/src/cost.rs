@@ -102,7 +102,15 @@ impl CostProfile {
                 let locked = locked.min(kernel);
                 let mut k = scale_elv_cost(own, |ns| ns * locked / locked_own);
                 let hooks = k.insert_ns + k.dispatch_ns + k.complete_ns;
-                k.path_ns = kernel.saturating_sub(hooks);
+                let path = kernel.saturating_sub(hooks);
+                // Where the submitting task's share was measured, the path's part beyond
+                // the submit-side hooks goes with the submission, the rest with the
+                // completion, on the CPU that completes (`path_complete_ns`).
+                k.path_ns = match figures.job_ns(name) {
+                    Some(job) => job.saturating_sub(k.insert_ns + k.dispatch_ns).min(path),
+                    None => path,
+                };
+                k.path_complete_ns = path - k.path_ns;
                 k
             }
             None => scale_elv_cost(own, |ns| ns * kernel / per_request),
@@ -126,6 +134,7 @@ pub fn scale_elv_cost(c: ElvCost, f: impl Fn(u64) -> u64) -> ElvCost {
         complete_ns: f(c.complete_ns),
         merge_ns: f(c.merge_ns),
         path_ns: f(c.path_ns),
+        path_complete_ns: f(c.path_complete_ns),
         ..c
     }
 }
@@ -166,6 +175,9 @@ pub struct KernelCosts {
     pub over_none_ns: Vec<(String, u64)>,
     /// Of that, inside the functions that hold the scheduler's lock, ns per request.
     pub locked_ns: Vec<(String, u64)>,
+    /// Of that, in the submitting task (fio's job's own CPU time over `none`'s), ns per
+    /// request; the rest ran elsewhere (the completion softirq, a loop's worker).
+    pub job_ns: Vec<(String, u64)>,
     /// The files the figures were read from; `None` for the built-in ones.
     pub source: Option<String>,
 }
@@ -176,6 +188,7 @@ impl Default for KernelCosts {
         KernelCosts {
             over_none_ns: own(KERNEL_OVER_NONE_NS),
             locked_ns: own(KERNEL_LOCKED_NS),
+            job_ns: Vec::new(),
             source: None,
         }
     }
@@ -196,14 +209,20 @@ impl KernelCosts {
         KernelCosts::of(&self.locked_ns, name)
     }
 
+    /// Of that, the part in the submitting task, if measured.
+    pub fn job_ns(&self, name: &str) -> Option<u64> {
+        KernelCosts::of(&self.job_ns, name)
+    }
+
     /// The figures of one or more runs of `scripts/kernel-cost.sh --json` (each a file):
     /// for each scheduler but `none`, the median over the files of its `over_none_ns` and,
-    /// where every file has it (perf was there), of its `locked_ns_per_io`. Negative
+    /// where every file has it (perf was there), of its `locked_ns_per_io`; likewise of its
+    /// `job_over_none_ns` (files from before the script measured it lack it). Negative
     /// differences count as 0; a scheduler one file has and another lacks is an error, and
     /// one no file has keeps its built-in figures.
     pub fn read(paths: &[std::path::PathBuf]) -> Result<KernelCosts, CostError> {
         // Each file's name and, for each scheduler, its time over `none` and locked time.
-        type Run = (String, Vec<(String, f64, Option<f64>)>);
+        type Run = (String, Vec<(String, f64, Option<f64>, Option<f64>)>);
         let mut runs: Vec<Run> = Vec::new();
         for path in paths {
             let shown = path.display().to_string();
@@ -225,7 +244,12 @@ impl KernelCosts {
                 let over = f["over_none_ns"].as_f64().ok_or_else(|| {
                     fail(format!("{name}: no over_none_ns (a run without `none`?)"))
                 })?;
-                figures.push((name.clone(), over, f["locked_ns_per_io"].as_f64()));
+                figures.push((
+                    name.clone(),
+                    over,
+                    f["locked_ns_per_io"].as_f64(),
+                    f["job_over_none_ns"].as_f64(),
+                ));
             }
             if figures.is_empty() {
                 return Err(fail("no scheduler but none was measured".to_string()));
@@ -248,6 +272,7 @@ impl KernelCosts {
         let mut costs = KernelCosts {
             over_none_ns: Vec::new(),
             locked_ns: Vec::new(),
+            job_ns: Vec::new(),
             source: Some(
                 runs.iter()
                     .map(|(p, _)| p.as_str())
@@ -258,8 +283,9 @@ impl KernelCosts {
         for (name, ..) in names {
             let mut over = Vec::new();
             let mut locked = Vec::new();
+            let mut job = Vec::new();
             for (path, figures) in &runs {
-                let (_, o, l) = figures.iter().find(|f| &f.0 == name).ok_or_else(|| {
+                let (_, o, l, j) = figures.iter().find(|f| &f.0 == name).ok_or_else(|| {
                     CostError::KernelCosts {
                         path: path.clone(),
                         message: format!("{name} is not measured here, as it is in {first}"),
@@ -267,10 +293,14 @@ impl KernelCosts {
                 })?;
                 over.push(*o);
                 locked.extend(*l);
+                job.extend(*j);
             }
             costs.over_none_ns.push((name.clone(), median(over)));
             if locked.len() == runs.len() {
                 costs.locked_ns.push((name.clone(), median(locked)));
+            }
+            if job.len() == runs.len() {
+                costs.job_ns.push((name.clone(), median(job)));
             }
         }
         let builtin = KernelCosts::default();
@@ -347,12 +377,13 @@ pub struct CostTable {
     /// Reading one other CPU's per-CPU counter line (the per-CPU sums mq-deadline's O(1) queued count removed: 128 CPUs, two
     /// counters each, 2.5 us per `dd_queued` in the mail, about 10 ns a line).
     pub percpu_line_ns: u64,
-    /// The application's own work per I/O submitted (fio's io_u setup, system call share).
+    /// The application's own work per I/O submitted (fio's io_u setup, system call share);
+    /// from the profile where it measured the load generator ([`CostTable::with_generator`]).
     pub app_submit_ns: u64,
     /// The application's work per I/O reaped.
     pub app_reap_ns: u64,
     /// Waking a task that sleeps for its completions (IPI and scheduler), charged to the
-    /// woken CPU.
+    /// woken CPU once per task: a loop's worker completing for two jobs wakes both.
     pub wake_ns: u64,
 }
 
@@ -417,6 +448,44 @@ impl CostTable {
             "wake_ns" => &mut self.wake_ns,
             _ => return None,
         })
+    }
+
+    /// The application's costs from its CPU time measured beside the device
+    /// ([`mqblk_models::GeneratorCost`]), but for the names in `given` (set by hand). Per
+    /// I/O: what it spent with many in flight, less what the simulator already charges on
+    /// the submitting CPU for a read without a scheduler (the bio, the request, its issue,
+    /// the driver's `queue_rq` and doorbell: the generator's system time holds the
+    /// kernel's), split between submission and reaping as the defaults are. Per wake: what
+    /// one at a time cost beyond that (`wake_ns`).
+    pub fn with_generator(
+        mut self,
+        g: mqblk_models::GeneratorCost,
+        driver: &mqblk_models::DriverCost,
+        given: &[&str],
+    ) -> CostTable {
+        let d = CostTable::default();
+        let own =
+            self.bio_ns + self.getrq_ns + self.issue_ns + driver.queue_rq_ns + driver.doorbell_ns;
+        let app = g.per_io_ns.saturating_sub(own);
+        let submit = app * d.app_submit_ns / (d.app_submit_ns + d.app_reap_ns);
+        for (name, v) in [
+            ("app_submit_ns", submit),
+            ("app_reap_ns", app - submit),
+            ("wake_ns", g.per_wake_ns),
+        ] {
+            if !given.contains(&name) {
+                *self.field(name).expect("a cost name") = v;
+            }
+        }
+        self
+    }
+
+    /// The names set in `assignments` (`name=value`, as `--cost` takes them).
+    pub fn names_in(assignments: &[String]) -> Vec<&str> {
+        assignments
+            .iter()
+            .filter_map(|a| a.split_once('=').map(|(k, _)| k.trim()))
+            .collect()
     }
 
     /// Overrides one entry from `name=value`.
@@ -588,9 +657,9 @@ pub fn fmt_ns(t: Nanos) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_kernel_profile_puts_the_measured_locked_time_under_the_lock_and_the_rest_outside() {
-        let own = ElvCost {
+    /// A scheduler's own hook costs, all under its queue lock.
+    fn own_hooks() -> ElvCost {
+        ElvCost {
             insert_ns: 70,
             insert_lock: mqblk_core::LockScope::Queue,
             dispatch_ns: 80,
@@ -600,7 +669,13 @@ mod tests {
             complete_lock: mqblk_core::LockScope::Queue,
             merge_ns: 40,
             path_ns: 0,
-        };
+            path_complete_ns: 0,
+        }
+    }
+
+    #[test]
+    fn the_kernel_profile_puts_the_measured_locked_time_under_the_lock_and_the_rest_outside() {
+        let own = own_hooks();
         let builtin = KernelCosts::default();
         let k = CostProfile::Kernel.elv_cost("mq-deadline", own, &builtin);
         let of = |t: &[(&str, u64)]| t.iter().find(|(n, _)| *n == "mq-deadline").unwrap().1;
@@ -655,6 +730,55 @@ mod tests {
         }
     }
 
+    /// Where the kernel-cost runs measured the submitting task's share, the path outside
+    /// the scheduler's lock is split: what fio's job spent beyond the submit-side hooks
+    /// goes with the submission, the rest with the completion; the total stays the
+    /// kernel's. Files without the share charge it all with the submission, as before.
+    #[test]
+    fn the_submitting_tasks_share_stays_with_the_submission_and_the_rest_goes_with_the_completion()
+    {
+        let own = own_hooks();
+        let figures = |job: Option<u64>| KernelCosts {
+            over_none_ns: vec![("bfq".into(), 3600)],
+            locked_ns: vec![("bfq".into(), 1400)],
+            job_ns: job.map(|j| ("bfq".into(), j)).into_iter().collect(),
+            source: None,
+        };
+        let split = |job| {
+            let c = CostProfile::Kernel.elv_cost("bfq", own, &figures(job));
+            assert_eq!(c.insert_ns + c.dispatch_ns + c.complete_ns, 1400, "{c:?}");
+            (c.insert_ns + c.dispatch_ns, c.path_ns, c.path_complete_ns)
+        };
+        // The hooks scaled to the locked 1,400 ns: insert 490 and dispatch 560 on the
+        // submit side, the completion's 350.
+        assert_eq!(split(Some(1500)), (1050, 450, 1750));
+        assert_eq!(split(None), (1050, 2200, 0));
+        assert_eq!(split(Some(500)), (1050, 0, 2200), "less than its hooks");
+        assert_eq!(split(Some(9000)), (1050, 2200, 0), "more than the whole");
+        // Read from the files as the median where every file has it.
+        let dir = std::env::temp_dir().join(format!("mqblk-kc-job-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |i: usize, job: &str| {
+            let path = dir.join(format!("run{i}.json"));
+            let text = format!(
+                r#"{{"schedulers": {{"none": {{"over_none_ns": 0}},
+                    "bfq": {{"over_none_ns": 3600, "locked_ns_per_io": 1400{job}}}}}}}"#
+            );
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let all = [
+            file(1, r#", "job_over_none_ns": 900"#),
+            file(2, r#", "job_over_none_ns": 1500"#),
+            file(3, r#", "job_over_none_ns": 1100"#),
+        ];
+        assert_eq!(KernelCosts::read(&all).unwrap().job_ns("bfq"), Some(1100));
+        let older = file(4, "");
+        let mixed = KernelCosts::read(&[all[0].clone(), older]).unwrap();
+        assert_eq!(mixed.job_ns("bfq"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Several runs of the kernel-cost script give each figure's median; a locked time
     /// only where every run measured it; a file that is not the script's is said in one
     /// line naming it.
@@ -702,6 +826,7 @@ mod tests {
             complete_lock: mqblk_core::LockScope::None,
             merge_ns: 10,
             path_ns: 0,
+            path_complete_ns: 0,
         };
         let c = CostProfile::Kernel.elv_cost("kyber", own, &k);
         let charged = c.insert_ns + c.dispatch_ns + c.complete_ns + c.path_ns;

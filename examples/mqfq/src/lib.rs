@@ -185,6 +185,7 @@ pub static MQFQ: ElevatorType = ElevatorType {
         complete_lock: LockScope::None,
         merge_ns: 0,
         path_ns: 0,
+        path_complete_ns: 0,
     },
 };
 

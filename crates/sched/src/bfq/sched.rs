@@ -1158,5 +1158,6 @@ pub const BFQ: ElevatorType = ElevatorType {
         complete_lock: LockScope::Queue,
         merge_ns: 60,
         path_ns: 0,
+        path_complete_ns: 0,
     },
 };

@@ -153,6 +153,11 @@ impl Sim {
                             if self.dcost.complete_ns > 0 {
                                 cur = self.charge(c, cur, self.dcost.complete_ns, None);
                             }
+                            // The scheduler path's part the kernel spends outside the
+                            // submitting task (the kernel profile's; 0 for mqblk's own).
+                            if ev.sched && self.elv.path_complete_ns > 0 {
+                                cur = self.charge(c, cur, self.elv.path_complete_ns, None);
+                            }
                             if ev.sched {
                                 (
                                     base + self.elv.complete_ns,
