@@ -558,6 +558,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
     let mut measures = Vec::new();
     let mut completion_cpus = Vec::new();
     let (mut outside_cpu_ns, mut outside_cpu_deep_ns) = (0.0, 0.0);
+    let (mut generator_cpu_ns, mut generator_cpu_deep_ns) = (0.0, 0.0);
     for (i, p) in phases.iter().enumerate() {
         // Where the device's completions run, and the CPU time they take outside the load
         // generator, counted over the one-job random reads one at a time; that time again
@@ -567,7 +568,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         let deep = real && p.name == "randread_4k_qd64";
         let before = counted.then(block_softirqs).flatten();
         let cpu_before =
-            (counted || deep).then(|| (machine_busy_ns(), generator_cpu_ns(a.fio.is_some())));
+            (counted || deep).then(|| (machine_busy_ns(), generator_cpu_time_ns(a.fio.is_some())));
         let job = tmp.join(format!("{}.fio", p.name));
         std::fs::write(&job, p.job_text(&device, seconds, a.fio.is_some()))
             .map_err(|e| CliError::io(job.display().to_string(), e))?;
@@ -588,13 +589,14 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         }
         if let Some((Some(busy), generator)) = cpu_before {
             if let Some(busy_after) = machine_busy_ns() {
-                let outside = busy_after.saturating_sub(busy) as f64
-                    - generator_cpu_ns(a.fio.is_some()).saturating_sub(generator) as f64;
-                let per_io = (outside / (m.iops * seconds).max(1.0)).max(0.0);
+                let ios = (m.iops * seconds).max(1.0);
+                let own = generator_cpu_time_ns(a.fio.is_some()).saturating_sub(generator) as f64;
+                let outside = busy_after.saturating_sub(busy) as f64 - own;
+                let (outside, own) = ((outside / ios).max(0.0), own / ios);
                 if deep {
-                    outside_cpu_deep_ns = per_io;
+                    (outside_cpu_deep_ns, generator_cpu_deep_ns) = (outside, own);
                 } else {
-                    outside_cpu_ns = per_io;
+                    (outside_cpu_ns, generator_cpu_ns) = (outside, own);
                 }
             }
         }
@@ -630,13 +632,15 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         completion_cpus,
         outside_cpu_ns,
         outside_cpu_deep_ns,
+        generator_cpu_ns,
+        generator_cpu_deep_ns,
         measure: measures,
     })
 }
 
 /// The load generator's user and system CPU time so far, in ns: fio's, the children run to
 /// their end, or this process's own when `mqblk bench` runs in it.
-fn generator_cpu_ns(fio: bool) -> u64 {
+fn generator_cpu_time_ns(fio: bool) -> u64 {
     if fio {
         children_cpu_time().total_ns()
     } else {

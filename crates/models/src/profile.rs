@@ -160,6 +160,14 @@ pub struct Profile {
     /// measured.
     #[serde(default)]
     pub outside_cpu_deep_ns: f64,
+    /// The load generator's own user and system CPU time per I/O over the one-job random
+    /// 4 KiB reads one at a time (fio's, as a child that ended, or mqblk's own process), in
+    /// ns; 0 where not measured.
+    #[serde(default)]
+    pub generator_cpu_ns: f64,
+    /// The same 64 at a time, in ns; 0 where not measured.
+    #[serde(default)]
+    pub generator_cpu_deep_ns: f64,
     /// The measurements, in the order they ran.
     pub measure: Vec<Measure>,
 }
@@ -524,6 +532,17 @@ impl Profile {
         })
     }
 
+    /// The load generator's own CPU time as the profile measured it: per I/O 64 at a time,
+    /// and per wait what one at a time costs beyond that. `None` where either was not
+    /// measured.
+    pub fn generator_cost(&self) -> Option<crate::GeneratorCost> {
+        let (one, deep) = (self.generator_cpu_ns, self.generator_cpu_deep_ns);
+        (one > 0.0 && deep > 0.0).then(|| crate::GeneratorCost {
+            per_io_ns: deep.round() as u64,
+            per_wake_ns: (one - deep).max(0.0).round() as u64,
+        })
+    }
+
     /// Where the fitted model's completions are handled ([`Fit::completions`]).
     pub fn completion_cpu(&self) -> crate::CompletionCpu {
         use crate::CompletionCpu;
@@ -647,6 +666,16 @@ impl Profile {
             "The same during the one-job random 4 KiB reads 64 at a time, ns (0: not measured).",
             "outside_cpu_deep_ns",
             format!("{:.0}", self.outside_cpu_deep_ns),
+        );
+        kv(
+            "The load generator's own user and system CPU time per I/O during the one-job random 4 KiB reads, ns (0: not measured).",
+            "generator_cpu_ns",
+            format!("{:.0}", self.generator_cpu_ns),
+        );
+        kv(
+            "The same 64 at a time, ns (0: not measured).",
+            "generator_cpu_deep_ns",
+            format!("{:.0}", self.generator_cpu_deep_ns),
         );
         for m in &self.measure {
             let runs = if m.p99_runs.is_empty() {
@@ -839,6 +868,8 @@ pub struct FittedModel {
     limits: QueueLimits,
     /// Descriptors per ring (virtio-blk without indirect descriptors), if limited.
     ring: Option<u32>,
+    /// [`Profile::generator_cost`].
+    generator: Option<crate::GeneratorCost>,
     /// Commands being served, the first to finish on top.
     serving: BinaryHeap<Reverse<Serving>>,
     /// The shared work clock: the time one command alone would have been served by now
@@ -895,6 +926,7 @@ impl FittedModel {
             fua: profile.fua,
             limits,
             ring: (profile.virtqueue_size > 0).then_some(profile.virtqueue_size),
+            generator: profile.generator_cost(),
             serving: BinaryHeap::new(),
             work: 0.0,
             work_at: 0,
@@ -1048,6 +1080,9 @@ impl DeviceModel for FittedModel {
             worker_wake_ns: self.fit.worker_wake_ns.round() as u64,
             ..DriverCost::default()
         }
+    }
+    fn generator_cost(&self) -> Option<crate::GeneratorCost> {
+        self.generator
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
         self.settle(now.0);
@@ -1270,6 +1305,8 @@ mod tests {
             completion_cpus: Vec::new(),
             outside_cpu_ns: 0.0,
             outside_cpu_deep_ns: 0.0,
+            generator_cpu_ns: 0.0,
+            generator_cpu_deep_ns: 0.0,
             measure: vec![
                 m("randread_4k_qd1", "read", 4096, 1, 10_000.0, 100.0),
                 m("randread_128k_qd1", "read", 128 << 10, 1, 5_000.0, 200.0),
@@ -1800,6 +1837,8 @@ mod tests {
             completion_cpus: Vec::new(),
             outside_cpu_ns: 0.0,
             outside_cpu_deep_ns: 0.0,
+            generator_cpu_ns: 0.0,
+            generator_cpu_deep_ns: 0.0,
             ..serial()
         };
         let model = FittedModel::new(&p, "p.toml", SimRng::new(1)).unwrap();

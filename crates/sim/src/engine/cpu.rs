@@ -15,15 +15,25 @@ impl Sim {
         if gated {
             self.driver.set_may_reap(false);
         }
-        if std::mem::take(&mut self.cpus[ci].woken_remote) {
-            cur += self.cfg.cost.wake_ns;
-        }
+        let woken = std::mem::take(&mut self.cpus[ci].woken_remote);
         if std::mem::take(&mut self.cpus[ci].worker_woken) {
             cur += self.dcost.worker_wake_ns;
         }
         cur = self.op(c, cur, |q, sub, now| {
             q.poll(sub, now);
         });
+        // A worker that completed here switches to each task it completed for, as a
+        // wake-up from another CPU does.
+        if woken || (self.gate_polls && irqs > 0 && !self.cpus[ci].sub.done.is_empty()) {
+            // Each task woken for its completions (at least the one the wake-up was for).
+            let mut tasks = std::mem::take(&mut self.woken_jobs);
+            tasks.clear();
+            tasks.extend(self.cpus[ci].sub.done.iter().map(|b| uncookie(b.private).0));
+            tasks.sort_unstable();
+            tasks.dedup();
+            cur += self.cfg.cost.wake_ns * tasks.len().max(1) as u64;
+            self.woken_jobs = tasks;
+        }
         cur = self.reap(c, cur)?;
         let submitted = self.submit_all(c, cur);
         if gated {

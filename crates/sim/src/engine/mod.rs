@@ -441,6 +441,8 @@ pub struct Sim {
     worker: Option<(u16, u64)>,
     /// [`SimDriver::gate_polls`].
     gate_polls: bool,
+    /// Scratch: the jobs a remote wake-up's completions are for.
+    woken_jobs: Vec<usize>,
     wake_list: Vec<u16>,
     /// Draws the kblockd workers' wake-ups.
     work_rng: SimRng,
@@ -661,6 +663,7 @@ impl Sim {
             hw_scratch: Vec::new(),
             worker: None,
             gate_polls,
+            woken_jobs: Vec::new(),
             wake_list: Vec::new(),
             work_rng: rng.fork(3),
             due_runs: Vec::new(),
