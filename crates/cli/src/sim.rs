@@ -213,17 +213,6 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         return Err("--kernel-costs needs --cost-profile=kernel".into());
     }
     let kernel_costs = mqblk_sim::cost::KernelCosts::read(&a.kernel_costs)?;
-    // The model decides the capacity; build it once to learn it.
-    let built = mqblk_sim::device::build(&model, mqblk_sim::SimRng::new(0))?;
-    // A profile measured beside the device says what the load generator itself costs.
-    let cost = match built.generator_cost() {
-        Some(g) => cost.with_generator(
-            g,
-            &built.driver_cost(),
-            &mqblk_sim::cost::CostTable::names_in(&a.costs),
-        ),
-        None => cost,
-    };
     let cfg = SimConfig {
         seed: a.seed,
         nr_cpus,
@@ -237,6 +226,8 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
         tracer: crate::trace_cmd::tracer_of(&writer),
         ..SimConfig::default()
     };
+    // The model decides the capacity; build it once to learn it.
+    let built = mqblk_sim::device::build(&model, mqblk_sim::SimRng::new(0))?;
     let capacity = built.capacity_sectors() * 512;
     let zones = mqblk_sim::jobs::zones_of(built.as_ref());
     let mut jobs = mqblk_sim::jobs::from_specs(

@@ -85,17 +85,6 @@ pub struct DriverCost {
     pub worker_wake_ns: u64,
 }
 
-/// The load generator's own CPU time (user and system) per I/O, as measured beside a
-/// device: with many I/Os in flight, where it never sleeps for one, and what one at a time
-/// costs beyond that, which is its sleeping for each completion and being woken for it.
-#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize)]
-pub struct GeneratorCost {
-    /// Per I/O, 64 in flight, in ns.
-    pub per_io_ns: u64,
-    /// Per wait for a completion, in ns.
-    pub per_wake_ns: u64,
-}
-
 /// Where a device's completions are handled: the CPU its interrupt entry, the core's
 /// completion work and the scheduler's completion hook are charged to.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -183,11 +172,6 @@ pub trait DeviceModel: Send {
     /// The driver's per-command CPU costs.
     fn driver_cost(&self) -> DriverCost {
         DriverCost::default()
-    }
-    /// The load generator's own CPU time as measured beside the device (a profile's), if
-    /// it was: what a simulation of the same jobs charges the application.
-    fn generator_cost(&self) -> Option<GeneratorCost> {
-        None
     }
     /// A command arrives on hardware queue `hw` at `now` (the doorbell has been rung).
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos);

@@ -532,17 +532,6 @@ impl Profile {
         })
     }
 
-    /// The load generator's own CPU time as the profile measured it: per I/O 64 at a time,
-    /// and per wait what one at a time costs beyond that. `None` where either was not
-    /// measured.
-    pub fn generator_cost(&self) -> Option<crate::GeneratorCost> {
-        let (one, deep) = (self.generator_cpu_ns, self.generator_cpu_deep_ns);
-        (one > 0.0 && deep > 0.0).then(|| crate::GeneratorCost {
-            per_io_ns: deep.round() as u64,
-            per_wake_ns: (one - deep).max(0.0).round() as u64,
-        })
-    }
-
     /// Where the fitted model's completions are handled ([`Fit::completions`]).
     pub fn completion_cpu(&self) -> crate::CompletionCpu {
         use crate::CompletionCpu;
@@ -868,8 +857,6 @@ pub struct FittedModel {
     limits: QueueLimits,
     /// Descriptors per ring (virtio-blk without indirect descriptors), if limited.
     ring: Option<u32>,
-    /// [`Profile::generator_cost`].
-    generator: Option<crate::GeneratorCost>,
     /// Commands being served, the first to finish on top.
     serving: BinaryHeap<Reverse<Serving>>,
     /// The shared work clock: the time one command alone would have been served by now
@@ -926,7 +913,6 @@ impl FittedModel {
             fua: profile.fua,
             limits,
             ring: (profile.virtqueue_size > 0).then_some(profile.virtqueue_size),
-            generator: profile.generator_cost(),
             serving: BinaryHeap::new(),
             work: 0.0,
             work_at: 0,
@@ -1080,9 +1066,6 @@ impl DeviceModel for FittedModel {
             worker_wake_ns: self.fit.worker_wake_ns.round() as u64,
             ..DriverCost::default()
         }
-    }
-    fn generator_cost(&self) -> Option<crate::GeneratorCost> {
-        self.generator
     }
     fn submit(&mut self, hw: u16, cmd: Cmd, now: Nanos) {
         self.settle(now.0);

@@ -377,8 +377,7 @@ pub struct CostTable {
     /// Reading one other CPU's per-CPU counter line (the per-CPU sums mq-deadline's O(1) queued count removed: 128 CPUs, two
     /// counters each, 2.5 us per `dd_queued` in the mail, about 10 ns a line).
     pub percpu_line_ns: u64,
-    /// The application's own work per I/O submitted (fio's io_u setup, system call share);
-    /// from the profile where it measured the load generator ([`CostTable::with_generator`]).
+    /// The application's own work per I/O submitted (fio's io_u setup, system call share).
     pub app_submit_ns: u64,
     /// The application's work per I/O reaped.
     pub app_reap_ns: u64,
@@ -448,44 +447,6 @@ impl CostTable {
             "wake_ns" => &mut self.wake_ns,
             _ => return None,
         })
-    }
-
-    /// The application's costs from its CPU time measured beside the device
-    /// ([`mqblk_models::GeneratorCost`]), but for the names in `given` (set by hand). Per
-    /// I/O: what it spent with many in flight, less what the simulator already charges on
-    /// the submitting CPU for a read without a scheduler (the bio, the request, its issue,
-    /// the driver's `queue_rq` and doorbell: the generator's system time holds the
-    /// kernel's), split between submission and reaping as the defaults are. Per wake: what
-    /// one at a time cost beyond that (`wake_ns`).
-    pub fn with_generator(
-        mut self,
-        g: mqblk_models::GeneratorCost,
-        driver: &mqblk_models::DriverCost,
-        given: &[&str],
-    ) -> CostTable {
-        let d = CostTable::default();
-        let own =
-            self.bio_ns + self.getrq_ns + self.issue_ns + driver.queue_rq_ns + driver.doorbell_ns;
-        let app = g.per_io_ns.saturating_sub(own);
-        let submit = app * d.app_submit_ns / (d.app_submit_ns + d.app_reap_ns);
-        for (name, v) in [
-            ("app_submit_ns", submit),
-            ("app_reap_ns", app - submit),
-            ("wake_ns", g.per_wake_ns),
-        ] {
-            if !given.contains(&name) {
-                *self.field(name).expect("a cost name") = v;
-            }
-        }
-        self
-    }
-
-    /// The names set in `assignments` (`name=value`, as `--cost` takes them).
-    pub fn names_in(assignments: &[String]) -> Vec<&str> {
-        assignments
-            .iter()
-            .filter_map(|a| a.split_once('=').map(|(k, _)| k.trim()))
-            .collect()
     }
 
     /// Overrides one entry from `name=value`.
