@@ -441,7 +441,7 @@ pub struct Sim {
     worker: Option<(u16, u64)>,
     /// [`SimDriver::gate_polls`].
     gate_polls: bool,
-    /// Scratch: the jobs a remote wake-up's completions are for.
+    /// Scratch: the jobs a CPU step's completions wake (`wake_ns` each).
     woken_jobs: Vec<usize>,
     wake_list: Vec<u16>,
     /// Draws the kblockd workers' wake-ups.
