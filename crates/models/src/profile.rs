@@ -239,9 +239,10 @@ pub struct Fit {
     /// latency varies as its unit time does.
     pub spread: Vec<(u32, f64)>,
     /// The transfer path's speed varies over what it carries: every `path_span_bytes` it
-    /// draws how slow it is for the next span, as a share of its time per byte that varies
-    /// (an exponential, so the time keeps its mean and the ceiling holds), one draw for
-    /// both directions, each with its own share. The span is what the ceilings'
+    /// draws (from a random stream of its own, so that runs of one seed meet the same slow
+    /// spans under any scheduler) how slow it is for the next span, as a share of its time
+    /// per byte that varies (an exponential, so the time keeps its mean and the ceiling
+    /// holds), one draw for both directions, each with its own share. The span is what the ceilings'
     /// measurement kept in flight (sequential 1 MiB reads, 16 in flight), so a command
     /// there waits for one span's worth of bytes ahead of it, straddling two spans, and the
     /// share is the one that gives that measurement its p99 ([`STRADDLE_P99`]). 0 where
@@ -276,6 +277,9 @@ pub struct Fit {
 /// them all there: an interrupt line with one CPU in its effective affinity takes all of
 /// them, save the odd ones other devices' completions add to the count.
 pub const ONE_COMPLETION_CPU: f64 = 0.9;
+
+/// The salt of the transfer path's own random stream ([`FittedModel`]'s span draws).
+const PATH_STREAM: u64 = 0x7061_7468;
 
 impl Profile {
     /// Reads a profile from `path`.
@@ -870,6 +874,10 @@ pub struct FittedModel {
     /// exponential of mean 1, [`Fit::path_span_bytes`]).
     span_left: f64,
     span_draw: f64,
+    /// Draws the path's spans: a stream of its own, so that runs of one seed under
+    /// different schedulers meet the same slow spans at the same bytes (the path's speed
+    /// is the device's, not the order its commands came in).
+    path_rng: SimRng,
     /// Where the last read and the last write ended (sequential detection).
     last_end: [u64; 2],
     /// Writes in flight whose completion time is not known yet, by arrival order.
@@ -892,7 +900,7 @@ pub struct FittedModel {
 
 impl FittedModel {
     /// The model of `profile` (read from `path`), drawing from `rng`.
-    pub fn new(profile: &Profile, path: &str, rng: SimRng) -> Result<FittedModel, ModelError> {
+    pub fn new(profile: &Profile, path: &str, mut rng: SimRng) -> Result<FittedModel, ModelError> {
         let fit = profile
             .fit(path)
             .map_err(|e| ModelError::Invalid(e.to_string()))?;
@@ -919,6 +927,7 @@ impl FittedModel {
             bus_free: 0,
             span_left: 0.0,
             span_draw: 1.0,
+            path_rng: rng.fork(PATH_STREAM),
             last_end: [u64::MAX; 2],
             open_writes: Default::default(),
             writes_done: 0,
@@ -974,7 +983,7 @@ impl FittedModel {
         while left > 0.0 {
             if self.span_left <= 0.0 {
                 self.span_left = self.fit.path_span_bytes;
-                self.span_draw = self.rng.exp(1.0);
+                self.span_draw = self.path_rng.exp(1.0);
             }
             let piece = left.min(self.span_left);
             ns += piece / rate * (1.0 - spread + spread * self.span_draw);
@@ -1473,13 +1482,8 @@ mod tests {
         assert!(above(STRADDLE_P99 - 0.01) > 0.01 && above(STRADDLE_P99 + 0.01) < 0.01);
     }
 
-    /// Where the transfer path bounds the throughput, the tail is the path's: sequential
-    /// 1 MiB reads 16 in flight on the tmpfs loop's model (2026-12-01: 4,565 IOPS, a mean
-    /// of 3,439 us and a p99 of 9,503 us, the runs' 5,931, 10,027 and 9,503) have the
-    /// measured p99 within 10% and the mean within 5%. With a path of one speed their p99
-    /// was their mean.
-    #[test]
-    fn the_ceiling_has_its_measured_tail() {
+    /// The tmpfs loop's model with its ceiling's tail measured in three runs (2026-12-01).
+    fn loop_with_its_ceilings_tail() -> Profile {
         let mut p = tmpfs_loop((86_000.0, 11.6), (4_565.5, 3_438.82));
         let ceiling = p
             .measure
@@ -1488,6 +1492,17 @@ mod tests {
             .unwrap();
         ceiling.p99_us = 9_502.72;
         ceiling.p99_runs = vec![5_931.01, 10_027.01, 9_502.72];
+        p
+    }
+
+    /// Where the transfer path bounds the throughput, the tail is the path's: sequential
+    /// 1 MiB reads 16 in flight on the tmpfs loop's model (2026-12-01: 4,565 IOPS, a mean
+    /// of 3,439 us and a p99 of 9,503 us, the runs' 5,931, 10,027 and 9,503) have the
+    /// measured p99 within 10% and the mean within 5%. With a path of one speed their p99
+    /// was their mean.
+    #[test]
+    fn the_ceiling_has_its_measured_tail() {
+        let mut p = loop_with_its_ceilings_tail();
         let f = p.fit("x").unwrap();
         assert_eq!(f.path_span_bytes, 16.0 * 1048576.0);
         let share = (9_502.72 / 3_438.82 - 1.0) / (STRADDLE_P99 - 1.0);
@@ -1506,6 +1521,33 @@ mod tests {
             .unwrap();
         ceiling.p99_runs.clear();
         assert_eq!(p.fit("x").unwrap().read_path_spread, 0.0);
+    }
+
+    /// The path's slow spans are the device's, not the commands': two models of one seed
+    /// meet them at the same bytes however many draws their commands made before (a
+    /// scheduler that orders commands otherwise draws their shares in another order). With
+    /// one stream for both, the bursty writer's tail on this machine's disk moved with the
+    /// order of the draws, by up to x2 between schedulers of one seed.
+    #[test]
+    fn the_paths_slow_spans_do_not_move_with_the_commands_draws() {
+        let p = loop_with_its_ceilings_tail();
+        let mut a = FittedModel::new(&p, "p.toml", SimRng::new(7)).unwrap();
+        let mut b = FittedModel::new(&p, "p.toml", SimRng::new(7)).unwrap();
+        for _ in 0..5 {
+            a.rng.exp(1.0);
+        }
+        let (span, spread) = (a.fit.path_span_bytes, a.fit.read_path_spread);
+        assert!(spread > 0.0, "{:?}", a.fit);
+        let carried = |m: &mut FittedModel| -> Vec<f64> {
+            (0..16).map(|_| m.carry(span / 2.0, 1.0, spread)).collect()
+        };
+        let (ta, tb) = (carried(&mut a), carried(&mut b));
+        assert_eq!(ta, tb);
+        // And the spans do vary: the same bytes carried in another span take another time.
+        assert!(
+            ta.iter().any(|&t| (t - ta[0]).abs() > 0.01 * ta[0]),
+            "{ta:?}"
+        );
     }
 
     /// The commands in flight share the device as the measurements say: each depth's reads
