@@ -41,6 +41,9 @@ pub struct Cmd {
     pub nr_sectors: u32,
     /// Forced unit access: the write is durable before it completes (no write cache).
     pub fua: bool,
+    /// The cgroup of its issuer (the request's `group`; 0 the root): a loop device hands
+    /// each group's commands to a worker of its own (`loop_queue_work`).
+    pub group: u32,
 }
 
 impl Cmd {

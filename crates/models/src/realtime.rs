@@ -123,6 +123,7 @@ impl Driver for RealtimeDriver {
                 sector: rq.sector,
                 nr_sectors: rq.nr_sectors,
                 fua: rq.cmd_flags.contains(ReqFlags::FUA),
+                group: rq.group,
             },
             now,
         );

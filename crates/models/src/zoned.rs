@@ -358,6 +358,7 @@ mod tests {
             sector,
             nr_sectors,
             fua: false,
+            group: 0,
         }
     }
 

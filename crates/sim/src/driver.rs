@@ -537,6 +537,7 @@ impl Driver for SimDriver {
             sector: rq.sector,
             nr_sectors: rq.nr_sectors,
             fua: rq.cmd_flags.contains(ReqFlags::FUA),
+            group: rq.group,
         };
         if let (Some(Plant::ZoneSkip(n)), Some(_), mqblk_core::ReqOp::Write) =
             (self.plant, self.info.limits.zoned, rq.op)

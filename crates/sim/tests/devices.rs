@@ -142,6 +142,7 @@ fn drive(m: &mut dyn DeviceModel, load: Load, seed: u64) -> Run {
                         sector,
                         nr_sectors: load.sectors,
                         fua: load.fua,
+                        group: 0,
                     },
                     Nanos(now),
                 );
@@ -347,6 +348,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_the_media() {
             sector: rng.below(cap / 8) * 8,
             nr_sectors: 8,
             fua: false,
+            group: 0,
         };
         m.submit(0, cmd, Nanos(id * 1000));
     }
@@ -356,6 +358,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_the_media() {
         sector: 0,
         nr_sectors: 0,
         fua: false,
+        group: 0,
     };
     m.submit(0, flush, Nanos(20_000));
     let mut out = Vec::new();
@@ -434,6 +437,7 @@ fn ssd_write_buffer_absorbs_writes_and_flush_waits_for_programs() {
         sector: 0,
         nr_sectors: 8,
         fua: false,
+        group: 0,
     };
     m.submit(0, write, Nanos(0));
     let flush = Cmd {
@@ -699,6 +703,7 @@ fn null_flushes_as_scsi_debug_when_told_its_flush_time() {
         sector: 0,
         nr_sectors: if op == ReqOp::Flush { 0 } else { 8 },
         fua: false,
+        group: 0,
     };
     let done_at = |spec: &str, ops: &[ReqOp]| -> Vec<u64> {
         let mut m = model(spec, 7);
