@@ -167,19 +167,22 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     // worker, the queue's CPU while it is idle (one read at a time: the job waits), another
     // while the job's is busy (32 at a time).
     assert!(toml.contains("completion_cpus = []"), "{toml}");
-    let run = |edit: &dyn Fn(&str) -> String, depth: &str| -> (Vec<u64>, u64) {
+    // 20 ms of random 4 KiB reads under `none` on the profile as `edit` leaves it, with
+    // `extra` options (the CPUs, the depth, the jobs, a cost).
+    let sim_edited = |edit: &dyn Fn(&str) -> String, extra: &[&str]| {
         let f = dir.join("placed.toml");
         std::fs::write(&f, edit(&toml)).unwrap();
-        let job = [
-            "--cpus=2",
-            "--rw=randread",
-            "--bs=4k",
-            depth,
-            "--runtime=20ms",
-            "--time_based",
-            "--name=x",
-        ];
-        let v = sim_json(&format!("profile:{}", f.display()), "none", &job);
+        let base = ["--rw=randread", "--bs=4k", "--runtime=20ms", "--time_based"];
+        let job: Vec<&str> = extra
+            .iter()
+            .chain(&base)
+            .copied()
+            .chain(["--name=x"])
+            .collect();
+        sim_json(&format!("profile:{}", f.display()), "none", &job)
+    };
+    let run = |edit: &dyn Fn(&str) -> String, depth: &str| -> (Vec<u64>, u64) {
+        let v = sim_edited(edit, &["--cpus=2", depth]);
         let busy = v["mqblk_sim"]["cpu_busy_ns"].as_array().unwrap();
         let ios = v["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
         (busy.iter().map(|b| b.as_u64().unwrap()).collect(), ios)
@@ -214,20 +217,11 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     // read at a time on one CPU pay a wake-up per read (before, only a wake-up from
     // another CPU was charged, so none here).
     let per_read_woken = |wake: &str| {
-        let f = dir.join("woken.toml");
-        std::fs::write(&f, to_worker(&toml)).unwrap();
-        let job = [
-            "--cpus=1",
-            "--numjobs=2",
-            "--rw=randread",
-            "--bs=4k",
-            "--iodepth=1",
-            "--runtime=20ms",
-            "--time_based",
-            "--name=x",
-            wake,
-        ];
-        let s = &sim_json(&format!("profile:{}", f.display()), "none", &job)["mqblk_sim"];
+        let v = sim_edited(
+            &to_worker,
+            &["--cpus=1", "--numjobs=2", "--iodepth=1", wake],
+        );
+        let s = &v["mqblk_sim"];
         s["cpu_busy_ns"][0].as_f64().unwrap() / s["requests"].as_f64().unwrap()
     };
     let (asleep, woken) = (

@@ -242,11 +242,11 @@ pub struct Fit {
     /// draws (from a random stream of its own, so that runs of one seed meet the same slow
     /// spans under any scheduler) how slow it is for the next span, as a share of its time
     /// per byte that varies (an exponential, so the time keeps its mean and the ceiling
-    /// holds), one draw for both directions, each with its own share. The span is what the ceilings'
-    /// measurement kept in flight (sequential 1 MiB reads, 16 in flight), so a command
-    /// there waits for one span's worth of bytes ahead of it, straddling two spans, and the
-    /// share is the one that gives that measurement its p99 ([`STRADDLE_P99`]). 0 where
-    /// the ceiling's tail was not measured in several runs.
+    /// holds), one draw for both directions, each with its own share. The span is what
+    /// the ceilings' measurement kept in flight (sequential 1 MiB reads, 16 in flight),
+    /// so a command there waits for one span's worth of bytes ahead of it, straddling two
+    /// spans, and the share is the one that gives that measurement its p99
+    /// ([`STRADDLE_P99`]). 0 where the ceiling's tail was not measured in several runs.
     pub path_span_bytes: f64,
     pub read_path_spread: f64,
     pub write_path_spread: f64,
@@ -976,10 +976,12 @@ impl FittedModel {
     }
 
     /// The transfer path of `group`'s commands: a loop device's worker for that group
-    /// (`loop_queue_work` queues a command to its issuer's cgroup's `loop_worker`, the
-    /// root group's to `rootcg_work`, each a work item of its own on an unbound
-    /// workqueue, so two groups' commands are copied at once), else the device's one
-    /// path. The profile measured one job: one group's path.
+    /// (`loop_queue_work` queues a command to the `loop_worker` of its first bio's blkcg,
+    /// the root group's to `rootcg_work` (`queue_on_root_worker`), each a work item of
+    /// its own on the device's unbound workqueue, so two groups' commands are copied at
+    /// once), else the device's one path. The profile measured one job: one group's
+    /// path. The kernel sends a flush (no bio) to the root worker; here a flush takes no
+    /// path at all (it waits for the writes before it, [`FittedModel::submit`]).
     fn path(&mut self, group: u32) -> usize {
         let group = if self.fit.completions == crate::CompletionCpu::Worker {
             group
