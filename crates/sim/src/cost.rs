@@ -529,6 +529,17 @@ impl LockState {
             self.held.pop_front();
         }
         self.acquisitions += 1;
+        // The common case: free at `t` (every reservation over by then), taken at once
+        // after the last holder; the walk below would find the same.
+        let last = self.held.back().copied();
+        if last.is_none_or(|b| b.1 <= t) {
+            let start = t + last.map_or(0, |b| line.between(b.2, cpu));
+            self.wait_ns += start - t;
+            let end = start + hold;
+            self.held_ns += hold;
+            self.held.push_back((t, end, cpu));
+            return end;
+        }
         // Walk the reservations for the first gap at or after `t` that fits. They are
         // disjoint and sorted, so their ends are sorted too: those over before `t` are
         // skipped by a binary search (an operation reserves many in a row, each after the
@@ -632,6 +643,28 @@ mod tests {
             path_ns: 0,
             path_complete_ns: 0,
         }
+    }
+
+    #[test]
+    fn a_lock_is_taken_at_once_when_free_waited_for_when_held_and_gaps_are_used() {
+        let line = crate::topology::LineCost::Flat(10);
+        let mut l = LockState::new();
+        // Free: taken at once, no line to move the first time.
+        assert_eq!(l.acquire(0, 100, 50, 0, line, 5), 150);
+        // Free again at 200, last held by CPU 0: the same CPU pays nothing, another the line.
+        assert_eq!(l.acquire(0, 200, 50, 0, line, 5), 250);
+        assert_eq!(l.acquire(1, 300, 50, 0, line, 5), 360);
+        assert_eq!((l.contended, l.wait_ns), (0, 10));
+        // Held by CPU 1 until 360: CPU 0 waits, then pays the line and one waiter's hand-off.
+        assert_eq!(l.acquire(0, 320, 20, 0, line, 5), 360 + 10 + 5 + 20);
+        assert_eq!(l.contended, 1);
+        // An acquisition earlier in virtual time takes the gap before 300 (after CPU 0's
+        // reservation ending at 250), where it fits.
+        assert_eq!(l.acquire(0, 260, 20, 0, line, 5), 280);
+        // One that does not fit in the gap waits for the end of the reservations, and pays
+        // the line and a hand-off for each of CPU 0's two reservations it waited behind.
+        assert_eq!(l.acquire(1, 255, 100, 0, line, 5), 395 + 10 + 2 * 5 + 100);
+        assert_eq!(l.acquisitions, 6);
     }
 
     #[test]
