@@ -263,8 +263,9 @@ fn the_guest_capture_script_traces_dbench_on_ext4_as_seed_004_s_guest_runs_it() 
     );
 }
 
-/// Runs the capture script with `args` for 2 s and checks the trace: dbench's data writes
-/// and `logger`'s PREFLUSH|FUA log writes, at least ten of each.
+/// Runs the capture script with `args` for 4 s and checks the trace: dbench's data writes
+/// and `logger`'s PREFLUSH|FUA log writes, at least ten of each. (2 s gave four of each on
+/// a machine whose TCG guest took 50 ms a flush.)
 fn guest_capture(args: &[&str], logger: &str) {
     let Some(_one_guest) = ready("guest-dbench-capture.sh") else {
         return;
@@ -276,7 +277,7 @@ fn guest_capture(args: &[&str], logger: &str) {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let name = dir.join("dbench1").display().to_string();
-    let mut all = vec!["--runtime=2"];
+    let mut all = vec!["--runtime=4"];
     all.extend_from_slice(args);
     all.push(&name);
     // A TCG guest of the stock kernel has once hung here, booted, until its timeout (the
