@@ -170,7 +170,7 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
     // 20 ms of random 4 KiB reads under `none` on the profile as `edit` leaves it, with
     // `extra` options (the CPUs, the depth, the jobs, a cost).
     let sim_edited = |edit: &dyn Fn(&str) -> String, extra: &[&str]| {
-        let f = dir.join("placed.toml");
+        let f = dir.join("edited.toml");
         std::fs::write(&f, edit(&toml)).unwrap();
         let base = ["--rw=randread", "--bs=4k", "--runtime=20ms", "--time_based"];
         let job: Vec<&str> = extra

@@ -529,53 +529,12 @@ impl LockState {
             self.held.pop_front();
         }
         self.acquisitions += 1;
-        // The common case: free at `t` (every reservation over by then), taken at once
-        // after the last holder; the walk below would find the same.
-        let last = self.held.back().copied();
-        if last.is_none_or(|b| b.1 <= t) {
-            let start = t + last.map_or(0, |b| line.between(b.2, cpu));
-            self.wait_ns += start - t;
-            let end = start + hold;
-            self.held_ns += hold;
-            self.held.push_back((t, end, cpu));
-            return end;
-        }
-        // Walk the reservations for the first gap at or after `t` that fits. They are
-        // disjoint and sorted, so their ends are sorted too: those over before `t` are
-        // skipped by a binary search (an operation reserves many in a row, each after the
-        // last), and the last of them was the previous holder.
-        let mut s = t;
-        let first = match self.held.back() {
-            Some(b) if b.1 > t => self.held.partition_point(|h| h.1 <= t),
-            _ => self.held.len(),
+        // Where and after whom it is taken: when every reservation is over by `t` (the
+        // common case), at `t` after the last holder; otherwise wherever the walk finds room.
+        let (s, prev_cpu, waited_behind, pos) = match self.held.back() {
+            Some(&(_, end, _)) if end > t => self.first_fit(cpu, t, hold, line, waiter_ns),
+            last => (t, last.map(|b| b.2), 0, self.held.len()),
         };
-        let mut prev_cpu: Option<u16> = first.checked_sub(1).map(|i| self.held[i].2);
-        let mut waited_behind = 0u64;
-        let mut pos = self.held.len();
-        for (i, &(hs, he, hc)) in (first..).zip(self.held.range(first..)) {
-            if he <= s {
-                prev_cpu = Some(hc);
-                continue;
-            }
-            // Cost of taking it at `s`: the line moves if someone else had it last, and
-            // having waited costs a hand-off per CPU ahead of us.
-            let mut need = hold;
-            if let Some(p) = prev_cpu {
-                need += line.between(p, cpu);
-            }
-            if s > t {
-                need += waiter_ns * waited_behind;
-            }
-            if s + need <= hs {
-                pos = i;
-                break;
-            }
-            s = s.max(he);
-            prev_cpu = Some(hc);
-            if hc != cpu {
-                waited_behind += 1;
-            }
-        }
         let mut extra = 0;
         if let Some(p) = prev_cpu {
             extra += line.between(p, cpu);
@@ -594,6 +553,53 @@ impl LockState {
             self.held.insert(pos, (s, end, cpu));
         }
         end
+    }
+
+    /// The walk of [`LockState::acquire`] when the lock is still held at `t`: the first gap
+    /// at or after `t` that fits `hold` and what taking it there costs. The reservations are
+    /// disjoint and sorted, so their ends are sorted too: those over before `t` are skipped by
+    /// a binary search (an operation reserves many in a row, each after the last), and the
+    /// last of them was the previous holder. Returns where the hold starts before its extra
+    /// costs, the CPU that held the lock last, how many other CPUs' holds it waited behind,
+    /// and the index its reservation goes in at. Out of line, so that `acquire`'s common
+    /// case stays short.
+    #[inline(never)]
+    fn first_fit(
+        &self,
+        cpu: u16,
+        t: u64,
+        hold: u64,
+        line: crate::topology::LineCost,
+        waiter_ns: u64,
+    ) -> (u64, Option<u16>, u64, usize) {
+        let mut s = t;
+        let first = self.held.partition_point(|h| h.1 <= t);
+        let mut prev_cpu: Option<u16> = first.checked_sub(1).map(|i| self.held[i].2);
+        let mut waited_behind = 0u64;
+        for (i, &(hs, he, hc)) in (first..).zip(self.held.range(first..)) {
+            if he <= s {
+                prev_cpu = Some(hc);
+                continue;
+            }
+            // Cost of taking it at `s`: the line moves if someone else had it last, and
+            // having waited costs a hand-off per CPU ahead of us.
+            let mut need = hold;
+            if let Some(p) = prev_cpu {
+                need += line.between(p, cpu);
+            }
+            if s > t {
+                need += waiter_ns * waited_behind;
+            }
+            if s + need <= hs {
+                return (s, prev_cpu, waited_behind, i);
+            }
+            s = s.max(he);
+            prev_cpu = Some(hc);
+            if hc != cpu {
+                waited_behind += 1;
+            }
+        }
+        (s, prev_cpu, waited_behind, self.held.len())
     }
 }
 
