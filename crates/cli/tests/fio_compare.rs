@@ -1292,8 +1292,13 @@ fn steady_state_ends_the_jobs_when_fio_ends_them() {
             // past it and the job sees its word (a few ms late on a loaded machine, as
             // fio's helper is; 4001 ms seen). The samples judged are the tick's own.
             let late = if tool == "bench" { 100 } else { 0 };
+            // In real time a loaded machine moves bench's per-second samples as it moves
+            // fio's: two of 1985 and 2010 IOPS are a slope of 1.25%, past the 1% asked, and
+            // the window is attained at the next tick (4996 ms seen in CI). Bench may then
+            // end one tick later; the simulator, in virtual time, may not.
+            let next_tick = tool == "bench" && o.0 > want_ms + 700 && o.0 <= want_ms + 1000 + late;
             assert!(
-                o.0 > want_ms - 300 && o.0 <= want_ms + late,
+                (o.0 > want_ms - 300 && o.0 <= want_ms + late) || next_tick,
                 "{tool}: {ours:?}"
             );
             let want_ss = serde_json::json!({ "ss": ss, "duration": dur, "attained": 1 });
@@ -1317,6 +1322,10 @@ fn steady_state_ends_the_jobs_when_fio_ends_them() {
             // held to the window alone, and the run says so.
             if !(f.0 > want_ms - 500 && f.0 <= want_ms) || f.1["attained"] != 1 {
                 eprintln!("note: fio's samples missed its steady-state window: {fio:?}");
+                continue;
+            }
+            if next_tick {
+                eprintln!("note: bench's samples missed the first window, as fio's can: {ours:?}");
                 continue;
             }
             assert!(o.0.abs_diff(f.0) <= 300, "{tool}: {ours:?} fio {fio:?}");
