@@ -171,6 +171,7 @@ fn every_readme_and_guide_command_runs_as_written() {
             continue;
         }
         let script = format!("set -euo pipefail\n{block}");
+        let started = std::time::Instant::now();
         let out = Command::new("timeout")
             .args(["600", "bash", "-c", &script])
             .current_dir(&dir)
@@ -183,6 +184,11 @@ fn every_readme_and_guide_command_runs_as_written() {
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!(
+            "ran ({file}, {:.1} s): {}",
+            started.elapsed().as_secs_f64(),
+            block.lines().next().unwrap_or("")
         );
         ran += 1;
     }
