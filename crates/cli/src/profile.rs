@@ -8,10 +8,9 @@
 
 use crate::args::ProfileArgs;
 use crate::CliError;
-use mqblk_models::profile::{Measure, Profile, WINDOW_MIN_IOS, WINDOW_MS};
+use mqblk_models::profile::{Measure, Profile};
 use mqblk_runtime::{children_cpu_time, machine_busy_ns, process_cpu_time};
-use mqblk_workload::stats::{plat_idx_to_val, PLAT_NR};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 /// One measurement: its name, what it is, and its jobs (the first is the one measured).
@@ -225,12 +224,6 @@ impl Phase {
 
     /// Runs the measurement is split into: [`RUNS`] one after another (fio's `stonewall`),
     /// each a third of its time, unless a job runs beside it.
-    /// Whether its completions are counted in windows ([`Windows`]): the random 4 KiB
-    /// reads with nothing beside them, whose tails the model's spread is fitted to.
-    fn windowed(&self) -> bool {
-        self.name.starts_with("randread_4k_") && self.beside.is_none()
-    }
-
     fn runs(&self) -> usize {
         if self.beside.is_some() {
             1
@@ -243,21 +236,13 @@ impl Phase {
     /// [`Phase::runs`] sections of the same name.
     /// `ioscheduler=none` is mqblk's (no scheduler in its stack); fio's would switch the
     /// disk's own, so it is left out for fio.
-    /// With `hist`, each job writes fio's histogram log there, a line every
-    /// [`WINDOW_MS`].
-    fn job_text(&self, device: &str, seconds: f64, fio: bool, hist: Option<&Path>) -> String {
+    fn job_text(&self, device: &str, seconds: f64, fio: bool) -> String {
         let sched = if fio { "" } else { "ioscheduler=none\n" };
         let runs = self.runs();
         let mut s = format!(
             "[global]\n{device}{sched}time_based\nruntime={}ms\n",
             (seconds * 1000.0 / runs as f64).round() as u64,
         );
-        if let Some(prefix) = hist {
-            s.push_str(&format!(
-                "write_hist_log={}\nlog_hist_msec={WINDOW_MS}\n",
-                prefix.display()
-            ));
-        }
         // Several jobs at once are reported as one (fio's `group_reporting`; each run is
         // its own group by its `stonewall`): rates summed, latencies over all their I/Os.
         let numjobs = if self.jobs > 1 {
@@ -422,102 +407,7 @@ fn measured(p: &Phase, json: &str) -> Result<Measure, CliError> {
         mean_us: mean_ns / 1e3,
         p99_us,
         p99_runs,
-        window_ms: 0,
-        window_p99_us: 0.0,
-        window_means_us: Vec::new(),
     })
-}
-
-/// A phase's completions by window: each line of its jobs' histogram logs (fio's
-/// `PREFIX_clat_hist.N.log`, job N's, the jobs in order), as the bins that held any
-/// completions.
-struct Windows {
-    /// Per window: its completions, and its nonzero bins as (latency ns, count).
-    windows: Vec<(u64, Vec<(f64, u64)>)>,
-}
-
-impl Windows {
-    /// Reads every job's log of `prefix`; a log missing or not fio's is an error (the
-    /// load generator was asked to write it).
-    fn read(prefix: &Path) -> Result<Windows, CliError> {
-        let mut windows = Vec::new();
-        for job in 1.. {
-            let path = PathBuf::from(format!("{}_clat_hist.{job}.log", prefix.display()));
-            let text = match std::fs::read_to_string(&path) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && job > 1 => break,
-                Err(e) => return Err(CliError::io(path.display().to_string(), e)),
-            };
-            for (i, line) in text.lines().enumerate() {
-                let fields: Result<Vec<u64>, _> =
-                    line.split(',').map(|f| f.trim().parse::<u64>()).collect();
-                let bins = match fields {
-                    Ok(f) if f.len() == 3 + PLAT_NR => f[3..].to_vec(),
-                    _ => {
-                        return Err(format!(
-                            "{}:{}: not a histogram log line of {} bins",
-                            path.display(),
-                            i + 1,
-                            PLAT_NR
-                        )
-                        .into())
-                    }
-                };
-                let nonzero: Vec<(f64, u64)> = bins
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &c)| c > 0)
-                    .map(|(b, &c)| (plat_idx_to_val(b) as f64, c))
-                    .collect();
-                let n: u64 = nonzero.iter().map(|&(_, c)| c).sum();
-                if n > 0 {
-                    windows.push((n, nonzero));
-                }
-            }
-        }
-        Ok(Windows { windows })
-    }
-
-    /// Whether the median window held [`WINDOW_MIN_IOS`] completions or more.
-    fn enough(&self) -> bool {
-        let mut n: Vec<u64> = self.windows.iter().map(|w| w.0).collect();
-        n.sort_unstable();
-        n.get(n.len() / 2).is_some_and(|&m| m >= WINDOW_MIN_IOS)
-    }
-
-    fn mean(w: &(u64, Vec<(f64, u64)>)) -> f64 {
-        w.1.iter().map(|&(v, c)| v * c as f64).sum::<f64>() / w.0 as f64
-    }
-
-    /// Each window's mean latency, microseconds.
-    fn means_us(&self) -> Vec<f64> {
-        self.windows
-            .iter()
-            .map(|w| Windows::mean(w) / 1e3)
-            .collect()
-    }
-
-    /// The 99th percentile of every completion's latency over its window's mean.
-    fn p99_over_mean(&self) -> f64 {
-        let mut all: Vec<(f64, u64)> = self
-            .windows
-            .iter()
-            .flat_map(|w| {
-                let mean = Windows::mean(w);
-                w.1.iter().map(move |&(v, c)| (v / mean, c))
-            })
-            .collect();
-        all.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let total: u64 = all.iter().map(|&(_, c)| c).sum();
-        let mut seen = 0;
-        for (r, c) in all {
-            seen += c;
-            if seen as f64 >= total as f64 * 0.99 {
-                return r;
-            }
-        }
-        0.0
-    }
 }
 
 /// One phase through fio: its JSON report, or fio's own complaint in one line.
@@ -680,12 +570,8 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         let cpu_before =
             (counted || deep).then(|| (machine_busy_ns(), generator_cpu_time_ns(a.fio.is_some())));
         let job = tmp.join(format!("{}.fio", p.name));
-        let hist = p.windowed().then(|| tmp.join(p.name));
-        std::fs::write(
-            &job,
-            p.job_text(&device, seconds, a.fio.is_some(), hist.as_deref()),
-        )
-        .map_err(|e| CliError::io(job.display().to_string(), e))?;
+        std::fs::write(&job, p.job_text(&device, seconds, a.fio.is_some()))
+            .map_err(|e| CliError::io(job.display().to_string(), e))?;
         let args = vec![
             job.display().to_string(),
             "--output-format=json".to_string(),
@@ -697,17 +583,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         } else {
             crate::bench::bench_args(&args)?.out
         };
-        let mut m = measured(p, &json)?;
-        if let Some(prefix) = &hist {
-            let w = Windows::read(prefix)?;
-            if w.enough() {
-                m.window_ms = WINDOW_MS;
-                m.window_p99_us = w.p99_over_mean() * m.mean_us;
-                if p.name == "randread_4k_qd64" {
-                    m.window_means_us = w.means_us();
-                }
-            }
-        }
+        let m = measured(p, &json)?;
         if let (Some(b), Some(e)) = (before, block_softirqs()) {
             completion_cpus = completion_shares(&b, &e, m.iops * seconds);
         }

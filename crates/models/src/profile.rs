@@ -86,42 +86,7 @@ pub struct Measure {
     /// profiles made before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub p99_runs: Vec<f64>,
-    /// Windows of `window_ms` the run's completions were counted in (fio's histogram log,
-    /// `log_hist_msec`); 0 where they were not.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub window_ms: u64,
-    /// The 99th percentile of each completion's latency over the mean of its window's,
-    /// times `mean_us`, microseconds: the tail without the device's slow stretches (the
-    /// stretches are in `window_means_us`); 0 where not measured, or where the windows held
-    /// too few completions for a window's mean to be one (fewer than
-    /// [`WINDOW_MIN_IOS`] in the median window).
-    #[serde(default, skip_serializing_if = "is_zero_f64")]
-    pub window_p99_us: f64,
-    /// Each window's mean completion latency, microseconds, in the order they ran (the
-    /// runs one after another): how the device's speed moved over the measurement. Kept
-    /// for the random 4 KiB reads 64 at a time, where a window's mean is its count in
-    /// flight over its rate (Little's law); empty elsewhere.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub window_means_us: Vec<f64>,
 }
-
-fn is_zero_u64(v: &u64) -> bool {
-    *v == 0
-}
-
-fn is_zero_f64(v: &f64) -> bool {
-    *v == 0.0
-}
-
-/// Completions the median window must hold for a profile's window figures to be kept
-/// ([`Measure::window_p99_us`]): with fewer, a window's mean is mostly its own
-/// completions' spread.
-pub const WINDOW_MIN_IOS: u64 = 20;
-
-/// The length of the windows `mqblk profile` counts completions in, ms: short enough to
-/// see a slow stretch of a few tens of ms (kyber's `kyber_timer_fn` judges 100 ms), long
-/// enough to hold hundreds of completions of a disk's random reads many at a time.
-pub const WINDOW_MS: u64 = 10;
 
 fn one_job() -> u32 {
     1
@@ -285,14 +250,6 @@ pub struct Fit {
     pub path_span_bytes: f64,
     pub read_path_spread: f64,
     pub write_path_spread: f64,
-    /// The device's speed over time: how much slower than its mean it serves in each
-    /// window of `slowdown_window_ns`, in the order measured (the random 4 KiB reads 64 at
-    /// a time, [`Measure::window_means_us`]): a window's mean latency over the harmonic
-    /// mean of all windows', so that the model serves as many commands over the whole
-    /// measurement at the fitted unit times. The model runs through them in a loop from a
-    /// point its own random stream draws; empty (a steady device) where not measured.
-    pub slowdown: Vec<f64>,
-    pub slowdown_window_ns: u64,
     /// Whether the profile measured writes; without them writes are modelled as reads.
     pub writes_measured: bool,
     /// The CPU that handles the completions: a loop device's worker
@@ -488,15 +445,8 @@ impl Profile {
         // The device's own variation at each depth (none where a p99 is not above its
         // mean, or is no number: p99 is not checked above). One read alone waits its wake,
         // a constant, before the part that varies.
-        // Where the completions were counted in windows, the tail within them: the
-        // device's slow stretches are modelled apart ([`Fit::slowdown`]).
         let share = |m: &Measure, wake: f64| {
-            let tail = if m.window_p99_us > 0.0 {
-                m.window_p99_us
-            } else {
-                m.p99_us
-            };
-            let (mean, p99) = (m.mean_us * 1e3 - wake, tail * 1e3 - wake);
+            let (mean, p99) = (m.mean_us * 1e3 - wake, m.p99_us * 1e3 - wake);
             if mean > 0.0 && p99 > mean {
                 ((p99 / mean - 1.0) / (100f64.ln() - 1.0)).clamp(0.0, 1.0)
             } else {
@@ -562,25 +512,6 @@ impl Profile {
                 speedup,
             )
         };
-        // The device's speed over time, from the deep reads' windows: each window's mean
-        // over the harmonic mean of them all (the model's rate in a window is the fitted
-        // one over its slowdown, so that over the whole trace it serves what the fitted
-        // unit times serve).
-        let (slowdown, slowdown_window_ns) = match self.get("randread_4k_qd64") {
-            Some(m)
-                if m.window_ms > 0
-                    && m.window_means_us.len() >= 2
-                    && m.window_means_us.iter().all(|&w| w > 0.0 && w.is_finite()) =>
-            {
-                let n = m.window_means_us.len() as f64;
-                let inverse = m.window_means_us.iter().map(|w| 1.0 / w).sum::<f64>() / n;
-                (
-                    m.window_means_us.iter().map(|w| w * inverse).collect(),
-                    m.window_ms * 1_000_000,
-                )
-            }
-            _ => (Vec::new(), 0),
-        };
         Ok(Fit {
             speedup,
             read_wake_ns: wake,
@@ -598,8 +529,6 @@ impl Profile {
             path_span_bytes: (r1m.bs * u64::from(r1m.in_flight())) as f64,
             read_path_spread,
             write_path_spread,
-            slowdown,
-            slowdown_window_ns,
             writes_measured: self.writes,
             completions,
             worker_cpu_ns: worker_cpu,
@@ -775,29 +704,6 @@ impl Profile {
                 let runs: Vec<String> = m.p99_runs.iter().map(|p| format!("{p:.2}")).collect();
                 let _ = writeln!(s, "p99_runs = [{}]", runs.join(", "));
             }
-            if m.window_ms > 0 {
-                let _ = writeln!(
-                    s,
-                    "# Completions counted in windows of window_ms (fio's histogram log): window_p99_us\n\
-                     # the 99th percentile of each one's latency over its window's mean, times mean_us\n\
-                     # (0: too few a window){}\nwindow_ms = {}\nwindow_p99_us = {:.2}",
-                    if m.window_means_us.is_empty() {
-                        "."
-                    } else {
-                        "; window_means_us each window's mean, in order"
-                    },
-                    m.window_ms,
-                    m.window_p99_us
-                );
-                if !m.window_means_us.is_empty() {
-                    let means: Vec<String> = m
-                        .window_means_us
-                        .iter()
-                        .map(|w| format!("{w:.1}"))
-                        .collect();
-                    let _ = writeln!(s, "window_means_us = [{}]", means.join(", "));
-                }
-            }
         }
         s
     }
@@ -877,24 +783,6 @@ impl Fit {
                     self.write_path_spread,
                     self.path_span_bytes / 1048576.0
                 ),
-            ),
-            (
-                "the device's speed over time",
-                if self.slowdown.is_empty() {
-                    "steady (not measured)".to_string()
-                } else {
-                    let mut sorted = self.slowdown.clone();
-                    sorted.sort_by(f64::total_cmp);
-                    let q = |p: f64| sorted[((sorted.len() - 1) as f64 * p).round() as usize];
-                    format!(
-                        "{} windows of {} ms, slower than its mean by x{:.2} at the median, x{:.2} at the 90th percentile, x{:.2} at most",
-                        sorted.len(),
-                        self.slowdown_window_ns / 1_000_000,
-                        q(0.5),
-                        q(0.9),
-                        q(1.0)
-                    )
-                },
             ),
             (
                 "completions handled on",
@@ -1011,10 +899,6 @@ pub struct FittedModel {
     reads_in_flight: u32,
     /// Completions whose time is known, earliest first.
     done: BinaryHeap<Reverse<Completion>>,
-    /// Where in [`Fit::slowdown`] the model's time 0 falls, ns into the trace: drawn from
-    /// the path's stream, so that runs of one seed meet the same slow stretches at the
-    /// same times under any scheduler.
-    slow_from: u64,
     /// Draws each command's share of [`Fit::spread`].
     rng: SimRng,
     seq: u64,
@@ -1035,13 +919,6 @@ impl FittedModel {
         if profile.max_segments > 0 {
             limits.max_segments = profile.max_segments.min(u16::MAX as u32) as u16;
         }
-        let mut path_rng = rng.fork(PATH_STREAM);
-        let trace_ns = fit.slowdown.len() as u64 * fit.slowdown_window_ns;
-        let slow_from = if trace_ns > 0 {
-            path_rng.below(trace_ns)
-        } else {
-            0
-        };
         Ok(FittedModel {
             fit,
             capacity: profile.size_bytes / 512,
@@ -1056,8 +933,7 @@ impl FittedModel {
             work: 0.0,
             work_at: 0,
             paths: Vec::new(),
-            path_rng,
-            slow_from,
+            path_rng: rng.fork(PATH_STREAM),
             last_end: [u64::MAX; 2],
             open_writes: Default::default(),
             writes_done: 0,
@@ -1083,7 +959,7 @@ impl FittedModel {
         &self.fit
     }
 
-    /// Work each command being served gets per ns at the device's mean speed.
+    /// Work each command being served gets per ns.
     fn rate(&self) -> f64 {
         let n = self.serving.len() as u32;
         if n == 0 {
@@ -1092,34 +968,11 @@ impl FittedModel {
         self.fit.speedup_at(n) / f64::from(n)
     }
 
-    /// The device's slowdown at `t` and when its window ends ([`Fit::slowdown`]); `None`
-    /// for a steady device.
-    fn slow_window(&self, t: u64) -> Option<(f64, u64)> {
-        let w = self.fit.slowdown_window_ns;
-        if self.fit.slowdown.is_empty() || w == 0 {
-            return None;
-        }
-        let at = t + self.slow_from;
-        let i = (at / w) as usize % self.fit.slowdown.len();
-        Some((self.fit.slowdown[i], t + (w - at % w)))
-    }
-
-    /// When the first command being served finishes, at the present rate, through the
-    /// device's slow and fast windows.
+    /// When the first command being served finishes, at the present rate.
     fn next_finish(&self) -> Option<u64> {
         let &Reverse((tag, ..)) = self.serving.peek()?;
-        let mut left = (tag as f64 - self.work).max(0.0);
-        let rate = self.rate();
-        let mut t = self.work_at;
-        while let Some((slow, end)) = self.slow_window(t) {
-            let here = (end - t) as f64 * rate / slow;
-            if here >= left {
-                return Some(t + (left * slow / rate).ceil() as u64);
-            }
-            left -= here;
-            t = end;
-        }
-        Some(t + (left / rate).ceil() as u64)
+        let left = (tag as f64 - self.work).max(0.0);
+        Some(self.work_at + (left / self.rate()).ceil() as u64)
     }
 
     /// The transfer path of `group`'s commands: a loop device's worker for that group
@@ -1171,16 +1024,9 @@ impl FittedModel {
 
     /// Brings the work clock up to `t` at the present rate.
     fn run_to(&mut self, t: u64) {
-        let rate = self.rate();
-        if rate == 0.0 {
-            self.work_at = self.work_at.max(t);
-            return;
-        }
-        while t > self.work_at {
-            let (slow, end) = self.slow_window(self.work_at).unwrap_or((1.0, t));
-            let to = end.min(t);
-            self.work += (to - self.work_at) as f64 * rate / slow;
-            self.work_at = to;
+        if t > self.work_at {
+            self.work += (t - self.work_at) as f64 * self.rate();
+            self.work_at = t;
         }
     }
 
@@ -1418,9 +1264,6 @@ mod tests {
             mean_us,
             p99_us: mean_us * 2.0,
             p99_runs: Vec::new(),
-            window_ms: 0,
-            window_p99_us: 0.0,
-            window_means_us: Vec::new(),
         }
     }
 
@@ -1645,102 +1488,6 @@ mod tests {
         lat.sort_unstable();
         let p99 = lat[lat.len() * 99 / 100] as f64 / 1e3;
         (sum as f64 / count as f64 / 1e3, p99)
-    }
-
-    /// The device's speed over time: with the deep reads' windows measured at 600 and
-    /// 1800 us in turn, 64 readers kept in flight on the model get three times the latency
-    /// in a slow window that they get in a fast one, and over the whole trace as many
-    /// reads done as on the steady model (the slowdowns are over the windows' harmonic
-    /// mean); the tail within the windows is the one the spread is fitted to.
-    #[test]
-    fn slow_windows_slow_every_command_in_them_and_keep_the_measured_rate() {
-        let mut p = vda();
-        let steady_reads = |p: &Profile| {
-            let mut model = FittedModel::new(p, "t", SimRng::new(3)).unwrap();
-            let (mut out, mut id, mut done) = (Vec::new(), 0u64, 0u64);
-            let read = |id: u64| Cmd {
-                id,
-                op: ReqOp::Read,
-                sector: mix(id) % (1 << 20) * 8,
-                nr_sectors: 8,
-                fua: false,
-                group: 0,
-            };
-            let mut issued = std::collections::HashMap::new();
-            for _ in 0..64 {
-                model.submit(0, read(id), Nanos(0));
-                issued.insert(id, 0u64);
-                id += 1;
-            }
-            // Completions over 0.4 s (40 windows), and each one's latency by whether its
-            // window was slow.
-            let (mut slow, mut fast) = (Vec::new(), Vec::new());
-            loop {
-                let t = model.next_event().unwrap();
-                if t.0 > 400_000_000 {
-                    break;
-                }
-                out.clear();
-                model.advance(t, &mut out);
-                for c in &out {
-                    let l = (t.0 - issued.remove(&c.id).unwrap()) as f64;
-                    match model.slow_window(t.0 - 1) {
-                        Some((s, _)) if s > 1.0 => slow.push(l),
-                        Some(_) => fast.push(l),
-                        None => {}
-                    }
-                    done += 1;
-                    model.submit(0, read(id), t);
-                    issued.insert(id, t.0);
-                    id += 1;
-                }
-            }
-            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-            (done, mean(&slow), mean(&fast))
-        };
-        let (steady, ..) = steady_reads(&p);
-        let deep = p
-            .measure
-            .iter_mut()
-            .find(|m| m.name == "randread_4k_qd64")
-            .unwrap();
-        deep.window_ms = 10;
-        deep.window_means_us = vec![600.0, 1800.0];
-        let fit = p.fit("t").unwrap();
-        assert_eq!(fit.slowdown_window_ns, 10_000_000);
-        assert!(
-            (fit.slowdown[0] - 2.0 / 3.0).abs() < 1e-9,
-            "{:?}",
-            fit.slowdown
-        );
-        assert!((fit.slowdown[1] - 2.0).abs() < 1e-9, "{:?}", fit.slowdown);
-        let (varied, slow, fast) = steady_reads(&p);
-        let ratio = varied as f64 / steady as f64;
-        assert!(
-            (0.97..1.03).contains(&ratio),
-            "{varied} reads against {steady}"
-        );
-        assert!(
-            (2.6..3.4).contains(&(slow / fast)),
-            "slow windows {slow:.0} ns, fast {fast:.0} ns"
-        );
-        // A measurement's tail within its windows is what its spread is fitted to.
-        let qd16 = p
-            .measure
-            .iter_mut()
-            .find(|m| m.name == "randread_4k_qd16")
-            .unwrap();
-        qd16.p99_runs = vec![qd16.p99_us; 3];
-        let whole = p.fit("t").unwrap().spread_at(16);
-        let qd16 = p
-            .measure
-            .iter_mut()
-            .find(|m| m.name == "randread_4k_qd16")
-            .unwrap();
-        qd16.window_ms = 10;
-        qd16.window_p99_us = qd16.mean_us * 1.5;
-        let within = p.fit("t").unwrap().spread_at(16);
-        assert!(within < whole * 0.6, "{within} against {whole}");
     }
 
     /// [`STRADDLE_P99`] is the 99th percentile of its mixture: the integral of
