@@ -94,6 +94,16 @@ impl QueueLimits {
         (self.max_segment_size.max(512) as u64).min(boundary.max(512))
     }
 
+    /// Whether `bytes` laid out as `layout` (with runs) lie in one run and take no more
+    /// segments than a request may have: [`QueueLimits::segment_fit`]'s one pass, taking
+    /// all of them.
+    #[inline]
+    fn within_one_run(&self, layout: BvecLayout, bytes: u64) -> bool {
+        let run = layout.run as u64;
+        (layout.skip as u64 % run) + bytes <= run
+            && bytes.div_ceil(self.seg_unit()) <= self.max_segments.max(1) as u64
+    }
+
     /// Physical segments a bio of `bytes` laid out as `layout` takes (`bio_split_rw_at`'s
     /// count for a bio that needs no split).
     pub fn phys_segments(&self, layout: BvecLayout, bytes: u64) -> u32 {
@@ -191,13 +201,15 @@ impl QueueLimits {
         nr_sectors: u32,
         layout: BvecLayout,
     ) -> u32 {
-        // The common case, cheaply: a read or write of one segment, no chunk boundary, and
-        // short enough that no physical-block alignment of `max_sectors` can cut it
-        // (`get_max_io_size` keeps at least `max_sectors` less a physical block).
-        if layout.run == 0
-            && op.has_data()
+        // The common case, cheaply: a read or write within one contiguous run (a buffer
+        // the core cannot see into, or one page of a paged one) whose segments fit, no
+        // chunk boundary, and short enough that no physical-block alignment of
+        // `max_sectors` can cut it (`get_max_io_size` keeps at least `max_sectors` less a
+        // physical block). `segment_fit` would take all of it.
+        if op.has_data()
             && self.chunk_sectors == 0
             && nr_sectors + (self.physical_block_size >> 9) <= self.max_sectors
+            && (layout.run == 0 || self.within_one_run(layout, (nr_sectors as u64) << 9))
         {
             return nr_sectors;
         }

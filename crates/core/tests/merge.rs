@@ -712,6 +712,15 @@ fn split_points_follow_segments_physical_blocks_and_chunks() {
         skip: 2048,
     };
     assert_eq!(lim.phys_segments(mid, 8192), 3);
+    // A page's worth within one page goes whole; across two pages with one segment a
+    // request, only what is left of the first.
+    assert_eq!(lim.split_sectors(ReqOp::Read, 0, 8, BvecLayout::PAGES), 8);
+    let one = QueueLimits {
+        max_segments: 1,
+        ..lim
+    };
+    assert_eq!(one.split_sectors(ReqOp::Read, 0, 8, BvecLayout::PAGES), 8);
+    assert_eq!(one.split_sectors(ReqOp::Read, 0, 8, mid), 4);
     // Huge pages (2 MiB runs) cut into 64 KiB segments; four of them per request.
     let huge = BvecLayout {
         run: 2 << 20,
