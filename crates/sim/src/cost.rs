@@ -535,15 +535,10 @@ impl LockState {
             Some(&(_, end, _)) if end > t => self.first_fit(cpu, t, hold, line, waiter_ns),
             last => (t, last.map(|b| b.2), 0, self.held.len()),
         };
-        let mut extra = 0;
-        if let Some(p) = prev_cpu {
-            extra += line.between(p, cpu);
-        }
         if s > t {
-            extra += waiter_ns * waited_behind.max(1);
             self.contended += 1;
         }
-        let start = s + extra;
+        let start = s + Self::taking_cost(cpu, s > t, prev_cpu, waited_behind, line, waiter_ns);
         self.wait_ns += start - t;
         let end = start + hold;
         self.held_ns += hold;
@@ -553,6 +548,26 @@ impl LockState {
             self.held.insert(pos, (s, end, cpu));
         }
         end
+    }
+
+    /// What taking the lock costs `cpu` before its hold starts: the cache line moves if
+    /// another CPU held it last, and having waited (`waited`) costs a hand-off for each
+    /// other CPU's hold it waited behind, one at least.
+    fn taking_cost(
+        cpu: u16,
+        waited: bool,
+        prev_cpu: Option<u16>,
+        waited_behind: u64,
+        line: crate::topology::LineCost,
+        waiter_ns: u64,
+    ) -> u64 {
+        let moved = prev_cpu.map_or(0, |p| line.between(p, cpu));
+        let handoffs = if waited {
+            waiter_ns * waited_behind.max(1)
+        } else {
+            0
+        };
+        moved + handoffs
     }
 
     /// The walk of [`LockState::acquire`] when the lock is still held at `t`: the first gap
@@ -581,15 +596,9 @@ impl LockState {
                 prev_cpu = Some(hc);
                 continue;
             }
-            // Cost of taking it at `s`: the line moves if someone else had it last, and
-            // having waited costs a hand-off per CPU ahead of us.
-            let mut need = hold;
-            if let Some(p) = prev_cpu {
-                need += line.between(p, cpu);
-            }
-            if s > t {
-                need += waiter_ns * waited_behind;
-            }
+            // The gap must hold what taking it at `s` costs as well as the hold.
+            let need =
+                hold + Self::taking_cost(cpu, s > t, prev_cpu, waited_behind, line, waiter_ns);
             if s + need <= hs {
                 return (s, prev_cpu, waited_behind, i);
             }
@@ -671,6 +680,25 @@ mod tests {
         // the line and a hand-off for each of CPU 0's two reservations it waited behind.
         assert_eq!(l.acquire(1, 255, 100, 0, line, 5), 395 + 10 + 2 * 5 + 100);
         assert_eq!(l.acquisitions, 6);
+    }
+
+    /// A gap is taken only where it holds what taking the lock there costs, the hand-off
+    /// charged for having waited included, so reservations never overlap.
+    #[test]
+    fn a_gap_must_hold_the_hand_off_it_charges() {
+        let line = crate::topology::LineCost::Flat(10);
+        let mut l = LockState::new();
+        assert_eq!(l.acquire(0, 100, 10, 0, line, 5), 110);
+        assert_eq!(l.acquire(1, 200, 50, 0, line, 5), 260);
+        // CPU 0 at 105 waits for its own hold to end at 110 and pays one hand-off (5): 88 ns
+        // would end at 203, past CPU 1's reservation from 200, so it goes after that one
+        // (the line from CPU 1, one hand-off behind it).
+        assert_eq!(l.acquire(0, 105, 88, 0, line, 5), 260 + 10 + 5 + 88);
+        // 83 ns fit: 110 + 5 + 83 = 198.
+        let mut l2 = LockState::new();
+        l2.acquire(0, 100, 10, 0, line, 5);
+        l2.acquire(1, 200, 50, 0, line, 5);
+        assert_eq!(l2.acquire(0, 105, 83, 0, line, 5), 198);
     }
 
     #[test]
