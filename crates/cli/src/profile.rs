@@ -613,6 +613,14 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         );
         measures.push(m);
     }
+    let held_completions = held_probe(a, &device, &shape.disk, &measures, tmp);
+    if let Some(h) = held_completions {
+        eprintln!(
+            "profile: [held] {:.0}% of staggered reads completed together ({} s)",
+            100.0 * h,
+            started.elapsed().as_secs_f64().round()
+        );
+    }
     Ok(Profile {
         path,
         engine,
@@ -634,7 +642,109 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         outside_cpu_deep_ns,
         generator_cpu_ns,
         generator_cpu_deep_ns,
+        held_completions,
         measure: measures,
+    })
+}
+
+/// How long the held-completions probe runs, s.
+const HELD_PROBE_S: f64 = 1.0;
+
+/// Whether the device holds completions back ([`Profile::held_completions`]): one job
+/// reading one random 4 KiB block at a time, so that the device always has a read on it,
+/// and beside it a second job's reads arriving at random (`rate_process=poisson`) at a
+/// third of the rate one at a time reached, each landing at a random point of the first
+/// job's read; traced through the kernel's block tracepoints (a real device: `mqblk trace
+/// capture`'s way, which needs root and tracefs) or the simulator's own trace (a model).
+/// `None`, with a line saying why, where it cannot be measured.
+fn held_probe(
+    a: &ProfileArgs,
+    device: &str,
+    disk: &str,
+    measures: &[Measure],
+    tmp: &Path,
+) -> Option<f64> {
+    let alone = measures.iter().find(|m| m.name == "randread_4k_qd1")?;
+    let rate = (alone.iops / 3.0).round().max(1.0);
+    let sched = if a.fio.is_some() {
+        ""
+    } else {
+        "ioscheduler=none\n"
+    };
+    let job = tmp.join("held.fio");
+    let text = format!(
+        "[global]\n{device}{sched}time_based\nruntime={}ms\nrw=randread\nbs=4k\niodepth=1\n\n[busy]\n\n[arriving]\nrate_iops={rate}\nrate_process=poisson\n",
+        (HELD_PROBE_S * 1000.0) as u64
+    );
+    let trace = tmp.join("held");
+    let mut args = vec![
+        job.display().to_string(),
+        "--output-format=json".to_string(),
+    ];
+    let result = std::fs::write(&job, text)
+        .map_err(|e| CliError::io(job.display().to_string(), e))
+        .and_then(|()| {
+            if a.device.is_some() {
+                args.push(format!("--trace={}", trace.display()));
+                crate::sim::simulate_args(&args).map(|_| ())
+            } else {
+                traced(Path::new(&format!("/dev/{disk}")), &trace, || {
+                    match &a.fio {
+                        Some(fio) => run_fio(fio, &args).map(|_| ()),
+                        None => crate::bench::bench_args(&args).map(|_| ()),
+                    }
+                })
+            }
+        })
+        .and_then(|()| {
+            mqblk_trace::TraceSet::open(&trace).map_err(|e| CliError::from(e.to_string()))
+        });
+    let set = match result {
+        Ok(set) => set,
+        Err(e) => {
+            eprintln!("profile: completions held back or not: not measured ({e})");
+            return None;
+        }
+    };
+    let stats = mqblk_trace::stats::device_stats(&set.records);
+    let held = stats.iter().max_by_key(|d| d.issued)?;
+    if held.held.is_none() {
+        eprintln!(
+            "profile: completions held back or not: not measured ({} reads still on the device when another came 30 us or more later; {} needed)",
+            held.held_pairs,
+            mqblk_trace::stats::HELD_MIN_PAIRS
+        );
+    }
+    held.held
+}
+
+/// Runs `work` while the kernel's block events of `dev` are captured to `out`.
+fn traced(
+    dev: &Path,
+    out: &Path,
+    work: impl FnOnce() -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let capture = s.spawn(|| mqblk_trace::capture::capture(dev, None, out, &stop));
+        // The capture's instance is set up before the work starts.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let worked = if capture.is_finished() {
+            Ok(())
+        } else {
+            work()
+        };
+        stop.store(true, Ordering::Relaxed);
+        let captured = capture
+            .join()
+            .map_err(|_| CliError::from("the capture thread panicked".to_string()))?
+            .map_err(|e| CliError::from(e.to_string()))?;
+        worked?;
+        if captured.lost > 0 {
+            return Err(format!("the capture lost {} events", captured.lost).into());
+        }
+        Ok(())
     })
 }
 

@@ -141,6 +141,13 @@ fn stats(args: &[PathBuf], json: bool) -> Result<i32, CliError> {
             100.0 * d.waiting,
             100.0 * d.empty
         );
+        if let Some(h) = d.held {
+            println!(
+                "  completions held back: {:.0}% of {} requests still in the driver when another came 30 us or more later completed less than 10 us apart from it",
+                100.0 * h,
+                d.held_pairs
+            );
+        }
     }
     Ok(0)
 }

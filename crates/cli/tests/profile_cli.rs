@@ -90,6 +90,7 @@ fn a_profiled_model_fitted_again_reproduces_its_figures_and_a_schedulers_effect(
         "transfer path, reads / writes",
         "share of a command's time that varies",
         "share of the path's time that varies, reads / writes",
+        "completions reported",
     ] {
         assert!(lines.contains(want), "{want}: {lines}");
     }
@@ -384,6 +385,57 @@ fn profile_file(name: &str, extra: &[&str]) -> Option<(PathBuf, PathBuf, String)
 
 /// A file on this machine's disk profiled through io_uring: every measurement ran, the
 /// queue's shape came from sysfs, the fitted model simulates, and the file is left as made.
+/// A device that holds its completions back (this machine's virtio disk, measured by
+/// `mqblk profile --fio=fio --filename=FILE` on 2026-12-03): its fitted model holds them
+/// too, and profiling that model measures it again; without the figure the same model
+/// completes each read when it is done, and profiling it says so.
+#[test]
+fn held_completions_are_measured_again_on_the_model_fitted_to_them() {
+    let dir = scratch("profile-held");
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/profiles/vda-2026-12-03.toml"
+    );
+    let disk = std::fs::read_to_string(source).unwrap();
+    let line = disk
+        .lines()
+        .find(|l| l.starts_with("held_completions = "))
+        .expect("the disk's profile has its held completions");
+    let measured: f64 = line["held_completions = ".len()..].parse().unwrap();
+    assert!(measured >= 0.5, "{line}");
+    let without = dir.join("not-held.toml");
+    std::fs::write(&without, disk.replace(line, "")).unwrap();
+    // The fitted parameters say which.
+    let says = |profile: &Path| {
+        let o = mqblk(&["profile", &format!("--fit={}", profile.display())]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+            .lines()
+            .find(|l| l.starts_with("completions reported"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(says(Path::new(source)).ends_with("held until no command is left, then all together"));
+    assert!(says(&without).ends_with("each when done"));
+    // Profiling each fitted model measures what it does.
+    let held_of = |profile: &Path, name: &str| -> Option<f64> {
+        let out = dir.join(name);
+        let o = mqblk(&[
+            "profile",
+            &format!("--device=profile:{}", profile.display()),
+            "--quick",
+            &format!("--output={}", out.display()),
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let p: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        p.get("held_completions").map(|h| h.as_float().unwrap())
+    };
+    let again = held_of(Path::new(source), "held-again.toml");
+    assert!(again.is_some_and(|h| h >= 0.9), "{again:?}");
+    let apart = held_of(&without, "not-held-again.toml");
+    assert!(apart.is_some_and(|h| h < 0.3), "{apart:?}");
+}
+
 #[test]
 fn a_file_on_the_disk_is_profiled_through_io_uring() {
     let Some((dir, data, p)) = profile_file("profile-file", &[]) else {

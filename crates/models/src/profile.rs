@@ -34,7 +34,11 @@
 //!   byte that makes the model's read beside a write flood (1 MiB writes, 4 in flight) take
 //!   what the measured one took;
 //! - a flush waits for every write before it and then takes what `fsync` after each write
-//!   added to the write alone.
+//!   added to the write alone;
+//! - where the profile saw the device hold completions back (a virtio disk whose host
+//!   reports what it finished in one batch once the last command in it is done), the model
+//!   reports none until every command in it is done, then all of them together
+//!   ([`Fit::hold_completions`]).
 
 use crate::{Cmd, DevCompletion, DeviceModel, DriverCost, ModelError, SimRng};
 use mqblk_core::{BlkStatus, Nanos, QueueLimits, ReqOp};
@@ -168,6 +172,15 @@ pub struct Profile {
     /// The same 64 at a time, in ns; 0 where not measured.
     #[serde(default)]
     pub generator_cpu_deep_ns: f64,
+    /// Whether the device holds completions back until later commands are done too,
+    /// measured from the kernel's block tracepoints (or a simulated run's trace) over one
+    /// job's random 4 KiB reads one at a time beside another's arriving at random (Poisson)
+    /// at a third of the rate one at a time reaches: of the reads still on the device when another came 30 us or more later
+    /// (and within the median read's time), the share that completed less than 10 us apart from
+    /// it (`mqblk_trace::stats::held_share`).
+    /// `None` where not measured (no tracefs, or too few such pairs).
+    #[serde(default)]
+    pub held_completions: Option<f64>,
     /// The measurements, in the order they ran.
     pub measure: Vec<Measure>,
 }
@@ -271,7 +284,16 @@ pub struct Fit {
     /// load generator beyond the work per command 64 at a time. 0 where either figure was
     /// not measured.
     pub worker_wake_ns: f64,
+    /// Whether the device reports no completion until every command in it is done, then
+    /// all together: where at least [`HELD_SHARE`] of the profile's staggered reads
+    /// completed with the later one ([`Profile::held_completions`]).
+    pub hold_completions: bool,
 }
+
+/// The share of [`Profile::held_completions`] from which the model holds completions: a
+/// device that serves each command on its own completes the earlier of two staggered
+/// reads about the stagger sooner nearly always; one that reports in batches, nearly never.
+pub const HELD_SHARE: f64 = 0.5;
 
 /// The share of the measured completions one CPU must have taken for the model to send
 /// them all there: an interrupt line with one CPU in its effective affinity takes all of
@@ -533,6 +555,7 @@ impl Profile {
             completions,
             worker_cpu_ns: worker_cpu,
             worker_wake_ns: worker_wake,
+            hold_completions: self.held_completions.is_some_and(|h| h >= HELD_SHARE),
         })
     }
 
@@ -670,6 +693,13 @@ impl Profile {
             "generator_cpu_deep_ns",
             format!("{:.0}", self.generator_cpu_deep_ns),
         );
+        if let Some(h) = self.held_completions {
+            kv(
+                "Of one job's random 4 KiB reads one at a time beside another's arriving at random at a third of the rate one at a time reaches, the reads still on the device when another came 30 us or more later (and within the median read's time): the share that completed less than 10 us apart from it (the kernel's block tracepoints; absent: not measured). From 0.5 the model holds every completion until the device has no command left.",
+                "held_completions",
+                format!("{h:.3}"),
+            );
+        }
         for m in &self.measure {
             let runs = if m.p99_runs.is_empty() {
                 ".".to_string()
@@ -802,6 +832,14 @@ impl Fit {
                 "worker's CPU time to wake from sleep",
                 us(self.worker_wake_ns),
             ),
+            (
+                "completions reported",
+                if self.hold_completions {
+                    "held until no command is left, then all together".to_string()
+                } else {
+                    "each when done".to_string()
+                },
+            ),
         ];
         let width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         lines
@@ -899,6 +937,8 @@ pub struct FittedModel {
     reads_in_flight: u32,
     /// Completions whose time is known, earliest first.
     done: BinaryHeap<Reverse<Completion>>,
+    /// The latest of their times ([`Fit::hold_completions`] reports none before it).
+    done_latest: u64,
     /// Draws each command's share of [`Fit::spread`].
     rng: SimRng,
     seq: u64,
@@ -941,6 +981,7 @@ impl FittedModel {
             write_bytes_in_flight: 0,
             reads_in_flight: 0,
             done: BinaryHeap::new(),
+            done_latest: 0,
             rng,
             seq: 0,
             completed: 0,
@@ -1043,9 +1084,24 @@ impl FittedModel {
         self.run_to(now);
     }
 
+    /// A completion whose time is known.
+    fn push_done(&mut self, c: Reverse<Completion>) {
+        self.done_latest = self.done_latest.max(c.0 .0);
+        self.done.push(c);
+    }
+
+    /// While completions are held ([`Fit::hold_completions`]): when they are next
+    /// reported, if no command is left in service (none waiting, flushes included, for the
+    /// writes before it); else `None`. The batch is every command known done, reported at
+    /// the latest of their times.
+    fn held_until(&self) -> Option<u64> {
+        (self.serving.is_empty() && self.flushes.is_empty() && !self.done.is_empty())
+            .then_some(self.done_latest)
+    }
+
     /// Command `seq` completes at `t`; a write that does lets the flushes after it on.
     fn finish_at(&mut self, t: u64, seq: u64, hw: u16, id: u64, wbytes: u64, read: bool) {
-        self.done.push(Reverse((t, seq, hw, id, wbytes, read)));
+        self.push_done(Reverse((t, seq, hw, id, wbytes, read)));
         if !self.open_writes.remove(&seq) {
             return;
         }
@@ -1060,8 +1116,7 @@ impl FittedModel {
             }
             if f.waiting == 0 {
                 let f = self.flushes.swap_remove(i);
-                self.done
-                    .push(Reverse((f.latest + flush_ns, f.seq, f.hw, f.id, 0, false)));
+                self.push_done(Reverse((f.latest + flush_ns, f.seq, f.hw, f.id, 0, false)));
             } else {
                 i += 1;
             }
@@ -1115,7 +1170,7 @@ impl DeviceModel for FittedModel {
             let waiting = self.open_writes.len() as u32;
             let latest = now.0.max(self.writes_done);
             if waiting == 0 {
-                self.done.push(Reverse((
+                self.push_done(Reverse((
                     latest + self.fit.flush_ns as u64,
                     seq,
                     hw,
@@ -1198,6 +1253,10 @@ impl DeviceModel for FittedModel {
             .push(Reverse((tag, seq, hw, cmd.id, wbytes, floor, !write)));
     }
     fn next_event(&self) -> Option<Nanos> {
+        if self.fit.hold_completions {
+            // Only the commands in service move until the batch is reported.
+            return self.next_finish().or_else(|| self.held_until()).map(Nanos);
+        }
         let done = self.done.peek().map(|Reverse((t, ..))| *t);
         match (done, self.next_finish()) {
             (Some(a), Some(b)) => Some(Nanos(a.min(b))),
@@ -1206,8 +1265,13 @@ impl DeviceModel for FittedModel {
     }
     fn advance(&mut self, now: Nanos, out: &mut Vec<DevCompletion>) {
         self.settle(now.0);
+        // Held completions go out together once the last command in the batch is done.
+        let held = self.fit.hold_completions;
+        if held && self.held_until().is_none_or(|t| t > now.0) {
+            return;
+        }
         while let Some(&Reverse((t, _, hw, id, wbytes, read))) = self.done.peek() {
-            if t > now.0 {
+            if t > now.0 && !held {
                 break;
             }
             self.done.pop();
@@ -1242,6 +1306,18 @@ mod tests {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// Command `id`: a random 4 KiB read.
+    fn random_read(id: u64) -> Cmd {
+        Cmd {
+            id,
+            op: ReqOp::Read,
+            sector: mix(id) % (1 << 20) * 8,
+            nr_sectors: 8,
+            fua: false,
+            group: 0,
+        }
     }
 
     fn m(name: &str, op: &str, bs: u64, iodepth: u32, iops: f64, mean_us: f64) -> Measure {
@@ -1281,18 +1357,7 @@ mod tests {
         let mut now = 0u64;
         let mut out = Vec::new();
         for id in 0..20_000u64 {
-            model.submit(
-                0,
-                Cmd {
-                    id,
-                    op: ReqOp::Read,
-                    sector: mix(id) % (1 << 20) * 8,
-                    nr_sectors: 8,
-                    fua: false,
-                    group: 0,
-                },
-                Nanos(now),
-            );
+            model.submit(0, random_read(id), Nanos(now));
             let t = model.next_event().unwrap();
             out.clear();
             model.advance(t, &mut out);
@@ -1330,6 +1395,7 @@ mod tests {
             outside_cpu_deep_ns: 0.0,
             generator_cpu_ns: 0.0,
             generator_cpu_deep_ns: 0.0,
+            held_completions: None,
             measure: vec![
                 m("randread_4k_qd1", "read", 4096, 1, 10_000.0, 100.0),
                 m("randread_128k_qd1", "read", 128 << 10, 1, 5_000.0, 200.0),
@@ -1846,6 +1912,62 @@ mod tests {
         assert_eq!(model.outstanding(), 0);
     }
 
+    /// Each command's completion time, for reads of 4 KiB submitted at `at` (ns).
+    fn completions(model: &mut FittedModel, at: &[u64]) -> Vec<u64> {
+        let mut done = vec![0; at.len()];
+        let mut out = Vec::new();
+        let mut next = 0;
+        loop {
+            let due = at.get(next).copied();
+            let event = model.next_event().map(|t| t.0);
+            match (due, event) {
+                (Some(d), e) if e.is_none_or(|e| d <= e) => {
+                    model.submit(0, random_read(next as u64), Nanos(d));
+                    next += 1;
+                }
+                (_, Some(e)) => {
+                    out.clear();
+                    model.advance(Nanos(e), &mut out);
+                    for c in &out {
+                        done[c.id as usize] = e;
+                    }
+                }
+                _ => return done,
+            }
+        }
+    }
+
+    #[test]
+    fn held_completions_are_reported_together_once_the_last_command_is_done() {
+        let mut p = vda();
+        let own = FittedModel::new(&p, "p.toml", SimRng::new(3)).unwrap();
+        assert!(!own.fit().hold_completions);
+        // Reads 10 us apart, a third after the first two are done: each completes when
+        // served, the first while the second is still on the device.
+        let at = [0, 10_000, 1_000_000];
+        let apart = completions(
+            &mut FittedModel::new(&p, "p.toml", SimRng::new(3)).unwrap(),
+            &at,
+        );
+        assert!(apart[0] > at[1] && apart[1] > apart[0], "{apart:?}");
+        p.held_completions = Some(0.4);
+        assert!(!p.fit("p.toml").unwrap().hold_completions);
+        p.held_completions = Some(0.93);
+        let mut held = FittedModel::new(&p, "p.toml", SimRng::new(3)).unwrap();
+        assert!(held.fit().hold_completions);
+        assert!(held
+            .fit()
+            .describe()
+            .contains("held until no command is left"));
+        let together = completions(&mut held, &at);
+        // The first waits for the second, which is done when it would have been alone.
+        assert_eq!(together[0], together[1], "{together:?}");
+        assert_eq!(together[1], apart[1], "{together:?} against {apart:?}");
+        // The third found the device empty: its own time again.
+        assert_eq!(together[2], apart[2], "{together:?} against {apart:?}");
+        assert_eq!(held.outstanding(), 0);
+    }
+
     #[test]
     fn the_toml_reads_back_as_written_and_refuses_what_is_missing() {
         let mut p = serial();
@@ -1955,6 +2077,7 @@ mod tests {
             outside_cpu_deep_ns: 0.0,
             generator_cpu_ns: 0.0,
             generator_cpu_deep_ns: 0.0,
+            held_completions: None,
             ..serial()
         };
         let model = FittedModel::new(&p, "p.toml", SimRng::new(1)).unwrap();

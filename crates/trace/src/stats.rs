@@ -70,6 +70,63 @@ pub struct DeviceStats {
     pub busy: f64,
     pub waiting: f64,
     pub empty: f64,
+    /// Whether the device holds completions back until later commands are done too: of
+    /// the data requests still in the driver when another was issued at least
+    /// [`HELD_STAGGER_NS`] after them, the share that completed less than
+    /// [`HELD_WINDOW_NS`] apart from that one ([`held_share`]); `None` with fewer than
+    /// [`HELD_MIN_PAIRS`] such pairs.
+    pub held: Option<f64>,
+    /// How many such pairs there were.
+    pub held_pairs: u64,
+}
+
+/// A later command counts in [`held_share`] when issued at least this long after the
+/// earlier one: longer than the completions one interrupt reports together (within a few
+/// microseconds of each other) and than two commands issued back to back are apart.
+pub const HELD_STAGGER_NS: u64 = 30_000;
+/// The earlier command was held if it completed less than this apart from the later one
+/// (before or after it): the completions one interrupt reports, a few microseconds apart.
+pub const HELD_WINDOW_NS: u64 = 10_000;
+/// Fewer pairs than this give no figure.
+pub const HELD_MIN_PAIRS: u64 = 50;
+
+/// Of `done` (each data request's issue and completion time, ns), taken in the order they
+/// were issued: for each, the first request issued [`HELD_STAGGER_NS`] or more after it, if
+/// that came while it was still in the driver and within the median request's time there
+/// of it; the share of those pairs whose two requests completed less than
+/// [`HELD_WINDOW_NS`] apart, and the number of pairs. A device that serves each command on
+/// its own completes them apart (the earlier about the stagger sooner, or, where service
+/// times vary, either first), a serial one about one command's time apart; one that reports
+/// completions in batches once the last command in it is done (as this machine's virtio
+/// disk does) completes both together. The median bounds the stagger so that only a request
+/// still within its usual time counts: one held up past it (a loop device's worker waiting
+/// for a CPU, then completing what waited one after another) says nothing of the device.
+pub fn held_share(done: &mut [(u64, u64)]) -> (Option<f64>, u64) {
+    let mut times: Vec<u64> = done.iter().map(|&(d, c)| c - d).collect();
+    let median = match times.len() {
+        0 => return (None, 0),
+        n => *times.select_nth_unstable(n / 2).1,
+    };
+    done.sort_unstable();
+    let (mut pairs, mut held) = (0u64, 0u64);
+    let mut j = 0;
+    for i in 0..done.len() {
+        let (issued, completed) = done[i];
+        j = j.max(i + 1);
+        while j < done.len() && done[j].0 < issued + HELD_STAGGER_NS {
+            j += 1;
+        }
+        let Some(&(later_issued, later_completed)) = done.get(j) else {
+            break;
+        };
+        if later_issued >= completed || later_issued >= issued + median {
+            continue;
+        }
+        pairs += 1;
+        held += u64::from(completed.abs_diff(later_completed) < HELD_WINDOW_NS);
+    }
+    let share = (pairs >= HELD_MIN_PAIRS).then(|| held as f64 / pairs as f64);
+    (share, pairs)
 }
 
 #[derive(Default)]
@@ -94,6 +151,8 @@ struct Follow {
     d2c: [(u64, u64); 3],
     flush_fua: u64,
     i2d: (u64, u64),
+    // Each completed data request's issue and completion time.
+    done: Vec<(u64, u64)>,
 }
 
 impl Follow {
@@ -202,6 +261,9 @@ impl Follow {
                     self.n_driver -= 1;
                     self.d2c[dir].0 += r.time.saturating_sub(t);
                     self.d2c[dir].1 += 1;
+                    if !flush {
+                        self.done.push((t, r.time.max(t)));
+                    }
                 }
             }
             ta::REQUEUE if take(&mut self.in_driver, key).is_some() => {
@@ -212,7 +274,8 @@ impl Follow {
         }
     }
 
-    fn finish(self, device: u32) -> DeviceStats {
+    fn finish(mut self, device: u32) -> DeviceStats {
+        let (held, held_pairs) = held_share(&mut self.done);
         let span = self.last - self.first.unwrap_or(self.last);
         let per_ns = |x: f64| if span == 0 { 0.0 } else { x / span as f64 };
         let mean_us = |(sum, n): (u64, u64)| (n > 0).then(|| sum as f64 / n as f64 / 1e3);
@@ -237,6 +300,8 @@ impl Follow {
             busy: per_ns(self.busy_ns as f64),
             waiting: per_ns(self.waiting_ns as f64),
             empty: per_ns(self.empty_ns as f64),
+            held,
+            held_pairs,
         }
     }
 }
@@ -271,6 +336,59 @@ mod tests {
             device: 7 << 20,
             ..Record::empty()
         }
+    }
+
+    /// `n` pairs of 4 KiB reads, the second issued 40 us after the first; each pair's
+    /// completions at the times `done(first_issue)` gives, 1 ms apart.
+    fn pairs(n: u64, done: impl Fn(u64) -> (u64, u64)) -> Vec<Record> {
+        let mut t = Vec::new();
+        for k in 0..n {
+            let at = k * 1000;
+            let (a, b) = done(at);
+            t.push(rec(at, ta::ISSUE, 8 * (2 * k), 4, false));
+            t.push(rec(at + 40, ta::ISSUE, 8 * (2 * k + 1), 4, false));
+            t.push(rec(a, ta::COMPLETE, 8 * (2 * k), 4, false));
+            t.push(rec(b, ta::COMPLETE, 8 * (2 * k + 1), 4, false));
+        }
+        t.sort_by_key(|r| r.time);
+        t
+    }
+
+    #[test]
+    fn held_completions_are_told_from_commands_served_on_their_own() {
+        // Each served in 60 us: the first completes 40 us before the second.
+        let own = device_stats(&pairs(60, |at| (at + 60, at + 100)))[0].clone();
+        assert_eq!((own.held, own.held_pairs), (Some(0.0), 60));
+        // The first held until the second is done: both at its completion, 3 us apart.
+        let held = device_stats(&pairs(60, |at| (at + 97, at + 100)))[0].clone();
+        assert_eq!((held.held, held.held_pairs), (Some(1.0), 60));
+        // Half of each.
+        let half = device_stats(&pairs(60, |at| {
+            if at % 2000 == 0 {
+                (at + 97, at + 100)
+            } else {
+                (at + 60, at + 100)
+            }
+        }))[0]
+            .clone();
+        assert_eq!(half.held, Some(0.5));
+        // A first that completes before the second is issued makes no pair; too few pairs
+        // give no figure.
+        let apart = device_stats(&pairs(60, |at| (at + 30, at + 100)))[0].clone();
+        assert_eq!((apart.held, apart.held_pairs), (None, 0));
+        let few = device_stats(&pairs(HELD_MIN_PAIRS - 1, |at| (at + 97, at + 100)))[0].clone();
+        assert_eq!(few.held, None);
+        // Most served in 10 us, a few held up 50 us and completed with a later one: the
+        // later one came past the usual time, so no pair counts.
+        let stalled = device_stats(&pairs(60, |at| {
+            if at % 5000 == 0 {
+                (at + 47, at + 50)
+            } else {
+                (at + 10, at + 50)
+            }
+        }))[0]
+            .clone();
+        assert_eq!((stalled.held, stalled.held_pairs), (None, 0));
     }
 
     #[test]
