@@ -728,7 +728,7 @@ fn traced(
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let capture = s.spawn(|| mqblk_trace::capture::capture(dev, None, out, &stop));
-        // The capture's instance is set up before the work starts.
+        // Time for the capture to set up its tracefs instance before the work starts.
         std::thread::sleep(std::time::Duration::from_millis(300));
         let worked = if capture.is_finished() {
             Ok(())
