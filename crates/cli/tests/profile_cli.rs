@@ -490,6 +490,15 @@ fn bad_profiles_get_one_line() {
     let no_jobs = dir.join("no-jobs.toml");
     assert!(whole.contains("jobs = 4\n"), "{whole}");
     std::fs::write(&no_jobs, whole.replacen("jobs = 4\n", "jobs = 0\n", 1)).unwrap();
+    // A held-completions share that is no share.
+    let not_share = dir.join("not-share.toml");
+    assert!(!whole.contains("held_completions"), "{whole}");
+    let over = whole.replacen(
+        "\n[[measure]]",
+        "\nheld_completions = 1.5\n\n[[measure]]",
+        1,
+    );
+    std::fs::write(&not_share, over).unwrap();
     for (f, want) in [
         (&missing, "none.toml: No such file"),
         (&truncated, "truncated.toml:1: missing field"),
@@ -497,6 +506,10 @@ fn bad_profiles_get_one_line() {
         (
             &no_jobs,
             "measurement 'randread_4k_qd1_jobs4': jobs must be positive",
+        ),
+        (
+            &not_share,
+            "not-share.toml: held_completions = 1.5 is not a share in [0, 1]",
         ),
     ] {
         let dev = format!("--device=profile:{}", f.display());

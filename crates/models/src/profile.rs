@@ -211,6 +211,12 @@ pub enum ProfileError {
         name: String,
         what: &'static str,
     },
+    #[error("{path}: {what} = {value} is not a share in [0, 1]")]
+    NotShare {
+        path: String,
+        what: &'static str,
+        value: f64,
+    },
 }
 
 /// The fitted model's parameters.
@@ -360,6 +366,13 @@ impl Profile {
 
     /// The model's parameters, from the measurements (see the module's description).
     pub fn fit(&self, path: &str) -> Result<Fit, ProfileError> {
+        if let Some(h) = self.held_completions.filter(|h| !(0.0..=1.0).contains(h)) {
+            return Err(ProfileError::NotShare {
+                path: path.to_string(),
+                what: "held_completions",
+                value: h,
+            });
+        }
         // A measurement of no commands in flight is not one (`jobs` and `iodepth` of
         // every measurement, used or not: the file is wrong).
         for m in &self.measure {
