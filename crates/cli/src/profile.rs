@@ -237,12 +237,8 @@ impl Phase {
     /// `ioscheduler=none` is mqblk's (no scheduler in its stack); fio's would switch the
     /// disk's own, so it is left out for fio.
     fn job_text(&self, device: &str, seconds: f64, fio: bool) -> String {
-        let sched = if fio { "" } else { "ioscheduler=none\n" };
         let runs = self.runs();
-        let mut s = format!(
-            "[global]\n{device}{sched}time_based\nruntime={}ms\n",
-            (seconds * 1000.0 / runs as f64).round() as u64,
-        );
+        let mut s = global_section(device, seconds / runs as f64, fio);
         // Several jobs at once are reported as one (fio's `group_reporting`; each run is
         // its own group by its `stonewall`): rates summed, latencies over all their I/Os.
         let numjobs = if self.jobs > 1 {
@@ -267,6 +263,16 @@ impl Phase {
         }
         s
     }
+}
+
+/// The `[global]` section every measurement's job file starts with: the device, no
+/// scheduler in mqblk (fio's runs leave the kernel's as it is), and `seconds` of run.
+fn global_section(device: &str, seconds: f64, fio: bool) -> String {
+    let sched = if fio { "" } else { "ioscheduler=none\n" };
+    format!(
+        "[global]\n{device}{sched}time_based\nruntime={}ms\n",
+        (seconds * 1000.0).round() as u64
+    )
 }
 
 /// `mqblk profile`.
@@ -666,15 +672,10 @@ fn held_probe(
 ) -> Option<f64> {
     let alone = measures.iter().find(|m| m.name == "randread_4k_qd1")?;
     let rate = (alone.iops / 3.0).round().max(1.0);
-    let sched = if a.fio.is_some() {
-        ""
-    } else {
-        "ioscheduler=none\n"
-    };
     let job = tmp.join("held.fio");
     let text = format!(
-        "[global]\n{device}{sched}time_based\nruntime={}ms\nrw=randread\nbs=4k\niodepth=1\n\n[busy]\n\n[arriving]\nrate_iops={rate}\nrate_process=poisson\n",
-        (HELD_PROBE_S * 1000.0) as u64
+        "{}rw=randread\nbs=4k\niodepth=1\n\n[busy]\n\n[arriving]\nrate_iops={rate}\nrate_process=poisson\n",
+        global_section(device, HELD_PROBE_S, a.fio.is_some())
     );
     let trace = tmp.join("held");
     let mut args = vec![

@@ -687,18 +687,22 @@ mod tests {
     #[test]
     fn a_gap_must_hold_the_hand_off_it_charges() {
         let line = crate::topology::LineCost::Flat(10);
-        let mut l = LockState::new();
-        assert_eq!(l.acquire(0, 100, 10, 0, line, 5), 110);
-        assert_eq!(l.acquire(1, 200, 50, 0, line, 5), 260);
+        // CPU 0 holds 100-110, CPU 1 has 200-260 reserved.
+        let two_holds = || {
+            let mut l = LockState::new();
+            assert_eq!(l.acquire(0, 100, 10, 0, line, 5), 110);
+            assert_eq!(l.acquire(1, 200, 50, 0, line, 5), 260);
+            l
+        };
         // CPU 0 at 105 waits for its own hold to end at 110 and pays one hand-off (5): 88 ns
         // would end at 203, past CPU 1's reservation from 200, so it goes after that one
         // (the line from CPU 1, one hand-off behind it).
-        assert_eq!(l.acquire(0, 105, 88, 0, line, 5), 260 + 10 + 5 + 88);
+        assert_eq!(
+            two_holds().acquire(0, 105, 88, 0, line, 5),
+            260 + 10 + 5 + 88
+        );
         // 83 ns fit: 110 + 5 + 83 = 198.
-        let mut l2 = LockState::new();
-        l2.acquire(0, 100, 10, 0, line, 5);
-        l2.acquire(1, 200, 50, 0, line, 5);
-        assert_eq!(l2.acquire(0, 105, 83, 0, line, 5), 198);
+        assert_eq!(two_holds().acquire(0, 105, 83, 0, line, 5), 198);
     }
 
     #[test]

@@ -354,6 +354,15 @@ mod tests {
         t
     }
 
+    /// Completion times for [`pairs`]: `first` (after each pair's first issue, us) for
+    /// every `n`th pair, `rest` for the others.
+    fn every(n: u64, first: (u64, u64), rest: (u64, u64)) -> impl Fn(u64) -> (u64, u64) {
+        move |at| {
+            let (a, b) = if (at / 1000) % n == 0 { first } else { rest };
+            (at + a, at + b)
+        }
+    }
+
     #[test]
     fn held_completions_are_told_from_commands_served_on_their_own() {
         // Each served in 60 us: the first completes 40 us before the second.
@@ -363,14 +372,7 @@ mod tests {
         let held = device_stats(&pairs(60, |at| (at + 97, at + 100)))[0].clone();
         assert_eq!((held.held, held.held_pairs), (Some(1.0), 60));
         // Half of each.
-        let half = device_stats(&pairs(60, |at| {
-            if at % 2000 == 0 {
-                (at + 97, at + 100)
-            } else {
-                (at + 60, at + 100)
-            }
-        }))[0]
-            .clone();
+        let half = device_stats(&pairs(60, every(2, (97, 100), (60, 100))))[0].clone();
         assert_eq!(half.held, Some(0.5));
         // A first that completes before the second is issued makes no pair; too few pairs
         // give no figure.
@@ -380,14 +382,7 @@ mod tests {
         assert_eq!(few.held, None);
         // Most served in 10 us, a few held up 50 us and completed with a later one: the
         // later one came past the usual time, so no pair counts.
-        let stalled = device_stats(&pairs(60, |at| {
-            if at % 5000 == 0 {
-                (at + 47, at + 50)
-            } else {
-                (at + 10, at + 50)
-            }
-        }))[0]
-            .clone();
+        let stalled = device_stats(&pairs(60, every(5, (47, 50), (10, 50))))[0].clone();
         assert_eq!((stalled.held, stalled.held_pairs), (None, 0));
     }
 
