@@ -183,6 +183,21 @@ fn phases() -> Vec<Phase> {
             1 << 20,
             16,
         ),
+        // O_DSYNC: each write carries FUA; a device without FUA gets the write and a
+        // flush after it (blk-flush.c), as a database log's writes reach it.
+        Phase {
+            extra: "sync=dsync\n",
+            ..phase(
+                "randwrite_4k_qd1_dsync",
+                "random writes of 4 KiB, one at a time, O_DSYNC (FUA; without it, the write and a flush)",
+                "write",
+                "random",
+                4096,
+                1,
+            )
+        },
+        // Where the device has FUA, the dsync writes above flush nothing: the flush is
+        // measured by `fsync` after each write (only there: the syscall's own path is in it).
         Phase {
             extra: "fsync=1\n",
             ..phase(
@@ -559,6 +574,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
     let phases: Vec<Phase> = phases()
         .into_iter()
         .filter(|p| writes || !p.writes)
+        .filter(|p| shape.fua || p.name != "randwrite_4k_qd1_fsync")
         .collect();
     let started = Instant::now();
     let mut measures = Vec::new();

@@ -33,8 +33,10 @@
 //!   arrives (a flash device's programs and buffer, a disk's write-back), by the time per
 //!   byte that makes the model's read beside a write flood (1 MiB writes, 4 in flight) take
 //!   what the measured one took;
-//! - a flush waits for every write before it and then takes what `fsync` after each write
-//!   added to the write alone;
+//! - a flush waits for every write before it and then takes what an O_DSYNC write (the
+//!   write and, without FUA, a flush after it) took beyond the write alone; on a device
+//!   with FUA that difference is what FUA adds to a write, and the flush is what `fsync`
+//!   after each write added;
 //! - where the profile saw the device hold completions back (a virtio disk whose host
 //!   reports what it finished in one batch once the last command in it is done), the model
 //!   reports none until every command in it is done, then all of them together
@@ -245,6 +247,8 @@ pub struct Fit {
     pub write_bytes_per_ns: f64,
     /// What a flush adds after the writes before it.
     pub flush_ns: f64,
+    /// What FUA adds to a write, on a device that has it (`queue/fua`); 0 without.
+    pub fua_ns: f64,
     /// What each byte of writes in flight adds to a read's unit time.
     pub read_ns_per_write_byte: f64,
     /// The share of a unit's time that varies from command to command, by the count being
@@ -437,30 +441,52 @@ impl Profile {
             speedup.push((n, c.max(last)));
         }
         let read_rate = r1m.mbs * 1e6 / 1e9;
-        let (write_base, write_per_byte, seq_write_base, write_rate, flush, w1m) = if self.writes {
-            let w4 = need("randwrite_4k_qd1")?;
-            let w128 = need("randwrite_128k_qd1")?;
-            let sw128 = need("write_128k_qd1")?;
-            let w1m = need("write_1m_qd16")?;
-            let (base, per_byte) = line(w4, w128, 0.0);
-            let seq = (sw128.mean_us * 1e3 - per_byte * sw128.bs as f64).max(0.0);
-            // A write and its fsync take 1/iops; the write alone its mean latency.
-            let flush = match self.get("randwrite_4k_qd1_fsync") {
-                Some(f) if f.iops > 0.0 => (1e9 / f.iops - w4.mean_us * 1e3).max(0.0),
-                _ => 0.0,
+        let (write_base, write_per_byte, seq_write_base, write_rate, flush, fua, w1m) =
+            if self.writes {
+                let w4 = need("randwrite_4k_qd1")?;
+                let w128 = need("randwrite_128k_qd1")?;
+                let sw128 = need("write_128k_qd1")?;
+                let w1m = need("write_1m_qd16")?;
+                let (base, per_byte) = line(w4, w128, 0.0);
+                let seq = (sw128.mean_us * 1e3 - per_byte * sw128.bs as f64).max(0.0);
+                // An O_DSYNC write is a write with FUA (`dio_bio_write_op`); a device without
+                // FUA gets the write and then a flush (blk-flush.c's POSTFLUSH), so its latency
+                // less the plain write's is the flush as a log writer meets it. Where the device
+                // has FUA, that difference is FUA's own cost, and the flush comes from `fsync`
+                // after each write (1/iops for the pair: it includes the syscall's own path,
+                // which is why the dsync measure is preferred). A profile without either: none.
+                let dsync = self.get("randwrite_4k_qd1_dsync");
+                let over_write = |m: &Measure| (m.mean_us - w4.mean_us).max(0.0) * 1e3;
+                let flush = match (dsync, self.get("randwrite_4k_qd1_fsync")) {
+                    (Some(d), _) if !self.fua && d.mean_us > 0.0 => over_write(d),
+                    (_, Some(f)) if f.iops > 0.0 => (1e9 / f.iops - w4.mean_us * 1e3).max(0.0),
+                    _ => 0.0,
+                };
+                let fua = match dsync {
+                    Some(d) if self.fua && d.mean_us > 0.0 => over_write(d),
+                    _ => 0.0,
+                };
+                (
+                    base,
+                    per_byte,
+                    seq,
+                    w1m.mbs * 1e6 / 1e9,
+                    flush,
+                    fua,
+                    Some(w1m),
+                )
+            } else {
+                // No write was measured: writes are modelled as reads.
+                (
+                    read_base,
+                    read_per_byte,
+                    seq_read_base,
+                    read_rate,
+                    0.0,
+                    0.0,
+                    None,
+                )
             };
-            (base, per_byte, seq, w1m.mbs * 1e6 / 1e9, flush, Some(w1m))
-        } else {
-            // No write was measured: writes are modelled as reads.
-            (
-                read_base,
-                read_per_byte,
-                seq_read_base,
-                read_rate,
-                0.0,
-                None,
-            )
-        };
         // In the model a read beside the flood completes when both its unit time (alone, plus
         // the interference per write byte in flight) and the transfer path behind the
         // flood's bytes are done, whichever is later: where the measured read took longer
@@ -561,6 +587,7 @@ impl Profile {
             read_bytes_per_ns: read_rate,
             write_bytes_per_ns: write_rate,
             flush_ns: flush,
+            fua_ns: fua,
             read_ns_per_write_byte: interference,
             spread,
             path_span_bytes: (r1m.bs * u64::from(r1m.in_flight())) as f64,
@@ -819,6 +846,7 @@ impl Fit {
                 us(self.read_ns_per_write_byte * 1048576.0),
             ),
             ("a flush after the writes before it", us(self.flush_ns)),
+            ("what FUA adds to a write", us(self.fua_ns)),
             ("share of a command's time that varies", spread.join(", ")),
             (
                 "share of the path's time that varies, reads / writes",
@@ -1237,7 +1265,14 @@ impl DeviceModel for FittedModel {
         } else {
             self.write_bytes_in_flight as f64 * f.read_ns_per_write_byte
         };
-        let mean = if sequential { seq_base } else { base } + bytes * per_byte + interference;
+        // A device with FUA writes a FUA command through its cache (none without: the
+        // kernel sent the write and a flush instead).
+        let fua = if write && cmd.fua && self.fua {
+            f.fua_ns
+        } else {
+            0.0
+        };
+        let mean = if sequential { seq_base } else { base } + bytes * per_byte + interference + fua;
         // Its share that varies is the one measured with as many being served as there
         // are with it.
         let spread = f.spread_at(self.serving.len() as u32 + 1);
@@ -1937,6 +1972,53 @@ mod tests {
         assert!(at[&3] < at[&1], "the read passes the write: {at:?}");
         assert_eq!(at[&2], at[&1] + 200_000, "{at:?}");
         assert_eq!(model.outstanding(), 0);
+    }
+
+    /// An O_DSYNC write's latency beyond the plain write's is the flush on a device without
+    /// FUA (the fsync measure, whose syscall path makes it dearer, is then not used), and
+    /// FUA's own cost on one with FUA, whose flush comes from fsync; a FUA write there takes
+    /// that much longer than a plain one.
+    #[test]
+    fn dsync_writes_give_the_flush_or_the_fua_cost() {
+        let mut p = vda();
+        p.writes = true;
+        p.measure.extend([
+            m("randwrite_4k_qd1", "write", 4096, 1, 10_000.0, 50.0),
+            m("randwrite_128k_qd1", "write", 128 << 10, 1, 5_000.0, 150.0),
+            m("write_128k_qd1", "write", 128 << 10, 1, 6_000.0, 120.0),
+            m("write_1m_qd16", "write", 1 << 20, 16, 1_000.0, 16_000.0),
+            m("randwrite_4k_qd1_dsync", "write", 4096, 1, 12_500.0, 80.0),
+            m("randwrite_4k_qd1_fsync", "write", 4096, 1, 4_000.0, 50.0),
+        ]);
+        let f = p.fit("p.toml").unwrap();
+        assert_eq!((f.flush_ns, f.fua_ns), (30_000.0, 0.0), "{f:?}");
+        p.fua = true;
+        let f = p.fit("p.toml").unwrap();
+        assert_eq!((f.flush_ns, f.fua_ns), (200_000.0, 30_000.0), "{f:?}");
+        // The same write with and without FUA, each on an idle model.
+        let done = |fua| {
+            let mut model = FittedModel::new(&p, "p.toml", SimRng::new(5)).unwrap();
+            let cmd = Cmd {
+                id: 1,
+                op: ReqOp::Write,
+                sector: 1 << 20,
+                nr_sectors: 8,
+                fua,
+                group: 0,
+            };
+            model.submit(0, cmd, Nanos(0));
+            let t = model.next_event().unwrap();
+            let mut out = Vec::new();
+            model.advance(t, &mut out);
+            assert_eq!(out.len(), 1);
+            t.0
+        };
+        let (plain, forced) = (done(false), done(true));
+        // The same seed draws the same varying share for both, which scales the 30 us too.
+        assert!(
+            forced >= plain + 15_000 && forced <= plain + 60_000,
+            "FUA adds about 30 us: {plain} and {forced} ns"
+        );
     }
 
     /// Each command's completion time, for reads of 4 KiB submitted at `at` (ns).
