@@ -60,6 +60,14 @@ done
 secs=${1:-10}
 rounds=${2:-3}
 scheds=${3:-bfq mq-deadline}
+# Each scheduler asked for must be one this kernel has (every blk-mq device lists them all).
+have=$(echo $(cat /sys/block/*/queue/scheduler 2>/dev/null | tr -d '[]' | awk 'NF > 1 { print; exit }'))
+for s in $scheds; do
+    case " $have " in
+        *" $s "*) ;;
+        *) echo "dbench-twin: the kernel has no '$s' I/O scheduler (it has: $have)" >&2; exit 2 ;;
+    esac
+done
 command -v dbench >/dev/null || { echo "dbench-twin: dbench is not installed (apt-get install dbench)" >&2; exit 2; }
 mqblk=$(cd "$(dirname "$0")/.." && pwd)/target/release/mqblk
 if [ "$devstats" = 1 ] && [ ! -x "$mqblk" ]; then

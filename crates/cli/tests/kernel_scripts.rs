@@ -32,13 +32,29 @@ fn run_script(name: &str, tools: &[&str], args: &[&str]) -> Option<serde_json::V
     Some(serde_json::from_slice(&out.stdout).expect("JSON"))
 }
 
+/// `scheds` and BFQ after them where the kernel was built with it (a visible skip of BFQ's
+/// part where it was not).
+fn with_bfq_if_built(what: &str, scheds: &[&'static str]) -> Vec<&'static str> {
+    let mut all = scheds.to_vec();
+    if mqblk_testkit::kernel_has_scheduler(what, "bfq") {
+        all.push("bfq");
+    }
+    all
+}
+
 #[test]
 fn the_kernel_cost_script_measures_every_scheduler_of_a_loop_device() {
     let Some(v) = run_script("kernel-cost.sh", &["fio"], &["1", "1"]) else {
         return;
     };
     let scheds = v["schedulers"].as_object().unwrap();
-    for s in ["none", "mq-deadline", "kyber", "bfq"] {
+    let all = with_bfq_if_built("kernel-cost.sh's BFQ", &["none", "mq-deadline", "kyber"]);
+    assert_eq!(
+        scheds.len(),
+        all.len(),
+        "the kernel's schedulers, each once\n{v}"
+    );
+    for &s in &all {
         let ns = scheds[s]["ns_per_io"].as_f64().unwrap();
         assert!(ns > 0.0, "{s}: {ns} ns per I/O\n{v}");
     }
@@ -48,7 +64,7 @@ fn the_kernel_cost_script_measures_every_scheduler_of_a_loop_device() {
         return;
     }
     assert!(scheds["none"]["locked_ns_per_io"].is_null());
-    for s in ["mq-deadline", "kyber", "bfq"] {
+    for &s in &all[1..] {
         let locked = scheds[s]["locked_ns_per_io"].as_f64().unwrap();
         let all = scheds[s]["ns_per_io"].as_f64().unwrap();
         assert!(
@@ -72,7 +88,8 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
     let scheds = v["schedulers"].as_object().unwrap();
     let none = scheds["none"]["reads"].as_f64().unwrap();
     assert!(none > 50.0, "find read {none} blocks of 2000 files\n{v}");
-    for s in ["mq-deadline", "kyber", "bfq"] {
+    let all = with_bfq_if_built("find-twin.sh's BFQ", &["none", "mq-deadline", "kyber"]);
+    for &s in &all[1..] {
         let reads = scheds[s]["reads"].as_f64().unwrap();
         assert!(
             (reads - none).abs() <= none * 0.05,
@@ -81,7 +98,7 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
         assert!(scheds[s]["find_s"].as_f64().unwrap() > 0.0, "{v}");
     }
     // Asked for 1, the kernel sets its minimum (`BLKDEV_MIN_RQ`, 4), and the script says so.
-    for s in ["none", "mq-deadline", "kyber", "bfq"] {
+    for &s in &all {
         assert_eq!(scheds[s]["nr_requests"].as_u64(), Some(4), "{s}\n{v}");
     }
     let in_flight = scheds["none"]["mean_in_flight"].as_f64().unwrap();
@@ -116,6 +133,10 @@ fn the_find_twin_times_the_same_reads_under_every_scheduler() {
 /// of it does; and `--device-stats` reads each run's capture with `mqblk trace stats`.
 #[test]
 fn the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities() {
+    let test = "the_dbench_twin_runs_each_scheduler_with_jbd2_at_both_priorities";
+    if !mqblk_testkit::kernel_has_scheduler(test, "bfq") {
+        return;
+    }
     let Some(v) = run_script(
         "dbench-twin.sh",
         &["dbench", "mkfs.ext4", "losetup", "ionice"],
@@ -199,6 +220,10 @@ fn the_dbench_twin_sets_writeback_throttling_and_tunables_when_asked() {
 /// says so; BFQ alone, one short round.
 #[test]
 fn the_dbench_twin_marks_the_device_rotational_when_asked() {
+    let test = "the_dbench_twin_marks_the_device_rotational_when_asked";
+    if !mqblk_testkit::kernel_has_scheduler(test, "bfq") {
+        return;
+    }
     let Some(v) = run_script(
         "dbench-twin.sh",
         &["dbench", "mkfs.ext4", "losetup", "ionice"],

@@ -15,6 +15,19 @@ fn skip(test: &str) -> bool {
     !mqblk_testkit::need_root_and_tools(test, &["losetup", "fio"])
 }
 
+/// The scheduler a test runs beside mq-deadline, and a tunable of it: BFQ where the kernel
+/// has it, kyber on a kernel built without it (these tests check twin, not BFQ).
+fn other_scheduler() -> (&'static str, &'static str) {
+    if mqblk_testkit::kernel_schedulers()
+        .iter()
+        .any(|s| s == "bfq")
+    {
+        ("bfq", "bfq:low_latency=0")
+    } else {
+        ("kyber", "kyber:read_lat_nsec=1000000")
+    }
+}
+
 /// A loop device over a scratch file, detached and removed on drop.
 struct Loop {
     dir: PathBuf,
@@ -115,20 +128,24 @@ fn twin_compares_both_stacks_and_puts_the_scheduler_back() {
     // (Kept in jiffies: it reads back rounded to the tick.)
     let expire = std::fs::read_to_string(l.queue().join("iosched/read_expire")).unwrap();
     let job = l.job("1");
+    let (other, tunable) = other_scheduler();
     let v = l.twin_json(
-        &["--schedulers=mq-deadline,bfq", "--sched=bfq:low_latency=0"],
+        &[
+            &format!("--schedulers=mq-deadline,{other}"),
+            &format!("--sched={tunable}"),
+        ],
         &job,
     );
     assert_eq!(
         v["schedulers"],
-        serde_json::json!(["none", "mq-deadline", "bfq"])
+        serde_json::json!(["none", "mq-deadline", other])
     );
     assert_eq!(
         v["runs"].as_array().unwrap().len(),
         6,
         "3 schedulers x 2 stacks"
     );
-    for sched in ["mq-deadline", "bfq"] {
+    for sched in ["mq-deadline", other] {
         let e = v["effects"]
             .as_array()
             .unwrap()
@@ -222,7 +239,7 @@ fn ctrl_c_stops_twin_and_puts_the_scheduler_back() {
         .args([
             "twin",
             &format!("--filename={}", l.dev),
-            "--schedulers=bfq",
+            &format!("--schedulers={}", other_scheduler().0),
             "--repeats=1",
         ])
         .arg(&job)
@@ -302,6 +319,13 @@ fn twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up() {
         );
         return;
     }
+    // The weights are BFQ's (`blkio.bfq.weight`).
+    if !mqblk_testkit::kernel_has_scheduler(
+        "twin_gives_the_kernel_the_jobs_cgroup_weights_and_cleans_up",
+        "bfq",
+    ) {
+        return;
+    }
     let l = Loop::new("cg");
     let job = l.dir.join("cg.fio");
     let pid = std::process::id();
@@ -351,10 +375,13 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     };
     std::fs::write(suite.join("reads.fio"), job("randread", &["r"])).unwrap();
     std::fs::write(suite.join("two.fio"), job("randwrite", &["w0", "w1"])).unwrap();
+    let other = other_scheduler().0;
     std::fs::write(
         suite.join("suite.toml"),
-        "[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"mq-deadline\"]\n\n\
-         [[workload]]\nfile = \"two.fio\"\nschedulers = [\"deadline\", \"bfq\"]\nrepeats = 2\n",
+        format!(
+            "[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"mq-deadline\"]\n\n\
+             [[workload]]\nfile = \"two.fio\"\nschedulers = [\"deadline\", \"{other}\"]\nrepeats = 2\n"
+        ),
     )
     .unwrap();
     let dev = format!("--filename={}", l.dev);
@@ -370,7 +397,7 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     );
     assert_eq!(
         w[1]["schedulers"],
-        serde_json::json!(["none", "mq-deadline", "bfq"])
+        serde_json::json!(["none", "mq-deadline", other])
     );
     // A workload's own `repeats` raises its rounds above --repeats (two.fio: 2 rounds of
     // 3 schedulers in 2 stacks); the others keep the command's.
@@ -403,7 +430,8 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
     assert_eq!(l.scheduler(), "kyber", "the scheduler is put back");
 
     // --schedulers keeps to the workloads listing them; the table says how rows fared.
-    let o = mqblk(&["twin", &dev, &dir, "--repeats=1", "--schedulers=bfq"]);
+    let only = format!("--schedulers={other}");
+    let o = mqblk(&["twin", &dev, &dir, "--repeats=1", &only]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(
@@ -427,13 +455,17 @@ fn twin_suite_runs_each_workload_with_its_schedulers_and_judges_every_effect() {
             && e.trim_end().lines().count() == 1,
         "{e}"
     );
-    let e = refused("[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"bfq\"]\nrepeats = 0\n");
+    let e = refused(&format!(
+        "[[workload]]\nfile = \"reads.fio\"\nschedulers = [\"{other}\"]\nrepeats = 0\n"
+    ));
     assert!(
         e.contains("suite.toml: workload 1 (reads.fio): repeats = 0 is not in 1..=100")
             && e.trim_end().lines().count() == 1,
         "{e}"
     );
-    let e = refused("[[workload]]\nfile = \"gone.fio\"\nschedulers = [\"bfq\"]\n");
+    let e = refused(&format!(
+        "[[workload]]\nfile = \"gone.fio\"\nschedulers = [\"{other}\"]\n"
+    ));
     assert!(
         e.contains("no such job file") && e.contains("gone.fio"),
         "{e}"
@@ -454,6 +486,7 @@ fn twin_sim_adds_the_fitted_models_prediction() {
         return;
     }
     let l = Loop::new("sim");
+    let other = other_scheduler().0;
     std::fs::write(l.queue().join("scheduler"), "mq-deadline").unwrap();
     let job = l.job("1");
     let dev = format!("--filename={}", l.dev);
@@ -463,7 +496,7 @@ fn twin_sim_adds_the_fitted_models_prediction() {
         "--repeats=1",
         "--output-format=json",
         "--sim",
-        "--schedulers=bfq",
+        &format!("--schedulers={other}"),
         job.to_str().unwrap(),
     ]);
     let err = text(&o.stderr);
@@ -492,10 +525,10 @@ fn twin_sim_adds_the_fitted_models_prediction() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["scheduler"] == "bfq" && e["metric"] == "iops" && e["dir"] == "read")
-        .unwrap_or_else(|| panic!("no bfq iops effect: {v}"));
+        .find(|e| e["scheduler"] == other && e["metric"] == "iops" && e["dir"] == "read")
+        .unwrap_or_else(|| panic!("no {other} iops effect: {v}"));
     let sim = e["sim"]["median"].as_f64().unwrap();
-    assert!(sim > 0.05 && sim < 20.0, "bfq sim effect {sim}");
+    assert!(sim > 0.05 && sim < 20.0, "{other} sim effect {sim}");
     assert_eq!(l.scheduler(), "mq-deadline", "the scheduler is put back");
     let bad = l.dir.join("bad.toml");
     std::fs::write(&bad, "disk = 1\n").unwrap();

@@ -98,6 +98,44 @@ pub fn debugfs() -> bool {
     block.exists()
 }
 
+/// The I/O schedulers the running kernel has, as a block device's `queue/scheduler` lists
+/// them (every blk-mq device lists every registered one); empty where no device shows any.
+pub fn kernel_schedulers() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    for dev in dir.flatten() {
+        if let Ok(s) = std::fs::read_to_string(dev.path().join("queue/scheduler")) {
+            let names: Vec<String> = s
+                .split_whitespace()
+                .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+                .collect();
+            if names.len() > 1 {
+                return names;
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// Whether the running kernel has the I/O scheduler `name`; where it does not, `test` says
+/// it [`skip`]s what needs it. A kernel built without a scheduler (`CONFIG_IOSCHED_BFQ`
+/// unset) is the machine's choice, not a missing tool, so this is never a failure in CI.
+pub fn kernel_has_scheduler(test: &str, name: &str) -> bool {
+    let have = kernel_schedulers();
+    if have.iter().any(|s| s == name) {
+        return true;
+    }
+    skip(
+        test,
+        &format!(
+            "the kernel has no '{name}' I/O scheduler (it has: {})",
+            have.join(", ")
+        ),
+    );
+    false
+}
+
 /// The Debian package that installs `tool`, for the skip line.
 fn package_of(tool: &str) -> Option<&'static str> {
     Some(match tool {

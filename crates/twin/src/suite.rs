@@ -115,12 +115,20 @@ pub(super) fn plan(
             return Err(format!("{what}: no such job file {}", job.display()).into());
         }
         mqblk_workload::parse_job_file(&job).map_err(|e| format!("{what}: {e}"))?;
-        // Checked even when --schedulers leaves them out, so a broken manifest shows.
-        let mut scheds: Vec<String> = twin
-            .schedulers(&w.schedulers, &what)?
-            .into_iter()
-            .filter(|s| s == "none" || only.as_ref().is_none_or(|o| o.contains(s)))
-            .collect();
+        // Every name is checked, even where --schedulers leaves it out, so a broken
+        // manifest shows; that the kernel offers it, only where it runs (a kernel built
+        // without BFQ runs the rest of the suite with --schedulers=mq-deadline,kyber).
+        let mut kept = Vec::new();
+        for s in &w.schedulers {
+            let name = canon(s).ok_or_else(|| format!("{what}: unknown scheduler '{s}'"))?;
+            if only.as_ref().is_none_or(|o| o.contains(&name)) {
+                kept.push(name);
+            }
+        }
+        let mut scheds = twin.schedulers(&kept, &what).map_err(|e| match &only {
+            None => format!("{e}; --schedulers=NAMES runs the workloads with the others"),
+            Some(_) => e,
+        })?;
         scheds.extend(own.iter().cloned());
         let own_repeats = match w.repeats {
             Some(n) if !(1..=MAX_REPEATS).contains(&n) => {
@@ -425,6 +433,72 @@ mod tests {
         let flat = sp(1.05, 0.7, 1.4);
         assert_eq!(Verdict::of(flat, sp(0.9, 0.8, 1.0)), Verdict::WideHolds);
         assert_eq!(Verdict::of(flat, sp(2.0, 1.9, 2.1)), Verdict::WideOff);
+    }
+
+    /// On a kernel built without BFQ, the workloads listing only BFQ are left out by
+    /// `--schedulers=mq-deadline,kyber` and the rest planned; without it, the one line names
+    /// the scheduler and says how to run the rest.
+    #[test]
+    fn a_kernel_without_bfq_runs_the_rest_of_the_suite() {
+        let dir = std::env::temp_dir().join(format!("mqblk-suite-nobfq-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.fio"), "[r]\nrw=randread\nsize=1m\n").unwrap();
+        std::fs::write(
+            dir.join(MANIFEST),
+            "[[workload]]\nfile = \"a.fio\"\nschedulers = [\"bfq\"]\n\n\
+             [[workload]]\nfile = \"a.fio\"\nschedulers = [\"mq-deadline\", \"bfq\"]\n",
+        )
+        .unwrap();
+        let a = crate::TwinOptions {
+            jobfile: None,
+            suite: Some(dir.clone()),
+            filename: "/dev/loop0".into(),
+            schedulers: None,
+            repeats: 3,
+            tunables: Vec::new(),
+            fio: "fio".into(),
+            sim: false,
+            profile: None,
+            kernel_costs: Vec::new(),
+            mqblk: "mqblk".into(),
+            run_timeout: crate::RUN_TIMEOUT,
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let twin = Twin {
+            a: &a,
+            disk: crate::Disk {
+                sys: "/sys/dev/block/7:0".into(),
+            },
+            offered: ["none", "mq-deadline", "kyber"].map(String::from).to_vec(),
+            tunables: Vec::new(),
+            stop: &stop,
+            done: 0,
+            total: 0,
+            profile: None,
+            cpus: 2,
+        };
+        let only = ["mq-deadline", "kyber"].map(String::from);
+        let p = plan(&twin, &dir, Some(&only), 3).unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].scheds, ["none", "mq-deadline"]);
+        let e = plan(&twin, &dir, None, 3).err().unwrap().to_string();
+        assert!(
+            e.contains("workload 1 (a.fio): the kernel offers no 'bfq'")
+                && e.contains("--schedulers=NAMES runs the workloads with the others"),
+            "{e}"
+        );
+        // A name nobody has is refused even where --schedulers leaves it out.
+        std::fs::write(
+            dir.join(MANIFEST),
+            "[[workload]]\nfile = \"a.fio\"\nschedulers = [\"cfq\", \"kyber\"]\n",
+        )
+        .unwrap();
+        let e = plan(&twin, &dir, Some(&only[1..]), 3)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unknown scheduler 'cfq'"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The header gives the suite's repeats and names each workload that asked for more.
