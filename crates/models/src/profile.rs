@@ -1933,10 +1933,9 @@ mod tests {
         assert_eq!(vda().fit("x").unwrap().read_wake_ns, 0.0);
     }
 
-    /// A flush completes after every write submitted before it, and then takes what the
-    /// profile's fsync added; a read does not wait for it.
-    #[test]
-    fn a_flush_waits_for_the_writes_before_it() {
+    /// The disk's profile with the writes a fit needs (a 4 KiB write alone takes 50 us) and
+    /// `more` measures.
+    fn vda_writing<const N: usize>(more: [Measure; N]) -> Profile {
         let mut p = vda();
         p.writes = true;
         p.measure.extend([
@@ -1944,9 +1943,17 @@ mod tests {
             m("randwrite_128k_qd1", "write", 128 << 10, 1, 5_000.0, 150.0),
             m("write_128k_qd1", "write", 128 << 10, 1, 6_000.0, 120.0),
             m("write_1m_qd16", "write", 1 << 20, 16, 1_000.0, 16_000.0),
-            // 1/4000 s a write and its fsync: 200 us on top of the 50 us write.
-            m("randwrite_4k_qd1_fsync", "write", 4096, 1, 4_000.0, 50.0),
         ]);
+        p.measure.extend(more);
+        p
+    }
+
+    /// A flush completes after every write submitted before it, and then takes what the
+    /// profile's fsync added; a read does not wait for it.
+    #[test]
+    fn a_flush_waits_for_the_writes_before_it() {
+        // 1/4000 s a write and its fsync: 200 us on top of the 50 us write.
+        let p = vda_writing([m("randwrite_4k_qd1_fsync", "write", 4096, 1, 4_000.0, 50.0)]);
         let mut model = FittedModel::new(&p, "p.toml", SimRng::new(5)).unwrap();
         assert_eq!(model.fit().flush_ns, 200_000.0);
         let cmd = |id, op, nr_sectors| Cmd {
@@ -1980,13 +1987,7 @@ mod tests {
     /// that much longer than a plain one.
     #[test]
     fn dsync_writes_give_the_flush_or_the_fua_cost() {
-        let mut p = vda();
-        p.writes = true;
-        p.measure.extend([
-            m("randwrite_4k_qd1", "write", 4096, 1, 10_000.0, 50.0),
-            m("randwrite_128k_qd1", "write", 128 << 10, 1, 5_000.0, 150.0),
-            m("write_128k_qd1", "write", 128 << 10, 1, 6_000.0, 120.0),
-            m("write_1m_qd16", "write", 1 << 20, 16, 1_000.0, 16_000.0),
+        let mut p = vda_writing([
             m("randwrite_4k_qd1_dsync", "write", 4096, 1, 12_500.0, 80.0),
             m("randwrite_4k_qd1_fsync", "write", 4096, 1, 4_000.0, 50.0),
         ]);
