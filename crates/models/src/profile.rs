@@ -304,7 +304,7 @@ pub struct Fit {
 /// The share of [`Profile::held_completions`] from which the model holds completions: a
 /// device that serves each command on its own completes two overlapping staggered reads
 /// apart (the disk's fitted model without held completions: 10% together); one that
-/// reports in batches, together (the same model with them 98%, the disk itself 76-93%).
+/// reports in batches, together (the same model with them 98%, the disk itself 76-94%).
 pub const HELD_SHARE: f64 = 0.5;
 
 /// The share of the measured completions one CPU must have taken for the model to send
