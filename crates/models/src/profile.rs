@@ -785,14 +785,50 @@ fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
-/// A command's completion, once its time is known: (time, arrival order, hw, id, its write
-/// bytes, whether it is a read).
-type Completion = (u64, u64, u16, u64, u64, bool);
+/// Which command: its arrival order first, so that commands due at one time keep it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Origin {
+    seq: u64,
+    hw: u16,
+    id: u64,
+}
 
-/// A command being served: (its finish tag on the shared work clock, arrival order, hw,
-/// id, write bytes, the earliest it may complete: the transfer path's time for it, or its
-/// wake and time alone, whichever is later; whether it is a read).
-type Serving = (u64, u64, u16, u64, u64, u64, bool);
+/// A command's completion, once its time is known; ordered by its time, then by arrival.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Completion {
+    at: u64,
+    of: Origin,
+    /// Its bytes if it is a write.
+    write_bytes: u64,
+    read: bool,
+}
+
+/// A command being served; ordered by its finish tag, then by arrival.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Serving {
+    /// Its finish tag on the shared work clock.
+    tag: u64,
+    of: Origin,
+    /// Its bytes if it is a write.
+    write_bytes: u64,
+    /// The earliest it may complete: the transfer path's time for it, or its wake and time
+    /// alone, whichever is later.
+    floor: u64,
+    read: bool,
+}
+
+impl Serving {
+    /// Its completion at `at`.
+    fn done_at(&self, at: u64) -> Completion {
+        let (of, write_bytes, read) = (self.of, self.write_bytes, self.read);
+        Completion {
+            at,
+            of,
+            write_bytes,
+            read,
+        }
+    }
+}
 
 impl Fit {
     /// The parameters in physical terms, a line each with its unit (`mqblk profile --fit`).
@@ -925,9 +961,20 @@ struct PendingFlush {
     waiting: u32,
     /// The latest completion time among those that have one.
     latest: u64,
-    seq: u64,
-    hw: u16,
-    id: u64,
+    of: Origin,
+}
+
+impl PendingFlush {
+    /// Its completion at `at`.
+    fn done_at(&self, at: u64) -> Completion {
+        let of = self.of;
+        Completion {
+            at,
+            of,
+            write_bytes: 0,
+            read: false,
+        }
+    }
 }
 
 /// One transfer path's state.
@@ -1057,7 +1104,7 @@ impl FittedModel {
 
     /// When the first command being served finishes, at the present rate.
     fn next_finish(&self) -> Option<u64> {
-        let &Reverse((tag, ..)) = self.serving.peek()?;
+        let tag = self.serving.peek()?.0.tag;
         let left = (tag as f64 - self.work).max(0.0);
         Some(self.work_at + (left / self.rate()).ceil() as u64)
     }
@@ -1122,17 +1169,17 @@ impl FittedModel {
     fn settle(&mut self, now: u64) {
         while let Some(t) = self.next_finish().filter(|&t| t <= now) {
             self.run_to(t);
-            let Some(Reverse((_, seq, hw, id, wbytes, floor, read))) = self.serving.pop() else {
+            let Some(Reverse(s)) = self.serving.pop() else {
                 break;
             };
-            self.finish_at(t.max(floor), seq, hw, id, wbytes, read);
+            self.finish_at(s.done_at(t.max(s.floor)));
         }
         self.run_to(now);
     }
 
     /// A completion whose time is known.
     fn push_done(&mut self, c: Reverse<Completion>) {
-        self.done_latest = self.done_latest.max(c.0 .0);
+        self.done_latest = self.done_latest.max(c.0.at);
         self.done.push(c);
     }
 
@@ -1145,9 +1192,10 @@ impl FittedModel {
             .then_some(self.done_latest)
     }
 
-    /// Command `seq` completes at `t`; a write that does lets the flushes after it on.
-    fn finish_at(&mut self, t: u64, seq: u64, hw: u16, id: u64, wbytes: u64, read: bool) {
-        self.push_done(Reverse((t, seq, hw, id, wbytes, read)));
+    /// A command completes as `c` says; a write that does lets the flushes after it on.
+    fn finish_at(&mut self, c: Completion) {
+        let (t, seq) = (c.at, c.of.seq);
+        self.push_done(Reverse(c));
         if !self.open_writes.remove(&seq) {
             return;
         }
@@ -1162,7 +1210,7 @@ impl FittedModel {
             }
             if f.waiting == 0 {
                 let f = self.flushes.swap_remove(i);
-                self.push_done(Reverse((f.latest + flush_ns, f.seq, f.hw, f.id, 0, false)));
+                self.push_done(Reverse(f.done_at(f.latest + flush_ns)));
             } else {
                 i += 1;
             }
@@ -1210,28 +1258,29 @@ impl DeviceModel for FittedModel {
         self.settle(now.0);
         self.seq += 1;
         let seq = self.seq;
+        let of = Origin {
+            seq,
+            hw,
+            id: cmd.id,
+        };
         if cmd.op == ReqOp::Flush {
             // It waits for every write before it, then takes what a flush adds.
             let after = self.open_writes.last().copied().unwrap_or(0);
             let waiting = self.open_writes.len() as u32;
             let latest = now.0.max(self.writes_done);
             if waiting == 0 {
-                self.push_done(Reverse((
-                    latest + self.fit.flush_ns as u64,
-                    seq,
-                    hw,
-                    cmd.id,
-                    0,
-                    false,
-                )));
+                self.push_done(Reverse(Completion {
+                    at: latest + self.fit.flush_ns as u64,
+                    of,
+                    write_bytes: 0,
+                    read: false,
+                }));
             } else {
                 self.flushes.push(PendingFlush {
                     after,
                     waiting,
                     latest,
-                    seq,
-                    hw,
-                    id: cmd.id,
+                    of,
                 });
             }
             return;
@@ -1308,15 +1357,20 @@ impl DeviceModel for FittedModel {
         }
         self.write_bytes_in_flight += wbytes;
         let tag = (self.work + work).round() as u64;
-        self.serving
-            .push(Reverse((tag, seq, hw, cmd.id, wbytes, floor, !write)));
+        self.serving.push(Reverse(Serving {
+            tag,
+            of,
+            write_bytes: wbytes,
+            floor,
+            read: !write,
+        }));
     }
     fn next_event(&self) -> Option<Nanos> {
         if self.fit.hold_completions {
             // Only the commands in service move until the batch is reported.
             return self.next_finish().or_else(|| self.held_until()).map(Nanos);
         }
-        let done = self.done.peek().map(|Reverse((t, ..))| *t);
+        let done = self.done.peek().map(|c| c.0.at);
         match (done, self.next_finish()) {
             (Some(a), Some(b)) => Some(Nanos(a.min(b))),
             (a, b) => a.or(b).map(Nanos),
@@ -1332,17 +1386,17 @@ impl DeviceModel for FittedModel {
             }
             self.batch_draw = None;
         }
-        while let Some(&Reverse((t, _, hw, id, wbytes, read))) = self.done.peek() {
-            if t > now.0 && !held {
+        while let Some(&Reverse(c)) = self.done.peek() {
+            if c.at > now.0 && !held {
                 break;
             }
             self.done.pop();
-            self.write_bytes_in_flight -= wbytes;
-            self.reads_in_flight -= u32::from(read);
+            self.write_bytes_in_flight -= c.write_bytes;
+            self.reads_in_flight -= u32::from(c.read);
             self.completed += 1;
             out.push(DevCompletion {
-                hw,
-                id,
+                hw: c.of.hw,
+                id: c.of.id,
                 status: BlkStatus::Ok,
             });
         }
