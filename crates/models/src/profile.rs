@@ -817,15 +817,26 @@ struct Serving {
     read: bool,
 }
 
-impl Serving {
-    /// Its completion at `at`.
-    fn done_at(&self, at: u64) -> Completion {
-        let (of, write_bytes, read) = (self.of, self.write_bytes, self.read);
+impl Completion {
+    /// A flush's, at `at`: no bytes, not a read.
+    fn of_flush(of: Origin, at: u64) -> Completion {
         Completion {
             at,
             of,
-            write_bytes,
-            read,
+            write_bytes: 0,
+            read: false,
+        }
+    }
+}
+
+impl Serving {
+    /// Its completion at `at`.
+    fn done_at(&self, at: u64) -> Completion {
+        Completion {
+            at,
+            of: self.of,
+            write_bytes: self.write_bytes,
+            read: self.read,
         }
     }
 }
@@ -962,19 +973,6 @@ struct PendingFlush {
     /// The latest completion time among those that have one.
     latest: u64,
     of: Origin,
-}
-
-impl PendingFlush {
-    /// Its completion at `at`.
-    fn done_at(&self, at: u64) -> Completion {
-        let of = self.of;
-        Completion {
-            at,
-            of,
-            write_bytes: 0,
-            read: false,
-        }
-    }
 }
 
 /// One transfer path's state.
@@ -1210,7 +1208,7 @@ impl FittedModel {
             }
             if f.waiting == 0 {
                 let f = self.flushes.swap_remove(i);
-                self.push_done(Reverse(f.done_at(f.latest + flush_ns)));
+                self.push_done(Reverse(Completion::of_flush(f.of, f.latest + flush_ns)));
             } else {
                 i += 1;
             }
@@ -1269,12 +1267,8 @@ impl DeviceModel for FittedModel {
             let waiting = self.open_writes.len() as u32;
             let latest = now.0.max(self.writes_done);
             if waiting == 0 {
-                self.push_done(Reverse(Completion {
-                    at: latest + self.fit.flush_ns as u64,
-                    of,
-                    write_bytes: 0,
-                    read: false,
-                }));
+                let at = latest + self.fit.flush_ns as u64;
+                self.push_done(Reverse(Completion::of_flush(of, at)));
             } else {
                 self.flushes.push(PendingFlush {
                     after,
