@@ -286,9 +286,11 @@ pub struct Fit {
     /// generator per random 4 KiB read 64 at a time ([`Profile::outside_cpu_deep_ns`],
     /// where the worker never sleeps), else one at a time ([`Profile::outside_cpu_ns`]).
     /// The one-at-a-time figure leaves the unit times above, which keep what is left of
-    /// one command's time alone; and as the machine's CPUs are what limits commands
-    /// served together there, which the simulator's CPUs now model, the speedup is the
-    /// count in flight. 0 for any other device, or where the profile did not measure it.
+    /// one command's time alone; and where the machine's CPUs are what limited commands
+    /// served together there ([`Profile::cpus_limit_depth`]), which the simulator's CPUs
+    /// model, the speedup is the count in flight (else the one measured stands: the disk
+    /// under a loop over a file on it). 0 for any other device, or where the profile did
+    /// not measure it.
     pub worker_cpu_ns: f64,
     /// A loop device's worker's CPU time to wake when a command finds it asleep
     /// ([`crate::DriverCost::worker_wake_ns`]): what one read at a time costs outside the
@@ -311,6 +313,12 @@ pub const HELD_SHARE: f64 = 0.5;
 /// them all there: an interrupt line with one CPU in its effective affinity takes all of
 /// them, save the odd ones other devices' completions add to the count.
 pub const ONE_COMPLETION_CPU: f64 = 0.9;
+
+/// The share of the time the busiest CPU must have been busy, 64 reads in flight, for a
+/// loop device's depth to be the CPUs' limit rather than its backing store's
+/// ([`Profile::cpus_limit_depth`]): above it the CPU queues most commands, below it most
+/// find it free.
+pub const CPU_BOUND: f64 = 0.5;
 
 /// The salt of the transfer path's own random stream ([`FittedModel`]'s span draws).
 const PATH_STREAM: u64 = 0x7061_7468;
@@ -542,7 +550,7 @@ impl Profile {
         let write_path_spread = w1m.map_or(read_path_spread, path_share);
         // A loop device's commands are work on the machine's CPUs: that part goes onto the
         // simulator's CPUs (each unit time keeps a twentieth at least, as the line's base
-        // does), and the device itself serves any count at once.
+        // does).
         let completions = self.completion_cpu();
         let worker = if completions == crate::CompletionCpu::Worker {
             self.outside_cpu_ns.max(0.0)
@@ -559,12 +567,34 @@ impl Profile {
         };
         let (read_base, seq_read_base, write_base, seq_write_base, speedup) = if worker > 0.0 {
             let less = |t: f64| (t - worker).max(t * 0.05);
+            // Where the CPUs limited the reads in flight, the device serves any count at
+            // once. Where they did not (a loop over a file on a disk, whose disk limits
+            // them), the speedup is the measured one of the device's own part: Little's
+            // law on each read's time less the worker's CPU in it (all of it alone, its
+            // work per command when deep), so the device alone serves the measured rate.
+            let speedup = if self.cpus_limit_depth() {
+                speedup.iter().map(|&(n, _)| (n, f64::from(n))).collect()
+            } else {
+                let own1 = less(t1);
+                let mut last = 1.0f64;
+                speedup
+                    .iter()
+                    .map(|&(n, c)| {
+                        if n > 1 {
+                            let mean = f64::from(n) * t1 / c;
+                            let own = (mean - worker_cpu).max(own1);
+                            last = last.max(f64::from(n) * own1 / own);
+                        }
+                        (n, last)
+                    })
+                    .collect()
+            };
             (
                 less(read_base),
                 less(seq_read_base),
                 less(write_base),
                 less(seq_write_base),
-                speedup.iter().map(|&(n, _)| (n, f64::from(n))).collect(),
+                speedup,
             )
         } else {
             (
@@ -599,6 +629,22 @@ impl Profile {
             worker_wake_ns: worker_wake,
             hold_completions: self.held_completions.is_some_and(|h| h >= HELD_SHARE),
         })
+    }
+
+    /// Whether the machine's CPUs, not the device, limited the random 4 KiB reads 64 at a
+    /// time: the busier of the load generator's CPU and the one outside it (a loop
+    /// device's worker) was busy at least [`CPU_BOUND`] of the time at the rate measured.
+    /// A loop device over tmpfs is (each command a copy on those CPUs: 82% here); one over
+    /// a file on this machine's virtio disk is not (37%: the disk behind it limits). Where
+    /// the figures were not measured, the CPUs are taken to limit.
+    pub fn cpus_limit_depth(&self) -> bool {
+        let busiest = self.generator_cpu_deep_ns.max(self.outside_cpu_deep_ns);
+        match self.get("randread_4k_qd64") {
+            Some(m) if m.jobs == 1 && busiest > 0.0 && self.generator_cpu_deep_ns > 0.0 => {
+                m.iops * busiest / 1e9 >= CPU_BOUND
+            }
+            _ => true,
+        }
     }
 
     /// Where the fitted model's completions are handled ([`Fit::completions`]).
@@ -2186,9 +2232,10 @@ mod tests {
 
     /// A loop device's commands are work on the machine's CPUs: the CPU time measured
     /// outside the load generator per read goes onto the CPU that completes each command
-    /// and leaves the unit times, and the device serves any count at once (the CPUs are
-    /// the limit, and the simulator models them). Another disk keeps its measured speedup
-    /// and charges nothing there.
+    /// and leaves the unit times, and without a measure of its CPUs 64 at a time the
+    /// device serves any count at once (the CPUs are taken as the limit, and the
+    /// simulator models them). Another disk keeps its measured speedup and charges
+    /// nothing there.
     #[test]
     fn a_loop_devices_commands_are_its_workers_cpu_time() {
         let mut p = serial();
@@ -2230,6 +2277,41 @@ mod tests {
         assert_eq!((cost.complete_ns, cost.worker_wake_ns), (25_000, 15_000));
         let back = Profile::parse("p.toml", &p.to_toml()).unwrap();
         assert_eq!(back.outside_cpu_deep_ns, 25_000.0, "the TOML keeps it");
+    }
+
+    /// A loop device whose reads 64 at a time left its CPUs mostly idle (over a file on a
+    /// disk) keeps the speedups measured, as the disk behind it limited them; where its
+    /// busiest CPU was busy most of that time (over tmpfs, each command a copy), or that
+    /// was not measured, it serves any count at once and the simulator's CPUs limit it.
+    #[test]
+    fn a_loop_device_over_a_disk_keeps_the_speedup_its_disk_allows() {
+        let mut p = serial();
+        p.measure
+            .push(m("randread_4k_qd64", "read", 4096, 64, 10_000.0, 6_400.0));
+        p.backing_file = "/root/x.dat".into();
+        p.outside_cpu_ns = 20_000.0;
+        p.outside_cpu_deep_ns = 4_000.0;
+        // 10K reads a second at 6 us of the generator's CPU each: 6% busy.
+        p.generator_cpu_deep_ns = 6_000.0;
+        assert!(!p.cpus_limit_depth());
+        let serial_speedup = vec![(1, 1.0), (4, 1.0), (16, 1.0), (64, 1.0)];
+        assert_eq!(p.fit("p.toml").unwrap().speedup, serial_speedup);
+        // 60 us each: 60% busy, the CPU's limit.
+        p.generator_cpu_deep_ns = 60_000.0;
+        assert!(p.cpus_limit_depth());
+        let any_count = vec![(1, 1.0), (4, 4.0), (16, 16.0), (64, 64.0)];
+        assert_eq!(p.fit("p.toml").unwrap().speedup, any_count);
+        // The worker's CPU counts as the generator's does; unmeasured, the CPUs limit.
+        p.generator_cpu_deep_ns = 6_000.0;
+        p.outside_cpu_deep_ns = 55_000.0;
+        assert!(p.cpus_limit_depth());
+        p.outside_cpu_deep_ns = 4_000.0;
+        p.generator_cpu_deep_ns = 0.0;
+        assert!(p.cpus_limit_depth());
+        // Not a loop device: the measured speedup, whatever the CPUs did.
+        p.backing_file.clear();
+        p.generator_cpu_deep_ns = 60_000.0;
+        assert_eq!(p.fit("p.toml").unwrap().speedup, serial_speedup);
     }
 
     /// A virtio ring without indirect descriptors takes a command's pages plus two: two
