@@ -1213,6 +1213,9 @@ fn table(r: &Report) -> String {
             );
         }
     }
+    if let Some(l) = suite::Levels::of(std::slice::from_ref(r)).line() {
+        s += &format!("\n{l}\n");
+    }
     s
 }
 

@@ -8,7 +8,7 @@
 //! than that, mqblk must show the kernel's direction (both above or both below `none`, or
 //! within 25% of it).
 
-use super::{Effect, Report, Spread, Twin};
+use super::{spread, Effect, Report, Spread, Stack, Twin};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -278,6 +278,96 @@ impl Summary {
     }
 }
 
+/// How far a stack's levels are from the kernel's, where effects (ratios within one
+/// stack) cannot show it: each job's IOPS under `none` (the median of its repeats) over the
+/// kernel's, across the suite's jobs and directions. A simulator whose device ran at a
+/// different speed from the kernel's (a profile made while the device was slower or
+/// faster than during the suite) compares its effects on another operating point.
+#[derive(Debug, Default, Serialize)]
+pub struct Levels {
+    /// Jobs (and directions) with a kernel figure under `none`.
+    pub jobs: usize,
+    pub mqblk: Option<Spread>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim: Option<Spread>,
+}
+
+/// How far apart (either way) a stack's median level and the kernel's must be for the
+/// table to say the device was not the same one.
+pub const LEVELS_APART: f64 = 1.5;
+
+impl Levels {
+    pub(super) fn of(workloads: &[Report]) -> Levels {
+        let (mut jobs, mut mqblk, mut sim) = (0, Vec::new(), Vec::new());
+        for r in workloads {
+            let level = |stack: Stack, job: &str, dir| {
+                let iops: Vec<f64> = r
+                    .runs
+                    .iter()
+                    .filter(|x| x.1 == stack && x.2 == "none")
+                    .flat_map(|x| x.3.iter())
+                    .filter(|f| f.job == job && f.dir == dir)
+                    .map(|f| f.iops)
+                    .collect();
+                spread(&iops).map(|s| s.median)
+            };
+            let mut keys = Vec::new();
+            for f in r
+                .runs
+                .iter()
+                .filter(|x| x.1 == Stack::Kernel && x.2 == "none")
+                .flat_map(|x| x.3.iter())
+            {
+                if !keys.contains(&(f.job.as_str(), f.dir)) {
+                    keys.push((f.job.as_str(), f.dir));
+                }
+            }
+            for (job, dir) in keys {
+                let Some(k) = level(Stack::Kernel, job, dir).filter(|&k| k > 0.0) else {
+                    continue;
+                };
+                jobs += 1;
+                mqblk.extend(level(Stack::Mqblk, job, dir).map(|m| m / k));
+                sim.extend(level(Stack::Sim, job, dir).map(|s| s / k));
+            }
+        }
+        Levels {
+            jobs,
+            mqblk: spread(&mqblk),
+            sim: spread(&sim),
+        }
+    }
+
+    /// The levels in words, and a warning where the simulator's are far from the kernel's.
+    pub(super) fn line(&self) -> Option<String> {
+        let cell = |who: &str, s: &Option<Spread>| {
+            s.map(|s| format!("{who} x{:.2} [{:.2}-{:.2}]", s.median, s.min, s.max))
+        };
+        let cells: Vec<String> = [cell("mqblk", &self.mqblk), cell("the simulator", &self.sim)]
+            .into_iter()
+            .flatten()
+            .collect();
+        if cells.is_empty() {
+            return None;
+        }
+        let mut line = format!(
+            "levels under none (each job's IOPS over the kernel's, median [min-max] over {} jobs): {}",
+            self.jobs,
+            cells.join(", ")
+        );
+        if let Some(s) = self
+            .sim
+            .filter(|s| s.median > LEVELS_APART || s.median < 1.0 / LEVELS_APART)
+        {
+            line += &format!(
+                "\nthe simulator's levels are x{:.2} of the kernel's: the device it modelled is not the one the suite ran on (a profile made while the device was slower or faster, or a model that misses its speed), so its effects are another operating point's; judge them again on a new profile: mqblk twin --resim SUITE.json --profile=NEW.toml",
+                s.median
+            );
+        }
+        Some(line)
+    }
+}
+
 /// A whole suite's result: every workload's report, the judged rows and their counts.
 #[derive(Debug, Serialize)]
 pub struct Suite {
@@ -286,6 +376,7 @@ pub struct Suite {
     /// The simulator's verdicts counted (`--sim`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_summary: Option<Summary>,
+    pub levels: Levels,
     pub workloads: Vec<Report>,
 }
 
@@ -318,6 +409,7 @@ impl Suite {
             rows,
             summary,
             sim_summary,
+            levels: Levels::of(&workloads),
             workloads,
         }
     }
@@ -397,6 +489,9 @@ impl Suite {
         s += &format!("\n{}\n", self.summary.line("mqblk"));
         if let Some(n) = &self.sim_summary {
             s += &format!("{}\n", n.line("the simulator"));
+        }
+        if let Some(l) = self.levels.line() {
+            s += &format!("{l}\n");
         }
         s
     }
@@ -592,6 +687,66 @@ mod tests {
         let mut plain = Suite::of(Vec::new());
         plain.sim_summary = None;
         assert!(!plain.table().contains("sim/kern"));
+    }
+
+    /// Each job's IOPS under `none` over the kernel's, the median over repeats first: the
+    /// table says how far each stack's levels are, and warns where the simulator's device
+    /// ran at another speed (effects alone, ratios within one stack, would not show it).
+    #[test]
+    fn the_levels_under_none_are_each_stacks_over_the_kernels() {
+        let fig = |job: &str, iops| crate::Figures {
+            job: job.into(),
+            dir: crate::Dir::Read,
+            iops,
+            bw_kib: iops * 4.0,
+            clat_mean_us: 1.0,
+            clat_p50_us: 1.0,
+            clat_p99_us: 2.0,
+        };
+        let run =
+            |r, stack, sched: &str, a, b| (r, stack, sched.into(), vec![fig("a", a), fig("b", b)]);
+        let report = |sim_a| Report {
+            jobfile: "w.fio".into(),
+            filename: "f".into(),
+            disk: "d".into(),
+            repeats: 3,
+            cpus: 2,
+            schedulers: vec!["none".into(), "kyber".into()],
+            runs: vec![
+                run(0, Stack::Kernel, "none", 100.0, 10.0),
+                run(1, Stack::Kernel, "none", 120.0, 10.0),
+                run(2, Stack::Kernel, "none", 110.0, 12.0),
+                // Another scheduler's level is not the baseline's.
+                run(0, Stack::Kernel, "kyber", 1.0, 1.0),
+                run(0, Stack::Mqblk, "none", 99.0, 10.0),
+                run(1, Stack::Mqblk, "none", 121.0, 11.0),
+                run(0, Stack::Sim, "none", sim_a, 5.0),
+            ],
+            effects: Vec::new(),
+            shares: Vec::new(),
+        };
+        let s = Suite::of(vec![report(330.0)]);
+        let l = &s.levels;
+        assert_eq!(l.jobs, 2);
+        let mq = l.mqblk.unwrap();
+        assert!(
+            (mq.median - (110.0 / 110.0 + 10.5 / 10.0) / 2.0).abs() < 1e-9,
+            "{l:?}"
+        );
+        let sim = l.sim.unwrap();
+        assert_eq!((sim.min, sim.max), (0.5, 3.0), "{l:?}");
+        let table = s.table();
+        assert!(table.contains("over 2 jobs): mqblk x1.02"), "{table}");
+        assert!(
+            table.contains("the simulator's levels are x1.75"),
+            "{table}"
+        );
+        // Within the bound: no warning.
+        let table = Suite::of(vec![report(110.0)]).table();
+        assert!(
+            table.contains("the simulator x0.75") && !table.contains("not the one"),
+            "{table}"
+        );
     }
 
     #[test]
