@@ -2296,6 +2296,18 @@ mod tests {
         assert!(!p.cpus_limit_depth());
         let serial_speedup = vec![(1, 1.0), (4, 1.0), (16, 1.0), (64, 1.0)];
         assert_eq!(p.fit("p.toml").unwrap().speedup, serial_speedup);
+        // Four at a time as fast each as one alone: the device's own part, each read's
+        // time less the worker's CPU in it (20 us alone, 4 us each when deep), is served
+        // 4 x 80 / 96 times as fast as one alone, not the 4 the whole times give.
+        let mut parallel = p.clone();
+        let q4 = parallel
+            .measure
+            .iter_mut()
+            .find(|m| m.name == "randread_4k_qd4")
+            .unwrap();
+        (q4.mean_us, q4.iops) = (100.0, 40_000.0);
+        let s4 = parallel.fit("p.toml").unwrap().speedup_at(4);
+        assert!((s4 - 4.0 * 80.0 / 96.0).abs() < 1e-9, "{s4}");
         // 60 us each: 60% busy, the CPU's limit.
         p.generator_cpu_deep_ns = 60_000.0;
         assert!(p.cpus_limit_depth());

@@ -360,7 +360,7 @@ impl Levels {
             .filter(|s| s.median > LEVELS_APART || s.median < 1.0 / LEVELS_APART)
         {
             line += &format!(
-                "\nthe simulator's levels are x{:.2} of the kernel's: the device it modelled is not the one the suite ran on (a profile made while the device was slower or faster, or a model that misses its speed), so its effects are another operating point's; judge them again on a new profile: mqblk twin --resim SUITE.json --profile=NEW.toml",
+                "\nthe simulator's levels are x{:.2} of the kernel's: the device it modelled is not the one the suite ran on (a profile made while the device was slower or faster, or a model that misses its speed), so its effects are another operating point's; judge them again on a new profile: mqblk twin --resim SAVED.json --profile=NEW.toml",
                 s.median
             );
         }
