@@ -1065,6 +1065,20 @@ fn sim_command(
 }
 
 /// Effects over `none`, paired by repeat and stack.
+/// The (job, direction) pairs the baseline (`none`) has in any stack, in the order they
+/// first appear.
+fn baseline_keys(runs: &[(u32, Stack, String, Vec<Figures>)]) -> Vec<(String, Dir)> {
+    runs.iter()
+        .filter(|x| x.2 == "none")
+        .flat_map(|x| x.3.iter().map(|f| (f.job.clone(), f.dir)))
+        .fold(Vec::new(), |mut acc, k| {
+            if !acc.contains(&k) {
+                acc.push(k);
+            }
+            acc
+        })
+}
+
 fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Vec<Effect> {
     let find = |r: u32, stack: Stack, s: &str| {
         runs.iter()
@@ -1076,17 +1090,7 @@ fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Ve
         v.dedup();
         v
     };
-    // The (job, direction) pairs the baseline has.
-    let keys: Vec<(String, Dir)> = runs
-        .iter()
-        .filter(|x| x.2 == "none")
-        .flat_map(|x| x.3.iter().map(|f| (f.job.clone(), f.dir)))
-        .fold(Vec::new(), |mut acc, k| {
-            if !acc.contains(&k) {
-                acc.push(k);
-            }
-            acc
-        });
+    let keys = baseline_keys(runs);
     let mut out = Vec::new();
     for s in scheds.iter().filter(|s| *s != "none") {
         for (job, dir) in &keys {

@@ -8,7 +8,7 @@
 //! than that, mqblk must show the kernel's direction (both above or both below `none`, or
 //! within 25% of it).
 
-use super::{spread, Effect, Report, Spread, Stack, Twin};
+use super::{baseline_keys, cell, spread, Effect, Report, Spread, Stack, Twin};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -311,18 +311,8 @@ impl Levels {
                     .collect();
                 spread(&iops).map(|s| s.median)
             };
-            let mut keys = Vec::new();
-            for f in r
-                .runs
-                .iter()
-                .filter(|x| x.1 == Stack::Kernel && x.2 == "none")
-                .flat_map(|x| x.3.iter())
-            {
-                if !keys.contains(&(f.job.as_str(), f.dir)) {
-                    keys.push((f.job.as_str(), f.dir));
-                }
-            }
-            for (job, dir) in keys {
+            for (job, dir) in baseline_keys(&r.runs) {
+                let job = job.as_str();
                 let Some(k) = level(Stack::Kernel, job, dir).filter(|&k| k > 0.0) else {
                     continue;
                 };
@@ -340,12 +330,10 @@ impl Levels {
 
     /// The levels in words, and a warning where the simulator's are far from the kernel's.
     pub(super) fn line(&self) -> Option<String> {
-        let cell = |who: &str, s: &Option<Spread>| {
-            s.map(|s| format!("{who} x{:.2} [{:.2}-{:.2}]", s.median, s.min, s.max))
-        };
-        let cells: Vec<String> = [cell("mqblk", &self.mqblk), cell("the simulator", &self.sim)]
+        let cells: Vec<String> = [("mqblk", &self.mqblk), ("the simulator", &self.sim)]
             .into_iter()
-            .flatten()
+            .filter(|(_, s)| s.is_some())
+            .map(|(who, s)| format!("{who} {}", cell(s)))
             .collect();
         if cells.is_empty() {
             return None;
