@@ -436,17 +436,47 @@ impl Profile {
         };
         let (read_base, read_per_byte) = line(r4, r128, wake);
         let seq_read_base = (s128.mean_us * 1e3 - wake - read_per_byte * s128.bs as f64).max(0.0);
+        // A loop device's commands are work on the machine's CPUs: that part goes onto the
+        // simulator's CPUs (each unit time keeps a twentieth at least, as the line's base
+        // does).
+        let completions = self.completion_cpu();
+        let worker = if completions == crate::CompletionCpu::Worker {
+            self.outside_cpu_ns.max(0.0)
+        } else {
+            0.0
+        };
+        // Deep, the worker goes from one command to the next without sleeping: that is
+        // its work per command, and what one at a time costs beyond it is its wake-up.
+        let deep = self.outside_cpu_deep_ns.max(0.0);
+        let (worker_cpu, worker_wake) = if worker > 0.0 && deep > 0.0 {
+            (deep.min(worker), (worker - deep).max(0.0))
+        } else {
+            (worker, 0.0)
+        };
+        // A time less the worker's part of it (itself on any other device).
+        let less = |t: f64| (t - worker).max(t * 0.05);
         // The speedup at each count in flight measured (Little's law on the device): `n`
         // reads in flight that take `mean(n)` each are served `n * t1 / mean(n)` times as
-        // fast as one alone (`t1` its service, without the wake). Kept from falling as the
-        // count grows: a measured dip is noise to a model whose every command then waits
-        // longer.
+        // fast as one alone (`t1` its service, without the wake). On a loop device the
+        // device's part is each time less the worker's CPU in it (all of it alone, its work
+        // per command when deep), which the simulator's CPUs charge; and where those CPUs
+        // were the limit ([`Profile::cpus_limit_depth`]: a loop over tmpfs, each command a
+        // copy, not one over a file on a disk, whose disk limits it) the device serves any
+        // count at once. Kept from falling as the count grows: a measured dip is noise to a
+        // model whose every command then waits longer.
+        let cpus_limit = worker > 0.0 && self.cpus_limit_depth();
+        let own1 = less(t1);
         let mut speedup = vec![(1u32, 1.0f64)];
         for m in &random {
-            let n = m.in_flight();
-            let c = (n as f64 * t1 / (m.mean_us * 1e3)).min(n as f64);
+            let n = m.in_flight() as f64;
+            let c = if cpus_limit {
+                n
+            } else {
+                let own = (m.mean_us * 1e3 - worker_cpu).max(own1);
+                (n * own1 / own).min(n)
+            };
             let last = speedup.last().map_or(1.0, |&(_, c)| c);
-            speedup.push((n, c.max(last)));
+            speedup.push((m.in_flight(), c.max(last)));
         }
         let read_rate = r1m.mbs * 1e6 / 1e9;
         let (write_base, write_per_byte, seq_write_base, write_rate, flush, fua, w1m) =
@@ -548,63 +578,12 @@ impl Profile {
         };
         let read_path_spread = path_share(r1m);
         let write_path_spread = w1m.map_or(read_path_spread, path_share);
-        // A loop device's commands are work on the machine's CPUs: that part goes onto the
-        // simulator's CPUs (each unit time keeps a twentieth at least, as the line's base
-        // does).
-        let completions = self.completion_cpu();
-        let worker = if completions == crate::CompletionCpu::Worker {
-            self.outside_cpu_ns.max(0.0)
-        } else {
-            0.0
-        };
-        // Deep, the worker goes from one command to the next without sleeping: that is
-        // its work per command, and what one at a time costs beyond it is its wake-up.
-        let deep = self.outside_cpu_deep_ns.max(0.0);
-        let (worker_cpu, worker_wake) = if worker > 0.0 && deep > 0.0 {
-            (deep.min(worker), (worker - deep).max(0.0))
-        } else {
-            (worker, 0.0)
-        };
-        let (read_base, seq_read_base, write_base, seq_write_base, speedup) = if worker > 0.0 {
-            let less = |t: f64| (t - worker).max(t * 0.05);
-            // Where the CPUs limited the reads in flight, the device serves any count at
-            // once. Where they did not (a loop over a file on a disk, whose disk limits
-            // them), the speedup is the measured one of the device's own part: Little's
-            // law on each read's time less the worker's CPU in it (all of it alone, its
-            // work per command when deep), so the device alone serves the measured rate.
-            let speedup = if self.cpus_limit_depth() {
-                speedup.iter().map(|&(n, _)| (n, f64::from(n))).collect()
-            } else {
-                let own1 = less(t1);
-                let mut last = 1.0f64;
-                speedup
-                    .iter()
-                    .map(|&(n, c)| {
-                        if n > 1 {
-                            let mean = f64::from(n) * t1 / c;
-                            let own = (mean - worker_cpu).max(own1);
-                            last = last.max(f64::from(n) * own1 / own);
-                        }
-                        (n, last)
-                    })
-                    .collect()
-            };
-            (
-                less(read_base),
-                less(seq_read_base),
-                less(write_base),
-                less(seq_write_base),
-                speedup,
-            )
-        } else {
-            (
-                read_base,
-                seq_read_base,
-                write_base,
-                seq_write_base,
-                speedup,
-            )
-        };
+        let (read_base, seq_read_base, write_base, seq_write_base) = (
+            less(read_base),
+            less(seq_read_base),
+            less(write_base),
+            less(seq_write_base),
+        );
         Ok(Fit {
             speedup,
             read_wake_ns: wake,
@@ -640,7 +619,7 @@ impl Profile {
     pub fn cpus_limit_depth(&self) -> bool {
         let busiest = self.generator_cpu_deep_ns.max(self.outside_cpu_deep_ns);
         match self.get("randread_4k_qd64") {
-            Some(m) if m.jobs == 1 && busiest > 0.0 && self.generator_cpu_deep_ns > 0.0 => {
+            Some(m) if m.jobs == 1 && self.generator_cpu_deep_ns > 0.0 => {
                 m.iops * busiest / 1e9 >= CPU_BOUND
             }
             _ => true,
