@@ -21,6 +21,7 @@ pub mod port;
 pub mod profile;
 pub mod raid;
 pub mod realtime;
+pub mod replay;
 pub mod rng;
 pub mod ssd;
 pub mod virtio;
