@@ -439,8 +439,8 @@ fn held_completions_are_measured_again_on_the_model_fitted_to_them() {
 
 /// A model gives back the reads beside a write flood its device was measured with: the
 /// profile's `randread_4k_qd1_under_writes` (one random 4 KiB read at a time beside
-/// sequential 1 MiB writes 4 in flight), run by `mqblk sim` as the two-job file it was
-/// under `none`, within 15% of the measured mean. The device is a loop with direct I/O over
+/// sequential 1 MiB writes 4 in flight), run by `mqblk sim` under `none` as the two-job
+/// file it was measured with, within 15% of the measured mean. The device is a loop with direct I/O over
 /// a file on this machine's disk (`losetup --direct-io=on`, profiled by `mqblk profile
 /// --fio=fio --filename=/dev/loop1 --write-ok` on 2026-12-04). Taking the measured excess
 /// as the read's own work, as though it had the device to itself, the model's reads took

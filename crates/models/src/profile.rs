@@ -641,15 +641,15 @@ impl Profile {
     /// with the writes in flight and its work is served at `speedup(5) / 5`: a loop over a
     /// file on this machine's disk gave back 7.9 ms where the device had taken 3.7 ms.
     ///
-    /// Left as measured where the replay cannot stand for the simulator: a device with a
-    /// ring (`virtqueue_size`), where which command gets the ring after a completion is the
-    /// block layer's requeueing (`blk_mq_requeue_work` puts each one back at the head, so a
-    /// batch comes back reversed), not the replay's order of arrival; and where no value
-    /// reaches the measurement within [`CALIBRATE_DOUBLINGS`] doublings (this machine's
-    /// disk: its ring holds one 1 MiB write at a time, the reads and writes take turns, and
-    /// a read meets no write bytes on the device to be slowed by). A model already slower
-    /// than the device with none gets none (the tmpfs loop: its one transfer path makes the
-    /// read wait for all 4 MiB).
+    /// The closed form stays where the replay cannot stand for the simulator: a device with
+    /// a ring (`virtqueue_size`), where which command gets the ring after a completion is
+    /// the block layer's requeueing (`blk_mq_requeue_work` puts each one back at the head,
+    /// so a batch comes back reversed), not the replay's order of arrival. On this machine's
+    /// disk the value moves nothing there anyway: its ring holds one 1 MiB write at a time,
+    /// reads and writes take turns, and a read meets no write bytes on the device. It also
+    /// stays where no value reaches the measurement within [`CALIBRATE_DOUBLINGS`]
+    /// doublings. A model already slower than the device with none gets none (the tmpfs
+    /// loop: its one transfer path makes the read wait for all 4 MiB).
     fn calibrate_interference(&self, fit: &mut Fit) {
         let Some(m) = self.get("randread_4k_qd1_under_writes") else {
             return;
@@ -657,9 +657,9 @@ impl Profile {
         if !self.writes || m.mean_us <= 0.0 || self.virtqueue_size > 0 {
             return;
         }
-        // The replays take a fifth of a second; a run builds its model once per job file
-        // and `mqblk twin` builds one per run, so a process fits each profile once. The
-        // value depends only on the measured fit and the queue's shape.
+        // The replays take up to a tenth of a second; a process that builds a model more
+        // than once (sweeps, Python) fits each profile once. The value depends only on the
+        // measured fit and the queue's shape.
         static CALIBRATED: std::sync::OnceLock<
             std::sync::Mutex<std::collections::HashMap<String, f64>>,
         > = std::sync::OnceLock::new();
