@@ -389,8 +389,8 @@ impl Profile {
     }
 
     /// The model's parameters, from the measurements (see the module's description), with
-    /// the interference of writes with reads calibrated on the model itself
-    /// ([`Profile::calibrate_interference`]).
+    /// how much write bytes in flight slow a read found by replaying the profile's reads
+    /// beside its write flood on the model itself ([`crate::replay`]).
     pub fn fit(&self, path: &str) -> Result<Fit, ProfileError> {
         let mut fit = self.fit_measured(path)?;
         self.calibrate_interference(&mut fit);
