@@ -484,6 +484,19 @@ fn a_fitted_model_gives_back_the_reads_beside_writes_it_was_measured_with() {
         within(model, measured, 0.15),
         "the model's reads beside the writes took {model:.0} us, the device's {measured:.0} us"
     );
+    // `mqblk profile --fit` shows the value replayed and the one read off the measurement.
+    let o = mqblk(&["profile", &format!("--fit={source}")]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let shown = text(&o.stdout);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("a read slowed per MiB of writes in flight"))
+        .unwrap();
+    assert!(
+        line.contains("(replayed on the model;")
+            && line.contains("read straight off the measurement)"),
+        "{line}"
+    );
 }
 
 #[test]

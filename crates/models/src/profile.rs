@@ -261,8 +261,13 @@ pub struct Fit {
     pub flush_ns: f64,
     /// What FUA adds to a write, on a device that has it (`queue/fua`); 0 without.
     pub fua_ns: f64,
-    /// What each byte of writes in flight adds to a read's unit time.
+    /// What each byte of writes in flight adds to a read's unit time: the value that makes
+    /// the model's reads beside the profile's write flood take the measured mean
+    /// ([`crate::replay`]), else the closed form's below.
     pub read_ns_per_write_byte: f64,
+    /// The same read straight off the measurement, as though the read had the device to
+    /// itself (the closed form); equal to the above where the fit kept it.
+    pub read_ns_per_write_byte_measured: f64,
     /// The share of a unit's time that varies from command to command, by the count being
     /// served: `(count, share)` one at a time and at each count random 4 KiB reads were
     /// measured at in several runs (`p99_runs`; of two measured at one count, the one whose
@@ -621,6 +626,7 @@ impl Profile {
             flush_ns: flush,
             fua_ns: fua,
             read_ns_per_write_byte: interference,
+            read_ns_per_write_byte_measured: interference,
             spread,
             path_span_bytes: (r1m.bs * u64::from(r1m.in_flight())) as f64,
             read_path_spread,
@@ -1050,7 +1056,15 @@ impl Fit {
             ),
             (
                 "a read slowed per MiB of writes in flight",
-                us(self.read_ns_per_write_byte * 1048576.0),
+                if self.read_ns_per_write_byte == self.read_ns_per_write_byte_measured {
+                    us(self.read_ns_per_write_byte * 1048576.0)
+                } else {
+                    format!(
+                        "{} (replayed on the model; {} read straight off the measurement)",
+                        us(self.read_ns_per_write_byte * 1048576.0),
+                        us(self.read_ns_per_write_byte_measured * 1048576.0)
+                    )
+                },
             ),
             ("a flush after the writes before it", us(self.flush_ns)),
             ("what FUA adds to a write", us(self.fua_ns)),
@@ -2421,6 +2435,10 @@ mod tests {
             let model = FittedModel::with_fit(&p, fit.clone(), SimRng::new(7));
             crate::replay::reads_beside_writes_ns(Box::new(model), 1 << 20, 4, 4_000, 7).unwrap()
         };
+        assert_eq!(
+            fit.read_ns_per_write_byte_measured,
+            closed.read_ns_per_write_byte
+        );
         let back = replay(&fit);
         assert!(
             (back / measured - 1.0).abs() < 0.05,
