@@ -1064,7 +1064,6 @@ fn sim_command(
     cmd
 }
 
-/// Effects over `none`, paired by repeat and stack.
 /// The (job, direction) pairs the baseline (`none`) has in any stack, in the order they
 /// first appear.
 fn baseline_keys(runs: &[(u32, Stack, String, Vec<Figures>)]) -> Vec<(String, Dir)> {
@@ -1079,6 +1078,7 @@ fn baseline_keys(runs: &[(u32, Stack, String, Vec<Figures>)]) -> Vec<(String, Di
         })
 }
 
+/// Effects over `none`, paired by repeat and stack.
 fn effects(runs: &[(u32, Stack, String, Vec<Figures>)], scheds: &[String]) -> Vec<Effect> {
     let find = |r: u32, stack: Stack, s: &str| {
         runs.iter()
