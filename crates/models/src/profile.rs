@@ -709,8 +709,9 @@ impl Profile {
             fit.read_ns_per_write_byte = 0.0;
             return;
         }
-        // Bracket the measurement from the closed form's value (at least what one write
-        // byte in flight of all four's would need).
+        // Bracket the measurement from above, starting at the closed form's value or, if
+        // larger, the one at which the flood's 4 MiB in flight alone would add the whole
+        // measured mean to a read's work, doubling while the replay stays short of it.
         let mut hi = fit.read_ns_per_write_byte.max(target / FLOOD_BYTES as f64);
         let mut f_hi = reads_at(hi);
         let mut doublings = 0;
