@@ -573,3 +573,25 @@ fn zns_writers_at_the_write_pointers_reach_the_measured_ceiling_and_reset_zones(
         text(&o.stderr)
     );
 }
+
+/// On a virtio ring that fills, a requeued write goes back to its software queue while the
+/// stopped queue keeps it there, and the requeue work runs before the writer's next system
+/// call (a kblockd worker preempts it): the writer's next sequential bios merge into it,
+/// as the kernel's do on this machine's virtio disk (fio's 128 KiB writes went out as
+/// 896 KiB requests). Were the requeue work to wait until the writer sleeps, every bio
+/// would go out as a request of its own.
+#[test]
+fn requeued_writes_on_a_full_ring_take_the_next_bios_in() {
+    let profile = common::repo().join("testdata/profiles/vda-2026-12-03.toml");
+    let job = common::repo().join("examples/twin/read-beside-writes.fio");
+    let device = format!("--device=profile:{}", profile.display());
+    let j = sim_job_file_json(&["--ioscheduler=none", &device, "--runtime=200ms"], &job);
+    let bios = j["mqblk_sim"]["requests"].as_f64().expect("requests");
+    let hctx = &j["mqblk_queue"]["hctx"][0];
+    let requests = hctx["completed"].as_f64().expect("completed");
+    assert!(hctx["requeued"].as_f64().expect("requeued") > 0.0, "{hctx}");
+    assert!(
+        requests < 0.6 * bios,
+        "{requests} requests for {bios} bios: the requeued writes took no bios in"
+    );
+}

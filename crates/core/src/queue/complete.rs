@@ -328,8 +328,8 @@ impl QueueInner {
         self.requeue_at.fetch_min(now.0, Ordering::AcqRel);
     }
 
-    /// Under `kblockd_runs`: the software queue on whose CPU the requeue work is to run, if
-    /// it is due and no worker has it yet; it is now handed to one.
+    /// The software queue on whose CPU the requeue work is to run, if it is due and no
+    /// worker has it yet; it is now handed to one.
     pub(crate) fn take_due_requeue(&self, now: Nanos) -> Option<CtxIdx> {
         if self.requeue_at.load(Ordering::Acquire) > now.0
             || self.requeue_queued.swap(true, Ordering::AcqRel)
@@ -338,6 +338,14 @@ impl QueueInner {
         }
         let c = self.requeue_ctx.load(Ordering::Acquire);
         Some(CtxIdx(if c == u32::MAX { 0 } else { c as u16 }))
+    }
+
+    /// The requeue work, if it is due, no worker has it yet and it was kicked on `ctx`'s
+    /// CPU; it is now handed to that CPU ([`Self::take_due_requeue`]).
+    pub(crate) fn take_due_requeue_on(&self, ctx: CtxIdx, now: Nanos) -> bool {
+        let c = self.requeue_ctx.load(Ordering::Acquire);
+        let on = if c == u32::MAX { 0 } else { c as u16 };
+        on == ctx.0 && self.take_due_requeue(now).is_some()
     }
 
     /// `blk_mq_requeue_work`: re-insert requeued requests at the head, then run the queues.

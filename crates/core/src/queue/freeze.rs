@@ -372,6 +372,14 @@ impl RequestQueue {
         e.inner.take_due_requeue(now)
     }
 
+    /// Whether the requeue work is due and was kicked on `sub`'s CPU, where a kblockd worker
+    /// woken for it preempts the task that kicked it: if so it is handed to that worker, and
+    /// the caller executes it there with [`Self::requeue_work`] now, before the task goes on.
+    pub fn take_due_requeue_here(&self, sub: &Submitter, now: Nanos) -> bool {
+        let e = self.enter_outside(None);
+        e.inner.take_due_requeue_on(sub.ctx, now)
+    }
+
     /// A worker on `sub`'s CPU executes the requeue work: requeued requests go back, and the
     /// hardware queues run (inline only `sub`'s own).
     pub fn requeue_work(&self, sub: &mut Submitter, now: Nanos) {

@@ -167,6 +167,10 @@ impl Sim {
                                 (base, None)
                             }
                         }
+                        TraceAction::Requeue => {
+                            self.requeued = true;
+                            (base, None)
+                        }
                         _ => (base, None),
                     };
                     cur = self.charge(c, cur, ns, lock);

@@ -417,6 +417,9 @@ pub struct Sim {
     dev_armed: Option<u64>,
     timer_armed: Option<u64>,
     last_timer_at: Option<u64>,
+    /// An operation requeued a request since the last look at the requeue work from a
+    /// submitting task ([`Sim::kblockd_preempts`]).
+    requeued: bool,
     events: u64,
     /// Events left before the next invariant check (`check_every`; 0: none).
     until_check: u64,
@@ -645,6 +648,7 @@ impl Sim {
             now: 0,
             dev_armed: None,
             timer_armed: None,
+            requeued: false,
             last_timer_at: None,
             events: 0,
             until_check: 0,
