@@ -168,7 +168,7 @@ impl Sim {
                             }
                         }
                         TraceAction::Requeue => {
-                            self.requeued = true;
+                            self.cpus[c as usize].requeued = true;
                             (base, None)
                         }
                         _ => (base, None),

@@ -211,14 +211,14 @@ impl Sim {
     /// where they merge (`blk_bio_list_merge`) while a stopped queue keeps them there:
     /// traced on this machine's virtio disk under `none`, fio's sequential 128 KiB writes
     /// went out as 896 KiB requests that way, the kworker running between fio's
-    /// submissions. Only requeues the operations traced are looked for (a flush
-    /// sequence's step onto the requeue list runs when the CPU is free, as before), so
-    /// that a run without requeues pays nothing here.
+    /// submissions. Only after a requeue an operation on this CPU traced is the work
+    /// looked for (a flush sequence's step onto the requeue list runs when the CPU is
+    /// free, as before), so that a run without requeues pays nothing here.
     pub(super) fn kblockd_preempts(&mut self, c: u16, cur: u64) -> u64 {
-        if !std::mem::take(&mut self.requeued) {
+        let ci = c as usize;
+        if !std::mem::take(&mut self.cpus[ci].requeued) {
             return cur;
         }
-        let ci = c as usize;
         if !self
             .queue
             .take_due_requeue_here(&self.cpus[ci].sub, Nanos(cur))

@@ -233,6 +233,9 @@ struct Cpu {
     worker_woken: bool,
     /// Jobs of this CPU that wait for a free tag.
     tag_wait: bool,
+    /// An operation here requeued a request since its tasks last looked for the requeue
+    /// work ([`Sim::kblockd_preempts`]).
+    requeued: bool,
     /// Rotates which job submits first, so jobs sharing a CPU share it fairly.
     rr: usize,
 }
@@ -417,9 +420,6 @@ pub struct Sim {
     dev_armed: Option<u64>,
     timer_armed: Option<u64>,
     last_timer_at: Option<u64>,
-    /// An operation requeued a request since the last look at the requeue work from a
-    /// submitting task ([`Sim::kblockd_preempts`]).
-    requeued: bool,
     events: u64,
     /// Events left before the next invariant check (`check_every`; 0: none).
     until_check: u64,
@@ -555,6 +555,7 @@ impl Sim {
                 woken_remote: false,
                 worker_woken: false,
                 tag_wait: false,
+                requeued: false,
                 rr: 0,
             })
             .collect();
@@ -648,7 +649,6 @@ impl Sim {
             now: 0,
             dev_armed: None,
             timer_armed: None,
-            requeued: false,
             last_timer_at: None,
             events: 0,
             until_check: 0,
