@@ -8,7 +8,7 @@
 
 use crate::args::ProfileArgs;
 use crate::CliError;
-use mqblk_models::profile::{Measure, Profile};
+use mqblk_models::profile::{Measure, Profile, FLOOD_WRITES, FLOOD_WRITE_BYTES};
 use mqblk_runtime::{children_cpu_time, machine_busy_ns, process_cpu_time};
 use std::path::Path;
 use std::time::Instant;
@@ -25,8 +25,10 @@ struct Phase {
     jobs: u32,
     /// Options of the measured job beyond rw, bs and iodepth.
     extra: &'static str,
-    /// A job beside it (the write flood of the interference measurement).
-    beside: Option<&'static str>,
+    /// The write flood of the interference measurement beside it
+    /// ([`mqblk_models::profile::FLOOD_WRITE_BYTES`], [`mqblk_models::profile::FLOOD_WRITES`]
+    /// in flight), which the fit replays on the model.
+    flood: bool,
     writes: bool,
 }
 
@@ -47,7 +49,7 @@ const fn phase(
         iodepth,
         jobs: 1,
         extra: "",
-        beside: None,
+        flood: false,
         writes: false,
     }
 }
@@ -210,7 +212,7 @@ fn phases() -> Vec<Phase> {
             )
         },
         Phase {
-            beside: Some("rw=write\nbs=1m\niodepth=4\n"),
+            flood: true,
             ..phase(
                 "randread_4k_qd1_under_writes",
                 "random reads of 4 KiB, one at a time, beside sequential 1 MiB writes 4 in flight",
@@ -222,7 +224,7 @@ fn phases() -> Vec<Phase> {
         },
     ];
     for p in &mut v {
-        p.writes = p.op == "write" || p.beside.is_some();
+        p.writes = p.op == "write" || p.flood;
     }
     v
 }
@@ -240,7 +242,7 @@ impl Phase {
     /// Runs the measurement is split into: [`RUNS`] one after another (fio's `stonewall`),
     /// each a third of its time, unless a job runs beside it.
     fn runs(&self) -> usize {
-        if self.beside.is_some() {
+        if self.flood {
             1
         } else {
             RUNS
@@ -273,8 +275,10 @@ impl Phase {
                 self.extra
             ));
         }
-        if let Some(b) = self.beside {
-            s.push_str(&format!("\n[beside]\n{b}"));
+        if self.flood {
+            s.push_str(&format!(
+                "\n[beside]\nrw=write\nbs={FLOOD_WRITE_BYTES}\niodepth={FLOOD_WRITES}\n"
+            ));
         }
         s
     }

@@ -48,8 +48,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt::Write as _;
 
-/// The write flood of the interference measurement: 1 MiB sequential writes, 4 in flight.
-pub const FLOOD_BYTES: u64 = 4 << 20;
+/// Each write of the interference measurement's flood: sequential, 1 MiB.
+pub const FLOOD_WRITE_BYTES: u64 = 1 << 20;
+/// The flood's writes in flight.
+pub const FLOOD_WRITES: u32 = 4;
+/// The write flood of the interference measurement: its bytes in flight.
+pub const FLOOD_BYTES: u64 = FLOOD_WRITE_BYTES * FLOOD_WRITES as u64;
 
 /// Reads each replay of the profile's reads beside the flood runs for
 /// ([`Profile::calibrate_interference`]): their mean moves by about 1% from seed to seed.
@@ -697,8 +701,8 @@ impl Profile {
             let model = FittedModel::with_fit(self, f, SimRng::new(CALIBRATE_SEED));
             crate::replay::reads_beside_writes_ns(
                 Box::new(model),
-                FLOOD_BYTES / 4,
-                4,
+                FLOOD_WRITE_BYTES,
+                FLOOD_WRITES,
                 CALIBRATE_READS,
                 CALIBRATE_SEED,
             )
@@ -2434,7 +2438,14 @@ mod tests {
         );
         let replay = |fit: &Fit| {
             let model = FittedModel::with_fit(&p, fit.clone(), SimRng::new(7));
-            crate::replay::reads_beside_writes_ns(Box::new(model), 1 << 20, 4, 4_000, 7).unwrap()
+            crate::replay::reads_beside_writes_ns(
+                Box::new(model),
+                FLOOD_WRITE_BYTES,
+                FLOOD_WRITES,
+                4_000,
+                7,
+            )
+            .unwrap()
         };
         assert_eq!(
             fit.read_ns_per_write_byte_measured,
