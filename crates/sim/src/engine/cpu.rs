@@ -205,8 +205,9 @@ impl Sim {
 
     /// Where a task's system call returns on CPU `c` at `cur`: a kblockd worker woken here
     /// for requeue work the call kicked runs before the task goes on. kblockd's workers
-    /// are high priority (`WQ_HIGHPRI`, nice -20), and the requeue work is queued on the
-    /// kicking CPU (`blk_mq_kick_requeue_list`), so its worker preempts the task at once.
+    /// are high priority (`blk_dev_init` makes kblockd `WQ_HIGHPRI`: nice -20 workers per
+    /// CPU), and the requeue work is queued on the kicking CPU
+    /// (`blk_mq_kick_requeue_list`), so its worker preempts the task at once.
     /// The task's next bios then find the requeued requests back in the software queue,
     /// where they merge (`blk_bio_list_merge`) while a stopped queue keeps them there:
     /// traced on this machine's virtio disk under `none`, fio's sequential 128 KiB writes
