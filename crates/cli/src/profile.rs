@@ -315,6 +315,7 @@ struct Shape {
     nr_tags: u32,
     max_sectors_kb: u32,
     max_segments: u32,
+    max_segment_size: u32,
     virtqueue_size: u32,
     /// A loop device's backing file (empty: not one).
     backing_file: String,
@@ -346,6 +347,7 @@ fn shape_of_path(path: &Path) -> Result<(Shape, Option<String>, bool), CliError>
             nr_tags: q.nr_tags.unwrap_or(64),
             max_sectors_kb: q.max_sectors_kb.unwrap_or(0),
             max_segments: q.max_segments.unwrap_or(0),
+            max_segment_size: q.max_segment_size.unwrap_or(0),
             virtqueue_size: q.virtqueue_size.unwrap_or(0),
             backing_file: q.backing_file.clone().unwrap_or_default(),
         },
@@ -368,6 +370,7 @@ fn shape_of_model(spec: &str) -> Result<(Shape, u64), CliError> {
         nr_tags: m.queue_depth(),
         max_sectors_kb: lim.max_sectors / 2,
         max_segments: lim.max_segments as u32,
+        max_segment_size: lim.max_segment_size,
         virtqueue_size: m.ring_descriptors().unwrap_or(0),
         backing_file: String::new(),
     };
@@ -661,6 +664,7 @@ fn measure(a: &ProfileArgs, seconds: f64, tmp: &Path) -> Result<Profile, CliErro
         nr_tags: shape.nr_tags,
         max_sectors_kb: shape.max_sectors_kb,
         max_segments: shape.max_segments,
+        max_segment_size: shape.max_segment_size,
         virtqueue_size: shape.virtqueue_size,
         backing_file: shape.backing_file,
         completion_cpus,

@@ -817,3 +817,59 @@ fn verify_interval_finds_the_bad_piece_and_verify_dump_writes_it_out() {
     assert!(!dir.join(format!("data.{fourth}.received")).exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `iomem=shmhuge`: the job's buffers are huge pages, through which its data goes and is
+/// verified like any other; huge pages of a size nobody reserved are one line naming the job
+/// and how to reserve them, before any I/O.
+#[test]
+fn huge_page_buffers_carry_data_and_a_shortage_is_one_line() {
+    let test = "huge_page_buffers_carry_data_and_a_shortage_is_one_line";
+    let dir = std::env::temp_dir().join(format!("mqblk-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = format!("--filename={}", dir.join("huge.dat").display());
+    let job = [
+        "bench",
+        file.as_str(),
+        "--size=4m",
+        "--name=w",
+        "--rw=write",
+        "--bs=128k",
+        "--iodepth=4",
+        "--iomem=shmhuge",
+    ];
+    let gib_free =
+        std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    if gib_free == 0 {
+        let o = mqblk(&[&job[..], &["--hugepage-size=1g"]].concat());
+        let err = text(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(
+            err.contains("w: iomem=shmhuge") && err.contains("vm.nr_hugepages"),
+            "{err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    let reserved = match mqblk_drivers::hugemem::reserve(2 << 20, 1) {
+        Ok(r) => r,
+        Err(e) => {
+            mqblk_testkit::missing(test, &format!("no huge pages to map: {e}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
+    };
+    let o = mqblk(
+        &[
+            &job[..],
+            &["--verify=crc32c", "--do_verify=1", "--verify_state_save=0"],
+        ]
+        .concat(),
+    );
+    drop(reserved);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(out.contains("w: (groupid=0, jobs=1): err= 0"), "{out}");
+}

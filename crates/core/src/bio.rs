@@ -184,7 +184,51 @@ pub struct Page(pub [u8; 4096]);
 /// drop instead of being freed, so registered memory is only ever freed by the pool itself.
 pub trait BufHome: Send + Sync {
     /// Takes back the pages of a dropped buffer.
-    fn give_back(&self, pages: Vec<Page>);
+    fn give_back(&self, pages: HomePages);
+}
+
+/// The pages a buffer hands back to its [`BufHome`].
+pub enum HomePages {
+    /// Pages of the heap the home gave as a vector ([`IoBuf::pooled`]).
+    Heap(Vec<Page>),
+    /// Pages of memory the home mapped itself and lent ([`IoBuf::lent`]).
+    Lent(Box<dyn LentPages>),
+}
+
+/// Memory a [`BufHome`] mapped itself (huge pages, say) and lends to one buffer at a time.
+/// Its length is a whole number of pages and it starts on a page.
+pub trait LentPages: Send + Sync {
+    /// The bytes.
+    fn bytes(&self) -> &[u8];
+    /// The bytes, writable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+/// A buffer's pages: its own heap allocation, or memory its home lends it.
+enum Store {
+    Heap(Vec<Page>),
+    Lent(Box<dyn LentPages>),
+}
+
+impl Store {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Store::Heap(v) => bytemuck::cast_slice::<Page, u8>(v),
+            Store::Lent(l) => l.bytes(),
+        }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Store::Heap(v) => bytemuck::cast_slice_mut::<Page, u8>(v),
+            Store::Lent(l) => l.bytes_mut(),
+        }
+    }
+    fn into_home(self) -> HomePages {
+        match self {
+            Store::Heap(v) => HomePages::Heap(v),
+            Store::Lent(l) => HomePages::Lent(l),
+        }
+    }
 }
 
 /// Data buffers one submitter keeps for reuse: a request's buffer comes from here when one
@@ -242,25 +286,29 @@ impl SpareBufs {
 /// A page-aligned data buffer. Its length need not be a multiple of the page size.
 ///
 /// The pages are one heap allocation that does not move when the buffer moves. A buffer may
-/// come from a pool ([`IoBuf::pooled`]): its pages then go back to the pool when it is dropped,
-/// and a clone is an ordinary buffer with pages of its own.
+/// come from a pool ([`IoBuf::pooled`]) or over memory a home mapped itself
+/// ([`IoBuf::lent`]): its pages then go back to their home when it is dropped, and a clone
+/// is an ordinary buffer with pages of its own. The buffer knows how its pages lie in
+/// physical memory ([`IoBuf::bvecs`]), which is what the kernel's segment count sees.
 pub struct IoBuf {
-    pages: Vec<Page>,
+    store: Store,
     len: usize,
     home: Option<std::sync::Arc<dyn BufHome>>,
+    bvecs: BvecLayout,
 }
 
 impl IoBuf {
-    /// A zero-filled buffer of `len` bytes.
+    /// A zero-filled buffer of `len` bytes on the heap.
     pub fn new(len: usize) -> IoBuf {
         let nr_pages = len.div_ceil(4096).max(1);
         IoBuf {
-            pages: vec![bytemuck::Zeroable::zeroed(); nr_pages],
+            store: Store::Heap(vec![bytemuck::Zeroable::zeroed(); nr_pages]),
             len,
             home: None,
+            bvecs: BvecLayout::PAGES,
         }
     }
-    /// A buffer over pages that belong to `home`, which gets them back on drop.
+    /// A buffer over heap pages that belong to `home`, which gets them back on drop.
     pub fn pooled(pages: Vec<Page>, len: usize, home: std::sync::Arc<dyn BufHome>) -> IoBuf {
         assert!(
             len <= pages.len() * 4096,
@@ -268,14 +316,40 @@ impl IoBuf {
             pages.len()
         );
         IoBuf {
-            pages,
+            store: Store::Heap(pages),
             len,
             home: Some(home),
+            bvecs: BvecLayout::PAGES,
+        }
+    }
+    /// A buffer of `len` bytes over memory `home` lends, laid out in physical memory as
+    /// `bvecs` says; `home` gets the pages back on drop.
+    pub fn lent(
+        pages: Box<dyn LentPages>,
+        len: usize,
+        home: std::sync::Arc<dyn BufHome>,
+        bvecs: BvecLayout,
+    ) -> IoBuf {
+        let have = pages.bytes().len();
+        assert!(
+            len <= have && have % 4096 == 0 && pages.bytes().as_ptr() as usize % 4096 == 0,
+            "lent buffer of {len} bytes over {have} bytes of memory"
+        );
+        IoBuf {
+            store: Store::Lent(pages),
+            len,
+            home: Some(home),
+            bvecs,
         }
     }
     /// True when the pages came from a pool and will go back to it.
     pub fn is_pooled(&self) -> bool {
         self.home.is_some()
+    }
+    /// How the pages lie in physical memory: adjoining only by chance for heap pages
+    /// ([`BvecLayout::PAGES`]), in runs of the page size for huge pages.
+    pub fn bvecs(&self) -> BvecLayout {
+        self.bvecs
     }
     /// The length in bytes.
     pub fn len(&self) -> usize {
@@ -287,42 +361,46 @@ impl IoBuf {
     }
     /// Bytes that can be used without reallocating.
     pub fn capacity(&self) -> usize {
-        self.pages.len() * 4096
+        self.store.bytes().len()
     }
     /// Changes the length within the capacity, growing the allocation if needed. A pooled
     /// buffer that has to grow first gives its pages back and becomes an ordinary buffer, so
     /// the pool's memory is never reallocated behind its back.
     pub fn set_len(&mut self, len: usize) {
         let nr_pages = len.div_ceil(4096).max(1);
-        if nr_pages > self.pages.len() {
+        if nr_pages * 4096 > self.store.bytes().len() {
             if let Some(home) = self.home.take() {
                 let mut fresh: Vec<Page> = vec![bytemuck::Zeroable::zeroed(); nr_pages];
                 let n = self.len.min(len);
                 bytemuck::cast_slice_mut::<Page, u8>(&mut fresh)[..n]
                     .copy_from_slice(&self.as_slice()[..n]);
-                home.give_back(std::mem::replace(&mut self.pages, fresh));
-            } else {
-                self.pages.resize(nr_pages, bytemuck::Zeroable::zeroed());
+                let old = std::mem::replace(&mut self.store, Store::Heap(fresh));
+                home.give_back(old.into_home());
+                self.bvecs = BvecLayout::PAGES;
+            } else if let Store::Heap(v) = &mut self.store {
+                v.resize(nr_pages, bytemuck::Zeroable::zeroed());
             }
         }
         self.len = len;
     }
     /// The bytes, as far as the length goes.
     pub fn as_slice(&self) -> &[u8] {
-        &bytemuck::cast_slice::<Page, u8>(&self.pages)[..self.len]
+        &self.store.bytes()[..self.len]
     }
     /// The bytes, writable, as far as the length goes.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut::<Page, u8>(&mut self.pages)[..self.len]
+        let len = self.len;
+        &mut self.store.bytes_mut()[..len]
     }
 }
 
 impl Clone for IoBuf {
     fn clone(&self) -> IoBuf {
         IoBuf {
-            pages: self.pages.clone(),
+            store: Store::Heap(bytemuck::cast_slice(self.store.bytes()).to_vec()),
             len: self.len,
             home: None,
+            bvecs: BvecLayout::PAGES,
         }
     }
 }
@@ -330,7 +408,8 @@ impl Clone for IoBuf {
 impl Drop for IoBuf {
     fn drop(&mut self) {
         if let Some(home) = self.home.take() {
-            home.give_back(std::mem::take(&mut self.pages));
+            let store = std::mem::replace(&mut self.store, Store::Heap(Vec::new()));
+            home.give_back(store.into_home());
         }
     }
 }
@@ -347,8 +426,8 @@ impl std::fmt::Debug for IoBuf {
 ///
 /// Every run starts at a boundary of its own length and is `run` bytes long, the bio starting
 /// `skip` bytes into its first run (the rest of a bio split off mid-run). `run == 0` is a
-/// buffer the core cannot see into and counts as one segment: the threaded runtime hands its
-/// driver whole buffers, and a kernel beneath it splits them by their real pages.
+/// buffer the core cannot see into and counts as one segment (a bio without a buffer that
+/// says nothing of one). A bio takes its buffer's layout ([`IoBuf::bvecs`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct BvecLayout {
     /// Bytes per physically contiguous run (0: the whole buffer, one segment).
@@ -360,9 +439,10 @@ pub struct BvecLayout {
 impl BvecLayout {
     /// A buffer whose layout the core does not see: one segment.
     pub const WHOLE: BvecLayout = BvecLayout { run: 0, skip: 0 };
-    /// A process's buffer in 4 KiB pages that seldom adjoin (what fio's default
-    /// `iomem=malloc` gives an O_DIRECT job: 32 segments per 128 KiB in a
-    /// `/proc/self/pagemap` check on this project's VM).
+    /// A process's buffer in 4 KiB pages that adjoin only by chance, counted as never: the
+    /// kernel's worst case for fio's default `iomem=malloc` (a running fio's writer buffer in
+    /// `/proc/PID/pagemap` ran from one page to ten per physically contiguous run between
+    /// runs on this project's VM, mostly one).
     pub const PAGES: BvecLayout = BvecLayout {
         run: PAGE_BYTES,
         skip: 0,
@@ -490,7 +570,10 @@ impl Bio {
     }
     /// Gives it its data buffer.
     #[inline]
+    /// The bio's data buffer; the bio's segments are counted over how the buffer lies in
+    /// memory ([`IoBuf::bvecs`]).
     pub fn with_buf(mut self, buf: IoBuf) -> Bio {
+        self.bvecs = buf.bvecs();
         self.buf = Some(buf);
         self
     }

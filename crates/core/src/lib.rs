@@ -31,8 +31,8 @@ pub mod trace;
 pub mod zoned;
 
 pub use bio::{
-    op_is_sync, Bio, BufHome, BvecLayout, IoBuf, IoPrio, IoPrioClass, Page, ReqFlags, ReqOp,
-    SpareBufs, PAGE_BYTES, SECTOR_SHIFT, SECTOR_SIZE,
+    op_is_sync, Bio, BufHome, BvecLayout, HomePages, IoBuf, IoPrio, IoPrioClass, LentPages, Page,
+    ReqFlags, ReqOp, SpareBufs, PAGE_BYTES, SECTOR_SHIFT, SECTOR_SIZE,
 };
 pub use blkcg::{Blkcg, BlkcgError, GroupInfo};
 pub use cpumap::{HctxType, QueueMap};

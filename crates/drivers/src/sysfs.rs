@@ -130,6 +130,8 @@ pub struct QueueShape {
     pub nr_tags: Option<u32>,
     pub max_sectors_kb: Option<u32>,
     pub max_segments: Option<u32>,
+    /// `queue/max_segment_size`: the most bytes of adjoining memory one segment covers.
+    pub max_segment_size: Option<u32>,
     pub write_cache: Option<bool>,
     /// `queue/fua`: the disk honours FUA writes.
     pub fua: Option<bool>,
@@ -191,6 +193,7 @@ impl QueueShape {
             nr_tags,
             max_sectors_kb: num("queue/max_sectors_kb"),
             max_segments: num("queue/max_segments"),
+            max_segment_size: num("queue/max_segment_size"),
             write_cache: read("queue/write_cache").map(|s| s == "write back"),
             fua: read("queue/fua").map(|s| s == "1"),
             rotational: read("queue/rotational").map(|s| s == "1"),
@@ -203,23 +206,6 @@ impl QueueShape {
     /// The shape of the disk holding device `dev`, if sysfs has one.
     pub fn of_dev(dev: u64) -> Option<QueueShape> {
         disk_dir(dev).map(|d| QueueShape::of_dir(&d))
-    }
-
-    /// The largest request in KiB the disk takes of data in 4 KiB pages that do not
-    /// adjoin in memory (the usual case for a process's buffers): `max_sectors_kb`, and at
-    /// most one page per segment (`max_segments`), which for a virtio ring without indirect
-    /// descriptors also leaves the two descriptors a request needs besides its data.
-    pub fn largest_request_kb(&self) -> Option<u32> {
-        let pages = |n: u32| n.saturating_mul(4);
-        [
-            self.max_sectors_kb,
-            self.max_segments.map(pages),
-            self.virtqueue_size
-                .map(|d| pages(d.saturating_sub(2).max(1))),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
     }
 
     /// One line for reports: `vda: hw_queues=1 nr_tags=128 ...`.

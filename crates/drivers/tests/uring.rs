@@ -1337,7 +1337,7 @@ fn pooled_buffers_outlive_the_device_soundly() {
 /// A virtio-blk ring without indirect descriptors (`virtqueue_size`): each request holds one
 /// descriptor per 4 KiB page plus two while in flight, and one that does not fit waits in
 /// the queue (`virtio_queue_rq` answers `BLK_STS_DEV_RESOURCE`) until a completion makes
-/// room; requests are no larger than the ring holds.
+/// room; requests have no more segments than the ring holds.
 #[test]
 fn a_virtqueue_without_indirect_descriptors_limits_what_is_in_flight() {
     let dir = TempDir::new("virtqueue");
@@ -1348,9 +1348,9 @@ fn a_virtqueue_without_indirect_descriptors_limits_what_is_in_flight() {
     });
     assert_eq!(r.dev.virtqueue_size(), Some(20));
     assert_eq!(
-        r.q.limits().max_sectors,
-        18 * 8,
-        "a request must fit in the ring: 18 pages"
+        r.q.limits().max_segments,
+        18,
+        "a request must fit in the ring: 18 segments"
     );
     let mut rng = Rng(5);
     let datas: Vec<Vec<u8>> = (0..48).map(|_| rng.bytes(16 * 1024)).collect();
@@ -1386,4 +1386,51 @@ fn a_virtqueue_without_indirect_descriptors_limits_what_is_in_flight() {
     assert_eq!(r.write(4096, &big), BlkStatus::Ok);
     assert!(r.read(4096, 18 * 8) == big);
     r.assert_drained();
+}
+
+/// On a ring without indirect descriptors a request holds a descriptor per segment of its
+/// buffer, counted over how the buffer lies in memory (`blk_rq_map_sg`): 128 KiB of heap
+/// pages are 32 segments, more than a ring of 20 takes at once, so the bio goes as two
+/// requests; from a huge-page buffer (`iomem=shmhuge`) the same bio is one segment and one
+/// request. Both land intact.
+#[test]
+fn a_huge_page_buffer_is_one_segment_on_the_ring() {
+    let test = "a_huge_page_buffer_is_one_segment_on_the_ring";
+    let reserved = match mqblk_drivers::hugemem::reserve(2 << 20, 1) {
+        Ok(r) => r,
+        Err(e) => {
+            mqblk_testkit::missing(test, &format!("no huge pages to map: {e}"));
+            return;
+        }
+    };
+    let dir = TempDir::new("huge-ring");
+    let mut r = rig(UringConfig {
+        virtqueue_size: Some(20),
+        ..file_cfg(dir.file("dev.img"), 4 * MIB, false)
+    });
+    assert_eq!(r.q.limits().max_segments, 18);
+    let data = Rng(11).bytes(128 * 1024);
+    let issued = |r: &Rig| r.q.hctx(HctxIdx(0)).stats.total().issued;
+    let before = issued(&r);
+    assert_eq!(r.write(0, &data), BlkStatus::Ok);
+    assert_eq!(
+        issued(&r) - before,
+        2,
+        "32 heap pages in a ring of 18 segments"
+    );
+    let arena = mqblk_drivers::hugemem::HugeArena::new("t", 1, 128 * 1024, 2 << 20, None)
+        .expect("a huge page");
+    let mut buf = arena.take(128 * 1024).unwrap();
+    buf.as_mut_slice().copy_from_slice(&data);
+    let before = issued(&r);
+    let bio = Bio::new(ReqOp::Write, 1024, 256).with_buf(buf);
+    assert_eq!(r.io(bio).status, BlkStatus::Ok);
+    assert_eq!(issued(&r) - before, 1, "one segment of a huge page");
+    assert!(r.read(1024, 256) == data);
+    assert!(r.read(0, 256) == data);
+    r.assert_drained();
+    drop(r);
+    assert_eq!(arena.free(), 1);
+    drop(arena);
+    drop(reserved);
 }

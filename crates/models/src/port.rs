@@ -149,15 +149,15 @@ impl ModelPort {
         }
     }
 
-    /// Decides the fate of command `id` (of `bytes` of data) handed to hardware queue `hw`,
-    /// and counts it in.
-    pub fn accept(&mut self, hw: u16, id: RqId, bytes: u64) -> Accept {
+    /// Decides the fate of command `id` (of `segments` segments of data: the request's
+    /// `nr_phys_segments`) handed to hardware queue `hw`, and counts it in.
+    pub fn accept(&mut self, hw: u16, id: RqId, segments: u32) -> Accept {
         let h = hw as usize;
         if let Some(ring) = self.ring {
-            // A segment per page of data, and the header's and the status's descriptors
-            // (`DeviceModel::ring_descriptors`); one that could never fit takes the whole
-            // ring when it is empty, as the uring driver's ring does.
-            let need = (bytes.div_ceil(4096) as u32 + 2).min(ring);
+            // A descriptor per data segment, and the header's and the status's
+            // (`virtblk_add_req`, `DeviceModel::ring_descriptors`); one that could never fit
+            // takes the whole ring when it is empty, as the uring driver's ring does.
+            let need = segments.saturating_add(2).min(ring);
             if self.ring_used[h] + need > ring {
                 return Accept::NoRoom;
             }

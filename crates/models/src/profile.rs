@@ -158,6 +158,10 @@ pub struct Profile {
     pub max_sectors_kb: u32,
     /// `queue/max_segments`.
     pub max_segments: u32,
+    /// `queue/max_segment_size`: bytes of adjoining memory one segment covers at most (0:
+    /// the kernel's default, 64 KiB).
+    #[serde(default)]
+    pub max_segment_size: u32,
     /// Descriptors per virtqueue of a virtio-blk disk without indirect descriptors (0: no
     /// such limit), which bounds the large requests in flight.
     #[serde(default)]
@@ -674,10 +678,11 @@ impl Profile {
             std::sync::Mutex<std::collections::HashMap<String, f64>>,
         > = std::sync::OnceLock::new();
         let key = format!(
-            "{fit:?} {} {} {} {} {}",
+            "{fit:?} {} {} {} {} {} {}",
             self.size_bytes,
             self.max_sectors_kb,
             self.max_segments,
+            self.max_segment_size,
             self.nr_hw_queues,
             self.nr_tags
         );
@@ -865,6 +870,11 @@ impl Profile {
             "sysfs queue/max_segments.",
             "max_segments",
             self.max_segments.to_string(),
+        );
+        kv(
+            "sysfs queue/max_segment_size: bytes of adjoining memory one segment covers (0: the kernel's default, 64 KiB).",
+            "max_segment_size",
+            self.max_segment_size.to_string(),
         );
         kv(
             "Descriptors per virtqueue of a virtio-blk disk without indirect descriptors (0: none).",
@@ -1232,6 +1242,9 @@ impl FittedModel {
         }
         if profile.max_segments > 0 {
             limits.max_segments = profile.max_segments.min(u16::MAX as u32) as u16;
+        }
+        if profile.max_segment_size > 0 {
+            limits.max_segment_size = profile.max_segment_size.max(4096);
         }
         FittedModel {
             fit,
@@ -1682,6 +1695,7 @@ mod tests {
             nr_tags: 32,
             max_sectors_kb: 512,
             max_segments: 128,
+            max_segment_size: 0,
             virtqueue_size: 0,
             backing_file: String::new(),
             completion_cpus: Vec::new(),
@@ -2550,10 +2564,10 @@ mod tests {
             fua: false,
             group: 0,
         };
-        assert_eq!(port.accept(0, RqId(1), 128 << 10), Accept::Take);
+        assert_eq!(port.accept(0, RqId(1), 32), Accept::Take);
         port.deliver(0, write(1), Nanos(0));
-        assert_eq!(port.accept(0, RqId(2), 128 << 10), Accept::NoRoom);
-        assert_eq!(port.accept(0, RqId(3), 4096), Accept::Take);
+        assert_eq!(port.accept(0, RqId(2), 32), Accept::NoRoom);
+        assert_eq!(port.accept(0, RqId(3), 1), Accept::Take);
         port.deliver(
             0,
             Cmd {
@@ -2577,19 +2591,19 @@ mod tests {
         // Nothing in flight: a full ring is refused with RESOURCE, a retry after a delay, not
         // DEV_RESOURCE, whose re-run would need a completion.
         assert_eq!(port.busy(0), BlkStatus::Resource);
-        assert_eq!(port.accept(0, RqId(2), 128 << 10), Accept::Take);
+        assert_eq!(port.accept(0, RqId(2), 32), Accept::Take);
         port.deliver(0, write(2), Nanos(1 << 40));
         assert_eq!(port.busy(0), BlkStatus::DevResource);
         // One larger than the ring (1 MiB: 258 descriptors) takes all of it once it is empty,
         // rather than waiting for room that never comes.
-        assert_eq!(port.accept(0, RqId(4), 1 << 20), Accept::NoRoom);
+        assert_eq!(port.accept(0, RqId(4), 256), Accept::NoRoom);
         let mut finished = Vec::new();
         port.advance(Nanos(1 << 41), &mut finished);
         for f in finished {
             port.raise(f);
         }
         assert_eq!(port.poll(0, &mut done), 1);
-        assert_eq!(port.accept(0, RqId(4), 1 << 20), Accept::Take);
-        assert_eq!(port.accept(0, RqId(5), 4096), Accept::NoRoom);
+        assert_eq!(port.accept(0, RqId(4), 256), Accept::Take);
+        assert_eq!(port.accept(0, RqId(5), 1), Accept::NoRoom);
     }
 }

@@ -103,7 +103,7 @@ impl Driver for RealtimeDriver {
             // The device is full: a completion on this queue re-runs it, else retry later.
             return st.port.busy(hctx.0);
         }
-        match st.port.accept(hctx.0, rq.id, rq.nr_sectors as u64 * 512) {
+        match st.port.accept(hctx.0, rq.id, u32::from(rq.nr_segments)) {
             Accept::Refuse => return BlkStatus::Resource,
             // The ring is full: a completion on this queue frees room and re-runs it.
             Accept::NoRoom => return st.port.no_room(hctx.0, done),

@@ -170,7 +170,11 @@ impl Replay {
         for hw in 0..self.waiting.len() {
             while let Some(&cmd) = self.waiting[hw].front() {
                 let h = hw as u16;
-                if self.port.accept(h, RqId(cmd.id as u32), cmd.bytes()) != Accept::Take {
+                if self
+                    .port
+                    .accept(h, RqId(cmd.id as u32), cmd.bytes().div_ceil(4096) as u32)
+                    != Accept::Take
+                {
                     break;
                 }
                 self.waiting[hw].pop_front();

@@ -7,6 +7,9 @@ use std::path::PathBuf;
 /// Why a run plan cannot be made or run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// A job's huge-page buffers could not be mapped.
+    #[error(transparent)]
+    HugeMem(#[from] mqblk_drivers::HugeMemError),
     /// No job to run.
     #[error("no jobs given")]
     NoJobs,

@@ -40,6 +40,8 @@ pub struct RunJob {
     /// `verify_state_save` reaches a file: the job writes real files, whose data outlives
     /// the run (a memory-backed null device's does not).
     pub saves_verify_state: bool,
+    /// How its buffers lie in physical memory (`iomem=`), for its bios without one.
+    pub bvecs: mqblk_core::BvecLayout,
 }
 
 /// Latency samples of one direction, in nanoseconds.
@@ -665,7 +667,8 @@ impl<S: LatSink> JobState<'_, S> {
             .with_flags(flags)
             .with_ioprio(io.cmdprio.map_or(self.rj.ioprio, IoPrio))
             .with_issuer(self.rj.issuer, self.rj.group)
-            .with_private(self.batches.seq);
+            .with_private(self.batches.seq)
+            .with_bvecs(self.rj.bvecs);
         if self.rj.with_data && op.has_data() {
             let mut buf = self.free_bufs.pop().unwrap_or_else(|| {
                 let mut b = IoBuf::new(len as usize);

@@ -102,6 +102,7 @@ impl Plan {
                 plug_each,
                 buffers: None,
                 saves_verify_state: matches!(device.driver, DriverConfig::Uring(_)),
+                bvecs: s.buffer_bvecs(),
                 emptied_each_loop: match &device.driver {
                     DriverConfig::Uring(_) if job.unlink_each_loop => job
                         .files
@@ -295,6 +296,32 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             ctx: j.ctx.0,
         });
     }
+    // `iomem=shmhuge` and `mmaphuge`: each job's buffers in a huge-page area of its own,
+    // `iodepth` buffers of its largest block, as fio lays out its area.
+    let mut arenas = Vec::with_capacity(plan.jobs.len());
+    for (j, &spec) in plan.jobs.iter().zip(&plan.spec_of) {
+        let s = &plan.specs[spec];
+        arenas.push(match &s.iomem {
+            mqblk_workload::IoMem::Huge { file } if j.with_data => {
+                // A file per clone: each clone maps its own, as fio's processes do.
+                let file = file.as_ref().map(|f| {
+                    if plan.jobs.len() > 1 {
+                        std::path::PathBuf::from(format!("{f}.{}", j.issuer))
+                    } else {
+                        std::path::PathBuf::from(f)
+                    }
+                });
+                Some(mqblk_drivers::HugeArena::new(
+                    &format!("{}: iomem={}", j.job.name, iomem_name(&s.iomem)),
+                    j.job.iodepth.max(1) as usize,
+                    j.job.max_bs() as usize,
+                    s.hugepage_size,
+                    file.as_deref(),
+                )?)
+            }
+            _ => None,
+        });
+    }
     let progress = Progress::for_jobs(plan.jobs.len());
     progress.stonewalls.set(plan.jobs.iter().map(|j| &j.job));
     let members: Vec<MemberSpec> = plan.jobs.iter().map(|j| MemberSpec::of(&j.job)).collect();
@@ -310,7 +337,8 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
             .iter()
             .zip(&plan.spec_of)
             .enumerate()
-            .map(|(slot, (job, &spec))| {
+            .zip(&arenas)
+            .map(|((slot, (job, &spec)), arena)| {
                 let (q, c, p, b) = (queue.clone(), clock.clone(), &progress, &start);
                 let sink = Sink::new(&job.job, &plan.specs[spec], plan.plot);
                 // With registered buffers, the job's buffers come from the device's pool, so
@@ -320,9 +348,11 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                 let bufs = if job.with_data {
                     (0..job.job.iodepth)
                         .map(|_| {
-                            pool.as_ref()
-                                .and_then(|p| p.alloc(max_bs))
-                                .unwrap_or_else(|| IoBuf::new(max_bs))
+                            match arena {
+                                Some(a) => a.take(max_bs),
+                                None => pool.as_ref().and_then(|p| p.alloc(max_bs)),
+                            }
+                            .unwrap_or_else(|| IoBuf::new(max_bs))
                         })
                         .collect()
                 } else {
@@ -458,5 +488,15 @@ fn progress_line(progress: &Progress, plan: &Plan, t0: Instant) {
     }
     if shown {
         eprint!("\r{:78}\r", "");
+    }
+}
+
+/// `iomem=`'s value as a job file gives it, for errors.
+fn iomem_name(m: &mqblk_workload::IoMem) -> String {
+    match m {
+        mqblk_workload::IoMem::Malloc => "malloc".to_string(),
+        mqblk_workload::IoMem::OtherPages(t) => t.clone(),
+        mqblk_workload::IoMem::Huge { file: None } => "shmhuge".to_string(),
+        mqblk_workload::IoMem::Huge { file: Some(f) } => format!("mmaphuge:{f}"),
     }
 }

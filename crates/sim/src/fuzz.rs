@@ -12,7 +12,7 @@ use crate::workload::{
 };
 use crate::QueueSettings;
 use crate::SimRng;
-use mqblk_core::{Blkcg, IoPrio, IoPrioClass, Nanos, NoMerges};
+use mqblk_core::{Blkcg, BvecLayout, IoPrio, IoPrioClass, Nanos, NoMerges};
 use mqblk_core::{FaultConfig, FaultSpec};
 use mqblk_device::{DeviceConfig, DriverConfig, ModelConfig};
 use mqblk_workload::RwMode;
@@ -286,6 +286,16 @@ fn case_drawn(
             group_reporting: false,
             exec_prerun: None,
             exec_postrun: None,
+            // Heap pages or huge pages (`iomem=shmhuge`): segment counts of both kinds.
+            // (by the job's parity, leaving the draws of every other setting as they were).
+            bvecs: if j % 2 == 0 {
+                BvecLayout::PAGES
+            } else {
+                BvecLayout {
+                    run: 2 << 20,
+                    skip: 0,
+                }
+            },
         });
     }
     // Every tenth seed (chosen without a draw, so every other seed's configuration stays what

@@ -117,6 +117,7 @@ pub fn from_specs(
             group_reporting: job.group_reporting,
             exec_prerun: job.exec_prerun.clone(),
             exec_postrun: job.exec_postrun.clone(),
+            bvecs: specs[job.spec].buffer_bvecs(),
         });
     }
     Ok(out)

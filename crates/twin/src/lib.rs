@@ -174,12 +174,10 @@ impl Disk {
     }
 
     /// The disk's queue as mqblk options, so mqblk's queue over it has the same shape: its
-    /// hardware queues, driver tags per queue (`mq/N/nr_tags`) and largest request, which
-    /// for buffers in 4 KiB pages `max_segments` bounds as much as `max_sectors_kb`
-    /// ([`QueueShape::largest_request_kb`]). A virtio ring without indirect descriptors
+    /// hardware queues, driver tags per queue (`mq/N/nr_tags`), largest request
+    /// (`max_sectors_kb`) and segments per request (`max_segments`, counted over how the
+    /// job's buffers lie in memory, `iomem=`). A virtio ring without indirect descriptors
     /// the uring driver finds itself (`virtqueue_size=auto`).
-    ///
-    /// [`QueueShape::largest_request_kb`]: mqblk_drivers::sysfs::QueueShape::largest_request_kb
     fn queue_shape(&self) -> Vec<String> {
         let shape = mqblk_drivers::sysfs::QueueShape::of_dir(&self.sys);
         let mut out = Vec::new();
@@ -189,8 +187,14 @@ impl Disk {
         if let Some(t) = shape.nr_tags {
             out.push(format!("--queue_depth={t}"));
         }
-        if let Some(k) = shape.largest_request_kb() {
+        if let Some(k) = shape.max_sectors_kb {
             out.push(format!("--max_sectors_kb={k}"));
+        }
+        if let Some(n) = shape.max_segments {
+            out.push(format!(
+                "--max_segments={}",
+                n.min(mqblk_drivers::uring::MAX_SEGMENTS as u32)
+            ));
         }
         out
     }
@@ -1001,6 +1005,9 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
     };
     // The kernel's `none` gets every driver tag, as mqblk's queue does.
     restore.disk.full_driver_tags()?;
+    // Huge pages for the job files whose buffers are made of them (`iomem=shmhuge`), given
+    // back after.
+    let _huge = reserve_huge_pages(&plan)?;
     // Made once the device's state is saved, so its scheduler is put back after.
     if a.sim && twin.profile.is_none() {
         let writes = plan.iter().any(|p| {
@@ -1019,6 +1026,48 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
     } else {
         Outcome::One(reports.pop().expect("one job file, one report"))
     })
+}
+
+/// Huge pages enough for the most any one job file of `plan` asks of each size (its files
+/// run one after another, and fio and mqblk never at once): per job clone its `iodepth`
+/// buffers of its largest block, and two more for fio's slack (its area grows by a page and
+/// its alignment before rounding up; fio 3.33's two jobs of `read-beside-writes-huge.fio`
+/// took six pages where their buffers fill three).
+fn reserve_huge_pages(
+    plan: &[suite::Planned],
+) -> Result<Vec<mqblk_drivers::hugemem::HugeReservation>, String> {
+    let mut need: std::collections::BTreeMap<u64, u64> = Default::default();
+    for p in plan {
+        let Ok(specs) = mqblk_workload::parse_job_file(&p.job) else {
+            continue;
+        };
+        let mut file: std::collections::BTreeMap<u64, u64> = Default::default();
+        for j in specs.iter().filter(|j| j.iomem.is_huge()) {
+            let per_clone = mqblk_drivers::hugemem::arena_pages(
+                j.iodepth.max(1) as usize,
+                j.max_bs() as usize,
+                j.hugepage_size,
+            ) + 2;
+            *file.entry(j.hugepage_size).or_default() += per_clone * j.numjobs.max(1) as u64;
+        }
+        for (size, n) in file {
+            let e = need.entry(size).or_default();
+            *e = (*e).max(n);
+        }
+    }
+    let mut held = Vec::new();
+    for (size, n) in need {
+        if let Some(r) = mqblk_drivers::hugemem::reserve(size, n)
+            .map_err(|e| format!("twin: huge pages for iomem=: {e}"))?
+        {
+            eprintln!(
+                "twin: {n} huge pages of {} kB reserved for the run",
+                size >> 10
+            );
+            held.push(r);
+        }
+    }
+    Ok(held)
 }
 
 /// What every simulator run of a twin is given besides the job file and scheduler.

@@ -29,9 +29,9 @@ pub use fio_only::fio_option_table;
 pub use options::{option_table, options_help, OptDef};
 pub use resolve::{file_at, resolve, Job, JobFile, ThinkRule};
 pub use spec::{
-    reporting_groups, ErrorPolicy, Exit, ExitWhat, Fallocate, FileService, FileServiceKind,
-    IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_PERCENTILES, EDQUOT, EILSEQ, EIO, ENOSPC,
-    ETIMEDOUT,
+    reporting_groups, ErrorPolicy, Exit, ExitWhat, Fallocate, FileService, FileServiceKind, IoMem,
+    IrqMode, JobSpec, RwMode, VerifyMode, DEFAULT_HUGEPAGE_SIZE, DEFAULT_PERCENTILES, EDQUOT,
+    EILSEQ, EIO, ENOSPC, ETIMEDOUT,
 };
 pub use value::{parse_size, parse_time_ns};
 

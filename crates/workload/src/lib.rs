@@ -36,8 +36,8 @@ pub use bio::CgroupError;
 pub use job::{
     fio_option_table, no_effect_notes, option_table, options_help, parse_command_line,
     parse_job_file, parse_job_text, parse_size, parse_time_ns, resolve, validate, CommandLine,
-    ErrorPolicy, Exit, ExitWhat, IrqMode, Job, JobError, JobErrorKind, JobSpec, Location, OptDef,
-    OutputFormat, RwMode, VerifyMode, DEFAULT_PERCENTILES,
+    ErrorPolicy, Exit, ExitWhat, IoMem, IrqMode, Job, JobError, JobErrorKind, JobSpec, Location,
+    OptDef, OutputFormat, RwMode, VerifyMode, DEFAULT_PERCENTILES,
 };
 pub use job_driver::{IoKind, JobDriver, JobIo, Next, Phase};
 pub use report::{

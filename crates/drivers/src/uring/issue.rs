@@ -151,6 +151,7 @@ impl UringDevice {
     ) -> BlkStatus {
         let plan = self.flush_plan(rq);
         q.specs.clear();
+        let mut data_descs = 0u32;
         if rq.op == ReqOp::Flush {
             q.specs.push(SegSpec {
                 kind: OpKind::Fsync,
@@ -163,9 +164,20 @@ impl UringDevice {
             });
         } else {
             let fua = rq.cmd_flags.contains(ReqFlags::FUA);
+            let limits = self.virtqueue_size.map(|_| self.queue_limits());
             for bio in rq.bios.iter_mut() {
                 match self.bio_spec(rq.op, fua, bio) {
                     Ok(spec) => {
+                        if let Some(lim) = &limits {
+                            data_descs += match spec.kind {
+                                // The segments the core counted over the buffer's layout
+                                // (`blk_rq_map_sg` joins adjoining pages as it does).
+                                OpKind::Read | OpKind::Write if bio.bvecs.run > 0 => {
+                                    lim.phys_segments(bio.bvecs, spec.len)
+                                }
+                                _ => descriptors(&spec),
+                            };
+                        }
                         if spec.buf_index.is_some() {
                             q.fixed_ios += 1;
                         } else if matches!(spec.kind, OpKind::Read | OpKind::Write) {
@@ -181,7 +193,7 @@ impl UringDevice {
             // Besides its data a virtio-blk request has a header and a status byte
             // (`virtblk_add_req`); a discard or write-zeroes carries one range descriptor.
             // One that could never fit takes the whole ring when it is empty.
-            (2 + q.specs.iter().map(descriptors).sum::<u32>()).min(size)
+            (2 + data_descs).min(size)
         });
         let n = Tracker::first_phase_sqes(&q.specs, plan);
         if !q.ring.fits(n) {
@@ -237,9 +249,10 @@ impl UringDevice {
 }
 
 /// Ring descriptors a submission's data takes on a virtio-blk device without indirect
-/// descriptors: one per 4 KiB page its buffer spans, as pages of a process's memory seldom
-/// adjoin physically (the kernel joins those that do, `blk_rq_map_sg`, so it may need
-/// fewer); one range for a discard or write-zeroes; none for a flush.
+/// descriptors when its bio does not say how its buffer lies in memory: one per 4 KiB page
+/// the buffer spans, as pages of a process's memory seldom adjoin physically (the kernel
+/// joins those that do, `blk_rq_map_sg`, so it may need fewer); one range for a discard or
+/// write-zeroes; none for a flush.
 pub(super) fn descriptors(spec: &SegSpec) -> u32 {
     const PAGE: u64 = 4096;
     match spec.kind {

@@ -66,10 +66,11 @@ use tracker::{FlushPlan, OpKind, SegSpec, Tracker};
 /// The most hardware queues (rings) a device may ask for; as for `null`, a fixed bound keeps
 /// configurations portable between machines.
 pub const MAX_HW_QUEUES: u16 = 1024;
-/// Bios per request (`max_segments` in [`UringDevice::queue_limits`]). Bios contiguous on
-/// disk go as one vectored submission; in the worst case (registered buffers, or gaps) each
-/// is one, and a request's submissions must fit in its ring at once.
-pub const MAX_SEGMENTS: u16 = 128;
+/// The most segments, and so bios, per request ([`UringDevice::queue_limits`]: fewer when
+/// the disk's `max_segments` says so). Bios contiguous on disk go as one vectored
+/// submission; in the worst case (registered buffers, or gaps) each is one, and a request's
+/// submissions must fit in its ring at once.
+pub const MAX_SEGMENTS: u16 = 256;
 /// The largest logical block size a queue accepts.
 pub const MAX_BLOCK_SIZE: u32 = 65536;
 /// The kernel's limit on SQ entries (`IORING_MAX_ENTRIES`).
@@ -309,21 +310,32 @@ impl UringDevice {
     }
 
     /// Queue limits matching the opened device: its block size (bios must be aligned to
-    /// it, which O_DIRECT needs), its capacity, one bio per submission, and requests no
-    /// larger than the disk under it takes of buffers in 4 KiB pages
-    /// ([`crate::sysfs::QueueShape::largest_request_kb`]) or its ring holds.
+    /// it, which O_DIRECT needs), its capacity, and the disk's request bounds from sysfs
+    /// (`max_sectors_kb`, `max_segments`, `max_segment_size`), which the core counts over
+    /// how each bio's buffer lies in memory ([`mqblk_core::BvecLayout`]) as the kernel
+    /// beneath counts them; a ring without indirect descriptors holds a request of at most
+    /// its size less two segments.
     pub fn queue_limits(&self) -> QueueLimits {
         let defaults = QueueLimits::default();
-        let mut max_sectors = defaults.max_sectors;
-        if let Some(kb) = self.backing.as_ref().and_then(|b| b.largest_request_kb()) {
-            max_sectors = max_sectors.min(kb.saturating_mul(2));
-        }
+        let shape = self.backing.as_ref();
+        let max_sectors = shape
+            .and_then(|b| b.max_sectors_kb)
+            .map_or(defaults.max_sectors, |kb| {
+                defaults.max_sectors.min(kb.saturating_mul(2))
+            });
+        let mut max_segments = shape
+            .and_then(|b| b.max_segments)
+            .map_or(MAX_SEGMENTS, |n| n.clamp(1, MAX_SEGMENTS as u32) as u16);
         if let Some(d) = self.virtqueue_size {
-            max_sectors = max_sectors.min(d.saturating_sub(2).max(1).saturating_mul(8));
+            max_segments = max_segments.min(d.saturating_sub(2).clamp(1, u16::MAX as u32) as u16);
         }
         QueueLimits {
             logical_block_size: self.logical_block_size,
-            max_segments: MAX_SEGMENTS,
+            max_segments,
+            max_segment_size: shape
+                .and_then(|b| b.max_segment_size)
+                .unwrap_or(defaults.max_segment_size)
+                .max(4096),
             capacity_sectors: self.capacity_sectors,
             max_sectors: max_sectors.max(self.logical_block_size >> SECTOR_SHIFT),
             ..defaults

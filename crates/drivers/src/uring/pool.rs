@@ -9,7 +9,7 @@
 //! and the last lent buffer. A request whose buffer is not from the pool (or was grown out of
 //! it) is simply issued as a plain read or write.
 
-use mqblk_core::{BufHome, IoBuf, Page};
+use mqblk_core::{BufHome, HomePages, IoBuf, Page};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,7 +42,11 @@ impl PoolInner {
 }
 
 impl BufHome for PoolInner {
-    fn give_back(&self, pages: Vec<Page>) {
+    fn give_back(&self, pages: HomePages) {
+        let HomePages::Heap(pages) = pages else {
+            // The pool lends heap pages only.
+            return;
+        };
         let start = pages.as_ptr().expose_provenance();
         let ours = self
             .index_of(start, 0)

@@ -398,9 +398,9 @@ impl Sim {
                             job.issued += 1;
                             job.issued_bytes += io.nr_sectors as u64 * 512;
                             (
-                                // A process's buffer: 4 KiB pages that seldom adjoin.
+                                // The job's buffer, as it lies in memory (`iomem=`).
                                 Bio::new(io.op, io.sector, io.nr_sectors)
-                                    .with_bvecs(BvecLayout::PAGES)
+                                    .with_bvecs(job.def.bvecs)
                                     .with_flags(io.flags)
                                     .with_ioprio(io.ioprio.unwrap_or(job.def.ioprio))
                                     .with_issuer(job.def.issuer, job.def.group),

@@ -39,8 +39,8 @@ use crate::driver::{Faults, OpLog, Plant, SimDriver, Staged, Step};
 use crate::workload::{Gate, JobIo, Next, SimJob};
 use crate::SimRng;
 use mqblk_core::{
-    Bio, BlkStatus, BvecLayout, CtxIdx, ElvCost, HctxIdx, HctxType, LockScope, Nanos, ReqOp,
-    RequestQueue, Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
+    Bio, BlkStatus, CtxIdx, ElvCost, HctxIdx, HctxType, LockScope, Nanos, ReqOp, RequestQueue,
+    Submit, Submitter, TagSet, TagSetConfig, TraceAction, TraceHook, Tracer,
 };
 use mqblk_device::{new_queue, DeviceConfig, QueueSettings};
 use mqblk_workload::steadystate::{

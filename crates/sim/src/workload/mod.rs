@@ -228,6 +228,10 @@ pub struct SimJob {
     /// ends in virtual time).
     pub exec_prerun: Option<String>,
     pub exec_postrun: Option<String>,
+    /// How its buffers lie in physical memory (fio's `iomem=`), over which the core counts
+    /// its bios' segments: heap pages that seldom adjoin, or huge pages. Each buffer starts
+    /// at a huge page's start, where the threaded runtime's follow one another in one area.
+    pub bvecs: mqblk_core::BvecLayout,
 }
 
 impl SimJob {
@@ -268,6 +272,7 @@ impl SimJob {
             group_reporting: false,
             exec_prerun: None,
             exec_postrun: None,
+            bvecs: mqblk_core::BvecLayout::PAGES,
         }
     }
 }

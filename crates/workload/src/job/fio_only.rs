@@ -95,14 +95,6 @@ static NO_EFFECT: &[(&str, &str)] = &[
     ),
     ("lockmem", "memory is not locked"),
     (
-        "iomem",
-        "I/O buffers are mqblk's own (page-aligned heap memory)",
-    ),
-    (
-        "mem",
-        "I/O buffers are mqblk's own (page-aligned heap memory)",
-    ),
-    (
         "verify_async",
         "blocks read back are checked in the job's own thread, as they complete",
     ),
@@ -123,10 +115,6 @@ static NO_EFFECT: &[(&str, &str)] = &[
     ),
     ("uid", "jobs run as the user who runs mqblk"),
     ("gid", "jobs run in the group of the user who runs mqblk"),
-    (
-        "hugepage-size",
-        "I/O buffers are mqblk's own (page-aligned heap memory)",
-    ),
     ("gpu_dev_id", "I/O buffers are host memory"),
     (
         "log_compression_cpus",

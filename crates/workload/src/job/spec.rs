@@ -312,6 +312,40 @@ impl VerifyMode {
     }
 }
 
+/// fio's `hugepage-size` default on x86 (`FIO_HUGE_PAGE`): 2 MiB.
+pub const DEFAULT_HUGEPAGE_SIZE: u64 = 2 << 20;
+
+/// `iomem=` (`mem=`): what a job's I/O buffers are made of, as fio names it. fio allocates
+/// them as one area of `iodepth` buffers of the largest block size; so does mqblk.
+///
+/// What the kind changes is how the buffers lie in physical memory, which the kernel sees:
+/// it counts a request's segments (`max_segments`, a virtio ring's descriptors) over runs of
+/// adjoining pages. Ordinary memory (`malloc`, `shm`, `mmap`, `mmapshared`) is 4 KiB pages
+/// that adjoin only as the page allocator happens to hand them out; huge pages (`shmhuge`,
+/// `mmaphuge`) adjoin within each huge page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum IoMem {
+    /// `malloc`: the heap (fio's default).
+    #[default]
+    Malloc,
+    /// `shm`, `mmap[:FILE]`, `mmapshared[:FILE]`: other 4 KiB pages, which mqblk takes
+    /// from its heap (they lie in memory as the heap's do); the name as given.
+    OtherPages(String),
+    /// `shmhuge`, or `mmaphuge[:FILE]` (a file on hugetlbfs, created and removed by mqblk):
+    /// huge pages of `hugepage-size`.
+    Huge {
+        /// The file to map, `None` for anonymous huge pages (`shmhuge`).
+        file: Option<String>,
+    },
+}
+
+impl IoMem {
+    /// Whether the buffers are huge pages.
+    pub fn is_huge(&self) -> bool {
+        matches!(self, IoMem::Huge { .. })
+    }
+}
+
 /// One job, with every supported option at its parsed value (see [`option_table`] for
 /// the meaning and default of each; field names follow the option names, with `_ns`
 /// added where fio's unit was implicit).
@@ -737,6 +771,10 @@ pub struct JobSpec {
     pub hipri: bool,
     /// io_uring registered buffers (fio's `fixedbufs`).
     pub fixedbufs: bool,
+    /// `iomem=` (`mem=`): what the job's I/O buffers are made of.
+    pub iomem: IoMem,
+    /// `hugepage-size=`: the huge page size of `iomem=shmhuge` and `mmaphuge`, bytes.
+    pub hugepage_size: u64,
     /// Scheduler tunables from `sched.NAME=VALUE`, as `(NAME, VALUE)` without the
     /// `sched.` prefix, unvalidated (the scheduler checks them). A later setting of the
     /// same NAME replaces the earlier one.
@@ -958,6 +996,8 @@ impl Default for JobSpec {
             hctx_workers: false,
             hipri: false,
             fixedbufs: false,
+            iomem: IoMem::Malloc,
+            hugepage_size: DEFAULT_HUGEPAGE_SIZE,
             sched_tunables: Vec::new(),
             no_effect: Vec::new(),
             set_options: Vec::new(),
@@ -967,6 +1007,19 @@ impl Default for JobSpec {
 }
 
 impl JobSpec {
+    /// How the job's buffers lie in physical memory, for segment counting: heap pages
+    /// that seldom adjoin ([`mqblk_core::BvecLayout::PAGES`]), or runs of `hugepage-size`. A buffer
+    /// that starts inside a run says so itself ([`mqblk_core::IoBuf::bvecs`]).
+    pub fn buffer_bvecs(&self) -> mqblk_core::BvecLayout {
+        if self.iomem.is_huge() {
+            mqblk_core::BvecLayout {
+                run: self.hugepage_size.min(u32::MAX as u64 / 2 + 1) as u32,
+                skip: 0,
+            }
+        } else {
+            mqblk_core::BvecLayout::PAGES
+        }
+    }
     /// The largest block size used for `dir` (`bs`, or the top of `bsrange`/`bssplit`).
     pub fn bs_for(&self, dir: Ddir) -> u64 {
         u64::from(self.sizes_for(dir).max())

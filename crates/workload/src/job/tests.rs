@@ -708,7 +708,7 @@ fn fio_process_options_are_accepted_without_effect_and_said_once() {
     let jobs = parse_job_text(
         "jobs.fio",
         "[global]\nnuma_cpu_nodes=0-1\nnice=-5\nthreads=1\nbs=8k\n\
-         [a]\nnuma_mem_policy=bind:0\nnice=3\n[b]\niomem=shmhuge\nclocksource=cpu\n",
+         [a]\nnuma_mem_policy=bind:0\nnice=3\n[b]\nlockmem=1m\nclocksource=cpu\n",
     )
     .unwrap();
     assert_eq!(jobs[0].bs[0], 8192);
@@ -724,7 +724,7 @@ fn fio_process_options_are_accepted_without_effect_and_said_once() {
             "nice",
             "threads",
             "numa_mem_policy",
-            "iomem",
+            "lockmem",
             "clocksource"
         ],
         "{notes:?}"
@@ -732,6 +732,44 @@ fn fio_process_options_are_accepted_without_effect_and_said_once() {
     assert!(notes[0].starts_with("accepted, no effect in mqblk: numa_cpu_nodes: "));
     // A typo of one is still an unknown option.
     assert!(file_err("[a]\nnuma_cpu_node=0\n").contains("unknown option 'numa_cpu_node'"));
+}
+
+/// `iomem=` (`mem=`) names what buffers are made of, as fio's does: huge kinds lay a job's
+/// bios out in runs of `hugepage-size`, the others in heap pages; bad kinds, a file where
+/// none goes, and a size the kernel could not offer are one clear line each.
+#[test]
+fn iomem_sets_how_buffers_lie_in_memory() {
+    use crate::job::IoMem;
+    let jobs = parse_job_text(
+        "m.fio",
+        "[a]\n[b]\niomem=shmhuge\n[c]\nmem=mmaphuge:/dev/hugepages/x\nhugepage-size=1g\n[d]\niomem=mmap:/tmp/f\n",
+    )
+    .unwrap();
+    assert_eq!(jobs[0].iomem, IoMem::Malloc);
+    assert_eq!(jobs[0].buffer_bvecs(), mqblk_core::BvecLayout::PAGES);
+    assert_eq!(jobs[1].iomem, IoMem::Huge { file: None });
+    assert_eq!(jobs[1].buffer_bvecs().run, 2 << 20);
+    assert_eq!(
+        jobs[2].iomem,
+        IoMem::Huge {
+            file: Some("/dev/hugepages/x".into())
+        }
+    );
+    assert_eq!(jobs[2].buffer_bvecs().run, 1 << 30);
+    assert_eq!(jobs[3].buffer_bvecs(), mqblk_core::BvecLayout::PAGES);
+    assert!(no_effect_notes(&jobs).is_empty());
+    for (text, says) in [
+        ("iomem=cudamalloc", "rdma"),
+        ("iomem=hugepages", "malloc, shm, shmhuge"),
+        ("iomem=shmhuge:/x", "only the mmap kinds"),
+        ("iomem=mmaphuge:", "a file after"),
+        ("hugepage-size=3m", "power of two"),
+        ("hugepage-size=4k", "power of two"),
+    ] {
+        let err = file_err(&format!("[a]\n{text}\n"));
+        assert!(err.contains(says), "{text}: {err}");
+        assert_eq!(err.lines().count(), 1, "{text}: {err}");
+    }
 }
 
 /// A log option without a prefix names its files after the job, as fio's do.

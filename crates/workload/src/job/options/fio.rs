@@ -1984,6 +1984,26 @@ pub(super) static FIO: &[OptDef] = &[
         },
     },
     OptDef {
+        name: "iomem",
+        aliases: &["mem"],
+        default: "malloc",
+        help: "What the I/O buffers are made of: 4 KiB pages (malloc, shm, mmap, mmapshared; mqblk's heap) or huge pages (shmhuge, or mmaphuge:FILE on hugetlbfs, created and removed), which the kernel counts as fewer segments.",
+        kind: Kind::Custom {
+            syntax: "malloc|shm|shmhuge|mmap[:FILE]|mmaphuge[:FILE]|mmapshared[:FILE]",
+            set: set_iomem,
+        },
+    },
+    OptDef {
+        name: "hugepage-size",
+        aliases: &[],
+        default: "2m",
+        help: "The huge page size of iomem=shmhuge and mmaphuge (a size the kernel offers: 2m or 1g on x86).",
+        kind: Kind::Custom {
+            syntax: "a power-of-two size from 64k",
+            set: set_hugepage_size,
+        },
+    },
+    OptDef {
         name: "hipri",
         aliases: &[],
         default: "0",

@@ -2,6 +2,7 @@
 //! and splits, file sets, distributions, the engine, CPU masks, percentile lists.
 
 use super::*;
+use crate::job::IoMem;
 
 /// `rw=MODE[:N]`: a pattern and fio's modifier (a gap after each sequential I/O, or I/Os
 /// per random offset).
@@ -591,4 +592,70 @@ pub(super) fn fraction(option: &str, text: &str) -> Result<f64, JobErrorKind> {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
         _ => Err(unsupported(option, text, "not a number from 0 to 1")),
     }
+}
+
+/// `iomem=` (`mem=`): fio's memory kinds. `cudamalloc` is for fio's RDMA engine, which
+/// mqblk does not run.
+pub(super) fn set_iomem(job: &mut JobSpec, text: &str, option: &str) -> Result<(), JobErrorKind> {
+    let (kind, file) = match text.split_once(':') {
+        Some((k, f)) => (k.trim(), Some(f.trim())),
+        None => (text.trim(), None),
+    };
+    let file = match file {
+        Some("") => return Err(bad_named(option, text, "a file after the ':'")),
+        f => f.map(str::to_string),
+    };
+    let fileless = |job: &mut JobSpec, mem: IoMem| {
+        if file.is_some() {
+            return Err(bad_named(
+                option,
+                text,
+                "no file after malloc, shm or shmhuge (only the mmap kinds take one)",
+            ));
+        }
+        job.iomem = mem;
+        Ok(())
+    };
+    match kind.to_ascii_lowercase().as_str() {
+        "malloc" => fileless(job, IoMem::Malloc),
+        "shm" => fileless(job, IoMem::OtherPages(text.to_string())),
+        "shmhuge" => fileless(job, IoMem::Huge { file: None }),
+        "mmap" | "mmapshared" => {
+            job.iomem = IoMem::OtherPages(text.to_string());
+            Ok(())
+        }
+        "mmaphuge" => {
+            job.iomem = IoMem::Huge { file };
+            Ok(())
+        }
+        "cudamalloc" => Err(bad_named(
+            option,
+            text,
+            "malloc, shm, shmhuge, mmap, mmaphuge or mmapshared (cudamalloc is GPU memory for fio's rdma engine)",
+        )),
+        _ => Err(bad_named(
+            option,
+            text,
+            "malloc, shm, shmhuge, mmap[:FILE], mmaphuge[:FILE] or mmapshared[:FILE]",
+        )),
+    }
+}
+
+/// `hugepage-size=`: a power of two the kernel could offer as a huge page.
+pub(super) fn set_hugepage_size(
+    job: &mut JobSpec,
+    text: &str,
+    option: &str,
+) -> Result<(), JobErrorKind> {
+    let n = parse_size(text.trim())
+        .ok_or_else(|| bad_named(option, text, "a size such as 2m or 1g"))?;
+    if !n.is_power_of_two() || !(64 << 10..=16 << 30).contains(&n) {
+        return Err(bad_named(
+            option,
+            text,
+            "a power of two from 64k to 16g (the huge page sizes of /sys/kernel/mm/hugepages)",
+        ));
+    }
+    job.hugepage_size = n;
+    Ok(())
 }
