@@ -285,7 +285,7 @@ impl SpareBufs {
 
 /// A page-aligned data buffer. Its length need not be a multiple of the page size.
 ///
-/// The pages are one heap allocation that does not move when the buffer moves. A buffer may
+/// The pages are one allocation that does not move when the buffer moves. A buffer may
 /// come from a pool ([`IoBuf::pooled`]) or over memory a home mapped itself
 /// ([`IoBuf::lent`]): its pages then go back to their home when it is dropped, and a clone
 /// is an ordinary buffer with pages of its own. The buffer knows how its pages lie in
@@ -568,10 +568,9 @@ impl Bio {
         self.bvecs = bvecs;
         self
     }
-    /// Gives it its data buffer.
-    #[inline]
-    /// The bio's data buffer; the bio's segments are counted over how the buffer lies in
+    /// Gives it its data buffer; its segments are then counted over how the buffer lies in
     /// memory ([`IoBuf::bvecs`]).
+    #[inline]
     pub fn with_buf(mut self, buf: IoBuf) -> Bio {
         self.bvecs = buf.bvecs();
         self.buf = Some(buf);

@@ -301,14 +301,13 @@ fn map(
     };
     let c = CString::new(path.as_os_str().as_bytes()).map_err(|e| fail(e.to_string()))?;
     // SAFETY: `statfs` writes the struct it is given and reads a NUL-terminated path.
-    let fs_type = unsafe {
+    let (fs_type, fs_page) = unsafe {
         let mut st: libc::statfs = std::mem::zeroed();
         if libc::statfs(c.as_ptr(), &mut st) != 0 {
             return Err(fail(std::io::Error::last_os_error().to_string()));
         }
         (st.f_type as i64, st.f_bsize as u64)
     };
-    let (fs_type, fs_page) = fs_type;
     if fs_type == HUGETLBFS_MAGIC && fs_page != huge {
         return Err(fail(format!(
             "hugetlbfs mounted with {} KiB pages where hugepage-size is {} KiB",
