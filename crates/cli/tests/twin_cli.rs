@@ -699,3 +699,66 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A job file whose buffers are huge pages (`iomem=shmhuge`): twin reserves the pages both
+/// stacks need (fio's and mqblk's, run one after the other), both runs use them, and the
+/// reservation is given back after.
+#[test]
+fn twin_reserves_huge_pages_for_an_iomem_job_and_gives_them_back() {
+    let test = "twin_reserves_huge_pages_for_an_iomem_job_and_gives_them_back";
+    if skip(test) {
+        return;
+    }
+    let sizes = Path::new("/sys/kernel/mm/hugepages/hugepages-2048kB");
+    let read = |f: &str| -> u64 {
+        std::fs::read_to_string(sizes.join(f)).map_or(0, |s| s.trim().parse().unwrap_or(0))
+    };
+    if !sizes.exists() {
+        mqblk_testkit::missing(test, "the kernel offers no 2 MiB huge pages");
+        return;
+    }
+    let (nr_before, free_before) = (read("nr_hugepages"), read("free_hugepages"));
+    let l = Loop::new("huge");
+    let job = l.dir.join("huge.fio");
+    std::fs::write(
+        &job,
+        "[global]\nioengine=io_uring\ndirect=1\nsize=64m\nruntime=1\ntime_based\niomem=shmhuge\n\n\
+         [writer]\nrw=write\nbs=128k\niodepth=16\noffset=0\nsize=32m\n\n\
+         [reader]\nrw=randread\nbs=4k\niodepth=1\noffset=32m\nsize=32m\n",
+    )
+    .unwrap();
+    let dev = format!("--filename={}", l.dev);
+    let o = mqblk(&[
+        "twin",
+        &dev,
+        "--schedulers=mq-deadline",
+        "--repeats=1",
+        "--output-format=json",
+        job.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // Writer: 2 MiB of buffers, one page and two of fio's slack; reader: one and two.
+    if free_before < 6 {
+        assert!(
+            err.contains("twin: 6 huge pages of 2048 kB reserved for the run"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        read("nr_hugepages"),
+        nr_before,
+        "the reservation is given back"
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = j["runs"].as_array().expect("runs");
+    for stack in ["kernel", "mqblk"] {
+        let iops: f64 = runs
+            .iter()
+            .filter(|r| r[1] == stack)
+            .flat_map(|r| r[3].as_array().unwrap().iter())
+            .map(|m| m["iops"].as_f64().unwrap())
+            .sum();
+        assert!(iops > 0.0, "{stack} ran: {j}");
+    }
+}
