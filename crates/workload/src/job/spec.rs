@@ -1013,7 +1013,7 @@ impl JobSpec {
     pub fn buffer_bvecs(&self) -> mqblk_core::BvecLayout {
         if self.iomem.is_huge() {
             mqblk_core::BvecLayout {
-                run: self.hugepage_size.min(u32::MAX as u64 / 2 + 1) as u32,
+                run: self.hugepage_size.min(1 << 30) as u32,
                 skip: 0,
             }
         } else {

@@ -765,6 +765,7 @@ fn iomem_sets_how_buffers_lie_in_memory() {
         ("iomem=mmaphuge:", "a file after"),
         ("hugepage-size=3m", "power of two"),
         ("hugepage-size=4k", "power of two"),
+        ("hugepage-size=2g", "power of two"),
     ] {
         let err = file_err(&format!("[a]\n{text}\n"));
         assert!(err.contains(says), "{text}: {err}");

@@ -1999,7 +1999,7 @@ pub(super) static FIO: &[OptDef] = &[
         default: "2m",
         help: "The huge page size of iomem=shmhuge and mmaphuge (a size the kernel offers: 2m or 1g on x86).",
         kind: Kind::Custom {
-            syntax: "a power-of-two size from 64k",
+            syntax: "a power-of-two size from 64k to 1g",
             set: set_hugepage_size,
         },
     },

@@ -649,11 +649,11 @@ pub(super) fn set_hugepage_size(
 ) -> Result<(), JobErrorKind> {
     let n = parse_size(text.trim())
         .ok_or_else(|| bad_named(option, text, "a size such as 2m or 1g"))?;
-    if !n.is_power_of_two() || !(64 << 10..=16 << 30).contains(&n) {
+    if !n.is_power_of_two() || !(64 << 10..=1 << 30).contains(&n) {
         return Err(bad_named(
             option,
             text,
-            "a power of two from 64k to 16g (the huge page sizes of /sys/kernel/mm/hugepages)",
+            "a power of two from 64k to 1g (the huge page sizes of /sys/kernel/mm/hugepages)",
         ));
     }
     job.hugepage_size = n;
