@@ -170,11 +170,13 @@ impl Replay {
         for hw in 0..self.waiting.len() {
             while let Some(&cmd) = self.waiting[hw].front() {
                 let h = hw as u16;
-                if self
+                // Heap pages, as `split` laid the commands out.
+                let segments = self
                     .port
-                    .accept(h, RqId(cmd.id as u32), cmd.bytes().div_ceil(4096) as u32)
-                    != Accept::Take
-                {
+                    .model
+                    .queue_limits()
+                    .phys_segments(BvecLayout::PAGES, cmd.bytes());
+                if self.port.accept(h, RqId(cmd.id as u32), segments) != Accept::Take {
                     break;
                 }
                 self.waiting[hw].pop_front();

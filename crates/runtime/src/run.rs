@@ -312,7 +312,7 @@ pub fn execute_on(device: Device, plan: &Plan, show_progress: bool) -> Result<Ex
                     }
                 });
                 Some(mqblk_drivers::HugeArena::new(
-                    &format!("{}: iomem={}", j.job.name, iomem_name(&s.iomem)),
+                    &format!("{}: iomem={}", j.job.name, s.iomem),
                     j.job.iodepth.max(1) as usize,
                     j.job.max_bs() as usize,
                     s.hugepage_size,
@@ -488,15 +488,5 @@ fn progress_line(progress: &Progress, plan: &Plan, t0: Instant) {
     }
     if shown {
         eprint!("\r{:78}\r", "");
-    }
-}
-
-/// `iomem=`'s value as a job file gives it, for errors.
-fn iomem_name(m: &mqblk_workload::IoMem) -> String {
-    match m {
-        mqblk_workload::IoMem::Malloc => "malloc".to_string(),
-        mqblk_workload::IoMem::OtherPages(t) => t.clone(),
-        mqblk_workload::IoMem::Huge { file: None } => "shmhuge".to_string(),
-        mqblk_workload::IoMem::Huge { file: Some(f) } => format!("mmaphuge:{f}"),
     }
 }

@@ -174,10 +174,10 @@ impl Disk {
     }
 
     /// The disk's queue as mqblk options, so mqblk's queue over it has the same shape: its
-    /// hardware queues, driver tags per queue (`mq/N/nr_tags`), largest request
-    /// (`max_sectors_kb`) and segments per request (`max_segments`, counted over how the
-    /// job's buffers lie in memory, `iomem=`). A virtio ring without indirect descriptors
-    /// the uring driver finds itself (`virtqueue_size=auto`).
+    /// hardware queues and driver tags per queue (`mq/N/nr_tags`). Its request bounds
+    /// (`max_sectors_kb`, `max_segments`, `max_segment_size`) and a virtio ring without
+    /// indirect descriptors the uring driver reads from sysfs itself
+    /// (`UringDevice::queue_limits`, `virtqueue_size=auto`).
     fn queue_shape(&self) -> Vec<String> {
         let shape = mqblk_drivers::sysfs::QueueShape::of_dir(&self.sys);
         let mut out = Vec::new();
@@ -186,15 +186,6 @@ impl Disk {
         }
         if let Some(t) = shape.nr_tags {
             out.push(format!("--queue_depth={t}"));
-        }
-        if let Some(k) = shape.max_sectors_kb {
-            out.push(format!("--max_sectors_kb={k}"));
-        }
-        if let Some(n) = shape.max_segments {
-            out.push(format!(
-                "--max_segments={}",
-                n.min(mqblk_drivers::uring::MAX_SEGMENTS as u32)
-            ));
         }
         out
     }
@@ -1030,9 +1021,9 @@ pub fn run(a: &TwinOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> {
 
 /// Huge pages enough for the most any one job file of `plan` asks of each size (its files
 /// run one after another, and fio and mqblk never at once): per job clone its `iodepth`
-/// buffers of its largest block, and two more for fio's slack (its area grows by a page and
-/// its alignment before rounding up; fio 3.33's two jobs of `read-beside-writes-huge.fio`
-/// took six pages where their buffers fill three).
+/// buffers of its largest block, and two more for fio's own (measured, not read from fio's
+/// source: fio 3.33 ran `read-beside-writes-huge.fio`'s two jobs with six pages free and
+/// not with five, where their buffers fill three).
 fn reserve_huge_pages(
     plan: &[suite::Planned],
 ) -> Result<Vec<mqblk_drivers::hugemem::HugeReservation>, String> {

@@ -164,16 +164,15 @@ impl UringDevice {
             });
         } else {
             let fua = rq.cmd_flags.contains(ReqFlags::FUA);
-            let limits = self.virtqueue_size.map(|_| self.queue_limits());
             for bio in rq.bios.iter_mut() {
                 match self.bio_spec(rq.op, fua, bio) {
                     Ok(spec) => {
-                        if let Some(lim) = &limits {
+                        if self.virtqueue_size.is_some() {
                             data_descs += match spec.kind {
                                 // The segments the core counted over the buffer's layout
                                 // (`blk_rq_map_sg` joins adjoining pages as it does).
                                 OpKind::Read | OpKind::Write if bio.bvecs.run > 0 => {
-                                    lim.phys_segments(bio.bvecs, spec.len)
+                                    self.limits.phys_segments(bio.bvecs, spec.len)
                                 }
                                 _ => descriptors(&spec),
                             };

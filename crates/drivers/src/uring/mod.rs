@@ -188,6 +188,9 @@ pub struct UringDevice {
     write_cache: bool,
     /// The disk under the file or device, as sysfs describes its queue.
     backing: Option<crate::sysfs::QueueShape>,
+    /// Its queue limits ([`UringDevice::queue_limits`]), which the ring's descriptor count
+    /// on the request path reads too.
+    limits: QueueLimits,
     hctxs: Box<[UringHctx]>,
     /// How an owned ring is made (`single_issuer`).
     owned_cfg: RingConfig,
@@ -316,8 +319,19 @@ impl UringDevice {
     /// beneath counts them; a ring without indirect descriptors holds a request of at most
     /// its size less two segments.
     pub fn queue_limits(&self) -> QueueLimits {
+        self.limits
+    }
+
+    /// [`UringDevice::queue_limits`] for a device of `logical_block_size` and
+    /// `capacity_sectors` over the disk `shape`, its ring of `virtqueue_size` descriptors;
+    /// worked out once, at open.
+    pub(super) fn limits_for(
+        shape: Option<&crate::sysfs::QueueShape>,
+        virtqueue_size: Option<u32>,
+        logical_block_size: u32,
+        capacity_sectors: u64,
+    ) -> QueueLimits {
         let defaults = QueueLimits::default();
-        let shape = self.backing.as_ref();
         let max_sectors = shape
             .and_then(|b| b.max_sectors_kb)
             .map_or(defaults.max_sectors, |kb| {
@@ -326,18 +340,18 @@ impl UringDevice {
         let mut max_segments = shape
             .and_then(|b| b.max_segments)
             .map_or(MAX_SEGMENTS, |n| n.clamp(1, MAX_SEGMENTS as u32) as u16);
-        if let Some(d) = self.virtqueue_size {
+        if let Some(d) = virtqueue_size {
             max_segments = max_segments.min(d.saturating_sub(2).clamp(1, u16::MAX as u32) as u16);
         }
         QueueLimits {
-            logical_block_size: self.logical_block_size,
+            logical_block_size,
             max_segments,
             max_segment_size: shape
                 .and_then(|b| b.max_segment_size)
                 .unwrap_or(defaults.max_segment_size)
                 .max(4096),
-            capacity_sectors: self.capacity_sectors,
-            max_sectors: max_sectors.max(self.logical_block_size >> SECTOR_SHIFT),
+            capacity_sectors,
+            max_sectors: max_sectors.max(logical_block_size >> SECTOR_SHIFT),
             ..defaults
         }
     }

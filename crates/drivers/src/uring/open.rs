@@ -154,7 +154,10 @@ impl UringDevice {
         if let Some(name) = missing {
             return Err(UringError::MissingOpcode(name));
         }
+        let limits =
+            UringDevice::limits_for(backing.as_ref(), virtqueue_size, lbs, capacity_sectors);
         Ok(Arc::new(UringDevice {
+            limits,
             cfg,
             kind,
             files,

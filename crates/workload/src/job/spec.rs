@@ -312,7 +312,8 @@ impl VerifyMode {
     }
 }
 
-/// fio's `hugepage-size` default on x86 (`FIO_HUGE_PAGE`): 2 MiB.
+/// fio's `hugepage-size` default on x86 (its HOWTO: "2 or 4MiB depending on the
+/// platform"; x86's huge page is 2 MiB).
 pub const DEFAULT_HUGEPAGE_SIZE: u64 = 2 << 20;
 
 /// `iomem=` (`mem=`): what a job's I/O buffers are made of, as fio names it. fio allocates
@@ -337,6 +338,18 @@ pub enum IoMem {
         /// The file to map, `None` for anonymous huge pages (`shmhuge`).
         file: Option<String>,
     },
+}
+
+/// As a job file writes it (`malloc`, `shmhuge`, `mmaphuge:FILE`, ...).
+impl std::fmt::Display for IoMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IoMem::Malloc => f.write_str("malloc"),
+            IoMem::OtherPages(t) => f.write_str(t),
+            IoMem::Huge { file: None } => f.write_str("shmhuge"),
+            IoMem::Huge { file: Some(p) } => write!(f, "mmaphuge:{p}"),
+        }
+    }
 }
 
 impl IoMem {
