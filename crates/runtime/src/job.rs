@@ -364,22 +364,71 @@ impl Stonewalls {
 
 const SAMPLE_LOOK: Nanos = Nanos::from_millis(1);
 
-/// Per-batch bookkeeping: bios carry their batch number so slat/clat split at the moment the
-/// batch finished submitting.
+/// Per-batch bookkeeping, so that slat and clat split at the moment a bio's batch finished
+/// submitting: each bio carries its batch's slot (in `private`), and a slot is freed once
+/// the last of its bios completed. A bio may stay in flight while any number of later
+/// batches go out (a write the ring turned away, waiting on the dispatch list while others
+/// pass it), so a batch's end is kept for as long as one of its bios is out, not in a ring
+/// of the last few batches (which gave such a bio a later batch's end: the wait counted as
+/// submission latency, up to seconds of it, and came out of its completion latency).
 struct Batches {
-    ends: Vec<u64>,
-    seq: u64,
+    /// Per slot: when its batch finished submitting, and its bios still in flight.
+    slots: Vec<BatchSlot>,
+    free: Vec<u32>,
+    /// The slot of the batch being submitted.
+    open: u32,
+}
+
+#[derive(Copy, Clone, Default)]
+struct BatchSlot {
+    end: u64,
+    live: u32,
 }
 
 impl Batches {
     fn new(iodepth: u32) -> Batches {
+        let mut slots = Vec::with_capacity(iodepth as usize + 1);
+        slots.push(BatchSlot::default());
         Batches {
-            ends: vec![0; (iodepth as usize + 1).next_power_of_two()],
-            seq: 0,
+            slots,
+            free: Vec::new(),
+            open: 0,
         }
     }
-    fn end_of(&self, seq: u64) -> u64 {
-        self.ends[(seq as usize) & (self.ends.len() - 1)]
+    /// A bio of the open batch went in flight.
+    fn went_in(&mut self) {
+        self.slots[self.open as usize].live += 1;
+    }
+    /// The open batch finished submitting at `end`; the next one opens (a batch with
+    /// nothing in flight stays open).
+    fn close(&mut self, end: u64) {
+        let open = &mut self.slots[self.open as usize];
+        if open.live == 0 {
+            return;
+        }
+        open.end = end;
+        self.open = match self.free.pop() {
+            Some(k) => k,
+            None => {
+                self.slots.push(BatchSlot::default());
+                self.slots.len() as u32 - 1
+            }
+        };
+        self.slots[self.open as usize] = BatchSlot::default();
+    }
+    /// A bio of batch `slot` completed: its batch's end (`None` if the batch is still
+    /// being submitted, a completion inline in it).
+    fn completed(&mut self, slot: u64) -> Option<u64> {
+        let k = slot as u32;
+        let s = &mut self.slots[slot as usize];
+        s.live -= 1;
+        if k == self.open {
+            return None;
+        }
+        if s.live == 0 {
+            self.free.push(k);
+        }
+        Some(s.end)
     }
 }
 
@@ -667,7 +716,6 @@ impl<S: LatSink> JobState<'_, S> {
             .with_flags(flags)
             .with_ioprio(io.cmdprio.map_or(self.rj.ioprio, IoPrio))
             .with_issuer(self.rj.issuer, self.rj.group)
-            .with_private(self.batches.seq)
             .with_bvecs(self.rj.bvecs);
         if self.rj.with_data && op.has_data() {
             let mut buf = self.free_bufs.pop().unwrap_or_else(|| {
@@ -703,6 +751,13 @@ impl<S: LatSink> JobState<'_, S> {
     fn submit(&mut self, bio: Bio) -> (bool, bool) {
         let was_rest = bio.split.is_some();
         let now = self.h.now();
+        // A new bio belongs to the batch it goes in with (one that waited for a tag, to
+        // the batch that finally took it); the rest of a split one keeps its original's.
+        let bio = if was_rest {
+            bio
+        } else {
+            bio.with_private(u64::from(self.batches.open))
+        };
         let (new, whole) = match self.h.submit_at(bio, now) {
             Ok(()) => (!was_rest, true),
             Err(b) => {
@@ -711,6 +766,9 @@ impl<S: LatSink> JobState<'_, S> {
                 (partly_in, false)
             }
         };
+        if new {
+            self.batches.went_in();
+        }
         self.inflight += u32::from(new);
         (new, whole)
     }
@@ -768,9 +826,7 @@ impl<S: LatSink> JobState<'_, S> {
             let end = self.h.now().0;
             (self.now, self.fresh) = (end, true);
             self.sink.submitted(submitted as u64, self.inflight as u64);
-            let len = self.batches.ends.len();
-            self.batches.ends[(self.batches.seq as usize) & (len - 1)] = end;
-            self.batches.seq += 1;
+            self.batches.close(end);
         }
     }
 
@@ -847,6 +903,8 @@ impl<S: LatSink> JobState<'_, S> {
     /// when it counts as an I/O done (anything but a flush).
     fn handle(&mut self, mut bio: Bio, now: u64, measured: bool, checks: bool) -> Option<u64> {
         self.inflight -= 1;
+        // Completed inline while its batch was still going out: timed at the completion.
+        let batch_end = self.batches.completed(bio.private).unwrap_or(now);
         let write = bio.op.is_write();
         if bio.op == ReqOp::Flush {
             if bio.status == BlkStatus::Ok {
@@ -890,7 +948,7 @@ impl<S: LatSink> JobState<'_, S> {
             }
             if measured {
                 let submit = bio.submit_ns.0;
-                let end = self.batches.end_of(bio.private).max(submit);
+                let end = batch_end.max(submit);
                 let dir = Ddir::of_op(bio.op);
                 self.sink.record(Completed {
                     dir,
@@ -1021,7 +1079,43 @@ impl<S: LatSink> JobState<'_, S> {
 
 #[cfg(test)]
 mod tests {
-    use super::JobCount;
+    use super::{Batches, JobCount};
+
+    /// A bio that stays in flight while many later batches go out and complete keeps its own
+    /// batch's end: its wait is completion latency, not submission latency.
+    #[test]
+    fn a_bio_outliving_many_batches_keeps_its_batchs_end() {
+        let mut b = Batches::new(32);
+        let slow = u64::from(b.open);
+        b.went_in();
+        b.close(1_000);
+        for i in 0..1_000u64 {
+            let slot = u64::from(b.open);
+            assert_ne!(slot, slow, "batch {i} reused the slow bio's slot");
+            b.went_in();
+            b.close(2_000 + i);
+            assert_eq!(b.completed(slot), Some(2_000 + i));
+        }
+        assert_eq!(b.completed(slow), Some(1_000));
+        // Slots are reused once free: a depth of one batch in flight needs two slots.
+        assert!(b.slots.len() <= 3, "{} slots", b.slots.len());
+    }
+
+    /// A batch in which nothing went in stays open; a bio completed while its batch is still
+    /// going out has no end yet.
+    #[test]
+    fn an_empty_batch_stays_open_and_an_inline_completion_has_no_end() {
+        let mut b = Batches::new(4);
+        let first = b.open;
+        b.close(10);
+        assert_eq!(b.open, first);
+        b.went_in();
+        b.went_in();
+        assert_eq!(b.completed(u64::from(first)), None);
+        b.close(20);
+        assert_ne!(b.open, first);
+        assert_eq!(b.completed(u64::from(first)), Some(20));
+    }
 
     /// The steady-state check reads the counts as they stood at its tick, however late it
     /// reads them: completions reaped after the tick are left out.
