@@ -420,8 +420,13 @@ impl Batches {
     /// being submitted, a completion inline in it).
     fn completed(&mut self, slot: u64) -> Option<u64> {
         let k = slot as u32;
-        let s = &mut self.slots[slot as usize];
-        s.live -= 1;
+        let s = &mut self.slots[k as usize];
+        // Every bio that went in flight completes once (`handle`): a slot counted down
+        // past zero is a bio completed twice or one that never went in.
+        s.live = s
+            .live
+            .checked_sub(1)
+            .unwrap_or_else(|| panic!("batch slot {k}: a bio completed that never went in"));
         if k == self.open {
             return None;
         }
@@ -1099,6 +1104,18 @@ mod tests {
         assert_eq!(b.completed(slow), Some(1_000));
         // Slots are reused once free: a depth of one batch in flight needs two slots.
         assert!(b.slots.len() <= 3, "{} slots", b.slots.len());
+    }
+
+    /// A completion with no bio of its batch in flight is a broken invariant, said at once.
+    #[test]
+    #[should_panic(expected = "a bio completed that never went in")]
+    fn a_completion_beyond_what_went_in_is_refused() {
+        let mut b = Batches::new(4);
+        let slot = u64::from(b.open);
+        b.went_in();
+        b.close(10);
+        assert_eq!(b.completed(slot), Some(10));
+        b.completed(slot);
     }
 
     /// A batch in which nothing went in stays open; a bio completed while its batch is still
