@@ -1073,9 +1073,10 @@ pub(crate) fn host_cpus() -> u16 {
 /// mqblk's run of `jobfile` under `sched` on the disk (`filename` is the `--filename=`
 /// argument, `shape` the disk's queue shape as bench options). The disk's completions are
 /// reaped by a completion worker per hardware queue (`hctx_workers=1`), not by the jobs'
-/// threads: the kernel ends a disk's requests in its interrupt, on the interrupt's CPU,
-/// and restarts a queue the driver stopped from kblockd there, while fio only collects
-/// what is done (this machine's `vda` interrupts one CPU only). Where the jobs reaped
+/// threads: the kernel ends a disk's requests in its interrupt, on the interrupt's CPU
+/// (virtio-blk's `virtblk_done`), and restarts a queue the driver stopped from kblockd
+/// there (`blk_mq_start_stopped_hw_queues(q, true)`, an asynchronous run), while fio only
+/// collects what is done (this machine's `vda` interrupts one CPU only). Where the jobs reaped
 /// for themselves, the writer beside the 128 KiB flood refilled each gap in the ring
 /// before a waiting large request could take it and the queue stayed in small requests
 /// (docs/results/investigations.md, "A write that waits the whole run under `none`").
@@ -1092,12 +1093,18 @@ fn bench_command(
         .arg(filename)
         .args(shape)
         .arg("--hctx_workers=1")
-        .arg(format!("--ioscheduler={sched}"));
-    for (_, k, v) in tunables_for(tunables, sched) {
-        cmd.arg(format!("--sched.{k}={v}"));
-    }
-    cmd.arg(jobfile);
+        .arg(format!("--ioscheduler={sched}"))
+        .args(sched_args(tunables, sched))
+        .arg(jobfile);
     cmd
+}
+
+/// `sched`'s tunables as `--sched.NAME=VALUE` options, as bench and sim both take them.
+fn sched_args(tunables: &[(String, String, String)], sched: &str) -> Vec<String> {
+    tunables_for(tunables, sched)
+        .into_iter()
+        .map(|(_, k, v)| format!("--sched.{k}={v}"))
+        .collect()
 }
 
 /// The simulator's run of `jobfile` for `repeat` under `sched`: virtual time, the jobs as
@@ -1119,10 +1126,7 @@ fn sim_command(
     for f in side.kernel_costs {
         cmd.arg(format!("--kernel-costs={}", f.display()));
     }
-    for (_, k, v) in tunables_for(tunables, sched) {
-        cmd.arg(format!("--sched.{k}={v}"));
-    }
-    cmd.arg(jobfile);
+    cmd.args(sched_args(tunables, sched)).arg(jobfile);
     cmd
 }
 
