@@ -521,6 +521,29 @@ fn twin_sim_adds_the_fitted_models_prediction() {
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6, "2 schedulers x 3 stacks");
     assert_eq!(runs.iter().filter(|r| r[1] == "sim").count(), 2, "{v}");
+    // What each stack ran, to run again by hand: fio on the device, mqblk bench reaped by a
+    // completion worker, the simulator on the profile.
+    let line = |stack: &str| {
+        v["commands"][stack]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("kernel").contains("fio ") && line("kernel").contains(&dev),
+        "{}",
+        v["commands"]
+    );
+    assert!(
+        line("mqblk").contains(" bench ") && line("mqblk").contains("--hctx_workers=1"),
+        "{}",
+        v["commands"]
+    );
+    assert!(
+        line("sim").contains(" sim ") && line("sim").contains(&format!("--device=profile:{made}")),
+        "{}",
+        v["commands"]
+    );
     let e = v["effects"]
         .as_array()
         .unwrap()
@@ -587,6 +610,7 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
         "jobfile": job.display().to_string(), "filename": "/dev/x", "disk": "x",
         "repeats": 1, "schedulers": ["none", "bfq"], "runs": saved_runs(),
         "effects": [], "shares": [],
+        "commands": {"kernel": "fio K", "mqblk": "mqblk bench M", "sim": "mqblk sim OLD"},
     });
     let one = dir.join("one.json");
     std::fs::write(&one, report.to_string()).unwrap();
@@ -628,6 +652,19 @@ fn resim_runs_the_simulator_again_against_the_saved_kernel_figures() {
     assert_eq!(e["mqblk"]["median"].as_f64().unwrap(), 0.9, "{e}");
     let sim = e["sim"]["median"].as_f64().unwrap();
     assert!(sim > 0.5 && sim < 1.5, "a reader alone under bfq: x{sim}");
+    // The saved stacks' command lines stay; the simulator's is the one that ran now.
+    let c = &v["commands"];
+    assert_eq!(
+        (c["kernel"].as_str(), c["mqblk"].as_str()),
+        (Some("fio K"), Some("mqblk bench M")),
+        "{c}"
+    );
+    let sim_line = c["sim"].as_str().unwrap_or_default();
+    assert!(
+        sim_line.contains(" sim ")
+            && sim_line.contains(&with_profile.replace("--profile=", "--device=profile:")),
+        "{c}"
+    );
     // A result saved without its CPU count is taken to come from a machine like this one.
     let host = std::thread::available_parallelism().unwrap().get();
     assert_eq!(v["cpus"].as_u64(), Some(host as u64), "{v}");

@@ -676,14 +676,15 @@ impl Twin<'_> {
         sched: &str,
         cgroups: Option<&Cgroups>,
         repeat: u32,
-    ) -> Result<Vec<Figures>, TwinError> {
+    ) -> Result<(Vec<Figures>, String), TwinError> {
         let a = self.a;
         let disk = &self.disk;
         let tunables = &self.tunables;
         let filename = format!("--filename={}", a.filename.display());
+        let mut line = String::new();
         // Made again for a second try after a run that outlasted --run-timeout.
         let make = || -> Result<Command, TwinError> {
-            Ok(match stack {
+            let cmd = match stack {
                 Stack::Kernel => {
                     disk.set_scheduler(sched)?;
                     for (_, k, v) in tunables_for(tunables, sched) {
@@ -716,7 +717,9 @@ impl Twin<'_> {
                     };
                     sim_command(&side, repeat, sched, tunables, jobfile)
                 }
-            })
+            };
+            line = command_line(&cmd);
+            Ok(cmd)
         };
         let who = match stack {
             Stack::Kernel => format!("fio ({sched} in the kernel)"),
@@ -724,7 +727,7 @@ impl Twin<'_> {
             Stack::Sim => format!("mqblk sim ({sched})"),
         };
         let out = run_child(make, &who, self.stop, a.run_timeout)?;
-        Ok(figures(&out, &who)?)
+        Ok((figures(&out, &who)?, line))
     }
 
     /// `repeats` rounds of `jobfile` under `scheds` through every stack, and what they show.
@@ -740,6 +743,7 @@ impl Twin<'_> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut runs = Vec::new();
+        let mut commands = Commands::default();
         for r in 0..repeats {
             // Alternate the order from one repeat to the next, so a drift of the machine over
             // the run does not side with one scheduler or one stack.
@@ -761,7 +765,8 @@ impl Twin<'_> {
                         self.total,
                         r + 1
                     );
-                    let f = self.run_once(jobfile, stack, s, cgroups.as_ref(), r)?;
+                    let (f, line) = self.run_once(jobfile, stack, s, cgroups.as_ref(), r)?;
+                    commands.note(stack, line);
                     runs.push((r, stack, s.clone(), f));
                 }
             }
@@ -773,7 +778,7 @@ impl Twin<'_> {
             repeats,
             self.cpus,
         );
-        Ok(Report::of_runs(about, scheds.to_vec(), runs))
+        Ok(Report::of_runs(about, scheds.to_vec(), runs, commands))
     }
 }
 
@@ -838,18 +843,75 @@ pub struct Report {
     /// Each job's part of the run's total bandwidth, by scheduler: how a scheduler splits
     /// the device between jobs (weights, classes), which effects over `none` do not show.
     shares: Vec<Share>,
+    /// The command line each stack ran.
+    commands: Commands,
+}
+
+/// The command line each stack ran, as it ran for its first run (the others differ only
+/// in the scheduler: `--ioscheduler` for mqblk's stacks, `queue/scheduler` in sysfs for the
+/// kernel's; and the simulator's `--seed`): what to run again by hand, and how mqblk's side
+/// ran (reaped by a completion worker since the results of 2026-12-05).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Commands {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kernel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mqblk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sim: Option<String>,
+}
+
+impl Commands {
+    /// Keeps `line` as `stack`'s command unless it has one.
+    pub(crate) fn note(&mut self, stack: Stack, line: String) {
+        let slot = match stack {
+            Stack::Kernel => &mut self.kernel,
+            Stack::Mqblk => &mut self.mqblk,
+            Stack::Sim => &mut self.sim,
+        };
+        slot.get_or_insert(line);
+    }
+
+    /// Forgets the simulator's (its runs are made again).
+    pub(crate) fn without_sim(self) -> Commands {
+        Commands { sim: None, ..self }
+    }
+}
+
+/// `cmd` as a shell would take it: the program and its arguments, each quoted where it
+/// holds anything but letters, digits and `-_./=:,+@%`.
+fn command_line(cmd: &Command) -> String {
+    let word = |w: &std::ffi::OsStr| {
+        let w = w.to_string_lossy();
+        if !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+        {
+            w.into_owned()
+        } else {
+            format!("'{}'", w.replace('\'', "'\\''"))
+        }
+    };
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(word)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 impl Report {
     /// A report of `runs` under `schedulers` (`none` among them), with the effects and
-    /// shares they show; `about` is (job file, file or device, disk, repeats, CPUs).
+    /// shares they show; `about` is (job file, file or device, disk, repeats, CPUs), and
+    /// `commands` what each stack ran.
     fn of_runs(
         about: (String, String, String, u32, u16),
         schedulers: Vec<String>,
         runs: Vec<(u32, Stack, String, Vec<Figures>)>,
+        commands: Commands,
     ) -> Report {
         let (jobfile, filename, disk, repeats, cpus) = about;
         Report {
+            commands,
             effects: effects(&runs, &schedulers),
             shares: shares(&runs, &schedulers),
             jobfile,
@@ -1292,6 +1354,17 @@ fn table(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report's command lines paste into a shell as they ran.
+    #[test]
+    fn a_command_line_quotes_what_a_shell_would_split() {
+        let mut cmd = Command::new("/usr/bin/fio");
+        cmd.args(["--output-format=json", "--filename=/a b/c", "it's.fio", ""]);
+        assert_eq!(
+            command_line(&cmd),
+            r#"/usr/bin/fio --output-format=json '--filename=/a b/c' 'it'\''s.fio' ''"#
+        );
+    }
 
     /// mqblk's side reaps the disk through a completion worker, the stand-in for the
     /// kernel's interrupt and kblockd, and the job file comes last (bench takes options

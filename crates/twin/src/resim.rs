@@ -8,8 +8,8 @@
 //! The job files are read from the paths the result names, as the twin was given them.
 
 use super::{
-    figures, host_cpus, parse_tunables, run_child, sim_command, Figures, Outcome, Report, SimSide,
-    Stack, TwinError,
+    command_line, figures, host_cpus, parse_tunables, run_child, sim_command, Commands, Figures,
+    Outcome, Report, SimSide, Stack, TwinError,
 };
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,9 @@ struct SavedReport {
     cpus: Option<u16>,
     schedulers: Vec<String>,
     runs: Vec<(u32, Stack, String, Vec<Figures>)>,
+    /// What each stack ran; none in results from before it was recorded.
+    #[serde(default)]
+    commands: Commands,
 }
 
 /// A saved suite: its workloads' reports (the rows are judged again).
@@ -98,6 +101,7 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
             .unwrap_or_default();
         let cpus = r.cpus.unwrap_or_else(host_cpus);
         let mut runs: Vec<_> = r.runs.into_iter().filter(|x| x.1 != Stack::Sim).collect();
+        let mut commands = r.commands.without_sim();
         for repeat in 0..r.repeats {
             for sched in &r.schedulers {
                 done += 1;
@@ -105,6 +109,7 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
                     "twin: [{done}/{total}] {name} repeat {} {sched} through the simulator",
                     repeat + 1
                 );
+                let mut line = String::new();
                 let make = || {
                     let side = SimSide {
                         mqblk: &o.mqblk,
@@ -112,21 +117,18 @@ pub fn resim(o: &ResimOptions, stop: &AtomicBool) -> Result<Outcome, TwinError> 
                         kernel_costs: &o.kernel_costs,
                         cpus,
                     };
-                    Ok(sim_command(
-                        &side,
-                        repeat,
-                        sched,
-                        &tunables,
-                        Path::new(&r.jobfile),
-                    ))
+                    let cmd = sim_command(&side, repeat, sched, &tunables, Path::new(&r.jobfile));
+                    line = command_line(&cmd);
+                    Ok(cmd)
                 };
                 let who = format!("mqblk sim ({sched})");
                 let f = figures(&run_child(make, &who, stop, o.run_timeout)?, &who)?;
+                commands.note(Stack::Sim, line);
                 runs.push((repeat, Stack::Sim, sched.clone(), f));
             }
         }
         let about = (r.jobfile, r.filename, r.disk, r.repeats, cpus);
-        out.push(Report::of_runs(about, r.schedulers, runs));
+        out.push(Report::of_runs(about, r.schedulers, runs, commands));
     }
     Ok(if suite {
         Outcome::Suite(crate::suite::Suite::of(out))

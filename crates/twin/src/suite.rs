@@ -597,6 +597,7 @@ mod tests {
             runs: Vec::new(),
             effects: Vec::new(),
             shares: Vec::new(),
+            commands: Default::default(),
         };
         let suite = Suite::of(vec![
             report("examples/twin/a.fio", 3),
@@ -649,6 +650,7 @@ mod tests {
                 effect("clat_mean_us", sp(0.5, 0.5, 0.5), None, sp(0.5, 0.5, 0.5)),
             ],
             shares: Vec::new(),
+            commands: Default::default(),
         };
         let s = Suite::of(vec![report]);
         let verdicts: Vec<_> = s.rows.iter().map(|r| (r.verdict, r.sim_verdict)).collect();
@@ -712,6 +714,7 @@ mod tests {
             ],
             effects: Vec::new(),
             shares: Vec::new(),
+            commands: Default::default(),
         };
         let s = Suite::of(vec![report(330.0)]);
         let l = &s.levels;
