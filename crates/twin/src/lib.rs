@@ -850,7 +850,7 @@ pub struct Report {
 /// The command line each stack ran, as it ran for its first run (the others differ only
 /// in the scheduler: `--ioscheduler` for mqblk's stacks, `queue/scheduler` in sysfs for the
 /// kernel's; and the simulator's `--seed`): what to run again by hand, and how mqblk's side
-/// ran (reaped by a completion worker since the results of 2026-12-05).
+/// ran (`--hctx_workers=1`, [`bench_command`]), which results saved before it do not say.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Commands {
     #[serde(default, skip_serializing_if = "Option::is_none")]
