@@ -157,8 +157,21 @@ fn package_of(tool: &str) -> Option<&'static str> {
 
 /// `losetup --find --show IMAGE`: the loop device made over the file `image`.
 pub fn attach_loop(image: &std::path::Path) -> Result<String, String> {
+    losetup(image, &[])
+}
+
+/// `losetup --find --show --direct-io=on IMAGE`: a loop device whose reads and writes reach
+/// the file's own device (the page cache bypassed), so that it is as slow as that device
+/// rather than as the CPU copying pages. Its blocks must have been written: a read of a hole
+/// or of an unwritten extent costs the file system no I/O.
+pub fn attach_loop_direct_io(image: &std::path::Path) -> Result<String, String> {
+    losetup(image, &["--direct-io=on"])
+}
+
+fn losetup(image: &std::path::Path, extra: &[&str]) -> Result<String, String> {
     let o = Command::new("losetup")
         .args(["--find", "--show"])
+        .args(extra)
         .arg(image)
         .output()
         .map_err(|e| format!("losetup: {e}"))?;
