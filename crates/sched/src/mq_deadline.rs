@@ -279,6 +279,10 @@ struct DdState {
     /// Hardware queues to run once a zone unlocked with writes waiting
     /// (`blk_mq_sched_mark_restart_hctx` in `dd_finish_request`).
     restart: Vec<HctxIdx>,
+    /// Requests the scheduler holds; `MqDeadline::nr_held` publishes it for `has_work`.
+    held: u32,
+    /// How often the lock was taken, counted under it.
+    lock_acquired: u64,
 }
 
 /// mq-deadline's zone write locking before Linux 6.10 ("block: mq-deadline: Remove support
@@ -310,11 +314,13 @@ struct Knobs {
 pub struct MqDeadline {
     state: Mutex<DdState>,
     tunables: Tunables,
-    /// Requests the scheduler holds, for a lockless `has_work`.
+    /// Requests the scheduler holds (`DdState::held`), for a lockless `has_work`: written
+    /// under the lock with a plain store, as every change to it is made there (a
+    /// read-modify-write would cost a locked instruction per request for nothing).
     nr_held: AtomicU32,
     /// `DdState::restart` has queues to run.
     restart_due: std::sync::atomic::AtomicBool,
-    lock_acquired: AtomicU64,
+    /// How often another thread held the lock (`DdState::lock_acquired` counts the takes).
     lock_contended: AtomicU64,
 }
 
@@ -364,23 +370,36 @@ impl MqDeadline {
                         nonrot: !init.rotational,
                     }),
                 restart: Vec::new(),
+                held: 0,
+                lock_acquired: 0,
             }),
             tunables,
             nr_held: AtomicU32::new(0),
             restart_due: Default::default(),
-            lock_acquired: AtomicU64::new(0),
             lock_contended: AtomicU64::new(0),
         }
     }
 
     /// Takes `dd->lock`, counting how often another thread held it.
     fn lock(&self) -> MutexGuard<'_, DdState> {
-        self.lock_acquired.fetch_add(1, Ordering::Relaxed);
-        if let Some(g) = self.state.try_lock() {
-            return g;
-        }
-        self.lock_contended.fetch_add(1, Ordering::Relaxed);
-        self.state.lock()
+        let mut g = match self.state.try_lock() {
+            Some(g) => g,
+            None => {
+                self.lock_contended.fetch_add(1, Ordering::Relaxed);
+                self.state.lock()
+            }
+        };
+        g.lock_acquired += 1;
+        g
+    }
+
+    /// The scheduler now holds `delta` requests more (or fewer), with `st` locked.
+    fn add_held(&self, st: &mut DdState, delta: i32) {
+        st.held = st
+            .held
+            .checked_add_signed(delta)
+            .expect("held-request count");
+        self.nr_held.store(st.held, Ordering::Release);
     }
 
     /// The scheduler's statistics.
@@ -409,10 +428,9 @@ impl MqDeadline {
 
     /// How often the scheduler lock was taken, and how often it was contended.
     pub fn lock_stats(&self) -> (u64, u64) {
-        (
-            self.lock_acquired.load(Ordering::Relaxed),
-            self.lock_contended.load(Ordering::Relaxed),
-        )
+        // This very take is not counted.
+        let acquired = self.state.lock().lock_acquired;
+        (acquired, self.lock_contended.load(Ordering::Relaxed))
     }
 
     /// Merges `bio` into queued request `id` (at its front or back), re-sorts it, then
@@ -448,7 +466,7 @@ impl MqDeadline {
         // The folded-away request left the scheduler: it no longer counts as held (without
         // this `has_work` stayed true forever and the count drifted).
         if freed.is_some() {
-            self.nr_held.fetch_sub(1, Ordering::AcqRel);
+            self.add_held(st, -1);
         }
         Ok(BioMerge::Merged { freed })
     }
@@ -1004,7 +1022,7 @@ impl Elevator for MqDeadline {
             r.end = end;
             st.seq += 1;
             r.seq = st.seq;
-            self.nr_held.fetch_add(1, Ordering::AcqRel);
+            self.add_held(&mut st, 1);
             if at_head {
                 r.fifo_time = now;
                 r.on_dispatch_list = true;
@@ -1026,7 +1044,7 @@ impl Elevator for MqDeadline {
                     st.resort(target, s, e);
                     st.per_prio[prio].stats.merged += 1;
                     st.last_merge = Some(target);
-                    self.nr_held.fetch_sub(1, Ordering::AcqRel);
+                    self.add_held(&mut st, -1);
                     freed.push(id);
                     continue;
                 }
@@ -1057,7 +1075,7 @@ impl Elevator for MqDeadline {
         let k = self.knobs();
         let mut st = self.lock();
         let id = st.dispatch(&k, now)?;
-        self.nr_held.fetch_sub(1, Ordering::AcqRel);
+        self.add_held(&mut st, -1);
         Some(id)
     }
 
@@ -1067,7 +1085,9 @@ impl Elevator for MqDeadline {
 
     fn restart_hctxs(&self, out: &mut Vec<HctxIdx>) {
         // Looked at without the lock first: only a zone-locking queue ever has any.
-        if self.restart_due.swap(false, Ordering::AcqRel) {
+        if self.restart_due.load(Ordering::Acquire)
+            && self.restart_due.swap(false, Ordering::AcqRel)
+        {
             let mut st = self.lock();
             out.append(&mut st.restart);
         }
