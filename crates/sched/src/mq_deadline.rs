@@ -1142,7 +1142,10 @@ impl Elevator for MqDeadline {
     fn debug_state(&self) -> String {
         let st = self.lock();
         let mut s = String::new();
-        let (acq, cont) = self.lock_stats();
+        let (acq, cont) = (
+            st.lock_acquired,
+            self.lock_contended.load(Ordering::Relaxed),
+        );
         let _ = writeln!(
             s,
             "mq-deadline: batching {} starved {} last_dir {} async_depth {} lock taken {} contended {}",

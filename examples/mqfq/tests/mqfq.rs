@@ -182,8 +182,8 @@ fn mqfq_serves_an_nbd_export() {
 /// The device is a loop with direct I/O over a file on the disk the build is on, so that its
 /// reads wait on that disk: over tmpfs the loop is as fast as its CPU, and the share is what
 /// each flow's thread gets of two CPUs beside the worker that reaps for them and the loop's
-/// own (0.021 under MQFQ at D=4 in one CI run, 0.22-0.27 here). Needs root, losetup and fio
-/// (in CI `.ci/run` installs them).
+/// own (0.021 under MQFQ at D=4 on one machine, 0.22-0.27 on another). Needs root,
+/// losetup and fio (in CI `.ci/run` installs them).
 #[test]
 fn twin_runs_mqfq_through_mqblk_beside_the_kernel_s_schedulers() {
     let test = "twin_runs_mqfq_through_mqblk_beside_the_kernel_s_schedulers";
