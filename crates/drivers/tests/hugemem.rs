@@ -9,14 +9,17 @@ use std::sync::{Mutex, MutexGuard};
 static HUGE: Mutex<()> = Mutex::new(());
 
 /// `pages` free huge pages of 2 MiB for `test` (reserved as root, given back when the
-/// reservation drops), or a missing line and `None`.
+/// reservation drops), or a missing line and `None`. The reservation comes first in the
+/// pair, so that it is given back before the lock lets the next test look: the other way
+/// round, the next test found this one's page still free, reserved none, and lost it to the
+/// give-back before it could map it.
 fn huge_pages(
     test: &str,
     pages: u64,
-) -> Option<(MutexGuard<'static, ()>, Option<HugeReservation>)> {
+) -> Option<(Option<HugeReservation>, MutexGuard<'static, ()>)> {
     let lock = HUGE.lock().unwrap_or_else(|e| e.into_inner());
     match reserve(2 << 20, pages) {
-        Ok(r) => Some((lock, r)),
+        Ok(r) => Some((r, lock)),
         Err(e) => {
             mqblk_testkit::missing(test, &format!("no huge pages to map: {e}"));
             None
