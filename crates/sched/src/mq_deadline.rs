@@ -279,8 +279,6 @@ struct DdState {
     /// Hardware queues to run once a zone unlocked with writes waiting
     /// (`blk_mq_sched_mark_restart_hctx` in `dd_finish_request`).
     restart: Vec<HctxIdx>,
-    /// Requests the scheduler holds; `MqDeadline::nr_held` publishes it for `has_work`.
-    held: u32,
     /// How often the lock was taken, counted under it.
     lock_acquired: u64,
 }
@@ -314,9 +312,9 @@ struct Knobs {
 pub struct MqDeadline {
     state: Mutex<DdState>,
     tunables: Tunables,
-    /// Requests the scheduler holds (`DdState::held`), for a lockless `has_work`: written
-    /// under the lock with a plain store, as every change to it is made there (a
-    /// read-modify-write would cost a locked instruction per request for nothing).
+    /// Requests the scheduler holds, for a lockless `has_work`: changed only under the lock,
+    /// by a load and a plain store (a locked read-modify-write would cost an atomic
+    /// instruction per request for nothing).
     nr_held: AtomicU32,
     /// `DdState::restart` has queues to run.
     restart_due: std::sync::atomic::AtomicBool,
@@ -370,7 +368,6 @@ impl MqDeadline {
                         nonrot: !init.rotational,
                     }),
                 restart: Vec::new(),
-                held: 0,
                 lock_acquired: 0,
             }),
             tunables,
@@ -393,13 +390,15 @@ impl MqDeadline {
         g
     }
 
-    /// The scheduler now holds `delta` requests more (or fewer), with `st` locked.
-    fn add_held(&self, st: &mut DdState, delta: i32) {
-        st.held = st
-            .held
+    /// The scheduler now holds `delta` requests more (or fewer); `_locked` proves the
+    /// caller holds the lock, under which alone the count changes.
+    fn add_held(&self, _locked: &mut DdState, delta: i32) {
+        let held = self
+            .nr_held
+            .load(Ordering::Relaxed)
             .checked_add_signed(delta)
             .expect("held-request count");
-        self.nr_held.store(st.held, Ordering::Release);
+        self.nr_held.store(held, Ordering::Release);
     }
 
     /// The scheduler's statistics.
@@ -426,9 +425,9 @@ impl MqDeadline {
         }
     }
 
-    /// How often the scheduler lock was taken, and how often it was contended.
+    /// How often the scheduler lock was taken, and how often it was contended. Takes the
+    /// lock (uncounted) to read the first: never call it with the lock held.
     pub fn lock_stats(&self) -> (u64, u64) {
-        // This very take is not counted.
         let acquired = self.state.lock().lock_acquired;
         (acquired, self.lock_contended.load(Ordering::Relaxed))
     }
