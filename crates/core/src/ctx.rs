@@ -9,8 +9,8 @@ use crate::bio::Bio;
 use crate::cpumap::HCTX_MAX_TYPES;
 use crate::hctx::Counter;
 use crate::request::RqId;
+use crate::sync::Mutex;
 use crate::{CtxIdx, HctxIdx};
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 

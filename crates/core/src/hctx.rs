@@ -2,8 +2,8 @@
 
 use crate::cpumap::HctxType;
 use crate::request::RqId;
+use crate::sync::Mutex;
 use crate::{CtxIdx, HctxIdx, Nanos};
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 

@@ -25,6 +25,9 @@ pub mod plug;
 pub mod queue;
 pub mod request;
 pub mod status;
+// Implements a raw lock: the crate's one module with `unsafe`.
+#[allow(unsafe_code)]
+pub mod sync;
 pub mod tag;
 pub mod time;
 pub mod trace;

@@ -12,9 +12,9 @@
 
 use crate::bio::{Bio, IoPrio, ReqFlags, ReqOp, SECTOR_SHIFT};
 use crate::status::BlkStatus;
+use crate::sync::{Mutex, MutexGuard};
 use crate::{CtxIdx, HctxIdx, Nanos};
 use crossbeam_utils::CachePadded;
-use parking_lot::{Mutex, MutexGuard};
 
 /// A tag: an index into one tag map.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

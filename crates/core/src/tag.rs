@@ -8,6 +8,7 @@
 //! found the map full takes a wake token and retries once the map has freed a batch of tags.
 
 use crate::status::BlkStatus;
+use crate::sync::{self, Confinement};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +33,9 @@ pub struct Sbitmap {
     shift: u32,
     round_robin: bool,
     words: Box<[CachePadded<SbWord>]>,
+    /// Shared between threads, or one simulation's (its bit updates then take no locked
+    /// instruction).
+    confinement: Confinement,
 }
 
 impl Sbitmap {
@@ -66,6 +70,7 @@ impl Sbitmap {
             shift,
             round_robin,
             words,
+            confinement: Confinement::new(),
         }
     }
 
@@ -89,17 +94,17 @@ impl Sbitmap {
     }
 
     /// Folds deferred frees back into the word. Returns false if there were none.
-    fn deferred_clear(&self, w: usize) -> bool {
+    fn deferred_clear(&self, w: usize, one: bool) -> bool {
         let sw = &self.words[w];
         if sw.cleared.load(Ordering::Relaxed) == 0 {
             return false;
         }
-        let mask = sw.cleared.swap(0, Ordering::Acquire);
-        sw.word.fetch_and(!mask, Ordering::Release);
+        let mask = sync::swap_u64(&sw.cleared, 0, Ordering::Acquire, one);
+        sync::fetch_and_u64(&sw.word, !mask, Ordering::Release, one);
         true
     }
 
-    fn get_from_word(&self, w: usize, limit: u32, start: u32) -> Option<u32> {
+    fn get_from_word(&self, w: usize, limit: u32, start: u32, one: bool) -> Option<u32> {
         if limit == 0 {
             return None;
         }
@@ -113,7 +118,7 @@ impl Sbitmap {
             let cur = sw.word.load(Ordering::Relaxed);
             let free = !cur & mask;
             if free == 0 {
-                if self.deferred_clear(w) {
+                if self.deferred_clear(w, one) {
                     continue;
                 }
                 return None;
@@ -129,7 +134,7 @@ impl Sbitmap {
             } else {
                 free.trailing_zeros()
             };
-            let prev = sw.word.fetch_or(1u64 << bit, Ordering::Acquire);
+            let prev = sync::fetch_or_u64(&sw.word, 1u64 << bit, Ordering::Acquire, one);
             if prev & (1u64 << bit) == 0 {
                 return Some(bit);
             }
@@ -148,6 +153,7 @@ impl Sbitmap {
             // runs stay deterministic.
             h = 0;
         }
+        let one = self.confinement.confined();
         let nr_words = self.words.len();
         let mut w = (h >> self.shift) as usize;
         for i in 0..nr_words {
@@ -163,7 +169,7 @@ impl Sbitmap {
             } else {
                 0
             };
-            if let Some(bit) = self.get_from_word(w, self.word_limit(w, shallow), start) {
+            if let Some(bit) = self.get_from_word(w, self.word_limit(w, shallow), start, one) {
                 let nr = ((w as u32) << self.shift) + bit;
                 if nr == h || self.round_robin {
                     // The kernel wraps at `depth - 1`, so the last bit is never a hint.
@@ -196,7 +202,8 @@ impl Sbitmap {
             sw.word.load(Ordering::Relaxed) & bit != 0,
             "sbitmap: bit {nr} freed twice"
         );
-        let prev = sw.cleared.fetch_or(bit, Ordering::Release);
+        let one = self.confinement.confined();
+        let prev = sync::fetch_or_u64(&sw.cleared, bit, Ordering::Release, one);
         assert!(prev & bit == 0, "sbitmap: bit {nr} freed twice");
     }
 

@@ -5,13 +5,13 @@ mod common;
 
 use common::{bio4k, simple_queue, submit_ok, take_done, Mode, TestDriver};
 use mqblk_core::merge::{bio_attempt_merge, merge_requests, req_merge_ok, rq_merge_ok, try_merge};
+use mqblk_core::sync::MutexGuard;
 use mqblk_core::tag::MapQueues;
 use mqblk_core::{
     Bio, BvecLayout, CtxIdx, ElvMerge, HctxIdx, IoPrio, IoPrioClass, Nanos, NoMerges, QueueConfig,
     QueueLimits, ReqFlags, ReqOp, Request, RequestQueue, RequestTable, RequestsRef, RqId, RqState,
     Submit, TagSet, TagSetConfig,
 };
-use parking_lot::MutexGuard;
 use std::sync::Arc;
 
 const NOW: Nanos = Nanos(1_000);

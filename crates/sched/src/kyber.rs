@@ -11,11 +11,11 @@
 //! It keeps its queues per hardware queue (and per Ctx within it), so it is `MQ_AWARE`: every
 //! hardware queue may be run, and each returns only its own requests.
 
+use mqblk_core::sync::Mutex;
 use mqblk_core::{
     merge, Bio, BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures,
     ElvRq, HctxIdx, LockScope, Nanos, ReqFlags, ReqOp, RqId, TunableDesc, Tunables,
 };
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};

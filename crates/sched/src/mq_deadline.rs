@@ -16,11 +16,11 @@
 //! The benchmark-only tunable `queued_sum` switches to the older way of summing per-Ctx
 //! counters on every dispatch decision, so the cost of that can be measured.
 
+use mqblk_core::sync::{Mutex, MutexGuard};
 use mqblk_core::{
     merge, Bio, BioMerge, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx, ElvFeatures,
     ElvRq, HctxIdx, IoPrioClass, LockScope, Nanos, NoMerges, ReqOp, RqId, TunableDesc, Tunables,
 };
-use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -12,6 +12,7 @@
 
 use crate::device::{Cmd, CompletionCpu, DeviceModel, DriverCost};
 use crate::SimRng;
+use mqblk_core::sync::Mutex;
 use mqblk_core::FaultConfig;
 use mqblk_core::{
     BlkStatus, CompletionBatch, Driver, EhReturn, HctxIdx, Nanos, QueueRqs, ReqFlags, Request,
@@ -19,7 +20,6 @@ use mqblk_core::{
 };
 use mqblk_models::media::{Content, Media, MediaPlant, MediaStats, Piece};
 use mqblk_models::port::{Accept, Finished, ModelInfo, ModelPort};
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -23,6 +23,7 @@
 use super::*;
 use crate::elevator::TunableError;
 use crate::request::RequestTable;
+use crate::sync::Confinement;
 use std::ops::Deref;
 
 /// `MAX_SCHED_RQ` (16 * `BLKDEV_DEFAULT_RQ`): the most scheduler requests per hardware queue
@@ -63,6 +64,9 @@ pub(crate) struct FreezeState {
     gen: AtomicU64,
     /// Per Ctx: entries of its submitter, odd while one runs.
     ctx_seq: Box<[CachePadded<AtomicU64>]>,
+    /// A simulation's queue is entered and frozen by its one thread, which needs no
+    /// sequentially consistent store to see its own entries.
+    confinement: Confinement,
     /// Per hardware queue, and one more for calls tied to none: held shared by each call of
     /// a thread without a submitter, taken exclusively once to wait those calls out.
     outside: Box<[CachePadded<parking_lot::RwLock<()>>]>,
@@ -85,6 +89,7 @@ impl FreezeState {
             ctx_seq: (0..nr_ctx)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
+            confinement: Confinement::new(),
             outside: (0..=nr_hw)
                 .map(|_| CachePadded::new(parking_lot::RwLock::new(())))
                 .collect(),
@@ -93,6 +98,9 @@ impl FreezeState {
     }
 
     fn snapshot(&self) -> Snapshot {
+        // Entries of a confined queue store their counts without ordering against other
+        // threads: only its own thread may read them (this panics on any other).
+        self.confinement.confined();
         Snapshot {
             ctx: self
                 .ctx_seq
@@ -217,8 +225,14 @@ impl RequestQueue {
     fn enter(&self, sub: &mut Submitter) -> Arc<QueueInner> {
         sub.seq += 1;
         // SeqCst, so that a freezer reading the counts after raising the depth sees this
-        // entry, or this entry sees the depth (`percpu_ref_tryget_live`).
-        self.freeze.ctx_seq[sub.ctx.0 as usize].store(sub.seq, Ordering::SeqCst);
+        // entry, or this entry sees the depth (`percpu_ref_tryget_live`); on one thread the
+        // freezer is this thread, and program order is enough.
+        let order = if self.freeze.confinement.confined() {
+            Ordering::Relaxed
+        } else {
+            Ordering::SeqCst
+        };
+        self.freeze.ctx_seq[sub.ctx.0 as usize].store(sub.seq, order);
         let gen = self.freeze.gen.load(Ordering::SeqCst);
         if gen != sub.gen || sub.inner.is_none() {
             sub.inner = Some(self.inner.load_full());

@@ -92,7 +92,7 @@ pub(crate) struct ZoneWplugs {
 
 /// The plugs' state, locked; on release it records in `due` whether anything waits.
 struct Locked<'a> {
-    st: parking_lot::MutexGuard<'a, State>,
+    st: crate::sync::MutexGuard<'a, State>,
     due: &'a AtomicBool,
 }
 

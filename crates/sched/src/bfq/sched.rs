@@ -21,12 +21,12 @@
 
 use super::groups::Groups;
 use mqblk_core::op_is_sync as is_sync;
+use mqblk_core::sync::Mutex;
 use mqblk_core::{
     merge, Bio, BioMerge, Blkcg, Elevator, ElevatorInit, ElevatorType, ElvCost, ElvCtx,
     ElvFeatures, ElvRq, HctxIdx, HctxQueued, IoPrioClass, LockScope, Nanos, NoMerges, ReqFlags,
     ReqOp, RqId, TunableAlias, TunableDesc, Tunables,
 };
-use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -465,7 +465,10 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// Builds a simulation. It runs on the thread that builds it: its queue's locks are
+    /// confined to that thread ([`mqblk_core::sync`]), one thread running the whole machine.
     pub fn new(cfg: SimConfig, jobs: Vec<SimJob>) -> Result<Sim, SimError> {
+        let _one_thread = mqblk_core::sync::confine_to_this_thread();
         let mut rng = SimRng::new(cfg.seed);
         if cfg.nr_cpus == 0 {
             return Err(SimError::Config("sim: at least one CPU is needed".into()));
@@ -858,6 +861,7 @@ impl Sim {
     /// Runs the simulation to the end and checks it. Core assertion failures panic; callers
     /// that want to survive them (the fuzzer) run this under `catch_unwind`.
     pub fn run(mut self) -> Result<SimResult, SimError> {
+        let _one_thread = mqblk_core::sync::confine_to_this_thread();
         self.event_loop()?;
         if !self.jobs.iter().all(|j| j.finished) {
             return Err(self.stall("no event left while jobs are unfinished".into()));
@@ -874,6 +878,7 @@ impl Sim {
         let Some(crash) = self.cfg.crash else {
             return Err(SimError::Config("sim: no power cut configured".into()));
         };
+        let _one_thread = mqblk_core::sync::confine_to_this_thread();
         self.event_loop()?;
         let mid_run = self.cut;
         if !mid_run && !self.jobs.iter().all(|j| j.finished) {
