@@ -215,3 +215,115 @@ pub fn mount_tmpfs(dir: &std::path::Path, mib: u32) -> Result<(), String> {
 pub fn umount(dir: &std::path::Path) {
     let _ = Command::new("umount").arg(dir).status();
 }
+
+/// `cmd`'s output, as [`Command::output`] gives it, but a child still running after `limit`
+/// is killed and the test fails with what it printed so far. A hung child (a deadlock in the
+/// program under test) then ends its test instead of holding the whole run, and does not
+/// outlive it.
+pub fn output_within(cmd: &mut Command, limit: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+    // Each stream is read as it comes, so a killed child's last words are there to show,
+    // even where a grandchild keeps the pipe open.
+    let collect = |mut r: Box<dyn Read + Send>| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let into = buf.clone();
+        let reader = std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = r.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                into.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend_from_slice(&chunk[..n]);
+            }
+        });
+        (buf, reader)
+    };
+    let (out, out_reader) = collect(Box::new(child.stdout.take().expect("piped stdout")));
+    let (err, err_reader) = collect(Box::new(child.stderr.take().expect("piped stderr")));
+    let take =
+        |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner()));
+    let start = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if start.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{cmd:?} was still running after {} s and was killed; it printed:\n{}\n{}",
+                    limit.as_secs(),
+                    String::from_utf8_lossy(&take(&out)),
+                    String::from_utf8_lossy(&take(&err))
+                );
+            }
+            Err(e) => panic!("waiting for {cmd:?}: {e}"),
+        }
+    };
+    let _ = out_reader.join();
+    let _ = err_reader.join();
+    std::process::Output {
+        status,
+        stdout: take(&out),
+        stderr: take(&err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_child_that_finishes_gives_its_output_and_status() {
+        let o = output_within(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(o.status.code(), Some(3));
+        assert_eq!(o.stdout, b"out\n");
+        assert_eq!(o.stderr, b"err\n");
+    }
+
+    #[test]
+    fn a_child_past_its_limit_is_killed_and_its_words_are_shown() {
+        let pidfile = std::env::temp_dir().join(format!("testkit-hang-{}", std::process::id()));
+        let script = format!(
+            "echo $$ > {}; echo started; exec sleep 600",
+            pidfile.display()
+        );
+        let r = std::panic::catch_unwind(|| {
+            output_within(
+                Command::new("sh").args(["-c", &script]),
+                Duration::from_millis(500),
+            )
+        });
+        let msg = *r
+            .expect_err("a hung child fails the test")
+            .downcast::<String>()
+            .unwrap();
+        assert!(
+            msg.contains("was killed") && msg.contains("started"),
+            "{msg}"
+        );
+        let pid = std::fs::read_to_string(&pidfile).unwrap();
+        let _ = std::fs::remove_file(&pidfile);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+            "the child outlived its limit"
+        );
+    }
+}

@@ -6,22 +6,27 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The longest one `mqblk` command of these tests may take (a twin suite's few minutes,
+/// with room for a slow machine) before it counts as hung and is killed.
+pub const MQBLK_LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
+
 /// `mqblk ARGS`, this build's binary, with its output.
 pub fn mqblk(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args(args)
-        .output()
-        .expect("running mqblk")
+    mqblk_testkit::output_within(
+        Command::new(env!("CARGO_BIN_EXE_mqblk")).args(args),
+        MQBLK_LIMIT,
+    )
 }
 
 /// `mqblk ARGS` run in `dir`, for a job that leaves files in its working directory (a
 /// writing job with `verify=` leaves its verify state there, as fio's does).
 pub fn mqblk_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mqblk"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("running mqblk")
+    mqblk_testkit::output_within(
+        Command::new(env!("CARGO_BIN_EXE_mqblk"))
+            .args(args)
+            .current_dir(dir),
+        MQBLK_LIMIT,
+    )
 }
 
 /// Output bytes as text.
