@@ -20,7 +20,8 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use lock_api::GuardNoSend;
+// `parking_lot`'s own `lock_api`, so the raw lock implements the very trait its mutex does.
+use parking_lot::lock_api::{self, GuardNoSend};
 
 /// Not yet taken: the first take decides.
 const UNBOUND: usize = 0;
@@ -97,7 +98,7 @@ impl Confinement {
             UNBOUND => self.bind(),
             o if o == this_thread() => true,
             _ => panic!(
-                "mqblk: a queue confined to one simulation's thread was used from another thread"
+                "mqblk: a queue confined to one thread (`confine_to_this_thread`) was used from another"
             ),
         }
     }
@@ -156,19 +157,22 @@ fn rmw_u64(
     v
 }
 
-/// `a |= bits`, returning the old value : an atomic instruction where threads share `a`, a load and a store where [`Confinement::confined`] said one thread owns it.
+/// `a |= bits`, returning the old value; a load and a store where `confined` (from
+/// [`Confinement::confined`]), the atomic instruction elsewhere.
 #[inline]
 pub fn fetch_or_u64(a: &AtomicU64, bits: u64, order: Ordering, confined: bool) -> u64 {
     rmw_u64(a, confined, |v| v | bits, || a.fetch_or(bits, order))
 }
 
-/// `a &= bits`, returning the old value : an atomic instruction where threads share `a`, a load and a store where [`Confinement::confined`] said one thread owns it.
+/// `a &= bits`, returning the old value; a load and a store where `confined` (from
+/// [`Confinement::confined`]), the atomic instruction elsewhere.
 #[inline]
 pub fn fetch_and_u64(a: &AtomicU64, bits: u64, order: Ordering, confined: bool) -> u64 {
     rmw_u64(a, confined, |v| v & bits, || a.fetch_and(bits, order))
 }
 
-/// Swaps `v` into `a`, returning the old value : an atomic instruction where threads share `a`, a load and a store where [`Confinement::confined`] said one thread owns it.
+/// Swaps `v` into `a`, returning the old value; a load and a store where `confined` (from
+/// [`Confinement::confined`]), the atomic instruction elsewhere.
 #[inline]
 pub fn swap_u64(a: &AtomicU64, v: u64, order: Ordering, confined: bool) -> u64 {
     rmw_u64(a, confined, |_| v, || a.swap(v, order))
