@@ -406,6 +406,7 @@ impl Tunables {
         self.descs
     }
     /// The value of tunable `i` (its index in the descriptor table).
+    #[inline]
     pub fn get(&self, i: usize) -> i64 {
         self.values[i].load(Ordering::Relaxed)
     }
