@@ -185,7 +185,7 @@ fn simulate(a: &SimOpts, cost: CostTable, rest: &[String]) -> Result<Simulated, 
     }
     // The device is described as `mqblk bench` describes it (the same job options); in
     // virtual time it is its model.
-    let dev = mqblk_device::DeviceConfig::from_jobs(&cl.jobs)?;
+    let dev = mqblk_device::DeviceConfig::from_jobs_simulated(&cl.jobs)?;
     let model = dev.model_spec()?;
     let writer = crate::trace_cmd::TraceOut::open(cl.trace.as_deref());
     let nr_clones: u32 = cl.jobs.iter().map(|s| s.numjobs.max(1)).sum();

@@ -1,7 +1,7 @@
 //! `mqblk sim` and `mqblk scenario` as a user runs them.
 
 mod common;
-use common::{mqblk, text};
+use common::{mqblk, mqblk_in, text};
 
 /// `mqblk sim` on a job file with `args` before it, which must succeed: its JSON report.
 fn sim_job_file_json(args: &[&str], job: &std::path::Path) -> serde_json::Value {
@@ -630,4 +630,50 @@ fn how_the_writer_s_buffers_lie_decides_mq_deadline_s_hold_on_the_reader() {
         (0.8..1.25).contains(&huge),
         "huge pages: mq-deadline x{huge:.2} of none's reads"
     );
+}
+
+/// A job whose I/O engine reads a real file, with no model for its device, is refused in
+/// one line naming the file and the way out, whether or not the file exists or has a size
+/// (never told to give a size first, and no file is made); a model makes it run.
+#[test]
+fn a_real_file_is_refused_as_one_line_before_its_size_is_asked() {
+    let dir = std::env::temp_dir().join(format!("mqblk-simfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str]| {
+        let o = mqblk_in(&dir, &[&["sim"], args].concat());
+        (o.status.code(), text(&o.stderr))
+    };
+    for (args, file) in [
+        (
+            vec!["--ioengine=io_uring", "--rw=read", "--name=x"],
+            "x.0.0",
+        ),
+        (
+            vec!["--ioengine=libaio", "--size=64m", "--rw=read", "--name=x"],
+            "x.0.0",
+        ),
+        (
+            vec!["--ioengine=io_uring", "--filename=/dev/null", "--name=y"],
+            "/dev/null",
+        ),
+    ] {
+        let (code, err) = run(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        let job = args.last().unwrap().trim_start_matches("--name=");
+        assert_eq!(
+            err.trim_end(),
+            format!("mqblk sim: job '{job}': {file}: a real file cannot be simulated; describe its device with --device=MODEL"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no file made");
+    let (code, err) = run(&[
+        "--ioengine=io_uring",
+        "--device=null,size=1g",
+        "--rw=read",
+        "--name=x",
+        "--runtime=1ms",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -383,6 +383,25 @@ impl DeviceConfig {
         DeviceConfig::plan_jobs(specs, false)
     }
 
+    /// [`Self::from_jobs`] for the simulator: a run whose I/O goes to a real file, with no
+    /// model to stand for its device, is refused as such before its files are looked for
+    /// (otherwise a job without a size would be told to give one, only to be refused next).
+    pub fn from_jobs_simulated(specs: &[JobSpec]) -> Result<DeviceConfig, DeviceError> {
+        if let Some(first) = specs.first() {
+            let d = DeviceConfig::settings_of(first)?;
+            if d.sim_model.is_none() {
+                if let DriverConfig::Uring(_) = d.driver {
+                    let file = first.file_names(0).into_iter().next().unwrap_or_default();
+                    return Err(DeviceError::Invalid(format!(
+                        "job '{}': {file}: a real file cannot be simulated; describe its device with --device=MODEL",
+                        first.name
+                    )));
+                }
+            }
+        }
+        DeviceConfig::plan_jobs(specs, false)
+    }
+
     /// What a run on real files checks before it starts, beyond [`Self::from_jobs`] (which
     /// the simulator shares, whose files are not real): every file's directory exists
     /// (fio makes files, not directories), and a job that writes does not write a mounted
