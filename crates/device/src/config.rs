@@ -231,6 +231,14 @@ impl Default for DeviceConfig {
     }
 }
 
+/// The simulator's refusal of a real file (`what` names it): only a model can stand for a
+/// device in virtual time.
+fn not_simulated(what: &str) -> DeviceError {
+    DeviceError::Invalid(format!(
+        "{what}: a real file cannot be simulated; describe its device with --device=MODEL"
+    ))
+}
+
 impl DeviceConfig {
     /// `driver` under a queue with the default settings.
     pub fn new(driver: DriverConfig) -> DeviceConfig {
@@ -392,10 +400,7 @@ impl DeviceConfig {
             if d.sim_model.is_none() {
                 if let DriverConfig::Uring(_) = d.driver {
                     let file = first.file_names(0).into_iter().next().unwrap_or_default();
-                    return Err(DeviceError::Invalid(format!(
-                        "job '{}': {file}: a real file cannot be simulated; describe its device with --device=MODEL",
-                        first.name
-                    )));
+                    return Err(not_simulated(&format!("job '{}': {file}", first.name)));
                 }
             }
         }
@@ -668,10 +673,7 @@ impl DeviceConfig {
                 c.size_bytes,
                 c.cache_size_mb
             ))?),
-            DriverConfig::Uring(u) => Err(DeviceError::Invalid(format!(
-                "{}: a real file cannot be simulated; describe its device with --device=MODEL",
-                u.path.display()
-            ))),
+            DriverConfig::Uring(u) => Err(not_simulated(&u.path.display().to_string())),
         }
     }
 
