@@ -1279,3 +1279,24 @@ fn nowait_fails_a_read_that_finds_no_tag_with_eagain() {
         );
     }
 }
+
+/// A range given to `bs` is refused in one line that names `bsrange`, and `bsrange` takes it.
+#[test]
+fn a_block_size_range_given_to_bs_points_at_bsrange() {
+    let o = mqblk(&["sim", "--rw=randread", "--bs=4k-64k", "--name=x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("option 'bs': '4k-64k' is not supported: a range of block sizes is bsrange's (bsrange=MIN-MAX)"),
+        "{err}"
+    );
+    let o = mqblk(&[
+        "sim",
+        "--rw=randread",
+        "--bsrange=4k-64k",
+        "--name=x",
+        "--runtime=1ms",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}

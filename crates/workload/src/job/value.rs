@@ -130,7 +130,7 @@ pub(crate) fn parse_bs_list(text: &str, default: u64) -> BsList {
         return BsList::Unsupported("at most three values (read,write,trim) are allowed");
     }
     if slots.iter().any(|s| s.contains('-') || s.contains(':')) {
-        return BsList::Unsupported("block size ranges are not supported");
+        return BsList::Unsupported("a range of block sizes is bsrange's (bsrange=MIN-MAX)");
     }
     let mut sizes = [default; 3];
     let mut last = default;
