@@ -231,6 +231,17 @@ impl Default for DeviceConfig {
     }
 }
 
+/// What the jobs' device is planned for.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Plan {
+    /// A run on real files: they are looked at, sized, made.
+    Run,
+    /// fio's `--parse-only`: the options, not the files.
+    ParseOnly,
+    /// The simulator: a model stands for the device, and a real file without one is refused.
+    Simulate,
+}
+
 /// The simulator's refusal of a real file (`what` names it): only a model can stand for a
 /// device in virtual time.
 fn not_simulated(what: &str) -> DeviceError {
@@ -388,23 +399,14 @@ impl DeviceConfig {
     /// covers (fio's per-job `size` and `offset`); the device is as large as the largest
     /// needs.
     pub fn from_jobs(specs: &[JobSpec]) -> Result<DeviceConfig, DeviceError> {
-        DeviceConfig::plan_jobs(specs, false)
+        DeviceConfig::plan_jobs(specs, Plan::Run)
     }
 
     /// [`Self::from_jobs`] for the simulator: a run whose I/O goes to a real file, with no
     /// model to stand for its device, is refused as such before its files are looked for
     /// (otherwise a job without a size would be told to give one, only to be refused next).
     pub fn from_jobs_simulated(specs: &[JobSpec]) -> Result<DeviceConfig, DeviceError> {
-        if let Some(first) = specs.first() {
-            let d = DeviceConfig::settings_of(first)?;
-            if d.sim_model.is_none() {
-                if let DriverConfig::Uring(_) = d.driver {
-                    let file = first.file_names(0).into_iter().next().unwrap_or_default();
-                    return Err(not_simulated(&format!("job '{}': {file}", first.name)));
-                }
-            }
-        }
-        DeviceConfig::plan_jobs(specs, false)
+        DeviceConfig::plan_jobs(specs, Plan::Simulate)
     }
 
     /// What a run on real files checks before it starts, beyond [`Self::from_jobs`] (which
@@ -451,10 +453,11 @@ impl DeviceConfig {
     /// would use, so a job file naming `/dev/sdX` of another machine parses here too; its
     /// run is what fails, naming the file.
     pub fn from_jobs_parse_only(specs: &[JobSpec]) -> Result<DeviceConfig, DeviceError> {
-        DeviceConfig::plan_jobs(specs, true)
+        DeviceConfig::plan_jobs(specs, Plan::ParseOnly)
     }
 
-    fn plan_jobs(specs: &[JobSpec], parse_only: bool) -> Result<DeviceConfig, DeviceError> {
+    fn plan_jobs(specs: &[JobSpec], plan: Plan) -> Result<DeviceConfig, DeviceError> {
+        let parse_only = plan == Plan::ParseOnly;
         let first = specs
             .first()
             .ok_or_else(|| DeviceError::Invalid("no jobs given".into()))?;
@@ -472,6 +475,12 @@ impl DeviceConfig {
             {
                 d.size_bytes = d.size_bytes.max(o.size_bytes);
             }
+        }
+        if let (Plan::Simulate, DriverConfig::Uring(_), None) =
+            (plan, &device.driver, &device.sim_model)
+        {
+            let file = first.file_names(0).into_iter().next().unwrap_or_default();
+            return Err(not_simulated(&format!("job '{}': {file}", first.name)));
         }
         // The files the jobs name, laid out on the device: real ones are sized by what is
         // on disk unless a job sizes them; on the null device or a model, a file without a
