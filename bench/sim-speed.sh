@@ -24,10 +24,8 @@ if [ "${INSTRUCTIONS:-0}" = 1 ] && ! command -v valgrind >/dev/null; then
     echo "sim-speed.sh: INSTRUCTIONS=1 needs valgrind (apt-get install valgrind)" >&2
     exit 2
 fi
-if [ -z "${MQBLK:-}" ]; then
-    cargo build --release -p mqblk >/dev/null
-fi
-mqblk=${MQBLK:-target/release/mqblk}
+# shellcheck source=bench/mqblk.sh
+source bench/mqblk.sh
 
 job() { # $1 = scheduler, $2 = virtual run time
     echo "sim --ioscheduler=$1 --rw=randread --bs=4k --iodepth=32 --runtime=$2 --time_based --name=x"
